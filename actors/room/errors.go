@@ -1,0 +1,91 @@
+package room
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error classes. Every error Decide returns wraps exactly one of them; the
+// gRPC layer maps classes to status codes and nothing else looks at text.
+var (
+	ErrInvalid      = errors.New("invalid argument")
+	ErrNotFound     = errors.New("not found")
+	ErrExists       = errors.New("already exists")
+	ErrPrecondition = errors.New("failed precondition")
+	ErrPermission   = errors.New("permission denied")
+	// ErrUnavailable: a dependency (store, wallet) is down or lost a race;
+	// the same command_id may be retried.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Rule errors: one per broken rule, each in its class.
+var (
+	ErrRoomNotFound   = fmt.Errorf("%w: room does not exist", ErrNotFound)
+	ErrRoomExists     = fmt.Errorf("%w: room already exists", ErrExists)
+	ErrRoomClosed     = fmt.Errorf("%w: room is closed", ErrPrecondition)
+	ErrNotMember      = fmt.Errorf("%w: user is not a member of the room", ErrPrecondition)
+	ErrBanned         = fmt.Errorf("%w: user is banned from the room", ErrPrecondition)
+	ErrSeatTaken      = fmt.Errorf("%w: seat is taken", ErrPrecondition)
+	ErrAlreadySeated  = fmt.Errorf("%w: user already holds another seat", ErrPrecondition)
+	ErrNotSeated      = fmt.Errorf("%w: user holds no seat", ErrPrecondition)
+	ErrReceiverAbsent = fmt.Errorf("%w: gift receiver is not a member of the room", ErrPrecondition)
+	ErrKickOwner      = fmt.Errorf("%w: the owner cannot be kicked", ErrPrecondition)
+	ErrNotOwner       = fmt.Errorf("%w: only the owner or an admin may do this", ErrPermission)
+)
+
+// Class names carried across the cluster in RoomError.class.
+const (
+	ClassInvalid      = "invalid_argument"
+	ClassNotFound     = "not_found"
+	ClassExists       = "already_exists"
+	ClassPrecondition = "failed_precondition"
+	ClassPermission   = "permission_denied"
+	ClassUnavailable  = "unavailable"
+	ClassInternal     = "internal"
+)
+
+var classes = []struct {
+	err   error
+	class string
+}{
+	{ErrInvalid, ClassInvalid},
+	{ErrNotFound, ClassNotFound},
+	{ErrExists, ClassExists},
+	{ErrPrecondition, ClassPrecondition},
+	{ErrPermission, ClassPermission},
+	{ErrUnavailable, ClassUnavailable},
+}
+
+// ClassOf returns the class name of err ("internal" when it has none).
+func ClassOf(err error) string {
+	for _, c := range classes {
+		if errors.Is(err, c.err) {
+			return c.class
+		}
+	}
+	return ClassInternal
+}
+
+// classError is an error rebuilt from a class name and text received from
+// another cluster member; errors.Is matches its class sentinel.
+type classError struct {
+	class error
+	msg   string
+}
+
+func (e *classError) Error() string { return e.msg }
+func (e *classError) Unwrap() error { return e.class }
+
+// ErrorFromClass rebuilds an error of the given class with the given text.
+func ErrorFromClass(class, msg string) error {
+	for _, c := range classes {
+		if c.class == class {
+			return &classError{class: c.err, msg: msg}
+		}
+	}
+	return errors.New(msg)
+}
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -1,0 +1,96 @@
+package room
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// Limits on input. The gRPC layer checks the same limits before a command
+// reaches a grain; Decide checks them again so the state machine is safe on
+// its own.
+const (
+	DefaultMicSeats = 8
+	MaxMicSeats     = 20
+	MaxIDLen        = 64
+	MaxNameLen      = 128
+	MaxReasonLen    = 256
+	MaxAdmins       = 20
+	MaxGiftCount    = 1_000_000
+	MaxBanSeconds   = 365 * 24 * 3600
+)
+
+// Room statuses.
+const (
+	StatusOpen   = "open"
+	StatusClosed = "closed"
+)
+
+// State is one room. The zero State (Exists false) is a room nobody has
+// created. State is a value: Apply never changes the State it is given.
+type State struct {
+	AppCode     string           `json:"app_code"`
+	RoomID      string           `json:"room_id"`
+	Seq         int64            `json:"seq"`
+	Exists      bool             `json:"exists"`
+	Owner       string           `json:"owner"`
+	Name        string           `json:"name"`
+	Status      string           `json:"status"`
+	Admins      []string         `json:"admins,omitempty"`
+	Members     map[string]int64 `json:"members,omitempty"` // user -> joined_at_ms
+	Seats       []string         `json:"seats,omitempty"`   // seat -> user ("" = free)
+	Bans        map[string]int64 `json:"bans,omitempty"`    // user -> banned until (ms)
+	Heat        int64            `json:"heat"`
+	CreatedAtMs int64            `json:"created_at_ms"`
+}
+
+// NewState is the empty state of a room that may not exist yet.
+func NewState(appCode, roomID string) State {
+	return State{AppCode: appCode, RoomID: roomID}
+}
+
+// Clone returns a deep copy.
+func (s State) Clone() State {
+	s.Admins = slices.Clone(s.Admins)
+	s.Members = maps.Clone(s.Members)
+	s.Seats = slices.Clone(s.Seats)
+	s.Bans = maps.Clone(s.Bans)
+	return s
+}
+
+// IsMember reports whether user is in the room.
+func (s State) IsMember(user string) bool {
+	_, ok := s.Members[user]
+	return ok
+}
+
+// IsAdmin reports whether user is the owner or a listed admin.
+func (s State) IsAdmin(user string) bool {
+	return user == s.Owner || slices.Contains(s.Admins, user)
+}
+
+// SeatOf returns the seat user holds, or -1.
+func (s State) SeatOf(user string) int {
+	return slices.Index(s.Seats, user)
+}
+
+// BannedAt reports whether user is banned at nowMs.
+func (s State) BannedAt(user string, nowMs int64) bool {
+	until, ok := s.Bans[user]
+	return ok && until > nowMs
+}
+
+// SortedMembers returns the member ids in order.
+func (s State) SortedMembers() []string {
+	return slices.Sorted(maps.Keys(s.Members))
+}
+
+// Marshal serialises the state for a snapshot.
+func (s State) Marshal() ([]byte, error) { return json.Marshal(s) }
+
+// UnmarshalState parses a snapshot.
+func UnmarshalState(b []byte) (State, error) {
+	var s State
+	err := json.Unmarshal(b, &s)
+	return s, err
+}

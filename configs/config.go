@@ -1,0 +1,185 @@
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole configuration of one roomcell process.
+type Config struct {
+	// NodeID names this process in logs, leases and metrics. Default: the
+	// host name.
+	NodeID string `yaml:"node_id"`
+	// Roles this process runs: room, wallet, relay, notice. Default: all
+	// but notice.
+	Roles []string `yaml:"roles"`
+
+	Log          LogConfig          `yaml:"log"`
+	GRPC         GRPCConfig         `yaml:"grpc"`
+	HTTP         HTTPConfig         `yaml:"http"`
+	Store        StoreConfig        `yaml:"store"`
+	MySQL        MySQLConfig        `yaml:"mysql"`
+	Redis        RedisConfig        `yaml:"redis"`
+	Room         RoomConfig         `yaml:"room"`
+	Gifts        []GiftConfig       `yaml:"gifts"`
+	Wallet       WalletConfig       `yaml:"wallet"`
+	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
+	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
+	Cluster      ClusterConfig      `yaml:"cluster"`
+	Presence     PresenceConfig     `yaml:"presence"`
+	Notice       NoticeConfig       `yaml:"notice"`
+}
+
+// Role names.
+const (
+	RoleRoom   = "room"
+	RoleWallet = "wallet"
+	RoleRelay  = "relay"
+	RoleNotice = "notice"
+)
+
+// Error is a configuration error; Key names the offending key in dotted
+// form ("outbox_worker.retry_strategy").
+type Error struct {
+	Key string
+	Msg string
+}
+
+func (e *Error) Error() string { return "config: " + e.Key + ": " + e.Msg }
+
+func errorf(key, format string, args ...any) error {
+	return &Error{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Default returns the configuration used when no file is given: the
+// embedded dev setup (go-memdb, fake IM, single node).
+func Default() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}
+
+// HasRole reports whether the process runs role.
+func (c Config) HasRole(role string) bool {
+	for _, r := range c.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} with the environment variable NAME. A bare $
+// is left alone so passwords with dollars survive.
+func expandEnv(b []byte) []byte {
+	return envRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		return []byte(os.Getenv(string(envRef.FindSubmatch(m)[1])))
+	})
+}
+
+// Load reads, expands, decodes, defaults and validates a YAML file.
+// Unknown keys are errors: a misspelt key must not silently fall back to a
+// default.
+func Load(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b)
+}
+
+// Parse is Load on bytes.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(expandEnv(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.setDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (c *Config) setDefaults() {
+	if c.NodeID == "" {
+		c.NodeID, _ = os.Hostname()
+		if c.NodeID == "" {
+			c.NodeID = "node-1"
+		}
+	}
+	if len(c.Roles) == 0 {
+		c.Roles = []string{RoleRoom, RoleWallet, RoleRelay}
+	}
+	c.Log.setDefaults()
+	c.GRPC.setDefaults()
+	c.HTTP.setDefaults()
+	c.Store.setDefaults()
+	c.MySQL.setDefaults()
+	c.Redis.setDefaults()
+	c.Room.setDefaults()
+	if c.Gifts == nil {
+		c.Gifts = DefaultGifts()
+	}
+	c.Wallet.setDefaults()
+	c.OutboxWorker.setDefaults()
+	c.TencentIM.setDefaults()
+	c.Cluster.setDefaults()
+	c.Presence.setDefaults()
+	c.Notice.setDefaults()
+}
+
+// Validate checks every section; the first error names its key.
+func (c Config) Validate() error {
+	for i, r := range c.Roles {
+		switch r {
+		case RoleRoom, RoleWallet, RoleRelay, RoleNotice:
+		default:
+			return errorf(fmt.Sprintf("roles[%d]", i), "unknown role %q (want room, wallet, relay or notice)", r)
+		}
+	}
+	checks := []func() error{
+		c.Log.validate, c.GRPC.validate, c.HTTP.validate, c.Store.validate,
+		c.MySQL.validate, c.Redis.validate, c.Room.validate,
+		func() error { return validateGifts(c.Gifts) },
+		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate,
+		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if c.Store.Kind == StoreMySQL && c.MySQL.DSN == "" {
+		return errorf("mysql.dsn", "required when store.kind is mysql")
+	}
+	return nil
+}
+
+// durationOr returns d, or def when d <= 0 (seed 000: a non-positive
+// interval falls back to the default instead of busy-looping).
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func intOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

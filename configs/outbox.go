@@ -1,0 +1,49 @@
+package configs
+
+import "time"
+
+// Retry strategies of the outbox relay.
+const (
+	RetryFixedInterval = "fixed_interval"
+	RetryExponential   = "exponential"
+)
+
+// OutboxWorkerConfig is seed 000's outbox_worker block, plus the lease and
+// the exponential strategy.
+type OutboxWorkerConfig struct {
+	Enabled        *bool         `yaml:"enabled"` // default true
+	PollInterval   time.Duration `yaml:"poll_interval"`
+	BatchSize      int           `yaml:"batch_size"`
+	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	RetryStrategy  string        `yaml:"retry_strategy"`
+	// LeaseTTL: how long a claimed row is reserved for this relay.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// MaxBackoff caps the exponential strategy's delay.
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+}
+
+// On reports whether the relay runs (default true).
+func (c OutboxWorkerConfig) On() bool { return c.Enabled == nil || *c.Enabled }
+
+func (c *OutboxWorkerConfig) setDefaults() {
+	c.PollInterval = durationOr(c.PollInterval, time.Second)
+	c.BatchSize = intOr(c.BatchSize, 100)
+	c.PublishTimeout = durationOr(c.PublishTimeout, 3*time.Second)
+	if c.RetryStrategy == "" {
+		c.RetryStrategy = RetryFixedInterval
+	}
+	c.LeaseTTL = durationOr(c.LeaseTTL, 30*time.Second)
+	c.MaxBackoff = durationOr(c.MaxBackoff, 5*time.Minute)
+}
+
+func (c OutboxWorkerConfig) validate() error {
+	switch c.RetryStrategy {
+	case RetryFixedInterval, RetryExponential:
+	default:
+		return errorf("outbox_worker.retry_strategy", "unknown strategy %q (want fixed_interval or exponential)", c.RetryStrategy)
+	}
+	if c.LeaseTTL <= c.PublishTimeout {
+		return errorf("outbox_worker.lease_ttl", "%s must be longer than outbox_worker.publish_timeout (%s)", c.LeaseTTL, c.PublishTimeout)
+	}
+	return nil
+}

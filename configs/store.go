@@ -1,0 +1,107 @@
+package configs
+
+import "time"
+
+// Store kinds.
+const (
+	StoreMemdb = "memdb"
+	StoreMySQL = "mysql"
+)
+
+// StoreConfig picks the room/wallet/notice store backend.
+type StoreConfig struct {
+	Kind string `yaml:"kind"` // memdb (default) | mysql
+}
+
+func (c *StoreConfig) setDefaults() {
+	if c.Kind == "" {
+		c.Kind = StoreMemdb
+	}
+}
+
+func (c StoreConfig) validate() error {
+	if c.Kind != StoreMemdb && c.Kind != StoreMySQL {
+		return errorf("store.kind", "unknown store %q (want memdb or mysql)", c.Kind)
+	}
+	return nil
+}
+
+// MySQLConfig is the production store.
+type MySQLConfig struct {
+	// DSN in go-sql-driver form without a database name, e.g.
+	// "root:${MYSQL_PASSWORD}@tcp(127.0.0.1:3306)/". Never logged.
+	DSN             string        `yaml:"dsn"`
+	RoomDatabase    string        `yaml:"room_database"`
+	WalletDatabase  string        `yaml:"wallet_database"`
+	NoticeDatabase  string        `yaml:"notice_database"`
+	MaxOpenConns    int           `yaml:"max_open_conns"`
+	MaxIdleConns    int           `yaml:"max_idle_conns"`
+	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
+	DialTimeout     time.Duration `yaml:"dial_timeout"`
+	QueryTimeout    time.Duration `yaml:"query_timeout"`
+	AutoMigrate     bool          `yaml:"auto_migrate"`
+	GroupCommit     GroupCommit   `yaml:"group_commit"`
+}
+
+// GroupCommit batches appends of many rooms into shared transactions.
+type GroupCommit struct {
+	Enabled  *bool         `yaml:"enabled"` // default true
+	MaxBatch int           `yaml:"max_batch"`
+	Linger   time.Duration `yaml:"linger"`
+}
+
+// On reports whether group commit is enabled (default true).
+func (g GroupCommit) On() bool { return g.Enabled == nil || *g.Enabled }
+
+func (c *MySQLConfig) setDefaults() {
+	if c.RoomDatabase == "" {
+		c.RoomDatabase = "hyapp_room"
+	}
+	if c.WalletDatabase == "" {
+		c.WalletDatabase = "hyapp_wallet"
+	}
+	if c.NoticeDatabase == "" {
+		c.NoticeDatabase = "hyapp_notice"
+	}
+	c.MaxOpenConns = intOr(c.MaxOpenConns, 32)
+	c.MaxIdleConns = intOr(c.MaxIdleConns, 16)
+	c.ConnMaxLifetime = durationOr(c.ConnMaxLifetime, 30*time.Minute)
+	c.DialTimeout = durationOr(c.DialTimeout, 2*time.Second)
+	c.QueryTimeout = durationOr(c.QueryTimeout, 3*time.Second)
+	c.GroupCommit.MaxBatch = intOr(c.GroupCommit.MaxBatch, 128)
+	c.GroupCommit.Linger = durationOr(c.GroupCommit.Linger, 2*time.Millisecond)
+}
+
+func (c MySQLConfig) validate() error {
+	if c.MaxIdleConns > c.MaxOpenConns {
+		return errorf("mysql.max_idle_conns", "%d is more than mysql.max_open_conns (%d)", c.MaxIdleConns, c.MaxOpenConns)
+	}
+	return nil
+}
+
+// RedisConfig is the room directory (presence, user→room, heat rank).
+type RedisConfig struct {
+	Enabled   bool          `yaml:"enabled"`
+	Addr      string        `yaml:"addr"`
+	Password  string        `yaml:"password"` // use ${ENV}; never logged
+	DB        int           `yaml:"db"`
+	KeyPrefix string        `yaml:"key_prefix"`
+	Timeout   time.Duration `yaml:"timeout"`
+}
+
+func (c *RedisConfig) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:6379"
+	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "roomcell:"
+	}
+	c.Timeout = durationOr(c.Timeout, 500*time.Millisecond)
+}
+
+func (c RedisConfig) validate() error {
+	if c.Enabled {
+		return checkAddr("redis.addr", c.Addr)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package configs
+
+import "time"
+
+// TencentIMConfig: when Enabled is false the process publishes to the
+// fake IM (dev) instead of Tencent.
+type TencentIMConfig struct {
+	Enabled         bool   `yaml:"enabled"`
+	SDKAppID        int64  `yaml:"sdk_app_id"`
+	SecretKey       string `yaml:"secret_key"` // use ${TENCENT_IM_SECRET_KEY}; never logged
+	AdminIdentifier string `yaml:"admin_identifier"`
+	BaseURL         string `yaml:"base_url"`
+	// Timeout per HTTP call; above Tencent's own 3 s server timeout.
+	Timeout time.Duration `yaml:"timeout"`
+	// RatePerSecond per API (Tencent default 200).
+	RatePerSecond int `yaml:"rate_per_second"`
+	// GroupRatePerSecond per group (Tencent: 40).
+	GroupRatePerSecond int `yaml:"group_rate_per_second"`
+	// GroupType of room groups (AVChatRoom by default).
+	GroupType string `yaml:"group_type"`
+	// FromAccount shown as the sender of room and notice messages; empty =
+	// the admin identifier.
+	FromAccount string `yaml:"from_account"`
+	// UserSigTTL: validity of the admin UserSig; renewed at half-life.
+	UserSigTTL time.Duration `yaml:"usersig_ttl"`
+}
+
+func (c *TencentIMConfig) setDefaults() {
+	if c.BaseURL == "" {
+		c.BaseURL = "https://console.tim.qq.com"
+	}
+	if c.AdminIdentifier == "" {
+		c.AdminIdentifier = "administrator"
+	}
+	c.Timeout = durationOr(c.Timeout, 4*time.Second)
+	c.RatePerSecond = intOr(c.RatePerSecond, 200)
+	c.GroupRatePerSecond = intOr(c.GroupRatePerSecond, 40)
+	if c.GroupType == "" {
+		c.GroupType = "AVChatRoom"
+	}
+	c.UserSigTTL = durationOr(c.UserSigTTL, 24*time.Hour)
+}
+
+func (c TencentIMConfig) validate() error {
+	if !c.Enabled {
+		return nil
+	}
+	if c.SDKAppID <= 0 {
+		return errorf("tencent_im.sdk_app_id", "required when tencent_im.enabled is true")
+	}
+	if c.SecretKey == "" {
+		return errorf("tencent_im.secret_key", "required when tencent_im.enabled is true (set it from the environment: \"${TENCENT_IM_SECRET_KEY}\")")
+	}
+	return nil
+}
