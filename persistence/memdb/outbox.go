@@ -1,0 +1,229 @@
+package memdb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// scanStatus calls fn with the rows of one status, oldest first, until fn
+// returns false.
+func scanStatus(txn *memdb.Txn, status string, fn func(*outboxEntry) bool) error {
+	it, err := txn.LowerBound(tableOutbox, indexStatus, status, int64(math.MinInt64), "")
+	if err != nil {
+		return err
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		e := raw.(*outboxEntry)
+		if e.Status != status || !fn(e) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ListPendingOutbox implements persistence.OutboxStore. limit <= 0 returns
+// nothing: a scan is always bounded.
+func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence.OutboxRow, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	var out []persistence.OutboxRow
+	if limit <= 0 {
+		return out, nil
+	}
+	err := scanStatus(s.db.Txn(false), persistence.OutboxPending, func(e *outboxEntry) bool {
+		out = append(out, cloneOutboxRow(e.Row))
+		return len(out) < limit
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memdb: list pending outbox: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimPendingOutbox implements persistence.OutboxStore. The scan and the
+// lease writes share one write transaction; go-memdb admits one writer at a
+// time, so two owners can never both see a row as free.
+func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	var out []persistence.OutboxRow
+	if limit <= 0 {
+		return out, nil
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	// Collect first: go-memdb iterators must not run across writes to the
+	// index they walk.
+	var free []*outboxEntry
+	err := scanStatus(txn, persistence.OutboxPending, func(e *outboxEntry) bool {
+		if e.Row.LockUntilMs <= nowMs {
+			free = append(free, e)
+		}
+		return len(free) < limit
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memdb: claim outbox: %w", err)
+	}
+	for _, e := range free {
+		row := cloneOutboxRow(e.Row)
+		row.LockedBy = owner
+		row.LockUntilMs = nowMs + leaseMs
+		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+			return nil, fmt.Errorf("memdb: claim outbox %s: %w", row.Envelope.EventID, err)
+		}
+		out = append(out, cloneOutboxRow(row))
+	}
+	txn.Commit()
+	return out, nil
+}
+
+// updateOutbox applies change to a copy of one row in a write transaction.
+// change returns false to leave the row as it is.
+func (s *Store) updateOutbox(ctx context.Context, op, eventID string, change func(*persistence.OutboxRow) bool) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	raw, err := txn.First(tableOutbox, indexID, eventID)
+	if err != nil {
+		return fmt.Errorf("memdb: %s %s: %w", op, eventID, err)
+	}
+	if raw == nil {
+		return fmt.Errorf("memdb: %s: outbox event %q: %w", op, eventID, persistence.ErrNotFound)
+	}
+	row := cloneOutboxRow(raw.(*outboxEntry).Row)
+	if !change(&row) {
+		return nil
+	}
+	if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+		return fmt.Errorf("memdb: %s %s: %w", op, eventID, err)
+	}
+	txn.Commit()
+	return nil
+}
+
+// MarkOutboxPublished implements persistence.OutboxStore.
+func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error {
+	return s.updateOutbox(ctx, "mark published", eventID, func(r *persistence.OutboxRow) bool {
+		if r.Status == persistence.OutboxPublished {
+			return false
+		}
+		r.Status = persistence.OutboxPublished
+		r.LastError = ""
+		r.PublishedAtMs = nowMs
+		r.UpdatedAtMs = nowMs
+		r.LockedBy, r.LockUntilMs = "", 0
+		return true
+	})
+}
+
+// MarkOutboxFailed implements persistence.OutboxStore.
+func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs int64) error {
+	return s.updateOutbox(ctx, "mark failed", eventID, func(r *persistence.OutboxRow) bool {
+		// A late failure report (say, the sync publish timing out after
+		// the relay already delivered) must not reopen a published row.
+		if r.Status == persistence.OutboxPublished {
+			return false
+		}
+		r.RetryCount++
+		r.LastError = lastError
+		r.UpdatedAtMs = nowMs
+		r.LockedBy, r.LockUntilMs = "", 0
+		return true
+	})
+}
+
+// ReleaseOutbox implements persistence.OutboxStore.
+func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
+	return s.updateOutbox(ctx, "release", eventID, func(r *persistence.OutboxRow) bool {
+		if r.Status != persistence.OutboxPending {
+			return false
+		}
+		r.LockedBy, r.LockUntilMs = "", 0
+		return true
+	})
+}
+
+// GetOutbox implements persistence.OutboxStore.
+func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.OutboxRow, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.OutboxRow{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableOutbox, indexID, eventID)
+	if err != nil {
+		return persistence.OutboxRow{}, fmt.Errorf("memdb: get outbox %s: %w", eventID, err)
+	}
+	if raw == nil {
+		return persistence.OutboxRow{}, fmt.Errorf("memdb: outbox event %q: %w", eventID, persistence.ErrNotFound)
+	}
+	return cloneOutboxRow(raw.(*outboxEntry).Row), nil
+}
+
+// ListOutbox implements persistence.OutboxStore. Limit <= 0 means no limit.
+// Without a status filter it walks the whole table: an operator query, not
+// a hot path.
+func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]persistence.OutboxRow, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	full := func(n int) bool { return f.Limit > 0 && n >= f.Limit }
+	txn := s.db.Txn(false)
+	var out []persistence.OutboxRow
+	if f.Status != "" {
+		err := scanStatus(txn, f.Status, func(e *outboxEntry) bool {
+			out = append(out, cloneOutboxRow(e.Row))
+			return !full(len(out))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("memdb: list outbox: %w", err)
+		}
+		return out, nil
+	}
+	it, err := txn.Get(tableOutbox, indexID)
+	if err != nil {
+		return nil, fmt.Errorf("memdb: list outbox: %w", err)
+	}
+	var all []*outboxEntry
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		all = append(all, raw.(*outboxEntry))
+	}
+	slices.SortFunc(all, func(a, b *outboxEntry) int {
+		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
+	})
+	for _, e := range all {
+		if full(len(out)) {
+			break
+		}
+		out = append(out, cloneOutboxRow(e.Row))
+	}
+	return out, nil
+}
+
+// OutboxStats implements persistence.OutboxStore.
+func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.OutboxStats{}, err
+	}
+	var st persistence.OutboxStats
+	err := scanStatus(s.db.Txn(false), persistence.OutboxPending, func(e *outboxEntry) bool {
+		if st.Pending == 0 {
+			st.OldestCreatedAtMs = e.CreatedAtMs
+		}
+		st.Pending++
+		return true
+	})
+	if err != nil {
+		return persistence.OutboxStats{}, fmt.Errorf("memdb: outbox stats: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,180 @@
+package memdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// errInvalid marks an Append the tables cannot index (go-memdb does not
+// index empty strings, so an empty key would dodge the fences).
+var errInvalid = errors.New("memdb: invalid append")
+
+// Append implements persistence.RoomStore. The write transaction holds
+// go-memdb's single writer lock, so the fence checks and the inserts are
+// atomic against concurrent appends.
+func (s *Store) Append(ctx context.Context, a persistence.Append) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	cmd := a.Command
+	if err := validateAppend(a); err != nil {
+		return err
+	}
+	key := cmd.Key()
+
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+
+	taken, err := txn.First(tableCommandLog, indexID, cmd.AppCode, cmd.RoomID, cmd.Seq)
+	if err != nil {
+		return fmt.Errorf("memdb: append %s: %w", key, err)
+	}
+	if taken != nil {
+		return fmt.Errorf("memdb: append %s: seq %d already written: %w", key, cmd.Seq, persistence.ErrConflict)
+	}
+	taken, err = txn.First(tableCommandLog, indexCommandID, cmd.AppCode, cmd.RoomID, cmd.CommandID)
+	if err != nil {
+		return fmt.Errorf("memdb: append %s: %w", key, err)
+	}
+	if taken != nil {
+		return fmt.Errorf("memdb: append %s: command_id %q already written: %w", key, cmd.CommandID, persistence.ErrConflict)
+	}
+
+	stored := cloneCommand(cmd)
+	if err := txn.Insert(tableCommandLog, &stored); err != nil {
+		return fmt.Errorf("memdb: append %s: %w", key, err)
+	}
+	for _, e := range cmd.Events {
+		taken, err := txn.First(tableOutbox, indexID, e.EventID)
+		if err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+		if taken != nil {
+			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
+		}
+		row := persistence.OutboxRow{
+			Envelope:    cloneEnvelope(e),
+			Status:      persistence.OutboxPending,
+			CreatedAtMs: e.CreatedAtMs,
+			UpdatedAtMs: e.CreatedAtMs,
+		}
+		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+	}
+	if a.Snapshot != nil {
+		if err := saveSnapshot(txn, *a.Snapshot); err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+	}
+	txn.Commit()
+	return nil
+}
+
+func validateAppend(a persistence.Append) error {
+	c := a.Command
+	if c.AppCode == "" || c.RoomID == "" || c.CommandID == "" {
+		return fmt.Errorf("%w: app_code, room_id and command_id are required", errInvalid)
+	}
+	for i, e := range c.Events {
+		if e.EventID == "" {
+			return fmt.Errorf("%w: event %d has no event_id", errInvalid, i)
+		}
+	}
+	if a.Snapshot != nil && (a.Snapshot.AppCode == "" || a.Snapshot.RoomID == "") {
+		return fmt.Errorf("%w: snapshot without app_code or room_id", errInvalid)
+	}
+	return nil
+}
+
+// LoadSnapshot implements persistence.RoomStore.
+func (s *Store) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (persistence.Snapshot, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableSnapshots, indexID, key.AppCode, key.RoomID)
+	if err != nil {
+		return persistence.Snapshot{}, fmt.Errorf("memdb: load snapshot %s: %w", key, err)
+	}
+	if raw == nil {
+		return persistence.Snapshot{}, fmt.Errorf("memdb: snapshot of %s: %w", key, persistence.ErrNotFound)
+	}
+	return cloneSnapshot(*raw.(*persistence.Snapshot)), nil
+}
+
+// LoadCommands implements persistence.RoomStore.
+func (s *Store) LoadCommands(ctx context.Context, key persistence.RoomKey, afterSeq int64) ([]persistence.CommandRecord, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if afterSeq == math.MaxInt64 {
+		return nil, nil
+	}
+	it, err := s.db.Txn(false).LowerBound(tableCommandLog, indexID, key.AppCode, key.RoomID, afterSeq+1)
+	if err != nil {
+		return nil, fmt.Errorf("memdb: load commands %s: %w", key, err)
+	}
+	var out []persistence.CommandRecord
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		rec := raw.(*persistence.CommandRecord)
+		// The lower bound starts inside the room; the first row of any
+		// other room ends it.
+		if rec.AppCode != key.AppCode || rec.RoomID != key.RoomID {
+			break
+		}
+		out = append(out, cloneCommand(*rec))
+	}
+	return out, nil
+}
+
+// FindCommand implements persistence.RoomStore.
+func (s *Store) FindCommand(ctx context.Context, key persistence.RoomKey, commandID string) (persistence.CommandRecord, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.CommandRecord{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableCommandLog, indexCommandID, key.AppCode, key.RoomID, commandID)
+	if err != nil {
+		return persistence.CommandRecord{}, fmt.Errorf("memdb: find command %s: %w", key, err)
+	}
+	if raw == nil {
+		return persistence.CommandRecord{}, fmt.Errorf("memdb: command %q of %s: %w", commandID, key, persistence.ErrNotFound)
+	}
+	return cloneCommand(*raw.(*persistence.CommandRecord)), nil
+}
+
+// SaveSnapshot implements persistence.RoomStore.
+func (s *Store) SaveSnapshot(ctx context.Context, snap persistence.Snapshot) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if snap.AppCode == "" || snap.RoomID == "" {
+		return fmt.Errorf("%w: snapshot without app_code or room_id", errInvalid)
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := saveSnapshot(txn, snap); err != nil {
+		return fmt.Errorf("memdb: save snapshot %s: %w", snap.Key(), err)
+	}
+	txn.Commit()
+	return nil
+}
+
+// saveSnapshot stores snap in txn unless the room already has one at the
+// same or a later seq: an older activation must never roll a room back.
+func saveSnapshot(txn *memdb.Txn, snap persistence.Snapshot) error {
+	raw, err := txn.First(tableSnapshots, indexID, snap.AppCode, snap.RoomID)
+	if err != nil {
+		return err
+	}
+	if raw != nil && raw.(*persistence.Snapshot).Seq >= snap.Seq {
+		return nil
+	}
+	stored := cloneSnapshot(snap)
+	return txn.Insert(tableSnapshots, &stored)
+}

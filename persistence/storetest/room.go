@@ -1,0 +1,906 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// RunRoomStore runs the persistence.Store contract. newStore must return an
+// empty store for each call and arrange its Close and any teardown with
+// t.Cleanup; every subtest gets its own store, because the outbox scans are
+// store-wide.
+func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s persistence.Store)
+	}{
+		{"AppendLoadRoundTrip", testAppendLoadRoundTrip},
+		{"ReturnedValuesDoNotAlias", testReturnedValuesDoNotAlias},
+		{"LoadCommandsOrderAndAfterSeq", testLoadCommandsOrderAndAfterSeq},
+		{"FindCommand", testFindCommand},
+		{"DuplicateSeqConflictWritesNothing", testDuplicateSeqConflict},
+		{"DuplicateCommandIDConflictWritesNothing", testDuplicateCommandIDConflict},
+		{"AppendSnapshotNewerOnly", testAppendSnapshotNewerOnly},
+		{"SaveSnapshotNewerOnly", testSaveSnapshotNewerOnly},
+		{"CancelledContextWritesNothing", testCancelledContext},
+		{"NotFound", testNotFound},
+		{"AppendWritesPendingOutboxRows", testAppendWritesPendingOutbox},
+		{"ListPendingOldestFirstWithLimit", testListPendingOldestFirst},
+		{"ClaimLeases", testClaimLeases},
+		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
+		{"MarkPublished", testMarkPublished},
+		{"MarkFailed", testMarkFailed},
+		{"ReleaseOutbox", testReleaseOutbox},
+		{"ListOutboxFilter", testListOutboxFilter},
+		{"OutboxStats", testOutboxStats},
+		{"RoomsIsolated", testRoomsIsolated},
+		{"ConcurrentAppendSameSeqFences", testConcurrentAppendSameSeq},
+		{"ConcurrentAppendSameCommandIDFences", testConcurrentAppendSameCommandID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+var roomA = persistence.RoomKey{AppCode: "app1", RoomID: "room-a"}
+
+// event builds an envelope; the payload is compact JSON so a backend that
+// stores it in a JSON column returns the same bytes.
+func event(key persistence.RoomKey, seq int64, commandID, eventID string, createdAtMs int64) persistence.Envelope {
+	return persistence.Envelope{
+		EventID:     eventID,
+		EventType:   "RoomUserJoined",
+		AppCode:     key.AppCode,
+		RoomID:      key.RoomID,
+		RoomSeq:     seq,
+		CommandID:   commandID,
+		RequestID:   "req-" + commandID,
+		CreatedAtMs: createdAtMs,
+		Payload:     json.RawMessage(fmt.Sprintf(`{"event":%q,"seat":%d}`, eventID, seq)),
+	}
+}
+
+// command builds a command log row at seq with one event per eventID, all
+// created at createdAtMs. The reply holds non-UTF-8 bytes on purpose: the
+// grain may store encoded protobuf there.
+func command(key persistence.RoomKey, seq int64, commandID string, createdAtMs int64, eventIDs ...string) persistence.CommandRecord {
+	c := persistence.CommandRecord{
+		AppCode:     key.AppCode,
+		RoomID:      key.RoomID,
+		Seq:         seq,
+		CommandID:   commandID,
+		CommandType: "JoinRoom",
+		Reply:       []byte(fmt.Sprintf("\x00\xff\x01reply-%s-%d", commandID, seq)),
+		CreatedAtMs: createdAtMs,
+	}
+	for _, id := range eventIDs {
+		c.Events = append(c.Events, event(key, seq, commandID, id, createdAtMs))
+	}
+	return c
+}
+
+func snapshot(key persistence.RoomKey, seq, updatedAtMs int64) *persistence.Snapshot {
+	return &persistence.Snapshot{
+		AppCode:     key.AppCode,
+		RoomID:      key.RoomID,
+		Seq:         seq,
+		State:       []byte(fmt.Sprintf("\x00\xfestate@%d", seq)),
+		UpdatedAtMs: updatedAtMs,
+	}
+}
+
+func mustAppend(t *testing.T, s persistence.Store, a persistence.Append) {
+	t.Helper()
+	if err := s.Append(t.Context(), a); err != nil {
+		t.Fatalf("Append seq %d command %q: %v", a.Command.Seq, a.Command.CommandID, err)
+	}
+}
+
+func mustNoErr(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func wantIs(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want one wrapping %v", what, err, target)
+	}
+}
+
+// normCommand treats nil and empty slices alike: backends differ there and
+// callers must not care.
+func normCommand(c persistence.CommandRecord) persistence.CommandRecord {
+	if len(c.Reply) == 0 {
+		c.Reply = nil
+	}
+	if len(c.Events) == 0 {
+		c.Events = nil
+	}
+	events := make([]persistence.Envelope, len(c.Events))
+	for i, e := range c.Events {
+		events[i] = normEnvelope(e)
+	}
+	if c.Events != nil {
+		c.Events = events
+	}
+	return c
+}
+
+func normEnvelope(e persistence.Envelope) persistence.Envelope {
+	if len(e.Payload) == 0 {
+		e.Payload = nil
+	}
+	return e
+}
+
+func wantCommand(t *testing.T, what string, got, want persistence.CommandRecord) {
+	t.Helper()
+	if !reflect.DeepEqual(normCommand(got), normCommand(want)) {
+		t.Fatalf("%s:\n got %+v\nwant %+v", what, got, want)
+	}
+}
+
+func wantSnapshot(t *testing.T, what string, got persistence.Snapshot, want *persistence.Snapshot) {
+	t.Helper()
+	if !reflect.DeepEqual(got, *want) {
+		t.Fatalf("%s:\n got %+v\nwant %+v", what, got, *want)
+	}
+}
+
+func seqs(recs []persistence.CommandRecord) []int64 {
+	out := make([]int64, len(recs))
+	for i, r := range recs {
+		out[i] = r.Seq
+	}
+	return out
+}
+
+func eventIDs(rows []persistence.OutboxRow) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Envelope.EventID
+	}
+	return out
+}
+
+func wantIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+// seedOutbox appends one command per createdAt (seq 1, 2, ...) with one
+// event each and returns the event IDs in append order. The IDs sort in the
+// reverse of creation order, so a store that orders by event_id instead of
+// created_at_ms fails the oldest-first checks.
+func seedOutbox(t *testing.T, s persistence.Store, key persistence.RoomKey, createdAts ...int64) []string {
+	t.Helper()
+	ids := make([]string, len(createdAts))
+	for i, at := range createdAts {
+		seq := int64(i + 1)
+		ids[i] = fmt.Sprintf("%s-ev-%02d", key.RoomID, 99-i)
+		mustAppend(t, s, persistence.Append{Command: command(key, seq, fmt.Sprintf("%s-cmd-%d", key.RoomID, seq), at, ids[i])})
+	}
+	return ids
+}
+
+func getOutbox(t *testing.T, s persistence.Store, eventID string) persistence.OutboxRow {
+	t.Helper()
+	row, err := s.GetOutbox(t.Context(), eventID)
+	mustNoErr(t, "GetOutbox "+eventID, err)
+	return row
+}
+
+func testAppendLoadRoundTrip(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	c1 := command(roomA, 1, "cmd-1", 1000, "ev-1a", "ev-1b")
+	c1.Events[1].EventType = "RoomMicTaken"
+	c1.Events[1].RequestID = ""            // optional on the wire
+	c2 := command(roomA, 2, "cmd-2", 1100) // a command without events
+	snap := snapshot(roomA, 2, 1100)
+	mustAppend(t, s, persistence.Append{Command: c1})
+	mustAppend(t, s, persistence.Append{Command: c2, Snapshot: snap})
+
+	got, err := s.LoadCommands(ctx, roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	if len(got) != 2 {
+		t.Fatalf("LoadCommands: got %d rows, want 2", len(got))
+	}
+	wantCommand(t, "LoadCommands[0]", got[0], c1)
+	wantCommand(t, "LoadCommands[1]", got[1], c2)
+
+	found, err := s.FindCommand(ctx, roomA, "cmd-1")
+	mustNoErr(t, "FindCommand", err)
+	wantCommand(t, "FindCommand", found, c1)
+
+	gotSnap, err := s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "LoadSnapshot", gotSnap, snap)
+}
+
+func testReturnedValuesDoNotAlias(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	c := command(roomA, 1, "cmd-1", 1000, "ev-1")
+	want := command(roomA, 1, "cmd-1", 1000, "ev-1")
+	snap := snapshot(roomA, 1, 1000)
+	mustAppend(t, s, persistence.Append{Command: c, Snapshot: snap})
+
+	// Mutate what was handed in...
+	c.Reply[0] = 'X'
+	c.Events[0].Payload[0] = 'X'
+	c.Events[0].EventType = "Mutated"
+	snap.State[0] = 'X'
+
+	// ...and what came out.
+	got, err := s.LoadCommands(ctx, roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	got[0].Reply[0] = 'Y'
+	got[0].Events[0].Payload[0] = 'Y'
+	got[0].Events[0].EventType = "Mutated"
+	found, err := s.FindCommand(ctx, roomA, "cmd-1")
+	mustNoErr(t, "FindCommand", err)
+	wantCommand(t, "FindCommand after mutating inputs and results", found, want)
+	found.Reply[0] = 'Z'
+	found.Events[0].Payload[0] = 'Z'
+
+	again, err := s.LoadCommands(ctx, roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	wantCommand(t, "LoadCommands after mutating results", again[0], want)
+
+	gotSnap, err := s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	gotSnap.State[0] = 'Y'
+	gotSnap, err = s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "LoadSnapshot after mutations", gotSnap, snapshot(roomA, 1, 1000))
+
+	row := getOutbox(t, s, "ev-1")
+	row.Envelope.Payload[0] = 'Y'
+	pending, err := s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	pending[0].Envelope.Payload[0] = 'Y'
+	if got := getOutbox(t, s, "ev-1").Envelope; !reflect.DeepEqual(got, want.Events[0]) {
+		t.Fatalf("outbox envelope after mutations:\n got %+v\nwant %+v", got, want.Events[0])
+	}
+}
+
+func testLoadCommandsOrderAndAfterSeq(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	// Appended out of order: the store orders by seq, not by arrival.
+	for _, seq := range []int64{3, 1, 5, 2, 4} {
+		mustAppend(t, s, persistence.Append{Command: command(roomA, seq, fmt.Sprintf("cmd-%d", seq), 1000+seq)})
+	}
+	for _, tc := range []struct {
+		after int64
+		want  []int64
+	}{
+		{0, []int64{1, 2, 3, 4, 5}},
+		{2, []int64{3, 4, 5}},
+		{4, []int64{5}},
+		{5, nil},
+		{99, nil},
+	} {
+		got, err := s.LoadCommands(ctx, roomA, tc.after)
+		mustNoErr(t, "LoadCommands", err)
+		if !slices.Equal(seqs(got), tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+			t.Fatalf("LoadCommands(after %d): got seqs %v, want %v", tc.after, seqs(got), tc.want)
+		}
+		for _, r := range got {
+			if r.CommandID != fmt.Sprintf("cmd-%d", r.Seq) {
+				t.Fatalf("LoadCommands(after %d): seq %d has command %q", tc.after, r.Seq, r.CommandID)
+			}
+		}
+	}
+	none, err := s.LoadCommands(ctx, persistence.RoomKey{AppCode: "app1", RoomID: "never-used"}, 0)
+	mustNoErr(t, "LoadCommands of an unknown room", err)
+	if len(none) != 0 {
+		t.Fatalf("LoadCommands of an unknown room: got %d rows", len(none))
+	}
+}
+
+func testFindCommand(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	c1 := command(roomA, 1, "cmd-1", 1000, "ev-1")
+	c2 := command(roomA, 2, "cmd-2", 1001, "ev-2")
+	mustAppend(t, s, persistence.Append{Command: c1})
+	mustAppend(t, s, persistence.Append{Command: c2})
+	got, err := s.FindCommand(ctx, roomA, "cmd-2")
+	mustNoErr(t, "FindCommand cmd-2", err)
+	wantCommand(t, "FindCommand cmd-2", got, c2)
+	got, err = s.FindCommand(ctx, roomA, "cmd-1")
+	mustNoErr(t, "FindCommand cmd-1", err)
+	wantCommand(t, "FindCommand cmd-1", got, c1)
+	_, err = s.FindCommand(ctx, roomA, "cmd-3")
+	wantIs(t, "FindCommand of an unknown command", err, persistence.ErrNotFound)
+	_, err = s.FindCommand(ctx, persistence.RoomKey{AppCode: "app1", RoomID: "room-b"}, "cmd-1")
+	wantIs(t, "FindCommand of another room's command", err, persistence.ErrNotFound)
+}
+
+// wantUnchanged checks that a rejected Append left no trace: the log, the
+// outbox and the snapshot are as before and the loser's command and events
+// are nowhere.
+func wantUnchanged(t *testing.T, s persistence.Store, winner persistence.CommandRecord, winnerSnap *persistence.Snapshot, loser persistence.Append) {
+	t.Helper()
+	ctx := t.Context()
+	log, err := s.LoadCommands(ctx, winner.Key(), 0)
+	mustNoErr(t, "LoadCommands", err)
+	if len(log) != 1 {
+		t.Fatalf("log after conflict: got seqs %v, want only the winner", seqs(log))
+	}
+	wantCommand(t, "log after conflict", log[0], winner)
+	if loser.Command.CommandID != winner.CommandID {
+		_, err = s.FindCommand(ctx, winner.Key(), loser.Command.CommandID)
+		wantIs(t, "FindCommand of the rejected command", err, persistence.ErrNotFound)
+	}
+	for _, e := range loser.Command.Events {
+		_, err := s.GetOutbox(ctx, e.EventID)
+		wantIs(t, "GetOutbox of a rejected event", err, persistence.ErrNotFound)
+	}
+	all, err := s.ListOutbox(ctx, persistence.OutboxFilter{})
+	mustNoErr(t, "ListOutbox", err)
+	var want []string
+	for _, e := range winner.Events {
+		want = append(want, e.EventID)
+	}
+	slices.Sort(want)
+	got := eventIDs(all)
+	slices.Sort(got)
+	wantIDs(t, "outbox after conflict", got, want)
+	snap, err := s.LoadSnapshot(ctx, winner.Key())
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "snapshot after conflict", snap, winnerSnap)
+}
+
+func testDuplicateSeqConflict(t *testing.T, s persistence.Store) {
+	winner := command(roomA, 1, "cmd-1", 1000, "ev-1a", "ev-1b")
+	winnerSnap := snapshot(roomA, 1, 1000)
+	mustAppend(t, s, persistence.Append{Command: winner, Snapshot: winnerSnap})
+
+	loser := persistence.Append{
+		Command:  command(roomA, 1, "cmd-other", 2000, "ev-x1", "ev-x2"),
+		Snapshot: snapshot(roomA, 9, 2000),
+	}
+	err := s.Append(t.Context(), loser)
+	wantIs(t, "Append of a taken seq", err, persistence.ErrConflict)
+	wantUnchanged(t, s, winner, winnerSnap, loser)
+}
+
+func testDuplicateCommandIDConflict(t *testing.T, s persistence.Store) {
+	winner := command(roomA, 1, "cmd-1", 1000, "ev-1a")
+	winnerSnap := snapshot(roomA, 1, 1000)
+	mustAppend(t, s, persistence.Append{Command: winner, Snapshot: winnerSnap})
+
+	loser := persistence.Append{
+		Command:  command(roomA, 2, "cmd-1", 2000, "ev-x1", "ev-x2"),
+		Snapshot: snapshot(roomA, 2, 2000),
+	}
+	err := s.Append(t.Context(), loser)
+	wantIs(t, "Append of a taken command_id", err, persistence.ErrConflict)
+	wantUnchanged(t, s, winner, winnerSnap, loser)
+	got, err := s.LoadCommands(t.Context(), roomA, 1)
+	mustNoErr(t, "LoadCommands after 1", err)
+	if len(got) != 0 {
+		t.Fatalf("seq 2 was written by a rejected append: %v", seqs(got))
+	}
+}
+
+func testAppendSnapshotNewerOnly(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	newest := snapshot(roomA, 5, 1500)
+	mustNoErr(t, "SaveSnapshot", s.SaveSnapshot(ctx, *newest))
+
+	// An older snapshot riding on an Append is dropped, the command is not.
+	older := snapshot(roomA, 3, 1600)
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 3, "cmd-3", 1600, "ev-3"), Snapshot: older})
+	got, err := s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "snapshot after an Append with an older one", got, newest)
+	if _, err := s.FindCommand(ctx, roomA, "cmd-3"); err != nil {
+		t.Fatalf("the command of an Append with an older snapshot was not written: %v", err)
+	}
+
+	// An equal seq does not replace either.
+	same := snapshot(roomA, 5, 1700)
+	same.State = []byte("other state at the same seq")
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 4, "cmd-4", 1700), Snapshot: same})
+	got, err = s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "snapshot after an Append with the same seq", got, newest)
+
+	newer := snapshot(roomA, 6, 1800)
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 6, "cmd-6", 1800), Snapshot: newer})
+	got, err = s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "snapshot after an Append with a newer one", got, newer)
+}
+
+func testSaveSnapshotNewerOnly(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	_, err := s.LoadSnapshot(ctx, roomA)
+	wantIs(t, "LoadSnapshot before any", err, persistence.ErrNotFound)
+
+	s2 := snapshot(roomA, 2, 1000)
+	mustNoErr(t, "SaveSnapshot seq 2", s.SaveSnapshot(ctx, *s2))
+	got, err := s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "LoadSnapshot", got, s2)
+
+	mustNoErr(t, "SaveSnapshot of an older seq is a no-op, not an error", s.SaveSnapshot(ctx, *snapshot(roomA, 1, 2000)))
+	same := snapshot(roomA, 2, 2000)
+	same.State = []byte("other")
+	mustNoErr(t, "SaveSnapshot of the same seq is a no-op, not an error", s.SaveSnapshot(ctx, *same))
+	got, err = s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "LoadSnapshot after older and equal saves", got, s2)
+
+	s3 := snapshot(roomA, 3, 3000)
+	mustNoErr(t, "SaveSnapshot seq 3", s.SaveSnapshot(ctx, *s3))
+	got, err = s.LoadSnapshot(ctx, roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "LoadSnapshot after a newer save", got, s3)
+}
+
+func testCancelledContext(t *testing.T, s persistence.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	a := persistence.Append{Command: command(roomA, 1, "cmd-1", 1000, "ev-1"), Snapshot: snapshot(roomA, 1, 1000)}
+	err := s.Append(ctx, a)
+	wantIs(t, "Append with a cancelled context", err, context.Canceled)
+
+	log, err := s.LoadCommands(t.Context(), roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	if len(log) != 0 {
+		t.Fatalf("Append with a cancelled context wrote seqs %v", seqs(log))
+	}
+	_, err = s.GetOutbox(t.Context(), "ev-1")
+	wantIs(t, "outbox row of a cancelled Append", err, persistence.ErrNotFound)
+	_, err = s.LoadSnapshot(t.Context(), roomA)
+	wantIs(t, "snapshot of a cancelled Append", err, persistence.ErrNotFound)
+
+	// The store is still usable, and the seq is still free.
+	mustAppend(t, s, a)
+}
+
+func testNotFound(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 1, "cmd-1", 1000, "ev-1")})
+	_, err := s.LoadSnapshot(ctx, roomA)
+	wantIs(t, "LoadSnapshot of a room without one", err, persistence.ErrNotFound)
+	_, err = s.FindCommand(ctx, roomA, "missing")
+	wantIs(t, "FindCommand", err, persistence.ErrNotFound)
+	_, err = s.GetOutbox(ctx, "missing")
+	wantIs(t, "GetOutbox", err, persistence.ErrNotFound)
+	wantIs(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, "missing", 2000), persistence.ErrNotFound)
+	wantIs(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, "missing", "boom", 2000), persistence.ErrNotFound)
+	wantIs(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, "missing"), persistence.ErrNotFound)
+}
+
+func testAppendWritesPendingOutbox(t *testing.T, s persistence.Store) {
+	c := command(roomA, 1, "cmd-1", 1234, "ev-1a", "ev-1b")
+	mustAppend(t, s, persistence.Append{Command: c})
+	for _, e := range c.Events {
+		got := getOutbox(t, s, e.EventID)
+		want := persistence.OutboxRow{
+			Envelope:    e,
+			Status:      persistence.OutboxPending,
+			CreatedAtMs: 1234,
+			UpdatedAtMs: 1234,
+		}
+		got.Envelope = normEnvelope(got.Envelope)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("outbox row %s:\n got %+v\nwant %+v", e.EventID, got, want)
+		}
+	}
+}
+
+func testListPendingOldestFirst(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 300, 100, 400, 200) // oldest: ids[1], ids[3], ids[0], ids[2]
+	oldestFirst := []string{ids[1], ids[3], ids[0], ids[2]}
+
+	got, err := s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox(10)", eventIDs(got), oldestFirst)
+	got, err = s.ListPendingOutbox(ctx, 2)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox(2)", eventIDs(got), oldestFirst[:2])
+
+	// Published rows leave the scan; leased rows stay (the scan ignores
+	// leases).
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 500))
+	_, err = s.ClaimPendingOutbox(ctx, "relay-1", 500, 10_000, 1)
+	mustNoErr(t, "ClaimPendingOutbox", err)
+	got, err = s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox after one published, one leased", eventIDs(got), oldestFirst[1:])
+}
+
+func testClaimLeases(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300, 400, 500)
+	published := ids[4]
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, published, 50))
+
+	a, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 2)
+	mustNoErr(t, "claim a", err)
+	wantIDs(t, "relay-a claims the two oldest", eventIDs(a), ids[:2])
+	for _, r := range a {
+		if r.LockedBy != "relay-a" || r.LockUntilMs != 1500 || r.Status != persistence.OutboxPending {
+			t.Fatalf("claimed row as returned: %+v", r)
+		}
+		if g := getOutbox(t, s, r.Envelope.EventID); g.LockedBy != "relay-a" || g.LockUntilMs != 1500 {
+			t.Fatalf("claimed row as stored: %+v", g)
+		}
+	}
+
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1200, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "relay-b gets only the free pending rows", eventIDs(b), ids[2:4])
+
+	c, err := s.ClaimPendingOutbox(ctx, "relay-c", 1499, 500, 10)
+	mustNoErr(t, "claim c", err)
+	wantIDs(t, "nothing is free while the leases run", eventIDs(c), nil)
+
+	// At 1500 relay-a's lease (until 1500) has expired, relay-b's (until
+	// 1700) has not.
+	c, err = s.ClaimPendingOutbox(ctx, "relay-c", 1500, 500, 10)
+	mustNoErr(t, "claim c", err)
+	wantIDs(t, "relay-c reclaims the expired leases", eventIDs(c), ids[:2])
+	if g := getOutbox(t, s, ids[0]); g.LockedBy != "relay-c" || g.LockUntilMs != 2000 {
+		t.Fatalf("reclaimed row: %+v", g)
+	}
+
+	all, err := s.ClaimPendingOutbox(ctx, "relay-d", 1_000_000, 500, 10)
+	mustNoErr(t, "claim d", err)
+	wantIDs(t, "after every lease expired", eventIDs(all), ids[:4])
+	if g := getOutbox(t, s, published); g.LockedBy != "" || g.Status != persistence.OutboxPublished {
+		t.Fatalf("a published row was claimed: %+v", g)
+	}
+}
+
+func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	const rows, owners = 24, 6
+	at := make([]int64, rows)
+	for i := range at {
+		at[i] = int64(100 + i)
+	}
+	ids := seedOutbox(t, s, roomA, at...)
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed = map[string]string{} // event_id -> owner
+		errs    []error
+	)
+	for o := range owners {
+		owner := fmt.Sprintf("relay-%d", o)
+		wg.Go(func() {
+			got, err := s.ClaimPendingOutbox(ctx, owner, 1000, 60_000, 7)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, r := range got {
+				if prev, dup := claimed[r.Envelope.EventID]; dup {
+					errs = append(errs, fmt.Errorf("%s claimed by %s and %s", r.Envelope.EventID, prev, owner))
+				}
+				claimed[r.Envelope.EventID] = owner
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("concurrent claims: %v", errors.Join(errs...))
+	}
+	if len(claimed) == 0 {
+		t.Fatal("concurrent claims: nobody got a row")
+	}
+	for id, owner := range claimed {
+		if g := getOutbox(t, s, id); g.LockedBy != owner {
+			t.Fatalf("%s returned to %s but stored as locked by %q", id, owner, g.LockedBy)
+		}
+	}
+	// Whatever the racers left is still claimable, exactly once.
+	rest, err := s.ClaimPendingOutbox(ctx, "sweeper", 1000, 60_000, rows)
+	mustNoErr(t, "sweeper claim", err)
+	for _, r := range rest {
+		if prev, dup := claimed[r.Envelope.EventID]; dup {
+			t.Fatalf("%s claimed by %s while its lease runs", r.Envelope.EventID, prev)
+		}
+		claimed[r.Envelope.EventID] = "sweeper"
+	}
+	if len(claimed) != len(ids) {
+		t.Fatalf("claimed %d distinct rows, want all %d", len(claimed), len(ids))
+	}
+}
+
+func testMarkPublished(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200)
+	id := ids[0]
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im timeout", 150))
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 1)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, id, 1200))
+	got := getOutbox(t, s, id)
+	if got.Status != persistence.OutboxPublished || got.LastError != "" || got.PublishedAtMs != 1200 ||
+		got.UpdatedAtMs != 1200 || got.RetryCount != 1 || got.LockedBy != "" || got.LockUntilMs != 0 || got.CreatedAtMs != 100 {
+		t.Fatalf("published row: %+v", got)
+	}
+
+	mustNoErr(t, "MarkOutboxPublished again", s.MarkOutboxPublished(ctx, id, 3000))
+	if again := getOutbox(t, s, id); !reflect.DeepEqual(normRow(again), normRow(got)) {
+		t.Fatalf("marking a published row again changed it:\n got %+v\nwant %+v", again, got)
+	}
+	// A late failure report must not reopen a published row.
+	mustNoErr(t, "MarkOutboxFailed of a published row", s.MarkOutboxFailed(ctx, id, "late", 4000))
+	if after := getOutbox(t, s, id); !reflect.DeepEqual(normRow(after), normRow(got)) {
+		t.Fatalf("a failure changed a published row:\n got %+v\nwant %+v", after, got)
+	}
+	if other := getOutbox(t, s, ids[1]); other.Status != persistence.OutboxPending {
+		t.Fatalf("marking one row touched another: %+v", other)
+	}
+}
+
+func normRow(r persistence.OutboxRow) persistence.OutboxRow {
+	r.Envelope = normEnvelope(r.Envelope)
+	return r
+}
+
+func testMarkFailed(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100)
+	id := ids[0]
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im: 500 server busy", 1100))
+	got := getOutbox(t, s, id)
+	if got.Status != persistence.OutboxPending || got.RetryCount != 1 || got.LastError != "im: 500 server busy" ||
+		got.UpdatedAtMs != 1100 || got.LockedBy != "" || got.LockUntilMs != 0 || got.PublishedAtMs != 0 || got.CreatedAtMs != 100 {
+		t.Fatalf("failed row: %+v", got)
+	}
+	// The lease is gone: another relay may take it at once.
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1100, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after a failure", eventIDs(b), ids)
+
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "network unreachable", 1200))
+	got = getOutbox(t, s, id)
+	if got.RetryCount != 2 || got.LastError != "network unreachable" || got.Status != persistence.OutboxPending {
+		t.Fatalf("row after a second failure: %+v", got)
+	}
+	pending, err := s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "a failed row stays in the pending scan", eventIDs(pending), ids)
+
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, id, 1300))
+	if got := getOutbox(t, s, id); got.LastError != "" || got.RetryCount != 2 {
+		t.Fatalf("success must clear last_error and keep retry_count: %+v", got)
+	}
+}
+
+func testReleaseOutbox(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200)
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, ids[0]))
+	got := getOutbox(t, s, ids[0])
+	if got.LockedBy != "" || got.LockUntilMs != 0 || got.RetryCount != 0 || got.Status != persistence.OutboxPending {
+		t.Fatalf("released row: %+v", got)
+	}
+	if other := getOutbox(t, s, ids[1]); other.LockedBy != "relay-a" {
+		t.Fatalf("release touched another row: %+v", other)
+	}
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after release", eventIDs(b), ids[:1])
+
+	// Releasing a published row leaves it published.
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1100))
+	before := getOutbox(t, s, ids[1])
+	_ = s.ReleaseOutbox(ctx, ids[1]) // no-op or error: either way nothing changes
+	if after := getOutbox(t, s, ids[1]); !reflect.DeepEqual(normRow(after), normRow(before)) {
+		t.Fatalf("release changed a published row:\n got %+v\nwant %+v", after, before)
+	}
+}
+
+func testListOutboxFilter(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 300, 100, 200) // oldest first: 1, 2, 0
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[2], 400))
+	for _, tc := range []struct {
+		f    persistence.OutboxFilter
+		want []string
+	}{
+		{persistence.OutboxFilter{}, []string{ids[1], ids[2], ids[0]}},
+		{persistence.OutboxFilter{Limit: 2}, []string{ids[1], ids[2]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 10}, []string{ids[1], ids[0]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 1}, []string{ids[1]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPublished, Limit: 10}, []string{ids[2]}},
+	} {
+		got, err := s.ListOutbox(ctx, tc.f)
+		mustNoErr(t, "ListOutbox", err)
+		wantIDs(t, fmt.Sprintf("ListOutbox(%+v)", tc.f), eventIDs(got), tc.want)
+		for _, r := range got {
+			if tc.f.Status != "" && r.Status != tc.f.Status {
+				t.Fatalf("ListOutbox(%+v) returned a %s row", tc.f, r.Status)
+			}
+		}
+	}
+}
+
+func testOutboxStats(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	want := func(what string, pending, oldest int64) {
+		t.Helper()
+		st, err := s.OutboxStats(ctx)
+		mustNoErr(t, "OutboxStats", err)
+		if st != (persistence.OutboxStats{Pending: pending, OldestCreatedAtMs: oldest}) {
+			t.Fatalf("OutboxStats %s: got %+v, want pending %d oldest %d", what, st, pending, oldest)
+		}
+	}
+	want("of an empty store", 0, 0)
+	ids := seedOutbox(t, s, roomA, 300, 100, 200)
+	want("with three pending", 3, 100)
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+	want("with leased rows (still pending)", 3, 100)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1000))
+	want("after the oldest was published", 2, 200)
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[2], "boom", 1000))
+	want("after a failure", 2, 200)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 1000))
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[2], 1000))
+	want("after all were published", 0, 0)
+}
+
+func testRoomsIsolated(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	// Keys that collide if a backend concatenates app_code and room_id, or
+	// prefix-matches room IDs.
+	keys := []persistence.RoomKey{
+		{AppCode: "app1", RoomID: "r1"},
+		{AppCode: "app1", RoomID: "r10"},
+		{AppCode: "app2", RoomID: "r1"},
+		{AppCode: "ab", RoomID: "c"},
+		{AppCode: "a", RoomID: "bc"},
+	}
+	// Every room takes the same seqs and command IDs.
+	for i, k := range keys {
+		for seq := int64(1); seq <= 2; seq++ {
+			c := command(k, seq, fmt.Sprintf("cmd-%d", seq), int64(1000*i)+seq, fmt.Sprintf("ev-%d-%d", i, seq))
+			c.CommandType = k.String() // tells the rooms apart on read
+			mustAppend(t, s, persistence.Append{Command: c, Snapshot: snapshot(k, seq, int64(1000*i)+seq)})
+		}
+	}
+	for i, k := range keys {
+		log, err := s.LoadCommands(ctx, k, 0)
+		mustNoErr(t, "LoadCommands "+k.String(), err)
+		if len(log) != 2 {
+			t.Fatalf("LoadCommands %s: got seqs %v, want [1 2]", k, seqs(log))
+		}
+		for _, r := range log {
+			if r.Key() != k || r.CommandType != k.String() {
+				t.Fatalf("LoadCommands %s returned a row of %s (%s)", k, r.Key(), r.CommandType)
+			}
+		}
+		found, err := s.FindCommand(ctx, k, "cmd-2")
+		mustNoErr(t, "FindCommand "+k.String(), err)
+		if found.CommandType != k.String() || found.Events[0].EventID != fmt.Sprintf("ev-%d-2", i) {
+			t.Fatalf("FindCommand %s returned %+v", k, found)
+		}
+		snap, err := s.LoadSnapshot(ctx, k)
+		mustNoErr(t, "LoadSnapshot "+k.String(), err)
+		wantSnapshot(t, "LoadSnapshot "+k.String(), snap, snapshot(k, 2, int64(1000*i)+2))
+	}
+	// A fence in one room does not leak into another.
+	err := s.Append(ctx, persistence.Append{Command: command(keys[0], 2, "cmd-new", 9000)})
+	wantIs(t, "Append of a taken seq", err, persistence.ErrConflict)
+	mustAppend(t, s, persistence.Append{Command: command(keys[0], 3, "cmd-3", 9000)})
+	if log, _ := s.LoadCommands(ctx, keys[1], 2); len(log) != 0 {
+		t.Fatalf("an append to %s showed up in %s: %v", keys[0], keys[1], seqs(log))
+	}
+}
+
+// appendRace runs appends concurrently and checks that exactly one wins
+// and every other one gets ErrConflict. It returns the winner's index.
+func appendRace(t *testing.T, s persistence.Store, appends []persistence.Append) int {
+	t.Helper()
+	errs := make([]error, len(appends))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, a := range appends {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Append(t.Context(), a)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("appends %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, persistence.ErrConflict):
+			t.Fatalf("append %d: got %v, want ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no append succeeded: %v", errors.Join(errs...))
+	}
+	return winner
+}
+
+// wantOnlyWinner checks the log and the outbox hold exactly the winner.
+func wantOnlyWinner(t *testing.T, s persistence.Store, winner persistence.Append) {
+	t.Helper()
+	log, err := s.LoadCommands(t.Context(), roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	if len(log) != 1 {
+		t.Fatalf("log after the race: got seqs %v, want only the winner", seqs(log))
+	}
+	wantCommand(t, "log after the race", log[0], winner.Command)
+	all, err := s.ListOutbox(t.Context(), persistence.OutboxFilter{})
+	mustNoErr(t, "ListOutbox", err)
+	var want []string
+	for _, e := range winner.Command.Events {
+		want = append(want, e.EventID)
+	}
+	got := eventIDs(all)
+	slices.Sort(got)
+	slices.Sort(want)
+	wantIDs(t, "outbox after the race", got, want)
+	snap, err := s.LoadSnapshot(t.Context(), roomA)
+	mustNoErr(t, "LoadSnapshot", err)
+	wantSnapshot(t, "snapshot after the race", snap, winner.Snapshot)
+}
+
+func testConcurrentAppendSameSeq(t *testing.T, s persistence.Store) {
+	const n = 16
+	appends := make([]persistence.Append, n)
+	for i := range appends {
+		appends[i] = persistence.Append{
+			Command:  command(roomA, 1, fmt.Sprintf("cmd-%d", i), int64(1000+i), fmt.Sprintf("ev-%d-a", i), fmt.Sprintf("ev-%d-b", i)),
+			Snapshot: snapshot(roomA, 1, int64(1000+i)),
+		}
+		appends[i].Snapshot.State = []byte(fmt.Sprintf("state of writer %d", i))
+	}
+	wantOnlyWinner(t, s, appends[appendRace(t, s, appends)])
+}
+
+func testConcurrentAppendSameCommandID(t *testing.T, s persistence.Store) {
+	const n = 16
+	appends := make([]persistence.Append, n)
+	for i := range appends {
+		seq := int64(i + 1)
+		appends[i] = persistence.Append{
+			Command:  command(roomA, seq, "cmd-same", 1000+seq, fmt.Sprintf("ev-%d", i)),
+			Snapshot: snapshot(roomA, seq, 1000+seq),
+		}
+	}
+	wantOnlyWinner(t, s, appends[appendRace(t, s, appends)])
+}
