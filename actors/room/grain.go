@@ -1,0 +1,400 @@
+package room
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/configs"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Kind is the cluster kind of room grains; identities are
+// "<app_code>/<room_id>".
+const Kind = "room"
+
+// Store is what a room grain needs from persistence.
+type Store interface {
+	persistence.RoomStore
+	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
+}
+
+// Publisher sends one room event to IM. Non-IM events succeed without a
+// send.
+type Publisher interface {
+	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
+}
+
+// GiftDebit is the wallet charge of a gift, keyed by the gift command's
+// command_id so a retried SendGift never charges twice.
+type GiftDebit struct {
+	AppCode    string
+	RoomID     string
+	CommandID  string
+	FromUserID string
+	ToUserID   string
+	GiftID     string
+	Count      int64
+}
+
+// GiftDebiter charges gifts. Its errors must wrap one of this package's
+// class sentinels (ErrPrecondition for insufficient balance, ErrInvalid for
+// an unknown gift, ErrUnavailable when the wallet is down).
+type GiftDebiter interface {
+	DebitGift(ctx context.Context, d GiftDebit) (heatValue int64, err error)
+}
+
+// Deps is what every room grain of a node shares.
+type Deps struct {
+	Store     Store
+	Publisher Publisher
+	Gifts     GiftDebiter
+	Config    configs.RoomConfig
+	Logger    *slog.Logger
+	Clock     func() time.Time
+	// MaxPublishBacklog: above this many events waiting in a room's
+	// publisher, new events are left to the outbox relay alone, so an IM
+	// outage cannot grow a mailbox without bound.
+	MaxPublishBacklog int64
+}
+
+func (d *Deps) setDefaults() {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.MaxPublishBacklog <= 0 {
+		d.MaxPublishBacklog = 1000
+	}
+}
+
+// NewKind returns the cluster kind for room grains.
+func NewKind(d Deps) *cluster.Kind {
+	d.setDefaults()
+	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} }))
+}
+
+// recentIDs bounds the in-memory command_id cache; older ids are found
+// through the store's command_id fence.
+const recentIDs = 4096
+
+type grain struct {
+	deps      Deps
+	key       persistence.RoomKey
+	state     State
+	loaded    bool
+	snapSeq   int64            // seq of the newest stored snapshot
+	recent    map[string]int64 // command_id -> seq, this activation and the replayed tail
+	order     []string         // recent's insertion order, for eviction
+	publisher *actor.PID
+	backlog   *atomic.Int64
+	log       *slog.Logger
+}
+
+func (g *grain) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		g.init(ctx, msg.Identity.Identity)
+	case *v1.RoomCommand:
+		ctx.Respond(g.handle(ctx, msg))
+	case *actor.ReceiveTimeout:
+		g.flushSnapshot()
+		ctx.Poison(ctx.Self())
+	case *actor.Stopping:
+		// Passivation, rebalance and cluster shutdown all pass here.
+		g.flushSnapshot()
+	}
+}
+
+func (g *grain) init(ctx actor.Context, identity string) {
+	app, room, _ := strings.Cut(identity, "/")
+	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
+	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
+	g.backlog = new(atomic.Int64)
+	g.publisher = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &publisher{deps: g.deps, backlog: g.backlog, log: g.log}
+	}))
+	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
+	if err := g.load(); err != nil {
+		g.log.Warn("room load failed; will retry on next command", "error", err)
+	}
+}
+
+func (g *grain) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), g.deps.Config.StoreTimeout)
+}
+
+// load rebuilds the state from the newest snapshot plus the events
+// recorded after it. Commands are never re-executed.
+func (g *grain) load() error {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	s := NewState(g.key.AppCode, g.key.RoomID)
+	g.snapSeq = 0
+	snap, err := g.deps.Store.LoadSnapshot(ctx, g.key)
+	switch {
+	case err == nil:
+		if s, err = UnmarshalState(snap.State); err != nil {
+			return fmt.Errorf("decode snapshot at seq %d: %w", snap.Seq, err)
+		}
+		g.snapSeq = snap.Seq
+	case !errors.Is(err, persistence.ErrNotFound):
+		return err
+	}
+	recs, err := g.deps.Store.LoadCommands(ctx, g.key, s.Seq)
+	if err != nil {
+		return err
+	}
+	g.recent, g.order = map[string]int64{}, nil
+	for _, r := range recs {
+		evs, err := decodeEvents(r.Events)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", r.Seq, err)
+		}
+		s = ApplyCommand(s, r.Seq, evs)
+		g.remember(r.CommandID, r.Seq)
+	}
+	g.state, g.loaded = s, true
+	return nil
+}
+
+func decodeEvents(envs []persistence.Envelope) ([]Event, error) {
+	evs := make([]Event, 0, len(envs))
+	for _, e := range envs {
+		ev, err := DecodeEvent(e.EventType, e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func (g *grain) remember(commandID string, seq int64) {
+	if _, ok := g.recent[commandID]; ok {
+		return
+	}
+	if len(g.order) >= recentIDs {
+		delete(g.recent, g.order[0])
+		g.order = g.order[1:]
+	}
+	g.recent[commandID] = seq
+	g.order = append(g.order, commandID)
+}
+
+func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
+	reply, err := g.execute(ctx, rc)
+	if err != nil {
+		return &v1.RoomResponse{Error: &v1.RoomError{Class: ClassOf(err), Message: err.Error()}}
+	}
+	return &v1.RoomResponse{Reply: reply}
+}
+
+func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	if !g.loaded {
+		if err := g.load(); err != nil {
+			g.log.Warn("room load failed", "error", err)
+			return nil, fmt.Errorf("%w: room state could not be loaded", ErrUnavailable)
+		}
+	}
+	if _, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		if !g.state.Exists {
+			return nil, ErrRoomNotFound
+		}
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+	}
+	cmd, ok := CommandFromProto(rc, g.deps.Clock().UnixMilli())
+	if !ok {
+		return nil, invalidf("empty command")
+	}
+	if app, room := KeyOf(rc); app != g.key.AppCode || room != g.key.RoomID {
+		return nil, invalidf("command for %s/%s sent to room %s", app, room, g.key)
+	}
+	if !Mutates(cmd.Type) {
+		if _, err := Decide(g.state, cmd); err != nil {
+			return nil, err
+		}
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+	}
+	if _, seen := g.recent[cmd.CommandID]; seen {
+		return g.recorded(cmd.CommandID)
+	}
+	events, err := Decide(g.state, cmd)
+	if err != nil {
+		// A retry of an old command can break a rule that its first run
+		// did not (CreateRoom twice): answer it from the log if it is there.
+		if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
+			return reply, nil
+		}
+		return nil, err
+	}
+	if cmd.Type == CmdSendGift {
+		if events, err = g.chargeGift(cmd); err != nil {
+			return nil, err
+		}
+	}
+	return g.commit(ctx, cmd, events)
+}
+
+// chargeGift debits the wallet (idempotent by command_id) and decides the
+// gift again with the heat the wallet returned.
+func (g *grain) chargeGift(cmd Command) ([]Event, error) {
+	if g.deps.Gifts == nil {
+		return nil, fmt.Errorf("%w: no wallet configured", ErrUnavailable)
+	}
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	heat, err := g.deps.Gifts.DebitGift(ctx, GiftDebit{
+		AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID,
+		FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, Count: cmd.GiftCount,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cmd.HeatValue = heat
+	return Decide(g.state, cmd)
+}
+
+// recorded returns the stored reply of commandID, marked duplicate.
+func (g *grain) recorded(commandID string) (*v1.CommandReply, error) {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	rec, err := g.deps.Store.FindCommand(ctx, g.key, commandID)
+	if err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	var reply v1.CommandReply
+	if err := proto.Unmarshal(rec.Reply, &reply); err != nil {
+		return nil, fmt.Errorf("decode recorded reply of %s: %w", commandID, err)
+	}
+	reply.Duplicate = true
+	return &reply, nil
+}
+
+func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.CommandReply, error) {
+	seq := g.state.Seq + 1
+	next := ApplyCommand(g.state, seq, events)
+	envs := make([]persistence.Envelope, len(events))
+	ids := make([]string, len(events))
+	for i, ev := range events {
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", ev.EventType(), err)
+		}
+		ids[i] = EventID(cmd.AppCode, cmd.RoomID, seq, i)
+		envs[i] = persistence.Envelope{
+			EventID: ids[i], EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
+			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
+		}
+	}
+	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Room: View(next)}
+	replyBytes, err := proto.Marshal(reply)
+	if err != nil {
+		return nil, err
+	}
+	a := persistence.Append{Command: persistence.CommandRecord{
+		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
+		CommandType: cmd.Type, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+	}}
+	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
+		if a.Snapshot, err = g.snapshotOf(next); err != nil {
+			return nil, err
+		}
+	}
+	sctx, cancel := g.storeCtx()
+	err = g.deps.Store.Append(sctx, a)
+	cancel()
+	if err != nil {
+		return g.appendFailed(cmd, seq, err)
+	}
+	g.state = next
+	g.remember(cmd.CommandID, seq)
+	if a.Snapshot != nil {
+		g.snapSeq = seq
+	}
+	g.publish(ctx, cmd, envs)
+	return reply, nil
+}
+
+// appendFailed turns a failed append into the caller's answer. Any
+// failure may hide a write that did happen (a commit whose ack was lost),
+// so the state is reloaded before the next command either way.
+func (g *grain) appendFailed(cmd Command, seq int64, err error) (*v1.CommandReply, error) {
+	g.loaded = false
+	if !errors.Is(err, persistence.ErrConflict) {
+		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
+		return nil, fmt.Errorf("%w: command not stored, retry", ErrUnavailable)
+	}
+	// The command_id fence caught a retry of a command older than the
+	// in-memory cache: answer it from the log.
+	if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
+		return reply, nil
+	}
+	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
+	return nil, fmt.Errorf("%w: room was changed by another writer, retry", ErrUnavailable)
+}
+
+func (g *grain) snapshotOf(s State) (*persistence.Snapshot, error) {
+	b, err := s.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	return &persistence.Snapshot{AppCode: s.AppCode, RoomID: s.RoomID, Seq: s.Seq, State: b, UpdatedAtMs: g.deps.Clock().UnixMilli()}, nil
+}
+
+// flushSnapshot stores the state if it moved past the stored snapshot.
+// Failure only costs a longer replay on the next activation.
+func (g *grain) flushSnapshot() {
+	if !g.loaded || g.state.Seq <= g.snapSeq {
+		return
+	}
+	snap, err := g.snapshotOf(g.state)
+	if err == nil {
+		ctx, cancel := g.storeCtx()
+		err = g.deps.Store.SaveSnapshot(ctx, *snap)
+		cancel()
+	}
+	if err != nil {
+		g.log.Warn("room snapshot on stop failed", "seq", g.state.Seq, "error", err)
+		return
+	}
+	g.snapSeq = g.state.Seq
+}
+
+// publish hands the command's events to the room's publisher child, off
+// the command path. CreateRoom's RoomCreated is published inline first so
+// the IM group exists before anything is sent to it.
+func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envelope) {
+	if g.deps.Publisher == nil || len(envs) == 0 {
+		return
+	}
+	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated {
+		p := publisher{deps: g.deps, backlog: g.backlog, log: g.log}
+		p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second))
+		envs = envs[1:]
+	}
+	if len(envs) == 0 {
+		return
+	}
+	if g.backlog.Load() >= g.deps.MaxPublishBacklog {
+		g.log.Warn("room publish backlog full; events left to the outbox relay", "events", len(envs))
+		return
+	}
+	g.backlog.Add(int64(len(envs)))
+	ctx.Send(g.publisher, &publishEvents{envs: envs})
+}
