@@ -209,8 +209,9 @@ func testAppendLoadRoundTrip(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	c1 := command(roomA, 1, "cmd-1", 1000, "ev-1a", "ev-1b")
 	c1.Events[1].EventType = "RoomMicTaken"
-	c1.Events[1].RequestID = ""            // optional on the wire
-	c2 := command(roomA, 2, "cmd-2", 1100) // a command without events
+	// request_id is optional on the wire; a command may have no events.
+	c1.Events[1].RequestID = ""
+	c2 := command(roomA, 2, "cmd-2", 1100)
 	snap := snapshot(roomA, 2, 1100)
 	mustAppend(t, s, persistence.Append{Command: c1})
 	mustAppend(t, s, persistence.Append{Command: c2, Snapshot: snap})
@@ -350,7 +351,7 @@ func wantUnchanged(t *testing.T, s persistence.Store, winner persistence.Command
 		_, err := s.GetOutbox(ctx, e.EventID)
 		wantIs(t, "GetOutbox of a rejected event", err, persistence.ErrNotFound)
 	}
-	all, err := s.ListOutbox(ctx, persistence.OutboxFilter{})
+	all, err := s.ListOutbox(ctx, persistence.OutboxFilter{Limit: 100})
 	mustNoErr(t, "ListOutbox", err)
 	var want []string
 	for _, e := range winner.Events {
@@ -733,7 +734,7 @@ func testListOutboxFilter(t *testing.T, s persistence.Store) {
 		f    persistence.OutboxFilter
 		want []string
 	}{
-		{persistence.OutboxFilter{}, []string{ids[1], ids[2], ids[0]}},
+		{persistence.OutboxFilter{Limit: 100}, []string{ids[1], ids[2], ids[0]}},
 		{persistence.OutboxFilter{Limit: 2}, []string{ids[1], ids[2]}},
 		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 10}, []string{ids[1], ids[0]}},
 		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 1}, []string{ids[1]}},
@@ -864,7 +865,7 @@ func wantOnlyWinner(t *testing.T, s persistence.Store, winner persistence.Append
 		t.Fatalf("log after the race: got seqs %v, want only the winner", seqs(log))
 	}
 	wantCommand(t, "log after the race", log[0], winner.Command)
-	all, err := s.ListOutbox(t.Context(), persistence.OutboxFilter{})
+	all, err := s.ListOutbox(t.Context(), persistence.OutboxFilter{Limit: 100})
 	mustNoErr(t, "ListOutbox", err)
 	var want []string
 	for _, e := range winner.Command.Events {
