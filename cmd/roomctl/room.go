@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	flag "github.com/spf13/pflag"
+	"google.golang.org/grpc/status"
+)
+
+// The room subcommands: one per RoomService RPC. Flags are read back from
+// the flag set by name, so each command is a flag list and a request.
+
+func init() {
+	register(&command{
+		name:  "create",
+		usage: "create a room owned by --user",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("name", "", "room name")
+			fs.Int32("seats", 0, "mic seats (0 = server default 8, at most 20)")
+			fs.StringSlice("admins", nil, "admin user ids, comma separated")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.CreateRoomRequest{Name: str(fs, "name"), MicSeats: i32(fs, "seats"), AdminUserIds: strs(fs, "admins")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).CreateRoom(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "join",
+		usage: "join --user to a room",
+		flags: commandFlags,
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.JoinRoomRequest{}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).JoinRoom(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "leave",
+		usage: "take --user out of a room",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("reason", "", `leave reason (empty = "left")`)
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.LeaveRoomRequest{Reason: str(fs, "reason")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).LeaveRoom(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "mic take",
+		usage: "put --user on mic seat --seat",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.Int32("seat", 0, "seat index, 0-based (required)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			if !fs.Changed("seat") {
+				return errors.New("--seat is required")
+			}
+			r := &roomcellv1.TakeMicRequest{Seat: i32(fs, "seat")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).TakeMic(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "mic release",
+		usage: "free the seat --user holds",
+		flags: commandFlags,
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.ReleaseMicRequest{}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).ReleaseMic(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "gift",
+		usage: "send --count of gift --gift from --user to --to",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("to", "", "receiving user id")
+			fs.String("gift", "", "gift id")
+			fs.Int64("count", 1, "how many")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.SendGiftRequest{ToUserId: str(fs, "to"), GiftId: str(fs, "gift"), GiftCount: i64(fs, "count")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).SendGift(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "kick",
+		usage: "kick --target out of a room (--user is the owner or an admin)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("target", "", "user id to kick")
+			fs.Int64("ban", 0, "ban from the room for this many seconds (0 = no ban)")
+			fs.String("reason", "", "reason shown to the kicked user")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.KickUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).KickUser(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "close",
+		usage: "close a room (--user is the owner or an admin)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("reason", "", "reason")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.CloseRoomRequest{Reason: str(fs, "reason")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).CloseRoom(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "heartbeat",
+		usage: "check that --user is still in a room",
+		flags: commandFlags,
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.HeartbeatRequest{}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).Heartbeat(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "get",
+		usage: "show a room",
+		flags: roomFlags,
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			reply, err := client(e).GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room")})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(reply, func(w io.Writer) { printRoom(w, reply.GetRoom()) })
+		},
+	})
+}
+
+func client(e *env) roomcellv1.RoomServiceClient { return roomcellv1.NewRoomServiceClient(e.conn) }
+
+func roomFlags(fs *flag.FlagSet) {
+	fs.String("app", "", "app code")
+	fs.String("room", "", "room id")
+}
+
+func commandFlags(fs *flag.FlagSet) {
+	roomFlags(fs)
+	fs.String("user", "", "operator user id")
+	fs.String("command-id", "", "idempotency key (default: a new random id; pass the same one to retry)")
+}
+
+// header returns command_id (generated when not given), app, room, user.
+func header(fs *flag.FlagSet) (commandID, app, room, user string) {
+	commandID = str(fs, "command-id")
+	if commandID == "" {
+		commandID = newCommandID()
+	}
+	return commandID, str(fs, "app"), str(fs, "room"), str(fs, "user")
+}
+
+func newCommandID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return "ctl-" + hex.EncodeToString(b[:])
+}
+
+// The flags exist (the command's flags func defined them), so the lookup
+// errors cannot happen.
+func str(fs *flag.FlagSet, name string) string    { v, _ := fs.GetString(name); return v }
+func strs(fs *flag.FlagSet, name string) []string { v, _ := fs.GetStringSlice(name); return v }
+func i32(fs *flag.FlagSet, name string) int32     { v, _ := fs.GetInt32(name); return v }
+func i64(fs *flag.FlagSet, name string) int64     { v, _ := fs.GetInt64(name); return v }
+
+// rpcError shows a status as "Code: message" instead of gRPC's
+// "rpc error: code = ... desc = ...".
+func rpcError(err error) error {
+	if st, ok := status.FromError(err); ok {
+		return fmt.Errorf("%s: %s", st.Code(), st.Message())
+	}
+	return err
+}
+
+// printReply returns a function taking an RPC's results, so a command
+// reads as printReply(e, id)(client.X(ctx, r)).
+func printReply(e *env, commandID string) func(*roomcellv1.CommandReply, error) error {
+	return func(reply *roomcellv1.CommandReply, err error) error {
+		if err != nil {
+			return rpcError(err)
+		}
+		return e.printResult(reply, func(w io.Writer) {
+			dup := "no"
+			if reply.GetDuplicate() {
+				dup = "yes (command_id seen before; nothing was written)"
+			}
+			fmt.Fprintf(w, "seq %d  command_id %s  duplicate %s\n", reply.GetRoomSeq(), commandID, dup)
+			events := "none"
+			if ids := reply.GetEventIds(); len(ids) > 0 {
+				events = strings.Join(ids, ", ")
+			}
+			fmt.Fprintf(w, "events: %s\n", events)
+			printRoom(w, reply.GetRoom())
+		})
+	}
+}
+
+// printRoom writes a compact view: one line of facts, then people.
+func printRoom(w io.Writer, r *roomcellv1.RoomView) {
+	if r == nil {
+		fmt.Fprintln(w, "room: (none)")
+		return
+	}
+	fmt.Fprintf(w, "room %s/%s %q  owner %s  status %s  seq %d  heat %d\n",
+		r.GetAppCode(), r.GetRoomId(), r.GetName(), r.GetOwnerUserId(), r.GetStatus(), r.GetSeq(), r.GetHeat())
+	if len(r.GetAdminUserIds()) > 0 {
+		fmt.Fprintf(w, "  admins: %s\n", strings.Join(r.GetAdminUserIds(), ", "))
+	}
+	fmt.Fprintf(w, "  members (%d): %s\n", len(r.GetMembers()), strings.Join(r.GetMembers(), ", "))
+	seats := make([]string, 0, len(r.GetSeats()))
+	for _, s := range r.GetSeats() {
+		u := s.GetUserId()
+		if u == "" {
+			u = "-"
+		}
+		seats = append(seats, fmt.Sprintf("%d:%s", s.GetSeat(), u))
+	}
+	fmt.Fprintf(w, "  seats: %s\n", strings.Join(seats, " "))
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// roomTestBackend records the commands roomctl's requests turn into.
+type roomTestBackend struct {
+	mu  sync.Mutex
+	got []*roomcellv1.RoomCommand
+	dup bool
+}
+
+func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, proto.Clone(cmd).(*roomcellv1.RoomCommand))
+	return &roomcellv1.CommandReply{
+		RoomSeq:   3,
+		EventIds:  []string{"ev-3-0"},
+		Duplicate: b.dup,
+		Room: &roomcellv1.RoomView{
+			AppCode: "app1", RoomId: "r1", OwnerUserId: "u1", Name: "Lobby", Status: "open", Seq: 3,
+			Members: []string{"u1", "u2"}, Seats: []*roomcellv1.Seat{{Seat: 0, UserId: "u2"}, {Seat: 1}},
+			AdminUserIds: []string{"u9"}, Heat: 120,
+		},
+	}, nil
+}
+
+func (b *roomTestBackend) last(t *testing.T) *roomcellv1.RoomCommand {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.got) == 0 {
+		t.Fatal("backend got no command")
+	}
+	return b.got[len(b.got)-1]
+}
+
+func (b *roomTestBackend) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.got)
+}
+
+// startRoomTestServer serves the real RoomServer on a loopback port; roomctl
+// dials addresses, so an in-memory listener will not do.
+func startRoomTestServer(t *testing.T) (string, *roomTestBackend) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: log})
+	b := &roomTestBackend{}
+	roomcellv1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(b, log, 0))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), b
+}
+
+func runCtl(t *testing.T, addr string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(append([]string{"--addr", addr, "--token", "", "--timeout", "5s"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRoomctlCreateHuman(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	code, out, errOut := runCtl(t, addr, "create", "--app", "app1", "--room", "r1", "--user", "u1",
+		"--name", "Lobby", "--seats", "10", "--admins", "u9,u8", "--command-id", "cmd-1")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	want := &roomcellv1.CreateRoomRequest{CommandId: "cmd-1", AppCode: "app1", RoomId: "r1", UserId: "u1",
+		Name: "Lobby", MicSeats: 10, AdminUserIds: []string{"u9", "u8"}}
+	got := b.last(t).GetCreateRoom()
+	got.RequestId = "" // filled by the server
+	if !proto.Equal(got, want) {
+		t.Fatalf("server got %v, want %v", got, want)
+	}
+	for _, line := range []string{
+		"seq 3  command_id cmd-1  duplicate no",
+		"events: ev-3-0",
+		`room app1/r1 "Lobby"  owner u1  status open  seq 3  heat 120`,
+		"admins: u9",
+		"members (2): u1, u2",
+		"seats: 0:u2 1:-",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("output lacks %q:\n%s", line, out)
+		}
+	}
+}
+
+func TestRoomctlGeneratesCommandIDs(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	var ids []string
+	for range 2 {
+		if code, _, errOut := runCtl(t, addr, "join", "--app", "app1", "--room", "r1", "--user", "u2"); code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		ids = append(ids, b.last(t).GetJoinRoom().GetCommandId())
+	}
+	if ids[0] == "" || ids[0] == ids[1] {
+		t.Fatalf("generated command ids %q: want two different non-empty ids", ids)
+	}
+}
+
+func TestRoomctlSubcommandsMapFlags(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	base := []string{"--app", "app1", "--room", "r1", "--user", "u1", "--command-id", "c9"}
+	cases := []struct {
+		args []string
+		want *roomcellv1.RoomCommand
+	}{
+		{[]string{"mic", "take", "--seat", "5"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TakeMic{TakeMic: &roomcellv1.TakeMicRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 5}}}},
+		{[]string{"mic", "release"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReleaseMic{ReleaseMic: &roomcellv1.ReleaseMicRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+		{[]string{"gift", "--to", "u2", "--gift", "rose", "--count", "3"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SendGift{SendGift: &roomcellv1.SendGiftRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", ToUserId: "u2", GiftId: "rose", GiftCount: 3}}}},
+		{[]string{"kick", "--target", "u2", "--ban", "600", "--reason", "spam"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickUser{KickUser: &roomcellv1.KickUserRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", BanSeconds: 600, Reason: "spam"}}}},
+		{[]string{"leave", "--reason", "bye"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: &roomcellv1.LeaveRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Reason: "bye"}}}},
+		{[]string{"close", "--reason", "night"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CloseRoom{CloseRoom: &roomcellv1.CloseRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Reason: "night"}}}},
+		{[]string{"heartbeat"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: &roomcellv1.HeartbeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args[:1], " "), func(t *testing.T) {
+			args := append(append([]string{}, tc.args...), base...)
+			if code, _, errOut := runCtl(t, addr, args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			got := b.last(t)
+			clearRequestID(got)
+			if !proto.Equal(got, tc.want) {
+				t.Fatalf("server got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func clearRequestID(c *roomcellv1.RoomCommand) {
+	m := c.ProtoReflect()
+	inner := m.Get(m.WhichOneof(m.Descriptor().Oneofs().ByName("command"))).Message()
+	inner.Clear(inner.Descriptor().Fields().ByName("request_id"))
+}
+
+func TestRoomctlJSON(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	b.dup = true
+	code, out, errOut := runCtl(t, addr, "--json", "join", "--app", "app1", "--room", "r1", "--user", "u2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var reply roomcellv1.CommandReply
+	if err := protojson.Unmarshal([]byte(out), &reply); err != nil {
+		t.Fatalf("output is not CommandReply JSON: %v\n%s", err, out)
+	}
+	if !reply.GetDuplicate() || reply.GetRoomSeq() != 3 || reply.GetRoom().GetHeat() != 120 {
+		t.Fatalf("decoded reply %v", &reply)
+	}
+	if !strings.Contains(out, `"room_seq"`) {
+		t.Fatalf("want proto field names in JSON, got %s", out)
+	}
+
+	code, out, errOut = runCtl(t, addr, "--json", "get", "--app", "app1", "--room", "r1")
+	if code != 0 {
+		t.Fatalf("get exit %d: %s", code, errOut)
+	}
+	var got roomcellv1.GetRoomReply
+	if err := protojson.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("get output: %v\n%s", err, out)
+	}
+	if got.GetRoom().GetOwnerUserId() != "u1" || len(got.GetRoom().GetSeats()) != 2 {
+		t.Fatalf("get decoded %v", &got)
+	}
+}
+
+func TestRoomctlHumanDuplicateAndGet(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	b.dup = true
+	code, out, errOut := runCtl(t, addr, "heartbeat", "--app", "app1", "--room", "r1", "--user", "u2")
+	if code != 0 || !strings.Contains(out, "duplicate yes") {
+		t.Fatalf("exit %d, duplicate not shown:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCtl(t, addr, "get", "--app", "app1", "--room", "r1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "owner u1") || strings.Contains(out, "seq 3  command_id") {
+		t.Fatalf("get output:\n%s", out)
+	}
+}
+
+func TestRoomctlInvalidArgument(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"gift count 0", []string{"gift", "--app", "app1", "--room", "r1", "--user", "u1", "--to", "u2", "--gift", "rose", "--count", "0"},
+			"roomctl gift: InvalidArgument: gift_count must be between 1 and 1000000, got 0"},
+		{"room id with space", []string{"join", "--app", "app1", "--room", "my room", "--user", "u1"},
+			"roomctl join: InvalidArgument: room_id has a character that is not allowed"},
+		{"missing app", []string{"get", "--room", "r1"},
+			"roomctl get: InvalidArgument: app_code is required"},
+		{"mic take without seat", []string{"mic", "take", "--app", "app1", "--room", "r1", "--user", "u1"},
+			"roomctl mic take: --seat is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCtl(t, addr, tc.args...)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1; stdout %q stderr %q", code, out, errOut)
+			}
+			if !strings.Contains(errOut, tc.stderr) {
+				t.Fatalf("stderr %q lacks %q", errOut, tc.stderr)
+			}
+			if out != "" {
+				t.Fatalf("stdout %q on error, want nothing", out)
+			}
+		})
+	}
+	if n := b.count(); n != 0 {
+		t.Fatalf("backend got %d commands from bad input", n)
+	}
+}

@@ -1,0 +1,192 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// RequestIDHeader is the metadata key a caller may set to trace a request;
+// the server echoes the id it used in the response header of that name.
+const RequestIDHeader = "x-request-id"
+
+type requestIDKey struct{}
+
+// RequestIDFrom returns the request id the interceptor put in ctx, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// NewRequestID returns a random id that passes room.CheckID.
+func NewRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+// requestIDFor is the request id a command carries: the caller's own,
+// else the interceptor's, else a fresh one (a server built without the
+// interceptors still traces every command).
+func requestIDFor(ctx context.Context, own string) string {
+	if own != "" {
+		return own
+	}
+	if id := RequestIDFrom(ctx); id != "" {
+		return id
+	}
+	return NewRequestID()
+}
+
+// incomingRequestID takes the caller's x-request-id if it is a valid id.
+// An unusable one is replaced rather than refused: it is only for tracing
+// and must not fail a command.
+func incomingRequestID(ctx context.Context) string {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(RequestIDHeader); len(v) > 0 && room.CheckID(RequestIDHeader, v[0]) == nil {
+			return v[0]
+		}
+	}
+	return NewRequestID()
+}
+
+func requestIDUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	id := incomingRequestID(ctx)
+	ctx = context.WithValue(ctx, requestIDKey{}, id)
+	// SetHeader only fails once headers are sent, which cannot have
+	// happened before the handler ran.
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, id))
+	return handler(ctx, req)
+}
+
+func requestIDStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	id := incomingRequestID(ss.Context())
+	_ = ss.SetHeader(metadata.Pairs(RequestIDHeader, id))
+	return handler(srv, &ctxStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), requestIDKey{}, id)})
+}
+
+// ctxStream is a ServerStream carrying a derived context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
+func accessLogUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		logAccess(ctx, log, info.FullMethod, err, start)
+		return resp, err
+	}
+}
+
+func accessLogStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		start := time.Now()
+		err := handler(srv, ss)
+		logAccess(ss.Context(), log, info.FullMethod, err, start)
+		return err
+	}
+}
+
+func logAccess(ctx context.Context, log *slog.Logger, method string, err error, start time.Time) {
+	log.DebugContext(ctx, "rpc",
+		"method", method,
+		"code", status.Code(err).String(),
+		"duration", time.Since(start),
+		"request_id", RequestIDFrom(ctx))
+}
+
+// recoveryUnary turns a panic below it into Internal: one broken request
+// must not take the process and every room on it down.
+func recoveryUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicStatus(ctx, log, info.FullMethod, r)
+				resp = nil
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+func recoveryStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicStatus(ss.Context(), log, info.FullMethod, r)
+			}
+		}()
+		return handler(srv, ss)
+	}
+}
+
+func panicStatus(ctx context.Context, log *slog.Logger, method string, r any) error {
+	id := RequestIDFrom(ctx)
+	log.ErrorContext(ctx, "panic in rpc handler",
+		"method", method, "request_id", id,
+		"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	return internalStatus(id)
+}
+
+// Health and reflection answer without a token: load balancers and
+// grpcurl must reach them, and they reveal nothing about rooms.
+func authExempt(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(method, "/grpc.reflection.v1.ServerReflection/") ||
+		strings.HasPrefix(method, "/grpc.reflection.v1alpha.ServerReflection/")
+}
+
+// bearerAuth checks "authorization: Bearer <token>". Both sides are hashed
+// first so the constant-time compare does not leak the token's length.
+type bearerAuth struct{ want [sha256.Size]byte }
+
+func newBearerAuth(token string) *bearerAuth { return &bearerAuth{want: sha256.Sum256([]byte(token))} }
+
+func (a *bearerAuth) check(ctx context.Context, method string) error {
+	if authExempt(method) {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		scheme, token, ok := strings.Cut(v, " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") {
+			continue
+		}
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(got[:], a.want[:]) == 1 {
+			return nil
+		}
+	}
+	return status.Error(codes.Unauthenticated, "missing or invalid bearer token (metadata authorization: Bearer <token>)")
+}
+
+func (a *bearerAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := a.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (a *bearerAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := a.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}

@@ -1,0 +1,199 @@
+package grpcapi
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+func validCreate() *roomcellv1.CreateRoomRequest {
+	return &roomcellv1.CreateRoomRequest{
+		CommandId: "c1", AppCode: "app1", RoomId: "r1", UserId: "u1",
+		Name: "Lobby 大厅", MicSeats: 8, AdminUserIds: []string{"u2", "u3"},
+	}
+}
+
+// rpcCase is one RPC called through a real client, with the command the
+// backend must receive (request_id as the test's metadata sets it).
+type rpcCase struct {
+	name string
+	call func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error)
+	want *roomcellv1.RoomCommand
+}
+
+func happyCases() []rpcCase {
+	const rid = "req-test-1"
+	return []rpcCase{
+		{"CreateRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.CreateRoom(ctx, validCreate())
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CreateRoom{CreateRoom: &roomcellv1.CreateRoomRequest{
+				CommandId: "c1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1",
+				Name: "Lobby 大厅", MicSeats: 8, AdminUserIds: []string{"u2", "u3"}}}}},
+		{"JoinRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.JoinRoom(ctx, &roomcellv1.JoinRoomRequest{CommandId: "c2", AppCode: "app1", RoomId: "r1", UserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_JoinRoom{JoinRoom: &roomcellv1.JoinRoomRequest{
+				CommandId: "c2", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2"}}}},
+		{"LeaveRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c3", AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: "bye"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: &roomcellv1.LeaveRoomRequest{
+				CommandId: "c3", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: "bye"}}}},
+		{"TakeMic",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.TakeMic(ctx, &roomcellv1.TakeMicRequest{CommandId: "c4", AppCode: "app1", RoomId: "r1", UserId: "u2", Seat: 19})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TakeMic{TakeMic: &roomcellv1.TakeMicRequest{
+				CommandId: "c4", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2", Seat: 19}}}},
+		{"ReleaseMic",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.ReleaseMic(ctx, &roomcellv1.ReleaseMicRequest{CommandId: "c5", AppCode: "app1", RoomId: "r1", UserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReleaseMic{ReleaseMic: &roomcellv1.ReleaseMicRequest{
+				CommandId: "c5", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2"}}}},
+		{"SendGift",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SendGift(ctx, &roomcellv1.SendGiftRequest{CommandId: "c6", AppCode: "app1", RoomId: "r1", UserId: "u2",
+					ToUserId: "u1", GiftId: "rose", GiftCount: 1_000_000})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SendGift{SendGift: &roomcellv1.SendGiftRequest{
+				CommandId: "c6", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2",
+				ToUserId: "u1", GiftId: "rose", GiftCount: 1_000_000}}}},
+		{"KickUser",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.KickUser(ctx, &roomcellv1.KickUserRequest{CommandId: "c7", AppCode: "app1", RoomId: "r1", UserId: "u1",
+					TargetUserId: "u2", BanSeconds: 3600, Reason: "spam"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickUser{KickUser: &roomcellv1.KickUserRequest{
+				CommandId: "c7", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1",
+				TargetUserId: "u2", BanSeconds: 3600, Reason: "spam"}}}},
+		{"CloseRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.CloseRoom(ctx, &roomcellv1.CloseRoomRequest{CommandId: "c8", AppCode: "app1", RoomId: "r1", UserId: "u1", Reason: "night"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CloseRoom{CloseRoom: &roomcellv1.CloseRoomRequest{
+				CommandId: "c8", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Reason: "night"}}}},
+		{"Heartbeat without command_id",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.Heartbeat(ctx, &roomcellv1.HeartbeatRequest{AppCode: "app1", RoomId: "r1", UserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: &roomcellv1.HeartbeatRequest{
+				RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2"}}}},
+		{"GetRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: "app1", RoomId: "r1"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: &roomcellv1.GetRoomRequest{
+				RequestId: rid, AppCode: "app1", RoomId: "r1"}}}},
+	}
+}
+
+func TestRoomRPCsReachBackend(t *testing.T) {
+	for _, tc := range happyCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fakeBackend{}
+			client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, b))
+			ctx := metadata.AppendToOutgoingContext(testCtx(t), RequestIDHeader, "req-test-1")
+			got, err := tc.call(ctx, client)
+			if err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			calls := b.calls()
+			if len(calls) != 1 {
+				t.Fatalf("backend called %d times, want 1", len(calls))
+			}
+			if !proto.Equal(calls[0], tc.want) {
+				t.Fatalf("backend got\n %v\nwant\n %v", calls[0], tc.want)
+			}
+			var want proto.Message = cannedReply()
+			if tc.name == "GetRoom" {
+				want = &roomcellv1.GetRoomReply{Room: cannedReply().GetRoom()}
+			}
+			if !proto.Equal(got, want) {
+				t.Fatalf("reply\n %v\nwant\n %v", got, want)
+			}
+		})
+	}
+}
+
+func TestRequestIDFromBodyWins(t *testing.T) {
+	b := &fakeBackend{}
+	client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, b))
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), RequestIDHeader, "from-header")
+	if _, err := client.JoinRoom(ctx, &roomcellv1.JoinRoomRequest{
+		CommandId: "c1", RequestId: "from-body", AppCode: "a", RoomId: "r", UserId: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.calls()[0].GetJoinRoom().GetRequestId(); got != "from-body" {
+		t.Fatalf("request_id %q, want the body's from-body", got)
+	}
+}
+
+func TestRequestIDGeneratedAndEchoed(t *testing.T) {
+	for _, tc := range []struct{ name, header string }{
+		{"no header", ""},
+		{"unusable header", "has space"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fakeBackend{}
+			client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, b))
+			ctx := testCtx(t)
+			if tc.header != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, RequestIDHeader, tc.header)
+			}
+			var hdr metadata.MD
+			if _, err := client.JoinRoom(ctx, &roomcellv1.JoinRoomRequest{CommandId: "c1", AppCode: "a", RoomId: "r", UserId: "u"},
+				grpc.Header(&hdr)); err != nil {
+				t.Fatal(err)
+			}
+			echoed := hdr.Get(RequestIDHeader)
+			if len(echoed) != 1 || echoed[0] == "" || echoed[0] == tc.header {
+				t.Fatalf("echoed request id %q, want one fresh id", echoed)
+			}
+			if got := b.calls()[0].GetJoinRoom().GetRequestId(); got != echoed[0] {
+				t.Fatalf("backend request_id %q, echoed %q", got, echoed[0])
+			}
+		})
+	}
+}
+
+func TestRequestIDHeaderEchoed(t *testing.T) {
+	client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, &fakeBackend{}))
+	ctx := metadata.AppendToOutgoingContext(testCtx(t), RequestIDHeader, "trace-42")
+	var hdr metadata.MD
+	if _, err := client.GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: "a", RoomId: "r"}, grpc.Header(&hdr)); err != nil {
+		t.Fatal(err)
+	}
+	if got := hdr.Get(RequestIDHeader); len(got) != 1 || got[0] != "trace-42" {
+		t.Fatalf("echoed %q, want [trace-42]", got)
+	}
+}
+
+func TestGetRoomWithoutViewIsNotFound(t *testing.T) {
+	b := &fakeBackend{reply: func(context.Context, *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		return &roomcellv1.CommandReply{}, nil
+	}}
+	client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, b))
+	_, err := client.GetRoom(testCtx(t), &roomcellv1.GetRoomRequest{AppCode: "a", RoomId: "r"})
+	assertCode(t, err, codes.NotFound)
+}
+
+func TestCommandTimeoutBoundsBackend(t *testing.T) {
+	b := &fakeBackend{reply: func(ctx context.Context, _ *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	s := NewRoomServer(b, discardLogger(), 20*time.Millisecond)
+	_, err := s.JoinRoom(context.Background(), &roomcellv1.JoinRoomRequest{CommandId: "c1", AppCode: "a", RoomId: "r", UserId: "u"})
+	assertCode(t, err, codes.DeadlineExceeded)
+}
