@@ -31,6 +31,7 @@ var (
 	ErrReceiverAbsent = fmt.Errorf("%w: gift receiver is not a member of the room", ErrPrecondition)
 	ErrKickOwner      = fmt.Errorf("%w: the owner cannot be kicked", ErrPrecondition)
 	ErrNotOwner       = fmt.Errorf("%w: only the owner or an admin may do this", ErrPermission)
+	ErrKickAdmin      = fmt.Errorf("%w: only the owner may kick an admin", ErrPermission)
 )
 
 // Class names carried across the cluster in RoomError.class.
@@ -76,8 +77,20 @@ type classError struct {
 func (e *classError) Error() string { return e.msg }
 func (e *classError) Unwrap() error { return e.class }
 
+var ruleErrors = []error{
+	ErrRoomNotFound, ErrRoomExists, ErrRoomClosed, ErrNotMember, ErrBanned, ErrSeatTaken,
+	ErrAlreadySeated, ErrNotSeated, ErrReceiverAbsent, ErrKickOwner, ErrNotOwner,
+}
+
 // ErrorFromClass rebuilds an error of the given class with the given text.
+// A rule error comes back as its own sentinel, so errors.Is works the same
+// whichever member ran the command.
 func ErrorFromClass(class, msg string) error {
+	for _, r := range ruleErrors {
+		if r.Error() == msg && ClassOf(r) == class {
+			return r
+		}
+	}
 	for _, c := range classes {
 		if c.class == class {
 			return &classError{class: c.err, msg: msg}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/cluster"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/grpcapi"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// App is one running roomcell process.
+type App struct {
+	cfg      configs.Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+
+	store   persistence.Store
+	closers []func() // run last, in reverse order (IM fake, wallet store, ...)
+	member  *cluster.Member
+	workers []worker
+
+	grpcServer *grpc.Server
+	health     *health.Server
+	grpcLis    net.Listener
+	httpServer *http.Server
+	httpLis    net.Listener
+
+	ready    atomic.Bool
+	draining atomic.Bool
+}
+
+// worker is a supervised background actor that must stop before gRPC and
+// the store do.
+type worker struct {
+	name string
+	stop func()
+}
+
+// GRPCAddr is the address gRPC listens on (useful with port 0).
+func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
+
+// HTTPAddr is the address of the ops endpoints.
+func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
+
+// Start brings the process up in the order of ARCHITECTURE.md: storage, IM
+// publisher, wallet → cluster member → gRPC serving → workers. On error
+// everything started so far is stopped again.
+func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (_ *App, err error) {
+	a := &App{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	defer func() {
+		if err != nil {
+			a.Shutdown()
+		}
+	}()
+
+	// Proto.Actor takes its instruments from the global OTel provider;
+	// it must exist before the actor system or actors leak memory.
+	exporter, err := otelprom.New(otelprom.WithRegisterer(a.registry))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+
+	if a.store, err = openStore(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	pub, err := a.openPublisher(ctx, dev)
+	if err != nil {
+		return nil, err
+	}
+	gifts, err := a.openWallet(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	kind := room.NewKind(room.Deps{
+		Store: a.store, Publisher: pub, Gifts: gifts, Config: cfg.Room,
+		Logger: log.With("component", "room"),
+	})
+	a.member, err = cluster.Start(cluster.Options{
+		Config: cfg.Cluster, Kinds: []*pcluster.Kind{kind}, Logger: log.With("component", "cluster"),
+		MeterProvider: meters,
+	})
+	if err != nil {
+		return nil, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = a.member.WaitReady(readyCtx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+
+	if err = a.serveGRPC(); err != nil {
+		return nil, err
+	}
+	if err = a.serveHTTP(); err != nil {
+		return nil, err
+	}
+	if err = a.startWorkers(pub); err != nil {
+		return nil, err
+	}
+	a.ready.Store(true)
+	log.Info("roomcell serving", "grpc_addr", a.GRPCAddr(), "http_addr", a.HTTPAddr(),
+		"store", cfg.Store.Kind, "cluster_provider", cfg.Cluster.Provider, "roles", cfg.Roles, "dev", dev)
+	return a, nil
+}
+
+func (a *App) serveGRPC() error {
+	lis, err := net.Listen("tcp", a.cfg.GRPC.Addr)
+	if err != nil {
+		return fmt.Errorf("grpc.addr: %w", err)
+	}
+	a.grpcLis = lis
+	a.grpcServer, a.health = grpcapi.NewServer(grpcapi.Options{Logger: a.log.With("component", "grpc"), AuthToken: a.cfg.GRPC.AuthToken})
+	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout}
+	v1.RegisterRoomServiceServer(a.grpcServer, grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout))
+	a.registerServices()
+	go func() {
+		if err := a.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			a.log.Error("grpc serve", "error", err)
+		}
+	}()
+	return nil
+}
+
+func (a *App) serveHTTP() error {
+	lis, err := net.Listen("tcp", a.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("http.addr: %w", err)
+	}
+	a.httpLis = lis
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() || a.draining.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	a.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := a.httpServer.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http serve", "error", err)
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the process in the order of ARCHITECTURE.md and seed 000:
+// drain (NOT_SERVING) → stop workers (each waits for its in-flight
+// publish) → gRPC GracefulStop → leave the cluster (grains snapshot) →
+// close the stores. It is safe on a partly started App.
+func (a *App) Shutdown() {
+	a.draining.Store(true)
+	if a.health != nil {
+		a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	for i := len(a.workers) - 1; i >= 0; i-- {
+		w := a.workers[i]
+		a.log.Info("stopping worker", "worker", w.name)
+		w.stop()
+	}
+	if a.grpcServer != nil {
+		done := make(chan struct{})
+		go func() { a.grpcServer.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(a.cfg.GRPC.ShutdownTimeout):
+			a.log.Warn("grpc graceful stop timed out; stopping hard")
+			a.grpcServer.Stop()
+		}
+	}
+	if a.member != nil {
+		a.member.Stop(true)
+	}
+	if a.httpServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = a.httpServer.Shutdown(ctx)
+		cancel()
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	if a.store != nil {
+		if err := a.store.Close(); err != nil {
+			a.log.Warn("store close", "error", err)
+		}
+	}
+	a.log.Info("roomcell stopped")
+}
