@@ -375,3 +375,10 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// fixedHeat is a wallet that charges nothing and returns heat per gift.
+type fixedHeat int64
+
+func (h fixedHeat) DebitGift(_ context.Context, d GiftDebit) (int64, error) {
+	return int64(h) * d.Count, nil
+}
