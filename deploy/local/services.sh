@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Brings up the servers the test suite talks to, on loopback: MariaDB,
+# Redis, NATS (JetStream) and etcd. A server already answering is left
+# alone; a missing one is installed from Debian's packages first. Idempotent.
+set -euo pipefail
+
+ETCD_CLIENT_PORT=${ROOMCELL_ETCD_PORT:-23790}
+ETCD_PEER_PORT=$((ETCD_CLIENT_PORT + 10))
+ETCD_DIR=${ROOMCELL_ETCD_DIR:-/tmp/roomcell-etcd}
+
+up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() {
+  local name=$1 port=$2
+  for _ in $(seq 1 150); do
+    if up "$port"; then return 0; fi
+    sleep 0.2
+  done
+  echo "services: $name did not come up on 127.0.0.1:$port" >&2
+  return 1
+}
+
+apt_updated=0
+need() { # need BINARY PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  [ -x "$1" ] && return 0
+  if [ "$(id -u)" != 0 ]; then echo "services: $2 is missing and I am not root to install it" >&2; return 1; fi
+  if [ $apt_updated = 0 ]; then apt-get update -qq; apt_updated=1; fi
+  echo "services: installing $2"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+
+if ! up 3306; then
+  need /usr/sbin/mariadbd mariadb-server
+  mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_port MariaDB 3306
+fi
+
+if ! up 6379; then
+  need redis-server redis-server
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_port Redis 6379
+fi
+
+if ! up 4222; then
+  need /usr/sbin/nats-server nats-server
+  mkdir -p /var/lib/nats-server
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  wait_port NATS 4222
+fi
+
+if ! up "$ETCD_CLIENT_PORT"; then
+  need etcd etcd-server
+  mkdir -p "$ETCD_DIR"
+  nohup etcd --name roomcell-test --data-dir "$ETCD_DIR" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "roomcell-test=http://127.0.0.1:$ETCD_PEER_PORT" >"$ETCD_DIR.log" 2>&1 &
+  wait_port etcd "$ETCD_CLIENT_PORT"
+fi
+echo "services: MariaDB :3306, Redis :6379, NATS :4222, etcd :$ETCD_CLIENT_PORT up"
