@@ -1,10 +1,13 @@
 package room
 
+import "maps"
+
 // Apply returns the state after event e. It never changes s and never
 // fails: events are facts that Decide already checked.
 func Apply(s State, e Event) State {
 	n := s.Clone()
 	apply(&n, e)
+	n.canonical()
 	return n
 }
 
@@ -17,6 +20,7 @@ func ApplyCommand(s State, seq int64, events []Event) State {
 		apply(&n, e)
 	}
 	n.Seq = seq
+	n.canonical()
 	return n
 }
 
@@ -35,9 +39,15 @@ func apply(s *State, e Event) {
 			s.Members = map[string]int64{}
 		}
 		s.Members[e.UserID] = e.JoinedAtMs
-		delete(s.Bans, e.UserID) // an expired ban is forgotten on rejoin
+		// A join carries the decision time, so bans that ended by then can
+		// go: it keeps the snapshot from growing with every kick ever made,
+		// and replay prunes at the same events.
+		maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
+			return u == e.UserID || until <= e.JoinedAtMs
+		})
 	case RoomUserLeft:
 		delete(s.Members, e.UserID)
+		s.vacate(e.UserID) // Decide released it already; keeps "seated ⇒ member" whatever the log says
 	case RoomMicTaken:
 		if e.Seat >= 0 && e.Seat < len(s.Seats) {
 			s.Seats[e.Seat] = e.UserID
@@ -52,9 +62,7 @@ func apply(s *State, e Event) {
 		s.Heat = e.Heat
 	case RoomUserKicked:
 		delete(s.Members, e.TargetUserID)
-		if i := s.SeatOf(e.TargetUserID); i >= 0 {
-			s.Seats[i] = ""
-		}
+		s.vacate(e.TargetUserID)
 		if e.BanUntilMs > 0 {
 			if s.Bans == nil {
 				s.Bans = map[string]int64{}
@@ -62,10 +70,41 @@ func apply(s *State, e Event) {
 			s.Bans[e.TargetUserID] = e.BanUntilMs
 		}
 	case RoomClosed:
+		// A closed room has nobody in it: RoomClosed stands for every
+		// seat release and leave (IM clients drop the room on it), so
+		// GetRoom shows it empty.
 		s.Status = StatusClosed
 		for i := range s.Seats {
 			s.Seats[i] = ""
 		}
+		s.Members = nil
 	case RoomRankChanged:
+	}
+}
+
+// vacate frees every seat user holds.
+func (s *State) vacate(user string) {
+	for i, u := range s.Seats {
+		if u == user {
+			s.Seats[i] = ""
+		}
+	}
+}
+
+// canonical makes equal rooms equal values: an empty map or list is nil,
+// as it is after a snapshot round trip (the fields are omitempty), so a
+// replayed state compares equal to the live one with ==-style checks.
+func (s *State) canonical() {
+	if len(s.Members) == 0 {
+		s.Members = nil
+	}
+	if len(s.Bans) == 0 {
+		s.Bans = nil
+	}
+	if len(s.Admins) == 0 {
+		s.Admins = nil
+	}
+	if len(s.Seats) == 0 {
+		s.Seats = nil
 	}
 }

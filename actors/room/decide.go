@@ -1,6 +1,7 @@
 package room
 
 import (
+	"math"
 	"slices"
 	"unicode/utf8"
 )
@@ -8,6 +9,7 @@ import (
 // Decide checks cmd against the room's rules and returns the events it
 // produces. It does not change s. A nil error with no events is a valid
 // no-op (joining a room one is in, taking the seat one holds).
+// The rules, one per row, are the table in decide_test.go.
 func Decide(s State, cmd Command) ([]Event, error) {
 	if err := validate(cmd); err != nil {
 		return nil, err
@@ -29,6 +31,9 @@ func Decide(s State, cmd Command) ([]Event, error) {
 	case CmdTakeMic:
 		return decideTakeMic(s, cmd)
 	case CmdReleaseMic:
+		if !s.IsMember(cmd.UserID) {
+			return nil, ErrNotMember
+		}
 		seat := s.SeatOf(cmd.UserID)
 		if seat < 0 {
 			return nil, ErrNotSeated
@@ -39,17 +44,40 @@ func Decide(s State, cmd Command) ([]Event, error) {
 	case CmdKickUser:
 		return decideKick(s, cmd)
 	case CmdCloseRoom:
-		if !s.IsAdmin(cmd.UserID) {
-			return nil, ErrNotOwner
+		if err := checkOperator(s, cmd.UserID); err != nil {
+			return nil, err
 		}
 		return []Event{RoomClosed{OperatorUserID: cmd.UserID, Reason: cmd.Reason}}, nil
 	case CmdHeartbeat:
+		// Presence (last seen) lives in the directory, not in room state:
+		// a heartbeat only tells the caller whether it is still in the
+		// room, so a client that was kicked or timed out learns it and
+		// rejoins. It produces no events and is not logged.
 		if !s.IsMember(cmd.UserID) {
 			return nil, ErrNotMember
 		}
 		return nil, nil
 	}
+	// validate rejects unknown types; this is for a type added there but
+	// not here.
 	return nil, invalidf("unknown command type %q", cmd.Type)
+}
+
+// checkOperator allows the owner always, even from outside the room (an
+// owner manages their room from the room list too), and a listed admin only
+// while they are in the room: an admin the owner kicked and banned must not
+// keep kicking people or close the room from outside.
+func checkOperator(s State, user string) error {
+	if user == s.Owner {
+		return nil
+	}
+	if !s.IsAdmin(user) {
+		return ErrNotOwner
+	}
+	if !s.IsMember(user) {
+		return ErrNotMember
+	}
+	return nil
 }
 
 func decideCreate(s State, cmd Command) ([]Event, error) {
@@ -60,9 +88,15 @@ func decideCreate(s State, cmd Command) ([]Event, error) {
 	if seats == 0 {
 		seats = DefaultMicSeats
 	}
-	admins := slices.Clone(cmd.Admins)
+	// Admins are kept sorted and unique so the event, the state and the
+	// RoomView are canonical; the owner is never listed (owner outranks
+	// admin, see decideKick).
+	admins := slices.DeleteFunc(slices.Clone(cmd.Admins), func(a string) bool { return a == cmd.UserID })
 	slices.Sort(admins)
 	admins = slices.Compact(admins)
+	if len(admins) == 0 {
+		admins = nil
+	}
 	return []Event{
 		RoomCreated{OwnerUserID: cmd.UserID, Name: cmd.Name, MicSeats: seats, AdminUserIDs: admins, CreatedAtMs: cmd.NowMs},
 		RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs},
@@ -79,6 +113,10 @@ func decideJoin(s State, cmd Command) ([]Event, error) {
 	return []Event{RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs}}, nil
 }
 
+// decideLeave lets anyone leave, the owner included: the room stays open
+// without them (a voice room outlives its host stepping out) and they keep
+// the owner's rights and may come back. A seat is released first, as its own
+// event, so IM clients see the seat free before the user is gone.
 func decideLeave(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.UserID) {
 		return nil, ErrNotMember
@@ -122,18 +160,27 @@ func decideGift(s State, cmd Command) ([]Event, error) {
 		return nil, ErrReceiverAbsent
 	}
 	evs := []Event{RoomGiftSent{FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, GiftCount: cmd.GiftCount, HeatValue: cmd.HeatValue}}
-	if cmd.HeatValue > 0 {
-		evs = append(evs, RoomHeatChanged{Delta: cmd.HeatValue, Heat: s.Heat + cmd.HeatValue})
+	// Heat saturates instead of wrapping negative; Delta is what was
+	// actually added, so heat always equals the sum of the deltas.
+	delta := min(cmd.HeatValue, math.MaxInt64-s.Heat)
+	if delta > 0 {
+		evs = append(evs, RoomHeatChanged{Delta: delta, Heat: s.Heat + delta})
 	}
 	return evs, nil
 }
 
+// decideKick: the owner kicks anyone but themself; an admin in the room
+// kicks ordinary members but neither the owner nor another admin (only the
+// owner outranks an admin).
 func decideKick(s State, cmd Command) ([]Event, error) {
-	if !s.IsAdmin(cmd.UserID) {
-		return nil, ErrNotOwner
+	if err := checkOperator(s, cmd.UserID); err != nil {
+		return nil, err
 	}
 	if cmd.TargetUserID == s.Owner {
 		return nil, ErrKickOwner
+	}
+	if cmd.UserID != s.Owner && s.IsAdmin(cmd.TargetUserID) {
+		return nil, ErrKickAdmin
 	}
 	if !s.IsMember(cmd.TargetUserID) {
 		return nil, ErrNotMember
@@ -151,6 +198,12 @@ func decideKick(s State, cmd Command) ([]Event, error) {
 
 // validate checks the fields of cmd that do not depend on room state.
 func validate(cmd Command) error {
+	switch cmd.Type {
+	case CmdCreateRoom, CmdJoinRoom, CmdLeaveRoom, CmdTakeMic, CmdReleaseMic,
+		CmdSendGift, CmdKickUser, CmdCloseRoom, CmdHeartbeat:
+	default:
+		return invalidf("unknown command type %q", cmd.Type)
+	}
 	if err := checkID("app_code", cmd.AppCode); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package room
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -28,6 +29,7 @@ const (
 
 // State is one room. The zero State (Exists false) is a room nobody has
 // created. State is a value: Apply never changes the State it is given.
+// Empty maps and lists are nil, so two equal rooms are equal values.
 type State struct {
 	AppCode     string           `json:"app_code"`
 	RoomID      string           `json:"room_id"`
@@ -88,9 +90,13 @@ func (s State) SortedMembers() []string {
 // Marshal serialises the state for a snapshot.
 func (s State) Marshal() ([]byte, error) { return json.Marshal(s) }
 
-// UnmarshalState parses a snapshot.
+// UnmarshalState parses a snapshot. The result is canonical (see
+// canonical), so it equals the live state the snapshot was taken from.
 func UnmarshalState(b []byte) (State, error) {
 	var s State
-	err := json.Unmarshal(b, &s)
-	return s, err
+	if err := json.Unmarshal(b, &s); err != nil {
+		return State{}, fmt.Errorf("decode room snapshot: %w", err)
+	}
+	s.canonical()
+	return s, nil
 }

@@ -1,0 +1,450 @@
+package room_test
+
+import (
+	"errors"
+	"github.com/hyapp/roomcell/actors/room"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The room's rules, one row each. A row reads: given these commands were
+// accepted, when cmd is decided, then exactly these events (or this error)
+// come out.
+
+const (
+	tApp  = "app1"
+	tRoom = "room1"
+	t0    = int64(1_700_000_000_000)
+)
+
+type opt func(*room.Command)
+
+func at(ms int64) opt               { return func(c *room.Command) { c.NowMs = ms } }
+func reason(r string) opt           { return func(c *room.Command) { c.Reason = r } }
+func seats(n int) opt               { return func(c *room.Command) { c.MicSeats = n } }
+func admins(ids ...string) opt      { return func(c *room.Command) { c.Admins = ids } }
+func named(n string) opt            { return func(c *room.Command) { c.Name = n } }
+func set(f func(*room.Command)) opt { return f }
+func giftID(id string) opt          { return func(c *room.Command) { c.GiftID = id } }
+func commandID(id string) opt       { return func(c *room.Command) { c.CommandID = id } }
+func ban(seconds int64) opt         { return func(c *room.Command) { c.BanSeconds = seconds } }
+func withHeat(heat int64) opt       { return func(c *room.Command) { c.HeatValue = heat } }
+func withCount(count int64) opt     { return func(c *room.Command) { c.GiftCount = count } }
+func withTarget(target string) opt  { return func(c *room.Command) { c.TargetUserID = target } }
+
+func cmd(typ, user string, opts ...opt) room.Command {
+	c := room.Command{Type: typ, CommandID: "cmd-1", RequestID: "req-1", AppCode: tApp, RoomID: tRoom, UserID: user, NowMs: t0}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+func create(owner string, opts ...opt) room.Command {
+	return cmd(room.CmdCreateRoom, owner, append([]opt{named("Friday night")}, opts...)...)
+}
+func join(user string, opts ...opt) room.Command  { return cmd(room.CmdJoinRoom, user, opts...) }
+func leave(user string, opts ...opt) room.Command { return cmd(room.CmdLeaveRoom, user, opts...) }
+func takeMic(user string, seat int, opts ...opt) room.Command {
+	return cmd(room.CmdTakeMic, user, append([]opt{func(c *room.Command) { c.Seat = seat }}, opts...)...)
+}
+func releaseMic(user string, opts ...opt) room.Command { return cmd(room.CmdReleaseMic, user, opts...) }
+func gift(from, to string, count, heat int64, opts ...opt) room.Command {
+	return cmd(room.CmdSendGift, from, append([]opt{func(c *room.Command) {
+		c.ToUserID, c.GiftID, c.GiftCount, c.HeatValue = to, "rose", count, heat
+	}}, opts...)...)
+}
+func kick(op, target string, opts ...opt) room.Command {
+	return cmd(room.CmdKickUser, op, append([]opt{withTarget(target)}, opts...)...)
+}
+func closeRoom(op string, opts ...opt) room.Command { return cmd(room.CmdCloseRoom, op, opts...) }
+func heartbeat(user string, opts ...opt) room.Command {
+	return cmd(room.CmdHeartbeat, user, opts...)
+}
+
+// given returns the state after the commands, each decided and applied as
+// the grain does; it fails the test if one is rejected.
+func given(t testing.TB, cmds ...room.Command) room.State {
+	t.Helper()
+	s := room.NewState(tApp, tRoom)
+	for i, c := range cmds {
+		evs, err := room.Decide(s, c)
+		if err != nil {
+			t.Fatalf("given[%d] %s by %s: %v", i, c.Type, c.UserID, err)
+		}
+		s = room.ApplyCommand(s, s.Seq+1, evs)
+	}
+	return s
+}
+
+// then appends more commands to a copy of base.
+func then(base []room.Command, more ...room.Command) []room.Command {
+	return append(append([]room.Command(nil), base...), more...)
+}
+
+// aRoom: owner "owner", admins "admin" and "admin2", members the three of
+// them plus "alice" and "bob"; 8 seats, all free.
+var aRoom = []room.Command{
+	create("owner", admins("admin", "admin2")),
+	join("admin"), join("admin2"), join("alice"), join("bob"),
+}
+
+// aClosed: aRoom with bob on seat 1, then closed by the owner.
+var aClosed = then(aRoom, takeMic("bob", 1), closeRoom("owner"))
+
+type rule struct {
+	name  string
+	given []room.Command
+	cmd   room.Command
+	want  []room.Event // nil with err nil: accepted as a no-op
+	err   error        // the rule error
+	class error        // its class
+	msg   string       // for ErrInvalid rows: a word the message must contain (which field)
+}
+
+func invalid(name string, given []room.Command, c room.Command, field string) rule {
+	return rule{name: name, given: given, cmd: c, err: room.ErrInvalid, class: room.ErrInvalid, msg: field}
+}
+
+func rules() []rule {
+	long := func(n int) string { return strings.Repeat("a", n) }
+	rs := []rule{
+		// CreateRoom
+		{name: "create: owner joins, default 8 seats", cmd: create("owner"),
+			want: []room.Event{
+				room.RoomCreated{OwnerUserID: "owner", Name: "Friday night", MicSeats: 8, CreatedAtMs: t0},
+				room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0},
+			}},
+		{name: "create: mic_seats 1", cmd: create("owner", seats(1)),
+			want: []room.Event{
+				room.RoomCreated{OwnerUserID: "owner", Name: "Friday night", MicSeats: 1, CreatedAtMs: t0},
+				room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0},
+			}},
+		{name: "create: mic_seats 20 is the max", cmd: create("owner", seats(room.MaxMicSeats)),
+			want: []room.Event{
+				room.RoomCreated{OwnerUserID: "owner", Name: "Friday night", MicSeats: 20, CreatedAtMs: t0},
+				room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0},
+			}},
+		{name: "create: admins sorted, deduplicated, owner not listed",
+			cmd: create("owner", admins("zed", "amy", "zed", "owner")),
+			want: []room.Event{
+				room.RoomCreated{OwnerUserID: "owner", Name: "Friday night", MicSeats: 8, AdminUserIDs: []string{"amy", "zed"}, CreatedAtMs: t0},
+				room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0},
+			}},
+		{name: "create: name of max length", cmd: create("owner", named(long(room.MaxNameLen))),
+			want: []room.Event{
+				room.RoomCreated{OwnerUserID: "owner", Name: long(room.MaxNameLen), MicSeats: 8, CreatedAtMs: t0},
+				room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0},
+			}},
+		{name: "create: twice", given: aRoom, cmd: create("alice"), err: room.ErrRoomExists, class: room.ErrExists},
+		{name: "create: on a closed room", given: aClosed, cmd: create("owner"), err: room.ErrRoomExists, class: room.ErrExists},
+		invalid("create: mic_seats -1", nil, create("owner", seats(-1)), "mic_seats"),
+		invalid("create: mic_seats 21", nil, create("owner", seats(room.MaxMicSeats+1)), "mic_seats"),
+		invalid("create: empty name", nil, create("owner", named("")), "name"),
+		invalid("create: name too long", nil, create("owner", named(long(room.MaxNameLen+1))), "name"),
+		invalid("create: name not UTF-8", nil, create("owner", named("caf\xe9")), "name"),
+		invalid("create: too many admins", nil, create("owner", admins(strings.Fields(strings.Repeat("a ", room.MaxAdmins+1))...)), "admin_user_ids"),
+		invalid("create: bad admin id", nil, create("owner", admins("ok", "bad id")), "admin_user_ids"),
+
+		// JoinRoom
+		{name: "join: a new user joins", given: aRoom, cmd: join("carol", at(t0+5)),
+			want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0 + 5}}},
+		{name: "join: a member joining again is a no-op", given: aRoom, cmd: join("alice", at(t0+5))},
+		{name: "join: owner who left comes back", given: then(aRoom, leave("owner")), cmd: join("owner", at(t0+5)),
+			want: []room.Event{room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0 + 5}}},
+		{name: "join: kicked without ban rejoins at once", given: then(aRoom, kick("owner", "alice")), cmd: join("alice"),
+			want: []room.Event{room.RoomUserJoined{UserID: "alice", JoinedAtMs: t0}}},
+		{name: "join: banned while now < until", given: then(aRoom, kick("owner", "alice", ban(60))),
+			cmd: join("alice", at(t0+60_000-1)), err: room.ErrBanned, class: room.ErrPrecondition},
+		{name: "join: ban ends at until (now == until)", given: then(aRoom, kick("owner", "alice", ban(60))),
+			cmd:  join("alice", at(t0+60_000)),
+			want: []room.Event{room.RoomUserJoined{UserID: "alice", JoinedAtMs: t0 + 60_000}}},
+		{name: "join: rejoin after the ban expired", given: then(aRoom, kick("owner", "alice", ban(60))),
+			cmd:  join("alice", at(t0+3_600_000)),
+			want: []room.Event{room.RoomUserJoined{UserID: "alice", JoinedAtMs: t0 + 3_600_000}}},
+		{name: "join: a ban on one user does not stop another", given: then(aRoom, kick("owner", "alice", ban(60))),
+			cmd: join("carol"), want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0}}},
+		{name: "join: banned again after a second kick", given: then(aRoom, kick("owner", "alice", ban(60)),
+			join("alice", at(t0+60_000)), kick("admin", "alice", ban(10), at(t0+70_000))),
+			cmd: join("alice", at(t0+79_999)), err: room.ErrBanned, class: room.ErrPrecondition},
+
+		// LeaveRoom
+		{name: "leave: a member leaves", given: aRoom, cmd: leave("alice"),
+			want: []room.Event{room.RoomUserLeft{UserID: "alice", Reason: room.ReasonLeft}}},
+		{name: "leave: reason given by the caller", given: aRoom, cmd: leave("alice", reason(room.ReasonHeartbeatTimeout)),
+			want: []room.Event{room.RoomUserLeft{UserID: "alice", Reason: room.ReasonHeartbeatTimeout}}},
+		{name: "leave: with a seat releases the seat first", given: then(aRoom, takeMic("alice", 3)), cmd: leave("alice"),
+			want: []room.Event{
+				room.RoomMicReleased{UserID: "alice", Seat: 3, Reason: room.ReasonLeft},
+				room.RoomUserLeft{UserID: "alice", Reason: room.ReasonLeft},
+			}},
+		{name: "leave: the owner may leave, the room stays open", given: aRoom, cmd: leave("owner"),
+			want: []room.Event{room.RoomUserLeft{UserID: "owner", Reason: room.ReasonLeft}}},
+		{name: "leave: not a member", given: aRoom, cmd: leave("carol"), err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "leave: twice", given: then(aRoom, leave("alice")), cmd: leave("alice"), err: room.ErrNotMember, class: room.ErrPrecondition},
+
+		// TakeMic
+		{name: "mic: a member takes a free seat", given: aRoom, cmd: takeMic("alice", 0),
+			want: []room.Event{room.RoomMicTaken{UserID: "alice", Seat: 0}}},
+		{name: "mic: last seat of the room", given: aRoom, cmd: takeMic("alice", 7),
+			want: []room.Event{room.RoomMicTaken{UserID: "alice", Seat: 7}}},
+		{name: "mic: seat 19 of a 20-seat room", given: []room.Command{create("owner", seats(20))}, cmd: takeMic("owner", 19),
+			want: []room.Event{room.RoomMicTaken{UserID: "owner", Seat: 19}}},
+		{name: "mic: only members take a seat", given: aRoom, cmd: takeMic("carol", 0), err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "mic: a taken seat can't be taken", given: then(aRoom, takeMic("bob", 2)), cmd: takeMic("alice", 2),
+			err: room.ErrSeatTaken, class: room.ErrPrecondition},
+		{name: "mic: one seat per user", given: then(aRoom, takeMic("alice", 1)), cmd: takeMic("alice", 2),
+			err: room.ErrAlreadySeated, class: room.ErrPrecondition},
+		{name: "mic: taking the seat one holds is a no-op", given: then(aRoom, takeMic("alice", 1)), cmd: takeMic("alice", 1)},
+		{name: "mic: a released seat can be taken by another", given: then(aRoom, takeMic("bob", 2), releaseMic("bob")),
+			cmd: takeMic("alice", 2), want: []room.Event{room.RoomMicTaken{UserID: "alice", Seat: 2}}},
+		{name: "mic: the seat of a user who left is free", given: then(aRoom, takeMic("bob", 2), leave("bob")),
+			cmd: takeMic("alice", 2), want: []room.Event{room.RoomMicTaken{UserID: "alice", Seat: 2}}},
+		{name: "mic: the seat of a kicked user is free", given: then(aRoom, takeMic("bob", 2), kick("owner", "bob")),
+			cmd: takeMic("alice", 2), want: []room.Event{room.RoomMicTaken{UserID: "alice", Seat: 2}}},
+		invalid("mic: seat beyond the room's seats", []room.Command{create("owner", seats(4))}, takeMic("owner", 4), "seat"),
+		invalid("mic: seat 8 in a default room", aRoom, takeMic("alice", 8), "seat"),
+		invalid("mic: seat negative", aRoom, takeMic("alice", -1), "seat"),
+		invalid("mic: seat 20 beyond the max", []room.Command{create("owner", seats(20))}, takeMic("owner", room.MaxMicSeats), "seat"),
+
+		// ReleaseMic
+		{name: "release: a seated member releases", given: then(aRoom, takeMic("alice", 5)), cmd: releaseMic("alice"),
+			want: []room.Event{room.RoomMicReleased{UserID: "alice", Seat: 5, Reason: room.ReasonReleased}}},
+		{name: "release: not seated", given: aRoom, cmd: releaseMic("alice"), err: room.ErrNotSeated, class: room.ErrPrecondition},
+		{name: "release: twice", given: then(aRoom, takeMic("alice", 5), releaseMic("alice")), cmd: releaseMic("alice"),
+			err: room.ErrNotSeated, class: room.ErrPrecondition},
+		{name: "release: not a member", given: aRoom, cmd: releaseMic("carol"), err: room.ErrNotMember, class: room.ErrPrecondition},
+
+		// SendGift
+		{name: "gift: member to member adds heat", given: aRoom, cmd: gift("alice", "bob", 3, 300),
+			want: []room.Event{
+				room.RoomGiftSent{FromUserID: "alice", ToUserID: "bob", GiftID: "rose", GiftCount: 3, HeatValue: 300},
+				room.RoomHeatChanged{Delta: 300, Heat: 300},
+			}},
+		{name: "gift: heat accumulates", given: then(aRoom, gift("alice", "bob", 1, 100)), cmd: gift("bob", "alice", 1, 50),
+			want: []room.Event{
+				room.RoomGiftSent{FromUserID: "bob", ToUserID: "alice", GiftID: "rose", GiftCount: 1, HeatValue: 50},
+				room.RoomHeatChanged{Delta: 50, Heat: 150},
+			}},
+		{name: "gift: a gift without heat changes no heat", given: aRoom, cmd: gift("alice", "bob", 1, 0),
+			want: []room.Event{room.RoomGiftSent{FromUserID: "alice", ToUserID: "bob", GiftID: "rose", GiftCount: 1}}},
+		{name: "gift: heat saturates at max int64", given: then(aRoom, gift("alice", "bob", 1, math.MaxInt64-10)),
+			cmd: gift("alice", "bob", 1, 100),
+			want: []room.Event{
+				room.RoomGiftSent{FromUserID: "alice", ToUserID: "bob", GiftID: "rose", GiftCount: 1, HeatValue: 100},
+				room.RoomHeatChanged{Delta: 10, Heat: math.MaxInt64},
+			}},
+		{name: "gift: count at the max", given: aRoom, cmd: gift("alice", "bob", room.MaxGiftCount, 0),
+			want: []room.Event{room.RoomGiftSent{FromUserID: "alice", ToUserID: "bob", GiftID: "rose", GiftCount: room.MaxGiftCount}}},
+		{name: "gift: to oneself is allowed (the sender pays)", given: aRoom, cmd: gift("alice", "alice", 1, 10),
+			want: []room.Event{
+				room.RoomGiftSent{FromUserID: "alice", ToUserID: "alice", GiftID: "rose", GiftCount: 1, HeatValue: 10},
+				room.RoomHeatChanged{Delta: 10, Heat: 10},
+			}},
+		{name: "gift: sender not a member", given: aRoom, cmd: gift("carol", "bob", 1, 1), err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "gift: receiver not a member", given: aRoom, cmd: gift("alice", "carol", 1, 1), err: room.ErrReceiverAbsent, class: room.ErrPrecondition},
+		{name: "gift: receiver left", given: then(aRoom, leave("bob")), cmd: gift("alice", "bob", 1, 1), err: room.ErrReceiverAbsent, class: room.ErrPrecondition},
+		invalid("gift: count 0", aRoom, gift("alice", "bob", 0, 1), "gift_count"),
+		invalid("gift: count negative", aRoom, gift("alice", "bob", -1, 1), "gift_count"),
+		invalid("gift: count too big", aRoom, gift("alice", "bob", room.MaxGiftCount+1, 1), "gift_count"),
+		invalid("gift: heat negative", aRoom, gift("alice", "bob", 1, -1), "heat"),
+		invalid("gift: empty gift_id", aRoom, gift("alice", "bob", 1, 1, giftID("")), "gift_id"),
+		invalid("gift: bad gift_id", aRoom, gift("alice", "bob", 1, 1, giftID("a/b")), "gift_id"),
+		invalid("gift: empty to_user_id", aRoom, gift("alice", "", 1, 1), "to_user_id"),
+		invalid("gift: bad to_user_id", aRoom, gift("alice", "b:ob", 1, 1), "to_user_id"),
+
+		// KickUser
+		{name: "kick: owner kicks a member", given: aRoom, cmd: kick("owner", "alice", reason("spam")),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", Reason: "spam"}}},
+		{name: "kick: with a seat releases it first", given: then(aRoom, takeMic("alice", 4)), cmd: kick("owner", "alice"),
+			want: []room.Event{
+				room.RoomMicReleased{UserID: "alice", Seat: 4, Reason: room.ReasonKicked},
+				room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner"},
+			}},
+		{name: "kick: with a ban", given: aRoom, cmd: kick("owner", "alice", ban(60), at(t0+1)),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", BanUntilMs: t0 + 1 + 60_000}}},
+		{name: "kick: ban of the max length", given: aRoom, cmd: kick("owner", "alice", ban(room.MaxBanSeconds)),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", BanUntilMs: t0 + room.MaxBanSeconds*1000}}},
+		{name: "kick: an admin listed on the room kicks a member", given: aRoom, cmd: kick("admin", "alice"),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "admin"}}},
+		{name: "kick: the owner kicks an admin", given: aRoom, cmd: kick("owner", "admin"),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "admin", OperatorUserID: "owner"}}},
+		{name: "kick: the owner kicks from outside the room", given: then(aRoom, leave("owner")), cmd: kick("owner", "alice"),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner"}}},
+		{name: "kick: a member who is no admin may not", given: aRoom, cmd: kick("alice", "bob"), err: room.ErrNotOwner, class: room.ErrPermission},
+		{name: "kick: a non-member may not", given: aRoom, cmd: kick("carol", "bob"), err: room.ErrNotOwner, class: room.ErrPermission},
+		{name: "kick: an admin may not kick another admin", given: aRoom, cmd: kick("admin", "admin2"), err: room.ErrKickAdmin, class: room.ErrPermission},
+		{name: "kick: nobody kicks the owner", given: aRoom, cmd: kick("admin", "owner"), err: room.ErrKickOwner, class: room.ErrPrecondition},
+		{name: "kick: a member kicking the owner lacks permission first", given: aRoom, cmd: kick("alice", "owner"), err: room.ErrNotOwner, class: room.ErrPermission},
+		{name: "kick: an admin outside the room may not", given: then(aRoom, leave("admin")), cmd: kick("admin", "alice"),
+			err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "kick: a kicked and banned admin may not", given: then(aRoom, kick("owner", "admin", ban(3600))), cmd: kick("admin", "alice"),
+			err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "kick: target not a member", given: aRoom, cmd: kick("owner", "carol"), err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "kick: target already kicked", given: then(aRoom, kick("owner", "alice")), cmd: kick("admin", "alice"),
+			err: room.ErrNotMember, class: room.ErrPrecondition},
+		invalid("kick: oneself (owner)", aRoom, kick("owner", "owner"), "target_user_id"),
+		invalid("kick: oneself (member)", aRoom, kick("alice", "alice"), "target_user_id"),
+		invalid("kick: empty target", aRoom, kick("owner", ""), "target_user_id"),
+		invalid("kick: bad target", aRoom, kick("owner", "al ice"), "target_user_id"),
+		invalid("kick: ban seconds negative", aRoom, kick("owner", "alice", ban(-1)), "ban_seconds"),
+		invalid("kick: ban seconds too long", aRoom, kick("owner", "alice", ban(room.MaxBanSeconds+1)), "ban_seconds"),
+		invalid("kick: reason too long", aRoom, kick("owner", "alice", reason(long(room.MaxReasonLen+1))), "reason"),
+		invalid("kick: reason not UTF-8", aRoom, kick("owner", "alice", reason("\xff\xfe")), "reason"),
+		{name: "kick: reason of max length, multi-byte", given: aRoom, cmd: kick("owner", "alice", reason(strings.Repeat("踢", room.MaxReasonLen/3))),
+			want: []room.Event{room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", Reason: strings.Repeat("踢", room.MaxReasonLen/3)}}},
+
+		// CloseRoom
+		{name: "close: the owner closes", given: aRoom, cmd: closeRoom("owner", reason("good night")),
+			want: []room.Event{room.RoomClosed{OperatorUserID: "owner", Reason: "good night"}}},
+		{name: "close: an admin listed on the room closes", given: aRoom, cmd: closeRoom("admin"),
+			want: []room.Event{room.RoomClosed{OperatorUserID: "admin"}}},
+		{name: "close: the owner closes from outside the room", given: then(aRoom, leave("owner")), cmd: closeRoom("owner"),
+			want: []room.Event{room.RoomClosed{OperatorUserID: "owner"}}},
+		{name: "close: a member who is no admin may not", given: aRoom, cmd: closeRoom("alice"), err: room.ErrNotOwner, class: room.ErrPermission},
+		{name: "close: an admin outside the room may not", given: then(aRoom, leave("admin")), cmd: closeRoom("admin"),
+			err: room.ErrNotMember, class: room.ErrPrecondition},
+		invalid("close: reason too long", aRoom, closeRoom("owner", reason(long(room.MaxReasonLen+1))), "reason"),
+
+		// Heartbeat
+		{name: "heartbeat: a member is still in the room", given: aRoom, cmd: heartbeat("alice")},
+		{name: "heartbeat: needs no command_id (it is not logged)", given: aRoom, cmd: heartbeat("alice", commandID(""))},
+		{name: "heartbeat: a non-member learns they are out", given: aRoom, cmd: heartbeat("carol"), err: room.ErrNotMember, class: room.ErrPrecondition},
+		{name: "heartbeat: a kicked user learns they are out", given: then(aRoom, kick("owner", "alice")), cmd: heartbeat("alice"),
+			err: room.ErrNotMember, class: room.ErrPrecondition},
+
+		// Identifiers, checked on every command before the room is looked at.
+		invalid("ids: unknown command type", nil, cmd("Dance", "alice"), "command type"),
+		invalid("ids: empty app_code", aRoom, join("carol", set(func(c *room.Command) { c.AppCode = "" })), "app_code"),
+		invalid("ids: empty room_id", aRoom, join("carol", set(func(c *room.Command) { c.RoomID = "" })), "room_id"),
+		invalid("ids: empty user_id", aRoom, join(""), "user_id"),
+		invalid("ids: empty command_id on a logged command", aRoom, join("carol", commandID("")), "command_id"),
+		invalid("ids: user_id too long", aRoom, join(long(room.MaxIDLen+1)), "user_id"),
+		invalid("ids: room_id too long", aRoom, join("carol", set(func(c *room.Command) { c.RoomID = long(room.MaxIDLen + 1) })), "room_id"),
+		invalid("ids: command_id too long", aRoom, join("carol", commandID(long(room.MaxIDLen+1))), "command_id"),
+		invalid("ids: space", aRoom, join("car ol"), "user_id"),
+		invalid("ids: colon (joins keys)", aRoom, join("car:ol"), "user_id"),
+		invalid("ids: slash (joins keys)", aRoom, join("car/ol"), "user_id"),
+		invalid("ids: non-ASCII", aRoom, join("carölina"), "user_id"),
+		invalid("ids: control character", aRoom, join("car\tol"), "user_id"),
+		invalid("ids: DEL", aRoom, join("car\x7fol"), "user_id"),
+		invalid("ids: bad app_code", aRoom, join("carol", set(func(c *room.Command) { c.AppCode = "app 1" })), "app_code"),
+		{name: "ids: max length and punctuation are fine", given: aRoom, cmd: join(long(room.MaxIDLen-4) + "-_.@"),
+			want: []room.Event{room.RoomUserJoined{UserID: long(room.MaxIDLen-4) + "-_.@", JoinedAtMs: t0}}},
+		invalid("ids: leave reason not UTF-8", aRoom, leave("alice", reason("\xc3")), "reason"),
+	}
+
+	// Nothing but CreateRoom finds a room nobody created.
+	notCreated := []room.Command{
+		join("alice"), leave("alice"), takeMic("alice", 0), releaseMic("alice"),
+		gift("alice", "bob", 1, 1), kick("owner", "alice"), closeRoom("owner"), heartbeat("alice"),
+	}
+	for _, c := range notCreated {
+		rs = append(rs, rule{name: "no room: " + c.Type, cmd: c, err: room.ErrRoomNotFound, class: room.ErrNotFound})
+	}
+	// A closed room takes nothing (GetRoom is served by the grain, not
+	// decided). Every command would be accepted in the open room.
+	onClosed := []room.Command{
+		join("carol"), join("alice"), leave("alice"), takeMic("alice", 0), releaseMic("bob"),
+		gift("alice", "bob", 1, 1), kick("owner", "alice"), closeRoom("owner"), heartbeat("alice"),
+	}
+	for _, c := range onClosed {
+		rs = append(rs, rule{name: "closed: " + c.Type + " by " + c.UserID, given: aClosed, cmd: c, err: room.ErrRoomClosed, class: room.ErrPrecondition})
+	}
+	return rs
+}
+
+func TestDecideRules(t *testing.T) {
+	for _, r := range rules() {
+		t.Run(r.name, func(t *testing.T) {
+			s := given(t, r.given...)
+			before := s.Clone()
+			evs, err := room.Decide(s, r.cmd)
+			if !reflect.DeepEqual(s, before) {
+				t.Fatalf("Decide changed its input state:\nbefore %+v\nafter  %+v", before, s)
+			}
+			if r.err != nil {
+				if err == nil {
+					t.Fatalf("accepted with %#v, want error %v", evs, r.err)
+				}
+				if !errors.Is(err, r.err) {
+					t.Fatalf("error %q is not %q", err, r.err)
+				}
+				if !errors.Is(err, r.class) || room.ClassOf(err) != room.ClassOf(r.class) {
+					t.Fatalf("error %q: class %s, want %s", err, room.ClassOf(err), room.ClassOf(r.class))
+				}
+				if !strings.Contains(err.Error(), r.msg) {
+					t.Fatalf("error %q does not name %q", err, r.msg)
+				}
+				if evs != nil {
+					t.Fatalf("rejected command returned events %#v", evs)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if len(r.want) == 0 {
+				if len(evs) != 0 {
+					t.Fatalf("want a no-op, got %#v", evs)
+				}
+				return
+			}
+			if !reflect.DeepEqual(evs, r.want) {
+				t.Fatalf("events\n got  %#v\n want %#v", evs, r.want)
+			}
+		})
+	}
+}
+
+// The rows above must not pass by accident: every rule error and every
+// command type appears in the table.
+func TestDecideRulesCoverEveryErrorAndCommand(t *testing.T) {
+	errs := map[error]bool{}
+	types := map[string]bool{}
+	for _, r := range rules() {
+		if r.err != nil {
+			errs[r.err] = true
+		}
+		types[r.cmd.Type] = true
+	}
+	for _, e := range []error{room.ErrRoomNotFound, room.ErrRoomExists, room.ErrRoomClosed, room.ErrNotMember, room.ErrBanned, room.ErrSeatTaken,
+		room.ErrAlreadySeated, room.ErrNotSeated, room.ErrReceiverAbsent, room.ErrKickOwner, room.ErrKickAdmin, room.ErrNotOwner, room.ErrInvalid} {
+		if !errs[e] {
+			t.Errorf("no row expects %v", e)
+		}
+	}
+	for _, c := range []string{room.CmdCreateRoom, room.CmdJoinRoom, room.CmdLeaveRoom, room.CmdTakeMic, room.CmdReleaseMic, room.CmdSendGift,
+		room.CmdKickUser, room.CmdCloseRoom, room.CmdHeartbeat} {
+		if !types[c] {
+			t.Errorf("no row decides %s", c)
+		}
+	}
+}
+
+// Decide must not share memory with the command: the grain may reuse the
+// command's slices.
+func TestDecideCreateCopiesAdmins(t *testing.T) {
+	ids := []string{"b", "a"}
+	evs, err := room.Decide(room.NewState(tApp, tRoom), create("owner", admins(ids...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids[0] = "mutated"
+	if got := evs[0].(room.RoomCreated).AdminUserIDs; !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("admins %v", got)
+	}
+}
+
+func TestMutates(t *testing.T) {
+	for _, c := range []string{room.CmdCreateRoom, room.CmdJoinRoom, room.CmdLeaveRoom, room.CmdTakeMic, room.CmdReleaseMic, room.CmdSendGift, room.CmdKickUser, room.CmdCloseRoom} {
+		if !room.Mutates(c) {
+			t.Errorf("%s must be logged", c)
+		}
+	}
+	if room.Mutates(room.CmdHeartbeat) {
+		t.Error("Heartbeat must not be logged")
+	}
+}

@@ -1,0 +1,179 @@
+package room_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hyapp/roomcell/actors/room"
+)
+
+// eventTypes is every event type the room knows; a new one must be added
+// here and to DecodeEvent.
+var eventTypes = []string{
+	room.TypeRoomCreated, room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
+	room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked,
+	room.TypeRoomClosed, room.TypeRoomRankChanged,
+}
+
+func TestEventJSONRoundTrip(t *testing.T) {
+	samples := append(allEvents(),
+		// Admins absent, and present but empty, both come back as they went.
+		room.RoomCreated{OwnerUserID: "o", Name: "房间 🎤", MicSeats: 20, CreatedAtMs: t0},
+		room.RoomCreated{OwnerUserID: "o", Name: "n", MicSeats: 8, AdminUserIDs: []string{}, CreatedAtMs: t0},
+		room.RoomUserKicked{TargetUserID: "a", OperatorUserID: "b", Reason: `quote " and \ backslash`},
+	)
+	seen := map[string]bool{}
+	for _, e := range samples {
+		seen[e.EventType()] = true
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatalf("marshal %T: %v", e, err)
+		}
+		back, err := room.DecodeEvent(e.EventType(), b)
+		if err != nil {
+			t.Fatalf("decode %s %s: %v", e.EventType(), b, err)
+		}
+		if !reflect.DeepEqual(back, e) {
+			t.Errorf("%s round trip\n got  %#v\n want %#v", e.EventType(), back, e)
+		}
+	}
+	for _, typ := range eventTypes {
+		if !seen[typ] {
+			t.Errorf("no round-trip sample of %s", typ)
+		}
+	}
+}
+
+// DecodeEvent hands back values of the type Decide produces (not
+// pointers), with the type the name says.
+func TestDecodeEventTypes(t *testing.T) {
+	for _, typ := range eventTypes {
+		e, err := room.DecodeEvent(typ, []byte(`{}`))
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		if e.EventType() != typ {
+			t.Errorf("DecodeEvent(%s) gave a %s", typ, e.EventType())
+		}
+		if reflect.TypeOf(e).Kind() != reflect.Struct {
+			t.Errorf("DecodeEvent(%s) gave a %T, want a struct value", typ, e)
+		}
+	}
+}
+
+func TestDecodeEventErrors(t *testing.T) {
+	tests := []struct {
+		name, typ, payload, want string
+	}{
+		{"unknown type", "RoomDanced", `{}`, "unknown event type"},
+		{"empty type", "", `{}`, "unknown event type"},
+		{"type is case sensitive", "roomuserjoined", `{}`, "unknown event type"},
+		{"truncated payload", room.TypeRoomUserJoined, `{"user_id":`, "decode RoomUserJoined"},
+		{"empty payload", room.TypeRoomMicTaken, ``, "decode RoomMicTaken"},
+		{"wrong field type", room.TypeRoomMicTaken, `{"seat":"three"}`, "decode RoomMicTaken"},
+		{"array instead of object", room.TypeRoomClosed, `[1]`, "decode RoomClosed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, err := room.DecodeEvent(tt.typ, []byte(tt.payload))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("DecodeEvent = %#v, %v; want error with %q", e, err, tt.want)
+			}
+			if e != nil {
+				t.Fatalf("event %#v returned with an error", e)
+			}
+		})
+	}
+}
+
+func TestIsIMEvent(t *testing.T) {
+	want := map[string]bool{
+		room.TypeRoomCreated:     false,
+		room.TypeRoomUserJoined:  true,
+		room.TypeRoomUserLeft:    true,
+		room.TypeRoomMicTaken:    true,
+		room.TypeRoomMicReleased: true,
+		room.TypeRoomGiftSent:    true,
+		room.TypeRoomHeatChanged: false,
+		room.TypeRoomUserKicked:  true,
+		room.TypeRoomClosed:      true,
+		room.TypeRoomRankChanged: false,
+		"":                       false,
+		"SomethingElse":          false,
+	}
+	for typ, w := range want {
+		if got := room.IsIMEvent(typ); got != w {
+			t.Errorf("IsIMEvent(%q) = %v, want %v", typ, got, w)
+		}
+	}
+	if len(want) != len(eventTypes)+2 {
+		t.Fatalf("the table must list every event type")
+	}
+}
+
+func TestEventID(t *testing.T) {
+	id := room.EventID("app1", "room1", 7, 0)
+	if id != "app1:room1:7:0" {
+		t.Fatalf("EventID = %q", id)
+	}
+	if again := room.EventID("app1", "room1", 7, 0); again != id {
+		t.Fatalf("not deterministic: %q then %q", id, again)
+	}
+	// Distinct for every (room, seq, index): ids cannot contain ':', so the
+	// parts never run into each other.
+	seen := map[string]string{}
+	for _, r := range [][2]string{{"app1", "room1"}, {"app1", "room11"}, {"app11", "room1"}, {"app2", "room1"}} {
+		for seq := int64(1); seq <= 30; seq++ {
+			for i := range 12 {
+				id := room.EventID(r[0], r[1], seq, i)
+				what := fmt.Sprintf("%s/%s seq %d event %d", r[0], r[1], seq, i)
+				if prev, dup := seen[id]; dup {
+					t.Fatalf("EventID %q for both %s and %s", id, prev, what)
+				}
+				seen[id] = what
+			}
+		}
+	}
+}
+
+func TestErrorClasses(t *testing.T) {
+	tests := []struct {
+		err   error
+		class string
+	}{
+		{room.ErrRoomNotFound, room.ClassNotFound},
+		{room.ErrRoomExists, room.ClassExists},
+		{room.ErrRoomClosed, room.ClassPrecondition},
+		{room.ErrNotMember, room.ClassPrecondition},
+		{room.ErrBanned, room.ClassPrecondition},
+		{room.ErrSeatTaken, room.ClassPrecondition},
+		{room.ErrAlreadySeated, room.ClassPrecondition},
+		{room.ErrNotSeated, room.ClassPrecondition},
+		{room.ErrReceiverAbsent, room.ClassPrecondition},
+		{room.ErrKickOwner, room.ClassPrecondition},
+		{room.ErrKickAdmin, room.ClassPermission},
+		{room.ErrNotOwner, room.ClassPermission},
+		{room.ErrInvalid, room.ClassInvalid},
+		{room.ErrUnavailable, room.ClassUnavailable},
+		{errors.New("disk on fire"), room.ClassInternal},
+		{nil, room.ClassInternal},
+	}
+	for _, tt := range tests {
+		if got := room.ClassOf(tt.err); got != tt.class {
+			t.Errorf("ClassOf(%v) = %s, want %s", tt.err, got, tt.class)
+		}
+		if tt.err == nil {
+			continue
+		}
+		// Across the cluster only class and text travel; the class must
+		// survive the trip.
+		back := room.ErrorFromClass(room.ClassOf(tt.err), tt.err.Error())
+		if room.ClassOf(back) != tt.class || back.Error() != tt.err.Error() {
+			t.Errorf("ErrorFromClass(%s) = %v (class %s)", tt.class, back, room.ClassOf(back))
+		}
+	}
+}
