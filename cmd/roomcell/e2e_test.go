@@ -21,6 +21,10 @@ import (
 
 // startDev starts a whole dev-mode process on loopback ports.
 func startDev(t *testing.T, edit func(*configs.Config)) (*App, v1.RoomServiceClient) {
+	return startDevB(t, edit)
+}
+
+func startDevB(t testing.TB, edit func(*configs.Config)) (*App, v1.RoomServiceClient) {
 	t.Helper()
 	cfg, err := loadConfig(flags{dev: true, grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
 	if err != nil {
