@@ -47,3 +47,14 @@ func (c OutboxWorkerConfig) validate() error {
 	}
 	return nil
 }
+
+// Normalized returns c with its defaults applied and validated, for callers
+// that build the section in code (the relay's Start, tests) instead of
+// through Load. The error names the offending key like Load's do.
+func (c OutboxWorkerConfig) Normalized() (OutboxWorkerConfig, error) {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return OutboxWorkerConfig{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,545 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// storeCase is one backend the suite runs on.
+type storeCase struct {
+	name string
+	new  func(t *testing.T) persistence.Store
+}
+
+// suite is every relay test that goes through a store: the worker rows of
+// seed 000's Acceptance Tests table (named as in the seed) and the relay's
+// own guarantees beyond it. Each backend runs all of it.
+var suite = []struct {
+	name string
+	run  func(t *testing.T, s persistence.Store)
+}{
+	// Seed 000, Acceptance Tests.
+	{"worker补投成功", testWorkerRepublishes},
+	{"worker补投失败", testWorkerFailureKeepsPending},
+	{"下一轮成功", testNextRoundSucceeds},
+	{"worker_cancel", testWorkerCancel},
+	{"非IM事件", testNonIMEventsMarkedPublished},
+	// Beyond the table.
+	{"batch_continues_after_failure", testBatchContinuesAfterFailure},
+	{"corrupt_envelope_stays_pending", testCorruptEnvelopeStaysPending},
+	{"two_relays_claim_disjoint_rows", testTwoRelaysDisjoint},
+	{"crashed_relay_rows_come_back", testCrashedRelayLeaseExpires},
+	{"panic_restarts_row_stays_pending", testPanicRestarts},
+	{"ticks_do_not_multiply_after_restarts", testTicksDoNotMultiply},
+	{"exponential_delays_and_caps", testExponentialInStore},
+	{"poison_waits_for_inflight_publish", testPoisonWaitsForInFlight},
+	{"run_now_forces_retry", testRunNowForcesRetry},
+}
+
+func runSuite(t *testing.T, sc storeCase) {
+	for _, tc := range suite {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, sc.new(t)) })
+	}
+}
+
+func TestRelayMemDB(t *testing.T) {
+	runSuite(t, storeCase{name: "memdb", new: newMemDB})
+}
+
+// worker 补投成功: the fake publisher gets the same event_id, the row is
+// published. poll_interval is an hour: only the batch Started runs at once
+// can have done it.
+func testWorkerRepublishes(t *testing.T, s persistence.Store) {
+	insert(t, s, joined(t, "ev-1", clockBase))
+	pub := newPublisher(nil)
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PollInterval = time.Hour })})
+
+	select {
+	case id := <-pub.calls:
+		if id != "ev-1" {
+			t.Fatalf("published %q, want ev-1", id)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("relay did not publish the pending event")
+	}
+	eventually(t, "ev-1 published", published(t, s, "ev-1"))
+	row := get(t, s, "ev-1")
+	if row.LastError != "" || row.RetryCount != 0 || row.PublishedAtMs == 0 || row.LockedBy != "" {
+		t.Fatalf("published row = %+v, want last_error empty, retry_count 0, published_at set, no lease", row)
+	}
+	if n := pub.attempts("ev-1"); n != 1 {
+		t.Fatalf("ev-1 published %d times, want 1", n)
+	}
+}
+
+// worker 补投失败: the row stays pending, retry_count+1, last_error set;
+// and again on the next round (infinite retries, never dropped).
+func testWorkerFailureKeepsPending(t *testing.T, s persistence.Store) {
+	insert(t, s, joined(t, "ev-1", clockBase))
+	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
+		return errors.New("tencent im: send_group_system_notification: ErrorCode 10007 (retryable)")
+	})
+	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()}
+	for round := 1; round <= 3; round++ {
+		res, err := ProcessBatch(context.Background(), deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed != 1 || res.Published != 0 {
+			t.Fatalf("round %d: %+v, want 1 failed", round, res)
+		}
+		row := get(t, s, "ev-1")
+		if row.Status != persistence.OutboxPending || row.RetryCount != round {
+			t.Fatalf("round %d: status %s retry_count %d, want pending %d", round, row.Status, row.RetryCount, round)
+		}
+		if !strings.Contains(row.LastError, "ErrorCode 10007") {
+			t.Fatalf("last_error = %q, want the publish error", row.LastError)
+		}
+		if row.LockedBy != "" {
+			t.Fatalf("failed row still leased to %q", row.LockedBy)
+		}
+	}
+}
+
+// 下一轮成功: first attempt fails, the next poll's succeeds: published,
+// last_error cleared.
+func testNextRoundSucceeds(t *testing.T, s persistence.Store) {
+	insert(t, s, joined(t, "ev-1", clockBase))
+	pub := newPublisher(func(_ context.Context, _ persistence.Envelope, attempt int) error {
+		if attempt == 1 {
+			return errors.New("dial tcp: connection refused")
+		}
+		return nil
+	})
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()})
+
+	eventually(t, "ev-1 published", published(t, s, "ev-1"))
+	row := get(t, s, "ev-1")
+	if row.RetryCount != 1 || row.LastError != "" {
+		t.Fatalf("row = retry_count %d last_error %q, want 1 and empty", row.RetryCount, row.LastError)
+	}
+	if n := pub.attempts("ev-1"); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+}
+
+// worker cancel: after Stop no new batch is scanned; the publish in flight
+// is bounded by publish_timeout, marked failed, and the rest of the batch
+// is released untouched.
+func testWorkerCancel(t *testing.T, s persistence.Store) {
+	ids := pendingJoins(t, s, "ev", 3)
+	cs := &countingStore{Store: s}
+	entered := make(chan struct{}, 1)
+	pub := newPublisher(func(ctx context.Context, _ persistence.Envelope, _ int) error {
+		entered <- struct{}{}
+		<-ctx.Done() // an IM call that hangs until its deadline
+		return ctx.Err()
+	})
+	const publishTimeout = 400 * time.Millisecond
+	r, err := Start(newSupervisor(t, newSystem(t), "workers"), Deps{Store: cs, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PublishTimeout = publishTimeout })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(waitFor):
+		t.Fatal("publish never started")
+	}
+	start := time.Now()
+	if err := r.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > publishTimeout+3*time.Second {
+		t.Fatalf("stop took %s, want about publish_timeout %s", took, publishTimeout)
+	}
+	claims := cs.claims.Load()
+
+	first := get(t, s, ids[0])
+	if first.Status != persistence.OutboxPending || first.RetryCount != 1 || !strings.Contains(first.LastError, "deadline exceeded") {
+		t.Fatalf("in-flight row = %+v, want pending, retry_count 1, deadline error", first)
+	}
+	for _, id := range ids[1:] {
+		row := get(t, s, id)
+		if row.RetryCount != 0 || row.LockedBy != "" || row.Status != persistence.OutboxPending {
+			t.Fatalf("unstarted row %s = %+v, want pending, untouched, lease released", id, row)
+		}
+	}
+	if n := pub.total(); n != 1 {
+		t.Fatalf("%d publishes, want only the in-flight one", n)
+	}
+	time.Sleep(5 * testConfig().PollInterval)
+	if after := cs.claims.Load(); after != claims {
+		t.Fatalf("%d claims after stop, want none", after-claims)
+	}
+}
+
+// 非 IM 事件: RoomCreated, RoomHeatChanged and RoomRankChanged are not sent
+// but are marked published.
+func testNonIMEventsMarkedPublished(t *testing.T, s persistence.Store) {
+	evs := []room.Event{
+		room.RoomCreated{OwnerUserID: "u1", Name: "r", MicSeats: 8, CreatedAtMs: clockBase},
+		room.RoomHeatChanged{Delta: 10, Heat: 10},
+		room.RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 10},
+	}
+	var ids []string
+	for i, ev := range evs {
+		id := fmt.Sprintf("ev-%d", i)
+		ids = append(ids, id)
+		insert(t, s, envelope(t, id, ev, clockBase+int64(i)))
+	}
+	pub := newPublisher(nil)
+	res, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NoOp != 3 || res.Published != 0 {
+		t.Fatalf("result %+v, want 3 no-op", res)
+	}
+	if n := pub.total(); n != 0 {
+		t.Fatalf("publisher called %d times for non-IM events", n)
+	}
+	for _, id := range ids {
+		if row := get(t, s, id); row.Status != persistence.OutboxPublished || row.LastError != "" {
+			t.Fatalf("%s = %+v, want published", id, row)
+		}
+	}
+}
+
+func testBatchContinuesAfterFailure(t *testing.T, s persistence.Store) {
+	ids := pendingJoins(t, s, "ev", 5)
+	pub := newPublisher(func(_ context.Context, env persistence.Envelope, _ int) error {
+		if env.EventID == ids[1] {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	res, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != 4 || res.Failed != 1 || res.Claimed != 5 {
+		t.Fatalf("result %+v, want 4 published 1 failed of 5", res)
+	}
+	for i, id := range ids {
+		row := get(t, s, id)
+		want := persistence.OutboxPublished
+		if i == 1 {
+			want = persistence.OutboxPending
+		}
+		if row.Status != want {
+			t.Fatalf("%s status %s, want %s", id, row.Status, want)
+		}
+	}
+}
+
+// A corrupt envelope is logged, stays pending with a reason, and neither
+// the batch nor the worker stops: rows after it and rows added later are
+// published.
+func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
+	bad := joined(t, "ev-bad", clockBase+1)
+	bad.Payload = []byte(`{"user_id": 42}`) // a number where the type wants a string
+	unknown := joined(t, "ev-unknown", clockBase+2)
+	unknown.EventType = "RoomTeleported"
+	insert(t, s, joined(t, "ev-0", clockBase), bad, unknown, joined(t, "ev-3", clockBase+3))
+	// A publisher may find corruption the relay's own check cannot see.
+	insert(t, s, joined(t, "ev-pubcorrupt", clockBase+4))
+
+	logs := newLogSink()
+	pub := newPublisher(func(_ context.Context, env persistence.Envelope, _ int) error {
+		if env.EventID == "ev-pubcorrupt" {
+			return fmt.Errorf("tencent im: build payload: %w", ErrCorruptEnvelope)
+		}
+		return nil
+	})
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1", Logger: slogNew(logs), Config: testConfig()})
+
+	eventually(t, "good rows published", func() bool {
+		return published(t, s, "ev-0")() && published(t, s, "ev-3")()
+	})
+	for _, id := range []string{"ev-bad", "ev-unknown", "ev-pubcorrupt"} {
+		eventually(t, id+" marked failed", func() bool { return get(t, s, id).RetryCount >= 1 })
+		row := get(t, s, id)
+		if row.Status != persistence.OutboxPending || !strings.Contains(row.LastError, "corrupt envelope") {
+			t.Fatalf("%s = %+v, want pending with a corrupt-envelope reason", id, row)
+		}
+		if _, ok := logs.find("outbox envelope is corrupt", map[string]string{"event_id": id, "status": "pending"}); !ok {
+			t.Fatalf("no corrupt-envelope log for %s", id)
+		}
+	}
+	if pub.attempts("ev-bad") != 0 || pub.attempts("ev-unknown") != 0 {
+		t.Fatal("the relay sent an envelope its own check found corrupt")
+	}
+	// The worker is still polling.
+	insert(t, s, joined(t, "ev-later", clockBase+10))
+	eventually(t, "a row added after the corrupt ones published", published(t, s, "ev-later"))
+}
+
+// Two relays (two nodes) on one store: every row is published exactly once.
+func testTwoRelaysDisjoint(t *testing.T, s persistence.Store) {
+	const n = 120
+	ids := pendingJoins(t, s, "ev", n)
+	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
+		time.Sleep(500 * time.Microsecond) // keep both relays inside their batches
+		return nil
+	})
+	cfg := testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 7; c.PollInterval = 5 * time.Millisecond })
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "node-a", Config: cfg})
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "node-b", Config: cfg})
+
+	eventually(t, "all rows published", func() bool {
+		st, err := s.OutboxStats(context.Background())
+		return err == nil && st.Pending == 0
+	})
+	counts := pub.snapshot()
+	for _, id := range ids {
+		if counts[id] != 1 {
+			t.Fatalf("%s published %d times, want exactly 1", id, counts[id])
+		}
+	}
+}
+
+// Rows leased by a relay that died are published by another one once the
+// lease has expired, and not before.
+func testCrashedRelayLeaseExpires(t *testing.T, s persistence.Store) {
+	ids := pendingJoins(t, s, "ev", 3)
+	const lease = 700 * time.Millisecond
+	claimed, err := s.ClaimPendingOutbox(context.Background(), "dead-node/1", time.Now().UnixMilli(), lease.Milliseconds(), 10)
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claim as the dead relay: %d rows, %v", len(claimed), err)
+	}
+	start := time.Now()
+	pub := newPublisher(nil)
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n2", Config: testConfig()})
+
+	eventually(t, "leased rows published after expiry", func() bool {
+		for _, id := range ids {
+			if !published(t, s, id)() {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(start); took < lease-100*time.Millisecond {
+		t.Fatalf("rows published after %s, before the dead relay's lease (%s) ran out", took, lease)
+	}
+}
+
+// A panic in a publish crashes the relay; the supervisor restarts it. The
+// panicking row stays pending (leased until it expires, so it cannot
+// crash-loop the relay), the rows behind it are released and published at
+// once, and the panicking row is published after its lease.
+func testPanicRestarts(t *testing.T, s persistence.Store) {
+	ids := pendingJoins(t, s, "ev", 3)
+	var panicked atomic.Bool
+	pub := newPublisher(func(_ context.Context, env persistence.Envelope, _ int) error {
+		if env.EventID == ids[0] && panicked.CompareAndSwap(false, true) {
+			panic("publisher bug: nil map")
+		}
+		return nil
+	})
+	sys := newSystem(t)
+	logs := newLogSink()
+	unsubscribe := superviseLog(sys, logs)
+	defer unsubscribe()
+	const lease = 1500 * time.Millisecond
+	startRelay(t, sys, Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.LeaseTTL = lease })})
+
+	eventually(t, "rows behind the panic published", func() bool {
+		return published(t, s, ids[1])() && published(t, s, ids[2])()
+	})
+	row := get(t, s, ids[0])
+	if row.Status != persistence.OutboxPending || row.RetryCount != 0 || row.LockedBy == "" {
+		t.Fatalf("panicking row = %+v, want pending, retry_count 0, still leased", row)
+	}
+	rec, ok := logs.find("actor failed", map[string]string{"directive": "RestartDirective"})
+	if !ok {
+		t.Fatalf("no supervisor event logged; logs: %+v", logs.all())
+	}
+	if !strings.Contains(rec.Attrs["reason"], "publisher bug: nil map") || !strings.Contains(rec.Attrs["stack"], "PublishRoomEvent") {
+		t.Fatalf("supervisor log %+v lacks the panic value or its stack", rec.Attrs)
+	}
+	eventually(t, "panicking row published after its lease", published(t, s, ids[0]))
+	if n := pub.attempts(ids[0]); n != 2 {
+		t.Fatalf("%d attempts of the panicking row, want 2", n)
+	}
+}
+
+// Restarts must not add tick chains: after five crash-restarts the relay
+// still runs about one batch per poll_interval. The crashes come from
+// RunNow batches, i.e. while a tick timer is pending: that is the case in
+// which a timer not cancelled on Restarting (or a stale tick answered by the
+// new incarnation) would start a second chain per restart.
+func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
+	const crashes = 5
+	pub := newPublisher(func(_ context.Context, _ persistence.Envelope, attempt int) error {
+		if attempt == 1 {
+			panic("crash")
+		}
+		return nil
+	})
+	cs := &countingStore{Store: s}
+	const poll = 200 * time.Millisecond
+	sys := newSystem(t)
+	r := startRelay(t, sys, Deps{Store: cs, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) {
+			c.PollInterval, c.BatchSize, c.LeaseTTL = poll, 1, 600*time.Millisecond
+		})})
+	for i := range crashes {
+		id := fmt.Sprintf("crash-%d", i)
+		insert(t, s, joined(t, id, clockBase+int64(i)))
+		r.RunNow()
+		eventually(t, id+" crashed the relay", func() bool { return pub.attempts(id) >= 1 })
+	}
+
+	const window = 1500 * time.Millisecond
+	before := cs.claims.Load()
+	time.Sleep(window)
+	batches := cs.claims.Load() - before
+	if limit := int64(window/poll) + 3; batches > limit || batches < 1 {
+		t.Fatalf("%d batches in %s at poll %s after %d restarts, want 1..%d", batches, window, poll, crashes, limit)
+	}
+}
+
+// exponential: a failed row waits min(max_backoff, poll·2^n)·jitter after
+// its failure; a row whose wait has not ended does not block newer rows;
+// a forced row goes at once.
+func testExponentialInStore(t *testing.T, s persistence.Store) {
+	clock := newClock()
+	insert(t, s, joined(t, "ev-old1", clockBase), joined(t, "ev-old2", clockBase+1))
+	fail := atomic.Bool{}
+	fail.Store(true)
+	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
+		if fail.Load() {
+			return errors.New("im down")
+		}
+		return nil
+	})
+	cfg := testConfig(func(c *configs.OutboxWorkerConfig) {
+		c.RetryStrategy = configs.RetryExponential
+		c.PollInterval, c.MaxBackoff, c.BatchSize = time.Second, 10*time.Second, 2
+	})
+	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: cfg, Clock: clock.Now}
+	run := func() Result {
+		t.Helper()
+		res, err := ProcessBatch(context.Background(), deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run(); res.Failed != 2 {
+		t.Fatalf("first batch %+v, want both failed", res)
+	}
+	fail.Store(false)
+	// Both rows wait at least 0.5·2s; a new row comes in behind them.
+	insert(t, s, joined(t, "ev-new", clockBase+2))
+	clock.Add(100 * time.Millisecond)
+	res := run()
+	if res.Deferred != 2 || res.Published != 1 || pub.attempts("ev-new") != 1 {
+		t.Fatalf("batch during backoff %+v, want 2 deferred and ev-new published past them", res)
+	}
+	for _, id := range []string{"ev-old1", "ev-old2"} {
+		if row := get(t, s, id); row.RetryCount != 1 || row.LockedBy != "" || pub.attempts(id) != 1 {
+			t.Fatalf("%s = %+v after a deferred batch, want untouched and its lease released", id, row)
+		}
+	}
+	// A forced row is attempted in spite of the backoff.
+	res, err := ProcessBatch(context.Background(), deps, "ev-old2")
+	if err != nil || res.Published != 1 || !published(t, s, "ev-old2")() {
+		t.Fatalf("forced batch %+v %v, want ev-old2 published", res, err)
+	}
+	// After the longest possible wait for n=1 (2s), the other goes too.
+	clock.Add(2 * time.Second)
+	if res := run(); res.Published != 1 || !published(t, s, "ev-old1")() {
+		t.Fatalf("batch after backoff %+v, want ev-old1 published", res)
+	}
+}
+
+// A poison pill waits for the publish in flight (it finishes within
+// publish_timeout and is marked published), and nothing after it starts.
+func testPoisonWaitsForInFlight(t *testing.T, s persistence.Store) {
+	ids := pendingJoins(t, s, "ev", 2)
+	entered := make(chan struct{}, 1)
+	const slow = 300 * time.Millisecond
+	pub := newPublisher(func(ctx context.Context, _ persistence.Envelope, _ int) error {
+		entered <- struct{}{}
+		select {
+		case <-time.After(slow):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	r, err := Start(newSupervisor(t, newSystem(t), "workers"), Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PublishTimeout = 5 * time.Second; c.LeaseTTL = 10 * time.Second })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	start := time.Now()
+	if err := r.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < slow/2 {
+		t.Fatalf("stop returned after %s, before the in-flight publish (%s) could finish", took, slow)
+	}
+	if row := get(t, s, ids[0]); row.Status != persistence.OutboxPublished {
+		t.Fatalf("in-flight row = %+v, want published", row)
+	}
+	if row := get(t, s, ids[1]); row.Status != persistence.OutboxPending || row.LockedBy != "" || pub.attempts(ids[1]) != 0 {
+		t.Fatalf("second row = %+v, want pending, not attempted, lease released", row)
+	}
+}
+
+// RunNow (the operator's retry) runs a batch at once and answers the
+// sender, here a probe actor. A row waiting out a backoff longer than the
+// lease stays leased to the relay (out of later claims' way); after the
+// operator's release, RunNow with Force publishes it in spite of the wait.
+func testRunNowForcesRetry(t *testing.T, s persistence.Store) {
+	insert(t, s, joined(t, "ev-1", clockBase))
+	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	pub := newPublisher(nil)
+	sys := newSystem(t)
+	r := startRelay(t, sys, Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) {
+			c.RetryStrategy, c.PollInterval, c.MaxBackoff = configs.RetryExponential, time.Hour, time.Hour
+		})})
+	p, msgs := probe(t, sys)
+
+	eventually(t, "the deferred row held by the relay", func() bool { return strings.HasPrefix(get(t, s, "ev-1").LockedBy, "n1/") })
+	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
+	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Claimed != 0 || res.Result.Published != 0 {
+		t.Fatalf("plain RunNow = %+v, want nothing claimable", res)
+	}
+	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
+		t.Fatal(err)
+	}
+	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
+	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Deferred != 1 || res.Result.Published != 0 {
+		t.Fatalf("RunNow after release = %+v, want the row deferred by its backoff", res)
+	}
+	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
+		t.Fatal(err)
+	}
+	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{Force: []string{"ev-1"}}, p)
+	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Published != 1 {
+		t.Fatalf("forced RunNow = %+v, want ev-1 published", res)
+	}
+	if !published(t, s, "ev-1")() || pub.attempts("ev-1") != 1 {
+		t.Fatal("ev-1 not published exactly once after a forced RunNow")
+	}
+}

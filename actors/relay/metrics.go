@@ -1,0 +1,63 @@
+package relay
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the relay's Prometheus instruments: the five of seed 000's
+// Observability section plus a batch counter that shows the relay is alive.
+// A nil *Metrics records nothing.
+type Metrics struct {
+	// Pending and OldestPendingAge come from the store (OutboxStats) after
+	// every batch, so they describe the whole room_outbox, not this node.
+	Pending          prometheus.Gauge
+	OldestPendingAge prometheus.Gauge
+	// Success counts rows marked published, including non-IM events that
+	// are marked without a send; Failure counts rows marked failed,
+	// including corrupt envelopes.
+	Success prometheus.Counter
+	Failure prometheus.Counter
+	// Latency observes each IM publish call (not the store writes).
+	Latency prometheus.Histogram
+	Batches prometheus.Counter
+}
+
+// NewMetrics creates the instruments and registers them on reg. Wrap reg
+// with prometheus.WrapRegistererWith for constant labels such as node_id.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_pending_total",
+			Help: "room_outbox rows with status pending, as of the relay's last batch.",
+		}),
+		OldestPendingAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_oldest_pending_age_ms",
+			Help: "Age in milliseconds of the oldest pending room_outbox row (0 when none), as of the relay's last batch.",
+		}),
+		Success: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_publish_success_total",
+			Help: "room_outbox rows the relay marked published (non-IM events included).",
+		}),
+		Failure: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_publish_failure_total",
+			Help: "Publish attempts of the relay that failed (the row stays pending, retry_count+1).",
+		}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "room_outbox_publish_latency_ms",
+			Help:    "Duration of one IM publish call of the relay, in milliseconds.",
+			Buckets: []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000},
+		}),
+		Batches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_relay_batches_total",
+			Help: "Batches the relay ran (one per poll, plus operator retries).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Success, m.Failure, m.Latency, m.Batches} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("relay: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,209 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Seed 000: an unknown retry_strategy fails start with an error naming the
+// key, through the config file and through Start.
+func TestUnknownStrategyRejected(t *testing.T) {
+	_, err := configs.Parse([]byte("outbox_worker:\n  retry_strategy: linear\n"))
+	var ce *configs.Error
+	if !errors.As(err, &ce) || ce.Key != "outbox_worker.retry_strategy" {
+		t.Fatalf("Parse: %v, want a config error on outbox_worker.retry_strategy", err)
+	}
+	for _, ok := range []string{"", "fixed_interval", "exponential"} {
+		if _, err := configs.Parse([]byte("outbox_worker:\n  retry_strategy: \"" + ok + "\"\n")); err != nil {
+			t.Fatalf("strategy %q rejected: %v", ok, err)
+		}
+	}
+
+	deps := Deps{Store: newMemDB(t), Publisher: newPublisher(nil), NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.RetryStrategy = "linear" })}
+	_, err = Start(newSupervisor(t, newSystem(t), "workers"), deps)
+	if !errors.As(err, &ce) || ce.Key != "outbox_worker.retry_strategy" {
+		t.Fatalf("Start: %v, want a config error on outbox_worker.retry_strategy", err)
+	}
+	if _, err := ProcessBatch(context.Background(), deps); !errors.As(err, &ce) {
+		t.Fatalf("ProcessBatch: %v, want the config error", err)
+	}
+}
+
+// Seed 000: non-positive poll_interval, batch_size, publish_timeout fall
+// back to the defaults instead of busy-looping or scanning everything.
+func TestNonPositiveConfigFallsBack(t *testing.T) {
+	c, err := configs.OutboxWorkerConfig{PollInterval: -1, BatchSize: 0, PublishTimeout: -time.Second}.Normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PollInterval != time.Second || c.BatchSize != 100 || c.PublishTimeout != 3*time.Second || c.RetryStrategy != configs.RetryFixedInterval || !c.On() {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestExponentialBackoffDoublesAndCaps(t *testing.T) {
+	cfg := testConfig(func(c *configs.OutboxWorkerConfig) {
+		c.RetryStrategy, c.PollInterval, c.MaxBackoff = configs.RetryExponential, time.Second, 60*time.Second
+	})
+	for n := 1; n <= 80; n++ {
+		base := cfg.MaxBackoff
+		if n < 6 { // 2^6 s > 60 s
+			base = cfg.PollInterval << n
+		}
+		d := backoff(cfg, "ev-x", n)
+		if d < base/2 || d >= base {
+			t.Fatalf("n=%d: backoff %s outside [%s, %s)", n, d, base/2, base)
+		}
+		if again := backoff(cfg, "ev-x", n); again != d {
+			t.Fatalf("n=%d: jitter not stable: %s then %s", n, d, again)
+		}
+	}
+	// Jitter spreads rows that failed together.
+	seen := map[time.Duration]bool{}
+	for i := range 20 {
+		seen[backoff(cfg, fmt.Sprintf("ev-%d", i), 3)] = true
+	}
+	if len(seen) < 15 {
+		t.Fatalf("only %d distinct delays for 20 rows: no jitter", len(seen))
+	}
+	row := persistence.OutboxRow{Envelope: persistence.Envelope{EventID: "ev-x"}, RetryCount: 2, UpdatedAtMs: 1000}
+	if due := dueAt(cfg, row); due.Sub(time.UnixMilli(1000)) != backoff(cfg, "ev-x", 2) {
+		t.Fatalf("due %s, want updated_at + backoff", due)
+	}
+	row.RetryCount = 0
+	if !dueAt(cfg, row).IsZero() {
+		t.Fatal("a row that never failed must be due at once")
+	}
+	cfg.RetryStrategy = configs.RetryFixedInterval
+	row.RetryCount = 9
+	if !dueAt(cfg, row).IsZero() {
+		t.Fatal("fixed_interval must retry every poll")
+	}
+}
+
+func TestErrorTextStripsSecretsAndTruncates(t *testing.T) {
+	secretURL := "https://console.tim.qq.com/v4/group_open_http_svc/send_group_system_notification?sdkappid=1400&identifier=admin&usersig=eJwSECRETSIG&random=7"
+	httpErr := &url.Error{Op: "Post", URL: secretURL, Err: errors.New("dial tcp 1.2.3.4:443: i/o timeout")}
+	cases := []struct {
+		err      error
+		want     []string
+		notWants []string
+	}{
+		{fmt.Errorf("tencent im: %w", httpErr),
+			[]string{"https://console.tim.qq.com/v4/group_open_http_svc/send_group_system_notification", "i/o timeout"},
+			[]string{"eJwSECRETSIG", "usersig", "sdkappid"}},
+		{errors.New("store: Error 1045: access denied for root:hunter2@tcp(127.0.0.1:3306)/roomcell"),
+			[]string{"root:REDACTED@tcp(", "access denied"}, []string{"hunter2"}},
+		{errors.New("bad request: secret_key=abc123 token=tok-999\nline two"),
+			[]string{"secret_key=REDACTED", "token=REDACTED", "line two"}, []string{"abc123", "tok-999", "\n"}},
+	}
+	for _, c := range cases {
+		got := ErrorText(c.err)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("ErrorText(%v) = %q, want it to contain %q", c.err, got, w)
+			}
+		}
+		for _, nw := range c.notWants {
+			if strings.Contains(got, nw) {
+				t.Errorf("ErrorText(%v) = %q leaks %q", c.err, got, nw)
+			}
+		}
+	}
+	long := ErrorText(errors.New(strings.Repeat("房", 200)))
+	if len(long) > maxErrorBytes || !utf8.ValidString(long) || len(long) < maxErrorBytes-3 {
+		t.Fatalf("truncated to %d bytes (valid utf-8: %v), want <= %d and whole runes", len(long), utf8.ValidString(long), maxErrorBytes)
+	}
+	if ErrorText(nil) != "" {
+		t.Fatal("nil error must give an empty last_error")
+	}
+}
+
+// Seed 000, Observability: the log fields on every outcome.
+func TestPublishOutcomesLogSeedFields(t *testing.T) {
+	s := newMemDB(t)
+	insert(t, s, joined(t, "ev-ok", clockBase), joined(t, "ev-bad", clockBase+1))
+	logs := newLogSink()
+	pub := newPublisher(func(_ context.Context, env persistence.Envelope, _ int) error {
+		if env.EventID == "ev-bad" {
+			return errors.New("im: 503 service unavailable")
+		}
+		return nil
+	})
+	if _, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "node-7", Logger: slogNew(logs), Config: testConfig()}); err != nil {
+		t.Fatal(err)
+	}
+	common := map[string]string{"worker": "room_outbox", "node_id": "node-7", "event_type": "RoomUserJoined"}
+	want := []map[string]string{
+		{"event_id": "ev-ok", "room_id": "room-ev-ok", "retry_count": "0", "status": "published", "error": ""},
+		{"event_id": "ev-bad", "room_id": "room-ev-bad", "retry_count": "1", "status": "pending", "error": "im: 503 service unavailable"},
+	}
+	for _, w := range want {
+		for k, v := range common {
+			w[k] = v
+		}
+		if _, ok := logs.find("outbox", w); !ok {
+			t.Fatalf("no log record with %v; got %+v", w, logs.all())
+		}
+	}
+}
+
+// Seed 000, Observability: the five metrics, on a /metrics handler.
+func TestMetricsExposed(t *testing.T) {
+	s := newMemDB(t)
+	clock := newClock()
+	insert(t, s, joined(t, "ev-ok", clockBase), joined(t, "ev-bad", clockBase+1))
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewMetrics(reg); err == nil {
+		t.Fatal("registering twice must fail")
+	}
+	pub := newPublisher(func(_ context.Context, env persistence.Envelope, _ int) error {
+		if env.EventID == "ev-bad" {
+			return errors.New("down")
+		}
+		return nil
+	})
+	if _, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "n1", Metrics: m, Clock: clock.Now, Config: testConfig()}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// ev-bad was created at clockBase+1; the clock is clockBase+60s.
+	for _, line := range []string{
+		"room_outbox_pending_total 1",
+		"room_outbox_publish_success_total 1",
+		"room_outbox_publish_failure_total 1",
+		"room_outbox_publish_latency_ms_count 2",
+		"room_outbox_oldest_pending_age_ms 59999",
+		"room_outbox_relay_batches_total 1",
+	} {
+		if !strings.Contains(string(body), line+"\n") {
+			t.Errorf("/metrics lacks %q:\n%s", line, body)
+		}
+	}
+}
