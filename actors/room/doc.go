@@ -1,0 +1,10 @@
+// Package room owns a voice-chat room: the pure state machine (state.go,
+// decide.go, apply.go, event.go: no clock, no I/O, no actor — Decide checks
+// a command against the rules and returns events, ApplyCommand folds them
+// into a new state), the room grain that serialises a room's commands,
+// persists them with their outbox rows in one append and rebuilds from
+// snapshot + events on activation (grain.go), its ordered IM publisher
+// child (publisher.go), and the client that reaches a grain wherever the
+// cluster placed it (client.go). It must not know store, IM or wallet
+// implementations: those come in through the small interfaces in grain.go.
+package room

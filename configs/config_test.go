@@ -1,0 +1,99 @@
+package configs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The shipped files load through the real loader.
+func TestShippedFilesLoad(t *testing.T) {
+	t.Setenv("TENCENT_IM_SECRET_KEY", "test-secret")
+	t.Setenv("MYSQL_PASSWORD", "pw")
+	t.Setenv("ROOMCELL_NODE_ID", "node-7")
+	for _, f := range []string{"config.yaml", "config.docker.yaml", "config.tencent.example.yaml"} {
+		c, err := Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if c.OutboxWorker.RetryStrategy != RetryFixedInterval || c.OutboxWorker.BatchSize != 100 ||
+			c.OutboxWorker.PollInterval != time.Second || c.OutboxWorker.PublishTimeout != 3*time.Second || !c.OutboxWorker.On() {
+			t.Fatalf("%s: outbox_worker %+v differs from seed 000 defaults", f, c.OutboxWorker)
+		}
+		if len(c.Gifts) != 3 {
+			t.Fatalf("%s: gifts %v", f, c.Gifts)
+		}
+	}
+	c, _ := Load("config.tencent.example.yaml")
+	if !c.TencentIM.Enabled || c.TencentIM.SecretKey != "test-secret" || c.NodeID != "node-7" {
+		t.Fatalf("env expansion: %+v node %q", c.TencentIM, c.NodeID)
+	}
+	if c, _ := Load("config.yaml"); c.Store.Kind != StoreMySQL || c.MySQL.DSN != "root:pw@tcp(127.0.0.1:3306)/" {
+		t.Fatalf("config.yaml store %q dsn %q", c.Store.Kind, c.MySQL.DSN)
+	}
+}
+
+func TestDefaultIsDev(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Kind != StoreMemdb || c.Cluster.Provider != ProviderSingle || c.TencentIM.Enabled {
+		t.Fatalf("default is not the embedded dev setup: %+v", c)
+	}
+	if c.Room.SnapshotEvery != 100 || c.Room.IdleTimeout != 10*time.Minute {
+		t.Fatalf("room defaults %+v", c.Room)
+	}
+}
+
+func TestNonPositiveValuesFallBackToDefaults(t *testing.T) {
+	c, err := Parse([]byte("outbox_worker:\n  poll_interval: \"-1s\"\n  batch_size: 0\n  publish_timeout: \"0s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.OutboxWorker
+	if w.PollInterval != time.Second || w.BatchSize != 100 || w.PublishTimeout != 3*time.Second {
+		t.Fatalf("fallbacks not applied: %+v", w)
+	}
+}
+
+func TestBadConfigNamesTheKey(t *testing.T) {
+	cases := []struct{ yaml, key string }{
+		{"outbox_worker:\n  retry_strategy: \"forever\"\n", "outbox_worker.retry_strategy"},
+		{"store:\n  kind: \"sqlite\"\n", "store.kind"},
+		{"store:\n  kind: mysql\n", "mysql.dsn"},
+		{"log:\n  level: \"loud\"\n", "log.level"},
+		{"grpc:\n  addr: \"nonsense\"\n", "grpc.addr"},
+		{"cluster:\n  provider: \"zk\"\n", "cluster.provider"},
+		{"cluster:\n  provider: automanaged\n", "cluster.automanaged_hosts"},
+		{"roles: [\"room\", \"chef\"]\n", "roles[1]"},
+		{"gifts:\n  - {id: rose, price: -1}\n", "gifts[0].price"},
+		{"gifts:\n  - {id: rose}\n  - {id: rose}\n", "gifts[1].id"},
+		{"tencent_im:\n  enabled: true\n  sdk_app_id: 1\n", "tencent_im.secret_key"},
+		{"presence:\n  stale_after: \"1s\"\n  scan_interval: \"5s\"\n", "presence.stale_after"},
+		{"mysql:\n  max_open_conns: 2\n  max_idle_conns: 5\n", "mysql.max_idle_conns"},
+	}
+	for _, tc := range cases {
+		_, err := Parse([]byte(tc.yaml))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("%q: got %v, want a config error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	_, err := Parse([]byte("outbox_worker:\n  poll_intervall: \"1s\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "poll_intervall") {
+		t.Fatalf("misspelt key: %v, want an error naming it", err)
+	}
+}
+
+func TestSecretsNotInErrors(t *testing.T) {
+	t.Setenv("SECRET_X", "hunter2")
+	_, err := Parse([]byte("tencent_im:\n  enabled: true\n  secret_key: \"${SECRET_X}\"\n  sdk_app_id: -1\n"))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("error %v must exist and not carry the secret", err)
+	}
+}
