@@ -16,9 +16,9 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hyapp/roomcell/configs"
 )
