@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	flag "github.com/spf13/pflag"
+
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+)
+
+// The outbox subcommands are for operators chasing events that did not
+// reach IM: list the backlog with retry_count and last_error, show one
+// envelope, and hand one row back to the relay now.
+
+func init() {
+	register(&command{
+		name:  "outbox list",
+		usage: "list room_outbox rows (--status pending|failed|published|all) with retry_count and last_error",
+		flags: func(fs *flag.FlagSet) {
+			fs.String("status", "pending", "pending, failed (pending with retry_count > 0), published or all")
+			fs.Int32("limit", 50, "rows to show, oldest first (at most 1000)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r, err := outboxClient(e).ListOutbox(ctx, &roomcellv1.ListOutboxRequest{Status: str(fs, "status"), Limit: i32(fs, "limit")})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(r, func(w io.Writer) { printOutboxList(w, r, time.Now()) })
+		},
+	})
+	register(&command{
+		name:  "outbox show",
+		usage: "<event_id>: one room_outbox row and its envelope",
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			id, err := eventIDArg(fs)
+			if err != nil {
+				return err
+			}
+			r, err := outboxClient(e).GetOutbox(ctx, &roomcellv1.GetOutboxRequest{EventId: id})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(r, func(w io.Writer) {
+				printOutboxEntry(w, r.GetEntry(), time.Now())
+				var pretty bytes.Buffer
+				if json.Indent(&pretty, []byte(r.GetEnvelopeJson()), "", "  ") != nil {
+					pretty.Reset()
+					pretty.WriteString(r.GetEnvelopeJson())
+				}
+				fmt.Fprintf(w, "envelope:\n%s\n", pretty.String())
+			})
+		},
+	})
+	register(&command{
+		name:  "outbox retry",
+		usage: "<event_id>: release a pending row's lease and ask the relay to publish it now",
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			id, err := eventIDArg(fs)
+			if err != nil {
+				return err
+			}
+			r, err := outboxClient(e).RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: id})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(r, func(w io.Writer) {
+				if r.GetRelayNotified() {
+					fmt.Fprintf(w, "%s released; the relay is publishing it now\n", id)
+				} else {
+					fmt.Fprintf(w, "%s released; this node runs no relay, the next poll of any relay picks it up\n", id)
+				}
+				fmt.Fprintln(w, "(run 'roomctl outbox show "+id+"' to see the outcome)")
+			})
+		},
+	})
+}
+
+func outboxClient(e *env) roomcellv1.OutboxAdminClient { return roomcellv1.NewOutboxAdminClient(e.conn) }
+
+func eventIDArg(fs *flag.FlagSet) (string, error) {
+	if fs.NArg() != 1 || fs.Arg(0) == "" {
+		return "", errors.New("want exactly one argument: the event_id")
+	}
+	return fs.Arg(0), nil
+}
+
+// ago renders a past unix-ms time as a rounded age; "-" for unset.
+func ago(ms int64, now time.Time) string {
+	if ms <= 0 {
+		return "-"
+	}
+	d := now.Sub(time.UnixMilli(ms))
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	default:
+		return d.Round(time.Minute).String()
+	}
+}
+
+func printOutboxList(w io.Writer, r *roomcellv1.ListOutboxReply, now time.Time) {
+	fmt.Fprintf(w, "pending %d", r.GetPendingTotal())
+	if r.GetPendingTotal() > 0 {
+		fmt.Fprintf(w, "  oldest %s old", ago(r.GetOldestPendingCreatedAtMs(), now))
+	}
+	fmt.Fprintln(w)
+	if len(r.GetEntries()) == 0 {
+		fmt.Fprintln(w, "no rows")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EVENT_ID\tTYPE\tROOM\tSTATUS\tRETRIES\tAGE\tLEASE\tLAST_ERROR")
+	for _, e := range r.GetEntries() {
+		lease := "-"
+		if e.GetLockedBy() != "" && e.GetLockUntilMs() > now.UnixMilli() {
+			lease = e.GetLockedBy()
+		}
+		lastErr := e.GetLastError()
+		if lastErr == "" {
+			lastErr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", e.GetEventId(), e.GetEventType(), e.GetAppCode(), e.GetRoomId(),
+			e.GetStatus(), e.GetRetryCount(), ago(e.GetCreatedAtMs(), now), lease, strings.ReplaceAll(lastErr, "\t", " "))
+	}
+	tw.Flush()
+	if r.GetTruncated() {
+		fmt.Fprintln(w, "(only the oldest pending rows were searched for failures; more may exist)")
+	}
+}
+
+func printOutboxEntry(w io.Writer, e *roomcellv1.OutboxEntry, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	row("event_id", e.GetEventId())
+	row("event_type", e.GetEventType())
+	row("room", fmt.Sprintf("%s/%s seq %d", e.GetAppCode(), e.GetRoomId(), e.GetRoomSeq()))
+	row("status", e.GetStatus())
+	row("retry_count", fmt.Sprint(e.GetRetryCount()))
+	if e.GetLastError() != "" {
+		row("last_error", e.GetLastError())
+	}
+	row("created", ago(e.GetCreatedAtMs(), now)+" ago")
+	row("updated", ago(e.GetUpdatedAtMs(), now)+" ago")
+	if e.GetPublishedAtMs() > 0 {
+		row("published", ago(e.GetPublishedAtMs(), now)+" ago")
+	}
+	if e.GetLockedBy() != "" {
+		state := "expired"
+		if e.GetLockUntilMs() > now.UnixMilli() {
+			state = "for " + time.UnixMilli(e.GetLockUntilMs()).Sub(now).Round(time.Second).String()
+		}
+		row("lease", e.GetLockedBy()+" ("+state+")")
+	}
+	tw.Flush()
+}

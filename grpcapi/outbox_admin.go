@@ -1,0 +1,183 @@
+package grpcapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Outbox list limits: an operator query must stay bounded.
+const (
+	defaultOutboxLimit = 50
+	maxOutboxLimit     = 1000
+	// maxFailedScan bounds the pending rows read to find failed ones
+	// (retry_count > 0): the store filters by status only.
+	maxFailedScan = 10000
+	maxEventIDLen = 128
+)
+
+// OutboxAdminServer implements roomcell.v1.OutboxAdmin over the outbox
+// store. It reads rows and releases leases; it never edits an envelope and
+// never marks a row published (that is the relay's job).
+type OutboxAdminServer struct {
+	roomcellv1.UnimplementedOutboxAdminServer
+	store persistence.OutboxStore
+	kick  func(eventID string) bool
+	log   *slog.Logger
+}
+
+// NewOutboxAdminServer returns the server. kick asks this process's relay
+// for a batch now with the event forced past its backoff and reports
+// whether a relay was there to ask; wire it to
+// func(id string) bool { r.RunNow(id); return true } with the *relay.Relay
+// from relay.Start, or pass nil when the process runs no relay.
+func NewOutboxAdminServer(store persistence.OutboxStore, kick func(eventID string) bool, log *slog.Logger) *OutboxAdminServer {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &OutboxAdminServer{store: store, kick: kick, log: log}
+}
+
+// ListOutbox implements roomcell.v1.OutboxAdmin.
+func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.ListOutboxRequest) (*roomcellv1.ListOutboxReply, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0:
+		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+	case limit == 0:
+		limit = defaultOutboxLimit
+	case limit > maxOutboxLimit:
+		limit = maxOutboxLimit
+	}
+	filter := persistence.OutboxFilter{Limit: limit}
+	failedOnly := false
+	switch req.GetStatus() {
+	case "", "all":
+	case persistence.OutboxPending, persistence.OutboxPublished:
+		filter.Status = req.GetStatus()
+	case "failed":
+		filter.Status, filter.Limit, failedOnly = persistence.OutboxPending, maxFailedScan, true
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "status %q: want all, pending, published or failed", req.GetStatus())
+	}
+	rows, err := s.store.ListOutbox(ctx, filter)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	reply := &roomcellv1.ListOutboxReply{}
+	if failedOnly {
+		reply.Truncated = len(rows) >= maxFailedScan
+	}
+	for _, r := range rows {
+		if failedOnly && r.RetryCount == 0 {
+			continue
+		}
+		if len(reply.Entries) == limit {
+			break
+		}
+		reply.Entries = append(reply.Entries, outboxEntry(r))
+	}
+	st, err := s.store.OutboxStats(ctx)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	reply.PendingTotal, reply.OldestPendingCreatedAtMs = st.Pending, st.OldestCreatedAtMs
+	return reply, nil
+}
+
+// GetOutbox implements roomcell.v1.OutboxAdmin.
+func (s *OutboxAdminServer) GetOutbox(ctx context.Context, req *roomcellv1.GetOutboxRequest) (*roomcellv1.GetOutboxReply, error) {
+	if err := checkEventID(req.GetEventId()); err != nil {
+		return nil, err
+	}
+	row, err := s.store.GetOutbox(ctx, req.GetEventId())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	env, err := json.Marshal(row.Envelope)
+	if err != nil {
+		// The payload is raw JSON from the store; if it is not JSON the
+		// operator still needs to see it.
+		env, _ = json.Marshal(struct {
+			persistence.Envelope
+			Payload string `json:"payload"`
+		}{row.Envelope, string(row.Envelope.Payload)})
+	}
+	return &roomcellv1.GetOutboxReply{Entry: outboxEntry(row), EnvelopeJson: string(env)}, nil
+}
+
+// RetryOutbox implements roomcell.v1.OutboxAdmin. Releasing the lease of a
+// row another relay is publishing right now can make it publish twice;
+// delivery is at-least-once and clients deduplicate by event_id.
+func (s *OutboxAdminServer) RetryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
+	id := req.GetEventId()
+	if err := checkEventID(id); err != nil {
+		return nil, err
+	}
+	row, err := s.store.GetOutbox(ctx, id)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if row.Status == persistence.OutboxPublished {
+		return nil, status.Errorf(codes.FailedPrecondition, "event %s is already published", id)
+	}
+	if err := s.store.ReleaseOutbox(ctx, id); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	if row, err = s.store.GetOutbox(ctx, id); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	notified := s.kick != nil && s.kick(id)
+	s.log.InfoContext(ctx, "outbox retry requested", "worker", "room_outbox", "event_id", id,
+		"retry_count", row.RetryCount, "relay_notified", notified, "request_id", RequestIDFrom(ctx))
+	return &roomcellv1.RetryOutboxReply{Entry: outboxEntry(row), RelayNotified: notified}, nil
+}
+
+func checkEventID(id string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "event_id is required")
+	}
+	if len(id) > maxEventIDLen {
+		return status.Errorf(codes.InvalidArgument, "event_id is longer than %d bytes", maxEventIDLen)
+	}
+	return nil
+}
+
+// status maps the store's error classes; everything else goes through
+// toStatus, the package's one general mapping.
+func (s *OutboxAdminServer) status(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return status.Error(codes.NotFound, "no such outbox event")
+	case errors.Is(err, persistence.ErrUnavailable):
+		s.log.WarnContext(ctx, "outbox store unavailable", "request_id", RequestIDFrom(ctx), "err", err)
+		return status.Error(codes.Unavailable, "outbox store temporarily unavailable")
+	}
+	return toStatus(ctx, s.log, err)
+}
+
+func outboxEntry(r persistence.OutboxRow) *roomcellv1.OutboxEntry {
+	e := r.Envelope
+	return &roomcellv1.OutboxEntry{
+		EventId:       e.EventID,
+		EventType:     e.EventType,
+		AppCode:       e.AppCode,
+		RoomId:        e.RoomID,
+		RoomSeq:       e.RoomSeq,
+		Status:        r.Status,
+		RetryCount:    int32(r.RetryCount),
+		LastError:     r.LastError,
+		CreatedAtMs:   r.CreatedAtMs,
+		UpdatedAtMs:   r.UpdatedAtMs,
+		PublishedAtMs: r.PublishedAtMs,
+		LockedBy:      r.LockedBy,
+		LockUntilMs:   r.LockUntilMs,
+	}
+}
