@@ -83,7 +83,9 @@ func init() {
 	})
 }
 
-func outboxClient(e *env) roomcellv1.OutboxAdminClient { return roomcellv1.NewOutboxAdminClient(e.conn) }
+func outboxClient(e *env) roomcellv1.OutboxAdminClient {
+	return roomcellv1.NewOutboxAdminClient(e.conn)
+}
 
 func eventIDArg(fs *flag.FlagSet) (string, error) {
 	if fs.NArg() != 1 || fs.Arg(0) == "" {
