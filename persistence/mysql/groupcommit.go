@@ -1,0 +1,217 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// groupCommitter writes the appends of many rooms in shared transactions:
+// with innodb_flush_log_at_trx_commit=1 every COMMIT waits for a redo log
+// flush, and sharing it is what buys throughput on a busy node. Each of
+// its writers takes what is queued (up to maxBatch), lingers for more only
+// while another writer's transaction is in flight (so a lone append on a
+// quiet node is not delayed), and hands the batch to Store.writeBatch,
+// which gives every append its own result.
+type groupCommitter struct {
+	s        *Store
+	maxBatch int
+	linger   time.Duration
+
+	mu     sync.RWMutex // guards closed against sends on a closed queue
+	closed bool
+	queue  chan *queuedAppend
+	wg     sync.WaitGroup
+	busy   atomic.Int32 // writers inside a transaction
+
+	batches, appends atomic.Int64
+}
+
+// States of a queued append. The writer and the caller race to move it out
+// of queued: whoever wins decides whether it is written.
+const (
+	stateQueued int32 = iota
+	stateTaken
+	stateAbandoned
+)
+
+type queuedAppend struct {
+	p     *pendingAppend
+	ctx   context.Context
+	state atomic.Int32
+	done  chan struct{} // closed after p.err is set
+}
+
+func newGroupCommitter(s *Store, maxBatch int, linger time.Duration, writers int) *groupCommitter {
+	g := &groupCommitter{
+		s:        s,
+		maxBatch: maxBatch,
+		linger:   linger,
+		queue:    make(chan *queuedAppend, maxBatch*writers),
+	}
+	for range writers {
+		g.wg.Add(1)
+		go g.run()
+	}
+	return g
+}
+
+// append queues p and waits for its result or for ctx, whichever is first.
+func (g *groupCommitter) append(ctx context.Context, p *pendingAppend) error {
+	key := p.a.Command.Key()
+	q := &queuedAppend{p: p, ctx: ctx, done: make(chan struct{})}
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case g.queue <- q:
+		g.mu.RUnlock()
+	case <-ctx.Done():
+		g.mu.RUnlock()
+		return fmt.Errorf("mysql: append %s seq %d: not written: %w: %w", key, p.a.Command.Seq, persistence.ErrUnavailable, ctx.Err())
+	}
+	select {
+	case <-q.done:
+		return p.err
+	case <-ctx.Done():
+		if q.state.CompareAndSwap(stateQueued, stateAbandoned) || q.state.Load() == stateAbandoned {
+			return fmt.Errorf("mysql: append %s seq %d: not written: %w: %w", key, p.a.Command.Seq, persistence.ErrUnavailable, ctx.Err())
+		}
+		// Its transaction is in flight: the caller's deadline wins over
+		// knowing the outcome, and the grain reloads before its next write.
+		return fmt.Errorf("mysql: append %s seq %d: deadline passed during its transaction, outcome unknown: %w: %w",
+			key, p.a.Command.Seq, persistence.ErrUnavailable, ctx.Err())
+	}
+}
+
+func (g *groupCommitter) run() {
+	defer g.wg.Done()
+	batch := make([]*queuedAppend, 0, g.maxBatch)
+	for {
+		q, ok := <-g.queue
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], q)
+		open := g.collect(&batch)
+		g.flush(batch)
+		if !open {
+			return
+		}
+	}
+}
+
+// collect adds what is already queued to batch, then lingers for more if
+// another writer is busy. It reports false once the queue is closed and
+// drained.
+func (g *groupCommitter) collect(batch *[]*queuedAppend) bool {
+	for len(*batch) < g.maxBatch {
+		select {
+		case q, ok := <-g.queue:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, q)
+			continue
+		default:
+		}
+		break
+	}
+	if len(*batch) >= g.maxBatch || g.linger <= 0 || g.busy.Load() == 0 {
+		return true
+	}
+	timer := time.NewTimer(g.linger)
+	defer timer.Stop()
+	for len(*batch) < g.maxBatch {
+		select {
+		case q, ok := <-g.queue:
+			if !ok {
+				return false
+			}
+			*batch = append(*batch, q)
+		case <-timer.C:
+			return true
+		}
+	}
+	return true
+}
+
+// flush writes the batch's live appends in shared transactions and wakes
+// their callers. Appends whose caller gave up are dropped unwritten.
+func (g *groupCommitter) flush(batch []*queuedAppend) {
+	live := batch[:0:0]
+	ps := make([]*pendingAppend, 0, len(batch))
+	for _, q := range batch {
+		if q.ctx.Err() != nil {
+			q.state.CompareAndSwap(stateQueued, stateAbandoned)
+		}
+		if !q.state.CompareAndSwap(stateQueued, stateTaken) {
+			continue
+		}
+		live = append(live, q)
+		ps = append(ps, q.p)
+	}
+	if len(ps) == 0 {
+		return
+	}
+	g.busy.Add(1)
+	// Not any caller's context: one caller giving up must not abort the
+	// transaction the others ride in. But once every caller's deadline has
+	// passed nobody waits for the outcome, so a hung server holds the
+	// writer no longer than that (and never past mysql.query_timeout).
+	deadline := time.Now().Add(g.s.timeout.QueryTimeout)
+	latest := time.Time{}
+	for _, q := range live {
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			latest = deadline
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if latest.Before(deadline) {
+		deadline = latest
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	g.s.writeBatch(ctx, ps)
+	cancel()
+	g.busy.Add(-1)
+	g.batches.Add(1)
+	g.appends.Add(int64(len(ps)))
+	for _, q := range live {
+		close(q.done)
+	}
+}
+
+// close refuses new appends, lets the writers drain the queue, and waits.
+func (g *groupCommitter) close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		close(g.queue)
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
+// GroupCommitStats counts the shared transactions so far.
+type GroupCommitStats struct {
+	Batches int64 // batches written (each one transaction on the fast path)
+	Appends int64 // appends written in them
+}
+
+// GroupCommitStats returns the counters; zero when group commit is off.
+func (s *Store) GroupCommitStats() GroupCommitStats {
+	if s.gc == nil {
+		return GroupCommitStats{}
+	}
+	return GroupCommitStats{Batches: s.gc.batches.Load(), Appends: s.gc.appends.Load()}
+}

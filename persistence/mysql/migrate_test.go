@@ -1,0 +1,253 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+)
+
+// rawDB is a pool on the test server without a default database.
+func rawDB(t testing.TB) *sql.DB {
+	t.Helper()
+	cfg, _ := mysqltest.NewDatabase(t)
+	db, err := OpenDB(t.Context(), cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// dropLater drops a database Migrate created outside mysqltest.
+func dropLater(t testing.TB, db *sql.DB, database string) {
+	t.Cleanup(func() {
+		if _, err := db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+database+"`"); err != nil {
+			t.Errorf("drop %s: %v", database, err)
+		}
+	})
+}
+
+func tableNames(t testing.TB, db *sql.DB, database string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), "SELECT table_name FROM information_schema.tables WHERE table_schema = ? ORDER BY table_name", database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func TestMigrateCreatesDatabaseAndIsIdempotent(t *testing.T) {
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	database := base + "_m" // does not exist yet
+	dropLater(t, db, database)
+	for run := range 2 {
+		if err := Migrate(t.Context(), db, RoomSchema, database); err != nil {
+			t.Fatalf("Migrate run %d: %v", run, err)
+		}
+	}
+	want := []string{"room_command_log", "room_outbox", "room_snapshots", "schema_migrations"}
+	if got := tableNames(t, db, database); !slices.Equal(got, want) {
+		t.Fatalf("tables: got %v, want %v", got, want)
+	}
+	ms, _ := Migrations(RoomSchema)
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+database+"`.schema_migrations WHERE schema_name = 'room'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) {
+		t.Fatalf("schema_migrations has %d room rows, want %d", n, len(ms))
+	}
+}
+
+// Processes starting together all succeed and each file is applied once.
+func TestMigrateConcurrentProcesses(t *testing.T) {
+	cfg, database := mysqltest.NewDatabase(t)
+	const procs = 4
+	var wg sync.WaitGroup
+	errs := make([]error, procs)
+	for i := range procs {
+		wg.Go(func() { errs[i] = MigrateConfig(t.Context(), cfg, RoomSchema, database) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: %v", i, err)
+		}
+	}
+	db := rawDB(t)
+	var n, distinct int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*), COUNT(DISTINCT version) FROM `"+database+"`.schema_migrations").Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := Migrations(RoomSchema)
+	if n != len(ms) || distinct != len(ms) {
+		t.Fatalf("schema_migrations: %d rows, %d versions; want %d each", n, distinct, len(ms))
+	}
+}
+
+func TestMigrateRefusesEditedMigration(t *testing.T) {
+	cfg, database := mysqltest.NewDatabase(t)
+	if err := MigrateConfig(t.Context(), cfg, RoomSchema, database); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t)
+	if _, err := db.ExecContext(t.Context(), "UPDATE `"+database+"`.schema_migrations SET checksum = REPEAT('0', 64) WHERE version = 1"); err != nil {
+		t.Fatal(err)
+	}
+	err := MigrateConfig(t.Context(), cfg, RoomSchema, database)
+	if err == nil || !strings.Contains(err.Error(), "changed after it was applied") {
+		t.Fatalf("Migrate after an applied file changed: got %v, want a refusal", err)
+	}
+}
+
+func TestMigrateRejectsBadInput(t *testing.T) {
+	db := rawDB(t)
+	for _, tc := range []struct{ schema, database string }{
+		{"nope", "roomcell_x"},
+		{"../room", "roomcell_x"},
+		{RoomSchema, "bad`name"},
+		{RoomSchema, ""},
+	} {
+		if err := Migrate(t.Context(), db, tc.schema, tc.database); err == nil {
+			t.Errorf("Migrate(%q, %q) succeeded", tc.schema, tc.database)
+		}
+	}
+}
+
+// deploy/mysql/initdb/01_hyapp_room.sql is what InitDBScript renders from
+// schema/room; ROOMCELL_UPDATE_INITDB=1 rewrites it.
+func TestInitDBScriptInSync(t *testing.T) {
+	const file = "../../deploy/mysql/initdb/01_hyapp_room.sql"
+	want, err := InitDBScript(RoomSchema, "hyapp_room")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("ROOMCELL_UPDATE_INITDB") == "1" {
+		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s drifted from schema/room: run ROOMCELL_UPDATE_INITDB=1 go test ./persistence/mysql -run TestInitDBScriptInSync", file)
+	}
+}
+
+// A database built by the initdb script and one built by Migrate are the
+// same, and Migrate after the script applies nothing.
+func TestInitDBScriptBuildsWhatMigrateBuilds(t *testing.T) {
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	fromScript, fromMigrate := base+"_s", base+"_m"
+	dropLater(t, db, fromScript)
+	dropLater(t, db, fromMigrate)
+
+	script, err := InitDBScript(RoomSchema, fromScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range SplitStatements(script) {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("initdb statement failed: %v\n%s", err, q)
+		}
+	}
+	_ = conn.Close()
+	if err := Migrate(t.Context(), db, RoomSchema, fromScript); err != nil {
+		t.Fatalf("Migrate after the initdb script: %v", err)
+	}
+	if err := Migrate(t.Context(), db, RoomSchema, fromMigrate); err != nil {
+		t.Fatal(err)
+	}
+	tables := tableNames(t, db, fromMigrate)
+	if got := tableNames(t, db, fromScript); !slices.Equal(got, tables) {
+		t.Fatalf("tables from the script %v, from Migrate %v", got, tables)
+	}
+	for _, table := range tables {
+		a, b := showCreate(t, db, fromScript, table), showCreate(t, db, fromMigrate, table)
+		if a != b {
+			t.Errorf("%s differs:\nscript:  %s\nmigrate: %s", table, a, b)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+fromScript+"`.schema_migrations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := Migrations(RoomSchema); n != len(ms) {
+		t.Fatalf("after script and Migrate: %d schema_migrations rows, want %d", n, len(ms))
+	}
+}
+
+func showCreate(t testing.TB, db *sql.DB, database, table string) string {
+	t.Helper()
+	var name, ddl string
+	if err := db.QueryRowContext(t.Context(), fmt.Sprintf("SHOW CREATE TABLE `%s`.`%s`", database, table)).Scan(&name, &ddl); err != nil {
+		t.Fatal(err)
+	}
+	return ddl
+}
+
+func TestSplitStatements(t *testing.T) {
+	script := "-- a comment; with a semicolon\n" +
+		"CREATE TABLE t (a VARCHAR(3) DEFAULT ';', b INT COMMENT 'it''s; fine'); # trailing; comment\n" +
+		"/* block; comment */ INSERT INTO t VALUES (\"x;\\\"y\", 1);\n" +
+		"SELECT `we;ird`;\n" +
+		"-- only a comment at the end;\n"
+	got := SplitStatements(script)
+	want := []string{
+		"-- a comment; with a semicolon\nCREATE TABLE t (a VARCHAR(3) DEFAULT ';', b INT COMMENT 'it''s; fine')",
+		"# trailing; comment\n/* block; comment */ INSERT INTO t VALUES (\"x;\\\"y\", 1)",
+		"SELECT `we;ird`",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("SplitStatements:\n got %q\nwant %q", got, want)
+	}
+	if n := len(SplitStatements(mustMigration(t).SQL)); n != 3 {
+		t.Fatalf("schema/room/001 splits into %d statements, want 3 tables", n)
+	}
+}
+
+func mustMigration(t testing.TB) Migration {
+	ms, err := Migrations(RoomSchema)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Migrations(room): %v", err)
+	}
+	return ms[0]
+}
+
+func TestDatabaseForAndSchemas(t *testing.T) {
+	if !slices.Contains(Schemas(), RoomSchema) {
+		t.Fatalf("Schemas() = %v, want it to list room", Schemas())
+	}
+	db, err := DatabaseFor(configs.MySQLConfig{}, RoomSchema)
+	if err != nil || db != "hyapp_room" {
+		t.Fatalf("DatabaseFor(room) = %q, %v", db, err)
+	}
+	if _, err := DatabaseFor(configs.MySQLConfig{}, "nope"); err == nil {
+		t.Fatal("DatabaseFor of an unknown schema succeeded")
+	}
+}

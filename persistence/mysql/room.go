@@ -1,0 +1,482 @@
+package mysql
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Column sizes of schema/room, in characters. Append checks them up front:
+// an ID cut by a lax server could collide with another one.
+const (
+	maxAppCode     = 64
+	maxRoomID      = 128
+	maxCommandID   = 128
+	maxCommandType = 64
+	maxEventID     = 255
+	maxEventType   = 64
+	maxLastError   = 1024
+	maxLockedBy    = 128
+)
+
+// errInvalid marks an Append the tables cannot hold.
+var errInvalid = errors.New("mysql: invalid append")
+
+// pendingAppend is one Append ready to be written: validated, its
+// envelopes encoded once (they go to the log and to the outbox).
+type pendingAppend struct {
+	a         persistence.Append
+	envelopes [][]byte
+	events    []byte // JSON array of envelopes, for room_command_log.events
+	err       error  // the append's own result, set by the writer
+}
+
+func checkLen(field, v string, maxChars int, required bool) error {
+	if v == "" && required {
+		return fmt.Errorf("%w: %s is required", errInvalid, field)
+	}
+	if len(v) > maxChars && utf8.RuneCountInString(v) > maxChars {
+		return fmt.Errorf("%w: %s is longer than %d characters", errInvalid, field, maxChars)
+	}
+	return nil
+}
+
+func prepareAppend(a persistence.Append) (*pendingAppend, error) {
+	c := a.Command
+	if err := errors.Join(
+		checkLen("app_code", c.AppCode, maxAppCode, true),
+		checkLen("room_id", c.RoomID, maxRoomID, true),
+		checkLen("command_id", c.CommandID, maxCommandID, true),
+		checkLen("command_type", c.CommandType, maxCommandType, false),
+	); err != nil {
+		return nil, err
+	}
+	if a.Snapshot != nil {
+		if err := errors.Join(
+			checkLen("snapshot app_code", a.Snapshot.AppCode, maxAppCode, true),
+			checkLen("snapshot room_id", a.Snapshot.RoomID, maxRoomID, true),
+		); err != nil {
+			return nil, err
+		}
+	}
+	p := &pendingAppend{a: a, envelopes: make([][]byte, len(c.Events))}
+	var events bytes.Buffer
+	events.WriteByte('[')
+	for i, e := range c.Events {
+		if err := errors.Join(
+			checkLen(fmt.Sprintf("event %d event_id", i), e.EventID, maxEventID, true),
+			checkLen(fmt.Sprintf("event %d event_type", i), e.EventType, maxEventType, false),
+			checkLen(fmt.Sprintf("event %d app_code", i), e.AppCode, maxAppCode, false),
+			checkLen(fmt.Sprintf("event %d room_id", i), e.RoomID, maxRoomID, false),
+		); err != nil {
+			return nil, err
+		}
+		b, err := encodeEnvelope(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: event %s: %w", errInvalid, e.EventID, err)
+		}
+		p.envelopes[i] = b
+		if i > 0 {
+			events.WriteByte(',')
+		}
+		events.Write(b)
+	}
+	events.WriteByte(']')
+	p.events = events.Bytes()
+	return p, nil
+}
+
+// encodeEnvelope is json.Marshal without HTML escaping: the payload the
+// grain encoded is stored as it came (encoding/json only compacts it).
+func encodeEnvelope(e persistence.Envelope) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decodeEnvelope reverses encodeEnvelope. A nil payload was encoded as
+// null; it comes back nil.
+func decodeEnvelope(b []byte) (persistence.Envelope, error) {
+	var e persistence.Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, err
+	}
+	if string(e.Payload) == "null" {
+		e.Payload = nil
+	}
+	return e, nil
+}
+
+func decodeEvents(b []byte) ([]persistence.Envelope, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return nil, err
+	}
+	if len(raws) == 0 {
+		return nil, nil
+	}
+	out := make([]persistence.Envelope, len(raws))
+	for i, r := range raws {
+		e, err := decodeEnvelope(r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// Append implements persistence.RoomStore. With group commit on, the
+// append waits for the next shared transaction and returns after it
+// committed; either way nothing is acknowledged before its COMMIT. A
+// failed COMMIT is ErrUnavailable: the write may then have happened (the
+// grain reloads, and a retry of the same seq gets ErrConflict).
+func (s *Store) Append(ctx context.Context, a persistence.Append) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	p, err := prepareAppend(a)
+	if err != nil {
+		return err
+	}
+	if s.gc != nil {
+		return s.gc.append(ctx, p)
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	s.writeBatch(ctx, []*pendingAppend{p})
+	return p.err
+}
+
+// maxDeadlockRetries bounds the re-runs of a transaction InnoDB chose as a
+// deadlock victim. Only two writers of one room can deadlock, so a re-run
+// meets the winner's committed row and fails cleanly with a duplicate key.
+const maxDeadlockRetries = 3
+
+// writeBatch writes every append of ps and sets each one's err. The fast
+// path is one transaction with multi-row INSERTs for the whole batch. If
+// the server rejects a statement (a fenced seq, a taken command_id), the
+// batch is written again with a SAVEPOINT per append, so only the
+// offending appends roll back; if even that transaction is lost to a
+// deadlock, each append gets a transaction of its own. An error of the
+// connection or of COMMIT fails every append of that transaction with
+// ErrUnavailable: none of them is acknowledged.
+func (s *Store) writeBatch(ctx context.Context, ps []*pendingAppend) {
+	// One lock order for every writer: two batches that touch the same rooms
+	// queue behind each other instead of deadlocking.
+	slices.SortFunc(ps, func(x, y *pendingAppend) int {
+		a, b := x.a.Command, y.a.Command
+		return cmp.Or(strings.Compare(a.AppCode, b.AppCode), strings.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Seq, b.Seq))
+	})
+	var err error
+	for attempt := 0; ; attempt++ {
+		if err = s.writeTx(ctx, ps); err == nil {
+			setAll(ps, nil)
+			return
+		}
+		if !isDeadlock(err) || attempt >= maxDeadlockRetries || ctx.Err() != nil {
+			break
+		}
+	}
+	if len(ps) == 1 {
+		ps[0].err = s.wrap("append "+ps[0].a.Command.Key().String(), err)
+		return
+	}
+	if !isServerError(err) && !isDeadlock(err) {
+		setAll(ps, s.wrap(fmt.Sprintf("append (batch of %d)", len(ps)), err))
+		return
+	}
+	if s.writeIsolated(ctx, ps) {
+		return
+	}
+	for _, p := range ps {
+		p.err = nil
+		s.writeBatch(ctx, []*pendingAppend{p})
+	}
+}
+
+func setAll(ps []*pendingAppend, err error) {
+	for _, p := range ps {
+		p.err = err
+	}
+}
+
+// writeTx writes ps in one transaction with one multi-row statement per
+// table (more if the rows are large).
+func (s *Store) writeTx(ctx context.Context, ps []*pendingAppend) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, st := range buildStatements(ps) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	return tx.Commit()
+}
+
+// writeIsolated writes ps in one transaction, each append behind its own
+// SAVEPOINT. It reports false (and writes nothing) when the transaction
+// was lost to a deadlock and the caller must fall back further.
+func (s *Store) writeIsolated(ctx context.Context, ps []*pendingAppend) bool {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		setAll(ps, s.wrap("append", err))
+		return true
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, p := range ps {
+		p.err = nil
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT a"); err != nil {
+			setAll(ps, s.wrap("append", err))
+			return true
+		}
+		for _, st := range buildStatements([]*pendingAppend{p}) {
+			_, err := tx.ExecContext(ctx, st.query, st.args...)
+			if err == nil {
+				continue
+			}
+			if isDeadlock(err) {
+				return false
+			}
+			if !isServerError(err) {
+				setAll(ps, s.wrap("append", err))
+				return true
+			}
+			p.err = s.wrap("append "+p.a.Command.Key().String(), err)
+			if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT a"); err != nil {
+				setAll(ps, s.wrap("append", err))
+				return true
+			}
+			break
+		}
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
+	}
+	if err := tx.Commit(); err != nil {
+		for _, p := range ps {
+			if p.err == nil {
+				p.err = s.wrap("append: commit", err)
+			}
+		}
+	}
+	return true
+}
+
+type statement struct {
+	query string
+	args  []any
+}
+
+// maxStatementBytes keeps a multi-row INSERT far below max_allowed_packet
+// (MariaDB's default is 16 MiB) however large the snapshots are.
+const maxStatementBytes = 1 << 20
+
+// rowsBuilder accumulates the rows of one multi-row statement.
+type rowsBuilder struct {
+	head, tail, tuple string
+	out               []statement
+	sb                strings.Builder
+	args              []any
+	bytes             int
+}
+
+func (b *rowsBuilder) add(size int, args ...any) {
+	if b.sb.Len() > 0 && b.bytes+size > maxStatementBytes {
+		b.flush()
+	}
+	if b.sb.Len() == 0 {
+		b.sb.WriteString(b.head)
+	} else {
+		b.sb.WriteByte(',')
+	}
+	b.sb.WriteString(b.tuple)
+	b.args = append(b.args, args...)
+	b.bytes += size
+}
+
+func (b *rowsBuilder) flush() {
+	if b.sb.Len() == 0 {
+		return
+	}
+	b.sb.WriteString(b.tail)
+	b.out = append(b.out, statement{query: b.sb.String(), args: b.args})
+	b.sb.Reset()
+	b.args = nil
+	b.bytes = 0
+}
+
+const (
+	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, reply, events, created_at_ms) VALUES "
+	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, lock_until_ms, created_at_ms, updated_at_ms) VALUES "
+	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
+	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
+	// later expressions see earlier assignments, so seq goes last. VALUES()
+	// is deprecated on MySQL 8.0.20+ but it is the one spelling MariaDB
+	// shares.
+	snapshotNewerOnly = " ON DUPLICATE KEY UPDATE" +
+		" state = IF(VALUES(seq) > seq, VALUES(state), state)," +
+		" updated_at_ms = IF(VALUES(seq) > seq, VALUES(updated_at_ms), updated_at_ms)," +
+		" seq = GREATEST(seq, VALUES(seq))"
+)
+
+// buildStatements turns ps into the log, outbox and snapshot writes. The
+// log goes first: a fenced seq fails there, before any other row of the
+// append is written.
+func buildStatements(ps []*pendingAppend) []statement {
+	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?)"}
+	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,0,?,?)"}
+	snaps := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, tuple: "(?,?,?,?,?)"}
+	for _, p := range ps {
+		c := p.a.Command
+		reply := c.Reply
+		if reply == nil {
+			reply = []byte{}
+		}
+		logs.add(len(reply)+len(p.events)+128, c.AppCode, c.RoomID, c.Seq, c.CommandID, c.CommandType, reply, p.events, c.CreatedAtMs)
+		for i, e := range c.Events {
+			outbox.add(len(p.envelopes[i])+128, e.EventID, e.AppCode, e.RoomID, e.RoomSeq, e.EventType, p.envelopes[i], e.CreatedAtMs, e.CreatedAtMs)
+		}
+		if sn := p.a.Snapshot; sn != nil {
+			state := sn.State
+			if state == nil {
+				state = []byte{}
+			}
+			snaps.add(len(state)+64, sn.AppCode, sn.RoomID, sn.Seq, state, sn.UpdatedAtMs)
+		}
+	}
+	logs.flush()
+	outbox.flush()
+	snaps.flush()
+	return slices.Concat(logs.out, outbox.out, snaps.out)
+}
+
+// LoadSnapshot implements persistence.RoomStore.
+func (s *Store) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (persistence.Snapshot, error) {
+	if err := ready(ctx); err != nil {
+		return persistence.Snapshot{}, err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	snap := persistence.Snapshot{AppCode: key.AppCode, RoomID: key.RoomID}
+	err := s.db.QueryRowContext(ctx,
+		"SELECT seq, state, updated_at_ms FROM room_snapshots WHERE app_code = ? AND room_id = ?",
+		key.AppCode, key.RoomID).Scan(&snap.Seq, &snap.State, &snap.UpdatedAtMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return persistence.Snapshot{}, fmt.Errorf("mysql: snapshot of %s: %w", key, persistence.ErrNotFound)
+	}
+	if err != nil {
+		return persistence.Snapshot{}, s.wrap("load snapshot "+key.String(), err)
+	}
+	return snap, nil
+}
+
+const commandColumns = "seq, command_id, command_type, reply, events, created_at_ms"
+
+func scanCommand(key persistence.RoomKey, sc interface{ Scan(...any) error }) (persistence.CommandRecord, error) {
+	c := persistence.CommandRecord{AppCode: key.AppCode, RoomID: key.RoomID}
+	var events []byte
+	if err := sc.Scan(&c.Seq, &c.CommandID, &c.CommandType, &c.Reply, &events, &c.CreatedAtMs); err != nil {
+		return c, err
+	}
+	if len(c.Reply) == 0 {
+		c.Reply = nil
+	}
+	var err error
+	if c.Events, err = decodeEvents(events); err != nil {
+		return c, fmt.Errorf("mysql: %s seq %d: decode events: %w", key, c.Seq, err)
+	}
+	return c, nil
+}
+
+// LoadCommands implements persistence.RoomStore.
+func (s *Store) LoadCommands(ctx context.Context, key persistence.RoomKey, afterSeq int64) ([]persistence.CommandRecord, error) {
+	if err := ready(ctx); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT "+commandColumns+" FROM room_command_log WHERE app_code = ? AND room_id = ? AND seq > ? ORDER BY seq",
+		key.AppCode, key.RoomID, afterSeq)
+	if err != nil {
+		return nil, s.wrap("load commands "+key.String(), err)
+	}
+	defer rows.Close()
+	var out []persistence.CommandRecord
+	for rows.Next() {
+		c, err := scanCommand(key, rows)
+		if err != nil {
+			return nil, s.wrap("load commands "+key.String(), err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("load commands "+key.String(), err)
+	}
+	return out, nil
+}
+
+// FindCommand implements persistence.RoomStore.
+func (s *Store) FindCommand(ctx context.Context, key persistence.RoomKey, commandID string) (persistence.CommandRecord, error) {
+	if err := ready(ctx); err != nil {
+		return persistence.CommandRecord{}, err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	row := s.db.QueryRowContext(ctx,
+		"SELECT "+commandColumns+" FROM room_command_log WHERE app_code = ? AND room_id = ? AND command_id = ?",
+		key.AppCode, key.RoomID, commandID)
+	c, err := scanCommand(key, row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return persistence.CommandRecord{}, fmt.Errorf("mysql: command %q of %s: %w", commandID, key, persistence.ErrNotFound)
+	}
+	if err != nil {
+		return persistence.CommandRecord{}, s.wrap("find command "+key.String(), err)
+	}
+	return c, nil
+}
+
+// SaveSnapshot implements persistence.RoomStore.
+func (s *Store) SaveSnapshot(ctx context.Context, snap persistence.Snapshot) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	if err := errors.Join(
+		checkLen("snapshot app_code", snap.AppCode, maxAppCode, true),
+		checkLen("snapshot room_id", snap.RoomID, maxRoomID, true),
+	); err != nil {
+		return err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	state := snap.State
+	if state == nil {
+		state = []byte{}
+	}
+	_, err := s.db.ExecContext(ctx, upsertSnapshot+"(?,?,?,?,?)"+snapshotNewerOnly,
+		snap.AppCode, snap.RoomID, snap.Seq, state, snap.UpdatedAtMs)
+	if err != nil {
+		return s.wrap("save snapshot "+snap.Key().String(), err)
+	}
+	return nil
+}
