@@ -64,7 +64,7 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 		return nil, ctx.Err()
 	}
 	if lastErr == nil {
-		lastErr = ctx.Err()
+		lastErr = context.DeadlineExceeded
 	}
 	return nil, fmt.Errorf("%w: room %s did not answer in time: %v", ErrUnavailable, identity, lastErr)
 }

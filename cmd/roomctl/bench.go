@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	flag "github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+)
+
+// benchResult is what `roomctl bench` prints.
+type benchResult struct {
+	Rooms       int     `json:"rooms"`
+	Concurrency int     `json:"concurrency"`
+	Commands    int64   `json:"commands"`
+	Errors      int64   `json:"errors"`
+	Retried     int64   `json:"retried"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"commands_per_second"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+}
+
+func init() {
+	var app, prefix string
+	var rooms, conc int
+	var dur time.Duration
+	var total int64
+	register(&command{
+		name:  "bench",
+		usage: "load a running server: each worker is a user joining and leaving rooms; prints commands/s and latency",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&app, "app", "bench", "app_code")
+			fs.StringVar(&prefix, "room-prefix", "bench-", "room ids are <prefix><n>")
+			fs.IntVar(&rooms, "rooms", 100, "rooms to spread the load over (created if missing)")
+			fs.IntVar(&conc, "concurrency", 32, "concurrent workers (users)")
+			fs.DurationVar(&dur, "duration", 10*time.Second, "how long to run")
+			fs.Int64Var(&total, "commands", 0, "stop after this many commands (0 = run for --duration)")
+		},
+		run: func(ctx context.Context, e *env, _ *flag.FlagSet) error {
+			if rooms <= 0 || conc <= 0 || dur <= 0 {
+				return errors.New("--rooms, --concurrency and --duration must be positive")
+			}
+			r, err := runBench(ctx, v1.NewRoomServiceClient(e.conn), app, prefix, rooms, conc, dur, total)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.printJSON(r)
+			}
+			printBench(e.out, r)
+			return nil
+		},
+	})
+}
+
+func runBench(ctx context.Context, rc v1.RoomServiceClient, app, prefix string, rooms, conc int, dur time.Duration, total int64) (benchResult, error) {
+	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	for i := range rooms {
+		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "bench-create", AppCode: app,
+			RoomId: fmt.Sprint(prefix, i), UserId: "bench-owner", Name: "bench"})
+		if err != nil && status.Code(err) != codes.AlreadyExists {
+			return benchResult{}, fmt.Errorf("create room %d: %w", i, err)
+		}
+	}
+	// --duration, not the global --timeout, bounds the run; a command in
+	// flight when the run ends still gets its own 5s to finish, so the end
+	// of the run is not counted as errors.
+	base := context.WithoutCancel(ctx)
+	runCtx, cancel := context.WithTimeout(base, dur)
+	defer cancel()
+	var cmds, errs, retried atomic.Int64
+	lat := make([][]time.Duration, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("bench-%s-%d", run, w)
+			for k := 0; runCtx.Err() == nil; k++ {
+				if total > 0 && cmds.Load() >= total {
+					return
+				}
+				room := fmt.Sprint(prefix, (w+k/2)%rooms)
+				id := fmt.Sprintf("%s-%d-%d", run, w, k)
+				t0 := time.Now()
+				cmdCtx, cmdCancel := context.WithTimeout(base, 5*time.Second)
+				err := benchCommand(cmdCtx, rc, app, room, user, id, k%2 == 0)
+				// A retryable answer is retried with the same command_id,
+				// as a real client would: it must land exactly once.
+				for tries := 0; err != nil && status.Code(err) == codes.Unavailable && tries < 5; tries++ {
+					retried.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					err = benchCommand(cmdCtx, rc, app, room, user, id, k%2 == 0)
+				}
+				cmdCancel()
+				if err != nil {
+					if errs.Add(1) <= 3 {
+						fmt.Fprintf(os.Stderr, "bench: %s %s: %v\n", room, id, err)
+					}
+					continue
+				}
+				cmds.Add(1)
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
+	}
+	return benchResult{Rooms: rooms, Concurrency: conc, Commands: cmds.Load(), Errors: errs.Load(), Retried: retried.Load(),
+		Seconds: elapsed, PerSecond: float64(cmds.Load()) / elapsed, P50Ms: pct(0.50), P99Ms: pct(0.99), MaxMs: pct(1)}, nil
+}
+
+func benchCommand(ctx context.Context, rc v1.RoomServiceClient, app, room, user, id string, join bool) error {
+	if join {
+		_, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id, AppCode: app, RoomId: room, UserId: user})
+		return err
+	}
+	_, err := rc.LeaveRoom(ctx, &v1.LeaveRoomRequest{CommandId: id, AppCode: app, RoomId: room, UserId: user})
+	return err
+}
+
+func printBench(w io.Writer, r benchResult) {
+	fmt.Fprintf(w, "rooms %d, concurrency %d, %.1fs\n", r.Rooms, r.Concurrency, r.Seconds)
+	fmt.Fprintf(w, "commands %d (%.0f/s), errors %d, retried %d\n", r.Commands, r.PerSecond, r.Errors, r.Retried)
+	fmt.Fprintf(w, "latency p50 %.2fms  p99 %.2fms  max %.2fms\n", r.P50Ms, r.P99Ms, r.MaxMs)
+}
