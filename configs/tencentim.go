@@ -51,5 +51,18 @@ func (c TencentIMConfig) validate() error {
 	if c.SecretKey == "" {
 		return errorf("tencent_im.secret_key", "required when tencent_im.enabled is true (set it from the environment: \"${TENCENT_IM_SECRET_KEY}\")")
 	}
+	// At or below Tencent's own 3 s the client gives up on calls Tencent
+	// may still apply, turning slow successes into duplicates.
+	if c.Timeout <= 3*time.Second {
+		return errorf("tencent_im.timeout", "must be above Tencent's 3s server timeout, got %s", c.Timeout)
+	}
+	switch c.GroupType {
+	case "Private", "Work", "Public", "ChatRoom", "Meeting", "AVChatRoom", "Community":
+	default:
+		return errorf("tencent_im.group_type", "unknown group type %q", c.GroupType)
+	}
+	if c.UserSigTTL < time.Minute {
+		return errorf("tencent_im.usersig_ttl", "must be at least 1m, got %s", c.UserSigTTL)
+	}
 	return nil
 }

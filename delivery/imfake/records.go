@@ -1,0 +1,233 @@
+package imfake
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"sort"
+)
+
+// maxRecorded bounds the message log of a long-running dev fake; tests
+// stay far below it.
+const maxRecorded = 100_000
+
+// eventIDs reads the event ids a message carries: CloudCustomData's
+// "event_id" / "event_ids" first, else the Data envelope(s).
+func eventIDs(cloud, data string) []string {
+	var c struct {
+		EventID  string   `json:"event_id"`
+		EventIDs []string `json:"event_ids"`
+	}
+	if json.Unmarshal([]byte(cloud), &c) == nil {
+		if len(c.EventIDs) > 0 {
+			return c.EventIDs
+		}
+		if c.EventID != "" {
+			return []string{c.EventID}
+		}
+	}
+	var d struct {
+		EventID string `json:"event_id"`
+		Events  []struct {
+			EventID string `json:"event_id"`
+		} `json:"events"`
+	}
+	if json.Unmarshal([]byte(data), &d) == nil {
+		if d.EventID != "" {
+			return []string{d.EventID}
+		}
+		ids := make([]string, 0, len(d.Events))
+		for _, e := range d.Events {
+			ids = append(ids, e.EventID)
+		}
+		return ids
+	}
+	return nil
+}
+
+func (s *Server) recordLocked(m Message) {
+	m.EventIDs = eventIDs(m.CloudCustomData, m.Data)
+	if len(s.messages) >= maxRecorded {
+		s.messages = slices.Delete(s.messages, 0, len(s.messages)/2)
+	}
+	m.ID = 1
+	if n := len(s.messages); n > 0 {
+		m.ID = s.messages[n-1].ID + 1
+	}
+	s.messages = append(s.messages, m)
+	args := []any{"kind", m.Kind, "msg_seq", m.MsgSeq, "event_ids", m.EventIDs, "bytes", len(m.Data)}
+	if m.Kind == "group" {
+		args = append(args, "group_id", m.GroupID)
+	} else {
+		args = append(args, "to", m.To, "ext", m.Ext)
+	}
+	s.log.Info("fake tencent im accepted message", args...)
+}
+
+// Messages returns every accepted message in acceptance order.
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.messages)
+}
+
+// GroupMessages returns the accepted messages of one group.
+func (s *Server) GroupMessages(groupID string) []Message {
+	return s.filter(func(m Message) bool { return m.Kind == "group" && m.GroupID == groupID })
+}
+
+// C2CMessages returns the accepted C2C messages to one user.
+func (s *Server) C2CMessages(userID string) []Message {
+	return s.filter(func(m Message) bool { return m.Kind == "c2c" && m.To == userID })
+}
+
+func (s *Server) filter(keep func(Message) bool) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.messages {
+		if keep(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// EventIDCounts counts, per event id, the accepted messages carrying it:
+// a count above one is a duplicate that reached users.
+func (s *Server) EventIDCounts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	counts := map[string]int{}
+	for _, m := range s.messages {
+		for _, id := range m.EventIDs {
+			counts[id]++
+		}
+	}
+	return counts
+}
+
+// Duplicates counts the messages Tencent's dedupe windows swallowed.
+func (s *Server) Duplicates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.duplicates
+}
+
+// Calls returns every request received, in arrival order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.calls)
+}
+
+// CallCount counts the requests received for api ("" = all).
+func (s *Server) CallCount(api string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if api == "" || c.API == api {
+			n++
+		}
+	}
+	return n
+}
+
+// HasAccount reports whether userID was imported.
+func (s *Server) HasAccount(userID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accounts[userID]
+}
+
+// ForgetAccount deletes an imported account, as if it was removed on
+// Tencent's side.
+func (s *Server) ForgetAccount(userID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.accounts, userID)
+}
+
+// Group returns a group's state.
+func (s *Server) Group(groupID string) (GroupInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.groups[groupID]
+	if !ok {
+		return GroupInfo{}, false
+	}
+	members := make([]string, 0, len(g.Members))
+	for m := range g.Members {
+		members = append(members, m)
+	}
+	sort.Strings(members)
+	return GroupInfo{ID: g.ID, Type: g.Type, Name: g.Name, Owner: g.Owner, Members: members, LastSeq: g.Seq}, true
+}
+
+// ClearRecords forgets recorded messages, calls and the duplicate count;
+// accounts, groups, dedupe windows and faults stay.
+func (s *Server) ClearRecords() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages, s.calls, s.duplicates = nil, nil, 0
+}
+
+func (s *Server) handleDebugMessages(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	out := struct {
+		Messages   []Message `json:"messages"`
+		Duplicates int       `json:"duplicates"`
+		Calls      int       `json:"calls"`
+	}{slices.Clone(s.messages), s.duplicates, len(s.calls)}
+	s.mu.Unlock()
+	if out.Messages == nil {
+		out.Messages = []Message{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>fake Tencent IM</title>
+<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
+table{border-collapse:collapse}code{white-space:pre-wrap;word-break:break-all}</style></head>
+<body><h1>fake Tencent IM</h1>
+<p>{{.Total}} messages accepted, {{.Duplicates}} duplicates dropped, {{.Calls}} calls. Newest first, last {{len .Messages}} shown. JSON: <a href="/debug/messages">/debug/messages</a></p>
+<table><tr><th>#</th><th>time</th><th>to</th><th>ext</th><th>event ids</th><th>data</th></tr>
+{{range .Messages}}<tr><td>{{.ID}}</td><td>{{.At.Format "15:04:05.000"}}</td>
+<td>{{if eq .Kind "group"}}group {{.GroupID}} #{{.MsgSeq}}{{else}}user {{.To}}{{end}}</td>
+<td>{{.Ext}}</td><td>{{range .EventIDs}}{{.}}<br>{{end}}</td><td><code>{{.Data}}</code></td></tr>
+{{end}}</table></body></html>`))
+
+func (s *Server) handleIndex(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	n := len(s.messages)
+	shown := slices.Clone(s.messages[max(0, n-200):])
+	data := struct {
+		Total, Duplicates, Calls int
+		Messages                 []Message
+	}{n, s.duplicates, len(s.calls), shown}
+	s.mu.Unlock()
+	slices.Reverse(data.Messages)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = indexTmpl.Execute(w, data)
+}
+
+// AddGroupMember puts userID into a non-AVChatRoom group directly, as the
+// client SDK's join would.
+func (s *Server) AddGroupMember(groupID, userID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	if g == nil {
+		return fmt.Errorf("imfake: no group %q", groupID)
+	}
+	if g.Type == "AVChatRoom" {
+		return fmt.Errorf("imfake: %q is an AVChatRoom; it has no member list", groupID)
+	}
+	g.Members[userID] = true
+	return nil
+}

@@ -1,0 +1,439 @@
+package roomim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+var (
+	// ErrInvalidEnvelope: the envelope lacks what a message needs
+	// (event_id, app_code, room_id) or its payload does not decode.
+	// Retrying cannot help.
+	ErrInvalidEnvelope = errors.New("roomim: invalid envelope")
+	// ErrClosed: the publisher was closed.
+	ErrClosed = errors.New("roomim: publisher closed")
+)
+
+// Ext values of the TIMCustomElem, so clients can tell the Data shapes
+// apart without parsing: one envelope, or {"events":[envelope...]}.
+const (
+	ExtRoomEvent  = "room_event"
+	ExtRoomEvents = "room_events"
+)
+
+// Defaults for coalesced messages: Tencent's limit is 12 KB per message;
+// Data plus CloudCustomData stay under 10 KB so the rest of the message
+// (and any difference in how Tencent counts) has room.
+const (
+	DefaultMaxBatchEvents = 50
+	DefaultMaxBatchBytes  = 10 * 1024
+)
+
+// Publisher turns room events into Tencent IM calls. Each room group has
+// a queue drained by one goroutine with at most one send in flight, so a
+// room's messages leave in enqueue order. While that send waits for the
+// group's budget (40 msgs/s by default) or for Tencent, later events of
+// the room pile up and the next send carries all of them (up to the batch
+// bounds) in one message: a hot room gets fewer, fuller messages instead
+// of dropped ones or an ever-growing delay. Every caller still gets the
+// result of the message that carried its event.
+type Publisher struct {
+	client    *tencentim.Client
+	log       *slog.Logger
+	maxEvents int
+	maxBytes  int
+	known     *groupSet
+
+	base   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	queues map[string]*groupQueue
+}
+
+// Option configures a Publisher.
+type Option func(*Publisher)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(p *Publisher) { p.log = l } }
+
+// WithMaxBatchEvents bounds how many events one coalesced message carries.
+func WithMaxBatchEvents(n int) Option { return func(p *Publisher) { p.maxEvents = max(1, n) } }
+
+// WithMaxBatchBytes bounds Data+CloudCustomData of a coalesced message. A
+// single event larger than this is still sent alone.
+func WithMaxBatchBytes(n int) Option { return func(p *Publisher) { p.maxBytes = max(1, n) } }
+
+// New returns a publisher sending through client. Close it on shutdown.
+func New(client *tencentim.Client, opts ...Option) *Publisher {
+	p := &Publisher{
+		client:    client,
+		log:       slog.Default(),
+		maxEvents: DefaultMaxBatchEvents,
+		maxBytes:  DefaultMaxBatchBytes,
+		known:     newGroupSet(100_000),
+		queues:    map[string]*groupQueue{},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	p.base, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// Close stops accepting events, cancels sends in flight and waits for the
+// queues to drain (their events fail with ErrClosed or a context error and
+// stay pending in the outbox).
+func (p *Publisher) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+}
+
+type itemKind int
+
+const (
+	kindSend itemKind = iota
+	kindCreate
+)
+
+type item struct {
+	ctx     context.Context
+	env     persistence.Envelope
+	kind    itemKind
+	data    []byte // the envelope's JSON (kindSend)
+	cost    int    // its share of a coalesced message
+	created room.RoomCreated
+	kicked  string // target_user_id of a RoomUserKicked
+	reason  string
+	done    chan error
+}
+
+type groupQueue struct {
+	pending []*item
+}
+
+func resolved(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
+}
+
+// PublishRoomEvent publishes one room event and waits for the outcome:
+//   - RoomCreated: idempotent create of the room's group (the outbox
+//     compensation of the command path's EnsureGroup); no call when this
+//     publisher already saw the group created.
+//   - IM events (room.IsIMEvent): a send_group_msg to the room's group
+//     with a TIMCustomElem whose Data is the envelope JSON; for
+//     RoomUserKicked the target is then removed from the group.
+//   - anything else: nil without any call, so the row is marked published.
+func (p *Publisher) PublishRoomEvent(ctx context.Context, env persistence.Envelope) error {
+	ch := p.Enqueue(ctx, env)
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("roomim: publish %s: %w", env.EventID, ctx.Err())
+	}
+}
+
+// Enqueue is PublishRoomEvent without the wait: the event takes its place
+// in the room's queue before Enqueue returns, so events enqueued one after
+// another by the same caller are sent in that order, and a caller that
+// enqueues many events lets them coalesce. The channel receives exactly
+// one result. ctx bounds the event's life: once it is done, the event is
+// no longer sent if it has not been yet.
+func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {
+	if env.EventID == "" || env.AppCode == "" || env.RoomID == "" {
+		return resolved(fmt.Errorf("%w: event_id, app_code and room_id are required", ErrInvalidEnvelope))
+	}
+	it := &item{ctx: ctx, env: env, done: make(chan error, 1)}
+	gid := GroupID(env.AppCode, env.RoomID)
+	switch {
+	case env.EventType == room.TypeRoomCreated:
+		ev, err := room.DecodeEvent(env.EventType, env.Payload)
+		if err != nil {
+			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+		}
+		if p.known.has(gid) {
+			return resolved(nil)
+		}
+		it.kind, it.created = kindCreate, ev.(room.RoomCreated)
+	case room.IsIMEvent(env.EventType):
+		if env.EventType == room.TypeRoomUserKicked {
+			ev, err := room.DecodeEvent(env.EventType, env.Payload)
+			if err != nil {
+				return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+			}
+			k := ev.(room.RoomUserKicked)
+			it.kicked, it.reason = k.TargetUserID, k.Reason
+		}
+		data, err := json.Marshal(env)
+		if err != nil {
+			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+		}
+		idJSON, _ := json.Marshal(env.EventID)
+		it.data, it.cost = data, len(data)+len(idJSON)+2 // two commas
+	default:
+		return resolved(nil)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return resolved(ErrClosed)
+	}
+	q := p.queues[gid]
+	if q == nil {
+		q = &groupQueue{}
+		p.queues[gid] = q
+		p.wg.Add(1)
+		go p.drain(gid, q)
+	}
+	q.pending = append(q.pending, it)
+	return it.done
+}
+
+// take removes the next unit of work from the queue: one create, or a run
+// of sends within the batch bounds. It returns nil, and forgets the queue,
+// when nothing is left.
+func (p *Publisher) take(gid string, q *groupQueue) []*item {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := q.pending[:0]
+	for _, it := range q.pending {
+		if err := it.ctx.Err(); err != nil {
+			it.done <- err // its caller has gone; the outbox still has it
+			continue
+		}
+		live = append(live, it)
+	}
+	q.pending = live
+	if len(q.pending) == 0 {
+		delete(p.queues, gid)
+		return nil
+	}
+	first := q.pending[0]
+	n := 1
+	if first.kind == kindSend {
+		// Fixed overhead of {"events":[...]} and {"event_ids":[...]}.
+		size := 32 + first.cost
+		for n < len(q.pending) && n < p.maxEvents {
+			next := q.pending[n]
+			if next.kind != kindSend || size+next.cost > p.maxBytes {
+				break
+			}
+			size += next.cost
+			n++
+		}
+	}
+	batch := make([]*item, n)
+	copy(batch, q.pending[:n])
+	q.pending = q.pending[n:]
+	return batch
+}
+
+func (p *Publisher) drain(gid string, q *groupQueue) {
+	defer p.wg.Done()
+	for {
+		batch := p.take(gid, q)
+		if batch == nil {
+			return
+		}
+		if batch[0].kind == kindCreate {
+			it := batch[0]
+			c := it.created
+			it.done <- p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
+			continue
+		}
+		err := p.sendBatch(gid, batch)
+		for _, it := range batch {
+			e := err
+			if e == nil && it.kicked != "" {
+				e = p.removeMember(it.ctx, gid, it.kicked, it.reason)
+			}
+			it.done <- e
+		}
+	}
+}
+
+// batchContext lives while at least one caller of the batch still waits
+// (and the publisher is open): the send is abandoned only when nobody
+// wants its result.
+func (p *Publisher) batchContext(batch []*item) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(p.base)
+	var live atomic.Int64
+	live.Store(int64(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, it := range batch {
+		stops[i] = context.AfterFunc(it.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+func (p *Publisher) sendBatch(gid string, batch []*item) error {
+	ctx, done := p.batchContext(batch)
+	defer done()
+	msg := tencentim.GroupMessage{GroupID: gid, Priority: "Normal"}
+	ids := make([]string, len(batch))
+	for i, it := range batch {
+		ids[i] = it.env.EventID
+		switch it.env.EventType {
+		case room.TypeRoomUserKicked, room.TypeRoomClosed, room.TypeRoomGiftSent:
+			// Tencent drops lower priorities first when a group is over
+			// its rate; these are the events a room cannot lose.
+			msg.Priority = "High"
+		}
+	}
+	if len(batch) == 1 {
+		cloud, _ := json.Marshal(struct {
+			EventID string `json:"event_id"`
+		}{ids[0]})
+		msg.Elem = tencentim.CustomElem{Data: string(batch[0].data), Ext: ExtRoomEvent}
+		msg.CloudCustomData = string(cloud)
+		_, msg.Random = tencentim.EventRandoms(ids[0])
+	} else {
+		var b strings.Builder
+		b.WriteString(`{"events":[`)
+		for i, it := range batch {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.Write(it.data)
+		}
+		b.WriteString(`]}`)
+		cloud, _ := json.Marshal(struct {
+			EventIDs []string `json:"event_ids"`
+		}{ids})
+		msg.Elem = tencentim.CustomElem{Data: b.String(), Ext: ExtRoomEvents}
+		msg.CloudCustomData = string(cloud)
+		// A retried batch may be cut differently and so miss Tencent's
+		// dedupe; clients still drop repeats by event_id.
+		_, msg.Random = tencentim.EventRandoms(strings.Join(ids, "\n"))
+	}
+	_, err := p.client.SendGroupMsg(ctx, msg)
+	if err != nil {
+		p.log.Info("room im send failed", "group_id", gid, "events", len(batch), "first_event_id", ids[0], "error", err)
+		return err
+	}
+	if len(batch) > 1 {
+		p.log.Debug("room im events coalesced", "group_id", gid, "events", len(batch))
+	}
+	return nil
+}
+
+// removeMember takes a kicked user out of the group. An AVChatRoom has no
+// server-side member list (members join through the client SDK), so
+// Tencent answers 10004 (10007 on some types): there is nothing to remove,
+// the room's ban and the RoomUserKicked message the client just got keep
+// the user out. A group that is gone (10010) has no members either.
+func (p *Publisher) removeMember(ctx context.Context, gid, userID, reason string) error {
+	err := p.client.DeleteGroupMember(ctx, gid, []string{userID}, reason)
+	switch tencentim.CodeOf(err) {
+	case 10004, 10007, 10010:
+		return nil
+	}
+	return err
+}
+
+// EnsureGroup creates the room's IM group if it does not exist yet
+// (idempotent: Tencent's "already exists" is success). CreateRoom calls it
+// in the command path; RoomCreated in the outbox repeats it if that
+// failed. ownerUserID may be empty (the app admin then manages the group).
+func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserID, name string) error {
+	gid := GroupID(appCode, roomID)
+	err := p.client.CreateGroup(ctx, tencentim.Group{
+		GroupID:      gid,
+		Name:         groupName(name, roomID),
+		OwnerAccount: ownerUserID,
+	})
+	if err != nil {
+		return err
+	}
+	p.known.add(gid)
+	return nil
+}
+
+// SendNotice sends a private notice (seed 003: Ext "wallet_notice",
+// "vip_notice", "room_notice") to one user as a C2C TIMCustomElem with
+// data as Data, the event id in CloudCustomData, and MsgSeq/MsgRandom
+// derived from the event id so a retry within 120 s is dropped by Tencent.
+// IM accounts are the users' ids as they are: appCode only labels logs.
+func (p *Publisher) SendNotice(ctx context.Context, appCode, toUserID, ext string, data []byte, eventID string) error {
+	if toUserID == "" || ext == "" || eventID == "" {
+		return fmt.Errorf("%w: notice needs a user, an ext and an event id", ErrInvalidEnvelope)
+	}
+	cloud, _ := json.Marshal(struct {
+		EventID string `json:"event_id"`
+	}{eventID})
+	seq, rnd := tencentim.EventRandoms(eventID)
+	_, err := p.client.SendC2C(ctx, tencentim.C2CMessage{
+		ToAccount:       toUserID,
+		MsgSeq:          seq,
+		MsgRandom:       rnd,
+		Elem:            tencentim.CustomElem{Data: string(data), Ext: ext},
+		CloudCustomData: string(cloud),
+	})
+	if err != nil {
+		p.log.Info("notice send failed", "app_code", appCode, "user_id", toUserID, "ext", ext, "event_id", eventID, "error", err)
+	}
+	return err
+}
+
+// groupSet remembers up to max group ids known to exist, oldest forgotten
+// first; forgetting only costs one idempotent create.
+type groupSet struct {
+	mu   sync.Mutex
+	max  int
+	set  map[string]struct{}
+	ring []string
+	next int
+}
+
+func newGroupSet(max int) *groupSet { return &groupSet{max: max, set: map[string]struct{}{}} }
+
+func (s *groupSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.set[id]
+	return ok
+}
+
+func (s *groupSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[id]; ok {
+		return
+	}
+	if len(s.ring) < s.max {
+		s.ring = append(s.ring, id)
+	} else {
+		delete(s.set, s.ring[s.next])
+		s.ring[s.next] = id
+		s.next = (s.next + 1) % s.max
+	}
+	s.set[id] = struct{}{}
+}
