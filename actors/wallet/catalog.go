@@ -1,0 +1,62 @@
+package wallet
+
+import (
+	"fmt"
+
+	"github.com/hyapp/roomcell/configs"
+)
+
+// VipPlan is one VIP level on sale.
+type VipPlan struct {
+	Level int32
+	Name  string
+	// Price in COIN of one period (paid only by source vip_purchase).
+	Price int64
+	// DurationMs is one period.
+	DurationMs int64
+	// RewardResourceGroupID is echoed in VipActivated for the client; this
+	// wallet grants no resources itself.
+	RewardResourceGroupID int64
+}
+
+const day = 24 * 3600 * 1000
+
+// DefaultVipPlans is the VIP catalog until the config grows a section for
+// it: VIP1..VIP6, 30 days each (seed 003's example is VIP6 for 30 days).
+func DefaultVipPlans() []VipPlan {
+	prices := []int64{1_000, 3_000, 6_000, 10_000, 30_000, 60_000}
+	out := make([]VipPlan, len(prices))
+	for i, p := range prices {
+		lvl := int32(i + 1)
+		out[i] = VipPlan{Level: lvl, Name: fmt.Sprintf("VIP%d", lvl), Price: p, DurationMs: 30 * day, RewardResourceGroupID: 100 + int64(lvl)}
+	}
+	return out
+}
+
+func giftCatalog(gs []configs.GiftConfig) (map[string]configs.GiftConfig, error) {
+	m := make(map[string]configs.GiftConfig, len(gs))
+	for _, g := range gs {
+		if g.ID == "" || g.Price < 0 || g.Heat < 0 {
+			return nil, fmt.Errorf("wallet: bad gift %+v", g)
+		}
+		if _, dup := m[g.ID]; dup {
+			return nil, fmt.Errorf("wallet: duplicate gift %q", g.ID)
+		}
+		m[g.ID] = g
+	}
+	return m, nil
+}
+
+func vipCatalog(ps []VipPlan) (map[int32]VipPlan, error) {
+	m := make(map[int32]VipPlan, len(ps))
+	for _, p := range ps {
+		if p.Level <= 0 || p.Price < 0 || p.DurationMs <= 0 || p.Name == "" {
+			return nil, fmt.Errorf("wallet: bad VIP plan %+v", p)
+		}
+		if _, dup := m[p.Level]; dup {
+			return nil, fmt.Errorf("wallet: duplicate VIP level %d", p.Level)
+		}
+		m[p.Level] = p
+	}
+	return m, nil
+}

@@ -1,0 +1,112 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/persistence/storetest"
+)
+
+func newTestWalletStore(t testing.TB) *WalletStore {
+	t.Helper()
+	cfg, _ := mysqltest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := OpenWalletStore(ctx, cfg)
+	if err != nil {
+		t.Fatalf("OpenWalletStore: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestWalletStoreContract(t *testing.T) {
+	storetest.RunWalletStore(t, func(t *testing.T) wallet.Store { return newTestWalletStore(t) })
+}
+
+// The CHECK constraint refuses an overdraft even from a writer that skips
+// the service (a manual UPDATE, a future bug).
+func TestWalletAccountsRefuseNegative(t *testing.T) {
+	s := newTestWalletStore(t)
+	ctx := t.Context()
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO wallet_accounts (app_code, user_id, asset_type, available, frozen, balance_version, created_at_ms, updated_at_ms)
+		VALUES ('a', 'u', 'COIN', 5, 0, 1, 0, 0)`); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE wallet_accounts SET available = -1 WHERE app_code = 'a'`); err == nil {
+		t.Fatal("the schema accepted a negative balance")
+	}
+}
+
+func TestOpenWalletStoreHidesPassword(t *testing.T) {
+	const pw = "s3cret-wallet-pw"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := OpenWalletStore(ctx, configs.MySQLConfig{DSN: "root:" + pw + "@tcp(127.0.0.1:1)/", DialTimeout: time.Second, QueryTimeout: time.Second})
+	if err == nil {
+		t.Fatal("OpenWalletStore on a closed port succeeded")
+	}
+	if strings.Contains(err.Error(), pw) {
+		t.Fatalf("error carries the password: %v", err)
+	}
+	if !errors.Is(err, persistence.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+}
+
+// A server that cannot be reached, and a closed store, answer
+// ErrUnavailable, which the service turns into wallet.ErrUnavailable (gRPC
+// Unavailable).
+func TestWalletStoreDownIsUnavailable(t *testing.T) {
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/x?timeout=1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	closed := newTestWalletStore(t)
+	_ = closed.Close()
+	for name, s := range map[string]*WalletStore{"unreachable": NewWalletStore(db, time.Second, nil), "closed": closed} {
+		svc, err := wallet.NewService(s, configs.DefaultGifts(), configs.WalletConfig{DiamondPercent: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.DebitGift(t.Context(), wallet.DebitGiftRequest{AppCode: "a", CommandID: "c", RoomID: "r", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 1})
+		if !errors.Is(err, wallet.ErrUnavailable) {
+			t.Errorf("%s: DebitGift got %v, want ErrUnavailable", name, err)
+		}
+		if _, err := svc.GetBalances(t.Context(), "a", "u1"); !errors.Is(err, wallet.ErrUnavailable) {
+			t.Errorf("%s: GetBalances got %v, want ErrUnavailable", name, err)
+		}
+	}
+}
+
+// deploy/mysql/initdb/02_hyapp_wallet.sql is what InitDBScript renders
+// from schema/wallet; ROOMCELL_UPDATE_INITDB=1 rewrites it.
+func TestWalletInitDBScriptInSync(t *testing.T) {
+	const file = "../../deploy/mysql/initdb/02_hyapp_wallet.sql"
+	want, err := InitDBScript(WalletSchema, "hyapp_wallet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("ROOMCELL_UPDATE_INITDB") == "1" {
+		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is out of date: run ROOMCELL_UPDATE_INITDB=1 go test ./persistence/mysql -run TestWalletInitDBScriptInSync", file)
+	}
+}
