@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -246,22 +247,23 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 		t.Fatalf("gift transaction: %v", err)
 	}
 	for _, row := range rows[1:] {
-		var p map[string]any
+		var p wallet.BalanceChanged
 		if err := json.Unmarshal(row.Payload, &p); err != nil {
 			t.Fatalf("payload: %v", err)
 		}
-		user, asset := p["user_id"].(string), p["asset_type"].(string)
-		wantDelta, wantAfter, wantVersion := -20.0, 5.0, 2.0
-		if user == "10002" {
-			wantDelta, wantAfter, wantVersion = 20, 20, 1
+		want := wallet.BalanceChanged{
+			EventType: "WalletBalanceChanged", AppCode: "lalu", TransactionID: rec.TransactionID, CommandID: "gift_cmd_001",
+			UserID: "10001", AssetType: "COIN", AvailableDelta: -20, AvailableAfter: 5, BalanceVersion: 2,
+			Metadata: map[string]string{"reason": "gift_send", "room_id": "r1", "gift_id": "rose", "gift_count": "2", "counterparty_user_id": "10002"},
 		}
-		if p["event_type"] != "WalletBalanceChanged" || p["command_id"] != "gift_cmd_001" || p["app_code"] != "lalu" ||
-			p["transaction_id"] != rec.TransactionID ||
-			p["event_id"] != rec.TransactionID+":WalletBalanceChanged:"+user+":"+asset ||
-			p["available_delta"] != wantDelta || p["available_after"] != wantAfter || p["balance_version"] != wantVersion ||
-			p["frozen_delta"] != 0.0 || p["frozen_after"] != 0.0 || row.EventID != p["event_id"] || row.UserID != user ||
-			p["metadata"].(map[string]any)["room_id"] != "r1" {
-			t.Fatalf("gift event %s: %v", row.EventID, p)
+		if p.UserID == "10002" {
+			want.UserID, want.AssetType, want.AvailableDelta, want.AvailableAfter, want.BalanceVersion = "10002", "DIAMOND", 20, 20, 1
+			want.Metadata["reason"], want.Metadata["counterparty_user_id"] = "gift_receive", "10001"
+		}
+		want.EventID = rec.TransactionID + ":WalletBalanceChanged:" + want.UserID + ":" + want.AssetType
+		want.CreatedAtMs, want.SourceCreatedAtMs = p.CreatedAtMs, p.SourceCreatedAtMs
+		if !reflect.DeepEqual(p, want) || row.EventID != want.EventID || row.UserID != want.UserID || p.CreatedAtMs <= 0 {
+			t.Fatalf("gift event %s:\n got %+v\nwant %+v", row.EventID, p, want)
 		}
 	}
 
