@@ -43,6 +43,7 @@ var suite = []struct {
 	{"exponential_delays_and_caps", testExponentialInStore},
 	{"poison_waits_for_inflight_publish", testPoisonWaitsForInFlight},
 	{"run_now_forces_retry", testRunNowForcesRetry},
+	{"backlog_drains_without_waiting_for_poll", testBacklogDrains},
 }
 
 func runSuite(t *testing.T, sc storeCase) {
@@ -268,13 +269,14 @@ func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
 		return published(t, s, "ev-0")() && published(t, s, "ev-3")()
 	})
 	for _, id := range []string{"ev-bad", "ev-unknown", "ev-pubcorrupt"} {
-		eventually(t, id+" marked failed", func() bool { return get(t, s, id).RetryCount >= 1 })
+		// The log line follows the store write: wait for both.
+		eventually(t, id+" marked failed and logged", func() bool {
+			_, logged := logs.find("outbox envelope is corrupt", map[string]string{"event_id": id, "status": "pending"})
+			return logged && get(t, s, id).RetryCount >= 1
+		})
 		row := get(t, s, id)
 		if row.Status != persistence.OutboxPending || !strings.Contains(row.LastError, "corrupt envelope") {
 			t.Fatalf("%s = %+v, want pending with a corrupt-envelope reason", id, row)
-		}
-		if _, ok := logs.find("outbox envelope is corrupt", map[string]string{"event_id": id, "status": "pending"}); !ok {
-			t.Fatalf("no corrupt-envelope log for %s", id)
 		}
 	}
 	if pub.attempts("ev-bad") != 0 || pub.attempts("ev-unknown") != 0 {
@@ -394,7 +396,7 @@ func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
 	sys := newSystem(t)
 	r := startRelay(t, sys, Deps{Store: cs, Publisher: pub, NodeID: "n1",
 		Config: testConfig(func(c *configs.OutboxWorkerConfig) {
-			c.PollInterval, c.BatchSize, c.LeaseTTL = poll, 1, 600*time.Millisecond
+			c.PollInterval, c.BatchSize, c.LeaseTTL = poll, 10, 600*time.Millisecond
 		})})
 	for i := range crashes {
 		id := fmt.Sprintf("crash-%d", i)
@@ -541,5 +543,36 @@ func testRunNowForcesRetry(t *testing.T, s persistence.Store) {
 	}
 	if !published(t, s, "ev-1")() || pub.attempts("ev-1") != 1 {
 		t.Fatal("ev-1 not published exactly once after a forced RunNow")
+	}
+}
+
+// A full, clean batch is followed at once by the next: a backlog of 35 rows
+// at batch_size 10 drains with poll_interval an hour. A batch with a
+// failure waits for the poll (no tight retry loop during an IM outage).
+func testBacklogDrains(t *testing.T, s persistence.Store) {
+	pendingJoins(t, s, "ev", 35)
+	pub := newPublisher(nil)
+	r := startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PollInterval, c.BatchSize = time.Hour, 10 })})
+	eventually(t, "backlog drained", func() bool {
+		st, err := s.OutboxStats(context.Background())
+		return err == nil && st.Pending == 0
+	})
+	if n := pub.total(); n != 35 {
+		t.Fatalf("%d publishes, want 35", n)
+	}
+	if err := r.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	failing := &countingStore{Store: s}
+	pendingJoins(t, s, "down", 20)
+	down := newPublisher(func(context.Context, persistence.Envelope, int) error { return errors.New("im down") })
+	startRelay(t, newSystem(t), Deps{Store: failing, Publisher: down, NodeID: "n2",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PollInterval, c.BatchSize = time.Hour, 10 })})
+	eventually(t, "first batch", func() bool { return down.total() == 10 })
+	time.Sleep(300 * time.Millisecond)
+	if c, n := failing.claims.Load(), down.total(); c != 1 || n != 10 {
+		t.Fatalf("%d batches, %d publishes while IM is down, want 1 and 10 until the next poll", c, n)
 	}
 }

@@ -42,6 +42,12 @@ func Props(deps Deps) *actor.Props {
 }
 
 func props(ctx context.Context, deps Deps) *actor.Props {
+	if d, err := deps.normalized(); err == nil {
+		deps = d
+	} else {
+		// Every batch reports the error; poll at the default meanwhile.
+		deps.Config.PollInterval = max(deps.Config.PollInterval, time.Second)
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		d := deps
 		// One lease owner per incarnation: rows a crashed incarnation held
@@ -54,16 +60,14 @@ func props(ctx context.Context, deps Deps) *actor.Props {
 func (a *relayActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
-		a.batch()
-		a.next(c)
+		a.next(c, a.batch())
 	case *supervise.Tick:
 		if !a.ticker.Owns(m) {
 			return // sent to an earlier incarnation
 		}
-		a.batch()
-		a.next(c)
+		a.next(c, a.batch())
 	case *RunNow:
-		res, err := a.batch(m.Force...)
+		res, err := a.run(m.Force...)
 		if c.Sender() != nil {
 			c.Respond(&RunNowResult{Result: res, Err: err})
 		}
@@ -74,7 +78,12 @@ func (a *relayActor) Receive(c actor.Context) {
 	}
 }
 
-func (a *relayActor) batch(force ...string) (Result, error) {
+func (a *relayActor) batch(force ...string) Result {
+	res, _ := a.run(force...)
+	return res
+}
+
+func (a *relayActor) run(force ...string) (Result, error) {
 	if a.ctx.Err() != nil {
 		return Result{}, nil
 	}
@@ -90,15 +99,19 @@ func (a *relayActor) batch(force ...string) (Result, error) {
 	return res, err
 }
 
-func (a *relayActor) next(c actor.Context) {
+// next schedules the next batch: after poll_interval, or at once when this
+// batch published a full batch_size without a failure, so a backlog drains
+// at IM speed instead of batch_size per poll. Failures always wait for the
+// poll: an IM outage must not turn into a tight retry loop.
+func (a *relayActor) next(c actor.Context, last Result) {
 	if a.ctx.Err() != nil {
 		return
 	}
-	poll := a.deps.Config.PollInterval
-	if poll <= 0 {
-		poll = time.Second // Start normalizes; this guards a bare Props
+	delay := a.deps.Config.PollInterval
+	if last.Published+last.NoOp >= a.deps.Config.BatchSize && last.Failed+last.Corrupt+last.StoreErrors == 0 {
+		delay = 0
 	}
-	a.ticker.Schedule(c, poll)
+	a.ticker.Schedule(c, delay)
 }
 
 // Relay is a running relay actor.

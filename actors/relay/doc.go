@@ -8,6 +8,8 @@
 // (retry_count+1, a short secret-free last_error); one row's failure never
 // stops the batch, and no row is ever dropped. Non-IM events are marked
 // published without a send; a corrupt envelope is logged and stays pending.
+// A full batch without failures is followed at once by the next, so a
+// backlog drains at IM speed; otherwise the next batch waits poll_interval.
 // Retry strategies: fixed_interval (the seed's: every poll) and exponential
 // (capped, jittered, computed here from retry_count and updated_at_ms
 // because the table has no next_retry_at_ms). A batch runs inside Receive,

@@ -354,3 +354,25 @@ func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	os.Exit(m.Run())
 }
+
+func newMemDBB(b *testing.B) *memdb.Store {
+	s := memdb.New()
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newSystemB(b *testing.B) *actor.ActorSystem {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	b.Cleanup(sys.Shutdown)
+	return sys
+}
+
+func newSupervisorB(b *testing.B, sys *actor.ActorSystem) *supervise.Supervisor {
+	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sup
+}
