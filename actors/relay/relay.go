@@ -161,6 +161,10 @@ func (b *batch) run() error {
 
 	cfg := b.Config
 	attempted := 0
+	var queued []*inflight
+	// A panic or an early return must still settle what was queued: those
+	// events are in the publisher's hands and get their marks.
+	defer func() { b.settleAll(queued) }()
 	for round := 0; round < maxClaimRounds && attempted < cfg.BatchSize; round++ {
 		if b.ctx.Err() != nil {
 			return nil
@@ -200,8 +204,12 @@ func (b *batch) run() error {
 				continue
 			}
 			attempted++
-			b.publishOne(row)
+			if inflight := b.publishOne(row); inflight != nil {
+				queued = append(queued, inflight)
+			}
 		}
+		b.settleAll(queued)
+		queued = nil
 		// Another round only helps when skipped rows filled the claim:
 		// then newer rows may be waiting behind them.
 		if len(rows) < limit || skipped == 0 {
@@ -211,10 +219,27 @@ func (b *batch) run() error {
 	return nil
 }
 
-// publishOne handles one row from check to mark. It never returns an
-// error: a row's outcome is logged, counted and stored, and the batch goes
-// on.
-func (b *batch) publishOne(row persistence.OutboxRow) {
+// Enqueuer is a Publisher that can queue an event and report later: the
+// relay queues a whole claim at once (the publisher keeps each room's order
+// and may merge a busy room's events into one message) instead of waiting
+// for each send in turn.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
+}
+
+// inflight is a queued publish waiting for its result.
+type inflight struct {
+	row    persistence.OutboxRow
+	log    *slog.Logger
+	done   <-chan error
+	cancel context.CancelFunc
+	start  time.Time
+}
+
+// publishOne handles one row from check to mark, or queues it and returns
+// the inflight publish for settleAll. It never returns an error: a row's
+// outcome is logged, counted and stored, and the batch goes on.
+func (b *batch) publishOne(row persistence.OutboxRow) *inflight {
 	env := row.Envelope
 	log := b.Logger.With(
 		slog.String("worker", WorkerName),
@@ -225,22 +250,42 @@ func (b *batch) publishOne(row persistence.OutboxRow) {
 	)
 	if err := checkEnvelope(env); err != nil {
 		b.fail(log, row, err)
-		return
+		return nil
 	}
-	if !room.IsIMEvent(env.EventType) {
-		// Seed 000: RoomCreated, RoomHeatChanged, RoomRankChanged are a
-		// no-op success; marking them keeps them from staying pending.
+	// RoomCreated is not a message but the IM group's idempotent creation
+	// (seed 003: the outbox compensates a failed create in the command
+	// path), so it goes to the publisher like the IM events.
+	if !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
+		// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op success;
+		// marking them keeps them from staying pending.
 		if b.markPublished(log, row) {
 			b.res.NoOp++
 		}
-		return
+		return nil
 	}
 	// The publish may finish after a stop request (the seed lets the
 	// in-flight event complete), so it only inherits ctx's values.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.Config.PublishTimeout)
 	start := time.Now()
+	if q, ok := b.Publisher.(Enqueuer); ok {
+		return &inflight{row: row, log: log, done: q.Enqueue(pctx, env), cancel: cancel, start: start}
+	}
 	err := b.Publisher.PublishRoomEvent(pctx, env)
 	cancel()
+	b.settle(log, row, start, err)
+	return nil
+}
+
+// settleAll waits for queued publishes in order and marks each.
+func (b *batch) settleAll(queued []*inflight) {
+	for _, f := range queued {
+		err := <-f.done
+		f.cancel()
+		b.settle(f.log, f.row, f.start, err)
+	}
+}
+
+func (b *batch) settle(log *slog.Logger, row persistence.OutboxRow, start time.Time, err error) {
 	if b.Metrics != nil {
 		b.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
 	}

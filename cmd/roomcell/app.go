@@ -21,9 +21,11 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/grpcapi"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -36,7 +38,9 @@ type App struct {
 	registry *prometheus.Registry
 
 	store   persistence.Store
-	closers []func() // run last, in reverse order (IM fake, wallet store, ...)
+	closers []func()       // run last, in reverse order (IM fake, wallet store, ...)
+	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
+	relay   *relay.Relay
 	member  *cluster.Member
 	workers []worker
 
@@ -48,6 +52,15 @@ type App struct {
 
 	ready    atomic.Bool
 	draining atomic.Bool
+	shutdown atomic.Bool
+	// stopped lists the shutdown steps in the order they ran; the log and
+	// the lifecycle tests read it.
+	stopped []string
+}
+
+func (a *App) step(name string) {
+	a.stopped = append(a.stopped, name)
+	a.log.Info("shutdown step done", "step", name)
 }
 
 // worker is a supervised background actor that must stop before gRPC and
@@ -178,14 +191,18 @@ func (a *App) serveHTTP() error {
 // publish) → gRPC GracefulStop → leave the cluster (grains snapshot) →
 // close the stores. It is safe on a partly started App.
 func (a *App) Shutdown() {
+	if a.shutdown.Swap(true) {
+		return
+	}
 	a.draining.Store(true)
 	if a.health != nil {
 		a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	}
+	a.step("drain")
 	for i := len(a.workers) - 1; i >= 0; i-- {
 		w := a.workers[i]
-		a.log.Info("stopping worker", "worker", w.name)
 		w.stop()
+		a.step("worker " + w.name)
 	}
 	if a.grpcServer != nil {
 		done := make(chan struct{})
@@ -196,9 +213,11 @@ func (a *App) Shutdown() {
 			a.log.Warn("grpc graceful stop timed out; stopping hard")
 			a.grpcServer.Stop()
 		}
+		a.step("grpc")
 	}
 	if a.member != nil {
 		a.member.Stop(true)
+		a.step("cluster")
 	}
 	if a.httpServer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -212,6 +231,7 @@ func (a *App) Shutdown() {
 		if err := a.store.Close(); err != nil {
 			a.log.Warn("store close", "error", err)
 		}
+		a.step("store")
 	}
 	a.log.Info("roomcell stopped")
 }
