@@ -2,21 +2,23 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
@@ -26,6 +28,8 @@ import (
 // Options configure one member.
 type Options struct {
 	Config configs.ClusterConfig
+	// NodeID names this process in reports and logs (configs.Config.NodeID).
+	NodeID string
 	Kinds  []*pcluster.Kind
 	Logger *slog.Logger
 	// LibraryLogLevel is the level Proto.Actor's own logs pass at
@@ -35,16 +39,42 @@ type Options struct {
 	// before the actor system exists: Proto.Actor takes its instruments
 	// from the global provider, and without one it leaks memory per actor.
 	MeterProvider metric.MeterProvider
+	// Registerer receives the membership metrics (roomcell_cluster_*).
+	// Nil: not exported. One member per registry.
+	Registerer prometheus.Registerer
 	// Agent lets several single-provider members in one process see each
 	// other (tests). Nil = a private agent: a one-member cluster.
 	Agent *test.InMemAgent
 }
 
+// Member statuses, as reported by roomctl cluster members.
+const (
+	StatusJoining   = "joining"   // started, not yet seen by itself and its peers
+	StatusServing   = "serving"   // WaitReady succeeded
+	StatusRejoining = "rejoining" // dropped by the cluster, re-registering
+	StatusDraining  = "draining"  // graceful leave in progress
+	StatusStopped   = "stopped"
+)
+
 // Member is a started cluster member.
 type Member struct {
 	System  *actor.ActorSystem
 	Cluster *pcluster.Cluster
-	logger  *slog.Logger
+
+	cfg       configs.ClusterConfig
+	nodeID    string
+	kinds     []string
+	logger    *slog.Logger
+	provider  provider
+	metrics   *metrics
+	view      view
+	startedAt time.Time
+
+	ready    atomic.Bool
+	stopping atomic.Int32 // 0 running, 1 draining, 2 stopped
+	stopOnce sync.Once
+	cancel   context.CancelFunc // the watchdog
+	done     chan struct{}
 }
 
 // Start builds and starts a member. Proto.Actor panics on bind and
@@ -55,6 +85,15 @@ func Start(o Options) (m *Member, err error) {
 	}
 	if o.LibraryLogLevel == 0 {
 		o.LibraryLogLevel = slog.LevelWarn
+	}
+	if o.NodeID == "" {
+		o.NodeID, _ = os.Hostname()
+	}
+	cfg := o.Config
+	if cfg.Provider != configs.ProviderSingle && cfg.AdvertisedHost == "" {
+		if ip := net.ParseIP(cfg.Host); ip != nil && ip.IsUnspecified() {
+			return nil, fmt.Errorf("cluster: cluster.host %s is a wildcard: set cluster.advertised_host to the host:port the other members dial", cfg.Host)
+		}
 	}
 	if o.MeterProvider != nil {
 		otel.SetMeterProvider(o.MeterProvider)
@@ -69,75 +108,264 @@ func Start(o Options) (m *Member, err error) {
 	}
 	system := actor.NewActorSystem(sysOpts...)
 
-	provider, err := newProvider(o)
-	if err != nil {
+	m = &Member{System: system, cfg: cfg, nodeID: o.NodeID, logger: o.Logger, startedAt: time.Now(), done: make(chan struct{})}
+	for _, k := range o.Kinds {
+		m.kinds = append(m.kinds, k.Kind)
+	}
+	if m.metrics, err = newMetrics(o.Registerer, func(k string) float64 { return float64(m.activations(k)) }, m.kinds); err != nil {
 		return nil, err
 	}
-	cfg := o.Config
+	switch cfg.Provider {
+	case configs.ProviderSingle:
+		m.provider = newSingleProvider(o.Agent)
+	case configs.ProviderAutomanaged:
+		m.provider = newAutomanagedProvider(cfg, o.NodeID, o.Logger, m.onRejoin)
+	case configs.ProviderEtcd:
+		if m.provider, err = newEtcdProvider(cfg, o.NodeID, o.Logger, m.onRejoin); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("cluster: unknown provider %q", cfg.Provider)
+	}
+
 	var remoteOpts []remote.ConfigOption
 	if cfg.AdvertisedHost != "" {
 		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
 	}
-	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(),
+	ccfg := pcluster.Configure(cfg.Name, m.provider, disthash.New(),
 		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		pcluster.WithKinds(o.Kinds...),
 		pcluster.WithRequestTimeout(cfg.RequestTimeout),
 	)
-	c := pcluster.New(system, ccfg)
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cluster: start member: %v", r)
-		}
-	}()
-	c.StartMember()
-	m = &Member{System: system, Cluster: c, logger: o.Logger}
+	m.Cluster = pcluster.New(system, ccfg)
+	m.observeTopology()
+	if err := m.startMember(); err != nil {
+		return nil, err
+	}
+	if err := m.spawnReporter(); err != nil {
+		m.Cluster.Shutdown(false)
+		return nil, fmt.Errorf("cluster: member reporter: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	go m.watchdog(ctx)
 	o.Logger.Info("cluster member started", "cluster", cfg.Name, "provider", cfg.Provider,
-		"address", system.Address(), "member_id", system.ID)
+		"address", system.Address(), "member_id", m.provider.SelfID())
 	return m, nil
 }
 
-func newProvider(o Options) (pcluster.ClusterProvider, error) {
-	cfg := o.Config
-	switch cfg.Provider {
-	case configs.ProviderSingle:
-		agent := o.Agent
-		if agent == nil {
-			agent = test.NewInMemAgent()
+func (m *Member) startMember() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: start member: %v", r)
+			if m.Cluster.Remote != nil {
+				m.Cluster.Remote.Shutdown(false)
+			}
+			m.provider.Kill()
 		}
-		return test.NewTestProvider(agent), nil
-	case configs.ProviderAutomanaged:
-		return automanaged.NewWithConfig(cfg.RefreshInterval, cfg.AutomanagedPort, cfg.AutomanagedHosts...), nil
-	case configs.ProviderEtcd:
-		p, err := etcd.NewWithConfig(cfg.EtcdBaseKey, clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 3 * time.Second})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: etcd provider: %w", err)
-		}
-		return p, nil
-	}
-	return nil, fmt.Errorf("cluster: unknown provider %q", cfg.Provider)
-}
-
-// WaitReady blocks until this member sees at least one member hosting
-// kinds (itself included), or ctx ends. Right after StartMember the member
-// list can be empty and every request fails fast.
-func (m *Member) WaitReady(ctx context.Context) error {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
-	for m.Cluster.MemberList.Length() == 0 {
-		select {
-		case <-ctx.Done():
-			return errors.New("cluster: no members visible before deadline")
-		case <-t.C:
-		}
-	}
+	}()
+	m.Cluster.StartMember()
 	return nil
 }
 
-// Stop leaves the cluster. graceful=true deregisters and lets local grains
-// stop (they flush snapshots in Stopping); it takes a few seconds.
+// WaitReady blocks until this member is registered, sees itself, and
+// every other member it can reach lists it; then it reports serving.
+// Right after StartMember the member list can be empty (every request
+// fails fast), and a peer that has not seen this member yet places its
+// rooms without it (the duplicate activations of shared guide §2.1).
+// Unreachable peers do not hold readiness back: the provider drops them.
+func (m *Member) WaitReady(ctx context.Context) error {
+	start := time.Now()
+	var why string
+	for {
+		switch {
+		case !m.provider.Synced():
+			why = "provider has not listed the cluster yet"
+		case !m.view.hasID(m.provider.SelfID()):
+			why = "this member is not in its own member list yet"
+		default:
+			qctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			ok, missing := peersSeeMe(m.Address(), m.Survey(qctx, "", ""))
+			cancel()
+			if ok {
+				m.ready.Store(true)
+				m.metrics.ready.Set(1)
+				m.logger.Info("cluster member ready", "members", len(m.view.get()), "waited", time.Since(start).Round(time.Millisecond))
+				return nil
+			}
+			why = "members not seeing this one yet: " + strings.Join(missing, ",")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: not ready before deadline: %s", why)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Ready reports serving: readiness for /readyz.
+func (m *Member) Ready() bool { return m.Status() == StatusServing }
+
+// Status is one of the Status* constants.
+func (m *Member) Status() string {
+	switch m.stopping.Load() {
+	case 1:
+		return StatusDraining
+	case 2:
+		return StatusStopped
+	}
+	if !m.ready.Load() {
+		return StatusJoining
+	}
+	if !m.view.hasID(m.provider.SelfID()) {
+		return StatusRejoining
+	}
+	return StatusServing
+}
+
+// NodeID is the configured node id.
+func (m *Member) NodeID() string { return m.nodeID }
+
+// MemberID is the current membership id.
+func (m *Member) MemberID() string { return m.provider.SelfID() }
+
+// Provider is the configured provider name.
+func (m *Member) Provider() string { return m.cfg.Provider }
+
+// Members is this member's current view, sorted by address.
+func (m *Member) Members() []*pcluster.Member { return m.view.get() }
+
+// Activations counts grains of kind active on this member.
+func (m *Member) activations(kind string) int32 {
+	k, ok := m.Cluster.TryGetClusterKind(kind)
+	if !ok {
+		return 0
+	}
+	return k.Count()
+}
+
+// Activations counts grains of kind active on this member.
+func (m *Member) Activations(kind string) int { return int(m.activations(kind)) }
+
+// onRejoin runs when the provider gives up its old membership id. Rooms
+// active here may have been activated elsewhere since the others dropped
+// this member, so they are stopped: the next command loads them from the
+// store wherever they are placed.
+func (m *Member) onRejoin(oldID, newID, reason string) {
+	m.metrics.rejoins.Inc()
+	m.logger.Warn("cluster member rejoining: stopping local grains", "reason", reason,
+		"old_member_id", oldID, "member_id", newID, "rooms", m.activations("room"))
+	m.poisonLocalGrains()
+}
+
+// poisonLocalGrains asks disthash's placement actor to stop every grain
+// it holds, by showing it a topology without this member: it poisons the
+// grains whose owner is no longer this address (all of them).
+func (m *Member) poisonLocalGrains() {
+	self := m.Address()
+	others := slices.DeleteFunc(slices.Clone(m.view.get()), func(x *pcluster.Member) bool { return x.Address() == self })
+	m.System.Root.Send(m.System.NewLocalPID(disthash.PartitionActivatorActorName), &pcluster.ClusterTopology{Members: others})
+}
+
+// watchdog re-registers this member if another member reports it on its
+// block list: Proto.Actor's gossip can block a member (expired heartbeat)
+// without the provider noticing, and that member would keep hosting rooms
+// nobody else routes to it.
+func (m *Member) watchdog(ctx context.Context) {
+	defer close(m.done)
+	every := max(2*m.cfg.RefreshInterval, 2*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.Status() != StatusServing {
+			continue
+		}
+		self := m.provider.SelfID()
+		qctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		reports := m.Survey(qctx, "", "")
+		cancel()
+		for _, r := range reports {
+			if !r.Self && r.Err == nil && slices.Contains(r.Report.GetBlocked(), self) {
+				m.provider.Rejoin("blocked by member " + r.Report.GetNodeId())
+				break
+			}
+		}
+	}
+}
+
+// Stop leaves the cluster. graceful=true drains (see Drain) and then runs
+// Proto.Actor's graceful shutdown; graceful=false stops without
+// deregistering, as a crash would (tests), and the others drop this
+// member when its registration expires.
 func (m *Member) Stop(graceful bool) {
-	m.Cluster.Shutdown(graceful)
-	m.logger.Info("cluster member stopped", "graceful", graceful)
+	m.stopOnce.Do(func() {
+		m.cancel()
+		<-m.done
+		m.ready.Store(false)
+		m.metrics.ready.Set(0)
+		if graceful {
+			m.Drain()
+			m.Cluster.Shutdown(true)
+		} else {
+			m.stopping.Store(2)
+			m.provider.Kill()
+			m.Cluster.Shutdown(false)
+		}
+		m.stopping.Store(2)
+		m.logger.Info("cluster member stopped", "graceful", graceful)
+	})
+}
+
+// Drain deregisters this member, so every member (this one included)
+// places its rooms elsewhere and the local room grains are poisoned (they
+// snapshot in Stopping); it then waits, up to cluster.drain_timeout, until
+// no reachable member lists this one and no grain is active here. A
+// command queued in a room before the poison is still answered; one sent
+// after it gets a dead letter, which the room client retries on the new
+// owner.
+func (m *Member) Drain() {
+	m.stopping.Store(1)
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
+	defer cancel()
+	start := time.Now()
+	rooms := m.activations("room")
+	if err := m.provider.Leave(ctx); err != nil {
+		m.logger.Warn("cluster drain: deregister failed; the others drop this member when its registration expires", "error", err)
+	}
+	self := m.Address()
+	lastPoison := time.Time{}
+	for {
+		qctx, qcancel := context.WithTimeout(ctx, probeTimeout)
+		listing := listedBy(self, m.Survey(qctx, "", ""))
+		qcancel()
+		seenBy := len(listing) > 0
+		active := 0
+		for _, k := range m.kinds {
+			active += int(m.activations(k))
+		}
+		if !seenBy && active == 0 {
+			m.logger.Info("cluster member drained", "rooms_moved", rooms, "took", time.Since(start).Round(time.Millisecond))
+			return
+		}
+		// A member that still routed here re-activated grains after the
+		// placement actor's last topology change: stop them again.
+		if active > 0 && time.Since(lastPoison) > 500*time.Millisecond {
+			m.poisonLocalGrains()
+			lastPoison = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			m.logger.Warn("cluster drain timed out", "still_listed_by", strings.Join(listing, ","), "grains_active", active,
+				"took", time.Since(start).Round(time.Millisecond))
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Address is host:port other members dial.

@@ -1,0 +1,352 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/hyapp/roomcell/configs"
+)
+
+// etcdProvider keeps one key per member under
+// <etcd_base_key>/<cluster name>/<member id>, attached to a lease the
+// member keeps alive. The library's etcd provider is not used because
+// (read in its source at our pin): its member ids ("name@systemid") differ
+// from the ids gossip and the block list use; a member whose lease expired
+// (paused, partitioned) re-registers under the same, now blocked, id and
+// never comes back (#1133); and its etcd calls have no deadlines. Here the
+// id is the actor system id, a lost lease re-registers under a new id, and
+// every call is bounded.
+type etcdProvider struct {
+	cfg    configs.ClusterConfig
+	nodeID string
+	log    *slog.Logger
+	client *clientv3.Client
+	hook   rejoinHook
+
+	c      *pcluster.Cluster
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	self      record
+	gen       int
+	lease     clientv3.LeaseID
+	kaCancel  context.CancelFunc
+	leaving   bool // Leave, Kill or Shutdown ran: never register again
+	rejoining bool
+
+	selfID  atomic.Value // string
+	synced  atomic.Bool
+	rejoins atomic.Int64
+	members map[string]record // the watch goroutine's view, by member id
+}
+
+// etcdOpTimeout bounds every single etcd call.
+const etcdOpTimeout = 3 * time.Second
+
+func newEtcdProvider(cfg configs.ClusterConfig, nodeID string, log *slog.Logger, hook rejoinHook) (*etcdProvider, error) {
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.EtcdEndpoints,
+		DialTimeout: etcdOpTimeout,
+		// The client's zap logger warns on every retried call; the
+		// provider logs what matters through slog.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: etcd client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &etcdProvider{cfg: cfg, nodeID: nodeID, log: log, client: client, hook: hook,
+		ctx: ctx, cancel: cancel, members: map[string]record{}}, nil
+}
+
+func (p *etcdProvider) prefix() string {
+	return strings.TrimRight(p.cfg.EtcdBaseKey, "/") + "/" + p.cfg.Name + "/"
+}
+
+func (p *etcdProvider) SelfID() string {
+	id, _ := p.selfID.Load().(string)
+	return id
+}
+
+func (p *etcdProvider) Synced() bool   { return p.synced.Load() }
+func (p *etcdProvider) Rejoins() int64 { return p.rejoins.Load() }
+
+func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
+	self, err := selfRecord(c, p.nodeID)
+	if err != nil {
+		return err
+	}
+	p.c = c
+	p.mu.Lock()
+	p.self = self
+	p.selfID.Store(self.ID)
+	err = p.registerLocked()
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	rev, err := p.resync()
+	if err != nil {
+		return err
+	}
+	p.synced.Store(true)
+	p.wg.Add(1)
+	go p.watch(rev)
+	return nil
+}
+
+func (p *etcdProvider) StartClient(*pcluster.Cluster) error {
+	return errors.New("cluster: etcd provider: client mode is not supported")
+}
+
+// registerLocked puts this member's key under a new lease and keeps the
+// lease alive. p.mu is held.
+func (p *etcdProvider) registerLocked() error {
+	ctx, cancel := context.WithTimeout(p.ctx, etcdOpTimeout)
+	defer cancel()
+	ttl := int64((p.cfg.EtcdLeaseTTL + time.Second - 1) / time.Second)
+	grant, err := p.client.Grant(ctx, ttl)
+	if err != nil {
+		return fmt.Errorf("cluster: etcd lease: %w", err)
+	}
+	val, err := json.Marshal(p.self)
+	if err != nil {
+		return err
+	}
+	if _, err := p.client.Put(ctx, p.prefix()+p.self.ID, string(val), clientv3.WithLease(grant.ID)); err != nil {
+		return fmt.Errorf("cluster: etcd register: %w", err)
+	}
+	kaCtx, kaCancel := context.WithCancel(p.ctx)
+	ch, err := p.client.KeepAlive(kaCtx, grant.ID)
+	if err != nil {
+		kaCancel()
+		return fmt.Errorf("cluster: etcd keepalive: %w", err)
+	}
+	p.lease, p.kaCancel = grant.ID, kaCancel
+	id := p.self.ID
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for range ch {
+		}
+		// The channel closes when the lease expired or could not be
+		// renewed within its TTL (etcd unreachable), or on our cancel.
+		if kaCtx.Err() == nil {
+			p.lost(id, "etcd lease expired")
+		}
+	}()
+	return nil
+}
+
+// lost starts a rejoin if id is still this member's registration.
+func (p *etcdProvider) lost(id, reason string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.leaving || p.rejoining || id != p.self.ID || p.ctx.Err() != nil {
+		return
+	}
+	p.rejoining = true
+	p.wg.Add(1)
+	go p.rejoin(reason)
+}
+
+func (p *etcdProvider) Rejoin(reason string) { p.lost(p.SelfID(), reason) }
+
+// rejoin drops the old registration and registers a new id, retrying
+// until etcd answers or the member stops.
+func (p *etcdProvider) rejoin(reason string) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	old := p.self.ID
+	oldLease, kaCancel := p.lease, p.kaCancel
+	p.gen++
+	p.self.ID = generationID(baseID(old), p.gen)
+	newID := p.self.ID
+	p.selfID.Store(newID)
+	p.mu.Unlock()
+	if kaCancel != nil {
+		kaCancel()
+	}
+	p.log.Warn("cluster member dropped; re-registering under a new member id", "reason", reason, "old_member_id", old, "member_id", newID)
+	if p.hook != nil {
+		p.hook(old, newID, reason)
+	}
+	// Delete first so the others see old leave before new join; the key
+	// may already be gone with its lease.
+	ctx, cancel := context.WithTimeout(p.ctx, etcdOpTimeout)
+	_, _ = p.client.Delete(ctx, p.prefix()+old)
+	_, _ = p.client.Revoke(ctx, oldLease)
+	cancel()
+	for wait := 200 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
+		p.mu.Lock()
+		if p.leaving || p.ctx.Err() != nil {
+			p.rejoining = false
+			p.mu.Unlock()
+			return
+		}
+		err := p.registerLocked()
+		if err == nil {
+			p.rejoining = false
+			p.mu.Unlock()
+			p.rejoins.Add(1)
+			p.log.Info("cluster member re-registered", "member_id", newID)
+			return
+		}
+		p.mu.Unlock()
+		p.log.Warn("cluster member re-register failed; retrying", "error", err, "retry_in", wait)
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+}
+
+// resync reads every member key and publishes the view; it returns the
+// revision to watch from.
+func (p *etcdProvider) resync() (int64, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, etcdOpTimeout)
+	defer cancel()
+	resp, err := p.client.Get(ctx, p.prefix(), clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("cluster: etcd list members: %w", err)
+	}
+	p.members = map[string]record{}
+	for _, kv := range resp.Kvs {
+		var r record
+		if err := json.Unmarshal(kv.Value, &r); err != nil || r.ID == "" {
+			p.log.Warn("cluster: ignoring malformed member key", "key", string(kv.Key))
+			continue
+		}
+		p.members[r.ID] = r
+	}
+	p.publish()
+	return resp.Header.Revision, nil
+}
+
+// watch follows member keys from rev, resynchronising after any watch
+// error (compaction, lost leader, etcd restart).
+func (p *etcdProvider) watch(rev int64) {
+	defer p.wg.Done()
+	for p.ctx.Err() == nil {
+		wch := p.client.Watch(clientv3.WithRequireLeader(p.ctx), p.prefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if resp.Err() != nil {
+				p.log.Warn("cluster: etcd watch interrupted; resyncing", "error", resp.Err())
+				break
+			}
+			for _, ev := range resp.Events {
+				id := strings.TrimPrefix(string(ev.Kv.Key), p.prefix())
+				switch ev.Type {
+				case clientv3.EventTypePut:
+					var r record
+					if err := json.Unmarshal(ev.Kv.Value, &r); err != nil || r.ID != id {
+						p.log.Warn("cluster: ignoring malformed member key", "key", string(ev.Kv.Key))
+						continue
+					}
+					p.members[id] = r
+				case clientv3.EventTypeDelete:
+					delete(p.members, id)
+					if id == p.SelfID() {
+						// Our lease expired while we were paused or cut off.
+						p.lost(id, "own etcd key deleted")
+					}
+				}
+			}
+			rev = resp.Header.Revision
+			p.publish()
+		}
+		for p.ctx.Err() == nil {
+			r, err := p.resync()
+			if err == nil {
+				rev = r
+				if _, ok := p.members[p.SelfID()]; !ok {
+					// The delete happened while the watch was down.
+					p.lost(p.SelfID(), "own etcd key missing after resync")
+				}
+				break
+			}
+			p.log.Warn("cluster: etcd resync failed; retrying", "error", err)
+			select {
+			case <-p.ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// publish hands the view to the member list; unchanged views are ignored
+// there.
+func (p *etcdProvider) publish() {
+	ids := make([]string, 0, len(p.members))
+	for id := range p.members {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	ms := make([]*pcluster.Member, 0, len(ids))
+	for _, id := range ids {
+		ms = append(ms, p.members[id].member())
+	}
+	p.c.MemberList.UpdateClusterTopology(ms)
+}
+
+// Leave deletes this member's key and revokes its lease; the watch keeps
+// running so the member still sees where its rooms went.
+func (p *etcdProvider) Leave(ctx context.Context) error {
+	p.mu.Lock()
+	if p.leaving {
+		p.mu.Unlock()
+		return nil
+	}
+	p.leaving = true
+	id, lease, kaCancel := p.self.ID, p.lease, p.kaCancel
+	p.mu.Unlock()
+	if kaCancel != nil {
+		kaCancel()
+	}
+	ctx, cancel := context.WithTimeout(ctx, etcdOpTimeout)
+	defer cancel()
+	_, err := p.client.Delete(ctx, p.prefix()+id)
+	if _, rerr := p.client.Revoke(ctx, lease); err == nil && rerr != nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: etcd deregister: %w", err)
+	}
+	return nil
+}
+
+// Kill stops renewing the lease and following the cluster, leaving the
+// key to expire: what the others see of a crashed member.
+func (p *etcdProvider) Kill() {
+	p.mu.Lock()
+	p.leaving = true
+	p.mu.Unlock()
+	p.stop()
+}
+
+// Shutdown is called by Cluster.Shutdown(true), after our drain has left.
+func (p *etcdProvider) Shutdown(bool) error {
+	err := p.Leave(context.Background())
+	p.stop()
+	return err
+}
+
+func (p *etcdProvider) stop() {
+	p.cancel()
+	p.wg.Wait()
+	_ = p.client.Close()
+}

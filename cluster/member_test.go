@@ -1,0 +1,98 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/cluster"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence/memdb"
+)
+
+// One single-provider member: readiness, reports, metrics and a drain
+// that snapshots and stops the rooms. Runs under -race (one member only).
+func TestSingleMemberReadyReportDrain(t *testing.T) {
+	store := memdb.New()
+	cfg := configs.Default().Cluster
+	cfg.Port = 0
+	n := startNode(t, "solo", memberOpts{cfg: cfg, store: store})
+	if got := n.m.Status(); got != cluster.StatusJoining {
+		t.Fatalf("status before WaitReady = %s", got)
+	}
+	waitReady(t, n)
+	if !n.m.Ready() || n.m.Status() != cluster.StatusServing {
+		t.Fatalf("status after WaitReady = %s", n.m.Status())
+	}
+	const rooms = 5
+	for i := range rooms {
+		id := fmt.Sprintf("app/r%d", i)
+		exec(t, n, create(id))
+		exec(t, n, join(id, "bob", "j1"))
+	}
+	if got := n.m.Activations(room.Kind); got != rooms {
+		t.Fatalf("activations = %d, want %d", got, rooms)
+	}
+	if got := n.m.Owner(room.Kind, "app/r1"); got != n.m.Address() {
+		t.Fatalf("owner = %q, want this member %q", got, n.m.Address())
+	}
+	reps := n.m.Survey(context.Background(), room.Kind, "app/r1")
+	if len(reps) != 1 || !reps[0].Self || reps[0].Report.GetNodeId() != "solo" ||
+		reps[0].Report.GetActivations()[room.Kind] != rooms || reps[0].Report.GetOwnerAddress() != n.m.Address() ||
+		reps[0].Report.GetStatus() != cluster.StatusServing {
+		t.Fatalf("survey = %+v", reps)
+	}
+	if v := metricValue(t, n, "roomcell_cluster_members"); v != 1 {
+		t.Fatalf("members gauge = %v", v)
+	}
+	if v := metricValue(t, n, "roomcell_cluster_ready"); v != 1 {
+		t.Fatalf("ready gauge = %v", v)
+	}
+	if v := metricValue(t, n, "roomcell_cluster_membership_changes_total", "change", "joined"); v != 1 {
+		t.Fatalf("joined counter = %v", v)
+	}
+	if v := metricValue(t, n, "roomcell_cluster_activations", "kind", room.Kind); v != rooms {
+		t.Fatalf("activations gauge = %v", v)
+	}
+
+	start := time.Now()
+	n.m.Stop(true)
+	t.Logf("graceful stop took %s", time.Since(start).Round(time.Millisecond))
+	if n.m.Status() != cluster.StatusStopped || n.m.Activations(room.Kind) != 0 {
+		t.Fatalf("after stop: status %s, %d rooms active", n.m.Status(), n.m.Activations(room.Kind))
+	}
+	// The drain stopped every room, and each flushed a snapshot.
+	for i := range rooms {
+		snap, err := store.LoadSnapshot(context.Background(), keyOf(fmt.Sprintf("app/r%d", i)))
+		if err != nil || snap.Seq != 2 {
+			t.Fatalf("room r%d snapshot after drain: seq %d, %v", i, snap.Seq, err)
+		}
+	}
+	n.m.Stop(true) // idempotent
+}
+
+func TestStartRejectsWildcardHostWithoutAdvertisedHost(t *testing.T) {
+	cfg := configs.Default().Cluster
+	cfg.Provider = configs.ProviderEtcd
+	cfg.Host = "0.0.0.0"
+	_, err := cluster.Start(cluster.Options{Config: cfg, NodeID: "x"})
+	if err == nil || !strings.Contains(err.Error(), "advertised_host") {
+		t.Fatalf("err = %v, want one naming advertised_host", err)
+	}
+}
+
+func TestStartReportsBindFailure(t *testing.T) {
+	cfg := configs.Default().Cluster
+	cfg.Provider = configs.ProviderAutomanaged
+	cfg.Port = 0
+	busy := freePortListener(t)
+	cfg.AutomanagedPort = busy
+	cfg.AutomanagedHosts = []string{fmt.Sprintf("127.0.0.1:%d", busy)}
+	_, err := cluster.Start(cluster.Options{Config: cfg, NodeID: "x"})
+	if err == nil || !strings.Contains(err.Error(), "automanaged health listener") {
+		t.Fatalf("err = %v, want the health listener bind error", err)
+	}
+}
