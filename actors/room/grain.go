@@ -66,6 +66,9 @@ type Deps struct {
 	// publisher, new events are left to the outbox relay alone, so an IM
 	// outage cannot grow a mailbox without bound.
 	MaxPublishBacklog int64
+	// Dir connects rooms to the room directory (directory.go); the zero
+	// value means none.
+	Dir DirectoryDeps
 }
 
 func (d *Deps) setDefaults() {
@@ -101,20 +104,28 @@ type grain struct {
 	publisher *actor.PID
 	backlog   *atomic.Int64
 	log       *slog.Logger
+	dir       *dirLink // directory.go; nil without a directory
 }
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		g.init(ctx, msg.Identity.Identity)
+		g.dirStart(ctx, msg.Cluster) // directory hook
 	case *v1.RoomCommand:
 		ctx.Respond(g.handle(ctx, msg))
 	case *actor.ReceiveTimeout:
 		g.flushSnapshot()
+		g.dirUnlist() // directory hook
 		ctx.Poison(ctx.Self())
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
 		g.flushSnapshot()
+		g.dirStop() // directory hook
+	case *actor.Restarting:
+		g.dirStop() // directory hook
+	case *dirRefresh, *rankChanged:
+		g.dirReceive(ctx) // directory hook
 	}
 }
 
@@ -226,10 +237,14 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		if _, err := Decide(g.state, cmd); err != nil {
 			return nil, err
 		}
+		g.dirHeartbeat(ctx, cmd) // directory hook
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
 		return g.recorded(cmd.CommandID)
+	}
+	if err := g.dirCheck(cmd); err != nil { // directory hook
+		return nil, err
 	}
 	events, err := Decide(g.state, cmd)
 	if err != nil {
@@ -322,12 +337,14 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if err != nil {
 		return g.appendFailed(cmd, seq, err)
 	}
+	prev := g.state
 	g.state = next
 	g.remember(cmd.CommandID, seq)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
 	g.publish(ctx, cmd, envs)
+	g.dirCommitted(ctx, cmd, prev, events) // directory hook
 	return reply, nil
 }
 

@@ -1,0 +1,457 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
+)
+
+// pidRooms is a Commander over grains activated by the fixture: the
+// cluster's job, without a cluster.
+type pidRooms struct {
+	mu   sync.Mutex
+	sys  *actor.ActorSystem
+	pids map[string]*actor.PID
+}
+
+func (r *pidRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	app, room := KeyOf(rc)
+	r.mu.Lock()
+	pid := r.pids[app+"/"+room]
+	r.mu.Unlock()
+	if pid == nil {
+		return nil, fmt.Errorf("%w: no grain for %s/%s", ErrUnavailable, app, room)
+	}
+	res, err := r.sys.Root.RequestFuture(pid, rc, 5*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return replyOf(res)
+}
+
+// switchable is a Directory that fails every call while down is set.
+type switchable struct {
+	Directory
+	down atomic.Bool
+}
+
+var errDirDown = fmt.Errorf("directory: %w", persistence.ErrUnavailable)
+
+func (s *switchable) Heartbeat(ctx context.Context, k persistence.RoomKey, u string, now int64) error {
+	if s.down.Load() {
+		return errDirDown
+	}
+	return s.Directory.Heartbeat(ctx, k, u, now)
+}
+
+func (s *switchable) SetUserRoom(ctx context.Context, k persistence.RoomKey, u string, at int64) (string, error) {
+	if s.down.Load() {
+		return "", errDirDown
+	}
+	return s.Directory.SetUserRoom(ctx, k, u, at)
+}
+
+func (s *switchable) ClearUserRoom(ctx context.Context, k persistence.RoomKey, u string) error {
+	if s.down.Load() {
+		return errDirDown
+	}
+	return s.Directory.ClearUserRoom(ctx, k, u)
+}
+
+func (s *switchable) UserRoom(ctx context.Context, app, u string) (persistence.UserRoom, error) {
+	if s.down.Load() {
+		return persistence.UserRoom{}, errDirDown
+	}
+	return s.Directory.UserRoom(ctx, app, u)
+}
+
+func (s *switchable) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (persistence.RankChange, error) {
+	if s.down.Load() {
+		return persistence.RankChange{}, errDirDown
+	}
+	return s.Directory.UpdateRoom(ctx, e)
+}
+
+func (s *switchable) RemoveRoom(ctx context.Context, k persistence.RoomKey) error {
+	if s.down.Load() {
+		return errDirDown
+	}
+	return s.Directory.RemoveRoom(ctx, k)
+}
+
+func (s *switchable) SyncRoom(ctx context.Context, rs persistence.RoomSync) (persistence.RankChange, []persistence.Claim, error) {
+	if s.down.Load() {
+		return persistence.RankChange{}, nil, errDirDown
+	}
+	return s.Directory.SyncRoom(ctx, rs)
+}
+
+type dirFixture struct {
+	*fixture
+	dir     *memdb.Directory
+	sw      *switchable
+	rooms   *pidRooms
+	hosted  *Hosted
+	metrics *DirectoryMetrics
+}
+
+func newDirFixture(t *testing.T, refresh time.Duration) *dirFixture {
+	f := newFixture(t)
+	d := &dirFixture{fixture: f, dir: memdb.NewDirectory(memdb.DirectoryOptions{}), hosted: NewHosted()}
+	d.sw = &switchable{Directory: d.dir}
+	d.rooms = &pidRooms{sys: f.sys, pids: map[string]*actor.PID{}}
+	var err error
+	if d.metrics, err = NewDirectoryMetrics(prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
+	}
+	f.deps.Dir = DirectoryDeps{Directory: d.sw, Hosted: d.hosted, Rooms: d.rooms, RefreshInterval: refresh, Metrics: d.metrics}
+	return d
+}
+
+func (d *dirFixture) room(id string) *actor.PID {
+	pid := d.activate("app/" + id)
+	d.rooms.mu.Lock()
+	d.rooms.pids["app/"+id] = pid
+	d.rooms.mu.Unlock()
+	return pid
+}
+
+func (d *dirFixture) exec(rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	return d.rooms.Execute(context.Background(), rc)
+}
+
+func (d *dirFixture) mustExec(rc *v1.RoomCommand) *v1.CommandReply {
+	d.t.Helper()
+	r, err := d.exec(rc)
+	if err != nil {
+		d.t.Fatalf("%v: %v", rc, err)
+	}
+	return r
+}
+
+func create(room, cmdID, owner string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: owner, Name: "Room " + room}}}
+}
+
+func join(room, cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
+}
+
+func heartbeat(room, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_Heartbeat{Heartbeat: &v1.HeartbeatRequest{AppCode: "app", RoomId: room, UserId: user}}}
+}
+
+func gift(room, cmdID, from, to string, count int64) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: from, ToUserId: to, GiftId: "rose", GiftCount: count}}}
+}
+
+func closeRoom(room, cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_CloseRoom{CloseRoom: &v1.CloseRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
+}
+
+func get(room string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: room}}}
+}
+
+func (d *dirFixture) members(room string) []string {
+	d.t.Helper()
+	return d.mustExec(get(room)).GetRoom().GetMembers()
+}
+
+func (d *dirFixture) userRoom(user string) string {
+	ur, err := d.dir.UserRoom(context.Background(), "app", user)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return ur.RoomID
+}
+
+// leftEvents returns the RoomUserLeft events of room's log.
+func (d *dirFixture) leftEvents(room string) []RoomUserLeft {
+	recs, err := d.store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: room}, 0)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var out []RoomUserLeft
+	for _, r := range recs {
+		for _, e := range r.Events {
+			if e.EventType == TypeRoomUserLeft {
+				ev, _ := DecodeEvent(e.EventType, e.Payload)
+				out = append(out, ev.(RoomUserLeft))
+			}
+		}
+	}
+	return out
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Joining another room makes the old room emit RoomUserLeft
+// (switched_room) through its own command path, and the directory follows
+// the user.
+func TestDirectoryJoinElsewhereLeavesOldRoom(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	d.room("r1")
+	d.room("r2")
+	d.mustExec(create("r1", "c1", "o1"))
+	d.mustExec(create("r2", "c1", "o2"))
+	d.mustExec(join("r1", "j1", "bob"))
+	waitFor(t, func() bool { return d.userRoom("bob") == "r1" })
+	d.mustExec(join("r2", "j2", "bob"))
+	waitFor(t, func() bool { return !contains(d.members("r1"), "bob") })
+	waitFor(t, func() bool { return d.userRoom("bob") == "r2" })
+	left := d.leftEvents("r1")
+	if len(left) != 1 || left[0] != (RoomUserLeft{UserID: "bob", Reason: ReasonSwitchedRoom}) {
+		t.Fatalf("r1 left events %+v, want bob switched_room", left)
+	}
+	if !contains(d.members("r2"), "bob") {
+		t.Fatal("bob is not in r2")
+	}
+	// r1's late clear must not have removed bob's r2 entry, and his
+	// presence moved with him.
+	if p, _ := d.dir.StalePresence(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"}, 1<<62, 10); len(p) != 1 || p[0].UserID != "o1" {
+		t.Fatalf("r1 presence %+v, want only its owner", p)
+	}
+	// The owner switching rooms by creating one counts too.
+	d.room("r3")
+	d.mustExec(create("r3", "c1", "o1"))
+	waitFor(t, func() bool { return !contains(d.members("r1"), "o1") && d.userRoom("o1") == "r3" })
+	if got := counterValue(d.metrics.Leaves.WithLabelValues("left")); got != 2 {
+		t.Fatalf("%v switched_room leaves counted, want 2", got)
+	}
+}
+
+func TestDirectoryHeartbeatRefreshesPresence(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	now := time.UnixMilli(5_000_000)
+	var mu sync.Mutex
+	d.deps.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	d.room("r1")
+	d.mustExec(create("r1", "c1", "o1"))
+	d.mustExec(join("r1", "j1", "bob"))
+	mu.Lock()
+	now = now.Add(40 * time.Second)
+	mu.Unlock()
+	d.mustExec(heartbeat("r1", "bob"))
+	waitFor(t, func() bool {
+		ur, err := d.dir.UserRoom(context.Background(), "app", "bob")
+		return err == nil && ur.LastSeenMs == 5_040_000 && ur.JoinedAtMs == 5_000_000 && ur.Online
+	})
+	// A heartbeat that fails Decide (not a member) refreshes nothing.
+	if _, err := d.exec(heartbeat("r1", "stranger")); !errors.Is(err, ErrNotMember) {
+		t.Fatalf("stranger heartbeat: %v", err)
+	}
+	p, _ := d.dir.StalePresence(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"}, 1<<62, 10)
+	if len(p) != 2 {
+		t.Fatalf("presence %+v, want owner and bob only", p)
+	}
+}
+
+// A heat change that moves the room in the ranking is followed by a
+// RoomRankChanged the room commits itself: logged, in the outbox, marked
+// published without an IM send.
+func TestDirectoryRankChangeIsCommittedByTheRoom(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	for _, r := range []string{"r1", "r2"} {
+		d.room(r)
+		d.mustExec(create(r, "c1", "o-"+r))
+		d.mustExec(join(r, "j1", "fan-"+r))
+	}
+	d.mustExec(gift("r1", "g1", "fan-r1", "o-r1", 2)) // r1: 20
+	waitFor(t, func() bool {
+		p, _ := d.dir.ListRooms(context.Background(), "app", 0, 10)
+		return len(p.Rooms) == 2 && p.Rooms[0].RoomID == "r1"
+	})
+	d.mustExec(gift("r2", "g1", "fan-r2", "o-r2", 3)) // r2: 30, rank 2 -> 1
+	key := persistence.RoomKey{AppCode: "app", RoomID: "r2"}
+	var rec persistence.CommandRecord
+	waitFor(t, func() bool {
+		recs, _ := d.store.LoadCommands(context.Background(), key, 0)
+		if len(recs) == 0 || recs[len(recs)-1].CommandType != cmdRankChanged {
+			return false
+		}
+		rec = recs[len(recs)-1]
+		return true
+	})
+	if len(rec.Events) != 1 || rec.Events[0].EventType != TypeRoomRankChanged {
+		t.Fatalf("rank command events %+v", rec.Events)
+	}
+	ev, _ := DecodeEvent(rec.Events[0].EventType, rec.Events[0].Payload)
+	if ev != (RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 30}) {
+		t.Fatalf("event %+v, want rank 2 -> 1 at heat 30", ev)
+	}
+	pub := expect[published](t, d.events, 3*time.Second)
+	for pub.env.EventType != TypeRoomRankChanged {
+		pub = expect[published](t, d.events, 3*time.Second)
+	}
+	waitFor(t, func() bool {
+		row, err := d.store.GetOutbox(context.Background(), rec.Events[0].EventID)
+		return err == nil && row.Status == persistence.OutboxPublished
+	})
+	// Entering the ranking (create) is not a change: r1 never moved down
+	// through its own heat, so it has no rank event.
+	recs, _ := d.store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"}, 0)
+	for _, r := range recs {
+		if r.CommandType == cmdRankChanged {
+			t.Fatalf("r1 committed a rank change: %+v", r)
+		}
+	}
+	if got := counterValue(d.metrics.RankChanges); got != 1 {
+		t.Fatalf("rank changes counted %v, want 1", got)
+	}
+}
+
+// With the directory down every command still succeeds (the grain is the
+// source of truth); the failures are counted; when it is back the periodic
+// refresh rebuilds the room's entries, and a user who ended up in two rooms
+// meanwhile stays in the one joined last.
+func TestDirectoryDownCommandsSucceedAndRefreshRepairs(t *testing.T) {
+	d := newDirFixture(t, 100*time.Millisecond)
+	now := time.UnixMilli(9_000_000)
+	var mu sync.Mutex
+	d.deps.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Millisecond); return now }
+	d.room("r1")
+	d.room("r2")
+	d.mustExec(create("r1", "c1", "o1"))
+	d.mustExec(create("r2", "c1", "o2"))
+	d.mustExec(join("r1", "j1", "bob"))
+	waitFor(t, func() bool { return d.userRoom("bob") == "r1" })
+
+	d.sw.down.Store(true)
+	d.mustExec(join("r2", "j2", "bob")) // the switch cannot be seen: bob is in both
+	d.mustExec(join("r2", "j3", "carol"))
+	d.mustExec(heartbeat("r2", "carol"))
+	d.mustExec(gift("r2", "g1", "carol", "o2", 5))
+	d.mustExec(&v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
+		CommandId: "l1", AppCode: "app", RoomId: "r2", UserId: "o2"}}})
+	waitFor(t, func() bool {
+		return counterValue(d.metrics.Errors.WithLabelValues("set_user_room")) >= 2 &&
+			counterValue(d.metrics.Errors.WithLabelValues("sync_room")) >= 1
+	})
+	if !contains(d.members("r1"), "bob") || !contains(d.members("r2"), "bob") {
+		t.Fatal("setup: bob should be in both rooms while the directory is down")
+	}
+
+	d.sw.down.Store(false)
+	waitFor(t, func() bool { return !contains(d.members("r1"), "bob") })
+	waitFor(t, func() bool {
+		p, _ := d.dir.ListRooms(context.Background(), "app", 0, 10)
+		return d.userRoom("bob") == "r2" && d.userRoom("carol") == "r2" && d.userRoom("o2") == "" &&
+			len(p.Rooms) == 2 && p.Rooms[0].RoomID == "r2" && p.Rooms[0].Heat == 50 && p.Rooms[0].MemberCount == 2
+	})
+	if !contains(d.members("r2"), "bob") {
+		t.Fatal("bob left the room he joined last")
+	}
+	if left := d.leftEvents("r1"); len(left) != 1 || left[0].Reason != ReasonSwitchedRoom {
+		t.Fatalf("r1 left events %+v", left)
+	}
+	// o2 left r2 while the directory was down: the refresh dropped his
+	// presence there.
+	p, _ := d.dir.StalePresence(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r2"}, 1<<62, 10)
+	if len(p) != 2 || contains([]string{p[0].UserID, p[1].UserID}, "o2") {
+		t.Fatalf("r2 presence %+v, want bob and carol", p)
+	}
+}
+
+// A closed room is unlisted and lets its members' entries go; a
+// passivated room unlists itself and leaves the hosted registry.
+func TestDirectoryCloseAndPassivation(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	d.deps.Config.IdleTimeout = 300 * time.Millisecond
+	d.room("r1")
+	d.room("r2")
+	d.mustExec(create("r1", "c1", "o1"))
+	d.mustExec(join("r1", "j1", "bob"))
+	d.mustExec(create("r2", "c1", "o2"))
+	if got := d.hosted.Rooms(); len(got) != 2 || got[0].RoomID != "r1" || got[1].RoomID != "r2" {
+		t.Fatalf("hosted %v, want r1 and r2", got)
+	}
+	waitFor(t, func() bool { return d.userRoom("bob") == "r1" })
+	d.mustExec(closeRoom("r1", "x1", "o1"))
+	waitFor(t, func() bool {
+		p, _ := d.dir.ListRooms(context.Background(), "app", 0, 10)
+		return d.userRoom("bob") == "" && d.userRoom("o1") == "" && len(p.Rooms) == 1 && p.Rooms[0].RoomID == "r2"
+	})
+	// Both rooms idle out: r2 unlists itself, both leave the registry.
+	waitFor(t, func() bool { return len(d.hosted.Rooms()) == 0 })
+	p, err := d.dir.ListRooms(context.Background(), "app", 0, 10)
+	if err != nil || p.Total != 0 {
+		t.Fatalf("listing after passivation: %+v %v", p, err)
+	}
+	// The owner of the passivated room keeps his entry: he is still in it.
+	if d.userRoom("o2") != "r2" {
+		t.Fatal("passivation must not take members out of their room")
+	}
+}
+
+// One user joining 20 rooms at once ends up in exactly one of them, the
+// one the directory names.
+func TestDirectoryConcurrentJoinsLeaveOneRoom(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	const n = 20
+	for i := range n {
+		r := fmt.Sprintf("r%02d", i)
+		d.room(r)
+		d.mustExec(create(r, "c1", "owner-"+r))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := d.exec(join(fmt.Sprintf("r%02d", i), "j1", "bob")); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var in []string
+	waitFor(t, func() bool {
+		in = in[:0]
+		for i := range n {
+			r := fmt.Sprintf("r%02d", i)
+			if contains(d.members(r), "bob") {
+				in = append(in, r)
+			}
+		}
+		return len(in) == 1
+	})
+	waitFor(t, func() bool { return d.userRoom("bob") == in[0] })
+}

@@ -1,0 +1,429 @@
+package memdb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// DirectoryOptions tune the dev-mode directory. Zero values take the
+// defaults.
+type DirectoryOptions struct {
+	// PresenceTTL: how long a presence entry counts as online after its
+	// newest heartbeat (default 10m).
+	PresenceTTL time.Duration
+	// RoomTTL: how long a room stays listed after its newest update
+	// (default 2m); rooms refresh well within it.
+	RoomTTL time.Duration
+	// Clock decides expiry only (default time.Now); every other time is
+	// the caller's nowMs.
+	Clock func() time.Time
+}
+
+// Directory is persistence.Directory on go-memdb, for dev mode and tests.
+// It has its own MemDB; one writer transaction at a time makes every
+// method atomic, which is what the Redis directory gets from Lua and SET
+// GET. The zero value is not usable; call NewDirectory.
+type Directory struct {
+	db     *memdb.MemDB
+	opts   DirectoryOptions
+	closed atomic.Bool
+}
+
+var _ persistence.Directory = (*Directory)(nil)
+
+// presenceRow is one user's presence in one room.
+type presenceRow struct {
+	AppCode     string
+	RoomID      string
+	UserID      string
+	LastSeenMs  int64
+	ExpiresAtMs int64 // the TTL'd entry: Online while the clock is before it
+}
+
+// userRoomRow is one user → room entry.
+type userRoomRow struct {
+	AppCode    string
+	UserID     string
+	RoomID     string
+	JoinedAtMs int64
+}
+
+// roomRow is one listed room. NegHeat is -Entry.Heat, set only by
+// newRoomRow, so the rank index walks heat descending.
+type roomRow struct {
+	AppCode     string
+	RoomID      string
+	NegHeat     int64
+	Entry       persistence.RoomEntry
+	ExpiresAtMs int64
+}
+
+// NewDirectory returns an empty directory.
+func NewDirectory(o DirectoryOptions) *Directory {
+	if o.PresenceTTL <= 0 {
+		o.PresenceTTL = 10 * time.Minute
+	}
+	if o.RoomTTL <= 0 {
+		o.RoomTTL = 2 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	db, err := memdb.NewMemDB(directorySchema())
+	if err != nil {
+		// The schema is a constant of this package: failing is a bug.
+		panic(fmt.Sprintf("memdb: directory schema: %v", err))
+	}
+	return &Directory{db: db, opts: o}
+}
+
+// Close makes every later call fail with ErrUnavailable, as a closed Redis
+// client would.
+func (d *Directory) Close() error {
+	d.closed.Store(true)
+	return nil
+}
+
+func (d *Directory) ready(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return fmt.Errorf("memdb: directory closed: %w", persistence.ErrUnavailable)
+	}
+	return nil
+}
+
+func (d *Directory) nowMs() int64 { return d.opts.Clock().UnixMilli() }
+
+// Heartbeat implements persistence.Directory.
+func (d *Directory) Heartbeat(ctx context.Context, key persistence.RoomKey, userID string, nowMs int64) error {
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	if err := d.touch(txn, key, userID, nowMs, false); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+// touch records userID seen in key at seenMs. The last-seen never moves
+// back; onlyIfAbsent leaves an existing row alone (SyncRoom's seeding).
+func (d *Directory) touch(txn *memdb.Txn, key persistence.RoomKey, userID string, seenMs int64, onlyIfAbsent bool) error {
+	row := presenceRow{AppCode: key.AppCode, RoomID: key.RoomID, UserID: userID, LastSeenMs: seenMs}
+	raw, err := txn.First(tableDirPresence, indexID, key.AppCode, key.RoomID, userID)
+	if err != nil {
+		return err
+	}
+	if raw != nil {
+		if onlyIfAbsent {
+			return nil
+		}
+		row.LastSeenMs = max(row.LastSeenMs, raw.(*presenceRow).LastSeenMs)
+	}
+	row.ExpiresAtMs = d.nowMs() + d.opts.PresenceTTL.Milliseconds()
+	return txn.Insert(tableDirPresence, &row)
+}
+
+// StalePresence implements persistence.Directory.
+func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, beforeMs int64, limit int) ([]persistence.Presence, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	txn := d.db.Txn(false)
+	it, err := txn.Get(tableDirPresence, indexDirSeen+"_prefix", key.AppCode, key.RoomID)
+	if err != nil {
+		return nil, err
+	}
+	var out []persistence.Presence
+	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+		p := raw.(*presenceRow)
+		if p.LastSeenMs > beforeMs {
+			break
+		}
+		out = append(out, persistence.Presence{UserID: p.UserID, LastSeenMs: p.LastSeenMs})
+	}
+	return out, nil
+}
+
+// SetUserRoom implements persistence.Directory.
+func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error) {
+	if err := d.ready(ctx); err != nil {
+		return "", err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	old, err := getUserRoom(txn, key.AppCode, userID)
+	if err != nil {
+		return "", err
+	}
+	prev := ""
+	if old != nil && old.RoomID != key.RoomID {
+		prev = old.RoomID
+	}
+	if err := txn.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs}); err != nil {
+		return "", err
+	}
+	if err := d.touch(txn, key, userID, joinedAtMs, false); err != nil {
+		return "", err
+	}
+	txn.Commit()
+	return prev, nil
+}
+
+func getUserRoom(txn *memdb.Txn, appCode, userID string) (*userRoomRow, error) {
+	raw, err := txn.First(tableDirUserRoom, indexID, appCode, userID)
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	return raw.(*userRoomRow), nil
+}
+
+// ClearUserRoom implements persistence.Directory.
+func (d *Directory) ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error {
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	if err := clearUser(txn, key, userID); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+func clearUser(txn *memdb.Txn, key persistence.RoomKey, userID string) error {
+	if _, err := txn.DeleteAll(tableDirPresence, indexID, key.AppCode, key.RoomID, userID); err != nil {
+		return err
+	}
+	ur, err := getUserRoom(txn, key.AppCode, userID)
+	if err != nil {
+		return err
+	}
+	if ur != nil && ur.RoomID == key.RoomID {
+		return txn.Delete(tableDirUserRoom, ur)
+	}
+	return nil
+}
+
+// UserRoom implements persistence.Directory.
+func (d *Directory) UserRoom(ctx context.Context, appCode, userID string) (persistence.UserRoom, error) {
+	if err := d.ready(ctx); err != nil {
+		return persistence.UserRoom{}, err
+	}
+	txn := d.db.Txn(false)
+	ur, err := getUserRoom(txn, appCode, userID)
+	if err != nil {
+		return persistence.UserRoom{}, err
+	}
+	if ur == nil {
+		return persistence.UserRoom{}, fmt.Errorf("user %s of app %s: %w", userID, appCode, persistence.ErrNotFound)
+	}
+	out := persistence.UserRoom{AppCode: appCode, UserID: userID, RoomID: ur.RoomID, JoinedAtMs: ur.JoinedAtMs}
+	raw, err := txn.First(tableDirPresence, indexID, appCode, ur.RoomID, userID)
+	if err != nil {
+		return persistence.UserRoom{}, err
+	}
+	if raw != nil {
+		p := raw.(*presenceRow)
+		out.LastSeenMs = p.LastSeenMs
+		out.Online = p.ExpiresAtMs > d.nowMs()
+	}
+	return out, nil
+}
+
+// UpdateRoom implements persistence.Directory.
+func (d *Directory) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (persistence.RankChange, error) {
+	if err := d.ready(ctx); err != nil {
+		return persistence.RankChange{}, err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	rc, err := d.updateRoom(txn, e)
+	if err != nil {
+		return persistence.RankChange{}, err
+	}
+	txn.Commit()
+	return rc, nil
+}
+
+func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry) (persistence.RankChange, error) {
+	var rc persistence.RankChange
+	var err error
+	if rc.Prev, err = d.rank(txn, e.AppCode, e.RoomID); err != nil {
+		return rc, err
+	}
+	if _, err := txn.DeleteAll(tableDirRooms, indexID, e.AppCode, e.RoomID); err != nil {
+		return rc, err
+	}
+	e.Rank = 0
+	row := &roomRow{AppCode: e.AppCode, RoomID: e.RoomID, NegHeat: -e.Heat, Entry: e, ExpiresAtMs: d.nowMs() + d.opts.RoomTTL.Milliseconds()}
+	if err := txn.Insert(tableDirRooms, row); err != nil {
+		return rc, err
+	}
+	rc.Rank, err = d.rank(txn, e.AppCode, e.RoomID)
+	return rc, err
+}
+
+// rank is the 1-based position of room among the app's live rooms, 0 when
+// it is not listed (or expired).
+func (d *Directory) rank(txn *memdb.Txn, appCode, roomID string) (int64, error) {
+	raw, err := txn.First(tableDirRooms, indexID, appCode, roomID)
+	if err != nil || raw == nil {
+		return 0, err
+	}
+	now := d.nowMs()
+	if raw.(*roomRow).ExpiresAtMs <= now {
+		return 0, nil
+	}
+	it, err := txn.Get(tableDirRooms, indexDirRank+"_prefix", appCode)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for r := it.Next(); r != nil; r = it.Next() {
+		row := r.(*roomRow)
+		if row.ExpiresAtMs <= now {
+			continue
+		}
+		n++
+		if row.RoomID == roomID {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+// RemoveRoom implements persistence.Directory.
+func (d *Directory) RemoveRoom(ctx context.Context, key persistence.RoomKey) error {
+	if err := d.ready(ctx); err != nil {
+		return err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	if _, err := txn.DeleteAll(tableDirRooms, indexID, key.AppCode, key.RoomID); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
+}
+
+// ListRooms implements persistence.Directory. Expired rooms are skipped
+// (dev mode has no reader purge to speak of: a walk is cheap).
+func (d *Directory) ListRooms(ctx context.Context, appCode string, offset, limit int) (persistence.RoomPage, error) {
+	if err := d.ready(ctx); err != nil {
+		return persistence.RoomPage{}, err
+	}
+	txn := d.db.Txn(false)
+	it, err := txn.Get(tableDirRooms, indexDirRank+"_prefix", appCode)
+	if err != nil {
+		return persistence.RoomPage{}, err
+	}
+	now := d.nowMs()
+	var page persistence.RoomPage
+	for r := it.Next(); r != nil; r = it.Next() {
+		row := r.(*roomRow)
+		if row.ExpiresAtMs <= now {
+			continue
+		}
+		page.Total++
+		if page.Total > int64(offset) && len(page.Rooms) < limit {
+			e := row.Entry
+			e.Rank = page.Total
+			page.Rooms = append(page.Rooms, e)
+		}
+	}
+	return page, nil
+}
+
+// ClaimUserRoom implements persistence.Directory.
+func (d *Directory) ClaimUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.Claim, error) {
+	if err := d.ready(ctx); err != nil {
+		return persistence.Claim{}, err
+	}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	c, err := claim(txn, key, userID, joinedAtMs)
+	if err != nil {
+		return persistence.Claim{}, err
+	}
+	txn.Commit()
+	return c, nil
+}
+
+func claim(txn *memdb.Txn, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.Claim, error) {
+	c := persistence.Claim{UserID: userID, Won: true}
+	ur, err := getUserRoom(txn, key.AppCode, userID)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case ur != nil && ur.RoomID == key.RoomID:
+		return c, nil
+	case ur != nil && ur.JoinedAtMs >= joinedAtMs:
+		c.Won, c.Other = false, ur.RoomID
+		return c, nil
+	case ur != nil:
+		c.Other = ur.RoomID
+	}
+	return c, txn.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs})
+}
+
+// SyncRoom implements persistence.Directory in one transaction.
+func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persistence.RankChange, []persistence.Claim, error) {
+	if err := d.ready(ctx); err != nil {
+		return persistence.RankChange{}, nil, err
+	}
+	key := persistence.RoomKey{AppCode: s.Entry.AppCode, RoomID: s.Entry.RoomID}
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	rc, err := d.updateRoom(txn, s.Entry)
+	if err != nil {
+		return rc, nil, err
+	}
+	it, err := txn.Get(tableDirPresence, indexDirSeen+"_prefix", key.AppCode, key.RoomID)
+	if err != nil {
+		return rc, nil, err
+	}
+	var gone []string
+	for r := it.Next(); r != nil; r = it.Next() {
+		u := r.(*presenceRow).UserID
+		if _, member := s.Members[u]; !member {
+			gone = append(gone, u)
+		}
+	}
+	for _, u := range gone {
+		if err := clearUser(txn, key, u); err != nil {
+			return rc, nil, err
+		}
+	}
+	var claims []persistence.Claim
+	for _, u := range slices.Sorted(maps.Keys(s.Members)) {
+		if err := d.touch(txn, key, u, s.NowMs, true); err != nil {
+			return rc, nil, err
+		}
+		c, err := claim(txn, key, u, s.Members[u])
+		if err != nil {
+			return rc, nil, err
+		}
+		if c.Other != "" {
+			claims = append(claims, c)
+		}
+	}
+	txn.Commit()
+	slices.SortFunc(claims, func(a, b persistence.Claim) int { return cmp.Compare(a.UserID, b.UserID) })
+	return rc, claims, nil
+}
