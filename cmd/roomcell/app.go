@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
@@ -41,6 +42,7 @@ type App struct {
 	closers []func()       // run last, in reverse order (IM fake, wallet store, ...)
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
 	relay   *relay.Relay
+	wallet  *wallet.Service // nil when the wallet is remote
 	member  *cluster.Member
 	workers []worker
 

@@ -76,6 +76,10 @@ func TestEndToEndTourOverGRPC(t *testing.T) {
 	if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "c2", AppCode: app1, RoomId: r, UserId: "bob"}); err != nil {
 		t.Fatal(err)
 	}
+	wc := walletClient(t, app)
+	if _, err := wc.Credit(ctx, &v1.WalletCreditRequest{CommandId: "topup-1", AppCode: app1, UserId: "alice", AssetType: "COIN", Amount: 100}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: "c3", AppCode: app1, RoomId: r, UserId: "bob", Seat: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +89,19 @@ func TestEndToEndTourOverGRPC(t *testing.T) {
 	}
 	if g.Room.Heat != 30 {
 		t.Fatalf("heat after 3 roses: %d, want 30", g.Room.Heat)
+	}
+	bal, err := wc.GetBalances(ctx, &v1.WalletGetBalancesRequest{AppCode: app1, UserId: "alice"})
+	if err != nil || coin(bal) != 70 {
+		t.Fatalf("alice after 3 roses at 10: %v %v, want 70 COIN", bal, err)
+	}
+	// Not enough coins: the room and the wallet stay as they are.
+	_, err = rc.SendGift(ctx, &v1.SendGiftRequest{CommandId: "c4b", AppCode: app1, RoomId: r, UserId: "alice", ToUserId: "bob", GiftId: "heart", GiftCount: 1})
+	wantCode(t, err, codes.FailedPrecondition, "gift without funds")
+	if after, _ := rc.GetRoom(ctx, &v1.GetRoomRequest{AppCode: app1, RoomId: r}); after.Room.Heat != 30 || after.Room.Seq != g.RoomSeq {
+		t.Fatalf("room changed by refused gift: %+v", after.Room)
+	}
+	if bal, _ := wc.GetBalances(ctx, &v1.WalletGetBalancesRequest{AppCode: app1, UserId: "alice"}); coin(bal) != 70 {
+		t.Fatalf("wallet changed by refused gift: %v", bal)
 	}
 	// A retried command answers from the log.
 	g2, err := rc.SendGift(ctx, &v1.SendGiftRequest{CommandId: "c4", AppCode: app1, RoomId: r, UserId: "alice", ToUserId: "bob", GiftId: "rose", GiftCount: 3})
@@ -151,6 +168,10 @@ func TestEndToEndBadInputChangesNothing(t *testing.T) {
 		}},
 		{"oversized user id", func() error {
 			_, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "x3", AppCode: "a", RoomId: "r", UserId: long})
+			return err
+		}},
+		{"unknown asset credit", func() error {
+			_, err := walletClient(t, app).Credit(ctx, &v1.WalletCreditRequest{CommandId: "w1", AppCode: "a", UserId: "u", AssetType: "GOLD", Amount: 5})
 			return err
 		}},
 		{"negative gift count", func() error {

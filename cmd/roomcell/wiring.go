@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -20,14 +24,19 @@ import (
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/persistence/mysql"
 )
 
 func openStore(ctx context.Context, cfg configs.Config, log *slog.Logger) (persistence.Store, error) {
-	switch cfg.Store.Kind {
-	case configs.StoreMemdb:
+	if cfg.Store.Kind == configs.StoreMemdb {
 		return memdb.New(), nil
 	}
-	return nil, fmt.Errorf("store.kind %q: not available in this build", cfg.Store.Kind)
+	if cfg.MySQL.AutoMigrate {
+		if err := mysql.MigrateAll(ctx, cfg.MySQL); err != nil {
+			return nil, err
+		}
+	}
+	return mysql.Open(ctx, cfg.MySQL, mysql.WithLogger(log.With("component", "mysql")))
 }
 
 // openPublisher builds the IM path: the real Tencent IM client when
@@ -56,24 +65,70 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	return pub, nil
 }
 
-// catalogGifts prices gifts from the catalog without charging anyone.
-// Interim until the wallet is wired.
-type catalogGifts map[string]configs.GiftConfig
-
-func (c catalogGifts) DebitGift(_ context.Context, d room.GiftDebit) (int64, error) {
-	g, ok := c[d.GiftID]
-	if !ok {
-		return 0, fmt.Errorf("%w: unknown gift_id %q", room.ErrInvalid, d.GiftID)
-	}
-	return g.Heat * d.Count, nil
+// walletDebiter is what the room grains need from a wallet: the
+// in-process *wallet.Service or a *grpcapi.WalletClient to a remote one.
+type walletDebiter interface {
+	DebitGift(ctx context.Context, r wallet.DebitGiftRequest) (wallet.DebitGiftResult, error)
 }
 
+// openWallet returns the gift debiter of the room grains: the wallet in
+// process (its own store: memdb, or hyapp_wallet on MySQL), or a remote
+// WalletService when wallet.addr is set.
 func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
-	c := catalogGifts{}
-	for _, g := range a.cfg.Gifts {
-		c[g.ID] = g
+	if a.cfg.Wallet.Addr != "" {
+		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("wallet.addr: %w", err)
+		}
+		a.closers = append(a.closers, func() { _ = conn.Close() })
+		return giftDebiter{grpcapi.NewWalletClient(conn)}, nil
 	}
-	return c, nil
+	var store wallet.Store
+	if a.cfg.Store.Kind == configs.StoreMySQL {
+		ws, err := mysql.OpenWalletStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, func() { _ = ws.Close() })
+		store = ws
+	} else {
+		ws := memdb.NewWalletStore()
+		a.closers = append(a.closers, func() { _ = ws.Close() })
+		store = ws
+	}
+	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")))
+	if err != nil {
+		return nil, err
+	}
+	a.wallet = svc
+	return giftDebiter{svc}, nil
+}
+
+// giftDebiter adapts the wallet to the room grain, translating wallet
+// error classes into room ones (the grain answers callers in room classes).
+type giftDebiter struct{ w walletDebiter }
+
+func (g giftDebiter) DebitGift(ctx context.Context, d room.GiftDebit) (int64, error) {
+	res, err := g.w.DebitGift(ctx, wallet.DebitGiftRequest{
+		AppCode: d.AppCode, CommandID: d.CommandID, RoomID: d.RoomID,
+		FromUserID: d.FromUserID, ToUserID: d.ToUserID, GiftID: d.GiftID, Count: d.Count,
+	})
+	switch {
+	case err == nil:
+		return res.HeatValue, nil
+	case errors.Is(err, wallet.ErrInvalid):
+		return 0, fmt.Errorf("%w: %v", room.ErrInvalid, trimClass(err, wallet.ErrInvalid))
+	case errors.Is(err, wallet.ErrPrecondition), errors.Is(err, wallet.ErrConflict):
+		return 0, fmt.Errorf("%w: %v", room.ErrPrecondition, trimClass(err, wallet.ErrPrecondition))
+	default:
+		return 0, fmt.Errorf("%w: wallet: %v", room.ErrUnavailable, err)
+	}
+}
+
+// trimClass drops the wallet's class prefix so the room error reads
+// "failed precondition: insufficient balance", not the class twice.
+func trimClass(err, class error) string {
+	return strings.TrimPrefix(err.Error(), class.Error()+": ")
 }
 
 // startWorkers spawns the supervised background actors of the roles this
@@ -114,6 +169,7 @@ func (a *App) startWorkers(pub relay.Publisher) error {
 // registerServices registers the gRPC services besides RoomService.
 func (a *App) registerServices() {
 	log := a.log.With("component", "grpc")
+	v1.RegisterClusterAdminServer(a.grpcServer, grpcapi.NewClusterAdminServer(a.member))
 	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.store, func(id string) bool {
 		if a.relay == nil {
 			return false
@@ -121,8 +177,20 @@ func (a *App) registerServices() {
 		a.relay.RunNow(id)
 		return true
 	}, log))
+	if a.cfg.HasRole(configs.RoleWallet) && a.wallet != nil {
+		v1.RegisterWalletServiceServer(a.grpcServer, grpcapi.NewWalletServer(a.wallet, log))
+	}
 }
 
+// migrate applies every embedded MySQL schema (room, wallet, notice) to its
+// configured database, idempotently.
 func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
-	return errors.New("migrate: not available in this build")
+	if cfg.MySQL.DSN == "" {
+		return errors.New("migrate: mysql.dsn is empty")
+	}
+	if err := mysql.MigrateAll(ctx, cfg.MySQL); err != nil {
+		return err
+	}
+	log.Info("migrations applied", "schemas", mysql.Schemas())
+	return nil
 }
