@@ -335,6 +335,17 @@ func (p *Publisher) sendBatch(gid string, batch []*item) error {
 		_, msg.Random = tencentim.EventRandoms(strings.Join(ids, "\n"))
 	}
 	_, err := p.client.SendGroupMsg(ctx, msg)
+	if tencentim.CodeOf(err) == 10010 {
+		// The room exists (it is the source of truth) but its IM group
+		// does not: created before IM was configured, lost with a dev
+		// fake's restart, or gone on Tencent's side. Recreate it
+		// (idempotent) and send once more rather than failing forever.
+		env := batch[0].env
+		if cerr := p.EnsureGroup(ctx, env.AppCode, env.RoomID, "", ""); cerr == nil {
+			p.log.Info("room im group was missing; recreated", "group_id", gid)
+			_, err = p.client.SendGroupMsg(ctx, msg)
+		}
+	}
 	if err != nil {
 		p.log.Info("room im send failed", "group_id", gid, "events", len(batch), "first_event_id", ids[0], "error", err)
 		return err

@@ -492,3 +492,27 @@ func TestClosedPublisher(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// A room whose IM group does not exist (a dev fake restarted, a group
+// created before IM was configured) heals: the publisher recreates the
+// group once and the event is delivered instead of failing forever.
+func TestMissingGroupIsRecreated(t *testing.T) {
+	f := setup(t, nil)
+	ctx := ctxT(t)
+	env := envelope(t, "lalu", "r9", 5, room.RoomUserJoined{UserID: "u_1", JoinedAtMs: 1700000000005})
+	if err := f.pub.PublishRoomEvent(ctx, env); err != nil {
+		t.Fatalf("publish to a room without a group: %v", err)
+	}
+	if _, ok := f.fake.Group("lalu_r9"); !ok {
+		t.Fatal("group was not recreated")
+	}
+	if n := f.fake.EventIDCounts()[env.EventID]; n != 1 {
+		t.Fatalf("event delivered %d times, want 1", n)
+	}
+	// Other permanent errors are not mistaken for a missing group.
+	f.fake.FailNext(1, 80001, tencentim.APISendGroupMsg)
+	env2 := envelope(t, "lalu", "r9", 6, room.RoomUserLeft{UserID: "u_1", Reason: "left"})
+	if err := f.pub.PublishRoomEvent(ctx, env2); err == nil {
+		t.Fatal("a sensitive-content rejection must stay an error")
+	}
+}
