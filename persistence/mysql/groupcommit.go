@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,7 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 	// transaction the others ride in. But once every caller's deadline has
 	// passed nobody waits for the outcome, so a hung server holds the
 	// writer no longer than that (and never past mysql.query_timeout).
-	deadline := time.Now().Add(g.s.timeout.QueryTimeout)
+	deadline := time.Now().Add(g.s.queryTimeout)
 	latest := time.Time{}
 	for _, q := range live {
 		d, ok := q.ctx.Deadline()
@@ -207,6 +208,12 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 	g.finMu.Unlock()
 	g.batches.Add(1)
 	g.appends.Add(int64(len(ps)))
+	for _, p := range ps {
+		if errors.Is(p.err, persistence.ErrUnavailable) {
+			g.s.log.Warn("group commit transaction failed", "appends", len(ps), "error", p.err)
+			break
+		}
+	}
 	for _, q := range live {
 		close(q.done)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -18,12 +19,13 @@ const RoomSchema = "room"
 // Store is the MySQL room store: command log, outbox and snapshots in
 // cfg.RoomDatabase. It is safe for concurrent use.
 type Store struct {
-	db       *sql.DB
-	dsn      string // for scrubbing error messages; never printed
-	redacted string
-	timeout  configs.MySQLConfig
-	log      *slog.Logger
-	gc       *groupCommitter // nil: one transaction per append
+	db  *sql.DB
+	dsn string // for scrubbing error messages; never printed
+	// queryTimeout (mysql.query_timeout) bounds every call and every
+	// group-commit transaction.
+	queryTimeout time.Duration
+	log          *slog.Logger
+	gc           *groupCommitter // nil: one transaction per append
 
 	// beforeCommit, if set, runs before every COMMIT of an append (tests:
 	// cut the network or hold a writer there).
@@ -77,7 +79,7 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 		return nil, err
 	}
 	redacted := redactedDSN(cfg.DSN, cfg.RoomDatabase)
-	s := &Store{db: db, dsn: cfg.DSN, redacted: redacted, timeout: cfg, log: o.log.With("component", "persistence/mysql", "database", cfg.RoomDatabase)}
+	s := &Store{db: db, dsn: cfg.DSN, queryTimeout: cfg.QueryTimeout, log: o.log.With("component", "persistence/mysql", "database", cfg.RoomDatabase)}
 	if cfg.GroupCommit.On() {
 		s.gc = newGroupCommitter(s, cfg.GroupCommit.MaxBatch, cfg.GroupCommit.Linger, max(1, o.writers))
 	}
@@ -109,7 +111,7 @@ var errClosed = fmt.Errorf("mysql: store closed: %w", persistence.ErrUnavailable
 // opCtx bounds one store call by the caller's deadline and by
 // mysql.query_timeout, whichever comes first.
 func (s *Store) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.timeout.QueryTimeout)
+	return context.WithTimeout(ctx, s.queryTimeout)
 }
 
 // ready is the entry check of every method: a cancelled caller gets its

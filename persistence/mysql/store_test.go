@@ -467,7 +467,9 @@ func TestClaimQueryUsesPendingIndexWithoutSort(t *testing.T) {
 	}
 	defer rows.Close()
 	cols, _ := rows.Columns()
+	plans := 0
 	for rows.Next() {
+		plans++
 		vals := make([]any, len(cols))
 		ptrs := make([]any, len(cols))
 		for i := range vals {
@@ -488,5 +490,8 @@ func TestClaimQueryUsesPendingIndexWithoutSort(t *testing.T) {
 		if strings.Contains(plan["Extra"], "filesort") {
 			t.Errorf("claim sorts: %v", plan)
 		}
+	}
+	if err := rows.Err(); err != nil || plans != 1 {
+		t.Fatalf("EXPLAIN returned %d rows (%v), want 1", plans, err)
 	}
 }
