@@ -40,3 +40,25 @@ func BenchmarkRelayMariaDB(b *testing.B) {
 		return s
 	})
 }
+
+// An envelope column that no longer decodes (hand-edited, a bad migration)
+// must not stall the relay on MySQL: the store hands the row back with its
+// own columns and no payload, the relay marks it corrupt, and every other
+// row is published.
+func TestRelayMariaDBUndecodableEnvelopeColumn(t *testing.T) {
+	s := newMariaDB(t).(*mysql.Store)
+	insert(t, s, joined(t, "ev-0", clockBase), joined(t, "ev-broken", clockBase+1), joined(t, "ev-2", clockBase+2))
+	if _, err := s.DB().Exec(`UPDATE room_outbox SET envelope = '{"room_seq":"not a number"}' WHERE event_id = 'ev-broken'`); err != nil {
+		t.Fatal(err)
+	}
+	pub := newPublisher(nil)
+	startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()})
+	eventually(t, "rows around the broken one published", func() bool {
+		return published(t, s, "ev-0")() && published(t, s, "ev-2")()
+	})
+	eventually(t, "broken row marked", func() bool { return get(t, s, "ev-broken").RetryCount >= 1 })
+	row := get(t, s, "ev-broken")
+	if row.Status != persistence.OutboxPending || row.Envelope.EventType != "RoomUserJoined" || pub.attempts("ev-broken") != 0 {
+		t.Fatalf("broken row %+v (attempts %d), want pending, typed from its columns, never sent", row, pub.attempts("ev-broken"))
+	}
+}

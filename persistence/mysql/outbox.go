@@ -11,7 +11,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms"
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -21,13 +21,20 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 		lastError sql.NullString
 		published sql.NullInt64
 		lockedBy  sql.NullString
+		col       persistence.Envelope
 	)
-	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs); err != nil {
+	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
+		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
 	if err != nil {
-		return r, fmt.Errorf("mysql: outbox %s: decode envelope: %w", eventID, err)
+		// One corrupt envelope must not fail every scan that meets it:
+		// hand the row back with what its own columns say and no payload,
+		// so the relay sees a corrupt envelope, marks it and goes on.
+		col.EventID = eventID
+		col.CreatedAtMs = r.CreatedAtMs
+		env = col
 	}
 	r.Envelope = env
 	r.LastError = lastError.String
