@@ -2,13 +2,23 @@ package configs
 
 import "time"
 
-// PresenceConfig drives the presence stale worker.
+// PresenceConfig drives the presence stale worker (actors/presence) and the
+// rooms' directory refresh.
 type PresenceConfig struct {
-	Enabled      *bool         `yaml:"enabled"` // default true
+	Enabled *bool `yaml:"enabled"` // default true
+	// ScanInterval: how often the stale worker scans the rooms this node
+	// hosts (default 5s).
 	ScanInterval time.Duration `yaml:"scan_interval"`
-	StaleAfter   time.Duration `yaml:"stale_after"`
-	BatchSize    int           `yaml:"batch_size"`
-	// RefreshInterval: how often a live room re-registers in the directory.
+	// StaleAfter: a member whose newest heartbeat is this old is taken out
+	// of the room with LeaveRoom reason heartbeat_timeout (default 60s); a
+	// user goes within stale_after + scan_interval of their last heartbeat.
+	StaleAfter time.Duration `yaml:"stale_after"`
+	// BatchSize caps the leaves one scan sends (default 500); the rest
+	// wait for the next scan.
+	BatchSize int `yaml:"batch_size"`
+	// RefreshInterval: how often a live room re-registers in the directory
+	// from its state (default 30s); it is also how long a directory outage
+	// stays visible after the directory is back.
 	RefreshInterval time.Duration `yaml:"refresh_interval"`
 }
 
@@ -27,4 +37,15 @@ func (c PresenceConfig) validate() error {
 		return errorf("presence.stale_after", "%s is shorter than presence.scan_interval (%s)", c.StaleAfter, c.ScanInterval)
 	}
 	return nil
+}
+
+// Normalized returns c with its defaults applied and validated, for callers
+// that build the section in code (the stale worker's Start, tests) instead
+// of through Load. The error names the offending key like Load's do.
+func (c PresenceConfig) Normalized() (PresenceConfig, error) {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return PresenceConfig{}, err
+	}
+	return c, nil
 }

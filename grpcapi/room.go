@@ -26,6 +26,7 @@ type RoomServer struct {
 	backend RoomBackend
 	log     *slog.Logger
 	timeout time.Duration
+	dir     DirectoryReader // directory.go; nil: ListRooms/GetUserRoom unimplemented
 }
 
 // NewRoomServer returns a RoomServer over backend. commandTimeout, when

@@ -109,8 +109,11 @@ type Hosted struct{ m sync.Map }
 // NewHosted returns an empty registry.
 func NewHosted() *Hosted { return &Hosted{} }
 
-func (h *Hosted) add(k persistence.RoomKey)    { h.m.Store(k, struct{}{}) }
-func (h *Hosted) remove(k persistence.RoomKey) { h.m.Delete(k) }
+// Add registers a room (grains call it on activation; tests may too).
+func (h *Hosted) Add(k persistence.RoomKey) { h.m.Store(k, struct{}{}) }
+
+// Remove unregisters a room.
+func (h *Hosted) Remove(k persistence.RoomKey) { h.m.Delete(k) }
 
 // Rooms returns the rooms active on this node, sorted.
 func (h *Hosted) Rooms() []persistence.RoomKey {
@@ -232,7 +235,7 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
 	g.dir = l
 	if d.Hosted != nil {
-		d.Hosted.add(g.key)
+		d.Hosted.Add(g.key)
 	}
 	g.dirSync(ctx)
 }
@@ -245,7 +248,7 @@ func (g *grain) dirStop() {
 	}
 	g.dir.stop()
 	if g.dir.deps.Hosted != nil {
-		g.dir.deps.Hosted.remove(g.key)
+		g.dir.deps.Hosted.Remove(g.key)
 	}
 	g.dir = nil
 }

@@ -1468,6 +1468,378 @@ func (x *RoomResponse) GetError() *RoomError {
 	return nil
 }
 
+type ListRoomsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // 0 = 20; at most 100
+	PageToken     string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoomsRequest) Reset() {
+	*x = ListRoomsRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoomsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoomsRequest) ProtoMessage() {}
+
+func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
+func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListRoomsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ListRoomsRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ListRoomsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRoomsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type RoomListing struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,2,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	OwnerUserId   string                 `protobuf:"bytes,4,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
+	MemberCount   int64                  `protobuf:"varint,5,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	Heat          int64                  `protobuf:"varint,6,opt,name=heat,proto3" json:"heat,omitempty"`
+	Rank          int64                  `protobuf:"varint,7,opt,name=rank,proto3" json:"rank,omitempty"` // 1-based position in the app's heat ranking
+	UpdatedAtMs   int64                  `protobuf:"varint,8,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomListing) Reset() {
+	*x = RoomListing{}
+	mi := &file_roomcellv1_room_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomListing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomListing) ProtoMessage() {}
+
+func (x *RoomListing) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomListing.ProtoReflect.Descriptor instead.
+func (*RoomListing) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RoomListing) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *RoomListing) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *RoomListing) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RoomListing) GetOwnerUserId() string {
+	if x != nil {
+		return x.OwnerUserId
+	}
+	return ""
+}
+
+func (x *RoomListing) GetMemberCount() int64 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *RoomListing) GetHeat() int64 {
+	if x != nil {
+		return x.Heat
+	}
+	return 0
+}
+
+func (x *RoomListing) GetRank() int64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *RoomListing) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+type ListRoomsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rooms         []*RoomListing         `protobuf:"bytes,1,rep,name=rooms,proto3" json:"rooms,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // empty = no more pages
+	Total         int64                  `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`                                       // rooms in the ranking
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRoomsReply) Reset() {
+	*x = ListRoomsReply{}
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRoomsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRoomsReply) ProtoMessage() {}
+
+func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRoomsReply.ProtoReflect.Descriptor instead.
+func (*ListRoomsReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ListRoomsReply) GetRooms() []*RoomListing {
+	if x != nil {
+		return x.Rooms
+	}
+	return nil
+}
+
+func (x *ListRoomsReply) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListRoomsReply) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+type GetUserRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	UserId        string                 `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserRoomRequest) Reset() {
+	*x = GetUserRoomRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserRoomRequest) ProtoMessage() {}
+
+func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserRoomRequest.ProtoReflect.Descriptor instead.
+func (*GetUserRoomRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetUserRoomRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *GetUserRoomRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *GetUserRoomRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+type GetUserRoomReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	RoomId        string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	JoinedAtMs    int64                  `protobuf:"varint,4,opt,name=joined_at_ms,json=joinedAtMs,proto3" json:"joined_at_ms,omitempty"`
+	LastSeenMs    int64                  `protobuf:"varint,5,opt,name=last_seen_ms,json=lastSeenMs,proto3" json:"last_seen_ms,omitempty"` // newest heartbeat in that room; 0 = none recorded
+	Online        bool                   `protobuf:"varint,6,opt,name=online,proto3" json:"online,omitempty"`                             // heartbeated within the presence TTL
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserRoomReply) Reset() {
+	*x = GetUserRoomReply{}
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserRoomReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserRoomReply) ProtoMessage() {}
+
+func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserRoomReply.ProtoReflect.Descriptor instead.
+func (*GetUserRoomReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetUserRoomReply) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *GetUserRoomReply) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetUserRoomReply) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *GetUserRoomReply) GetJoinedAtMs() int64 {
+	if x != nil {
+		return x.JoinedAtMs
+	}
+	return 0
+}
+
+func (x *GetUserRoomReply) GetLastSeenMs() int64 {
+	if x != nil {
+		return x.LastSeenMs
+	}
+	return 0
+}
+
+func (x *GetUserRoomReply) GetOnline() bool {
+	if x != nil {
+		return x.Online
+	}
+	return false
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -1610,7 +1982,41 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"m\n" +
 	"\fRoomResponse\x12/\n" +
 	"\x05reply\x18\x01 \x01(\v2\x19.roomcell.v1.CommandReplyR\x05reply\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error2\xc9\x05\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error\"\x88\x01\n" +
+	"\x10ListRoomsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xe8\x01\n" +
+	"\vRoomListing\x12\x19\n" +
+	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\"\n" +
+	"\rowner_user_id\x18\x04 \x01(\tR\vownerUserId\x12!\n" +
+	"\fmember_count\x18\x05 \x01(\x03R\vmemberCount\x12\x12\n" +
+	"\x04heat\x18\x06 \x01(\x03R\x04heat\x12\x12\n" +
+	"\x04rank\x18\a \x01(\x03R\x04rank\x12\"\n" +
+	"\rupdated_at_ms\x18\b \x01(\x03R\vupdatedAtMs\"~\n" +
+	"\x0eListRoomsReply\x12.\n" +
+	"\x05rooms\x18\x01 \x03(\v2\x18.roomcell.v1.RoomListingR\x05rooms\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"g\n" +
+	"\x12GetUserRoomRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\"\xbb\x01\n" +
+	"\x10GetUserRoomReply\x12\x19\n" +
+	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x17\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12 \n" +
+	"\fjoined_at_ms\x18\x04 \x01(\x03R\n" +
+	"joinedAtMs\x12 \n" +
+	"\flast_seen_ms\x18\x05 \x01(\x03R\n" +
+	"lastSeenMs\x12\x16\n" +
+	"\x06online\x18\x06 \x01(\bR\x06online2\xe1\x06\n" +
 	"\vRoomService\x12G\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\x12C\n" +
@@ -1623,7 +2029,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bKickUser\x12\x1c.roomcell.v1.KickUserRequest\x1a\x19.roomcell.v1.CommandReply\x12E\n" +
 	"\tCloseRoom\x12\x1d.roomcell.v1.CloseRoomRequest\x1a\x19.roomcell.v1.CommandReply\x12E\n" +
 	"\tHeartbeat\x12\x1d.roomcell.v1.HeartbeatRequest\x1a\x19.roomcell.v1.CommandReply\x12A\n" +
-	"\aGetRoom\x12\x1b.roomcell.v1.GetRoomRequest\x1a\x19.roomcell.v1.GetRoomReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
+	"\aGetRoom\x12\x1b.roomcell.v1.GetRoomRequest\x1a\x19.roomcell.v1.GetRoomReply\x12G\n" +
+	"\tListRooms\x12\x1d.roomcell.v1.ListRoomsRequest\x1a\x1b.roomcell.v1.ListRoomsReply\x12M\n" +
+	"\vGetUserRoom\x12\x1f.roomcell.v1.GetUserRoomRequest\x1a\x1d.roomcell.v1.GetUserRoomReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -1637,25 +2045,30 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_roomcellv1_room_proto_goTypes = []any{
-	(*CreateRoomRequest)(nil), // 0: roomcell.v1.CreateRoomRequest
-	(*JoinRoomRequest)(nil),   // 1: roomcell.v1.JoinRoomRequest
-	(*LeaveRoomRequest)(nil),  // 2: roomcell.v1.LeaveRoomRequest
-	(*TakeMicRequest)(nil),    // 3: roomcell.v1.TakeMicRequest
-	(*ReleaseMicRequest)(nil), // 4: roomcell.v1.ReleaseMicRequest
-	(*SendGiftRequest)(nil),   // 5: roomcell.v1.SendGiftRequest
-	(*KickUserRequest)(nil),   // 6: roomcell.v1.KickUserRequest
-	(*CloseRoomRequest)(nil),  // 7: roomcell.v1.CloseRoomRequest
-	(*HeartbeatRequest)(nil),  // 8: roomcell.v1.HeartbeatRequest
-	(*GetRoomRequest)(nil),    // 9: roomcell.v1.GetRoomRequest
-	(*Seat)(nil),              // 10: roomcell.v1.Seat
-	(*RoomView)(nil),          // 11: roomcell.v1.RoomView
-	(*CommandReply)(nil),      // 12: roomcell.v1.CommandReply
-	(*GetRoomReply)(nil),      // 13: roomcell.v1.GetRoomReply
-	(*RoomCommand)(nil),       // 14: roomcell.v1.RoomCommand
-	(*RoomError)(nil),         // 15: roomcell.v1.RoomError
-	(*RoomResponse)(nil),      // 16: roomcell.v1.RoomResponse
+	(*CreateRoomRequest)(nil),  // 0: roomcell.v1.CreateRoomRequest
+	(*JoinRoomRequest)(nil),    // 1: roomcell.v1.JoinRoomRequest
+	(*LeaveRoomRequest)(nil),   // 2: roomcell.v1.LeaveRoomRequest
+	(*TakeMicRequest)(nil),     // 3: roomcell.v1.TakeMicRequest
+	(*ReleaseMicRequest)(nil),  // 4: roomcell.v1.ReleaseMicRequest
+	(*SendGiftRequest)(nil),    // 5: roomcell.v1.SendGiftRequest
+	(*KickUserRequest)(nil),    // 6: roomcell.v1.KickUserRequest
+	(*CloseRoomRequest)(nil),   // 7: roomcell.v1.CloseRoomRequest
+	(*HeartbeatRequest)(nil),   // 8: roomcell.v1.HeartbeatRequest
+	(*GetRoomRequest)(nil),     // 9: roomcell.v1.GetRoomRequest
+	(*Seat)(nil),               // 10: roomcell.v1.Seat
+	(*RoomView)(nil),           // 11: roomcell.v1.RoomView
+	(*CommandReply)(nil),       // 12: roomcell.v1.CommandReply
+	(*GetRoomReply)(nil),       // 13: roomcell.v1.GetRoomReply
+	(*RoomCommand)(nil),        // 14: roomcell.v1.RoomCommand
+	(*RoomError)(nil),          // 15: roomcell.v1.RoomError
+	(*RoomResponse)(nil),       // 16: roomcell.v1.RoomResponse
+	(*ListRoomsRequest)(nil),   // 17: roomcell.v1.ListRoomsRequest
+	(*RoomListing)(nil),        // 18: roomcell.v1.RoomListing
+	(*ListRoomsReply)(nil),     // 19: roomcell.v1.ListRoomsReply
+	(*GetUserRoomRequest)(nil), // 20: roomcell.v1.GetUserRoomRequest
+	(*GetUserRoomReply)(nil),   // 21: roomcell.v1.GetUserRoomReply
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	10, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
@@ -1673,31 +2086,36 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	9,  // 12: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
 	12, // 13: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
 	15, // 14: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	0,  // 15: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 16: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 17: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 18: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 19: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 20: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 21: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 22: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 23: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	9,  // 24: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	12, // 25: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	12, // 26: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	12, // 27: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	12, // 28: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	12, // 29: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	12, // 30: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	12, // 31: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	12, // 32: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	12, // 33: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	13, // 34: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	18, // 15: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	0,  // 16: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,  // 17: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,  // 18: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,  // 19: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,  // 20: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,  // 21: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,  // 22: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,  // 23: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,  // 24: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	9,  // 25: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	17, // 26: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	20, // 27: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	12, // 28: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	12, // 29: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	12, // 30: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	12, // 31: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	12, // 32: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	12, // 33: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	12, // 34: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	12, // 35: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	12, // 36: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	13, // 37: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	19, // 38: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	21, // 39: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -1723,7 +2141,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

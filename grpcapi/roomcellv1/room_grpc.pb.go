@@ -19,16 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RoomService_CreateRoom_FullMethodName = "/roomcell.v1.RoomService/CreateRoom"
-	RoomService_JoinRoom_FullMethodName   = "/roomcell.v1.RoomService/JoinRoom"
-	RoomService_LeaveRoom_FullMethodName  = "/roomcell.v1.RoomService/LeaveRoom"
-	RoomService_TakeMic_FullMethodName    = "/roomcell.v1.RoomService/TakeMic"
-	RoomService_ReleaseMic_FullMethodName = "/roomcell.v1.RoomService/ReleaseMic"
-	RoomService_SendGift_FullMethodName   = "/roomcell.v1.RoomService/SendGift"
-	RoomService_KickUser_FullMethodName   = "/roomcell.v1.RoomService/KickUser"
-	RoomService_CloseRoom_FullMethodName  = "/roomcell.v1.RoomService/CloseRoom"
-	RoomService_Heartbeat_FullMethodName  = "/roomcell.v1.RoomService/Heartbeat"
-	RoomService_GetRoom_FullMethodName    = "/roomcell.v1.RoomService/GetRoom"
+	RoomService_CreateRoom_FullMethodName  = "/roomcell.v1.RoomService/CreateRoom"
+	RoomService_JoinRoom_FullMethodName    = "/roomcell.v1.RoomService/JoinRoom"
+	RoomService_LeaveRoom_FullMethodName   = "/roomcell.v1.RoomService/LeaveRoom"
+	RoomService_TakeMic_FullMethodName     = "/roomcell.v1.RoomService/TakeMic"
+	RoomService_ReleaseMic_FullMethodName  = "/roomcell.v1.RoomService/ReleaseMic"
+	RoomService_SendGift_FullMethodName    = "/roomcell.v1.RoomService/SendGift"
+	RoomService_KickUser_FullMethodName    = "/roomcell.v1.RoomService/KickUser"
+	RoomService_CloseRoom_FullMethodName   = "/roomcell.v1.RoomService/CloseRoom"
+	RoomService_Heartbeat_FullMethodName   = "/roomcell.v1.RoomService/Heartbeat"
+	RoomService_GetRoom_FullMethodName     = "/roomcell.v1.RoomService/GetRoom"
+	RoomService_ListRooms_FullMethodName   = "/roomcell.v1.RoomService/ListRooms"
+	RoomService_GetUserRoom_FullMethodName = "/roomcell.v1.RoomService/GetUserRoom"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -51,6 +53,12 @@ type RoomServiceClient interface {
 	CloseRoom(ctx context.Context, in *CloseRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	GetRoom(ctx context.Context, in *GetRoomRequest, opts ...grpc.CallOption) (*GetRoomReply, error)
+	// ListRooms lists an app's live rooms by heat, hottest first, from the
+	// room directory (a read model: counts may trail the rooms briefly).
+	ListRooms(ctx context.Context, in *ListRoomsRequest, opts ...grpc.CallOption) (*ListRoomsReply, error)
+	// GetUserRoom says which room of an app a user is in, from the room
+	// directory. NOT_FOUND: in none.
+	GetUserRoom(ctx context.Context, in *GetUserRoomRequest, opts ...grpc.CallOption) (*GetUserRoomReply, error)
 }
 
 type roomServiceClient struct {
@@ -161,6 +169,26 @@ func (c *roomServiceClient) GetRoom(ctx context.Context, in *GetRoomRequest, opt
 	return out, nil
 }
 
+func (c *roomServiceClient) ListRooms(ctx context.Context, in *ListRoomsRequest, opts ...grpc.CallOption) (*ListRoomsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRoomsReply)
+	err := c.cc.Invoke(ctx, RoomService_ListRooms_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) GetUserRoom(ctx context.Context, in *GetUserRoomRequest, opts ...grpc.CallOption) (*GetUserRoomReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserRoomReply)
+	err := c.cc.Invoke(ctx, RoomService_GetUserRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -181,6 +209,12 @@ type RoomServiceServer interface {
 	CloseRoom(context.Context, *CloseRoomRequest) (*CommandReply, error)
 	Heartbeat(context.Context, *HeartbeatRequest) (*CommandReply, error)
 	GetRoom(context.Context, *GetRoomRequest) (*GetRoomReply, error)
+	// ListRooms lists an app's live rooms by heat, hottest first, from the
+	// room directory (a read model: counts may trail the rooms briefly).
+	ListRooms(context.Context, *ListRoomsRequest) (*ListRoomsReply, error)
+	// GetUserRoom says which room of an app a user is in, from the room
+	// directory. NOT_FOUND: in none.
+	GetUserRoom(context.Context, *GetUserRoomRequest) (*GetUserRoomReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -220,6 +254,12 @@ func (UnimplementedRoomServiceServer) Heartbeat(context.Context, *HeartbeatReque
 }
 func (UnimplementedRoomServiceServer) GetRoom(context.Context, *GetRoomRequest) (*GetRoomReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRoom not implemented")
+}
+func (UnimplementedRoomServiceServer) ListRooms(context.Context, *ListRoomsRequest) (*ListRoomsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRooms not implemented")
+}
+func (UnimplementedRoomServiceServer) GetUserRoom(context.Context, *GetUserRoomRequest) (*GetUserRoomReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUserRoom not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -422,6 +462,42 @@ func _RoomService_GetRoom_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_ListRooms_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRoomsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).ListRooms(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_ListRooms_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).ListRooms(ctx, req.(*ListRoomsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_GetUserRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).GetUserRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_GetUserRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).GetUserRoom(ctx, req.(*GetUserRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -468,6 +544,14 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRoom",
 			Handler:    _RoomService_GetRoom_Handler,
+		},
+		{
+			MethodName: "ListRooms",
+			Handler:    _RoomService_ListRooms_Handler,
+		},
+		{
+			MethodName: "GetUserRoom",
+			Handler:    _RoomService_GetUserRoom_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,327 @@
+package presence
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// WorkerName is the actor's name under the supervisor and the `worker`
+// log field.
+const WorkerName = "presence_stale"
+
+// Directory is what the worker reads and repairs; persistence.Directory
+// satisfies it.
+type Directory interface {
+	StalePresence(ctx context.Context, key persistence.RoomKey, beforeMs int64, limit int) ([]persistence.Presence, error)
+	ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error
+}
+
+// Deps is everything the worker uses. Directory, Hosted and Rooms are
+// required.
+type Deps struct {
+	Directory Directory
+	Hosted    *room.Hosted
+	// Rooms sends the leaves (a *room.Client in production).
+	Rooms  room.Commander
+	Config configs.PresenceConfig
+	NodeID string
+	Logger *slog.Logger // default slog.Default()
+	// Timeout bounds one directory call or one leave (default 5s).
+	Timeout time.Duration
+	Clock   func() time.Time
+	Metrics *Metrics // nil: not counted
+}
+
+func (d Deps) normalized() (Deps, error) {
+	if d.Directory == nil || d.Hosted == nil || d.Rooms == nil {
+		return d, errors.New("presence: Directory, Hosted and Rooms are required")
+	}
+	cfg, err := d.Config.Normalized()
+	if err != nil {
+		return d, err
+	}
+	d.Config = cfg
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Timeout <= 0 {
+		d.Timeout = 5 * time.Second
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	return d, nil
+}
+
+// Result counts what one scan did.
+type Result struct {
+	Rooms   int // hosted rooms scanned
+	Stale   int // stale presence entries found
+	Left    int // users taken out of their room
+	Cleared int // orphan entries (user no longer in the room) cleared
+	Failed  int // leaves or clears that failed; the next scan retries
+	// Errors counts rooms whose presence could not be read.
+	Errors int
+}
+
+// LeaveCommandID is the command_id of the heartbeat_timeout leave of user
+// in key, last seen at lastSeenMs: a scan that finds the same entry again
+// sends the same id, and a user who heartbeated since gets a new one.
+func LeaveCommandID(key persistence.RoomKey, user string, lastSeenMs int64) string {
+	h := sha256.Sum256([]byte(key.AppCode + "\x00" + key.RoomID + "\x00" + user + "\x00" + strconv.FormatInt(lastSeenMs, 10)))
+	return "hb-timeout-" + hex.EncodeToString(h[:16])
+}
+
+// ScanOnce is one scan without an actor: for each hosted room (starting at
+// index start, wrapping, so a busy room cannot starve the others when
+// batch_size runs out) it reads the members last seen at or before
+// now-stale_after and sends each a LeaveRoom. It stops early when ctx is
+// cancelled, between rooms or leaves. It returns where the next scan
+// should start.
+//
+// A user who heartbeats between the read and the leave is still taken out
+// (the window is one directory round trip after stale_after of silence);
+// their next heartbeat answers "not a member" and the client rejoins, as
+// after a kick.
+func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
+	d, err := deps.normalized()
+	if err != nil {
+		return Result{}, start, err
+	}
+	var res Result
+	rooms := d.Hosted.Rooms()
+	if len(rooms) == 0 {
+		return res, 0, nil
+	}
+	start %= len(rooms)
+	cutoff := d.Clock().Add(-d.Config.StaleAfter).UnixMilli()
+	budget := d.Config.BatchSize
+	next := start
+	for i := range rooms {
+		if ctx.Err() != nil || budget <= 0 {
+			break
+		}
+		key := rooms[(start+i)%len(rooms)]
+		next = (start + i + 1) % len(rooms)
+		res.Rooms++
+		cctx, cancel := context.WithTimeout(ctx, d.Timeout)
+		stale, err := d.Directory.StalePresence(cctx, key, cutoff, budget)
+		cancel()
+		if err != nil {
+			res.Errors++
+			d.Metrics.scanError()
+			d.Logger.Warn("presence: reading stale members failed; next scan retries", "worker", WorkerName,
+				"node_id", d.NodeID, "app_code", key.AppCode, "room_id", key.RoomID, "error", err)
+			continue
+		}
+		res.Stale += len(stale)
+		for _, p := range stale {
+			if ctx.Err() != nil {
+				break
+			}
+			budget--
+			d.leave(ctx, key, p, &res)
+		}
+	}
+	return res, next, nil
+}
+
+func (d Deps) leave(ctx context.Context, key persistence.RoomKey, p persistence.Presence, res *Result) {
+	id := LeaveCommandID(key, p.UserID, p.LastSeenMs)
+	cctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	reply, err := d.Rooms.Execute(cctx, &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
+		CommandId: id, AppCode: key.AppCode, RoomId: key.RoomID, UserId: p.UserID, Reason: room.ReasonHeartbeatTimeout}}})
+	cancel()
+	attrs := []any{"worker", WorkerName, "node_id", d.NodeID, "app_code", key.AppCode, "room_id", key.RoomID,
+		"user_id", p.UserID, "last_seen_ms", p.LastSeenMs, "command_id", id}
+	switch {
+	case err == nil && !reply.GetDuplicate():
+		res.Left++
+		d.Metrics.outcome("left")
+		d.Logger.Info("presence: stale member left the room", attrs...)
+		return
+	case err == nil, errors.Is(err, room.ErrNotMember), errors.Is(err, room.ErrNotFound), errors.Is(err, room.ErrRoomClosed):
+		// An earlier scan's leave (a duplicate) or the room no longer has
+		// them: the entry is an orphan, its clear pending in the room's
+		// directory worker or lost while the directory was away.
+		cctx, cancel := context.WithTimeout(ctx, d.Timeout)
+		err = d.Directory.ClearUserRoom(cctx, key, p.UserID)
+		cancel()
+		if err == nil {
+			res.Cleared++
+			d.Metrics.outcome("cleared")
+			return
+		}
+	}
+	res.Failed++
+	d.Metrics.outcome("failed")
+	d.Logger.Warn("presence: stale member not taken out; next scan retries", append(attrs, "error", err)...)
+}
+
+// Metrics are the worker's Prometheus instruments. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	Scans      prometheus.Counter
+	ScanErrors prometheus.Counter
+	Leaves     *prometheus.CounterVec // by result: left, cleared, failed
+}
+
+// NewMetrics creates the instruments and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Scans: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_stale_scans_total", Help: "Scans of the presence stale worker.",
+		}),
+		ScanErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "presence_stale_scan_errors_total", Help: "Rooms whose presence the stale worker could not read.",
+		}),
+		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "presence_stale_members_total",
+			Help: "Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{m.Scans, m.ScanErrors, m.Leaves} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("presence: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) scan() {
+	if m != nil {
+		m.Scans.Inc()
+	}
+}
+
+func (m *Metrics) scanError() {
+	if m != nil {
+		m.ScanErrors.Inc()
+	}
+}
+
+func (m *Metrics) outcome(result string) {
+	if m != nil {
+		m.Leaves.WithLabelValues(result).Inc()
+	}
+}
+
+// ScanNow asks the worker for a scan right away; sent with Request it
+// answers *ScanResult. The timer is left as it is.
+type ScanNow struct{}
+
+// ScanResult answers ScanNow.
+type ScanResult struct {
+	Result Result
+	Err    error
+}
+
+type workerActor struct {
+	ctx    context.Context // cancelled by Worker.Stop: the scan stops between leaves
+	deps   Deps
+	ticker supervise.Ticker
+	next   int
+}
+
+func (a *workerActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		a.schedule(c)
+	case *supervise.Tick:
+		if !a.ticker.Owns(m) {
+			return // sent to an earlier incarnation
+		}
+		a.scan()
+		a.schedule(c)
+	case *ScanNow:
+		res, err := a.scan()
+		if c.Sender() != nil {
+			c.Respond(&ScanResult{Result: res, Err: err})
+		}
+	case *actor.Restarting, *actor.Stopping:
+		a.ticker.Cancel()
+	}
+}
+
+func (a *workerActor) scan() (Result, error) {
+	if a.ctx.Err() != nil {
+		return Result{}, a.ctx.Err()
+	}
+	a.deps.Metrics.scan()
+	res, next, err := ScanOnce(a.ctx, a.deps, a.next)
+	a.next = next
+	if err != nil {
+		a.deps.Logger.Error("presence: scan failed", "worker", WorkerName, "node_id", a.deps.NodeID, "error", err)
+	}
+	return res, err
+}
+
+func (a *workerActor) schedule(c actor.Context) {
+	if a.ctx.Err() == nil {
+		a.ticker.Schedule(c, a.deps.Config.ScanInterval)
+	}
+}
+
+// Worker is a running stale worker.
+type Worker struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	stop   context.CancelFunc
+}
+
+// Start validates deps (presence.stale_after shorter than scan_interval is
+// an error naming the key) and spawns the worker as the child
+// "presence_stale" of sup. The first scan runs one scan_interval after
+// start, so rooms re-registering on activation seed their members'
+// presence first. It does not look at Config.On(): the caller decides.
+func Start(sup *supervise.Supervisor, deps Deps) (*Worker, error) {
+	d, err := deps.normalized()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pid, err := sup.Spawn(WorkerName, actor.PropsFromProducer(func() actor.Actor {
+		return &workerActor{ctx: ctx, deps: d}
+	}))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Worker{system: sup.System(), pid: pid, stop: cancel}, nil
+}
+
+// PID is the worker actor's PID.
+func (w *Worker) PID() *actor.PID { return w.pid }
+
+// ScanNow runs a scan and waits for its result (tests, operators).
+func (w *Worker) ScanNow(timeout time.Duration) (Result, error) {
+	res, err := w.system.Root.RequestFuture(w.pid, &ScanNow{}, timeout).Result()
+	if err != nil {
+		return Result{}, err
+	}
+	r := res.(*ScanResult)
+	return r.Result, r.Err
+}
+
+// Stop cancels the scan in progress (between leaves; a leave in flight
+// gets its timeout) and waits for the actor to stop. Call it before the
+// cluster leaves and before the directory closes.
+func (w *Worker) Stop(timeout time.Duration) error {
+	w.stop()
+	return supervise.StopAndWait(w.system, w.pid, timeout)
+}

@@ -1,0 +1,221 @@
+package presence
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
+)
+
+// fakeRooms records the leaves and answers with errs[user] (nil: left).
+type fakeRooms struct {
+	mu     sync.Mutex
+	leaves []*v1.LeaveRoomRequest
+	errs   map[string]error
+	dup    map[string]bool
+}
+
+func (f *fakeRooms) Execute(_ context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := rc.GetLeaveRoom()
+	f.leaves = append(f.leaves, l)
+	if err := f.errs[l.UserId]; err != nil {
+		return nil, err
+	}
+	return &v1.CommandReply{Duplicate: f.dup[l.UserId]}, nil
+}
+
+func (f *fakeRooms) users() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, l := range f.leaves {
+		out = append(out, l.RoomId+"/"+l.UserId)
+	}
+	return out
+}
+
+var (
+	keyR1 = persistence.RoomKey{AppCode: "app", RoomID: "r1"}
+	keyR2 = persistence.RoomKey{AppCode: "app", RoomID: "r2"}
+	keyR3 = persistence.RoomKey{AppCode: "app", RoomID: "r3"}
+	t0    = time.UnixMilli(10_000_000)
+)
+
+func testDeps(t *testing.T) (Deps, *memdb.Directory, *fakeRooms) {
+	dir := memdb.NewDirectory(memdb.DirectoryOptions{})
+	rooms := &fakeRooms{errs: map[string]error{}, dup: map[string]bool{}}
+	h := room.NewHosted()
+	h.Add(keyR1)
+	h.Add(keyR2)
+	d := Deps{
+		Directory: dir, Hosted: h, Rooms: rooms, NodeID: "n1",
+		Config: configs.PresenceConfig{StaleAfter: 60 * time.Second, ScanInterval: 5 * time.Second},
+		Logger: slog.New(slog.DiscardHandler),
+		Clock:  func() time.Time { return t0 },
+	}
+	return d, dir, rooms
+}
+
+func beat(t *testing.T, dir *memdb.Directory, key persistence.RoomKey, user string, ago time.Duration) {
+	t.Helper()
+	if err := dir.Heartbeat(context.Background(), key, user, t0.Add(-ago).UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScanLeavesStaleMembersOfHostedRoomsOnly(t *testing.T) {
+	d, dir, rooms := testDeps(t)
+	beat(t, dir, keyR1, "old", 70*time.Second)
+	beat(t, dir, keyR1, "edge", 60*time.Second) // exactly stale_after: stale
+	beat(t, dir, keyR1, "fresh", 59*time.Second)
+	beat(t, dir, keyR2, "gone", 61*time.Second)
+	beat(t, dir, keyR3, "elsewhere", time.Hour) // r3 is hosted by another node
+	res, _, err := ScanOnce(context.Background(), d, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rooms.users(), []string{"r1/old", "r1/edge", "r2/gone"}; !slices.Equal(got, want) {
+		t.Fatalf("leaves %v, want %v", got, want)
+	}
+	if res != (Result{Rooms: 2, Stale: 3, Left: 3}) {
+		t.Fatalf("result %+v", res)
+	}
+	l := rooms.leaves[0]
+	if l.Reason != room.ReasonHeartbeatTimeout || l.AppCode != "app" ||
+		l.CommandId != LeaveCommandID(keyR1, "old", t0.Add(-70*time.Second).UnixMilli()) {
+		t.Fatalf("leave %+v", l)
+	}
+	if err := room.CheckID("command_id", l.CommandId); err != nil {
+		t.Fatalf("derived command_id is not a valid id: %v", err)
+	}
+	// The same entry gives the same id; a newer heartbeat a new one.
+	if LeaveCommandID(keyR1, "old", 1) != LeaveCommandID(keyR1, "old", 1) || LeaveCommandID(keyR1, "old", 1) == LeaveCommandID(keyR1, "old", 2) {
+		t.Fatal("LeaveCommandID must be a function of (room, user, last seen)")
+	}
+}
+
+// A user the room no longer has (or whose leave is a duplicate of an
+// earlier scan's) has an orphan entry: it is cleared, not retried forever.
+// A room that cannot be reached leaves the entry for the next scan.
+func TestScanClearsOrphansAndKeepsFailures(t *testing.T) {
+	d, dir, rooms := testDeps(t)
+	beat(t, dir, keyR1, "orphan", 2*time.Minute)
+	beat(t, dir, keyR1, "dup", 2*time.Minute)
+	beat(t, dir, keyR1, "unreachable", 2*time.Minute)
+	rooms.errs["orphan"] = room.ErrNotMember
+	rooms.dup["dup"] = true
+	rooms.errs["unreachable"] = room.ErrUnavailable
+	res, _, err := ScanOnce(context.Background(), d, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cleared != 2 || res.Failed != 1 || res.Left != 0 {
+		t.Fatalf("result %+v, want 2 cleared, 1 failed", res)
+	}
+	left, _ := dir.StalePresence(context.Background(), keyR1, t0.UnixMilli(), 10)
+	if len(left) != 1 || left[0].UserID != "unreachable" {
+		t.Fatalf("presence after scan %+v, want only the unreachable one", left)
+	}
+}
+
+// batch_size caps the leaves of one scan; the next scan starts at the
+// room after the last one scanned, so one busy room cannot starve the
+// others.
+func TestScanBatchSizeAndRotation(t *testing.T) {
+	d, dir, rooms := testDeps(t)
+	d.Config.BatchSize = 2
+	for _, u := range []string{"a", "b", "c"} {
+		beat(t, dir, keyR1, u, 2*time.Minute)
+	}
+	beat(t, dir, keyR2, "z", 2*time.Minute)
+	rooms.errs["a"], rooms.errs["b"], rooms.errs["c"] = room.ErrUnavailable, room.ErrUnavailable, room.ErrUnavailable
+	res, next, err := ScanOnce(context.Background(), d, 0)
+	if err != nil || res.Stale != 2 || next != 1 {
+		t.Fatalf("first scan %+v next %d %v, want 2 from r1 then next at r2", res, next, err)
+	}
+	_, next, _ = ScanOnce(context.Background(), d, next)
+	if got := rooms.users(); !slices.Equal(got, []string{"r1/a", "r1/b", "r2/z", "r1/a"}) || next != 1 {
+		t.Fatalf("leaves %v next %d: r2 must get its turn", got, next)
+	}
+}
+
+func TestScanDirectoryDownIsCountedNotFatal(t *testing.T) {
+	d, dir, rooms := testDeps(t)
+	beat(t, dir, keyR1, "old", 2*time.Minute)
+	_ = dir.Close()
+	res, _, err := ScanOnce(context.Background(), d, 0)
+	if err != nil || res.Errors != 2 || len(rooms.users()) != 0 {
+		t.Fatalf("scan with the directory down: %+v %v", res, err)
+	}
+}
+
+func TestStartValidates(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }))
+	t.Cleanup(sys.Shutdown)
+	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, _ := testDeps(t)
+	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Second}
+	if _, err := Start(sup, d); err == nil || !contains(err.Error(), "presence.stale_after") {
+		t.Fatalf("stale_after < scan_interval: %v, want an error naming presence.stale_after", err)
+	}
+	d.Rooms = nil
+	if _, err := Start(sup, d); err == nil {
+		t.Fatal("Start without Rooms succeeded")
+	}
+}
+
+// The actor scans every scan_interval and stops cleanly.
+func TestWorkerActorScansOnItsTimer(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }))
+	t.Cleanup(sys.Shutdown)
+	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, dir, rooms := testDeps(t)
+	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 50 * time.Millisecond}
+	w, err := Start(sup, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beat(t, dir, keyR1, "u1", time.Minute)
+	deadline := time.Now().Add(3 * time.Second)
+	for len(rooms.users()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not scan on its timer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := w.ScanNow(3 * time.Second)
+	if err != nil || res.Rooms != 2 {
+		t.Fatalf("ScanNow: %+v %v", res, err)
+	}
+	if err := w.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	n := len(rooms.users())
+	time.Sleep(150 * time.Millisecond)
+	if len(rooms.users()) != n {
+		t.Fatal("the worker scanned after Stop")
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,146 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Room directory reads: the RoomService's ListRooms and GetUserRoom answer
+// from the directory (persistence.Directory), not from the room grains, so
+// a listing never wakes a room. The directory trails the rooms by at most
+// one refresh; a directory outage answers Unavailable and never touches
+// room commands.
+
+// DirectoryReader is what ListRooms and GetUserRoom read;
+// persistence.Directory satisfies it.
+type DirectoryReader interface {
+	ListRooms(ctx context.Context, appCode string, offset, limit int) (persistence.RoomPage, error)
+	UserRoom(ctx context.Context, appCode, userID string) (persistence.UserRoom, error)
+}
+
+// Page sizes of ListRooms, and the deepest offset a page token may name
+// (a ranking is read from the top; deep paging is a scan).
+const (
+	DefaultRoomsPageSize = 20
+	MaxRoomsPageSize     = 100
+	maxRoomsOffset       = 100_000
+)
+
+// SetDirectory gives the server the directory ListRooms and GetUserRoom
+// read. Call it before serving; without one both answer Unimplemented.
+func (s *RoomServer) SetDirectory(d DirectoryReader) { s.dir = d }
+
+func init() {
+	registerValidated(&roomcellv1.ListRoomsRequest{}, &roomcellv1.GetUserRoomRequest{})
+}
+
+var errNoDirectory = status.Error(codes.Unimplemented, "the room directory is not configured on this server")
+
+func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, err error) {
+	if err := room.CheckID("app_code", r.GetAppCode()); err != nil {
+		return 0, 0, err
+	}
+	if err := checkOptionalID("request_id", r.GetRequestId()); err != nil {
+		return 0, 0, err
+	}
+	size = int(r.GetPageSize())
+	switch {
+	case size < 0 || size > MaxRoomsPageSize:
+		return 0, 0, invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
+	case size == 0:
+		size = DefaultRoomsPageSize
+	}
+	if tok := r.GetPageToken(); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 || n > maxRoomsOffset {
+			return 0, 0, invalidf("page_token is not one this server returned")
+		}
+		offset = n
+	}
+	return offset, size, nil
+}
+
+func validateGetUserRoom(r *roomcellv1.GetUserRoomRequest) error {
+	if err := room.CheckID("app_code", r.GetAppCode()); err != nil {
+		return err
+	}
+	if err := room.CheckID("user_id", r.GetUserId()); err != nil {
+		return err
+	}
+	return checkOptionalID("request_id", r.GetRequestId())
+}
+
+// directoryErr gives a directory error the class toStatus maps.
+func directoryErr(err error, notFound string) error {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return fmt.Errorf("%w: %s", room.ErrNotFound, notFound)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, persistence.ErrUnavailable):
+		return err
+	}
+	return fmt.Errorf("%w: room directory: %v", room.ErrUnavailable, err)
+}
+
+func (s *RoomServer) dirCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout > 0 {
+		return context.WithTimeout(ctx, s.timeout)
+	}
+	return ctx, func() {}
+}
+
+// ListRooms implements roomcell.v1.RoomService.
+func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsRequest) (*roomcellv1.ListRoomsReply, error) {
+	offset, size, err := validateListRooms(r)
+	if err != nil {
+		return nil, s.invalid(ctx, err)
+	}
+	if s.dir == nil {
+		return nil, errNoDirectory
+	}
+	dctx, cancel := s.dirCtx(ctx)
+	defer cancel()
+	page, err := s.dir.ListRooms(dctx, r.GetAppCode(), offset, size)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, directoryErr(err, "no such page"))
+	}
+	out := &roomcellv1.ListRoomsReply{Total: page.Total}
+	for _, e := range page.Rooms {
+		out.Rooms = append(out.Rooms, &roomcellv1.RoomListing{
+			AppCode: e.AppCode, RoomId: e.RoomID, Name: e.Name, OwnerUserId: e.OwnerUserID,
+			MemberCount: e.MemberCount, Heat: e.Heat, Rank: e.Rank, UpdatedAtMs: e.UpdatedAtMs,
+		})
+	}
+	if next := offset + size; len(page.Rooms) == size && int64(next) < page.Total && next <= maxRoomsOffset {
+		out.NextPageToken = strconv.Itoa(next)
+	}
+	return out, nil
+}
+
+// GetUserRoom implements roomcell.v1.RoomService.
+func (s *RoomServer) GetUserRoom(ctx context.Context, r *roomcellv1.GetUserRoomRequest) (*roomcellv1.GetUserRoomReply, error) {
+	if err := validateGetUserRoom(r); err != nil {
+		return nil, s.invalid(ctx, err)
+	}
+	if s.dir == nil {
+		return nil, errNoDirectory
+	}
+	dctx, cancel := s.dirCtx(ctx)
+	defer cancel()
+	ur, err := s.dir.UserRoom(dctx, r.GetAppCode(), r.GetUserId())
+	if err != nil {
+		return nil, toStatus(ctx, s.log, directoryErr(err, fmt.Sprintf("user %s is in no room of app %s", r.GetUserId(), r.GetAppCode())))
+	}
+	return &roomcellv1.GetUserRoomReply{
+		AppCode: ur.AppCode, UserId: ur.UserID, RoomId: ur.RoomID,
+		JoinedAtMs: ur.JoinedAtMs, LastSeenMs: ur.LastSeenMs, Online: ur.Online,
+	}, nil
+}
