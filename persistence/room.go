@@ -153,6 +153,10 @@ type OutboxStore interface {
 	// published_at_ms and clears the lease. Marking a published row again is
 	// a no-op. ErrNotFound for an unknown event.
 	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
+	// MarkOutboxPublishedBatch is MarkOutboxPublished for many rows in one
+	// write (the relay's marks would otherwise cost a commit each). Rows
+	// already published and unknown ids are skipped, not errors.
+	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 	// MarkOutboxFailed keeps the row pending, adds one to retry_count,
 	// stores lastError and clears the lease. A published row is left
 	// alone. ErrNotFound for an unknown event.

@@ -276,12 +276,40 @@ func (b *batch) publishOne(row persistence.OutboxRow) *inflight {
 	return nil
 }
 
-// settleAll waits for queued publishes in order and marks each.
+// settleAll waits for queued publishes in order, records failures one by
+// one and marks the successes published in one store write: with a commit
+// per row, marking would cap the relay at the store's commit rate.
 func (b *batch) settleAll(queued []*inflight) {
+	var ok []*inflight
 	for _, f := range queued {
 		err := <-f.done
 		f.cancel()
-		b.settle(f.log, f.row, f.start, err)
+		if b.Metrics != nil {
+			b.Metrics.Latency.Observe(float64(time.Since(f.start).Microseconds()) / 1000)
+		}
+		if err != nil {
+			b.fail(f.log, f.row, err)
+			continue
+		}
+		ok = append(ok, f)
+	}
+	if len(ok) == 0 {
+		return
+	}
+	ids := make([]string, len(ok))
+	for i, f := range ok {
+		ids[i] = f.row.Envelope.EventID
+	}
+	ctx, cancel := b.storeCtx()
+	err := b.Store.MarkOutboxPublishedBatch(ctx, ids, b.Clock().UnixMilli())
+	cancel()
+	for _, f := range ok {
+		if err != nil {
+			b.markFailedToStore(f.log, f.row, err)
+			continue
+		}
+		b.logPublished(f.log, f.row)
+		b.res.Published++
 	}
 }
 
@@ -317,12 +345,21 @@ func (b *batch) markPublished(log *slog.Logger, row persistence.OutboxRow) bool 
 	ctx, cancel := b.storeCtx()
 	defer cancel()
 	if err := b.Store.MarkOutboxPublished(ctx, row.Envelope.EventID, b.Clock().UnixMilli()); err != nil {
-		b.res.StoreErrors++
-		log.Error("outbox mark published failed: the row will be published again after its lease",
-			slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
-			slog.String("error", ErrorText(err)))
+		b.markFailedToStore(log, row, err)
 		return false
 	}
+	b.logPublished(log, row)
+	return true
+}
+
+func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, err error) {
+	b.res.StoreErrors++
+	log.Error("outbox mark published failed: the row will be published again after its lease",
+		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
+		slog.String("error", ErrorText(err)))
+}
+
+func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
 	if b.Metrics != nil {
 		b.Metrics.Success.Inc()
 	}
@@ -334,7 +371,6 @@ func (b *batch) markPublished(log *slog.Logger, row persistence.OutboxRow) bool 
 	log.Log(context.Background(), level, "outbox event published",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPublished),
 		slog.String("error", ""))
-	return true
 }
 
 // fail records a failed attempt: retry_count+1 and last_error, the row

@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"errors"
 	"cmp"
 	"context"
 	"fmt"
@@ -125,6 +126,17 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 		r.LockedBy, r.LockUntilMs = "", 0
 		return true
 	})
+}
+
+// MarkOutboxPublishedBatch implements persistence.OutboxStore.
+func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
+	for _, id := range eventIDs {
+		err := s.MarkOutboxPublished(ctx, id, nowMs)
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return err
+		}
+	}
+	return nil
 }
 
 // MarkOutboxFailed implements persistence.OutboxStore.

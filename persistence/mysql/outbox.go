@@ -167,6 +167,34 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 		nowMs, nowMs)
 }
 
+// MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
+// (one commit) per chunk of ids instead of one per row.
+func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	const chunk = 500
+	for len(eventIDs) > 0 {
+		n := min(chunk, len(eventIDs))
+		ids := eventIDs[:n]
+		eventIDs = eventIDs[n:]
+		args := make([]any, 0, n+2)
+		args = append(args, nowMs, nowMs)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		q := "UPDATE room_outbox SET status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0" +
+			" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", n-1) + ")"
+		cctx, cancel := s.opCtx(ctx)
+		_, err := s.db.ExecContext(cctx, q, args...)
+		cancel()
+		if err != nil {
+			return s.wrap("mark published batch", err)
+		}
+	}
+	return nil
+}
+
 // MarkOutboxFailed implements persistence.OutboxStore. lastError is cut to
 // the column's 1024 characters.
 func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs int64) error {

@@ -38,6 +38,7 @@ func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"ClaimLeases", testClaimLeases},
 		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
 		{"MarkPublished", testMarkPublished},
+		{"MarkPublishedBatch", testMarkPublishedBatch},
 		{"MarkFailed", testMarkFailed},
 		{"ReleaseOutbox", testReleaseOutbox},
 		{"ListOutboxFilter", testListOutboxFilter},
@@ -658,6 +659,34 @@ func testMarkPublished(t *testing.T, s persistence.Store) {
 	}
 	if other := getOutbox(t, s, ids[1]); other.Status != persistence.OutboxPending {
 		t.Fatalf("marking one row touched another: %+v", other)
+	}
+}
+
+func testMarkPublishedBatch(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300, 400)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 900))
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 4)
+	mustNoErr(t, "claim", err)
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[1], "im down", 1100))
+
+	// ids[0] is already published, "nope" does not exist: both skipped.
+	mustNoErr(t, "MarkOutboxPublishedBatch", s.MarkOutboxPublishedBatch(ctx, []string{ids[0], ids[1], ids[2], "nope"}, 2000))
+	if g := getOutbox(t, s, ids[0]); g.PublishedAtMs != 900 {
+		t.Fatalf("batch re-marked a published row: %+v", g)
+	}
+	for _, id := range ids[1:3] {
+		g := getOutbox(t, s, id)
+		if g.Status != persistence.OutboxPublished || g.PublishedAtMs != 2000 || g.UpdatedAtMs != 2000 || g.LastError != "" || g.LockedBy != "" || g.LockUntilMs != 0 {
+			t.Fatalf("%s after batch mark: %+v", id, g)
+		}
+	}
+	if g := getOutbox(t, s, ids[3]); g.Status != persistence.OutboxPending {
+		t.Fatalf("batch touched a row it was not given: %+v", g)
+	}
+	mustNoErr(t, "empty batch", s.MarkOutboxPublishedBatch(ctx, nil, 3000))
+	if st, err := s.OutboxStats(ctx); err != nil || st.Pending != 1 {
+		t.Fatalf("stats after batch: %+v %v, want 1 pending", st, err)
 	}
 }
 
