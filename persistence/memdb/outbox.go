@@ -1,9 +1,9 @@
 package memdb
 
 import (
-	"errors"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
