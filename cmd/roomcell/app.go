@@ -42,9 +42,14 @@ type App struct {
 	closers []func()       // run last, in reverse order (IM fake, wallet store, ...)
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
 	relay   *relay.Relay
-	wallet  *wallet.Service // nil when the wallet is remote
-	member  *cluster.Member
-	workers []worker
+	// directory is the room directory (Redis, or memdb in dev); hosted
+	// lists the rooms active on this node for the presence worker.
+	directory      persistence.Directory
+	hosted         *room.Hosted
+	closeDirectory func() error
+	wallet         *wallet.Service // nil when the wallet is remote
+	member         *cluster.Member
+	workers        []worker
 
 	grpcServer *grpc.Server
 	health     *health.Server
@@ -110,9 +115,13 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 
+	dirDeps, err := a.openDirectory(ctx)
+	if err != nil {
+		return nil, err
+	}
 	kind := room.NewKind(room.Deps{
 		Store: a.store, Publisher: pub, Gifts: gifts, Config: cfg.Room,
-		Logger: log.With("component", "room"),
+		Logger: log.With("component", "room"), Dir: dirDeps,
 	})
 	a.member, err = cluster.Start(cluster.Options{
 		Config: cfg.Cluster, Kinds: []*pcluster.Kind{kind}, Logger: log.With("component", "cluster"),
@@ -151,7 +160,11 @@ func (a *App) serveGRPC() error {
 	a.grpcLis = lis
 	a.grpcServer, a.health = grpcapi.NewServer(grpcapi.Options{Logger: a.log.With("component", "grpc"), AuthToken: a.cfg.GRPC.AuthToken})
 	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout}
-	v1.RegisterRoomServiceServer(a.grpcServer, grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout))
+	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
+	if a.directory != nil {
+		rs.SetDirectory(a.directory)
+	}
+	v1.RegisterRoomServiceServer(a.grpcServer, rs)
 	a.registerServices()
 	go func() {
 		if err := a.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -234,6 +247,14 @@ func (a *App) Shutdown() {
 			a.log.Warn("store close", "error", err)
 		}
 		a.step("store")
+	}
+	// Seed 000 closes Redis last: rooms write to the directory until the
+	// cluster member has stopped them.
+	if a.closeDirectory != nil {
+		if err := a.closeDirectory(); err != nil {
+			a.log.Warn("directory close", "error", err)
+		}
+		a.step("directory")
 	}
 	a.log.Info("roomcell stopped")
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/hyapp/roomcell/actors/presence"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -25,6 +26,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
+	"github.com/hyapp/roomcell/persistence/redis"
 )
 
 func openStore(ctx context.Context, cfg configs.Config, log *slog.Logger) (persistence.Store, error) {
@@ -131,6 +133,32 @@ func trimClass(err, class error) string {
 	return strings.TrimPrefix(err.Error(), class.Error()+": ")
 }
 
+// openDirectory builds the room directory: Redis when redis.enabled, else
+// the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
+// the source of truth and re-register when it is back.
+func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
+	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
+	if a.cfg.Redis.Enabled {
+		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.Redis.Timeout)
+		if err := rd.Ping(pctx); err != nil {
+			a.log.Warn("redis directory unreachable; rooms repair it when it is back", "error", err)
+		}
+		cancel()
+		a.directory, a.closeDirectory = rd, rd.Close
+	} else {
+		md := memdb.NewDirectory(memdb.DirectoryOptions{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
+		a.directory, a.closeDirectory = md, md.Close
+	}
+	metrics, err := room.NewDirectoryMetrics(a.registry)
+	if err != nil {
+		return room.DirectoryDeps{}, err
+	}
+	a.hosted = room.NewHosted()
+	return room.DirectoryDeps{Directory: a.directory, Hosted: a.hosted,
+		RefreshInterval: a.cfg.Presence.RefreshInterval, Metrics: metrics}, nil
+}
+
 // startWorkers spawns the supervised background actors of the roles this
 // process runs. Each registers its stop in a.workers; Shutdown stops them
 // before gRPC and the store.
@@ -143,6 +171,24 @@ func (a *App) startWorkers(pub relay.Publisher) error {
 		return err
 	}
 	a.workers = append(a.workers, worker{name: "workers", stop: func() { _ = sup.Stop(5 * time.Second) }})
+	// Seed 000's order: the presence stale worker, then the outbox relay.
+	if a.cfg.HasRole(configs.RoleRoom) && a.cfg.Presence.On() {
+		pm, err := presence.NewMetrics(a.registry)
+		if err != nil {
+			return err
+		}
+		w, err := presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
+			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout},
+			Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
+		if err != nil {
+			return err
+		}
+		a.workers = append(a.workers, worker{name: presence.WorkerName, stop: func() {
+			if err := w.Stop(10 * time.Second); err != nil {
+				a.log.Warn("presence worker stop", "error", err)
+			}
+		}})
+	}
 	if a.cfg.HasRole(configs.RoleRelay) && a.cfg.OutboxWorker.On() {
 		metrics, err := relay.NewMetrics(a.registry)
 		if err != nil {
