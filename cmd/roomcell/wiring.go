@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,6 +16,7 @@ import (
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -67,12 +67,6 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	return pub, nil
 }
 
-// walletDebiter is what the room grains need from a wallet: the
-// in-process *wallet.Service or a *grpcapi.WalletClient to a remote one.
-type walletDebiter interface {
-	DebitGift(ctx context.Context, r wallet.DebitGiftRequest) (wallet.DebitGiftResult, error)
-}
-
 // openWallet returns the gift debiter of the room grains: the wallet in
 // process (its own store: memdb, or hyapp_wallet on MySQL), or a remote
 // WalletService when wallet.addr is set.
@@ -83,7 +77,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = conn.Close() })
-		return giftDebiter{grpcapi.NewWalletClient(conn)}, nil
+		return giftdebit.New(grpcapi.NewWalletClient(conn)), nil
 	}
 	var store wallet.Store
 	if a.cfg.Store.Kind == configs.StoreMySQL {
@@ -103,34 +97,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		return nil, err
 	}
 	a.wallet = svc
-	return giftDebiter{svc}, nil
-}
-
-// giftDebiter adapts the wallet to the room grain, translating wallet
-// error classes into room ones (the grain answers callers in room classes).
-type giftDebiter struct{ w walletDebiter }
-
-func (g giftDebiter) DebitGift(ctx context.Context, d room.GiftDebit) (int64, error) {
-	res, err := g.w.DebitGift(ctx, wallet.DebitGiftRequest{
-		AppCode: d.AppCode, CommandID: d.CommandID, RoomID: d.RoomID,
-		FromUserID: d.FromUserID, ToUserID: d.ToUserID, GiftID: d.GiftID, Count: d.Count,
-	})
-	switch {
-	case err == nil:
-		return res.HeatValue, nil
-	case errors.Is(err, wallet.ErrInvalid):
-		return 0, fmt.Errorf("%w: %v", room.ErrInvalid, trimClass(err, wallet.ErrInvalid))
-	case errors.Is(err, wallet.ErrPrecondition), errors.Is(err, wallet.ErrConflict):
-		return 0, fmt.Errorf("%w: %v", room.ErrPrecondition, trimClass(err, wallet.ErrPrecondition))
-	default:
-		return 0, fmt.Errorf("%w: wallet: %v", room.ErrUnavailable, err)
-	}
-}
-
-// trimClass drops the wallet's class prefix so the room error reads
-// "failed precondition: insufficient balance", not the class twice.
-func trimClass(err, class error) string {
-	return strings.TrimPrefix(err.Error(), class.Error()+": ")
+	return giftdebit.New(svc), nil
 }
 
 // openDirectory builds the room directory: Redis when redis.enabled, else

@@ -285,6 +285,9 @@ func TestSendErrorsReachTheCaller(t *testing.T) {
 	f := setup(t, nil)
 	ctx := ctxT(t)
 	env := envelope(t, "lalu", "nogroup", 2, room.RoomMicTaken{UserID: "u", Seat: 1})
+	// The group stays missing even after the publisher recreates it once:
+	// the error reaches the caller (the relay keeps the row pending).
+	f.fake.FailNext(2, 10010, tencentim.APISendGroupMsg)
 	if err := f.pub.PublishRoomEvent(ctx, env); tencentim.ClassOf(err) != tencentim.ClassGroupMissing {
 		t.Fatalf("send to a missing group: %v", err)
 	}
