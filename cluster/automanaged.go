@@ -183,7 +183,7 @@ func (p *automanagedProvider) pollOnce() {
 	leaving := p.leaving
 	p.mu.Unlock()
 	if blockedBy != "" && !leaving {
-		p.Rejoin("dropped by member " + blockedBy)
+		p.Rejoin(selfID, "dropped by member "+blockedBy)
 		return
 	}
 	p.publish()
@@ -239,9 +239,9 @@ func (p *automanagedProvider) publish() {
 
 // Rejoin takes a new membership id; the others admit it on their next
 // poll.
-func (p *automanagedProvider) Rejoin(reason string) {
+func (p *automanagedProvider) Rejoin(id, reason string) {
 	p.mu.Lock()
-	if p.leaving || p.ctx.Err() != nil {
+	if p.leaving || p.ctx.Err() != nil || id != p.self.ID {
 		p.mu.Unlock()
 		return
 	}

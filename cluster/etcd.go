@@ -164,7 +164,7 @@ func (p *etcdProvider) lost(id, reason string) {
 	go p.rejoin(reason)
 }
 
-func (p *etcdProvider) Rejoin(reason string) { p.lost(p.SelfID(), reason) }
+func (p *etcdProvider) Rejoin(id, reason string) { p.lost(id, reason) }
 
 // rejoin drops the old registration and registers a new id, retrying
 // until etcd answers or the member stops.

@@ -31,10 +31,11 @@ type provider interface {
 	// Kill stops heartbeating without deregistering: the others drop this
 	// member only when its registration expires, as after a crash.
 	Kill()
-	// Rejoin re-registers under a fresh membership id. Proto.Actor blocks
-	// a dropped member id forever (#1083), so a member the others dropped
-	// can only come back under a new id.
-	Rejoin(reason string)
+	// Rejoin re-registers under a fresh membership id if id is still the
+	// current one (several detectors may report the same drop).
+	// Proto.Actor blocks a dropped member id forever (#1083), so a member
+	// the others dropped can only come back under a new id.
+	Rejoin(id, reason string)
 	// Rejoins counts completed re-registrations.
 	Rejoins() int64
 }
@@ -138,5 +139,5 @@ func (p *singleProvider) Shutdown(graceful bool) error {
 
 func (p *singleProvider) Leave(context.Context) error { return p.Shutdown(true) }
 func (p *singleProvider) Kill()                       { _ = p.Shutdown(false) }
-func (p *singleProvider) Rejoin(string)               {}
+func (p *singleProvider) Rejoin(string, string)       {}
 func (p *singleProvider) Rejoins() int64              { return 0 }

@@ -1,0 +1,417 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	driverMySQL "github.com/go-sql-driver/mysql"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"gopkg.in/yaml.v3"
+
+	"github.com/hyapp/roomcell/configs"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+)
+
+// Binary builds ./cmd/roomcell once per test process into dir and
+// returns its path.
+func Binary(t testing.TB, dir string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		buildPath = filepath.Join(dir, "roomcell")
+		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/roomcell")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build ./cmd/roomcell: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Options shape a test cluster.
+type Options struct {
+	Nodes int
+	// Etcd is the etcd endpoint (default $ROOMCELL_TEST_ETCD or
+	// 127.0.0.1:23790).
+	Etcd string
+	// BinDir holds the built binary (shared by the tests of a run).
+	BinDir string
+	// Edit, when set, adjusts every node's configuration before it is
+	// written.
+	Edit func(i int, c *NodeConfig)
+}
+
+// NodeConfig is the YAML written for one node: only the keys the harness
+// sets; the rest take configs' defaults.
+type NodeConfig struct {
+	NodeID string         `yaml:"node_id"`
+	Log    map[string]any `yaml:"log"`
+	GRPC   map[string]any `yaml:"grpc"`
+	HTTP   map[string]any `yaml:"http"`
+	Store  map[string]any `yaml:"store"`
+	MySQL  map[string]any `yaml:"mysql"`
+	Redis  map[string]any `yaml:"redis"`
+	Room   map[string]any `yaml:"room"`
+	Outbox map[string]any `yaml:"outbox_worker"`
+	IM     map[string]any `yaml:"tencent_im"`
+	Clu    map[string]any `yaml:"cluster"`
+}
+
+// Cluster is a set of roomcell processes sharing one MariaDB database and
+// one etcd prefix.
+type Cluster struct {
+	t        testing.TB
+	bin      string
+	dir      string
+	Database string
+	DB       *sql.DB
+	Nodes    []*Node
+}
+
+// Node is one roomcell process (restartable with the same config: same
+// node id, same ports).
+type Node struct {
+	ID          string
+	GRPCAddr    string
+	HTTPAddr    string
+	ClusterAddr string
+	cfgPath     string
+	logPath     string
+	bin         string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	exitErr error
+	conn    *grpc.ClientConn
+}
+
+// New writes the configurations, starts node 0 (it migrates the schema),
+// then the others, and waits until all are ready.
+func New(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Etcd == "" {
+		o.Etcd = os.Getenv("ROOMCELL_TEST_ETCD")
+		if o.Etcd == "" {
+			o.Etcd = "127.0.0.1:23790"
+		}
+	}
+	if o.BinDir == "" {
+		o.BinDir = t.TempDir()
+	}
+	c := &Cluster{t: t, bin: Binary(t, o.BinDir), dir: t.TempDir()}
+	mcfg, database := mysqltest.NewDatabase(t)
+	c.Database = database
+	dc, err := driverMySQL.ParseDSN(mcfg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.DBName = database
+	db, err := sql.Open("mysql", dc.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c.DB = db
+	baseKey := fmt.Sprintf("/roomcell-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+	for i := range o.Nodes {
+		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin,
+			GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), ClusterAddr: freeAddr(t)}
+		n.cfgPath = filepath.Join(c.dir, n.ID+".yaml")
+		n.logPath = filepath.Join(c.dir, n.ID+".log")
+		_, cport, _ := net.SplitHostPort(n.ClusterAddr)
+		nc := NodeConfig{
+			NodeID: n.ID,
+			Log:    map[string]any{"level": "info", "format": "json"},
+			GRPC:   map[string]any{"addr": n.GRPCAddr, "command_timeout": "5s", "shutdown_timeout": "5s"},
+			HTTP:   map[string]any{"addr": n.HTTPAddr},
+			Store:  map[string]any{"kind": "mysql"},
+			MySQL: map[string]any{"dsn": mcfg.DSN, "room_database": database, "wallet_database": database,
+				"notice_database": database, "auto_migrate": i == 0, "max_open_conns": 16},
+			Redis:  map[string]any{"enabled": false},
+			Room:   map[string]any{"publish_timeout": "1s"},
+			Outbox: map[string]any{"enabled": true, "poll_interval": "200ms", "publish_timeout": "1s", "lease_ttl": "3s"},
+			IM:     map[string]any{"enabled": false},
+			Clu: map[string]any{"provider": "etcd", "host": "127.0.0.1", "port": atoi(cport),
+				"etcd_endpoints": []string{o.Etcd}, "etcd_base_key": baseKey, "request_timeout": "2s",
+				"etcd_lease_ttl": "3s", "drain_timeout": "5s"},
+		}
+		if o.Edit != nil {
+			o.Edit(i, &nc)
+		}
+		b, err := yaml.Marshal(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(n.cfgPath, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := configs.Load(n.cfgPath); err != nil {
+			t.Fatalf("harness wrote a config the loader refuses: %v", err)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.Nodes {
+			n.Kill()
+		}
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("---- %s log tail ----\n%s", n.ID, n.LogTail(40))
+			}
+		}
+	})
+	c.Nodes[0].Start(t)
+	c.Nodes[0].WaitReady(t, 60*time.Second)
+	for _, n := range c.Nodes[1:] {
+		n.Start(t)
+	}
+	for _, n := range c.Nodes[1:] {
+		n.WaitReady(t, 60*time.Second)
+	}
+	return c
+}
+
+func atoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+// freeAddr is a loopback address nobody listens on right now.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start runs the process (again, after Kill or Term).
+func (n *Node) Start(t testing.TB) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(n.bin, "--config", n.cfgPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The node dies with the test process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	n.cmd, n.exited = cmd, exited
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		n.mu.Lock()
+		n.exitErr = err
+		n.mu.Unlock()
+		close(exited)
+	}()
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	ch := n.exited
+	n.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitReady polls /readyz until 200.
+func (n *Node) WaitReady(t testing.TB, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		if !n.Running() {
+			t.Fatalf("%s exited before ready:\n%s", n.ID, n.LogTail(30))
+		}
+		resp, err := client.Get("http://" + n.HTTPAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return time.Since(start)
+			}
+		}
+		if time.Since(start) > d {
+			t.Fatalf("%s not ready after %s:\n%s", n.ID, d, n.LogTail(30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+// Kill sends SIGKILL and waits for the exit.
+func (n *Node) Kill() {
+	if !n.Running() {
+		return
+	}
+	n.signal(syscall.SIGCONT) // a stopped process cannot die until continued
+	n.signal(syscall.SIGKILL)
+	<-n.exited
+}
+
+// Term sends SIGTERM and waits up to d for the exit; it returns how long
+// the shutdown took.
+func (n *Node) Term(d time.Duration) (time.Duration, error) {
+	start := time.Now()
+	n.signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+		n.mu.Lock()
+		err := n.exitErr
+		n.mu.Unlock()
+		return time.Since(start), err
+	case <-time.After(d):
+		n.Kill()
+		return time.Since(start), errors.New("did not exit after SIGTERM; killed")
+	}
+}
+
+// Pause (SIGSTOP) freezes the process: its etcd lease expires, the others
+// drop it, while its grains stay in memory.
+func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
+
+// Resume (SIGCONT) continues a paused process.
+func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
+
+// Conn is a gRPC client connection to the node (kept across restarts:
+// the address does not change).
+func (n *Node) Conn(t testing.TB) *grpc.ClientConn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.conn == nil {
+		conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.conn = conn
+		t.Cleanup(func() { conn.Close() })
+	}
+	return n.conn
+}
+
+// Rooms is the RoomService client of the node.
+func (n *Node) Rooms(t testing.TB) v1.RoomServiceClient { return v1.NewRoomServiceClient(n.Conn(t)) }
+
+// Admin is the ClusterAdmin client of the node.
+func (n *Node) Admin(t testing.TB) v1.ClusterAdminClient { return v1.NewClusterAdminClient(n.Conn(t)) }
+
+// LogTail returns the last lines of the node's log.
+func (n *Node) LogTail(lines int) string {
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var all []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		all = append(all, s.Text())
+	}
+	return strings.Join(all[max(0, len(all)-lines):], "\n")
+}
+
+// LogContains counts log lines containing s.
+func (n *Node) LogContains(s string) int {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), s)
+}
+
+// Members asks the node for the members it sees.
+func (n *Node) Members(t testing.TB) *v1.ClusterMembersReply {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := n.Admin(t).Members(ctx, &v1.ClusterMembersRequest{})
+	if err != nil {
+		t.Fatalf("%s members: %v", n.ID, err)
+	}
+	return r
+}
+
+// LogGrep returns the log lines written at or after since that contain
+// any of subs (JSON log lines; the time is read from their "time" key).
+func (n *Node) LogGrep(since time.Time, subs ...string) string {
+	f, err := os.Open(n.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		var rec struct {
+			Time time.Time `json:"time"`
+		}
+		if json.Unmarshal([]byte(line), &rec) != nil || rec.Time.Before(since) {
+			continue
+		}
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,329 @@
+package clustertest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+)
+
+// App is the app code of every test room.
+const App = "app"
+
+// RoomIDs names n rooms.
+func RoomIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("room-%03d", i)
+	}
+	return ids
+}
+
+// Retryable are the codes a client retries with the same command_id
+// (grpcapi's mapping of ErrUnavailable, deadlines, and a node that is
+// down or stopping).
+func Retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// Ack is one acknowledged command.
+type Ack struct {
+	Room      string
+	Seq       int64
+	Duplicate bool // the ack came from a retry that found the first attempt's record
+}
+
+// Load sends JoinRoom commands (one new user each, so none breaks a rule)
+// to random rooms through the nodes in turn, retrying retryable errors on
+// the next node with the same command_id until RetryFor passes.
+type Load struct {
+	Nodes    []*Node
+	Rooms    []string
+	RetryFor time.Duration
+
+	mu       sync.Mutex
+	acked    map[string]Ack // by command_id
+	failed   map[string]error
+	attempts atomic.Int64
+	retried  atomic.Int64 // attempts that failed retryably
+	byServer atomic.Int64 // of which a live node answered "retry" (room moving, fenced, deadline)
+	retriedC atomic.Int64 // commands that needed more than one attempt
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// Start runs workers until Stop.
+func (l *Load) Start(t testing.TB, workers int) {
+	l.acked, l.failed, l.stop = map[string]Ack{}, map[string]error{}, make(chan struct{})
+	if l.RetryFor == 0 {
+		l.RetryFor = 30 * time.Second
+	}
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("w%d-%d", w, i)
+				l.Send(t, w+i, id, l.Rooms[rand.IntN(len(l.Rooms))])
+			}
+		}()
+	}
+}
+
+// Stop ends the workers after their in-flight command.
+func (l *Load) Stop() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// Send runs one command to completion (ack, rule error or retries
+// exhausted), starting at node start.
+func (l *Load) Send(t testing.TB, start int, commandID, room string) {
+	req := &v1.JoinRoomRequest{CommandId: commandID, AppCode: App, RoomId: room, UserId: "u-" + commandID}
+	deadline := time.Now().Add(l.RetryFor)
+	backoff := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		n := l.Nodes[(start+attempt)%len(l.Nodes)]
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.attempts.Add(1)
+		rep, err := n.Rooms(t).JoinRoom(ctx, req)
+		cancel()
+		if err == nil {
+			l.mu.Lock()
+			l.acked[commandID] = Ack{Room: room, Seq: rep.GetRoomSeq(), Duplicate: rep.GetDuplicate()}
+			l.mu.Unlock()
+			if attempt > 0 {
+				l.retriedC.Add(1)
+			}
+			return
+		}
+		if !Retryable(err) || time.Now().After(deadline) {
+			l.mu.Lock()
+			l.failed[commandID] = fmt.Errorf("via %s after %d attempts: %w", n.ID, attempt+1, err)
+			l.mu.Unlock()
+			return
+		}
+		l.retried.Add(1)
+		if st, _ := status.FromError(err); strings.Contains(st.Message(), "retry with the same command_id") {
+			l.byServer.Add(1)
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
+// Result is what a load run did.
+type Result struct {
+	Acked, Failed, Attempts, RetriedAttempts, RetriedCommands int64
+	// ServerRetries are retried attempts a live node answered with
+	// "retry" (Unavailable or DeadlineExceeded from roomcell itself); the
+	// rest could not reach a node (down, restarting, stopping).
+	ServerRetries int64
+	Duplicates    int64
+}
+
+func (l *Load) Result() Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := Result{Acked: int64(len(l.acked)), Failed: int64(len(l.failed)), Attempts: l.attempts.Load(),
+		RetriedAttempts: l.retried.Load(), RetriedCommands: l.retriedC.Load(), ServerRetries: l.byServer.Load()}
+	for _, a := range l.acked {
+		if a.Duplicate {
+			r.Duplicates++
+		}
+	}
+	return r
+}
+
+// Failures lists up to n failed commands.
+func (l *Load) Failures(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, err := range l.failed {
+		if len(out) == n {
+			break
+		}
+		out = append(out, id+": "+err.Error())
+	}
+	return strings.Join(out, "\n")
+}
+
+// Acked returns a copy of the acknowledged commands.
+func (l *Load) Acked() map[string]Ack {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]Ack, len(l.acked))
+	for k, v := range l.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// VerifyLog checks the command log against the acks: every acknowledged
+// command is logged exactly once, at the seq its ack named, and every
+// room's log is gapless from 1 (one writer per seq).
+func VerifyLog(t testing.TB, db *sql.DB, acked map[string]Ack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SELECT room_id, seq, command_id FROM room_command_log WHERE app_code = ?", App)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type entry struct {
+		room string
+		seq  int64
+	}
+	byCmd := map[string][]entry{}
+	seqs := map[string][]int64{}
+	for rows.Next() {
+		var room, cmd string
+		var seq int64
+		if err := rows.Scan(&room, &seq, &cmd); err != nil {
+			t.Fatal(err)
+		}
+		byCmd[cmd] = append(byCmd[cmd], entry{room, seq})
+		seqs[room] = append(seqs[room], seq)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id, a := range acked {
+		es := byCmd[id]
+		if len(es) != 1 || es[0].room != a.Room || es[0].seq != a.Seq {
+			t.Fatalf("acknowledged command %s (room %s seq %d) is in the log as %v", id, a.Room, a.Seq, es)
+		}
+	}
+	for room, ss := range seqs {
+		sort.Slice(ss, func(i, j int) bool { return ss[i] < ss[j] })
+		for i, s := range ss {
+			if s != int64(i+1) {
+				t.Fatalf("room %s log seqs %v: gap or duplicate at %d", room, ss, i)
+			}
+		}
+	}
+}
+
+// WaitOutboxPublished waits until no room_outbox row is pending and
+// returns how many rows there are.
+func WaitOutboxPublished(t testing.TB, db *sql.DB, d time.Duration) (total int) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var pending int
+		err := db.QueryRow("SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&total, &pending)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			return total
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d outbox rows still pending after %s", pending, total, d)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// CreateRooms creates every room through the nodes in turn, with workers
+// in parallel.
+func CreateRooms(t testing.TB, nodes []*Node, rooms []string, workers int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(rooms))
+	ch := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				r := rooms[i]
+				req := &v1.CreateRoomRequest{CommandId: "create-" + r, AppCode: App, RoomId: r, UserId: "owner", Name: r}
+				var err error
+				for attempt := range 10 {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_, err = nodes[(i+attempt)%len(nodes)].Rooms(t).CreateRoom(ctx, req)
+					cancel()
+					if err == nil || !Retryable(err) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("create %s: %w", r, err)
+				}
+			}
+		}()
+	}
+	for i := range rooms {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// AllRoomsAnswer reads every room through the given nodes until each has
+// answered once, and returns how long that took.
+func AllRoomsAnswer(t testing.TB, nodes []*Node, rooms []string, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	ch := make(chan int)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ch {
+				for attempt := 0; ; attempt++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					_, err := nodes[(i+attempt)%len(nodes)].Rooms(t).GetRoom(ctx, &v1.GetRoomRequest{AppCode: App, RoomId: rooms[i]})
+					cancel()
+					if err == nil {
+						break
+					}
+					if time.Since(start) > d {
+						failed.Store(fmt.Sprintf("room %s: %v", rooms[i], err))
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for i := range rooms {
+		ch <- i
+	}
+	close(ch)
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		t.Fatalf("not every room answered within %s: %v", d, f)
+	}
+	return time.Since(start)
+}

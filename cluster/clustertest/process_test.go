@@ -1,0 +1,217 @@
+//go:build !race
+
+// Real roomcell processes: slow (seconds per start and per leave), so
+// these run in `make multimember` (no -race: the processes are not built
+// with it anyway, and the race pass would run them twice).
+
+package clustertest
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/cluster"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "roomcell-clustertest-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// servingMembers asks n for the members it sees and returns node address
+// -> rooms hosted for those serving.
+func servingMembers(t *testing.T, n *Node) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for _, m := range n.Members(t).GetMembers() {
+		if m.GetStatus() == cluster.StatusServing {
+			out[m.GetAddress()] = m.GetRooms()
+		}
+	}
+	return out
+}
+
+func owner(t *testing.T, via *Node, room string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := via.Admin(t).WhereIsRoom(ctx, &v1.WhereIsRoomRequest{AppCode: App, RoomId: room})
+	if err != nil {
+		t.Fatalf("where is %s: %v", room, err)
+	}
+	return r.GetOwnerAddress()
+}
+
+// Three processes, 300 rooms spread over them, commands through every
+// node; one node SIGKILLed under load. Every acknowledged command is in
+// the log exactly once, every room answers again, every outbox event is
+// published.
+func TestMultiMemberProcessKillUnderLoad(t *testing.T) {
+	c := New(t, Options{Nodes: 3, BinDir: binDir})
+	rooms := RoomIDs(300)
+	CreateRooms(t, c.Nodes, rooms, 8)
+	hosted := servingMembers(t, c.Nodes[0])
+	if len(hosted) != 3 {
+		t.Fatalf("node-1 sees %d serving members: %v", len(hosted), hosted)
+	}
+	for _, n := range c.Nodes {
+		if hosted[n.ClusterAddr] == 0 {
+			t.Fatalf("%s hosts no room: %v", n.ID, hosted)
+		}
+	}
+	t.Logf("rooms hosted before the kill: %v", hosted)
+
+	load := &Load{Nodes: c.Nodes, Rooms: rooms}
+	load.Start(t, 8)
+	time.Sleep(3 * time.Second)
+	victim := c.Nodes[2]
+	killed := time.Now()
+	victim.Kill()
+	survivors := c.Nodes[:2]
+	allBack := AllRoomsAnswer(t, survivors, rooms, 30*time.Second)
+	t.Logf("all %d rooms answered %s after the SIGKILL", len(rooms), allBack.Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	load.Stop()
+	elapsed := time.Since(killed) + 3*time.Second
+	res := load.Result()
+	if res.Failed != 0 {
+		t.Fatalf("%d commands failed for good:\n%s", res.Failed, load.Failures(5))
+	}
+	VerifyLog(t, c.DB, load.Acked())
+	events := WaitOutboxPublished(t, c.DB, 30*time.Second)
+	t.Logf("load: %d commands acknowledged (%.0f/s), %d needed a retry (%d retried attempts, %d of them answered 'retry' by a live node; %d answered as duplicates); %d outbox events, all published",
+		res.Acked, float64(res.Acked)/elapsed.Seconds(), res.RetriedCommands, res.RetriedAttempts, res.ServerRetries, res.Duplicates, events)
+	after := servingMembers(t, c.Nodes[0])
+	if len(after) != 2 || after[victim.ClusterAddr] != 0 {
+		t.Fatalf("after the kill node-1 sees %v", after)
+	}
+}
+
+// A rolling restart (SIGTERM, wait, start again with the same node id)
+// of all three nodes under load: no command is lost or fails for good;
+// the retried ones are counted. Each restarted node takes rooms again.
+func TestMultiMemberProcessRollingRestart(t *testing.T) {
+	c := New(t, Options{Nodes: 3, BinDir: binDir})
+	rooms := RoomIDs(150)
+	CreateRooms(t, c.Nodes, rooms, 8)
+	load := &Load{Nodes: c.Nodes, Rooms: rooms}
+	load.Start(t, 6)
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	for _, n := range c.Nodes {
+		took, err := n.Term(60 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", n.ID, err)
+		}
+		if n.LogContains("cluster member drained") != 1 {
+			t.Errorf("%s did not log a completed drain", n.ID)
+		}
+		n.Start(t)
+		ready := n.WaitReady(t, 60*time.Second)
+		t.Logf("%s: SIGTERM to exit %s, start to ready %s", n.ID, took.Round(time.Millisecond), ready.Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+	}
+	load.Stop()
+	elapsed := time.Since(start)
+	res := load.Result()
+	if res.Failed != 0 {
+		t.Fatalf("%d commands failed for good during the rolling restart:\n%s", res.Failed, load.Failures(5))
+	}
+	VerifyLog(t, c.DB, load.Acked())
+	events := WaitOutboxPublished(t, c.DB, 30*time.Second)
+	t.Logf("rolling restart: %d commands acknowledged in %s (%.0f/s), 0 lost, 0 failed; %d commands retried: %d retried attempts, of which %d answered 'retry' by a live node and %d could not reach the node (down or restarting); %d answered as duplicates; %d outbox events published",
+		res.Acked, elapsed.Round(time.Second), float64(res.Acked)/elapsed.Seconds(), res.RetriedCommands, res.RetriedAttempts, res.ServerRetries,
+		res.RetriedAttempts-res.ServerRetries, res.Duplicates, events)
+	// Every restarted node serves rooms again.
+	AllRoomsAnswer(t, c.Nodes, rooms, 10*time.Second)
+	hosted := servingMembers(t, c.Nodes[0])
+	for _, n := range c.Nodes {
+		if hosted[n.ClusterAddr] == 0 {
+			t.Fatalf("%s hosts no room after its restart: %v", n.ID, hosted)
+		}
+	}
+}
+
+// Two activations of one room: its owner is frozen (SIGSTOP) with the
+// room in memory until etcd drops it and the room activates on a
+// survivor; then the frozen node resumes with its stale activation and
+// gets commands for the room at the same time as the new owner. The log
+// stays one gapless sequence with every acknowledged command once.
+func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
+	c := New(t, Options{Nodes: 3, BinDir: binDir})
+	rooms := RoomIDs(30)
+	CreateRooms(t, c.Nodes, rooms, 4)
+	frozen := c.Nodes[1]
+	var room string
+	for _, r := range rooms {
+		if owner(t, c.Nodes[0], r) == frozen.ClusterAddr {
+			room = r
+			break
+		}
+	}
+	if room == "" {
+		t.Fatalf("%s owns none of %d rooms", frozen.ID, len(rooms))
+	}
+	one := &Load{Nodes: c.Nodes[:1], Rooms: []string{room}, RetryFor: 40 * time.Second}
+	one.Start(t, 0)
+	for i := range 5 {
+		one.Send(t, 0, "before-"+string(rune('a'+i)), room)
+	}
+
+	frozen.Pause()
+	paused := time.Now()
+	// The first command after the freeze waits for the lease to expire,
+	// then lands on a new activation.
+	one.Send(t, 0, "while-frozen", room)
+	moved := time.Since(paused)
+	if o := owner(t, c.Nodes[0], room); o == frozen.ClusterAddr {
+		t.Fatalf("room still placed on the frozen node")
+	}
+	t.Logf("room %s re-activated on a survivor %s after the freeze; the frozen node still holds it in memory", room, moved.Round(time.Millisecond))
+
+	// Commands to both activations at once: through the frozen node
+	// (queued in its socket) and through the survivors.
+	both := &Load{Nodes: []*Node{frozen, c.Nodes[0], c.Nodes[2]}, Rooms: []string{room}, RetryFor: 40 * time.Second}
+	both.Start(t, 4)
+	time.Sleep(500 * time.Millisecond)
+	frozen.Resume()
+	time.Sleep(5 * time.Second)
+	both.Stop()
+	res := both.Result()
+	if res.Failed != 0 || one.Result().Failed != 0 {
+		t.Fatalf("failed for good: %s %s", both.Failures(5), one.Failures(5))
+	}
+	acked := one.Acked()
+	for k, v := range both.Acked() {
+		acked[k] = v
+	}
+	VerifyLog(t, c.DB, acked)
+	WaitOutboxPublished(t, c.DB, 30*time.Second)
+	fenced := frozen.LogContains("room append fenced")
+	rejoined := frozen.LogContains("re-registering under a new member id")
+	t.Logf("frozen node's cluster log:\n%s", frozen.LogGrep(time.Time{}, "fenced", "rejoin", "re-regist", "dropped", "lease"))
+	t.Logf("after resume: %d commands acknowledged, %d retried; frozen node: %d fenced appends, %d rejoins", res.Acked, res.RetriedCommands, fenced, rejoined)
+	if rejoined != 1 {
+		t.Fatalf("the frozen node re-registered %d times, want once", rejoined)
+	}
+	// The frozen node is back as a member and serves rooms again.
+	deadline := time.Now().Add(15 * time.Second)
+	for len(servingMembers(t, c.Nodes[0])) != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("frozen node not serving again: %v", c.Nodes[0].Members(t))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	AllRoomsAnswer(t, []*Node{frozen}, rooms, 10*time.Second)
+}
