@@ -1,63 +1,127 @@
 package configs
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // NoticeConfig is seed 003's notice-service configuration, generalised:
-// the workers, the MQ fanout and the notice role's own health ports.
+// the two workers, the message-queue fanout (the seed's rocketmq block) and
+// the notice role's own health ports. The owner outboxes it reads are named
+// by mysql.wallet_database and mysql.room_database (the seed's
+// wallet_database and room_database), its own table by
+// mysql.notice_database; tencent_im is shared with the room relay. Local
+// default: every worker, the MQ and real IM off, so nothing is sent by
+// mistake.
 type NoticeConfig struct {
 	WalletNoticeWorker NoticeWorkerConfig `yaml:"wallet_notice_worker"`
 	RoomNoticeWorker   NoticeWorkerConfig `yaml:"room_notice_worker"`
 	MQ                 MQConfig           `yaml:"mq"`
-	// Health ports when the notice role runs alone (seed: 13009/13109).
+	// Health ports when the notice role runs alone (seed: 13009/13109);
+	// see Config.ServingAddrs.
 	GRPCAddr string `yaml:"grpc_addr"`
 	HTTPAddr string `yaml:"http_addr"`
 }
 
-// NoticeWorkerConfig is one notice worker.
+// NoticeWorkerConfig is one notice worker: the scan of its owner outbox
+// and the delivery loop over its rows.
 type NoticeWorkerConfig struct {
-	Enabled       bool          `yaml:"enabled"`
-	PollInterval  time.Duration `yaml:"poll_interval"`
-	BatchSize     int           `yaml:"batch_size"`
-	LockTTL       time.Duration `yaml:"lock_ttl"`
-	MaxRetryCount int           `yaml:"max_retry_count"`
+	// Enabled runs the worker: scan the owner outbox and deliver. The
+	// room worker's delivery loop also runs when only the MQ consumer is
+	// on (it retries what the consumer ingested), without the scan.
+	Enabled      bool          `yaml:"enabled"`
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// BatchSize bounds the rows read from the source and the rows claimed
+	// per round.
+	BatchSize int `yaml:"batch_size"`
+	// LockTTL is the lease of a claimed row (and of the source's scan
+	// cursor): a crashed worker's rows come back to others after it.
+	LockTTL time.Duration `yaml:"lock_ttl"`
+	// MaxRetryCount: a row is attempted at most 1+max_retry_count times,
+	// then it is failed (a dead letter, never retried automatically).
+	MaxRetryCount int `yaml:"max_retry_count"`
+	// MaxBackoff caps the exponential backoff between attempts (it starts
+	// at poll_interval and doubles per failure, jittered).
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// SendTimeout bounds one IM send; it must be below lock_ttl.
+	SendTimeout time.Duration `yaml:"send_timeout"`
+	// SendConcurrency is how many sends of a claimed batch run at once.
+	SendConcurrency int `yaml:"send_concurrency"`
 }
 
-// MQConfig is the message-queue fanout (seed: rocketmq block).
+// MQ kinds.
+const (
+	MQKindNATS     = "nats" // NATS JetStream (delivery/mq)
+	MQKindRocketMQ = "rocketmq"
+)
+
+// MQConfig is the message-queue fanout of room_outbox (the seed's rocketmq
+// block): the relay publishes room events to a topic, the notice role
+// consumes them with its own durable consumer group.
 type MQConfig struct {
-	Enabled    bool     `yaml:"enabled"`
-	Kind       string   `yaml:"kind"` // nats (JetStream) | rocketmq
-	Servers    []string `yaml:"servers"`
-	RoomOutbox struct {
-		Enabled       bool   `yaml:"enabled"`
-		Topic         string `yaml:"topic"`
-		ConsumerGroup string `yaml:"consumer_group"`
-		MaxRedeliver  int    `yaml:"consumer_max_reconsume_times"`
-	} `yaml:"room_outbox"`
+	Enabled bool   `yaml:"enabled"`
+	Kind    string `yaml:"kind"` // nats (JetStream) | rocketmq (no adapter in this build)
+	// Servers: NATS URLs, or RocketMQ name servers.
+	Servers []string `yaml:"servers"`
+	// AccessKey and SecretKey: NATS user and password (RocketMQ ACL keys).
+	// Use ${ENV}; never logged.
+	AccessKey  string           `yaml:"access_key"`
+	SecretKey  string           `yaml:"secret_key"`
+	RoomOutbox MQRoomOutboxConf `yaml:"room_outbox"`
 }
+
+// MQRoomOutboxConf is the room_outbox topic and the notice consumer group.
+type MQRoomOutboxConf struct {
+	Enabled       bool   `yaml:"enabled"`
+	Topic         string `yaml:"topic"`
+	ConsumerGroup string `yaml:"consumer_group"`
+	// MaxRedeliver: deliveries of one message after the first that failed
+	// (the seed's consumer_max_reconsume_times); then the message is
+	// dropped from the consumer and the MySQL scan is the only way left.
+	MaxRedeliver int `yaml:"consumer_max_reconsume_times"`
+}
+
+// RoomOutboxOn reports whether the room_outbox fanout is active (both
+// mq.enabled and mq.room_outbox.enabled).
+func (c MQConfig) RoomOutboxOn() bool { return c.Enabled && c.RoomOutbox.Enabled }
 
 func (c *NoticeWorkerConfig) setDefaults() {
 	c.PollInterval = durationOr(c.PollInterval, 500*time.Millisecond)
 	c.BatchSize = intOr(c.BatchSize, 100)
 	c.LockTTL = durationOr(c.LockTTL, 30*time.Second)
 	c.MaxRetryCount = intOr(c.MaxRetryCount, 10)
+	c.MaxBackoff = durationOr(c.MaxBackoff, 5*time.Minute)
+	c.SendTimeout = durationOr(c.SendTimeout, 5*time.Second)
+	c.SendConcurrency = intOr(c.SendConcurrency, 16)
+}
+
+func (c NoticeWorkerConfig) validate(key string) error {
+	if c.LockTTL <= c.SendTimeout {
+		return errorf(key+".lock_ttl", "%s must be longer than %s.send_timeout (%s)", c.LockTTL, key, c.SendTimeout)
+	}
+	if c.MaxBackoff < c.PollInterval {
+		return errorf(key+".max_backoff", "%s is shorter than %s.poll_interval (%s)", c.MaxBackoff, key, c.PollInterval)
+	}
+	if c.BatchSize > 10_000 {
+		return errorf(key+".batch_size", "%d is more than 10000", c.BatchSize)
+	}
+	return nil
+}
+
+// Normalized returns c with its defaults applied and validated, for callers
+// that build the section in code (the workers' Start, tests).
+func (c NoticeWorkerConfig) Normalized() (NoticeWorkerConfig, error) {
+	c.setDefaults()
+	if err := c.validate("notice.worker"); err != nil {
+		return NoticeWorkerConfig{}, err
+	}
+	return c, nil
 }
 
 func (c *NoticeConfig) setDefaults() {
 	c.WalletNoticeWorker.setDefaults()
 	c.RoomNoticeWorker.setDefaults()
-	if c.MQ.Kind == "" {
-		c.MQ.Kind = "nats"
-	}
-	if len(c.MQ.Servers) == 0 {
-		c.MQ.Servers = []string{"nats://127.0.0.1:4222"}
-	}
-	if c.MQ.RoomOutbox.Topic == "" {
-		c.MQ.RoomOutbox.Topic = "hyapp_room_outbox"
-	}
-	if c.MQ.RoomOutbox.ConsumerGroup == "" {
-		c.MQ.RoomOutbox.ConsumerGroup = "hyapp-notice-room-outbox"
-	}
-	c.MQ.RoomOutbox.MaxRedeliver = intOr(c.MQ.RoomOutbox.MaxRedeliver, 16)
+	c.MQ.setDefaults()
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = "127.0.0.1:13009"
 	}
@@ -66,14 +130,86 @@ func (c *NoticeConfig) setDefaults() {
 	}
 }
 
-func (c NoticeConfig) validate() error {
-	switch c.MQ.Kind {
-	case "nats", "rocketmq":
-	default:
-		return errorf("notice.mq.kind", "unknown kind %q (want nats or rocketmq)", c.MQ.Kind)
+func (c *MQConfig) setDefaults() {
+	if c.Kind == "" {
+		c.Kind = MQKindNATS
 	}
-	if c.MQ.Enabled && c.MQ.Kind == "rocketmq" {
-		return errorf("notice.mq.kind", "rocketmq has no adapter in this build; use nats (see docs)")
+	if len(c.Servers) == 0 {
+		c.Servers = []string{"nats://127.0.0.1:4222"}
+	}
+	if c.RoomOutbox.Topic == "" {
+		c.RoomOutbox.Topic = "hyapp_room_outbox"
+	}
+	if c.RoomOutbox.ConsumerGroup == "" {
+		c.RoomOutbox.ConsumerGroup = "hyapp-notice-room-outbox"
+	}
+	c.RoomOutbox.MaxRedeliver = intOr(c.RoomOutbox.MaxRedeliver, 16)
+}
+
+// Normalized returns c with its defaults applied and validated.
+func (c MQConfig) Normalized() (MQConfig, error) {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return MQConfig{}, err
+	}
+	return c, nil
+}
+
+func (c MQConfig) validate() error {
+	switch c.Kind {
+	case MQKindNATS, MQKindRocketMQ:
+	default:
+		return errorf("notice.mq.kind", "unknown kind %q (want nats or rocketmq)", c.Kind)
+	}
+	if c.Enabled && c.Kind == MQKindRocketMQ {
+		return errorf("notice.mq.kind", "rocketmq has no adapter in this build; use nats (delivery/mq/doc.go says how one plugs in)")
+	}
+	if !c.Enabled {
+		return nil
+	}
+	for i, s := range c.Servers {
+		if strings.TrimSpace(s) == "" {
+			return errorf("notice.mq.servers", "entry %d is empty", i)
+		}
+	}
+	// JetStream names a stream and a durable consumer after these; both
+	// forbid the subject separators and wildcards.
+	for key, v := range map[string]string{"notice.mq.room_outbox.topic": c.RoomOutbox.Topic, "notice.mq.room_outbox.consumer_group": c.RoomOutbox.ConsumerGroup} {
+		if strings.ContainsAny(v, ".*> \t/\\") {
+			return errorf(key, "%q may not contain '.', '*', '>', '/', '\\' or spaces", v)
+		}
 	}
 	return nil
+}
+
+func (c NoticeConfig) validate() error {
+	if err := c.WalletNoticeWorker.validate("notice.wallet_notice_worker"); err != nil {
+		return err
+	}
+	if err := c.RoomNoticeWorker.validate("notice.room_notice_worker"); err != nil {
+		return err
+	}
+	if err := c.MQ.validate(); err != nil {
+		return err
+	}
+	if err := checkAddr("notice.grpc_addr", c.GRPCAddr); err != nil {
+		return err
+	}
+	return checkAddr("notice.http_addr", c.HTTPAddr)
+}
+
+// NoticeOnly reports whether the notice role is the only role of the
+// process.
+func (c Config) NoticeOnly() bool {
+	return len(c.Roles) == 1 && c.Roles[0] == RoleNotice
+}
+
+// ServingAddrs are the gRPC and HTTP listen addresses of the process:
+// notice.grpc_addr and notice.http_addr (seed 003: 13009/13109) when the
+// notice role runs alone, grpc.addr and http.addr otherwise.
+func (c Config) ServingAddrs() (grpcAddr, httpAddr string) {
+	if c.NoticeOnly() {
+		return c.Notice.GRPCAddr, c.Notice.HTTPAddr
+	}
+	return c.GRPC.Addr, c.HTTP.Addr
 }

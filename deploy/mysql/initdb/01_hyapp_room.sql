@@ -90,3 +90,14 @@ CREATE TABLE IF NOT EXISTS room_snapshots (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 1, '001_room_tables', '7ccd89b776d031cbd9a0b469c2e7e70738f14c3704ca39d37758c40eb7321744', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/002_room_outbox_type_index.sql ----
+-- The notice workers' read-only scan of one event type by age
+-- (actors/notice/roomnotice reads RoomUserKicked rows after its cursor
+-- (created_at_ms, event_id), whatever their status). Without it the scan
+-- would read every room event to find the rare kicks; with it a scan reads
+-- only the rows it returns. It costs one more index entry per outbox row,
+-- written once: no column of it changes after the insert.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_type_created (event_type, created_at_ms, event_id);
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 2, '002_room_outbox_type_index', '444731fb20382942ff071a4d6784bfeb5c49ae00bc5dd8d5689e5700c55034a0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));

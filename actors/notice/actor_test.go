@@ -1,0 +1,162 @@
+package notice_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/persistence/memdb"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startWorker(t *testing.T, deps notice.Deps) *notice.Running {
+	t.Helper()
+	sys := newSystem(t)
+	r, err := notice.Start(newSupervisor(t, sys, "workers-"+deps.NodeID), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Stop(10 * time.Second); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return r
+}
+
+// The supervised actor polls: what the scan finds is delivered without
+// anyone asking, a backlog drains without waiting for the poll, and a
+// Kick runs a round at once.
+func TestActorPollsAndDrains(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	t.Cleanup(func() { _ = store.Close() })
+	pub, scan := &fakePublisher{}, &listScanner{}
+	cfg := workerConfig()
+	cfg.BatchSize, cfg.PollInterval, cfg.MaxBackoff = 10, time.Hour, time.Hour // only a full round or a kick runs the next one
+	for i := range 35 {
+		scan.add(delivery(string(rune('a'+i%26))+strings.Repeat("x", i/26), "u", int64(i)))
+	}
+	r := startWorker(t, notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1", Logger: quiet,
+		Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+	eventually(t, "the backlog of 35 to drain without a poll", func() bool { return len(pub.sends()) == 35 })
+	scan.add(delivery("late", "u", 99))
+	time.Sleep(100 * time.Millisecond)
+	if n := pub.count("late"); n != 0 {
+		t.Fatalf("sent before the poll or a kick: %d", n)
+	}
+	r.Kick()
+	r.Kick() // coalesced
+	eventually(t, "the kicked round", func() bool { return pub.count("late") == 1 })
+	eventually(t, "delivered mark", func() bool {
+		d, err := store.Get(context.Background(), delivery("late", "", 0).Key)
+		return err == nil && d.Status == notice.StatusDelivered
+	})
+}
+
+// A panic in the publisher restarts the actor (logged with its stack);
+// the row it panicked on keeps its lease and is delivered after lock_ttl.
+func TestActorRestartsAfterPanic(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	t.Cleanup(func() { _ = store.Close() })
+	var once sync.Once
+	pub := &fakePublisher{fail: func(id string, _ int) error {
+		once.Do(func() { panic("publisher bug") })
+		return nil
+	}}
+	scan := &listScanner{}
+	scan.add(delivery("e1", "u1", 1))
+	cfg := workerConfig()
+	cfg.LockTTL, cfg.SendTimeout = 500*time.Millisecond, 100*time.Millisecond
+	sys := newSystem(t)
+	var logs syncBuffer
+	defer supervise.LogEvents(sys, slog.New(slog.NewTextHandler(&logs, nil)))()
+	r, err := notice.Start(newSupervisor(t, sys, "workers"), notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1",
+		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop(10 * time.Second)
+	eventually(t, "delivery after the restart and the lease", func() bool {
+		d, err := store.Get(context.Background(), delivery("e1", "", 0).Key)
+		return err == nil && d.Status == notice.StatusDelivered
+	})
+	if pub.count("e1") != 2 {
+		t.Fatalf("e1 sent %d times, want 2 (the panic, then the retry)", pub.count("e1"))
+	}
+	eventually(t, "the supervisor log", func() bool { return strings.Contains(logs.String(), "publisher bug") })
+	if out := logs.String(); !strings.Contains(out, "RestartDirective") || !strings.Contains(out, "wallet_notice_worker") {
+		t.Fatalf("supervisor log: %s", out)
+	}
+}
+
+// Stop lets the send in flight finish with its mark and releases the
+// claimed rows it did not start, so another instance can take them at
+// once instead of after lock_ttl.
+func TestActorStopReleasesUnstarted(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	t.Cleanup(func() { _ = store.Close() })
+	started := make(chan struct{}, 10)
+	release := make(chan struct{})
+	pub := &fakePublisher{fail: func(string, int) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	scan := &listScanner{}
+	for _, id := range []string{"e1", "e2", "e3"} {
+		scan.add(delivery(id, "same-user", 1)) // one user: one lane, in order
+	}
+	cfg := workerConfig()
+	cfg.LockTTL = time.Hour
+	sys := newSystem(t)
+	r, err := notice.Start(newSupervisor(t, sys, "workers"), notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1",
+		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stopped := make(chan error)
+	go func() { stopped <- r.Stop(10 * time.Second) }()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pub.sends()); n != 1 {
+		t.Fatalf("%d sends, want only the one in flight", n)
+	}
+	first, second := delivery("e1", "", 0), delivery("e2", "", 0)
+	if d, _ := store.Get(context.Background(), first.Key); d.Status != notice.StatusDelivered {
+		t.Fatalf("in-flight row is %s, want delivered", d.Status)
+	}
+	d, _ := store.Get(context.Background(), second.Key)
+	if d.Status != notice.StatusDelivering || d.LockedBy != "" || d.LockUntilMs != 0 {
+		t.Fatalf("unstarted row %+v, want released", d)
+	}
+	rows, err := store.Claim(context.Background(), notice.SourceWalletOutbox, "n2", time.Now().UnixMilli(), 1000, 10)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("another instance claimed %d rows at once, want 2 (%v)", len(rows), err)
+	}
+}

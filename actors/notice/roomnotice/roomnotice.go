@@ -1,0 +1,247 @@
+package roomnotice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// WorkerName is the worker's actor name, log `worker` field and metrics
+// label.
+const WorkerName = "room_notice_worker"
+
+// ExtRoomNotice is the Ext of the C2C TIMCustomElem (seed 003).
+const ExtRoomNotice = "room_notice"
+
+// DefaultSettle is how far behind its position the scanner rereads
+// room_outbox for kicks that committed late: created_at_ms is stamped by
+// the grain before the append, and the append commits within
+// mysql.query_timeout (group commit included); 30 s leaves room for clock
+// skew between the room nodes and this one.
+const DefaultSettle = 30 * time.Second
+
+// maxWindowPages bounds one scan's reread of the settle window.
+const maxWindowPages = 10
+
+// KickNotice is the room_notice payload the kicked user gets: the
+// RoomUserKicked fact with its envelope's identity. event_id is the one the
+// room group's system message carries, so a client that gets both drops
+// one by event_id.
+type KickNotice struct {
+	EventID        string `json:"event_id"`
+	EventType      string `json:"event_type"`
+	AppCode        string `json:"app_code"`
+	RoomID         string `json:"room_id"`
+	TargetUserID   string `json:"target_user_id"`
+	OperatorUserID string `json:"operator_user_id"`
+	Reason         string `json:"reason"`
+	BanUntilMs     int64  `json:"ban_until_ms"`
+	CreatedAtMs    int64  `json:"created_at_ms"`
+}
+
+// Source is the read-only room_outbox scan of one event type by
+// (created_at_ms, event_id): memdb.Store.RoomOutboxAfter or
+// mysql.NoticeStore.RoomOutbox().
+type Source interface {
+	RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]persistence.OutboxRow, error)
+}
+
+// FromEnvelope maps a room event to its private notice: RoomUserKicked →
+// C2C room_notice to target_user_id only (the room group's message and the
+// IM member removal stay with the room relay). ok is false for other
+// types. A kick whose payload does not decode comes back failed (a dead
+// letter with LastError), to the envelope's own key.
+func FromEnvelope(env persistence.Envelope) (d notice.Delivery, ok bool) {
+	if env.EventType != room.TypeRoomUserKicked {
+		return notice.Delivery{}, false
+	}
+	d = notice.Delivery{
+		Key: notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: env.AppCode, SourceEventID: env.EventID,
+			Channel: notice.ChannelIMC2C},
+		EventType:         env.EventType,
+		Ext:               ExtRoomNotice,
+		SourceCreatedAtMs: env.CreatedAtMs,
+	}
+	ev, err := room.DecodeEvent(env.EventType, env.Payload)
+	if err == nil {
+		k := ev.(room.RoomUserKicked)
+		d.UserID = k.TargetUserID
+		if k.TargetUserID == "" || env.RoomID == "" {
+			err = errors.New("kick without target_user_id or room_id")
+		} else {
+			d.Payload, err = json.Marshal(KickNotice{
+				EventID: env.EventID, EventType: env.EventType, AppCode: env.AppCode, RoomID: env.RoomID,
+				TargetUserID: k.TargetUserID, OperatorUserID: k.OperatorUserID, Reason: k.Reason,
+				BanUntilMs: k.BanUntilMs, CreatedAtMs: env.CreatedAtMs,
+			})
+		}
+	}
+	if err != nil {
+		d.Status = notice.StatusFailed
+		d.LastError = fmt.Sprintf("%v: %v", notice.ErrCorruptSource, err)
+		d.Payload = json.RawMessage(`{}`)
+		if json.Valid(env.Payload) {
+			d.Payload = slices.Clone(env.Payload)
+		}
+	}
+	return d, true
+}
+
+// IngestEnvelope is the MQ consumer's entry: it decodes one room_outbox
+// envelope (the relay's fanout message), and ingests the kick notice with
+// ingress mq; other event types are ignored. It returns how many rows were
+// new (0 when the scan, or an earlier delivery of the message, already
+// wrote it: the primary key is the idempotency boundary). An envelope
+// without an identity wraps notice.ErrCorruptSource: redelivering it
+// cannot help.
+func IngestEnvelope(ctx context.Context, store notice.Store, data []byte, nowMs int64) (int, error) {
+	var env persistence.Envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return 0, fmt.Errorf("%w: envelope: %v", notice.ErrCorruptSource, err)
+	}
+	d, ok := FromEnvelope(env)
+	if !ok {
+		return 0, nil
+	}
+	if env.EventID == "" || env.AppCode == "" {
+		return 0, fmt.Errorf("%w: envelope without event_id or app_code", notice.ErrCorruptSource)
+	}
+	d.Ingress = notice.IngressMQ
+	return store.Ingest(ctx, []notice.Delivery{d}, nowMs)
+}
+
+// Scanner reads RoomUserKicked rows of room_outbox by (created_at_ms,
+// event_id) for the room notice worker. created_at_ms is stamped before
+// the row commits, so a kick can become visible behind the position
+// already read; each scan therefore rereads the kicks created within
+// settle before the previous scan (kicks are rare, the reread is small)
+// and hands out those it has not seen. The cursor it hands back to persist
+// is at most now-settle, so a restart rereads that window too (ingest
+// ignores what it already has).
+type Scanner struct {
+	src    Source
+	settle time.Duration
+
+	high       notice.Cursor
+	lastScanMs int64            // when the last complete scan ran; 0 after Reset
+	seen       map[string]int64 // event ids handed out within the window → created_at_ms
+}
+
+// Option tunes a Scanner.
+type Option func(*Scanner)
+
+// WithSettle sets the reread window (default DefaultSettle).
+func WithSettle(d time.Duration) Option { return func(s *Scanner) { s.settle = d } }
+
+// NewScanner returns a scanner of src; the worker Resets it to the stored
+// cursor before the first scan.
+func NewScanner(src Source, opts ...Option) *Scanner {
+	s := &Scanner{src: src, settle: DefaultSettle, seen: map[string]int64{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Module is the room notice module. src nil: this process does not scan
+// room_outbox (the MQ consumer ingests) and the worker only delivers.
+func Module(src Source, opts ...Option) notice.Module {
+	m := notice.Module{Name: WorkerName, Source: notice.SourceRoomOutbox}
+	if src != nil {
+		m.Scanner = NewScanner(src, opts...)
+	}
+	return m
+}
+
+// Reset implements notice.Scanner.
+func (s *Scanner) Reset(from notice.Cursor) {
+	s.high = from
+	s.lastScanMs = 0
+	clear(s.seen)
+}
+
+// Scan implements notice.Scanner.
+func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.ScanResult, error) {
+	var res notice.ScanResult
+	rows, err := s.src.RoomOutboxAfter(ctx, room.TypeRoomUserKicked, s.high.Num, s.high.Key, limit)
+	if err != nil {
+		return res, err
+	}
+	res.More = len(rows) >= limit
+	for _, r := range rows {
+		pos := notice.Cursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
+		if s.high.Less(pos) {
+			s.high = pos
+		}
+		res.Deliveries = s.add(res.Deliveries, r)
+	}
+	complete := true
+	if s.lastScanMs > 0 {
+		// Kicks that became visible since the last scan were created at
+		// most settle before they committed.
+		pos := notice.Cursor{Num: s.lastScanMs - s.settle.Milliseconds() - 1, Key: "\xff"}
+		complete = false
+		for page := 0; page < maxWindowPages && pos.Less(s.high); page++ {
+			late, err := s.src.RoomOutboxAfter(ctx, room.TypeRoomUserKicked, pos.Num, pos.Key, limit)
+			if err != nil {
+				return notice.ScanResult{}, err
+			}
+			done := len(late) < limit
+			for _, r := range late {
+				p := notice.Cursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
+				if s.high.Less(p) {
+					done = true // the window is read up to high; newer rows are the next scan's
+					break
+				}
+				pos = p
+				res.Deliveries = s.add(res.Deliveries, r)
+			}
+			if done {
+				complete = true
+				break
+			}
+		}
+		if !pos.Less(s.high) {
+			complete = true
+		}
+	}
+	if complete {
+		// An incomplete reread keeps the old window start for next time.
+		s.lastScanMs = nowMs
+	}
+	for id, created := range s.seen {
+		if created < s.lastScanMs-2*s.settle.Milliseconds() {
+			delete(s.seen, id)
+		}
+	}
+	res.Safe = s.high
+	if bound := (notice.Cursor{Num: s.lastScanMs - s.settle.Milliseconds()}); bound.Less(res.Safe) {
+		res.Safe = bound
+	}
+	return res, nil
+}
+
+func (s *Scanner) add(out []notice.Delivery, r persistence.OutboxRow) []notice.Delivery {
+	if _, dup := s.seen[r.Envelope.EventID]; dup {
+		return out
+	}
+	env := r.Envelope
+	if env.EventID == "" {
+		return out
+	}
+	if env.CreatedAtMs == 0 {
+		env.CreatedAtMs = r.CreatedAtMs
+	}
+	if d, ok := FromEnvelope(env); ok {
+		s.seen[env.EventID] = r.CreatedAtMs
+		out = append(out, d)
+	}
+	return out
+}
