@@ -198,6 +198,7 @@ type dirLink struct {
 	worker  *actor.PID
 	backlog *atomic.Int64
 	stop    scheduler.CancelFunc
+	members *atomic.Pointer[map[string]int64] // shared with the worker
 }
 
 // dirRefresh is the periodic re-registration tick. It must not keep an
@@ -229,8 +230,9 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	if d.Rooms == nil && c != nil {
 		d.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
 	}
-	l := &dirLink{deps: d, backlog: new(atomic.Int64)}
-	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log}
+	l := &dirLink{deps: d, backlog: new(atomic.Int64), members: new(atomic.Pointer[map[string]int64])}
+	l.members.Store(&g.state.Members)
+	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, members: l.members}
 	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
 	g.dir = l
@@ -354,6 +356,8 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 	if g.dir == nil {
 		return
 	}
+	members := g.state.Members
+	g.dir.members.Store(&members)
 	var steps []func(w *dirWorker)
 	joined := false
 	listed := false
@@ -421,6 +425,27 @@ type dirWorker struct {
 	backlog *atomic.Int64
 	log     *slog.Logger
 	ctx     actor.Context // set while Receive runs
+	// members is the grain's newest committed membership (user →
+	// joined_at_ms), published after every commit. State maps are never
+	// changed once committed, so reading it here is safe.
+	members *atomic.Pointer[map[string]int64]
+}
+
+// current reports whether the join of user at joinedAtMs is still the
+// user's membership here. Work runs after the commit that asked for it, and
+// two rooms' work is not ordered: by then the user may have left (and
+// joined elsewhere), and acting on the old join would overwrite the
+// directory entry of the room they are in now and evict them from it.
+// What stays unordered: a user who joins a second room without leaving the
+// first, faster than the first room's directory write, may be kept by the
+// first (older) room; still exactly one room, the one the directory names.
+func (w *dirWorker) current(user string, joinedAtMs int64) bool {
+	m := w.members.Load()
+	if m == nil {
+		return true
+	}
+	at, ok := (*m)[user]
+	return ok && at == joinedAtMs
 }
 
 func (w *dirWorker) Receive(ctx actor.Context) {
@@ -452,6 +477,9 @@ func (w *dirWorker) heartbeat(user string, nowMs int64) {
 }
 
 func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
+	if !w.current(user, joinedAtMs) {
+		return // the leave that ended it is queued behind and clears up
+	}
 	ctx, cancel := w.call()
 	defer cancel()
 	prev, err := w.deps.Directory.SetUserRoom(ctx, w.key, user, joinedAtMs)
@@ -459,7 +487,7 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 		w.failed("set_user_room", err, "user_id", user)
 		return
 	}
-	if prev != "" {
+	if prev != "" && w.current(user, joinedAtMs) {
 		w.leave(prev, user, derivedID("join", w.key.RoomID, joinCommandID, user))
 	}
 }

@@ -41,10 +41,24 @@ func (r *pidRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Command
 	return replyOf(res)
 }
 
-// switchable is a Directory that fails every call while down is set.
+// switchable is a Directory that fails every call while down is set, and
+// can hold one room's SetUserRoom back until released.
 type switchable struct {
 	Directory
 	down atomic.Bool
+
+	holdMu   sync.Mutex
+	holdRoom string
+	held     chan struct{} // closed when the held call arrives
+	release  chan struct{}
+}
+
+// hold makes the next SetUserRoom for room wait for the returned release.
+func (s *switchable) hold(room string) (arrived <-chan struct{}, release func()) {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	s.holdRoom, s.held, s.release = room, make(chan struct{}), make(chan struct{})
+	return s.held, func() { close(s.release) }
 }
 
 var errDirDown = fmt.Errorf("directory: %w", persistence.ErrUnavailable)
@@ -59,6 +73,18 @@ func (s *switchable) Heartbeat(ctx context.Context, k persistence.RoomKey, u str
 func (s *switchable) SetUserRoom(ctx context.Context, k persistence.RoomKey, u string, at int64) (string, error) {
 	if s.down.Load() {
 		return "", errDirDown
+	}
+	s.holdMu.Lock()
+	held, release := s.held, s.release
+	if k.RoomID != s.holdRoom {
+		held = nil
+	} else {
+		s.holdRoom = ""
+	}
+	s.holdMu.Unlock()
+	if held != nil {
+		close(held)
+		<-release
 	}
 	return s.Directory.SetUserRoom(ctx, k, u, at)
 }
@@ -158,6 +184,11 @@ func heartbeat(room, user string) *v1.RoomCommand {
 func gift(room, cmdID, from, to string, count int64) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
 		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: from, ToUserId: to, GiftId: "rose", GiftCount: count}}}
+}
+
+func leaveRoom(room, cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
 }
 
 func closeRoom(room, cmdID, user string) *v1.RoomCommand {
@@ -457,4 +488,35 @@ func TestDirectoryConcurrentJoinsLeaveOneRoom(t *testing.T) {
 		return len(in) == 1
 	})
 	waitFor(t, func() bool { return d.userRoom("bob") == in[0] })
+}
+
+// Two rooms' directory work is not ordered. A user joins w, leaves it and
+// joins x; w's directory write of the first join is held back until x's is
+// done. When it lands it must not evict the user from x: that join is no
+// longer the user's membership in w.
+func TestDirectoryLateJoinWriteDoesNotEvictFromNewerRoom(t *testing.T) {
+	d := newDirFixture(t, time.Hour)
+	d.room("w")
+	d.room("x")
+	d.mustExec(create("w", "c1", "ow"))
+	d.mustExec(create("x", "c1", "ox"))
+	// The owners' own directory writes first, so the hold catches bob's.
+	waitFor(t, func() bool { return d.userRoom("ow") == "w" && d.userRoom("ox") == "x" })
+	arrived, release := d.sw.hold("w")
+	d.mustExec(join("w", "j1", "bob"))
+	<-arrived // w's worker is inside SetUserRoom for bob's join
+	d.mustExec(leaveRoom("w", "l1", "bob"))
+	d.mustExec(join("x", "j2", "bob"))
+	waitFor(t, func() bool { return d.userRoom("bob") == "x" })
+	release()
+	// w's late write runs now, then the clear of bob's leave behind it:
+	// once the directory no longer names x, w's worker has acted.
+	waitFor(t, func() bool { return d.userRoom("bob") != "x" })
+	time.Sleep(100 * time.Millisecond) // a leave it sent would be in flight now
+	if !contains(d.members("x"), "bob") {
+		t.Fatal("a late directory write of an old join evicted bob from the room he is in")
+	}
+	if left := d.leftEvents("x"); len(left) != 0 {
+		t.Fatalf("x emitted %+v, want no leave", left)
+	}
 }
