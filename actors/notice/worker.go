@@ -172,7 +172,9 @@ func (w *Worker) scan(ctx context.Context, res *Result) error {
 		w.held = true
 	}
 	sctx, cancel := w.storeCtx(ctx)
-	sr, err := sc.Scan(sctx, now.UnixMilli(), w.d.Config.BatchSize)
+	// Twice a claim: the instance holding the scan lease would otherwise
+	// ingest only what it claims itself, and the others would starve.
+	sr, err := sc.Scan(sctx, now.UnixMilli(), 2*w.d.Config.BatchSize)
 	cancel()
 	if err != nil {
 		w.held = false // the scanner's state is unknown: restart it from the store

@@ -150,6 +150,7 @@ type Scanner struct {
 	src    Source
 	settle time.Duration
 	log    *slog.Logger
+	source string // source_name of the rows handed out
 
 	high    int64           // highest id read
 	missing map[int64]int64 // gap id → when it was noticed (ms)
@@ -164,10 +165,15 @@ func WithSettle(d time.Duration) Option { return func(s *Scanner) { s.settle = d
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Scanner) { s.log = l } }
 
+// WithSourceName files the rows and the cursor under another source_name
+// than wallet_outbox: the real-database verification runs next to a live
+// notice service without touching its rows or its cursor.
+func WithSourceName(name string) Option { return func(s *Scanner) { s.source = name } }
+
 // NewScanner returns a scanner of src; the worker Resets it to the stored
 // cursor before the first scan.
 func NewScanner(src Source, opts ...Option) *Scanner {
-	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), missing: map[int64]int64{}}
+	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), source: notice.SourceWalletOutbox, missing: map[int64]int64{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -176,7 +182,8 @@ func NewScanner(src Source, opts ...Option) *Scanner {
 
 // Module is the wallet notice module over src.
 func Module(src Source, opts ...Option) notice.Module {
-	return notice.Module{Name: WorkerName, Source: notice.SourceWalletOutbox, Scanner: NewScanner(src, opts...)}
+	sc := NewScanner(src, opts...)
+	return notice.Module{Name: WorkerName, Source: sc.source, Scanner: sc}
 }
 
 // Reset implements notice.Scanner.
@@ -255,6 +262,7 @@ func (s *Scanner) oldestMissing() int64 {
 
 func (s *Scanner) add(out []notice.Delivery, r wallet.OutboxRecord) []notice.Delivery {
 	if d, ok := FromOutbox(r); ok {
+		d.SourceName = s.source
 		out = append(out, d)
 	}
 	return out
