@@ -119,13 +119,18 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, err
 	}
-	kind := room.NewKind(room.Deps{
-		Store: a.store, Publisher: pub, Gifts: gifts, Config: cfg.Room,
-		Logger: log.With("component", "room"), Dir: dirDeps,
-	})
+	// Only room nodes host room grains; a notice-only node joins no room
+	// placement.
+	var kinds []*pcluster.Kind
+	if cfg.HasRole(configs.RoleRoom) {
+		kinds = append(kinds, room.NewKind(room.Deps{
+			Store: a.store, Publisher: pub, Gifts: gifts, Config: cfg.Room,
+			Logger: log.With("component", "room"), Dir: dirDeps,
+		}))
+	}
 	a.member, err = cluster.Start(cluster.Options{
-		Config: cfg.Cluster, Kinds: []*pcluster.Kind{kind}, Logger: log.With("component", "cluster"),
-		MeterProvider: meters,
+		Config: cfg.Cluster, NodeID: cfg.NodeID, Kinds: kinds, Logger: log.With("component", "cluster"),
+		MeterProvider: meters, Registerer: a.registry,
 	})
 	if err != nil {
 		return nil, err
@@ -185,7 +190,9 @@ func (a *App) serveHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !a.ready.Load() || a.draining.Load() {
+		// Not ready while starting, draining, or while the cluster member
+		// is joining or rejoining (commands would fail fast then).
+		if !a.ready.Load() || a.draining.Load() || !a.member.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
