@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/supervise"
 )
 
@@ -77,7 +76,7 @@ func (a *workerActor) round() roundResult {
 	res, err := a.w.Round(a.ctx)
 	if err != nil {
 		a.deps.Logger.Error("notice round failed: retrying next poll", slog.String("worker", a.deps.Module.Name),
-			slog.String("node_id", a.deps.NodeID), slog.String("error", relay.ErrorText(err)))
+			slog.String("node_id", a.deps.NodeID), slog.String("error", supervise.ErrorText(err)))
 	}
 	return roundResult{res, err}
 }

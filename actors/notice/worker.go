@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 )
@@ -211,7 +210,7 @@ func (w *Worker) scan(ctx context.Context, res *Result) error {
 	cancel()
 	if err != nil {
 		// Costs only a rescan (ingest ignores what it has).
-		w.log().Warn("notice scan cursor not saved", slog.String("error", relay.ErrorText(err)))
+		w.log().Warn("notice scan cursor not saved", slog.String("error", supervise.ErrorText(err)))
 	}
 	return nil
 }
@@ -267,7 +266,7 @@ func (w *Worker) deliver(ctx context.Context, res *Result) error {
 		if err != nil {
 			res.StoreErrors += len(ok)
 			w.log().Error("notice mark delivered failed: the rows will be sent again after their lease",
-				slog.Int("rows", len(ok)), slog.String("error", relay.ErrorText(err)))
+				slog.Int("rows", len(ok)), slog.String("error", supervise.ErrorText(err)))
 		} else {
 			res.Delivered += len(ok)
 			w.delivered(okRows)
@@ -278,7 +277,7 @@ func (w *Worker) deliver(ctx context.Context, res *Result) error {
 		rctx, cancel := w.storeCtx(ctx)
 		if err := w.d.Store.Release(rctx, unstarted, w.d.Owner, w.d.Clock().UnixMilli()); err != nil {
 			w.log().Warn("notice release failed: the rows wait for their lease to expire",
-				slog.Int("rows", len(unstarted)), slog.String("error", relay.ErrorText(err)))
+				slog.Int("rows", len(unstarted)), slog.String("error", supervise.ErrorText(err)))
 		}
 		cancel()
 	}
@@ -365,7 +364,7 @@ func (w *Worker) sendOne(ctx context.Context, d Delivery) (err error) {
 // sent).
 func (w *Worker) fail(ctx context.Context, res *Result, d Delivery, cause error) {
 	cfg := w.d.Config
-	text := relay.ErrorText(cause)
+	text := supervise.ErrorText(cause)
 	n := d.RetryCount + 1
 	now := w.d.Clock()
 	dead := n > cfg.MaxRetryCount || errors.Is(cause, ErrCorruptSource)
@@ -384,7 +383,7 @@ func (w *Worker) fail(ctx context.Context, res *Result, d Delivery, cause error)
 	}
 	if err != nil {
 		res.StoreErrors++
-		log.Error("notice failure not recorded: the row comes back after its lease", slog.String("store_error", relay.ErrorText(err)))
+		log.Error("notice failure not recorded: the row comes back after its lease", slog.String("store_error", supervise.ErrorText(err)))
 		return
 	}
 	if dead {
@@ -433,7 +432,7 @@ func (w *Worker) refreshGauges(ctx context.Context) {
 	now := w.d.Clock().UnixMilli()
 	st, err := w.d.Store.Stats(sctx, w.d.Module.Source, now)
 	if err != nil {
-		w.log().Warn("notice stats failed", slog.String("error", relay.ErrorText(err)))
+		w.log().Warn("notice stats failed", slog.String("error", supervise.ErrorText(err)))
 		return
 	}
 	src := w.d.Module.Source

@@ -94,7 +94,7 @@ func (a *relayActor) run(force ...string) (Result, error) {
 			logger = slog.Default()
 		}
 		logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
-			slog.String("node_id", a.deps.NodeID), slog.String("error", ErrorText(err)))
+			slog.String("node_id", a.deps.NodeID), slog.String("error", supervise.ErrorText(err)))
 	}
 	return res, err
 }

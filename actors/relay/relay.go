@@ -179,7 +179,7 @@ func (b *batch) run() error {
 				return nil
 			}
 			b.Logger.Error("outbox claim failed", slog.String("worker", WorkerName),
-				slog.String("node_id", b.NodeID), slog.String("error", ErrorText(err)))
+				slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
 			return fmt.Errorf("relay: claim pending outbox: %w", err)
 		}
 		b.res.Claimed += len(rows)
@@ -356,7 +356,7 @@ func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, e
 	b.res.StoreErrors++
 	log.Error("outbox mark published failed: the row will be published again after its lease",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
-		slog.String("error", ErrorText(err)))
+		slog.String("error", supervise.ErrorText(err)))
 }
 
 func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
@@ -376,7 +376,7 @@ func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
 // fail records a failed attempt: retry_count+1 and last_error, the row
 // stays pending and is retried forever (the seed has no dead letter here).
 func (b *batch) fail(log *slog.Logger, row persistence.OutboxRow, cause error) {
-	text := ErrorText(cause)
+	text := supervise.ErrorText(cause)
 	corrupt := errors.Is(cause, ErrCorruptEnvelope)
 	if b.Metrics != nil {
 		b.Metrics.Failure.Inc()
@@ -388,7 +388,7 @@ func (b *batch) fail(log *slog.Logger, row persistence.OutboxRow, cause error) {
 		b.res.StoreErrors++
 		retry = row.RetryCount
 		log.Error("outbox mark failed failed: the row will be retried after its lease",
-			slog.String("store_error", ErrorText(err)))
+			slog.String("store_error", supervise.ErrorText(err)))
 	}
 	if corrupt {
 		b.res.Corrupt++
@@ -419,7 +419,7 @@ func (b *batch) releaseIDs(ids []string) {
 		if err != nil {
 			b.Logger.Warn("outbox release failed: the row waits for its lease to expire",
 				slog.String("worker", WorkerName), slog.String("node_id", b.NodeID),
-				slog.String("event_id", id), slog.String("error", ErrorText(err)))
+				slog.String("event_id", id), slog.String("error", supervise.ErrorText(err)))
 		}
 	}
 }
@@ -433,7 +433,7 @@ func (b *batch) refreshGauges() {
 	st, err := b.Store.OutboxStats(ctx)
 	if err != nil {
 		b.Logger.Warn("outbox stats failed", slog.String("worker", WorkerName),
-			slog.String("node_id", b.NodeID), slog.String("error", ErrorText(err)))
+			slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
 		return
 	}
 	b.Metrics.Pending.Set(float64(st.Pending))
