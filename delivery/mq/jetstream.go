@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -183,8 +184,8 @@ func (j *JetStream) Publish(ctx context.Context, topic, tag, key string, data []
 
 // Subscribe implements Subscriber: a durable pull consumer named s.Group
 // on s.Topic's stream, consumed in this process until Stop. A message
-// that failed is delivered again after 1 s, 2 s, 4 s ... (capped at a
-// minute); after 1+MaxRedeliver deliveries it is terminated.
+// that failed is delivered again after RedeliverAfter, then twice that ...
+// (capped at a minute); after 1+MaxRedeliver deliveries it is terminated.
 func (j *JetStream) Subscribe(ctx context.Context, s Subscription) (Consumer, error) {
 	if err := subjectToken(s.Group); err != nil {
 		return nil, err
@@ -197,6 +198,9 @@ func (j *JetStream) Subscribe(ctx context.Context, s Subscription) (Consumer, er
 	}
 	if s.HandlerTimeout <= 0 {
 		s.HandlerTimeout = 10 * time.Second
+	}
+	if s.RedeliverAfter <= 0 {
+		s.RedeliverAfter = time.Second
 	}
 	if s.MaxRedeliver < 0 {
 		s.MaxRedeliver = 0
@@ -216,7 +220,12 @@ func (j *JetStream) Subscribe(ctx context.Context, s Subscription) (Consumer, er
 		if err := subjectToken(t); err != nil {
 			return nil, err
 		}
-		cfg.FilterSubjects = append(cfg.FilterSubjects, s.Topic+"."+t)
+	}
+	if len(s.Tags) == 1 {
+		// One tag is filtered by the server. Several would need
+		// FilterSubjects (nats-server 2.10+); they are filtered here
+		// instead, so older servers work too.
+		cfg.FilterSubject = s.Topic + "." + s.Tags[0]
 	}
 	cons, err := j.js.CreateOrUpdateConsumer(ctx, s.Topic, cfg)
 	if err != nil {
@@ -248,6 +257,10 @@ func handle(base context.Context, log *slog.Logger, s Subscription, msg jetstrea
 	if md, err := msg.Metadata(); err == nil {
 		m.Delivery = int(md.NumDelivered)
 	}
+	if len(s.Tags) > 1 && !slices.Contains(s.Tags, m.Tag) {
+		_ = msg.Ack() // not this group's business
+		return
+	}
 	ctx, cancel := context.WithTimeout(base, s.HandlerTimeout)
 	err := safeHandle(ctx, s.Handler, m)
 	cancel()
@@ -264,7 +277,7 @@ func handle(base context.Context, log *slog.Logger, s Subscription, msg jetstrea
 			append(attrs, "error", err)...)
 		ackErr = msg.TermWithReason("max redeliveries")
 	default:
-		delay := redeliverDelay(m.Delivery)
+		delay := redeliverDelay(s.RedeliverAfter, m.Delivery)
 		log.Warn("mq message failed: redelivering", append(attrs, "error", err, "after", delay)...)
 		ackErr = msg.NakWithDelay(delay)
 	}

@@ -56,6 +56,9 @@ type Subscription struct {
 	// bounds one Handler call (default 10 s).
 	AckWait        time.Duration
 	HandlerTimeout time.Duration
+	// RedeliverAfter is the wait before the first redelivery of a failed
+	// message; it doubles per delivery up to a minute (default 1 s).
+	RedeliverAfter time.Duration
 	Handler        Handler
 }
 
@@ -72,10 +75,10 @@ type Subscriber interface {
 	Subscribe(ctx context.Context, s Subscription) (Consumer, error)
 }
 
-// redeliverDelay is the wait before a failed message comes back: 1 s
+// redeliverDelay is the wait before a failed message comes back: first
 // doubling per delivery, capped at one minute.
-func redeliverDelay(delivery int) time.Duration {
-	d := time.Second
+func redeliverDelay(first time.Duration, delivery int) time.Duration {
+	d := first
 	for i := 1; i < delivery && d < time.Minute; i++ {
 		d *= 2
 	}
