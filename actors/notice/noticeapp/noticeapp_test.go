@@ -1,0 +1,232 @@
+package noticeapp_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/notice/noticeapp"
+	"github.com/hyapp/roomcell/actors/notice/noticetest"
+	"github.com/hyapp/roomcell/actors/notice/roomnotice"
+	"github.com/hyapp/roomcell/actors/relay"
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/persistence/mysql"
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+)
+
+func newSupervisor(t *testing.T) *supervise.Supervisor {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return noticetest.Quiet }))
+	t.Cleanup(sys.Shutdown)
+	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sup
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) SendNotice(context.Context, string, string, string, []byte, string) error {
+	return nil
+}
+
+// The local default runs nothing; an enabled worker without its source is
+// a start-up error naming it.
+func TestStartNothingAndMissingSources(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	defer store.Close()
+	svc, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet})
+	if err != nil || svc.Running() || svc.Kick(notice.SourceWalletOutbox) {
+		t.Fatalf("default config: running=%v err=%v", svc.Running(), err)
+	}
+	if err := svc.Stop(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	cfg := configs.Default().Notice
+	cfg.WalletNoticeWorker.Enabled = true
+	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "wallet_notice_worker") {
+		t.Fatalf("wallet worker without source: %v", err)
+	}
+	cfg = configs.Default().Notice
+	cfg.MQ.Enabled, cfg.MQ.RoomOutbox.Enabled = true, true
+	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "MQ") {
+		t.Fatalf("mq without subscriber: %v", err)
+	}
+}
+
+// offers counts, per fact, which entries offered it to the delivery table.
+type offers struct {
+	notice.Store
+	mu sync.Mutex
+	by map[string]map[string]bool // event id → ingress → offered
+}
+
+func (o *offers) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64) (int, error) {
+	o.mu.Lock()
+	for _, d := range rows {
+		if o.by[d.SourceEventID] == nil {
+			o.by[d.SourceEventID] = map[string]bool{}
+		}
+		o.by[d.SourceEventID][d.Ingress] = true
+	}
+	o.mu.Unlock()
+	return o.Store.Ingest(ctx, rows, nowMs)
+}
+
+func (o *offers) both() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, in := range o.by {
+		if in[notice.IngressPoll] && in[notice.IngressMQ] {
+			n++
+		}
+	}
+	return n
+}
+
+// MySQL polling and the JetStream fanout both on: every kick reaches the
+// notice table by both entries, and each kicked user still gets exactly
+// one C2C room_notice; the room groups get their messages through the
+// relay's fanout publisher.
+func TestPollingAndMQBothOnSendOnce(t *testing.T) {
+	const kicks = 300
+	ctx := context.Background()
+	dbCfg, _ := mysqltest.NewDatabase(t)
+	roomStore, err := mysql.Open(ctx, dbCfg, mysql.WithLogger(noticetest.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = roomStore.Close() })
+	ns, err := mysql.OpenNoticeStore(ctx, dbCfg, mysql.WithLogger(noticetest.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Close() })
+
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	var mqCfg configs.MQConfig
+	mqCfg.Enabled, mqCfg.Kind, mqCfg.Servers = true, configs.MQKindNATS, []string{"nats://127.0.0.1:4222"}
+	mqCfg.RoomOutbox.Enabled, mqCfg.RoomOutbox.Topic = true, "roomcell_test_"+hex.EncodeToString(b[:])
+	mqCfg.RoomOutbox.ConsumerGroup, mqCfg.RoomOutbox.MaxRedeliver = "hyapp-notice-room-outbox", 16
+	js, err := mq.DialJetStream(ctx, mqCfg, mq.WithLogger(noticetest.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteTopic(dctx, mqCfg.RoomOutbox.Topic)
+		js.Close()
+	})
+
+	fake, pub := noticetest.FakeIM(t)
+	sup := newSupervisor(t)
+	r, err := relay.Start(sup, relay.Deps{Store: roomStore, Publisher: mq.NewRoomOutboxFanout(pub, js, mqCfg.RoomOutbox.Topic),
+		NodeID: "n1", Logger: noticetest.Quiet,
+		Config: configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
+			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(10 * time.Second) })
+
+	store := &offers{Store: ns, by: map[string]map[string]bool{}}
+	var ncfg configs.NoticeConfig
+	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
+	ncfg.MQ = mqCfg
+	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: store, RoomSource: ns.RoomOutbox(), Publisher: pub,
+		MQ: js, NodeID: "n1", Logger: noticetest.Quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop(10 * time.Second) })
+
+	// Kicks in 30 rooms, as the room grain appends them: a join and a kick
+	// per command.
+	var ids []string
+	for i := range kicks {
+		roomID, seq := fmt.Sprint("r", i%30), int64(i/30+1)
+		now := time.Now().UnixMilli()
+		rec := persistence.CommandRecord{AppCode: "lalu", RoomID: roomID, Seq: seq, CommandID: fmt.Sprint("kick-", i),
+			CommandType: "KickUser", CreatedAtMs: now}
+		joined, _ := json.Marshal(room.RoomUserJoined{UserID: fmt.Sprint("w", i), JoinedAtMs: now})
+		kicked, _ := json.Marshal(room.RoomUserKicked{TargetUserID: fmt.Sprint("u", i), OperatorUserID: "owner", Reason: "spam"})
+		for j, ev := range []struct {
+			typ     string
+			payload []byte
+		}{{room.TypeRoomUserJoined, joined}, {room.TypeRoomUserKicked, kicked}} {
+			rec.Events = append(rec.Events, persistence.Envelope{EventID: room.EventID("lalu", roomID, seq, j), EventType: ev.typ,
+				AppCode: "lalu", RoomID: roomID, RoomSeq: seq, CommandID: rec.CommandID, CreatedAtMs: now, Payload: ev.payload})
+		}
+		ids = append(ids, rec.Events[1].EventID)
+		if err := roomStore.Append(ctx, persistence.Append{Command: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int
+		if err := ns.DB().QueryRow("SELECT COUNT(*) FROM notice_delivery_events WHERE status = 'delivered'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		st, err := roomStore.OutboxStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == kicks && st.Pending == 0 && store.both() == kicks {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s: %d of %d notices delivered, %d room events pending, %d kicks offered by both entries", n, kicks, st.Pending, store.both())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let a late second send show up, if there were one
+	counts := fake.EventIDCounts()
+	for i, id := range ids {
+		msgs := fake.C2CMessages(fmt.Sprint("u", i))
+		if len(msgs) != 1 || msgs[0].Ext != roomnotice.ExtRoomNotice || msgs[0].EventIDs[0] != id {
+			t.Fatalf("u%d got %+v, want one room_notice for %s", i, msgs, id)
+		}
+		if counts[id] != 2 { // the group message and the private notice
+			t.Fatalf("%s reached IM %d times, want 2", id, counts[id])
+		}
+	}
+	var byIngress = map[string]int{}
+	rows, err := ns.DB().Query("SELECT ingress, COUNT(*) FROM notice_delivery_events GROUP BY ingress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var in string
+		var n int
+		_ = rows.Scan(&in, &n)
+		byIngress[in] = n
+	}
+	rows.Close()
+	sends, dups := fake.CallCount(tencentim.APISendMsg), fake.Duplicates()
+	t.Logf("%d kicks offered by both entries; rows written first by poll %d, by mq %d; C2C sendmsg calls %d, duplicates %d",
+		store.both(), byIngress[notice.IngressPoll], byIngress[notice.IngressMQ], sends, dups)
+	if sends != kicks || dups != 0 {
+		t.Fatalf("%d C2C sends and %d duplicates for %d kicks: want exactly one send each", sends, dups, kicks)
+	}
+}
