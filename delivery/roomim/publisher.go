@@ -52,7 +52,7 @@ type Publisher struct {
 	log       *slog.Logger
 	maxEvents int
 	maxBytes  int
-	known     *groupSet
+	known     *tencentim.IDSet
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -83,7 +83,7 @@ func New(client *tencentim.Client, opts ...Option) *Publisher {
 		log:       slog.Default(),
 		maxEvents: DefaultMaxBatchEvents,
 		maxBytes:  DefaultMaxBatchBytes,
-		known:     newGroupSet(100_000),
+		known:     tencentim.NewIDSet(100_000),
 		queues:    map[string]*groupQueue{},
 	}
 	for _, o := range opts {
@@ -169,7 +169,7 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		if err != nil {
 			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
 		}
-		if p.known.has(gid) {
+		if p.known.Has(gid) {
 			return resolved(nil)
 		}
 		it.kind, it.created = kindCreate, ev.(room.RoomCreated)
@@ -384,7 +384,7 @@ func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserI
 	if err != nil {
 		return err
 	}
-	p.known.add(gid)
+	p.known.Add(gid)
 	return nil
 }
 
@@ -412,39 +412,4 @@ func (p *Publisher) SendNotice(ctx context.Context, appCode, toUserID, ext strin
 		p.log.Info("notice send failed", "app_code", appCode, "user_id", toUserID, "ext", ext, "event_id", eventID, "error", err)
 	}
 	return err
-}
-
-// groupSet remembers up to max group ids known to exist, oldest forgotten
-// first; forgetting only costs one idempotent create.
-type groupSet struct {
-	mu   sync.Mutex
-	max  int
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newGroupSet(max int) *groupSet { return &groupSet{max: max, set: map[string]struct{}{}} }
-
-func (s *groupSet) has(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.set[id]
-	return ok
-}
-
-func (s *groupSet) add(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.set[id]; ok {
-		return
-	}
-	if len(s.ring) < s.max {
-		s.ring = append(s.ring, id)
-	} else {
-		delete(s.set, s.ring[s.next])
-		s.ring[s.next] = id
-		s.next = (s.next + 1) % s.max
-	}
-	s.set[id] = struct{}{}
 }

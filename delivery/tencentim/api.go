@@ -97,7 +97,7 @@ func (c *Client) SendGroupMsg(ctx context.Context, m GroupMessage) (GroupSendRes
 	var resp sendGroupResp
 	err := c.call(ctx, APISendGroupMsg, req, &resp)
 	if from != "" && ClassOf(err) == ClassAccountMissing {
-		c.accounts.remove(from)
+		c.accounts.Remove(from)
 		if err = c.EnsureAccount(ctx, from); err == nil {
 			err = c.call(ctx, APISendGroupMsg, req, &resp)
 		}
@@ -189,9 +189,9 @@ func (c *Client) SendC2C(ctx context.Context, m C2CMessage) (C2CSendResult, erro
 	err := c.call(ctx, APISendMsg, req, &resp)
 	if ClassOf(err) == ClassAccountMissing {
 		c.log.Info("tencent im account missing; importing and retrying once", "api", APISendMsg, "code", CodeOf(err))
-		c.accounts.remove(m.ToAccount)
+		c.accounts.Remove(m.ToAccount)
 		if from != "" {
-			c.accounts.remove(from)
+			c.accounts.Remove(from)
 		}
 		if err = ensure(); err == nil {
 			err = c.call(ctx, APISendMsg, req, &resp)
@@ -218,13 +218,13 @@ func (c *Client) ImportAccount(ctx context.Context, userID, nick string) error {
 	if err := c.call(ctx, APIAccountImport, importReq{UserID: userID, Nick: nick}, nil); err != nil {
 		return err
 	}
-	c.accounts.add(userID)
+	c.accounts.Add(userID)
 	return nil
 }
 
 // EnsureAccount imports userID unless this client has already imported it.
 func (c *Client) EnsureAccount(ctx context.Context, userID string) error {
-	if userID == c.cfg.AdminIdentifier || c.accounts.has(userID) {
+	if userID == c.cfg.AdminIdentifier || c.accounts.Has(userID) {
 		return nil
 	}
 	return c.ImportAccount(ctx, userID, "")

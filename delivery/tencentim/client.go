@@ -54,7 +54,7 @@ type Client struct {
 	groupLims  map[string]*rate.Limiter
 	groupBurst int
 
-	accounts *idSet
+	accounts *IDSet
 }
 
 // Option configures a Client.
@@ -74,7 +74,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // WithAccountCacheSize bounds how many imported account ids are remembered
 // (default 100 000). A forgotten id only costs one idempotent re-import.
 func WithAccountCacheSize(n int) Option {
-	return func(c *Client) { c.accounts = newIDSet(n) }
+	return func(c *Client) { c.accounts = NewIDSet(n) }
 }
 
 // maxGroupLimiters: above this many per-group limiters, idle ones (bucket
@@ -102,7 +102,7 @@ func New(cfg configs.TencentIMConfig, opts ...Option) (*Client, error) {
 		log:       slog.Default(),
 		apiLims:   map[string]*rate.Limiter{},
 		groupLims: map[string]*rate.Limiter{},
-		accounts:  newIDSet(100_000),
+		accounts:  NewIDSet(100_000),
 	}
 	// A burst of one spaces calls evenly, so no one-second window ever
 	// holds more than the configured rate (plus the call at its edge).
@@ -345,49 +345,4 @@ func transportError(api string, err error, parent, call context.Context) error {
 		}
 	}
 	return e
-}
-
-// idSet remembers up to max ids, forgetting the oldest first.
-type idSet struct {
-	mu   sync.Mutex
-	max  int
-	set  map[string]struct{}
-	ring []string
-	next int
-}
-
-func newIDSet(max int) *idSet {
-	if max < 1 {
-		max = 1
-	}
-	return &idSet{max: max, set: make(map[string]struct{})}
-}
-
-func (s *idSet) has(id string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.set[id]
-	return ok
-}
-
-func (s *idSet) add(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.set[id]; ok {
-		return
-	}
-	if len(s.ring) < s.max {
-		s.ring = append(s.ring, id)
-	} else {
-		delete(s.set, s.ring[s.next])
-		s.ring[s.next] = id
-		s.next = (s.next + 1) % s.max
-	}
-	s.set[id] = struct{}{}
-}
-
-func (s *idSet) remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.set, id) // its ring slot is reused in turn; harmless
 }
