@@ -210,3 +210,41 @@ func TestNoticeInitDBScriptInSync(t *testing.T) {
 		t.Fatal("notice schema lacks the cursor table")
 	}
 }
+
+// The notice initdb script and Migrate build the same tables, and Migrate
+// after the script applies nothing.
+func TestNoticeInitDBScriptBuildsWhatMigrateBuilds(t *testing.T) {
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	fromScript, fromMigrate := base+"_s", base+"_m"
+	dropLater(t, db, fromScript)
+	dropLater(t, db, fromMigrate)
+	script, err := InitDBScript(NoticeSchema, fromScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range SplitStatements(script) {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("initdb statement failed: %v\n%s", err, q)
+		}
+	}
+	_ = conn.Close()
+	for _, d := range []string{fromScript, fromMigrate} {
+		if err := Migrate(t.Context(), db, NoticeSchema, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tables := tableNames(t, db, fromMigrate)
+	if got := tableNames(t, db, fromScript); !slices.Equal(got, tables) || !slices.Contains(tables, "notice_delivery_events") {
+		t.Fatalf("tables from the script %v, from Migrate %v", got, tables)
+	}
+	for _, table := range tables {
+		if a, b := showCreate(t, db, fromScript, table), showCreate(t, db, fromMigrate, table); a != b {
+			t.Errorf("%s differs:\nscript:  %s\nmigrate: %s", table, a, b)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package walletnotice_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/notice/noticeapp"
+	"github.com/hyapp/roomcell/actors/notice/noticetest"
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence/memdb"
+)
+
+// The embedded (dev) setup end to end: wallet transactions on go-memdb
+// become C2C wallet_notice and vip_notice messages at the fake IM, to the
+// right users, with the seed's payloads, and the metrics count them.
+func TestWalletChangesReachUsersAsNotices(t *testing.T) {
+	ctx := context.Background()
+	ws := memdb.NewWalletStore()
+	t.Cleanup(func() { _ = ws.Close() })
+	svc, err := wallet.NewService(ws, configs.DefaultGifts(), configs.WalletConfig{}, wallet.WithLogger(noticetest.Quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake, pub := noticetest.FakeIM(t)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return noticetest.Quiet }))
+	t.Cleanup(sys.Shutdown)
+	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := notice.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memdb.NewNoticeStore()
+	t.Cleanup(func() { _ = store.Close() })
+	var cfg configs.NoticeConfig
+	cfg.WalletNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 20 * time.Millisecond}
+	app, err := noticeapp.Start(sup, noticeapp.Deps{Config: cfg, Store: store, WalletSource: ws, Publisher: pub, NodeID: "dev",
+		Logger: noticetest.Quiet, Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Stop(10 * time.Second) })
+
+	for i, amount := range []int64{5000, 100_000} {
+		if _, err := svc.Credit(ctx, wallet.CreditRequest{AppCode: "lalu", CommandID: "topup-" + string(rune('a'+i)), UserID: "10001",
+			AssetType: wallet.AssetCoin, Amount: amount}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.PurchaseVip(ctx, wallet.PurchaseVipRequest{AppCode: "lalu", CommandID: "vip-1", UserID: "10001", Level: 1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		wallets, vips := 0, 0
+		for _, m := range fake.C2CMessages("10001") {
+			switch m.Ext {
+			case walletnotice.ExtWalletNotice:
+				wallets++
+			case walletnotice.ExtVipNotice:
+				vips++
+			}
+		}
+		if wallets == 3 && vips == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user got %d wallet_notice and %d vip_notice, want 3 (two top-ups, the VIP debit) and 1", wallets, vips)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var versions []int64
+	for _, m := range fake.C2CMessages("10001") {
+		switch m.Ext {
+		case walletnotice.ExtWalletNotice:
+			var p wallet.BalanceChanged
+			if err := json.Unmarshal([]byte(m.Data), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.UserID != "10001" || p.AssetType != wallet.AssetCoin || m.EventIDs[0] != p.EventID {
+				t.Fatalf("wallet_notice %+v", p)
+			}
+			versions = append(versions, p.BalanceVersion)
+		case walletnotice.ExtVipNotice:
+			var p wallet.VipActivated
+			if err := json.Unmarshal([]byte(m.Data), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Level != 1 || p.Source != wallet.SourceVipPurchase || p.Action != wallet.ActionUpgrade || m.EventIDs[0] != p.EventID {
+				t.Fatalf("vip_notice %+v", p)
+			}
+		}
+	}
+	if len(versions) != 3 || versions[0] != 1 || versions[1] != 2 || versions[2] != 3 {
+		t.Fatalf("balance versions in arrival order %v, want 1 2 3 (one user's notices leave in order)", versions)
+	}
+	value := func(c prometheus.Metric) *dto.Metric {
+		var m dto.Metric
+		if err := c.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return &m
+	}
+	if got := value(metrics.Delivered.WithLabelValues(notice.SourceWalletOutbox)).GetCounter().GetValue(); got != 4 {
+		t.Fatalf("notice_delivered_total = %v, want 4", got)
+	}
+	if got := value(metrics.Ingested.WithLabelValues(notice.SourceWalletOutbox, notice.IngressPoll)).GetCounter().GetValue(); got != 4 {
+		t.Fatalf("notice_ingested_total = %v, want 4", got)
+	}
+	lag := value(metrics.DeliveryLag.WithLabelValues(notice.SourceWalletOutbox).(prometheus.Metric)).GetHistogram()
+	if lag.GetSampleCount() != 4 {
+		t.Fatalf("delivery latency histogram has %d samples, want 4", lag.GetSampleCount())
+	}
+}
