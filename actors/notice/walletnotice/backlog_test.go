@@ -158,7 +158,7 @@ func newBacklog(t testing.TB, events, users int) *backlog {
 func backlogConfig() configs.NoticeConfig {
 	var c configs.NoticeConfig
 	c.WalletNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond, BatchSize: 200,
-		LockTTL: 3 * time.Second, MaxRetryCount: 10, MaxBackoff: time.Second, SendTimeout: 2 * time.Second, SendConcurrency: 16}
+		LockTTL: 10 * time.Second, MaxRetryCount: 10, MaxBackoff: time.Second, SendTimeout: 2 * time.Second, SendConcurrency: 16}
 	return c
 }
 
@@ -302,6 +302,7 @@ func TestTwoInstancesOneKilledStillDeliversAll(t *testing.T) {
 	const events, users = 10_000, 1000
 	b := newBacklog(t, events, users)
 	cfg := backlogConfig()
+	cfg.WalletNoticeWorker.LockTTL = 3 * time.Second // how long b's rows wait after the kill
 	a := b.start(t, "notice-a", cfg, 0)
 	victim := b.start(t, "notice-b", cfg, 1000)
 	deadline := time.Now().Add(2 * time.Minute)
