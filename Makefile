@@ -5,6 +5,10 @@
 GO       ?= go
 PKGS     := ./...
 export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
+# Seed 003's real-database verification of the notice service runs in every
+# `make test` (actors/notice/walletnotice TestMySQLRepositoryProcessesRealWalletOutbox).
+export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
+export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
 .PHONY: test services vet unit race multimember bench build proto dev fmt
 

@@ -21,12 +21,14 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
+	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/grpcapi"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -48,8 +50,13 @@ type App struct {
 	hosted         *room.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service // nil when the wallet is remote
-	member         *cluster.Member
-	workers        []worker
+	// walletSource is the in-process wallet's store, which the notice
+	// service reads wallet_outbox from in memdb mode.
+	walletSource walletnotice.Source
+	jetstream    *mq.JetStream // the room_outbox topic, when notice.mq is on
+	notices      noticeParts
+	member       *cluster.Member
+	workers      []worker
 
 	grpcServer *grpc.Server
 	health     *health.Server
@@ -110,8 +117,15 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, err
 	}
+	roomPub, err := a.roomPublisher(ctx, pub)
+	if err != nil {
+		return nil, err
+	}
 	gifts, err := a.openWallet(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := a.openNotice(ctx); err != nil {
 		return nil, err
 	}
 
@@ -124,7 +138,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
 		kinds = append(kinds, room.NewKind(room.Deps{
-			Store: a.store, Publisher: pub, Gifts: gifts, Config: cfg.Room,
+			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps,
 		}))
 	}
@@ -148,7 +162,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
-	if err = a.startWorkers(pub); err != nil {
+	if err = a.startWorkers(roomPub, pub); err != nil {
 		return nil, err
 	}
 	a.ready.Store(true)
@@ -158,9 +172,10 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 }
 
 func (a *App) serveGRPC() error {
-	lis, err := net.Listen("tcp", a.cfg.GRPC.Addr)
+	grpcAddr, _ := a.cfg.ServingAddrs()
+	lis, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
-		return fmt.Errorf("grpc.addr: %w", err)
+		return fmt.Errorf("grpc listen %s: %w", grpcAddr, err)
 	}
 	a.grpcLis = lis
 	a.grpcServer, a.health = grpcapi.NewServer(grpcapi.Options{Logger: a.log.With("component", "grpc"), AuthToken: a.cfg.GRPC.AuthToken})
@@ -180,9 +195,10 @@ func (a *App) serveGRPC() error {
 }
 
 func (a *App) serveHTTP() error {
-	lis, err := net.Listen("tcp", a.cfg.HTTP.Addr)
+	_, httpAddr := a.cfg.ServingAddrs()
+	lis, err := net.Listen("tcp", httpAddr)
 	if err != nil {
-		return fmt.Errorf("http.addr: %w", err)
+		return fmt.Errorf("http listen %s: %w", httpAddr, err)
 	}
 	a.httpLis = lis
 	mux := http.NewServeMux()

@@ -69,11 +69,12 @@ func loadConfig(f flags) (configs.Config, error) {
 		cfg.Cluster.Provider = configs.ProviderSingle
 		cfg.TencentIM.Enabled = false
 	}
+	// The flags win over whichever address the roles would use.
 	if f.grpcAddr != "" {
-		cfg.GRPC.Addr = f.grpcAddr
+		cfg.GRPC.Addr, cfg.Notice.GRPCAddr = f.grpcAddr, f.grpcAddr
 	}
 	if f.httpAddr != "" {
-		cfg.HTTP.Addr = f.httpAddr
+		cfg.HTTP.Addr, cfg.Notice.HTTPAddr = f.httpAddr, f.httpAddr
 	}
 	if f.logLevel != "" {
 		cfg.Log.Level = f.logLevel

@@ -91,6 +91,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		ws := memdb.NewWalletStore()
 		a.closers = append(a.closers, func() { _ = ws.Close() })
 		store = ws
+		a.walletSource = ws
 	}
 	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")))
 	if err != nil {
@@ -129,7 +130,7 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 // startWorkers spawns the supervised background actors of the roles this
 // process runs. Each registers its stop in a.workers; Shutdown stops them
 // before gRPC and the store.
-func (a *App) startWorkers(pub relay.Publisher) error {
+func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 	sys := a.member.System
 	unsubscribe := supervise.LogEvents(sys, a.log.With("component", "supervisor"))
 	a.workers = append(a.workers, worker{name: "supervisor-log", stop: unsubscribe})
@@ -155,6 +156,9 @@ func (a *App) startWorkers(pub relay.Publisher) error {
 				a.log.Warn("presence worker stop", "error", err)
 			}
 		}})
+	}
+	if err := a.startNotice(sup, im); err != nil {
+		return err
 	}
 	if a.cfg.HasRole(configs.RoleRelay) && a.cfg.OutboxWorker.On() {
 		metrics, err := relay.NewMetrics(a.registry)
@@ -190,6 +194,11 @@ func (a *App) registerServices() {
 		a.relay.RunNow(id)
 		return true
 	}, log))
+	if a.notices.store != nil {
+		v1.RegisterNoticeAdminServer(a.grpcServer, grpcapi.NewNoticeAdminServer(a.notices.store, func(source string) bool {
+			return a.notices.service.Kick(source) // nil-safe before the workers start
+		}, log))
+	}
 	if a.cfg.HasRole(configs.RoleWallet) && a.wallet != nil {
 		v1.RegisterWalletServiceServer(a.grpcServer, grpcapi.NewWalletServer(a.wallet, log))
 	}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/hyapp/roomcell/configs"
+)
+
+func TestNoticeOnlyProcessUsesSeedPortsUnlessFlagsSay(t *testing.T) {
+	cfg, err := loadConfig(flags{dev: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Roles = []string{configs.RoleNotice}
+	if g, h := cfg.ServingAddrs(); g != "127.0.0.1:13009" || h != "127.0.0.1:13109" {
+		t.Fatalf("notice-only addrs %s %s, want seed 003's 13009/13109", g, h)
+	}
+	cfg, err = loadConfig(flags{dev: true, grpcAddr: "127.0.0.1:5001", httpAddr: "127.0.0.1:5002"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Roles = []string{configs.RoleNotice}
+	if g, h := cfg.ServingAddrs(); g != "127.0.0.1:5001" || h != "127.0.0.1:5002" {
+		t.Fatalf("flags ignored for a notice-only process: %s %s", g, h)
+	}
+}
+
+func TestBadFlagsAndConfigAreErrors(t *testing.T) {
+	if _, err := loadConfig(flags{}); err == nil {
+		t.Fatal("neither --dev nor --config: want an error")
+	}
+	if _, err := loadConfig(flags{dev: true, logLevel: "chatty"}); err == nil {
+		t.Fatal("bad --log-level: want an error")
+	}
+	if _, err := loadConfig(flags{config: "does-not-exist.yaml"}); err == nil {
+		t.Fatal("missing config file: want an error")
+	}
+}

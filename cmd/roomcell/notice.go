@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/notice/noticeapp"
+	"github.com/hyapp/roomcell/actors/notice/roomnotice"
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
+	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/persistence/mysql"
+)
+
+// noticeParts is the notice role (seed 003) of this process.
+type noticeParts struct {
+	store   notice.Store
+	wallet  walletnotice.Source
+	room    roomnotice.Source
+	service *noticeapp.Service
+}
+
+// roomPublisher is what room grains and the relay publish through: the IM
+// publisher, teed to the room_outbox topic when notice.mq.room_outbox is
+// on, so the notice service (and any other consumer group) sees every room
+// event. Both must take an event before its row is marked published.
+func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Publisher, error) {
+	mqCfg := a.cfg.Notice.MQ
+	if !mqCfg.RoomOutboxOn() {
+		return im, nil
+	}
+	js, err := mq.DialJetStream(ctx, mqCfg, mq.WithLogger(a.log.With("component", "mq")))
+	if err != nil {
+		return nil, fmt.Errorf("notice.mq: %w", err)
+	}
+	a.jetstream = js
+	a.closers = append(a.closers, js.Close)
+	return mq.NewRoomOutboxFanout(im, js, mqCfg.RoomOutbox.Topic), nil
+}
+
+// openNotice opens the notice delivery table and the owner outboxes it
+// reads, when this process runs the notice role. On MySQL it reads
+// wallet_outbox and room_outbox of the configured databases; on go-memdb
+// only this process's own wallet and rooms.
+func (a *App) openNotice(ctx context.Context) error {
+	if !a.cfg.HasRole(configs.RoleNotice) {
+		return nil
+	}
+	if a.cfg.Store.Kind == configs.StoreMySQL {
+		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
+		if err != nil {
+			return err
+		}
+		a.closers = append(a.closers, func() { _ = ns.Close() })
+		a.notices = noticeParts{store: ns, wallet: ns.WalletOutbox(), room: ns.RoomOutbox()}
+		return nil
+	}
+	ns := memdb.NewNoticeStore()
+	a.closers = append(a.closers, func() { _ = ns.Close() })
+	rooms, _ := a.store.(roomnotice.Source)
+	a.notices = noticeParts{store: ns, wallet: a.walletSource, room: rooms}
+	if a.notices.wallet == nil && a.cfg.Notice.WalletNoticeWorker.Enabled {
+		return fmt.Errorf("notice.wallet_notice_worker: on go-memdb the wallet must run in this process (wallet.addr is set)")
+	}
+	return nil
+}
+
+// startNotice starts the notice workers and the MQ consumer under sup.
+func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error {
+	if a.notices.store == nil {
+		return nil
+	}
+	metrics, err := notice.NewMetrics(a.registry)
+	if err != nil {
+		return err
+	}
+	var sub mq.Subscriber
+	if a.jetstream != nil {
+		sub = a.jetstream
+	}
+	svc, err := noticeapp.Start(sup, noticeapp.Deps{
+		Config: a.cfg.Notice, Store: a.notices.store, WalletSource: a.notices.wallet, RoomSource: a.notices.room,
+		Publisher: im, MQ: sub, NodeID: a.cfg.NodeID, Logger: a.log, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	a.notices.service = svc
+	a.workers = append(a.workers, worker{name: "notice", stop: func() {
+		if err := svc.Stop(10 * time.Second); err != nil {
+			a.log.Warn("notice stop", "error", err)
+		}
+	}})
+	return nil
+}
