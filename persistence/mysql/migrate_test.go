@@ -132,28 +132,6 @@ func TestMigrateRejectsBadInput(t *testing.T) {
 	}
 }
 
-// deploy/mysql/initdb/01_hyapp_room.sql is what InitDBScript renders from
-// schema/room; ROOMCELL_UPDATE_INITDB=1 rewrites it.
-func TestInitDBScriptInSync(t *testing.T) {
-	const file = "../../deploy/mysql/initdb/01_hyapp_room.sql"
-	want, err := InitDBScript(RoomSchema, "hyapp_room")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("ROOMCELL_UPDATE_INITDB") == "1" {
-		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("%s drifted from schema/room: run ROOMCELL_UPDATE_INITDB=1 go test ./persistence/mysql -run TestInitDBScriptInSync", file)
-	}
-}
-
 // A database built by the initdb script and one built by Migrate are the
 // same, and Migrate after the script applies nothing.
 func TestInitDBScriptBuildsWhatMigrateBuilds(t *testing.T) {
@@ -249,5 +227,40 @@ func TestDatabaseForAndSchemas(t *testing.T) {
 	}
 	if _, err := DatabaseFor(configs.MySQLConfig{}, "nope"); err == nil {
 		t.Fatal("DatabaseFor of an unknown schema succeeded")
+	}
+}
+
+// Every deploy/mysql/initdb file is what InitDBScript renders from its
+// embedded schema, so a container initialised from it and `roomcell
+// migrate` build the same tables. ROOMCELL_UPDATE_INITDB=1 rewrites them.
+func TestInitDBScriptsInSync(t *testing.T) {
+	for _, c := range []struct{ schema, database, file string }{
+		{RoomSchema, "hyapp_room", "01_hyapp_room.sql"},
+		{WalletSchema, "hyapp_wallet", "02_hyapp_wallet.sql"},
+		{NoticeSchema, "hyapp_notice", "03_hyapp_notice.sql"},
+	} {
+		file := "../../deploy/mysql/initdb/" + c.file
+		want, err := InitDBScript(c.schema, c.database)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if os.Getenv("ROOMCELL_UPDATE_INITDB") == "1" {
+			if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s drifted from schema/%s: run ROOMCELL_UPDATE_INITDB=1 go test ./persistence/mysql -run InitDBScriptsInSync", file, c.schema)
+		}
+	}
+	if len(Schemas()) != 3 {
+		t.Errorf("schemas %v: a new one needs its initdb file listed here", Schemas())
+	}
+	if ms, _ := Migrations(NoticeSchema); !slices.ContainsFunc(ms, func(m Migration) bool { return strings.Contains(m.SQL, "notice_source_cursors") }) {
+		t.Error("notice schema lacks the cursor table")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -186,29 +185,6 @@ func explain(t *testing.T, db *sql.DB, query string, args ...any) map[string]str
 		t.Fatalf("EXPLAIN gave no plan for %s", query)
 	}
 	return plan
-}
-
-func TestNoticeInitDBScriptInSync(t *testing.T) {
-	const file = "../../deploy/mysql/initdb/03_hyapp_notice.sql"
-	want, err := InitDBScript(NoticeSchema, "hyapp_notice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("ROOMCELL_UPDATE_INITDB") == "1" {
-		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("%s drifted from schema/notice: run ROOMCELL_UPDATE_INITDB=1 go test ./persistence/mysql -run InitDBScriptInSync", file)
-	}
-	if ms, _ := Migrations(NoticeSchema); !slices.ContainsFunc(ms, func(m Migration) bool { return strings.Contains(m.SQL, "notice_source_cursors") }) {
-		t.Fatal("notice schema lacks the cursor table")
-	}
 }
 
 // The notice initdb script and Migrate build the same tables, and Migrate
