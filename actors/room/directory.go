@@ -487,7 +487,10 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 		w.failed("set_user_room", err, "user_id", user)
 		return
 	}
-	if prev != "" && w.current(user, joinedAtMs) {
+	// Once the swap is made this room must let prev go even if it lost the
+	// user meanwhile: every displaced room is displaced by exactly one
+	// swap, and only its displacer evicts it (one room per user).
+	if prev != "" {
 		w.leave(prev, user, derivedID("join", w.key.RoomID, joinCommandID, user))
 	}
 }

@@ -498,21 +498,24 @@ func TestDirectoryLateJoinWriteDoesNotEvictFromNewerRoom(t *testing.T) {
 	d := newDirFixture(t, time.Hour)
 	d.room("w")
 	d.room("x")
-	d.mustExec(create("w", "c1", "ow"))
 	d.mustExec(create("x", "c1", "ox"))
-	// The owners' own directory writes first, so the hold catches bob's.
-	waitFor(t, func() bool { return d.userRoom("ow") == "w" && d.userRoom("ox") == "x" })
+	waitFor(t, func() bool { return d.userRoom("ox") == "x" })
+	// w's worker gets stuck on its owner's write, so the work of bob's
+	// join queues behind it.
 	arrived, release := d.sw.hold("w")
+	d.mustExec(create("w", "c1", "ow"))
+	<-arrived
 	d.mustExec(join("w", "j1", "bob"))
-	<-arrived // w's worker is inside SetUserRoom for bob's join
 	d.mustExec(leaveRoom("w", "l1", "bob"))
 	d.mustExec(join("x", "j2", "bob"))
 	waitFor(t, func() bool { return d.userRoom("bob") == "x" })
 	release()
-	// w's late write runs now, then the clear of bob's leave behind it:
-	// once the directory no longer names x, w's worker has acted.
-	waitFor(t, func() bool { return d.userRoom("bob") != "x" })
-	time.Sleep(100 * time.Millisecond) // a leave it sent would be in flight now
+	// w's worker catches up: the owner's write, then bob's join and clear.
+	waitFor(t, func() bool { return d.userRoom("ow") == "w" })
+	time.Sleep(200 * time.Millisecond) // a wrong leave to x would have landed now
+	if d.userRoom("bob") != "x" {
+		t.Fatalf("directory says bob is in %q, want x", d.userRoom("bob"))
+	}
 	if !contains(d.members("x"), "bob") {
 		t.Fatal("a late directory write of an old join evicted bob from the room he is in")
 	}
