@@ -53,6 +53,7 @@ func freeAddr(t *testing.T) string {
 // child is a roomcell process under test.
 type child struct {
 	cmd      *exec.Cmd
+	exited   <-chan struct{} // closed when the process has exited
 	grpcAddr string
 	httpAddr string
 	log      *os.File
@@ -70,9 +71,18 @@ func startChild(t *testing.T, bin, config, grpcAddr, httpAddr string) *child {
 		t.Fatal(err)
 	}
 	c := &child{cmd: cmd, grpcAddr: grpcAddr, httpAddr: httpAddr, log: logf}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.exited = exited
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("roomcell exited before it was ready:\n%s", b)
+		default:
+		}
 		resp, err := http.Get("http://" + httpAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -171,7 +181,7 @@ outbox_worker: {poll_interval: "200ms", publish_timeout: "1s", lease_ttl: "2s"}
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = first.cmd.Wait()
+	<-first.exited
 	close(stop)
 	wg.Wait()
 	mu.Lock()
