@@ -2,6 +2,7 @@ package configs
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,9 @@ func TestShippedFilesLoad(t *testing.T) {
 		}
 		if len(c.Gifts) != 3 {
 			t.Fatalf("%s: gifts %v", f, c.Gifts)
+		}
+		if !reflect.DeepEqual(c.Wallet.VipPlans, DefaultVipPlans()) {
+			t.Fatalf("%s: vip_plans %+v differ from the built-in defaults", f, c.Wallet.VipPlans)
 		}
 	}
 	c, _ := Load("config.tencent.example.yaml")
@@ -73,6 +77,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"tencent_im:\n  enabled: true\n  sdk_app_id: 1\n", "tencent_im.secret_key"},
 		{"presence:\n  stale_after: \"1s\"\n  scan_interval: \"5s\"\n", "presence.stale_after"},
 		{"mysql:\n  max_open_conns: 2\n  max_idle_conns: 5\n", "mysql.max_idle_conns"},
+		{"wallet:\n  vip_plans:\n    - {level: 1, name: a, days: 30}\n    - {level: 1, name: b, days: 30}\n", "wallet.vip_plans[1].level"},
+		{"wallet:\n  vip_plans:\n    - {level: 2, name: a, days: 0}\n", "wallet.vip_plans[0].days"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

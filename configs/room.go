@@ -74,17 +74,63 @@ type WalletConfig struct {
 	DiamondPercent int64 `yaml:"diamond_percent"`
 	// Addr of a remote WalletService; empty = in-process.
 	Addr string `yaml:"addr"`
+	// VipPlans is the VIP catalog: one entry per level on sale.
+	VipPlans []VipPlanConfig `yaml:"vip_plans"`
+}
+
+// VipPlanConfig is one VIP level on sale.
+type VipPlanConfig struct {
+	Level int32  `yaml:"level"`
+	Name  string `yaml:"name"`
+	// Price in COIN of one period (charged only for source vip_purchase).
+	Price int64 `yaml:"price"`
+	// Days in one period.
+	Days int `yaml:"days"`
+	// RewardResourceGroupID is echoed in VipActivated for the client.
+	RewardResourceGroupID int64 `yaml:"reward_resource_group_id"`
+}
+
+// DefaultVipPlans is the catalog used when the file lists none: VIP1..VIP6,
+// 30 days each (seed 003's example is VIP6 for 30 days).
+func DefaultVipPlans() []VipPlanConfig {
+	prices := []int64{1_000, 3_000, 6_000, 10_000, 30_000, 60_000}
+	out := make([]VipPlanConfig, len(prices))
+	for i, p := range prices {
+		lvl := int32(i + 1)
+		out[i] = VipPlanConfig{Level: lvl, Name: fmt.Sprintf("VIP%d", lvl), Price: p, Days: 30, RewardResourceGroupID: 100 + int64(lvl)}
+	}
+	return out
 }
 
 func (c *WalletConfig) setDefaults() {
 	if c.DiamondPercent <= 0 {
 		c.DiamondPercent = 100
 	}
+	if c.VipPlans == nil {
+		c.VipPlans = DefaultVipPlans()
+	}
 }
 
 func (c WalletConfig) validate() error {
 	if c.DiamondPercent > 10000 {
 		return errorf("wallet.diamond_percent", "must be at most 10000, got %d", c.DiamondPercent)
+	}
+	seen := map[int32]bool{}
+	for i, p := range c.VipPlans {
+		key := fmt.Sprintf("wallet.vip_plans[%d]", i)
+		switch {
+		case p.Level <= 0:
+			return errorf(key+".level", "must be positive, got %d", p.Level)
+		case seen[p.Level]:
+			return errorf(key+".level", "duplicate level %d", p.Level)
+		case p.Name == "":
+			return errorf(key+".name", "required")
+		case p.Price < 0:
+			return errorf(key+".price", "must not be negative, got %d", p.Price)
+		case p.Days <= 0:
+			return errorf(key+".days", "must be positive, got %d", p.Days)
+		}
+		seen[p.Level] = true
 	}
 	return nil
 }

@@ -21,14 +21,14 @@ type VipPlan struct {
 
 const day = 24 * 3600 * 1000
 
-// DefaultVipPlans is the VIP catalog until the config grows a section for
-// it: VIP1..VIP6, 30 days each (seed 003's example is VIP6 for 30 days).
-func DefaultVipPlans() []VipPlan {
-	prices := []int64{1_000, 3_000, 6_000, 10_000, 30_000, 60_000}
-	out := make([]VipPlan, len(prices))
-	for i, p := range prices {
-		lvl := int32(i + 1)
-		out[i] = VipPlan{Level: lvl, Name: fmt.Sprintf("VIP%d", lvl), Price: p, DurationMs: 30 * day, RewardResourceGroupID: 100 + int64(lvl)}
+// DefaultVipPlans is the catalog of configs.DefaultVipPlans.
+func DefaultVipPlans() []VipPlan { return PlansFromConfig(configs.DefaultVipPlans()) }
+
+// PlansFromConfig turns the wallet.vip_plans config into plans.
+func PlansFromConfig(cs []configs.VipPlanConfig) []VipPlan {
+	out := make([]VipPlan, len(cs))
+	for i, c := range cs {
+		out[i] = VipPlan{Level: c.Level, Name: c.Name, Price: c.Price, DurationMs: int64(c.Days) * day, RewardResourceGroupID: c.RewardResourceGroupID}
 	}
 	return out
 }

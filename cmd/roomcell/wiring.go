@@ -93,7 +93,8 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		store = ws
 		a.walletSource = ws
 	}
-	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")))
+	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
+		wallet.WithVipPlans(wallet.PlansFromConfig(a.cfg.Wallet.VipPlans)))
 	if err != nil {
 		return nil, err
 	}
