@@ -233,7 +233,9 @@ func WaitOutboxPublished(t testing.TB, db *sql.DB, d time.Duration) (total int) 
 	deadline := time.Now().Add(d)
 	for {
 		var pending int
-		err := db.QueryRow("SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&total, &pending)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&total, &pending)
+		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
