@@ -288,8 +288,10 @@ func (w *Worker) deliver(ctx context.Context, res *Result) error {
 }
 
 // sendAll sends the claimed rows with send_concurrency lanes. The rows of
-// one user always share a lane, in claim order (oldest first), so one
-// user's notices leave in order; clients still order by balance_version.
+// one user share a lane, in claim order, so a user's notices of one claim
+// are not sent in parallel. Claims are ordered by due time only, and
+// retries reorder anyway: clients order by balance_version and drop older
+// notices (docs/client-protocol.md), which is what makes order optional.
 func (w *Worker) sendAll(ctx context.Context, rows []Delivery) []outcome {
 	lanes := min(w.d.Config.SendConcurrency, len(rows))
 	byLane := make([][]int, lanes)
