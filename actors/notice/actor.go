@@ -31,7 +31,7 @@ func props(ctx context.Context, deps Deps, kicked *atomic.Bool) *actor.Props {
 		// One lease owner per incarnation: rows a crashed incarnation held
 		// come back only when their lease expires. The scanner restarts
 		// from the stored cursor too (a new Worker has not held it).
-		d.Owner = NewOwner(d.NodeID)
+		d.Owner = supervise.LeaseOwner(d.NodeID)
 		w, err := NewWorker(d)
 		if err != nil {
 			// Start validated deps; a failure here is a bug.

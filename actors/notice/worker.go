@@ -2,8 +2,6 @@ package notice
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -59,16 +57,9 @@ func (d Deps) normalized() (Deps, error) {
 		d.Clock = time.Now
 	}
 	if d.Owner == "" {
-		d.Owner = NewOwner(d.NodeID)
+		d.Owner = supervise.LeaseOwner(d.NodeID)
 	}
 	return d, nil
-}
-
-// NewOwner is a lease owner name: "<nodeID>/<random>".
-func NewOwner(nodeID string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return nodeID + "/" + hex.EncodeToString(b[:])
 }
 
 // Result counts what one round did.

@@ -52,7 +52,7 @@ func props(ctx context.Context, deps Deps) *actor.Props {
 		d := deps
 		// One lease owner per incarnation: rows a crashed incarnation held
 		// come back only when their lease expires.
-		d.Owner = newOwner(d.NodeID)
+		d.Owner = supervise.LeaseOwner(d.NodeID)
 		return &relayActor{ctx: ctx, deps: d}
 	})
 }

@@ -2,8 +2,6 @@ package relay
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -72,15 +70,9 @@ func (d Deps) normalized() (Deps, error) {
 		d.Clock = time.Now
 	}
 	if d.Owner == "" {
-		d.Owner = newOwner(d.NodeID)
+		d.Owner = supervise.LeaseOwner(d.NodeID)
 	}
 	return d, nil
-}
-
-func newOwner(nodeID string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return nodeID + "/" + hex.EncodeToString(b[:])
 }
 
 // Result counts what one batch did.
