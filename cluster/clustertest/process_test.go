@@ -163,7 +163,10 @@ func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
 	if room == "" {
 		t.Fatalf("%s owns none of %d rooms", frozen.ID, len(rooms))
 	}
-	one := &Load{Nodes: c.Nodes[:1], Rooms: []string{room}, RetryFor: 40 * time.Second}
+	// Failover normally takes the 3s etcd lease plus a second or two (it is
+	// logged below); the retry window is wide so a starved CPU (everything
+	// here shares two cores) delays the test instead of failing it.
+	one := &Load{Nodes: c.Nodes[:1], Rooms: []string{room}, RetryFor: 90 * time.Second}
 	one.Start(t, 0)
 	for i := range 5 {
 		one.Send(t, 0, "before-"+string(rune('a'+i)), room)
@@ -182,7 +185,7 @@ func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
 
 	// Commands to both activations at once: through the frozen node
 	// (queued in its socket) and through the survivors.
-	both := &Load{Nodes: []*Node{frozen, c.Nodes[0], c.Nodes[2]}, Rooms: []string{room}, RetryFor: 40 * time.Second}
+	both := &Load{Nodes: []*Node{frozen, c.Nodes[0], c.Nodes[2]}, Rooms: []string{room}, RetryFor: 90 * time.Second}
 	both.Start(t, 4)
 	time.Sleep(500 * time.Millisecond)
 	frozen.Resume()
