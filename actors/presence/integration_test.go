@@ -172,10 +172,13 @@ func TestStaleMemberLeavesThroughTheRoom(t *testing.T) {
 	n.must(heartbeat("r1", "bob"))
 	last := time.Now() // bob's client goes quiet
 	bound := pcfg.StaleAfter + pcfg.ScanInterval
-	waitUntil(t, bound+2*time.Second, "bob taken out", func() bool { return !slices.Contains(n.members("r1"), "bob") })
+	// Slack for scheduling on a shared two-core machine; a worker that
+	// does not scan never takes bob out at all.
+	const slack = 3 * time.Second
+	waitUntil(t, bound+slack+time.Second, "bob taken out", func() bool { return !slices.Contains(n.members("r1"), "bob") })
 	took := time.Since(last)
 	t.Logf("bob left %s after his last heartbeat (stale_after + scan_interval = %s)", took.Round(time.Millisecond), bound)
-	if took > bound+time.Second {
+	if took > bound+slack {
 		t.Fatalf("bob left after %s, want within stale_after + scan_interval (%s) plus scheduling", took, bound)
 	}
 	if !slices.Contains(n.members("r1"), "owner") {
