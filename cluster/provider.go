@@ -61,8 +61,6 @@ func (r record) member() *pcluster.Member {
 	return &pcluster.Member{Id: r.ID, Host: r.Host, Port: int32(r.Port), Kinds: kinds}
 }
 
-func (r record) address() string { return r.Host + ":" + strconv.Itoa(r.Port) }
-
 // selfRecord describes the local member; call after the remote started,
 // so the address is the advertised one.
 func selfRecord(c *pcluster.Cluster, nodeID string) (record, error) {
@@ -74,18 +72,6 @@ func selfRecord(c *pcluster.Cluster, nodeID string) (record, error) {
 		ID: c.ActorSystem.ID, NodeID: nodeID, Cluster: c.Config.Name, Host: host, Port: port,
 		Kinds: c.GetClusterKinds(), StartedAtMs: time.Now().UnixMilli(),
 	}, nil
-}
-
-// userKinds drops the pub/sub topic kind Proto.Actor registers on every
-// member: it is not ours to place or count.
-func userKinds(kinds []string) []string {
-	out := make([]string, 0, len(kinds))
-	for _, k := range kinds {
-		if k != pcluster.TopicActorKind {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // generationID is the membership id of the gen-th registration.

@@ -104,7 +104,10 @@ func TestScanLeavesStaleMembersOfHostedRoomsOnly(t *testing.T) {
 		t.Fatalf("derived command_id is not a valid id: %v", err)
 	}
 	// The same entry gives the same id; a newer heartbeat a new one.
-	if LeaveCommandID(keyR1, "old", 1) != LeaveCommandID(keyR1, "old", 1) || LeaveCommandID(keyR1, "old", 1) == LeaveCommandID(keyR1, "old", 2) {
+	first, again := LeaveCommandID(keyR1, "old", 1), LeaveCommandID(keyR1, "old", 1)
+	other := persistence.RoomKey{AppCode: keyR1.AppCode, RoomID: keyR1.RoomID + "x"}
+	if first != again || first == LeaveCommandID(keyR1, "old", 2) ||
+		first == LeaveCommandID(keyR1, "older", 1) || first == LeaveCommandID(other, "old", 1) {
 		t.Fatal("LeaveCommandID must be a function of (room, user, last seen)")
 	}
 }

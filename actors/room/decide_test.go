@@ -2,11 +2,12 @@ package room_test
 
 import (
 	"errors"
-	"github.com/hyapp/roomcell/actors/room"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hyapp/roomcell/actors/room"
 )
 
 // The room's rules, one row each. A row reads: given these commands were
@@ -30,8 +31,6 @@ func set(f func(*room.Command)) opt { return f }
 func giftID(id string) opt          { return func(c *room.Command) { c.GiftID = id } }
 func commandID(id string) opt       { return func(c *room.Command) { c.CommandID = id } }
 func ban(seconds int64) opt         { return func(c *room.Command) { c.BanSeconds = seconds } }
-func withHeat(heat int64) opt       { return func(c *room.Command) { c.HeatValue = heat } }
-func withCount(count int64) opt     { return func(c *room.Command) { c.GiftCount = count } }
 func withTarget(target string) opt  { return func(c *room.Command) { c.TargetUserID = target } }
 
 func cmd(typ, user string, opts ...opt) room.Command {

@@ -180,8 +180,7 @@ func classify(err error) error {
 
 // planner accumulates one transaction's changes.
 type planner struct {
-	p    Plan
-	meta map[string]string
+	p Plan
 }
 
 func newPlanner(appCode, commandID, txID, kind, fingerprint string, nowMs int64) *planner {
