@@ -14,7 +14,6 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/supervise"
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -200,12 +199,12 @@ func (in *instance) stop() {
 
 type deadSource struct {
 	src interface {
-		ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error)
+		ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error)
 	}
 	in *instance
 }
 
-func (d deadSource) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (d deadSource) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	if d.in.dead.Load() {
 		return nil, errDead
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // WorkerName is the worker's actor name, log `worker` field and metrics
@@ -38,11 +39,11 @@ const (
 	maxMissing = 10_000
 )
 
-// Source is the read-only wallet_outbox scan: wallet.Store (memdb or the
+// Source is the read-only wallet_outbox scan: persistence.WalletStore (memdb or the
 // wallet's own MySQL store) or mysql.NoticeStore.WalletOutbox() (the wallet
 // database read by qualified name on the notice pool).
 type Source interface {
-	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error)
+	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error)
 }
 
 // FromOutbox maps one wallet_outbox row to its notice: WalletBalanceChanged
@@ -53,7 +54,7 @@ type Source interface {
 // payload does not decode or disagrees with its columns comes back as a
 // failed row (Status failed, LastError set): a dead letter operators can
 // see, never retried.
-func FromOutbox(rec wallet.OutboxRecord) (d notice.Delivery, ok bool) {
+func FromOutbox(rec persistence.WalletOutboxRecord) (d notice.Delivery, ok bool) {
 	d = notice.Delivery{
 		Key: notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: rec.AppCode, SourceEventID: rec.EventID,
 			Channel: notice.ChannelIMC2C},
@@ -64,10 +65,10 @@ func FromOutbox(rec wallet.OutboxRecord) (d notice.Delivery, ok bool) {
 	var payload any
 	var err error
 	switch rec.EventType {
-	case wallet.EventBalanceChanged:
+	case persistence.EventBalanceChanged:
 		d.Ext = ExtWalletNotice
 		payload, err = balancePayload(rec)
-	case wallet.EventVipActivated:
+	case persistence.EventVipActivated:
 		d.Ext = ExtVipNotice
 		payload, err = vipPayload(rec)
 	default:
@@ -94,7 +95,7 @@ func rawOrQuoted(b []byte) json.RawMessage {
 	return q
 }
 
-func check(rec wallet.OutboxRecord, eventType, eventID, appCode, userID string) error {
+func check(rec persistence.WalletOutboxRecord, eventType, eventID, appCode, userID string) error {
 	switch {
 	case eventType != rec.EventType:
 		return fmt.Errorf("payload event_type %q, row %q", eventType, rec.EventType)
@@ -108,7 +109,7 @@ func check(rec wallet.OutboxRecord, eventType, eventID, appCode, userID string) 
 	return nil
 }
 
-func balancePayload(rec wallet.OutboxRecord) (wallet.BalanceChanged, error) {
+func balancePayload(rec persistence.WalletOutboxRecord) (wallet.BalanceChanged, error) {
 	var p wallet.BalanceChanged
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
 		return p, fmt.Errorf("payload: %v", err)
@@ -125,7 +126,7 @@ func balancePayload(rec wallet.OutboxRecord) (wallet.BalanceChanged, error) {
 	return p, nil
 }
 
-func vipPayload(rec wallet.OutboxRecord) (wallet.VipActivated, error) {
+func vipPayload(rec persistence.WalletOutboxRecord) (wallet.VipActivated, error) {
 	var p wallet.VipActivated
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
 		return p, fmt.Errorf("payload: %v", err)
@@ -260,7 +261,7 @@ func (s *Scanner) oldestMissing() int64 {
 	return lo
 }
 
-func (s *Scanner) add(out []notice.Delivery, r wallet.OutboxRecord) []notice.Delivery {
+func (s *Scanner) add(out []notice.Delivery, r persistence.WalletOutboxRecord) []notice.Delivery {
 	if d, ok := FromOutbox(r); ok {
 		d.SourceName = s.source
 		out = append(out, d)
