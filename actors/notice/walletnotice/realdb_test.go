@@ -141,11 +141,11 @@ func TestMySQLRepositoryProcessesRealWalletOutbox(t *testing.T) {
 	if len(pub.sent) != 1 || pub.sent[0].user != user || pub.sent[0].ext != walletnotice.ExtWalletNotice || pub.sent[0].eventID != eventID {
 		t.Fatalf("fake publisher got %+v", pub.sent)
 	}
-	row, err := ns.Get(ctx, notice.Key{SourceName: source, AppCode: "lalu", SourceEventID: eventID, Channel: notice.ChannelIMC2C})
+	row, err := ns.Get(ctx, persistence.NoticeKey{SourceName: source, AppCode: "lalu", SourceEventID: eventID, Channel: persistence.ChannelIMC2C})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Status != notice.StatusDelivered || row.DeliveredAtMs == 0 || row.UserID != user || row.Ext != walletnotice.ExtWalletNotice {
+	if row.Status != persistence.NoticeDelivered || row.DeliveredAtMs == 0 || row.UserID != user || row.Ext != walletnotice.ExtWalletNotice {
 		t.Fatalf("notice_delivery_events row %+v", row)
 	}
 	var p wallet.BalanceChanged

@@ -54,10 +54,10 @@ type Source interface {
 // payload does not decode or disagrees with its columns comes back as a
 // failed row (Status failed, LastError set): a dead letter operators can
 // see, never retried.
-func FromOutbox(rec persistence.WalletOutboxRecord) (d notice.Delivery, ok bool) {
-	d = notice.Delivery{
-		Key: notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: rec.AppCode, SourceEventID: rec.EventID,
-			Channel: notice.ChannelIMC2C},
+func FromOutbox(rec persistence.WalletOutboxRecord) (d persistence.NoticeDelivery, ok bool) {
+	d = persistence.NoticeDelivery{
+		NoticeKey: persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: rec.AppCode, SourceEventID: rec.EventID,
+			Channel: persistence.ChannelIMC2C},
 		EventType:         rec.EventType,
 		UserID:            rec.UserID,
 		SourceCreatedAtMs: rec.CreatedAtMs,
@@ -72,13 +72,13 @@ func FromOutbox(rec persistence.WalletOutboxRecord) (d notice.Delivery, ok bool)
 		d.Ext = ExtVipNotice
 		payload, err = vipPayload(rec)
 	default:
-		return notice.Delivery{}, false
+		return persistence.NoticeDelivery{}, false
 	}
 	if err == nil {
 		d.Payload, err = json.Marshal(payload)
 	}
 	if err != nil {
-		d.Status = notice.StatusFailed
+		d.Status = persistence.NoticeFailed
 		d.LastError = fmt.Sprintf("%v: %v", notice.ErrCorruptSource, err)
 		d.Payload = rawOrQuoted(rec.Payload)
 	}
@@ -174,7 +174,7 @@ func WithSourceName(name string) Option { return func(s *Scanner) { s.source = n
 // NewScanner returns a scanner of src; the worker Resets it to the stored
 // cursor before the first scan.
 func NewScanner(src Source, opts ...Option) *Scanner {
-	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), source: notice.SourceWalletOutbox, missing: map[int64]int64{}}
+	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), source: persistence.SourceWalletOutbox, missing: map[int64]int64{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -188,7 +188,7 @@ func Module(src Source, opts ...Option) notice.Module {
 }
 
 // Reset implements notice.Scanner.
-func (s *Scanner) Reset(from notice.Cursor) {
+func (s *Scanner) Reset(from persistence.NoticeCursor) {
 	s.high = from.Num
 	clear(s.missing)
 }
@@ -244,7 +244,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 			}
 		}
 	}
-	res.Safe = notice.Cursor{Num: s.high}
+	res.Safe = persistence.NoticeCursor{Num: s.high}
 	if len(s.missing) > 0 {
 		res.Safe.Num = s.oldestMissing() - 1
 	}
@@ -261,7 +261,7 @@ func (s *Scanner) oldestMissing() int64 {
 	return lo
 }
 
-func (s *Scanner) add(out []notice.Delivery, r persistence.WalletOutboxRecord) []notice.Delivery {
+func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.WalletOutboxRecord) []persistence.NoticeDelivery {
 	if d, ok := FromOutbox(r); ok {
 		d.SourceName = s.source
 		out = append(out, d)

@@ -66,8 +66,8 @@ func TestFromOutboxBalanceChanged(t *testing.T) {
 	if !ok {
 		t.Fatal("WalletBalanceChanged is a notice")
 	}
-	want := notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_xxx:WalletBalanceChanged:10001:COIN", Channel: notice.ChannelIMC2C}
-	if d.Key != want || d.Ext != ExtWalletNotice || d.UserID != "10001" || d.EventType != persistence.EventBalanceChanged ||
+	want := persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_xxx:WalletBalanceChanged:10001:COIN", Channel: persistence.ChannelIMC2C}
+	if d.NoticeKey != want || d.Ext != ExtWalletNotice || d.UserID != "10001" || d.EventType != persistence.EventBalanceChanged ||
 		d.Status != "" || d.SourceCreatedAtMs != rec.CreatedAtMs {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -115,7 +115,7 @@ func TestFromOutboxIgnoresAndDeadLetters(t *testing.T) {
 		"other eventid": balanceRecord(4, "tx", "u1", 1, wallet.BalanceChanged{EventType: persistence.EventBalanceChanged, EventID: "nope", AppCode: "lalu", UserID: "u1", AssetType: "COIN", BalanceVersion: 1}),
 	} {
 		d, ok := FromOutbox(rec)
-		if !ok || d.Status != notice.StatusFailed || !strings.Contains(d.LastError, "corrupt source event") || !json.Valid(d.Payload) || d.SourceEventID != rec.EventID {
+		if !ok || d.Status != persistence.NoticeFailed || !strings.Contains(d.LastError, "corrupt source event") || !json.Valid(d.Payload) || d.SourceEventID != rec.EventID {
 			t.Fatalf("%s: %+v ok=%v", name, d, ok)
 		}
 	}
@@ -177,7 +177,7 @@ func scanIDs(t *testing.T, s *Scanner, nowMs int64, limit int) ([]string, notice
 func TestScannerWaitsForLateIDs(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src, WithSettle(10*time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 2, 4, 5) // 3 is still in flight
 	ids, res := scanIDs(t, s, 1000, 100)
 	if !slices.Equal(ids, []string{"tx1", "tx2", "tx4", "tx5"}) || res.Safe.Num != 2 || res.More {
@@ -203,7 +203,7 @@ func TestScannerWaitsForLateIDs(t *testing.T) {
 		t.Fatalf("after settle: %v safe %+v, want the gap passed", ids, res.Safe)
 	}
 	// Reset to the persisted cursor: the scanner reads from there again.
-	s.Reset(notice.Cursor{Num: 5})
+	s.Reset(persistence.NoticeCursor{Num: 5})
 	ids, _ = scanIDs(t, s, 20_000, 100)
 	if !slices.Equal(ids, []string{"tx6", "tx8"}) {
 		t.Fatalf("after reset %v", ids)
@@ -215,7 +215,7 @@ func TestScannerWaitsForLateIDs(t *testing.T) {
 func TestScannerPagesAndBoundedRecheck(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src, WithSettle(time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 3, 4, 5, 7)
 	ids, res := scanIDs(t, s, 0, 2)
 	if !slices.Equal(ids, []string{"tx1", "tx3"}) || !res.More || res.Safe.Num != 1 {
@@ -245,7 +245,7 @@ func TestScannerPagesAndBoundedRecheck(t *testing.T) {
 func TestScannerWideGapIsPermanent(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src)
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 1+maxGap+5)
 	_, res := scanIDs(t, s, 0, 100)
 	if res.Safe.Num != 1+maxGap+5 || len(s.missing) != 0 {
