@@ -169,3 +169,25 @@ func TestFaultsNeverFailCommandsAndEveryEventArrives(t *testing.T) {
 		t.Fatalf("%d commands failed", failed.Load())
 	}
 }
+
+// Seed 000's start order (App Lifecycle: presence stale worker → outbox
+// worker → grpcServer.Serve), with seed 003's notice workers after the
+// relay and readiness last: no command is accepted before its
+// compensation path runs. The shutdown runs the same workers in reverse.
+func TestStartOrderFollowsSeed(t *testing.T) {
+	app, _ := startDev(t, withNotices)
+	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "grpc", "ready"}
+	if !slices.Equal(app.started, want) {
+		t.Fatalf("start order %v, want %v", app.started, want)
+	}
+	app.Shutdown()
+	var workers []string
+	for _, s := range app.stopped {
+		if s == "worker presence_stale" || s == "worker room_outbox" || s == "worker notice" {
+			workers = append(workers, s)
+		}
+	}
+	if back := []string{"worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
+		t.Fatalf("workers stopped in order %v, want %v (the reverse of the start)", workers, back)
+	}
+}
