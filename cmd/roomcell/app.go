@@ -103,6 +103,9 @@ func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 // already has its compensation path running. On error everything started
 // so far is stopped again.
 func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (_ *App, err error) {
+	if err := cfg.CheckStart(); err != nil {
+		return nil, err
+	}
 	a := &App{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer func() {
