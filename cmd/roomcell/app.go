@@ -151,7 +151,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if cfg.HasRole(configs.RoleRoom) {
 		kinds = append(kinds, room.NewKind(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps,
+			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID,
 		}))
 	}
 	a.member, err = cluster.Start(cluster.Options{

@@ -38,7 +38,14 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 // succeeds → the row stays pending → the relay publishes the same event_id
 // → the row is published → shutdown stops the relay before the store
 // closes.
-func TestSeedDoneDefinition(t *testing.T) {
+func TestSeedDoneDefinition(t *testing.T) { seedDoneDefinition(t) }
+
+// TestRoomOutboxCompensationWhenSyncPublishFails is the test seed 000
+// names ("已有测试 … 可以作为基础"): the same Done Definition run, under the
+// seed's name.
+func TestRoomOutboxCompensationWhenSyncPublishFails(t *testing.T) { seedDoneDefinition(t) }
+
+func seedDoneDefinition(t *testing.T) {
 	app, rc := startDev(t, fastRelay)
 	ctx := ctxT(t)
 	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "lalu", RoomId: "r1", UserId: "owner", Name: "n"}); err != nil {
