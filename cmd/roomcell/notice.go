@@ -71,7 +71,7 @@ func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error
 		sub = a.jetstream
 	}
 	svc, err := noticeapp.Start(sup, noticeapp.Deps{
-		Config: a.cfg.Notice, Store: a.notices.store, WalletSource: a.notices.wallet, RoomSource: a.notices.room,
+		Config: a.cfg.Notice, Store: a.notices.store, Modules: []noticeapp.Module{walletnotice.App(a.notices.wallet), roomnotice.App(a.notices.room)},
 		Publisher: im, MQ: sub, NodeID: a.cfg.NodeID, Logger: a.log, Metrics: metrics,
 	})
 	if err != nil {
