@@ -79,7 +79,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		a.closers = append(a.closers, func() { _ = conn.Close() })
 		return giftdebit.New(grpcapi.NewWalletClient(conn)), nil
 	}
-	var store wallet.Store
+	var store persistence.WalletStore
 	if a.cfg.Store.Kind == configs.StoreMySQL {
 		ws, err := mysql.OpenWalletStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
 		if err != nil {
