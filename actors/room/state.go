@@ -128,22 +128,22 @@ func (s *State) vacate(user string) {
 // as it is after a snapshot round trip (the fields are omitempty), so a
 // replayed state compares equal to the live one with ==-style checks.
 func (s *State) canonical() {
-	if len(s.Members) == 0 {
-		s.Members = nil
+	nilIfEmptyMap(&s.Members)
+	nilIfEmptyMap(&s.Bans)
+	nilIfEmpty(&s.Admins)
+	nilIfEmpty(&s.Seats)
+	nilIfEmpty(&s.MutedSeats)
+	nilIfEmpty(&s.LockedSeats)
+}
+
+func nilIfEmpty[T any](p *[]T) {
+	if len(*p) == 0 {
+		*p = nil
 	}
-	if len(s.Bans) == 0 {
-		s.Bans = nil
-	}
-	if len(s.Admins) == 0 {
-		s.Admins = nil
-	}
-	if len(s.Seats) == 0 {
-		s.Seats = nil
-	}
-	if len(s.MutedSeats) == 0 {
-		s.MutedSeats = nil
-	}
-	if len(s.LockedSeats) == 0 {
-		s.LockedSeats = nil
+}
+
+func nilIfEmptyMap[K comparable, V any](p *map[K]V) {
+	if len(*p) == 0 {
+		*p = nil
 	}
 }
