@@ -238,6 +238,9 @@ func TestEveryRuleErrorIsRegistered(t *testing.T) {
 						if !strings.HasPrefix(name.Name, "Err") || i >= len(vs.Values) {
 							continue
 						}
+						if sel, ok := vs.Values[i].(*ast.SelectorExpr); ok && types.ExprString(sel.X) == "errclass" {
+							continue // a class of the shared vocabulary under the room's name
+						}
 						call, ok := vs.Values[i].(*ast.CallExpr)
 						if !ok {
 							continue // a class: the shared vocabulary under the room's name
