@@ -58,8 +58,8 @@ func newOutboxFixture(t *testing.T, withRelay bool) *outboxFixture {
 		}
 	}
 	must(f.store.MarkOutboxPublished(ctx, "ev-ok", 2000))
-	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: timeout", 2000))
-	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: 503", 3000))
+	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: timeout", 2000, 2000))
+	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: 503", 3000, 3000))
 	if _, err := f.store.ClaimPendingOutbox(ctx, "node-a/1", time.Now().UnixMilli(), time.Hour.Milliseconds(), 10); err != nil {
 		t.Fatal(err)
 	}

@@ -513,7 +513,7 @@ func testPoisonWaitsForInFlight(t *testing.T, s persistence.Store) {
 // operator's release, RunNow with Force publishes it in spite of the wait.
 func testRunNowForcesRetry(t *testing.T, s persistence.Store) {
 	insert(t, s, joined(t, "ev-1", clockBase))
-	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", time.Now().UnixMilli()); err != nil {
+	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", time.Now().UnixMilli(), time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	pub := newPublisher(nil)

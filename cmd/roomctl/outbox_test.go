@@ -39,7 +39,7 @@ func startOutboxTestServer(t *testing.T) (addr string, kicked chan string) {
 		t.Fatal(err)
 	}
 	for _, msg := range []string{"im: timeout", "im: 503 service unavailable"} {
-		if err := store.MarkOutboxFailed(ctx, "ev-fail", msg, now); err != nil {
+		if err := store.MarkOutboxFailed(ctx, "ev-fail", msg, now, now); err != nil {
 			t.Fatal(err)
 		}
 	}
