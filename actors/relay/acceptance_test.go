@@ -35,14 +35,14 @@ var suite = []struct {
 	{"非IM事件", testNonIMEventsMarkedPublished},
 	// Beyond the table.
 	{"batch_continues_after_failure", testBatchContinuesAfterFailure},
-	{"corrupt_envelope_stays_pending", testCorruptEnvelopeStaysPending},
+	{"corrupt_envelope_parked", testCorruptEnvelopeParked},
 	{"two_relays_claim_disjoint_rows", testTwoRelaysDisjoint},
 	{"crashed_relay_rows_come_back", testCrashedRelayLeaseExpires},
 	{"panic_restarts_row_stays_pending", testPanicRestarts},
 	{"ticks_do_not_multiply_after_restarts", testTicksDoNotMultiply},
 	{"exponential_delays_and_caps", testExponentialInStore},
 	{"poison_waits_for_inflight_publish", testPoisonWaitsForInFlight},
-	{"run_now_forces_retry", testRunNowForcesRetry},
+	{"run_now_and_requeue", testRunNowForcesRetry},
 	{"backlog_drains_without_waiting_for_poll", testBacklogDrains},
 }
 
@@ -90,7 +90,8 @@ func testWorkerFailureKeepsPending(t *testing.T, s persistence.Store) {
 	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
 		return errors.New("tencent im: send_group_system_notification: ErrorCode 10007 (retryable)")
 	})
-	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()}
+	clock := newClock()
+	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(), Clock: clock.Now}
 	for round := 1; round <= 3; round++ {
 		res, err := ProcessBatch(context.Background(), deps)
 		if err != nil {
@@ -99,6 +100,14 @@ func testWorkerFailureKeepsPending(t *testing.T, s persistence.Store) {
 		if res.Failed != 1 || res.Published != 0 {
 			t.Fatalf("round %d: %+v, want 1 failed", round, res)
 		}
+		// fixed_interval: due again one poll_interval later, not before.
+		if row := get(t, s, "ev-1"); row.NextRetryAtMs != clock.Now().Add(deps.Config.PollInterval).UnixMilli() {
+			t.Fatalf("round %d: next_retry_at_ms %d, want now + poll_interval", round, row.NextRetryAtMs)
+		}
+		if early, err := ProcessBatch(context.Background(), deps); err != nil || early.Claimed != 0 {
+			t.Fatalf("round %d: a batch before the due time claimed %+v (%v)", round, early, err)
+		}
+		clock.Add(deps.Config.PollInterval)
 		row := get(t, s, "ev-1")
 		if row.Status != persistence.OutboxPending || row.RetryCount != round {
 			t.Fatalf("round %d: status %s retry_count %d, want pending %d", round, row.Status, row.RetryCount, round)
@@ -246,10 +255,10 @@ func testBatchContinuesAfterFailure(t *testing.T, s persistence.Store) {
 	}
 }
 
-// A corrupt envelope is logged, stays pending with a reason, and neither
-// the batch nor the worker stops: rows after it and rows added later are
+// A corrupt envelope is parked with a reason and logged, and neither the
+// batch nor the worker stops: rows after it and rows added later are
 // published.
-func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
+func testCorruptEnvelopeParked(t *testing.T, s persistence.Store) {
 	bad := joined(t, "ev-bad", clockBase+1)
 	bad.Payload = []byte(`{"user_id": 42}`) // a number where the type wants a string
 	unknown := joined(t, "ev-unknown", clockBase+2)
@@ -272,13 +281,14 @@ func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
 	})
 	for _, id := range []string{"ev-bad", "ev-unknown", "ev-pubcorrupt"} {
 		// The log line follows the store write: wait for both.
-		eventually(t, id+" marked failed and logged", func() bool {
-			_, logged := logs.find("outbox envelope is corrupt", map[string]string{"event_id": id, "status": "pending"})
-			return logged && get(t, s, id).RetryCount >= 1
+		eventually(t, id+" parked and logged", func() bool {
+			_, logged := logs.find("outbox event parked: it can never be published as it is; requeue or skip it with roomctl outbox",
+				map[string]string{"event_id": id, "status": "parked"})
+			return logged && get(t, s, id).Status == persistence.OutboxParked
 		})
 		row := get(t, s, id)
-		if row.Status != persistence.OutboxPending || !strings.Contains(row.LastError, "corrupt envelope") {
-			t.Fatalf("%s = %+v, want pending with a corrupt-envelope reason", id, row)
+		if row.RetryCount != 1 || !strings.Contains(row.LastError, "corrupt envelope") {
+			t.Fatalf("%s = %+v, want parked once with a corrupt-envelope reason", id, row)
 		}
 	}
 	if pub.attempts("ev-bad") != 0 || pub.attempts("ev-unknown") != 0 {
@@ -403,7 +413,7 @@ func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
 	for i := range crashes {
 		id := fmt.Sprintf("crash-%d", i)
 		insert(t, s, joined(t, id, clockBase+int64(i)))
-		r.RunNow()
+		r.Kick()
 		eventually(t, id+" crashed the relay", func() bool { return pub.attempts(id) >= 1 })
 	}
 
@@ -417,8 +427,9 @@ func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
 }
 
 // exponential: a failed row waits min(max_backoff, poll·2^n)·jitter after
-// its failure; a row whose wait has not ended does not block newer rows;
-// a forced row goes at once.
+// its failure; a row whose wait has not ended is not even claimed, so it
+// does not block other rooms' rows; an operator's requeue makes it due at
+// once.
 func testExponentialInStore(t *testing.T, s persistence.Store) {
 	clock := newClock()
 	insert(t, s, joined(t, "ev-old1", clockBase), joined(t, "ev-old2", clockBase+1))
@@ -451,18 +462,24 @@ func testExponentialInStore(t *testing.T, s persistence.Store) {
 	insert(t, s, joined(t, "ev-new", clockBase+2))
 	clock.Add(100 * time.Millisecond)
 	res := run()
-	if res.Deferred != 2 || res.Published != 1 || pub.attempts("ev-new") != 1 {
-		t.Fatalf("batch during backoff %+v, want 2 deferred and ev-new published past them", res)
+	if res.Claimed != 1 || res.Published != 1 || pub.attempts("ev-new") != 1 {
+		t.Fatalf("batch during backoff %+v, want only ev-new claimed and published", res)
 	}
 	for _, id := range []string{"ev-old1", "ev-old2"} {
-		if row := get(t, s, id); row.RetryCount != 1 || row.LockedBy != "" || pub.attempts(id) != 1 {
-			t.Fatalf("%s = %+v after a deferred batch, want untouched and its lease released", id, row)
+		row := get(t, s, id)
+		if row.RetryCount != 1 || row.LockedBy != "" || pub.attempts(id) != 1 {
+			t.Fatalf("%s = %+v after a batch during its backoff, want untouched", id, row)
+		}
+		if wait := time.Duration(row.NextRetryAtMs-row.UpdatedAtMs) * time.Millisecond; (wait - backoff(cfg, id, 1)).Abs() >= time.Millisecond {
+			t.Fatalf("%s waits %s, want backoff(1) = %s", id, wait, backoff(cfg, id, 1))
 		}
 	}
-	// A forced row is attempted in spite of the backoff.
-	res, err := ProcessBatch(context.Background(), deps, "ev-old2")
-	if err != nil || res.Published != 1 || !published(t, s, "ev-old2")() {
-		t.Fatalf("forced batch %+v %v, want ev-old2 published", res, err)
+	// An operator's requeue makes a row due at once.
+	if err := s.RequeueOutbox(context.Background(), "ev-old2", clock.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(); res.Published != 1 || !published(t, s, "ev-old2")() {
+		t.Fatalf("batch after requeue %+v, want ev-old2 published", res)
 	}
 	// After the longest possible wait for n=1 (2s), the other goes too.
 	clock.Add(2 * time.Second)
@@ -507,44 +524,30 @@ func testPoisonWaitsForInFlight(t *testing.T, s persistence.Store) {
 	}
 }
 
-// RunNow (the operator's retry) runs a batch at once and answers the
-// sender, here a probe actor. A row waiting out a backoff longer than the
-// lease stays leased to the relay (out of later claims' way); after the
-// operator's release, RunNow with Force publishes it in spite of the wait.
+// RunNow runs a batch at once and returns its result; a row waiting for
+// its retry is not claimed until an operator's requeue makes it due.
 func testRunNowForcesRetry(t *testing.T, s persistence.Store) {
 	insert(t, s, joined(t, "ev-1", clockBase))
-	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", time.Now().UnixMilli(), time.Now().UnixMilli()); err != nil {
+	now := time.Now().UnixMilli()
+	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", now, now+time.Hour.Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
 	pub := newPublisher(nil)
-	sys := newSystem(t)
-	r := startRelay(t, sys, Deps{Store: s, Publisher: pub, NodeID: "n1",
-		Config: testConfig(func(c *configs.OutboxWorkerConfig) {
-			c.RetryStrategy, c.PollInterval, c.MaxBackoff = configs.RetryExponential, time.Hour, time.Hour
-		})})
-	p, msgs := probe(t, sys)
-
-	eventually(t, "the deferred row held by the relay", func() bool { return strings.HasPrefix(get(t, s, "ev-1").LockedBy, "n1/") })
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Claimed != 0 || res.Result.Published != 0 {
-		t.Fatalf("plain RunNow = %+v, want nothing claimable", res)
+	r := startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PollInterval = time.Hour })})
+	res, err := r.RunNow(waitFor)
+	if err != nil || res.Err != nil || res.Result.Claimed != 0 {
+		t.Fatalf("RunNow during the wait = %+v %v, want nothing claimable", res, err)
 	}
-	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
+	if err := s.RequeueOutbox(context.Background(), "ev-1", time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Deferred != 1 || res.Result.Published != 0 {
-		t.Fatalf("RunNow after release = %+v, want the row deferred by its backoff", res)
-	}
-	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
-		t.Fatal(err)
-	}
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{Force: []string{"ev-1"}}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Published != 1 {
-		t.Fatalf("forced RunNow = %+v, want ev-1 published", res)
+	res, err = r.RunNow(waitFor)
+	if err != nil || res.Err != nil || res.Result.Published != 1 {
+		t.Fatalf("RunNow after requeue = %+v %v, want ev-1 published", res, err)
 	}
 	if !published(t, s, "ev-1")() || pub.attempts("ev-1") != 1 {
-		t.Fatal("ev-1 not published exactly once after a forced RunNow")
+		t.Fatal("ev-1 not published exactly once after requeue")
 	}
 }
 
