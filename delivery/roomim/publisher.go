@@ -1,11 +1,13 @@
 package roomim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +24,37 @@ var (
 	ErrInvalidEnvelope = errors.New("roomim: invalid envelope")
 	// ErrClosed: the publisher was closed.
 	ErrClosed = errors.New("roomim: publisher closed")
+	// ErrHeldBack: the event was not sent because an event queued before
+	// it for the same room failed (or expired unsent): sending it would put
+	// the room's events out of order at IM.
+	ErrHeldBack = errors.New("roomim: held back behind an earlier failed event of the room")
 )
+
+// permanentError marks a failure no retry can fix as the event stands: the
+// envelope is invalid, or Tencent refuses the message itself (bad request,
+// content, rejected). The outbox relay parks such rows. Auth, admin,
+// app-state and transport errors are not permanent: they are about the
+// deployment, not the event, and clear up when it is fixed.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Permanent() bool { return true }
+
+// classify wraps an error that is permanent for the event.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrInvalidEnvelope) {
+		return &permanentError{err}
+	}
+	switch tencentim.ClassOf(err) {
+	case tencentim.ClassBadRequest, tencentim.ClassContent, tencentim.ClassRejected:
+		return &permanentError{err}
+	}
+	return err
+}
 
 // Ext values of the TIMCustomElem, so clients can tell the Data shapes
 // apart without parsing: one envelope, or {"events":[envelope...]}.
@@ -127,9 +159,24 @@ type groupQueue struct {
 	pending []*item
 }
 
+// dropFrom answers the item at index i with first and the ones after it
+// with ErrHeldBack, and drops them all from the queue. Guarded by the
+// publisher's mu.
+func (q *groupQueue) dropFrom(i int, first, cause error) {
+	for j, it := range q.pending[i:] {
+		if j == 0 && first != nil {
+			it.done <- first
+			continue
+		}
+		// %v, not %w: a held-back event is never permanent itself.
+		it.done <- fmt.Errorf("%w: %v", ErrHeldBack, cause)
+	}
+	q.pending = q.pending[:i]
+}
+
 func resolved(err error) <-chan error {
 	ch := make(chan error, 1)
-	ch <- err
+	ch <- classify(err)
 	return ch
 }
 
@@ -209,20 +256,19 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 }
 
 // take removes the next unit of work from the queue: one create, or a run
-// of sends within the batch bounds. It returns nil, and forgets the queue,
-// when nothing is left.
+// of sends within the batch bounds, in room_seq order. It returns nil, and
+// forgets the queue, when nothing is left.
 func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	live := q.pending[:0]
-	for _, it := range q.pending {
+	for i, it := range q.pending {
 		if err := it.ctx.Err(); err != nil {
-			it.done <- err // its caller has gone; the outbox still has it
-			continue
+			// Its caller has gone (the outbox still has it); the events
+			// queued behind it must not overtake it.
+			q.dropFrom(i, err, err)
+			break
 		}
-		live = append(live, it)
 	}
-	q.pending = live
 	if len(q.pending) == 0 {
 		delete(p.queues, gid)
 		return nil
@@ -244,6 +290,10 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	batch := make([]*item, n)
 	copy(batch, q.pending[:n])
 	q.pending = q.pending[n:]
+	// A coalesced message is one unit to the client; inside it the events
+	// are in room_seq order whatever order concurrent callers queued them
+	// in (the events of one command keep their order).
+	slices.SortStableFunc(batch, func(a, b *item) int { return cmp.Compare(a.env.RoomSeq, b.env.RoomSeq) })
 	return batch
 }
 
@@ -257,7 +307,11 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		if batch[0].kind == kindCreate {
 			it := batch[0]
 			c := it.created
-			it.done <- p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
+			err := p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
+			it.done <- classify(err)
+			if err != nil {
+				p.holdBack(q, err)
+			}
 			continue
 		}
 		err := p.sendBatch(gid, batch)
@@ -266,9 +320,20 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			if e == nil && it.kicked != "" {
 				e = p.removeMember(it.ctx, gid, it.kicked, it.reason)
 			}
-			it.done <- e
+			it.done <- classify(e)
+		}
+		if err != nil {
+			p.holdBack(q, err)
 		}
 	}
+}
+
+// holdBack fails every event still queued for the room after a failed
+// send: they wait for the failed one's retry instead of overtaking it.
+func (p *Publisher) holdBack(q *groupQueue, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.dropFrom(0, nil, cause)
 }
 
 // batchContext lives while at least one caller of the batch still waits
