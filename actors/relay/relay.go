@@ -217,13 +217,7 @@ type roomTurn struct {
 }
 
 func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
-	return b.Logger.With(
-		slog.String("worker", WorkerName),
-		slog.String("node_id", b.NodeID),
-		slog.String("event_id", env.EventID),
-		slog.String("event_type", env.EventType),
-		slog.String("room_id", env.RoomID),
-	)
+	return supervise.EventLogger(b.Logger, WorkerName, b.NodeID, env)
 }
 
 // startRoom publishes a room's rows in order. With an Enqueuer it queues

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -205,23 +206,39 @@ func (p *publisher) settle(ctx actor.Context, env persistence.Envelope, err erro
 func (p *publisher) settleAsync(system *actor.ActorSystem, self *actor.PID, env persistence.Envelope, err error) {
 	if err != nil {
 		p.link.inOrder.Store(false)
-		p.log.Info("sync publish failed; the room's events go back to the outbox relay",
-			"event_id", env.EventID, "event_type", env.EventType, "status", persistence.OutboxPending, "error", err)
+		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
 		system.Root.Send(self, &sendFailed{ids: []string{env.EventID}})
 		return
 	}
-	p.markPublished(env.EventID)
+	p.markPublished(env)
 }
 
-func (p *publisher) markPublished(id string) {
+// eventLog carries seed 000's eight fields like the relay's lines;
+// retry_count is 0 (the sync attempt never counts) and path tells the two
+// publishers apart.
+func (p *publisher) eventLog(env persistence.Envelope) *slog.Logger {
+	return supervise.EventLogger(p.log, OutboxWorker, p.deps.NodeID, env).With(slog.String("path", "sync"))
+}
+
+func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
+	p.eventLog(env).Info(msg, slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
+		slog.String("error", supervise.ErrorText(err)))
+}
+
+func (p *publisher) markPublished(env persistence.Envelope) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
-	err := p.deps.Store.MarkOutboxPublished(ctx, id, p.deps.Clock().UnixMilli())
+	err := p.deps.Store.MarkOutboxPublished(ctx, env.EventID, p.deps.Clock().UnixMilli())
 	cancel()
 	if err != nil {
 		// At worst the relay publishes it again; clients dedupe by event_id.
-		p.log.Warn("mark published failed after sync publish", "event_id", id, "error", err)
+		p.eventLog(env).Warn("mark published failed after sync publish",
+			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
 	}
 }
+
+// OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
+// every publish of a room_outbox row, whichever path sends it.
+const OutboxWorker = "room_outbox"
 
 // release gives rows back to the relay without counting a failure.
 func (p *publisher) release(ids []string) {
@@ -267,8 +284,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 		err := p.deps.Publisher.PublishRoomEvent(pctx, env)
 		cancel()
 		if err != nil {
-			p.log.Info("publisher catch-up failed; the room's events go back to the outbox relay",
-				"event_id", env.EventID, "status", persistence.OutboxPending, "error", err)
+			p.failed(env, "sync publish failed (catch-up); the room's events stay pending for the outbox relay", err)
 			ids := make([]string, 0, len(rows)-i)
 			for _, r := range rows[i:] {
 				ids = append(ids, r.Envelope.EventID)
@@ -276,7 +292,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 			p.release(ids)
 			return
 		}
-		p.markPublished(env.EventID)
+		p.markPublished(env)
 		p.lastSeq = max(p.lastSeq, env.RoomSeq)
 	}
 	if len(rows) < maxCatchUp {
@@ -301,10 +317,10 @@ func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) 
 	err := p.deps.Publisher.PublishRoomEvent(ctx, env)
 	cancel()
 	if err != nil {
-		p.log.Info("inline publish failed; it goes to the room's publisher", "event_id", env.EventID, "error", err)
+		p.failed(env, "sync publish failed (inline); it goes to the room's publisher", err)
 		return false
 	}
-	p.markPublished(env.EventID)
+	p.markPublished(env)
 	p.lastSeq = max(p.lastSeq, env.RoomSeq)
 	return true
 }

@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -128,11 +127,13 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 	})
 }
 
-// claimRooms locks each candidate room's pending rows in one transaction
-// (FOR UPDATE, not SKIP LOCKED: skipping a locked row could hand out a
-// later row of a room before an earlier one), in (app_code, room_id) order
-// so concurrent claimers queue instead of deadlocking, and leases the rooms
-// that are free and due, in candidate order, up to limit rows.
+// claimRooms locks candidate rooms one by one in candidate (due) order,
+// each room's lowest pending rows in one statement (FOR UPDATE, not SKIP
+// LOCKED: skipping a locked row could hand out a later row of a room
+// before an earlier one), keeps the rooms that are free and due, and stops
+// at limit rows. Claimers walk the same due order, so they rarely meet in
+// opposite orders; when InnoDB still picks this claim as a deadlock victim
+// it claims nothing this time (the next poll tries again).
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
 	candidates func(context.Context) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
@@ -150,27 +151,24 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 	if err != nil || len(rooms) == 0 {
 		return nil, err
 	}
-	order := make([]int, len(rooms))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(strings.Compare(rooms[a].AppCode, rooms[b].AppCode), strings.Compare(rooms[a].RoomID, rooms[b].RoomID))
-	})
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, s.wrap("claim outbox", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	got := make([][]persistence.OutboxRow, len(rooms))
-	for _, i := range order {
-		if got[i], err = s.lockRoom(ctx, tx, rooms[i], owner, nowMs, limit); err != nil {
-			return nil, err
-		}
-	}
 	var out []persistence.OutboxRow
-	for _, rows := range got {
-		out = append(out, rows[:min(len(rows), limit-len(out))]...)
+	for _, k := range rooms {
+		if len(out) >= limit {
+			break
+		}
+		rows, err := s.lockRoom(ctx, tx, k, owner, nowMs, limit-len(out))
+		if isDeadlock(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, s.wrap("claim outbox "+k.String(), err)
+		}
+		out = append(out, rows...)
 	}
 	if len(out) == 0 {
 		return nil, nil
@@ -186,27 +184,43 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 
 // lockRoom locks the lowest pending rows of one room and returns them, or
 // nothing when another owner holds a pending row of the room or its lowest
-// row is not due.
+// row is not due. The held check looks at every pending row of the room,
+// not only the first limit: the room's publisher leases its newest rows at
+// insert.
 func (s *Store) lockRoom(ctx context.Context, tx *sql.Tx, k persistence.RoomKey, owner string, nowMs int64, limit int) ([]persistence.OutboxRow, error) {
-	rows, err := s.queryOutbox(ctx, tx, "claim outbox "+k.String(),
-		"SELECT "+outboxColumns+" FROM room_outbox WHERE app_code = ? AND room_id = ? AND status = 'pending'"+
-			" ORDER BY room_seq, event_id LIMIT ? FOR UPDATE", k.AppCode, k.RoomID, limit)
-	if err != nil || len(rows) == 0 || rows[0].NextRetryAtMs > nowMs {
+	rs, err := tx.QueryContext(ctx, "SELECT "+outboxColumns+", (SELECT COUNT(*) FROM room_outbox h WHERE h.app_code = ? AND h.room_id = ?"+
+		" AND h.status = 'pending' AND h.lock_until_ms > ? AND h.locked_by <> ?) FROM room_outbox"+
+		" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_id LIMIT ? FOR UPDATE",
+		k.AppCode, k.RoomID, nowMs, owner, k.AppCode, k.RoomID, limit)
+	if err != nil {
 		return nil, err
 	}
-	// A lease on any pending row of the room, not only the first limit,
-	// holds the room: the room's publisher leases its newest rows at insert.
-	var held int
-	err = tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM room_outbox WHERE app_code = ? AND room_id = ?"+
-		" AND status = 'pending' AND lock_until_ms > ? AND locked_by <> ? LIMIT 1) h", k.AppCode, k.RoomID, nowMs, owner).Scan(&held)
-	if err != nil {
-		return nil, s.wrap("claim outbox "+k.String(), err)
+	defer rs.Close()
+	var rows []persistence.OutboxRow
+	held := 0
+	for rs.Next() {
+		r, err := scanOutbox(scanPlus{rs, &held})
+		if err != nil {
+			return nil, s.wrap("claim outbox "+k.String(), err)
+		}
+		rows = append(rows, r)
 	}
-	if held > 0 {
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 || held > 0 || rows[0].NextRetryAtMs > nowMs {
 		return nil, nil
 	}
 	return rows, nil
 }
+
+// scanPlus scans an outbox row followed by one more column.
+type scanPlus struct {
+	rows  *sql.Rows
+	extra any
+}
+
+func (p scanPlus) Scan(dest ...any) error { return p.rows.Scan(append(dest, p.extra)...) }
 
 // lease writes owner's lease into rows (in the store and in the slice).
 func (s *Store) lease(ctx context.Context, tx *sql.Tx, rows []persistence.OutboxRow, owner string, until int64) error {
