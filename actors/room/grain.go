@@ -98,16 +98,16 @@ func NewKind(d Deps) *cluster.Kind {
 const recentIDs = 4096
 
 type grain struct {
-	deps      Deps
-	key       persistence.RoomKey
-	state     State
-	loaded    bool
-	snapSeq   int64            // seq of the newest stored snapshot
-	recent    map[string]int64 // command_id -> seq, this activation and the replayed tail
-	order     []string         // recent's insertion order, for eviction
-	pub       *pubLink // publisher.go
-	log       *slog.Logger
-	dir       *dirLink // directory.go; nil without a directory
+	deps    Deps
+	key     persistence.RoomKey
+	state   State
+	loaded  bool
+	snapSeq int64            // seq of the newest stored snapshot
+	recent  map[string]int64 // command_id -> seq, this activation and the replayed tail
+	order   []string         // recent's insertion order, for eviction
+	pub     *pubLink         // publisher.go
+	log     *slog.Logger
+	dir     *dirLink // directory.go; nil without a directory
 }
 
 func (g *grain) Receive(ctx actor.Context) {
