@@ -89,8 +89,14 @@ func (d *Deps) setDefaults() {
 
 // NewKind returns the cluster kind for room grains.
 func NewKind(d Deps) *cluster.Kind {
+	return cluster.NewKind(Kind, GrainProps(d))
+}
+
+// GrainProps is a room grain without the cluster's middleware: a test
+// hosts grains itself by spawning these and sending each a ClusterInit.
+func GrainProps(d Deps) *actor.Props {
 	d.setDefaults()
-	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} }))
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} })
 }
 
 // recentIDs bounds the in-memory command_id cache; older ids are found
@@ -325,7 +331,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}, Lease: g.publishLease()}
+	}, Lease: g.publishLease(seq)}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
 			return nil, err

@@ -54,6 +54,11 @@ type pubLink struct {
 	// ClaimRoomOutbox, which returns the room's pending rows in order or
 	// nothing when a relay holds the room.
 	inOrder atomic.Bool
+	// handed is the highest room_seq the grain handed to the publisher. A
+	// command whose seq does not follow it means rows the publisher never
+	// saw (an append whose outcome was unknown but committed, rows left to
+	// the relay): in-order sending must stop until a catch-up.
+	handed atomic.Int64
 }
 
 // publisher is a room grain's child that publishes the room's events in
@@ -93,17 +98,20 @@ func leaseTTL(d Deps) time.Duration {
 	return max(10*time.Second, 3*d.Config.PublishTimeout+d.Config.StoreTimeout)
 }
 
-// publishLease is the Append lease for a command's events: the rows go to
-// the room's publisher unless its backlog is full (then they are the
-// relay's from the start, and the publisher must catch up before it sends
-// again).
-func (g *grain) publishLease() *persistence.OutboxLease {
+// publishLease is the Append lease for the events of the command at seq:
+// the rows go to the room's publisher unless its backlog is full (then
+// they are the relay's from the start, and the publisher must catch up
+// before it sends again).
+func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 	if g.deps.Publisher == nil || g.pub == nil {
 		return nil
 	}
-	if g.state.Seq == 0 {
+	switch {
+	case seq == 1:
 		// A new room has no outbox rows: nothing can be before these.
 		g.pub.inOrder.Store(true)
+	case seq != g.pub.handed.Load()+1:
+		g.pub.inOrder.Store(false)
 	}
 	if g.pub.backlog.Load() >= g.deps.MaxPublishBacklog {
 		g.pub.inOrder.Store(false)
@@ -123,6 +131,7 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 		g.log.Warn("room publish backlog full; events left to the outbox relay", "events", len(envs))
 		return
 	}
+	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
 	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.inOrder.Load() {
 		// Safe only in order: a new room has nothing pending before it.
 		p := publisher{deps: g.deps, key: g.key, link: g.pub, log: g.log}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/delivery/tencentim"
@@ -93,7 +94,26 @@ type Publisher struct {
 	mu     sync.Mutex
 	closed bool
 	queues map[string]*groupQueue
+	// blocked holds back a group's later events after a failed send, also
+	// those enqueued after the failure (a sender learns of it only when its
+	// result arrives): see holdBack.
+	blocked map[string]block
 }
+
+// block: events of the group above seq are refused until one at or below
+// it is enqueued (a sender starting again from the failed event) or until
+// the block expires. The expiry covers the event having been delivered by
+// another process meanwhile: then nobody here will enqueue it again. It
+// is far longer than a sender needs to learn of a failure (its result
+// arrives within milliseconds), so it holds back the rest of that
+// sender's turn.
+type block struct {
+	seq   int64
+	until time.Time
+}
+
+// blockTTL is how long a failed send holds back the group's later events.
+const blockTTL = 2 * time.Second
 
 // Option configures a Publisher.
 type Option func(*Publisher)
@@ -117,6 +137,7 @@ func New(client *tencentim.Client, opts ...Option) *Publisher {
 		maxBytes:  DefaultMaxBatchBytes,
 		known:     tencentim.NewIDSet(100_000),
 		queues:    map[string]*groupQueue{},
+		blocked:   map[string]block{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -244,6 +265,14 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 	if p.closed {
 		return resolved(ErrClosed)
 	}
+	if b, ok := p.blocked[gid]; ok && it.kind == kindSend {
+		switch {
+		case env.RoomSeq <= b.seq || time.Now().After(b.until):
+			delete(p.blocked, gid)
+		default:
+			return resolved(fmt.Errorf("%w: event at seq %d failed", ErrHeldBack, b.seq))
+		}
+	}
 	q := p.queues[gid]
 	if q == nil {
 		q = &groupQueue{}
@@ -264,8 +293,9 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	for i, it := range q.pending {
 		if err := it.ctx.Err(); err != nil {
 			// Its caller has gone (the outbox still has it); the events
-			// queued behind it must not overtake it.
+			// queued behind it, or enqueued soon, must not overtake it.
 			q.dropFrom(i, err, err)
+			p.blockLocked(gid, it.env.RoomSeq)
 			break
 		}
 	}
@@ -310,7 +340,7 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			err := p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
 			it.done <- classify(err)
 			if err != nil {
-				p.holdBack(q, err)
+				p.holdBack(gid, q, batch, err)
 			}
 			continue
 		}
@@ -323,17 +353,37 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			it.done <- classify(e)
 		}
 		if err != nil {
-			p.holdBack(q, err)
+			p.holdBack(gid, q, batch, err)
 		}
 	}
 }
 
 // holdBack fails every event still queued for the room after a failed
-// send: they wait for the failed one's retry instead of overtaking it.
-func (p *Publisher) holdBack(q *groupQueue, cause error) {
+// send, and blocks the ones enqueued soon after: they wait for the failed
+// one's retry instead of overtaking it. A permanent failure blocks
+// nothing: that event is parked and releases its room.
+func (p *Publisher) holdBack(gid string, q *groupQueue, failed []*item, cause error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.dropFrom(0, nil, cause)
+	var perm interface{ Permanent() bool }
+	if errors.As(classify(cause), &perm) {
+		return
+	}
+	seq := failed[0].env.RoomSeq
+	for _, it := range failed {
+		seq = min(seq, it.env.RoomSeq)
+	}
+	p.blockLocked(gid, seq)
+}
+
+// blockLocked holds back the group's events above seq (see block). Guarded
+// by mu.
+func (p *Publisher) blockLocked(gid string, seq int64) {
+	if b, ok := p.blocked[gid]; ok {
+		seq = min(seq, b.seq)
+	}
+	p.blocked[gid] = block{seq: seq, until: time.Now().Add(blockTTL)}
 }
 
 // batchContext lives while at least one caller of the batch still waits

@@ -211,6 +211,15 @@ func (s *Store) lockRoom(ctx context.Context, tx *sql.Tx, k persistence.RoomKey,
 	if len(rows) == 0 || held > 0 || rows[0].NextRetryAtMs > nowMs {
 		return nil, nil
 	}
+	// The subquery is a plain read whose snapshot may predate the lock
+	// wait: a claim that committed while this one waited is seen only in
+	// the locked rows themselves, which a locking read returns as they
+	// are now.
+	for _, r := range rows {
+		if r.LockUntilMs > nowMs && r.LockedBy != owner {
+			return nil, nil
+		}
+	}
 	return rows, nil
 }
 
