@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -47,10 +48,15 @@ func NewOutboxAdminServer(store persistence.OutboxStore, kick func(eventID strin
 
 // ListOutbox implements roomcell.v1.OutboxAdmin.
 func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.ListOutboxRequest) (*roomcellv1.ListOutboxReply, error) {
+	reply, err := s.listOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) listOutbox(ctx context.Context, req *roomcellv1.ListOutboxRequest) (*roomcellv1.ListOutboxReply, error) {
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0:
-		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+		return nil, errclass.Errorf(errclass.Invalid, "limit must not be negative")
 	case limit == 0:
 		limit = defaultOutboxLimit
 	case limit > maxOutboxLimit:
@@ -60,16 +66,16 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 	failedOnly := false
 	switch req.GetStatus() {
 	case "", "all":
-	case persistence.OutboxPending, persistence.OutboxPublished:
+	case persistence.OutboxPending, persistence.OutboxPublished, persistence.OutboxParked, persistence.OutboxSkipped:
 		filter.Status = req.GetStatus()
 	case "failed":
 		filter.Status, filter.Limit, failedOnly = persistence.OutboxPending, maxFailedScan, true
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "status %q: want all, pending, published or failed", req.GetStatus())
+		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, pending, parked, skipped, published or failed", req.GetStatus())
 	}
 	rows, err := s.store.ListOutbox(ctx, filter)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	reply := &roomcellv1.ListOutboxReply{}
 	if failedOnly {
@@ -86,7 +92,7 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 	}
 	st, err := s.store.OutboxStats(ctx)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	reply.PendingTotal, reply.OldestPendingCreatedAtMs = st.Pending, st.OldestCreatedAtMs
 	return reply, nil
@@ -94,12 +100,17 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 
 // GetOutbox implements roomcell.v1.OutboxAdmin.
 func (s *OutboxAdminServer) GetOutbox(ctx context.Context, req *roomcellv1.GetOutboxRequest) (*roomcellv1.GetOutboxReply, error) {
+	reply, err := s.getOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) getOutbox(ctx context.Context, req *roomcellv1.GetOutboxRequest) (*roomcellv1.GetOutboxReply, error) {
 	if err := checkEventID(req.GetEventId()); err != nil {
 		return nil, err
 	}
 	row, err := s.store.GetOutbox(ctx, req.GetEventId())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	env, err := json.Marshal(row.Envelope)
 	if err != nil {
@@ -113,52 +124,94 @@ func (s *OutboxAdminServer) GetOutbox(ctx context.Context, req *roomcellv1.GetOu
 	return &roomcellv1.GetOutboxReply{Entry: outboxEntry(row), EnvelopeJson: string(env)}, nil
 }
 
-// RetryOutbox implements roomcell.v1.OutboxAdmin. Releasing the lease of a
-// row another relay is publishing right now can make it publish twice;
-// delivery is at-least-once and clients deduplicate by event_id.
+// RetryOutbox implements roomcell.v1.OutboxAdmin: requeue. A parked row
+// goes back to pending; any pending row becomes due at once. A live lease
+// is kept: clearing it under a sender in flight would give the room a
+// second sender.
 func (s *OutboxAdminServer) RetryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
+	reply, err := s.retryOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) retryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
 	id := req.GetEventId()
 	if err := checkEventID(id); err != nil {
 		return nil, err
 	}
 	row, err := s.store.GetOutbox(ctx, id)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
-	if row.Status == persistence.OutboxPublished {
-		return nil, status.Errorf(codes.FailedPrecondition, "event %s is already published", id)
+	if row.Status == persistence.OutboxPublished || row.Status == persistence.OutboxSkipped {
+		return nil, errclass.Errorf(errclass.Precondition, "event %s is already %s", id, row.Status)
 	}
-	if err := s.store.ReleaseOutbox(ctx, id); err != nil {
-		return nil, s.status(ctx, err)
+	if err := s.store.RequeueOutbox(ctx, id, time.Now().UnixMilli()); err != nil {
+		return nil, err
 	}
 	if row, err = s.store.GetOutbox(ctx, id); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	notified := s.kick != nil && s.kick(id)
-	s.log.InfoContext(ctx, "outbox retry requested", "worker", "room_outbox", "event_id", id,
+	s.log.InfoContext(ctx, "outbox requeue requested", "worker", "room_outbox", "event_id", id,
 		"retry_count", row.RetryCount, "relay_notified", notified, "request_id", RequestIDFrom(ctx))
 	return &roomcellv1.RetryOutboxReply{Entry: outboxEntry(row), RelayNotified: notified}, nil
 }
 
+// maxSkipText bounds an operator's reason and name.
+const maxSkipText = 512
+
+// SkipOutbox implements roomcell.v1.OutboxAdmin.
+func (s *OutboxAdminServer) SkipOutbox(ctx context.Context, req *roomcellv1.SkipOutboxRequest) (*roomcellv1.SkipOutboxReply, error) {
+	reply, err := s.skipOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) skipOutbox(ctx context.Context, req *roomcellv1.SkipOutboxRequest) (*roomcellv1.SkipOutboxReply, error) {
+	id, reason, who := req.GetEventId(), strings.TrimSpace(req.GetReason()), strings.TrimSpace(req.GetOperator())
+	if err := checkEventID(id); err != nil {
+		return nil, err
+	}
+	switch {
+	case reason == "" || who == "":
+		return nil, errclass.Errorf(errclass.Invalid, "reason and operator are required: a skipped event is recorded with who and why")
+	case len(reason) > maxSkipText || len(who) > 128:
+		return nil, errclass.Errorf(errclass.Invalid, "reason (at most %d bytes) or operator (at most 128) too long", maxSkipText)
+	case !utf8.ValidString(reason) || !utf8.ValidString(who):
+		return nil, errclass.Errorf(errclass.Invalid, "reason and operator must be UTF-8")
+	}
+	row, err := s.store.GetOutbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if row.Status == persistence.OutboxPublished {
+		return nil, errclass.Errorf(errclass.Precondition, "event %s is already published", id)
+	}
+	if err := s.store.SkipOutbox(ctx, id, who, reason, time.Now().UnixMilli()); err != nil {
+		return nil, err
+	}
+	if row, err = s.store.GetOutbox(ctx, id); err != nil {
+		return nil, err
+	}
+	s.log.WarnContext(ctx, "outbox event skipped by an operator: it will not be sent", "worker", "room_outbox", "event_id", id,
+		"event_type", row.Envelope.EventType, "room_id", row.Envelope.RoomID, "operator", who, "reason", reason, "request_id", RequestIDFrom(ctx))
+	return &roomcellv1.SkipOutboxReply{Entry: outboxEntry(row)}, nil
+}
+
 func checkEventID(id string) error {
 	if id == "" {
-		return status.Error(codes.InvalidArgument, "event_id is required")
+		return errclass.Errorf(errclass.Invalid, "event_id is required")
 	}
 	if len(id) > maxEventIDLen {
-		return status.Errorf(codes.InvalidArgument, "event_id is longer than %d bytes", maxEventIDLen)
+		return errclass.Errorf(errclass.Invalid, "event_id is longer than %d bytes", maxEventIDLen)
 	}
 	return nil
 }
 
-// status maps the store's error classes; everything else goes through
-// toStatus, the package's one general mapping.
+// status ends every method: a missing row gets the operator's words, and
+// toStatus maps every error, this package's one mapping.
 func (s *OutboxAdminServer) status(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return status.Error(codes.NotFound, "no such outbox event")
-	case errors.Is(err, persistence.ErrUnavailable):
-		s.log.WarnContext(ctx, "outbox store unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, "outbox store temporarily unavailable")
+	if errors.Is(err, persistence.ErrNotFound) {
+		err = errclass.Errorf(errclass.NotFound, "no such outbox event")
 	}
 	return toStatus(ctx, s.log, err)
 }
@@ -179,5 +232,9 @@ func outboxEntry(r persistence.OutboxRow) *roomcellv1.OutboxEntry {
 		PublishedAtMs: r.PublishedAtMs,
 		LockedBy:      r.LockedBy,
 		LockUntilMs:   r.LockUntilMs,
+		NextRetryAtMs: r.NextRetryAtMs,
+		ResolvedBy:    r.ResolvedBy,
+		ResolvedAtMs:  r.ResolvedAtMs,
+		Resolution:    r.Resolution,
 	}
 }

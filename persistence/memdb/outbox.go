@@ -244,10 +244,10 @@ func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) 
 			conflict = fmt.Errorf("memdb: requeue %s: row is %s: %w", eventID, r.Status, persistence.ErrConflict)
 			return false
 		}
+		// A parked row holds no lease; a pending one keeps its sender's.
 		r.Status = persistence.OutboxPending
 		r.NextRetryAtMs = nowMs
 		r.UpdatedAtMs = nowMs
-		r.LockedBy, r.LockUntilMs = "", 0
 		return true
 	})
 	return cmp.Or(err, conflict)

@@ -329,7 +329,7 @@ func (s *Store) ParkOutbox(ctx context.Context, eventID, lastError string, nowMs
 // RequeueOutbox implements persistence.OutboxStore.
 func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) error {
 	return s.resolveOutbox(ctx, "requeue", eventID, []string{persistence.OutboxParked, persistence.OutboxPending},
-		"status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0", nowMs, nowMs)
+		"status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
 }
 
 // SkipOutbox implements persistence.OutboxStore.
