@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -579,5 +584,182 @@ func testBacklogDrains(t *testing.T, s persistence.Store) {
 	time.Sleep(300 * time.Millisecond)
 	if c, n := failing.claims.Load(), down.total(); c != 1 || n != 10 {
 		t.Fatalf("%d batches, %d publishes while IM is down, want 1 and 10 until the next poll", c, n)
+	}
+}
+
+// A publisher that panics on every call for 200 calls, then recovers: the
+// worker supervisor restarts the relay every time (with its backoff), the
+// restarts are counted (Health and roomcell_worker_restarts_total), the
+// relay is reported down while it waits for a restart (what /readyz
+// reads), and every row is published afterwards.
+func TestRelaySurvivesRepeatedPanics(t *testing.T) {
+	s := newMemDB(t)
+	ids := pendingJoins(t, s, "ev", 40)
+	const panics = 200
+	var calls atomic.Int64
+	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
+		if calls.Add(1) <= panics {
+			panic("publisher bug")
+		}
+		return nil
+	})
+	sys := newSystem(t)
+	reg := prometheus.NewRegistry()
+	sup, err := supervise.NewWorkerSupervisor(sys, "workers", supervise.RestartPolicy{Initial: time.Millisecond, Max: 20 * time.Millisecond},
+		reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sup.Stop(5 * time.Second) })
+	var sawDown atomic.Bool
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			default:
+			}
+			if slices.Contains(sup.Health().Down(), WorkerName) {
+				sawDown.Store(true)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	r, err := Start(sup, Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(func(c *configs.OutboxWorkerConfig) {
+		c.PublishTimeout, c.LeaseTTL = 100*time.Millisecond, 400*time.Millisecond
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := s.OutboxStats(context.Background())
+		if err == nil && st.Pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained after the panics: %+v %v (calls %d, restarts %d)", st, err, calls.Load(), sup.Health().Restarts(WorkerName))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stopWatch)
+	<-watched
+	for _, id := range ids {
+		if !published(t, s, id)() {
+			t.Fatalf("%s not published", id)
+		}
+	}
+	if n := sup.Health().Restarts(WorkerName); n < panics {
+		t.Fatalf("%d restarts counted, want at least %d", n, panics)
+	}
+	if got := restartsMetric(t, reg); int(got) != sup.Health().Restarts(WorkerName) {
+		t.Fatalf("roomcell_worker_restarts_total = %v, Health says %d", got, sup.Health().Restarts(WorkerName))
+	}
+	if !sawDown.Load() {
+		t.Fatal("the relay was never reported down while it waited for a restart")
+	}
+	if down := sup.Health().Down(); len(down) != 0 {
+		t.Fatalf("workers still reported down after recovery: %v", down)
+	}
+	if !r.Poller().Running() {
+		t.Fatal("the relay is not running after recovery")
+	}
+}
+
+// restartsMetric reads roomcell_worker_restarts_total{worker="room_outbox"}.
+func restartsMetric(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "roomcell_worker_restarts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "worker" && l.GetValue() == WorkerName {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("roomcell_worker_restarts_total{worker=room_outbox} not exported")
+	return 0
+}
+
+// Issue 11: 100 corrupt rows ahead of good ones with batch_size 10. Every
+// corrupt row is parked on its first attempt, so the good rows are
+// published within a few batches instead of waiting behind them forever;
+// a parked row can be requeued (and is parked again while still corrupt)
+// or skipped with who and why.
+func TestCorruptRowsDoNotStallBatches(t *testing.T) {
+	for _, sc := range []storeCase{{"memdb", newMemDB}, {"mariadb", newMariaDB}} {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			var bad []string
+			for i := range 100 {
+				env := joined(t, fmt.Sprintf("bad-%03d", i), clockBase+int64(i))
+				env.Payload = []byte(`{"user_id": 42}`)
+				insert(t, s, env)
+				bad = append(bad, env.EventID)
+			}
+			good := make([]string, 5)
+			for i := range good {
+				good[i] = fmt.Sprintf("good-%d", i)
+				insert(t, s, joined(t, good[i], clockBase+1000+int64(i)))
+			}
+			pub := newPublisher(nil)
+			deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 10 })}
+			batches := 0
+			for ; batches < 20; batches++ {
+				if _, err := ProcessBatch(context.Background(), deps); err != nil {
+					t.Fatal(err)
+				}
+				if st, err := s.OutboxStats(context.Background()); err == nil && st.Pending == 0 {
+					break
+				}
+			}
+			// 105 rows at 10 per batch: 11 batches, each row attempted once.
+			if batches > 11 {
+				t.Fatalf("%d batches to drain 100 corrupt + 5 good rows at batch_size 10", batches+1)
+			}
+			for _, id := range good {
+				if !published(t, s, id)() || pub.attempts(id) != 1 {
+					t.Fatalf("%s not published exactly once", id)
+				}
+			}
+			st, err := s.OutboxStats(context.Background())
+			if err != nil || st.Parked != 100 || st.Pending != 0 {
+				t.Fatalf("stats %+v %v, want 100 parked, none pending", st, err)
+			}
+			for _, id := range bad {
+				if row := get(t, s, id); row.Status != persistence.OutboxParked || row.RetryCount != 1 || pub.attempts(id) != 0 {
+					t.Fatalf("%s = %+v, want parked once, never sent", id, row)
+				}
+			}
+			now := time.Now().UnixMilli()
+			if err := s.RequeueOutbox(context.Background(), bad[0], now); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SkipOutbox(context.Background(), bad[1], "ops:alice", "payload lost upstream", now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ProcessBatch(context.Background(), deps); err != nil {
+				t.Fatal(err)
+			}
+			if row := get(t, s, bad[0]); row.Status != persistence.OutboxParked || row.RetryCount != 2 {
+				t.Fatalf("requeued corrupt row = %+v, want tried again and parked again", row)
+			}
+			if row := get(t, s, bad[1]); row.Status != persistence.OutboxSkipped || row.ResolvedBy != "ops:alice" ||
+				row.Resolution != "payload lost upstream" || row.ResolvedAtMs != now {
+				t.Fatalf("skipped row = %+v, want who/when/why recorded", row)
+			}
+		})
 	}
 }
