@@ -20,7 +20,7 @@ type RunNowResult struct {
 func round(deps Deps) supervise.Round {
 	deps.Owner = supervise.LeaseOwner(deps.NodeID)
 	return func(ctx context.Context) (time.Duration, any) {
-		res, err := ProcessBatch(ctx, deps)
+		res, err := processBatch(ctx, deps)
 		if err != nil {
 			deps.Logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
 				slog.String("node_id", deps.NodeID), slog.String("error", supervise.ErrorText(err)))

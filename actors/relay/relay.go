@@ -116,16 +116,25 @@ type Result struct {
 // and the panic goes on (wrapped in a *supervise.PanicError with its stack)
 // to the actor's supervisor. The row that panicked keeps its lease, so it
 // comes back after lease_ttl instead of crash-looping the relay.
+//
+// ProcessBatch normalizes deps itself (callers that build them in code);
+// the relay actor normalizes once in Start and runs processBatch.
 func ProcessBatch(ctx context.Context, deps Deps) (Result, error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return Result{}, err
 	}
+	return processBatch(ctx, d)
+}
+
+// processBatch is one batch with deps already normalized: the running
+// relay never re-applies defaults.
+func processBatch(ctx context.Context, d Deps) (Result, error) {
 	b := &batch{Deps: d, ctx: ctx}
 	if d.Metrics != nil {
 		d.Metrics.Batches.Inc()
 	}
-	err = b.run()
+	err := b.run()
 	b.refreshGauges()
 	return b.res, err
 }
