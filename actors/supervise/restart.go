@@ -130,6 +130,9 @@ func (s *backoffStrategy) HandleFailure(system *actor.ActorSystem, sup actor.Sup
 	time.AfterFunc(d, func() {
 		s.health.restarted(name)
 		sup.RestartChildren(child)
+		// Children that are not pollers (no Started hook of ours) are up
+		// again once restarted.
+		s.health.markUp(name)
 	})
 }
 
