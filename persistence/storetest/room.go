@@ -433,7 +433,7 @@ func testNotFound(t *testing.T, s persistence.Store) {
 	_, err = s.GetOutbox(ctx, "missing")
 	wantIs(t, "GetOutbox", err, persistence.ErrNotFound)
 	wantIs(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, "missing", 2000), persistence.ErrNotFound)
-	wantIs(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, "missing", "boom", 2000), persistence.ErrNotFound)
+	wantIs(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, "missing", "boom", 2000, 2000), persistence.ErrNotFound)
 	wantIs(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, "missing"), persistence.ErrNotFound)
 }
 
