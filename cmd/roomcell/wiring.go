@@ -9,7 +9,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomcell/actors/presence"
 	"github.com/hyapp/roomcell/actors/relay"
@@ -72,7 +71,11 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 // WalletService when wallet.addr is set.
 func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 	if a.cfg.Wallet.Addr != "" {
-		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts, err := walletDialOptions(a.cfg.Wallet)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
