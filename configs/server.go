@@ -10,6 +10,9 @@ import (
 type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+	// RepeatInterval: a WARN/ERROR with the same message and root error
+	// is written once per interval, the next one with repeated=N.
+	RepeatInterval time.Duration `yaml:"repeat_interval"`
 }
 
 func (c *LogConfig) setDefaults() {
@@ -19,6 +22,7 @@ func (c *LogConfig) setDefaults() {
 	if c.Format == "" {
 		c.Format = "text"
 	}
+	c.RepeatInterval = durationOr(c.RepeatInterval, 10*time.Second)
 }
 
 func (c LogConfig) validate() error {
