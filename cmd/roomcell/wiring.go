@@ -111,7 +111,11 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
 	if a.cfg.Redis.Enabled {
-		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
+		redisTLS, err := a.cfg.Redis.TLS.Load()
+		if err != nil {
+			return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+		}
+		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom, TLS: redisTLS})
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.Redis.Timeout)
 		if err := rd.Ping(pctx); err != nil {
 			a.log.Warn("redis directory unreachable; rooms repair it when it is back", "error", err)
