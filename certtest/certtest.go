@@ -56,11 +56,17 @@ func (ca *CA) Client(t testing.TB, name string) (certFile, keyFile string) {
 	return ca.issue(t, name, x509.ExtKeyUsageClientAuth, nil)
 }
 
-func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage, hosts []string) (string, string) {
+// Member issues a certificate valid as both server and client for hosts,
+// as a cluster member that serves and dials presents.
+func (ca *CA) Member(t testing.TB, name string, hosts ...string) (certFile, keyFile string) {
+	return ca.issue(t, name, x509.ExtKeyUsageServerAuth, hosts, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) issue(t testing.TB, name string, usage x509.ExtKeyUsage, hosts []string, more ...x509.ExtKeyUsage) (string, string) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := template(t, name)
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+	tmpl.ExtKeyUsage = append([]x509.ExtKeyUsage{usage}, more...)
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)

@@ -169,6 +169,7 @@ func (c Config) Validate() error {
 		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate,
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
+		c.Cluster.TLS.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

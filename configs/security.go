@@ -162,3 +162,38 @@ func loadPool(file string) (*x509.CertPool, error) {
 	}
 	return p, nil
 }
+
+// ClusterTLSConfig is cluster.tls: mutual TLS on the members' remote
+// port. Every member serves and dials with the same files: its
+// certificate, signed by CAFile, must be valid as both server and client,
+// and name ServerName (a name shared by all members, since they dial each
+// other by address).
+type ClusterTLSConfig struct {
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	CAFile     string `yaml:"ca_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Enabled reports whether members talk TLS.
+func (c ClusterTLSConfig) Enabled() bool { return c.CertFile != "" }
+
+func (c ClusterTLSConfig) validate() error {
+	if !c.Enabled() && (c.KeyFile != "" || c.CAFile != "" || c.ServerName != "") {
+		return errorf("cluster.tls.cert_file", "required when any other cluster.tls key is set")
+	}
+	if c.Enabled() && (c.KeyFile == "" || c.CAFile == "" || c.ServerName == "") {
+		return errorf("cluster.tls", "cert_file, key_file, ca_file and server_name go together (members must prove membership both ways)")
+	}
+	return nil
+}
+
+// Load returns the member's server side (requiring a client certificate
+// from CAFile) and client side.
+func (c ClusterTLSConfig) Load() (server, client *tls.Config, err error) {
+	if server, err = (ServerTLSConfig{CertFile: c.CertFile, KeyFile: c.KeyFile, ClientCAFile: c.CAFile}).Load(); err != nil {
+		return nil, nil, err
+	}
+	client, err = ClientTLSConfig{Enabled: true, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName}.Load()
+	return server, client, err
+}
