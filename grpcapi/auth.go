@@ -65,6 +65,14 @@ var methodClasses = map[string]Class{
 	v1.RoomService_GetRoom_FullMethodName:     ClassClient,
 	v1.RoomService_ListRooms_FullMethodName:   ClassClient,
 	v1.RoomService_GetUserRoom_FullMethodName: ClassClient,
+	// Owner/admin commands: the room checks the role of user_id.
+	v1.RoomService_SetAdmin_FullMethodName:    ClassClient,
+	v1.RoomService_RemoveAdmin_FullMethodName: ClassClient,
+	v1.RoomService_MuteSeat_FullMethodName:    ClassClient,
+	v1.RoomService_UnmuteSeat_FullMethodName:  ClassClient,
+	v1.RoomService_LockSeat_FullMethodName:    ClassClient,
+	v1.RoomService_UnlockSeat_FullMethodName:  ClassClient,
+	v1.RoomService_UpdateRoom_FullMethodName:  ClassClient,
 
 	v1.WalletService_GetBalances_FullMethodName: ClassClient,
 	// PurchaseVip is a client's when the user pays; free sources are
