@@ -21,6 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/configs"
 )
@@ -132,6 +136,17 @@ func Start(o Options) (m *Member, err error) {
 	if cfg.AdvertisedHost != "" {
 		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
 	}
+	serverOpts := []grpc.ServerOption{grpc.UnaryInterceptor(refuseRemoteUnary)}
+	if cfg.TLS.Enabled() {
+		srv, cli, err := cfg.TLS.Load()
+		if err != nil {
+			return nil, fmt.Errorf("cluster.tls: %w", err)
+		}
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(srv)))
+		// This replaces the library's default dial option (insecure).
+		remoteOpts = append(remoteOpts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
+	}
+	remoteOpts = append(remoteOpts, remote.WithServerOptions(serverOpts...))
 	ccfg := pcluster.Configure(cfg.Name, m.provider, disthash.New(),
 		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		pcluster.WithKinds(o.Kinds...),
@@ -394,4 +409,12 @@ func (h *levelHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 func (h *levelHandler) WithGroup(n string) slog.Handler {
 	return &levelHandler{min: h.min, next: h.next.WithGroup(n)}
+}
+
+// refuseRemoteUnary answers every unary call on the remote port
+// Unimplemented. Members only use the Receive stream; the library's unary
+// handlers (ListProcesses, GetProcessDiagnostics) panic with "implement
+// me", which would let anyone reaching the port kill the process.
+func refuseRemoteUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
+	return nil, status.Error(codes.Unimplemented, "roomcell members only stream messages on this port")
 }

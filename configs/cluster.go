@@ -43,6 +43,8 @@ type ClusterConfig struct {
 	// snapshot and stop. Kubernetes' terminationGracePeriodSeconds must
 	// exceed grpc.shutdown_timeout + drain_timeout + a few seconds.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// TLS between members (mTLS); off while cert_file is empty.
+	TLS ClusterTLSConfig `yaml:"tls"`
 }
 
 func (c *ClusterConfig) setDefaults() {

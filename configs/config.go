@@ -168,6 +168,8 @@ func (c Config) Validate() error {
 		func() error { return validateGifts(c.Gifts) },
 		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate,
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
+		func() error { return c.Wallet.TLS.validate("wallet.tls") },
+		c.Cluster.TLS.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

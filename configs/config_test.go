@@ -79,6 +79,12 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"mysql:\n  max_open_conns: 2\n  max_idle_conns: 5\n", "mysql.max_idle_conns"},
 		{"wallet:\n  vip_plans:\n    - {level: 1, name: a, days: 30}\n    - {level: 1, name: b, days: 30}\n", "wallet.vip_plans[1].level"},
 		{"wallet:\n  vip_plans:\n    - {level: 2, name: a, days: 0}\n", "wallet.vip_plans[0].days"},
+		{"grpc:\n  auth:\n    client_tokens: [\"a\\tb\"]\n", "grpc.auth.client_tokens[0]"},
+		{"grpc:\n  tls:\n    cert_file: a.crt\n", "grpc.tls"},
+		{"grpc:\n  tls:\n    client_ca_file: ca.crt\n", "grpc.tls.client_ca_file"},
+		{"mysql:\n  tls:\n    ca_file: ca.crt\n", "mysql.tls.enabled"},
+		{"redis:\n  tls:\n    enabled: true\n    key_file: k\n", "redis.tls"},
+		{"wallet:\n  tls:\n    server_name: w\n", "wallet.tls.enabled"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

@@ -74,6 +74,11 @@ type WalletConfig struct {
 	DiamondPercent int64 `yaml:"diamond_percent"`
 	// Addr of a remote WalletService; empty = in-process.
 	Addr string `yaml:"addr"`
+	// AuthToken is the operator token sent to the remote wallet (DebitGift
+	// is operator-only). Use ${ENV}.
+	AuthToken string `yaml:"auth_token"`
+	// TLS to the remote wallet.
+	TLS ClientTLSConfig `yaml:"tls"`
 	// VipPlans is the VIP catalog: one entry per level on sale.
 	VipPlans []VipPlanConfig `yaml:"vip_plans"`
 }

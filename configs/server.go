@@ -10,6 +10,9 @@ import (
 type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+	// RepeatInterval: a WARN/ERROR with the same message and root error
+	// is written once per interval, the next one with repeated=N.
+	RepeatInterval time.Duration `yaml:"repeat_interval"`
 }
 
 func (c *LogConfig) setDefaults() {
@@ -19,6 +22,7 @@ func (c *LogConfig) setDefaults() {
 	if c.Format == "" {
 		c.Format = "text"
 	}
+	c.RepeatInterval = durationOr(c.RepeatInterval, 10*time.Second)
 }
 
 func (c LogConfig) validate() error {
@@ -42,9 +46,15 @@ func (c LogConfig) SlogLevel() slog.Level {
 // GRPCConfig is the public gRPC listener.
 type GRPCConfig struct {
 	Addr string `yaml:"addr"`
-	// AuthToken, when set, is the bearer token every RPC must carry
-	// (metadata "authorization: Bearer <token>"). Use ${ENV}.
+	// Auth holds the client and operator bearer tokens (metadata
+	// "authorization: Bearer <token>"). Use ${ENV}.
+	Auth GRPCAuthConfig `yaml:"auth"`
+	// AuthToken is the pre-split single token. Deprecated: it still loads,
+	// as one more operator token (it opened every RPC, and still does);
+	// move it to auth.operator_tokens and give clients auth.client_tokens.
 	AuthToken string `yaml:"auth_token"`
+	// TLS on the listener; off when cert_file is empty.
+	TLS ServerTLSConfig `yaml:"tls"`
 	// CommandTimeout bounds one command end to end (grain, wallet, store).
 	CommandTimeout time.Duration `yaml:"command_timeout"`
 	// ShutdownTimeout bounds GracefulStop before a hard Stop.
@@ -57,9 +67,19 @@ func (c *GRPCConfig) setDefaults() {
 	}
 	c.CommandTimeout = durationOr(c.CommandTimeout, 5*time.Second)
 	c.ShutdownTimeout = durationOr(c.ShutdownTimeout, 10*time.Second)
+	c.Auth.ClientTokens = splitTokens(c.Auth.ClientTokens)
+	c.Auth.OperatorTokens = splitTokens(append(c.Auth.OperatorTokens, c.AuthToken))
 }
 
-func (c GRPCConfig) validate() error { return checkAddr("grpc.addr", c.Addr) }
+func (c GRPCConfig) validate() error {
+	if err := checkAddr("grpc.addr", c.Addr); err != nil {
+		return err
+	}
+	if err := c.Auth.validate(); err != nil {
+		return err
+	}
+	return c.TLS.validate("grpc.tls")
+}
 
 // HTTPConfig is the ops listener: /healthz, /readyz, /metrics.
 type HTTPConfig struct {

@@ -41,6 +41,8 @@ type MySQLConfig struct {
 	QueryTimeout    time.Duration `yaml:"query_timeout"`
 	AutoMigrate     bool          `yaml:"auto_migrate"`
 	GroupCommit     GroupCommit   `yaml:"group_commit"`
+	// TLS to the server; when enabled it replaces any tls= in the DSN.
+	TLS ClientTLSConfig `yaml:"tls"`
 }
 
 // GroupCommit batches appends of many rooms into shared transactions.
@@ -76,7 +78,7 @@ func (c MySQLConfig) validate() error {
 	if c.MaxIdleConns > c.MaxOpenConns {
 		return errorf("mysql.max_idle_conns", "%d is more than mysql.max_open_conns (%d)", c.MaxIdleConns, c.MaxOpenConns)
 	}
-	return nil
+	return c.TLS.validate("mysql.tls")
 }
 
 // RedisConfig is the room directory (presence, user→room, heat rank).
@@ -87,6 +89,8 @@ type RedisConfig struct {
 	DB        int           `yaml:"db"`
 	KeyPrefix string        `yaml:"key_prefix"`
 	Timeout   time.Duration `yaml:"timeout"`
+	// TLS to the server (rediss).
+	TLS ClientTLSConfig `yaml:"tls"`
 }
 
 func (c *RedisConfig) setDefaults() {
@@ -101,7 +105,9 @@ func (c *RedisConfig) setDefaults() {
 
 func (c RedisConfig) validate() error {
 	if c.Enabled {
-		return checkAddr("redis.addr", c.Addr)
+		if err := checkAddr("redis.addr", c.Addr); err != nil {
+			return err
+		}
 	}
-	return nil
+	return c.TLS.validate("redis.tls")
 }

@@ -2,9 +2,10 @@
 // generated services (RoomServer for roomcell.v1.RoomService), the checks
 // every request passes before it reaches a grain (for room commands the
 // room's own, room.CheckClientCommand, so bad input answers InvalidArgument
-// and changes nothing), the interceptors (request id,
-// access log, panic recovery, bearer auth), health and reflection, and the
-// one mapping from error classes to gRPC status codes (errors.go). It holds
+// and changes nothing), the interceptors (request id, access log, panic
+// recovery, bearer auth by caller class from the one method table in
+// auth.go, the bad-body check of codec.go), TLS, health and reflection,
+// and the one mapping from error classes to gRPC status codes (errors.go). It holds
 // no room rules (those live in actors/room) and must not touch a store,
 // cluster or delivery package: it reaches rooms only through a RoomBackend
 // that the process wiring supplies.

@@ -3,18 +3,14 @@ package grpcapi
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -143,50 +139,4 @@ func panicStatus(ctx context.Context, log *slog.Logger, method string, r any) er
 		"method", method, "request_id", id,
 		"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	return internalStatus(id)
-}
-
-// Health and reflection answer without a token: load balancers and
-// grpcurl must reach them, and they reveal nothing about rooms.
-func authExempt(method string) bool {
-	return strings.HasPrefix(method, "/grpc.health.v1.Health/") ||
-		strings.HasPrefix(method, "/grpc.reflection.v1.ServerReflection/") ||
-		strings.HasPrefix(method, "/grpc.reflection.v1alpha.ServerReflection/")
-}
-
-// bearerAuth checks "authorization: Bearer <token>". Both sides are hashed
-// first so the constant-time compare does not leak the token's length.
-type bearerAuth struct{ want [sha256.Size]byte }
-
-func newBearerAuth(token string) *bearerAuth { return &bearerAuth{want: sha256.Sum256([]byte(token))} }
-
-func (a *bearerAuth) check(ctx context.Context, method string) error {
-	if authExempt(method) {
-		return nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
-		scheme, token, ok := strings.Cut(v, " ")
-		if !ok || !strings.EqualFold(scheme, "bearer") {
-			continue
-		}
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-		if subtle.ConstantTimeCompare(got[:], a.want[:]) == 1 {
-			return nil
-		}
-	}
-	return status.Error(codes.Unauthenticated, "missing or invalid bearer token (metadata authorization: Bearer <token>)")
-}
-
-func (a *bearerAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := a.check(ctx, info.FullMethod); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
-func (a *bearerAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := a.check(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return handler(srv, ss)
 }

@@ -1,9 +1,11 @@
 package grpcapi
 
 import (
+	"crypto/tls"
 	"log/slog"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
@@ -17,9 +19,13 @@ const DefaultMaxMsgBytes = 4 << 20
 // Options configure NewServer.
 type Options struct {
 	Logger *slog.Logger // nil = slog.Default()
-	// AuthToken, when set, is required as "authorization: Bearer <token>"
-	// on every RPC but health and reflection.
-	AuthToken string
+	// ClientTokens and OperatorTokens, when either is set, are required as
+	// "authorization: Bearer <token>" by the class of each RPC (auth.go).
+	// With neither, every RPC is open.
+	ClientTokens, OperatorTokens []string
+	// TLS, when set, is served on the listener (with ClientCAs and
+	// RequireAndVerifyClientCert for mTLS).
+	TLS *tls.Config
 	// MaxMsgBytes bounds received and sent messages; 0 = DefaultMaxMsgBytes.
 	MaxMsgBytes int
 	// Extra server options (TLS, keepalive, stats handlers), applied last.
@@ -41,19 +47,26 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 	// Order matters: the request id comes first so every later step logs
 	// it; recovery sits below the access log so a panic is logged as the
 	// Internal it answered.
+	// Auth runs before the bad-body check so a caller without a token
+	// learns nothing, not even whether its body parsed.
 	unary := []grpc.UnaryServerInterceptor{requestIDUnary, accessLogUnary(log), recoveryUnary(log)}
 	stream := []grpc.StreamServerInterceptor{requestIDStream, accessLogStream(log), recoveryStream(log)}
-	if o.AuthToken != "" {
-		a := newBearerAuth(o.AuthToken)
+	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
+		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
 		unary = append(unary, a.unary)
 		stream = append(stream, a.stream)
 	}
+	unary = append(unary, badBodyUnary)
+	stream = append(stream, badBodyStream)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(maxMsg),
 		grpc.MaxSendMsgSize(maxMsg),
-		grpc.ForceServerCodecV2(serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}),
+		grpc.ForceServerCodecV2(badBodyCodec{base: serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}}),
+	}
+	if o.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
 	srv := grpc.NewServer(append(opts, o.Extra...)...)
 	hs := health.NewServer()

@@ -123,6 +123,12 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.dirStart(ctx, msg.Cluster) // directory hook
 	case *v1.RoomCommand:
 		ctx.Respond(g.handle(ctx, msg))
+		// A room nobody created holds nothing worth keeping: stop now
+		// rather than at the idle timeout, so random ids cannot pin
+		// actors. Commands already queued are still answered first.
+		if g.loaded && !g.state.Exists {
+			ctx.Poison(ctx.Self())
+		}
 	case *actor.ReceiveTimeout:
 		g.flushSnapshot()
 		g.dirUnlist() // directory hook

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -296,7 +297,7 @@ func TestK8sManifestsMatchTheConfig(t *testing.T) {
 		!slices.Equal(k.EtcdEndpoints, d.EtcdEndpoints) || k.RequestTimeout != d.RequestTimeout {
 		t.Fatalf("k8s cluster section %+v differs from config.docker.yaml %+v", k, d)
 	}
-	if cfg.GRPC != docker.GRPC || cfg.HTTP != docker.HTTP || cfg.Store != docker.Store || !slices.Equal(cfg.Roles, docker.Roles) {
+	if !reflect.DeepEqual(cfg.GRPC, docker.GRPC) || cfg.HTTP != docker.HTTP || cfg.Store != docker.Store || !slices.Equal(cfg.Roles, docker.Roles) {
 		t.Fatalf("k8s grpc/http/store/roles differ from config.docker.yaml")
 	}
 

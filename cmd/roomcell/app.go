@@ -197,7 +197,11 @@ func (a *App) serveGRPC() error {
 		return fmt.Errorf("grpc listen %s: %w", grpcAddr, err)
 	}
 	a.grpcLis = lis
-	a.grpcServer, a.health = grpcapi.NewServer(grpcapi.Options{Logger: a.log.With("component", "grpc"), AuthToken: a.cfg.GRPC.AuthToken})
+	opts, err := a.grpcOptions()
+	if err != nil {
+		return err
+	}
+	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout}
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
 	if a.directory != nil {
@@ -205,6 +209,9 @@ func (a *App) serveGRPC() error {
 	}
 	v1.RegisterRoomServiceServer(a.grpcServer, rs)
 	a.registerServices()
+	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {
+		return fmt.Errorf("grpc: methods without an access class in grpcapi's table: %v", un)
+	}
 	go func() {
 		if err := a.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			a.log.Error("grpc serve", "error", err)

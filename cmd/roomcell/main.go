@@ -13,6 +13,7 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/logthrottle"
 )
 
 func main() {
@@ -85,12 +86,16 @@ func loadConfig(f flags) (configs.Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// newLogger writes repeated identical errors once per
+// log.repeat_interval: a store outage fails every command, and one line
+// per failure would bury everything else.
 func newLogger(cfg configs.LogConfig, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(logthrottle.New(h, cfg.RepeatInterval))
 }
 
 func run(args []string, stderr io.Writer) int {

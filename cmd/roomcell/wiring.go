@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomcell/actors/presence"
 	"github.com/hyapp/roomcell/actors/relay"
@@ -58,7 +57,11 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 // remote WalletService when wallet.addr is set.
 func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 	if a.cfg.Wallet.Addr != "" {
-		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		opts, err := walletDialOptions(a.cfg.Wallet)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
@@ -80,7 +83,11 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
 	if a.cfg.Redis.Enabled {
-		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
+		redisTLS, err := a.cfg.Redis.TLS.Load()
+		if err != nil {
+			return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+		}
+		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom, TLS: redisTLS})
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.Redis.Timeout)
 		if err := rd.Ping(pctx); err != nil {
 			a.log.Warn("redis directory unreachable; rooms repair it when it is back", "error", err)

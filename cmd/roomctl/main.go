@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,14 @@ import (
 
 	flag "github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/grpcapi"
 )
 
 // command is one subcommand, e.g. name "outbox list".
@@ -66,7 +71,7 @@ func (e *env) printJSON(v any) error {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: roomctl [--addr host:port] [--token T] [--json] [--timeout d] <command> [flags]")
+	fmt.Fprintln(w, "usage: roomctl [--addr host:port] [--token T] [--operator-token T] [--tls] [--ca F] [--cert F --key F] [--json] [--timeout d] <command> [flags]")
 	fmt.Fprintln(w, "\ncommands:")
 	names := make([]string, 0, len(commands))
 	for n := range commands {
@@ -89,7 +94,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	global.SetOutput(stderr)
 	global.SetInterspersed(false)
 	addr := global.String("addr", envOr("ROOMCELL_ADDR", "127.0.0.1:13001"), "roomcell gRPC address (env ROOMCELL_ADDR)")
-	token := global.String("token", os.Getenv("ROOMCELL_TOKEN"), "bearer token (env ROOMCELL_TOKEN)")
+	token := global.String("token", os.Getenv("ROOMCELL_TOKEN"), "client bearer token, sent on client RPCs (env ROOMCELL_TOKEN)")
+	opToken := global.String("operator-token", os.Getenv("ROOMCELL_OPERATOR_TOKEN"), "operator bearer token, sent on operator RPCs (env ROOMCELL_OPERATOR_TOKEN)")
+	var tlsCfg configs.ClientTLSConfig
+	global.BoolVar(&tlsCfg.Enabled, "tls", os.Getenv("ROOMCELL_TLS") == "1", "connect with TLS (env ROOMCELL_TLS=1); implied by --ca/--cert")
+	global.StringVar(&tlsCfg.CAFile, "ca", os.Getenv("ROOMCELL_CA"), "PEM CA file that signs the server (env ROOMCELL_CA); default the system roots")
+	global.StringVar(&tlsCfg.CertFile, "cert", os.Getenv("ROOMCELL_CERT"), "client certificate PEM for mTLS (env ROOMCELL_CERT)")
+	global.StringVar(&tlsCfg.KeyFile, "key", os.Getenv("ROOMCELL_KEY"), "client key PEM for mTLS (env ROOMCELL_KEY)")
+	global.StringVar(&tlsCfg.ServerName, "server-name", "", "name to verify in the server certificate; default the host of --addr")
 	asJSON := global.Bool("json", false, "print JSON instead of text")
 	timeout := global.Duration("timeout", 10*time.Second, "deadline of the whole command")
 	global.Usage = func() { usage(stderr) }
@@ -133,10 +145,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if *token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+	opts, err := dialOptions(tlsCfg, *token, *opToken)
+	if err != nil {
+		fmt.Fprintf(stderr, "roomctl: %v\n", err)
+		return 2
 	}
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(*addr, opts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "roomctl: %v\n", err)
 		return 1
@@ -148,6 +162,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// dialOptions picks the transport and, per RPC, the token its class
+// needs (grpcapi's one table), so every subcommand sends the right one
+// without knowing about classes.
+func dialOptions(t configs.ClientTLSConfig, clientToken, operatorToken string) ([]grpc.DialOption, error) {
+	t.Enabled = t.Enabled || t.CAFile != "" || t.CertFile != ""
+	creds := insecure.NewCredentials()
+	tc, err := t.Load()
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		creds = credentials.NewTLS(tc)
+	}
+	token := func(method string, req any) string {
+		if grpcapi.RequestClass(method, req) == grpcapi.ClassOperator {
+			return cmp.Or(operatorToken, clientToken)
+		}
+		return cmp.Or(clientToken, operatorToken)
+	}
+	auth := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if tok := token(method, req); tok != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithUnaryInterceptor(auth)}, nil
 }
 
 func envOr(key, def string) string {

@@ -14,8 +14,9 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-// startWalletTestServer serves a real WalletServer on an in-memory wallet.
-func startWalletTestServer(t *testing.T) string {
+// startWalletTestServer serves a real WalletServer on an in-memory wallet,
+// with the server options of o (tokens, TLS) when given.
+func startWalletTestServer(t *testing.T, o ...grpcapi.Options) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,7 +27,12 @@ func startWalletTestServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: log})
+	opts := grpcapi.Options{}
+	if len(o) > 0 {
+		opts = o[0]
+	}
+	opts.Logger = log
+	srv, _ := grpcapi.NewServer(opts)
 	roomcellv1.RegisterWalletServiceServer(srv, grpcapi.NewWalletServer(svc, log))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)

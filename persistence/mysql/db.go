@@ -189,6 +189,15 @@ func openDB(ctx context.Context, cfg configs.MySQLConfig, database string, ioTim
 		return nil, err
 	}
 	dc.Logger = driverLogger{log}
+	if cfg.TLS.Enabled {
+		// Set on the driver config, not registered by name: no process-wide
+		// registry, and it wins over any tls= in the DSN. No plaintext
+		// fallback: a server without TLS is refused.
+		if dc.TLS, err = cfg.TLS.Load(); err != nil {
+			return nil, fmt.Errorf("mysql.tls: %w", err)
+		}
+		dc.AllowFallbackToPlaintext = false
+	}
 	conn, err := driverMySQL.NewConnector(dc)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: open %s: %s", redacted, scrub(err.Error(), cfg.DSN))

@@ -126,6 +126,28 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// mysql.tls on against a server without TLS (the local MariaDB has
+// have_ssl=DISABLED) is refused, never downgraded to plaintext; a CA
+// file that does not exist is a configuration error.
+func TestTLSIsNeverDowngraded(t *testing.T) {
+	cfg, _ := mysqltest.NewDatabase(t)
+	cfg.TLS = configs.ClientTLSConfig{Enabled: true}
+	_, err := OpenDB(t.Context(), cfg, "")
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "tls") {
+		t.Fatalf("TLS to a server without TLS: %v, want a refusal naming TLS", err)
+	}
+	cfg.TLS.CAFile = "/nonexistent/ca.pem"
+	if _, err := OpenDB(t.Context(), cfg, ""); err == nil || !strings.Contains(err.Error(), "mysql.tls") {
+		t.Fatalf("missing CA file: %v, want a mysql.tls error", err)
+	}
+	cfg.TLS = configs.ClientTLSConfig{}
+	db, err := OpenDB(t.Context(), cfg, "")
+	if err != nil {
+		t.Fatalf("TLS off: %v", err)
+	}
+	_ = db.Close()
+}
+
 // closedPoolErr is what database/sql answers on a pool that was closed:
 // a real pool of this driver, not the one errDBClosed was taken from.
 func closedPoolErr(t *testing.T) error {

@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -29,6 +30,8 @@ type Options struct {
 	// RoomTTL: lifetime of a listed room's entry after its newest update
 	// (default 2m); rooms refresh well within it.
 	RoomTTL time.Duration
+	// TLS, when set, is used by Open to reach the server (redis.tls).
+	TLS *tls.Config
 }
 
 func (o *Options) setDefaults() {
@@ -88,6 +91,7 @@ func Open(cfg configs.RedisConfig, o Options) *Directory {
 		// A plain Redis has no maintenance push notifications; "auto"
 		// would send a command it rejects on every new connection.
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		TLSConfig:                o.TLS,
 	})
 	d := New(c, o)
 	d.own = true
