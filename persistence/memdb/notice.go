@@ -21,6 +21,7 @@ import (
 type NoticeStore struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
+	leases purgeLeases // purge.go
 }
 
 var _ notice.Store = (*NoticeStore)(nil)

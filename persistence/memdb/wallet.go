@@ -19,6 +19,7 @@ import (
 type WalletStore struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
+	leases purgeLeases // purge.go
 }
 
 var _ wallet.Store = (*WalletStore)(nil)
