@@ -36,6 +36,7 @@ type Config struct {
 	Cluster      ClusterConfig      `yaml:"cluster"`
 	Presence     PresenceConfig     `yaml:"presence"`
 	Notice       NoticeConfig       `yaml:"notice"`
+	Retention    RetentionConfig    `yaml:"retention"`
 }
 
 // Role names.
@@ -139,6 +140,7 @@ func (c *Config) setDefaults() {
 	c.Cluster.setDefaults()
 	c.Presence.setDefaults()
 	c.Notice.setDefaults()
+	c.Retention.setDefaults()
 }
 
 // Validate checks every section; the first error names its key.
@@ -156,6 +158,7 @@ func (c Config) Validate() error {
 		func() error { return validateGifts(c.Gifts) },
 		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate,
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
+		c.Retention.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
