@@ -129,9 +129,9 @@ func (s *Service) purger(table string) persistence.Purger {
 func consumerSource(table string) string {
 	switch table {
 	case persistence.PurgeRoomOutbox:
-		return "room_outbox" // actors/notice.SourceRoomOutbox
+		return persistence.SourceRoomOutbox
 	case persistence.PurgeWalletOutbox:
-		return "wallet_outbox" // actors/notice.SourceWalletOutbox
+		return persistence.SourceWalletOutbox
 	}
 	return ""
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/hyapp/roomcell/actors/notice"
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -337,14 +335,14 @@ func walletPurgeable(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persist
 	if err != nil || last == nil {
 		return nil, done, err
 	}
-	newest := last.(*wallet.OutboxRecord).ID
+	newest := last.(*persistence.WalletOutboxRecord).ID
 	it, err := txn.Get(tableWalletOutbox, indexID)
 	if err != nil {
 		return nil, done, fmt.Errorf("memdb: purge wallet_outbox: %w", err)
 	}
 	var doomed []any
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		o := raw.(*wallet.OutboxRecord)
+		o := raw.(*persistence.WalletOutboxRecord)
 		if o.ID >= newest || !r.Consumer.Found || o.ID > r.Consumer.Num || o.CreatedAtMs >= r.CutoffMs {
 			break
 		}
@@ -367,7 +365,7 @@ func (s *WalletStore) TableRetention(ctx context.Context, table string) (persist
 	out := persistence.TableRetention{Table: table}
 	return out, scanAll(s.db.Txn(false), tableWalletOutbox, func(raw any) {
 		out.RowEstimate++
-		out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*wallet.OutboxRecord).CreatedAtMs)
+		out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*persistence.WalletOutboxRecord).CreatedAtMs)
 	})
 }
 
@@ -402,14 +400,14 @@ func (s *NoticeStore) CountPurgeable(ctx context.Context, r persistence.PurgeReq
 // which for a delivered row is when it was delivered; failed rows are in
 // another part of the index and never read.
 func noticesPurgeable(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
-	it, err := txn.Get(tableNoticeDeliveries, indexNoticeDue+"_prefix", notice.StatusDelivered)
+	it, err := txn.Get(tableNoticeDeliveries, indexNoticeDue+"_prefix", persistence.NoticeDelivered)
 	if err != nil {
 		return nil, persistence.PurgeResult{}, fmt.Errorf("memdb: purge notice_delivery_events: %w", err)
 	}
 	var doomed []any
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		e := raw.(*noticeEntry)
-		if e.Status != notice.StatusDelivered || e.NextRetryAtMs >= r.CutoffMs {
+		if e.Status != persistence.NoticeDelivered || e.NextRetryAtMs >= r.CutoffMs {
 			continue // the next source's rows may still be old
 		}
 		if len(doomed) == r.Limit {

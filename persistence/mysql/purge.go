@@ -528,8 +528,6 @@ func (s *NoticeStore) AcquirePurgeLease(ctx context.Context, table, owner string
 	return s.purgeDB().acquire(ctx, table, owner)
 }
 
-const deliveredStatus = "delivered" // actors/notice.StatusDelivered
-
 // Purge implements persistence.Purger: per source, the oldest delivered
 // rows of idx_notice_due (for a delivered row next_retry_at_ms is when it
 // was delivered), deleted in one DELETE ... ORDER BY ... LIMIT whose every
@@ -555,7 +553,7 @@ func (s *NoticeStore) Purge(ctx context.Context, r persistence.PurgeRequest) (pe
 			break
 		}
 		out, err := s.db.ExecContext(ctx, "DELETE FROM notice_delivery_events WHERE status = ? AND source_name = ? AND next_retry_at_ms < ?"+
-			" ORDER BY next_retry_at_ms LIMIT ?", deliveredStatus, src, r.CutoffMs, budget)
+			" ORDER BY next_retry_at_ms LIMIT ?", persistence.NoticeDelivered, src, r.CutoffMs, budget)
 		if err != nil {
 			return res, s.wrap("purge notice_delivery_events", err)
 		}
@@ -571,7 +569,7 @@ func (s *NoticeStore) Purge(ctx context.Context, r persistence.PurgeRequest) (pe
 // deliveredSources lists the sources with delivered rows (a loose scan of
 // idx_notice_due: one entry per source).
 func (s *NoticeStore) deliveredSources(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT source_name FROM notice_delivery_events WHERE status = ?", deliveredStatus)
+	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT source_name FROM notice_delivery_events WHERE status = ?", persistence.NoticeDelivered)
 	if err != nil {
 		return nil, s.wrap("purge notice_delivery_events", err)
 	}
@@ -599,7 +597,7 @@ func (s *NoticeStore) CountPurgeable(ctx context.Context, r persistence.PurgeReq
 		return 0, errNoticeClosed
 	}
 	return s.purgeDB().count(ctx, "count notice_delivery_events", "SELECT 1 FROM notice_delivery_events"+
-		" WHERE status = ? AND next_retry_at_ms < ? LIMIT ?", deliveredStatus, r.CutoffMs, r.Limit)
+		" WHERE status = ? AND next_retry_at_ms < ? LIMIT ?", persistence.NoticeDelivered, r.CutoffMs, r.Limit)
 }
 
 // TableRetention implements persistence.Purger. The age comes from

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/notice"
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -17,8 +15,8 @@ import (
 // persistence.ConsumerPositions.
 type RetentionStores struct {
 	Room   persistence.Store
-	Wallet wallet.Store
-	Notice notice.Store
+	Wallet persistence.WalletStore
+	Notice persistence.NoticeStore
 }
 
 // RunRetention is the contract of the retention rules (issue 12): what
@@ -349,7 +347,7 @@ func testPurgeCommandLogBatches(t *testing.T, s RetentionStores) {
 }
 
 // setCursor stores source's notice cursor at c.
-func setCursor(t *testing.T, s notice.Store, source string, c notice.Cursor) {
+func setCursor(t *testing.T, s persistence.NoticeStore, source string, c persistence.NoticeCursor) {
 	t.Helper()
 	_, held, err := s.ClaimCursor(t.Context(), source, "scanner", rtT0, 60_000)
 	mustNoErr(t, "ClaimCursor", err)
@@ -359,7 +357,7 @@ func setCursor(t *testing.T, s notice.Store, source string, c notice.Cursor) {
 	mustNoErr(t, "SaveCursor", s.SaveCursor(t.Context(), source, "scanner", c, rtT0))
 }
 
-func consumer(t *testing.T, s notice.Store, source string) persistence.ConsumerPosition {
+func consumer(t *testing.T, s persistence.NoticeStore, source string) persistence.ConsumerPosition {
 	t.Helper()
 	cp, ok := s.(persistence.ConsumerPositions)
 	if !ok {
@@ -370,28 +368,65 @@ func consumer(t *testing.T, s notice.Store, source string) persistence.ConsumerP
 	return pos
 }
 
+const (
+	rtWalletApp = "lalu"
+	rtAsset     = "COIN"
+)
+
+// rtCredit writes one wallet transaction crediting amount to user at
+// nowMs: an account change, its ledger entry and its WalletBalanceChanged
+// outbox row, as the wallet service would.
+func rtCredit(t *testing.T, s persistence.WalletStore, cmd, user string, amount, nowMs int64) {
+	t.Helper()
+	key := persistence.AccountKey{AppCode: rtWalletApp, UserID: user, AssetType: rtAsset}
+	txID := "tx-" + cmd
+	_, err := s.Exec(t.Context(), persistence.WalletTx{AppCode: rtWalletApp, CommandID: cmd, Lock: []persistence.AccountKey{key},
+		Decide: func(v persistence.WalletView) (persistence.WalletPlan, error) {
+			old := v.Accounts[key]
+			acc := old
+			acc.AppCode, acc.UserID, acc.AssetType = key.AppCode, key.UserID, key.AssetType
+			acc.Available += amount
+			acc.BalanceVersion++
+			acc.UpdatedAtMs = nowMs
+			return persistence.WalletPlan{
+				Record: persistence.WalletTxRecord{TransactionID: txID, AppCode: rtWalletApp, CommandID: cmd, Kind: "credit",
+					Fingerprint: "credit:" + user, Result: []byte(`{"ok":true}`), CreatedAtMs: nowMs},
+				Accounts: []persistence.Account{acc},
+				Ledger: []persistence.LedgerEntry{{TransactionID: txID, CommandID: cmd, AppCode: rtWalletApp, UserID: user, AssetType: rtAsset,
+					AvailableDelta: amount, AvailableAfter: acc.Available, BalanceVersion: acc.BalanceVersion, CreatedAtMs: nowMs}},
+				Outbox: []persistence.WalletOutboxEvent{{EventID: persistence.BalanceEventID(txID, user, rtAsset), AppCode: rtWalletApp,
+					UserID: user, EventType: persistence.EventBalanceChanged, Payload: []byte(`{"v":1}`)}},
+				NowMs: nowMs,
+			}, nil
+		}})
+	mustNoErr(t, "wallet Exec "+cmd, err)
+}
+
+func rtOutbox(t *testing.T, s persistence.WalletStore) []persistence.WalletOutboxRecord {
+	t.Helper()
+	rows, err := s.ListOutboxAfter(t.Context(), 0, 1000)
+	mustNoErr(t, "ListOutboxAfter", err)
+	return rows
+}
+
 func testPurgeWalletOutbox(t *testing.T, s RetentionStores) {
 	p := purger(t, s.Wallet)
-	svc, clk := wtService(t, s.Wallet)
-	// wtNow is the suite's wallet clock; rows 1..6 are 100h old, 7..8 new.
-	clk.advance(-100 * rtHour)
+	// Rows 1..6 are 100h old, 7..8 new.
 	for i := 1; i <= 6; i++ {
-		wtCredit(t, svc, fmt.Sprintf("c%d", i), "u1", wallet.AssetCoin, 10)
-		clk.advance(1)
+		rtCredit(t, s.Wallet, fmt.Sprintf("c%d", i), "u1", 10, rtT0-100*rtHour+int64(i))
 	}
-	clk.advance(100 * rtHour)
 	for i := 7; i <= 8; i++ {
-		wtCredit(t, svc, fmt.Sprintf("c%d", i), "u1", wallet.AssetCoin, 10)
+		rtCredit(t, s.Wallet, fmt.Sprintf("c%d", i), "u1", 10, rtT0)
 	}
-	rows := wtOutbox(t, s.Wallet)
+	rows := rtOutbox(t, s.Wallet)
 	if len(rows) != 8 {
 		t.Fatalf("seeded %d outbox rows, want 8", len(rows))
 	}
-	ledgerBefore := wtLedger(t, s.Wallet, "u1", wallet.AssetCoin)
-	r := persistence.PurgeRequest{Table: persistence.PurgeWalletOutbox, CutoffMs: wtNow - 72*rtHour, Limit: 2}
+	key := persistence.AccountKey{AppCode: rtWalletApp, UserID: "u1", AssetType: rtAsset}
+	r := persistence.PurgeRequest{Table: persistence.PurgeWalletOutbox, CutoffMs: rtT0 - 72*rtHour, Limit: 2}
 
 	// No notice cursor: no consumer has passed anything.
-	r.Consumer = consumer(t, s.Notice, notice.SourceWalletOutbox)
+	r.Consumer = consumer(t, s.Notice, persistence.SourceWalletOutbox)
 	if r.Consumer.Found {
 		t.Fatalf("fresh notice store has a wallet cursor")
 	}
@@ -399,8 +434,8 @@ func testPurgeWalletOutbox(t *testing.T, s RetentionStores) {
 		t.Fatalf("without a cursor: deleted %d wallet_outbox rows", n)
 	}
 	// The cursor has passed row 4: rows 1..4 may go, 5..6 wait for it.
-	setCursor(t, s.Notice, notice.SourceWalletOutbox, notice.Cursor{Num: rows[3].ID})
-	r.Consumer = consumer(t, s.Notice, notice.SourceWalletOutbox)
+	setCursor(t, s.Notice, persistence.SourceWalletOutbox, persistence.NoticeCursor{Num: rows[3].ID})
+	r.Consumer = consumer(t, s.Notice, persistence.SourceWalletOutbox)
 	if !r.Consumer.Found || r.Consumer.Num != rows[3].ID {
 		t.Fatalf("ConsumerPosition = %+v, want num %d", r.Consumer, rows[3].ID)
 	}
@@ -410,48 +445,54 @@ func testPurgeWalletOutbox(t *testing.T, s RetentionStores) {
 	if n := purgeAll(t, p, r); n != 4 {
 		t.Fatalf("deleted %d, want 4", n)
 	}
-	left := wtOutbox(t, s.Wallet)
+	left := rtOutbox(t, s.Wallet)
 	if len(left) != 4 || left[0].ID != rows[4].ID {
 		t.Fatalf("left %d rows starting at id %d, want 4 from %d", len(left), left[0].ID, rows[4].ID)
 	}
 	// The cursor passes everything: the old rows go, the new ones (inside
 	// the window) stay, and the newest row would stay in any case.
-	setCursor(t, s.Notice, notice.SourceWalletOutbox, notice.Cursor{Num: rows[7].ID})
-	r.Consumer = consumer(t, s.Notice, notice.SourceWalletOutbox)
+	setCursor(t, s.Notice, persistence.SourceWalletOutbox, persistence.NoticeCursor{Num: rows[7].ID})
+	r.Consumer = consumer(t, s.Notice, persistence.SourceWalletOutbox)
 	if n := purgeAll(t, p, r); n != 2 {
 		t.Fatalf("deleted %d, want the 2 old rows", n)
 	}
-	r.CutoffMs = wtNow + rtHour // everything is old now
+	r.CutoffMs = rtT0 + rtHour // everything is old now
 	if n := purgeAll(t, p, r); n != 1 {
 		t.Fatalf("deleted %d, want 1 (the newest row is kept)", n)
 	}
-	left = wtOutbox(t, s.Wallet)
+	left = rtOutbox(t, s.Wallet)
 	if len(left) != 1 || left[0].ID != rows[7].ID {
 		t.Fatalf("left %v, want only the newest row", left)
 	}
 	// A new row gets a new id, after the cursor: the notice worker sees it.
-	wtCredit(t, svc, "c9", "u1", wallet.AssetCoin, 10)
-	left = wtOutbox(t, s.Wallet)
+	rtCredit(t, s.Wallet, "c9", "u1", 10, rtT0+1)
+	left = rtOutbox(t, s.Wallet)
 	if last := left[len(left)-1]; last.ID <= rows[7].ID {
 		t.Fatalf("new row took id %d, not after %d", last.ID, rows[7].ID)
 	}
 	// The ledger and the balance are untouched.
-	if got := wtLedger(t, s.Wallet, "u1", wallet.AssetCoin); len(got) != len(ledgerBefore)+1 {
-		t.Fatalf("ledger has %d entries, want %d", len(got), len(ledgerBefore)+1)
+	ledger, err := s.Wallet.Ledger(t.Context(), key)
+	mustNoErr(t, "Ledger", err)
+	if len(ledger) != 9 {
+		t.Fatalf("ledger has %d entries, want 9", len(ledger))
 	}
-	wtWantBalance(t, s.Wallet, "u1", wallet.AssetCoin, 90, 9)
+	accs, err := s.Wallet.Accounts(t.Context(), rtWalletApp, "u1")
+	mustNoErr(t, "Accounts", err)
+	if len(accs) != 1 || accs[0].Available != 90 || accs[0].BalanceVersion != 9 {
+		t.Fatalf("account after purges: %+v", accs)
+	}
 }
 
 func testPurgeNotices(t *testing.T, s RetentionStores) {
 	p := purger(t, s.Notice)
 	ctx := t.Context()
 	old := rtT0 - 200*rtHour
-	src := notice.SourceWalletOutbox
-	var rows []notice.Delivery
+	src := persistence.SourceWalletOutbox
+	var rows []persistence.NoticeDelivery
 	for i := range 6 {
 		rows = append(rows, ntRow(src, fmt.Sprintf("n%d", i), old+int64(i)))
 	}
-	rows = append(rows, ntRow(notice.SourceRoomOutbox, "k0", old))
+	rows = append(rows, ntRow(persistence.SourceRoomOutbox, "k0", old))
 	ntIngest(t, s.Notice, old, rows...)
 	// n0, n1, k0 delivered long ago; n2 delivered recently; n3 failed long
 	// ago (a dead letter: never purged); n4 retryable; n5 never tried.
@@ -459,12 +500,12 @@ func testPurgeNotices(t *testing.T, s RetentionStores) {
 	if len(claimed) != 5 {
 		t.Fatalf("claimed %d", len(claimed))
 	}
-	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []notice.Key{rows[0].Key, rows[1].Key}, old+1))
-	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []notice.Key{rows[2].Key}, rtT0-rtHour))
-	mustNoErr(t, "MarkFailed", s.Notice.MarkFailed(ctx, rows[3].Key, "w", 9, "gone", old+2))
-	mustNoErr(t, "MarkRetryable", s.Notice.MarkRetryable(ctx, rows[4].Key, "w", 1, "later", old+3, old+3))
-	ntClaim(t, s.Notice, notice.SourceRoomOutbox, "w", old, 60_000, 5)
-	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []notice.Key{rows[6].Key}, old+4))
+	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []persistence.NoticeKey{rows[0].NoticeKey, rows[1].NoticeKey}, old+1))
+	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []persistence.NoticeKey{rows[2].NoticeKey}, rtT0-rtHour))
+	mustNoErr(t, "MarkFailed", s.Notice.MarkFailed(ctx, rows[3].NoticeKey, "w", 9, "gone", old+2))
+	mustNoErr(t, "MarkRetryable", s.Notice.MarkRetryable(ctx, rows[4].NoticeKey, "w", 1, "later", old+3, old+3))
+	ntClaim(t, s.Notice, persistence.SourceRoomOutbox, "w", old, 60_000, 5)
+	mustNoErr(t, "MarkDelivered", s.Notice.MarkDelivered(ctx, []persistence.NoticeKey{rows[6].NoticeKey}, old+4))
 
 	r := persistence.PurgeRequest{Table: persistence.PurgeNoticeDelivery, CutoffMs: rtT0 - 7*24*rtHour, Limit: 2}
 	if n := countPurgeable(t, p, r); n != 3 {
@@ -474,12 +515,12 @@ func testPurgeNotices(t *testing.T, s RetentionStores) {
 		t.Fatalf("deleted %d, want 3", n)
 	}
 	for i, want := range []bool{false, false, true, true, true, true, false} {
-		_, err := s.Notice.Get(ctx, rows[i].Key)
+		_, err := s.Notice.Get(ctx, rows[i].NoticeKey)
 		if got := err == nil; got != want {
 			t.Fatalf("notice %s exists=%v (err %v), want %v", rows[i].SourceEventID, got, err, want)
 		}
 	}
-	if d := ntGet(t, s.Notice, rows[3].Key); d.Status != notice.StatusFailed {
+	if d := ntGet(t, s.Notice, rows[3].NoticeKey); d.Status != persistence.NoticeFailed {
 		t.Fatalf("dead letter is %s", d.Status)
 	}
 }
