@@ -65,6 +65,12 @@ func Start(sup *supervise.Supervisor, deps Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Run(sup, svc)
+}
+
+// Run spawns the purge actor of an existing Service (whose Status the
+// operators' RPC also reads).
+func Run(sup *supervise.Supervisor, svc *Service) (*Worker, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pid, err := sup.Spawn(WorkerName, actor.PropsFromProducer(func() actor.Actor {
 		return &purgeActor{ctx: ctx, svc: svc}

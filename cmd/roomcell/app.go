@@ -22,6 +22,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
+	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -57,6 +58,11 @@ type App struct {
 	notices      noticeParts
 	member       *cluster.Member
 	workers      []worker
+
+	// walletStore is the in-process wallet's store (nil when remote) and
+	// purge the retention worker's service (purge.go).
+	walletStore persistence.WalletStore
+	purge       *purge.Service
 
 	grpcServer *grpc.Server
 	health     *health.Server

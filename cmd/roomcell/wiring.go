@@ -87,10 +87,12 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		}
 		a.closers = append(a.closers, func() { _ = ws.Close() })
 		store = ws
+		a.walletStore = ws
 	} else {
 		ws := memdb.NewWalletStore()
 		a.closers = append(a.closers, func() { _ = ws.Close() })
 		store = ws
+		a.walletStore = ws
 		a.walletSource = ws
 	}
 	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
@@ -181,7 +183,10 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 		}})
 		a.began("worker room_outbox")
 	}
-	return a.startNotice(sup, im)
+	if err := a.startNotice(sup, im); err != nil {
+		return err
+	}
+	return a.startPurge(sup)
 }
 
 // registerServices registers the gRPC services besides RoomService.
@@ -195,6 +200,9 @@ func (a *App) registerServices() {
 		a.relay.RunNow(id)
 		return true
 	}, log))
+	if a.purge != nil {
+		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
+	}
 	if a.notices.store != nil {
 		v1.RegisterNoticeAdminServer(a.grpcServer, grpcapi.NewNoticeAdminServer(a.notices.store, func(source string) bool {
 			return a.notices.service.Kick(source) // nil-safe before the workers start
