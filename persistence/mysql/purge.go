@@ -303,34 +303,69 @@ func (s *Store) purgeCommandLog(ctx context.Context, r persistence.PurgeRequest)
 		return res, s.wrap("purge room_command_log", err)
 	}
 	res.Done = len(snaps) < purgeRoomsPerBatch
+	var runs []logRun
+	planned := 0
 	for _, sn := range snaps {
 		key := persistence.RoomKey{AppCode: sn.app, RoomID: sn.room}
 		from := int64(math.MinInt64)
 		if r.After != "" && sn.app == afterApp && sn.room == afterRoom {
 			from = afterSeq
 		}
-		budget := r.Limit - res.Rows
+		budget := r.Limit - planned
 		first, last, n, full, err := s.commandRun(qctx, sn.app, sn.room, from, sn.seq, r.CutoffMs, budget)
 		if err != nil {
 			return res, err
 		}
 		if n > 0 {
-			out, err := s.db.ExecContext(qctx, "DELETE FROM room_command_log WHERE app_code = ? AND room_id = ? AND seq >= ? AND seq <= ?"+
-				" AND seq <= (SELECT seq FROM room_snapshots WHERE app_code = ? AND room_id = ?) AND created_at_ms < ?",
-				sn.app, sn.room, first, last, sn.app, sn.room, r.CutoffMs)
-			if err != nil {
-				return res, s.wrap("purge room_command_log", err)
-			}
-			d, _ := out.RowsAffected()
-			res.Rows += int(d)
+			runs = append(runs, logRun{app: sn.app, room: sn.room, first: first, last: last})
+			planned += n
 		}
 		if full {
 			res.Next, res.Done = persistence.LogToken(key, last), false
-			return res, nil
+			break
 		}
 		res.Next = persistence.LogToken(key, math.MaxInt64)
 	}
-	return res, nil
+	n, err := s.deleteRuns(qctx, runs, r.CutoffMs)
+	res.Rows = n
+	return res, err
+}
+
+// logRun is one room's run of log rows a batch deletes.
+type logRun struct {
+	app, room   string
+	first, last int64
+}
+
+// deleteRuns deletes a batch's runs in one transaction: one commit (one
+// log flush) per batch instead of one per room, so the purge costs the
+// room commands' group commits as little as it can. The DELETE needs no
+// read of room_snapshots (which would lock the row an append's snapshot
+// writes): a snapshot's seq only ever grows, so a run at or below the seq
+// the walk read stays below the room's snapshot.
+func (s *Store) deleteRuns(ctx context.Context, runs []logRun, cutoffMs int64) (int, error) {
+	if len(runs) == 0 {
+		return 0, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, s.wrap("purge room_command_log", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	total := 0
+	for _, run := range runs {
+		out, err := tx.ExecContext(ctx, "DELETE FROM room_command_log WHERE app_code = ? AND room_id = ? AND seq >= ? AND seq <= ? AND created_at_ms < ?",
+			run.app, run.room, run.first, run.last, cutoffMs)
+		if err != nil {
+			return 0, s.wrap("purge room_command_log", err)
+		}
+		d, _ := out.RowsAffected()
+		total += int(d)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, s.wrap("purge room_command_log", err)
+	}
+	return total, nil
 }
 
 // commandRun finds the room's eligible run after seq from: up to budget
