@@ -23,11 +23,11 @@ func (a *App) purgeDeps(ctx context.Context) (purge.Deps, error) {
 			d.Purgers = append(d.Purgers, p)
 		}
 	}
-	add(a.store)
-	if a.walletStore != nil {
-		add(a.walletStore)
+	add(a.stores.Room)
+	if a.stores.Wallet != nil {
+		add(a.stores.Wallet)
 	}
-	notices := a.notices.store
+	notices := a.stores.Notice
 	if notices == nil && a.cfg.Store.Kind == configs.StoreMySQL {
 		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
 		if err != nil {
