@@ -92,7 +92,11 @@ func NewService(deps Deps) (*Service, error) {
 	s := &Service{deps: deps, owner: supervise.LeaseOwner(deps.NodeID), last: map[string]TableRound{},
 		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}}
 	for _, t := range persistence.PurgeTables {
-		s.limiters[t] = rate.NewLimiter(rate.Limit(cfg.RowsPerSecond), cfg.BatchSize)
+		l := rate.NewLimiter(rate.Limit(cfg.RowsPerSecond), cfg.BatchSize)
+		// A limiter starts with a full bucket; empty it, so the rate holds
+		// from the first batch instead of after a free burst per table.
+		l.AllowN(time.Now(), cfg.BatchSize)
+		s.limiters[t] = l
 	}
 	return s, nil
 }

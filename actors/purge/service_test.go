@@ -376,3 +376,28 @@ func TestWorkerStartsAndStops(t *testing.T) {
 		t.Fatalf("a bad retention block started")
 	}
 }
+
+// The rate holds from the first batch: with rows_per_second 400 and
+// batches of 100, 501 rows take at least 1.25 s.
+func TestRoundHonoursTheRate(t *testing.T) {
+	store := memdb.New()
+	now := time.Now()
+	seedRoom(t, store, persistence.RoomKey{AppCode: "a", RoomID: "r"}, 668, now.Add(-time.Hour).UnixMilli(), 0) // 501 published rows
+	cfg := fastConfig(100)
+	cfg.RowsPerSecond = 400
+	svc, err := NewService(Deps{Purgers: []persistence.Purger{store}, Config: cfg, NodeID: "n", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var rows int64
+	for _, tr := range svc.Round(t.Context()) {
+		rows += tr.Rows
+	}
+	// 501 rows at 400/s from an empty bucket: the waits after the first
+	// five batches pay for 500 rows, 1.25 s (a full initial bucket would
+	// have let the first 100 go free: 1 s).
+	if took := time.Since(start); rows != 501 || took < 1200*time.Millisecond {
+		t.Fatalf("purged %d rows in %s; want 501 rows in at least 1.2s", rows, took)
+	}
+}
