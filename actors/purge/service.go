@@ -206,10 +206,19 @@ func (s *Service) purgeTable(ctx context.Context, p persistence.Purger, table st
 	}
 	limiter := s.limiters[table]
 	for {
+		// Rows already deleted are charged to the table's limiter, even
+		// by a round that ended since; the next batch waits until they
+		// are paid for, so the rate holds across rounds.
+		if err := limiter.WaitN(ctx, 1); err != nil {
+			return tr // stopping: not an error of the table
+		}
 		res, err := p.Purge(ctx, r)
 		if err != nil {
 			tr.Err = err
 			return tr
+		}
+		if res.Rows > 0 {
+			limiter.ReserveN(time.Now(), min(res.Rows, limiter.Burst()))
 		}
 		tr.Batches++
 		tr.Rows += int64(res.Rows)
@@ -224,25 +233,22 @@ func (s *Service) purgeTable(ctx context.Context, p persistence.Purger, table st
 		if s.deps.Now().Sub(start) >= cfg.Interval {
 			return tr
 		}
-		if err := pause(ctx, cfg.BatchPause, limiter, res.Rows); err != nil {
-			return tr // stopping: not an error of the table
+		if err := sleep(ctx, cfg.BatchPause); err != nil {
+			return tr
 		}
 	}
 }
 
-// pause waits batchPause, and longer if the rate limit asks for it.
-func pause(ctx context.Context, batchPause time.Duration, limiter *rate.Limiter, rows int) error {
-	t := time.NewTimer(batchPause)
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-	}
-	if rows <= 0 {
 		return nil
 	}
-	return limiter.WaitN(ctx, min(rows, limiter.Burst()))
 }
 
 // observe refreshes the table's gauges.

@@ -394,10 +394,29 @@ func TestRoundHonoursTheRate(t *testing.T) {
 	for _, tr := range svc.Round(t.Context()) {
 		rows += tr.Rows
 	}
-	// 501 rows at 400/s from an empty bucket: the waits after the first
+	// 501 rows at 400/s from an empty bucket: the waits before the last
 	// five batches pay for 500 rows, 1.25 s (a full initial bucket would
 	// have let the first 100 go free: 1 s).
 	if took := time.Since(start); rows != 501 || took < 1200*time.Millisecond {
 		t.Fatalf("purged %d rows in %s; want 501 rows in at least 1.2s", rows, took)
+	}
+	// The debt outlives the round. Rounds that each end after one batch
+	// (a 1 ns budget) still pay for it: three rounds of 100 rows from an
+	// empty bucket wait for the first two batches, 0.5 s.
+	seedRoom(t, store, persistence.RoomKey{AppCode: "a", RoomID: "r2"}, 400, now.Add(-time.Hour).UnixMilli(), 0) // 300 published
+	cfg.Interval = time.Nanosecond
+	svc, err = NewService(Deps{Purgers: []persistence.Purger{store}, Config: cfg, NodeID: "n", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	rows = 0
+	for range 3 {
+		for _, tr := range svc.Round(t.Context()) {
+			rows += tr.Rows
+		}
+	}
+	if took := time.Since(start); rows != 300 || took < 450*time.Millisecond {
+		t.Fatalf("three rounds purged %d rows in %s; want 300 rows in at least 0.45s", rows, took)
 	}
 }
