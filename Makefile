@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember bench build proto dev fmt
+.PHONY: test services vet unit race multimember bench build proto dev fmt retention-soak
 
 test: services vet race multimember
 
@@ -57,3 +57,9 @@ proto:
 		--go_out=grpcapi --go_opt=paths=source_relative \
 		--go-grpc_out=grpcapi --go-grpc_opt=paths=source_relative \
 		grpcapi/roomcellv1/*.proto
+
+# Issue 12's soak: a --dev node with short retention beside one without,
+# under roomctl bench for 10 minutes; prints heap and table sizes
+# (docs/benchmarks.md has a run). Not part of `make test`.
+retention-soak:
+	./deploy/local/retention-soak.sh

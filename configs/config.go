@@ -36,6 +36,7 @@ type Config struct {
 	Cluster      ClusterConfig      `yaml:"cluster"`
 	Presence     PresenceConfig     `yaml:"presence"`
 	Notice       NoticeConfig       `yaml:"notice"`
+	Retention    RetentionConfig    `yaml:"retention"`
 }
 
 // Role names.
@@ -151,6 +152,7 @@ func (c *Config) setDefaults() {
 	c.Cluster.setDefaults()
 	c.Presence.setDefaults()
 	c.Notice.setDefaults()
+	c.Retention.setDefaults()
 }
 
 // Validate checks every section; the first error names its key.
@@ -170,6 +172,7 @@ func (c Config) Validate() error {
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
 		c.Cluster.TLS.validate,
+		c.Retention.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

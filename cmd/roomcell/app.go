@@ -22,6 +22,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -60,6 +61,9 @@ type App struct {
 	notices        noticeParts
 	member         *cluster.Member
 	workers        []worker
+
+	// purge is the retention worker's service (purge.go).
+	purge *purge.Service
 
 	grpcServer *grpc.Server
 	health     *health.Server

@@ -183,18 +183,18 @@ func TestFaultsNeverFailCommandsAndEveryEventArrives(t *testing.T) {
 // compensation path runs. The shutdown runs the same workers in reverse.
 func TestStartOrderFollowsSeed(t *testing.T) {
 	app, _ := startDev(t, withNotices)
-	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "grpc", "ready"}
+	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "worker retention_purge", "grpc", "ready"}
 	if !slices.Equal(app.started, want) {
 		t.Fatalf("start order %v, want %v", app.started, want)
 	}
 	app.Shutdown()
 	var workers []string
 	for _, s := range app.stopped {
-		if s == "worker presence_stale" || s == "worker room_outbox" || s == "worker notice" {
+		if s == "worker presence_stale" || s == "worker room_outbox" || s == "worker notice" || s == "worker retention_purge" {
 			workers = append(workers, s)
 		}
 	}
-	if back := []string{"worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
+	if back := []string{"worker retention_purge", "worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
 		t.Fatalf("workers stopped in order %v, want %v (the reverse of the start)", workers, back)
 	}
 }

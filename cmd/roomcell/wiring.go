@@ -161,7 +161,10 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 		}})
 		a.began("worker room_outbox")
 	}
-	return a.startNotice(sup, im)
+	if err := a.startNotice(sup, im); err != nil {
+		return err
+	}
+	return a.startPurge(sup)
 }
 
 // registerServices registers the gRPC services besides RoomService.
@@ -175,6 +178,9 @@ func (a *App) registerServices() {
 		a.relay.Kick()
 		return true
 	}, log))
+	if a.purge != nil {
+		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
+	}
 	if a.notices.store != nil {
 		v1.RegisterNoticeAdminServer(a.grpcServer, grpcapi.NewNoticeAdminServer(a.notices.store, func(source string) bool {
 			return a.notices.service.Kick(source) // nil-safe before the workers start

@@ -20,6 +20,7 @@ import (
 type NoticeStore struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
+	leases purgeLeases // purge.go
 }
 
 var _ persistence.NoticeStore = (*NoticeStore)(nil)

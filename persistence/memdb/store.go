@@ -15,6 +15,7 @@ import (
 type Store struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
+	leases purgeLeases // purge.go
 }
 
 var _ persistence.Store = (*Store)(nil)

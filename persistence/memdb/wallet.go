@@ -18,6 +18,7 @@ import (
 type WalletStore struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
+	leases purgeLeases // purge.go
 }
 
 var _ persistence.WalletStore = (*WalletStore)(nil)

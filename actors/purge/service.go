@@ -1,0 +1,330 @@
+package purge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// WorkerName is the actor name and the log `worker` field.
+const WorkerName = "retention_purge"
+
+// Deps is what the purge worker needs.
+type Deps struct {
+	// Purgers are this node's stores that hold purgeable tables; a table
+	// no store here holds is left to the nodes that have it.
+	Purgers []persistence.Purger
+	// Positions reads the notice cursors. nil: no cursor is known, so
+	// RoomUserKicked and wallet_outbox rows, which wait for it, stay.
+	Positions persistence.ConsumerPositions
+	Config    configs.RetentionConfig
+	NodeID    string
+	Logger    *slog.Logger
+	Metrics   *Metrics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// TableRound is what one round did to one table.
+type TableRound struct {
+	Table   string
+	Rows    int64
+	Batches int
+	// Done: nothing more was eligible when the round ended.
+	Done bool
+	// Skipped says why the table was not purged ("lease held by another
+	// node"), "" when it was.
+	Skipped string
+	Err     error
+	AtMs    int64
+}
+
+// TableReport is one table's line of `roomctl purge status` / `--dry-run`.
+type TableReport struct {
+	Table     string
+	Retention time.Duration
+	CutoffMs  int64
+	// Held is false when no store on this node holds the table.
+	Held              bool
+	RowEstimate       int64
+	OldestCreatedAtMs int64
+	// Purgeable is the dry run's count (at most persistence.MaxPurgeCount;
+	// -1 when not asked).
+	Purgeable int64
+	// Last is this node's last round of the table (zero before the first).
+	Last TableRound
+}
+
+// Service runs purge rounds and answers status; the actor drives it.
+type Service struct {
+	deps  Deps
+	owner string
+
+	mu       sync.Mutex
+	last     map[string]TableRound
+	limiters map[string]*rate.Limiter
+	errLog   map[string]time.Time // table → when its last error was logged
+}
+
+// NewService validates deps (a bad retention block is an error naming the
+// key).
+func NewService(deps Deps) (*Service, error) {
+	cfg, err := deps.Config.Normalized()
+	if err != nil {
+		return nil, err
+	}
+	deps.Config = cfg
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	s := &Service{deps: deps, owner: supervise.LeaseOwner(deps.NodeID), last: map[string]TableRound{},
+		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}}
+	for _, t := range persistence.PurgeTables {
+		l := rate.NewLimiter(rate.Limit(cfg.RowsPerSecond), cfg.BatchSize)
+		// A limiter starts with a full bucket; empty it, so the rate holds
+		// from the first batch instead of after a free burst per table.
+		l.AllowN(time.Now(), cfg.BatchSize)
+		s.limiters[t] = l
+	}
+	return s, nil
+}
+
+// Retention is the configured age of a table's rule.
+func (s *Service) Retention(table string) time.Duration {
+	c := s.deps.Config
+	switch table {
+	case persistence.PurgeRoomOutbox:
+		return c.OutboxPublished
+	case persistence.PurgeCommandLog:
+		return c.CommandLog
+	case persistence.PurgeWalletOutbox:
+		return c.WalletOutbox
+	case persistence.PurgeNoticeDelivery:
+		return c.NoticesDelivered
+	}
+	return 0
+}
+
+func (s *Service) purger(table string) persistence.Purger {
+	for _, p := range s.deps.Purgers {
+		for _, t := range p.PurgeTables() {
+			if t == table {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// consumerSource is the notice source whose cursor the table's rule waits
+// for ("" = none).
+func consumerSource(table string) string {
+	switch table {
+	case persistence.PurgeRoomOutbox:
+		return persistence.SourceRoomOutbox
+	case persistence.PurgeWalletOutbox:
+		return persistence.SourceWalletOutbox
+	}
+	return ""
+}
+
+func (s *Service) request(ctx context.Context, table string, limit int) (persistence.PurgeRequest, error) {
+	r := persistence.PurgeRequest{Table: table, CutoffMs: s.deps.Now().Add(-s.Retention(table)).UnixMilli(), Limit: limit}
+	if src := consumerSource(table); src != "" && s.deps.Positions != nil {
+		pos, err := s.deps.Positions.ConsumerPosition(ctx, src)
+		if err != nil {
+			return r, fmt.Errorf("read notice cursor %s: %w", src, err)
+		}
+		r.Consumer = pos
+	}
+	return r, nil
+}
+
+// Round purges every table this node holds, one after the other, and
+// returns what it did. A table whose backlog outlasts retention.interval is
+// left for the next round (Done false), so one table cannot starve the
+// others.
+func (s *Service) Round(ctx context.Context) []TableRound {
+	var out []TableRound
+	for _, table := range persistence.PurgeTables {
+		p := s.purger(table)
+		if p == nil {
+			continue
+		}
+		tr := s.purgeTable(ctx, p, table)
+		if tr.Err != nil {
+			s.logError(tr)
+			if s.deps.Metrics != nil {
+				s.deps.Metrics.Errors.WithLabelValues(table).Inc()
+			}
+		}
+		s.observe(ctx, p, table)
+		s.mu.Lock()
+		s.last[table] = tr
+		s.mu.Unlock()
+		out = append(out, tr)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if s.deps.Metrics != nil && ctx.Err() == nil {
+		s.deps.Metrics.Rounds.Inc()
+	}
+	return out
+}
+
+func (s *Service) purgeTable(ctx context.Context, p persistence.Purger, table string) TableRound {
+	cfg := s.deps.Config
+	start := s.deps.Now()
+	tr := TableRound{Table: table, AtMs: start.UnixMilli()}
+	lease, held, err := p.AcquirePurgeLease(ctx, table, s.owner, start.UnixMilli(), cfg.LeaseTTL.Milliseconds())
+	if err != nil {
+		tr.Err = fmt.Errorf("purge lease: %w", err)
+		return tr
+	}
+	if !held {
+		tr.Skipped, tr.Done = "lease held by another node", true
+		return tr
+	}
+	defer lease.Release()
+	r, err := s.request(ctx, table, cfg.BatchSize)
+	if err != nil {
+		tr.Err = err
+		return tr
+	}
+	limiter := s.limiters[table]
+	for {
+		// Rows already deleted are charged to the table's limiter, even
+		// by a round that ended since; the next batch waits until they
+		// are paid for, so the rate holds across rounds.
+		if err := limiter.WaitN(ctx, 1); err != nil {
+			return tr // stopping: not an error of the table
+		}
+		res, err := p.Purge(ctx, r)
+		if err != nil {
+			tr.Err = err
+			return tr
+		}
+		if res.Rows > 0 {
+			limiter.ReserveN(time.Now(), min(res.Rows, limiter.Burst()))
+		}
+		tr.Batches++
+		tr.Rows += int64(res.Rows)
+		if s.deps.Metrics != nil && res.Rows > 0 {
+			s.deps.Metrics.RowsPurged.WithLabelValues(table).Add(float64(res.Rows))
+		}
+		if res.Done {
+			tr.Done = true
+			return tr
+		}
+		r.After = res.Next
+		if s.deps.Now().Sub(start) >= cfg.Interval {
+			return tr
+		}
+		if err := sleep(ctx, cfg.BatchPause); err != nil {
+			return tr
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// observe refreshes the table's gauges.
+func (s *Service) observe(ctx context.Context, p persistence.Purger, table string) {
+	if s.deps.Metrics == nil || ctx.Err() != nil {
+		return
+	}
+	ret, err := p.TableRetention(ctx, table)
+	if err != nil {
+		s.logError(TableRound{Table: table, Err: fmt.Errorf("table retention: %w", err)})
+		return
+	}
+	age := int64(0)
+	if ret.OldestCreatedAtMs > 0 {
+		age = max(0, s.deps.Now().UnixMilli()-ret.OldestCreatedAtMs)
+	}
+	s.deps.Metrics.OldestAge.WithLabelValues(table).Set(float64(age))
+	s.deps.Metrics.RowEstimate.WithLabelValues(table).Set(float64(ret.RowEstimate))
+}
+
+// errorLogEvery bounds how often one table's errors are logged: a
+// database outage fails every round, and one line a minute says so.
+const errorLogEvery = time.Minute
+
+func (s *Service) logError(tr TableRound) {
+	s.mu.Lock()
+	now := s.deps.Now()
+	last, seen := s.errLog[tr.Table]
+	if seen && now.Sub(last) < errorLogEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.errLog[tr.Table] = now
+	s.mu.Unlock()
+	s.deps.Logger.Error("purge round failed: retrying next round", slog.String("worker", WorkerName),
+		slog.String("node_id", s.deps.NodeID), slog.String("table", tr.Table), slog.String("error", supervise.ErrorText(tr.Err)))
+}
+
+// Status reports every purge table: its rule's cutoff, size, oldest row
+// and this node's last round; with dryRun also how many rows a purge would
+// delete now (it deletes nothing).
+func (s *Service) Status(ctx context.Context, dryRun bool) ([]TableReport, error) {
+	var out []TableReport
+	var errs []error
+	for _, table := range persistence.PurgeTables {
+		rep := TableReport{Table: table, Retention: s.Retention(table), Purgeable: -1}
+		s.mu.Lock()
+		rep.Last = s.last[table]
+		s.mu.Unlock()
+		p := s.purger(table)
+		r, err := s.request(ctx, table, persistence.MaxPurgeCount)
+		rep.CutoffMs = r.CutoffMs
+		if p == nil {
+			out = append(out, rep)
+			continue
+		}
+		rep.Held = true
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", table, err))
+			out = append(out, rep)
+			continue
+		}
+		ret, err := p.TableRetention(ctx, table)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", table, err))
+		}
+		rep.RowEstimate, rep.OldestCreatedAtMs = ret.RowEstimate, ret.OldestCreatedAtMs
+		if dryRun {
+			n, err := p.CountPurgeable(ctx, r)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", table, err))
+			} else {
+				rep.Purgeable = n
+			}
+		}
+		out = append(out, rep)
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/hyapp/roomcell/actors/purge"
+	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/mysql"
+)
+
+// purgeDeps collects the stores of this process that hold purgeable
+// tables, and the notice cursors the rules wait for. On MySQL a process
+// without the notice role still reads the cursors (and purges delivered
+// notices) through a notice store of its own: without the cursors it
+// could never purge wallet_outbox or a kick.
+func (a *App) purgeDeps(ctx context.Context) (purge.Deps, error) {
+	d := purge.Deps{Config: a.cfg.Retention, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "purge")}
+	add := func(s any) {
+		if p, ok := s.(persistence.Purger); ok {
+			d.Purgers = append(d.Purgers, p)
+		}
+	}
+	add(a.stores.Room)
+	if a.stores.Wallet != nil {
+		add(a.stores.Wallet)
+	}
+	notices := a.stores.Notice
+	if notices == nil && a.cfg.Store.Kind == configs.StoreMySQL {
+		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
+		if err != nil {
+			return d, err
+		}
+		a.closers = append(a.closers, func() { _ = ns.Close() })
+		notices = ns
+	}
+	if notices != nil {
+		add(notices)
+		d.Positions, _ = notices.(persistence.ConsumerPositions)
+	}
+	return d, nil
+}
+
+// startPurge builds the retention service (the PurgeAdmin RPC reads it even
+// when retention.enabled is off) and, when on, its worker under sup.
+func (a *App) startPurge(sup *supervise.Supervisor) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.MySQL.DialTimeout+a.cfg.MySQL.QueryTimeout)
+	defer cancel()
+	deps, err := a.purgeDeps(ctx)
+	if err != nil {
+		return err
+	}
+	if deps.Metrics, err = purge.NewMetrics(a.registry); err != nil {
+		return err
+	}
+	svc, err := purge.NewService(deps)
+	if err != nil {
+		return err
+	}
+	a.purge = svc
+	if !a.cfg.Retention.On() {
+		return nil
+	}
+	w, err := purge.Run(sup, svc)
+	if err != nil {
+		return err
+	}
+	a.workers = append(a.workers, worker{name: purge.WorkerName, stop: func() {
+		if err := w.Stop(10 * time.Second); err != nil {
+			a.log.Warn("purge worker stop", "error", err)
+		}
+	}})
+	a.began("worker " + purge.WorkerName)
+	return nil
+}

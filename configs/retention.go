@@ -1,0 +1,111 @@
+package configs
+
+import "time"
+
+// RetentionConfig is the retention block (issue 12): how long each growing
+// table keeps what is finished, and how fast the purge worker deletes.
+// Zero takes the default; a negative value is refused (it would not mean
+// "keep nothing" and must not silently mean the default either).
+type RetentionConfig struct {
+	Enabled *bool `yaml:"enabled"` // default true
+	// OutboxPublished: published room_outbox rows go when they were
+	// created and published this long ago (default 72h).
+	OutboxPublished time.Duration `yaml:"outbox_published"`
+	// CommandLog: room_command_log rows go when this old and at or below
+	// the room's snapshot (default 168h = 7d). It is the idempotency
+	// window: a command_id retried later may be executed as a new command.
+	CommandLog time.Duration `yaml:"command_log"`
+	// WalletOutbox: wallet_outbox rows go when this old and passed by the
+	// notice cursor (default 72h).
+	WalletOutbox time.Duration `yaml:"wallet_outbox"`
+	// NoticesDelivered: delivered notice_delivery_events rows go when
+	// delivered this long ago (default 168h); failed ones never go.
+	NoticesDelivered time.Duration `yaml:"notices_delivered"`
+	// Interval between purge rounds (default 1m).
+	Interval time.Duration `yaml:"interval"`
+	// BatchSize: rows per DELETE statement (default and maximum 1000).
+	BatchSize int `yaml:"batch_size"`
+	// BatchPause: the least pause between two batches (default 20ms).
+	BatchPause time.Duration `yaml:"batch_pause"`
+	// RowsPerSecond caps the purge rate per table (default 5000); the
+	// pause after a batch is at least rows/rate.
+	RowsPerSecond int `yaml:"rows_per_second"`
+	// LeaseTTL bounds how long a go-memdb purge lease outlives a holder
+	// that never releases it (default 5m; MySQL's lock dies with its
+	// connection instead).
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+}
+
+// MaxRetentionBatch is the most rows one purge statement may delete (the
+// value of persistence.MaxPurgeBatch; configs may not import it).
+const MaxRetentionBatch = 1000
+
+// minCommandLog keeps the idempotency window longer than any client's
+// retry loop.
+const minCommandLog = time.Minute
+
+// On reports whether the purge worker runs (default true).
+func (c RetentionConfig) On() bool { return c.Enabled == nil || *c.Enabled }
+
+func zeroOr(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func (c *RetentionConfig) setDefaults() {
+	c.OutboxPublished = zeroOr(c.OutboxPublished, 72*time.Hour)
+	c.CommandLog = zeroOr(c.CommandLog, 7*24*time.Hour)
+	c.WalletOutbox = zeroOr(c.WalletOutbox, 72*time.Hour)
+	c.NoticesDelivered = zeroOr(c.NoticesDelivered, 7*24*time.Hour)
+	c.Interval = zeroOr(c.Interval, time.Minute)
+	if c.BatchSize == 0 {
+		c.BatchSize = MaxRetentionBatch
+	}
+	c.BatchPause = zeroOr(c.BatchPause, 20*time.Millisecond)
+	if c.RowsPerSecond == 0 {
+		c.RowsPerSecond = 5000
+	}
+	c.LeaseTTL = zeroOr(c.LeaseTTL, 5*time.Minute)
+}
+
+func (c RetentionConfig) validate() error {
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"retention.outbox_published", c.OutboxPublished},
+		{"retention.command_log", c.CommandLog},
+		{"retention.wallet_outbox", c.WalletOutbox},
+		{"retention.notices_delivered", c.NoticesDelivered},
+		{"retention.interval", c.Interval},
+		{"retention.batch_pause", c.BatchPause},
+		{"retention.lease_ttl", c.LeaseTTL},
+	} {
+		if d.v < 0 {
+			return errorf(d.key, "%s is negative", d.v)
+		}
+	}
+	if c.CommandLog < minCommandLog {
+		return errorf("retention.command_log", "%s is shorter than %s: it is the command_id idempotency window", c.CommandLog, minCommandLog)
+	}
+	if c.BatchSize < 1 || c.BatchSize > MaxRetentionBatch {
+		return errorf("retention.batch_size", "%d is outside 1..%d", c.BatchSize, MaxRetentionBatch)
+	}
+	if c.RowsPerSecond < 1 {
+		return errorf("retention.rows_per_second", "%d is not positive", c.RowsPerSecond)
+	}
+	return nil
+}
+
+// Normalized returns c with its defaults applied and validated, for callers
+// that build the section in code (the purge worker's Start, tests). The
+// error names the offending key like Load's do.
+func (c RetentionConfig) Normalized() (RetentionConfig, error) {
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return RetentionConfig{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,451 @@
+package memdb
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// The go-memdb stores apply the retention rules of persistence.PurgeRequest
+// so a --dev node can run for weeks. Each batch is one write transaction
+// (go-memdb's single writer), so a batch and a room append never interleave.
+
+var (
+	_ persistence.Purger            = (*Store)(nil)
+	_ persistence.Purger            = (*WalletStore)(nil)
+	_ persistence.Purger            = (*NoticeStore)(nil)
+	_ persistence.ConsumerPositions = (*NoticeStore)(nil)
+)
+
+// purgeLeases is the in-process purge lease of one store: a go-memdb store
+// lives in one process, so a map under a mutex is the whole lease.
+type purgeLeases struct {
+	mu     sync.Mutex
+	byName map[string]purgeHolder
+}
+
+type purgeHolder struct {
+	owner   string
+	untilMs int64
+	token   uint64
+}
+
+var leaseTokens struct {
+	sync.Mutex
+	next uint64
+}
+
+type memLease struct {
+	l     *purgeLeases
+	table string
+	token uint64
+	once  sync.Once
+}
+
+func (m *memLease) Release() {
+	m.once.Do(func() {
+		m.l.mu.Lock()
+		defer m.l.mu.Unlock()
+		if h, ok := m.l.byName[m.table]; ok && h.token == m.token {
+			delete(m.l.byName, m.table)
+		}
+	})
+}
+
+func (l *purgeLeases) acquire(table, owner string, nowMs, ttlMs int64) (persistence.PurgeLease, bool, error) {
+	if !persistence.IsPurgeTable(table) || owner == "" || ttlMs <= 0 {
+		return nil, false, fmt.Errorf("memdb: purge lease needs a purge table, an owner and a ttl (table %q)", table)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byName == nil {
+		l.byName = map[string]purgeHolder{}
+	}
+	if h, ok := l.byName[table]; ok && h.owner != owner && h.untilMs > nowMs {
+		return nil, false, nil
+	}
+	leaseTokens.Lock()
+	leaseTokens.next++
+	token := leaseTokens.next
+	leaseTokens.Unlock()
+	l.byName[table] = purgeHolder{owner: owner, untilMs: nowMs + ttlMs, token: token}
+	return &memLease{l: l, table: table, token: token}, true, nil
+}
+
+func checkTable(r persistence.PurgeRequest, have ...string) error {
+	for _, t := range have {
+		if r.Table == t {
+			return nil
+		}
+	}
+	return fmt.Errorf("memdb: this store does not hold %q (has %v)", r.Table, have)
+}
+
+// memPurge runs a table's collect function in one transaction: a write
+// transaction that deletes what it collected, or a read one for a dry run.
+type memPurge struct {
+	ready  func(context.Context) error
+	db     *memdb.MemDB
+	tables []string
+}
+
+// collectFunc returns the rows a batch would delete (table rows as
+// stored) and where the walk stands (Rows is filled in by memPurge).
+type collectFunc func(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error)
+
+func (m memPurge) purge(ctx context.Context, r persistence.PurgeRequest, table string, collect collectFunc) (persistence.PurgeResult, error) {
+	if err := m.check(ctx, r, true); err != nil {
+		return persistence.PurgeResult{}, err
+	}
+	txn := m.db.Txn(true)
+	defer txn.Abort()
+	doomed, res, err := collect(txn, r)
+	if err != nil {
+		return persistence.PurgeResult{}, err
+	}
+	for _, row := range doomed {
+		if err := txn.Delete(table, row); err != nil {
+			return persistence.PurgeResult{}, fmt.Errorf("memdb: purge %s: %w", table, err)
+		}
+	}
+	txn.Commit()
+	res.Rows = len(doomed)
+	return res, nil
+}
+
+func (m memPurge) count(ctx context.Context, r persistence.PurgeRequest, collect collectFunc) (int64, error) {
+	if err := m.check(ctx, r, false); err != nil {
+		return 0, err
+	}
+	r.After = ""
+	doomed, _, err := collect(m.db.Txn(false), r)
+	return int64(len(doomed)), err
+}
+
+func (m memPurge) check(ctx context.Context, r persistence.PurgeRequest, batch bool) error {
+	if err := m.ready(ctx); err != nil {
+		return err
+	}
+	err := r.Validate()
+	if batch {
+		err = r.ValidateBatch()
+	}
+	if err != nil {
+		return err
+	}
+	return checkTable(r, m.tables...)
+}
+
+// ---- room store: room_outbox and room_command_log ----
+
+// PurgeTables implements persistence.Purger.
+func (s *Store) PurgeTables() []string {
+	return []string{persistence.PurgeRoomOutbox, persistence.PurgeCommandLog}
+}
+
+func (s *Store) memPurge() memPurge {
+	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables()}
+}
+
+// AcquirePurgeLease implements persistence.Purger.
+func (s *Store) AcquirePurgeLease(ctx context.Context, table, owner string, nowMs, ttlMs int64) (persistence.PurgeLease, bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, false, err
+	}
+	return s.leases.acquire(table, owner, nowMs, ttlMs)
+}
+
+func roomCollect(r persistence.PurgeRequest) (string, collectFunc) {
+	if r.Table == persistence.PurgeRoomOutbox {
+		return tableOutbox, walkRoomOutbox
+	}
+	return tableCommandLog, walkCommandLog
+}
+
+// Purge implements persistence.Purger.
+func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
+	table, collect := roomCollect(r)
+	return s.memPurge().purge(ctx, r, table, collect)
+}
+
+// CountPurgeable implements persistence.Purger.
+func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) (int64, error) {
+	_, collect := roomCollect(r)
+	return s.memPurge().count(ctx, r, collect)
+}
+
+// walkRoomOutbox walks the published rows oldest first (the status index)
+// up to the cutoff; After is the last row looked at, "<created_ms>/<id>".
+func walkRoomOutbox(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+	var res persistence.PurgeResult
+	afterMs, afterID, err := persistence.ParseOutboxToken(r.After)
+	if err != nil {
+		return nil, res, err
+	}
+	it, err := txn.LowerBound(tableOutbox, indexStatus, persistence.OutboxPublished, afterMs, afterID)
+	if err != nil {
+		return nil, res, fmt.Errorf("memdb: purge room_outbox: %w", err)
+	}
+	var doomed []any
+	for raw := it.Next(); ; raw = it.Next() {
+		if raw == nil {
+			res.Done = true
+			break
+		}
+		e := raw.(*outboxEntry)
+		if e.Status != persistence.OutboxPublished || e.CreatedAtMs >= r.CutoffMs {
+			res.Done = true
+			break
+		}
+		if r.After != "" && e.CreatedAtMs == afterMs && e.EventID == afterID {
+			continue
+		}
+		if len(doomed) == r.Limit {
+			break
+		}
+		res.Next = persistence.OutboxToken(e.CreatedAtMs, e.EventID)
+		if persistence.OutboxRowPurgeable(e.Row, r) {
+			doomed = append(doomed, e)
+		}
+	}
+	return doomed, res, nil
+}
+
+// walkCommandLog walks the rooms that have a snapshot (the snapshot table
+// in key order) and in each the log rows from its start up to the
+// snapshot's seq, stopping in a room at its first row inside the window.
+// After is the last row looked at, "<app>\x00<room>\x00<seq>".
+func walkCommandLog(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+	var res persistence.PurgeResult
+	after, afterSeq, err := persistence.ParseLogToken(r.After)
+	if err != nil {
+		return nil, res, err
+	}
+	snaps, err := txn.LowerBound(tableSnapshots, indexID, after.AppCode, after.RoomID)
+	if err != nil {
+		return nil, res, fmt.Errorf("memdb: purge room_command_log: %w", err)
+	}
+	var doomed []any
+	for raw := snaps.Next(); ; raw = snaps.Next() {
+		if raw == nil {
+			res.Done = true
+			return doomed, res, nil
+		}
+		snap := raw.(*persistence.Snapshot)
+		from := int64(0)
+		if r.After != "" && snap.Key() == after {
+			from = afterSeq + 1
+		}
+		logs, err := txn.LowerBound(tableCommandLog, indexID, snap.AppCode, snap.RoomID, from)
+		if err != nil {
+			return nil, res, fmt.Errorf("memdb: purge room_command_log: %w", err)
+		}
+		for lr := logs.Next(); lr != nil; lr = logs.Next() {
+			c := lr.(*persistence.CommandRecord)
+			if c.AppCode != snap.AppCode || c.RoomID != snap.RoomID || c.Seq > snap.Seq || c.CreatedAtMs >= r.CutoffMs {
+				break
+			}
+			if len(doomed) == r.Limit {
+				return doomed, res, nil
+			}
+			doomed = append(doomed, c)
+			res.Next = persistence.LogToken(c.Key(), c.Seq)
+		}
+	}
+}
+
+// TableRetention implements persistence.Purger.
+func (s *Store) TableRetention(ctx context.Context, table string) (persistence.TableRetention, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.TableRetention{}, err
+	}
+	out := persistence.TableRetention{Table: table}
+	txn := s.db.Txn(false)
+	switch table {
+	case persistence.PurgeRoomOutbox:
+		return out, scanAll(txn, tableOutbox, func(raw any) {
+			out.RowEstimate++
+			out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*outboxEntry).CreatedAtMs)
+		})
+	case persistence.PurgeCommandLog:
+		return out, scanAll(txn, tableCommandLog, func(raw any) {
+			out.RowEstimate++
+			out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*persistence.CommandRecord).CreatedAtMs)
+		})
+	}
+	return out, fmt.Errorf("memdb: this store does not hold %q", table)
+}
+
+func scanAll(txn *memdb.Txn, table string, fn func(any)) error {
+	it, err := txn.Get(table, indexID)
+	if err != nil {
+		return fmt.Errorf("memdb: scan %s: %w", table, err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		fn(raw)
+	}
+	return nil
+}
+
+func oldest(cur, ms int64) int64 {
+	if cur == 0 || ms < cur {
+		return ms
+	}
+	return cur
+}
+
+// ---- wallet store: wallet_outbox ----
+
+// PurgeTables implements persistence.Purger.
+func (s *WalletStore) PurgeTables() []string { return []string{persistence.PurgeWalletOutbox} }
+
+// AcquirePurgeLease implements persistence.Purger.
+func (s *WalletStore) AcquirePurgeLease(ctx context.Context, table, owner string, nowMs, ttlMs int64) (persistence.PurgeLease, bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, false, err
+	}
+	return s.leases.acquire(table, owner, nowMs, ttlMs)
+}
+
+func (s *WalletStore) memPurge() memPurge {
+	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables()}
+}
+
+// Purge implements persistence.Purger.
+func (s *WalletStore) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
+	return s.memPurge().purge(ctx, r, tableWalletOutbox, walletPurgeable)
+}
+
+// CountPurgeable implements persistence.Purger.
+func (s *WalletStore) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) (int64, error) {
+	return s.memPurge().count(ctx, r, walletPurgeable)
+}
+
+// walletPurgeable walks wallet_outbox by id from its start and stops at the
+// first row the notice cursor has not passed, that is inside the window or
+// that is the newest row (the next id is the newest plus one: deleting it
+// would hand its id out again, behind the cursor).
+func walletPurgeable(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+	done := persistence.PurgeResult{Done: true}
+	last, err := txn.Last(tableWalletOutbox, indexID)
+	if err != nil || last == nil {
+		return nil, done, err
+	}
+	newest := last.(*persistence.WalletOutboxRecord).ID
+	it, err := txn.Get(tableWalletOutbox, indexID)
+	if err != nil {
+		return nil, done, fmt.Errorf("memdb: purge wallet_outbox: %w", err)
+	}
+	var doomed []any
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		o := raw.(*persistence.WalletOutboxRecord)
+		if o.ID >= newest || !r.Consumer.Found || o.ID > r.Consumer.Num || o.CreatedAtMs >= r.CutoffMs {
+			break
+		}
+		if len(doomed) == r.Limit {
+			return doomed, persistence.PurgeResult{}, nil
+		}
+		doomed = append(doomed, o)
+	}
+	return doomed, done, nil
+}
+
+// TableRetention implements persistence.Purger.
+func (s *WalletStore) TableRetention(ctx context.Context, table string) (persistence.TableRetention, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.TableRetention{}, err
+	}
+	if table != persistence.PurgeWalletOutbox {
+		return persistence.TableRetention{}, fmt.Errorf("memdb: this store does not hold %q", table)
+	}
+	out := persistence.TableRetention{Table: table}
+	return out, scanAll(s.db.Txn(false), tableWalletOutbox, func(raw any) {
+		out.RowEstimate++
+		out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*persistence.WalletOutboxRecord).CreatedAtMs)
+	})
+}
+
+// ---- notice store: notice_delivery_events ----
+
+// PurgeTables implements persistence.Purger.
+func (s *NoticeStore) PurgeTables() []string { return []string{persistence.PurgeNoticeDelivery} }
+
+// AcquirePurgeLease implements persistence.Purger.
+func (s *NoticeStore) AcquirePurgeLease(ctx context.Context, table, owner string, nowMs, ttlMs int64) (persistence.PurgeLease, bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, false, err
+	}
+	return s.leases.acquire(table, owner, nowMs, ttlMs)
+}
+
+func (s *NoticeStore) memPurge() memPurge {
+	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables()}
+}
+
+// Purge implements persistence.Purger.
+func (s *NoticeStore) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
+	return s.memPurge().purge(ctx, r, tableNoticeDeliveries, noticesPurgeable)
+}
+
+// CountPurgeable implements persistence.Purger.
+func (s *NoticeStore) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) (int64, error) {
+	return s.memPurge().count(ctx, r, noticesPurgeable)
+}
+
+// noticesPurgeable reads the delivered rows by (source, next_retry_at_ms),
+// which for a delivered row is when it was delivered; failed rows are in
+// another part of the index and never read.
+func noticesPurgeable(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+	it, err := txn.Get(tableNoticeDeliveries, indexNoticeDue+"_prefix", persistence.NoticeDelivered)
+	if err != nil {
+		return nil, persistence.PurgeResult{}, fmt.Errorf("memdb: purge notice_delivery_events: %w", err)
+	}
+	var doomed []any
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		e := raw.(*noticeEntry)
+		if e.Status != persistence.NoticeDelivered || e.NextRetryAtMs >= r.CutoffMs {
+			continue // the next source's rows may still be old
+		}
+		if len(doomed) == r.Limit {
+			return doomed, persistence.PurgeResult{}, nil
+		}
+		doomed = append(doomed, e)
+	}
+	return doomed, persistence.PurgeResult{Done: true}, nil
+}
+
+// TableRetention implements persistence.Purger.
+func (s *NoticeStore) TableRetention(ctx context.Context, table string) (persistence.TableRetention, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.TableRetention{}, err
+	}
+	if table != persistence.PurgeNoticeDelivery {
+		return persistence.TableRetention{}, fmt.Errorf("memdb: this store does not hold %q", table)
+	}
+	out := persistence.TableRetention{Table: table}
+	return out, scanAll(s.db.Txn(false), tableNoticeDeliveries, func(raw any) {
+		out.RowEstimate++
+		out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*noticeEntry).Row.CreatedAtMs)
+	})
+}
+
+// ConsumerPosition implements persistence.ConsumerPositions: a read of the
+// cursor that leaves its lease alone.
+func (s *NoticeStore) ConsumerPosition(ctx context.Context, source string) (persistence.ConsumerPosition, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.ConsumerPosition{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableNoticeCursors, indexID, source)
+	if err != nil {
+		return persistence.ConsumerPosition{}, fmt.Errorf("memdb: read cursor %s: %w", source, err)
+	}
+	if raw == nil {
+		return persistence.ConsumerPosition{}, nil
+	}
+	c := raw.(*noticeCursor).Cursor
+	return persistence.ConsumerPosition{Num: c.Num, Key: c.Key, Found: true}, nil
+}

@@ -1,0 +1,51 @@
+package mysql
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/persistence/storetest"
+)
+
+func TestRetentionContractMariaDB(t *testing.T) {
+	storetest.RunRetention(t, func(t *testing.T) storetest.RetentionStores {
+		cfg, _ := mysqltest.NewDatabase(t)
+		room, err := Open(context.Background(), cfg, WithLogger(quiet))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = room.Close() })
+		ws, err := OpenWalletStore(context.Background(), cfg)
+		if err != nil {
+			t.Fatalf("OpenWalletStore: %v", err)
+		}
+		t.Cleanup(func() { _ = ws.Close() })
+		return storetest.RetentionStores{Room: room, Wallet: ws, Notice: newTestNoticeStore(t, cfg)}
+	})
+}
+
+// Two lock holders are two connections: a lease dies with its holder's
+// connection, so a killed node does not keep the table.
+func TestPurgeLeaseDiesWithConnection(t *testing.T) {
+	s := newTestStore(t, nil)
+	lease, held, err := s.AcquirePurgeLease(t.Context(), "room_outbox", "node-a", 0, 0)
+	if err != nil || !held {
+		t.Fatalf("first lease: held=%v err=%v", held, err)
+	}
+	// Kill the holder's connection from the server side.
+	l := lease.(*sqlLease)
+	var id int64
+	if err := l.conn.QueryRowContext(t.Context(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(t.Context(), "KILL ?", id); err != nil {
+		t.Fatalf("KILL: %v", err)
+	}
+	other, held, err := s.AcquirePurgeLease(t.Context(), "room_outbox", "node-b", 0, 0)
+	if err != nil || !held {
+		t.Fatalf("lease of a dead connection still held: held=%v err=%v", held, err)
+	}
+	other.Release()
+	lease.Release() // on a dead connection: must not panic or block
+}
