@@ -32,6 +32,9 @@ type Command struct {
 	RoomID    string
 	UserID    string // operator
 	NowMs     int64
+	// RequestHash fingerprints the request (RequestHash); it is stored
+	// with the log record so a reused command_id can be checked.
+	RequestHash string
 
 	Name     string   // CreateRoom
 	MicSeats int      // CreateRoom; 0 = DefaultMicSeats

@@ -233,6 +233,12 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if app, room := KeyOf(rc); app != g.key.AppCode || room != g.key.RoomID {
 		return nil, invalidf("command for %s/%s sent to room %s", app, room, g.key)
 	}
+	if Mutates(cmd.Type) {
+		var err error
+		if cmd.RequestHash, err = RequestHash(rc); err != nil {
+			return nil, err
+		}
+	}
 	if !Mutates(cmd.Type) {
 		if _, err := Decide(g.state, cmd); err != nil {
 			return nil, err
@@ -241,7 +247,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
-		return g.recorded(cmd.CommandID)
+		return g.recorded(cmd)
 	}
 	if err := g.dirCheck(cmd); err != nil { // directory hook
 		return nil, err
@@ -250,12 +256,19 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if err != nil {
 		// A retry of an old command can break a rule that its first run
 		// did not (CreateRoom twice): answer it from the log if it is there.
-		if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
-			return reply, nil
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+			return reply, dupErr
 		}
 		return nil, err
 	}
 	if cmd.Type == CmdSendGift {
+		// A key older than the cached ones is looked up before any money
+		// moves: its reuse must not reach the wallet.
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+			return reply, dupErr
+		} else if !errors.Is(dupErr, persistence.ErrNotFound) {
+			return nil, dupErr
+		}
 		if events, err = g.chargeGift(cmd); err != nil {
 			return nil, err
 		}
@@ -282,8 +295,12 @@ func (g *grain) chargeGift(cmd Command) ([]Event, error) {
 	return Decide(g.state, cmd)
 }
 
-// recorded returns the stored reply of commandID, marked duplicate.
-func (g *grain) recorded(commandID string) (*v1.CommandReply, error) {
+// recorded returns the stored reply of cmd's command_id, marked
+// duplicate, or ErrExists if the command_id was recorded for a different
+// request: a key names one command, and a second command under it would
+// otherwise be dropped while its caller is told it happened.
+func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
+	commandID := cmd.CommandID
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	rec, err := g.deps.Store.FindCommand(ctx, g.key, commandID)
@@ -292,6 +309,13 @@ func (g *grain) recorded(commandID string) (*v1.CommandReply, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	// Rows written before fingerprints were stored have none to compare.
+	if rec.RequestHash != "" && rec.RequestHash != cmd.RequestHash {
+		if rec.CommandType != cmd.Type {
+			return nil, fmt.Errorf("%w: command_id %q was already used for a %s, this is a %s", ErrExists, commandID, rec.CommandType, cmd.Type)
+		}
+		return nil, fmt.Errorf("%w: command_id %q was already used for a %s with different fields", ErrExists, commandID, rec.CommandType)
 	}
 	var reply v1.CommandReply
 	if err := proto.Unmarshal(rec.Reply, &reply); err != nil {
@@ -324,7 +348,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
-		CommandType: cmd.Type, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
 	}}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
@@ -359,8 +383,8 @@ func (g *grain) appendFailed(cmd Command, seq int64, err error) (*v1.CommandRepl
 	}
 	// The command_id fence caught a retry of a command older than the
 	// in-memory cache: answer it from the log.
-	if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
-		return reply, nil
+	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+		return reply, dupErr
 	}
 	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
 	return nil, fmt.Errorf("%w: room was changed by another writer, retry", ErrUnavailable)
