@@ -32,6 +32,9 @@ var (
 	ErrKickOwner      = fmt.Errorf("%w: the owner cannot be kicked", ErrPrecondition)
 	ErrNotOwner       = fmt.Errorf("%w: only the owner or an admin may do this", ErrPermission)
 	ErrKickAdmin      = fmt.Errorf("%w: only the owner may kick an admin", ErrPermission)
+	// ErrGiftRefunded: the gift's room write failed for good; its charge
+	// is (or is being) returned. Its command_id keeps this answer.
+	ErrGiftRefunded = fmt.Errorf("%w: gift was not delivered and its charge is returned to the sender; send it again under a new command_id", ErrPrecondition)
 )
 
 // Class names carried across the cluster in RoomError.class.

@@ -35,25 +35,6 @@ type Publisher interface {
 	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
 }
 
-// GiftDebit is the wallet charge of a gift, keyed by the gift command's
-// command_id so a retried SendGift never charges twice.
-type GiftDebit struct {
-	AppCode    string
-	RoomID     string
-	CommandID  string
-	FromUserID string
-	ToUserID   string
-	GiftID     string
-	Count      int64
-}
-
-// GiftDebiter charges gifts. Its errors must wrap one of this package's
-// class sentinels (ErrPrecondition for insufficient balance, ErrInvalid for
-// an unknown gift, ErrUnavailable when the wallet is down).
-type GiftDebiter interface {
-	DebitGift(ctx context.Context, d GiftDebit) (heatValue int64, err error)
-}
-
 // Deps is what every room grain of a node shares.
 type Deps struct {
 	Store     Store
@@ -269,30 +250,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		} else if !errors.Is(dupErr, persistence.ErrNotFound) {
 			return nil, dupErr
 		}
-		if events, err = g.chargeGift(cmd); err != nil {
-			return nil, err
-		}
+		return g.sendGift(ctx, cmd)
 	}
 	return g.commit(ctx, cmd, events)
-}
-
-// chargeGift debits the wallet (idempotent by command_id) and decides the
-// gift again with the heat the wallet returned.
-func (g *grain) chargeGift(cmd Command) ([]Event, error) {
-	if g.deps.Gifts == nil {
-		return nil, fmt.Errorf("%w: no wallet configured", ErrUnavailable)
-	}
-	ctx, cancel := g.storeCtx()
-	defer cancel()
-	heat, err := g.deps.Gifts.DebitGift(ctx, GiftDebit{
-		AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID,
-		FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, Count: cmd.GiftCount,
-	})
-	if err != nil {
-		return nil, err
-	}
-	cmd.HeatValue = heat
-	return Decide(g.state, cmd)
 }
 
 // recorded returns the stored reply of cmd's command_id, marked
@@ -349,7 +309,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}}
+	}, Gift: cmd.Type == CmdSendGift}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
 			return nil, err
@@ -377,6 +337,9 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 // so the state is reloaded before the next command either way.
 func (g *grain) appendFailed(cmd Command, seq int64, err error) (*v1.CommandReply, error) {
 	g.loaded = false
+	if cmd.Type == CmdSendGift {
+		return g.giftAppendFailed(cmd, seq, err)
+	}
 	if !errors.Is(err, persistence.ErrConflict) {
 		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
 		return nil, fmt.Errorf("%w: command not stored, retry", ErrUnavailable)

@@ -42,6 +42,7 @@ type Store interface {
 	// window behind its cursor (rows younger than the longest transaction,
 	// mysql.query_timeout) and dedupe by event_id.
 	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]OutboxRecord, error)
+	GiftHoldStore
 	Close() error
 }
 
@@ -76,6 +77,8 @@ type Plan struct {
 	// Vip, if set, replaces the user's VIP row.
 	Vip    *Vip
 	Outbox []OutboxEvent
+	// Hold, if set, inserts or replaces a gift's reservation row (hold.go).
+	Hold *GiftHold
 	// NowMs stamps outbox rows and new accounts.
 	NowMs int64
 }
@@ -129,6 +132,9 @@ func CheckPlan(tx Tx, v View, p Plan) error {
 	}
 	if p.Vip != nil && (p.Vip.AppCode != tx.AppCode || p.Vip.UserID != tx.LockVip || tx.LockVip == "") {
 		return fmt.Errorf("wallet: plan changes VIP of %q it did not lock", p.Vip.UserID)
+	}
+	if h := p.Hold; h != nil && (h.AppCode != tx.AppCode || h.CommandID == "" || !validHoldState(h.State)) {
+		return fmt.Errorf("wallet: plan writes gift hold %q/%q in state %q", h.AppCode, h.CommandID, h.State)
 	}
 	ids := map[string]bool{}
 	for _, o := range p.Outbox {

@@ -77,7 +77,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = conn.Close() })
-		return giftdebit.New(grpcapi.NewWalletClient(conn)), nil
+		return giftdebit.Remote{D: grpcapi.NewWalletClient(conn)}, nil
 	}
 	var store wallet.Store
 	if a.cfg.Store.Kind == configs.StoreMySQL {

@@ -3,6 +3,7 @@ package memdb
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -113,6 +114,12 @@ func (s *WalletStore) Exec(ctx context.Context, tx wallet.Tx) (wallet.Receipt, e
 		v := *plan.Vip
 		if err := txn.Insert(tableWalletVip, &v); err != nil {
 			return wallet.Receipt{}, fmt.Errorf("memdb: write vip: %w", err)
+		}
+	}
+	if plan.Hold != nil {
+		h := *plan.Hold
+		if err := txn.Insert(tableWalletGiftHolds, &h); err != nil {
+			return wallet.Receipt{}, fmt.Errorf("memdb: write gift hold: %w", err)
 		}
 	}
 	next, err := nextOutboxID(txn)
@@ -268,4 +275,59 @@ func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit 
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// GiftHold implements wallet.Store.
+func (s *WalletStore) GiftHold(ctx context.Context, appCode, commandID string) (wallet.GiftHold, error) {
+	if err := s.ready(ctx); err != nil {
+		return wallet.GiftHold{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableWalletGiftHolds, indexID, appCode, commandID)
+	if err != nil {
+		return wallet.GiftHold{}, fmt.Errorf("memdb: read gift hold: %w", err)
+	}
+	if raw == nil {
+		return wallet.GiftHold{}, persistence.ErrNotFound
+	}
+	return *raw.(*wallet.GiftHold), nil
+}
+
+// OpenGiftHolds implements wallet.Store.
+func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]wallet.GiftHold, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	it, err := s.db.Txn(false).LowerBound(tableWalletGiftHolds, indexStatus, wallet.HoldOpen, int64(math.MinInt64))
+	if err != nil {
+		return nil, fmt.Errorf("memdb: scan gift holds: %w", err)
+	}
+	var out []wallet.GiftHold
+	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+		h := raw.(*wallet.GiftHold)
+		if h.State != wallet.HoldOpen || h.CreatedAtMs >= beforeMs {
+			break
+		}
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+// GiftHoldStats implements wallet.Store.
+func (s *WalletStore) GiftHoldStats(ctx context.Context) (wallet.HoldStats, error) {
+	if err := s.ready(ctx); err != nil {
+		return wallet.HoldStats{}, err
+	}
+	it, err := s.db.Txn(false).Get(tableWalletGiftHolds, indexStatus+"_prefix", wallet.HoldOpen)
+	if err != nil {
+		return wallet.HoldStats{}, fmt.Errorf("memdb: scan gift holds: %w", err)
+	}
+	var st wallet.HoldStats
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		h := raw.(*wallet.GiftHold)
+		if st.Open == 0 {
+			st.OldestCreatedAtMs = h.CreatedAtMs
+		}
+		st.Open++
+	}
+	return st, nil
 }
