@@ -187,3 +187,16 @@ func settled(state, want, commandID string, res SettleResult) (SettleResult, err
 	}
 	return res, nil
 }
+
+// OpenGiftHolds returns up to limit open reservations created before
+// beforeMs, oldest first (the reconciler's scan).
+func (s *Service) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]GiftHold, error) {
+	hs, err := s.store.OpenGiftHolds(ctx, beforeMs, limit)
+	return hs, classify(err)
+}
+
+// GiftHoldStats counts the open reservations.
+func (s *Service) GiftHoldStats(ctx context.Context) (HoldStats, error) {
+	st, err := s.store.GiftHoldStats(ctx)
+	return st, classify(err)
+}
