@@ -51,23 +51,23 @@ func (s *Service) HoldGift(ctx context.Context, r DebitGiftRequest) (DebitGiftRe
 		return DebitGiftResult{}, err
 	}
 	fp := giftFingerprint(KindGiftHold, r)
-	from := AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
+	from := persistence.AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
 	now, txID := s.now(), s.newID()
-	tx := Tx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []AccountKey{from}}
-	tx.Decide = func(v View) (Plan, error) {
+	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{from}}
+	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		sender := v.Accounts[from]
 		if sender.Available < q.PriceTotal {
-			return Plan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
+			return persistence.WalletPlan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindGiftHold, fp, now)
 		if q.PriceTotal > 0 {
 			sender = pl.move(sender, -q.PriceTotal, q.PriceTotal, giftMeta(ReasonGiftHold, r.CommandID, r.RoomID, r.GiftID, r.Count, r.ToUserID))
 		}
-		pl.p.Hold = &GiftHold{
+		pl.p.Hold = &persistence.GiftHold{
 			AppCode: r.AppCode, CommandID: r.CommandID, TransactionID: txID, RoomID: r.RoomID,
 			FromUserID: r.FromUserID, ToUserID: r.ToUserID, GiftID: r.GiftID, Count: r.Count,
 			PriceTotal: q.PriceTotal, DiamondTotal: q.DiamondTotal, HeatValue: q.HeatValue,
-			State: HoldOpen, CreatedAtMs: now, UpdatedAtMs: now,
+			State: persistence.HoldOpen, CreatedAtMs: now, UpdatedAtMs: now,
 		}
 		return pl.done(DebitGiftResult{
 			TransactionID: txID, PriceTotal: q.PriceTotal, HeatValue: q.HeatValue, DiamondTotal: q.DiamondTotal,
@@ -84,7 +84,7 @@ func (s *Service) HoldGift(ctx context.Context, r DebitGiftRequest) (DebitGiftRe
 	if err != nil {
 		return DebitGiftResult{}, classify(err)
 	}
-	if h.State == HoldRefunded {
+	if h.State == persistence.HoldRefunded {
 		return DebitGiftResult{}, fmt.Errorf("%w (command_id %q)", ErrGiftRefunded, r.CommandID)
 	}
 	return res, nil
@@ -108,14 +108,14 @@ type SettleResult struct {
 // already refunded is ErrPrecondition (the room's void fence makes that
 // impossible for a logged gift).
 func (s *Service) ConfirmGift(ctx context.Context, appCode, commandID string) (SettleResult, error) {
-	return s.settle(ctx, appCode, commandID, HoldConfirmed)
+	return s.settle(ctx, appCode, commandID, persistence.HoldConfirmed)
 }
 
 // RefundGift returns a held gift the room voided: the sender's frozen COIN
 // goes back to available. Idempotent; a gift without a reservation has
 // nothing to refund.
 func (s *Service) RefundGift(ctx context.Context, appCode, commandID string) (SettleResult, error) {
-	return s.settle(ctx, appCode, commandID, HoldRefunded)
+	return s.settle(ctx, appCode, commandID, persistence.HoldRefunded)
 }
 
 func (s *Service) settle(ctx context.Context, appCode, commandID, to string) (SettleResult, error) {
@@ -124,46 +124,46 @@ func (s *Service) settle(ctx context.Context, appCode, commandID, to string) (Se
 	}
 	h, err := s.store.GiftHold(ctx, appCode, commandID)
 	if errors.Is(err, persistence.ErrNotFound) {
-		if to == HoldRefunded {
-			return SettleResult{State: HoldRefunded}, nil
+		if to == persistence.HoldRefunded {
+			return SettleResult{State: persistence.HoldRefunded}, nil
 		}
 		return SettleResult{}, fmt.Errorf("%w: gift %q has no reservation", ErrPrecondition, commandID)
 	}
 	if err != nil {
 		return SettleResult{}, classify(err)
 	}
-	if h.State != HoldOpen {
+	if h.State != persistence.HoldOpen {
 		return settled(h.State, to, commandID, SettleResult{TransactionID: h.SettleTransactionID, State: h.State})
 	}
 	kind := KindGiftConfirm
-	if to == HoldRefunded {
+	if to == persistence.HoldRefunded {
 		kind = KindGiftRefund
 	}
-	from := AccountKey{AppCode: appCode, UserID: h.FromUserID, AssetType: AssetCoin}
-	rcv := AccountKey{AppCode: appCode, UserID: h.ToUserID, AssetType: AssetDiamond}
+	from := persistence.AccountKey{AppCode: appCode, UserID: h.FromUserID, AssetType: AssetCoin}
+	rcv := persistence.AccountKey{AppCode: appCode, UserID: h.ToUserID, AssetType: AssetDiamond}
 	id, fp := settleCommandID(commandID), "giftsettle|"+commandID
 	now, txID := s.now(), s.newID()
-	tx := Tx{AppCode: appCode, CommandID: id, Lock: []AccountKey{from}}
-	if to == HoldConfirmed {
+	tx := persistence.WalletTx{AppCode: appCode, CommandID: id, Lock: []persistence.AccountKey{from}}
+	if to == persistence.HoldConfirmed {
 		tx.Lock = append(tx.Lock, rcv)
 	}
-	tx.Decide = func(v View) (Plan, error) {
+	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		pl := newPlanner(appCode, id, txID, kind, fp, now)
 		sender := v.Accounts[from]
 		if sender.Frozen < h.PriceTotal {
-			return Plan{}, fmt.Errorf("wallet: %s has %d frozen COIN, gift %q holds %d", h.FromUserID, sender.Frozen, commandID, h.PriceTotal)
+			return persistence.WalletPlan{}, fmt.Errorf("wallet: %s has %d frozen COIN, gift %q holds %d", h.FromUserID, sender.Frozen, commandID, h.PriceTotal)
 		}
 		switch {
-		case to == HoldRefunded && h.PriceTotal > 0:
+		case to == persistence.HoldRefunded && h.PriceTotal > 0:
 			pl.move(sender, h.PriceTotal, -h.PriceTotal, giftMeta(ReasonGiftRefund, commandID, h.RoomID, h.GiftID, h.Count, h.ToUserID))
-		case to == HoldConfirmed:
+		case to == persistence.HoldConfirmed:
 			if h.PriceTotal > 0 {
 				pl.move(sender, 0, -h.PriceTotal, giftMeta(ReasonGiftSend, commandID, h.RoomID, h.GiftID, h.Count, h.ToUserID))
 			}
 			if h.DiamondTotal > 0 {
 				receiver := v.Accounts[rcv]
 				if receiver.Available > math.MaxInt64-h.DiamondTotal {
-					return Plan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
+					return persistence.WalletPlan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
 				}
 				pl.move(receiver, h.DiamondTotal, 0, giftMeta(ReasonGiftReceive, commandID, h.RoomID, h.GiftID, h.Count, h.FromUserID))
 			}
@@ -190,13 +190,13 @@ func settled(state, want, commandID string, res SettleResult) (SettleResult, err
 
 // OpenGiftHolds returns up to limit open reservations created before
 // beforeMs, oldest first (the reconciler's scan).
-func (s *Service) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]GiftHold, error) {
+func (s *Service) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error) {
 	hs, err := s.store.OpenGiftHolds(ctx, beforeMs, limit)
 	return hs, classify(err)
 }
 
 // GiftHoldStats counts the open reservations.
-func (s *Service) GiftHoldStats(ctx context.Context) (HoldStats, error) {
+func (s *Service) GiftHoldStats(ctx context.Context) (persistence.HoldStats, error) {
 	st, err := s.store.GiftHoldStats(ctx)
 	return st, classify(err)
 }

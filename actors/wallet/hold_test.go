@@ -19,10 +19,10 @@ import (
 
 // walletStores opens each wallet backend: go-memdb, and MariaDB in a
 // database of the test's own.
-func walletStores() map[string]func(t *testing.T) wallet.Store {
-	return map[string]func(t *testing.T) wallet.Store{
-		"memdb": func(*testing.T) wallet.Store { return memdb.NewWalletStore() },
-		"mariadb": func(t *testing.T) wallet.Store {
+func walletStores() map[string]func(t *testing.T) persistence.WalletStore {
+	return map[string]func(t *testing.T) persistence.WalletStore{
+		"memdb": func(*testing.T) persistence.WalletStore { return memdb.NewWalletStore() },
+		"mariadb": func(t *testing.T) persistence.WalletStore {
 			cfg, _ := mysqltest.NewDatabase(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -40,7 +40,7 @@ const app = "app"
 
 var holdGifts = []configs.GiftConfig{{ID: "rose", Price: 10, Heat: 3}, {ID: "free", Price: 0, Heat: 1}}
 
-func holdService(t *testing.T, store wallet.Store) *wallet.Service {
+func holdService(t *testing.T, store persistence.WalletStore) *wallet.Service {
 	t.Helper()
 	svc, err := wallet.NewService(store, holdGifts, configs.WalletConfig{DiamondPercent: 60})
 	if err != nil {
@@ -78,7 +78,7 @@ func wantBal(t *testing.T, svc *wallet.Service, user string, want bal) {
 	}
 }
 
-func holdState(t *testing.T, store wallet.Store, id string) string {
+func holdState(t *testing.T, store persistence.WalletStore, id string) string {
 	t.Helper()
 	h, err := store.GiftHold(t.Context(), app, id)
 	if errors.Is(err, persistence.ErrNotFound) {
@@ -93,7 +93,7 @@ func holdState(t *testing.T, store wallet.Store, id string) string {
 // ledgerAndOutboxAgree checks the user's COIN and DIAMOND ledgers against
 // the balances, and that every ledger entry has its WalletBalanceChanged
 // with the same deltas and balance_version.
-func ledgerAndOutboxAgree(t *testing.T, store wallet.Store, svc *wallet.Service, users ...string) {
+func ledgerAndOutboxAgree(t *testing.T, store persistence.WalletStore, svc *wallet.Service, users ...string) {
 	t.Helper()
 	events := map[string]wallet.BalanceChanged{}
 	recs, err := store.ListOutboxAfter(t.Context(), 0, 100000)
@@ -102,7 +102,7 @@ func ledgerAndOutboxAgree(t *testing.T, store wallet.Store, svc *wallet.Service,
 	}
 	for _, r := range recs {
 		var ev wallet.BalanceChanged
-		if r.EventType == wallet.EventBalanceChanged {
+		if r.EventType == persistence.EventBalanceChanged {
 			if err := json.Unmarshal(r.Payload, &ev); err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func ledgerAndOutboxAgree(t *testing.T, store wallet.Store, svc *wallet.Service,
 	for _, u := range users {
 		b := balanceOf(t, svc, u)
 		for asset, want := range map[string][2]int64{wallet.AssetCoin: {b.coin, b.frozen}, wallet.AssetDiamond: {b.diamond, 0}} {
-			entries, err := store.Ledger(t.Context(), wallet.AccountKey{AppCode: app, UserID: u, AssetType: asset})
+			entries, err := store.Ledger(t.Context(), persistence.AccountKey{AppCode: app, UserID: u, AssetType: asset})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func ledgerAndOutboxAgree(t *testing.T, store wallet.Store, svc *wallet.Service,
 				if e.BalanceVersion != int64(i+1) || e.AvailableAfter != avail || e.FrozenAfter != frozen {
 					t.Fatalf("%s %s ledger entry %d: %+v, running %d/%d", u, asset, i, e, avail, frozen)
 				}
-				ev, ok := events[wallet.BalanceEventID(e.TransactionID, u, asset)]
+				ev, ok := events[persistence.BalanceEventID(e.TransactionID, u, asset)]
 				if !ok || ev.AvailableDelta != e.AvailableDelta || ev.FrozenDelta != e.FrozenDelta || ev.BalanceVersion != e.BalanceVersion {
 					t.Fatalf("%s %s ledger entry %+v has no matching WalletBalanceChanged (got %+v, %v)", u, asset, e, ev, ok)
 				}
@@ -173,7 +173,7 @@ func TestGiftHoldConfirmRefund(t *testing.T) {
 			if _, err := svc.RefundGift(ctx, app, "g1"); !errors.Is(err, wallet.ErrPrecondition) {
 				t.Fatalf("RefundGift of a confirmed gift: %v, want ErrPrecondition", err)
 			}
-			if s := holdState(t, store, "g1"); s != wallet.HoldConfirmed {
+			if s := holdState(t, store, "g1"); s != persistence.HoldConfirmed {
 				t.Fatalf("hold g1: %s", s)
 			}
 
@@ -256,9 +256,9 @@ func TestGiftSettleRaceOneOutcomeMoneyConserved(t *testing.T) {
 			var confirmed int64
 			for i := range gifts {
 				switch s := holdState(t, store, fmt.Sprintf("g%d", i)); s {
-				case wallet.HoldConfirmed:
+				case persistence.HoldConfirmed:
 					confirmed++
-				case wallet.HoldRefunded:
+				case persistence.HoldRefunded:
 				default:
 					t.Fatalf("g%d ended %q", i, s)
 				}

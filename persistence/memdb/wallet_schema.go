@@ -33,7 +33,7 @@ func walletSchema() *memdb.DBSchema {
 	return newSchema(walletTables...)
 }
 
-// walletAccountsTable holds *wallet.Account rows.
+// walletAccountsTable holds *persistence.Account rows.
 func walletAccountsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletAccounts,
@@ -53,7 +53,7 @@ func walletAccountsTable() *memdb.TableSchema {
 	}
 }
 
-// walletTransactionsTable holds *wallet.TxRecord rows.
+// walletTransactionsTable holds *persistence.WalletTxRecord rows.
 func walletTransactionsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletTransactions,
@@ -78,7 +78,7 @@ func walletTransactionsTable() *memdb.TableSchema {
 	}
 }
 
-// walletLedgerTable holds *wallet.LedgerEntry rows.
+// walletLedgerTable holds *persistence.LedgerEntry rows.
 func walletLedgerTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletLedger,
@@ -99,7 +99,7 @@ func walletLedgerTable() *memdb.TableSchema {
 	}
 }
 
-// walletVipTable holds *wallet.Vip rows, one per user.
+// walletVipTable holds *persistence.Vip rows, one per user.
 func walletVipTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletVip,
@@ -117,7 +117,7 @@ func walletVipTable() *memdb.TableSchema {
 	}
 }
 
-// walletOutboxTable holds *wallet.OutboxRecord rows.
+// walletOutboxTable holds *persistence.WalletOutboxRecord rows.
 func walletOutboxTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletOutbox,

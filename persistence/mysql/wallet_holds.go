@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -18,33 +17,33 @@ const (
 		" ON DUPLICATE KEY UPDATE state = VALUES(state), settle_transaction_id = VALUES(settle_transaction_id), updated_at_ms = VALUES(updated_at_ms)"
 )
 
-func scanGiftHold(r rowScanner) (wallet.GiftHold, error) {
-	var h wallet.GiftHold
+func scanGiftHold(r rowScanner) (persistence.GiftHold, error) {
+	var h persistence.GiftHold
 	err := r.Scan(&h.AppCode, &h.CommandID, &h.TransactionID, &h.RoomID, &h.FromUserID, &h.ToUserID, &h.GiftID,
 		&h.Count, &h.PriceTotal, &h.DiamondTotal, &h.HeatValue, &h.State, &h.SettleTransactionID, &h.CreatedAtMs, &h.UpdatedAtMs)
 	return h, err
 }
 
 // GiftHold implements wallet.Store.
-func (s *WalletStore) GiftHold(ctx context.Context, appCode, commandID string) (wallet.GiftHold, error) {
+func (s *WalletStore) GiftHold(ctx context.Context, appCode, commandID string) (persistence.GiftHold, error) {
 	if s.closed.Load() {
-		return wallet.GiftHold{}, errWalletClosed
+		return persistence.GiftHold{}, errWalletClosed
 	}
 	ctx, cancel := s.queryCtx(ctx)
 	defer cancel()
 	h, err := scanGiftHold(s.db.QueryRowContext(ctx,
 		"SELECT "+giftHoldColumns+" FROM wallet_gift_holds WHERE app_code = ? AND command_id = ?", appCode, commandID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return wallet.GiftHold{}, fmt.Errorf("mysql: gift hold %q: %w", commandID, persistence.ErrNotFound)
+		return persistence.GiftHold{}, fmt.Errorf("mysql: gift hold %q: %w", commandID, persistence.ErrNotFound)
 	}
 	if err != nil {
-		return wallet.GiftHold{}, s.wrap("wallet read gift hold", err)
+		return persistence.GiftHold{}, s.wrap("wallet read gift hold", err)
 	}
 	return h, nil
 }
 
 // OpenGiftHolds implements wallet.Store.
-func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]wallet.GiftHold, error) {
+func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error) {
 	if s.closed.Load() {
 		return nil, errWalletClosed
 	}
@@ -57,7 +56,7 @@ func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit i
 		return nil, s.wrap("wallet scan gift holds", err)
 	}
 	defer rows.Close()
-	var out []wallet.GiftHold
+	var out []persistence.GiftHold
 	for rows.Next() {
 		h, err := scanGiftHold(rows)
 		if err != nil {
@@ -72,17 +71,17 @@ func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit i
 }
 
 // GiftHoldStats implements wallet.Store.
-func (s *WalletStore) GiftHoldStats(ctx context.Context) (wallet.HoldStats, error) {
+func (s *WalletStore) GiftHoldStats(ctx context.Context) (persistence.HoldStats, error) {
 	if s.closed.Load() {
-		return wallet.HoldStats{}, errWalletClosed
+		return persistence.HoldStats{}, errWalletClosed
 	}
 	ctx, cancel := s.queryCtx(ctx)
 	defer cancel()
-	var st wallet.HoldStats
+	var st persistence.HoldStats
 	var oldest sql.NullInt64
 	if err := s.db.QueryRowContext(ctx,
 		"SELECT COUNT(*), MIN(created_at_ms) FROM wallet_gift_holds WHERE state = 'open'").Scan(&st.Open, &oldest); err != nil {
-		return wallet.HoldStats{}, s.wrap("wallet gift hold stats", err)
+		return persistence.HoldStats{}, s.wrap("wallet gift hold stats", err)
 	}
 	st.OldestCreatedAtMs = oldest.Int64
 	return st, nil

@@ -18,8 +18,8 @@ const WorkerName = "gift_reconciler"
 
 // Wallet is what the reconciler needs of the wallet (*wallet.Service).
 type Wallet interface {
-	OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]wallet.GiftHold, error)
-	GiftHoldStats(ctx context.Context) (wallet.HoldStats, error)
+	OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error)
+	GiftHoldStats(ctx context.Context) (persistence.HoldStats, error)
 	ConfirmGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 	RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 }
@@ -95,7 +95,7 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 			if first == nil {
 				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
 			}
-		case outcome == wallet.HoldConfirmed:
+		case outcome == persistence.HoldConfirmed:
 			res.Confirmed++
 		default:
 			res.Refunded++
@@ -118,7 +118,7 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 
 // settleOne voids the gift in its room first: after that no append of it
 // can commit, so "not sent" is final and the refund is safe.
-func settleOne(ctx context.Context, d Deps, h wallet.GiftHold) (string, error) {
+func settleOne(ctx context.Context, d Deps, h persistence.GiftHold) (string, error) {
 	vctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	sent, err := d.Rooms.VoidGift(vctx, persistence.RoomKey{AppCode: h.AppCode, RoomID: h.RoomID}, h.CommandID, d.Clock().UnixMilli())
 	cancel()
@@ -129,10 +129,10 @@ func settleOne(ctx context.Context, d Deps, h wallet.GiftHold) (string, error) {
 	defer cancel()
 	if sent {
 		_, err = d.Wallet.ConfirmGift(wctx, h.AppCode, h.CommandID)
-		return wallet.HoldConfirmed, err
+		return persistence.HoldConfirmed, err
 	}
 	_, err = d.Wallet.RefundGift(wctx, h.AppCode, h.CommandID)
-	return wallet.HoldRefunded, err
+	return persistence.HoldRefunded, err
 }
 
 // Metrics are the reconciler's instruments.
@@ -185,7 +185,7 @@ func (m *Metrics) add(r Result) {
 	m.Failures.Add(float64(r.Failed))
 }
 
-func (m *Metrics) set(st wallet.HoldStats, now time.Time) {
+func (m *Metrics) set(st persistence.HoldStats, now time.Time) {
 	if m == nil {
 		return
 	}

@@ -95,7 +95,7 @@ func TestRunOnceSettlesByTheRoomOutcome(t *testing.T) {
 	if err != nil || res != (Result{Confirmed: 1, Refunded: 1}) {
 		t.Fatalf("RunOnce: %+v, %v; want one confirmed and one refunded", res, err)
 	}
-	for id, want := range map[string]string{"logged": wallet.HoldConfirmed, "lost": wallet.HoldRefunded, "young": wallet.HoldOpen} {
+	for id, want := range map[string]string{"logged": persistence.HoldConfirmed, "lost": persistence.HoldRefunded, "young": persistence.HoldOpen} {
 		if got := f.state(t, id); got != want {
 			t.Fatalf("%s: %s, want %s", id, got, want)
 		}
@@ -142,7 +142,7 @@ func TestRunOnceLeavesReservationsOpenWhenTheRoomStoreIsDown(t *testing.T) {
 	if err == nil || res.Failed != 1 || res.Refunded+res.Confirmed != 0 {
 		t.Fatalf("RunOnce with the room store down: %+v, %v", res, err)
 	}
-	if s := f.state(t, "g"); s != wallet.HoldOpen {
+	if s := f.state(t, "g"); s != persistence.HoldOpen {
 		t.Fatalf("hold after a failed pass: %s", s)
 	}
 	if got := value(f.m.OldestAge); got != float64(time.Minute.Milliseconds()) {
@@ -166,7 +166,7 @@ func TestWorkerSettlesOnItsOwn(t *testing.T) {
 	}
 	sys.Root.Spawn(props)
 	deadline := time.Now().Add(5 * time.Second)
-	for f.state(t, "g") != wallet.HoldRefunded {
+	for f.state(t, "g") != persistence.HoldRefunded {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker did not settle the old reservation within 5s")
 		}

@@ -1,4 +1,4 @@
-package wallet
+package persistence
 
 import "context"
 
@@ -40,11 +40,12 @@ type HoldStats struct {
 	OldestCreatedAtMs int64 // 0 when none is open
 }
 
-// GiftHoldStore is the part of Store that reads reservations. Rows are
-// written by Exec (Plan.Hold), in the transaction that moves the money.
+// GiftHoldStore is the part of WalletStore that reads reservations. Rows
+// are written by Exec (WalletPlan.Hold), in the transaction that moves the
+// money.
 type GiftHoldStore interface {
 	// GiftHold returns the reservation of commandID, or
-	// persistence.ErrNotFound.
+	// ErrNotFound.
 	GiftHold(ctx context.Context, appCode, commandID string) (GiftHold, error)
 	// OpenGiftHolds returns up to limit open reservations created before
 	// beforeMs, oldest first: the reconciler's scan.
