@@ -82,7 +82,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 	}
 	var store persistence.WalletStore
 	if a.cfg.Store.Kind == configs.StoreMySQL {
-		ws, err := mysql.OpenWalletStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
+		ws, err := mysql.OpenWalletStore(ctx, a.cfg.MySQL.Wallet(), mysql.WithLogger(a.log.With("component", "mysql")))
 		if err != nil {
 			return nil, err
 		}
