@@ -348,4 +348,3 @@ func dsnWithDB(t *testing.T, dsn, database string) string {
 	c.DBName = database
 	return c.FormatDSN()
 }
-
