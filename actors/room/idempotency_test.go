@@ -54,6 +54,22 @@ func idemCases(room string) map[string]idemCase {
 		"send_gift":  {setup: with(), cmd: cmd(&v1.SendGiftRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 2})},
 		"kick_user":  {setup: with(), cmd: cmd(&v1.KickUserRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "carol", BanSeconds: 60, Reason: "spam"})},
 		"close_room": {setup: with(), cmd: cmd(&v1.CloseRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Reason: "done"})},
+		"set_admin":  {setup: with(), cmd: cmd(&v1.SetAdminRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"})},
+		"remove_admin": {
+			setup: with(cmd(&v1.SetAdminRequest{CommandId: "s-adm", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"})),
+			cmd:   cmd(&v1.RemoveAdminRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"}),
+		},
+		"mute_seat": {setup: with(), cmd: cmd(&v1.MuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1})},
+		"unmute_seat": {
+			setup: with(cmd(&v1.MuteSeatRequest{CommandId: "s-mute", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1})),
+			cmd:   cmd(&v1.UnmuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1}),
+		},
+		"lock_seat": {setup: with(), cmd: cmd(&v1.LockSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2})},
+		"unlock_seat": {
+			setup: with(cmd(&v1.LockSeatRequest{CommandId: "s-lock", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2})),
+			cmd:   cmd(&v1.UnlockSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2}),
+		},
+		"update_room": {setup: with(), cmd: cmd(&v1.UpdateRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Name: "New name", Announcement: proto.String("hello")})},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/errclass"
 )
 
 // Wallet is the wallet's reserve → confirm / refund of a room gift
@@ -37,7 +38,7 @@ func request(d room.GiftDebit) wallet.DebitGiftRequest {
 func (a Adapter) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
 	res, err := a.W.HoldGift(ctx, request(d))
 	if err != nil {
-		return 0, roomError(err)
+		return 0, unavailableIfContext(err)
 	}
 	return res.HeatValue, nil
 }
@@ -45,13 +46,13 @@ func (a Adapter) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) 
 // ConfirmGift implements room.GiftDebiter.
 func (a Adapter) ConfirmGift(ctx context.Context, appCode, commandID string) error {
 	_, err := a.W.ConfirmGift(ctx, appCode, commandID)
-	return roomError(err)
+	return unavailableIfContext(err)
 }
 
 // RefundGift implements room.GiftDebiter.
 func (a Adapter) RefundGift(ctx context.Context, appCode, commandID string) error {
 	_, err := a.W.RefundGift(ctx, appCode, commandID)
-	return roomError(err)
+	return unavailableIfContext(err)
 }
 
 // Debiter is the wallet's one-step gift charge, all a remote
@@ -63,7 +64,7 @@ type Debiter interface {
 // Remote implements room.GiftDebiter over a remote wallet that can only
 // debit in one step: the hold is the whole charge, a confirm has nothing
 // left to do, and a refund is impossible, so a gift whose room write
-// fails stays charged (docs/wallet.md, "remote wallet").
+// fails stays charged (docs/wallet.md, "Remote wallet").
 type Remote struct{ D Debiter }
 
 var _ room.GiftDebiter = Remote{}
@@ -75,7 +76,7 @@ var ErrNoRefund = errors.New("the remote wallet (wallet.addr) cannot refund a gi
 func (r Remote) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
 	res, err := r.D.DebitGift(ctx, request(d))
 	if err != nil {
-		return 0, roomError(err)
+		return 0, unavailableIfContext(err)
 	}
 	return res.HeatValue, nil
 }
@@ -85,24 +86,16 @@ func (Remote) ConfirmGift(context.Context, string, string) error { return nil }
 
 // RefundGift always fails with ErrNoRefund, in the Unavailable class.
 func (Remote) RefundGift(_ context.Context, _, commandID string) error {
-	return classed{room.ErrUnavailable, fmt.Errorf("gift %q: %w", commandID, ErrNoRefund)}
+	return classed{errclass.Unavailable, fmt.Errorf("gift %q: %w", commandID, ErrNoRefund)}
 }
 
-// roomError puts err in the room class the gRPC layer maps to the same
-// status code, keeping the wallet's text as the whole message (the class
-// names read the same in both packages, so nothing is said twice).
-func roomError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, wallet.ErrInvalid):
-		return classed{room.ErrInvalid, err}
-	case errors.Is(err, wallet.ErrPrecondition):
-		return classed{room.ErrPrecondition, err}
-	case errors.Is(err, wallet.ErrConflict):
-		return classed{room.ErrExists, err}
-	case errors.Is(err, wallet.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return classed{room.ErrUnavailable, err}
+// unavailableIfContext leaves wallet errors alone (they are in the shared
+// vocabulary, which the room's classes are too) and puts a bare context
+// error from a Debiter in Unavailable: the room retries the command with
+// the same command_id, which the wallet recognises.
+func unavailableIfContext(err error) error {
+	if err != nil && errclass.Of(err) == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return classed{errclass.Unavailable, err}
 	}
 	return err
 }
