@@ -52,10 +52,10 @@ type App struct {
 	hosted         *room.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service // nil when the wallet is remote
-	jetstream    *mq.JetStream // the room_outbox topic, when notice.mq is on
-	notices      noticeParts
-	member       *cluster.Member
-	workers      []worker
+	jetstream      *mq.JetStream   // the room_outbox topic, when notice.mq is on
+	notices        noticeParts
+	member         *cluster.Member
+	workers        []worker
 
 	grpcServer *grpc.Server
 	health     *health.Server
