@@ -22,7 +22,6 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-
 // node is one in-process member with its room client.
 type node struct {
 	id     string
