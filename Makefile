@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember bench build proto dev fmt retention-soak
+.PHONY: test services vet unit race multimember bench build proto dev fmt retention-soak test-gift-chaos-long
 
 test: services vet race multimember
 
@@ -29,6 +29,12 @@ race:
 
 multimember:
 	$(GO) test -count=1 -timeout 10m -run '^TestMultiMember' $(PKGS)
+
+# The gift chaos test's long form: five rounds of a slowed, then cut room
+# database and a SIGKILLed node under SendGift load (one round runs in
+# make test). About four minutes.
+test-gift-chaos-long: services
+	ROOMCELL_GIFT_CHAOS_LONG=1 $(GO) test -count=1 -timeout 15m -run '^TestGiftChaosOneOutcomeUnderSlowCutAndKill$$' -v ./cmd/roomcell
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)

@@ -22,11 +22,6 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-// freeHeat prices every gift at 1 heat and charges nobody.
-type freeHeat struct{}
-
-func (freeHeat) DebitGift(_ context.Context, d room.GiftDebit) (int64, error) { return d.Count, nil }
-
 // node is one in-process member with its room client.
 type node struct {
 	id     string
@@ -44,7 +39,7 @@ type memberOpts struct {
 
 func startNode(t *testing.T, id string, o memberOpts) *node {
 	t.Helper()
-	deps := room.Deps{Store: o.store, Gifts: freeHeat{}, Config: configs.Default().Room}
+	deps := room.Deps{Store: o.store, Gifts: room.FreeGifts(1), Config: configs.Default().Room}
 	reg := prometheus.NewRegistry()
 	if o.log == nil {
 		o.log = testLogger(t, id)

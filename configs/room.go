@@ -81,7 +81,24 @@ type WalletConfig struct {
 	TLS ClientTLSConfig `yaml:"tls"`
 	// VipPlans is the VIP catalog: one entry per level on sale.
 	VipPlans []VipPlanConfig `yaml:"vip_plans"`
+	// GiftReconciler settles gift reservations nobody settled (issue 14,
+	// actors/wallet/giftsettle). It runs where the wallet is in-process.
+	GiftReconciler GiftReconcilerConfig `yaml:"gift_reconciler"`
 }
+
+// GiftReconcilerConfig tunes the gift reconciler.
+type GiftReconcilerConfig struct {
+	Enabled *bool `yaml:"enabled"` // default true
+	// SettleAfter: an open reservation older than this is settled by the
+	// reconciler (the room's void fence keeps any value correct; shorter
+	// only refunds gifts a slow room write would still have delivered).
+	SettleAfter  time.Duration `yaml:"settle_after"`
+	PollInterval time.Duration `yaml:"poll_interval"`
+	BatchSize    int           `yaml:"batch_size"`
+}
+
+// On reports whether the reconciler runs.
+func (c GiftReconcilerConfig) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // VipPlanConfig is one VIP level on sale.
 type VipPlanConfig struct {
@@ -111,6 +128,9 @@ func (c *WalletConfig) setDefaults() {
 	if c.DiamondPercent <= 0 {
 		c.DiamondPercent = 100
 	}
+	c.GiftReconciler.SettleAfter = durationOr(c.GiftReconciler.SettleAfter, 30*time.Second)
+	c.GiftReconciler.PollInterval = durationOr(c.GiftReconciler.PollInterval, 5*time.Second)
+	c.GiftReconciler.BatchSize = intOr(c.GiftReconciler.BatchSize, 100)
 	if c.VipPlans == nil {
 		c.VipPlans = DefaultVipPlans()
 	}

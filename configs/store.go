@@ -30,7 +30,10 @@ func (c StoreConfig) validate() error {
 type MySQLConfig struct {
 	// DSN in go-sql-driver form without a database name, e.g.
 	// "root:${MYSQL_PASSWORD}@tcp(127.0.0.1:3306)/". Never logged.
-	DSN             string        `yaml:"dsn"`
+	DSN string `yaml:"dsn"`
+	// WalletDSN, if set, is the server of the wallet database (same form
+	// as DSN; "" = DSN). Never logged.
+	WalletDSN       string        `yaml:"wallet_dsn"`
 	RoomDatabase    string        `yaml:"room_database"`
 	WalletDatabase  string        `yaml:"wallet_database"`
 	NoticeDatabase  string        `yaml:"notice_database"`
@@ -54,6 +57,15 @@ type GroupCommit struct {
 
 // On reports whether group commit is enabled (default true).
 func (g GroupCommit) On() bool { return g.Enabled == nil || *g.Enabled }
+
+// Wallet returns the config the wallet store opens: WalletDSN in place
+// of DSN when it is set.
+func (c MySQLConfig) Wallet() MySQLConfig {
+	if c.WalletDSN != "" {
+		c.DSN = c.WalletDSN
+	}
+	return c
+}
 
 func (c *MySQLConfig) setDefaults() {
 	if c.RoomDatabase == "" {

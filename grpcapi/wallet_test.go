@@ -232,35 +232,50 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	wantBalance("10001", "COIN", 5, 2)
+	// The gift is reserved (v2: 20 COIN frozen), then confirmed after the
+	// room's append (v3: the frozen 20 spent, the receiver credited).
+	wantBalance("10001", "COIN", 5, 3)
 	wantBalance("10002", "DIAMOND", 20, 1)
 
 	rows, err := wstore.ListOutboxAfter(ctx, 0, 100)
 	if err != nil {
 		t.Fatalf("ListOutboxAfter: %v", err)
 	}
-	if len(rows) != 3 {
-		t.Fatalf("wallet_outbox has %d rows, want 3 (top-up, sender, receiver)", len(rows))
+	if len(rows) != 4 {
+		t.Fatalf("wallet_outbox has %d rows, want 4 (top-up, sender's reserve, sender's and receiver's confirm)", len(rows))
 	}
-	rec, err := wstore.Transaction(ctx, "lalu", "gift_cmd_001")
+	hold, err := wstore.Transaction(ctx, "lalu", "gift_cmd_001")
 	if err != nil {
-		t.Fatalf("gift transaction: %v", err)
+		t.Fatalf("gift reservation: %v", err)
 	}
-	for _, row := range rows[1:] {
+	h, err := wstore.GiftHold(ctx, "lalu", "gift_cmd_001")
+	if err != nil || h.State != "confirmed" {
+		t.Fatalf("gift hold: %+v, %v", h, err)
+	}
+	confirm, err := wstore.Transaction(ctx, "lalu", rowsCommandID(t, rows[2]))
+	if err != nil || confirm.TransactionID != h.SettleTransactionID {
+		t.Fatalf("gift confirm: %+v, %v", confirm, err)
+	}
+	meta := func(reason, other string) map[string]string {
+		return map[string]string{"reason": reason, "room_id": "r1", "gift_id": "rose", "gift_count": "2",
+			"counterparty_user_id": other, "gift_command_id": "gift_cmd_001"}
+	}
+	wants := []wallet.BalanceChanged{
+		{TransactionID: hold.TransactionID, CommandID: "gift_cmd_001", UserID: "10001", AssetType: "COIN",
+			AvailableDelta: -20, FrozenDelta: 20, AvailableAfter: 5, FrozenAfter: 20, BalanceVersion: 2, Metadata: meta("gift_hold", "10002")},
+		{TransactionID: confirm.TransactionID, CommandID: confirm.CommandID, UserID: "10001", AssetType: "COIN",
+			FrozenDelta: -20, AvailableAfter: 5, BalanceVersion: 3, Metadata: meta("gift_send", "10002")},
+		{TransactionID: confirm.TransactionID, CommandID: confirm.CommandID, UserID: "10002", AssetType: "DIAMOND",
+			AvailableDelta: 20, AvailableAfter: 20, BalanceVersion: 1, Metadata: meta("gift_receive", "10001")},
+	}
+	for i, row := range rows[1:] {
 		var p wallet.BalanceChanged
 		if err := json.Unmarshal(row.Payload, &p); err != nil {
 			t.Fatalf("payload: %v", err)
 		}
-		want := wallet.BalanceChanged{
-			EventType: "WalletBalanceChanged", AppCode: "lalu", TransactionID: rec.TransactionID, CommandID: "gift_cmd_001",
-			UserID: "10001", AssetType: "COIN", AvailableDelta: -20, AvailableAfter: 5, BalanceVersion: 2,
-			Metadata: map[string]string{"reason": "gift_send", "room_id": "r1", "gift_id": "rose", "gift_count": "2", "counterparty_user_id": "10002"},
-		}
-		if p.UserID == "10002" {
-			want.UserID, want.AssetType, want.AvailableDelta, want.AvailableAfter, want.BalanceVersion = "10002", "DIAMOND", 20, 20, 1
-			want.Metadata["reason"], want.Metadata["counterparty_user_id"] = "gift_receive", "10001"
-		}
-		want.EventID = rec.TransactionID + ":WalletBalanceChanged:" + want.UserID + ":" + want.AssetType
+		want := wants[i]
+		want.EventType, want.AppCode = "WalletBalanceChanged", "lalu"
+		want.EventID = want.TransactionID + ":WalletBalanceChanged:" + want.UserID + ":" + want.AssetType
 		want.CreatedAtMs, want.SourceCreatedAtMs = p.CreatedAtMs, p.SourceCreatedAtMs
 		if !reflect.DeepEqual(p, want) || row.EventID != want.EventID || row.UserID != want.UserID || p.CreatedAtMs <= 0 {
 			t.Fatalf("gift event %s:\n got %+v\nwant %+v", row.EventID, p, want)
@@ -282,12 +297,22 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 	if after.GetRoom().GetSeq() != before.GetRoom().GetSeq() || after.GetRoom().GetHeat() != 20 {
 		t.Fatalf("refused gift changed the room: seq %d -> %d, heat %d", before.GetRoom().GetSeq(), after.GetRoom().GetSeq(), after.GetRoom().GetHeat())
 	}
-	wantBalance("10001", "COIN", 5, 2)
+	wantBalance("10001", "COIN", 5, 3)
 	wantBalance("10002", "DIAMOND", 20, 1)
-	if rows, _ := wstore.ListOutboxAfter(ctx, 0, 100); len(rows) != 3 {
-		t.Fatalf("refused gift wrote wallet_outbox rows: %d, want 3", len(rows))
+	if rows, _ := wstore.ListOutboxAfter(ctx, 0, 100); len(rows) != 4 {
+		t.Fatalf("refused gift wrote wallet_outbox rows: %d, want 4", len(rows))
 	}
 	if _, err := wstore.Transaction(ctx, "lalu", "gift_cmd_002"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("refused gift recorded a wallet transaction: %v", err)
 	}
+}
+
+// rowsCommandID is the command_id in a wallet_outbox row's payload.
+func rowsCommandID(t *testing.T, row persistence.WalletOutboxRecord) string {
+	t.Helper()
+	var p wallet.BalanceChanged
+	if err := json.Unmarshal(row.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.CommandID
 }

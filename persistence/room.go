@@ -41,6 +41,10 @@ type CommandRecord struct {
 	Seq         int64
 	CommandID   string
 	CommandType string
+	// RequestHash fingerprints the request the command_id answered (the
+	// room computes it; "" on rows older than the column), so a reused
+	// command_id with a different request can be refused after a restart.
+	RequestHash string
 	Reply       []byte
 	Events      []Envelope
 	CreatedAtMs int64
@@ -71,6 +75,10 @@ type Append struct {
 	// own publisher, so no relay takes them while the room publishes them
 	// itself (one sender per room).
 	Lease *OutboxLease
+	// Gift marks a charged gift: the append also records the gift outcome
+	// "sent" for Command.CommandID, and fails with ErrConflict if
+	// VoidGift already voided it (the wallet then refunds it).
+	Gift bool
 }
 
 // OutboxLease is a claim on outbox rows: Owner until UntilMs.
@@ -98,6 +106,11 @@ type RoomStore interface {
 	// SaveSnapshot stores s unless a snapshot with seq >= s.Seq exists
 	// (then it is a no-op, not an error).
 	SaveSnapshot(ctx context.Context, s Snapshot) error
+	// VoidGift decides a gift command for good: if an Append with Gift set
+	// committed commandID it reports sent; otherwise it records the
+	// outcome "void", after which no append of commandID can commit, and
+	// reports not sent. Calling it again gives the same answer.
+	VoidGift(ctx context.Context, key RoomKey, commandID string, nowMs int64) (sent bool, err error)
 }
 
 // Store is a complete room backend.

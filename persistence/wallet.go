@@ -50,6 +50,7 @@ type WalletStore interface {
 	// window behind its cursor (rows younger than the longest transaction,
 	// mysql.query_timeout) and dedupe by event_id.
 	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]WalletOutboxRecord, error)
+	GiftHoldStore
 	Close() error
 }
 
@@ -91,6 +92,9 @@ type WalletPlan struct {
 	// Vip, if set, replaces the user's VIP row.
 	Vip    *Vip
 	Outbox []WalletOutboxEvent
+	// Hold, if set, inserts or replaces a gift's reservation row
+	// (wallet_holds.go).
+	Hold *GiftHold
 	// NowMs stamps outbox rows and new accounts.
 	NowMs int64
 }
@@ -144,6 +148,9 @@ func CheckWalletPlan(tx WalletTx, v WalletView, p WalletPlan) error {
 	}
 	if p.Vip != nil && (p.Vip.AppCode != tx.AppCode || p.Vip.UserID != tx.LockVip || tx.LockVip == "") {
 		return fmt.Errorf("wallet: plan changes VIP of %q it did not lock", p.Vip.UserID)
+	}
+	if h := p.Hold; h != nil && (h.AppCode != tx.AppCode || h.CommandID == "" || !validHoldState(h.State)) {
+		return fmt.Errorf("wallet: plan writes gift hold %q/%q in state %q", h.AppCode, h.CommandID, h.State)
 	}
 	ids := map[string]bool{}
 	for _, o := range p.Outbox {

@@ -34,12 +34,6 @@ import (
 	"github.com/hyapp/roomcell/persistence/redis/redistest"
 )
 
-type heatPerGift int64
-
-func (h heatPerGift) DebitGift(_ context.Context, d room.GiftDebit) (int64, error) {
-	return int64(h) * d.Count, nil
-}
-
 type node struct {
 	t      *testing.T
 	c      *cluster.Cluster
@@ -62,7 +56,7 @@ func startNode(t *testing.T, dir persistence.Directory, pcfg configs.PresenceCon
 	hosted := room.NewHosted()
 	logger := slog.New(slog.DiscardHandler)
 	kind := room.NewKind(room.Deps{
-		Store: n.store, Gifts: heatPerGift(10), Config: configs.Default().Room, Logger: logger,
+		Store: n.store, Gifts: room.FreeGifts(10), Config: configs.Default().Room, Logger: logger,
 		Dir: room.DirectoryDeps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second},
 	})
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))

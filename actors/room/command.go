@@ -51,6 +51,9 @@ type Command struct {
 	RoomID    string
 	UserID    string // operator
 	NowMs     int64
+	// RequestHash fingerprints the request (RequestHash); it is stored
+	// with the log record so a reused command_id can be checked.
+	RequestHash string
 
 	Name         string   // CreateRoom; UpdateRoom ("" = unchanged)
 	MicSeats     int      // CreateRoom; 0 = DefaultMicSeats

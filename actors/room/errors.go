@@ -3,6 +3,7 @@ package room
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hyapp/roomcell/errclass"
 )
@@ -42,6 +43,21 @@ var (
 	ErrKickAdmin      = ruleErr(ErrPermission, "only the owner may kick an admin")
 )
 
+// ErrGiftRefunded is the grain's answer (not a rule of Decide) for a gift
+// whose room write failed for good: its charge is (or is being) returned,
+// and its command_id keeps this answer.
+var ErrGiftRefunded = grainErr(ErrPrecondition, "gift was not delivered and its charge is returned to the sender; send it again under a new command_id")
+
+// grainErrors are the errors the grain itself answers with, registered
+// like rule errors so they cross nodes as themselves.
+var grainErrors []error
+
+func grainErr(class error, text string) error {
+	err := fmt.Errorf("%w: %s", class, text)
+	grainErrors = append(grainErrors, err)
+	return err
+}
+
 // ruleErrors is every rule error, in declaration order.
 var ruleErrors []error
 
@@ -69,7 +85,7 @@ func ClassOf(err error) string { return errclass.Name(err) }
 // A rule error comes back as its own sentinel, so errors.Is works the same
 // whichever member ran the command.
 func ErrorFromClass(class, msg string) error {
-	for _, r := range ruleErrors {
+	for _, r := range slices.Concat(ruleErrors, grainErrors) {
 		if r.Error() == msg && ClassOf(r) == class {
 			return r
 		}

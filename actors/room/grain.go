@@ -37,25 +37,6 @@ type Publisher interface {
 	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
 }
 
-// GiftDebit is the wallet charge of a gift, keyed by the gift command's
-// command_id so a retried SendGift never charges twice.
-type GiftDebit struct {
-	AppCode    string
-	RoomID     string
-	CommandID  string
-	FromUserID string
-	ToUserID   string
-	GiftID     string
-	Count      int64
-}
-
-// GiftDebiter charges gifts. Its errors must wrap one of this package's
-// class sentinels (ErrPrecondition for insufficient balance, ErrInvalid for
-// an unknown gift, ErrUnavailable when the wallet is down).
-type GiftDebiter interface {
-	DebitGift(ctx context.Context, d GiftDebit) (heatValue int64, err error)
-}
-
 // Deps is what every room grain of a node shares.
 type Deps struct {
 	Store     Store
@@ -245,6 +226,12 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if app, room := KeyOf(rc); app != g.key.AppCode || room != g.key.RoomID {
 		return nil, invalidf("command for %s/%s sent to room %s", app, room, g.key)
 	}
+	if Mutates(cmd.Type) {
+		var err error
+		if cmd.RequestHash, err = RequestHash(rc); err != nil {
+			return nil, err
+		}
+	}
 	if !Mutates(cmd.Type) {
 		if _, err := Decide(g.state, cmd); err != nil {
 			return nil, err
@@ -253,7 +240,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
-		return g.recorded(cmd.CommandID)
+		return g.recorded(cmd)
 	}
 	if err := g.dirCheck(cmd); err != nil { // directory hook
 		return nil, err
@@ -262,40 +249,30 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if err != nil {
 		// A retry of an old command can break a rule that its first run
 		// did not (CreateRoom twice): answer it from the log if it is there.
-		if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
-			return reply, nil
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+			return reply, dupErr
 		}
 		return nil, err
 	}
 	if cmd.Type == CmdSendGift {
-		if events, err = g.chargeGift(cmd); err != nil {
-			return nil, err
+		// A key older than the cached ones is looked up before any money
+		// moves: its reuse must not reach the wallet.
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+			return reply, dupErr
+		} else if !errors.Is(dupErr, persistence.ErrNotFound) {
+			return nil, dupErr
 		}
+		return g.sendGift(ctx, cmd)
 	}
 	return g.commit(ctx, cmd, events)
 }
 
-// chargeGift debits the wallet (idempotent by command_id) and decides the
-// gift again with the heat the wallet returned.
-func (g *grain) chargeGift(cmd Command) ([]Event, error) {
-	if g.deps.Gifts == nil {
-		return nil, fmt.Errorf("%w: no wallet configured", ErrUnavailable)
-	}
-	ctx, cancel := g.storeCtx()
-	defer cancel()
-	heat, err := g.deps.Gifts.DebitGift(ctx, GiftDebit{
-		AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID,
-		FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, Count: cmd.GiftCount,
-	})
-	if err != nil {
-		return nil, err
-	}
-	cmd.HeatValue = heat
-	return Decide(g.state, cmd)
-}
-
-// recorded returns the stored reply of commandID, marked duplicate.
-func (g *grain) recorded(commandID string) (*v1.CommandReply, error) {
+// recorded returns the stored reply of cmd's command_id, marked
+// duplicate, or ErrExists if the command_id was recorded for a different
+// request: a key names one command, and a second command under it would
+// otherwise be dropped while its caller is told it happened.
+func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
+	commandID := cmd.CommandID
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	rec, err := g.deps.Store.FindCommand(ctx, g.key, commandID)
@@ -304,6 +281,13 @@ func (g *grain) recorded(commandID string) (*v1.CommandReply, error) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	// Rows written before fingerprints were stored have none to compare.
+	if rec.RequestHash != "" && rec.RequestHash != cmd.RequestHash {
+		if rec.CommandType != cmd.Type {
+			return nil, fmt.Errorf("%w: command_id %q was already used for a %s, this is a %s", ErrExists, commandID, rec.CommandType, cmd.Type)
+		}
+		return nil, fmt.Errorf("%w: command_id %q was already used for a %s with different fields", ErrExists, commandID, rec.CommandType)
 	}
 	var reply v1.CommandReply
 	if err := proto.Unmarshal(rec.Reply, &reply); err != nil {
@@ -336,8 +320,8 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
-		CommandType: cmd.Type, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}, Lease: g.publishLease(seq)}
+		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
 			return nil, err
@@ -365,14 +349,17 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 // so the state is reloaded before the next command either way.
 func (g *grain) appendFailed(cmd Command, seq int64, err error) (*v1.CommandReply, error) {
 	g.loaded = false
+	if cmd.Type == CmdSendGift {
+		return g.giftAppendFailed(cmd, seq, err)
+	}
 	if !errors.Is(err, persistence.ErrConflict) {
 		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
 		return nil, fmt.Errorf("%w: command not stored, retry", ErrUnavailable)
 	}
 	// The command_id fence caught a retry of a command older than the
 	// in-memory cache: answer it from the log.
-	if reply, dupErr := g.recorded(cmd.CommandID); dupErr == nil {
-		return reply, nil
+	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+		return reply, dupErr
 	}
 	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
 	return nil, fmt.Errorf("%w: room was changed by another writer, retry", ErrUnavailable)

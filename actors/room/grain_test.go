@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -72,13 +73,16 @@ func (p *probePublisher) PublishRoomEvent(_ context.Context, env persistence.Env
 	return err
 }
 
+// countingWallet counts holds per command_id and keeps each gift's
+// settlement, refusing to settle a gift both ways.
 type countingWallet struct {
-	mu    sync.Mutex
-	calls map[string]int
-	fail  error
+	mu      sync.Mutex
+	calls   map[string]int    // HoldGift calls that reserved or found a reservation
+	settled map[string]string // command_id -> "confirmed" / "refunded"
+	fail    error
 }
 
-func (w *countingWallet) DebitGift(_ context.Context, d GiftDebit) (int64, error) {
+func (w *countingWallet) HoldGift(_ context.Context, d GiftDebit) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fail != nil {
@@ -87,8 +91,38 @@ func (w *countingWallet) DebitGift(_ context.Context, d GiftDebit) (int64, error
 	if w.calls == nil {
 		w.calls = map[string]int{}
 	}
+	if w.settled[d.CommandID] == "refunded" {
+		return 0, ErrGiftRefunded
+	}
 	w.calls[d.CommandID]++
 	return 10 * d.Count, nil
+}
+
+func (w *countingWallet) settle(commandID, how string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.settled == nil {
+		w.settled = map[string]string{}
+	}
+	if prev := w.settled[commandID]; prev != "" && prev != how {
+		return fmt.Errorf("%w: gift %s already %s, now %s", ErrPrecondition, commandID, prev, how)
+	}
+	w.settled[commandID] = how
+	return nil
+}
+
+func (w *countingWallet) ConfirmGift(_ context.Context, _, commandID string) error {
+	return w.settle(commandID, "confirmed")
+}
+
+func (w *countingWallet) RefundGift(_ context.Context, _, commandID string) error {
+	return w.settle(commandID, "refunded")
+}
+
+func (w *countingWallet) outcome(commandID string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.settled[commandID]
 }
 
 type fixture struct {
@@ -377,8 +411,4 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 // fixedHeat is a wallet that charges nothing and returns heat per gift.
-type fixedHeat int64
-
-func (h fixedHeat) DebitGift(_ context.Context, d GiftDebit) (int64, error) {
-	return int64(h) * d.Count, nil
-}
+type fixedHeat = FreeGifts

@@ -17,21 +17,7 @@ import (
 // path (the sync publish); the worker rows are actors/relay's. Each runs on
 // go-memdb and on MariaDB.
 func TestSeedSyncPublishRows(t *testing.T) {
-	stores := []struct {
-		name string
-		open func(t *testing.T) Store
-	}{
-		{"memdb", func(*testing.T) Store { return memdb.New() }},
-		{"mariadb", func(t *testing.T) Store {
-			cfg, _ := mysqltest.NewDatabase(t)
-			s, err := mysql.Open(context.Background(), cfg, mysql.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
+	stores := bothStores()
 	rows := []struct {
 		name string
 		run  func(t *testing.T, f *fixture, store Store)
@@ -111,5 +97,28 @@ func expectPublishOf(t *testing.T, f *fixture, eventID string) published {
 		if p.env.EventID == eventID {
 			return p
 		}
+	}
+}
+
+// bothStores opens each backend a room runs on: go-memdb, and MariaDB in
+// a database of the test's own.
+func bothStores() []struct {
+	name string
+	open func(t *testing.T) Store
+} {
+	return []struct {
+		name string
+		open func(t *testing.T) Store
+	}{
+		{"memdb", func(*testing.T) Store { return memdb.New() }},
+		{"mariadb", func(t *testing.T) Store {
+			cfg, _ := mysqltest.NewDatabase(t)
+			s, err := mysql.Open(context.Background(), cfg, mysql.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}},
 	}
 }

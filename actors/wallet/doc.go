@@ -24,5 +24,55 @@
 // The price is lock contention on a hot sender, which the Wallet benchmark
 // in docs/benchmarks.md measures; idempotency rests on the unique key
 // (app_code, command_id) of the transaction record, so a retried command
-// returns its first result and writes nothing.
+// returns its first result and writes nothing, while the same command_id
+// with a different request (its fingerprint differs) is ErrConflict.
+//
+// A room gift is one outcome (issue 14). The wallet and the room log are
+// two databases, so no one transaction can charge the sender and append
+// RoomGiftSent. The design, step by step, with why each step is safe
+// whenever the process dies between two of them:
+//
+//  1. HoldGift reserves: the sender's COIN moves from available to frozen
+//     and a wallet_gift_holds row (state open) is written, in one wallet
+//     transaction keyed by the gift's command_id. The receiver gets
+//     nothing yet, so a gift that never happens has paid nobody. A retry
+//     finds the reservation and reserves nothing more.
+//  2. The grain appends the gift; the append also inserts the gift's row
+//     in room_gift_outcomes (outcome sent). That row's primary key is the
+//     only fence the design needs: whoever decides a gift did not happen
+//     first inserts outcome void (RoomStore.VoidGift), and only one of the
+//     two inserts can ever commit. After a void no append of the gift can
+//     commit, however late a timed-out COMMIT reaches the server, and
+//     after a sent no void can.
+//  3. ConfirmGift spends the reservation (frozen down, receiver's DIAMOND
+//     up); RefundGift returns it (frozen back to available). Both write
+//     their transaction under one derived command_id (settleCommandID),
+//     so the unique key of wallet_transactions lets only one of them
+//     commit, once.
+//
+// Who settles: the grain confirms after its append; after a failed
+// append it calls VoidGift and confirms (the commit had happened, its
+// acknowledgement was lost) or refunds. If the grain dies, or a store is
+// down, the reservation stays open, and the reconciler
+// (actors/wallet/giftsettle) takes every reservation older than a bound:
+// VoidGift in the gift's room, then confirm or refund by its answer. A
+// client retry with the same command_id meets the same rules: the
+// reservation exists, the append either lands (if nothing voided it) or
+// is refused by the void and refunded; a refunded id answers
+// ErrGiftRefunded for ever. The bound is only about cost, never safety:
+// a short one refunds gifts a slow append would still have delivered.
+//
+// Simpler designs fail: debit-then-append (the old one) charges without a
+// gift when the append fails; append-then-debit delivers without a charge
+// when the debit fails; a compensating refund after a failed append is
+// wrong when the failure hid a commit; a reconciler that refunds by age
+// alone is wrong when a paused node's append lands after it. The void row
+// closes the last two: it turns "no record yet" into "never".
+//
+// Money is conserved: across all accounts, available + frozen COIN
+// changes only by credits and by confirmed gifts' prices, and DIAMOND
+// only by credits and confirmed gifts' shares; a reserve and a refund
+// only move COIN between available and frozen. Each step writes its
+// ledger entries and WalletBalanceChanged events with the account's next
+// balance_version, so a refund reaches the user as a notice too.
 package wallet

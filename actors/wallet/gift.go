@@ -73,22 +73,33 @@ func mul(a, b int64) (int64, bool) {
 	return int64(lo), true
 }
 
+// checkGift validates a gift request and prices it.
+func (s *Service) checkGift(r DebitGiftRequest) (GiftQuote, error) {
+	if err := checkIDs("app_code", r.AppCode, "command_id", r.CommandID, "room_id", r.RoomID,
+		"from_user_id", r.FromUserID, "to_user_id", r.ToUserID, "gift_id", r.GiftID); err != nil {
+		return GiftQuote{}, err
+	}
+	if r.FromUserID == r.ToUserID {
+		return GiftQuote{}, invalidf("a gift's sender and receiver must differ")
+	}
+	return s.QuoteGift(r.GiftID, r.Count)
+}
+
+// giftFingerprint is the request a gift's command_id is bound to; kind
+// keeps a one-step debit and a reservation under one id apart.
+func giftFingerprint(kind string, r DebitGiftRequest) string {
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%d", kind, r.RoomID, r.FromUserID, r.ToUserID, r.GiftID, r.Count)
+}
+
 // DebitGift charges a gift in one transaction: sender COIN down, receiver
 // DIAMOND up, one WalletBalanceChanged per changed account. An insufficient
 // balance is ErrInsufficientBalance and writes nothing.
 func (s *Service) DebitGift(ctx context.Context, r DebitGiftRequest) (DebitGiftResult, error) {
-	if err := checkIDs("app_code", r.AppCode, "command_id", r.CommandID, "room_id", r.RoomID,
-		"from_user_id", r.FromUserID, "to_user_id", r.ToUserID, "gift_id", r.GiftID); err != nil {
-		return DebitGiftResult{}, err
-	}
-	if r.FromUserID == r.ToUserID {
-		return DebitGiftResult{}, invalidf("a gift's sender and receiver must differ")
-	}
-	q, err := s.QuoteGift(r.GiftID, r.Count)
+	q, err := s.checkGift(r)
 	if err != nil {
 		return DebitGiftResult{}, err
 	}
-	fp := fmt.Sprintf("gift|%s|%s|%s|%s|%d", r.RoomID, r.FromUserID, r.ToUserID, r.GiftID, r.Count)
+	fp := giftFingerprint("gift", r)
 	from := persistence.AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
 	to := persistence.AccountKey{AppCode: r.AppCode, UserID: r.ToUserID, AssetType: AssetDiamond}
 	now, txID := s.now(), s.newID()

@@ -193,9 +193,16 @@ func newPlanner(appCode, commandID, txID, kind, fingerprint string, nowMs int64)
 // change moves old.Available by delta, bumps the version and adds the
 // ledger entry and the WalletBalanceChanged row. It returns the new state.
 func (pl *planner) change(old persistence.Account, delta int64, meta map[string]string) persistence.Account {
+	return pl.move(old, delta, 0, meta)
+}
+
+// move is change for both balances: available by delta, frozen by
+// frozenDelta (a gift's reserve, confirm and refund).
+func (pl *planner) move(old persistence.Account, delta, frozenDelta int64, meta map[string]string) persistence.Account {
 	now := pl.p.NowMs
 	a := old
 	a.Available += delta
+	a.Frozen += frozenDelta
 	a.BalanceVersion++
 	a.UpdatedAtMs = now
 	r := pl.p.Record
@@ -203,7 +210,7 @@ func (pl *planner) change(old persistence.Account, delta int64, meta map[string]
 	pl.p.Ledger = append(pl.p.Ledger, persistence.LedgerEntry{
 		TransactionID: r.TransactionID, CommandID: r.CommandID,
 		AppCode: a.AppCode, UserID: a.UserID, AssetType: a.AssetType,
-		AvailableDelta: delta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
+		AvailableDelta: delta, FrozenDelta: frozenDelta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
 		BalanceVersion: a.BalanceVersion, CreatedAtMs: now,
 	})
 	if meta == nil {
@@ -213,7 +220,7 @@ func (pl *planner) change(old persistence.Account, delta int64, meta map[string]
 		EventType: persistence.EventBalanceChanged, EventID: persistence.BalanceEventID(r.TransactionID, a.UserID, a.AssetType),
 		AppCode: a.AppCode, TransactionID: r.TransactionID, CommandID: r.CommandID,
 		UserID: a.UserID, AssetType: a.AssetType,
-		AvailableDelta: delta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
+		AvailableDelta: delta, FrozenDelta: frozenDelta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
 		BalanceVersion: a.BalanceVersion, CreatedAtMs: now, SourceCreatedAtMs: now, Metadata: meta,
 	}
 	pl.outbox(ev.EventID, a.UserID, ev.EventType, ev)

@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
+	"github.com/hyapp/roomcell/actors/wallet/giftsettle"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -66,7 +67,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = conn.Close() })
-		return giftdebit.New(grpcapi.NewWalletClient(conn)), nil
+		return giftdebit.Remote{D: grpcapi.NewWalletClient(conn)}, nil
 	}
 	svc, err := wallet.NewService(a.stores.Wallet, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
 		wallet.WithVipPlans(wallet.PlansFromConfig(a.cfg.Wallet.VipPlans)))
@@ -164,7 +165,36 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 	if err := a.startNotice(sup, im); err != nil {
 		return err
 	}
-	return a.startPurge(sup)
+	if err := a.startPurge(sup); err != nil {
+		return err
+	}
+	return a.startGiftReconciler(sup)
+}
+
+// startGiftReconciler runs the gift reconciler where the wallet is in
+// process: it needs the wallet store and the room store together.
+func (a *App) startGiftReconciler(sup *supervise.Supervisor) error {
+	rc := a.cfg.Wallet.GiftReconciler
+	if a.wallet == nil || !rc.On() {
+		return nil
+	}
+	metrics, err := giftsettle.NewMetrics(a.registry)
+	if err != nil {
+		return err
+	}
+	w, err := giftsettle.Start(sup, giftsettle.Deps{
+		Wallet: a.wallet, Rooms: a.store, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
+		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	a.workers = append(a.workers, worker{name: giftsettle.WorkerName, stop: func() {
+		if err := w.Stop(10 * time.Second); err != nil {
+			a.log.Warn("gift reconciler stop", "error", err)
+		}
+	}})
+	return nil
 }
 
 // registerServices registers the gRPC services besides RoomService.

@@ -90,7 +90,7 @@ func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Wa
 	s.Room = room
 	s.closers = append(s.closers, room.Close)
 	if want.Wallet {
-		ws, err := mysql.OpenWalletStore(ctx, cfg, mysql.WithLogger(log))
+		ws, err := mysql.OpenWalletStore(ctx, cfg.Wallet(), mysql.WithLogger(log))
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,18 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		return fmt.Errorf("memdb: append %s: command_id %q already written: %w", key, cmd.CommandID, persistence.ErrConflict)
 	}
 
+	if a.Gift {
+		out, err := txn.First(tableGiftOutcomes, indexID, cmd.AppCode, cmd.RoomID, cmd.CommandID)
+		if err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+		if out != nil {
+			return fmt.Errorf("memdb: append %s: gift %q was voided: %w", key, cmd.CommandID, persistence.ErrConflict)
+		}
+		if err := txn.Insert(tableGiftOutcomes, &giftOutcome{AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID, Sent: true, CreatedAtMs: cmd.CreatedAtMs}); err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+	}
 	stored := cloneCommand(cmd)
 	if err := txn.Insert(tableCommandLog, &stored); err != nil {
 		return fmt.Errorf("memdb: append %s: %w", key, err)
@@ -181,4 +193,29 @@ func saveSnapshot(txn *memdb.Txn, snap persistence.Snapshot) error {
 	}
 	stored := cloneSnapshot(snap)
 	return txn.Insert(tableSnapshots, &stored)
+}
+
+// VoidGift implements persistence.RoomStore. The write transaction holds
+// the single writer lock, so it and a gift's Append cannot interleave.
+func (s *Store) VoidGift(ctx context.Context, key persistence.RoomKey, commandID string, nowMs int64) (bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return false, err
+	}
+	if key.AppCode == "" || key.RoomID == "" || commandID == "" {
+		return false, fmt.Errorf("%w: app_code, room_id and command_id are required", errInvalid)
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	raw, err := txn.First(tableGiftOutcomes, indexID, key.AppCode, key.RoomID, commandID)
+	if err != nil {
+		return false, fmt.Errorf("memdb: void gift %s: %w", key, err)
+	}
+	if raw != nil {
+		return raw.(*giftOutcome).Sent, nil
+	}
+	if err := txn.Insert(tableGiftOutcomes, &giftOutcome{AppCode: key.AppCode, RoomID: key.RoomID, CommandID: commandID, CreatedAtMs: nowMs}); err != nil {
+		return false, fmt.Errorf("memdb: void gift %s: %w", key, err)
+	}
+	txn.Commit()
+	return false, nil
 }

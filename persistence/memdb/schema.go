@@ -8,9 +8,10 @@ import (
 
 // Table and index names of the room domain.
 const (
-	tableCommandLog = "room_command_log"
-	tableOutbox     = "room_outbox"
-	tableSnapshots  = "room_snapshots"
+	tableCommandLog   = "room_command_log"
+	tableOutbox       = "room_outbox"
+	tableSnapshots    = "room_snapshots"
+	tableGiftOutcomes = "room_gift_outcomes"
 
 	indexID        = "id"
 	indexCommandID = "command_id"
@@ -24,6 +25,7 @@ var roomTables = []func() *memdb.TableSchema{
 	roomCommandLogTable,
 	roomOutboxTable,
 	roomSnapshotsTable,
+	roomGiftOutcomesTable,
 }
 
 // roomSchema is the schema of the room MemDB.
@@ -143,6 +145,31 @@ func roomSnapshotsTable() *memdb.TableSchema {
 				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "AppCode"},
 					&memdb.StringFieldIndex{Field: "RoomID"},
+				}},
+			},
+		},
+	}
+}
+
+// giftOutcome is a room_gift_outcomes row: "sent" or "void" for one gift
+// command_id, whichever was written first (persistence.RoomStore.VoidGift).
+type giftOutcome struct {
+	AppCode, RoomID, CommandID string
+	Sent                       bool
+	CreatedAtMs                int64
+}
+
+func roomGiftOutcomesTable() *memdb.TableSchema {
+	return &memdb.TableSchema{
+		Name: tableGiftOutcomes,
+		Indexes: map[string]*memdb.IndexSchema{
+			indexID: {
+				Name:   indexID,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "AppCode"},
+					&memdb.StringFieldIndex{Field: "RoomID"},
+					&memdb.StringFieldIndex{Field: "CommandID"},
 				}},
 			},
 		},

@@ -3,6 +3,7 @@ package memdb
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -113,6 +114,12 @@ func (s *WalletStore) Exec(ctx context.Context, tx persistence.WalletTx) (persis
 		v := *plan.Vip
 		if err := txn.Insert(tableWalletVip, &v); err != nil {
 			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write vip: %w", err)
+		}
+	}
+	if plan.Hold != nil {
+		h := *plan.Hold
+		if err := txn.Insert(tableWalletGiftHolds, &h); err != nil {
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write gift hold: %w", err)
 		}
 	}
 	next, err := nextOutboxID(txn)
@@ -268,4 +275,59 @@ func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit 
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// GiftHold implements wallet.Store.
+func (s *WalletStore) GiftHold(ctx context.Context, appCode, commandID string) (persistence.GiftHold, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.GiftHold{}, err
+	}
+	raw, err := s.db.Txn(false).First(tableWalletGiftHolds, indexID, appCode, commandID)
+	if err != nil {
+		return persistence.GiftHold{}, fmt.Errorf("memdb: read gift hold: %w", err)
+	}
+	if raw == nil {
+		return persistence.GiftHold{}, persistence.ErrNotFound
+	}
+	return *raw.(*persistence.GiftHold), nil
+}
+
+// OpenGiftHolds implements wallet.Store.
+func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	it, err := s.db.Txn(false).LowerBound(tableWalletGiftHolds, indexStatus, persistence.HoldOpen, int64(math.MinInt64))
+	if err != nil {
+		return nil, fmt.Errorf("memdb: scan gift holds: %w", err)
+	}
+	var out []persistence.GiftHold
+	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+		h := raw.(*persistence.GiftHold)
+		if h.State != persistence.HoldOpen || h.CreatedAtMs >= beforeMs {
+			break
+		}
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+// GiftHoldStats implements wallet.Store.
+func (s *WalletStore) GiftHoldStats(ctx context.Context) (persistence.HoldStats, error) {
+	if err := s.ready(ctx); err != nil {
+		return persistence.HoldStats{}, err
+	}
+	it, err := s.db.Txn(false).Get(tableWalletGiftHolds, indexStatus+"_prefix", persistence.HoldOpen)
+	if err != nil {
+		return persistence.HoldStats{}, fmt.Errorf("memdb: scan gift holds: %w", err)
+	}
+	var st persistence.HoldStats
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		h := raw.(*persistence.GiftHold)
+		if st.Open == 0 {
+			st.OldestCreatedAtMs = h.CreatedAtMs
+		}
+		st.Open++
+	}
+	return st, nil
 }

@@ -12,6 +12,7 @@ const (
 	tableWalletLedger       = "wallet_ledger"
 	tableWalletVip          = "wallet_vip"
 	tableWalletOutbox       = "wallet_outbox"
+	tableWalletGiftHolds    = "wallet_gift_holds"
 
 	indexWalletEventID = "event_id"
 )
@@ -24,6 +25,7 @@ var walletTables = []func() *memdb.TableSchema{
 	walletLedgerTable,
 	walletVipTable,
 	walletOutboxTable,
+	walletGiftHoldsTable,
 }
 
 // walletSchema is the schema of the wallet MemDB.
@@ -132,6 +134,31 @@ func walletOutboxTable() *memdb.TableSchema {
 				Name:    indexWalletEventID,
 				Unique:  true,
 				Indexer: &memdb.StringFieldIndex{Field: "EventID"},
+			},
+		},
+	}
+}
+
+// walletGiftHoldsTable holds *wallet.GiftHold rows; state serves the
+// reconciler's scan of open rows by age.
+func walletGiftHoldsTable() *memdb.TableSchema {
+	return &memdb.TableSchema{
+		Name: tableWalletGiftHolds,
+		Indexes: map[string]*memdb.IndexSchema{
+			indexID: {
+				Name:   indexID,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "AppCode"},
+					&memdb.StringFieldIndex{Field: "CommandID"},
+				}},
+			},
+			indexStatus: {
+				Name: indexStatus,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "State"},
+					&memdb.IntFieldIndex{Field: "CreatedAtMs"},
+				}},
 			},
 		},
 	}

@@ -82,19 +82,19 @@ func TestOpenLogsRedactedDSN(t *testing.T) {
 	p := startProxy(t, cfg.DSN)
 	// The proxy does not care about the password, but the server does: give
 	// the DSN a password only for the redaction check below.
-	withPw, _ := driverMySQL.ParseDSN(p.dsn())
+	withPw, _ := driverMySQL.ParseDSN(p.DSN())
 	withPw.Passwd = secret
 	if got := redactedDSN(withPw.FormatDSN(), "hyapp_room"); strings.Contains(got, secret) || !strings.Contains(got, "xxxxx") || !strings.Contains(got, "/hyapp_room") {
 		t.Fatalf("redactedDSN = %q", got)
 	}
 	var logs bytes.Buffer
-	cfg.DSN = p.dsn()
+	cfg.DSN = p.DSN()
 	s, err := Open(t.Context(), cfg, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if !strings.Contains(logs.String(), "room store open") || !strings.Contains(logs.String(), p.addr) {
+	if !strings.Contains(logs.String(), "room store open") || !strings.Contains(logs.String(), p.Addr()) {
 		t.Fatalf("open log line missing or without the server address:\n%s", logs.String())
 	}
 }

@@ -23,7 +23,7 @@ func TestMySQLDownAnswersUnavailableInTimeAndRecovers(t *testing.T) {
 		t.Run(fmt.Sprintf("groupcommit=%v", on), func(t *testing.T) {
 			cfg, _ := mysqltest.NewDatabase(t)
 			p := startProxy(t, cfg.DSN)
-			cfg.DSN = p.dsn()
+			cfg.DSN = p.DSN()
 			groupCommit(on)(&cfg)
 			s, err := Open(t.Context(), cfg, WithLogger(quiet))
 			if err != nil {
@@ -39,7 +39,7 @@ func TestMySQLDownAnswersUnavailableInTimeAndRecovers(t *testing.T) {
 			for _, down := range []struct {
 				name string
 				cut  func()
-			}{{"refused", p.cut}, {"hung", p.stall}} {
+			}{{"refused", p.Cut}, {"hung", p.Stall}} {
 				down.cut()
 				calls := map[string]func(ctx context.Context) error{
 					"Append": func(ctx context.Context) error {
@@ -71,7 +71,7 @@ func TestMySQLDownAnswersUnavailableInTimeAndRecovers(t *testing.T) {
 					t.Logf("%s: %s answered in %v: %v", down.name, name, took.Round(time.Millisecond), err)
 				}
 
-				p.restore()
+				p.Restore()
 				seq++
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				if err := s.Append(ctx, testAppend(key, seq, fmt.Sprintf("cmd-%d", seq), false)); err != nil {

@@ -326,7 +326,8 @@ func (b *rowsBuilder) flush() {
 }
 
 const (
-	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, reply, events, created_at_ms) VALUES "
+	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms) VALUES "
+	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
 	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
@@ -343,7 +344,8 @@ const (
 // log goes first: a fenced seq fails there, before any other row of the
 // append is written.
 func buildStatements(ps []*pendingAppend) []statement {
-	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?)"}
+	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?,?)"}
+	gifts := rowsBuilder{head: insertGiftSent, tuple: "(?,?,?,'sent',?)"}
 	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?)"}
 	snaps := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, tuple: "(?,?,?,?,?)"}
 	for _, p := range ps {
@@ -352,7 +354,10 @@ func buildStatements(ps []*pendingAppend) []statement {
 		if reply == nil {
 			reply = []byte{}
 		}
-		logs.add(len(reply)+len(p.events)+128, c.AppCode, c.RoomID, c.Seq, c.CommandID, c.CommandType, reply, p.events, c.CreatedAtMs)
+		logs.add(len(reply)+len(p.events)+192, c.AppCode, c.RoomID, c.Seq, c.CommandID, c.CommandType, c.RequestHash, reply, p.events, c.CreatedAtMs)
+		if p.a.Gift {
+			gifts.add(256, c.AppCode, c.RoomID, c.CommandID, c.CreatedAtMs)
+		}
 		var lockedBy any
 		var lockUntil int64
 		if l := p.a.Lease; l != nil {
@@ -370,9 +375,12 @@ func buildStatements(ps []*pendingAppend) []statement {
 		}
 	}
 	logs.flush()
+	gifts.flush()
 	outbox.flush()
 	snaps.flush()
-	return slices.Concat(logs.out, outbox.out, snaps.out)
+	// A voided gift fails on its outcome row right after the log, before
+	// any outbox row is written.
+	return slices.Concat(logs.out, gifts.out, outbox.out, snaps.out)
 }
 
 // LoadSnapshot implements persistence.RoomStore.
@@ -395,12 +403,12 @@ func (s *Store) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (pers
 	return snap, nil
 }
 
-const commandColumns = "seq, command_id, command_type, reply, events, created_at_ms"
+const commandColumns = "seq, command_id, command_type, request_hash, reply, events, created_at_ms"
 
 func scanCommand(key persistence.RoomKey, sc interface{ Scan(...any) error }) (persistence.CommandRecord, error) {
 	c := persistence.CommandRecord{AppCode: key.AppCode, RoomID: key.RoomID}
 	var events []byte
-	if err := sc.Scan(&c.Seq, &c.CommandID, &c.CommandType, &c.Reply, &events, &c.CreatedAtMs); err != nil {
+	if err := sc.Scan(&c.Seq, &c.CommandID, &c.CommandType, &c.RequestHash, &c.Reply, &events, &c.CreatedAtMs); err != nil {
 		return c, err
 	}
 	if len(c.Reply) == 0 {
@@ -484,4 +492,35 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap persistence.Snapshot) err
 		return s.wrap("save snapshot "+snap.Key().String(), err)
 	}
 	return nil
+}
+
+// VoidGift implements persistence.RoomStore. The outcome row's primary
+// key is the whole fence: this INSERT and a gift append's INSERT of the
+// same key cannot both commit, so no locking read is needed.
+func (s *Store) VoidGift(ctx context.Context, key persistence.RoomKey, commandID string, nowMs int64) (bool, error) {
+	if err := ready(ctx); err != nil {
+		return false, err
+	}
+	if err := errors.Join(
+		checkLen("app_code", key.AppCode, maxAppCode, true),
+		checkLen("room_id", key.RoomID, maxRoomID, true),
+		checkLen("command_id", commandID, maxCommandID, true),
+	); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	if _, err := s.db.ExecContext(ctx,
+		"INSERT IGNORE INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES (?,?,?,'void',?)",
+		key.AppCode, key.RoomID, commandID, nowMs); err != nil {
+		return false, s.wrap("void gift "+key.String(), err)
+	}
+	var outcome string
+	err := s.db.QueryRowContext(ctx,
+		"SELECT outcome FROM room_gift_outcomes WHERE app_code = ? AND room_id = ? AND command_id = ?",
+		key.AppCode, key.RoomID, commandID).Scan(&outcome)
+	if err != nil {
+		return false, s.wrap("void gift "+key.String(), err)
+	}
+	return outcome == "sent", nil
 }

@@ -237,14 +237,14 @@ func TestWriteBatchIsolatesConflicts(t *testing.T) {
 func TestFailedCommitFailsWholeBatch(t *testing.T) {
 	cfg, _ := mysqltest.NewDatabase(t)
 	p := startProxy(t, cfg.DSN)
-	cfg.DSN = p.dsn()
+	cfg.DSN = p.DSN()
 	s, err := Open(t.Context(), cfg, WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	var once sync.Once
-	s.beforeCommit = func() { once.Do(p.cut) }
+	s.beforeCommit = func() { once.Do(p.Cut) }
 	ps := make([]*pendingAppend, 6)
 	for i := range ps {
 		ps[i], _ = prepareAppend(testAppend(room(i), 1, "cmd", i%2 == 0))
@@ -258,7 +258,7 @@ func TestFailedCommitFailsWholeBatch(t *testing.T) {
 		}
 	}
 	s.beforeCommit = nil
-	p.restore()
+	p.Restore()
 	if n := countRows(t, s, "SELECT COUNT(*) FROM room_command_log"); n != 0 {
 		t.Fatalf("a batch whose COMMIT failed left %d log rows", n)
 	}

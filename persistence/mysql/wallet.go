@@ -201,6 +201,13 @@ func (s *WalletStore) execOnce(ctx context.Context, tx persistence.WalletTx) (pe
 			return persistence.WalletReceipt{}, s.wrap("wallet write vip", err)
 		}
 	}
+	if h := plan.Hold; h != nil {
+		if _, err := sqlTx.ExecContext(ctx, upsertGiftHold, h.AppCode, h.CommandID, h.TransactionID, h.RoomID,
+			h.FromUserID, h.ToUserID, h.GiftID, h.Count, h.PriceTotal, h.DiamondTotal, h.HeatValue,
+			h.State, h.SettleTransactionID, h.CreatedAtMs, h.UpdatedAtMs); err != nil {
+			return persistence.WalletReceipt{}, s.wrap("wallet write gift hold", err)
+		}
+	}
 	if len(plan.Outbox) > 0 {
 		q := strings.Builder{}
 		q.WriteString(`INSERT INTO wallet_outbox (event_id, app_code, user_id, event_type, payload, status, created_at_ms, updated_at_ms) VALUES `)

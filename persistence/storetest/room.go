@@ -33,6 +33,8 @@ func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"RoomsIsolated", testRoomsIsolated},
 		{"ConcurrentAppendSameSeqFences", testConcurrentAppendSameSeq},
 		{"ConcurrentAppendSameCommandIDFences", testConcurrentAppendSameCommandID},
+		{"GiftVoidFence", testGiftVoidFence},
+		{"ConcurrentGiftAppendAndVoidOneOutcome", testConcurrentGiftAppendAndVoid},
 	})
 }
 
@@ -64,6 +66,7 @@ func command(key persistence.RoomKey, seq int64, commandID string, createdAtMs i
 		Seq:         seq,
 		CommandID:   commandID,
 		CommandType: "JoinRoom",
+		RequestHash: fmt.Sprintf("%064x", len(commandID)*1000003+int(seq)),
 		Reply:       []byte(fmt.Sprintf("\x00\xff\x01reply-%s-%d", commandID, seq)),
 		CreatedAtMs: createdAtMs,
 	}
@@ -565,4 +568,83 @@ func testConcurrentAppendSameCommandID(t *testing.T, s persistence.Store) {
 		}
 	}
 	wantOnlyWinner(t, s, appends[appendRace(t, s, appends)])
+}
+
+func testGiftVoidFence(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	sent := persistence.Append{Command: command(roomA, 1, "gift-sent", 1000, "ev-sent"), Snapshot: snapshot(roomA, 1, 1000), Gift: true}
+	mustAppend(t, s, sent)
+	for i := range 2 {
+		ok, err := s.VoidGift(ctx, roomA, "gift-sent", 2000)
+		mustNoErr(t, "VoidGift of an appended gift", err)
+		if !ok {
+			t.Fatalf("VoidGift #%d of an appended gift: got not sent", i+1)
+		}
+	}
+	for i := range 2 {
+		ok, err := s.VoidGift(ctx, roomA, "gift-void", 2000)
+		mustNoErr(t, "VoidGift of an unknown gift", err)
+		if ok {
+			t.Fatalf("VoidGift #%d of a gift never appended: got sent", i+1)
+		}
+	}
+	late := persistence.Append{Command: command(roomA, 2, "gift-void", 3000, "ev-late"), Snapshot: snapshot(roomA, 2, 3000), Gift: true}
+	wantIs(t, "Append of a voided gift", s.Append(ctx, late), persistence.ErrConflict)
+	wantUnchanged(t, s, sent.Command, sent.Snapshot, late)
+	// The same room and command_id in another room are other gifts.
+	other := persistence.RoomKey{AppCode: roomA.AppCode, RoomID: "room-b"}
+	mustAppend(t, s, persistence.Append{Command: command(other, 1, "gift-void", 3000, "ev-other"), Gift: true})
+	ok, err := s.VoidGift(ctx, other, "gift-void", 4000)
+	mustNoErr(t, "VoidGift in another room", err)
+	if !ok {
+		t.Fatal("VoidGift in another room: got not sent, though that room appended it")
+	}
+	_, err = s.VoidGift(ctx, persistence.RoomKey{}, "x", 1)
+	if err == nil {
+		t.Fatal("VoidGift without a room: got nil error")
+	}
+}
+
+// testConcurrentGiftAppendAndVoid races gift appends against voids of the
+// same command_id: every void must report the one outcome that the log
+// shows.
+func testConcurrentGiftAppendAndVoid(t *testing.T, s persistence.Store) {
+	const rounds, voiders = 12, 4
+	for r := range rounds {
+		key := persistence.RoomKey{AppCode: roomA.AppCode, RoomID: fmt.Sprintf("race-%d", r)}
+		id := fmt.Sprintf("gift-%d", r)
+		var (
+			wg        sync.WaitGroup
+			appendErr error
+			answers   [voiders]bool
+			errs      [voiders]error
+		)
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			appendErr = s.Append(t.Context(), persistence.Append{Command: command(key, 1, id, 1000, id+"-ev"), Gift: true})
+		})
+		for i := range voiders {
+			wg.Go(func() {
+				<-start
+				answers[i], errs[i] = s.VoidGift(t.Context(), key, id, 1000)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if appendErr != nil && !errors.Is(appendErr, persistence.ErrConflict) {
+			t.Fatalf("round %d: append: %v", r, appendErr)
+		}
+		_, findErr := s.FindCommand(t.Context(), key, id)
+		logged := findErr == nil
+		if logged != (appendErr == nil) {
+			t.Fatalf("round %d: append error %v but command logged %v", r, appendErr, logged)
+		}
+		for i := range voiders {
+			mustNoErr(t, "VoidGift", errs[i])
+			if answers[i] != logged {
+				t.Fatalf("round %d: void %d answered sent=%v, log has the gift: %v", r, i, answers[i], logged)
+			}
+		}
+	}
 }

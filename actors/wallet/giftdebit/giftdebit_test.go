@@ -23,7 +23,7 @@ func (f *fakeWallet) DebitGift(_ context.Context, r wallet.DebitGiftRequest) (wa
 
 func TestAdapterPassesTheGiftAndReturnsHeat(t *testing.T) {
 	f := &fakeWallet{res: wallet.DebitGiftResult{HeatValue: 42}}
-	heat, err := New(f).DebitGift(t.Context(), room.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
+	heat, err := Remote{D: f}.HoldGift(t.Context(), room.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
 	want := wallet.DebitGiftRequest{AppCode: "a", CommandID: "c", RoomID: "r", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3}
 	if err != nil || heat != 42 || f.got != want {
 		t.Fatalf("heat %d err %v, wallet got %+v", heat, err, f.got)
@@ -42,7 +42,7 @@ func TestAdapterMapsClasses(t *testing.T) {
 		{context.DeadlineExceeded, room.ClassUnavailable},
 		{errors.New("bug"), room.ClassInternal},
 	} {
-		_, err := New(&fakeWallet{err: tc.in}).DebitGift(t.Context(), room.GiftDebit{})
+		_, err := Remote{D: &fakeWallet{err: tc.in}}.HoldGift(t.Context(), room.GiftDebit{})
 		if got := room.ClassOf(err); got != tc.class {
 			t.Errorf("%v: class %s, want %s", tc.in, got, tc.class)
 		}

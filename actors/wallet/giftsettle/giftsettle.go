@@ -1,0 +1,198 @@
+package giftsettle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// WorkerName names the worker in logs and metrics.
+const WorkerName = "gift_reconciler"
+
+// Wallet is what the reconciler needs of the wallet (*wallet.Service).
+type Wallet interface {
+	OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error)
+	GiftHoldStats(ctx context.Context) (persistence.HoldStats, error)
+	ConfirmGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
+	RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
+}
+
+// Rooms is the room store's void fence.
+type Rooms interface {
+	VoidGift(ctx context.Context, key persistence.RoomKey, commandID string, nowMs int64) (bool, error)
+}
+
+// Deps configures a reconciler.
+type Deps struct {
+	Wallet Wallet
+	Rooms  Rooms
+	// After is the age at which an open reservation is settled here. The
+	// void fence keeps any age correct; a short one only refunds gifts a
+	// slow room write would still have delivered.
+	After     time.Duration
+	Interval  time.Duration
+	BatchSize int
+	// Timeout bounds each store call.
+	Timeout time.Duration
+	Clock   func() time.Time
+	Logger  *slog.Logger
+	Metrics *Metrics // nil records nothing
+}
+
+func (d Deps) normalized() (Deps, error) {
+	if d.Wallet == nil || d.Rooms == nil {
+		return d, errors.New("giftsettle: wallet and room store are required")
+	}
+	if d.After <= 0 || d.Interval <= 0 || d.BatchSize <= 0 || d.Timeout <= 0 {
+		return d, fmt.Errorf("giftsettle: after %s, interval %s, batch %d and timeout %s must be positive", d.After, d.Interval, d.BatchSize, d.Timeout)
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	return d, nil
+}
+
+// Result counts one pass.
+type Result struct {
+	Confirmed, Refunded, Failed int
+}
+
+// RunOnce settles up to BatchSize open reservations older than After and
+// refreshes the gauges. A reservation that fails stays open for the next
+// pass; the error of the first failure is returned with the counts.
+func RunOnce(ctx context.Context, d Deps) (Result, error) {
+	d, err := d.normalized()
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	now := d.Clock()
+	lctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.After).UnixMilli(), d.BatchSize)
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("list open gift holds: %w", err)
+	}
+	var first error
+	for _, h := range holds {
+		if ctx.Err() != nil {
+			break
+		}
+		outcome, err := settleOne(ctx, d, h)
+		switch {
+		case err != nil:
+			res.Failed++
+			if first == nil {
+				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
+			}
+		case outcome == persistence.HoldConfirmed:
+			res.Confirmed++
+		default:
+			res.Refunded++
+		}
+		d.Logger.Info("gift reservation settled by the reconciler", "worker", WorkerName, "app_code", h.AppCode,
+			"room_id", h.RoomID, "command_id", h.CommandID, "outcome", outcome, "age_ms", now.UnixMilli()-h.CreatedAtMs,
+			"error", err)
+	}
+	d.Metrics.add(res)
+	sctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	st, err := d.Wallet.GiftHoldStats(sctx)
+	cancel()
+	if err == nil {
+		d.Metrics.set(st, d.Clock())
+	} else if first == nil {
+		first = fmt.Errorf("gift hold stats: %w", err)
+	}
+	return res, first
+}
+
+// settleOne voids the gift in its room first: after that no append of it
+// can commit, so "not sent" is final and the refund is safe.
+func settleOne(ctx context.Context, d Deps, h persistence.GiftHold) (string, error) {
+	vctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	sent, err := d.Rooms.VoidGift(vctx, persistence.RoomKey{AppCode: h.AppCode, RoomID: h.RoomID}, h.CommandID, d.Clock().UnixMilli())
+	cancel()
+	if err != nil {
+		return "", fmt.Errorf("void in room %s: %w", h.RoomID, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	if sent {
+		_, err = d.Wallet.ConfirmGift(wctx, h.AppCode, h.CommandID)
+		return persistence.HoldConfirmed, err
+	}
+	_, err = d.Wallet.RefundGift(wctx, h.AppCode, h.CommandID)
+	return persistence.HoldRefunded, err
+}
+
+// Metrics are the reconciler's instruments.
+type Metrics struct {
+	Open      prometheus.Gauge
+	OldestAge prometheus.Gauge
+	Refunds   prometheus.Counter
+	Confirms  prometheus.Counter
+	Failures  prometheus.Counter
+}
+
+// NewMetrics creates the instruments and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wallet_gift_holds_open",
+			Help: "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass.",
+		}),
+		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wallet_gift_hold_oldest_age_ms",
+			Help: "Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass.",
+		}),
+		Refunds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wallet_gift_reconciler_refunds_total",
+			Help: "Gift reservations the reconciler refunded (their room never logged the gift).",
+		}),
+		Confirms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wallet_gift_reconciler_confirms_total",
+			Help: "Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened).",
+		}),
+		Failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wallet_gift_reconciler_failures_total",
+			Help: "Reservations the reconciler could not settle in a pass (retried next pass).",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("giftsettle: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) add(r Result) {
+	if m == nil {
+		return
+	}
+	m.Refunds.Add(float64(r.Refunded))
+	m.Confirms.Add(float64(r.Confirmed))
+	m.Failures.Add(float64(r.Failed))
+}
+
+func (m *Metrics) set(st persistence.HoldStats, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.Open.Set(float64(st.Open))
+	age := int64(0)
+	if st.Open > 0 {
+		age = max(0, now.UnixMilli()-st.OldestCreatedAtMs)
+	}
+	m.OldestAge.Set(float64(age))
+}
