@@ -31,6 +31,7 @@ func registerStubs(srv *grpc.Server) {
 	roomcellv1.RegisterOutboxAdminServer(srv, roomcellv1.UnimplementedOutboxAdminServer{})
 	roomcellv1.RegisterNoticeAdminServer(srv, roomcellv1.UnimplementedNoticeAdminServer{})
 	roomcellv1.RegisterClusterAdminServer(srv, roomcellv1.UnimplementedClusterAdminServer{})
+	roomcellv1.RegisterPurgeAdminServer(srv, roomcellv1.UnimplementedPurgeAdminServer{})
 }
 
 // startTCP serves o with every service stubbed on a real loopback port.
