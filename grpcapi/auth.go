@@ -86,6 +86,7 @@ var methodClasses = map[string]Class{
 	v1.OutboxAdmin_ListOutbox_FullMethodName:    ClassOperator,
 	v1.OutboxAdmin_GetOutbox_FullMethodName:     ClassOperator,
 	v1.OutboxAdmin_RetryOutbox_FullMethodName:   ClassOperator,
+	v1.OutboxAdmin_SkipOutbox_FullMethodName:    ClassOperator,
 	v1.NoticeAdmin_ListNotices_FullMethodName:   ClassOperator,
 	v1.NoticeAdmin_GetNotice_FullMethodName:     ClassOperator,
 	v1.NoticeAdmin_RequeueNotice_FullMethodName: ClassOperator,
