@@ -22,7 +22,9 @@ type fakePurgeStatus struct {
 	err  error
 }
 
-func (f fakePurgeStatus) Status(context.Context, bool) ([]purge.TableReport, error) { return f.reps, f.err }
+func (f fakePurgeStatus) Status(context.Context, bool) ([]purge.TableReport, error) {
+	return f.reps, f.err
+}
 
 func TestPurgeAdminStatus(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)

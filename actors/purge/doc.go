@@ -1,5 +1,6 @@
-// Package purge is the per-node retention worker of issue 12: a supervised
-// actor that, every retention.interval, runs one round over the tables of
+// Package purge is the per-node retention worker of issue 12: a poller
+// (actors/supervise's shell, under the workers' supervisor) that, every
+// retention.interval, runs one round over the tables of
 // persistence.PurgeTables. For each table a store on this node holds, it
 // takes the table's purge lease (one node purges a table at a time), reads
 // the notice cursor the table's rule needs, and deletes in batches of at

@@ -113,19 +113,21 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	p := purger(t, s.Room)
 	key := persistence.RoomKey{AppCode: "lalu", RoomID: "r-out"}
 	old, recent := rtT0-100*rtHour, rtT0-rtHour
-	types := slices.Repeat([]string{"RoomUserJoined"}, 5)
+	types := slices.Repeat([]string{"RoomUserJoined"}, 6)
 	// 0: old, published long ago → goes. 1: old, never published → stays
 	// (pending is never purged, whatever its age). 2: old, published just
 	// now (after a long outage) → stays until its publication is old.
-	// 3: recent, published → stays. 4: old, published old → goes.
-	ids := appendEvents(t, s.Room, key, types, []int64{old, old + 1, old + 2, recent, old + 3})
+	// 3: recent, published → stays. 4: old, published old → goes. 5: old,
+	// parked for an operator → stays.
+	ids := appendEvents(t, s.Room, key, types, []int64{old, old + 1, old + 2, recent, old + 3, old + 4})
 	ctx := t.Context()
 	mustNoErr(t, "mark", s.Room.MarkOutboxPublished(ctx, ids[0], old+10))
 	mustNoErr(t, "mark", s.Room.MarkOutboxPublished(ctx, ids[2], rtT0-1))
 	mustNoErr(t, "mark", s.Room.MarkOutboxPublished(ctx, ids[3], recent+10))
 	mustNoErr(t, "mark", s.Room.MarkOutboxPublished(ctx, ids[4], old+20))
 	// A pending row that failed many times is still pending.
-	mustNoErr(t, "fail", s.Room.MarkOutboxFailed(ctx, ids[1], "boom", old+30, old+30))
+	mustNoErr(t, "fail", s.Room.MarkOutboxFailed(ctx, ids[1], "boom", old+30, old+31))
+	mustNoErr(t, "park", s.Room.ParkOutbox(ctx, ids[5], "never deliverable", old+40))
 
 	r := persistence.PurgeRequest{Table: persistence.PurgeRoomOutbox, CutoffMs: rtT0 - 72*rtHour, Limit: 100}
 	if n := countPurgeable(t, p, r); n != 2 {
@@ -139,10 +141,13 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	if n := purgeAll(t, p, r); n != 2 {
 		t.Fatalf("purge deleted %d rows, want 2", n)
 	}
-	for i, want := range []bool{false, true, true, true, false} {
+	for i, want := range []bool{false, true, true, true, false, true} {
 		if got := outboxExists(t, s.Room, ids[i]); got != want {
 			t.Fatalf("row %d (%s) exists=%v after purge, want %v", i, ids[i], got, want)
 		}
+	}
+	if row := getOutbox(t, s.Room, ids[5]); row.Status != persistence.OutboxParked {
+		t.Fatalf("parked row changed by purge: %+v", row)
 	}
 	if row := getOutbox(t, s.Room, ids[1]); row.Status != persistence.OutboxPending || row.RetryCount != 1 {
 		t.Fatalf("pending row changed by purge: %+v", row)
