@@ -18,10 +18,7 @@ import (
 // store, because the outbox scans are store-wide.
 func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s persistence.Store)
-	}{
+	runContract(t, newStore, []contractCase[persistence.Store]{
 		{"AppendWritesPendingOutboxRows", testAppendWritesPendingOutbox},
 		{"ListPendingOldestFirstWithLimit", testListPendingOldestFirst},
 		{"ClaimLeases", testClaimLeases},
@@ -35,11 +32,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ReleaseOutbox", testReleaseOutbox},
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.run(t, newStore(t))
-		})
-	}
+	})
 }
 
 func eventIDs(rows []persistence.OutboxRow) []string {
