@@ -51,6 +51,12 @@ func seedDoneDefinition(t *testing.T) {
 	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "lalu", RoomId: "r1", UserId: "owner", Name: "n"}); err != nil {
 		t.Fatal(err)
 	}
+	// The room's creation events first: while one of them is pending, the
+	// join is (rightly) held back behind it and never tried on its own.
+	waitUntil(t, 5*time.Second, "creation events published", func() bool {
+		st, err := app.store.OutboxStats(ctx)
+		return err == nil && st.Pending == 0
+	})
 	fake := app.fakeIM
 	fake.FailFraction(1, 20004, tencentim.APISendGroupMsg) // IM down for group messages
 
