@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +42,17 @@ import (
 //     a LeaveRoom (reason switched_room) sent through the cluster from a
 //     goroutine, never from a mailbox, so two rooms trading users cannot
 //     deadlock. Its command_id is derived from the join that caused it, so
-//     a resent leave is deduplicated by the old room.
+//     a resent leave is deduplicated by the old room, and it carries that
+//     join's time: the old room refuses it when the user joined it again
+//     after that time (a leave may arrive late; the newest join wins).
+//   - Two rooms' directory work is not ordered, and a room's worker runs
+//     after the commit it follows: by the time a join is written the user
+//     may have left and joined elsewhere. The write returns the entry it
+//     replaced with its join time, and the worker looks at its room's
+//     membership again after the write: only an older join (or, on a tie,
+//     one displaced by a join that still holds) is told to let go; a newer
+//     one, or any one displaced by a join that already ended, gets its
+//     entry back.
 //   - RoomRankChanged: the rank is the directory's, known only after the
 //     heat change is committed and written there, so it cannot be part of
 //     the heat change's own commit. When the write reports a changed rank
@@ -54,7 +66,8 @@ import (
 // persistence.Directory satisfies it.
 type Directory interface {
 	Heartbeat(ctx context.Context, key persistence.RoomKey, userID string, nowMs int64) error
-	SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error)
+	SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.UserRoom, error)
+	ClaimUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.Claim, error)
 	ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error
 	UserRoom(ctx context.Context, appCode, userID string) (persistence.UserRoom, error)
 	UpdateRoom(ctx context.Context, e persistence.RoomEntry) (persistence.RankChange, error)
@@ -198,7 +211,51 @@ type dirLink struct {
 	worker  *actor.PID
 	backlog *atomic.Int64
 	stop    scheduler.CancelFunc
-	members *atomic.Pointer[map[string]int64] // shared with the worker
+	joins   *atomic.Pointer[joinTimes] // shared with the worker
+	// The listing entry and the refresh are state, not history: only the
+	// newest matters. One of each waits in the worker's queue at most;
+	// later ones merge into it (a busy room writes its entry once per
+	// worker round, and a slow directory does not pile refreshes up).
+	entry      *atomic.Pointer[entryUpdate] // newest entry not yet written
+	syncQueued *atomic.Bool
+}
+
+// entryUpdate is a listing entry and the room seq it was taken at.
+type entryUpdate struct {
+	e   persistence.RoomEntry
+	seq int64
+}
+
+// joinTimes is a room's committed membership as the directory sees it:
+// State.Members, where a join of a user who already is a member (a no-op
+// for the room) moves their join time forward in rejoined. That join was
+// acknowledged too and is the user's newest choice: a leave caused by an
+// older join elsewhere must not end it. rejoined lives only as long as the
+// activation (it is not room state); both maps are never changed once
+// published.
+type joinTimes struct {
+	members  map[string]int64
+	rejoined map[string]int64
+}
+
+// at returns the user's join time and whether they are a member.
+func (j *joinTimes) at(user string) (int64, bool) {
+	at, ok := j.members[user]
+	if !ok {
+		return 0, false
+	}
+	return max(at, j.rejoined[user]), true
+}
+
+// all returns every member's join time.
+func (j *joinTimes) all() map[string]int64 {
+	out := maps.Clone(j.members)
+	for u, at := range j.rejoined {
+		if _, ok := out[u]; ok {
+			out[u] = max(out[u], at)
+		}
+	}
+	return out
 }
 
 // dirRefresh is the periodic re-registration tick. It must not keep an
@@ -230,9 +287,10 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	if d.Rooms == nil && c != nil {
 		d.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
 	}
-	l := &dirLink{deps: d, backlog: new(atomic.Int64), members: new(atomic.Pointer[map[string]int64])}
-	l.members.Store(&g.state.Members)
-	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, members: l.members}
+	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: new(atomic.Pointer[joinTimes]),
+		entry: new(atomic.Pointer[entryUpdate]), syncQueued: new(atomic.Bool)}
+	l.joins.Store(&joinTimes{members: g.state.Members})
+	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued}
 	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
 	g.dir = l
@@ -284,16 +342,17 @@ func (g *grain) dirReceive(ctx actor.Context) {
 }
 
 // enqueue hands steps to the worker unless its backlog is full.
-func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) {
+func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) bool {
 	if g.dir == nil || len(steps) == 0 {
-		return
+		return false
 	}
 	if g.dir.backlog.Load() >= g.dir.deps.MaxBacklog {
 		g.dir.deps.Metrics.dropped()
-		return
+		return false
 	}
 	g.dir.backlog.Add(1)
 	ctx.Send(g.dir.worker, &dirWork{steps: steps})
+	return true
 }
 
 // dirSync registers the room from its state (activation and refresh).
@@ -305,9 +364,14 @@ func (g *grain) dirSync(ctx actor.Context) {
 		g.enqueue(ctx, func(w *dirWorker) { w.removeRoom() })
 		return
 	}
-	s := persistence.RoomSync{Entry: g.entry(), Members: maps.Clone(g.state.Members), NowMs: g.deps.Clock().UnixMilli()}
+	if !g.dir.syncQueued.CompareAndSwap(false, true) {
+		return // the queued one has not started: a refresh is due anyway
+	}
+	s := persistence.RoomSync{Entry: g.entry(), Members: g.dir.joins.Load().all(), NowMs: g.deps.Clock().UnixMilli()}
 	seq := g.state.Seq
-	g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) })
+	if !g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) }) {
+		g.dir.syncQueued.Store(false)
+	}
 }
 
 func (g *grain) entry() persistence.RoomEntry {
@@ -335,6 +399,9 @@ func (g *grain) dirCheck(cmd Command) error {
 	if g.dir == nil || cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
 		return nil
 	}
+	if g.staleLeave(cmd) {
+		return fmt.Errorf("%w: user %s joined this room again after the join that displaced them", ErrPrecondition, cmd.UserID)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.dir.deps.Timeout)
 	defer cancel()
 	ur, err := g.dir.deps.Directory.UserRoom(ctx, cmd.AppCode, cmd.UserID)
@@ -350,15 +417,31 @@ func (g *grain) dirCheck(cmd Command) error {
 	return nil
 }
 
+// staleLeave reports whether a switched_room leave ends a membership newer
+// than the join that displaced it: the user joined this room again after
+// that join, and the leave is refused. The bound is part of the leave's
+// derived command_id (leaveID); a command_id of another shape has none.
+func (g *grain) staleLeave(cmd Command) bool {
+	if cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
+		return false
+	}
+	upTo, ok := leaveBound(cmd.CommandID)
+	if !ok {
+		return false
+	}
+	at, member := g.dir.joins.Load().at(cmd.UserID)
+	return member && at > upTo
+}
+
 // dirCommitted queues the directory work of a committed command; prev is
 // the state before it, g.state the state after.
 func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events []Event) {
 	if g.dir == nil {
 		return
 	}
-	members := g.state.Members
-	g.dir.members.Store(&members)
 	var steps []func(w *dirWorker)
+	updating := false
+	rejoined := g.dir.joins.Load().rejoined
 	joined := false
 	listed := false
 	for _, ev := range events {
@@ -371,9 +454,11 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 			steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 		case RoomUserLeft:
 			user := e.UserID
+			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
 		case RoomUserKicked:
 			user := e.TargetUserID
+			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
 		case RoomHeatChanged:
 			listed = true
@@ -388,13 +473,38 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 	// "this is my room now": a user who drifted into two rooms picks one.
 	if cmd.Type == CmdJoinRoom && !joined && g.state.IsMember(cmd.UserID) {
 		user, at, cmdID := cmd.UserID, cmd.NowMs, cmd.CommandID
+		rejoined = maps.Clone(rejoined)
+		if rejoined == nil {
+			rejoined = map[string]int64{}
+		}
+		rejoined[user] = at
 		steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 	}
-	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members)) {
-		e, seq := g.entry(), g.state.Seq
-		steps = append(steps, func(w *dirWorker) { w.update(e, seq) })
+	if g.state.Status == StatusClosed {
+		rejoined = nil
 	}
-	g.enqueue(ctx, steps...)
+	// Published before the reply: a join elsewhere that follows this
+	// command is written only after the worker can see it (dirWorker.join).
+	g.dir.joins.Store(&joinTimes{members: g.state.Members, rejoined: rejoined})
+	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members)) {
+		if g.dir.entry.Swap(&entryUpdate{e: g.entry(), seq: g.state.Seq}) == nil {
+			updating = true
+			steps = append(steps, func(w *dirWorker) { w.update() })
+		}
+	}
+	if !g.enqueue(ctx, steps...) && updating {
+		g.dir.entry.Store(nil) // dropped with its step: the refresh redoes it
+	}
+}
+
+// without returns m less user, copied only when user is in it.
+func without(m map[string]int64, user string) map[string]int64 {
+	if _, ok := m[user]; !ok {
+		return m
+	}
+	m = maps.Clone(m)
+	delete(m, user)
+	return m
 }
 
 // commitRank commits RoomRankChanged for a rank the worker read.
@@ -425,10 +535,12 @@ type dirWorker struct {
 	backlog *atomic.Int64
 	log     *slog.Logger
 	ctx     actor.Context // set while Receive runs
-	// members is the grain's newest committed membership (user →
-	// joined_at_ms), published after every commit. State maps are never
-	// changed once committed, so reading it here is safe.
-	members *atomic.Pointer[map[string]int64]
+	// joins is the grain's newest committed membership, published after
+	// every commit. State maps are never changed once committed, so
+	// reading it here is safe.
+	joins      *atomic.Pointer[joinTimes]
+	entry      *atomic.Pointer[entryUpdate]
+	syncQueued *atomic.Bool
 }
 
 // current reports whether the join of user at joinedAtMs is still the
@@ -440,11 +552,7 @@ type dirWorker struct {
 // first, faster than the first room's directory write, may be kept by the
 // first (older) room; still exactly one room, the one the directory names.
 func (w *dirWorker) current(user string, joinedAtMs int64) bool {
-	m := w.members.Load()
-	if m == nil {
-		return true
-	}
-	at, ok := (*m)[user]
+	at, ok := w.joins.Load().at(user)
 	return ok && at == joinedAtMs
 }
 
@@ -487,11 +595,48 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 		w.failed("set_user_room", err, "user_id", user)
 		return
 	}
-	// Once the swap is made this room must let prev go even if it lost the
-	// user meanwhile: every displaced room is displaced by exactly one
-	// swap, and only its displacer evicts it (one room per user).
-	if prev != "" {
-		w.leave(prev, user, derivedID("join", w.key.RoomID, joinCommandID, user))
+	if prev.RoomID == "" {
+		return
+	}
+	// Every displaced room is displaced by exactly one swap, and only its
+	// displacer settles it (one room per user). The check above is not
+	// atomic with the write: the user may have left here, or joined prev,
+	// in between. Looking again after the write is enough, because the
+	// commit that ended this join published the membership before its
+	// reply, so before any later join elsewhere could be written.
+	held := w.current(user, joinedAtMs)
+	if prev.JoinedAtMs < joinedAtMs || (prev.JoinedAtMs == joinedAtMs && held) {
+		w.leave(prev.RoomID, user, leaveID("join", joinedAtMs, w.key.RoomID, joinCommandID, user))
+		return
+	}
+	// prev holds the newer join (its write landed first), or this join
+	// ended before its write did: prev gets its entry back. A stale entry
+	// of this room goes first, so the claim sees no entry or a newer one.
+	if !held {
+		if err := w.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
+			w.failed("clear_user_room", err, "user_id", user)
+			return
+		}
+	}
+	prevKey := persistence.RoomKey{AppCode: w.key.AppCode, RoomID: prev.RoomID}
+	c, err := w.deps.Directory.ClaimUserRoom(ctx, prevKey, user, prev.JoinedAtMs)
+	if err != nil {
+		w.failed("claim_user_room", err, "user_id", user)
+		return
+	}
+	w.settle(prev.RoomID, prev.JoinedAtMs, c)
+}
+
+// settle sends the leave a claim of roomID's join at joinedAtMs calls for:
+// won over another room's older join, that room lets go; lost to a join as
+// new or newer, roomID lets go. The ids are the same whichever room's
+// worker made the claim, so the rooms dedupe each other's resends.
+func (w *dirWorker) settle(roomID string, joinedAtMs int64, c persistence.Claim) {
+	switch {
+	case c.Won && c.Other != "":
+		w.leave(c.Other, c.UserID, leaveID("won", joinedAtMs, roomID, fmt.Sprint(joinedAtMs), c.UserID))
+	case !c.Won:
+		w.leave(roomID, c.UserID, leaveID("lost", joinedAtMs, roomID, fmt.Sprint(joinedAtMs), c.UserID))
 	}
 }
 
@@ -511,15 +656,22 @@ func (w *dirWorker) removeRoom() {
 	}
 }
 
-func (w *dirWorker) update(e persistence.RoomEntry, seq int64) {
+// update writes the newest listing entry; the grain queues one update
+// step while none is waiting, so entries of commands committed meanwhile
+// merge into this one.
+func (w *dirWorker) update() {
+	u := w.entry.Swap(nil)
+	if u == nil {
+		return
+	}
 	ctx, cancel := w.call()
 	defer cancel()
-	rc, err := w.deps.Directory.UpdateRoom(ctx, e)
+	rc, err := w.deps.Directory.UpdateRoom(ctx, u.e)
 	if err != nil {
 		w.failed("update_room", err)
 		return
 	}
-	w.rank(rc, e.Heat, seq)
+	w.rank(rc, u.e.Heat, u.seq)
 }
 
 func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
@@ -529,6 +681,7 @@ func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
 }
 
 func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
+	w.syncQueued.Store(false)
 	ctx, cancel := w.call()
 	defer cancel()
 	rc, claims, err := w.deps.Directory.SyncRoom(ctx, s)
@@ -538,15 +691,9 @@ func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
 	}
 	w.rank(rc, s.Entry.Heat, seq)
 	for _, c := range claims {
-		joined := fmt.Sprint(s.Members[c.UserID])
-		if c.Won {
-			// This room holds the newer join: the other lets go.
-			w.leave(c.Other, c.UserID, derivedID("won", w.key.RoomID, joined, c.UserID))
-		} else {
-			// The other room holds the newer join: this one lets go,
-			// through its own mailbox like any leave.
-			w.leave(w.key.RoomID, c.UserID, derivedID("lost", w.key.RoomID, joined, c.UserID))
-		}
+		// A lost claim makes this room let go through its own mailbox,
+		// like any leave.
+		w.settle(w.key.RoomID, s.Members[c.UserID], c)
 	}
 }
 
@@ -592,15 +739,27 @@ func (w *dirWorker) leave(roomID, user, commandID string) {
 	}()
 }
 
-// derivedID is a command_id derived from the facts that caused a
-// directory-driven command: the same facts give the same id (so rooms
-// dedupe resends) and it passes CheckID (no ':' or '/', short).
-func derivedID(kind string, parts ...string) string {
+// leaveID is the command_id of a directory-driven leave, derived from the
+// facts that caused it: the same facts give the same id (so rooms dedupe
+// resends) and it passes CheckID (no ':' or '/', at most 57 bytes). upTo,
+// readable back with leaveBound, is the newest join time the leave may
+// end: the join time of the room that displaced the user.
+func leaveID(kind string, upTo int64, parts ...string) string {
 	h := sha256.New()
 	h.Write([]byte(kind))
 	for _, p := range parts {
 		h.Write([]byte{0})
 		h.Write([]byte(p))
 	}
-	return "dir-" + kind + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+	return "dir-" + kind + "-" + strconv.FormatInt(upTo, 10) + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// leaveBound reads upTo back from a leaveID.
+func leaveBound(commandID string) (int64, bool) {
+	parts := strings.Split(commandID, "-")
+	if len(parts) != 4 || parts[0] != "dir" {
+		return 0, false
+	}
+	upTo, err := strconv.ParseInt(parts[2], 10, 64)
+	return upTo, err == nil
 }

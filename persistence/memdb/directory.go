@@ -159,25 +159,25 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 }
 
 // SetUserRoom implements persistence.Directory.
-func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error) {
+func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.UserRoom, error) {
+	var prev persistence.UserRoom
 	if err := d.ready(ctx); err != nil {
-		return "", err
+		return prev, err
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
 	old, err := getUserRoom(txn, key.AppCode, userID)
 	if err != nil {
-		return "", err
+		return prev, err
 	}
-	prev := ""
 	if old != nil && old.RoomID != key.RoomID {
-		prev = old.RoomID
+		prev = persistence.UserRoom{AppCode: key.AppCode, UserID: userID, RoomID: old.RoomID, JoinedAtMs: old.JoinedAtMs}
 	}
 	if err := txn.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs}); err != nil {
-		return "", err
+		return persistence.UserRoom{}, err
 	}
 	if err := d.touch(txn, key, userID, joinedAtMs, false); err != nil {
-		return "", err
+		return persistence.UserRoom{}, err
 	}
 	txn.Commit()
 	return prev, nil
