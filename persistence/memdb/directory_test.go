@@ -2,6 +2,8 @@ package memdb
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -55,5 +57,46 @@ func TestDirectoryExpiry(t *testing.T) {
 	}
 	if err := d.Heartbeat(ctx, key, "u1", 20); err == nil {
 		t.Fatal("heartbeat after Close succeeded")
+	}
+}
+
+// The counted ranking agrees with a walk of the listing after every write:
+// random heats (ties included), re-ranks, removals and expiries.
+func TestDirectoryRankMatchesListing(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	d := NewDirectory(DirectoryOptions{RoomTTL: time.Minute, Clock: func() time.Time { return now }})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	position := func(room string) int64 {
+		page, err := d.ListRooms(ctx, "app", 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Rooms {
+			if e.RoomID == room {
+				return e.Rank
+			}
+		}
+		return 0
+	}
+	for i := range 3000 {
+		room := fmt.Sprint("r", rng.IntN(150))
+		switch {
+		case rng.IntN(20) == 0:
+			if err := d.RemoveRoom(ctx, persistence.RoomKey{AppCode: "app", RoomID: room}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case rng.IntN(50) == 0:
+			now = now.Add(time.Duration(rng.IntN(40)) * time.Second) // some rows expire
+		}
+		prev := position(room)
+		rc, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: "app", RoomID: room, Heat: int64(rng.IntN(30))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (persistence.RankChange{Prev: prev, Rank: position(room)}); rc != want {
+			t.Fatalf("write %d of %s: rank change %+v, the listing says %+v", i, room, rc, want)
+		}
 	}
 }
