@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -29,7 +28,7 @@ const (
 // never marks a row delivered (that is the workers' job).
 type NoticeAdminServer struct {
 	roomcellv1.UnimplementedNoticeAdminServer
-	store notice.Store
+	store persistence.NoticeStore
 	kick  func(source string) bool
 	clock func() time.Time
 	log   *slog.Logger
@@ -39,7 +38,7 @@ type NoticeAdminServer struct {
 // of a source for a round now and reports whether there was one; wire it
 // to (*noticeapp.Service).Kick, or pass nil when the process runs no
 // notice worker.
-func NewNoticeAdminServer(store notice.Store, kick func(source string) bool, log *slog.Logger) *NoticeAdminServer {
+func NewNoticeAdminServer(store persistence.NoticeStore, kick func(source string) bool, log *slog.Logger) *NoticeAdminServer {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -57,10 +56,10 @@ func (s *NoticeAdminServer) ListNotices(ctx context.Context, req *roomcellv1.Lis
 	case limit > maxNoticeLimit:
 		limit = maxNoticeLimit
 	}
-	f := notice.Filter{Limit: limit, SourceName: req.GetSourceName()}
+	f := persistence.NoticeFilter{Limit: limit, SourceName: req.GetSourceName()}
 	switch st := req.GetStatus(); {
 	case st == "" || st == "all":
-	case notice.ValidStatus(st):
+	case persistence.ValidNoticeStatus(st):
 		f.Status = st
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "status %q: want all, delivering, retryable, delivered or failed", st)
@@ -81,7 +80,7 @@ func (s *NoticeAdminServer) ListNotices(ctx context.Context, req *roomcellv1.Lis
 
 // matching returns the rows of key's source event that agree with the
 // key's other fields (empty ones match anything).
-func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.NoticeKey) ([]notice.Delivery, error) {
+func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.NoticeKey) ([]persistence.NoticeDelivery, error) {
 	id := key.GetSourceEventId()
 	if id == "" {
 		return nil, status.Error(codes.InvalidArgument, "key.source_event_id is required")
@@ -98,7 +97,7 @@ func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.Notice
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	for _, d := range rows {
 		if (key.GetSourceName() == "" || key.GetSourceName() == d.SourceName) && (key.GetAppCode() == "" || key.GetAppCode() == d.AppCode) &&
 			(key.GetChannel() == "" || key.GetChannel() == d.Channel) {
@@ -134,19 +133,19 @@ func (s *NoticeAdminServer) RequeueNotice(ctx context.Context, req *roomcellv1.R
 	if err != nil {
 		return nil, err
 	}
-	var failed []notice.Delivery
+	var failed []persistence.NoticeDelivery
 	for _, d := range rows {
-		if d.Status == notice.StatusFailed {
+		if d.Status == persistence.NoticeFailed {
 			failed = append(failed, d)
 		}
 	}
 	switch {
 	case len(failed) == 0:
-		return nil, status.Errorf(codes.FailedPrecondition, "notice %s is %s, not failed: only dead letters are requeued", rows[0].Key, rows[0].Status)
+		return nil, status.Errorf(codes.FailedPrecondition, "notice %s is %s, not failed: only dead letters are requeued", rows[0].NoticeKey, rows[0].Status)
 	case len(failed) > 1:
 		return nil, status.Errorf(codes.InvalidArgument, "%d failed notices have source event %s: give source_name, app_code and channel", len(failed), req.GetKey().GetSourceEventId())
 	}
-	d, err := s.store.Requeue(ctx, failed[0].Key, s.clock().UnixMilli())
+	d, err := s.store.Requeue(ctx, failed[0].NoticeKey, s.clock().UnixMilli())
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -171,7 +170,7 @@ func (s *NoticeAdminServer) status(ctx context.Context, err error) error {
 	return toStatus(ctx, s.log, err)
 }
 
-func noticeEntry(d notice.Delivery, withPayload bool) *roomcellv1.NoticeEntry {
+func noticeEntry(d persistence.NoticeDelivery, withPayload bool) *roomcellv1.NoticeEntry {
 	e := &roomcellv1.NoticeEntry{
 		SourceName: d.SourceName, AppCode: d.AppCode, SourceEventId: d.SourceEventID, Channel: d.Channel,
 		EventType: d.EventType, UserId: d.UserID, Ext: d.Ext, Status: d.Status, RetryCount: int32(d.RetryCount),

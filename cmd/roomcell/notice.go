@@ -14,13 +14,14 @@ import (
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 )
 
 // noticeParts is the notice role (seed 003) of this process.
 type noticeParts struct {
-	store   notice.Store
+	store   persistence.NoticeStore
 	wallet  walletnotice.Source
 	room    roomnotice.Source
 	service *noticeapp.Service
@@ -97,5 +98,6 @@ func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error
 			a.log.Warn("notice stop", "error", err)
 		}
 	}})
+	a.began("worker notice")
 	return nil
 }
