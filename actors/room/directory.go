@@ -263,10 +263,10 @@ func (g *grain) dirHeartbeat(ctx actor.Context, cmd Command) {
 	g.enqueue(ctx, func(w *dirWorker) { w.heartbeat(user, now) })
 }
 
-// dirCheck runs before a switched_room leave is decided: if the directory
-// says the user is back in this room (they rejoined after the join that
-// sent the leave), the leave is stale and refused. A directory that cannot
-// answer does not hold the leave back.
+// dirCheck runs before a switched_room leave is decided: if the user
+// joined this room again after the join that sent the leave (staleLeave),
+// or the directory says they are back in this room, the leave is stale and
+// refused. A directory that cannot answer does not hold the leave back.
 func (g *grain) dirCheck(cmd Command) error {
 	if g.dir == nil || cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
 		return nil
