@@ -68,3 +68,11 @@ type OutboxStore interface {
 	// OutboxStats counts pending rows and finds the oldest one.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
 }
+
+// RoomOutboxReader is a read-only view of room_outbox for consumers other
+// than the relay (the room notice worker): rows of one event type after the
+// cursor (afterMs, afterID) in (created_at_ms, event_id) order. It never
+// writes: room_outbox.status belongs to the relay.
+type RoomOutboxReader interface {
+	RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]OutboxRow, error)
+}

@@ -53,6 +53,13 @@ type WalletStore interface {
 	Close() error
 }
 
+// WalletOutboxReader is a read-only view of wallet_outbox for its
+// consumers (the wallet notice worker): WalletStore.ListOutboxAfter, with
+// its ordering caveat, and nothing else.
+type WalletOutboxReader interface {
+	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]WalletOutboxRecord, error)
+}
+
 // WalletTx is one wallet transaction for WalletStore.Exec.
 type WalletTx struct {
 	AppCode   string

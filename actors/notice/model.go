@@ -2,7 +2,7 @@ package notice
 
 import (
 	"context"
-	"errors"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -11,7 +11,7 @@ var (
 	// ErrCorruptSource: an owner outbox row that can never become a
 	// notice (payload does not decode, recipient missing). It is recorded
 	// as a failed row so operators see it, and never retried.
-	ErrCorruptSource = errors.New("notice: corrupt source event")
+	ErrCorruptSource = errclass.Define(errclass.Invalid, "notice: corrupt source event")
 )
 
 // Publisher sends one private notice: delivery/roomim.Publisher.SendNotice

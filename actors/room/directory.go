@@ -358,7 +358,7 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 	// Published before the reply: a join elsewhere that follows this
 	// command is written only after the worker can see it (dirWorker.join).
 	g.dir.joins.Store(&joinTimes{members: g.state.Members, rejoined: rejoined})
-	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members)) {
+	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members) || prev.Name != g.state.Name) {
 		if g.dir.entry.Swap(&entryUpdate{e: g.entry(), seq: g.state.Seq}) == nil {
 			updating = true
 			steps = append(steps, func(w *dirWorker) { w.update() })

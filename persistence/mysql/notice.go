@@ -141,7 +141,7 @@ func (s *NoticeStore) begin(ctx context.Context) (context.Context, context.Cance
 }
 
 func (s *NoticeStore) wrap(op string, err error) error {
-	if err != nil && err.Error() == "sql: database is closed" {
+	if errors.Is(err, errDBClosed) {
 		return fmt.Errorf("mysql: %s: %w", op, errNoticeClosed)
 	}
 	return wrapErr(op, s.dsn, err)

@@ -82,7 +82,7 @@ func NewWalletStore(db *sql.DB, queryTimeout time.Duration, log *slog.Logger) *W
 }
 
 // Close closes the pool if OpenWalletStore opened it. Later calls fail
-// with ErrUnavailable (database/sql's "database is closed" has no class).
+// with ErrUnavailable.
 func (s *WalletStore) Close() error {
 	s.closed.Store(true)
 	s.closeOnce.Do(func() {

@@ -49,9 +49,7 @@ type KickNotice struct {
 // Source is the read-only room_outbox scan of one event type by
 // (created_at_ms, event_id): memdb.Store.RoomOutboxAfter or
 // mysql.NoticeStore.RoomOutbox().
-type Source interface {
-	RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]persistence.OutboxRow, error)
-}
+type Source = persistence.RoomOutboxReader
 
 // FromEnvelope maps a room event to its private notice: RoomUserKicked →
 // C2C room_notice to target_user_id only (the room group's message and the

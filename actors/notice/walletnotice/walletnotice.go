@@ -42,9 +42,7 @@ const (
 // Source is the read-only wallet_outbox scan: persistence.WalletStore (memdb or the
 // wallet's own MySQL store) or mysql.NoticeStore.WalletOutbox() (the wallet
 // database read by qualified name on the notice pool).
-type Source interface {
-	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error)
-}
+type Source = persistence.WalletOutboxReader
 
 // FromOutbox maps one wallet_outbox row to its notice: WalletBalanceChanged
 // → Ext wallet_notice, VipActivated → Ext vip_notice, each to the row's
