@@ -41,10 +41,22 @@ type Directory struct {
 	// ranks holds each app's live rooms in ranking order, counted, so a
 	// rank is found in O(log² n) rather than by walking the app's rooms
 	// (which cost more than the command it followed at 1000 rooms). Read
-	// and changed only under the MemDB's writer lock; changes are made
-	// when the transaction commits (Txn.Defer), so an aborted one leaves
-	// it alone.
+	// and changed only under the MemDB's writer lock: a write collects its
+	// changes (rankOps) and applies them just before it commits, so an
+	// aborted one leaves the tree alone. (Txn.Defer would run them after
+	// the lock is released.)
 	ranks map[string]*btree.BTreeG[rankItem]
+}
+
+// rankOps are ranking changes waiting for their transaction's commit.
+type rankOps []func()
+
+// commit applies the changes and commits txn, under its writer lock.
+func (ops rankOps) commit(txn *memdb.Txn) {
+	for _, op := range ops {
+		op()
+	}
+	txn.Commit()
 }
 
 // rankItem is a room's place in its app's ranking: heat descending, then
@@ -305,18 +317,19 @@ func (d *Directory) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (pe
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	rc, err := d.updateRoom(txn, e)
+	var ops rankOps
+	rc, err := d.updateRoom(txn, e, &ops)
 	if err != nil {
 		return persistence.RankChange{}, err
 	}
-	txn.Commit()
+	ops.commit(txn)
 	return rc, nil
 }
 
 // updateRoom writes e's row and returns its rank before and after, the
 // 1-based position among the app's listed rooms (0: not listed, or its
 // row expired).
-func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry) (persistence.RankChange, error) {
+func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry, ops *rankOps) (persistence.RankChange, error) {
 	var rc persistence.RankChange
 	now := d.nowMs()
 	tr := d.ranking(e.AppCode)
@@ -344,7 +357,7 @@ func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry) (persist
 	if err := txn.Insert(tableDirRooms, row); err != nil {
 		return rc, err
 	}
-	txn.Defer(func() {
+	*ops = append(*ops, func() {
 		if old != nil {
 			tr.Delete(itemOf(old))
 		}
@@ -370,6 +383,7 @@ func (d *Directory) purgeExpired() error {
 		return err
 	}
 	var gone []*roomRow
+	var ops rankOps
 	for r := it.Next(); r != nil; r = it.Next() {
 		row := r.(*roomRow)
 		if row.ExpiresAtMs > now {
@@ -378,21 +392,21 @@ func (d *Directory) purgeExpired() error {
 		gone = append(gone, row)
 	}
 	for _, row := range gone {
-		if err := d.dropRoom(txn, row); err != nil {
+		if err := d.dropRoom(txn, row, &ops); err != nil {
 			return err
 		}
 	}
-	txn.Commit()
+	ops.commit(txn)
 	return nil
 }
 
 // dropRoom deletes a room row and, on commit, its ranking item.
-func (d *Directory) dropRoom(txn *memdb.Txn, row *roomRow) error {
+func (d *Directory) dropRoom(txn *memdb.Txn, row *roomRow, ops *rankOps) error {
 	if err := txn.Delete(tableDirRooms, row); err != nil {
 		return err
 	}
 	tr := d.ranking(row.AppCode)
-	txn.Defer(func() { tr.Delete(itemOf(row)) })
+	*ops = append(*ops, func() { tr.Delete(itemOf(row)) })
 	return nil
 }
 
@@ -407,12 +421,13 @@ func (d *Directory) RemoveRoom(ctx context.Context, key persistence.RoomKey) err
 	if err != nil {
 		return err
 	}
+	var ops rankOps
 	if raw != nil {
-		if err := d.dropRoom(txn, raw.(*roomRow)); err != nil {
+		if err := d.dropRoom(txn, raw.(*roomRow), &ops); err != nil {
 			return err
 		}
 	}
-	txn.Commit()
+	ops.commit(txn)
 	return nil
 }
 
@@ -488,7 +503,8 @@ func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persi
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	rc, err := d.updateRoom(txn, s.Entry)
+	var ops rankOps
+	rc, err := d.updateRoom(txn, s.Entry, &ops)
 	if err != nil {
 		return rc, nil, err
 	}
@@ -521,7 +537,7 @@ func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persi
 			claims = append(claims, c)
 		}
 	}
-	txn.Commit()
+	ops.commit(txn)
 	slices.SortFunc(claims, func(a, b persistence.Claim) int { return cmp.Compare(a.UserID, b.UserID) })
 	return rc, claims, nil
 }
