@@ -67,6 +67,16 @@ func (s Snapshot) Key() RoomKey { return RoomKey{AppCode: s.AppCode, RoomID: s.R
 type Append struct {
 	Command  CommandRecord
 	Snapshot *Snapshot
+	// Lease, when set, writes the outbox rows already leased to the room's
+	// own publisher, so no relay takes them while the room publishes them
+	// itself (one sender per room).
+	Lease *OutboxLease
+}
+
+// OutboxLease is a claim on outbox rows: Owner until UntilMs.
+type OutboxLease struct {
+	Owner   string
+	UntilMs int64
 }
 
 // RoomStore persists room command logs and snapshots.
