@@ -81,9 +81,14 @@ func (c GRPCConfig) validate() error {
 	return c.TLS.validate("grpc.tls")
 }
 
-// HTTPConfig is the ops listener: /healthz, /readyz, /metrics.
+// HTTPConfig is the ops listener: /healthz, /readyz, /metrics, and
+// /debug/pprof when Pprof is set.
 type HTTPConfig struct {
 	Addr string `yaml:"addr"`
+	// Pprof serves Go's profiler under /debug/pprof (off by default: it
+	// exposes heap contents and costs CPU while a profile runs; turn it on
+	// for a measurement and keep the port private).
+	Pprof bool `yaml:"pprof"`
 }
 
 func (c *HTTPConfig) setDefaults() {

@@ -100,9 +100,11 @@ type Directory interface {
 	// seeds their presence at joinedAtMs. The swap is atomic: of any
 	// number of concurrent joins each gets the room the entry named just
 	// before it, so every room but the last one set is returned to
-	// exactly one caller. prev is "" when there was no entry or it named
-	// key itself.
-	SetUserRoom(ctx context.Context, key RoomKey, userID string, joinedAtMs int64) (prev string, err error)
+	// exactly one caller. prev is the entry replaced (RoomID and
+	// JoinedAtMs; the zero value when there was none or it named key
+	// itself): its join time lets the caller tell whether it displaced an
+	// older join or a newer one that landed first.
+	SetUserRoom(ctx context.Context, key RoomKey, userID string, joinedAtMs int64) (prev UserRoom, err error)
 	// ClearUserRoom removes userID's presence in key and deletes their
 	// user → room entry only if it still names key (compare-and-delete),
 	// so a late leave never clears the entry of the room they moved to.

@@ -1,23 +1,16 @@
 package room
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -40,7 +33,17 @@ import (
 //     a LeaveRoom (reason switched_room) sent through the cluster from a
 //     goroutine, never from a mailbox, so two rooms trading users cannot
 //     deadlock. Its command_id is derived from the join that caused it, so
-//     a resent leave is deduplicated by the old room.
+//     a resent leave is deduplicated by the old room, and it carries that
+//     join's time: the old room refuses it when the user joined it again
+//     after that time (a leave may arrive late; the newest join wins).
+//   - Two rooms' directory work is not ordered, and a room's worker runs
+//     after the commit it follows: by the time a join is written the user
+//     may have left and joined elsewhere. The write returns the entry it
+//     replaced with its join time, and the worker looks at its room's
+//     membership again after the write: only an older join (or, on a tie,
+//     one displaced by a join that still holds) is told to let go; a newer
+//     one, or any one displaced by a join that already ended, gets its
+//     entry back.
 //   - RoomRankChanged: the rank is the directory's, known only after the
 //     heat change is committed and written there, so it cannot be part of
 //     the heat change's own commit. When the write reports a changed rank
@@ -54,7 +57,8 @@ import (
 // persistence.Directory satisfies it.
 type Directory interface {
 	Heartbeat(ctx context.Context, key persistence.RoomKey, userID string, nowMs int64) error
-	SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error)
+	SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.UserRoom, error)
+	ClaimUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.Claim, error)
 	ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error
 	UserRoom(ctx context.Context, appCode, userID string) (persistence.UserRoom, error)
 	UpdateRoom(ctx context.Context, e persistence.RoomEntry) (persistence.RankChange, error)
@@ -101,93 +105,6 @@ func (d *DirectoryDeps) setDefaults() {
 	}
 }
 
-// Hosted is the node-local registry of active room grains: a grain adds
-// itself on activation and removes itself when it stops. The presence stale
-// worker scans exactly these rooms.
-type Hosted struct{ m sync.Map }
-
-// NewHosted returns an empty registry.
-func NewHosted() *Hosted { return &Hosted{} }
-
-// Add registers a room (grains call it on activation; tests may too).
-func (h *Hosted) Add(k persistence.RoomKey) { h.m.Store(k, struct{}{}) }
-
-// Remove unregisters a room.
-func (h *Hosted) Remove(k persistence.RoomKey) { h.m.Delete(k) }
-
-// Rooms returns the rooms active on this node, sorted.
-func (h *Hosted) Rooms() []persistence.RoomKey {
-	var out []persistence.RoomKey
-	h.m.Range(func(k, _ any) bool {
-		out = append(out, k.(persistence.RoomKey))
-		return true
-	})
-	slices.SortFunc(out, func(a, b persistence.RoomKey) int {
-		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID))
-	})
-	return out
-}
-
-// DirectoryMetrics count what the grain-side directory work did.
-type DirectoryMetrics struct {
-	Errors      *prometheus.CounterVec // by op
-	Dropped     prometheus.Counter
-	Leaves      *prometheus.CounterVec // switched_room leaves sent, by result
-	RankChanges prometheus.Counter
-}
-
-// NewDirectoryMetrics creates the instruments and registers them on reg.
-func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
-	m := &DirectoryMetrics{
-		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_directory_errors_total",
-			Help: "Room directory calls of room grains that failed (the command they followed did not), by operation.",
-		}, []string{"op"}),
-		Dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_directory_dropped_total",
-			Help: "Directory work items dropped because a room's directory backlog was full; the room's next refresh redoes them.",
-		}),
-		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_directory_switch_leaves_total",
-			Help: "switched_room leaves sent to a user's previous room, by result (left, noop, failed).",
-		}, []string{"result"}),
-		RankChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_directory_rank_changes_total",
-			Help: "RoomRankChanged events committed by rooms of this node.",
-		}),
-	}
-	for _, c := range []prometheus.Collector{m.Errors, m.Dropped, m.Leaves, m.RankChanges} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("room: register directory metrics: %w", err)
-		}
-	}
-	return m, nil
-}
-
-func (m *DirectoryMetrics) failed(op string) {
-	if m != nil {
-		m.Errors.WithLabelValues(op).Inc()
-	}
-}
-
-func (m *DirectoryMetrics) dropped() {
-	if m != nil {
-		m.Dropped.Inc()
-	}
-}
-
-func (m *DirectoryMetrics) leave(result string) {
-	if m != nil {
-		m.Leaves.WithLabelValues(result).Inc()
-	}
-}
-
-func (m *DirectoryMetrics) rankChanged() {
-	if m != nil {
-		m.RankChanges.Inc()
-	}
-}
-
 // cmdRankChanged is the command_type of the grain's own RoomRankChanged
 // commits in the command log.
 const cmdRankChanged = "RankChanged"
@@ -198,7 +115,19 @@ type dirLink struct {
 	worker  *actor.PID
 	backlog *atomic.Int64
 	stop    scheduler.CancelFunc
-	members *atomic.Pointer[map[string]int64] // shared with the worker
+	joins   *atomic.Pointer[joinTimes] // shared with the worker
+	// The listing entry and the refresh are state, not history: only the
+	// newest matters. One of each waits in the worker's queue at most;
+	// later ones merge into it (a busy room writes its entry once per
+	// worker round, and a slow directory does not pile refreshes up).
+	entry      *atomic.Pointer[entryUpdate] // newest entry not yet written
+	syncQueued *atomic.Bool
+}
+
+// entryUpdate is a listing entry and the room seq it was taken at.
+type entryUpdate struct {
+	e   persistence.RoomEntry
+	seq int64
 }
 
 // dirRefresh is the periodic re-registration tick. It must not keep an
@@ -230,9 +159,10 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	if d.Rooms == nil && c != nil {
 		d.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
 	}
-	l := &dirLink{deps: d, backlog: new(atomic.Int64), members: new(atomic.Pointer[map[string]int64])}
-	l.members.Store(&g.state.Members)
-	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, members: l.members}
+	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: new(atomic.Pointer[joinTimes]),
+		entry: new(atomic.Pointer[entryUpdate]), syncQueued: new(atomic.Bool)}
+	l.joins.Store(&joinTimes{members: g.state.Members})
+	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued}
 	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
 	g.dir = l
@@ -284,16 +214,17 @@ func (g *grain) dirReceive(ctx actor.Context) {
 }
 
 // enqueue hands steps to the worker unless its backlog is full.
-func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) {
+func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) bool {
 	if g.dir == nil || len(steps) == 0 {
-		return
+		return false
 	}
 	if g.dir.backlog.Load() >= g.dir.deps.MaxBacklog {
 		g.dir.deps.Metrics.dropped()
-		return
+		return false
 	}
 	g.dir.backlog.Add(1)
 	ctx.Send(g.dir.worker, &dirWork{steps: steps})
+	return true
 }
 
 // dirSync registers the room from its state (activation and refresh).
@@ -305,9 +236,14 @@ func (g *grain) dirSync(ctx actor.Context) {
 		g.enqueue(ctx, func(w *dirWorker) { w.removeRoom() })
 		return
 	}
-	s := persistence.RoomSync{Entry: g.entry(), Members: maps.Clone(g.state.Members), NowMs: g.deps.Clock().UnixMilli()}
+	if !g.dir.syncQueued.CompareAndSwap(false, true) {
+		return // the queued one has not started: a refresh is due anyway
+	}
+	s := persistence.RoomSync{Entry: g.entry(), Members: g.dir.joins.Load().all(), NowMs: g.deps.Clock().UnixMilli()}
 	seq := g.state.Seq
-	g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) })
+	if !g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) }) {
+		g.dir.syncQueued.Store(false)
+	}
 }
 
 func (g *grain) entry() persistence.RoomEntry {
@@ -327,13 +263,16 @@ func (g *grain) dirHeartbeat(ctx actor.Context, cmd Command) {
 	g.enqueue(ctx, func(w *dirWorker) { w.heartbeat(user, now) })
 }
 
-// dirCheck runs before a switched_room leave is decided: if the directory
-// says the user is back in this room (they rejoined after the join that
-// sent the leave), the leave is stale and refused. A directory that cannot
-// answer does not hold the leave back.
+// dirCheck runs before a switched_room leave is decided: if the user
+// joined this room again after the join that sent the leave (staleLeave),
+// or the directory says they are back in this room, the leave is stale and
+// refused. A directory that cannot answer does not hold the leave back.
 func (g *grain) dirCheck(cmd Command) error {
 	if g.dir == nil || cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
 		return nil
+	}
+	if g.staleLeave(cmd) {
+		return fmt.Errorf("%w: user %s joined this room again after the join that displaced them", ErrPrecondition, cmd.UserID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.dir.deps.Timeout)
 	defer cancel()
@@ -350,15 +289,31 @@ func (g *grain) dirCheck(cmd Command) error {
 	return nil
 }
 
+// staleLeave reports whether a switched_room leave ends a membership newer
+// than the join that displaced it: the user joined this room again after
+// that join, and the leave is refused. The bound is part of the leave's
+// derived command_id (leaveID); a command_id of another shape has none.
+func (g *grain) staleLeave(cmd Command) bool {
+	if cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
+		return false
+	}
+	upTo, ok := leaveBound(cmd.CommandID)
+	if !ok {
+		return false
+	}
+	at, member := g.dir.joins.Load().at(cmd.UserID)
+	return member && at > upTo
+}
+
 // dirCommitted queues the directory work of a committed command; prev is
 // the state before it, g.state the state after.
 func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events []Event) {
 	if g.dir == nil {
 		return
 	}
-	members := g.state.Members
-	g.dir.members.Store(&members)
 	var steps []func(w *dirWorker)
+	updating := false
+	rejoined := g.dir.joins.Load().rejoined
 	joined := false
 	listed := false
 	for _, ev := range events {
@@ -371,9 +326,11 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 			steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 		case RoomUserLeft:
 			user := e.UserID
+			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
 		case RoomUserKicked:
 			user := e.TargetUserID
+			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
 		case RoomHeatChanged:
 			listed = true
@@ -388,13 +345,38 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 	// "this is my room now": a user who drifted into two rooms picks one.
 	if cmd.Type == CmdJoinRoom && !joined && g.state.IsMember(cmd.UserID) {
 		user, at, cmdID := cmd.UserID, cmd.NowMs, cmd.CommandID
+		rejoined = maps.Clone(rejoined)
+		if rejoined == nil {
+			rejoined = map[string]int64{}
+		}
+		rejoined[user] = at
 		steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 	}
-	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members) || prev.Name != g.state.Name) {
-		e, seq := g.entry(), g.state.Seq
-		steps = append(steps, func(w *dirWorker) { w.update(e, seq) })
+	if g.state.Status == StatusClosed {
+		rejoined = nil
 	}
-	g.enqueue(ctx, steps...)
+	// Published before the reply: a join elsewhere that follows this
+	// command is written only after the worker can see it (dirWorker.join).
+	g.dir.joins.Store(&joinTimes{members: g.state.Members, rejoined: rejoined})
+	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members) || prev.Name != g.state.Name) {
+		if g.dir.entry.Swap(&entryUpdate{e: g.entry(), seq: g.state.Seq}) == nil {
+			updating = true
+			steps = append(steps, func(w *dirWorker) { w.update() })
+		}
+	}
+	if !g.enqueue(ctx, steps...) && updating {
+		g.dir.entry.Store(nil) // dropped with its step: the refresh redoes it
+	}
+}
+
+// without returns m less user, copied only when user is in it.
+func without(m map[string]int64, user string) map[string]int64 {
+	if _, ok := m[user]; !ok {
+		return m
+	}
+	m = maps.Clone(m)
+	delete(m, user)
+	return m
 }
 
 // commitRank commits RoomRankChanged for a rank the worker read.
@@ -415,192 +397,4 @@ func (g *grain) commitRank(ctx actor.Context, m *rankChanged) {
 	if g.dir != nil {
 		g.dir.deps.Metrics.rankChanged()
 	}
-}
-
-// dirWorker is a room grain's child that runs its directory work in
-// order, off the command path.
-type dirWorker struct {
-	key     persistence.RoomKey
-	deps    DirectoryDeps
-	backlog *atomic.Int64
-	log     *slog.Logger
-	ctx     actor.Context // set while Receive runs
-	// members is the grain's newest committed membership (user →
-	// joined_at_ms), published after every commit. State maps are never
-	// changed once committed, so reading it here is safe.
-	members *atomic.Pointer[map[string]int64]
-}
-
-// current reports whether the join of user at joinedAtMs is still the
-// user's membership here. Work runs after the commit that asked for it, and
-// two rooms' work is not ordered: by then the user may have left (and
-// joined elsewhere), and acting on the old join would overwrite the
-// directory entry of the room they are in now and evict them from it.
-// What stays unordered: a user who joins a second room without leaving the
-// first, faster than the first room's directory write, may be kept by the
-// first (older) room; still exactly one room, the one the directory names.
-func (w *dirWorker) current(user string, joinedAtMs int64) bool {
-	m := w.members.Load()
-	if m == nil {
-		return true
-	}
-	at, ok := (*m)[user]
-	return ok && at == joinedAtMs
-}
-
-func (w *dirWorker) Receive(ctx actor.Context) {
-	if m, ok := ctx.Message().(*dirWork); ok {
-		w.ctx = ctx
-		for _, step := range m.steps {
-			step(w)
-		}
-		w.ctx = nil
-		w.backlog.Add(-1)
-	}
-}
-
-func (w *dirWorker) call() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), w.deps.Timeout)
-}
-
-func (w *dirWorker) failed(op string, err error, attrs ...any) {
-	w.deps.Metrics.failed(op)
-	w.log.Warn("directory: "+op+" failed; the room's next refresh repairs it", append(attrs, "error", err)...)
-}
-
-func (w *dirWorker) heartbeat(user string, nowMs int64) {
-	ctx, cancel := w.call()
-	defer cancel()
-	if err := w.deps.Directory.Heartbeat(ctx, w.key, user, nowMs); err != nil {
-		w.failed("heartbeat", err, "user_id", user)
-	}
-}
-
-func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
-	if !w.current(user, joinedAtMs) {
-		return // the leave that ended it is queued behind and clears up
-	}
-	ctx, cancel := w.call()
-	defer cancel()
-	prev, err := w.deps.Directory.SetUserRoom(ctx, w.key, user, joinedAtMs)
-	if err != nil {
-		w.failed("set_user_room", err, "user_id", user)
-		return
-	}
-	// Once the swap is made this room must let prev go even if it lost the
-	// user meanwhile: every displaced room is displaced by exactly one
-	// swap, and only its displacer evicts it (one room per user).
-	if prev != "" {
-		w.leave(prev, user, derivedID("join", w.key.RoomID, joinCommandID, user))
-	}
-}
-
-func (w *dirWorker) clear(user string) {
-	ctx, cancel := w.call()
-	defer cancel()
-	if err := w.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
-		w.failed("clear_user_room", err, "user_id", user)
-	}
-}
-
-func (w *dirWorker) removeRoom() {
-	ctx, cancel := w.call()
-	defer cancel()
-	if err := w.deps.Directory.RemoveRoom(ctx, w.key); err != nil {
-		w.failed("remove_room", err)
-	}
-}
-
-func (w *dirWorker) update(e persistence.RoomEntry, seq int64) {
-	ctx, cancel := w.call()
-	defer cancel()
-	rc, err := w.deps.Directory.UpdateRoom(ctx, e)
-	if err != nil {
-		w.failed("update_room", err)
-		return
-	}
-	w.rank(rc, e.Heat, seq)
-}
-
-func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
-	if rc.Prev > 0 && rc.Prev != rc.Rank {
-		w.ctx.Send(w.ctx.Parent(), &rankChanged{seq: seq, rank: rc, heat: heat})
-	}
-}
-
-func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
-	ctx, cancel := w.call()
-	defer cancel()
-	rc, claims, err := w.deps.Directory.SyncRoom(ctx, s)
-	if err != nil {
-		w.failed("sync_room", err)
-		return
-	}
-	w.rank(rc, s.Entry.Heat, seq)
-	for _, c := range claims {
-		joined := fmt.Sprint(s.Members[c.UserID])
-		if c.Won {
-			// This room holds the newer join: the other lets go.
-			w.leave(c.Other, c.UserID, derivedID("won", w.key.RoomID, joined, c.UserID))
-		} else {
-			// The other room holds the newer join: this one lets go,
-			// through its own mailbox like any leave.
-			w.leave(w.key.RoomID, c.UserID, derivedID("lost", w.key.RoomID, joined, c.UserID))
-		}
-	}
-}
-
-// leave tells room to let user go, from a goroutine: the worker must not
-// wait on another grain, and the leave may go to this very room. The
-// command_id is deterministic, so a leave resent by a later refresh or
-// retried here is deduplicated by the room; a user no longer in the room
-// (or a leave refused as stale) ends it. Retries are bounded: a leave that
-// never lands is redone by the next refresh of either room.
-func (w *dirWorker) leave(roomID, user, commandID string) {
-	rooms, m, log := w.deps.Rooms, w.deps.Metrics, w.log
-	if rooms == nil {
-		m.leave("failed")
-		log.Warn("directory: no cluster to send a switched_room leave through", "to_room_id", roomID, "user_id", user)
-		return
-	}
-	rc := &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
-		CommandId: commandID, AppCode: w.key.AppCode, RoomId: roomID, UserId: user, Reason: ReasonSwitchedRoom}}}
-	go func() {
-		backoff := 200 * time.Millisecond
-		var err error
-		for range 3 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = rooms.Execute(ctx, rc)
-			cancel()
-			switch {
-			case err == nil:
-				m.leave("left")
-				return
-			case errors.Is(err, ErrPrecondition), errors.Is(err, ErrNotFound):
-				m.leave("noop") // not a member any more, room closed or gone, or back here
-				return
-			case !errors.Is(err, ErrUnavailable):
-				m.leave("failed")
-				log.Warn("directory: switched_room leave refused", "to_room_id", roomID, "user_id", user, "error", err)
-				return
-			}
-			time.Sleep(backoff)
-			backoff *= 4
-		}
-		m.leave("failed")
-		log.Warn("directory: switched_room leave did not land; the next refresh resends it", "to_room_id", roomID, "user_id", user, "error", err)
-	}()
-}
-
-// derivedID is a command_id derived from the facts that caused a
-// directory-driven command: the same facts give the same id (so rooms
-// dedupe resends) and it passes CheckID (no ':' or '/', short).
-func derivedID(kind string, parts ...string) string {
-	h := sha256.New()
-	h.Write([]byte(kind))
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
-	}
-	return "dir-" + kind + "-" + hex.EncodeToString(h.Sum(nil))[:32]
 }

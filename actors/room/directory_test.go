@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +48,11 @@ type switchable struct {
 	Directory
 	down atomic.Bool
 
+	// jitter, when set, delays every user → room write by up to that
+	// long, as a remote directory's round trip would: it widens the
+	// windows in which two rooms' directory work interleaves.
+	jitter time.Duration
+
 	holdMu   sync.Mutex
 	holdRoom string
 	held     chan struct{} // closed when the held call arrives
@@ -61,6 +67,12 @@ func (s *switchable) hold(room string) (arrived <-chan struct{}, release func())
 	return s.held, func() { close(s.release) }
 }
 
+func (s *switchable) sleep() {
+	if s.jitter > 0 {
+		time.Sleep(rand.N(s.jitter))
+	}
+}
+
 var errDirDown = fmt.Errorf("directory: %w", persistence.ErrUnavailable)
 
 func (s *switchable) Heartbeat(ctx context.Context, k persistence.RoomKey, u string, now int64) error {
@@ -70,9 +82,9 @@ func (s *switchable) Heartbeat(ctx context.Context, k persistence.RoomKey, u str
 	return s.Directory.Heartbeat(ctx, k, u, now)
 }
 
-func (s *switchable) SetUserRoom(ctx context.Context, k persistence.RoomKey, u string, at int64) (string, error) {
+func (s *switchable) SetUserRoom(ctx context.Context, k persistence.RoomKey, u string, at int64) (persistence.UserRoom, error) {
 	if s.down.Load() {
-		return "", errDirDown
+		return persistence.UserRoom{}, errDirDown
 	}
 	s.holdMu.Lock()
 	held, release := s.held, s.release
@@ -86,7 +98,16 @@ func (s *switchable) SetUserRoom(ctx context.Context, k persistence.RoomKey, u s
 		close(held)
 		<-release
 	}
+	s.sleep()
 	return s.Directory.SetUserRoom(ctx, k, u, at)
+}
+
+func (s *switchable) ClaimUserRoom(ctx context.Context, k persistence.RoomKey, u string, at int64) (persistence.Claim, error) {
+	if s.down.Load() {
+		return persistence.Claim{}, errDirDown
+	}
+	s.sleep()
+	return s.Directory.ClaimUserRoom(ctx, k, u, at)
 }
 
 func (s *switchable) ClearUserRoom(ctx context.Context, k persistence.RoomKey, u string) error {

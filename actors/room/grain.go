@@ -294,6 +294,11 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 		return nil, fmt.Errorf("decode recorded reply of %s: %w", commandID, err)
 	}
 	reply.Duplicate = true
+	if reply.Room == nil && g.state.Exists {
+		// Recorded without a view (commit): the room as it is now, which
+		// includes the command's effect.
+		reply.Room = View(g.state)
+	}
 	return &reply, nil
 }
 
@@ -313,11 +318,15 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
 		}
 	}
-	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Room: View(next)}
-	replyBytes, err := proto.Marshal(reply)
+	// The stored reply is what identifies the command's outcome (its seq
+	// and events); the room view is rebuilt from state when a duplicate is
+	// answered. Storing the view would write the whole member list with
+	// every command and grow every command's cost with the room.
+	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids})
 	if err != nil {
 		return nil, err
 	}
+	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Room: View(next)}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,

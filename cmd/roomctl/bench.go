@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ import (
 
 // benchResult is what `roomctl bench` prints.
 type benchResult struct {
+	Mode        string  `json:"mode"`
+	Members     int     `json:"members,omitempty"` // bigroom: members each room had before the run
 	Rooms       int     `json:"rooms"`
 	Concurrency int     `json:"concurrency"`
 	Commands    int64   `json:"commands"`
@@ -32,15 +35,38 @@ type benchResult struct {
 	MaxMs       float64 `json:"max_ms"`
 }
 
+// Bench modes: what each worker sends.
+const (
+	// modeJoinLeave: one user per worker joining and leaving rooms in
+	// turn; rooms keep a steady size.
+	modeJoinLeave = "joinleave"
+	// modeBigRoom: rooms are first filled to --members, then every command
+	// is a join of a new user: the cost of a command in a big room.
+	modeBigRoom = "bigroom"
+	// modeHotRoom: every worker joins and leaves one room: one grain
+	// serialises the whole load.
+	modeHotRoom = "hotroom"
+)
+
+// benchOpts are the flags of `roomctl bench`.
+type benchOpts struct {
+	mode, app, prefix   string
+	rooms, conc, filled int
+	dur                 time.Duration
+	total               int64
+}
+
 func init() {
-	var app, prefix string
-	var rooms, conc int
+	var mode, app, prefix string
+	var rooms, conc, members int
 	var dur time.Duration
 	var total int64
 	register(&command{
 		name:  "bench",
-		usage: "load a running server: each worker is a user joining and leaving rooms; prints commands/s and latency",
+		usage: "load a running server (--mode joinleave|bigroom|hotroom); prints commands/s and latency",
 		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&mode, "mode", modeJoinLeave, "joinleave: each worker is a user joining and leaving rooms; bigroom: fill rooms to --members, then join new users; hotroom: every worker joins and leaves one room")
+			fs.IntVar(&members, "members", 1000, "bigroom: members each room gets before the measured run")
 			fs.StringVar(&app, "app", "bench", "app_code")
 			fs.StringVar(&prefix, "room-prefix", "bench-", "room ids are <prefix><n>")
 			fs.IntVar(&rooms, "rooms", 100, "rooms to spread the load over (created if missing)")
@@ -52,7 +78,20 @@ func init() {
 			if rooms <= 0 || conc <= 0 || dur <= 0 {
 				return errors.New("--rooms, --concurrency and --duration must be positive")
 			}
-			r, err := runBench(ctx, v1.NewRoomServiceClient(e.conn), app, prefix, rooms, conc, dur, total)
+			o := benchOpts{mode: mode, app: app, prefix: prefix, rooms: rooms, conc: conc, dur: dur, total: total}
+			switch mode {
+			case modeJoinLeave:
+			case modeHotRoom:
+				o.rooms = 1
+			case modeBigRoom:
+				if members < 0 {
+					return errors.New("--members must not be negative")
+				}
+				o.filled = members
+			default:
+				return fmt.Errorf("--mode %q: want joinleave, bigroom or hotroom", mode)
+			}
+			r, err := runBench(ctx, v1.NewRoomServiceClient(e.conn), o)
 			if err != nil {
 				return err
 			}
@@ -65,7 +104,8 @@ func init() {
 	})
 }
 
-func runBench(ctx context.Context, rc v1.RoomServiceClient, app, prefix string, rooms, conc int, dur time.Duration, total int64) (benchResult, error) {
+func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchResult, error) {
+	app, prefix, rooms, conc, dur, total := o.app, o.prefix, o.rooms, o.conc, o.dur, o.total
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
 	for i := range rooms {
 		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "bench-create", AppCode: app,
@@ -73,6 +113,9 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, app, prefix string, 
 		if err != nil && status.Code(err) != codes.AlreadyExists {
 			return benchResult{}, fmt.Errorf("create room %d: %w", i, err)
 		}
+	}
+	if err := fillRooms(ctx, rc, o, run); err != nil {
+		return benchResult{}, err
 	}
 	// --duration, not the global --timeout, bounds the run; a command in
 	// flight when the run ends still gets its own 5s to finish, so the end
@@ -93,17 +136,21 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, app, prefix string, 
 				if total > 0 && cmds.Load() >= total {
 					return
 				}
-				room := fmt.Sprint(prefix, (w+k/2)%rooms)
+				room, join := fmt.Sprint(prefix, (w+k/2)%rooms), k%2 == 0
+				if o.mode == modeBigRoom {
+					// A new user every command, spread over the rooms.
+					room, user, join = fmt.Sprint(prefix, (w+k)%rooms), fmt.Sprintf("bench-%s-%d-%d", run, w, k), true
+				}
 				id := fmt.Sprintf("%s-%d-%d", run, w, k)
 				t0 := time.Now()
 				cmdCtx, cmdCancel := context.WithTimeout(base, 5*time.Second)
-				err := benchCommand(cmdCtx, rc, app, room, user, id, k%2 == 0)
+				err := benchCommand(cmdCtx, rc, app, room, user, id, join)
 				// A retryable answer is retried with the same command_id,
 				// as a real client would: it must land exactly once.
 				for tries := 0; err != nil && status.Code(err) == codes.Unavailable && tries < 5; tries++ {
 					retried.Add(1)
 					time.Sleep(50 * time.Millisecond)
-					err = benchCommand(cmdCtx, rc, app, room, user, id, k%2 == 0)
+					err = benchCommand(cmdCtx, rc, app, room, user, id, join)
 				}
 				cmdCancel()
 				if err != nil {
@@ -127,8 +174,41 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, app, prefix string, 
 		}
 		return float64(all[min(len(all)-1, int(p*float64(len(all))))].Microseconds()) / 1000
 	}
-	return benchResult{Rooms: rooms, Concurrency: conc, Commands: cmds.Load(), Errors: errs.Load(), Retried: retried.Load(),
+	return benchResult{Mode: o.mode, Members: o.filled, Rooms: rooms, Concurrency: conc, Commands: cmds.Load(), Errors: errs.Load(), Retried: retried.Load(),
 		Seconds: elapsed, PerSecond: float64(cmds.Load()) / elapsed, P50Ms: pct(0.50), P99Ms: pct(0.99), MaxMs: pct(1)}, nil
+}
+
+// fillRooms joins o.filled users into every room before a bigroom run,
+// o.conc at a time, not measured. Members already there count: a rerun
+// against the same rooms adds only what is missing.
+func fillRooms(ctx context.Context, rc v1.RoomServiceClient, o benchOpts, run string) error {
+	if o.filled == 0 {
+		return nil
+	}
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range o.conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < o.rooms*o.filled; i += o.conc {
+				room := fmt.Sprint(o.prefix, i%o.rooms)
+				user := fmt.Sprintf("bench-fill-%d-%d", i%o.rooms, i/o.rooms) // one room each: a second join would move them
+				cmdCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				err := benchCommand(cmdCtx, rc, o.app, room, user, fmt.Sprintf("fill-%s-%d", run, i), true)
+				cancel()
+				if err != nil && status.Code(err) != codes.FailedPrecondition { // already a member: fine
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, fmt.Errorf("fill %s with %s: %w", room, user, err))
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 func benchCommand(ctx context.Context, rc v1.RoomServiceClient, app, room, user, id string, join bool) error {
@@ -141,7 +221,7 @@ func benchCommand(ctx context.Context, rc v1.RoomServiceClient, app, room, user,
 }
 
 func printBench(w io.Writer, r benchResult) {
-	fmt.Fprintf(w, "rooms %d, concurrency %d, %.1fs\n", r.Rooms, r.Concurrency, r.Seconds)
+	fmt.Fprintf(w, "mode %s, rooms %d (%d members before), concurrency %d, %.1fs\n", r.Mode, r.Rooms, r.Members, r.Concurrency, r.Seconds)
 	fmt.Fprintf(w, "commands %d (%.0f/s), errors %d, retried %d\n", r.Commands, r.PerSecond, r.Errors, r.Retried)
 	fmt.Fprintf(w, "latency p50 %.2fms  p99 %.2fms  max %.2fms\n", r.P50Ms, r.P99Ms, r.MaxMs)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	roomcellv1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
@@ -42,5 +43,79 @@ func TestBenchRejectsNonPositiveFlags(t *testing.T) {
 	addr, _ := startRoomTestServer(t)
 	if code, _, errOut := runCtl(t, addr, "bench", "--rooms", "0"); code != 1 || errOut == "" {
 		t.Fatalf("--rooms 0: exit %d %q", code, errOut)
+	}
+}
+
+// bigroom fills every room to --members first (one fill user per room and
+// slot), then sends only joins, each of a user never seen before; hotroom
+// sends everything to one room.
+func TestBenchBigRoomAndHotRoomModes(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	code, out, errOut := runCtl(t, addr, "--json", "bench", "--mode", "bigroom", "--members", "5", "--rooms", "2",
+		"--concurrency", "3", "--duration", "2s", "--commands", "30")
+	if code != 0 {
+		t.Fatalf("bigroom exit %d: %s", code, errOut)
+	}
+	var r benchResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Mode != "bigroom" || r.Members != 5 || r.Errors != 0 || r.Commands < 30 {
+		t.Fatalf("bigroom result %+v", r)
+	}
+	b.mu.Lock()
+	fills, joins := map[string]map[string]bool{}, map[string]int{}
+	var leaves int
+	for _, c := range b.got {
+		switch x := c.Command.(type) {
+		case *roomcellv1.RoomCommand_JoinRoom:
+			j := x.JoinRoom
+			if strings.HasPrefix(j.UserId, "bench-fill-") {
+				if fills[j.RoomId] == nil {
+					fills[j.RoomId] = map[string]bool{}
+				}
+				fills[j.RoomId][j.UserId] = true
+				continue
+			}
+			joins[j.UserId]++
+		case *roomcellv1.RoomCommand_LeaveRoom:
+			leaves++
+		}
+	}
+	b.got = nil
+	b.mu.Unlock()
+	if len(fills) != 2 || len(fills["bench-0"]) != 5 || len(fills["bench-1"]) != 5 {
+		t.Fatalf("fill joins per room: %v, want 5 distinct users in each of 2 rooms", fills)
+	}
+	if leaves != 0 || int64(len(joins)) != r.Commands {
+		t.Fatalf("bigroom: %d leaves, %d distinct joining users for %d commands", leaves, len(joins), r.Commands)
+	}
+	for u, n := range joins {
+		if n != 1 {
+			t.Fatalf("user %s joined %d times, want a new user per command", u, n)
+		}
+	}
+
+	code, out, errOut = runCtl(t, addr, "--json", "bench", "--mode", "hotroom", "--rooms", "7", "--concurrency", "4",
+		"--duration", "2s", "--commands", "40")
+	if code != 0 {
+		t.Fatalf("hotroom exit %d: %s", code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Rooms != 1 || r.Errors != 0 {
+		t.Fatalf("hotroom result %+v %v", r, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rooms := map[string]bool{}
+	for _, c := range b.got {
+		if j, ok := c.Command.(*roomcellv1.RoomCommand_JoinRoom); ok {
+			rooms[j.JoinRoom.RoomId] = true
+		}
+	}
+	if len(rooms) != 1 {
+		t.Fatalf("hotroom joined rooms %v, want one", rooms)
+	}
+	if code, _, errOut := runCtl(t, addr, "bench", "--mode", "nope"); code != 1 || !strings.Contains(errOut, "--mode") {
+		t.Fatalf("unknown mode: exit %d %q", code, errOut)
 	}
 }

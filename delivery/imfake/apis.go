@@ -116,13 +116,12 @@ func (s *Server) sendMsg(body []byte) (map[string]any, *apiError) {
 	}
 	now := s.now()
 	key := c2cKey{from: from, seq: seq, random: *req.MsgRandom, contentCRC32: crc32.ChecksumIEEE(req.MsgBody)}
-	if hit, ok := s.c2cDedupe[key]; ok && now.Sub(hit.at) < c2cDedupeWindow {
+	if hit, ok := s.c2cDedupe.seen(key, now); ok {
 		s.duplicates++
 		return map[string]any{"MsgTime": hit.at.Unix(), "MsgKey": hit.msgKey}, nil
 	}
 	msgKey := fmt.Sprintf("%d_%d_%d", seq, *req.MsgRandom, now.Unix())
-	s.c2cDedupe[key] = dedupeHit{at: now, msgKey: msgKey}
-	s.pruneLocked(now)
+	s.c2cDedupe.record(key, dedupeHit{at: now, msgKey: msgKey})
 	s.recordLocked(Message{
 		Kind: "c2c", To: req.ToAccount, From: from, MsgSeq: uint64(seq), Random: *req.MsgRandom,
 		Data: *e.MsgContent.Data, Desc: e.MsgContent.Desc, Ext: e.MsgContent.Ext,
@@ -169,7 +168,7 @@ func (s *Server) sendGroupMsg(body []byte) (map[string]any, *apiError) {
 	}
 	now := s.now()
 	key := groupKey{group: g.ID, random: *req.Random}
-	if hit, ok := s.groupDedupe[key]; ok && now.Sub(hit.at) < groupDedupeWindow {
+	if hit, ok := s.groupDedupe.seen(key, now); ok {
 		s.duplicates++
 		return map[string]any{"MsgTime": hit.at.Unix(), "MsgSeq": hit.seq}, nil
 	}
@@ -191,33 +190,13 @@ func (s *Server) sendGroupMsg(body []byte) (map[string]any, *apiError) {
 		s.groupSends[g.ID] = append(recent, now)
 	}
 	g.Seq++
-	s.groupDedupe[key] = dedupeHit{at: now, seq: g.Seq}
-	s.pruneLocked(now)
+	s.groupDedupe.record(key, dedupeHit{at: now, seq: g.Seq})
 	s.recordLocked(Message{
 		Kind: "group", GroupID: g.ID, From: req.FromAccount, MsgSeq: g.Seq, Random: *req.Random,
 		Priority: req.MsgPriority, Data: *e.MsgContent.Data, Desc: e.MsgContent.Desc, Ext: e.MsgContent.Ext,
 		CloudCustomData: req.CloudCustomData, At: now,
 	})
 	return map[string]any{"MsgTime": now.Unix(), "MsgSeq": g.Seq}, nil
-}
-
-// pruneLocked forgets dedupe entries past their window once the maps grow,
-// so a long dev session does not grow without bound.
-func (s *Server) pruneLocked(now time.Time) {
-	if len(s.c2cDedupe) > 10000 {
-		for k, v := range s.c2cDedupe {
-			if now.Sub(v.at) >= c2cDedupeWindow {
-				delete(s.c2cDedupe, k)
-			}
-		}
-	}
-	if len(s.groupDedupe) > 10000 {
-		for k, v := range s.groupDedupe {
-			if now.Sub(v.at) >= groupDedupeWindow {
-				delete(s.groupDedupe, k)
-			}
-		}
-	}
 }
 
 func validGroupID(id string) bool {

@@ -44,8 +44,8 @@ type Server struct {
 	groups      map[string]*group
 	messages    []Message
 	calls       []Call
-	groupDedupe map[groupKey]dedupeHit
-	c2cDedupe   map[c2cKey]dedupeHit
+	groupDedupe *dedupe[groupKey]
+	c2cDedupe   *dedupe[c2cKey]
 	duplicates  int
 	autoGroupID int
 	faults      faults
@@ -163,8 +163,8 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		done:        make(chan struct{}),
 		accounts:    map[string]bool{},
 		groups:      map[string]*group{},
-		groupDedupe: map[groupKey]dedupeHit{},
-		c2cDedupe:   map[c2cKey]dedupeHit{},
+		groupDedupe: newDedupe[groupKey](groupDedupeWindow),
+		c2cDedupe:   newDedupe[c2cKey](c2cDedupeWindow),
 		groupSends:  map[string][]time.Time{},
 		goodSigs:    map[string]tencentim.SigInfo{},
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-memdb"
+	"github.com/tidwall/btree"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -36,6 +38,66 @@ type Directory struct {
 	db     *memdb.MemDB
 	opts   DirectoryOptions
 	closed atomic.Bool
+	// ranks holds each app's live rooms in ranking order, counted, so a
+	// rank is found in O(log² n) rather than by walking the app's rooms
+	// (which cost more than the command it followed at 1000 rooms). Read
+	// and changed only under the MemDB's writer lock: a write collects its
+	// changes (rankOps) and applies them just before it commits, so an
+	// aborted one leaves the tree alone. (Txn.Defer would run them after
+	// the lock is released.)
+	ranks map[string]*btree.BTreeG[rankItem]
+}
+
+// rankOps are ranking changes waiting for their transaction's commit.
+type rankOps []func()
+
+// commit applies the changes and commits txn, under its writer lock.
+func (ops rankOps) commit(txn *memdb.Txn) {
+	for _, op := range ops {
+		op()
+	}
+	txn.Commit()
+}
+
+// rankItem is a room's place in its app's ranking: heat descending, then
+// room_id ascending (NegHeat ascending).
+type rankItem struct {
+	negHeat int64
+	roomID  string
+}
+
+func rankLess(a, b rankItem) bool {
+	if a.negHeat != b.negHeat {
+		return a.negHeat < b.negHeat
+	}
+	return a.roomID < b.roomID
+}
+
+func itemOf(r *roomRow) rankItem { return rankItem{negHeat: r.NegHeat, roomID: r.RoomID} }
+
+// ranking returns app's ranking tree, creating it.
+func (d *Directory) ranking(app string) *btree.BTreeG[rankItem] {
+	tr := d.ranks[app]
+	if tr == nil {
+		tr = btree.NewBTreeGOptions(rankLess, btree.Options{NoLocks: true})
+		d.ranks[app] = tr
+	}
+	return tr
+}
+
+// below counts the items of tr that rank before it: a binary search over
+// positions, each an O(log n) descent of the counted tree.
+func below(tr *btree.BTreeG[rankItem], it rankItem) int64 {
+	lo, hi := 0, tr.Len()
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if v, _ := tr.GetAt(mid); rankLess(v, it) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return int64(lo)
 }
 
 var _ persistence.Directory = (*Directory)(nil)
@@ -83,7 +145,7 @@ func NewDirectory(o DirectoryOptions) *Directory {
 		// The schema is a constant of this package: failing is a bug.
 		panic(fmt.Sprintf("memdb: directory schema: %v", err))
 	}
-	return &Directory{db: db, opts: o}
+	return &Directory{db: db, opts: o, ranks: map[string]*btree.BTreeG[rankItem]{}}
 }
 
 // Close makes every later call fail with ErrUnavailable, as a closed Redis
@@ -159,25 +221,25 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 }
 
 // SetUserRoom implements persistence.Directory.
-func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error) {
+func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.UserRoom, error) {
+	var prev persistence.UserRoom
 	if err := d.ready(ctx); err != nil {
-		return "", err
+		return prev, err
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
 	old, err := getUserRoom(txn, key.AppCode, userID)
 	if err != nil {
-		return "", err
+		return prev, err
 	}
-	prev := ""
 	if old != nil && old.RoomID != key.RoomID {
-		prev = old.RoomID
+		prev = persistence.UserRoom{AppCode: key.AppCode, UserID: userID, RoomID: old.RoomID, JoinedAtMs: old.JoinedAtMs}
 	}
 	if err := txn.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs}); err != nil {
-		return "", err
+		return persistence.UserRoom{}, err
 	}
 	if err := d.touch(txn, key, userID, joinedAtMs, false); err != nil {
-		return "", err
+		return persistence.UserRoom{}, err
 	}
 	txn.Commit()
 	return prev, nil
@@ -250,61 +312,102 @@ func (d *Directory) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (pe
 	if err := d.ready(ctx); err != nil {
 		return persistence.RankChange{}, err
 	}
+	if err := d.purgeExpired(); err != nil {
+		return persistence.RankChange{}, err
+	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	rc, err := d.updateRoom(txn, e)
+	var ops rankOps
+	rc, err := d.updateRoom(txn, e, &ops)
 	if err != nil {
 		return persistence.RankChange{}, err
 	}
-	txn.Commit()
+	ops.commit(txn)
 	return rc, nil
 }
 
-func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry) (persistence.RankChange, error) {
+// updateRoom writes e's row and returns its rank before and after, the
+// 1-based position among the app's listed rooms (0: not listed, or its
+// row expired).
+func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry, ops *rankOps) (persistence.RankChange, error) {
 	var rc persistence.RankChange
-	var err error
-	if rc.Prev, err = d.rank(txn, e.AppCode, e.RoomID); err != nil {
-		return rc, err
-	}
-	if _, err := txn.DeleteAll(tableDirRooms, indexID, e.AppCode, e.RoomID); err != nil {
+	now := d.nowMs()
+	tr := d.ranking(e.AppCode)
+	raw, err := txn.First(tableDirRooms, indexID, e.AppCode, e.RoomID)
+	if err != nil {
 		return rc, err
 	}
 	e.Rank = 0
-	row := &roomRow{AppCode: e.AppCode, RoomID: e.RoomID, NegHeat: -e.Heat, Entry: e, ExpiresAtMs: d.nowMs() + d.opts.RoomTTL.Milliseconds()}
+	row := &roomRow{AppCode: e.AppCode, RoomID: e.RoomID, NegHeat: -e.Heat, Entry: e, ExpiresAtMs: now + d.opts.RoomTTL.Milliseconds()}
+	next := itemOf(row)
+	rc.Rank = below(tr, next) + 1
+	var old *roomRow
+	if raw != nil {
+		old = raw.(*roomRow)
+		if old.ExpiresAtMs > now {
+			rc.Prev = below(tr, itemOf(old)) + 1
+		}
+		if rankLess(itemOf(old), next) {
+			rc.Rank-- // the old place is given up
+		}
+		if err := txn.Delete(tableDirRooms, old); err != nil {
+			return rc, err
+		}
+	}
 	if err := txn.Insert(tableDirRooms, row); err != nil {
 		return rc, err
 	}
-	rc.Rank, err = d.rank(txn, e.AppCode, e.RoomID)
-	return rc, err
+	*ops = append(*ops, func() {
+		if old != nil {
+			tr.Delete(itemOf(old))
+		}
+		tr.Set(next)
+	})
+	return rc, nil
 }
 
-// rank is the 1-based position of room among the app's live rooms, 0 when
-// it is not listed (or expired).
-func (d *Directory) rank(txn *memdb.Txn, appCode, roomID string) (int64, error) {
-	raw, err := txn.First(tableDirRooms, indexID, appCode, roomID)
-	if err != nil || raw == nil {
-		return 0, err
-	}
+// purgeExpired drops the expired room rows, oldest first, so ranks count
+// live rooms only, as the listing does. Each row is dropped once: the cost
+// is spread over the writes that come by. It commits its own transaction
+// before a ranked write opens one: the ranking changes on commit.
+func (d *Directory) purgeExpired() error {
 	now := d.nowMs()
-	if raw.(*roomRow).ExpiresAtMs <= now {
-		return 0, nil
+	first, err := d.db.Txn(false).First(tableDirRooms, indexDirExpiry)
+	if err != nil || first == nil || first.(*roomRow).ExpiresAtMs > now {
+		return err // nothing expired: no writer lock taken
 	}
-	it, err := txn.Get(tableDirRooms, indexDirRank+"_prefix", appCode)
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	it, err := txn.LowerBound(tableDirRooms, indexDirExpiry, int64(math.MinInt64), "", "")
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var n int64
+	var gone []*roomRow
+	var ops rankOps
 	for r := it.Next(); r != nil; r = it.Next() {
 		row := r.(*roomRow)
-		if row.ExpiresAtMs <= now {
-			continue
+		if row.ExpiresAtMs > now {
+			break
 		}
-		n++
-		if row.RoomID == roomID {
-			return n, nil
+		gone = append(gone, row)
+	}
+	for _, row := range gone {
+		if err := d.dropRoom(txn, row, &ops); err != nil {
+			return err
 		}
 	}
-	return 0, nil
+	ops.commit(txn)
+	return nil
+}
+
+// dropRoom deletes a room row and, on commit, its ranking item.
+func (d *Directory) dropRoom(txn *memdb.Txn, row *roomRow, ops *rankOps) error {
+	if err := txn.Delete(tableDirRooms, row); err != nil {
+		return err
+	}
+	tr := d.ranking(row.AppCode)
+	*ops = append(*ops, func() { tr.Delete(itemOf(row)) })
+	return nil
 }
 
 // RemoveRoom implements persistence.Directory.
@@ -314,10 +417,17 @@ func (d *Directory) RemoveRoom(ctx context.Context, key persistence.RoomKey) err
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	if _, err := txn.DeleteAll(tableDirRooms, indexID, key.AppCode, key.RoomID); err != nil {
+	raw, err := txn.First(tableDirRooms, indexID, key.AppCode, key.RoomID)
+	if err != nil {
 		return err
 	}
-	txn.Commit()
+	var ops rankOps
+	if raw != nil {
+		if err := d.dropRoom(txn, raw.(*roomRow), &ops); err != nil {
+			return err
+		}
+	}
+	ops.commit(txn)
 	return nil
 }
 
@@ -388,9 +498,13 @@ func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persi
 		return persistence.RankChange{}, nil, err
 	}
 	key := persistence.RoomKey{AppCode: s.Entry.AppCode, RoomID: s.Entry.RoomID}
+	if err := d.purgeExpired(); err != nil {
+		return persistence.RankChange{}, nil, err
+	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	rc, err := d.updateRoom(txn, s.Entry)
+	var ops rankOps
+	rc, err := d.updateRoom(txn, s.Entry, &ops)
 	if err != nil {
 		return rc, nil, err
 	}
@@ -423,7 +537,7 @@ func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persi
 			claims = append(claims, c)
 		}
 	}
-	txn.Commit()
+	ops.commit(txn)
 	slices.SortFunc(claims, func(a, b persistence.Claim) int { return cmp.Compare(a.UserID, b.UserID) })
 	return rc, claims, nil
 }

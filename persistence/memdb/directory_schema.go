@@ -11,8 +11,9 @@ const (
 	tableDirUserRoom = "dir_user_room"
 	tableDirRooms    = "dir_rooms"
 
-	indexDirSeen = "seen"
-	indexDirRank = "rank"
+	indexDirSeen   = "seen"
+	indexDirRank   = "rank"
+	indexDirExpiry = "expiry"
 )
 
 // directoryTables lists the directory's tables; directorySchema assembles
@@ -94,9 +95,20 @@ func dirRoomsTable() *memdb.TableSchema {
 					&memdb.StringFieldIndex{Field: "RoomID"},
 				}},
 			},
-			// rank serves ListRooms and the rank reads of UpdateRoom: an
-			// ascending walk is heat descending (NegHeat), then room_id
-			// ascending, the order of the Redis ranking.
+			// expiry serves the purge of expired rows, oldest first.
+			indexDirExpiry: {
+				Name:   indexDirExpiry,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.IntFieldIndex{Field: "ExpiresAtMs"},
+					&memdb.StringFieldIndex{Field: "AppCode"},
+					&memdb.StringFieldIndex{Field: "RoomID"},
+				}},
+			},
+			// rank serves ListRooms: an ascending walk is heat descending
+			// (NegHeat), then room_id ascending, the order of the Redis
+			// ranking (Directory.ranks holds the same order, counted, for
+			// rank reads).
 			indexDirRank: {
 				Name:   indexDirRank,
 				Unique: true,

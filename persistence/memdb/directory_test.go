@@ -2,6 +2,9 @@ package memdb
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,5 +58,82 @@ func TestDirectoryExpiry(t *testing.T) {
 	}
 	if err := d.Heartbeat(ctx, key, "u1", 20); err == nil {
 		t.Fatal("heartbeat after Close succeeded")
+	}
+}
+
+// The counted ranking agrees with a walk of the listing after every write:
+// random heats (ties included), re-ranks, removals and expiries.
+func TestDirectoryRankMatchesListing(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	d := NewDirectory(DirectoryOptions{RoomTTL: time.Minute, Clock: func() time.Time { return now }})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	position := func(room string) int64 {
+		page, err := d.ListRooms(ctx, "app", 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Rooms {
+			if e.RoomID == room {
+				return e.Rank
+			}
+		}
+		return 0
+	}
+	for i := range 3000 {
+		room := fmt.Sprint("r", rng.IntN(150))
+		switch {
+		case rng.IntN(20) == 0:
+			if err := d.RemoveRoom(ctx, persistence.RoomKey{AppCode: "app", RoomID: room}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		case rng.IntN(50) == 0:
+			now = now.Add(time.Duration(rng.IntN(40)) * time.Second) // some rows expire
+		}
+		prev := position(room)
+		rc, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: "app", RoomID: room, Heat: int64(rng.IntN(30))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := (persistence.RankChange{Prev: prev, Rank: position(room)}); rc != want {
+			t.Fatalf("write %d of %s: rank change %+v, the listing says %+v", i, room, rc, want)
+		}
+	}
+}
+
+// Rooms of one app updated from many goroutines: the ranking tree is only
+// touched under the MemDB's writer lock (the race detector checks), and
+// afterwards every room's rank is its place in the listing.
+func TestDirectoryConcurrentUpdatesRankConsistently(t *testing.T) {
+	d := NewDirectory(DirectoryOptions{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				room := fmt.Sprint("r", (g*7+i)%40)
+				if _, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: "app", RoomID: room, Heat: int64((g + i) % 13)}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%50 == 0 {
+					_ = d.RemoveRoom(ctx, persistence.RoomKey{AppCode: "app", RoomID: room})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	page, err := d.ListRooms(ctx, "app", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Rooms {
+		rc, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: "app", RoomID: e.RoomID, Heat: e.Heat})
+		if err != nil || rc.Prev != e.Rank || rc.Rank != e.Rank {
+			t.Fatalf("%s listed at %d, rewrite says %+v %v", e.RoomID, e.Rank, rc, err)
+		}
 	}
 }

@@ -172,9 +172,10 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 
 // SetUserRoom implements persistence.Directory. SET ... GET swaps the
 // entry atomically; the presence seed rides in the same MULTI.
-func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (string, error) {
+func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, userID string, joinedAtMs int64) (persistence.UserRoom, error) {
+	var prev persistence.UserRoom
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return prev, err
 	}
 	var swap *goredis.Cmd
 	_, err := d.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -184,19 +185,19 @@ func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, us
 		return nil
 	})
 	if err != nil && !errors.Is(err, goredis.Nil) {
-		return "", wrap("set user room", err)
+		return prev, wrap("set user room", err)
 	}
 	old, err := swap.Text()
 	if errors.Is(err, goredis.Nil) {
-		return "", nil
+		return prev, nil
 	}
 	if err != nil {
-		return "", wrap("set user room", err)
+		return prev, wrap("set user room", err)
 	}
-	if room, _ := parseUserRoom(old); room != key.RoomID {
-		return room, nil
+	if room, at := parseUserRoom(old); room != key.RoomID {
+		prev = persistence.UserRoom{AppCode: key.AppCode, UserID: userID, RoomID: room, JoinedAtMs: at}
 	}
-	return "", nil
+	return prev, nil
 }
 
 // parseUserRoom splits "<room>:<joined_at_ms>".

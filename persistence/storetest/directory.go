@@ -106,14 +106,17 @@ func testHeartbeatNeverMovesBack(t *testing.T, d persistence.Directory) {
 func testSetUserRoomSwaps(t *testing.T, d persistence.Directory) {
 	ctx := context.Background()
 	prev, err := d.SetUserRoom(ctx, dirA, "u1", 1000)
-	if err != nil || prev != "" {
-		t.Fatalf("first join: prev %q %v, want none", prev, err)
+	if err != nil || prev != (persistence.UserRoom{}) {
+		t.Fatalf("first join: prev %+v %v, want none", prev, err)
 	}
-	if prev, _ := d.SetUserRoom(ctx, dirA, "u1", 1001); prev != "" {
-		t.Fatalf("joining the same room again: prev %q, want none", prev)
+	if prev, _ := d.SetUserRoom(ctx, dirA, "u1", 1001); prev != (persistence.UserRoom{}) {
+		t.Fatalf("joining the same room again: prev %+v, want none", prev)
 	}
-	if prev, _ := d.SetUserRoom(ctx, dirB, "u1", 2000); prev != dirA.RoomID {
-		t.Fatalf("switch to b: prev %q, want %q", prev, dirA.RoomID)
+	// The replaced entry comes back whole: its join time is what lets a
+	// joining room tell an older join it displaces from a newer one.
+	want := persistence.UserRoom{AppCode: "app1", UserID: "u1", RoomID: dirA.RoomID, JoinedAtMs: 1001}
+	if prev, _ := d.SetUserRoom(ctx, dirB, "u1", 2000); prev != want {
+		t.Fatalf("switch to b: prev %+v, want %+v", prev, want)
 	}
 	ur, err := d.UserRoom(ctx, "app1", "u1")
 	must(t, err)
@@ -142,7 +145,9 @@ func testConcurrentSetUserRoom(t *testing.T, d persistence.Directory) {
 		go func() {
 			defer wg.Done()
 			key := persistence.RoomKey{AppCode: "app1", RoomID: fmt.Sprintf("r%02d", i)}
-			prevs[i], errs[i] = d.SetUserRoom(ctx, key, "u1", int64(1000+i))
+			var prev persistence.UserRoom
+			prev, errs[i] = d.SetUserRoom(ctx, key, "u1", int64(1000+i))
+			prevs[i] = prev.RoomID
 		}()
 	}
 	wg.Wait()
@@ -415,8 +420,8 @@ func testDirectoryAppsIsolated(t *testing.T, d persistence.Directory) {
 	must(t, err)
 	prev, err := d.SetUserRoom(ctx, other, "u1", 200)
 	must(t, err)
-	if prev != "" {
-		t.Fatalf("a join in another app saw %q: apps must not share entries", prev)
+	if prev != (persistence.UserRoom{}) {
+		t.Fatalf("a join in another app saw %+v: apps must not share entries", prev)
 	}
 	must(t, d.Heartbeat(ctx, other, "u2", 300))
 	if got, _ := d.StalePresence(ctx, dirA, 1<<40, 10); !reflect.DeepEqual(users(got), []string{"u1"}) {

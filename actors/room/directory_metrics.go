@@ -1,0 +1,67 @@
+package room
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DirectoryMetrics count what the grain-side directory work did.
+type DirectoryMetrics struct {
+	Errors      *prometheus.CounterVec // by op
+	Dropped     prometheus.Counter
+	Leaves      *prometheus.CounterVec // switched_room leaves sent, by result
+	RankChanges prometheus.Counter
+}
+
+// NewDirectoryMetrics creates the instruments and registers them on reg.
+func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
+	m := &DirectoryMetrics{
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_directory_errors_total",
+			Help: "Room directory calls of room grains that failed (the command they followed did not), by operation.",
+		}, []string{"op"}),
+		Dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_directory_dropped_total",
+			Help: "Directory work items dropped because a room's directory backlog was full; the room's next refresh redoes them.",
+		}),
+		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "room_directory_switch_leaves_total",
+			Help: "switched_room leaves sent to a user's previous room, by result (left, noop, failed).",
+		}, []string{"result"}),
+		RankChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_directory_rank_changes_total",
+			Help: "RoomRankChanged events committed by rooms of this node.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Errors, m.Dropped, m.Leaves, m.RankChanges} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("room: register directory metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *DirectoryMetrics) failed(op string) {
+	if m != nil {
+		m.Errors.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *DirectoryMetrics) dropped() {
+	if m != nil {
+		m.Dropped.Inc()
+	}
+}
+
+func (m *DirectoryMetrics) leave(result string) {
+	if m != nil {
+		m.Leaves.WithLabelValues(result).Inc()
+	}
+}
+
+func (m *DirectoryMetrics) rankChanged() {
+	if m != nil {
+		m.RankChanges.Inc()
+	}
+}
