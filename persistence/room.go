@@ -89,6 +89,12 @@ func (s Snapshot) Key() RoomKey { return RoomKey{AppCode: s.AppCode, RoomID: s.R
 type Append struct {
 	Command  CommandRecord
 	Snapshot *Snapshot
+	// Epoch is the writer's room-ownership epoch (the shard lease's). An
+	// append whose Epoch is below the room's fence fails with ErrConflict
+	// and writes nothing; one at or above it raises the fence, in the same
+	// transaction. 0 = not fenced by epoch (single-node mode, which has no
+	// second writer); the seq fence applies either way.
+	Epoch int64
 }
 
 // RoomStore persists room command logs and snapshots.
@@ -110,6 +116,11 @@ type RoomStore interface {
 	// SaveSnapshot stores s unless a snapshot with seq >= s.Seq exists
 	// (then it is a no-op, not an error).
 	SaveSnapshot(ctx context.Context, s Snapshot) error
+	// FenceRoom raises the room's epoch fence to epoch, so that no append
+	// of an older epoch can land after it: a new owner calls it before it
+	// loads the room. ErrConflict (nothing changed) when the fence is
+	// already above epoch. epoch 0 is a no-op.
+	FenceRoom(ctx context.Context, key RoomKey, epoch int64) error
 }
 
 // OutboxRow is a room_outbox row.

@@ -22,6 +22,7 @@ var roomTables = []func() *memdb.TableSchema{
 	roomCommandLogTable,
 	roomOutboxTable,
 	roomSnapshotsTable,
+	roomFencesTable, // fence.go
 }
 
 // roomSchema is the schema of the room MemDB.

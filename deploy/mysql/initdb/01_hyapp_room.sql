@@ -101,3 +101,19 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
 ALTER TABLE room_outbox ADD KEY idx_room_outbox_type_created (event_type, created_at_ms, event_id);
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 2, '002_room_outbox_type_index', '444731fb20382942ff071a4d6784bfeb5c49ae00bc5dd8d5689e5700c55034a0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/003_room_fences.sql ----
+-- The epoch fence of room ownership (docs/cluster.md): the highest shard
+-- lease epoch that claimed or wrote to the room. Every fenced append
+-- checks and raises it in its own transaction, so a node whose lease was
+-- taken over cannot write after the new owner claimed the room, even when
+-- the seq it writes is still free. The row lock it takes also serialises
+-- the old and the new owner's writes to one room.
+CREATE TABLE IF NOT EXISTS room_fences (
+  app_code VARCHAR(64)  NOT NULL,
+  room_id  VARCHAR(128) NOT NULL,
+  epoch    BIGINT       NOT NULL,
+  PRIMARY KEY (app_code, room_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 3, '003_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
