@@ -80,6 +80,7 @@ func (e *classError) Unwrap() error { return e.class }
 var ruleErrors = []error{
 	ErrRoomNotFound, ErrRoomExists, ErrRoomClosed, ErrNotMember, ErrBanned, ErrSeatTaken,
 	ErrAlreadySeated, ErrNotSeated, ErrReceiverAbsent, ErrKickOwner, ErrNotOwner, ErrKickAdmin,
+	ErrMoved,
 }
 
 // ErrorFromClass rebuilds an error of the given class with the given text.
