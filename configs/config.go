@@ -100,11 +100,23 @@ func Load(path string) (Config, error) {
 
 // Parse is Load on bytes.
 func Parse(b []byte) (Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(expandEnv(b)))
+	b = expandEnv(b)
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := checkSeedShape(&doc); err != nil {
+		return Config{}, err
+	}
+	c := f.Config
+	if err := applySeedShape(&doc, &c); err != nil {
+		return Config{}, err
 	}
 	c.setDefaults()
 	if err := c.Validate(); err != nil {

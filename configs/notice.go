@@ -161,9 +161,6 @@ func (c MQConfig) validate() error {
 	default:
 		return errorf("notice.mq.kind", "unknown kind %q (want nats or rocketmq)", c.Kind)
 	}
-	if c.Enabled && c.Kind == MQKindRocketMQ {
-		return errorf("notice.mq.kind", "rocketmq has no adapter in this build; use nats (delivery/mq/doc.go says how one plugs in)")
-	}
 	if !c.Enabled {
 		return nil
 	}
@@ -196,6 +193,18 @@ func (c NoticeConfig) validate() error {
 		return err
 	}
 	return checkAddr("notice.http_addr", c.HTTPAddr)
+}
+
+// CheckStart reports what the loaded configuration asks for that this
+// build cannot run. A seed 003 file with rocketmq.enabled: true loads (it
+// means notice.mq.kind: rocketmq) but cannot start: no RocketMQ adapter
+// exists, NATS JetStream plays its part.
+func (c Config) CheckStart() error {
+	if c.Notice.MQ.Enabled && c.Notice.MQ.Kind == MQKindRocketMQ {
+		return errorf("notice.mq.kind", "rocketmq (seed 003's rocketmq.enabled: true) has no adapter in this build; "+
+			"use NATS JetStream in its place: notice.mq.kind: nats with notice.mq.servers (docs/seeds.md, delivery/mq/doc.go)")
+	}
+	return nil
 }
 
 // NoticeOnly reports whether the notice role is the only role of the

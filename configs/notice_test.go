@@ -46,7 +46,6 @@ func TestNoticeBadConfigNamesTheKey(t *testing.T) {
 		{"notice:\n  room_notice_worker:\n    poll_interval: \"10m\"\n    max_backoff: \"1m\"\n", "notice.room_notice_worker.max_backoff"},
 		{"notice:\n  room_notice_worker:\n    batch_size: 20000\n", "notice.room_notice_worker.batch_size"},
 		{"notice:\n  mq:\n    kind: \"kafka\"\n", "notice.mq.kind"},
-		{"notice:\n  mq:\n    enabled: true\n    kind: rocketmq\n", "notice.mq.kind"},
 		{"notice:\n  mq:\n    enabled: true\n    room_outbox:\n      topic: \"a.b\"\n", "notice.mq.room_outbox.topic"},
 		{"notice:\n  mq:\n    enabled: true\n    room_outbox:\n      consumer_group: \"g*\"\n", "notice.mq.room_outbox.consumer_group"},
 		{"notice:\n  grpc_addr: \"13009\"\n", "notice.grpc_addr"},

@@ -233,13 +233,7 @@ type inflight struct {
 // outcome is logged, counted and stored, and the batch goes on.
 func (b *batch) publishOne(row persistence.OutboxRow) *inflight {
 	env := row.Envelope
-	log := b.Logger.With(
-		slog.String("worker", WorkerName),
-		slog.String("node_id", b.NodeID),
-		slog.String("event_id", env.EventID),
-		slog.String("event_type", env.EventType),
-		slog.String("room_id", env.RoomID),
-	)
+	log := supervise.EventLogger(b.Logger, WorkerName, b.NodeID, env)
 	if err := checkEnvelope(env); err != nil {
 		b.fail(log, row, err)
 		return nil

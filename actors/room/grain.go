@@ -62,6 +62,8 @@ type Deps struct {
 	Config    configs.RoomConfig
 	Logger    *slog.Logger
 	Clock     func() time.Time
+	// NodeID is this process's node_id, for the publisher's log lines.
+	NodeID string
 	// MaxPublishBacklog: above this many events waiting in a room's
 	// publisher, new events are left to the outbox relay alone, so an IM
 	// outage cannot grow a mailbox without bound.

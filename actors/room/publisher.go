@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -70,10 +71,15 @@ func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) 
 
 // settle records a publish outcome: published on success, nothing on
 // failure (the row stays pending for the relay, retry_count untouched).
+//
+// Its lines carry seed 000's eight fields like the relay's; retry_count is
+// the row's (0: the sync attempt never counts) and path tells the two
+// publishers apart.
 func (p *publisher) settle(env persistence.Envelope, err error) {
+	log := supervise.EventLogger(p.log, OutboxWorker, p.deps.NodeID, env).With(slog.String("path", "sync"))
 	if err != nil {
-		p.log.Info("sync publish failed; event stays pending for the outbox relay",
-			"event_id", env.EventID, "event_type", env.EventType, "status", persistence.OutboxPending, "error", err)
+		log.Info("sync publish failed; event stays pending for the outbox relay",
+			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
@@ -81,6 +87,11 @@ func (p *publisher) settle(env persistence.Envelope, err error) {
 	cancel()
 	if err != nil {
 		// At worst the relay publishes it again; clients dedupe by event_id.
-		p.log.Warn("mark published failed after sync publish", "event_id", env.EventID, "error", err)
+		log.Warn("mark published failed after sync publish",
+			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
 	}
 }
+
+// OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
+// every publish of a room_outbox row, whichever path sends it.
+const OutboxWorker = "room_outbox"

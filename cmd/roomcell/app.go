@@ -69,9 +69,15 @@ type App struct {
 	ready    atomic.Bool
 	draining atomic.Bool
 	shutdown atomic.Bool
-	// stopped lists the shutdown steps in the order they ran; the log and
-	// the lifecycle tests read it.
+	// started and stopped list the start-up and shutdown steps in the
+	// order they ran; the log and the lifecycle tests read them.
+	started []string
 	stopped []string
+}
+
+func (a *App) began(name string) {
+	a.started = append(a.started, name)
+	a.log.Debug("start step done", "step", name)
 }
 
 func (a *App) step(name string) {
@@ -92,10 +98,16 @@ func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
 // HTTPAddr is the address of the ops endpoints.
 func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 
-// Start brings the process up in the order of ARCHITECTURE.md: storage, IM
-// publisher, wallet → cluster member → gRPC serving → workers. On error
-// everything started so far is stopped again.
+// Start brings the process up in the order of ARCHITECTURE.md and seed 000:
+// storage, IM publisher, wallet → cluster member → ops HTTP (/readyz still
+// failing) → workers (presence → outbox relay → notice) → gRPC Serve →
+// ready. Workers start before gRPC so the first command ever accepted
+// already has its compensation path running. On error everything started
+// so far is stopped again.
 func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (_ *App, err error) {
+	if err := cfg.CheckStart(); err != nil {
+		return nil, err
+	}
 	a := &App{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	defer func() {
@@ -146,7 +158,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if cfg.HasRole(configs.RoleRoom) {
 		kinds = append(kinds, room.NewKind(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps, Lease: owners,
+			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
 		}))
 	}
 	a.member, err = cluster.Start(cluster.Options{
@@ -163,16 +175,18 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 
-	if err = a.serveGRPC(); err != nil {
-		return nil, err
-	}
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
 	if err = a.startWorkers(roomPub, pub); err != nil {
 		return nil, err
 	}
+	if err = a.serveGRPC(); err != nil {
+		return nil, err
+	}
+	a.began("grpc")
 	a.ready.Store(true)
+	a.began("ready")
 	log.Info("roomcell serving", "grpc_addr", a.GRPCAddr(), "http_addr", a.HTTPAddr(),
 		"store", cfg.Store.Kind, "cluster_provider", cfg.Cluster.Provider, "roles", cfg.Roles, "dev", dev)
 	return a, nil

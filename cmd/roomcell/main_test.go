@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/hyapp/roomcell/configs"
@@ -34,5 +38,24 @@ func TestBadFlagsAndConfigAreErrors(t *testing.T) {
 	}
 	if _, err := loadConfig(flags{config: "does-not-exist.yaml"}); err == nil {
 		t.Fatal("missing config file: want an error")
+	}
+}
+
+// Seed 003's production block loads (roomcell --config accepts the seed's
+// shape) but the process refuses to start with rocketmq.enabled: true,
+// naming the JetStream alternative, before it opens anything.
+func TestSeedRocketMQBlockFailsStartNamingJetStream(t *testing.T) {
+	t.Setenv("TENCENT_IM_SECRET_KEY", "s3cret")
+	cfg, err := loadConfig(flags{config: "../../configs/testdata/seed003_production.yaml", grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("seed 003's production block must load: %v", err)
+	}
+	app, err := Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
+	if err == nil {
+		app.Shutdown()
+		t.Fatal("started with rocketmq.enabled: true")
+	}
+	if !strings.Contains(err.Error(), "notice.mq.kind: nats") || !strings.Contains(err.Error(), "rocketmq") {
+		t.Fatalf("error %q does not name the JetStream alternative", err)
 	}
 }

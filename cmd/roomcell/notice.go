@@ -97,5 +97,6 @@ func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error
 			a.log.Warn("notice stop", "error", err)
 		}
 	}})
+	a.began("worker notice")
 	return nil
 }

@@ -38,7 +38,14 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 // succeeds → the row stays pending → the relay publishes the same event_id
 // → the row is published → shutdown stops the relay before the store
 // closes.
-func TestSeedDoneDefinition(t *testing.T) {
+func TestSeedDoneDefinition(t *testing.T) { seedDoneDefinition(t) }
+
+// TestRoomOutboxCompensationWhenSyncPublishFails is the test seed 000
+// names ("已有测试 … 可以作为基础"): the same Done Definition run, under the
+// seed's name.
+func TestRoomOutboxCompensationWhenSyncPublishFails(t *testing.T) { seedDoneDefinition(t) }
+
+func seedDoneDefinition(t *testing.T) {
 	app, rc := startDev(t, fastRelay)
 	ctx := ctxT(t)
 	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "lalu", RoomId: "r1", UserId: "owner", Name: "n"}); err != nil {
@@ -167,5 +174,27 @@ func TestFaultsNeverFailCommandsAndEveryEventArrives(t *testing.T) {
 		faultFor, ok.Load(), failed.Load(), len(want), dups, 100*float64(dups)/float64(len(want)), fake.Duplicates())
 	if failed.Load() != 0 || ok.Load() == 0 {
 		t.Fatalf("%d commands failed", failed.Load())
+	}
+}
+
+// Seed 000's start order (App Lifecycle: presence stale worker → outbox
+// worker → grpcServer.Serve), with seed 003's notice workers after the
+// relay and readiness last: no command is accepted before its
+// compensation path runs. The shutdown runs the same workers in reverse.
+func TestStartOrderFollowsSeed(t *testing.T) {
+	app, _ := startDev(t, withNotices)
+	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "grpc", "ready"}
+	if !slices.Equal(app.started, want) {
+		t.Fatalf("start order %v, want %v", app.started, want)
+	}
+	app.Shutdown()
+	var workers []string
+	for _, s := range app.stopped {
+		if s == "worker presence_stale" || s == "worker room_outbox" || s == "worker notice" {
+			workers = append(workers, s)
+		}
+	}
+	if back := []string{"worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
+		t.Fatalf("workers stopped in order %v, want %v (the reverse of the start)", workers, back)
 	}
 }

@@ -140,7 +140,8 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 		return err
 	}
 	a.workers = append(a.workers, worker{name: "workers", stop: func() { _ = sup.Stop(5 * time.Second) }})
-	// Seed 000's order: the presence stale worker, then the outbox relay.
+	// Seed 000's order: the presence stale worker, then the outbox relay;
+	// seed 003's notice workers after them.
 	if a.cfg.HasRole(configs.RoleRoom) && a.cfg.Presence.On() {
 		pm, err := presence.NewMetrics(a.registry)
 		if err != nil {
@@ -157,9 +158,7 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 				a.log.Warn("presence worker stop", "error", err)
 			}
 		}})
-	}
-	if err := a.startNotice(sup, im); err != nil {
-		return err
+		a.began("worker " + presence.WorkerName)
 	}
 	if a.cfg.HasRole(configs.RoleRelay) && a.cfg.OutboxWorker.On() {
 		metrics, err := relay.NewMetrics(a.registry)
@@ -180,8 +179,9 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 				a.log.Warn("relay stop", "error", err)
 			}
 		}})
+		a.began("worker room_outbox")
 	}
-	return nil
+	return a.startNotice(sup, im)
 }
 
 // registerServices registers the gRPC services besides RoomService.
