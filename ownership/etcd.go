@@ -140,7 +140,8 @@ func (e *Etcd) Start(self string, onLost func([]int)) error {
 	e.wg.Add(1)
 	go e.watch(rev)
 	if !e.cfg.Observer {
-		e.wg.Add(1)
+		e.wg.Add(2)
+		go e.renewals()
 		go e.loop()
 		e.poke()
 	}
@@ -253,9 +254,9 @@ func (e *Etcd) watch(rev int64) {
 	}
 }
 
-// loop renews the lease every TTL/4 and reconciles the node's shards with
-// the assignment whenever the table changes.
-func (e *Etcd) loop() {
+// renewals renews the lease every TTL/4, on its own goroutine so that a
+// long reconcile (a thousand shards to take over) never delays one.
+func (e *Etcd) renewals() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.cfg.TTL / 4)
 	defer t.Stop()
@@ -264,11 +265,23 @@ func (e *Etcd) loop() {
 		case <-e.ctx.Done():
 			return
 		case <-t.C:
-			e.renew()
-		case <-e.kick:
 		case d := <-e.freeze:
 			time.Sleep(d)
-			e.renew()
+		}
+		e.renew()
+		e.poke()
+	}
+}
+
+// loop reconciles the node's shards with the assignment whenever the
+// table or the lease changes.
+func (e *Etcd) loop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-e.kick:
 		}
 		e.reconcile()
 	}
@@ -359,35 +372,52 @@ func (e *Etcd) reconcile() {
 	if len(release) > 0 {
 		e.release(release)
 	}
-	for _, s := range acquire {
-		if e.ctx.Err() != nil {
-			return
+	for len(acquire) > 0 && e.ctx.Err() == nil {
+		n := min(len(acquire), acquireBatch)
+		if !e.acquire(acquire[:n], lease) && n > 1 {
+			// Some shard of the batch is taken: one by one.
+			for _, s := range acquire[:n] {
+				e.acquire([]int{s}, lease)
+			}
 		}
-		e.acquire(s, lease)
+		acquire = acquire[n:]
 	}
 }
 
-func (e *Etcd) acquire(s int, lease clientv3.LeaseID) {
+// acquireBatch shards are created in one etcd transaction (etcd allows
+// 128 operations per transaction by default): a node taking over a third
+// of 1024 shards needs a handful of round trips, not hundreds.
+const acquireBatch = 64
+
+// acquire creates the keys of shards under lease if every one of them is
+// free, all in one transaction; it reports whether it did.
+func (e *Etcd) acquire(shards []int, lease clientv3.LeaseID) bool {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
-	key := e.shardKey(s)
-	resp, err := e.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, e.self, clientv3.WithLease(lease))).
-		Commit()
+	cmps := make([]clientv3.Cmp, len(shards))
+	puts := make([]clientv3.Op, len(shards))
+	for i, s := range shards {
+		key := e.shardKey(s)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		puts[i] = clientv3.OpPut(key, e.self, clientv3.WithLease(lease))
+	}
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
 	if err != nil {
-		e.log.Warn("ownership acquire failed", "shard", s, "error", err)
-		return
+		e.log.Warn("ownership acquire failed", "shards", len(shards), "first", shards[0], "error", err)
+		return true // not a conflict: the next reconcile tries again
 	}
 	if !resp.Succeeded {
-		return // someone else was first; the watch tells who
+		return false // someone else was first; the watch tells who
 	}
 	e.mu.Lock()
 	if e.lease == lease {
-		e.owners[s] = grant{owner: e.self, epoch: resp.Header.Revision, lease: lease}
+		for _, s := range shards {
+			e.owners[s] = grant{owner: e.self, epoch: resp.Header.Revision, lease: lease}
+		}
 	}
 	e.mu.Unlock()
 	e.sig.fire()
+	return true
 }
 
 // release stops serving the shards at once, then deletes their keys (only
@@ -406,18 +436,41 @@ func (e *Etcd) release(shards []int) {
 	if onLost != nil {
 		onLost(shards)
 	}
+	for len(shards) > 0 && e.ctx.Err() == nil {
+		n := min(len(shards), acquireBatch)
+		if !e.deleteOwn(shards[:n], grants[:n]) && n > 1 {
+			for i, s := range shards[:n] {
+				e.deleteOwn([]int{s}, grants[i:i+1])
+			}
+		}
+		shards, grants = shards[n:], grants[n:]
+	}
+}
+
+// deleteOwn deletes the shard keys if each is still the grant this node
+// created, in one transaction; it reports false if one was not.
+func (e *Etcd) deleteOwn(shards []int, grants []grant) bool {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
+	cmps := make([]clientv3.Cmp, len(shards))
+	dels := make([]clientv3.Op, len(shards))
 	for i, s := range shards {
 		key := e.shardKey(s)
-		_, err := e.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", grants[i].epoch)).
-			Then(clientv3.OpDelete(key)).
-			Commit()
-		if err != nil {
-			e.log.Warn("ownership release failed; the key expires with the lease", "shard", s, "error", err)
-		}
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", grants[i].epoch)
+		dels[i] = clientv3.OpDelete(key)
 	}
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+	if err != nil {
+		// Still ours (the lease lives on): try again at the next reconcile.
+		e.log.Warn("ownership release failed; retrying", "shards", len(shards), "error", err)
+		e.mu.Lock()
+		for _, s := range shards {
+			delete(e.releasing, s)
+		}
+		e.mu.Unlock()
+		return true
+	}
+	return resp.Succeeded
 }
 
 // Nodes lists the registered node addresses (sorted).

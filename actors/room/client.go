@@ -56,7 +56,11 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 	}
 	backoff := 20 * time.Millisecond
 	var lastErr error
+	var changed <-chan struct{} // nil (never ready) without Owners
 	for {
+		if c.Owners != nil {
+			changed = c.Owners.Changed()
+		}
 		remaining := time.Until(deadline)
 		if remaining <= 0 || ctx.Err() != nil {
 			break
@@ -75,8 +79,11 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 		if errors.Is(err, errOwnerChanged) {
 			continue
 		}
+		// An ownership change ends the wait: the room may have just
+		// found its new owner (a failover is over the moment it does).
 		select {
 		case <-ctx.Done():
+		case <-changed:
 		case <-time.After(min(backoff, time.Until(deadline))):
 		}
 		backoff = min(backoff*2, 500*time.Millisecond)
