@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember bench build proto dev fmt
+.PHONY: test services vet unit race multimember chaos bench build proto dev fmt
 
 test: services vet race multimember
 
@@ -29,6 +29,14 @@ race:
 
 multimember:
 	$(GO) test -count=1 -timeout 10m -run '^TestMultiMember' $(PKGS)
+
+# The long form of the multi-process failure tests (docs/cluster.md, "Show"):
+# SIGKILL, SIGSTOP 15 s and 30 s, rolling SIGTERM restart, duplicate
+# activation, 3 repeats each, under load. `make multimember` runs each once
+# (SIGSTOP 15 s). About 15 minutes on two cores.
+chaos: services
+	$(GO) test -count=3 -timeout 40m -v -run '^TestMultiMemberProcess' ./cluster/clustertest/
+	ROOMCELL_CHAOS_PAUSE=30s $(GO) test -count=3 -timeout 20m -v -run '^TestMultiMemberProcessPauseUnderLoad$$' ./cluster/clustertest/
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)
