@@ -3,13 +3,12 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/cluster"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
@@ -29,11 +28,12 @@ type ClusterView interface {
 type ClusterAdminServer struct {
 	roomcellv1.UnimplementedClusterAdminServer
 	view ClusterView
+	log  *slog.Logger
 }
 
 // NewClusterAdminServer returns the server over this node's member.
 func NewClusterAdminServer(view ClusterView) *ClusterAdminServer {
-	return &ClusterAdminServer{view: view}
+	return &ClusterAdminServer{view: view, log: slog.Default()}
 }
 
 // StatusUnreachable is the status of a member that did not answer.
@@ -69,10 +69,10 @@ func (s *ClusterAdminServer) Members(ctx context.Context, _ *roomcellv1.ClusterM
 // WhereIsRoom implements roomcell.v1.ClusterAdmin.
 func (s *ClusterAdminServer) WhereIsRoom(ctx context.Context, req *roomcellv1.WhereIsRoomRequest) (*roomcellv1.WhereIsRoomReply, error) {
 	if err := room.CheckID("app_code", req.GetAppCode()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, toStatus(ctx, s.log, err)
 	}
 	if err := room.CheckID("room_id", req.GetRoomId()); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, toStatus(ctx, s.log, err)
 	}
 	reports := s.view.Survey(ctx, room.Kind, req.GetAppCode()+"/"+req.GetRoomId())
 	reply := &roomcellv1.WhereIsRoomReply{AppCode: req.GetAppCode(), RoomId: req.GetRoomId(), Settled: true}
@@ -95,7 +95,7 @@ func (s *ClusterAdminServer) WhereIsRoom(ctx context.Context, req *roomcellv1.Wh
 	}
 	reply.Settled = len(owners) == 1
 	if reply.OwnerAddress == "" {
-		return nil, status.Error(codes.Unavailable, "no member hosting rooms is visible from this node")
+		return nil, toStatus(ctx, s.log, errclass.Errorf(errclass.Unavailable, "no member hosting rooms is visible from this node"))
 	}
 	if owner := byAddr[reply.OwnerAddress]; owner != nil {
 		reply.OwnerNodeId, reply.OwnerMemberId = owner.GetNodeId(), owner.GetMemberId()

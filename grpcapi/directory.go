@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -83,11 +84,11 @@ func validateGetUserRoom(r *roomcellv1.GetUserRoomRequest) error {
 func directoryErr(err error, notFound string) error {
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return fmt.Errorf("%w: %s", room.ErrNotFound, notFound)
+		return errclass.Errorf(errclass.NotFound, "%s", notFound)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, persistence.ErrUnavailable):
 		return err
 	}
-	return fmt.Errorf("%w: room directory: %v", room.ErrUnavailable, err)
+	return errclass.Errorf(errclass.Unavailable, "room directory: %v", err)
 }
 
 func (s *RoomServer) dirCtx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -6,23 +6,23 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/errclass"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// classCodes maps the error classes of actors/room to status codes. The
-// sentinel is kept so its text can be trimmed from the message: the code
-// already says "not found", the caller wants the rest.
-var classCodes = map[string]struct {
-	code     codes.Code
-	sentinel error
-}{
-	room.ClassInvalid:      {codes.InvalidArgument, room.ErrInvalid},
-	room.ClassNotFound:     {codes.NotFound, room.ErrNotFound},
-	room.ClassExists:       {codes.AlreadyExists, room.ErrExists},
-	room.ClassPrecondition: {codes.FailedPrecondition, room.ErrPrecondition},
-	room.ClassPermission:   {codes.PermissionDenied, room.ErrPermission},
+// classCodes maps the error vocabulary (errclass) to status codes. Every
+// server of this package returns vocabulary errors (room, wallet, notice
+// and store errors all wrap one class) and toStatus maps them here, once.
+// Unavailable is not in the table: it gets a generic text and a log line.
+var classCodes = map[error]codes.Code{
+	errclass.Invalid:      codes.InvalidArgument,
+	errclass.NotFound:     codes.NotFound,
+	errclass.Exists:       codes.AlreadyExists,
+	errclass.Precondition: codes.FailedPrecondition,
+	errclass.Permission:   codes.PermissionDenied,
+	// A lost race the server did not retry itself: the caller may.
+	errclass.Conflict: codes.Aborted,
 }
 
 // unavailableMsg is all a caller learns about an outage: the detail (store
@@ -30,18 +30,19 @@ var classCodes = map[string]struct {
 const unavailableMsg = "temporarily unavailable; retry with the same command_id"
 
 // toStatus is the only place in roomcell that turns an error into a gRPC
-// status. Rule errors keep their text (it is written for callers);
-// outages and unknown errors get a generic text and are logged in full.
+// status; every server of this package ends its error paths in it. Rule
+// errors keep their text (it is written for callers); outages and unknown
+// errors get a generic text and are logged in full.
 func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	class := room.ClassOf(err)
-	if c, ok := classCodes[class]; ok {
-		msg := strings.TrimPrefix(err.Error(), c.sentinel.Error()+": ")
-		return status.Error(c.code, msg)
+	class := errclass.Of(err)
+	if code, ok := classCodes[class]; ok {
+		// The code already says "not found"; the caller wants the rest.
+		return status.Error(code, strings.TrimPrefix(err.Error(), class.Error()+": "))
 	}
-	if class == room.ClassUnavailable {
+	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
 		return status.Error(codes.Unavailable, unavailableMsg)
 	}

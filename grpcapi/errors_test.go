@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -80,5 +84,41 @@ func TestNilReplyIsInternal(t *testing.T) {
 func TestToStatusNil(t *testing.T) {
 	if err := toStatus(context.Background(), discardLogger(), nil); err != nil {
 		t.Fatalf("toStatus(nil) = %v", err)
+	}
+}
+
+// Every domain's errors are in the one vocabulary, so errors.Is against a
+// class and toStatus agree whichever package made the error. A domain
+// sentinel that stops wrapping its class (or a class that loses its code)
+// fails here.
+func TestEveryDomainSpeaksTheVocabulary(t *testing.T) {
+	const secret = "dsn root:hunter2@tcp(10.0.0.9)"
+	for _, tc := range []struct {
+		name  string
+		err   error
+		class error
+		code  codes.Code
+	}{
+		{"room rule", room.ErrSeatTaken, errclass.Precondition, codes.FailedPrecondition},
+		{"room rule from another member", room.ErrorFromClass(room.ClassPermission, room.ErrKickAdmin.Error()), errclass.Permission, codes.PermissionDenied},
+		{"room input", fmt.Errorf("%w: seat_index 9", room.ErrInvalid), errclass.Invalid, codes.InvalidArgument},
+		{"wallet balance", fmt.Errorf("%w: 5 COIN", wallet.ErrInsufficientBalance), errclass.Precondition, codes.FailedPrecondition},
+		{"wallet command_id reused", fmt.Errorf("%w: other gift", wallet.ErrConflict), errclass.Exists, codes.AlreadyExists},
+		{"wallet down", fmt.Errorf("%w: %s", wallet.ErrUnavailable, secret), errclass.Unavailable, codes.Unavailable},
+		{"store down", fmt.Errorf("mysql: append: %w: %s", persistence.ErrUnavailable, secret), errclass.Unavailable, codes.Unavailable},
+		{"store race", fmt.Errorf("memdb: append: %w", persistence.ErrConflict), errclass.Conflict, codes.Aborted},
+		{"store row missing", fmt.Errorf("memdb: get: %w", persistence.ErrNotFound), errclass.NotFound, codes.NotFound},
+		{"corrupt notice source", fmt.Errorf("%w: envelope", notice.ErrCorruptSource), errclass.Invalid, codes.InvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, tc.class) || errclass.Of(tc.err) != tc.class {
+				t.Fatalf("%v: class %v, want %v", tc.err, errclass.Of(tc.err), tc.class)
+			}
+			st := toStatus(context.Background(), discardLogger(), tc.err)
+			assertCode(t, st, tc.code)
+			if strings.Contains(status.Convert(st).Message(), "hunter2") {
+				t.Fatalf("status message leaks the outage detail: %q", status.Convert(st).Message())
+			}
+		})
 	}
 }

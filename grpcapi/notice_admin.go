@@ -6,10 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -29,7 +26,7 @@ const (
 // never marks a row delivered (that is the workers' job).
 type NoticeAdminServer struct {
 	roomcellv1.UnimplementedNoticeAdminServer
-	store notice.Store
+	store persistence.NoticeStore
 	kick  func(source string) bool
 	clock func() time.Time
 	log   *slog.Logger
@@ -39,7 +36,7 @@ type NoticeAdminServer struct {
 // of a source for a round now and reports whether there was one; wire it
 // to (*noticeapp.Service).Kick, or pass nil when the process runs no
 // notice worker.
-func NewNoticeAdminServer(store notice.Store, kick func(source string) bool, log *slog.Logger) *NoticeAdminServer {
+func NewNoticeAdminServer(store persistence.NoticeStore, kick func(source string) bool, log *slog.Logger) *NoticeAdminServer {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -48,29 +45,34 @@ func NewNoticeAdminServer(store notice.Store, kick func(source string) bool, log
 
 // ListNotices implements roomcell.v1.NoticeAdmin.
 func (s *NoticeAdminServer) ListNotices(ctx context.Context, req *roomcellv1.ListNoticesRequest) (*roomcellv1.ListNoticesReply, error) {
+	reply, err := s.listNotices(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *NoticeAdminServer) listNotices(ctx context.Context, req *roomcellv1.ListNoticesRequest) (*roomcellv1.ListNoticesReply, error) {
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0:
-		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+		return nil, errclass.Errorf(errclass.Invalid, "limit must not be negative")
 	case limit == 0:
 		limit = defaultNoticeLimit
 	case limit > maxNoticeLimit:
 		limit = maxNoticeLimit
 	}
-	f := notice.Filter{Limit: limit, SourceName: req.GetSourceName()}
+	f := persistence.NoticeFilter{Limit: limit, SourceName: req.GetSourceName()}
 	switch st := req.GetStatus(); {
 	case st == "" || st == "all":
-	case notice.ValidStatus(st):
+	case persistence.ValidNoticeStatus(st):
 		f.Status = st
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "status %q: want all, delivering, retryable, delivered or failed", st)
+		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, delivering, retryable, delivered or failed", st)
 	}
 	if len(f.SourceName) > maxNoticeKeyPart {
-		return nil, status.Errorf(codes.InvalidArgument, "source_name is longer than %d bytes", maxNoticeKeyPart)
+		return nil, errclass.Errorf(errclass.Invalid, "source_name is longer than %d bytes", maxNoticeKeyPart)
 	}
 	rows, err := s.store.List(ctx, f)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	reply := &roomcellv1.ListNoticesReply{}
 	for _, d := range rows {
@@ -81,24 +83,24 @@ func (s *NoticeAdminServer) ListNotices(ctx context.Context, req *roomcellv1.Lis
 
 // matching returns the rows of key's source event that agree with the
 // key's other fields (empty ones match anything).
-func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.NoticeKey) ([]notice.Delivery, error) {
+func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.NoticeKey) ([]persistence.NoticeDelivery, error) {
 	id := key.GetSourceEventId()
 	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "key.source_event_id is required")
+		return nil, errclass.Errorf(errclass.Invalid, "key.source_event_id is required")
 	}
 	if len(id) > maxNoticeEventID {
-		return nil, status.Errorf(codes.InvalidArgument, "key.source_event_id is longer than %d bytes", maxNoticeEventID)
+		return nil, errclass.Errorf(errclass.Invalid, "key.source_event_id is longer than %d bytes", maxNoticeEventID)
 	}
 	for field, v := range map[string]string{"source_name": key.GetSourceName(), "app_code": key.GetAppCode(), "channel": key.GetChannel()} {
 		if len(v) > maxNoticeKeyPart {
-			return nil, status.Errorf(codes.InvalidArgument, "key.%s is longer than %d bytes", field, maxNoticeKeyPart)
+			return nil, errclass.Errorf(errclass.Invalid, "key.%s is longer than %d bytes", field, maxNoticeKeyPart)
 		}
 	}
 	rows, err := s.store.FindBySourceEvent(ctx, id)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	for _, d := range rows {
 		if (key.GetSourceName() == "" || key.GetSourceName() == d.SourceName) && (key.GetAppCode() == "" || key.GetAppCode() == d.AppCode) &&
 			(key.GetChannel() == "" || key.GetChannel() == d.Channel) {
@@ -106,13 +108,18 @@ func (s *NoticeAdminServer) matching(ctx context.Context, key *roomcellv1.Notice
 		}
 	}
 	if len(out) == 0 {
-		return nil, status.Errorf(codes.NotFound, "no notice for source event %s", id)
+		return nil, errclass.Errorf(errclass.NotFound, "no notice for source event %s", id)
 	}
 	return out, nil
 }
 
 // GetNotice implements roomcell.v1.NoticeAdmin.
 func (s *NoticeAdminServer) GetNotice(ctx context.Context, req *roomcellv1.GetNoticeRequest) (*roomcellv1.GetNoticeReply, error) {
+	reply, err := s.getNotice(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *NoticeAdminServer) getNotice(ctx context.Context, req *roomcellv1.GetNoticeRequest) (*roomcellv1.GetNoticeReply, error) {
 	rows, err := s.matching(ctx, req.GetKey())
 	if err != nil {
 		return nil, err
@@ -130,25 +137,30 @@ func (s *NoticeAdminServer) GetNotice(ctx context.Context, req *roomcellv1.GetNo
 // requeued_at_ms keep the history, and last_error stays until the next
 // attempt.
 func (s *NoticeAdminServer) RequeueNotice(ctx context.Context, req *roomcellv1.RequeueNoticeRequest) (*roomcellv1.RequeueNoticeReply, error) {
+	reply, err := s.requeueNotice(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *NoticeAdminServer) requeueNotice(ctx context.Context, req *roomcellv1.RequeueNoticeRequest) (*roomcellv1.RequeueNoticeReply, error) {
 	rows, err := s.matching(ctx, req.GetKey())
 	if err != nil {
 		return nil, err
 	}
-	var failed []notice.Delivery
+	var failed []persistence.NoticeDelivery
 	for _, d := range rows {
-		if d.Status == notice.StatusFailed {
+		if d.Status == persistence.NoticeFailed {
 			failed = append(failed, d)
 		}
 	}
 	switch {
 	case len(failed) == 0:
-		return nil, status.Errorf(codes.FailedPrecondition, "notice %s is %s, not failed: only dead letters are requeued", rows[0].Key, rows[0].Status)
+		return nil, errclass.Errorf(errclass.Precondition, "notice %s is %s, not failed: only dead letters are requeued", rows[0].NoticeKey, rows[0].Status)
 	case len(failed) > 1:
-		return nil, status.Errorf(codes.InvalidArgument, "%d failed notices have source event %s: give source_name, app_code and channel", len(failed), req.GetKey().GetSourceEventId())
+		return nil, errclass.Errorf(errclass.Invalid, "%d failed notices have source event %s: give source_name, app_code and channel", len(failed), req.GetKey().GetSourceEventId())
 	}
-	d, err := s.store.Requeue(ctx, failed[0].Key, s.clock().UnixMilli())
+	d, err := s.store.Requeue(ctx, failed[0].NoticeKey, s.clock().UnixMilli())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	notified := s.kick != nil && s.kick(d.SourceName)
 	s.log.InfoContext(ctx, "notice requeued", "source_name", d.SourceName, "app_code", d.AppCode, "source_event_id", d.SourceEventID,
@@ -156,22 +168,20 @@ func (s *NoticeAdminServer) RequeueNotice(ctx context.Context, req *roomcellv1.R
 	return &roomcellv1.RequeueNoticeReply{Entry: noticeEntry(d, false), WorkerNotified: notified}, nil
 }
 
-// status maps the store's error classes; everything else goes through
-// toStatus, the package's one general mapping.
+// status ends every method: store classes get the operator's words (a
+// requeue that lost its race is a precondition: the row is no longer
+// failed), and toStatus maps every error, this package's one mapping.
 func (s *NoticeAdminServer) status(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return status.Error(codes.NotFound, "no such notice")
+		err = errclass.Errorf(errclass.NotFound, "no such notice")
 	case errors.Is(err, persistence.ErrConflict):
-		return status.Error(codes.FailedPrecondition, "the notice changed meanwhile (it is no longer failed)")
-	case errors.Is(err, persistence.ErrUnavailable):
-		s.log.WarnContext(ctx, "notice store unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, "notice store temporarily unavailable")
+		err = errclass.Errorf(errclass.Precondition, "the notice changed meanwhile (it is no longer failed)")
 	}
 	return toStatus(ctx, s.log, err)
 }
 
-func noticeEntry(d notice.Delivery, withPayload bool) *roomcellv1.NoticeEntry {
+func noticeEntry(d persistence.NoticeDelivery, withPayload bool) *roomcellv1.NoticeEntry {
 	e := &roomcellv1.NoticeEntry{
 		SourceName: d.SourceName, AppCode: d.AppCode, SourceEventId: d.SourceEventID, Channel: d.Channel,
 		EventType: d.EventType, UserId: d.UserID, Ext: d.Ext, Status: d.Status, RetryCount: int32(d.RetryCount),

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -31,10 +31,10 @@ func (f *noticeFixture) kicks() []string {
 	return append([]string{}, f.kicked...)
 }
 
-func noticeRow(source, app, id string) notice.Delivery {
-	return notice.Delivery{
-		Key:       notice.Key{SourceName: source, AppCode: app, SourceEventID: id, Channel: notice.ChannelIMC2C},
-		EventType: "WalletBalanceChanged", UserID: "u-" + id, Ext: "wallet_notice", Ingress: notice.IngressPoll,
+func noticeRow(source, app, id string) persistence.NoticeDelivery {
+	return persistence.NoticeDelivery{
+		NoticeKey: persistence.NoticeKey{SourceName: source, AppCode: app, SourceEventID: id, Channel: persistence.ChannelIMC2C},
+		EventType: "WalletBalanceChanged", UserID: "u-" + id, Ext: "wallet_notice", Ingress: persistence.IngressPoll,
 		Payload: json.RawMessage(`{"event_id":"` + id + `"}`), SourceCreatedAtMs: 100,
 	}
 }
@@ -46,13 +46,13 @@ func newNoticeFixture(t *testing.T) *noticeFixture {
 	ctx := context.Background()
 	f := &noticeFixture{store: memdb.NewNoticeStore()}
 	t.Cleanup(func() { f.store.Close() })
-	src := notice.SourceWalletOutbox
-	rows := []notice.Delivery{noticeRow(src, "lalu", "ok"), noticeRow(src, "lalu", "again"), noticeRow(src, "lalu", "dead"),
-		noticeRow(notice.SourceRoomOutbox, "lalu", "twin"), noticeRow(notice.SourceRoomOutbox, "other", "twin")}
+	src := persistence.SourceWalletOutbox
+	rows := []persistence.NoticeDelivery{noticeRow(src, "lalu", "ok"), noticeRow(src, "lalu", "again"), noticeRow(src, "lalu", "dead"),
+		noticeRow(persistence.SourceRoomOutbox, "lalu", "twin"), noticeRow(persistence.SourceRoomOutbox, "other", "twin")}
 	if _, err := f.store.Ingest(ctx, rows, 1000); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{src, notice.SourceRoomOutbox} {
+	for _, s := range []string{src, persistence.SourceRoomOutbox} {
 		if _, err := f.store.Claim(ctx, s, "n1", 1000, 60_000, 10); err != nil {
 			t.Fatal(err)
 		}
@@ -63,17 +63,17 @@ func newNoticeFixture(t *testing.T) *noticeFixture {
 			t.Fatal(err)
 		}
 	}
-	must(f.store.MarkDelivered(ctx, []notice.Key{rows[0].Key}, 1010))
-	must(f.store.MarkRetryable(ctx, rows[1].Key, "n1", 1, "im: timeout", 9000, 1010))
-	must(f.store.MarkFailed(ctx, rows[2].Key, "n1", 11, "im: 80001 content rejected", 1010))
-	must(f.store.MarkFailed(ctx, rows[3].Key, "n1", 11, "im: down", 1010))
-	must(f.store.MarkFailed(ctx, rows[4].Key, "n1", 11, "im: down", 1010))
+	must(f.store.MarkDelivered(ctx, []persistence.NoticeKey{rows[0].NoticeKey}, 1010))
+	must(f.store.MarkRetryable(ctx, rows[1].NoticeKey, "n1", 1, "im: timeout", 9000, 1010))
+	must(f.store.MarkFailed(ctx, rows[2].NoticeKey, "n1", 11, "im: 80001 content rejected", 1010))
+	must(f.store.MarkFailed(ctx, rows[3].NoticeKey, "n1", 11, "im: down", 1010))
+	must(f.store.MarkFailed(ctx, rows[4].NoticeKey, "n1", 11, "im: down", 1010))
 
 	kick := func(source string) bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.kicked = append(f.kicked, source)
-		return source == notice.SourceWalletOutbox // this node runs only the wallet worker
+		return source == persistence.SourceWalletOutbox // this node runs only the wallet worker
 	}
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer()
@@ -102,11 +102,11 @@ func TestNoticeAdminList(t *testing.T) {
 		t.Fatalf("%d failed rows, want 3", len(r.GetEntries()))
 	}
 	for _, e := range r.GetEntries() {
-		if e.GetStatus() != notice.StatusFailed || e.GetRetryCount() != 11 || e.GetLastError() == "" || e.GetPayloadJson() != "" {
+		if e.GetStatus() != persistence.NoticeFailed || e.GetRetryCount() != 11 || e.GetLastError() == "" || e.GetPayloadJson() != "" {
 			t.Fatalf("entry %+v", e)
 		}
 	}
-	r, err = f.client.ListNotices(ctx, &roomcellv1.ListNoticesRequest{Status: "failed", SourceName: notice.SourceWalletOutbox})
+	r, err = f.client.ListNotices(ctx, &roomcellv1.ListNoticesRequest{Status: "failed", SourceName: persistence.SourceWalletOutbox})
 	if err != nil || len(r.GetEntries()) != 1 || r.GetEntries()[0].GetSourceEventId() != "dead" {
 		t.Fatalf("failed wallet rows: %v %v", r.GetEntries(), err)
 	}
@@ -130,8 +130,8 @@ func TestNoticeAdminGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := r.GetEntries()[0]
-	if len(r.GetEntries()) != 1 || e.GetStatus() != notice.StatusRetryable || e.GetNextRetryAtMs() != 9000 || e.GetPayloadJson() != `{"event_id":"again"}` ||
-		e.GetUserId() != "u-again" || e.GetExt() != "wallet_notice" || e.GetIngress() != notice.IngressPoll {
+	if len(r.GetEntries()) != 1 || e.GetStatus() != persistence.NoticeRetryable || e.GetNextRetryAtMs() != 9000 || e.GetPayloadJson() != `{"event_id":"again"}` ||
+		e.GetUserId() != "u-again" || e.GetExt() != "wallet_notice" || e.GetIngress() != persistence.IngressPoll {
 		t.Fatalf("entry %+v", e)
 	}
 	if r, err := f.client.GetNotice(ctx, &roomcellv1.GetNoticeRequest{Key: &roomcellv1.NoticeKey{SourceEventId: "twin"}}); err != nil || len(r.GetEntries()) != 2 {
@@ -154,15 +154,15 @@ func TestNoticeAdminRequeue(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := r.GetEntry()
-	if e.GetStatus() != notice.StatusRetryable || e.GetRetryCount() != 0 || e.GetRequeueCount() != 1 || e.GetRequeuedAtMs() == 0 ||
+	if e.GetStatus() != persistence.NoticeRetryable || e.GetRetryCount() != 0 || e.GetRequeueCount() != 1 || e.GetRequeuedAtMs() == 0 ||
 		e.GetLastError() != "im: 80001 content rejected" || !r.GetWorkerNotified() {
 		t.Fatalf("requeued %+v notified=%v", e, r.GetWorkerNotified())
 	}
-	stored, err := f.store.Get(ctx, noticeRow(notice.SourceWalletOutbox, "lalu", "dead").Key)
-	if err != nil || stored.Status != notice.StatusRetryable || stored.RequeueCount != 1 {
+	stored, err := f.store.Get(ctx, noticeRow(persistence.SourceWalletOutbox, "lalu", "dead").NoticeKey)
+	if err != nil || stored.Status != persistence.NoticeRetryable || stored.RequeueCount != 1 {
 		t.Fatalf("stored %+v %v", stored, err)
 	}
-	if k := f.kicks(); len(k) != 1 || k[0] != notice.SourceWalletOutbox {
+	if k := f.kicks(); len(k) != 1 || k[0] != persistence.SourceWalletOutbox {
 		t.Fatalf("kicks %v", k)
 	}
 	// Not a dead letter any more.

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"log/slog"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -47,10 +45,15 @@ func NewOutboxAdminServer(store persistence.OutboxStore, kick func(eventID strin
 
 // ListOutbox implements roomcell.v1.OutboxAdmin.
 func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.ListOutboxRequest) (*roomcellv1.ListOutboxReply, error) {
+	reply, err := s.listOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) listOutbox(ctx context.Context, req *roomcellv1.ListOutboxRequest) (*roomcellv1.ListOutboxReply, error) {
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0:
-		return nil, status.Error(codes.InvalidArgument, "limit must not be negative")
+		return nil, errclass.Errorf(errclass.Invalid, "limit must not be negative")
 	case limit == 0:
 		limit = defaultOutboxLimit
 	case limit > maxOutboxLimit:
@@ -65,11 +68,11 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 	case "failed":
 		filter.Status, filter.Limit, failedOnly = persistence.OutboxPending, maxFailedScan, true
 	default:
-		return nil, status.Errorf(codes.InvalidArgument, "status %q: want all, pending, published or failed", req.GetStatus())
+		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, pending, published or failed", req.GetStatus())
 	}
 	rows, err := s.store.ListOutbox(ctx, filter)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	reply := &roomcellv1.ListOutboxReply{}
 	if failedOnly {
@@ -86,7 +89,7 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 	}
 	st, err := s.store.OutboxStats(ctx)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	reply.PendingTotal, reply.OldestPendingCreatedAtMs = st.Pending, st.OldestCreatedAtMs
 	return reply, nil
@@ -94,12 +97,17 @@ func (s *OutboxAdminServer) ListOutbox(ctx context.Context, req *roomcellv1.List
 
 // GetOutbox implements roomcell.v1.OutboxAdmin.
 func (s *OutboxAdminServer) GetOutbox(ctx context.Context, req *roomcellv1.GetOutboxRequest) (*roomcellv1.GetOutboxReply, error) {
+	reply, err := s.getOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) getOutbox(ctx context.Context, req *roomcellv1.GetOutboxRequest) (*roomcellv1.GetOutboxReply, error) {
 	if err := checkEventID(req.GetEventId()); err != nil {
 		return nil, err
 	}
 	row, err := s.store.GetOutbox(ctx, req.GetEventId())
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	env, err := json.Marshal(row.Envelope)
 	if err != nil {
@@ -117,22 +125,27 @@ func (s *OutboxAdminServer) GetOutbox(ctx context.Context, req *roomcellv1.GetOu
 // row another relay is publishing right now can make it publish twice;
 // delivery is at-least-once and clients deduplicate by event_id.
 func (s *OutboxAdminServer) RetryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
+	reply, err := s.retryOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) retryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
 	id := req.GetEventId()
 	if err := checkEventID(id); err != nil {
 		return nil, err
 	}
 	row, err := s.store.GetOutbox(ctx, id)
 	if err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	if row.Status == persistence.OutboxPublished {
-		return nil, status.Errorf(codes.FailedPrecondition, "event %s is already published", id)
+		return nil, errclass.Errorf(errclass.Precondition, "event %s is already published", id)
 	}
 	if err := s.store.ReleaseOutbox(ctx, id); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	if row, err = s.store.GetOutbox(ctx, id); err != nil {
-		return nil, s.status(ctx, err)
+		return nil, err
 	}
 	notified := s.kick != nil && s.kick(id)
 	s.log.InfoContext(ctx, "outbox retry requested", "worker", "room_outbox", "event_id", id,
@@ -142,23 +155,19 @@ func (s *OutboxAdminServer) RetryOutbox(ctx context.Context, req *roomcellv1.Ret
 
 func checkEventID(id string) error {
 	if id == "" {
-		return status.Error(codes.InvalidArgument, "event_id is required")
+		return errclass.Errorf(errclass.Invalid, "event_id is required")
 	}
 	if len(id) > maxEventIDLen {
-		return status.Errorf(codes.InvalidArgument, "event_id is longer than %d bytes", maxEventIDLen)
+		return errclass.Errorf(errclass.Invalid, "event_id is longer than %d bytes", maxEventIDLen)
 	}
 	return nil
 }
 
-// status maps the store's error classes; everything else goes through
-// toStatus, the package's one general mapping.
+// status ends every method: a missing row gets the operator's words, and
+// toStatus maps every error, this package's one mapping.
 func (s *OutboxAdminServer) status(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		return status.Error(codes.NotFound, "no such outbox event")
-	case errors.Is(err, persistence.ErrUnavailable):
-		s.log.WarnContext(ctx, "outbox store unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, "outbox store temporarily unavailable")
+	if errors.Is(err, persistence.ErrNotFound) {
+		err = errclass.Errorf(errclass.NotFound, "no such outbox event")
 	}
 	return toStatus(ctx, s.log, err)
 }

@@ -2,10 +2,8 @@ package grpcapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -46,7 +44,7 @@ func (s *WalletServer) Credit(ctx context.Context, r *roomcellv1.WalletCreditReq
 		AssetType: r.GetAssetType(), Amount: r.GetAmount(), Reason: r.GetReason(),
 	})
 	if err != nil {
-		return nil, walletStatus(ctx, s.log, err)
+		return nil, toStatus(ctx, s.log, err)
 	}
 	return &roomcellv1.WalletCreditReply{
 		TransactionId: res.TransactionID, AvailableAfter: res.AvailableAfter,
@@ -60,7 +58,7 @@ func (s *WalletServer) DebitGift(ctx context.Context, r *roomcellv1.WalletDebitG
 		FromUserID: r.GetFromUserId(), ToUserID: r.GetToUserId(), GiftID: r.GetGiftId(), Count: r.GetGiftCount(),
 	})
 	if err != nil {
-		return nil, walletStatus(ctx, s.log, err)
+		return nil, toStatus(ctx, s.log, err)
 	}
 	return &roomcellv1.WalletDebitGiftReply{
 		TransactionId: res.TransactionID, PriceTotal: res.PriceTotal, HeatValue: res.HeatValue,
@@ -75,7 +73,7 @@ func (s *WalletServer) PurchaseVip(ctx context.Context, r *roomcellv1.WalletPurc
 		Level: r.GetLevel(), Source: r.GetSource(),
 	})
 	if err != nil {
-		return nil, walletStatus(ctx, s.log, err)
+		return nil, toStatus(ctx, s.log, err)
 	}
 	return &roomcellv1.WalletPurchaseVipReply{
 		TransactionId: res.TransactionID, Action: res.Action, PreviousLevel: res.PreviousLevel,
@@ -87,7 +85,7 @@ func (s *WalletServer) PurchaseVip(ctx context.Context, r *roomcellv1.WalletPurc
 func (s *WalletServer) GetBalances(ctx context.Context, r *roomcellv1.WalletGetBalancesRequest) (*roomcellv1.WalletGetBalancesReply, error) {
 	b, err := s.backend.GetBalances(ctx, r.GetAppCode(), r.GetUserId())
 	if err != nil {
-		return nil, walletStatus(ctx, s.log, err)
+		return nil, toStatus(ctx, s.log, err)
 	}
 	out := &roomcellv1.WalletGetBalancesReply{
 		AppCode: b.AppCode, UserId: b.UserID,
@@ -103,40 +101,6 @@ func (s *WalletServer) GetBalances(ctx context.Context, r *roomcellv1.WalletGetB
 		})
 	}
 	return out, nil
-}
-
-// walletCodes maps the wallet's error classes to status codes; the
-// sentinel's text is trimmed, the code already says it.
-var walletCodes = []struct {
-	class error
-	code  codes.Code
-}{
-	{wallet.ErrInvalid, codes.InvalidArgument},
-	{wallet.ErrPrecondition, codes.FailedPrecondition},
-	{wallet.ErrConflict, codes.AlreadyExists},
-}
-
-// walletStatus is the wallet's counterpart of toStatus. Rule errors keep
-// their text; an outage says only "retry", and its detail (which may name
-// the store) goes to the log.
-func walletStatus(ctx context.Context, log *slog.Logger, err error) error {
-	for _, c := range walletCodes {
-		if errors.Is(err, c.class) {
-			return status.Error(c.code, strings.TrimPrefix(err.Error(), c.class.Error()+": "))
-		}
-	}
-	switch {
-	case errors.Is(err, wallet.ErrUnavailable):
-		log.WarnContext(ctx, "wallet unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, unavailableMsg)
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, "deadline exceeded; retry with the same command_id")
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "canceled")
-	}
-	id := RequestIDFrom(ctx)
-	log.ErrorContext(ctx, "wallet internal error", "request_id", id, "err", err)
-	return internalStatus(id)
 }
 
 // WalletClient is the in-process wallet API over a remote WalletService

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -59,7 +60,7 @@ func TestActorPollsAndDrains(t *testing.T) {
 		scan.add(delivery(string(rune('a'+i%26))+strings.Repeat("x", i/26), "u", int64(i)))
 	}
 	r := startWorker(t, notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1", Logger: quiet,
-		Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+		Module: notice.Module{Name: "wallet_notice_worker", Source: persistence.SourceWalletOutbox, Scanner: scan}})
 	eventually(t, "the backlog of 35 to drain without a poll", func() bool { return len(pub.sends()) == 35 })
 	scan.add(delivery("late", "u", 99))
 	time.Sleep(100 * time.Millisecond)
@@ -70,8 +71,8 @@ func TestActorPollsAndDrains(t *testing.T) {
 	r.Kick() // coalesced
 	eventually(t, "the kicked round", func() bool { return pub.count("late") == 1 })
 	eventually(t, "delivered mark", func() bool {
-		d, err := store.Get(context.Background(), delivery("late", "", 0).Key)
-		return err == nil && d.Status == notice.StatusDelivered
+		d, err := store.Get(context.Background(), delivery("late", "", 0).NoticeKey)
+		return err == nil && d.Status == persistence.NoticeDelivered
 	})
 }
 
@@ -93,14 +94,14 @@ func TestActorRestartsAfterPanic(t *testing.T) {
 	var logs syncBuffer
 	defer supervise.LogEvents(sys, slog.New(slog.NewTextHandler(&logs, nil)))()
 	r, err := notice.Start(newSupervisor(t, sys, "workers"), notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1",
-		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: persistence.SourceWalletOutbox, Scanner: scan}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Stop(10 * time.Second)
 	eventually(t, "delivery after the restart and the lease", func() bool {
-		d, err := store.Get(context.Background(), delivery("e1", "", 0).Key)
-		return err == nil && d.Status == notice.StatusDelivered
+		d, err := store.Get(context.Background(), delivery("e1", "", 0).NoticeKey)
+		return err == nil && d.Status == persistence.NoticeDelivered
 	})
 	if pub.count("e1") != 2 {
 		t.Fatalf("e1 sent %d times, want 2 (the panic, then the retry)", pub.count("e1"))
@@ -132,7 +133,7 @@ func TestActorStopReleasesUnstarted(t *testing.T) {
 	cfg.LockTTL = time.Hour
 	sys := newSystem(t)
 	r, err := notice.Start(newSupervisor(t, sys, "workers"), notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1",
-		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: scan}})
+		Logger: quiet, Module: notice.Module{Name: "wallet_notice_worker", Source: persistence.SourceWalletOutbox, Scanner: scan}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +149,14 @@ func TestActorStopReleasesUnstarted(t *testing.T) {
 		t.Fatalf("%d sends, want only the one in flight", n)
 	}
 	first, second := delivery("e1", "", 0), delivery("e2", "", 0)
-	if d, _ := store.Get(context.Background(), first.Key); d.Status != notice.StatusDelivered {
+	if d, _ := store.Get(context.Background(), first.NoticeKey); d.Status != persistence.NoticeDelivered {
 		t.Fatalf("in-flight row is %s, want delivered", d.Status)
 	}
-	d, _ := store.Get(context.Background(), second.Key)
-	if d.Status != notice.StatusDelivering || d.LockedBy != "" || d.LockUntilMs != 0 {
+	d, _ := store.Get(context.Background(), second.NoticeKey)
+	if d.Status != persistence.NoticeDelivering || d.LockedBy != "" || d.LockUntilMs != 0 {
 		t.Fatalf("unstarted row %+v, want released", d)
 	}
-	rows, err := store.Claim(context.Background(), notice.SourceWalletOutbox, "n2", time.Now().UnixMilli(), 1000, 10)
+	rows, err := store.Claim(context.Background(), persistence.SourceWalletOutbox, "n2", time.Now().UnixMilli(), 1000, 10)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("another instance claimed %d rows at once, want 2 (%v)", len(rows), err)
 	}

@@ -1,8 +1,8 @@
 // Package notice is seed 003's notice delivery: the shared state machine of
 // notice_delivery_events (delivering → delivered, or retryable with an
 // exponential backoff in next_retry_at_ms, or failed after max_retry_count
-// retries: a dead letter only an operator's requeue brings back), the Store
-// contract of that table and of the per-source scan cursors, the worker
+// retries: a dead letter only an operator's requeue brings back; the table's
+// contract and row types are persistence.NoticeStore and NoticeDelivery), the worker
 // (Worker.Round: scan the module's owner outbox into the table under the
 // cursor lease, claim due rows under a lease of lock_ttl, send each as a
 // C2C TIMCustomElem through the Publisher, mark it) and its supervised

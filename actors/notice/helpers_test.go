@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
@@ -27,16 +28,16 @@ const waitFor = 15 * time.Second
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // backends runs fn against go-memdb and MariaDB.
-func backends(t *testing.T, fn func(t *testing.T, newStore func(t *testing.T) notice.Store)) {
+func backends(t *testing.T, fn func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore)) {
 	t.Run("memdb", func(t *testing.T) {
-		fn(t, func(t *testing.T) notice.Store {
+		fn(t, func(t *testing.T) persistence.NoticeStore {
 			s := memdb.NewNoticeStore()
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		})
 	})
 	t.Run("mariadb", func(t *testing.T) {
-		fn(t, func(t *testing.T) notice.Store {
+		fn(t, func(t *testing.T) persistence.NoticeStore {
 			cfg, _ := mysqltest.NewDatabase(t)
 			s, err := mysql.OpenNoticeStore(context.Background(), cfg, mysql.WithLogger(quiet))
 			if err != nil {
@@ -126,18 +127,18 @@ func (p *fakePublisher) count(eventID string) int {
 // outbox.
 type listScanner struct {
 	mu      sync.Mutex
-	pending []notice.Delivery
+	pending []persistence.NoticeDelivery
 	next    int64
-	resets  []notice.Cursor
+	resets  []persistence.NoticeCursor
 }
 
-func (s *listScanner) add(ds ...notice.Delivery) {
+func (s *listScanner) add(ds ...persistence.NoticeDelivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending = append(s.pending, ds...)
 }
 
-func (s *listScanner) Reset(from notice.Cursor) {
+func (s *listScanner) Reset(from persistence.NoticeCursor) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.resets = append(s.resets, from)
@@ -150,12 +151,12 @@ func (s *listScanner) Scan(_ context.Context, _ int64, limit int) (notice.ScanRe
 	out := s.pending[:n]
 	s.pending = s.pending[n:]
 	s.next += int64(n)
-	return notice.ScanResult{Deliveries: out, Safe: notice.Cursor{Num: s.next}, More: len(s.pending) > 0}, nil
+	return notice.ScanResult{Deliveries: out, Safe: persistence.NoticeCursor{Num: s.next}, More: len(s.pending) > 0}, nil
 }
 
-func delivery(id, user string, createdMs int64) notice.Delivery {
-	return notice.Delivery{
-		Key:               notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: "lalu", SourceEventID: id, Channel: notice.ChannelIMC2C},
+func delivery(id, user string, createdMs int64) persistence.NoticeDelivery {
+	return persistence.NoticeDelivery{
+		NoticeKey:         persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: "lalu", SourceEventID: id, Channel: persistence.ChannelIMC2C},
 		EventType:         "WalletBalanceChanged",
 		UserID:            user,
 		Ext:               "wallet_notice",
@@ -194,9 +195,9 @@ func newSupervisor(t *testing.T, sys *actor.ActorSystem, name string) *supervise
 	return sup
 }
 
-func get(t *testing.T, s notice.Store, id string) notice.Delivery {
+func get(t *testing.T, s persistence.NoticeStore, id string) persistence.NoticeDelivery {
 	t.Helper()
-	d, err := s.Get(context.Background(), delivery(id, "", 0).Key)
+	d, err := s.Get(context.Background(), delivery(id, "", 0).NoticeKey)
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // storeTimeout bounds each store call of a round. Marks after a send run
@@ -26,7 +27,7 @@ const statsEvery = time.Second
 // Deps is everything a worker uses. Store, Publisher and Module (Name,
 // Source) are required; the rest have defaults.
 type Deps struct {
-	Store     Store
+	Store     persistence.NoticeStore
 	Publisher Publisher
 	Module    Module
 	Config    configs.NoticeWorkerConfig
@@ -173,7 +174,7 @@ func (w *Worker) scan(ctx context.Context, res *Result) error {
 	res.Scanned, res.ScanMore = len(sr.Deliveries), sr.More
 	for i := range sr.Deliveries {
 		if sr.Deliveries[i].Ingress == "" {
-			sr.Deliveries[i].Ingress = IngressPoll
+			sr.Deliveries[i].Ingress = persistence.IngressPoll
 		}
 	}
 	if len(sr.Deliveries) > 0 {
@@ -186,13 +187,13 @@ func (w *Worker) scan(ctx context.Context, res *Result) error {
 		}
 		res.Ingested = n
 		if w.d.Metrics != nil {
-			w.d.Metrics.Ingested.WithLabelValues(src, IngressPoll).Add(float64(n))
+			w.d.Metrics.Ingested.WithLabelValues(src, persistence.IngressPoll).Add(float64(n))
 		}
 		for _, d := range sr.Deliveries {
-			if d.Status == StatusFailed {
+			if d.Status == persistence.NoticeFailed {
 				w.log().Error("notice source event is corrupt: recorded as a dead letter",
 					slog.String("source_event_id", d.SourceEventID), slog.String("event_type", d.EventType),
-					slog.String("status", StatusFailed), slog.String("error", d.LastError))
+					slog.String("status", persistence.NoticeFailed), slog.String("error", d.LastError))
 			}
 		}
 	}
@@ -208,7 +209,7 @@ func (w *Worker) scan(ctx context.Context, res *Result) error {
 
 // outcome is the result of one send.
 type outcome struct {
-	row     Delivery
+	row     persistence.NoticeDelivery
 	err     error
 	started bool
 	took    time.Duration
@@ -229,15 +230,15 @@ func (w *Worker) deliver(ctx context.Context, res *Result) error {
 	}
 	outs := w.sendAll(ctx, rows)
 	var panicked any
-	var ok []Key
-	var okRows []Delivery
-	var unstarted []Key
+	var ok []persistence.NoticeKey
+	var okRows []persistence.NoticeDelivery
+	var unstarted []persistence.NoticeKey
 	for _, o := range outs {
 		switch {
 		case !o.started:
-			unstarted = append(unstarted, o.row.Key)
+			unstarted = append(unstarted, o.row.NoticeKey)
 		case o.err == nil:
-			ok = append(ok, o.row.Key)
+			ok = append(ok, o.row.NoticeKey)
 			okRows = append(okRows, o.row)
 		default:
 			var pe *supervise.PanicError
@@ -283,7 +284,7 @@ func (w *Worker) deliver(ctx context.Context, res *Result) error {
 // are not sent in parallel. Claims are ordered by due time only, and
 // retries reorder anyway: clients order by balance_version and drop older
 // notices (docs/client-protocol.md), which is what makes order optional.
-func (w *Worker) sendAll(ctx context.Context, rows []Delivery) []outcome {
+func (w *Worker) sendAll(ctx context.Context, rows []persistence.NoticeDelivery) []outcome {
 	lanes := min(w.d.Config.SendConcurrency, len(rows))
 	byLane := make([][]int, lanes)
 	for i, r := range rows {
@@ -331,7 +332,7 @@ func (w *Worker) sendAll(ctx context.Context, rows []Delivery) []outcome {
 
 // sendOne sends one notice with its own send_timeout. A panic in the
 // publisher comes back as a *supervise.PanicError.
-func (w *Worker) sendOne(ctx context.Context, d Delivery) (err error) {
+func (w *Worker) sendOne(ctx context.Context, d persistence.NoticeDelivery) (err error) {
 	if d.UserID == "" || d.Ext == "" || len(d.Payload) == 0 {
 		return fmt.Errorf("%w: row has no user, ext or payload", ErrCorruptSource)
 	}
@@ -355,7 +356,7 @@ func (w *Worker) sendOne(ctx context.Context, d Delivery) (err error) {
 // fail records one failed attempt: retryable with a backoff, or failed
 // after max_retry_count retries (or at once for a row that can never be
 // sent).
-func (w *Worker) fail(ctx context.Context, res *Result, d Delivery, cause error) {
+func (w *Worker) fail(ctx context.Context, res *Result, d persistence.NoticeDelivery, cause error) {
 	cfg := w.d.Config
 	text := supervise.ErrorText(cause)
 	n := d.RetryCount + 1
@@ -368,10 +369,10 @@ func (w *Worker) fail(ctx context.Context, res *Result, d Delivery, cause error)
 	defer cancel()
 	var err error
 	if dead {
-		err = w.d.Store.MarkFailed(mctx, d.Key, w.d.Owner, n, text, now.UnixMilli())
+		err = w.d.Store.MarkFailed(mctx, d.NoticeKey, w.d.Owner, n, text, now.UnixMilli())
 	} else {
 		next := now.Add(Backoff(cfg, n))
-		err = w.d.Store.MarkRetryable(mctx, d.Key, w.d.Owner, n, text, next.UnixMilli(), now.UnixMilli())
+		err = w.d.Store.MarkRetryable(mctx, d.NoticeKey, w.d.Owner, n, text, next.UnixMilli(), now.UnixMilli())
 		log = log.With(slog.Time("next_retry_at", next))
 	}
 	if err != nil {
@@ -384,17 +385,17 @@ func (w *Worker) fail(ctx context.Context, res *Result, d Delivery, cause error)
 		if w.d.Metrics != nil {
 			w.d.Metrics.Failed.WithLabelValues(w.d.Module.Source).Inc()
 		}
-		log.Error("notice failed for good: dead letter (roomctl notice requeue to retry)", slog.String("status", StatusFailed))
+		log.Error("notice failed for good: dead letter (roomctl notice requeue to retry)", slog.String("status", persistence.NoticeFailed))
 		return
 	}
 	res.Retryable++
 	if w.d.Metrics != nil {
 		w.d.Metrics.Retryable.WithLabelValues(w.d.Module.Source).Inc()
 	}
-	log.Warn("notice send failed: retrying after backoff", slog.String("status", StatusRetryable))
+	log.Warn("notice send failed: retrying after backoff", slog.String("status", persistence.NoticeRetryable))
 }
 
-func (w *Worker) delivered(rows []Delivery) {
+func (w *Worker) delivered(rows []persistence.NoticeDelivery) {
 	now := w.d.Clock()
 	for _, d := range rows {
 		if w.d.Metrics != nil {
@@ -411,7 +412,7 @@ func (w *Worker) delivered(rows []Delivery) {
 		}
 		w.log().Log(context.Background(), level, "notice delivered", slog.String("source_event_id", d.SourceEventID),
 			slog.String("event_type", d.EventType), slog.String("user_id", d.UserID),
-			slog.Int("retry_count", d.RetryCount), slog.String("status", StatusDelivered))
+			slog.Int("retry_count", d.RetryCount), slog.String("status", persistence.NoticeDelivered))
 	}
 }
 

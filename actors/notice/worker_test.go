@@ -14,14 +14,14 @@ import (
 )
 
 type fixture struct {
-	store notice.Store
+	store persistence.NoticeStore
 	pub   *fakePublisher
 	scan  *listScanner
 	clock *clock
 	w     *notice.Worker
 }
 
-func newFixture(t *testing.T, store notice.Store, node string) *fixture {
+func newFixture(t *testing.T, store persistence.NoticeStore, node string) *fixture {
 	t.Helper()
 	f := &fixture{store: store, pub: &fakePublisher{}, scan: &listScanner{}, clock: newClock()}
 	f.w = f.worker(t, node, f.scan)
@@ -32,7 +32,7 @@ func (f *fixture) worker(t *testing.T, node string, sc notice.Scanner) *notice.W
 	t.Helper()
 	w, err := notice.NewWorker(notice.Deps{
 		Store: f.store, Publisher: f.pub, Config: workerConfig(), NodeID: node, Logger: quiet, Clock: f.clock.Now,
-		Module: notice.Module{Name: "wallet_notice_worker", Source: notice.SourceWalletOutbox, Scanner: sc},
+		Module: notice.Module{Name: "wallet_notice_worker", Source: persistence.SourceWalletOutbox, Scanner: sc},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func (f *fixture) round(t *testing.T) notice.Result {
 // carries exactly the row's user, ext, payload and event id, the mark
 // records delivered.
 func TestRoundDelivers(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		a, b := delivery("tx1:WalletBalanceChanged:u1:COIN", "u1", 100), delivery("tx2:WalletBalanceChanged:u2:COIN", "u2", 200)
 		f.scan.add(a, b)
@@ -61,9 +61,9 @@ func TestRoundDelivers(t *testing.T) {
 		if res.Scanned != 2 || res.Ingested != 2 || res.Claimed != 2 || res.Delivered != 2 || res.Retryable+res.Failed+res.StoreErrors != 0 {
 			t.Fatalf("round %+v", res)
 		}
-		for _, d := range []notice.Delivery{a, b} {
+		for _, d := range []persistence.NoticeDelivery{a, b} {
 			got := get(t, f.store, d.SourceEventID)
-			if got.Status != notice.StatusDelivered || got.RetryCount != 0 || got.LockedBy != "" || got.Ingress != notice.IngressPoll ||
+			if got.Status != persistence.NoticeDelivered || got.RetryCount != 0 || got.LockedBy != "" || got.Ingress != persistence.IngressPoll ||
 				got.DeliveredAtMs != f.clock.Now().UnixMilli() || string(got.Payload) != string(d.Payload) {
 				t.Fatalf("row after delivery %+v", got)
 			}
@@ -84,7 +84,7 @@ func TestRoundDelivers(t *testing.T) {
 
 // delivering → retryable → (not before next_retry_at_ms) → delivered.
 func TestRoundRetryableThenDelivered(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		f.pub.fail = func(_ string, attempt int) error {
 			if attempt == 1 {
@@ -100,7 +100,7 @@ func TestRoundRetryableThenDelivered(t *testing.T) {
 		got := get(t, f.store, "e1")
 		cfg := workerConfig()
 		lo, hi := now.Add(cfg.PollInterval*2/2).UnixMilli(), now.Add(cfg.PollInterval*2).UnixMilli()
-		if got.Status != notice.StatusRetryable || got.RetryCount != 1 || got.NextRetryAtMs < lo || got.NextRetryAtMs > hi || got.LockedBy != "" {
+		if got.Status != persistence.NoticeRetryable || got.RetryCount != 1 || got.NextRetryAtMs < lo || got.NextRetryAtMs > hi || got.LockedBy != "" {
 			t.Fatalf("retryable row %+v (next retry want in [%d, %d])", got, lo, hi)
 		}
 		if !strings.Contains(got.LastError, "timeout") || strings.Contains(got.LastError, "SECRET") {
@@ -115,7 +115,7 @@ func TestRoundRetryableThenDelivered(t *testing.T) {
 			t.Fatalf("retry round %+v", res)
 		}
 		got = get(t, f.store, "e1")
-		if got.Status != notice.StatusDelivered || got.RetryCount != 1 || f.pub.count("e1") != 2 {
+		if got.Status != persistence.NoticeDelivered || got.RetryCount != 1 || f.pub.count("e1") != 2 {
 			t.Fatalf("after retry %+v, %d sends", got, f.pub.count("e1"))
 		}
 	})
@@ -124,7 +124,7 @@ func TestRoundRetryableThenDelivered(t *testing.T) {
 // delivering → retryable ×max_retry_count → failed; a dead letter is never
 // attempted again; requeue → retryable → delivered.
 func TestRoundDeadLetterAndRequeue(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		broken := true
 		f.pub.fail = func(string, int) error {
@@ -141,9 +141,9 @@ func TestRoundDeadLetterAndRequeue(t *testing.T) {
 				t.Fatalf("attempt %d: round %+v", attempt, res)
 			}
 			got := get(t, f.store, "e1")
-			want := notice.StatusRetryable
+			want := persistence.NoticeRetryable
 			if attempt > cfg.MaxRetryCount {
-				want = notice.StatusFailed
+				want = persistence.NoticeFailed
 			}
 			if got.Status != want || got.RetryCount != attempt {
 				t.Fatalf("after attempt %d: %s retry_count %d, want %s %d", attempt, got.Status, got.RetryCount, want, attempt)
@@ -159,20 +159,20 @@ func TestRoundDeadLetterAndRequeue(t *testing.T) {
 				t.Fatalf("a dead letter was attempted again: %+v", res)
 			}
 		}
-		st, err := f.store.Stats(context.Background(), notice.SourceWalletOutbox, f.clock.Now().UnixMilli())
+		st, err := f.store.Stats(context.Background(), persistence.SourceWalletOutbox, f.clock.Now().UnixMilli())
 		if err != nil || st.Failed != 1 || st.OldestDueMs != 0 {
 			t.Fatalf("stats %+v %v", st, err)
 		}
 		broken = false
-		req, err := f.store.Requeue(context.Background(), get(t, f.store, "e1").Key, f.clock.Now().UnixMilli())
-		if err != nil || req.Status != notice.StatusRetryable || req.RetryCount != 0 || req.RequeueCount != 1 {
+		req, err := f.store.Requeue(context.Background(), get(t, f.store, "e1").NoticeKey, f.clock.Now().UnixMilli())
+		if err != nil || req.Status != persistence.NoticeRetryable || req.RetryCount != 0 || req.RequeueCount != 1 {
 			t.Fatalf("requeue %+v %v", req, err)
 		}
 		if res := f.round(t); res.Delivered != 1 {
 			t.Fatalf("round after requeue %+v", res)
 		}
 		got := get(t, f.store, "e1")
-		if got.Status != notice.StatusDelivered || got.RequeueCount != 1 || got.RequeuedAtMs == 0 || got.LastError == "" {
+		if got.Status != persistence.NoticeDelivered || got.RequeueCount != 1 || got.RequeuedAtMs == 0 || got.LastError == "" {
 			t.Fatalf("delivered after requeue %+v", got)
 		}
 	})
@@ -181,15 +181,15 @@ func TestRoundDeadLetterAndRequeue(t *testing.T) {
 // A row leased by an instance that died is left alone until its lease
 // ends, then another instance reclaims and delivers it.
 func TestRoundReclaimsExpiredLease(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n2")
 		ctx := context.Background()
 		now := f.clock.Now().UnixMilli()
-		if _, err := f.store.Ingest(ctx, []notice.Delivery{delivery("e1", "u1", 100)}, now); err != nil {
+		if _, err := f.store.Ingest(ctx, []persistence.NoticeDelivery{delivery("e1", "u1", 100)}, now); err != nil {
 			t.Fatal(err)
 		}
 		lease := workerConfig().LockTTL
-		if rows, err := f.store.Claim(ctx, notice.SourceWalletOutbox, "dead-node/1", now, lease.Milliseconds(), 10); err != nil || len(rows) != 1 {
+		if rows, err := f.store.Claim(ctx, persistence.SourceWalletOutbox, "dead-node/1", now, lease.Milliseconds(), 10); err != nil || len(rows) != 1 {
 			t.Fatalf("dead node's claim: %v %v", rows, err)
 		}
 		f.clock.Add(lease - time.Millisecond)
@@ -200,7 +200,7 @@ func TestRoundReclaimsExpiredLease(t *testing.T) {
 		if res := f.round(t); res.Delivered != 1 {
 			t.Fatalf("reclaim round %+v", res)
 		}
-		if got := get(t, f.store, "e1"); got.Status != notice.StatusDelivered || got.RetryCount != 0 {
+		if got := get(t, f.store, "e1"); got.Status != persistence.NoticeDelivered || got.RetryCount != 0 {
 			t.Fatalf("reclaimed row %+v", got)
 		}
 	})
@@ -209,20 +209,20 @@ func TestRoundReclaimsExpiredLease(t *testing.T) {
 // A row that can never be sent (no recipient) is failed at once, without
 // a send; a corrupt source event ingested as failed is never sent.
 func TestRoundCorruptRows(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		noUser := delivery("e1", "", 100)
 		corrupt := delivery("e2", "u2", 100)
-		corrupt.Status, corrupt.LastError = notice.StatusFailed, "corrupt source event: payload"
+		corrupt.Status, corrupt.LastError = persistence.NoticeFailed, "corrupt source event: payload"
 		f.scan.add(noUser, corrupt)
 		res := f.round(t)
 		if res.Ingested != 2 || res.Claimed != 1 || res.Failed != 1 || len(f.pub.sends()) != 0 {
 			t.Fatalf("round %+v, %d sends", res, len(f.pub.sends()))
 		}
-		if got := get(t, f.store, "e1"); got.Status != notice.StatusFailed || !strings.Contains(got.LastError, "corrupt") {
+		if got := get(t, f.store, "e1"); got.Status != persistence.NoticeFailed || !strings.Contains(got.LastError, "corrupt") {
 			t.Fatalf("row without user %+v", got)
 		}
-		if got := get(t, f.store, "e2"); got.Status != notice.StatusFailed || got.LastError != corrupt.LastError {
+		if got := get(t, f.store, "e2"); got.Status != persistence.NoticeFailed || got.LastError != corrupt.LastError {
 			t.Fatalf("corrupt row %+v", got)
 		}
 	})
@@ -232,7 +232,7 @@ func TestRoundCorruptRows(t *testing.T) {
 // other still delivers. The scanner restarts from the stored cursor when
 // the lease comes to it.
 func TestScanLease(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		other := &listScanner{}
 		w2 := f.worker(t, "n2", other)
@@ -247,7 +247,7 @@ func TestScanLease(t *testing.T) {
 		if err != nil || res.Scanned != 1 || res.Delivered != 1 {
 			t.Fatalf("after the lease expired: %+v %v", res, err)
 		}
-		if len(other.resets) != 1 || other.resets[0] != (notice.Cursor{Num: 1}) {
+		if len(other.resets) != 1 || other.resets[0] != (persistence.NoticeCursor{Num: 1}) {
 			t.Fatalf("second scanner was reset to %v, want the first one's saved cursor {1}", other.resets)
 		}
 	})
@@ -256,7 +256,7 @@ func TestScanLease(t *testing.T) {
 // A lost lease: the slow instance's late failure does not reopen a row
 // another instance delivered.
 func TestLateFailureAfterReclaim(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		f.scan.add(delivery("e1", "u1", 100))
 		release := make(chan struct{})
@@ -286,7 +286,7 @@ func TestLateFailureAfterReclaim(t *testing.T) {
 		if late.StoreErrors != 1 || late.Retryable != 0 {
 			t.Fatalf("n1's late failure: %+v (want one refused mark)", late)
 		}
-		if got := get(t, f.store, "e1"); got.Status != notice.StatusDelivered {
+		if got := get(t, f.store, "e1"); got.Status != persistence.NoticeDelivered {
 			t.Fatalf("row is %s", got.Status)
 		}
 	})
@@ -295,7 +295,7 @@ func TestLateFailureAfterReclaim(t *testing.T) {
 // Publisher panics are re-raised after the round settles the other sends;
 // the panicking row keeps its lease.
 func TestRoundPanicIsRaisedAfterSettling(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		f := newFixture(t, newStore(t), "n1")
 		f.pub.fail = func(id string, _ int) error {
 			if id == "boom" {
@@ -313,10 +313,10 @@ func TestRoundPanicIsRaisedAfterSettling(t *testing.T) {
 		if err, ok := p.(error); !ok || !errors.As(err, &pe) || fmt.Sprint(pe.Value) != "publisher bug" {
 			t.Fatalf("round recovered %v, want a *supervise.PanicError", p)
 		}
-		if got := get(t, f.store, "ok"); got.Status != notice.StatusDelivered {
+		if got := get(t, f.store, "ok"); got.Status != persistence.NoticeDelivered {
 			t.Fatalf("the other row is %s", got.Status)
 		}
-		if got := get(t, f.store, "boom"); got.Status != notice.StatusDelivering || got.LockedBy == "" {
+		if got := get(t, f.store, "boom"); got.Status != persistence.NoticeDelivering || got.LockedBy == "" {
 			t.Fatalf("panicking row %+v: want it still leased", got)
 		}
 	})
@@ -325,9 +325,9 @@ func TestRoundPanicIsRaisedAfterSettling(t *testing.T) {
 // Store errors are classed: a mark on a row that is gone is ErrNotFound,
 // not a silent success.
 func TestRequeueUnknownIsNotFound(t *testing.T) {
-	backends(t, func(t *testing.T, newStore func(t *testing.T) notice.Store) {
+	backends(t, func(t *testing.T, newStore func(t *testing.T) persistence.NoticeStore) {
 		s := newStore(t)
-		if _, err := s.Requeue(context.Background(), delivery("x", "u", 1).Key, 1); !errors.Is(err, persistence.ErrNotFound) {
+		if _, err := s.Requeue(context.Background(), delivery("x", "u", 1).NoticeKey, 1); !errors.Is(err, persistence.ErrNotFound) {
 			t.Fatalf("requeue unknown: %v", err)
 		}
 	})

@@ -3,19 +3,22 @@ package room
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hyapp/roomcell/errclass"
 )
 
-// Error classes. Every error Decide returns wraps exactly one of them; the
-// gRPC layer maps classes to status codes and nothing else looks at text.
+// Error classes: the shared vocabulary (errclass) under the room's names.
+// Every error Decide returns wraps exactly one of them; the gRPC layer maps
+// classes to status codes and nothing else looks at text.
 var (
-	ErrInvalid      = errors.New("invalid argument")
-	ErrNotFound     = errors.New("not found")
-	ErrExists       = errors.New("already exists")
-	ErrPrecondition = errors.New("failed precondition")
-	ErrPermission   = errors.New("permission denied")
+	ErrInvalid      = errclass.Invalid
+	ErrNotFound     = errclass.NotFound
+	ErrExists       = errclass.Exists
+	ErrPrecondition = errclass.Precondition
+	ErrPermission   = errclass.Permission
 	// ErrUnavailable: a dependency (store, wallet) is down or lost a race;
 	// the same command_id may be retried.
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable = errclass.Unavailable
 )
 
 // Rule errors: one per broken rule, each in its class.
@@ -36,13 +39,13 @@ var (
 
 // Class names carried across the cluster in RoomError.class.
 const (
-	ClassInvalid      = "invalid_argument"
-	ClassNotFound     = "not_found"
-	ClassExists       = "already_exists"
-	ClassPrecondition = "failed_precondition"
-	ClassPermission   = "permission_denied"
-	ClassUnavailable  = "unavailable"
-	ClassInternal     = "internal"
+	ClassInvalid      = errclass.NameInvalid
+	ClassNotFound     = errclass.NameNotFound
+	ClassExists       = errclass.NameExists
+	ClassPrecondition = errclass.NamePrecondition
+	ClassPermission   = errclass.NamePermission
+	ClassUnavailable  = errclass.NameUnavailable
+	ClassInternal     = errclass.NameInternal
 )
 
 var classes = []struct {

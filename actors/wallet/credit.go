@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"fmt"
+	"github.com/hyapp/roomcell/persistence"
 	"math"
 )
 
@@ -49,13 +50,13 @@ func (s *Service) Credit(ctx context.Context, r CreditRequest) (CreditResult, er
 		return CreditResult{}, invalidf("reason %q is not a short identifier", r.Reason)
 	}
 	fp := fmt.Sprintf("credit|%s|%s|%d|%s", r.UserID, r.AssetType, r.Amount, r.Reason)
-	key := AccountKey{AppCode: r.AppCode, UserID: r.UserID, AssetType: r.AssetType}
+	key := persistence.AccountKey{AppCode: r.AppCode, UserID: r.UserID, AssetType: r.AssetType}
 	now, txID := s.now(), s.newID()
-	tx := Tx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []AccountKey{key}}
-	tx.Decide = func(v View) (Plan, error) {
+	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{key}}
+	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		old := v.Accounts[key]
 		if old.Available > math.MaxInt64-r.Amount {
-			return Plan{}, invalidf("credit of %d would overflow the %s balance", r.Amount, r.AssetType)
+			return persistence.WalletPlan{}, invalidf("credit of %d would overflow the %s balance", r.Amount, r.AssetType)
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindCredit, fp, now)
 		a := pl.change(old, r.Amount, map[string]string{"reason": r.Reason})

@@ -3,8 +3,8 @@
 // VIP state of each user, and the wallet_outbox facts (WalletBalanceChanged,
 // VipActivated) that seed 003's notice service delivers. It holds the rules
 // (gift catalog, prices, diamond ratio, VIP upgrade/renew) as pure functions
-// and the Store contract its backends (persistence/memdb, persistence/mysql)
-// implement; it does no I/O itself and must not import a store backend, a
+// and drives persistence.WalletStore, the contract its backends
+// (persistence/memdb, persistence/mysql) implement; it does no I/O itself and must not import a store backend, a
 // gRPC package or the room actors.
 //
 // Where a change runs. A wallet change is one store transaction, not a

@@ -1,27 +1,30 @@
 package wallet
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/hyapp/roomcell/errclass"
 )
 
-// Error classes. Every error the Service returns wraps exactly one of them;
-// the gRPC layer maps them to status codes and the room grain branches on
-// them with errors.Is.
+// Error classes: the shared vocabulary (errclass) under the wallet's
+// names. Every error the Service returns wraps exactly one of them; the
+// gRPC layer maps them to status codes and the room grain branches on them
+// with errors.Is.
 var (
 	// ErrInvalid: bad input (unknown gift or asset, sender == receiver,
 	// non-positive amount). Retrying the same request cannot succeed.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errclass.Invalid
 	// ErrPrecondition: the request is well formed but the wallet's state
 	// refuses it. Nothing was written.
-	ErrPrecondition = errors.New("failed precondition")
+	ErrPrecondition = errclass.Precondition
 	// ErrConflict: the command_id was already used for a different
-	// request. Nothing was written.
-	ErrConflict = errors.New("command_id reused")
+	// request. Nothing was written. Its class is Exists (the id is taken),
+	// not Conflict: retrying cannot help.
+	ErrConflict = errclass.Define(errclass.Exists, "command_id reused")
 	// ErrUnavailable: the store could not be reached or timed out. The
 	// change may or may not have committed; retry with the same
 	// command_id to find out without charging twice.
-	ErrUnavailable = errors.New("wallet unavailable")
+	ErrUnavailable = errclass.Define(errclass.Unavailable, "wallet unavailable")
 )
 
 // Rule errors.

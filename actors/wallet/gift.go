@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"fmt"
+	"github.com/hyapp/roomcell/persistence"
 	"math"
 	"math/bits"
 	"strconv"
@@ -88,8 +89,8 @@ func (s *Service) DebitGift(ctx context.Context, r DebitGiftRequest) (DebitGiftR
 		return DebitGiftResult{}, err
 	}
 	fp := fmt.Sprintf("gift|%s|%s|%s|%s|%d", r.RoomID, r.FromUserID, r.ToUserID, r.GiftID, r.Count)
-	from := AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
-	to := AccountKey{AppCode: r.AppCode, UserID: r.ToUserID, AssetType: AssetDiamond}
+	from := persistence.AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
+	to := persistence.AccountKey{AppCode: r.AppCode, UserID: r.ToUserID, AssetType: AssetDiamond}
 	now, txID := s.now(), s.newID()
 	meta := func(reason, other string) map[string]string {
 		return map[string]string{
@@ -97,14 +98,14 @@ func (s *Service) DebitGift(ctx context.Context, r DebitGiftRequest) (DebitGiftR
 			"gift_count": strconv.FormatInt(r.Count, 10), "counterparty_user_id": other,
 		}
 	}
-	tx := Tx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []AccountKey{from, to}}
-	tx.Decide = func(v View) (Plan, error) {
+	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{from, to}}
+	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		sender, receiver := v.Accounts[from], v.Accounts[to]
 		if sender.Available < q.PriceTotal {
-			return Plan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
+			return persistence.WalletPlan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
 		}
 		if receiver.Available > math.MaxInt64-q.DiamondTotal {
-			return Plan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
+			return persistence.WalletPlan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindGift, fp, now)
 		// A free gift (or a 0% ratio) changes no balance: no ledger entry

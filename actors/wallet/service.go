@@ -21,10 +21,10 @@ const (
 	MaxReasonLen = 64
 )
 
-// Service runs wallet operations against a Store. It is safe for
+// Service runs wallet operations against a persistence.WalletStore. It is safe for
 // concurrent use: all serialisation happens in the store's transaction.
 type Service struct {
-	store          Store
+	store          persistence.WalletStore
 	gifts          map[string]configs.GiftConfig
 	diamondPercent int64
 	vips           map[int32]VipPlan
@@ -52,7 +52,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
 // NewService builds a Service over store with the gift catalog and the
 // diamond ratio of cfg.
-func NewService(store Store, gifts []configs.GiftConfig, cfg configs.WalletConfig, opts ...Option) (*Service, error) {
+func NewService(store persistence.WalletStore, gifts []configs.GiftConfig, cfg configs.WalletConfig, opts ...Option) (*Service, error) {
 	if store == nil {
 		return nil, errors.New("wallet: nil store")
 	}
@@ -104,8 +104,8 @@ func (s *Service) VipPlan(level int32) (VipPlan, bool) {
 type Balances struct {
 	AppCode  string
 	UserID   string
-	Accounts []Account // one per asset of Assets, zero when never used
-	Vip      Vip       // zero when never VIP
+	Accounts []persistence.Account // one per asset of Assets, zero when never used
+	Vip      persistence.Vip       // zero when never VIP
 	// VipActiveLevel is the level in force now (0 when expired).
 	VipActiveLevel int32
 }
@@ -124,7 +124,7 @@ func (s *Service) GetBalances(ctx context.Context, appCode, userID string) (Bala
 	}
 	b := Balances{AppCode: appCode, UserID: userID}
 	for _, asset := range Assets {
-		a := Account{AppCode: appCode, UserID: userID, AssetType: asset}
+		a := persistence.Account{AppCode: appCode, UserID: userID, AssetType: asset}
 		for _, x := range accs {
 			if x.AssetType == asset {
 				a = x
@@ -146,7 +146,7 @@ func (s *Service) GetBalances(ctx context.Context, appCode, userID string) (Bala
 
 // exec runs tx and decodes the (first) result into out. A repeated
 // command_id whose request differs is ErrConflict.
-func (s *Service) exec(ctx context.Context, tx Tx, fingerprint string, out any) (bool, error) {
+func (s *Service) exec(ctx context.Context, tx persistence.WalletTx, fingerprint string, out any) (bool, error) {
 	rc, err := s.store.Exec(ctx, tx)
 	if err != nil {
 		return false, classify(err)
@@ -180,19 +180,19 @@ func classify(err error) error {
 
 // planner accumulates one transaction's changes.
 type planner struct {
-	p Plan
+	p persistence.WalletPlan
 }
 
 func newPlanner(appCode, commandID, txID, kind, fingerprint string, nowMs int64) *planner {
-	return &planner{p: Plan{
+	return &planner{p: persistence.WalletPlan{
 		NowMs:  nowMs,
-		Record: TxRecord{TransactionID: txID, AppCode: appCode, CommandID: commandID, Kind: kind, Fingerprint: fingerprint, CreatedAtMs: nowMs},
+		Record: persistence.WalletTxRecord{TransactionID: txID, AppCode: appCode, CommandID: commandID, Kind: kind, Fingerprint: fingerprint, CreatedAtMs: nowMs},
 	}}
 }
 
 // change moves old.Available by delta, bumps the version and adds the
 // ledger entry and the WalletBalanceChanged row. It returns the new state.
-func (pl *planner) change(old Account, delta int64, meta map[string]string) Account {
+func (pl *planner) change(old persistence.Account, delta int64, meta map[string]string) persistence.Account {
 	now := pl.p.NowMs
 	a := old
 	a.Available += delta
@@ -200,7 +200,7 @@ func (pl *planner) change(old Account, delta int64, meta map[string]string) Acco
 	a.UpdatedAtMs = now
 	r := pl.p.Record
 	pl.p.Accounts = append(pl.p.Accounts, a)
-	pl.p.Ledger = append(pl.p.Ledger, LedgerEntry{
+	pl.p.Ledger = append(pl.p.Ledger, persistence.LedgerEntry{
 		TransactionID: r.TransactionID, CommandID: r.CommandID,
 		AppCode: a.AppCode, UserID: a.UserID, AssetType: a.AssetType,
 		AvailableDelta: delta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
@@ -210,7 +210,7 @@ func (pl *planner) change(old Account, delta int64, meta map[string]string) Acco
 		meta = map[string]string{}
 	}
 	ev := BalanceChanged{
-		EventType: EventBalanceChanged, EventID: BalanceEventID(r.TransactionID, a.UserID, a.AssetType),
+		EventType: persistence.EventBalanceChanged, EventID: persistence.BalanceEventID(r.TransactionID, a.UserID, a.AssetType),
 		AppCode: a.AppCode, TransactionID: r.TransactionID, CommandID: r.CommandID,
 		UserID: a.UserID, AssetType: a.AssetType,
 		AvailableDelta: delta, AvailableAfter: a.Available, FrozenAfter: a.Frozen,
@@ -225,13 +225,13 @@ func (pl *planner) outbox(id, userID, typ string, payload any) {
 	if err != nil {
 		panic(err) // payloads are plain structs of strings and ints
 	}
-	pl.p.Outbox = append(pl.p.Outbox, OutboxEvent{EventID: id, AppCode: pl.p.Record.AppCode, UserID: userID, EventType: typ, Payload: b})
+	pl.p.Outbox = append(pl.p.Outbox, persistence.WalletOutboxEvent{EventID: id, AppCode: pl.p.Record.AppCode, UserID: userID, EventType: typ, Payload: b})
 }
 
-func (pl *planner) done(result any) (Plan, error) {
+func (pl *planner) done(result any) (persistence.WalletPlan, error) {
 	b, err := json.Marshal(result)
 	if err != nil {
-		return Plan{}, err
+		return persistence.WalletPlan{}, err
 	}
 	pl.p.Record.Result = b
 	return pl.p, nil

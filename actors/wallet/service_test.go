@@ -7,6 +7,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -83,30 +84,30 @@ func TestCreditOverflowRefused(t *testing.T) {
 }
 
 func TestCheckPlanRequiresOutboxRow(t *testing.T) {
-	key := wallet.AccountKey{AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin}
-	tx := wallet.Tx{AppCode: "a", CommandID: "c", Lock: []wallet.AccountKey{key}}
-	view := wallet.View{Accounts: map[wallet.AccountKey]wallet.Account{key: {AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin}}}
-	acc := wallet.Account{AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin, Available: 5, BalanceVersion: 1}
-	plan := wallet.Plan{
-		Record:   wallet.TxRecord{TransactionID: "t", AppCode: "a", CommandID: "c"},
-		Accounts: []wallet.Account{acc},
-		Ledger:   []wallet.LedgerEntry{{TransactionID: "t", AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin, AvailableDelta: 5, AvailableAfter: 5, BalanceVersion: 1}},
+	key := persistence.AccountKey{AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin}
+	tx := persistence.WalletTx{AppCode: "a", CommandID: "c", Lock: []persistence.AccountKey{key}}
+	view := persistence.WalletView{Accounts: map[persistence.AccountKey]persistence.Account{key: {AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin}}}
+	acc := persistence.Account{AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin, Available: 5, BalanceVersion: 1}
+	plan := persistence.WalletPlan{
+		Record:   persistence.WalletTxRecord{TransactionID: "t", AppCode: "a", CommandID: "c"},
+		Accounts: []persistence.Account{acc},
+		Ledger:   []persistence.LedgerEntry{{TransactionID: "t", AppCode: "a", UserID: "u", AssetType: wallet.AssetCoin, AvailableDelta: 5, AvailableAfter: 5, BalanceVersion: 1}},
 	}
-	if err := wallet.CheckPlan(tx, view, plan); err == nil {
+	if err := persistence.CheckWalletPlan(tx, view, plan); err == nil {
 		t.Fatal("a balance change without its WalletBalanceChanged row passed")
 	}
-	plan.Outbox = []wallet.OutboxEvent{{EventID: wallet.BalanceEventID("t", "u", wallet.AssetCoin)}}
-	if err := wallet.CheckPlan(tx, view, plan); err != nil {
+	plan.Outbox = []persistence.WalletOutboxEvent{{EventID: persistence.BalanceEventID("t", "u", wallet.AssetCoin)}}
+	if err := persistence.CheckWalletPlan(tx, view, plan); err != nil {
 		t.Fatalf("a consistent plan failed: %v", err)
 	}
 	plan.Ledger[0].AvailableDelta = 4
-	if err := wallet.CheckPlan(tx, view, plan); err == nil {
+	if err := persistence.CheckWalletPlan(tx, view, plan); err == nil {
 		t.Fatal("a ledger delta that does not match the balance passed")
 	}
 }
 
 func TestEventIDsFollowSeed(t *testing.T) {
-	if got := wallet.BalanceEventID("tx_xxx", "10001", "COIN"); got != "tx_xxx:WalletBalanceChanged:10001:COIN" {
+	if got := persistence.BalanceEventID("tx_xxx", "10001", "COIN"); got != "tx_xxx:WalletBalanceChanged:10001:COIN" {
 		t.Fatalf("BalanceEventID = %q", got)
 	}
 }

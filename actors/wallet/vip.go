@@ -3,6 +3,7 @@ package wallet
 import (
 	"context"
 	"fmt"
+	"github.com/hyapp/roomcell/persistence"
 	"strconv"
 )
 
@@ -59,13 +60,13 @@ func (s *Service) PurchaseVip(ctx context.Context, r PurchaseVipRequest) (Purcha
 		price = 0
 	}
 	fp := fmt.Sprintf("vip|%s|%d|%s", r.UserID, r.Level, r.Source)
-	coin := AccountKey{AppCode: r.AppCode, UserID: r.UserID, AssetType: AssetCoin}
+	coin := persistence.AccountKey{AppCode: r.AppCode, UserID: r.UserID, AssetType: AssetCoin}
 	now, txID := s.now(), s.newID()
-	tx := Tx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []AccountKey{coin}, LockVip: r.UserID}
-	tx.Decide = func(v View) (Plan, error) {
+	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{coin}, LockVip: r.UserID}
+	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		cur := v.Vip
 		prev := cur.ActiveLevel(now)
-		next := Vip{AppCode: r.AppCode, UserID: r.UserID, Level: r.Level, UpdatedAtMs: now}
+		next := persistence.Vip{AppCode: r.AppCode, UserID: r.UserID, Level: r.Level, UpdatedAtMs: now}
 		var action string
 		switch {
 		case r.Level > prev:
@@ -73,11 +74,11 @@ func (s *Service) PurchaseVip(ctx context.Context, r PurchaseVipRequest) (Purcha
 		case r.Level == prev:
 			action, next.StartedAtMs, next.ExpiresAtMs = ActionRenew, cur.StartedAtMs, cur.ExpiresAtMs+plan.DurationMs
 		default:
-			return Plan{}, fmt.Errorf("%w: active VIP%d, requested VIP%d", ErrVipDowngrade, prev, r.Level)
+			return persistence.WalletPlan{}, fmt.Errorf("%w: active VIP%d, requested VIP%d", ErrVipDowngrade, prev, r.Level)
 		}
 		acc := v.Accounts[coin]
 		if acc.Available < price {
-			return Plan{}, fmt.Errorf("%w: %s has %d COIN, VIP%d costs %d", ErrInsufficientBalance, r.UserID, acc.Available, r.Level, price)
+			return persistence.WalletPlan{}, fmt.Errorf("%w: %s has %d COIN, VIP%d costs %d", ErrInsufficientBalance, r.UserID, acc.Available, r.Level, price)
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindVip, fp, now)
 		if price > 0 {
@@ -87,7 +88,7 @@ func (s *Service) PurchaseVip(ctx context.Context, r PurchaseVipRequest) (Purcha
 		}
 		pl.p.Vip = &next
 		ev := VipActivated{
-			EventType: EventVipActivated, EventID: VipEventID(txID, r.UserID), AppCode: r.AppCode,
+			EventType: persistence.EventVipActivated, EventID: persistence.VipEventID(txID, r.UserID), AppCode: r.AppCode,
 			TransactionID: txID, CommandID: r.CommandID, UserID: r.UserID, AssetType: AssetVip,
 			Source: r.Source, Action: action, PreviousLevel: prev, Level: r.Level, VipName: plan.Name,
 			StartedAtMs: next.StartedAtMs, ExpiresAtMs: next.ExpiresAtMs,

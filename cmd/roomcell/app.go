@@ -21,7 +21,6 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -33,6 +32,7 @@ import (
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/backend"
 )
 
 // App is one running roomcell process.
@@ -41,8 +41,10 @@ type App struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 
+	// stores is every store this process opened; store is its room store.
+	stores  *backend.Stores
 	store   persistence.Store
-	closers []func()       // run last, in reverse order (IM fake, wallet store, ...)
+	closers []func()       // run before the stores close, in reverse order (IM fake, MQ, ...)
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
 	relay   *relay.Relay
 	// directory is the room directory (Redis, or memdb in dev); hosted
@@ -51,9 +53,6 @@ type App struct {
 	hosted         *room.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service // nil when the wallet is remote
-	// walletSource is the in-process wallet's store, which the notice
-	// service reads wallet_outbox from in memdb mode.
-	walletSource walletnotice.Source
 	jetstream    *mq.JetStream // the room_outbox topic, when notice.mq is on
 	notices      noticeParts
 	member       *cluster.Member
@@ -124,9 +123,11 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	}
 	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 
-	if a.store, err = openStore(ctx, cfg, log); err != nil {
+	want := backend.Want{Wallet: cfg.Wallet.Addr == "", Notice: cfg.HasRole(configs.RoleNotice)}
+	if a.stores, err = backend.Open(ctx, cfg, want, log); err != nil {
 		return nil, err
 	}
+	a.store = a.stores.Room
 	pub, err := a.openPublisher(ctx, dev)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, err
 	}
-	if err := a.openNotice(ctx); err != nil {
+	if err := a.openNotice(); err != nil {
 		return nil, err
 	}
 
@@ -286,8 +287,8 @@ func (a *App) Shutdown() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}
-	if a.store != nil {
-		if err := a.store.Close(); err != nil {
+	if a.stores != nil {
+		if err := a.stores.Close(); err != nil {
 			a.log.Warn("store close", "error", err)
 		}
 		a.step("store")

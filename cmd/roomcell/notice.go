@@ -11,16 +11,14 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
-	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
-	"github.com/hyapp/roomcell/persistence/memdb"
-	"github.com/hyapp/roomcell/persistence/mysql"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // noticeParts is the notice role (seed 003) of this process.
 type noticeParts struct {
-	store   notice.Store
+	store   persistence.NoticeStore
 	wallet  walletnotice.Source
 	room    roomnotice.Source
 	service *noticeapp.Service
@@ -44,27 +42,15 @@ func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Pub
 	return mq.NewRoomOutboxFanout(im, js, mqCfg.RoomOutbox.Topic), nil
 }
 
-// openNotice opens the notice delivery table and the owner outboxes it
-// reads, when this process runs the notice role. On MySQL it reads
-// wallet_outbox and room_outbox of the configured databases; on go-memdb
-// only this process's own wallet and rooms.
-func (a *App) openNotice(ctx context.Context) error {
-	if !a.cfg.HasRole(configs.RoleNotice) {
+// openNotice picks up the notice delivery table and the owner outboxes it
+// reads, which backend.Open opened when this process runs the notice role.
+// On MySQL it reads wallet_outbox and room_outbox of the configured
+// databases; on go-memdb only this process's own wallet and rooms.
+func (a *App) openNotice() error {
+	if a.stores.Notice == nil {
 		return nil
 	}
-	if a.cfg.Store.Kind == configs.StoreMySQL {
-		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
-		if err != nil {
-			return err
-		}
-		a.closers = append(a.closers, func() { _ = ns.Close() })
-		a.notices = noticeParts{store: ns, wallet: ns.WalletOutbox(), room: ns.RoomOutbox()}
-		return nil
-	}
-	ns := memdb.NewNoticeStore()
-	a.closers = append(a.closers, func() { _ = ns.Close() })
-	rooms, _ := a.store.(roomnotice.Source)
-	a.notices = noticeParts{store: ns, wallet: a.walletSource, room: rooms}
+	a.notices = noticeParts{store: a.stores.Notice, wallet: a.stores.WalletOutbox, room: a.stores.RoomOutbox}
 	if a.notices.wallet == nil && a.cfg.Notice.WalletNoticeWorker.Enabled {
 		return fmt.Errorf("notice.wallet_notice_worker: on go-memdb the wallet must run in this process (wallet.addr is set)")
 	}

@@ -23,23 +23,10 @@ import (
 	"github.com/hyapp/roomcell/delivery/tencentim"
 	"github.com/hyapp/roomcell/grpcapi"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
-	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/redis"
 )
-
-func openStore(ctx context.Context, cfg configs.Config, log *slog.Logger) (persistence.Store, error) {
-	if cfg.Store.Kind == configs.StoreMemdb {
-		return memdb.New(), nil
-	}
-	if cfg.MySQL.AutoMigrate {
-		if err := mysql.MigrateAll(ctx, cfg.MySQL); err != nil {
-			return nil, err
-		}
-	}
-	return mysql.Open(ctx, cfg.MySQL, mysql.WithLogger(log.With("component", "mysql")))
-}
 
 // openPublisher builds the IM path: the real Tencent IM client when
 // tencent_im.enabled, otherwise the same client pointed at an in-process
@@ -68,8 +55,8 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 }
 
 // openWallet returns the gift debiter of the room grains: the wallet in
-// process (its own store: memdb, or hyapp_wallet on MySQL), or a remote
-// WalletService when wallet.addr is set.
+// process over a.stores.Wallet (memdb, or hyapp_wallet on MySQL), or a
+// remote WalletService when wallet.addr is set.
 func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 	if a.cfg.Wallet.Addr != "" {
 		conn, err := grpc.NewClient(a.cfg.Wallet.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -79,21 +66,7 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 		a.closers = append(a.closers, func() { _ = conn.Close() })
 		return giftdebit.New(grpcapi.NewWalletClient(conn)), nil
 	}
-	var store wallet.Store
-	if a.cfg.Store.Kind == configs.StoreMySQL {
-		ws, err := mysql.OpenWalletStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
-		if err != nil {
-			return nil, err
-		}
-		a.closers = append(a.closers, func() { _ = ws.Close() })
-		store = ws
-	} else {
-		ws := memdb.NewWalletStore()
-		a.closers = append(a.closers, func() { _ = ws.Close() })
-		store = ws
-		a.walletSource = ws
-	}
-	svc, err := wallet.NewService(store, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
+	svc, err := wallet.NewService(a.stores.Wallet, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
 		wallet.WithVipPlans(wallet.PlansFromConfig(a.cfg.Wallet.VipPlans)))
 	if err != nil {
 		return nil, err

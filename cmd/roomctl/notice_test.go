@@ -11,9 +11,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -26,26 +26,26 @@ func startNoticeTestServer(t *testing.T) (addr string, store *memdb.NoticeStore,
 	store = memdb.NewNoticeStore()
 	t.Cleanup(func() { store.Close() })
 	now := time.Now()
-	rows := []notice.Delivery{
-		{Key: notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_1:WalletBalanceChanged:u1:COIN", Channel: notice.ChannelIMC2C},
-			EventType: "WalletBalanceChanged", UserID: "u1", Ext: "wallet_notice", Ingress: notice.IngressPoll,
+	rows := []persistence.NoticeDelivery{
+		{NoticeKey: persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_1:WalletBalanceChanged:u1:COIN", Channel: persistence.ChannelIMC2C},
+			EventType: "WalletBalanceChanged", UserID: "u1", Ext: "wallet_notice", Ingress: persistence.IngressPoll,
 			Payload: json.RawMessage(`{"event_id":"tx_1:WalletBalanceChanged:u1:COIN","balance_version":18}`), SourceCreatedAtMs: now.Add(-3 * time.Minute).UnixMilli()},
-		{Key: notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:9:0", Channel: notice.ChannelIMC2C},
-			EventType: "RoomUserKicked", UserID: "bob", Ext: "room_notice", Ingress: notice.IngressMQ,
+		{NoticeKey: persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:9:0", Channel: persistence.ChannelIMC2C},
+			EventType: "RoomUserKicked", UserID: "bob", Ext: "room_notice", Ingress: persistence.IngressMQ,
 			Payload: json.RawMessage(`{"event_id":"lalu:r1:9:0","target_user_id":"bob"}`), SourceCreatedAtMs: now.Add(-10 * time.Minute).UnixMilli()},
 	}
 	if _, err := store.Ingest(ctx, rows, now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	for _, src := range []string{notice.SourceWalletOutbox, notice.SourceRoomOutbox} {
+	for _, src := range []string{persistence.SourceWalletOutbox, persistence.SourceRoomOutbox} {
 		if _, err := store.Claim(ctx, src, "notice-a/1", now.UnixMilli(), 60_000, 10); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := store.MarkDelivered(ctx, []notice.Key{rows[0].Key}, now.UnixMilli()); err != nil {
+	if err := store.MarkDelivered(ctx, []persistence.NoticeKey{rows[0].NoticeKey}, now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.MarkFailed(ctx, rows[1].Key, "notice-a/1", 11, "tencent im openim/sendmsg: code 90012 (account_missing)", now.UnixMilli()); err != nil {
+	if err := store.MarkFailed(ctx, rows[1].NoticeKey, "notice-a/1", 11, "tencent im openim/sendmsg: code 90012 (account_missing)", now.UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
 	kicked = make(chan string, 10)
@@ -90,11 +90,11 @@ func TestRoomctlNoticeListShowRequeue(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "requeued (requeue #1): retryable") || !strings.Contains(out, "sending it now") {
 		t.Fatalf("requeue: exit %d\n%s%s", code, out, errOut)
 	}
-	if src := <-kicked; src != notice.SourceRoomOutbox {
+	if src := <-kicked; src != persistence.SourceRoomOutbox {
 		t.Fatalf("kicked %s", src)
 	}
-	d, err := store.Get(context.Background(), notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:9:0", Channel: notice.ChannelIMC2C})
-	if err != nil || d.Status != notice.StatusRetryable || d.RequeueCount != 1 || d.RetryCount != 0 {
+	d, err := store.Get(context.Background(), persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:9:0", Channel: persistence.ChannelIMC2C})
+	if err != nil || d.Status != persistence.NoticeRetryable || d.RequeueCount != 1 || d.RetryCount != 0 {
 		t.Fatalf("row after requeue %+v %v", d, err)
 	}
 	code, _, errOut = outboxCtl(t, addr, "notice", "requeue", "lalu:r1:9:0")

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -23,7 +22,7 @@ type NoticeStore struct {
 	closed atomic.Bool
 }
 
-var _ notice.Store = (*NoticeStore)(nil)
+var _ persistence.NoticeStore = (*NoticeStore)(nil)
 
 // NewNoticeStore returns an empty notice store.
 func NewNoticeStore() *NoticeStore {
@@ -61,10 +60,10 @@ type noticeEntry struct {
 	Channel       string
 	Status        string
 	NextRetryAtMs int64
-	Row           notice.Delivery
+	Row           persistence.NoticeDelivery
 }
 
-func newNoticeEntry(d notice.Delivery) *noticeEntry {
+func newNoticeEntry(d persistence.NoticeDelivery) *noticeEntry {
 	return &noticeEntry{
 		SourceName: d.SourceName, AppCode: d.AppCode, SourceEventID: d.SourceEventID, Channel: d.Channel,
 		Status: d.Status, NextRetryAtMs: d.NextRetryAtMs, Row: d.Clone(),
@@ -73,20 +72,20 @@ func newNoticeEntry(d notice.Delivery) *noticeEntry {
 
 type noticeCursor struct {
 	SourceName  string
-	Cursor      notice.Cursor
+	Cursor      persistence.NoticeCursor
 	LockedBy    string
 	LockUntilMs int64
 	UpdatedAtMs int64
 }
 
-func checkNoticeKey(k notice.Key) error {
+func checkNoticeKey(k persistence.NoticeKey) error {
 	if k.SourceName == "" || k.AppCode == "" || k.SourceEventID == "" || k.Channel == "" {
 		return fmt.Errorf("memdb: notice key %q needs source_name, app_code, source_event_id and channel", k.String())
 	}
 	return nil
 }
 
-func getNotice(txn *memdb.Txn, k notice.Key) (*noticeEntry, error) {
+func getNotice(txn *memdb.Txn, k persistence.NoticeKey) (*noticeEntry, error) {
 	raw, err := txn.First(tableNoticeDeliveries, indexID, k.SourceName, k.AppCode, k.SourceEventID, k.Channel)
 	if err != nil {
 		return nil, fmt.Errorf("memdb: read notice %s: %w", k, err)
@@ -97,27 +96,27 @@ func getNotice(txn *memdb.Txn, k notice.Key) (*noticeEntry, error) {
 	return raw.(*noticeEntry), nil
 }
 
-// Ingest implements notice.Store.
-func (s *NoticeStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64) (int, error) {
+// Ingest implements persistence.NoticeStore.
+func (s *NoticeStore) Ingest(ctx context.Context, rows []persistence.NoticeDelivery, nowMs int64) (int, error) {
 	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	for _, d := range rows {
-		if err := checkNoticeKey(d.Key); err != nil {
+		if err := checkNoticeKey(d.NoticeKey); err != nil {
 			return 0, err
 		}
-		if d.Status != "" && d.Status != notice.StatusFailed {
-			return 0, fmt.Errorf("memdb: ingest %s: status %q (want empty or failed)", d.Key, d.Status)
+		if d.Status != "" && d.Status != persistence.NoticeFailed {
+			return 0, fmt.Errorf("memdb: ingest %s: status %q (want empty or failed)", d.NoticeKey, d.Status)
 		}
 		if !json.Valid(d.Payload) {
-			return 0, fmt.Errorf("memdb: ingest %s: payload is not JSON", d.Key)
+			return 0, fmt.Errorf("memdb: ingest %s: payload is not JSON", d.NoticeKey)
 		}
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	n := 0
 	for _, d := range rows {
-		old, err := getNotice(txn, d.Key)
+		old, err := getNotice(txn, d.NoticeKey)
 		if err != nil {
 			return 0, err
 		}
@@ -125,7 +124,7 @@ func (s *NoticeStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs 
 			continue
 		}
 		if d.Status == "" {
-			d.Status = notice.StatusDelivering
+			d.Status = persistence.NoticeDelivering
 			d.NextRetryAtMs = d.SourceCreatedAtMs
 		} else {
 			d.NextRetryAtMs = nowMs
@@ -133,7 +132,7 @@ func (s *NoticeStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs 
 		d.LockedBy, d.LockUntilMs = "", 0
 		d.CreatedAtMs, d.UpdatedAtMs = nowMs, nowMs
 		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
-			return 0, fmt.Errorf("memdb: ingest %s: %w", d.Key, err)
+			return 0, fmt.Errorf("memdb: ingest %s: %w", d.NoticeKey, err)
 		}
 		n++
 	}
@@ -160,8 +159,8 @@ func scanNotices(txn *memdb.Txn, status, source string, fn func(*noticeEntry) bo
 	return nil
 }
 
-// Claim implements notice.Store.
-func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]notice.Delivery, error) {
+// Claim implements persistence.NoticeStore.
+func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]persistence.NoticeDelivery, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -176,7 +175,7 @@ func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, le
 	// Collect first: go-memdb iterators must not run across writes to the
 	// index they walk.
 	var due []*noticeEntry
-	for _, status := range []string{notice.StatusRetryable, notice.StatusDelivering} {
+	for _, status := range []string{persistence.NoticeRetryable, persistence.NoticeDelivering} {
 		err := scanNotices(txn, status, source, func(e *noticeEntry) bool {
 			if len(due) >= limit || e.NextRetryAtMs > nowMs {
 				return false
@@ -191,14 +190,14 @@ func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, le
 		}
 	}
 	until := nowMs + leaseMs
-	out := make([]notice.Delivery, 0, len(due))
+	out := make([]persistence.NoticeDelivery, 0, len(due))
 	for _, e := range due {
 		d := e.Row.Clone()
-		d.Status = notice.StatusDelivering
+		d.Status = persistence.NoticeDelivering
 		d.LockedBy, d.LockUntilMs, d.NextRetryAtMs = owner, until, until
 		d.UpdatedAtMs = nowMs
 		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
-			return nil, fmt.Errorf("memdb: claim %s: %w", d.Key, err)
+			return nil, fmt.Errorf("memdb: claim %s: %w", d.NoticeKey, err)
 		}
 		out = append(out, d)
 	}
@@ -208,21 +207,21 @@ func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, le
 
 // update applies change to a copy of one row in a write transaction;
 // change returns false to leave it alone, or an error to abort.
-func (s *NoticeStore) update(ctx context.Context, op string, k notice.Key, change func(*notice.Delivery) (bool, error)) (notice.Delivery, error) {
+func (s *NoticeStore) update(ctx context.Context, op string, k persistence.NoticeKey, change func(*persistence.NoticeDelivery) (bool, error)) (persistence.NoticeDelivery, error) {
 	if err := s.ready(ctx); err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if err := checkNoticeKey(k); err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	e, err := getNotice(txn, k)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if e == nil {
-		return notice.Delivery{}, fmt.Errorf("memdb: %s: notice %s: %w", op, k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("memdb: %s: notice %s: %w", op, k, persistence.ErrNotFound)
 	}
 	d := e.Row.Clone()
 	ok, err := change(&d)
@@ -230,14 +229,14 @@ func (s *NoticeStore) update(ctx context.Context, op string, k notice.Key, chang
 		return e.Row.Clone(), err
 	}
 	if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
-		return notice.Delivery{}, fmt.Errorf("memdb: %s %s: %w", op, k, err)
+		return persistence.NoticeDelivery{}, fmt.Errorf("memdb: %s %s: %w", op, k, err)
 	}
 	txn.Commit()
 	return d.Clone(), nil
 }
 
-// MarkDelivered implements notice.Store.
-func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowMs int64) error {
+// MarkDelivered implements persistence.NoticeStore.
+func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []persistence.NoticeKey, nowMs int64) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -251,11 +250,11 @@ func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowM
 		if err != nil {
 			return err
 		}
-		if e == nil || (e.Status != notice.StatusDelivering && e.Status != notice.StatusRetryable) {
+		if e == nil || (e.Status != persistence.NoticeDelivering && e.Status != persistence.NoticeRetryable) {
 			continue
 		}
 		d := e.Row.Clone()
-		d.Status = notice.StatusDelivered
+		d.Status = persistence.NoticeDelivered
 		d.LockedBy, d.LockUntilMs = "", 0
 		d.NextRetryAtMs, d.DeliveredAtMs, d.UpdatedAtMs = nowMs, nowMs, nowMs
 		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
@@ -266,9 +265,9 @@ func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowM
 	return nil
 }
 
-func (s *NoticeStore) markFailure(ctx context.Context, op string, k notice.Key, owner, status string, retryCount int, lastError string, nextMs, nowMs int64) error {
-	_, err := s.update(ctx, op, k, func(d *notice.Delivery) (bool, error) {
-		if d.Status != notice.StatusDelivering || d.LockedBy != owner || owner == "" {
+func (s *NoticeStore) markFailure(ctx context.Context, op string, k persistence.NoticeKey, owner, status string, retryCount int, lastError string, nextMs, nowMs int64) error {
+	_, err := s.update(ctx, op, k, func(d *persistence.NoticeDelivery) (bool, error) {
+		if d.Status != persistence.NoticeDelivering || d.LockedBy != owner || owner == "" {
 			return false, fmt.Errorf("memdb: %s: notice %s is %s held by %q, not by %q: %w",
 				op, k, d.Status, d.LockedBy, owner, persistence.ErrConflict)
 		}
@@ -282,18 +281,18 @@ func (s *NoticeStore) markFailure(ctx context.Context, op string, k notice.Key, 
 	return err
 }
 
-// MarkRetryable implements notice.Store.
-func (s *NoticeStore) MarkRetryable(ctx context.Context, k notice.Key, owner string, retryCount int, lastError string, nextRetryAtMs, nowMs int64) error {
-	return s.markFailure(ctx, "mark retryable", k, owner, notice.StatusRetryable, retryCount, lastError, nextRetryAtMs, nowMs)
+// MarkRetryable implements persistence.NoticeStore.
+func (s *NoticeStore) MarkRetryable(ctx context.Context, k persistence.NoticeKey, owner string, retryCount int, lastError string, nextRetryAtMs, nowMs int64) error {
+	return s.markFailure(ctx, "mark retryable", k, owner, persistence.NoticeRetryable, retryCount, lastError, nextRetryAtMs, nowMs)
 }
 
-// MarkFailed implements notice.Store.
-func (s *NoticeStore) MarkFailed(ctx context.Context, k notice.Key, owner string, retryCount int, lastError string, nowMs int64) error {
-	return s.markFailure(ctx, "mark failed", k, owner, notice.StatusFailed, retryCount, lastError, nowMs, nowMs)
+// MarkFailed implements persistence.NoticeStore.
+func (s *NoticeStore) MarkFailed(ctx context.Context, k persistence.NoticeKey, owner string, retryCount int, lastError string, nowMs int64) error {
+	return s.markFailure(ctx, "mark failed", k, owner, persistence.NoticeFailed, retryCount, lastError, nowMs, nowMs)
 }
 
-// Release implements notice.Store.
-func (s *NoticeStore) Release(ctx context.Context, keys []notice.Key, owner string, nowMs int64) error {
+// Release implements persistence.NoticeStore.
+func (s *NoticeStore) Release(ctx context.Context, keys []persistence.NoticeKey, owner string, nowMs int64) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -307,7 +306,7 @@ func (s *NoticeStore) Release(ctx context.Context, keys []notice.Key, owner stri
 		if err != nil {
 			return err
 		}
-		if e == nil || e.Status != notice.StatusDelivering || e.Row.LockedBy != owner {
+		if e == nil || e.Status != persistence.NoticeDelivering || e.Row.LockedBy != owner {
 			continue
 		}
 		d := e.Row.Clone()
@@ -321,13 +320,13 @@ func (s *NoticeStore) Release(ctx context.Context, keys []notice.Key, owner stri
 	return nil
 }
 
-// Requeue implements notice.Store.
-func (s *NoticeStore) Requeue(ctx context.Context, k notice.Key, nowMs int64) (notice.Delivery, error) {
-	return s.update(ctx, "requeue", k, func(d *notice.Delivery) (bool, error) {
-		if d.Status != notice.StatusFailed {
+// Requeue implements persistence.NoticeStore.
+func (s *NoticeStore) Requeue(ctx context.Context, k persistence.NoticeKey, nowMs int64) (persistence.NoticeDelivery, error) {
+	return s.update(ctx, "requeue", k, func(d *persistence.NoticeDelivery) (bool, error) {
+		if d.Status != persistence.NoticeFailed {
 			return false, fmt.Errorf("memdb: requeue: notice %s is %s, not failed: %w", k, d.Status, persistence.ErrConflict)
 		}
-		d.Status = notice.StatusRetryable
+		d.Status = persistence.NoticeRetryable
 		d.RetryCount = 0
 		d.NextRetryAtMs, d.UpdatedAtMs = nowMs, nowMs
 		d.RequeueCount++
@@ -336,26 +335,26 @@ func (s *NoticeStore) Requeue(ctx context.Context, k notice.Key, nowMs int64) (n
 	})
 }
 
-// Get implements notice.Store.
-func (s *NoticeStore) Get(ctx context.Context, k notice.Key) (notice.Delivery, error) {
+// Get implements persistence.NoticeStore.
+func (s *NoticeStore) Get(ctx context.Context, k persistence.NoticeKey) (persistence.NoticeDelivery, error) {
 	if err := s.ready(ctx); err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if checkNoticeKey(k) != nil {
-		return notice.Delivery{}, fmt.Errorf("memdb: notice %s: %w", k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("memdb: notice %s: %w", k, persistence.ErrNotFound)
 	}
 	e, err := getNotice(s.db.Txn(false), k)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if e == nil {
-		return notice.Delivery{}, fmt.Errorf("memdb: notice %s: %w", k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("memdb: notice %s: %w", k, persistence.ErrNotFound)
 	}
 	return e.Row.Clone(), nil
 }
 
-// FindBySourceEvent implements notice.Store.
-func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID string) ([]notice.Delivery, error) {
+// FindBySourceEvent implements persistence.NoticeStore.
+func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID string) ([]persistence.NoticeDelivery, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -366,16 +365,16 @@ func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID strin
 	if err != nil {
 		return nil, fmt.Errorf("memdb: find notice: %w", err)
 	}
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		out = append(out, raw.(*noticeEntry).Row.Clone())
 	}
 	return out, nil
 }
 
-// List implements notice.Store. limit <= 0 returns nothing: a list is
+// List implements persistence.NoticeStore. limit <= 0 returns nothing: a list is
 // always bounded.
-func (s *NoticeStore) List(ctx context.Context, f notice.Filter) ([]notice.Delivery, error) {
+func (s *NoticeStore) List(ctx context.Context, f persistence.NoticeFilter) ([]persistence.NoticeDelivery, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -384,10 +383,10 @@ func (s *NoticeStore) List(ctx context.Context, f notice.Filter) ([]notice.Deliv
 	}
 	statuses := []string{f.Status}
 	if f.Status == "" {
-		statuses = []string{notice.StatusDelivered, notice.StatusDelivering, notice.StatusFailed, notice.StatusRetryable}
+		statuses = []string{persistence.NoticeDelivered, persistence.NoticeDelivering, persistence.NoticeFailed, persistence.NoticeRetryable}
 	}
 	txn := s.db.Txn(false)
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	for _, st := range statuses {
 		err := scanNotices(txn, st, f.SourceName, func(e *noticeEntry) bool {
 			if len(out) >= f.Limit {
@@ -403,34 +402,34 @@ func (s *NoticeStore) List(ctx context.Context, f notice.Filter) ([]notice.Deliv
 	return out, nil
 }
 
-// Stats implements notice.Store.
-func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (notice.Stats, error) {
+// Stats implements persistence.NoticeStore.
+func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (persistence.NoticeStats, error) {
 	if err := s.ready(ctx); err != nil {
-		return notice.Stats{}, err
+		return persistence.NoticeStats{}, err
 	}
-	var st notice.Stats
+	var st persistence.NoticeStats
 	if source == "" {
 		return st, nil
 	}
 	txn := s.db.Txn(false)
 	oldest := int64(math.MaxInt64)
-	for _, status := range []string{notice.StatusDelivering, notice.StatusRetryable, notice.StatusFailed} {
+	for _, status := range []string{persistence.NoticeDelivering, persistence.NoticeRetryable, persistence.NoticeFailed} {
 		err := scanNotices(txn, status, source, func(e *noticeEntry) bool {
 			switch status {
-			case notice.StatusDelivering:
+			case persistence.NoticeDelivering:
 				st.Delivering++
-			case notice.StatusRetryable:
+			case persistence.NoticeRetryable:
 				st.Retryable++
-			case notice.StatusFailed:
+			case persistence.NoticeFailed:
 				st.Failed++
 			}
-			if status != notice.StatusFailed && e.NextRetryAtMs <= nowMs && e.NextRetryAtMs < oldest {
+			if status != persistence.NoticeFailed && e.NextRetryAtMs <= nowMs && e.NextRetryAtMs < oldest {
 				oldest = e.NextRetryAtMs
 			}
 			return true
 		})
 		if err != nil {
-			return notice.Stats{}, fmt.Errorf("memdb: notice stats: %w", err)
+			return persistence.NoticeStats{}, fmt.Errorf("memdb: notice stats: %w", err)
 		}
 	}
 	if oldest != math.MaxInt64 {
@@ -439,19 +438,19 @@ func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (no
 	return st, nil
 }
 
-// ClaimCursor implements notice.Store.
-func (s *NoticeStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (notice.Cursor, bool, error) {
+// ClaimCursor implements persistence.NoticeStore.
+func (s *NoticeStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (persistence.NoticeCursor, bool, error) {
 	if err := s.ready(ctx); err != nil {
-		return notice.Cursor{}, false, err
+		return persistence.NoticeCursor{}, false, err
 	}
 	if source == "" || owner == "" {
-		return notice.Cursor{}, false, fmt.Errorf("memdb: claim cursor needs a source and an owner")
+		return persistence.NoticeCursor{}, false, fmt.Errorf("memdb: claim cursor needs a source and an owner")
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	raw, err := txn.First(tableNoticeCursors, indexID, source)
 	if err != nil {
-		return notice.Cursor{}, false, fmt.Errorf("memdb: read cursor %s: %w", source, err)
+		return persistence.NoticeCursor{}, false, fmt.Errorf("memdb: read cursor %s: %w", source, err)
 	}
 	c := noticeCursor{SourceName: source, UpdatedAtMs: nowMs}
 	if raw != nil {
@@ -462,14 +461,14 @@ func (s *NoticeStore) ClaimCursor(ctx context.Context, source, owner string, now
 	}
 	c.LockedBy, c.LockUntilMs = owner, nowMs+leaseMs
 	if err := txn.Insert(tableNoticeCursors, &c); err != nil {
-		return notice.Cursor{}, false, fmt.Errorf("memdb: claim cursor %s: %w", source, err)
+		return persistence.NoticeCursor{}, false, fmt.Errorf("memdb: claim cursor %s: %w", source, err)
 	}
 	txn.Commit()
 	return c.Cursor, true, nil
 }
 
-// SaveCursor implements notice.Store.
-func (s *NoticeStore) SaveCursor(ctx context.Context, source, owner string, cur notice.Cursor, nowMs int64) error {
+// SaveCursor implements persistence.NoticeStore.
+func (s *NoticeStore) SaveCursor(ctx context.Context, source, owner string, cur persistence.NoticeCursor, nowMs int64) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}

@@ -25,6 +25,14 @@ func TestRoomFenceContract(t *testing.T) {
 	})
 }
 
+func TestOutboxStoreContract(t *testing.T) {
+	storetest.RunOutboxStore(t, func(t *testing.T) persistence.Store {
+		s := New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
 func TestClosedStoreIsUnavailable(t *testing.T) {
 	s := New()
 	if err := s.Close(); err != nil {

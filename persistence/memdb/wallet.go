@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -21,7 +20,7 @@ type WalletStore struct {
 	closed atomic.Bool
 }
 
-var _ wallet.Store = (*WalletStore)(nil)
+var _ persistence.WalletStore = (*WalletStore)(nil)
 
 // NewWalletStore returns an empty wallet store.
 func NewWalletStore() *WalletStore {
@@ -50,93 +49,93 @@ func (s *WalletStore) ready(ctx context.Context) error {
 	return nil
 }
 
-// Exec implements wallet.Store.
-func (s *WalletStore) Exec(ctx context.Context, tx wallet.Tx) (wallet.Receipt, error) {
+// Exec implements persistence.WalletStore.
+func (s *WalletStore) Exec(ctx context.Context, tx persistence.WalletTx) (persistence.WalletReceipt, error) {
 	if err := s.ready(ctx); err != nil {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
 	if tx.AppCode == "" || tx.CommandID == "" || tx.Decide == nil {
 		// go-memdb cannot index empty strings: refuse rather than slip
 		// past the idempotency index.
-		return wallet.Receipt{}, fmt.Errorf("memdb: wallet tx needs app_code, command_id and Decide")
+		return persistence.WalletReceipt{}, fmt.Errorf("memdb: wallet tx needs app_code, command_id and Decide")
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 	if rec, err := findWalletTx(txn, tx.AppCode, tx.CommandID); err == nil {
-		return wallet.Receipt{Record: rec, Duplicate: true}, nil
+		return persistence.WalletReceipt{Record: rec, Duplicate: true}, nil
 	} else if err != persistence.ErrNotFound {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
-	view := wallet.View{Accounts: map[wallet.AccountKey]wallet.Account{}}
-	for _, k := range wallet.SortedLocks(tx.Lock) {
+	view := persistence.WalletView{Accounts: map[persistence.AccountKey]persistence.Account{}}
+	for _, k := range persistence.SortedAccountKeys(tx.Lock) {
 		a, err := getAccount(txn, k)
 		if err != nil {
-			return wallet.Receipt{}, err
+			return persistence.WalletReceipt{}, err
 		}
 		view.Accounts[k] = a
 	}
 	if tx.LockVip != "" {
 		v, err := getVip(txn, tx.AppCode, tx.LockVip)
 		if err != nil && err != persistence.ErrNotFound {
-			return wallet.Receipt{}, err
+			return persistence.WalletReceipt{}, err
 		}
 		if err != nil {
-			v = wallet.Vip{AppCode: tx.AppCode, UserID: tx.LockVip}
+			v = persistence.Vip{AppCode: tx.AppCode, UserID: tx.LockVip}
 		}
 		view.Vip = v
 	}
 	plan, err := tx.Decide(view)
 	if err != nil {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
-	if err := wallet.CheckPlan(tx, view, plan); err != nil {
-		return wallet.Receipt{}, err
+	if err := persistence.CheckWalletPlan(tx, view, plan); err != nil {
+		return persistence.WalletReceipt{}, err
 	}
 	rec := plan.Record
 	rec.Result = slices.Clone(rec.Result)
 	if err := txn.Insert(tableWalletTransactions, &rec); err != nil {
-		return wallet.Receipt{}, fmt.Errorf("memdb: insert wallet transaction: %w", err)
+		return persistence.WalletReceipt{}, fmt.Errorf("memdb: insert wallet transaction: %w", err)
 	}
 	for _, a := range plan.Accounts {
 		a := a
 		if err := txn.Insert(tableWalletAccounts, &a); err != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: write account: %w", err)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write account: %w", err)
 		}
 	}
 	for _, e := range plan.Ledger {
 		e := e
 		if err := txn.Insert(tableWalletLedger, &e); err != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: write ledger: %w", err)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write ledger: %w", err)
 		}
 	}
 	if plan.Vip != nil {
 		v := *plan.Vip
 		if err := txn.Insert(tableWalletVip, &v); err != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: write vip: %w", err)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write vip: %w", err)
 		}
 	}
 	next, err := nextOutboxID(txn)
 	if err != nil {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
 	for _, o := range plan.Outbox {
 		if existing, err := txn.First(tableWalletOutbox, indexWalletEventID, o.EventID); err != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: read outbox: %w", err)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: read outbox: %w", err)
 		} else if existing != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: outbox event %s exists: %w", o.EventID, persistence.ErrConflict)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: outbox event %s exists: %w", o.EventID, persistence.ErrConflict)
 		}
-		row := &wallet.OutboxRecord{
+		row := &persistence.WalletOutboxRecord{
 			ID: next, EventID: o.EventID, AppCode: o.AppCode, UserID: o.UserID, EventType: o.EventType,
-			Payload: slices.Clone(o.Payload), Status: wallet.OutboxPending,
+			Payload: slices.Clone(o.Payload), Status: persistence.OutboxPending,
 			CreatedAtMs: plan.NowMs, UpdatedAtMs: plan.NowMs,
 		}
 		if err := txn.Insert(tableWalletOutbox, row); err != nil {
-			return wallet.Receipt{}, fmt.Errorf("memdb: write outbox: %w", err)
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write outbox: %w", err)
 		}
 		next++
 	}
 	txn.Commit()
-	return wallet.Receipt{Record: cloneTxRecord(rec)}, nil
+	return persistence.WalletReceipt{Record: cloneTxRecord(rec)}, nil
 }
 
 func nextOutboxID(txn *memdb.Txn) (int64, error) {
@@ -147,49 +146,49 @@ func nextOutboxID(txn *memdb.Txn) (int64, error) {
 	if last == nil {
 		return 1, nil
 	}
-	return last.(*wallet.OutboxRecord).ID + 1, nil
+	return last.(*persistence.WalletOutboxRecord).ID + 1, nil
 }
 
-func findWalletTx(txn *memdb.Txn, appCode, commandID string) (wallet.TxRecord, error) {
+func findWalletTx(txn *memdb.Txn, appCode, commandID string) (persistence.WalletTxRecord, error) {
 	raw, err := txn.First(tableWalletTransactions, indexCommandID, appCode, commandID)
 	if err != nil {
-		return wallet.TxRecord{}, fmt.Errorf("memdb: read wallet transaction: %w", err)
+		return persistence.WalletTxRecord{}, fmt.Errorf("memdb: read wallet transaction: %w", err)
 	}
 	if raw == nil {
-		return wallet.TxRecord{}, persistence.ErrNotFound
+		return persistence.WalletTxRecord{}, persistence.ErrNotFound
 	}
-	return cloneTxRecord(*raw.(*wallet.TxRecord)), nil
+	return cloneTxRecord(*raw.(*persistence.WalletTxRecord)), nil
 }
 
-func getAccount(txn *memdb.Txn, k wallet.AccountKey) (wallet.Account, error) {
+func getAccount(txn *memdb.Txn, k persistence.AccountKey) (persistence.Account, error) {
 	raw, err := txn.First(tableWalletAccounts, indexID, k.AppCode, k.UserID, k.AssetType)
 	if err != nil {
-		return wallet.Account{}, fmt.Errorf("memdb: read account: %w", err)
+		return persistence.Account{}, fmt.Errorf("memdb: read account: %w", err)
 	}
 	if raw == nil {
-		return wallet.Account{AppCode: k.AppCode, UserID: k.UserID, AssetType: k.AssetType}, nil
+		return persistence.Account{AppCode: k.AppCode, UserID: k.UserID, AssetType: k.AssetType}, nil
 	}
-	return *raw.(*wallet.Account), nil
+	return *raw.(*persistence.Account), nil
 }
 
-func getVip(txn *memdb.Txn, appCode, userID string) (wallet.Vip, error) {
+func getVip(txn *memdb.Txn, appCode, userID string) (persistence.Vip, error) {
 	raw, err := txn.First(tableWalletVip, indexID, appCode, userID)
 	if err != nil {
-		return wallet.Vip{}, fmt.Errorf("memdb: read vip: %w", err)
+		return persistence.Vip{}, fmt.Errorf("memdb: read vip: %w", err)
 	}
 	if raw == nil {
-		return wallet.Vip{}, persistence.ErrNotFound
+		return persistence.Vip{}, persistence.ErrNotFound
 	}
-	return *raw.(*wallet.Vip), nil
+	return *raw.(*persistence.Vip), nil
 }
 
-func cloneTxRecord(r wallet.TxRecord) wallet.TxRecord {
+func cloneTxRecord(r persistence.WalletTxRecord) persistence.WalletTxRecord {
 	r.Result = slices.Clone(r.Result)
 	return r
 }
 
-// Accounts implements wallet.Store.
-func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]wallet.Account, error) {
+// Accounts implements persistence.WalletStore.
+func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]persistence.Account, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -200,26 +199,26 @@ func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]w
 	if err != nil {
 		return nil, fmt.Errorf("memdb: list accounts: %w", err)
 	}
-	var out []wallet.Account
+	var out []persistence.Account
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, *raw.(*wallet.Account))
+		out = append(out, *raw.(*persistence.Account))
 	}
 	return out, nil
 }
 
-// Vip implements wallet.Store.
-func (s *WalletStore) Vip(ctx context.Context, appCode, userID string) (wallet.Vip, error) {
+// Vip implements persistence.WalletStore.
+func (s *WalletStore) Vip(ctx context.Context, appCode, userID string) (persistence.Vip, error) {
 	if err := s.ready(ctx); err != nil {
-		return wallet.Vip{}, err
+		return persistence.Vip{}, err
 	}
 	if appCode == "" || userID == "" {
-		return wallet.Vip{}, persistence.ErrNotFound
+		return persistence.Vip{}, persistence.ErrNotFound
 	}
 	return getVip(s.db.Txn(false), appCode, userID)
 }
 
-// Ledger implements wallet.Store.
-func (s *WalletStore) Ledger(ctx context.Context, k wallet.AccountKey) ([]wallet.LedgerEntry, error) {
+// Ledger implements persistence.WalletStore.
+func (s *WalletStore) Ledger(ctx context.Context, k persistence.AccountKey) ([]persistence.LedgerEntry, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -230,27 +229,27 @@ func (s *WalletStore) Ledger(ctx context.Context, k wallet.AccountKey) ([]wallet
 	if err != nil {
 		return nil, fmt.Errorf("memdb: list ledger: %w", err)
 	}
-	var out []wallet.LedgerEntry
+	var out []persistence.LedgerEntry
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, *raw.(*wallet.LedgerEntry))
+		out = append(out, *raw.(*persistence.LedgerEntry))
 	}
 	return out, nil
 }
 
-// Transaction implements wallet.Store.
-func (s *WalletStore) Transaction(ctx context.Context, appCode, commandID string) (wallet.TxRecord, error) {
+// Transaction implements persistence.WalletStore.
+func (s *WalletStore) Transaction(ctx context.Context, appCode, commandID string) (persistence.WalletTxRecord, error) {
 	if err := s.ready(ctx); err != nil {
-		return wallet.TxRecord{}, err
+		return persistence.WalletTxRecord{}, err
 	}
 	if appCode == "" || commandID == "" {
-		return wallet.TxRecord{}, persistence.ErrNotFound
+		return persistence.WalletTxRecord{}, persistence.ErrNotFound
 	}
 	return findWalletTx(s.db.Txn(false), appCode, commandID)
 }
 
-// ListOutboxAfter implements wallet.Store. Ids here are taken under the
+// ListOutboxAfter implements persistence.WalletStore. Ids here are taken under the
 // single writer lock, so they become visible in order.
-func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -261,9 +260,9 @@ func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit 
 	if err != nil {
 		return nil, fmt.Errorf("memdb: scan outbox: %w", err)
 	}
-	var out []wallet.OutboxRecord
+	var out []persistence.WalletOutboxRecord
 	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
-		r := *raw.(*wallet.OutboxRecord)
+		r := *raw.(*persistence.WalletOutboxRecord)
 		r.Payload = slices.Clone(r.Payload)
 		out = append(out, r)
 	}

@@ -3,13 +3,13 @@ package memdb
 import (
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/wallet"
-	"github.com/hyapp/roomcell/persistence/storetest"
+	"github.com/hyapp/roomcell/actors/wallet/wallettest"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // go test ./persistence/memdb -run '^$' -bench WalletDebit
 func BenchmarkWalletDebit(b *testing.B) {
-	storetest.BenchWalletDebits(b, func(b *testing.B) wallet.Store {
+	wallettest.BenchDebits(b, func(b *testing.B) persistence.WalletStore {
 		s := NewWalletStore()
 		b.Cleanup(func() { _ = s.Close() })
 		return s

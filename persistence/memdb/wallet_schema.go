@@ -31,7 +31,7 @@ func walletSchema() *memdb.DBSchema {
 	return newSchema(walletTables...)
 }
 
-// walletAccountsTable holds *wallet.Account rows.
+// walletAccountsTable holds *persistence.Account rows.
 func walletAccountsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletAccounts,
@@ -51,7 +51,7 @@ func walletAccountsTable() *memdb.TableSchema {
 	}
 }
 
-// walletTransactionsTable holds *wallet.TxRecord rows.
+// walletTransactionsTable holds *persistence.WalletTxRecord rows.
 func walletTransactionsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletTransactions,
@@ -76,7 +76,7 @@ func walletTransactionsTable() *memdb.TableSchema {
 	}
 }
 
-// walletLedgerTable holds *wallet.LedgerEntry rows.
+// walletLedgerTable holds *persistence.LedgerEntry rows.
 func walletLedgerTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletLedger,
@@ -97,7 +97,7 @@ func walletLedgerTable() *memdb.TableSchema {
 	}
 }
 
-// walletVipTable holds *wallet.Vip rows, one per user.
+// walletVipTable holds *persistence.Vip rows, one per user.
 func walletVipTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletVip,
@@ -115,7 +115,7 @@ func walletVipTable() *memdb.TableSchema {
 	}
 }
 
-// walletOutboxTable holds *wallet.OutboxRecord rows.
+// walletOutboxTable holds *persistence.WalletOutboxRecord rows.
 func walletOutboxTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletOutbox,

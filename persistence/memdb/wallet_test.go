@@ -5,13 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/actors/wallet/wallettest"
 	"github.com/hyapp/roomcell/persistence"
-	"github.com/hyapp/roomcell/persistence/storetest"
 )
 
 func TestWalletStoreContract(t *testing.T) {
-	storetest.RunWalletStore(t, func(t *testing.T) wallet.Store {
+	wallettest.RunStore(t, func(t *testing.T) persistence.WalletStore {
 		s := NewWalletStore()
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -27,9 +26,9 @@ func TestClosedWalletStoreIsUnavailable(t *testing.T) {
 	if !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("Accounts after Close: got %v, want ErrUnavailable", err)
 	}
-	_, err = s.Exec(context.Background(), wallet.Tx{AppCode: "a", CommandID: "c", Decide: func(wallet.View) (wallet.Plan, error) {
+	_, err = s.Exec(context.Background(), persistence.WalletTx{AppCode: "a", CommandID: "c", Decide: func(persistence.WalletView) (persistence.WalletPlan, error) {
 		t.Fatal("Decide ran on a closed store")
-		return wallet.Plan{}, nil
+		return persistence.WalletPlan{}, nil
 	}})
 	if !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("Exec after Close: got %v, want ErrUnavailable", err)

@@ -264,6 +264,24 @@ const (
 	erOptionPreventsRun = 1836 // super_read_only on a replica
 )
 
+// errDBClosed is database/sql's "sql: database is closed", which it does
+// not export. It is taken once from a pool closed on purpose, so a closed
+// pool is recognised by identity (errors.Is) rather than by its text.
+var errDBClosed = func() error {
+	db := sql.OpenDB(closedConnector{})
+	_ = db.Close()
+	return db.PingContext(context.Background())
+}()
+
+// closedConnector is the pool of errDBClosed; the pool is closed before it
+// would ever connect.
+type closedConnector struct{}
+
+func (closedConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("mysql: closedConnector never connects")
+}
+func (closedConnector) Driver() driver.Driver { return nil }
+
 // classify maps a driver error to a persistence class, or returns nil when
 // the error has no class (a bug: bad SQL, a missing table, bad data).
 func classify(err error) error {
@@ -279,14 +297,11 @@ func classify(err error) error {
 		}
 		return nil
 	}
-	if err.Error() == "sql: database is closed" { // database/sql exports no sentinel
-		return persistence.ErrUnavailable
-	}
 	var ne net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, driverMySQL.ErrInvalidConn),
-		errors.Is(err, sql.ErrConnDone), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, sql.ErrConnDone), errors.Is(err, errDBClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
 		errors.As(err, &ne):
 		return persistence.ErrUnavailable

@@ -18,5 +18,5 @@
 // timed out, deadlock) or ErrNotFound, and never carry the DSN's password.
 // Tests get a database of their own from mysqltest. This package must not
 // import an actor, delivery or gRPC package, except the store contracts
-// those packages define (actors/wallet.Store).
+// those packages define (actors/persistence.WalletStore).
 package mysql

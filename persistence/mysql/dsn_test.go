@@ -3,6 +3,7 @@ package mysql
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net"
@@ -110,7 +111,9 @@ func TestClassify(t *testing.T) {
 		{driverMySQL.ErrInvalidConn, persistence.ErrUnavailable},
 		{context.DeadlineExceeded, persistence.ErrUnavailable},
 		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, persistence.ErrUnavailable},
-		{errors.New("sql: database is closed"), persistence.ErrUnavailable},
+		{closedPoolErr(t), persistence.ErrUnavailable},
+		// Only the pool's own error is a closed pool, not its text.
+		{errors.New("sql: database is closed"), nil},
 		{errors.New("something else"), nil},
 	} {
 		if got := classify(tc.err); got != tc.want {
@@ -121,4 +124,21 @@ func TestClassify(t *testing.T) {
 			t.Errorf("wrapErr(%v) = %v: lost its cause or class", tc.err, wrapped)
 		}
 	}
+}
+
+// closedPoolErr is what database/sql answers on a pool that was closed:
+// a real pool of this driver, not the one errDBClosed was taken from.
+func closedPoolErr(t *testing.T) error {
+	db, err := sql.Open("mysql", "root@tcp(127.0.0.1:1)/")
+	if err != nil {
+		t.Fatalf("sql.Open: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err = db.QueryContext(t.Context(), "SELECT 1")
+	if err == nil {
+		t.Fatal("a query on a closed pool succeeded")
+	}
+	return err
 }

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -58,7 +57,7 @@ type NoticeStore struct {
 	closeErr  error
 }
 
-var _ notice.Store = (*NoticeStore)(nil)
+var _ persistence.NoticeStore = (*NoticeStore)(nil)
 
 // OpenNoticeStore connects to cfg's server, applies the notice schema to
 // cfg.NoticeDatabase when cfg.AutoMigrate is set, and returns the store.
@@ -142,13 +141,13 @@ func (s *NoticeStore) begin(ctx context.Context) (context.Context, context.Cance
 }
 
 func (s *NoticeStore) wrap(op string, err error) error {
-	if err != nil && err.Error() == "sql: database is closed" {
+	if errors.Is(err, errDBClosed) {
 		return fmt.Errorf("mysql: %s: %w", op, errNoticeClosed)
 	}
 	return wrapErr(op, s.dsn, err)
 }
 
-func checkNoticeKey(k notice.Key) error {
+func checkNoticeKey(k persistence.NoticeKey) error {
 	return errors.Join(
 		checkLen("source_name", k.SourceName, maxNoticeSource, true),
 		checkLen("app_code", k.AppCode, maxAppCode, true),
@@ -161,9 +160,9 @@ const noticeColumns = "source_name, app_code, source_event_id, channel, event_ty
 	"next_retry_at_ms, locked_by, lock_until_ms, last_error, ingress, source_created_at_ms, created_at_ms, updated_at_ms, " +
 	"delivered_at_ms, requeue_count, requeued_at_ms"
 
-func scanNotice(sc interface{ Scan(...any) error }) (notice.Delivery, error) {
+func scanNotice(sc interface{ Scan(...any) error }) (persistence.NoticeDelivery, error) {
 	var (
-		d                     notice.Delivery
+		d                     persistence.NoticeDelivery
 		payload               []byte
 		lockedBy, lastError   sql.NullString
 		delivered, requeuedAt sql.NullInt64
@@ -181,13 +180,13 @@ type rowsQueryer interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }
 
-func (s *NoticeStore) query(ctx context.Context, q rowsQueryer, op, query string, args ...any) ([]notice.Delivery, error) {
+func (s *NoticeStore) query(ctx context.Context, q rowsQueryer, op, query string, args ...any) ([]persistence.NoticeDelivery, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}
 	defer rows.Close()
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	for rows.Next() {
 		d, err := scanNotice(rows)
 		if err != nil {
@@ -201,7 +200,7 @@ func (s *NoticeStore) query(ctx context.Context, q rowsQueryer, op, query string
 	return out, nil
 }
 
-func keyLess(a, b notice.Key) int {
+func keyLess(a, b persistence.NoticeKey) int {
 	for _, c := range [][2]string{{a.SourceName, b.SourceName}, {a.AppCode, b.AppCode}, {a.SourceEventID, b.SourceEventID}, {a.Channel, b.Channel}} {
 		if r := strings.Compare(c[0], c[1]); r != 0 {
 			return r
@@ -223,11 +222,11 @@ func retryDeadlock(ctx context.Context, fn func() error) error {
 	}
 }
 
-// Ingest implements notice.Store: one multi-row INSERT ... ON DUPLICATE
+// Ingest implements persistence.NoticeStore: one multi-row INSERT ... ON DUPLICATE
 // KEY UPDATE that changes nothing on a duplicate (not INSERT IGNORE, which
 // would also turn a too-long value into a silent truncation), rows in
 // primary-key order so two ingests never lock in opposite orders.
-func (s *NoticeStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64) (int, error) {
+func (s *NoticeStore) Ingest(ctx context.Context, rows []persistence.NoticeDelivery, nowMs int64) (int, error) {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return 0, err
@@ -237,28 +236,28 @@ func (s *NoticeStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs 
 		return 0, nil
 	}
 	rows = slices.Clone(rows)
-	slices.SortFunc(rows, func(a, b notice.Delivery) int { return keyLess(a.Key, b.Key) })
+	slices.SortFunc(rows, func(a, b persistence.NoticeDelivery) int { return keyLess(a.NoticeKey, b.NoticeKey) })
 	var q strings.Builder
 	q.WriteString("INSERT INTO notice_delivery_events (" + noticeColumns + ") VALUES ")
 	args := make([]any, 0, len(rows)*21)
 	for i, d := range rows {
-		if err := errors.Join(checkNoticeKey(d.Key),
+		if err := errors.Join(checkNoticeKey(d.NoticeKey),
 			checkLen("event_type", d.EventType, maxEventType, false),
 			checkLen("user_id", d.UserID, maxNoticeUser, false),
 			checkLen("ext", d.Ext, maxNoticeExt, false),
 			checkLen("ingress", d.Ingress, maxNoticeIngress, false)); err != nil {
-			return 0, fmt.Errorf("mysql: ingest %s: %w", d.Key, err)
+			return 0, fmt.Errorf("mysql: ingest %s: %w", d.NoticeKey, err)
 		}
 		if !json.Valid(d.Payload) {
-			return 0, fmt.Errorf("mysql: ingest %s: %w: payload is not JSON", d.Key, errInvalid)
+			return 0, fmt.Errorf("mysql: ingest %s: %w: payload is not JSON", d.NoticeKey, errInvalid)
 		}
-		status, next := notice.StatusDelivering, d.SourceCreatedAtMs
+		status, next := persistence.NoticeDelivering, d.SourceCreatedAtMs
 		switch d.Status {
 		case "":
-		case notice.StatusFailed:
-			status, next = notice.StatusFailed, nowMs
+		case persistence.NoticeFailed:
+			status, next = persistence.NoticeFailed, nowMs
 		default:
-			return 0, fmt.Errorf("mysql: ingest %s: %w: status %q (want empty or failed)", d.Key, errInvalid, d.Status)
+			return 0, fmt.Errorf("mysql: ingest %s: %w: status %q (want empty or failed)", d.NoticeKey, errInvalid, d.Status)
 		}
 		if i > 0 {
 			q.WriteByte(',')
@@ -290,12 +289,12 @@ func nullString(v string) any {
 	return v
 }
 
-// Claim implements notice.Store. One transaction locks the oldest due
+// Claim implements persistence.NoticeStore. One transaction locks the oldest due
 // retryable rows, then the oldest unleased delivering rows, with FOR
 // UPDATE SKIP LOCKED (an instance claiming at the same moment skips the
 // rows this one holds instead of waiting for them), and leases them; the
 // lock_until check makes the lease hold after COMMIT.
-func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]notice.Delivery, error) {
+func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]persistence.NoticeDelivery, error) {
 	if limit <= 0 || source == "" {
 		return nil, nil
 	}
@@ -307,7 +306,7 @@ func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, le
 		return nil, err
 	}
 	defer cancel()
-	var out []notice.Delivery
+	var out []persistence.NoticeDelivery
 	err = retryDeadlock(ctx, func() error {
 		out, err = s.claimOnce(ctx, source, owner, nowMs, leaseMs, limit)
 		return err
@@ -318,7 +317,7 @@ func (s *NoticeStore) Claim(ctx context.Context, source, owner string, nowMs, le
 	return out, nil
 }
 
-func (s *NoticeStore) claimOnce(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]notice.Delivery, error) {
+func (s *NoticeStore) claimOnce(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]persistence.NoticeDelivery, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -326,13 +325,13 @@ func (s *NoticeStore) claimOnce(ctx context.Context, source, owner string, nowMs
 	defer func() { _ = tx.Rollback() }()
 	sel := "SELECT " + noticeColumns + " FROM notice_delivery_events WHERE status = ? AND source_name = ? AND next_retry_at_ms <= ?"
 	rows, err := s.query(ctx, tx, "claim retryable", sel+" ORDER BY next_retry_at_ms LIMIT ? FOR UPDATE SKIP LOCKED",
-		notice.StatusRetryable, source, nowMs, limit)
+		persistence.NoticeRetryable, source, nowMs, limit)
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) < limit {
 		more, err := s.query(ctx, tx, "claim delivering", sel+" AND lock_until_ms <= ? ORDER BY next_retry_at_ms LIMIT ? FOR UPDATE SKIP LOCKED",
-			notice.StatusDelivering, source, nowMs, nowMs, limit-len(rows))
+			persistence.NoticeDelivering, source, nowMs, nowMs, limit-len(rows))
 		if err != nil {
 			return nil, err
 		}
@@ -342,15 +341,15 @@ func (s *NoticeStore) claimOnce(ctx context.Context, source, owner string, nowMs
 		return nil, nil
 	}
 	until := nowMs + leaseMs
-	keys := make([]notice.Key, len(rows))
+	keys := make([]persistence.NoticeKey, len(rows))
 	for i := range rows {
-		keys[i] = rows[i].Key
+		keys[i] = rows[i].NoticeKey
 		rows[i].Status, rows[i].LockedBy, rows[i].LockUntilMs, rows[i].NextRetryAtMs, rows[i].UpdatedAtMs =
-			notice.StatusDelivering, owner, until, until, nowMs
+			persistence.NoticeDelivering, owner, until, until, nowMs
 	}
 	err = forKeyGroups(keys, func(where string, args []any) error {
 		_, err := tx.ExecContext(ctx, "UPDATE notice_delivery_events SET status = ?, locked_by = ?, lock_until_ms = ?, next_retry_at_ms = ?, updated_at_ms = ? WHERE "+where,
-			append([]any{notice.StatusDelivering, owner, until, until, nowMs}, args...)...)
+			append([]any{persistence.NoticeDelivering, owner, until, until, nowMs}, args...)...)
 		return err
 	})
 	if err != nil {
@@ -366,7 +365,7 @@ func (s *NoticeStore) claimOnce(ctx context.Context, source, owner string, nowMs
 // (source_name, app_code, channel) group of keys, the event ids of a group
 // in one IN list (primary-key order): a plain equality prefix plus IN that
 // every MySQL version range-scans on the primary key.
-func forKeyGroups(keys []notice.Key, fn func(where string, args []any) error) error {
+func forKeyGroups(keys []persistence.NoticeKey, fn func(where string, args []any) error) error {
 	keys = slices.Clone(keys)
 	slices.SortFunc(keys, keyLess)
 	for i := 0; i < len(keys); {
@@ -393,8 +392,8 @@ func forKeyGroups(keys []notice.Key, fn func(where string, args []any) error) er
 	return nil
 }
 
-func validKeys(keys []notice.Key) []notice.Key {
-	out := make([]notice.Key, 0, len(keys))
+func validKeys(keys []persistence.NoticeKey) []persistence.NoticeKey {
+	out := make([]persistence.NoticeKey, 0, len(keys))
 	for _, k := range keys {
 		if checkNoticeKey(k) == nil {
 			out = append(out, k)
@@ -403,9 +402,9 @@ func validKeys(keys []notice.Key) []notice.Key {
 	return out
 }
 
-// MarkDelivered implements notice.Store: one UPDATE per (source, app,
+// MarkDelivered implements persistence.NoticeStore: one UPDATE per (source, app,
 // channel) group.
-func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowMs int64) error {
+func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []persistence.NoticeKey, nowMs int64) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
@@ -419,14 +418,14 @@ func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowM
 		return retryDeadlock(ctx, func() error {
 			_, err := s.db.ExecContext(ctx, "UPDATE notice_delivery_events SET status = ?, locked_by = NULL, lock_until_ms = 0,"+
 				" next_retry_at_ms = ?, delivered_at_ms = ?, updated_at_ms = ? WHERE "+where+" AND status IN (?, ?)",
-				append(append([]any{notice.StatusDelivered, nowMs, nowMs, nowMs}, args...), notice.StatusDelivering, notice.StatusRetryable)...)
+				append(append([]any{persistence.NoticeDelivered, nowMs, nowMs, nowMs}, args...), persistence.NoticeDelivering, persistence.NoticeRetryable)...)
 			return err
 		})
 	})
 	return s.wrap("mark notices delivered", err)
 }
 
-func (s *NoticeStore) markFailure(ctx context.Context, op string, k notice.Key, owner, status string, retryCount int, lastError string, nextMs, nowMs int64) error {
+func (s *NoticeStore) markFailure(ctx context.Context, op string, k persistence.NoticeKey, owner, status string, retryCount int, lastError string, nextMs, nowMs int64) error {
 	if err := checkNoticeKey(k); err != nil {
 		return err
 	}
@@ -441,7 +440,7 @@ func (s *NoticeStore) markFailure(ctx context.Context, op string, k notice.Key, 
 			" lock_until_ms = 0, next_retry_at_ms = ?, updated_at_ms = ?"+
 			" WHERE source_name = ? AND app_code = ? AND source_event_id = ? AND channel = ? AND status = ? AND locked_by = ?",
 			status, retryCount, nullString(truncateChars(lastError, maxLastError)), nextMs, nowMs,
-			k.SourceName, k.AppCode, k.SourceEventID, k.Channel, notice.StatusDelivering, owner)
+			k.SourceName, k.AppCode, k.SourceEventID, k.Channel, persistence.NoticeDelivering, owner)
 		if err != nil {
 			return err
 		}
@@ -459,18 +458,18 @@ func (s *NoticeStore) markFailure(ctx context.Context, op string, k notice.Key, 
 	return nil
 }
 
-// MarkRetryable implements notice.Store.
-func (s *NoticeStore) MarkRetryable(ctx context.Context, k notice.Key, owner string, retryCount int, lastError string, nextRetryAtMs, nowMs int64) error {
-	return s.markFailure(ctx, "mark notice retryable", k, owner, notice.StatusRetryable, retryCount, lastError, nextRetryAtMs, nowMs)
+// MarkRetryable implements persistence.NoticeStore.
+func (s *NoticeStore) MarkRetryable(ctx context.Context, k persistence.NoticeKey, owner string, retryCount int, lastError string, nextRetryAtMs, nowMs int64) error {
+	return s.markFailure(ctx, "mark notice retryable", k, owner, persistence.NoticeRetryable, retryCount, lastError, nextRetryAtMs, nowMs)
 }
 
-// MarkFailed implements notice.Store.
-func (s *NoticeStore) MarkFailed(ctx context.Context, k notice.Key, owner string, retryCount int, lastError string, nowMs int64) error {
-	return s.markFailure(ctx, "mark notice failed", k, owner, notice.StatusFailed, retryCount, lastError, nowMs, nowMs)
+// MarkFailed implements persistence.NoticeStore.
+func (s *NoticeStore) MarkFailed(ctx context.Context, k persistence.NoticeKey, owner string, retryCount int, lastError string, nowMs int64) error {
+	return s.markFailure(ctx, "mark notice failed", k, owner, persistence.NoticeFailed, retryCount, lastError, nowMs, nowMs)
 }
 
-// Release implements notice.Store.
-func (s *NoticeStore) Release(ctx context.Context, keys []notice.Key, owner string, nowMs int64) error {
+// Release implements persistence.NoticeStore.
+func (s *NoticeStore) Release(ctx context.Context, keys []persistence.NoticeKey, owner string, nowMs int64) error {
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return err
@@ -484,37 +483,37 @@ func (s *NoticeStore) Release(ctx context.Context, keys []notice.Key, owner stri
 		return retryDeadlock(ctx, func() error {
 			_, err := s.db.ExecContext(ctx, "UPDATE notice_delivery_events SET locked_by = NULL, lock_until_ms = 0, next_retry_at_ms = ?,"+
 				" updated_at_ms = ? WHERE "+where+" AND status = ? AND locked_by = ?",
-				append(append([]any{nowMs, nowMs}, args...), notice.StatusDelivering, owner)...)
+				append(append([]any{nowMs, nowMs}, args...), persistence.NoticeDelivering, owner)...)
 			return err
 		})
 	})
 	return s.wrap("release notices", err)
 }
 
-// Requeue implements notice.Store.
-func (s *NoticeStore) Requeue(ctx context.Context, k notice.Key, nowMs int64) (notice.Delivery, error) {
+// Requeue implements persistence.NoticeStore.
+func (s *NoticeStore) Requeue(ctx context.Context, k persistence.NoticeKey, nowMs int64) (persistence.NoticeDelivery, error) {
 	if err := checkNoticeKey(k); err != nil {
-		return notice.Delivery{}, fmt.Errorf("mysql: requeue: notice %s: %w", k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("mysql: requeue: notice %s: %w", k, persistence.ErrNotFound)
 	}
 	cctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	res, err := s.db.ExecContext(cctx, "UPDATE notice_delivery_events SET status = ?, retry_count = 0, next_retry_at_ms = ?, updated_at_ms = ?,"+
 		" requeue_count = requeue_count + 1, requeued_at_ms = ?"+
 		" WHERE source_name = ? AND app_code = ? AND source_event_id = ? AND channel = ? AND status = ?",
-		notice.StatusRetryable, nowMs, nowMs, nowMs, k.SourceName, k.AppCode, k.SourceEventID, k.Channel, notice.StatusFailed)
+		persistence.NoticeRetryable, nowMs, nowMs, nowMs, k.SourceName, k.AppCode, k.SourceEventID, k.Channel, persistence.NoticeFailed)
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()
 	}
 	cancel()
 	if err != nil {
-		return notice.Delivery{}, s.wrap("requeue notice", err)
+		return persistence.NoticeDelivery{}, s.wrap("requeue notice", err)
 	}
 	d, err := s.Get(ctx, k)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if n == 0 {
 		return d, fmt.Errorf("mysql: requeue: notice %s is %s, not failed: %w", k, d.Status, persistence.ErrConflict)
@@ -522,30 +521,30 @@ func (s *NoticeStore) Requeue(ctx context.Context, k notice.Key, nowMs int64) (n
 	return d, nil
 }
 
-// Get implements notice.Store.
-func (s *NoticeStore) Get(ctx context.Context, k notice.Key) (notice.Delivery, error) {
+// Get implements persistence.NoticeStore.
+func (s *NoticeStore) Get(ctx context.Context, k persistence.NoticeKey) (persistence.NoticeDelivery, error) {
 	if checkNoticeKey(k) != nil {
-		return notice.Delivery{}, fmt.Errorf("mysql: notice %s: %w", k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("mysql: notice %s: %w", k, persistence.ErrNotFound)
 	}
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	defer cancel()
 	rows, err := s.query(ctx, s.db, "get notice", "SELECT "+noticeColumns+
 		" FROM notice_delivery_events WHERE source_name = ? AND app_code = ? AND source_event_id = ? AND channel = ?",
 		k.SourceName, k.AppCode, k.SourceEventID, k.Channel)
 	if err != nil {
-		return notice.Delivery{}, err
+		return persistence.NoticeDelivery{}, err
 	}
 	if len(rows) == 0 {
-		return notice.Delivery{}, fmt.Errorf("mysql: notice %s: %w", k, persistence.ErrNotFound)
+		return persistence.NoticeDelivery{}, fmt.Errorf("mysql: notice %s: %w", k, persistence.ErrNotFound)
 	}
 	return rows[0], nil
 }
 
-// FindBySourceEvent implements notice.Store.
-func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID string) ([]notice.Delivery, error) {
+// FindBySourceEvent implements persistence.NoticeStore.
+func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID string) ([]persistence.NoticeDelivery, error) {
 	if sourceEventID == "" || len(sourceEventID) > 4*maxEventID {
 		return nil, nil
 	}
@@ -558,9 +557,9 @@ func (s *NoticeStore) FindBySourceEvent(ctx context.Context, sourceEventID strin
 		" FROM notice_delivery_events WHERE source_event_id = ? ORDER BY source_name, app_code, channel LIMIT 100", sourceEventID)
 }
 
-// List implements notice.Store. The order is idx_notice_due's (with the
+// List implements persistence.NoticeStore. The order is idx_notice_due's (with the
 // primary key InnoDB appends to it), so no sort is needed.
-func (s *NoticeStore) List(ctx context.Context, f notice.Filter) ([]notice.Delivery, error) {
+func (s *NoticeStore) List(ctx context.Context, f persistence.NoticeFilter) ([]persistence.NoticeDelivery, error) {
 	if f.Limit <= 0 {
 		return nil, nil
 	}
@@ -585,10 +584,10 @@ func (s *NoticeStore) List(ctx context.Context, f notice.Filter) ([]notice.Deliv
 	return s.query(ctx, s.db, "list notices", q, append(args, f.Limit)...)
 }
 
-// Stats implements notice.Store: one grouped pass over idx_notice_due's
+// Stats implements persistence.NoticeStore: one grouped pass over idx_notice_due's
 // ranges of the source's open and failed rows.
-func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (notice.Stats, error) {
-	var st notice.Stats
+func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (persistence.NoticeStats, error) {
+	var st persistence.NoticeStats
 	if source == "" {
 		return st, nil
 	}
@@ -599,7 +598,7 @@ func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (no
 	defer cancel()
 	rows, err := s.db.QueryContext(ctx, "SELECT status, COUNT(*), MIN(next_retry_at_ms) FROM notice_delivery_events"+
 		" WHERE status IN (?, ?, ?) AND source_name = ? GROUP BY status",
-		notice.StatusDelivering, notice.StatusRetryable, notice.StatusFailed, source)
+		persistence.NoticeDelivering, persistence.NoticeRetryable, persistence.NoticeFailed, source)
 	if err != nil {
 		return st, s.wrap("notice stats", err)
 	}
@@ -611,11 +610,11 @@ func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (no
 			return st, s.wrap("notice stats", err)
 		}
 		switch status {
-		case notice.StatusDelivering:
+		case persistence.NoticeDelivering:
 			st.Delivering = n
-		case notice.StatusRetryable:
+		case persistence.NoticeRetryable:
 			st.Retryable = n
-		case notice.StatusFailed:
+		case persistence.NoticeFailed:
 			st.Failed = n
 			continue
 		}
@@ -626,38 +625,38 @@ func (s *NoticeStore) Stats(ctx context.Context, source string, nowMs int64) (no
 	return st, s.wrap("notice stats", rows.Err())
 }
 
-// ClaimCursor implements notice.Store: the cursor row is created if
+// ClaimCursor implements persistence.NoticeStore: the cursor row is created if
 // missing, and the lease is taken in one conditional UPDATE, then read
 // back to see who holds it.
-func (s *NoticeStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (notice.Cursor, bool, error) {
+func (s *NoticeStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (persistence.NoticeCursor, bool, error) {
 	if err := errors.Join(checkLen("source", source, maxNoticeSource, true), checkLen("owner", owner, maxLockedBy, true)); err != nil {
-		return notice.Cursor{}, false, err
+		return persistence.NoticeCursor{}, false, err
 	}
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
-		return notice.Cursor{}, false, err
+		return persistence.NoticeCursor{}, false, err
 	}
 	defer cancel()
 	if _, err := s.db.ExecContext(ctx, "INSERT INTO notice_source_cursors (source_name, updated_at_ms) VALUES (?, ?)"+
 		" ON DUPLICATE KEY UPDATE source_name = source_name", source, nowMs); err != nil {
-		return notice.Cursor{}, false, s.wrap("claim cursor", err)
+		return persistence.NoticeCursor{}, false, s.wrap("claim cursor", err)
 	}
 	if _, err := s.db.ExecContext(ctx, "UPDATE notice_source_cursors SET locked_by = ?, lock_until_ms = ?"+
 		" WHERE source_name = ? AND (locked_by = ? OR locked_by IS NULL OR lock_until_ms <= ?)",
 		owner, nowMs+leaseMs, source, owner, nowMs); err != nil {
-		return notice.Cursor{}, false, s.wrap("claim cursor", err)
+		return persistence.NoticeCursor{}, false, s.wrap("claim cursor", err)
 	}
-	var c notice.Cursor
+	var c persistence.NoticeCursor
 	var holder sql.NullString
 	if err := s.db.QueryRowContext(ctx, "SELECT position_num, position_key, locked_by FROM notice_source_cursors WHERE source_name = ?",
 		source).Scan(&c.Num, &c.Key, &holder); err != nil {
-		return notice.Cursor{}, false, s.wrap("claim cursor", err)
+		return persistence.NoticeCursor{}, false, s.wrap("claim cursor", err)
 	}
 	return c, holder.String == owner, nil
 }
 
-// SaveCursor implements notice.Store.
-func (s *NoticeStore) SaveCursor(ctx context.Context, source, owner string, c notice.Cursor, nowMs int64) error {
+// SaveCursor implements persistence.NoticeStore.
+func (s *NoticeStore) SaveCursor(ctx context.Context, source, owner string, c persistence.NoticeCursor, nowMs int64) error {
 	if err := checkLen("cursor key", c.Key, maxEventID, false); err != nil {
 		return err
 	}

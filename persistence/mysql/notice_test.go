@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -31,7 +30,7 @@ func newTestNoticeStore(t testing.TB, cfg configs.MySQLConfig) *NoticeStore {
 }
 
 func TestNoticeStoreContract(t *testing.T) {
-	storetest.RunNoticeStore(t, func(t *testing.T) notice.Store {
+	storetest.RunNoticeStore(t, func(t *testing.T) persistence.NoticeStore {
 		cfg, _ := mysqltest.NewDatabase(t)
 		return newTestNoticeStore(t, cfg)
 	})
@@ -128,14 +127,14 @@ func TestNoticeClaimUsesDueIndex(t *testing.T) {
 	cfg, _ := mysqltest.NewDatabase(t)
 	s := newTestNoticeStore(t, cfg)
 	ctx := t.Context()
-	var rows []notice.Delivery
+	var rows []persistence.NoticeDelivery
 	for i := range 2000 {
-		src := notice.SourceWalletOutbox
+		src := persistence.SourceWalletOutbox
 		if i%4 == 0 {
-			src = notice.SourceRoomOutbox
+			src = persistence.SourceRoomOutbox
 		}
-		rows = append(rows, notice.Delivery{Key: notice.Key{SourceName: src, AppCode: "lalu", SourceEventID: fmt.Sprint("e", i), Channel: notice.ChannelIMC2C},
-			EventType: "WalletBalanceChanged", UserID: "u", Ext: "wallet_notice", Payload: json.RawMessage(`{}`), Ingress: notice.IngressPoll, SourceCreatedAtMs: int64(i)})
+		rows = append(rows, persistence.NoticeDelivery{NoticeKey: persistence.NoticeKey{SourceName: src, AppCode: "lalu", SourceEventID: fmt.Sprint("e", i), Channel: persistence.ChannelIMC2C},
+			EventType: "WalletBalanceChanged", UserID: "u", Ext: "wallet_notice", Payload: json.RawMessage(`{}`), Ingress: persistence.IngressPoll, SourceCreatedAtMs: int64(i)})
 	}
 	if _, err := s.Ingest(ctx, rows, 1); err != nil {
 		t.Fatal(err)
@@ -146,10 +145,10 @@ func TestNoticeClaimUsesDueIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, status := range []string{notice.StatusRetryable, notice.StatusDelivering} {
+	for _, status := range []string{persistence.NoticeRetryable, persistence.NoticeDelivering} {
 		plan := explain(t, s.db, "SELECT "+noticeColumns+" FROM notice_delivery_events WHERE status = ? AND source_name = ?"+
 			" AND next_retry_at_ms <= ? AND lock_until_ms <= ? ORDER BY next_retry_at_ms LIMIT 10 FOR UPDATE SKIP LOCKED",
-			status, notice.SourceWalletOutbox, 5000, 5000)
+			status, persistence.SourceWalletOutbox, 5000, 5000)
 		if plan["key"] != "idx_notice_due" || strings.Contains(plan["Extra"], "filesort") {
 			t.Fatalf("claim of %s rows: plan %v", status, plan)
 		}

@@ -3,7 +3,7 @@ package mysql
 import (
 	"context"
 
-	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // WalletOutboxReader is the notice workers' read-only view of
@@ -16,10 +16,10 @@ type WalletOutboxReader struct{ s *NoticeStore }
 func (s *NoticeStore) WalletOutbox() *WalletOutboxReader { return &WalletOutboxReader{s} }
 
 // ListOutboxAfter returns up to limit wallet_outbox rows with id > afterID
-// in id order (uk_wallet_outbox_id), with wallet.Store.ListOutboxAfter's
+// in id order (uk_wallet_outbox_id), with persistence.WalletStore.ListOutboxAfter's
 // caveat: an id becomes visible at its transaction's commit, so a smaller
 // id can appear after a larger one was read.
-func (r *WalletOutboxReader) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (r *WalletOutboxReader) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	s := r.s
 	if limit <= 0 {
 		return nil, nil
@@ -35,9 +35,9 @@ func (r *WalletOutboxReader) ListOutboxAfter(ctx context.Context, afterID int64,
 		return nil, s.wrap("read wallet outbox", err)
 	}
 	defer rows.Close()
-	var out []wallet.OutboxRecord
+	var out []persistence.WalletOutboxRecord
 	for rows.Next() {
-		var rec wallet.OutboxRecord
+		var rec persistence.WalletOutboxRecord
 		var payload []byte
 		if err := rows.Scan(&rec.ID, &rec.EventID, &rec.AppCode, &rec.UserID, &rec.EventType, &payload, &rec.Status,
 			&rec.CreatedAtMs, &rec.UpdatedAtMs); err != nil {

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -142,7 +143,7 @@ func ready(ctx context.Context) error {
 
 // wrap classifies a driver error of op. A closed pool is ErrUnavailable.
 func (s *Store) wrap(op string, err error) error {
-	if err != nil && err.Error() == "sql: database is closed" {
+	if errors.Is(err, errDBClosed) {
 		return fmt.Errorf("mysql: %s: %w", op, errClosed)
 	}
 	return wrapErr(op, s.dsn, err)

@@ -60,6 +60,16 @@ func TestRoomFenceContract(t *testing.T) {
 	}
 }
 
+func TestOutboxStoreContract(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("groupcommit=%v", on), func(t *testing.T) {
+			storetest.RunOutboxStore(t, func(t *testing.T) persistence.Store {
+				return newTestStore(t, groupCommit(on))
+			})
+		})
+	}
+}
+
 // testAppend is a command like the grain's: two events, a reply, and a
 // snapshot when withSnap.
 func testAppend(key persistence.RoomKey, seq int64, commandID string, withSnap bool) persistence.Append {

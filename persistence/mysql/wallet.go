@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -43,7 +42,7 @@ type WalletStore struct {
 	closeErr  error
 }
 
-var _ wallet.Store = (*WalletStore)(nil)
+var _ persistence.WalletStore = (*WalletStore)(nil)
 
 // OpenWalletStore connects to cfg's server, applies the wallet schema to
 // cfg.WalletDatabase when cfg.AutoMigrate is set, and returns the store.
@@ -83,7 +82,7 @@ func NewWalletStore(db *sql.DB, queryTimeout time.Duration, log *slog.Logger) *W
 }
 
 // Close closes the pool if OpenWalletStore opened it. Later calls fail
-// with ErrUnavailable (database/sql's "database is closed" has no class).
+// with ErrUnavailable.
 func (s *WalletStore) Close() error {
 	s.closed.Store(true)
 	s.closeOnce.Do(func() {
@@ -98,15 +97,15 @@ func (s *WalletStore) wrap(op string, err error) error { return wrapErr(op, s.ds
 
 var errWalletClosed = fmt.Errorf("mysql: wallet store closed: %w", persistence.ErrUnavailable)
 
-// Exec implements wallet.Store. A deadlock or lock-wait timeout rolls the
+// Exec implements persistence.WalletStore. A deadlock or lock-wait timeout rolls the
 // attempt back and runs it again (Decide included) up to walletMaxAttempts
 // times within ctx.
-func (s *WalletStore) Exec(ctx context.Context, tx wallet.Tx) (wallet.Receipt, error) {
+func (s *WalletStore) Exec(ctx context.Context, tx persistence.WalletTx) (persistence.WalletReceipt, error) {
 	if tx.AppCode == "" || tx.CommandID == "" || tx.Decide == nil {
-		return wallet.Receipt{}, errors.New("mysql: wallet tx needs app_code, command_id and Decide")
+		return persistence.WalletReceipt{}, errors.New("mysql: wallet tx needs app_code, command_id and Decide")
 	}
 	if s.closed.Load() {
-		return wallet.Receipt{}, errWalletClosed
+		return persistence.WalletReceipt{}, errWalletClosed
 	}
 	for attempt := 1; ; attempt++ {
 		rc, err := s.execOnce(ctx, tx)
@@ -118,48 +117,48 @@ func (s *WalletStore) Exec(ctx context.Context, tx wallet.Tx) (wallet.Receipt, e
 			// check and our insert (it locked other accounts, or none).
 			rec, ferr := s.Transaction(ctx, tx.AppCode, tx.CommandID)
 			if ferr != nil {
-				return wallet.Receipt{}, ferr
+				return persistence.WalletReceipt{}, ferr
 			}
-			return wallet.Receipt{Record: rec, Duplicate: true}, nil
+			return persistence.WalletReceipt{Record: rec, Duplicate: true}, nil
 		}
 		if !isDeadlock(err) || attempt >= walletMaxAttempts || ctx.Err() != nil {
-			return wallet.Receipt{}, err
+			return persistence.WalletReceipt{}, err
 		}
 		s.log.Debug("wallet transaction retried", "app_code", tx.AppCode, "command_id", tx.CommandID, "attempt", attempt, "err", err)
 		backoff := time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond)))
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return wallet.Receipt{}, s.wrap("wallet exec", ctx.Err())
+			return persistence.WalletReceipt{}, s.wrap("wallet exec", ctx.Err())
 		}
 	}
 }
 
 var errWalletDuplicate = errors.New("command_id committed concurrently")
 
-func (s *WalletStore) execOnce(ctx context.Context, tx wallet.Tx) (wallet.Receipt, error) {
+func (s *WalletStore) execOnce(ctx context.Context, tx persistence.WalletTx) (persistence.WalletReceipt, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return wallet.Receipt{}, s.wrap("wallet begin", err)
+		return persistence.WalletReceipt{}, s.wrap("wallet begin", err)
 	}
 	defer func() { _ = sqlTx.Rollback() }()
 
-	keys := wallet.SortedLocks(tx.Lock)
-	view := wallet.View{Accounts: make(map[wallet.AccountKey]wallet.Account, len(keys))}
+	keys := persistence.SortedAccountKeys(tx.Lock)
+	view := persistence.WalletView{Accounts: make(map[persistence.AccountKey]persistence.Account, len(keys))}
 	// The nowMs of a created account is only its created_at_ms: the row
 	// is rolled back unless the plan changes it, and then it is rewritten.
 	nowMs := time.Now().UnixMilli()
 	if len(keys) > 0 {
 		if err := s.lockAccounts(ctx, sqlTx, keys, nowMs, view.Accounts); err != nil {
-			return wallet.Receipt{}, err
+			return persistence.WalletReceipt{}, err
 		}
 	}
 	if tx.LockVip != "" {
 		v, err := s.lockVip(ctx, sqlTx, tx.AppCode, tx.LockVip, nowMs)
 		if err != nil {
-			return wallet.Receipt{}, err
+			return persistence.WalletReceipt{}, err
 		}
 		view.Vip = v
 	}
@@ -168,17 +167,17 @@ func (s *WalletStore) execOnce(ctx context.Context, tx wallet.Tx) (wallet.Receip
 	rec, err := findWalletTx(ctx, sqlTx, tx.AppCode, tx.CommandID)
 	switch {
 	case err == nil:
-		return wallet.Receipt{Record: rec, Duplicate: true}, nil
+		return persistence.WalletReceipt{Record: rec, Duplicate: true}, nil
 	case !errors.Is(err, persistence.ErrNotFound):
-		return wallet.Receipt{}, s.wrap("wallet read transaction", err)
+		return persistence.WalletReceipt{}, s.wrap("wallet read transaction", err)
 	}
 
 	plan, err := tx.Decide(view)
 	if err != nil {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
-	if err := wallet.CheckPlan(tx, view, plan); err != nil {
-		return wallet.Receipt{}, err
+	if err := persistence.CheckWalletPlan(tx, view, plan); err != nil {
+		return persistence.WalletReceipt{}, err
 	}
 	r := plan.Record
 	if _, err := sqlTx.ExecContext(ctx,
@@ -186,12 +185,12 @@ func (s *WalletStore) execOnce(ctx context.Context, tx wallet.Tx) (wallet.Receip
 		 VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		r.TransactionID, r.AppCode, r.CommandID, r.Kind, r.Fingerprint, string(r.Result), r.CreatedAtMs); err != nil {
 		if classify(err) == persistence.ErrConflict {
-			return wallet.Receipt{}, errWalletDuplicate
+			return persistence.WalletReceipt{}, errWalletDuplicate
 		}
-		return wallet.Receipt{}, s.wrap("wallet insert transaction", err)
+		return persistence.WalletReceipt{}, s.wrap("wallet insert transaction", err)
 	}
 	if err := s.writeAccounts(ctx, sqlTx, view, plan); err != nil {
-		return wallet.Receipt{}, err
+		return persistence.WalletReceipt{}, err
 	}
 	if plan.Vip != nil {
 		v := plan.Vip
@@ -199,7 +198,7 @@ func (s *WalletStore) execOnce(ctx context.Context, tx wallet.Tx) (wallet.Receip
 			`UPDATE wallet_vip SET level = ?, started_at_ms = ?, expires_at_ms = ?, updated_at_ms = ?
 			 WHERE app_code = ? AND user_id = ?`,
 			v.Level, v.StartedAtMs, v.ExpiresAtMs, plan.NowMs, v.AppCode, v.UserID); err != nil {
-			return wallet.Receipt{}, s.wrap("wallet write vip", err)
+			return persistence.WalletReceipt{}, s.wrap("wallet write vip", err)
 		}
 	}
 	if len(plan.Outbox) > 0 {
@@ -211,24 +210,24 @@ func (s *WalletStore) execOnce(ctx context.Context, tx wallet.Tx) (wallet.Receip
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-			args = append(args, o.EventID, o.AppCode, o.UserID, o.EventType, string(o.Payload), wallet.OutboxPending, plan.NowMs, plan.NowMs)
+			args = append(args, o.EventID, o.AppCode, o.UserID, o.EventType, string(o.Payload), persistence.OutboxPending, plan.NowMs, plan.NowMs)
 		}
 		if _, err := sqlTx.ExecContext(ctx, q.String(), args...); err != nil {
-			return wallet.Receipt{}, s.wrap("wallet insert outbox", err)
+			return persistence.WalletReceipt{}, s.wrap("wallet insert outbox", err)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
 		// The outcome is unknown: ErrUnavailable tells the caller to
 		// retry with the same command_id, which finds the commit if any.
-		return wallet.Receipt{}, s.wrap("wallet commit", err)
+		return persistence.WalletReceipt{}, s.wrap("wallet commit", err)
 	}
-	return wallet.Receipt{Record: r}, nil
+	return persistence.WalletReceipt{Record: r}, nil
 }
 
 // lockAccounts creates missing accounts at zero and takes the exclusive
 // lock of every key, in the order given (sorted by the caller): one
 // multi-row upsert locks row by row in VALUES order. Then it reads them.
-func (s *WalletStore) lockAccounts(ctx context.Context, tx *sql.Tx, keys []wallet.AccountKey, nowMs int64, into map[wallet.AccountKey]wallet.Account) error {
+func (s *WalletStore) lockAccounts(ctx context.Context, tx *sql.Tx, keys []persistence.AccountKey, nowMs int64, into map[persistence.AccountKey]persistence.Account) error {
 	ins := strings.Builder{}
 	ins.WriteString(`INSERT INTO wallet_accounts (app_code, user_id, asset_type, available, frozen, balance_version, created_at_ms, updated_at_ms) VALUES `)
 	sel := strings.Builder{}
@@ -258,7 +257,7 @@ func (s *WalletStore) lockAccounts(ctx context.Context, tx *sql.Tx, keys []walle
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var a wallet.Account
+		var a persistence.Account
 		if err := rows.Scan(&a.AppCode, &a.UserID, &a.AssetType, &a.Available, &a.Frozen, &a.BalanceVersion, &a.UpdatedAtMs); err != nil {
 			return s.wrap("wallet read accounts", err)
 		}
@@ -273,18 +272,18 @@ func (s *WalletStore) lockAccounts(ctx context.Context, tx *sql.Tx, keys []walle
 	return nil
 }
 
-func (s *WalletStore) lockVip(ctx context.Context, tx *sql.Tx, appCode, userID string, nowMs int64) (wallet.Vip, error) {
+func (s *WalletStore) lockVip(ctx context.Context, tx *sql.Tx, appCode, userID string, nowMs int64) (persistence.Vip, error) {
 	if _, err := tx.ExecContext(ctx,
 		`INSERT INTO wallet_vip (app_code, user_id, level, started_at_ms, expires_at_ms, created_at_ms, updated_at_ms)
 		 VALUES (?, ?, 0, 0, 0, ?, ?) ON DUPLICATE KEY UPDATE level = level`,
 		appCode, userID, nowMs, nowMs); err != nil {
-		return wallet.Vip{}, s.wrap("wallet lock vip", err)
+		return persistence.Vip{}, s.wrap("wallet lock vip", err)
 	}
 	v, err := scanVip(tx.QueryRowContext(ctx,
 		`SELECT app_code, user_id, level, started_at_ms, expires_at_ms, updated_at_ms
 		 FROM wallet_vip WHERE app_code = ? AND user_id = ? FOR UPDATE`, appCode, userID))
 	if err != nil {
-		return wallet.Vip{}, s.wrap("wallet read vip", err)
+		return persistence.Vip{}, s.wrap("wallet read vip", err)
 	}
 	if v.Level == 0 && v.ExpiresAtMs == 0 {
 		// The row the lock just created: to Decide it is "no VIP yet",
@@ -296,7 +295,7 @@ func (s *WalletStore) lockVip(ctx context.Context, tx *sql.Tx, appCode, userID s
 
 // writeAccounts stores the plan's new balances. The version in WHERE is
 // belt and braces: under the row lock it always matches.
-func (s *WalletStore) writeAccounts(ctx context.Context, tx *sql.Tx, view wallet.View, plan wallet.Plan) error {
+func (s *WalletStore) writeAccounts(ctx context.Context, tx *sql.Tx, view persistence.WalletView, plan persistence.WalletPlan) error {
 	for _, a := range plan.Accounts {
 		old := view.Accounts[a.Key()]
 		res, err := tx.ExecContext(ctx,
@@ -333,11 +332,11 @@ func (s *WalletStore) writeAccounts(ctx context.Context, tx *sql.Tx, view wallet
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanVip(r rowScanner) (wallet.Vip, error) {
-	var v wallet.Vip
+func scanVip(r rowScanner) (persistence.Vip, error) {
+	var v persistence.Vip
 	err := r.Scan(&v.AppCode, &v.UserID, &v.Level, &v.StartedAtMs, &v.ExpiresAtMs, &v.UpdatedAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return wallet.Vip{}, persistence.ErrNotFound
+		return persistence.Vip{}, persistence.ErrNotFound
 	}
 	return v, err
 }
@@ -346,15 +345,15 @@ type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func findWalletTx(ctx context.Context, q queryer, appCode, commandID string) (wallet.TxRecord, error) {
-	var r wallet.TxRecord
+func findWalletTx(ctx context.Context, q queryer, appCode, commandID string) (persistence.WalletTxRecord, error) {
+	var r persistence.WalletTxRecord
 	var result []byte
 	err := q.QueryRowContext(ctx,
 		`SELECT transaction_id, app_code, command_id, kind, fingerprint, result, created_at_ms
 		 FROM wallet_transactions WHERE app_code = ? AND command_id = ?`, appCode, commandID).
 		Scan(&r.TransactionID, &r.AppCode, &r.CommandID, &r.Kind, &r.Fingerprint, &result, &r.CreatedAtMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return wallet.TxRecord{}, persistence.ErrNotFound
+		return persistence.WalletTxRecord{}, persistence.ErrNotFound
 	}
 	r.Result = result
 	return r, err
@@ -364,22 +363,22 @@ func (s *WalletStore) queryCtx(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-// Transaction implements wallet.Store.
-func (s *WalletStore) Transaction(ctx context.Context, appCode, commandID string) (wallet.TxRecord, error) {
+// Transaction implements persistence.WalletStore.
+func (s *WalletStore) Transaction(ctx context.Context, appCode, commandID string) (persistence.WalletTxRecord, error) {
 	if s.closed.Load() {
-		return wallet.TxRecord{}, errWalletClosed
+		return persistence.WalletTxRecord{}, errWalletClosed
 	}
 	ctx, cancel := s.queryCtx(ctx)
 	defer cancel()
 	r, err := findWalletTx(ctx, s.db, appCode, commandID)
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return wallet.TxRecord{}, s.wrap("wallet read transaction", err)
+		return persistence.WalletTxRecord{}, s.wrap("wallet read transaction", err)
 	}
 	return r, err
 }
 
-// Accounts implements wallet.Store.
-func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]wallet.Account, error) {
+// Accounts implements persistence.WalletStore.
+func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]persistence.Account, error) {
 	if s.closed.Load() {
 		return nil, errWalletClosed
 	}
@@ -392,9 +391,9 @@ func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]w
 		return nil, s.wrap("wallet list accounts", err)
 	}
 	defer rows.Close()
-	var out []wallet.Account
+	var out []persistence.Account
 	for rows.Next() {
-		var a wallet.Account
+		var a persistence.Account
 		if err := rows.Scan(&a.AppCode, &a.UserID, &a.AssetType, &a.Available, &a.Frozen, &a.BalanceVersion, &a.UpdatedAtMs); err != nil {
 			return nil, s.wrap("wallet list accounts", err)
 		}
@@ -406,11 +405,11 @@ func (s *WalletStore) Accounts(ctx context.Context, appCode, userID string) ([]w
 	return out, nil
 }
 
-// Vip implements wallet.Store. A row a refused purchase's lock created is
+// Vip implements persistence.WalletStore. A row a refused purchase's lock created is
 // rolled back with it, so every row here was written by a purchase.
-func (s *WalletStore) Vip(ctx context.Context, appCode, userID string) (wallet.Vip, error) {
+func (s *WalletStore) Vip(ctx context.Context, appCode, userID string) (persistence.Vip, error) {
 	if s.closed.Load() {
-		return wallet.Vip{}, errWalletClosed
+		return persistence.Vip{}, errWalletClosed
 	}
 	ctx, cancel := s.queryCtx(ctx)
 	defer cancel()
@@ -418,13 +417,13 @@ func (s *WalletStore) Vip(ctx context.Context, appCode, userID string) (wallet.V
 		`SELECT app_code, user_id, level, started_at_ms, expires_at_ms, updated_at_ms
 		 FROM wallet_vip WHERE app_code = ? AND user_id = ?`, appCode, userID))
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return wallet.Vip{}, s.wrap("wallet read vip", err)
+		return persistence.Vip{}, s.wrap("wallet read vip", err)
 	}
 	return v, err
 }
 
-// Ledger implements wallet.Store.
-func (s *WalletStore) Ledger(ctx context.Context, k wallet.AccountKey) ([]wallet.LedgerEntry, error) {
+// Ledger implements persistence.WalletStore.
+func (s *WalletStore) Ledger(ctx context.Context, k persistence.AccountKey) ([]persistence.LedgerEntry, error) {
 	if s.closed.Load() {
 		return nil, errWalletClosed
 	}
@@ -439,9 +438,9 @@ func (s *WalletStore) Ledger(ctx context.Context, k wallet.AccountKey) ([]wallet
 		return nil, s.wrap("wallet list ledger", err)
 	}
 	defer rows.Close()
-	var out []wallet.LedgerEntry
+	var out []persistence.LedgerEntry
 	for rows.Next() {
-		var e wallet.LedgerEntry
+		var e persistence.LedgerEntry
 		if err := rows.Scan(&e.TransactionID, &e.CommandID, &e.AppCode, &e.UserID, &e.AssetType, &e.AvailableDelta,
 			&e.FrozenDelta, &e.AvailableAfter, &e.FrozenAfter, &e.BalanceVersion, &e.CreatedAtMs); err != nil {
 			return nil, s.wrap("wallet list ledger", err)
@@ -454,8 +453,8 @@ func (s *WalletStore) Ledger(ctx context.Context, k wallet.AccountKey) ([]wallet
 	return out, nil
 }
 
-// ListOutboxAfter implements wallet.Store (see its caveat on id order).
-func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+// ListOutboxAfter implements persistence.WalletStore (see its caveat on id order).
+func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	if s.closed.Load() {
 		return nil, errWalletClosed
 	}
@@ -471,9 +470,9 @@ func (s *WalletStore) ListOutboxAfter(ctx context.Context, afterID int64, limit 
 		return nil, s.wrap("wallet scan outbox", err)
 	}
 	defer rows.Close()
-	var out []wallet.OutboxRecord
+	var out []persistence.WalletOutboxRecord
 	for rows.Next() {
-		var r wallet.OutboxRecord
+		var r persistence.WalletOutboxRecord
 		var payload []byte
 		if err := rows.Scan(&r.ID, &r.EventID, &r.AppCode, &r.UserID, &r.EventType, &payload, &r.Status, &r.CreatedAtMs, &r.UpdatedAtMs); err != nil {
 			return nil, s.wrap("wallet scan outbox", err)

@@ -3,11 +3,11 @@ package mysql
 import (
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/wallet"
-	"github.com/hyapp/roomcell/persistence/storetest"
+	"github.com/hyapp/roomcell/actors/wallet/wallettest"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // go test ./persistence/mysql -run '^$' -bench WalletDebit -benchtime 2000x
 func BenchmarkWalletDebit(b *testing.B) {
-	storetest.BenchWalletDebits(b, func(b *testing.B) wallet.Store { return newTestWalletStore(b) })
+	wallettest.BenchDebits(b, func(b *testing.B) persistence.WalletStore { return newTestWalletStore(b) })
 }

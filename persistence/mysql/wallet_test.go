@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/actors/wallet/wallettest"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
-	"github.com/hyapp/roomcell/persistence/storetest"
 )
 
 func newTestWalletStore(t testing.TB) *WalletStore {
@@ -29,7 +29,7 @@ func newTestWalletStore(t testing.TB) *WalletStore {
 }
 
 func TestWalletStoreContract(t *testing.T) {
-	storetest.RunWalletStore(t, func(t *testing.T) wallet.Store { return newTestWalletStore(t) })
+	wallettest.RunStore(t, func(t *testing.T) persistence.WalletStore { return newTestWalletStore(t) })
 }
 
 // The CHECK constraint refuses an overdraft even from a writer that skips

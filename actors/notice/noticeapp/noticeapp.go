@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // Deps is what the notice role needs, opened by the process.
@@ -22,7 +23,7 @@ type Deps struct {
 	Config configs.NoticeConfig
 	// Store is the delivery table: memdb.NewNoticeStore() or
 	// mysql.OpenNoticeStore.
-	Store notice.Store
+	Store persistence.NoticeStore
 	// WalletSource reads wallet_outbox: the in-process wallet's store
 	// (memdb.WalletStore, mysql.WalletStore) or
 	// mysql.NoticeStore.WalletOutbox(). Required when the wallet worker
@@ -93,7 +94,7 @@ func Start(sup *supervise.Supervisor, d Deps) (*Service, error) {
 		if err != nil {
 			return fail(fmt.Errorf("notice: start %s: %w", walletnotice.WorkerName, err))
 		}
-		s.workers[notice.SourceWalletOutbox] = r
+		s.workers[persistence.SourceWalletOutbox] = r
 	}
 	mqOn := cfg.MQ.RoomOutboxOn()
 	if cfg.RoomNoticeWorker.Enabled || mqOn {
@@ -115,13 +116,13 @@ func Start(sup *supervise.Supervisor, d Deps) (*Service, error) {
 		if err != nil {
 			return fail(fmt.Errorf("notice: start %s: %w", roomnotice.WorkerName, err))
 		}
-		s.workers[notice.SourceRoomOutbox] = r
+		s.workers[persistence.SourceRoomOutbox] = r
 	}
 	if mqOn {
 		if d.MQ == nil {
 			return fail(errors.New("notice: mq.room_outbox is enabled but there is no MQ subscriber"))
 		}
-		roomWorker := s.workers[notice.SourceRoomOutbox]
+		roomWorker := s.workers[persistence.SourceRoomOutbox]
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		c, err := d.MQ.Subscribe(ctx, mq.Subscription{
 			Topic: cfg.MQ.RoomOutbox.Topic, Group: cfg.MQ.RoomOutbox.ConsumerGroup,
@@ -147,7 +148,7 @@ func Start(sup *supervise.Supervisor, d Deps) (*Service, error) {
 // kick's notice (ingress mq) and ask the room worker to deliver it now. A
 // message that cannot be decoded is dropped; a store error has it
 // redelivered.
-func RoomOutboxHandler(store notice.Store, kick func(), m *notice.Metrics) mq.Handler {
+func RoomOutboxHandler(store persistence.NoticeStore, kick func(), m *notice.Metrics) mq.Handler {
 	return func(ctx context.Context, msg mq.Message) error {
 		n, err := roomnotice.IngestEnvelope(ctx, store, msg.Data, time.Now().UnixMilli())
 		if errors.Is(err, notice.ErrCorruptSource) {
@@ -158,7 +159,7 @@ func RoomOutboxHandler(store notice.Store, kick func(), m *notice.Metrics) mq.Ha
 		}
 		if n > 0 {
 			if m != nil {
-				m.Ingested.WithLabelValues(notice.SourceRoomOutbox, notice.IngressMQ).Add(float64(n))
+				m.Ingested.WithLabelValues(persistence.SourceRoomOutbox, persistence.IngressMQ).Add(float64(n))
 			}
 			if kick != nil {
 				kick()

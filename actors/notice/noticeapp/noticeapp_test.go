@@ -14,7 +14,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
@@ -53,7 +52,7 @@ func TestStartNothingAndMissingSources(t *testing.T) {
 	store := memdb.NewNoticeStore()
 	defer store.Close()
 	svc, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet})
-	if err != nil || svc.Running() || svc.Kick(notice.SourceWalletOutbox) {
+	if err != nil || svc.Running() || svc.Kick(persistence.SourceWalletOutbox) {
 		t.Fatalf("default config: running=%v err=%v", svc.Running(), err)
 	}
 	if err := svc.Stop(time.Second); err != nil {
@@ -73,12 +72,12 @@ func TestStartNothingAndMissingSources(t *testing.T) {
 
 // offers counts, per fact, which entries offered it to the delivery table.
 type offers struct {
-	notice.Store
+	persistence.NoticeStore
 	mu sync.Mutex
 	by map[string]map[string]bool // event id → ingress → offered
 }
 
-func (o *offers) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64) (int, error) {
+func (o *offers) Ingest(ctx context.Context, rows []persistence.NoticeDelivery, nowMs int64) (int, error) {
 	o.mu.Lock()
 	for _, d := range rows {
 		if o.by[d.SourceEventID] == nil {
@@ -87,7 +86,7 @@ func (o *offers) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64
 		o.by[d.SourceEventID][d.Ingress] = true
 	}
 	o.mu.Unlock()
-	return o.Store.Ingest(ctx, rows, nowMs)
+	return o.NoticeStore.Ingest(ctx, rows, nowMs)
 }
 
 func (o *offers) both() int {
@@ -95,7 +94,7 @@ func (o *offers) both() int {
 	defer o.mu.Unlock()
 	n := 0
 	for _, in := range o.by {
-		if in[notice.IngressPoll] && in[notice.IngressMQ] {
+		if in[persistence.IngressPoll] && in[persistence.IngressMQ] {
 			n++
 		}
 	}
@@ -149,7 +148,7 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Stop(10 * time.Second) })
 
-	store := &offers{Store: ns, by: map[string]map[string]bool{}}
+	store := &offers{NoticeStore: ns, by: map[string]map[string]bool{}}
 	var ncfg configs.NoticeConfig
 	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
 	ncfg.MQ = mqCfg
@@ -225,7 +224,7 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 	rows.Close()
 	sends, dups := fake.CallCount(tencentim.APISendMsg), fake.Duplicates()
 	t.Logf("%d kicks offered by both entries; rows written first by poll %d, by mq %d; C2C sendmsg calls %d, duplicates %d",
-		store.both(), byIngress[notice.IngressPoll], byIngress[notice.IngressMQ], sends, dups)
+		store.both(), byIngress[persistence.IngressPoll], byIngress[persistence.IngressMQ], sends, dups)
 	if sends != kicks || dups != 0 {
 		t.Fatalf("%d C2C sends and %d duplicates for %d kicks: want exactly one send each", sends, dups, kicks)
 	}

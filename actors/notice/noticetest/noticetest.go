@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // Quiet is a logger that drops everything.
@@ -46,17 +47,17 @@ func FakeIM(t testing.TB) (*imfake.Server, *roomim.Publisher) {
 // BalanceEvent is a WalletBalanceChanged as the wallet writes it: the
 // outbox row and its seed-003 payload. Event n of user u has
 // balance_version n/users+1.
-func BalanceEvent(n, users int, nowMs int64) wallet.OutboxEvent {
+func BalanceEvent(n, users int, nowMs int64) persistence.WalletOutboxEvent {
 	user := fmt.Sprintf("u%04d", n%users)
 	tx := fmt.Sprintf("wtx_%07d", n)
 	p := wallet.BalanceChanged{
-		EventType: wallet.EventBalanceChanged, EventID: wallet.BalanceEventID(tx, user, wallet.AssetCoin), AppCode: "lalu",
+		EventType: persistence.EventBalanceChanged, EventID: persistence.BalanceEventID(tx, user, wallet.AssetCoin), AppCode: "lalu",
 		TransactionID: tx, CommandID: "gift_cmd_" + tx, UserID: user, AssetType: wallet.AssetCoin,
 		AvailableDelta: -100, AvailableAfter: 1_000_000 - int64(n/users+1)*100, BalanceVersion: int64(n/users + 1),
 		CreatedAtMs: nowMs, SourceCreatedAtMs: nowMs, Metadata: map[string]string{"gift_id": "rose"},
 	}
 	b, _ := json.Marshal(p)
-	return wallet.OutboxEvent{EventID: p.EventID, AppCode: p.AppCode, UserID: user, EventType: p.EventType, Payload: b}
+	return persistence.WalletOutboxEvent{EventID: p.EventID, AppCode: p.AppCode, UserID: user, EventType: p.EventType, Payload: b}
 }
 
 // InsertWalletBacklog writes events WalletBalanceChanged rows (numbered

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
@@ -25,6 +24,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/grpcapi"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -143,8 +143,8 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 	if n := len(fake.C2CMessages("bob")); n != 1 {
 		t.Fatalf("bob got %d private messages", n)
 	}
-	row, err := noticeStore.Get(ctx, notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: "lalu", SourceEventID: private[0], Channel: notice.ChannelIMC2C})
-	if err != nil || row.Status != notice.StatusDelivered || row.Ingress != notice.IngressPoll {
+	row, err := noticeStore.Get(ctx, persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: "lalu", SourceEventID: private[0], Channel: persistence.ChannelIMC2C})
+	if err != nil || row.Status != persistence.NoticeDelivered || row.Ingress != persistence.IngressPoll {
 		t.Fatalf("delivery row %+v %v", row, err)
 	}
 }

@@ -49,22 +49,20 @@ type KickNotice struct {
 // Source is the read-only room_outbox scan of one event type by
 // (created_at_ms, event_id): memdb.Store.RoomOutboxAfter or
 // mysql.NoticeStore.RoomOutbox().
-type Source interface {
-	RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]persistence.OutboxRow, error)
-}
+type Source = persistence.RoomOutboxReader
 
 // FromEnvelope maps a room event to its private notice: RoomUserKicked →
 // C2C room_notice to target_user_id only (the room group's message and the
 // IM member removal stay with the room relay). ok is false for other
 // types. A kick whose payload does not decode comes back failed (a dead
 // letter with LastError), to the envelope's own key.
-func FromEnvelope(env persistence.Envelope) (d notice.Delivery, ok bool) {
+func FromEnvelope(env persistence.Envelope) (d persistence.NoticeDelivery, ok bool) {
 	if env.EventType != room.TypeRoomUserKicked {
-		return notice.Delivery{}, false
+		return persistence.NoticeDelivery{}, false
 	}
-	d = notice.Delivery{
-		Key: notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: env.AppCode, SourceEventID: env.EventID,
-			Channel: notice.ChannelIMC2C},
+	d = persistence.NoticeDelivery{
+		NoticeKey: persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: env.AppCode, SourceEventID: env.EventID,
+			Channel: persistence.ChannelIMC2C},
 		EventType:         env.EventType,
 		Ext:               ExtRoomNotice,
 		SourceCreatedAtMs: env.CreatedAtMs,
@@ -84,7 +82,7 @@ func FromEnvelope(env persistence.Envelope) (d notice.Delivery, ok bool) {
 		}
 	}
 	if err != nil {
-		d.Status = notice.StatusFailed
+		d.Status = persistence.NoticeFailed
 		d.LastError = fmt.Sprintf("%v: %v", notice.ErrCorruptSource, err)
 		d.Payload = json.RawMessage(`{}`)
 		if json.Valid(env.Payload) {
@@ -101,7 +99,7 @@ func FromEnvelope(env persistence.Envelope) (d notice.Delivery, ok bool) {
 // wrote it: the primary key is the idempotency boundary). An envelope
 // without an identity wraps notice.ErrCorruptSource: redelivering it
 // cannot help.
-func IngestEnvelope(ctx context.Context, store notice.Store, data []byte, nowMs int64) (int, error) {
+func IngestEnvelope(ctx context.Context, store persistence.NoticeStore, data []byte, nowMs int64) (int, error) {
 	var env persistence.Envelope
 	if err := json.Unmarshal(data, &env); err != nil {
 		return 0, fmt.Errorf("%w: envelope: %v", notice.ErrCorruptSource, err)
@@ -113,8 +111,8 @@ func IngestEnvelope(ctx context.Context, store notice.Store, data []byte, nowMs 
 	if env.EventID == "" || env.AppCode == "" {
 		return 0, fmt.Errorf("%w: envelope without event_id or app_code", notice.ErrCorruptSource)
 	}
-	d.Ingress = notice.IngressMQ
-	return store.Ingest(ctx, []notice.Delivery{d}, nowMs)
+	d.Ingress = persistence.IngressMQ
+	return store.Ingest(ctx, []persistence.NoticeDelivery{d}, nowMs)
 }
 
 // Scanner reads RoomUserKicked rows of room_outbox by (created_at_ms,
@@ -129,7 +127,7 @@ type Scanner struct {
 	src    Source
 	settle time.Duration
 
-	high       notice.Cursor
+	high       persistence.NoticeCursor
 	lastScanMs int64            // when the last complete scan ran; 0 after Reset
 	seen       map[string]int64 // event ids handed out within the window → created_at_ms
 }
@@ -153,7 +151,7 @@ func NewScanner(src Source, opts ...Option) *Scanner {
 // Module is the room notice module. src nil: this process does not scan
 // room_outbox (the MQ consumer ingests) and the worker only delivers.
 func Module(src Source, opts ...Option) notice.Module {
-	m := notice.Module{Name: WorkerName, Source: notice.SourceRoomOutbox}
+	m := notice.Module{Name: WorkerName, Source: persistence.SourceRoomOutbox}
 	if src != nil {
 		m.Scanner = NewScanner(src, opts...)
 	}
@@ -161,7 +159,7 @@ func Module(src Source, opts ...Option) notice.Module {
 }
 
 // Reset implements notice.Scanner.
-func (s *Scanner) Reset(from notice.Cursor) {
+func (s *Scanner) Reset(from persistence.NoticeCursor) {
 	s.high = from
 	s.lastScanMs = 0
 	clear(s.seen)
@@ -176,7 +174,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 	}
 	res.More = len(rows) >= limit
 	for _, r := range rows {
-		pos := notice.Cursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
+		pos := persistence.NoticeCursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
 		if s.high.Less(pos) {
 			s.high = pos
 		}
@@ -186,7 +184,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 	if s.lastScanMs > 0 {
 		// Kicks that became visible since the last scan were created at
 		// most settle before they committed.
-		pos := notice.Cursor{Num: s.lastScanMs - s.settle.Milliseconds() - 1, Key: "\xff"}
+		pos := persistence.NoticeCursor{Num: s.lastScanMs - s.settle.Milliseconds() - 1, Key: "\xff"}
 		complete = false
 		for page := 0; page < maxWindowPages && pos.Less(s.high); page++ {
 			late, err := s.src.RoomOutboxAfter(ctx, room.TypeRoomUserKicked, pos.Num, pos.Key, limit)
@@ -195,7 +193,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 			}
 			done := len(late) < limit
 			for _, r := range late {
-				p := notice.Cursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
+				p := persistence.NoticeCursor{Num: r.CreatedAtMs, Key: r.Envelope.EventID}
 				if s.high.Less(p) {
 					done = true // the window is read up to high; newer rows are the next scan's
 					break
@@ -222,13 +220,13 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 		}
 	}
 	res.Safe = s.high
-	if bound := (notice.Cursor{Num: s.lastScanMs - s.settle.Milliseconds()}); bound.Less(res.Safe) {
+	if bound := (persistence.NoticeCursor{Num: s.lastScanMs - s.settle.Milliseconds()}); bound.Less(res.Safe) {
 		res.Safe = bound
 	}
 	return res, nil
 }
 
-func (s *Scanner) add(out []notice.Delivery, r persistence.OutboxRow) []notice.Delivery {
+func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.OutboxRow) []persistence.NoticeDelivery {
 	if _, dup := s.seen[r.Envelope.EventID]; dup {
 		return out
 	}

@@ -29,7 +29,7 @@ func TestFromEnvelopeKick(t *testing.T) {
 	if !ok {
 		t.Fatal("a kick is a notice")
 	}
-	if d.Key != (notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:5:0", Channel: notice.ChannelIMC2C}) ||
+	if d.NoticeKey != (persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "lalu:r1:5:0", Channel: persistence.ChannelIMC2C}) ||
 		d.UserID != "bob" || d.Ext != ExtRoomNotice || d.Status != "" || d.SourceCreatedAtMs != 1710000000000 {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -62,11 +62,11 @@ func TestFromEnvelopeOthers(t *testing.T) {
 	}
 	bad := kick("e", 1, "")
 	d, ok := FromEnvelope(bad)
-	if !ok || d.Status != notice.StatusFailed || d.LastError == "" {
+	if !ok || d.Status != persistence.NoticeFailed || d.LastError == "" {
 		t.Fatalf("kick without target: %+v", d)
 	}
 	bad.Payload = json.RawMessage(`{"target_user_id":5}`)
-	if d, _ := FromEnvelope(bad); d.Status != notice.StatusFailed || !json.Valid(d.Payload) {
+	if d, _ := FromEnvelope(bad); d.Status != persistence.NoticeFailed || !json.Valid(d.Payload) {
 		t.Fatalf("undecodable kick: %+v", d)
 	}
 }
@@ -82,8 +82,8 @@ func TestIngestEnvelope(t *testing.T) {
 			t.Fatalf("delivery %d: %d new rows, %v; want %d", i+1, n, err, want)
 		}
 	}
-	d, err := store.Get(ctx, notice.Key{SourceName: notice.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "k1", Channel: notice.ChannelIMC2C})
-	if err != nil || d.Ingress != notice.IngressMQ || d.UserID != "bob" || d.Status != notice.StatusDelivering {
+	d, err := store.Get(ctx, persistence.NoticeKey{SourceName: persistence.SourceRoomOutbox, AppCode: "lalu", SourceEventID: "k1", Channel: persistence.ChannelIMC2C})
+	if err != nil || d.Ingress != persistence.IngressMQ || d.UserID != "bob" || d.Status != persistence.NoticeDelivering {
 		t.Fatalf("row %+v %v", d, err)
 	}
 	joined, _ := json.Marshal(persistence.Envelope{EventID: "j", EventType: room.TypeRoomUserJoined, AppCode: "lalu", RoomID: "r1"})
@@ -153,13 +153,13 @@ func scan(t *testing.T, s *Scanner, nowMs int64, limit int) ([]string, notice.Sc
 func TestScannerPicksUpLateKicks(t *testing.T) {
 	src := &fakeRooms{}
 	s := NewScanner(src, WithSettle(10*time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(kick("k100", 100_000, "a"), kick("k300", 300_000, "b"))
 	ids, res := scan(t, s, 300_500, 10)
 	if !slices.Equal(ids, []string{"k100", "k300"}) || res.More {
 		t.Fatalf("first scan %v", ids)
 	}
-	if want := (notice.Cursor{Num: 300_500 - 10_000}); res.Safe != want {
+	if want := (persistence.NoticeCursor{Num: 300_500 - 10_000}); res.Safe != want {
 		t.Fatalf("safe %+v, want %+v (settle behind now)", res.Safe, want)
 	}
 	// k295 was stamped before k300 but commits only now.
@@ -174,7 +174,7 @@ func TestScannerPicksUpLateKicks(t *testing.T) {
 	}
 	// Long after: the cursor catches up with the position.
 	_, res = scan(t, s, 500_000, 10)
-	if res.Safe != (notice.Cursor{Num: 400_000, Key: "k400"}) {
+	if res.Safe != (persistence.NoticeCursor{Num: 400_000, Key: "k400"}) {
 		t.Fatalf("safe %+v", res.Safe)
 	}
 }
@@ -184,7 +184,7 @@ func TestScannerPicksUpLateKicks(t *testing.T) {
 func TestScannerPagesAndRestart(t *testing.T) {
 	src := &fakeRooms{}
 	s := NewScanner(src, WithSettle(time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	for i := range 5 {
 		src.commit(kick(fmt.Sprint("k", i), int64(1000+i), "u"))
 	}
@@ -197,10 +197,10 @@ func TestScannerPagesAndRestart(t *testing.T) {
 		t.Fatalf("page 2 %v", ids)
 	}
 	ids, res = scan(t, s, 10_000, 2)
-	if !slices.Equal(ids, []string{"k4"}) || res.More || res.Safe != (notice.Cursor{Num: 1004, Key: "k4"}) {
+	if !slices.Equal(ids, []string{"k4"}) || res.More || res.Safe != (persistence.NoticeCursor{Num: 1004, Key: "k4"}) {
 		t.Fatalf("page 3 %v %+v", ids, res)
 	}
-	s.Reset(notice.Cursor{Num: 1002, Key: "k2"})
+	s.Reset(persistence.NoticeCursor{Num: 1002, Key: "k2"})
 	ids, _ = scan(t, s, 10_000, 10)
 	if !slices.Equal(ids, []string{"k3", "k4"}) {
 		t.Fatalf("after restart %v", ids)

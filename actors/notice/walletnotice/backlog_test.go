@@ -14,7 +14,6 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/supervise"
-	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -40,7 +39,7 @@ var errDead = fmt.Errorf("process killed: %w", persistence.ErrUnavailable)
 
 // deadStore fails every call once the instance is dead.
 type deadStore struct {
-	notice.Store
+	persistence.NoticeStore
 	in *instance
 }
 
@@ -51,60 +50,60 @@ func (d deadStore) check() error {
 	return nil
 }
 
-func (d deadStore) Ingest(ctx context.Context, rows []notice.Delivery, nowMs int64) (int, error) {
+func (d deadStore) Ingest(ctx context.Context, rows []persistence.NoticeDelivery, nowMs int64) (int, error) {
 	if err := d.check(); err != nil {
 		return 0, err
 	}
-	return d.Store.Ingest(ctx, rows, nowMs)
+	return d.NoticeStore.Ingest(ctx, rows, nowMs)
 }
 
-func (d deadStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]notice.Delivery, error) {
+func (d deadStore) Claim(ctx context.Context, source, owner string, nowMs, leaseMs int64, limit int) ([]persistence.NoticeDelivery, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	return d.Store.Claim(ctx, source, owner, nowMs, leaseMs, limit)
+	return d.NoticeStore.Claim(ctx, source, owner, nowMs, leaseMs, limit)
 }
 
-func (d deadStore) MarkDelivered(ctx context.Context, keys []notice.Key, nowMs int64) error {
+func (d deadStore) MarkDelivered(ctx context.Context, keys []persistence.NoticeKey, nowMs int64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.Store.MarkDelivered(ctx, keys, nowMs)
+	return d.NoticeStore.MarkDelivered(ctx, keys, nowMs)
 }
 
-func (d deadStore) MarkRetryable(ctx context.Context, k notice.Key, owner string, n int, e string, next, now int64) error {
+func (d deadStore) MarkRetryable(ctx context.Context, k persistence.NoticeKey, owner string, n int, e string, next, now int64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.Store.MarkRetryable(ctx, k, owner, n, e, next, now)
+	return d.NoticeStore.MarkRetryable(ctx, k, owner, n, e, next, now)
 }
 
-func (d deadStore) MarkFailed(ctx context.Context, k notice.Key, owner string, n int, e string, now int64) error {
+func (d deadStore) MarkFailed(ctx context.Context, k persistence.NoticeKey, owner string, n int, e string, now int64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.Store.MarkFailed(ctx, k, owner, n, e, now)
+	return d.NoticeStore.MarkFailed(ctx, k, owner, n, e, now)
 }
 
-func (d deadStore) Release(ctx context.Context, keys []notice.Key, owner string, nowMs int64) error {
+func (d deadStore) Release(ctx context.Context, keys []persistence.NoticeKey, owner string, nowMs int64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.Store.Release(ctx, keys, owner, nowMs)
+	return d.NoticeStore.Release(ctx, keys, owner, nowMs)
 }
 
-func (d deadStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (notice.Cursor, bool, error) {
+func (d deadStore) ClaimCursor(ctx context.Context, source, owner string, nowMs, leaseMs int64) (persistence.NoticeCursor, bool, error) {
 	if err := d.check(); err != nil {
-		return notice.Cursor{}, false, err
+		return persistence.NoticeCursor{}, false, err
 	}
-	return d.Store.ClaimCursor(ctx, source, owner, nowMs, leaseMs)
+	return d.NoticeStore.ClaimCursor(ctx, source, owner, nowMs, leaseMs)
 }
 
-func (d deadStore) SaveCursor(ctx context.Context, source, owner string, c notice.Cursor, nowMs int64) error {
+func (d deadStore) SaveCursor(ctx context.Context, source, owner string, c persistence.NoticeCursor, nowMs int64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	return d.Store.SaveCursor(ctx, source, owner, c, nowMs)
+	return d.NoticeStore.SaveCursor(ctx, source, owner, c, nowMs)
 }
 
 // countingPublisher counts an instance's sends and kills it at the
@@ -200,12 +199,12 @@ func (in *instance) stop() {
 
 type deadSource struct {
 	src interface {
-		ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error)
+		ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error)
 	}
 	in *instance
 }
 
-func (d deadSource) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (d deadSource) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	if d.in.dead.Load() {
 		return nil, errDead
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
@@ -89,7 +90,7 @@ func TestMySQLRepositoryProcessesRealWalletOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventID := wallet.BalanceEventID(credit.TransactionID, user, wallet.AssetCoin)
+	eventID := persistence.BalanceEventID(credit.TransactionID, user, wallet.AssetCoin)
 	var rowID int64
 	if err := ns.DB().QueryRowContext(ctx, "SELECT id FROM `"+cfg.WalletDatabase+"`.wallet_outbox WHERE event_id = ?", eventID).Scan(&rowID); err != nil {
 		t.Fatalf("wallet_outbox row of %s: %v", eventID, err)
@@ -140,11 +141,11 @@ func TestMySQLRepositoryProcessesRealWalletOutbox(t *testing.T) {
 	if len(pub.sent) != 1 || pub.sent[0].user != user || pub.sent[0].ext != walletnotice.ExtWalletNotice || pub.sent[0].eventID != eventID {
 		t.Fatalf("fake publisher got %+v", pub.sent)
 	}
-	row, err := ns.Get(ctx, notice.Key{SourceName: source, AppCode: "lalu", SourceEventID: eventID, Channel: notice.ChannelIMC2C})
+	row, err := ns.Get(ctx, persistence.NoticeKey{SourceName: source, AppCode: "lalu", SourceEventID: eventID, Channel: persistence.ChannelIMC2C})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if row.Status != notice.StatusDelivered || row.DeliveredAtMs == 0 || row.UserID != user || row.Ext != walletnotice.ExtWalletNotice {
+	if row.Status != persistence.NoticeDelivered || row.DeliveredAtMs == 0 || row.UserID != user || row.Ext != walletnotice.ExtWalletNotice {
 		t.Fatalf("notice_delivery_events row %+v", row)
 	}
 	var p wallet.BalanceChanged
@@ -157,7 +158,7 @@ func TestMySQLRepositoryProcessesRealWalletOutbox(t *testing.T) {
 	}
 	// The owner row is untouched: notice never writes wallet_outbox.
 	var status string
-	if err := ns.DB().QueryRowContext(ctx, "SELECT status FROM `"+cfg.WalletDatabase+"`.wallet_outbox WHERE event_id = ?", eventID).Scan(&status); err != nil || status != wallet.OutboxPending {
+	if err := ns.DB().QueryRowContext(ctx, "SELECT status FROM `"+cfg.WalletDatabase+"`.wallet_outbox WHERE event_id = ?", eventID).Scan(&status); err != nil || status != persistence.OutboxPending {
 		t.Fatalf("wallet_outbox status %q %v, want pending (untouched)", status, err)
 	}
 }
@@ -170,9 +171,9 @@ type onlyEvent struct {
 	eventID string
 }
 
-func (o onlyEvent) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (o onlyEvent) ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	rows, err := o.src.ListOutboxAfter(ctx, max(afterID, o.fromID), limit)
-	var out []wallet.OutboxRecord
+	var out []persistence.WalletOutboxRecord
 	for _, r := range rows {
 		if r.EventID == o.eventID {
 			out = append(out, r)

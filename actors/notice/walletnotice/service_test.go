@@ -19,6 +19,7 @@ import (
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -137,13 +138,13 @@ func TestWalletChangesReachUsersAsNotices(t *testing.T) {
 		}
 		return &m
 	}
-	if got := value(metrics.Delivered.WithLabelValues(notice.SourceWalletOutbox)).GetCounter().GetValue(); got != 4 {
+	if got := value(metrics.Delivered.WithLabelValues(persistence.SourceWalletOutbox)).GetCounter().GetValue(); got != 4 {
 		t.Fatalf("notice_delivered_total = %v, want 4", got)
 	}
-	if got := value(metrics.Ingested.WithLabelValues(notice.SourceWalletOutbox, notice.IngressPoll)).GetCounter().GetValue(); got != 4 {
+	if got := value(metrics.Ingested.WithLabelValues(persistence.SourceWalletOutbox, persistence.IngressPoll)).GetCounter().GetValue(); got != 4 {
 		t.Fatalf("notice_ingested_total = %v, want 4", got)
 	}
-	lag := value(metrics.DeliveryLag.WithLabelValues(notice.SourceWalletOutbox).(prometheus.Metric)).GetHistogram()
+	lag := value(metrics.DeliveryLag.WithLabelValues(persistence.SourceWalletOutbox).(prometheus.Metric)).GetHistogram()
 	if lag.GetSampleCount() != 4 {
 		t.Fatalf("delivery latency histogram has %d samples, want 4", lag.GetSampleCount())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // WorkerName is the worker's actor name, log `worker` field and metrics
@@ -38,12 +39,10 @@ const (
 	maxMissing = 10_000
 )
 
-// Source is the read-only wallet_outbox scan: wallet.Store (memdb or the
+// Source is the read-only wallet_outbox scan: persistence.WalletStore (memdb or the
 // wallet's own MySQL store) or mysql.NoticeStore.WalletOutbox() (the wallet
 // database read by qualified name on the notice pool).
-type Source interface {
-	ListOutboxAfter(ctx context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error)
-}
+type Source = persistence.WalletOutboxReader
 
 // FromOutbox maps one wallet_outbox row to its notice: WalletBalanceChanged
 // → Ext wallet_notice, VipActivated → Ext vip_notice, each to the row's
@@ -53,10 +52,10 @@ type Source interface {
 // payload does not decode or disagrees with its columns comes back as a
 // failed row (Status failed, LastError set): a dead letter operators can
 // see, never retried.
-func FromOutbox(rec wallet.OutboxRecord) (d notice.Delivery, ok bool) {
-	d = notice.Delivery{
-		Key: notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: rec.AppCode, SourceEventID: rec.EventID,
-			Channel: notice.ChannelIMC2C},
+func FromOutbox(rec persistence.WalletOutboxRecord) (d persistence.NoticeDelivery, ok bool) {
+	d = persistence.NoticeDelivery{
+		NoticeKey: persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: rec.AppCode, SourceEventID: rec.EventID,
+			Channel: persistence.ChannelIMC2C},
 		EventType:         rec.EventType,
 		UserID:            rec.UserID,
 		SourceCreatedAtMs: rec.CreatedAtMs,
@@ -64,20 +63,20 @@ func FromOutbox(rec wallet.OutboxRecord) (d notice.Delivery, ok bool) {
 	var payload any
 	var err error
 	switch rec.EventType {
-	case wallet.EventBalanceChanged:
+	case persistence.EventBalanceChanged:
 		d.Ext = ExtWalletNotice
 		payload, err = balancePayload(rec)
-	case wallet.EventVipActivated:
+	case persistence.EventVipActivated:
 		d.Ext = ExtVipNotice
 		payload, err = vipPayload(rec)
 	default:
-		return notice.Delivery{}, false
+		return persistence.NoticeDelivery{}, false
 	}
 	if err == nil {
 		d.Payload, err = json.Marshal(payload)
 	}
 	if err != nil {
-		d.Status = notice.StatusFailed
+		d.Status = persistence.NoticeFailed
 		d.LastError = fmt.Sprintf("%v: %v", notice.ErrCorruptSource, err)
 		d.Payload = rawOrQuoted(rec.Payload)
 	}
@@ -94,7 +93,7 @@ func rawOrQuoted(b []byte) json.RawMessage {
 	return q
 }
 
-func check(rec wallet.OutboxRecord, eventType, eventID, appCode, userID string) error {
+func check(rec persistence.WalletOutboxRecord, eventType, eventID, appCode, userID string) error {
 	switch {
 	case eventType != rec.EventType:
 		return fmt.Errorf("payload event_type %q, row %q", eventType, rec.EventType)
@@ -108,7 +107,7 @@ func check(rec wallet.OutboxRecord, eventType, eventID, appCode, userID string) 
 	return nil
 }
 
-func balancePayload(rec wallet.OutboxRecord) (wallet.BalanceChanged, error) {
+func balancePayload(rec persistence.WalletOutboxRecord) (wallet.BalanceChanged, error) {
 	var p wallet.BalanceChanged
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
 		return p, fmt.Errorf("payload: %v", err)
@@ -125,7 +124,7 @@ func balancePayload(rec wallet.OutboxRecord) (wallet.BalanceChanged, error) {
 	return p, nil
 }
 
-func vipPayload(rec wallet.OutboxRecord) (wallet.VipActivated, error) {
+func vipPayload(rec persistence.WalletOutboxRecord) (wallet.VipActivated, error) {
 	var p wallet.VipActivated
 	if err := json.Unmarshal(rec.Payload, &p); err != nil {
 		return p, fmt.Errorf("payload: %v", err)
@@ -173,7 +172,7 @@ func WithSourceName(name string) Option { return func(s *Scanner) { s.source = n
 // NewScanner returns a scanner of src; the worker Resets it to the stored
 // cursor before the first scan.
 func NewScanner(src Source, opts ...Option) *Scanner {
-	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), source: notice.SourceWalletOutbox, missing: map[int64]int64{}}
+	s := &Scanner{src: src, settle: DefaultSettle, log: slog.Default(), source: persistence.SourceWalletOutbox, missing: map[int64]int64{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -187,7 +186,7 @@ func Module(src Source, opts ...Option) notice.Module {
 }
 
 // Reset implements notice.Scanner.
-func (s *Scanner) Reset(from notice.Cursor) {
+func (s *Scanner) Reset(from persistence.NoticeCursor) {
 	s.high = from.Num
 	clear(s.missing)
 }
@@ -243,7 +242,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 			}
 		}
 	}
-	res.Safe = notice.Cursor{Num: s.high}
+	res.Safe = persistence.NoticeCursor{Num: s.high}
 	if len(s.missing) > 0 {
 		res.Safe.Num = s.oldestMissing() - 1
 	}
@@ -260,7 +259,7 @@ func (s *Scanner) oldestMissing() int64 {
 	return lo
 }
 
-func (s *Scanner) add(out []notice.Delivery, r wallet.OutboxRecord) []notice.Delivery {
+func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.WalletOutboxRecord) []persistence.NoticeDelivery {
 	if d, ok := FromOutbox(r); ok {
 		d.SourceName = s.source
 		out = append(out, d)

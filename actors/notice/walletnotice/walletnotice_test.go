@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // The seed's field lists, in the seed's order.
@@ -45,18 +46,18 @@ func sorted(s []string) []string {
 	return s
 }
 
-func balanceRecord(id int64, txID, user string, version int64, payload any) wallet.OutboxRecord {
-	eventID := wallet.BalanceEventID(txID, user, wallet.AssetCoin)
+func balanceRecord(id int64, txID, user string, version int64, payload any) persistence.WalletOutboxRecord {
+	eventID := persistence.BalanceEventID(txID, user, wallet.AssetCoin)
 	var b []byte
 	if payload == nil {
-		b, _ = json.Marshal(wallet.BalanceChanged{EventType: wallet.EventBalanceChanged, EventID: eventID, AppCode: "lalu",
+		b, _ = json.Marshal(wallet.BalanceChanged{EventType: persistence.EventBalanceChanged, EventID: eventID, AppCode: "lalu",
 			TransactionID: txID, CommandID: "cmd-" + txID, UserID: user, AssetType: wallet.AssetCoin, AvailableDelta: -9900,
 			AvailableAfter: 1123123, BalanceVersion: version, CreatedAtMs: 1710000000000, SourceCreatedAtMs: 1710000000000})
 	} else {
 		b, _ = json.Marshal(payload)
 	}
-	return wallet.OutboxRecord{ID: id, EventID: eventID, AppCode: "lalu", UserID: user, EventType: wallet.EventBalanceChanged,
-		Payload: b, Status: wallet.OutboxPending, CreatedAtMs: 1710000000000 + id}
+	return persistence.WalletOutboxRecord{ID: id, EventID: eventID, AppCode: "lalu", UserID: user, EventType: persistence.EventBalanceChanged,
+		Payload: b, Status: persistence.OutboxPending, CreatedAtMs: 1710000000000 + id}
 }
 
 func TestFromOutboxBalanceChanged(t *testing.T) {
@@ -65,8 +66,8 @@ func TestFromOutboxBalanceChanged(t *testing.T) {
 	if !ok {
 		t.Fatal("WalletBalanceChanged is a notice")
 	}
-	want := notice.Key{SourceName: notice.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_xxx:WalletBalanceChanged:10001:COIN", Channel: notice.ChannelIMC2C}
-	if d.Key != want || d.Ext != ExtWalletNotice || d.UserID != "10001" || d.EventType != wallet.EventBalanceChanged ||
+	want := persistence.NoticeKey{SourceName: persistence.SourceWalletOutbox, AppCode: "lalu", SourceEventID: "tx_xxx:WalletBalanceChanged:10001:COIN", Channel: persistence.ChannelIMC2C}
+	if d.NoticeKey != want || d.Ext != ExtWalletNotice || d.UserID != "10001" || d.EventType != persistence.EventBalanceChanged ||
 		d.Status != "" || d.SourceCreatedAtMs != rec.CreatedAtMs {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -86,12 +87,12 @@ func TestFromOutboxBalanceChanged(t *testing.T) {
 }
 
 func TestFromOutboxVipActivated(t *testing.T) {
-	id := wallet.VipEventID("wtx_1", "10001")
-	b, _ := json.Marshal(wallet.VipActivated{EventType: wallet.EventVipActivated, EventID: id, AppCode: "lalu", TransactionID: "wtx_1",
+	id := persistence.VipEventID("wtx_1", "10001")
+	b, _ := json.Marshal(wallet.VipActivated{EventType: persistence.EventVipActivated, EventID: id, AppCode: "lalu", TransactionID: "wtx_1",
 		CommandID: "vip_purchase_10001_6", UserID: "10001", AssetType: wallet.AssetVip, Source: wallet.SourceVipPurchase,
 		Action: wallet.ActionUpgrade, PreviousLevel: 3, Level: 6, VipName: "VIP6", StartedAtMs: 1790000000000,
 		ExpiresAtMs: 1792592000000, SourceCreatedAtMs: 1790000000000})
-	d, ok := FromOutbox(wallet.OutboxRecord{ID: 1, EventID: id, AppCode: "lalu", UserID: "10001", EventType: wallet.EventVipActivated, Payload: b})
+	d, ok := FromOutbox(persistence.WalletOutboxRecord{ID: 1, EventID: id, AppCode: "lalu", UserID: "10001", EventType: persistence.EventVipActivated, Payload: b})
 	if !ok || d.Ext != ExtVipNotice || d.Status != "" || d.UserID != "10001" {
 		t.Fatalf("delivery %+v ok=%v", d, ok)
 	}
@@ -104,17 +105,17 @@ func TestFromOutboxVipActivated(t *testing.T) {
 }
 
 func TestFromOutboxIgnoresAndDeadLetters(t *testing.T) {
-	if _, ok := FromOutbox(wallet.OutboxRecord{EventType: "WalletSomethingElse", EventID: "x", AppCode: "lalu", UserID: "u"}); ok {
+	if _, ok := FromOutbox(persistence.WalletOutboxRecord{EventType: "WalletSomethingElse", EventID: "x", AppCode: "lalu", UserID: "u"}); ok {
 		t.Fatal("an unknown event type became a notice")
 	}
-	for name, rec := range map[string]wallet.OutboxRecord{
-		"not json":      {ID: 1, EventID: "e", AppCode: "lalu", UserID: "u", EventType: wallet.EventBalanceChanged, Payload: []byte("{oops")},
-		"other user":    balanceRecord(2, "tx", "u1", 1, wallet.BalanceChanged{EventType: wallet.EventBalanceChanged, EventID: wallet.BalanceEventID("tx", "u1", "COIN"), AppCode: "lalu", UserID: "u2", AssetType: "COIN", BalanceVersion: 1}),
-		"no version":    balanceRecord(3, "tx", "u1", 0, wallet.BalanceChanged{EventType: wallet.EventBalanceChanged, EventID: wallet.BalanceEventID("tx", "u1", "COIN"), AppCode: "lalu", UserID: "u1", AssetType: "COIN"}),
-		"other eventid": balanceRecord(4, "tx", "u1", 1, wallet.BalanceChanged{EventType: wallet.EventBalanceChanged, EventID: "nope", AppCode: "lalu", UserID: "u1", AssetType: "COIN", BalanceVersion: 1}),
+	for name, rec := range map[string]persistence.WalletOutboxRecord{
+		"not json":      {ID: 1, EventID: "e", AppCode: "lalu", UserID: "u", EventType: persistence.EventBalanceChanged, Payload: []byte("{oops")},
+		"other user":    balanceRecord(2, "tx", "u1", 1, wallet.BalanceChanged{EventType: persistence.EventBalanceChanged, EventID: persistence.BalanceEventID("tx", "u1", "COIN"), AppCode: "lalu", UserID: "u2", AssetType: "COIN", BalanceVersion: 1}),
+		"no version":    balanceRecord(3, "tx", "u1", 0, wallet.BalanceChanged{EventType: persistence.EventBalanceChanged, EventID: persistence.BalanceEventID("tx", "u1", "COIN"), AppCode: "lalu", UserID: "u1", AssetType: "COIN"}),
+		"other eventid": balanceRecord(4, "tx", "u1", 1, wallet.BalanceChanged{EventType: persistence.EventBalanceChanged, EventID: "nope", AppCode: "lalu", UserID: "u1", AssetType: "COIN", BalanceVersion: 1}),
 	} {
 		d, ok := FromOutbox(rec)
-		if !ok || d.Status != notice.StatusFailed || !strings.Contains(d.LastError, "corrupt source event") || !json.Valid(d.Payload) || d.SourceEventID != rec.EventID {
+		if !ok || d.Status != persistence.NoticeFailed || !strings.Contains(d.LastError, "corrupt source event") || !json.Valid(d.Payload) || d.SourceEventID != rec.EventID {
 			t.Fatalf("%s: %+v ok=%v", name, d, ok)
 		}
 	}
@@ -124,7 +125,7 @@ func TestFromOutboxIgnoresAndDeadLetters(t *testing.T) {
 // says (a commit), in any id order.
 type fakeSource struct {
 	mu    sync.Mutex
-	rows  map[int64]wallet.OutboxRecord
+	rows  map[int64]persistence.WalletOutboxRecord
 	reads int
 }
 
@@ -132,14 +133,14 @@ func (f *fakeSource) commit(ids ...int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rows == nil {
-		f.rows = map[int64]wallet.OutboxRecord{}
+		f.rows = map[int64]persistence.WalletOutboxRecord{}
 	}
 	for _, id := range ids {
 		f.rows[id] = balanceRecord(id, fmt.Sprint("tx", id), "u1", id, nil)
 	}
 }
 
-func (f *fakeSource) ListOutboxAfter(_ context.Context, afterID int64, limit int) ([]wallet.OutboxRecord, error) {
+func (f *fakeSource) ListOutboxAfter(_ context.Context, afterID int64, limit int) ([]persistence.WalletOutboxRecord, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads++
@@ -150,7 +151,7 @@ func (f *fakeSource) ListOutboxAfter(_ context.Context, afterID int64, limit int
 		}
 	}
 	slices.Sort(ids)
-	var out []wallet.OutboxRecord
+	var out []persistence.WalletOutboxRecord
 	for _, id := range ids[:min(limit, len(ids))] {
 		out = append(out, f.rows[id])
 	}
@@ -176,7 +177,7 @@ func scanIDs(t *testing.T, s *Scanner, nowMs int64, limit int) ([]string, notice
 func TestScannerWaitsForLateIDs(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src, WithSettle(10*time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 2, 4, 5) // 3 is still in flight
 	ids, res := scanIDs(t, s, 1000, 100)
 	if !slices.Equal(ids, []string{"tx1", "tx2", "tx4", "tx5"}) || res.Safe.Num != 2 || res.More {
@@ -202,7 +203,7 @@ func TestScannerWaitsForLateIDs(t *testing.T) {
 		t.Fatalf("after settle: %v safe %+v, want the gap passed", ids, res.Safe)
 	}
 	// Reset to the persisted cursor: the scanner reads from there again.
-	s.Reset(notice.Cursor{Num: 5})
+	s.Reset(persistence.NoticeCursor{Num: 5})
 	ids, _ = scanIDs(t, s, 20_000, 100)
 	if !slices.Equal(ids, []string{"tx6", "tx8"}) {
 		t.Fatalf("after reset %v", ids)
@@ -214,7 +215,7 @@ func TestScannerWaitsForLateIDs(t *testing.T) {
 func TestScannerPagesAndBoundedRecheck(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src, WithSettle(time.Second))
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 3, 4, 5, 7)
 	ids, res := scanIDs(t, s, 0, 2)
 	if !slices.Equal(ids, []string{"tx1", "tx3"}) || !res.More || res.Safe.Num != 1 {
@@ -244,7 +245,7 @@ func TestScannerPagesAndBoundedRecheck(t *testing.T) {
 func TestScannerWideGapIsPermanent(t *testing.T) {
 	src := &fakeSource{}
 	s := NewScanner(src)
-	s.Reset(notice.Cursor{})
+	s.Reset(persistence.NoticeCursor{})
 	src.commit(1, 1+maxGap+5)
 	_, res := scanIDs(t, s, 0, 100)
 	if res.Safe.Num != 1+maxGap+5 || len(s.missing) != 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/errclass"
 )
 
 // Debiter is the wallet's gift charge.
@@ -29,24 +30,18 @@ func (a Adapter) DebitGift(ctx context.Context, d room.GiftDebit) (int64, error)
 		FromUserID: d.FromUserID, ToUserID: d.ToUserID, GiftID: d.GiftID, Count: d.Count,
 	})
 	if err != nil {
-		return 0, roomError(err)
+		return 0, unavailableIfContext(err)
 	}
 	return res.HeatValue, nil
 }
 
-// roomError puts err in the room class the gRPC layer maps to the same
-// status code, keeping the wallet's text as the whole message (the class
-// names read the same in both packages, so nothing is said twice).
-func roomError(err error) error {
-	switch {
-	case errors.Is(err, wallet.ErrInvalid):
-		return classed{room.ErrInvalid, err}
-	case errors.Is(err, wallet.ErrPrecondition):
-		return classed{room.ErrPrecondition, err}
-	case errors.Is(err, wallet.ErrConflict):
-		return classed{room.ErrExists, err}
-	case errors.Is(err, wallet.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return classed{room.ErrUnavailable, err}
+// unavailableIfContext leaves wallet errors alone (they are in the shared
+// vocabulary, which the room's classes are too) and puts a bare context
+// error from a Debiter in Unavailable: the room retries the command with
+// the same command_id, which the wallet recognises.
+func unavailableIfContext(err error) error {
+	if errclass.Of(err) == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return classed{errclass.Unavailable, err}
 	}
 	return err
 }

@@ -1,4 +1,10 @@
-package storetest
+// Package wallettest is the wallet's contract suite over a
+// persistence.WalletStore: every wallet backend (persistence/memdb,
+// persistence/mysql) runs RunStore from its own tests. It lives beside the
+// wallet rather than in persistence/storetest because it drives the store
+// through wallet.Service (the results callers see), and storage packages
+// must not import actors; only backend test files import it.
+package wallettest
 
 import (
 	"bytes"
@@ -18,16 +24,17 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// RunWalletStore runs the wallet.Store contract, driving the store through
-// wallet.Service so the suite checks what callers rely on: balances, the
-// ledger, wallet_outbox payloads (seed 003's exact fields), idempotency by
-// command_id and no overdraft under concurrency. newStore must return an
-// empty store per call and arrange Close and teardown with t.Cleanup.
-func RunWalletStore(t *testing.T, newStore func(t *testing.T) wallet.Store) {
+// RunStore runs the persistence.WalletStore contract, driving the store
+// through wallet.Service so the suite checks what callers rely on:
+// balances, the ledger, wallet_outbox payloads (seed 003's exact fields),
+// idempotency by command_id and no overdraft under concurrency. newStore
+// must return an empty store per call and arrange Close and teardown with
+// t.Cleanup.
+func RunStore(t *testing.T, newStore func(t *testing.T) persistence.WalletStore) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		run  func(t *testing.T, s wallet.Store)
+		run  func(t *testing.T, s persistence.WalletStore)
 	}{
 		{"CreditWritesLedgerAndOutbox", testWalletCredit},
 		{"GiftMovesCoinToDiamond", testWalletGift},
@@ -67,7 +74,7 @@ var wtGifts = []configs.GiftConfig{
 
 // wtService returns a Service over s with a clock the test can move and
 // transaction ids tx-1, tx-2, ... (unique per service).
-func wtService(t *testing.T, s wallet.Store) (*wallet.Service, *wtClock) {
+func wtService(t *testing.T, s persistence.WalletStore) (*wallet.Service, *wtClock) {
 	t.Helper()
 	clk := &wtClock{ms: wtNow}
 	var mu sync.Mutex
@@ -129,7 +136,7 @@ func wtGift(cmd, from, to, gift string, count int64) wallet.DebitGiftRequest {
 }
 
 // wtAccount returns the stored account (zero when it does not exist).
-func wtAccount(t *testing.T, s wallet.Store, app, user, asset string) wallet.Account {
+func wtAccount(t *testing.T, s persistence.WalletStore, app, user, asset string) persistence.Account {
 	t.Helper()
 	accs, err := s.Accounts(t.Context(), app, user)
 	wtOK(t, "Accounts", err)
@@ -138,10 +145,10 @@ func wtAccount(t *testing.T, s wallet.Store, app, user, asset string) wallet.Acc
 			return a
 		}
 	}
-	return wallet.Account{AppCode: app, UserID: user, AssetType: asset}
+	return persistence.Account{AppCode: app, UserID: user, AssetType: asset}
 }
 
-func wtWantBalance(t *testing.T, s wallet.Store, user, asset string, available, version int64) {
+func wtWantBalance(t *testing.T, s persistence.WalletStore, user, asset string, available, version int64) {
 	t.Helper()
 	a := wtAccount(t, s, wtApp, user, asset)
 	if a.Available != available || a.BalanceVersion != version || a.Frozen != 0 {
@@ -150,9 +157,9 @@ func wtWantBalance(t *testing.T, s wallet.Store, user, asset string, available, 
 	}
 }
 
-func wtOutbox(t *testing.T, s wallet.Store) []wallet.OutboxRecord {
+func wtOutbox(t *testing.T, s persistence.WalletStore) []persistence.WalletOutboxRecord {
 	t.Helper()
-	var all []wallet.OutboxRecord
+	var all []persistence.WalletOutboxRecord
 	after := int64(0)
 	for {
 		rows, err := s.ListOutboxAfter(t.Context(), after, 100)
@@ -165,9 +172,9 @@ func wtOutbox(t *testing.T, s wallet.Store) []wallet.OutboxRecord {
 	}
 }
 
-func wtLedger(t *testing.T, s wallet.Store, user, asset string) []wallet.LedgerEntry {
+func wtLedger(t *testing.T, s persistence.WalletStore, user, asset string) []persistence.LedgerEntry {
 	t.Helper()
-	es, err := s.Ledger(t.Context(), wallet.AccountKey{AppCode: wtApp, UserID: user, AssetType: asset})
+	es, err := s.Ledger(t.Context(), persistence.AccountKey{AppCode: wtApp, UserID: user, AssetType: asset})
 	wtOK(t, "Ledger", err)
 	return es
 }
@@ -188,7 +195,7 @@ var (
 
 // wtPayload checks the row's payload has exactly the seed's fields and
 // decodes it into out.
-func wtPayload(t *testing.T, row wallet.OutboxRecord, fields []string, out any) {
+func wtPayload(t *testing.T, row persistence.WalletOutboxRecord, fields []string, out any) {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(row.Payload, &m); err != nil {
@@ -211,7 +218,7 @@ func wtPayload(t *testing.T, row wallet.OutboxRecord, fields []string, out any) 
 	}
 }
 
-func testWalletCredit(t *testing.T, s wallet.Store) {
+func testWalletCredit(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	r := wtCredit(t, svc, "top-1", "u1", wallet.AssetCoin, 1000)
 	if r.TransactionID != "tx-1" || r.AvailableAfter != 1000 || r.BalanceVersion != 1 || r.Duplicate {
@@ -233,7 +240,7 @@ func testWalletCredit(t *testing.T, s wallet.Store) {
 	}
 
 	led := wtLedger(t, s, "u1", wallet.AssetCoin)
-	want := []wallet.LedgerEntry{
+	want := []persistence.LedgerEntry{
 		{TransactionID: "tx-1", CommandID: "top-1", AppCode: wtApp, UserID: "u1", AssetType: wallet.AssetCoin, AvailableDelta: 1000, AvailableAfter: 1000, BalanceVersion: 1, CreatedAtMs: wtNow},
 		{TransactionID: "tx-2", CommandID: "top-2", AppCode: wtApp, UserID: "u1", AssetType: wallet.AssetCoin, AvailableDelta: 234, AvailableAfter: 1234, BalanceVersion: 2, CreatedAtMs: wtNow},
 	}
@@ -252,7 +259,7 @@ func testWalletCredit(t *testing.T, s wallet.Store) {
 	}
 	row := rows[0]
 	if row.EventID != "tx-1:WalletBalanceChanged:u1:COIN" || row.AppCode != wtApp || row.UserID != "u1" ||
-		row.EventType != wallet.EventBalanceChanged || row.Status != wallet.OutboxPending ||
+		row.EventType != persistence.EventBalanceChanged || row.Status != persistence.OutboxPending ||
 		row.CreatedAtMs != wtNow || row.UpdatedAtMs != wtNow || row.ID <= 0 || rows[1].ID <= row.ID {
 		t.Fatalf("outbox row %+v", row)
 	}
@@ -269,7 +276,7 @@ func testWalletCredit(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletGift(t *testing.T, s wallet.Store) {
+func testWalletGift(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 100)
 	res, err := svc.DebitGift(t.Context(), wtGift("gift-1", "alice", "bob", "rose", 3))
@@ -286,7 +293,7 @@ func testWalletGift(t *testing.T, s wallet.Store) {
 	if len(rows) != 2 {
 		t.Fatalf("gift wrote %d outbox rows, want 2", len(rows))
 	}
-	byID := map[string]wallet.OutboxRecord{}
+	byID := map[string]persistence.WalletOutboxRecord{}
 	for _, r := range rows {
 		byID[r.EventID] = r
 	}
@@ -333,7 +340,7 @@ func testWalletGift(t *testing.T, s wallet.Store) {
 
 // wtSnapshot is everything a user-visible check compares before and after
 // a refused operation.
-func wtSnapshot(t *testing.T, s wallet.Store, users ...string) string {
+func wtSnapshot(t *testing.T, s persistence.WalletStore, users ...string) string {
 	t.Helper()
 	out := ""
 	for _, u := range users {
@@ -357,7 +364,7 @@ func wtSnapshot(t *testing.T, s wallet.Store, users ...string) string {
 	return out + fmt.Sprintf("outbox=%d", len(wtOutbox(t, s)))
 }
 
-func testWalletInsufficient(t *testing.T, s wallet.Store) {
+func testWalletInsufficient(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 29)
 	before := wtSnapshot(t, s, "alice", "bob")
@@ -378,7 +385,7 @@ func testWalletInsufficient(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletInvalidGift(t *testing.T, s wallet.Store) {
+func testWalletInvalidGift(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 1000)
 	before := wtSnapshot(t, s, "alice", "bob")
@@ -405,7 +412,7 @@ func testWalletInvalidGift(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletRepeat(t *testing.T, s wallet.Store) {
+func testWalletRepeat(t *testing.T, s persistence.WalletStore) {
 	svc, clk := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 100)
 	first, err := svc.DebitGift(t.Context(), wtGift("gift-1", "alice", "bob", "rose", 2))
@@ -430,7 +437,7 @@ func testWalletRepeat(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletReuseConflict(t *testing.T, s wallet.Store) {
+func testWalletReuseConflict(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 100)
 	_, err := svc.DebitGift(t.Context(), wtGift("gift-1", "alice", "bob", "rose", 2))
@@ -445,7 +452,7 @@ func testWalletReuseConflict(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletConcurrentSameCommand(t *testing.T, s wallet.Store) {
+func testWalletConcurrentSameCommand(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 100_000)
 	const n = 10
@@ -498,7 +505,7 @@ func testWalletConcurrentSameCommand(t *testing.T, s wallet.Store) {
 // wtCheckLedger checks one account's history: versions 1..n without gaps,
 // every after = previous after + delta, never negative, and the last after
 // (and the sum of deltas) equal to the stored balance. It returns n.
-func wtCheckLedger(t *testing.T, s wallet.Store, user, asset string) int64 {
+func wtCheckLedger(t *testing.T, s persistence.WalletStore, user, asset string) int64 {
 	t.Helper()
 	led := wtLedger(t, s, user, asset)
 	var sum, prev int64
@@ -519,7 +526,7 @@ func wtCheckLedger(t *testing.T, s wallet.Store, user, asset string) int64 {
 	return int64(len(led))
 }
 
-func testWalletConcurrentGifts(t *testing.T, s wallet.Store) {
+func testWalletConcurrentGifts(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 30*10) // 30 roses
 	const n = 50
@@ -587,7 +594,7 @@ func testWalletConcurrentGifts(t *testing.T, s wallet.Store) {
 // testWalletCrossGifts sends gifts in every direction between four users
 // while they also buy VIP, so transactions lock overlapping account sets in
 // every order; a backend must neither deadlock nor fail them.
-func testWalletCrossGifts(t *testing.T, s wallet.Store) {
+func testWalletCrossGifts(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	users := []string{"u0", "u1", "u2", "u3"}
 	for _, u := range users {
@@ -636,7 +643,7 @@ func testWalletCrossGifts(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletVip(t *testing.T, s wallet.Store) {
+func testWalletVip(t *testing.T, s persistence.WalletStore) {
 	svc, clk := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 100_000)
 	const month = int64(30 * 24 * 3600 * 1000)
@@ -654,9 +661,9 @@ func testWalletVip(t *testing.T, s wallet.Store) {
 	if len(rows) != 3 {
 		t.Fatalf("outbox has %d rows after a VIP purchase, want 3 (credit, debit, VipActivated)", len(rows))
 	}
-	var vipRow wallet.OutboxRecord
+	var vipRow persistence.WalletOutboxRecord
 	for _, row := range rows {
-		if row.EventType == wallet.EventVipActivated {
+		if row.EventType == persistence.EventVipActivated {
 			vipRow = row
 		}
 	}
@@ -698,7 +705,7 @@ func testWalletVip(t *testing.T, s wallet.Store) {
 		t.Fatalf("admin grant %+v", r)
 	}
 	rows = wtOutbox(t, s)[n:]
-	if len(rows) != 1 || rows[0].EventType != wallet.EventVipActivated {
+	if len(rows) != 1 || rows[0].EventType != persistence.EventVipActivated {
 		t.Fatalf("a free grant wrote %+v, want one VipActivated", rows)
 	}
 	wtPayload(t, rows[0], vipActivatedFields, &p)
@@ -723,7 +730,7 @@ func testWalletVip(t *testing.T, s wallet.Store) {
 	wtIs(t, "unknown source", err, wallet.ErrInvalid)
 }
 
-func testWalletVipInsufficient(t *testing.T, s wallet.Store) {
+func testWalletVipInsufficient(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 999)
 	before := wtSnapshot(t, s, "alice")
@@ -736,7 +743,7 @@ func testWalletVipInsufficient(t *testing.T, s wallet.Store) {
 	wtIs(t, "Vip after refused purchase", err, persistence.ErrNotFound)
 }
 
-func testWalletOutboxCursor(t *testing.T, s wallet.Store) {
+func testWalletOutboxCursor(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	for i := range 5 {
 		wtCredit(t, svc, fmt.Sprintf("top-%d", i), fmt.Sprintf("u%d", i), wallet.AssetDiamond, int64(i+1))
@@ -770,7 +777,7 @@ func testWalletOutboxCursor(t *testing.T, s wallet.Store) {
 	}
 }
 
-func testWalletAppsIsolated(t *testing.T, s wallet.Store) {
+func testWalletAppsIsolated(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	for i, app := range []string{"app-a", "app-b"} {
 		r, err := svc.Credit(t.Context(), wallet.CreditRequest{AppCode: app, CommandID: "same", UserID: "u", AssetType: wallet.AssetCoin, Amount: int64(100 * (i + 1))})
@@ -787,26 +794,26 @@ func testWalletAppsIsolated(t *testing.T, s wallet.Store) {
 	}
 }
 
-var errWtDecide = errors.New("storetest: decide refuses")
+var errWtDecide = errors.New("wallettest: decide refuses")
 
-func testWalletDecideError(t *testing.T, s wallet.Store) {
+func testWalletDecideError(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 50)
 	before := wtSnapshot(t, s, "alice", "bob")
-	var seen wallet.View
-	tx := wallet.Tx{
+	var seen persistence.WalletView
+	tx := persistence.WalletTx{
 		AppCode: wtApp, CommandID: "cmd-x",
-		Lock:    []wallet.AccountKey{{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetDiamond}, {AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}},
+		Lock:    []persistence.AccountKey{{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetDiamond}, {AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}},
 		LockVip: "alice",
-		Decide: func(v wallet.View) (wallet.Plan, error) {
+		Decide: func(v persistence.WalletView) (persistence.WalletPlan, error) {
 			seen = v
-			return wallet.Plan{}, errWtDecide
+			return persistence.WalletPlan{}, errWtDecide
 		},
 	}
 	_, err := s.Exec(t.Context(), tx)
 	wtIs(t, "Exec with refusing Decide", err, errWtDecide)
-	alice := seen.Accounts[wallet.AccountKey{AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}]
-	bob := seen.Accounts[wallet.AccountKey{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetDiamond}]
+	alice := seen.Accounts[persistence.AccountKey{AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}]
+	bob := seen.Accounts[persistence.AccountKey{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetDiamond}]
 	if len(seen.Accounts) != 2 || alice.Available != 50 || alice.BalanceVersion != 1 ||
 		bob.Available != 0 || bob.BalanceVersion != 0 || bob.UserID != "bob" || bob.AssetType != wallet.AssetDiamond ||
 		seen.Vip.Level != 0 || seen.Vip.UserID != "alice" {
@@ -819,34 +826,34 @@ func testWalletDecideError(t *testing.T, s wallet.Store) {
 	wtIs(t, "Transaction after refused Decide", err, persistence.ErrNotFound)
 }
 
-func testWalletBadPlan(t *testing.T, s wallet.Store) {
+func testWalletBadPlan(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 50)
 	before := wtSnapshot(t, s, "alice", "bob")
-	key := wallet.AccountKey{AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}
+	key := persistence.AccountKey{AppCode: wtApp, UserID: "alice", AssetType: wallet.AssetCoin}
 	for _, tc := range []struct {
 		name string
-		mod  func(v wallet.View) wallet.Plan
+		mod  func(v persistence.WalletView) persistence.WalletPlan
 	}{
-		{"version skips", func(v wallet.View) wallet.Plan {
+		{"version skips", func(v persistence.WalletView) persistence.WalletPlan {
 			a := v.Accounts[key]
 			a.Available -= 10
 			a.BalanceVersion += 2
 			return wtPlanFor(a, -10)
 		}},
-		{"negative balance", func(v wallet.View) wallet.Plan {
+		{"negative balance", func(v persistence.WalletView) persistence.WalletPlan {
 			a := v.Accounts[key]
 			a.Available -= 60
 			a.BalanceVersion++
 			return wtPlanFor(a, -60)
 		}},
-		{"unlocked account", func(v wallet.View) wallet.Plan {
-			a := wallet.Account{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetCoin, Available: 1000, BalanceVersion: 1}
+		{"unlocked account", func(v persistence.WalletView) persistence.WalletPlan {
+			a := persistence.Account{AppCode: wtApp, UserID: "bob", AssetType: wallet.AssetCoin, Available: 1000, BalanceVersion: 1}
 			return wtPlanFor(a, 1000)
 		}},
 	} {
-		tx := wallet.Tx{AppCode: wtApp, CommandID: "bad", Lock: []wallet.AccountKey{key},
-			Decide: func(v wallet.View) (wallet.Plan, error) { return tc.mod(v), nil }}
+		tx := persistence.WalletTx{AppCode: wtApp, CommandID: "bad", Lock: []persistence.AccountKey{key},
+			Decide: func(v persistence.WalletView) (persistence.WalletPlan, error) { return tc.mod(v), nil }}
 		if _, err := s.Exec(t.Context(), tx); err == nil {
 			t.Fatalf("%s: Exec accepted a plan that breaks the invariants", tc.name)
 		}
@@ -858,19 +865,19 @@ func testWalletBadPlan(t *testing.T, s wallet.Store) {
 
 // wtPlanFor builds a one-account plan of command "bad" with a matching
 // ledger entry and event, so only the account state itself is wrong.
-func wtPlanFor(a wallet.Account, delta int64) wallet.Plan {
-	return wallet.Plan{
+func wtPlanFor(a persistence.Account, delta int64) persistence.WalletPlan {
+	return persistence.WalletPlan{
 		NowMs:    wtNow,
-		Record:   wallet.TxRecord{TransactionID: "tx-bad", AppCode: wtApp, CommandID: "bad", Kind: "test", Result: json.RawMessage(`{}`)},
-		Accounts: []wallet.Account{a},
-		Ledger: []wallet.LedgerEntry{{TransactionID: "tx-bad", CommandID: "bad", AppCode: a.AppCode, UserID: a.UserID, AssetType: a.AssetType,
+		Record:   persistence.WalletTxRecord{TransactionID: "tx-bad", AppCode: wtApp, CommandID: "bad", Kind: "test", Result: json.RawMessage(`{}`)},
+		Accounts: []persistence.Account{a},
+		Ledger: []persistence.LedgerEntry{{TransactionID: "tx-bad", CommandID: "bad", AppCode: a.AppCode, UserID: a.UserID, AssetType: a.AssetType,
 			AvailableDelta: delta, AvailableAfter: a.Available, BalanceVersion: a.BalanceVersion}},
-		Outbox: []wallet.OutboxEvent{{EventID: wallet.BalanceEventID("tx-bad", a.UserID, a.AssetType), AppCode: wtApp, UserID: a.UserID,
-			EventType: wallet.EventBalanceChanged, Payload: json.RawMessage(`{}`)}},
+		Outbox: []persistence.WalletOutboxEvent{{EventID: persistence.BalanceEventID("tx-bad", a.UserID, a.AssetType), AppCode: wtApp, UserID: a.UserID,
+			EventType: persistence.EventBalanceChanged, Payload: json.RawMessage(`{}`)}},
 	}
 }
 
-func testWalletCancelled(t *testing.T, s wallet.Store) {
+func testWalletCancelled(t *testing.T, s persistence.WalletStore) {
 	svc, _ := wtService(t, s)
 	wtCredit(t, svc, "top", "alice", wallet.AssetCoin, 50)
 	before := wtSnapshot(t, s, "alice", "bob")
@@ -883,12 +890,12 @@ func testWalletCancelled(t *testing.T, s wallet.Store) {
 	}
 }
 
-// BenchWalletDebits measures DebitGift throughput on a store: "hot_user"
+// BenchDebits measures DebitGift throughput on a store: "hot_user"
 // has every debit come from one sender (all transactions queue on one row
 // lock), "1000_users" spreads them over 1000 senders. Receivers differ
 // from senders, so the only contention is the sender's COIN row. It
 // reports debits/s; timing is never asserted.
-func BenchWalletDebits(b *testing.B, newStore func(b *testing.B) wallet.Store) {
+func BenchDebits(b *testing.B, newStore func(b *testing.B) persistence.WalletStore) {
 	for _, tc := range []struct {
 		name    string
 		senders int

@@ -1,0 +1,14 @@
+// Package errclass is roomcell's one error vocabulary: seven classes
+// (Invalid, NotFound, Exists, Precondition, Permission, Conflict,
+// Unavailable) that every domain error wraps, so a caller asks
+// errors.Is(err, errclass.Unavailable) whether the error came from a room
+// rule, the wallet, the notice service or a store. Domains keep their own
+// sentinels (room.ErrSeatTaken, wallet.ErrInsufficientBalance,
+// persistence.ErrConflict) as narrower errors of one class: Define makes
+// one, Errorf wraps a class with detail.
+//
+// It owns the classes, their names for crossing process boundaries and the
+// rule "which class is this error in"; turning a class into a gRPC status is
+// grpcapi's job (toStatus), the only place that does. It imports the
+// standard library only, so every package, storage included, may use it.
+package errclass

@@ -1,0 +1,120 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/persistence/mysql"
+)
+
+// Want says which stores besides the room store to open.
+type Want struct {
+	// Wallet opens the wallet's own store (the wallet runs in process).
+	Wallet bool
+	// Notice opens the notice delivery table and the owner-outbox readers
+	// (the process runs the notice role).
+	Notice bool
+}
+
+// Stores is every store a process opened. Fields it did not want are nil.
+type Stores struct {
+	Room   persistence.Store
+	Wallet persistence.WalletStore
+	Notice persistence.NoticeStore
+	// WalletOutbox and RoomOutbox are what the notice workers scan. On
+	// MySQL they read the configured wallet and room databases through the
+	// notice pool; on go-memdb they are this process's own wallet and room
+	// stores, so WalletOutbox is nil when the wallet is not in process.
+	WalletOutbox persistence.WalletOutboxReader
+	RoomOutbox   persistence.RoomOutboxReader
+
+	closers []func() error
+}
+
+// Open opens the stores of cfg.Store.Kind. On MySQL with auto_migrate it
+// migrates every database first. On error, what was opened is closed again.
+func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) (_ *Stores, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Stores{}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	switch cfg.Store.Kind {
+	case configs.StoreMySQL:
+		err = s.openMySQL(ctx, cfg.MySQL, want, log.With("component", "mysql"))
+	case configs.StoreMemdb:
+		s.openMemdb(want)
+	default:
+		err = errors.New("store.kind: unknown backend " + cfg.Store.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stores) openMemdb(want Want) {
+	room := memdb.New()
+	s.Room = room
+	s.closers = append(s.closers, room.Close)
+	if want.Wallet {
+		ws := memdb.NewWalletStore()
+		s.Wallet, s.WalletOutbox = ws, ws
+		s.closers = append(s.closers, ws.Close)
+	}
+	if want.Notice {
+		ns := memdb.NewNoticeStore()
+		s.Notice, s.RoomOutbox = ns, room
+		s.closers = append(s.closers, ns.Close)
+	}
+}
+
+func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Want, log *slog.Logger) error {
+	if cfg.AutoMigrate {
+		if err := mysql.MigrateAll(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	room, err := mysql.Open(ctx, cfg, mysql.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	s.Room = room
+	s.closers = append(s.closers, room.Close)
+	if want.Wallet {
+		ws, err := mysql.OpenWalletStore(ctx, cfg, mysql.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		s.Wallet = ws
+		s.closers = append(s.closers, ws.Close)
+	}
+	if want.Notice {
+		ns, err := mysql.OpenNoticeStore(ctx, cfg, mysql.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		s.Notice, s.WalletOutbox, s.RoomOutbox = ns, ns.WalletOutbox(), ns.RoomOutbox()
+		s.closers = append(s.closers, ns.Close)
+	}
+	return nil
+}
+
+// Close closes every store, the last opened first, and returns their
+// errors joined. Closing twice is harmless.
+func (s *Stores) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}

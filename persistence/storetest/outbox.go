@@ -1,0 +1,391 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// RunOutboxStore runs the persistence.OutboxStore contract: the rows an
+// Append writes, the relay's claim leases and marks, and the operators'
+// listings. It needs a whole persistence.Store because only Append writes
+// outbox rows. newStore is as for RunRoomStore; every subtest gets its own
+// store, because the outbox scans are store-wide.
+func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
+	t.Helper()
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, s persistence.Store)
+	}{
+		{"AppendWritesPendingOutboxRows", testAppendWritesPendingOutbox},
+		{"ListPendingOldestFirstWithLimit", testListPendingOldestFirst},
+		{"ClaimLeases", testClaimLeases},
+		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
+		{"MarkPublished", testMarkPublished},
+		{"MarkPublishedBatch", testMarkPublishedBatch},
+		{"MarkFailed", testMarkFailed},
+		{"ReleaseOutbox", testReleaseOutbox},
+		{"ListOutboxFilter", testListOutboxFilter},
+		{"OutboxStats", testOutboxStats},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+func eventIDs(rows []persistence.OutboxRow) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Envelope.EventID
+	}
+	return out
+}
+
+func wantIDs(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		t.Fatalf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+// seedOutbox appends one command per createdAt (seq 1, 2, ...) with one
+// event each and returns the event IDs in append order. The IDs sort in the
+// reverse of creation order, so a store that orders by event_id instead of
+// created_at_ms fails the oldest-first checks.
+func seedOutbox(t *testing.T, s persistence.Store, key persistence.RoomKey, createdAts ...int64) []string {
+	t.Helper()
+	ids := make([]string, len(createdAts))
+	for i, at := range createdAts {
+		seq := int64(i + 1)
+		ids[i] = fmt.Sprintf("%s-ev-%02d", key.RoomID, 99-i)
+		mustAppend(t, s, persistence.Append{Command: command(key, seq, fmt.Sprintf("%s-cmd-%d", key.RoomID, seq), at, ids[i])})
+	}
+	return ids
+}
+
+func getOutbox(t *testing.T, s persistence.Store, eventID string) persistence.OutboxRow {
+	t.Helper()
+	row, err := s.GetOutbox(t.Context(), eventID)
+	mustNoErr(t, "GetOutbox "+eventID, err)
+	return row
+}
+
+func testAppendWritesPendingOutbox(t *testing.T, s persistence.Store) {
+	c := command(roomA, 1, "cmd-1", 1234, "ev-1a", "ev-1b")
+	mustAppend(t, s, persistence.Append{Command: c})
+	for _, e := range c.Events {
+		got := getOutbox(t, s, e.EventID)
+		want := persistence.OutboxRow{
+			Envelope:    e,
+			Status:      persistence.OutboxPending,
+			CreatedAtMs: 1234,
+			UpdatedAtMs: 1234,
+		}
+		got.Envelope = normEnvelope(got.Envelope)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("outbox row %s:\n got %+v\nwant %+v", e.EventID, got, want)
+		}
+	}
+}
+
+func testListPendingOldestFirst(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 300, 100, 400, 200) // oldest: ids[1], ids[3], ids[0], ids[2]
+	oldestFirst := []string{ids[1], ids[3], ids[0], ids[2]}
+
+	got, err := s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox(10)", eventIDs(got), oldestFirst)
+	got, err = s.ListPendingOutbox(ctx, 2)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox(2)", eventIDs(got), oldestFirst[:2])
+
+	// Published rows leave the scan; leased rows stay (the scan ignores
+	// leases).
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 500))
+	_, err = s.ClaimPendingOutbox(ctx, "relay-1", 500, 10_000, 1)
+	mustNoErr(t, "ClaimPendingOutbox", err)
+	got, err = s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox after one published, one leased", eventIDs(got), oldestFirst[1:])
+}
+
+func testClaimLeases(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300, 400, 500)
+	published := ids[4]
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, published, 50))
+
+	a, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 2)
+	mustNoErr(t, "claim a", err)
+	wantIDs(t, "relay-a claims the two oldest", eventIDs(a), ids[:2])
+	for _, r := range a {
+		if r.LockedBy != "relay-a" || r.LockUntilMs != 1500 || r.Status != persistence.OutboxPending {
+			t.Fatalf("claimed row as returned: %+v", r)
+		}
+		if g := getOutbox(t, s, r.Envelope.EventID); g.LockedBy != "relay-a" || g.LockUntilMs != 1500 {
+			t.Fatalf("claimed row as stored: %+v", g)
+		}
+	}
+
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1200, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "relay-b gets only the free pending rows", eventIDs(b), ids[2:4])
+
+	c, err := s.ClaimPendingOutbox(ctx, "relay-c", 1499, 500, 10)
+	mustNoErr(t, "claim c", err)
+	wantIDs(t, "nothing is free while the leases run", eventIDs(c), nil)
+
+	// At 1500 relay-a's lease (until 1500) has expired, relay-b's (until
+	// 1700) has not.
+	c, err = s.ClaimPendingOutbox(ctx, "relay-c", 1500, 500, 10)
+	mustNoErr(t, "claim c", err)
+	wantIDs(t, "relay-c reclaims the expired leases", eventIDs(c), ids[:2])
+	if g := getOutbox(t, s, ids[0]); g.LockedBy != "relay-c" || g.LockUntilMs != 2000 {
+		t.Fatalf("reclaimed row: %+v", g)
+	}
+
+	all, err := s.ClaimPendingOutbox(ctx, "relay-d", 1_000_000, 500, 10)
+	mustNoErr(t, "claim d", err)
+	wantIDs(t, "after every lease expired", eventIDs(all), ids[:4])
+	if g := getOutbox(t, s, published); g.LockedBy != "" || g.Status != persistence.OutboxPublished {
+		t.Fatalf("a published row was claimed: %+v", g)
+	}
+}
+
+func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	const rows, owners = 24, 6
+	at := make([]int64, rows)
+	for i := range at {
+		at[i] = int64(100 + i)
+	}
+	ids := seedOutbox(t, s, roomA, at...)
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed = map[string]string{} // event_id -> owner
+		errs    []error
+	)
+	for o := range owners {
+		owner := fmt.Sprintf("relay-%d", o)
+		wg.Go(func() {
+			got, err := s.ClaimPendingOutbox(ctx, owner, 1000, 60_000, 7)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, r := range got {
+				if prev, dup := claimed[r.Envelope.EventID]; dup {
+					errs = append(errs, fmt.Errorf("%s claimed by %s and %s", r.Envelope.EventID, prev, owner))
+				}
+				claimed[r.Envelope.EventID] = owner
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("concurrent claims: %v", errors.Join(errs...))
+	}
+	if len(claimed) == 0 {
+		t.Fatal("concurrent claims: nobody got a row")
+	}
+	for id, owner := range claimed {
+		if g := getOutbox(t, s, id); g.LockedBy != owner {
+			t.Fatalf("%s returned to %s but stored as locked by %q", id, owner, g.LockedBy)
+		}
+	}
+	// Whatever the racers left is still claimable, exactly once.
+	rest, err := s.ClaimPendingOutbox(ctx, "sweeper", 1000, 60_000, rows)
+	mustNoErr(t, "sweeper claim", err)
+	for _, r := range rest {
+		if prev, dup := claimed[r.Envelope.EventID]; dup {
+			t.Fatalf("%s claimed by %s while its lease runs", r.Envelope.EventID, prev)
+		}
+		claimed[r.Envelope.EventID] = "sweeper"
+	}
+	if len(claimed) != len(ids) {
+		t.Fatalf("claimed %d distinct rows, want all %d", len(claimed), len(ids))
+	}
+}
+
+func testMarkPublished(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200)
+	id := ids[0]
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im timeout", 150))
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 1)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, id, 1200))
+	got := getOutbox(t, s, id)
+	if got.Status != persistence.OutboxPublished || got.LastError != "" || got.PublishedAtMs != 1200 ||
+		got.UpdatedAtMs != 1200 || got.RetryCount != 1 || got.LockedBy != "" || got.LockUntilMs != 0 || got.CreatedAtMs != 100 {
+		t.Fatalf("published row: %+v", got)
+	}
+
+	mustNoErr(t, "MarkOutboxPublished again", s.MarkOutboxPublished(ctx, id, 3000))
+	if again := getOutbox(t, s, id); !reflect.DeepEqual(normRow(again), normRow(got)) {
+		t.Fatalf("marking a published row again changed it:\n got %+v\nwant %+v", again, got)
+	}
+	// A late failure report must not reopen a published row.
+	mustNoErr(t, "MarkOutboxFailed of a published row", s.MarkOutboxFailed(ctx, id, "late", 4000))
+	if after := getOutbox(t, s, id); !reflect.DeepEqual(normRow(after), normRow(got)) {
+		t.Fatalf("a failure changed a published row:\n got %+v\nwant %+v", after, got)
+	}
+	if other := getOutbox(t, s, ids[1]); other.Status != persistence.OutboxPending {
+		t.Fatalf("marking one row touched another: %+v", other)
+	}
+}
+
+func testMarkPublishedBatch(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300, 400)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 900))
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 4)
+	mustNoErr(t, "claim", err)
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[1], "im down", 1100))
+
+	// ids[0] is already published, "nope" does not exist: both skipped.
+	mustNoErr(t, "MarkOutboxPublishedBatch", s.MarkOutboxPublishedBatch(ctx, []string{ids[0], ids[1], ids[2], "nope"}, 2000))
+	if g := getOutbox(t, s, ids[0]); g.PublishedAtMs != 900 {
+		t.Fatalf("batch re-marked a published row: %+v", g)
+	}
+	for _, id := range ids[1:3] {
+		g := getOutbox(t, s, id)
+		if g.Status != persistence.OutboxPublished || g.PublishedAtMs != 2000 || g.UpdatedAtMs != 2000 || g.LastError != "" || g.LockedBy != "" || g.LockUntilMs != 0 {
+			t.Fatalf("%s after batch mark: %+v", id, g)
+		}
+	}
+	if g := getOutbox(t, s, ids[3]); g.Status != persistence.OutboxPending {
+		t.Fatalf("batch touched a row it was not given: %+v", g)
+	}
+	mustNoErr(t, "empty batch", s.MarkOutboxPublishedBatch(ctx, nil, 3000))
+	if st, err := s.OutboxStats(ctx); err != nil || st.Pending != 1 {
+		t.Fatalf("stats after batch: %+v %v, want 1 pending", st, err)
+	}
+}
+
+func normRow(r persistence.OutboxRow) persistence.OutboxRow {
+	r.Envelope = normEnvelope(r.Envelope)
+	return r
+}
+
+func testMarkFailed(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100)
+	id := ids[0]
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im: 500 server busy", 1100))
+	got := getOutbox(t, s, id)
+	if got.Status != persistence.OutboxPending || got.RetryCount != 1 || got.LastError != "im: 500 server busy" ||
+		got.UpdatedAtMs != 1100 || got.LockedBy != "" || got.LockUntilMs != 0 || got.PublishedAtMs != 0 || got.CreatedAtMs != 100 {
+		t.Fatalf("failed row: %+v", got)
+	}
+	// The lease is gone: another relay may take it at once.
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1100, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after a failure", eventIDs(b), ids)
+
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "network unreachable", 1200))
+	got = getOutbox(t, s, id)
+	if got.RetryCount != 2 || got.LastError != "network unreachable" || got.Status != persistence.OutboxPending {
+		t.Fatalf("row after a second failure: %+v", got)
+	}
+	pending, err := s.ListPendingOutbox(ctx, 10)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "a failed row stays in the pending scan", eventIDs(pending), ids)
+
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, id, 1300))
+	if got := getOutbox(t, s, id); got.LastError != "" || got.RetryCount != 2 {
+		t.Fatalf("success must clear last_error and keep retry_count: %+v", got)
+	}
+}
+
+func testReleaseOutbox(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200)
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+
+	mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, ids[0]))
+	got := getOutbox(t, s, ids[0])
+	if got.LockedBy != "" || got.LockUntilMs != 0 || got.RetryCount != 0 || got.Status != persistence.OutboxPending {
+		t.Fatalf("released row: %+v", got)
+	}
+	if other := getOutbox(t, s, ids[1]); other.LockedBy != "relay-a" {
+		t.Fatalf("release touched another row: %+v", other)
+	}
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after release", eventIDs(b), ids[:1])
+
+	// Releasing a published row leaves it published.
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1100))
+	before := getOutbox(t, s, ids[1])
+	_ = s.ReleaseOutbox(ctx, ids[1]) // no-op or error: either way nothing changes
+	if after := getOutbox(t, s, ids[1]); !reflect.DeepEqual(normRow(after), normRow(before)) {
+		t.Fatalf("release changed a published row:\n got %+v\nwant %+v", after, before)
+	}
+}
+
+func testListOutboxFilter(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 300, 100, 200) // oldest first: 1, 2, 0
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[2], 400))
+	for _, tc := range []struct {
+		f    persistence.OutboxFilter
+		want []string
+	}{
+		{persistence.OutboxFilter{Limit: 100}, []string{ids[1], ids[2], ids[0]}},
+		{persistence.OutboxFilter{Limit: 2}, []string{ids[1], ids[2]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 10}, []string{ids[1], ids[0]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 1}, []string{ids[1]}},
+		{persistence.OutboxFilter{Status: persistence.OutboxPublished, Limit: 10}, []string{ids[2]}},
+	} {
+		got, err := s.ListOutbox(ctx, tc.f)
+		mustNoErr(t, "ListOutbox", err)
+		wantIDs(t, fmt.Sprintf("ListOutbox(%+v)", tc.f), eventIDs(got), tc.want)
+		for _, r := range got {
+			if tc.f.Status != "" && r.Status != tc.f.Status {
+				t.Fatalf("ListOutbox(%+v) returned a %s row", tc.f, r.Status)
+			}
+		}
+	}
+}
+
+func testOutboxStats(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	want := func(what string, pending, oldest int64) {
+		t.Helper()
+		st, err := s.OutboxStats(ctx)
+		mustNoErr(t, "OutboxStats", err)
+		if st != (persistence.OutboxStats{Pending: pending, OldestCreatedAtMs: oldest}) {
+			t.Fatalf("OutboxStats %s: got %+v, want pending %d oldest %d", what, st, pending, oldest)
+		}
+	}
+	want("of an empty store", 0, 0)
+	ids := seedOutbox(t, s, roomA, 300, 100, 200)
+	want("with three pending", 3, 100)
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+	want("with leased rows (still pending)", 3, 100)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1000))
+	want("after the oldest was published", 2, 200)
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[2], "boom", 1000))
+	want("after a failure", 2, 200)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 1000))
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[2], 1000))
+	want("after all were published", 0, 0)
+}
