@@ -53,11 +53,11 @@ type App struct {
 	hosted         *room.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service // nil when the wallet is remote
-	jetstream    *mq.JetStream // the room_outbox topic, when notice.mq is on
-	notices      noticeParts
-	member       *cluster.Member
-	owners       ownership.Table // room ownership (shard leases); also the room clients' owner feed
-	workers      []worker
+	jetstream      *mq.JetStream   // the room_outbox topic, when notice.mq is on
+	notices        noticeParts
+	member         *cluster.Member
+	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
+	workers        []worker
 
 	grpcServer *grpc.Server
 	health     *health.Server
