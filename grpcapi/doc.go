@@ -1,7 +1,8 @@
 // Package grpcapi is roomcell's public gRPC surface: the servers behind the
 // generated services (RoomServer for roomcell.v1.RoomService), the checks
-// every request passes before it reaches a grain (validation, so bad input
-// answers InvalidArgument and changes nothing), the interceptors (request id,
+// every request passes before it reaches a grain (for room commands the
+// room's own, room.CheckClientCommand, so bad input answers InvalidArgument
+// and changes nothing), the interceptors (request id,
 // access log, panic recovery, bearer auth), health and reflection, and the
 // one mapping from error classes to gRPC status codes (errors.go). It holds
 // no room rules (those live in actors/room) and must not touch a store,

@@ -6,6 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
@@ -38,13 +42,14 @@ func NewRoomServer(backend RoomBackend, log *slog.Logger, commandTimeout time.Du
 	return &RoomServer{backend: backend, log: log, timeout: commandTimeout}
 }
 
+// Every request type of the grain protocol's oneof is checked completely
+// by room.CheckClientCommand, so all of them may arrive with invalid UTF-8
+// and be refused by name.
 func init() {
-	registerValidated(
-		&roomcellv1.CreateRoomRequest{}, &roomcellv1.JoinRoomRequest{}, &roomcellv1.LeaveRoomRequest{},
-		&roomcellv1.TakeMicRequest{}, &roomcellv1.ReleaseMicRequest{}, &roomcellv1.SendGiftRequest{},
-		&roomcellv1.KickUserRequest{}, &roomcellv1.CloseRoomRequest{}, &roomcellv1.HeartbeatRequest{},
-		&roomcellv1.GetRoomRequest{},
-	)
+	oneof := (&roomcellv1.RoomCommand{}).ProtoReflect().Descriptor().Oneofs().ByName("command").Fields()
+	for i := range oneof.Len() {
+		registerValidated(dynamicpb.NewMessage(oneof.Get(i).Message()))
+	}
 }
 
 var errNoReply = errors.New("room backend returned neither a reply nor an error")
@@ -67,84 +72,89 @@ func (s *RoomServer) execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (
 
 func (s *RoomServer) invalid(ctx context.Context, err error) error { return toStatus(ctx, s.log, err) }
 
-func (s *RoomServer) CreateRoom(ctx context.Context, r *roomcellv1.CreateRoomRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateCreateRoom(r); err != nil {
+// command checks a client's command with the room's own rules, fills in
+// the request id and runs it.
+func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+	if err := room.CheckClientCommand(rc); err != nil {
 		return nil, s.invalid(ctx, err)
 	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CreateRoom{CreateRoom: r}})
+	setRequestID(ctx, room.Request(rc))
+	return s.execute(ctx, rc)
+}
+
+// setRequestID fills the request_id field every room request has.
+func setRequestID(ctx context.Context, req proto.Message) {
+	m := req.ProtoReflect()
+	fd := m.Descriptor().Fields().ByName("request_id")
+	m.Set(fd, protoreflect.ValueOfString(requestIDFor(ctx, m.Get(fd).String())))
+}
+
+func (s *RoomServer) CreateRoom(ctx context.Context, r *roomcellv1.CreateRoomRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CreateRoom{CreateRoom: r}})
 }
 
 func (s *RoomServer) JoinRoom(ctx context.Context, r *roomcellv1.JoinRoomRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateJoinRoom(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_JoinRoom{JoinRoom: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_JoinRoom{JoinRoom: r}})
 }
 
 func (s *RoomServer) LeaveRoom(ctx context.Context, r *roomcellv1.LeaveRoomRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateLeaveRoom(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: r}})
 }
 
 func (s *RoomServer) TakeMic(ctx context.Context, r *roomcellv1.TakeMicRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateTakeMic(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TakeMic{TakeMic: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TakeMic{TakeMic: r}})
 }
 
 func (s *RoomServer) ReleaseMic(ctx context.Context, r *roomcellv1.ReleaseMicRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateReleaseMic(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReleaseMic{ReleaseMic: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReleaseMic{ReleaseMic: r}})
 }
 
 func (s *RoomServer) SendGift(ctx context.Context, r *roomcellv1.SendGiftRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateSendGift(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SendGift{SendGift: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SendGift{SendGift: r}})
 }
 
 func (s *RoomServer) KickUser(ctx context.Context, r *roomcellv1.KickUserRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateKickUser(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickUser{KickUser: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickUser{KickUser: r}})
 }
 
 func (s *RoomServer) CloseRoom(ctx context.Context, r *roomcellv1.CloseRoomRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateCloseRoom(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CloseRoom{CloseRoom: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CloseRoom{CloseRoom: r}})
 }
 
 func (s *RoomServer) Heartbeat(ctx context.Context, r *roomcellv1.HeartbeatRequest) (*roomcellv1.CommandReply, error) {
-	if err := validateHeartbeat(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	return s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: r}})
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: r}})
+}
+
+func (s *RoomServer) SetAdmin(ctx context.Context, r *roomcellv1.SetAdminRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAdmin{SetAdmin: r}})
+}
+
+func (s *RoomServer) RemoveAdmin(ctx context.Context, r *roomcellv1.RemoveAdminRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_RemoveAdmin{RemoveAdmin: r}})
+}
+
+func (s *RoomServer) MuteSeat(ctx context.Context, r *roomcellv1.MuteSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteSeat{MuteSeat: r}})
+}
+
+func (s *RoomServer) UnmuteSeat(ctx context.Context, r *roomcellv1.UnmuteSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteSeat{UnmuteSeat: r}})
+}
+
+func (s *RoomServer) LockSeat(ctx context.Context, r *roomcellv1.LockSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LockSeat{LockSeat: r}})
+}
+
+func (s *RoomServer) UnlockSeat(ctx context.Context, r *roomcellv1.UnlockSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnlockSeat{UnlockSeat: r}})
+}
+
+func (s *RoomServer) UpdateRoom(ctx context.Context, r *roomcellv1.UpdateRoomRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: r}})
 }
 
 func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) (*roomcellv1.GetRoomReply, error) {
-	if err := validateGetRoom(r); err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	r.RequestId = requestIDFor(ctx, r.RequestId)
-	reply, err := s.execute(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: r}})
+	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: r}})
 	if err != nil {
 		return nil, err
 	}

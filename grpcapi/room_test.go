@@ -2,9 +2,11 @@ package grpcapi
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -89,6 +91,55 @@ func happyCases() []rpcCase {
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: &roomcellv1.HeartbeatRequest{
 				RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2"}}}},
+		{"SetAdmin",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetAdmin(ctx, &roomcellv1.SetAdminRequest{CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAdmin{SetAdmin: &roomcellv1.SetAdminRequest{
+				CommandId: "c9", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{"RemoveAdmin",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.RemoveAdmin(ctx, &roomcellv1.RemoveAdminRequest{CommandId: "c10", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_RemoveAdmin{RemoveAdmin: &roomcellv1.RemoveAdminRequest{
+				CommandId: "c10", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{"MuteSeat",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.MuteSeat(ctx, &roomcellv1.MuteSeatRequest{CommandId: "c11", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 3})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteSeat{MuteSeat: &roomcellv1.MuteSeatRequest{
+				CommandId: "c11", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 3}}}},
+		{"UnmuteSeat",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.UnmuteSeat(ctx, &roomcellv1.UnmuteSeatRequest{CommandId: "c12", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 0})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteSeat{UnmuteSeat: &roomcellv1.UnmuteSeatRequest{
+				CommandId: "c12", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+		{"LockSeat",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.LockSeat(ctx, &roomcellv1.LockSeatRequest{CommandId: "c13", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 19})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LockSeat{LockSeat: &roomcellv1.LockSeatRequest{
+				CommandId: "c13", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 19}}}},
+		{"UnlockSeat",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.UnlockSeat(ctx, &roomcellv1.UnlockSeatRequest{CommandId: "c14", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 1})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnlockSeat{UnlockSeat: &roomcellv1.UnlockSeatRequest{
+				CommandId: "c14", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 1}}}},
+		{"UpdateRoom with an announcement that breaks lines",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.UpdateRoom(ctx, &roomcellv1.UpdateRoomRequest{CommandId: "c15", AppCode: "app1", RoomId: "r1", UserId: "u1",
+					Name: "新", Announcement: proto.String("a\nb")})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: &roomcellv1.UpdateRoomRequest{
+				CommandId: "c15", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "新", Announcement: proto.String("a\nb")}}}},
+		{"LeaveRoom with an ordinary reason",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c16", AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: room.ReasonLeft})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: &roomcellv1.LeaveRoomRequest{
+				CommandId: "c16", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: room.ReasonLeft}}}},
 		{"GetRoom",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: "app1", RoomId: "r1"})
@@ -196,4 +247,24 @@ func TestCommandTimeoutBoundsBackend(t *testing.T) {
 	s := NewRoomServer(b, discardLogger(), 20*time.Millisecond)
 	_, err := s.JoinRoom(context.Background(), &roomcellv1.JoinRoomRequest{CommandId: "c1", AppCode: "a", RoomId: "r", UserId: "u"})
 	assertCode(t, err, codes.DeadlineExceeded)
+}
+
+// Every command RPC of RoomService is served (not left to
+// Unimplemented) and has a row above; ListRooms and GetUserRoom are the
+// directory's (directory_test.go).
+func TestEveryRoomRPCHasAHappyCase(t *testing.T) {
+	rows := map[string]bool{}
+	for _, tc := range happyCases() {
+		rows[strings.Fields(tc.name)[0]] = true
+	}
+	methods := roomcellv1.File_roomcellv1_room_proto.Services().ByName("RoomService").Methods()
+	for i := range methods.Len() {
+		name := string(methods.Get(i).Name())
+		if name == "ListRooms" || name == "GetUserRoom" {
+			continue
+		}
+		if !rows[name] {
+			t.Errorf("RoomService.%s has no happy case", name)
+		}
+	}
 }

@@ -137,6 +137,64 @@ func badInputCases() []badCase {
 			_, err := c.Heartbeat(ctx, &roomcellv1.HeartbeatRequest{AppCode: "a", UserId: "u"})
 			return err
 		}},
+		// Free text and reserved values (issue 14).
+		{"create name with NUL", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = "a\x00b" })},
+		{"create blank name", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = " \u3000 " })},
+		{"kick reason with ESC", "reason", kick(func(r *roomcellv1.KickUserRequest) { r.Reason = "\x1b[31m" })},
+		{"leave reason heartbeat_timeout", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: room.ReasonHeartbeatTimeout})
+			return err
+		}},
+		{"leave reason switched_room", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: room.ReasonSwitchedRoom})
+			return err
+		}},
+		{"close reason with a newline", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.CloseRoom(ctx, &roomcellv1.CloseRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: "a\nb"})
+			return err
+		}},
+		// The management commands.
+		{"set admin empty target", "target_user_id", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.SetAdmin(ctx, &roomcellv1.SetAdminRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u"})
+			return err
+		}},
+		{"remove admin empty command_id", "command_id", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.RemoveAdmin(ctx, &roomcellv1.RemoveAdminRequest{AppCode: "a", RoomId: "r", UserId: "u", TargetUserId: "v"})
+			return err
+		}},
+		{"mute seat 20", "seat", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.MuteSeat(ctx, &roomcellv1.MuteSeatRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Seat: room.MaxMicSeats})
+			return err
+		}},
+		{"unmute seat -1", "seat", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UnmuteSeat(ctx, &roomcellv1.UnmuteSeatRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Seat: -1})
+			return err
+		}},
+		{"lock seat empty room_id", "room_id", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.LockSeat(ctx, &roomcellv1.LockSeatRequest{CommandId: "c", AppCode: "a", UserId: "u"})
+			return err
+		}},
+		{"unlock seat 99", "seat", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UnlockSeat(ctx, &roomcellv1.UnlockSeatRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Seat: 99})
+			return err
+		}},
+		{"update nothing", "name or announcement", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UpdateRoom(ctx, &roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u"})
+			return err
+		}},
+		{"update blank name", "name", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UpdateRoom(ctx, &roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Name: "   "})
+			return err
+		}},
+		{"update announcement with NUL", "announcement", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UpdateRoom(ctx, &roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Announcement: proto.String("\x00")})
+			return err
+		}},
+		{"update announcement too long", "announcement", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.UpdateRoom(ctx, &roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u",
+				Announcement: proto.String(strings.Repeat("a", room.MaxAnnouncement+1))})
+			return err
+		}},
 		{"get empty room_id", "room_id", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
 			_, err := c.GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: "a"})
 			return err
@@ -211,6 +269,12 @@ func TestInvalidUTF8OverTheWire(t *testing.T) {
 			&roomcellv1.JoinRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r"}, 5, "\xff")},
 		{"get room_id", "GetRoom", "room_id", withRawString(t,
 			&roomcellv1.GetRoomRequest{AppCode: "a"}, 3, "\x80")},
+		{"update name", "UpdateRoom", "name", withRawString(t,
+			&roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u"}, 6, "\xff")},
+		{"update announcement (optional field)", "UpdateRoom", "announcement", withRawString(t,
+			&roomcellv1.UpdateRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u"}, 7, "ok\xfe")},
+		{"set admin target", "SetAdmin", "target_user_id", withRawString(t,
+			&roomcellv1.SetAdminRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u"}, 6, "\xff")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

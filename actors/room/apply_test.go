@@ -10,7 +10,8 @@ import (
 )
 
 // busy is a room with something in every field: admins, members, seats
-// taken, a live ban, an expired ban, heat.
+// taken, a live ban, an expired ban, heat, a muted seat, a locked seat, an
+// announcement.
 func busy(t *testing.T) room.State {
 	t.Helper()
 	return given(t, then(aRoom,
@@ -19,6 +20,7 @@ func busy(t *testing.T) room.State {
 		gift("alice", "bob", 2, 40),
 		kick("owner", "carol", ban(10)),                // until t0+10s
 		kick("owner", "dave", ban(3600), at(t0+1_000)), // until t0+1h+1s
+		muteSeat("owner", 3), lockSeat("admin", 6), updateRoom("owner", announce("hi")),
 	)...)
 }
 
@@ -34,6 +36,13 @@ func allEvents() []room.Event {
 		room.RoomUserKicked{TargetUserID: "bob", OperatorUserID: "owner", BanUntilMs: t0 + 99},
 		room.RoomClosed{OperatorUserID: "owner"},
 		room.RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 45},
+		room.RoomAdminSet{TargetUserID: "alice", OperatorUserID: "owner"},
+		room.RoomAdminRemoved{TargetUserID: "admin", OperatorUserID: "owner"},
+		room.RoomSeatMuted{Seat: 0, UserID: "alice", OperatorUserID: "admin"},
+		room.RoomSeatUnmuted{Seat: 3, OperatorUserID: "admin"},
+		room.RoomSeatLocked{Seat: 2, OperatorUserID: "owner"},
+		room.RoomSeatUnlocked{Seat: 6, OperatorUserID: "owner"},
+		room.RoomUpdated{OperatorUserID: "owner", Name: "新名字", Announcement: "line 1\nline 2"},
 	}
 }
 
@@ -59,6 +68,12 @@ func TestApplyNeverChangesItsInput(t *testing.T) {
 			}
 			for i := range n.Admins {
 				n.Admins[i] = "scribble"
+			}
+			for i := range n.MutedSeats {
+				n.MutedSeats[i] = -1
+			}
+			for i := range n.LockedSeats {
+				n.LockedSeats[i] = -1
 			}
 			if !reflect.DeepEqual(s, keep) {
 				t.Fatalf("result shares memory with the input: %+v", s)
@@ -127,6 +142,36 @@ func TestApplyEffects(t *testing.T) {
 		{"rank changed: room state untouched",
 			room.RoomRankChanged{Rank: 1, Heat: 40},
 			func(s *room.State) {}},
+		{"admin set: inserted in order",
+			room.RoomAdminSet{TargetUserID: "alice", OperatorUserID: "owner"},
+			func(s *room.State) { s.Admins = []string{"admin", "admin2", "alice"} }},
+		{"admin set: already listed is unchanged",
+			room.RoomAdminSet{TargetUserID: "admin2", OperatorUserID: "owner"},
+			func(s *room.State) {}},
+		{"admin removed",
+			room.RoomAdminRemoved{TargetUserID: "admin", OperatorUserID: "owner"},
+			func(s *room.State) { s.Admins = []string{"admin2"} }},
+		{"seat muted: inserted in order, the holder stays",
+			room.RoomSeatMuted{Seat: 0, UserID: "alice", OperatorUserID: "owner"},
+			func(s *room.State) { s.MutedSeats = []int{0, 3} }},
+		{"seat muted: out of range is ignored",
+			room.RoomSeatMuted{Seat: 8, OperatorUserID: "owner"},
+			func(s *room.State) {}},
+		{"seat unmuted: the last mute goes, the list is nil",
+			room.RoomSeatUnmuted{Seat: 3, OperatorUserID: "owner"},
+			func(s *room.State) { s.MutedSeats = nil }},
+		{"seat locked",
+			room.RoomSeatLocked{Seat: 1, OperatorUserID: "owner"},
+			func(s *room.State) { s.LockedSeats = []int{1, 6} }},
+		{"seat unlocked",
+			room.RoomSeatUnlocked{Seat: 6, OperatorUserID: "owner"},
+			func(s *room.State) { s.LockedSeats = nil }},
+		{"room updated: name and announcement replaced",
+			room.RoomUpdated{OperatorUserID: "admin", Name: "Sat", Announcement: ""},
+			func(s *room.State) { s.Name, s.Announcement = "Sat", "" }},
+		{"user left: the mute stays with the seat",
+			room.RoomUserLeft{UserID: "bob", Reason: room.ReasonLeft},
+			func(s *room.State) { delete(s.Members, "bob"); s.Seats[3] = "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,13 +191,16 @@ func TestApplyEffects(t *testing.T) {
 func TestApplyBusyFixture(t *testing.T) {
 	s := busy(t)
 	want := room.State{
-		AppCode: tApp, RoomID: tRoom, Seq: 12, Exists: true, Owner: "owner", Name: "Friday night", Status: room.StatusOpen,
-		Admins:      []string{"admin", "admin2"},
-		Members:     map[string]int64{"owner": t0, "admin": t0, "admin2": t0, "alice": t0, "bob": t0},
-		Seats:       []string{"alice", "", "", "bob", "", "", "", ""},
-		Bans:        map[string]int64{"carol": t0 + 10_000, "dave": t0 + 3_601_000},
-		Heat:        40,
-		CreatedAtMs: t0,
+		AppCode: tApp, RoomID: tRoom, Seq: 15, Exists: true, Owner: "owner", Name: "Friday night", Status: room.StatusOpen,
+		Admins:       []string{"admin", "admin2"},
+		Members:      map[string]int64{"owner": t0, "admin": t0, "admin2": t0, "alice": t0, "bob": t0},
+		Seats:        []string{"alice", "", "", "bob", "", "", "", ""},
+		Bans:         map[string]int64{"carol": t0 + 10_000, "dave": t0 + 3_601_000},
+		Heat:         40,
+		CreatedAtMs:  t0,
+		Announcement: "hi",
+		MutedSeats:   []int{3},
+		LockedSeats:  []int{6},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("busy\n got  %+v\n want %+v", s, want)
@@ -220,6 +268,40 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		if _, err := room.UnmarshalState([]byte(bad)); err == nil || !strings.Contains(err.Error(), "snapshot") {
 			t.Errorf("UnmarshalState(%q) = %v, want a snapshot error", bad, err)
 		}
+	}
+}
+
+// A snapshot written before seats could be muted or locked and rooms had
+// an announcement (the JSON of that version, byte for byte) still decodes
+// to the state it was, and the new commands work on it.
+func TestSnapshotFromBeforeSeatRulesDecodes(t *testing.T) {
+	old := `{"app_code":"app1","room_id":"room1","seq":7,"exists":true,"owner":"owner","name":"Friday night","status":"open",` +
+		`"admins":["admin"],"members":{"alice":1700000000000,"owner":1700000000000},"seats":["alice","","",""],` +
+		`"bans":{"bob":1700000600000},"heat":30,"created_at_ms":1700000000000}`
+	s, err := room.UnmarshalState([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := room.State{AppCode: tApp, RoomID: tRoom, Seq: 7, Exists: true, Owner: "owner", Name: "Friday night", Status: room.StatusOpen,
+		Admins: []string{"admin"}, Members: map[string]int64{"alice": t0, "owner": t0}, Seats: []string{"alice", "", "", ""},
+		Bans: map[string]int64{"bob": t0 + 600_000}, Heat: 30, CreatedAtMs: t0}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("old snapshot\n got  %#v\n want %#v", s, want)
+	}
+	// Re-marshalled without the new fields: an older node reading it back
+	// (rolling upgrade) sees the same JSON.
+	if b, _ := s.Marshal(); string(b) != old {
+		t.Fatalf("re-marshalled old snapshot differs:\n%s\n%s", b, old)
+	}
+	for _, c := range []room.Command{muteSeat("owner", 0), lockSeat("owner", 0), updateRoom("owner", announce("hi")), setAdmin("owner", "alice")} {
+		evs, err := room.Decide(s, c)
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("%s on an old snapshot: %v %v", c.Type, evs, err)
+		}
+		s = room.ApplyCommand(s, s.Seq+1, evs)
+	}
+	if !s.SeatMuted(0) || !s.SeatLocked(0) || s.Seats[0] != "" || s.Announcement != "hi" || !s.IsAdmin("alice") {
+		t.Fatalf("after the new commands: %+v", s)
 	}
 }
 

@@ -1,25 +1,44 @@
 package room
 
-// Command types; also the command_type column of the command log.
-const (
-	CmdCreateRoom = "CreateRoom"
-	CmdJoinRoom   = "JoinRoom"
-	CmdLeaveRoom  = "LeaveRoom"
-	CmdTakeMic    = "TakeMic"
-	CmdReleaseMic = "ReleaseMic"
-	CmdSendGift   = "SendGift"
-	CmdKickUser   = "KickUser"
-	CmdCloseRoom  = "CloseRoom"
-	CmdHeartbeat  = "Heartbeat"
+import (
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
-// Leave reasons.
+// Command types; also the command_type column of the command log. A type
+// is its request message's name without "Request" (CommandFromProto).
+const (
+	CmdCreateRoom  = "CreateRoom"
+	CmdJoinRoom    = "JoinRoom"
+	CmdLeaveRoom   = "LeaveRoom"
+	CmdTakeMic     = "TakeMic"
+	CmdReleaseMic  = "ReleaseMic"
+	CmdSendGift    = "SendGift"
+	CmdKickUser    = "KickUser"
+	CmdCloseRoom   = "CloseRoom"
+	CmdHeartbeat   = "Heartbeat"
+	CmdSetAdmin    = "SetAdmin"
+	CmdRemoveAdmin = "RemoveAdmin"
+	CmdMuteSeat    = "MuteSeat"
+	CmdUnmuteSeat  = "UnmuteSeat"
+	CmdLockSeat    = "LockSeat"
+	CmdUnlockSeat  = "UnlockSeat"
+	CmdUpdateRoom  = "UpdateRoom"
+)
+
+// Leave and seat-release reasons. The system ones are written by the room
+// and its workers only; a client may not claim them (checkClientReason).
 const (
 	ReasonLeft             = "left"
 	ReasonKicked           = "kicked"
 	ReasonReleased         = "released"
 	ReasonHeartbeatTimeout = "heartbeat_timeout"
 	ReasonSwitchedRoom     = "switched_room"
+	ReasonSeatLocked       = "seat_locked"
 )
 
 // Command is one request to a room, with the time it is decided at. The
@@ -33,22 +52,108 @@ type Command struct {
 	UserID    string // operator
 	NowMs     int64
 
-	Name     string   // CreateRoom
-	MicSeats int      // CreateRoom; 0 = DefaultMicSeats
-	Admins   []string // CreateRoom
+	Name         string   // CreateRoom; UpdateRoom ("" = unchanged)
+	MicSeats     int      // CreateRoom; 0 = DefaultMicSeats
+	Admins       []string // CreateRoom
+	Announcement *string  // UpdateRoom; nil = unchanged, "" = cleared
 
-	Seat int // TakeMic
+	Seat int // TakeMic, MuteSeat, UnmuteSeat, LockSeat, UnlockSeat
 
 	ToUserID  string // SendGift
 	GiftID    string
 	GiftCount int64
 	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
 
-	TargetUserID string // KickUser
+	TargetUserID string // KickUser, SetAdmin, RemoveAdmin
 	BanSeconds   int64
 	Reason       string // LeaveRoom, KickUser, CloseRoom
 }
 
+// commandKind is everything the room knows about one command type. The
+// common header (ids) is read and checked for every type alike; a row holds
+// only what differs.
+type commandKind struct {
+	// fill copies the request's own fields into c.
+	fill func(req proto.Message, c *Command)
+	// check validates those fields without looking at the room.
+	check func(c Command) error
+	// client holds the rules only a client's command must pass (the
+	// room's own workers send the same type through the internal path).
+	client func(c Command) error
+	// decide applies the room's rules once the room is known to exist and
+	// be open (CreateRoom: before either).
+	decide func(s State, c Command) ([]Event, error)
+	// unlogged: not written to the command log, no command_id needed.
+	unlogged bool
+}
+
+// commands is the command table: one row per command type.
+var commands = map[string]commandKind{
+	CmdCreateRoom: {
+		fill: fill(func(r *v1.CreateRoomRequest, c *Command) {
+			c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
+		}),
+		check: checkCreate, decide: decideCreate,
+	},
+	CmdJoinRoom: {decide: decideJoin},
+	CmdLeaveRoom: {
+		fill:  fill(func(r *v1.LeaveRoomRequest, c *Command) { c.Reason = r.Reason }),
+		check: checkReason, client: checkClientReason, decide: decideLeave,
+	},
+	CmdTakeMic:    {fill: fillSeat[*v1.TakeMicRequest], check: checkSeat, decide: decideTakeMic},
+	CmdReleaseMic: {decide: decideReleaseMic},
+	CmdSendGift: {
+		fill: fill(func(r *v1.SendGiftRequest, c *Command) {
+			c.ToUserID, c.GiftID, c.GiftCount = r.ToUserId, r.GiftId, r.GiftCount
+		}),
+		check: checkGift, decide: decideGift,
+	},
+	CmdKickUser: {
+		fill: fill(func(r *v1.KickUserRequest, c *Command) {
+			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
+		}),
+		check: checkKick, decide: decideKick,
+	},
+	CmdCloseRoom: {
+		fill:  fill(func(r *v1.CloseRoomRequest, c *Command) { c.Reason = r.Reason }),
+		check: checkReason, decide: decideClose,
+	},
+	CmdHeartbeat:   {decide: decideHeartbeat, unlogged: true},
+	CmdSetAdmin:    {fill: fillTarget[*v1.SetAdminRequest], check: checkTarget, decide: decideSetAdmin},
+	CmdRemoveAdmin: {fill: fillTarget[*v1.RemoveAdminRequest], check: checkTarget, decide: decideRemoveAdmin},
+	CmdMuteSeat:    {fill: fillSeat[*v1.MuteSeatRequest], check: checkSeat, decide: decideMuteSeat},
+	CmdUnmuteSeat:  {fill: fillSeat[*v1.UnmuteSeatRequest], check: checkSeat, decide: decideUnmuteSeat},
+	CmdLockSeat:    {fill: fillSeat[*v1.LockSeatRequest], check: checkSeat, decide: decideLockSeat},
+	CmdUnlockSeat:  {fill: fillSeat[*v1.UnlockSeatRequest], check: checkSeat, decide: decideUnlockSeat},
+	CmdUpdateRoom: {
+		fill: fill(func(r *v1.UpdateRoomRequest, c *Command) {
+			c.Name, c.Announcement = r.Name, r.Announcement
+		}),
+		check: checkUpdate, decide: decideUpdate,
+	},
+}
+
 // Mutates reports whether commands of this type are logged. Heartbeat only
 // checks membership (presence lives in the directory) and is not logged.
-func Mutates(cmdType string) bool { return cmdType != CmdHeartbeat }
+func Mutates(cmdType string) bool { return !commands[cmdType].unlogged }
+
+// CommandTypes lists the command types a room decides, sorted.
+func CommandTypes() []string { return slices.Sorted(maps.Keys(commands)) }
+
+func fill[R proto.Message](f func(r R, c *Command)) func(proto.Message, *Command) {
+	return func(m proto.Message, c *Command) { f(m.(R), c) }
+}
+
+func fillSeat[R interface {
+	proto.Message
+	GetSeat() int32
+}](m proto.Message, c *Command) {
+	c.Seat = int(m.(R).GetSeat())
+}
+
+func fillTarget[R interface {
+	proto.Message
+	GetTargetUserId() string
+}](m proto.Message, c *Command) {
+	c.TargetUserID = m.(R).GetTargetUserId()
+}

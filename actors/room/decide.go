@@ -1,66 +1,69 @@
 package room
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
 // Decide checks cmd against the room's rules and returns the events it
 // produces. It does not change s. A nil error with no events is a valid
 // no-op (joining a room one is in, taking the seat one holds).
-// The rules, one per row, are the table in decide_test.go.
+// The rules, one per row, are the table in decide_test.go; the command
+// types and their checks are the table in command.go.
 func Decide(s State, cmd Command) ([]Event, error) {
-	if err := validate(cmd); err != nil {
+	k, err := validate(cmd)
+	if err != nil {
 		return nil, err
 	}
-	if cmd.Type == CmdCreateRoom {
-		return decideCreate(s, cmd)
-	}
-	if !s.Exists {
-		return nil, ErrRoomNotFound
-	}
-	if s.Status == StatusClosed {
-		return nil, ErrRoomClosed
-	}
-	switch cmd.Type {
-	case CmdJoinRoom:
-		return decideJoin(s, cmd)
-	case CmdLeaveRoom:
-		return decideLeave(s, cmd)
-	case CmdTakeMic:
-		return decideTakeMic(s, cmd)
-	case CmdReleaseMic:
-		if !s.IsMember(cmd.UserID) {
-			return nil, ErrNotMember
+	if cmd.Type != CmdCreateRoom {
+		if !s.Exists {
+			return nil, ErrRoomNotFound
 		}
-		seat := s.SeatOf(cmd.UserID)
-		if seat < 0 {
-			return nil, ErrNotSeated
+		if s.Status == StatusClosed {
+			return nil, ErrRoomClosed
 		}
-		return []Event{RoomMicReleased{UserID: cmd.UserID, Seat: seat, Reason: ReasonReleased}}, nil
-	case CmdSendGift:
-		return decideGift(s, cmd)
-	case CmdKickUser:
-		return decideKick(s, cmd)
-	case CmdCloseRoom:
-		if err := checkOperator(s, cmd.UserID); err != nil {
-			return nil, err
-		}
-		return []Event{RoomClosed{OperatorUserID: cmd.UserID, Reason: cmd.Reason}}, nil
-	case CmdHeartbeat:
-		// Presence (last seen) lives in the directory, not in room state:
-		// a heartbeat only tells the caller whether it is still in the
-		// room, so a client that was kicked or timed out learns it and
-		// rejoins. It produces no events and is not logged.
-		if !s.IsMember(cmd.UserID) {
-			return nil, ErrNotMember
-		}
-		return nil, nil
 	}
-	// validate rejects unknown types; this is for a type added there but
-	// not here.
-	return nil, invalidf("unknown command type %q", cmd.Type)
+	return k.decide(s, cmd)
+}
+
+// validate checks the fields of cmd that do not depend on room state: the
+// header every command carries, then the type's own fields.
+func validate(cmd Command) (commandKind, error) {
+	k, ok := commands[cmd.Type]
+	if !ok {
+		return commandKind{}, invalidf("unknown command type %q", cmd.Type)
+	}
+	if err := checkID("app_code", cmd.AppCode); err != nil {
+		return k, err
+	}
+	if err := checkID("room_id", cmd.RoomID); err != nil {
+		return k, err
+	}
+	if err := checkID("user_id", cmd.UserID); err != nil {
+		return k, err
+	}
+	// An unlogged command needs no command_id (there is nothing to
+	// deduplicate), but one that is given must still be a valid id.
+	if !k.unlogged || cmd.CommandID != "" {
+		if err := checkID("command_id", cmd.CommandID); err != nil {
+			return k, err
+		}
+	}
+	if cmd.RequestID != "" {
+		if err := checkID("request_id", cmd.RequestID); err != nil {
+			return k, err
+		}
+	}
+	if k.check != nil {
+		if err := k.check(cmd); err != nil {
+			return k, err
+		}
+	}
+	return k, nil
 }
 
 // checkOperator allows the owner always, even from outside the room (an
@@ -76,6 +79,24 @@ func checkOperator(s State, user string) error {
 	}
 	if !s.IsMember(user) {
 		return ErrNotMember
+	}
+	return nil
+}
+
+func checkCreate(cmd Command) error {
+	if err := checkName("name", cmd.Name); err != nil {
+		return err
+	}
+	if cmd.MicSeats < 0 || cmd.MicSeats > MaxMicSeats {
+		return invalidf("mic_seats must be between 0 (default %d) and %d, got %d", DefaultMicSeats, MaxMicSeats, cmd.MicSeats)
+	}
+	if len(cmd.Admins) > MaxAdmins {
+		return invalidf("at most %d admin_user_ids, got %d", MaxAdmins, len(cmd.Admins))
+	}
+	for i, a := range cmd.Admins {
+		if err := checkID(fmt.Sprintf("admin_user_ids[%d]", i), a); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -113,6 +134,21 @@ func decideJoin(s State, cmd Command) ([]Event, error) {
 	return []Event{RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs}}, nil
 }
 
+func checkReason(cmd Command) error { return checkText("reason", cmd.Reason, MaxReasonLen) }
+
+// systemReasons are written by the room itself (kick, seat lock) or by its
+// workers through the internal path (presence: heartbeat_timeout;
+// directory: switched_room). A client claiming one would make its own
+// leave look like a timeout or a kick to every IM client.
+var systemReasons = []string{ReasonHeartbeatTimeout, ReasonSwitchedRoom, ReasonKicked, ReasonSeatLocked}
+
+func checkClientReason(cmd Command) error {
+	if slices.Contains(systemReasons, cmd.Reason) {
+		return invalidf("reason %q is reserved for the room's own use", cmd.Reason)
+	}
+	return nil
+}
+
 // decideLeave lets anyone leave, the owner included: the room stays open
 // without them (a voice room outlives its host stepping out) and they keep
 // the owner's rights and may come back. A seat is released first, as its own
@@ -132,12 +168,28 @@ func decideLeave(s State, cmd Command) ([]Event, error) {
 	return append(evs, RoomUserLeft{UserID: cmd.UserID, Reason: reason}), nil
 }
 
+// checkSeat bounds a seat index by the largest room; the room's own seat
+// count is state (seatInRoom).
+func checkSeat(cmd Command) error {
+	if cmd.Seat < 0 || cmd.Seat >= MaxMicSeats {
+		return invalidf("seat must be between 0 and %d, got %d", MaxMicSeats-1, cmd.Seat)
+	}
+	return nil
+}
+
+func seatInRoom(s State, seat int) error {
+	if seat >= len(s.Seats) {
+		return invalidf("seat %d out of range: room has %d seats", seat, len(s.Seats))
+	}
+	return nil
+}
+
 func decideTakeMic(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.UserID) {
 		return nil, ErrNotMember
 	}
-	if cmd.Seat >= len(s.Seats) {
-		return nil, invalidf("seat %d out of range: room has %d seats", cmd.Seat, len(s.Seats))
+	if err := seatInRoom(s, cmd.Seat); err != nil {
+		return nil, err
 	}
 	switch holder := s.Seats[cmd.Seat]; holder {
 	case cmd.UserID:
@@ -146,10 +198,42 @@ func decideTakeMic(s State, cmd Command) ([]Event, error) {
 	default:
 		return nil, ErrSeatTaken
 	}
+	// Nobody takes a locked seat, the owner included: unlocking is one
+	// command away for them, and a lock that has exceptions is not one.
+	if s.SeatLocked(cmd.Seat) {
+		return nil, ErrSeatLocked
+	}
 	if s.SeatOf(cmd.UserID) >= 0 {
 		return nil, ErrAlreadySeated
 	}
 	return []Event{RoomMicTaken{UserID: cmd.UserID, Seat: cmd.Seat}}, nil
+}
+
+func decideReleaseMic(s State, cmd Command) ([]Event, error) {
+	if !s.IsMember(cmd.UserID) {
+		return nil, ErrNotMember
+	}
+	seat := s.SeatOf(cmd.UserID)
+	if seat < 0 {
+		return nil, ErrNotSeated
+	}
+	return []Event{RoomMicReleased{UserID: cmd.UserID, Seat: seat, Reason: ReasonReleased}}, nil
+}
+
+func checkGift(cmd Command) error {
+	if err := checkID("to_user_id", cmd.ToUserID); err != nil {
+		return err
+	}
+	if err := checkID("gift_id", cmd.GiftID); err != nil {
+		return err
+	}
+	if cmd.GiftCount <= 0 || cmd.GiftCount > MaxGiftCount {
+		return invalidf("gift_count must be between 1 and %d, got %d", MaxGiftCount, cmd.GiftCount)
+	}
+	if cmd.HeatValue < 0 {
+		return invalidf("heat value must not be negative")
+	}
+	return nil
 }
 
 func decideGift(s State, cmd Command) ([]Event, error) {
@@ -167,6 +251,19 @@ func decideGift(s State, cmd Command) ([]Event, error) {
 		evs = append(evs, RoomHeatChanged{Delta: delta, Heat: s.Heat + delta})
 	}
 	return evs, nil
+}
+
+func checkKick(cmd Command) error {
+	if err := checkTarget(cmd); err != nil {
+		return err
+	}
+	if cmd.TargetUserID == cmd.UserID {
+		return invalidf("target_user_id must differ from user_id")
+	}
+	if cmd.BanSeconds < 0 || cmd.BanSeconds > MaxBanSeconds {
+		return invalidf("ban_seconds must be between 0 and %d, got %d", MaxBanSeconds, cmd.BanSeconds)
+	}
+	return checkReason(cmd)
 }
 
 // decideKick: the owner kicks anyone but themself; an admin in the room
@@ -196,79 +293,150 @@ func decideKick(s State, cmd Command) ([]Event, error) {
 	return append(evs, RoomUserKicked{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until}), nil
 }
 
-// validate checks the fields of cmd that do not depend on room state.
-func validate(cmd Command) error {
-	switch cmd.Type {
-	case CmdCreateRoom, CmdJoinRoom, CmdLeaveRoom, CmdTakeMic, CmdReleaseMic,
-		CmdSendGift, CmdKickUser, CmdCloseRoom, CmdHeartbeat:
-	default:
-		return invalidf("unknown command type %q", cmd.Type)
+func decideClose(s State, cmd Command) ([]Event, error) {
+	if err := checkOperator(s, cmd.UserID); err != nil {
+		return nil, err
 	}
-	if err := checkID("app_code", cmd.AppCode); err != nil {
+	return []Event{RoomClosed{OperatorUserID: cmd.UserID, Reason: cmd.Reason}}, nil
+}
+
+// decideHeartbeat: presence (last seen) lives in the directory, not in
+// room state: a heartbeat only tells the caller whether it is still in the
+// room, so a client that was kicked or timed out learns it and rejoins. It
+// produces no events and is not logged.
+func decideHeartbeat(s State, cmd Command) ([]Event, error) {
+	if !s.IsMember(cmd.UserID) {
+		return nil, ErrNotMember
+	}
+	return nil, nil
+}
+
+func checkTarget(cmd Command) error { return checkID("target_user_id", cmd.TargetUserID) }
+
+// decideSetAdmin: only the owner appoints admins, from inside the room or
+// not, and may appoint a user who is not in the room now (as CreateRoom's
+// admin list does).
+func decideSetAdmin(s State, cmd Command) ([]Event, error) {
+	if cmd.UserID != s.Owner {
+		return nil, ErrOwnerOnly
+	}
+	if cmd.TargetUserID == s.Owner {
+		return nil, ErrAdminOwner
+	}
+	if s.IsAdmin(cmd.TargetUserID) {
+		return nil, nil
+	}
+	if len(s.Admins) >= MaxAdmins {
+		return nil, ErrTooManyAdmins
+	}
+	return []Event{RoomAdminSet{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
+}
+
+func decideRemoveAdmin(s State, cmd Command) ([]Event, error) {
+	if cmd.UserID != s.Owner {
+		return nil, ErrOwnerOnly
+	}
+	if cmd.TargetUserID == s.Owner {
+		return nil, ErrAdminOwner
+	}
+	if !s.IsAdmin(cmd.TargetUserID) {
+		return nil, nil
+	}
+	return []Event{RoomAdminRemoved{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
+}
+
+// seatOperation is the common part of the seat commands: an operator (see
+// checkOperator) and a seat of this room.
+func seatOperation(s State, cmd Command) error {
+	if err := checkOperator(s, cmd.UserID); err != nil {
 		return err
 	}
-	if err := checkID("room_id", cmd.RoomID); err != nil {
-		return err
+	return seatInRoom(s, cmd.Seat)
+}
+
+// decideMuteSeat: the mute belongs to the seat, not to its holder. The
+// holder stays seated (and in the room); when they release, leave, are
+// kicked or time out, the seat stays muted for whoever takes it next, until
+// UnmuteSeat. A free seat can be muted ahead.
+func decideMuteSeat(s State, cmd Command) ([]Event, error) {
+	if err := seatOperation(s, cmd); err != nil {
+		return nil, err
 	}
-	if err := checkID("user_id", cmd.UserID); err != nil {
-		return err
+	if s.SeatMuted(cmd.Seat) {
+		return nil, nil
 	}
-	if Mutates(cmd.Type) {
-		if err := checkID("command_id", cmd.CommandID); err != nil {
+	return []Event{RoomSeatMuted{Seat: cmd.Seat, UserID: s.Seats[cmd.Seat], OperatorUserID: cmd.UserID}}, nil
+}
+
+func decideUnmuteSeat(s State, cmd Command) ([]Event, error) {
+	if err := seatOperation(s, cmd); err != nil {
+		return nil, err
+	}
+	if !s.SeatMuted(cmd.Seat) {
+		return nil, nil
+	}
+	return []Event{RoomSeatUnmuted{Seat: cmd.Seat, OperatorUserID: cmd.UserID}}, nil
+}
+
+// decideLockSeat: locking an occupied seat takes its holder off it first
+// (RoomMicReleased, reason seat_locked; they stay in the room), so "locked"
+// always means "empty and closed".
+func decideLockSeat(s State, cmd Command) ([]Event, error) {
+	if err := seatOperation(s, cmd); err != nil {
+		return nil, err
+	}
+	if s.SeatLocked(cmd.Seat) {
+		return nil, nil
+	}
+	var evs []Event
+	if holder := s.Seats[cmd.Seat]; holder != "" {
+		evs = append(evs, RoomMicReleased{UserID: holder, Seat: cmd.Seat, Reason: ReasonSeatLocked})
+	}
+	return append(evs, RoomSeatLocked{Seat: cmd.Seat, OperatorUserID: cmd.UserID}), nil
+}
+
+func decideUnlockSeat(s State, cmd Command) ([]Event, error) {
+	if err := seatOperation(s, cmd); err != nil {
+		return nil, err
+	}
+	if !s.SeatLocked(cmd.Seat) {
+		return nil, nil
+	}
+	return []Event{RoomSeatUnlocked{Seat: cmd.Seat, OperatorUserID: cmd.UserID}}, nil
+}
+
+// checkUpdate: an empty name keeps the name (a room always has one), an
+// absent announcement keeps the announcement, an empty one clears it.
+func checkUpdate(cmd Command) error {
+	if cmd.Name == "" && cmd.Announcement == nil {
+		return invalidf("name or announcement is required")
+	}
+	if cmd.Name != "" {
+		if err := checkName("name", cmd.Name); err != nil {
 			return err
 		}
 	}
-	if err := checkText("reason", cmd.Reason, MaxReasonLen); err != nil {
-		return err
-	}
-	switch cmd.Type {
-	case CmdCreateRoom:
-		if cmd.Name == "" {
-			return invalidf("name is required")
-		}
-		if err := checkText("name", cmd.Name, MaxNameLen); err != nil {
-			return err
-		}
-		if cmd.MicSeats < 0 || cmd.MicSeats > MaxMicSeats {
-			return invalidf("mic_seats must be between 0 (default %d) and %d, got %d", DefaultMicSeats, MaxMicSeats, cmd.MicSeats)
-		}
-		if len(cmd.Admins) > MaxAdmins {
-			return invalidf("at most %d admin_user_ids, got %d", MaxAdmins, len(cmd.Admins))
-		}
-		for _, a := range cmd.Admins {
-			if err := checkID("admin_user_ids", a); err != nil {
-				return err
-			}
-		}
-	case CmdTakeMic:
-		if cmd.Seat < 0 || cmd.Seat >= MaxMicSeats {
-			return invalidf("seat must be between 0 and %d, got %d", MaxMicSeats-1, cmd.Seat)
-		}
-	case CmdSendGift:
-		if err := checkID("to_user_id", cmd.ToUserID); err != nil {
-			return err
-		}
-		if err := checkID("gift_id", cmd.GiftID); err != nil {
-			return err
-		}
-		if cmd.GiftCount <= 0 || cmd.GiftCount > MaxGiftCount {
-			return invalidf("gift_count must be between 1 and %d, got %d", MaxGiftCount, cmd.GiftCount)
-		}
-		if cmd.HeatValue < 0 {
-			return invalidf("heat value must not be negative")
-		}
-	case CmdKickUser:
-		if err := checkID("target_user_id", cmd.TargetUserID); err != nil {
-			return err
-		}
-		if cmd.TargetUserID == cmd.UserID {
-			return invalidf("target_user_id must differ from user_id")
-		}
-		if cmd.BanSeconds < 0 || cmd.BanSeconds > MaxBanSeconds {
-			return invalidf("ban_seconds must be between 0 and %d, got %d", MaxBanSeconds, cmd.BanSeconds)
-		}
+	if cmd.Announcement != nil {
+		return checkFreeText("announcement", *cmd.Announcement, MaxAnnouncement, true)
 	}
 	return nil
+}
+
+func decideUpdate(s State, cmd Command) ([]Event, error) {
+	if err := checkOperator(s, cmd.UserID); err != nil {
+		return nil, err
+	}
+	name, ann := s.Name, s.Announcement
+	if cmd.Name != "" {
+		name = cmd.Name
+	}
+	if cmd.Announcement != nil {
+		ann = *cmd.Announcement
+	}
+	if name == s.Name && ann == s.Announcement {
+		return nil, nil
+	}
+	return []Event{RoomUpdated{OperatorUserID: cmd.UserID, Name: name, Announcement: ann}}, nil
 }
 
 // CheckID validates an identifier field: non-empty, at most MaxIDLen bytes,
@@ -292,12 +460,39 @@ func checkID(field, v string) error {
 	return nil
 }
 
-func checkText(field, v string, max int) error {
+// checkName: a name is required and must show something: not only
+// spaces (any Unicode space).
+func checkName(field, v string) error {
+	if v == "" {
+		return invalidf("%s is required", field)
+	}
+	if err := checkText(field, v, MaxNameLen); err != nil {
+		return err
+	}
+	if strings.TrimFunc(v, unicode.IsSpace) == "" {
+		return invalidf("%s is blank", field)
+	}
+	return nil
+}
+
+// checkText checks one-line free text (names, reasons).
+func checkText(field, v string, max int) error { return checkFreeText(field, v, max, false) }
+
+// checkFreeText: free text reaches IM clients and logs as it is, so it
+// must be UTF-8 without control characters (NUL, escapes, C1 codes, which
+// can corrupt a client's rendering or a log line); multiline text (the
+// announcement) may break lines with "\n".
+func checkFreeText(field, v string, max int, multiline bool) error {
 	if len(v) > max {
 		return invalidf("%s is longer than %d bytes", field, max)
 	}
 	if !utf8.ValidString(v) {
 		return invalidf("%s is not valid UTF-8", field)
+	}
+	for i, r := range v {
+		if unicode.IsControl(r) && !(multiline && r == '\n') {
+			return invalidf("%s has a control character (U+%04X) at byte %d", field, r, i)
+		}
 	}
 	return nil
 }

@@ -390,7 +390,7 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 		user, at, cmdID := cmd.UserID, cmd.NowMs, cmd.CommandID
 		steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 	}
-	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members)) {
+	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members) || prev.Name != g.state.Name) {
 		e, seq := g.entry(), g.state.Seq
 		steps = append(steps, func(w *dirWorker) { w.update(e, seq) })
 	}

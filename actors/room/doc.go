@@ -1,7 +1,11 @@
 // Package room owns a voice-chat room: the pure state machine (state.go,
-// decide.go, apply.go, event.go: no clock, no I/O, no actor — Decide checks
-// a command against the rules and returns events, ApplyCommand folds them
-// into a new state), the room grain that serialises a room's commands,
+// decide.go, apply.go, event.go, command.go: no clock, no I/O, no actor —
+// Decide checks a command against the rules and returns events,
+// ApplyCommand folds them into a new state). A command is one row of the
+// command table (command.go: request fields, checks, rules) and an event
+// one row of the event registry (event.go: payload, effect on the state,
+// IM and priority); proto.go reads the common header once and
+// CheckClientCommand is the one validation the gRPC layer calls. the room grain that serialises a room's commands,
 // persists them with their outbox rows in one append and rebuilds from
 // snapshot + events on activation (grain.go), its ordered IM publisher
 // child (publisher.go), and the client that reaches a grain wherever the

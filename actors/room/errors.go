@@ -21,21 +21,35 @@ var (
 	ErrUnavailable = errclass.Unavailable
 )
 
-// Rule errors: one per broken rule, each in its class.
+// Rule errors: one per broken rule, each in its class. ruleErr registers
+// each in ruleErrors, so it comes back as itself on another node.
 var (
-	ErrRoomNotFound   = fmt.Errorf("%w: room does not exist", ErrNotFound)
-	ErrRoomExists     = fmt.Errorf("%w: room already exists", ErrExists)
-	ErrRoomClosed     = fmt.Errorf("%w: room is closed", ErrPrecondition)
-	ErrNotMember      = fmt.Errorf("%w: user is not a member of the room", ErrPrecondition)
-	ErrBanned         = fmt.Errorf("%w: user is banned from the room", ErrPrecondition)
-	ErrSeatTaken      = fmt.Errorf("%w: seat is taken", ErrPrecondition)
-	ErrAlreadySeated  = fmt.Errorf("%w: user already holds another seat", ErrPrecondition)
-	ErrNotSeated      = fmt.Errorf("%w: user holds no seat", ErrPrecondition)
-	ErrReceiverAbsent = fmt.Errorf("%w: gift receiver is not a member of the room", ErrPrecondition)
-	ErrKickOwner      = fmt.Errorf("%w: the owner cannot be kicked", ErrPrecondition)
-	ErrNotOwner       = fmt.Errorf("%w: only the owner or an admin may do this", ErrPermission)
-	ErrKickAdmin      = fmt.Errorf("%w: only the owner may kick an admin", ErrPermission)
+	ErrRoomNotFound   = ruleErr(ErrNotFound, "room does not exist")
+	ErrRoomExists     = ruleErr(ErrExists, "room already exists")
+	ErrRoomClosed     = ruleErr(ErrPrecondition, "room is closed")
+	ErrNotMember      = ruleErr(ErrPrecondition, "user is not a member of the room")
+	ErrBanned         = ruleErr(ErrPrecondition, "user is banned from the room")
+	ErrSeatTaken      = ruleErr(ErrPrecondition, "seat is taken")
+	ErrSeatLocked     = ruleErr(ErrPrecondition, "seat is locked")
+	ErrAlreadySeated  = ruleErr(ErrPrecondition, "user already holds another seat")
+	ErrNotSeated      = ruleErr(ErrPrecondition, "user holds no seat")
+	ErrReceiverAbsent = ruleErr(ErrPrecondition, "gift receiver is not a member of the room")
+	ErrKickOwner      = ruleErr(ErrPrecondition, "the owner cannot be kicked")
+	ErrAdminOwner     = ruleErr(ErrPrecondition, "the owner is not an admin and cannot be made one")
+	ErrTooManyAdmins  = ruleErr(ErrPrecondition, fmt.Sprintf("the room already has %d admins", MaxAdmins))
+	ErrNotOwner       = ruleErr(ErrPermission, "only the owner or an admin may do this")
+	ErrOwnerOnly      = ruleErr(ErrPermission, "only the owner may do this")
+	ErrKickAdmin      = ruleErr(ErrPermission, "only the owner may kick an admin")
 )
+
+// ruleErrors is every rule error, in declaration order.
+var ruleErrors []error
+
+func ruleErr(class error, text string) error {
+	err := fmt.Errorf("%w: %s", class, text)
+	ruleErrors = append(ruleErrors, err)
+	return err
+}
 
 // Class names carried across the cluster in RoomError.class.
 const (
@@ -79,12 +93,6 @@ type classError struct {
 
 func (e *classError) Error() string { return e.msg }
 func (e *classError) Unwrap() error { return e.class }
-
-var ruleErrors = []error{
-	ErrRoomNotFound, ErrRoomExists, ErrRoomClosed, ErrNotMember, ErrBanned, ErrSeatTaken,
-	ErrAlreadySeated, ErrNotSeated, ErrReceiverAbsent, ErrKickOwner, ErrNotOwner, ErrKickAdmin,
-	ErrMoved,
-}
 
 // ErrorFromClass rebuilds an error of the given class with the given text.
 // A rule error comes back as its own sentinel, so errors.Is works the same

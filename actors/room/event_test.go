@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,13 +16,8 @@ import (
 	"github.com/hyapp/roomcell/actors/room"
 )
 
-// eventTypes is every event type the room knows; a new one must be added
-// here and to DecodeEvent.
-var eventTypes = []string{
-	room.TypeRoomCreated, room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
-	room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked,
-	room.TypeRoomClosed, room.TypeRoomRankChanged,
-}
+// eventTypes is every event type the room's registry knows.
+var eventTypes = room.EventTypes()
 
 func TestEventJSONRoundTrip(t *testing.T) {
 	samples := append(allEvents(),
@@ -92,18 +92,25 @@ func TestDecodeEventErrors(t *testing.T) {
 
 func TestIsIMEvent(t *testing.T) {
 	want := map[string]bool{
-		room.TypeRoomCreated:     false,
-		room.TypeRoomUserJoined:  true,
-		room.TypeRoomUserLeft:    true,
-		room.TypeRoomMicTaken:    true,
-		room.TypeRoomMicReleased: true,
-		room.TypeRoomGiftSent:    true,
-		room.TypeRoomHeatChanged: false,
-		room.TypeRoomUserKicked:  true,
-		room.TypeRoomClosed:      true,
-		room.TypeRoomRankChanged: false,
-		"":                       false,
-		"SomethingElse":          false,
+		room.TypeRoomCreated:      false,
+		room.TypeRoomUserJoined:   true,
+		room.TypeRoomUserLeft:     true,
+		room.TypeRoomMicTaken:     true,
+		room.TypeRoomMicReleased:  true,
+		room.TypeRoomGiftSent:     true,
+		room.TypeRoomHeatChanged:  false,
+		room.TypeRoomUserKicked:   true,
+		room.TypeRoomClosed:       true,
+		room.TypeRoomRankChanged:  false,
+		room.TypeRoomAdminSet:     true,
+		room.TypeRoomAdminRemoved: true,
+		room.TypeRoomSeatMuted:    true,
+		room.TypeRoomSeatUnmuted:  true,
+		room.TypeRoomSeatLocked:   true,
+		room.TypeRoomSeatUnlocked: true,
+		room.TypeRoomUpdated:      true,
+		"":                        false,
+		"SomethingElse":           false,
 	}
 	for typ, w := range want {
 		if got := room.IsIMEvent(typ); got != w {
@@ -112,6 +119,17 @@ func TestIsIMEvent(t *testing.T) {
 	}
 	if len(want) != len(eventTypes)+2 {
 		t.Fatalf("the table must list every event type")
+	}
+	// High priority: the events a room's clients cannot do without.
+	for _, typ := range eventTypes {
+		info, ok := room.EventInfoOf(typ)
+		wantHigh := typ == room.TypeRoomGiftSent || typ == room.TypeRoomUserKicked || typ == room.TypeRoomClosed || typ == room.TypeRoomSeatMuted
+		if !ok || info.High != wantHigh || info.High && !info.IM {
+			t.Errorf("EventInfoOf(%s) = %+v, %v; want High %v", typ, info, ok, wantHigh)
+		}
+	}
+	if _, ok := room.EventInfoOf("SomethingElse"); ok {
+		t.Error("an unknown type has info")
 	}
 }
 
@@ -155,6 +173,10 @@ func TestErrorClasses(t *testing.T) {
 		{room.ErrNotSeated, room.ClassPrecondition},
 		{room.ErrReceiverAbsent, room.ClassPrecondition},
 		{room.ErrKickOwner, room.ClassPrecondition},
+		{room.ErrSeatLocked, room.ClassPrecondition},
+		{room.ErrAdminOwner, room.ClassPrecondition},
+		{room.ErrTooManyAdmins, room.ClassPrecondition},
+		{room.ErrOwnerOnly, room.ClassPermission},
 		{room.ErrKickAdmin, room.ClassPermission},
 		{room.ErrNotOwner, room.ClassPermission},
 		{room.ErrInvalid, room.ClassInvalid},
@@ -175,5 +197,68 @@ func TestErrorClasses(t *testing.T) {
 		if room.ClassOf(back) != tt.class || back.Error() != tt.err.Error() {
 			t.Errorf("ErrorFromClass(%s) = %v (class %s)", tt.class, back, room.ClassOf(back))
 		}
+	}
+}
+
+// Every rule error comes back from another node as itself, so errors.Is
+// works wherever the command ran.
+func TestRuleErrorsSurviveTheCluster(t *testing.T) {
+	if len(room.RuleErrors()) < 16 {
+		t.Fatalf("only %d rule errors registered", len(room.RuleErrors()))
+	}
+	for _, e := range room.RuleErrors() {
+		back := room.ErrorFromClass(room.ClassOf(e), e.Error())
+		if back != e || !errors.Is(back, e) {
+			t.Errorf("%v came back as %v", e, back)
+		}
+	}
+}
+
+// A rule error declared without ruleErr would not be registered, and
+// errors.Is would fail silently across nodes: every package-level Err*
+// variable of the room is either a class sentinel (errors.New) or made by
+// ruleErr.
+func TestEveryRuleErrorIsRegistered(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := 0
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, d := range f.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.VAR {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !strings.HasPrefix(name.Name, "Err") || i >= len(vs.Values) {
+							continue
+						}
+						if sel, ok := vs.Values[i].(*ast.SelectorExpr); ok && types.ExprString(sel.X) == "errclass" {
+							continue // a class of the shared vocabulary under the room's name
+						}
+						call, ok := vs.Values[i].(*ast.CallExpr)
+						if !ok {
+							t.Errorf("%s: %s is not a call", fset.Position(name.Pos()), name.Name)
+							continue
+						}
+						switch fn := types.ExprString(call.Fun); fn {
+						case "ruleErr":
+							rules++
+						case "errors.New": // a class sentinel
+						default:
+							t.Errorf("%s: %s is made by %s, not ruleErr: it would not cross nodes as itself", fset.Position(name.Pos()), name.Name, fn)
+						}
+					}
+				}
+			}
+		}
+	}
+	if rules != len(room.RuleErrors()) {
+		t.Errorf("%d ruleErr declarations, %d registered", rules, len(room.RuleErrors()))
 	}
 }

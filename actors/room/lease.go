@@ -3,7 +3,6 @@ package room
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -23,7 +22,7 @@ type Lease interface {
 // ErrMoved answers a command that reached a grain whose node does not
 // hold the room's lease (any more): retryable, and the room client
 // retries it on the current owner.
-var ErrMoved = fmt.Errorf("%w: room is not served by this node (its shard lease is elsewhere); retry", ErrUnavailable)
+var ErrMoved = ruleErr(ErrUnavailable, "room is not served by this node (its shard lease is elsewhere); retry")
 
 // gate checks the lease before a command is handled. Without the lease
 // the grain answers ErrMoved and stops (the next command activates the

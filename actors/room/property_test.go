@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,7 +134,9 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("%d RoomCreated events", sm.seen[room.TypeRoomCreated])
 	}
 	for _, typ := range []string{room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
-		room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked} {
+		room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked,
+		room.TypeRoomAdminSet, room.TypeRoomAdminRemoved, room.TypeRoomSeatMuted, room.TypeRoomSeatUnmuted,
+		room.TypeRoomSeatLocked, room.TypeRoomSeatUnlocked, room.TypeRoomUpdated} {
 		if sm.seen[typ] < 5 {
 			return sm.summary(len(recs), len(snaps)), fmt.Errorf("only %d %s events in %d commands (%d logged): the generator does not exercise the room", sm.seen[typ], typ, n, len(recs))
 		}
@@ -243,17 +246,25 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.Type = room.CmdCloseRoom
 		return c
 	}
-	switch k := r.IntN(100); {
+	op := func() string { return sm.pick([]string{"owner", "owner", "admin", "u1", "u2"}) }
+	seat := func() int { return r.IntN(max(len(s.Seats), 1) + 2) } // now and then out of range
+	if r.IntN(3) > 0 {
+		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
+	}
+	switch k := r.IntN(150); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 	case k < 32:
 		c.Type = room.CmdLeaveRoom
-		if r.IntN(4) == 0 {
+		switch r.IntN(8) {
+		case 0, 1:
 			c.Reason = room.ReasonHeartbeatTimeout
+		case 2:
+			c.Reason = room.ReasonSwitchedRoom
 		}
 	case k < 52:
 		c.Type = room.CmdTakeMic
-		c.Seat = r.IntN(max(len(s.Seats), 1) + 2) // now and then out of range
+		c.Seat = seat()
 	case k < 62:
 		c.Type = room.CmdReleaseMic
 	case k < 78:
@@ -267,11 +278,40 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.TargetUserID = sm.pick(sm.users)
 		c.BanSeconds = r.Int64N(3) * r.Int64N(6) // 0..10 s, often none
 		c.Reason = "prop"
-	default:
+	case k < 100:
 		c.Type = room.CmdHeartbeat
 		c.CommandID = ""
+	case k < 112:
+		// Mostly the command that changes something (toggles), sometimes
+		// the one that is a no-op.
+		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
+		c.Type = toggle(r, s.IsAdmin(c.TargetUserID), room.CmdSetAdmin, room.CmdRemoveAdmin)
+	case k < 126:
+		c.UserID, c.Seat = op(), seat()
+		c.Type = toggle(r, s.SeatMuted(c.Seat), room.CmdMuteSeat, room.CmdUnmuteSeat)
+	case k < 140:
+		c.UserID, c.Seat = op(), seat()
+		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
+	default:
+		c.Type, c.UserID = room.CmdUpdateRoom, op()
+		if r.IntN(2) == 0 {
+			c.Name = sm.pick([]string{"prop", "renamed", "again", " "}) // blank is invalid
+		}
+		if c.Name == "" || r.IntN(2) == 0 {
+			a := sm.pick([]string{"", fmt.Sprintf("note %d\nline 2", step), fmt.Sprintf("note %d", step), fmt.Sprintf("bad %d\x00", step)}) // NUL is invalid
+			c.Announcement = &a
+		}
 	}
 	return c
+}
+
+// toggle picks on when the thing is off and off when it is on, and the
+// other way round one time in eight.
+func toggle(r *rand.Rand, isOn bool, on, off string) string {
+	if isOn != (r.IntN(8) == 0) {
+		return off
+	}
+	return on
 }
 
 // checkDecision checks a decision against rules stated independently of
@@ -315,7 +355,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				return fmt.Errorf("join of a banned user or member %s", e.UserID)
 			}
 		case room.RoomMicTaken:
-			if !s.IsMember(e.UserID) || s.Seats[e.Seat] != "" || s.SeatOf(e.UserID) >= 0 {
+			if !s.IsMember(e.UserID) || s.Seats[e.Seat] != "" || s.SeatOf(e.UserID) >= 0 || s.SeatLocked(e.Seat) {
 				return fmt.Errorf("mic taken against the rules: %+v", e)
 			}
 		case room.RoomUserKicked:
@@ -325,9 +365,13 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			if e.TargetUserID == s.Owner || !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("kick against the rules: %+v", e)
 			}
-		case room.RoomClosed:
+		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
-				return fmt.Errorf("close by %s", c.UserID)
+				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
+			}
+		case room.RoomAdminSet, room.RoomAdminRemoved:
+			if c.UserID != s.Owner || c.TargetUserID == s.Owner {
+				return fmt.Errorf("%s by %s for %s", e.EventType(), c.UserID, c.TargetUserID)
 			}
 		case room.RoomGiftSent:
 			if !s.IsMember(e.FromUserID) || !s.IsMember(e.ToUserID) || e.GiftCount <= 0 {
@@ -370,8 +414,22 @@ func (sm *sim) invariants(s room.State) error {
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
 	}
-	if slices.Contains(s.Admins, s.Owner) || !slices.IsSorted(s.Admins) {
+	if slices.Contains(s.Admins, s.Owner) || !slices.IsSorted(s.Admins) || len(s.Admins) > room.MaxAdmins {
 		return fmt.Errorf("admins %v (owner %s)", s.Admins, s.Owner)
+	}
+	for _, seats := range [][]int{s.MutedSeats, s.LockedSeats} {
+		if !slices.IsSorted(seats) || len(slices.Compact(slices.Clone(seats))) != len(seats) ||
+			slices.ContainsFunc(seats, func(i int) bool { return i < 0 || i >= len(s.Seats) }) {
+			return fmt.Errorf("seat list %v of %d seats", seats, len(s.Seats))
+		}
+	}
+	for _, i := range s.LockedSeats {
+		if s.Seats[i] != "" {
+			return fmt.Errorf("locked seat %d held by %s", i, s.Seats[i])
+		}
+	}
+	if strings.TrimSpace(s.Name) == "" || strings.ContainsRune(s.Name, 0) || strings.ContainsRune(s.Announcement, 0) {
+		return fmt.Errorf("name %q announcement %q", s.Name, s.Announcement)
 	}
 	switch s.Status {
 	case room.StatusOpen:

@@ -1,85 +1,100 @@
 package room
 
 import (
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
+// header is the part every request of the grain protocol carries.
+type header interface {
+	proto.Message
+	GetCommandId() string
+	GetRequestId() string
+	GetAppCode() string
+	GetRoomId() string
+	GetUserId() string
+}
+
+// Request returns the request message set in rc's oneof, or nil.
+func Request(rc *v1.RoomCommand) proto.Message {
+	r := rc.ProtoReflect()
+	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("command"))
+	if fd == nil {
+		return nil
+	}
+	return r.Get(fd).Message().Interface()
+}
+
 // CommandFromProto turns the grain protocol's command into a domain
-// command decided at nowMs. ok is false for an empty oneof or GetRoom.
+// command decided at nowMs. ok is false for an empty oneof, GetRoom, or a
+// request type the command table does not know. The header is read here
+// for every type; the table's fill reads the rest.
 func CommandFromProto(rc *v1.RoomCommand, nowMs int64) (Command, bool) {
-	c := Command{NowMs: nowMs}
-	switch m := rc.GetCommand().(type) {
-	case *v1.RoomCommand_CreateRoom:
-		r := m.CreateRoom
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdCreateRoom, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
-	case *v1.RoomCommand_JoinRoom:
-		r := m.JoinRoom
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdJoinRoom, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-	case *v1.RoomCommand_LeaveRoom:
-		r := m.LeaveRoom
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdLeaveRoom, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.Reason = r.Reason
-	case *v1.RoomCommand_TakeMic:
-		r := m.TakeMic
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdTakeMic, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.Seat = int(r.Seat)
-	case *v1.RoomCommand_ReleaseMic:
-		r := m.ReleaseMic
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdReleaseMic, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-	case *v1.RoomCommand_SendGift:
-		r := m.SendGift
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdSendGift, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.ToUserID, c.GiftID, c.GiftCount = r.ToUserId, r.GiftId, r.GiftCount
-	case *v1.RoomCommand_KickUser:
-		r := m.KickUser
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdKickUser, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
-	case *v1.RoomCommand_CloseRoom:
-		r := m.CloseRoom
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdCloseRoom, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-		c.Reason = r.Reason
-	case *v1.RoomCommand_Heartbeat:
-		r := m.Heartbeat
-		c.Type, c.CommandID, c.RequestID, c.AppCode, c.RoomID, c.UserID = CmdHeartbeat, r.CommandId, r.RequestId, r.AppCode, r.RoomId, r.UserId
-	default:
+	req, ok := Request(rc).(header)
+	if !ok {
 		return Command{}, false
+	}
+	typ := strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
+	k, ok := commands[typ]
+	if !ok {
+		return Command{}, false
+	}
+	c := Command{
+		Type: typ, CommandID: req.GetCommandId(), RequestID: req.GetRequestId(),
+		AppCode: req.GetAppCode(), RoomID: req.GetRoomId(), UserID: req.GetUserId(), NowMs: nowMs,
+	}
+	if k.fill != nil {
+		k.fill(req, &c)
 	}
 	return c, true
 }
 
 // KeyOf returns the app_code and room_id a command addresses.
 func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
-	type addressed interface {
+	a, ok := Request(rc).(interface {
 		GetAppCode() string
 		GetRoomId() string
-	}
-	var a addressed
-	switch m := rc.GetCommand().(type) {
-	case *v1.RoomCommand_CreateRoom:
-		a = m.CreateRoom
-	case *v1.RoomCommand_JoinRoom:
-		a = m.JoinRoom
-	case *v1.RoomCommand_LeaveRoom:
-		a = m.LeaveRoom
-	case *v1.RoomCommand_TakeMic:
-		a = m.TakeMic
-	case *v1.RoomCommand_ReleaseMic:
-		a = m.ReleaseMic
-	case *v1.RoomCommand_SendGift:
-		a = m.SendGift
-	case *v1.RoomCommand_KickUser:
-		a = m.KickUser
-	case *v1.RoomCommand_CloseRoom:
-		a = m.CloseRoom
-	case *v1.RoomCommand_Heartbeat:
-		a = m.Heartbeat
-	case *v1.RoomCommand_GetRoom:
-		a = m.GetRoom
-	default:
+	})
+	if !ok {
 		return "", ""
 	}
 	return a.GetAppCode(), a.GetRoomId()
+}
+
+// CheckClientCommand checks a command from a client before it is sent to
+// its room: the same checks Decide makes before it looks at the room (one
+// implementation, validate), plus the rules only clients must pass (the
+// room's workers send system leave reasons through the internal path,
+// which does not call this). Every error is ErrInvalid naming the field.
+func CheckClientCommand(rc *v1.RoomCommand) error {
+	if g, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		r := g.GetRoom
+		if err := checkID("app_code", r.GetAppCode()); err != nil {
+			return err
+		}
+		if err := checkID("room_id", r.GetRoomId()); err != nil {
+			return err
+		}
+		if id := r.GetRequestId(); id != "" {
+			return checkID("request_id", id)
+		}
+		return nil
+	}
+	cmd, ok := CommandFromProto(rc, 0)
+	if !ok {
+		return invalidf("empty or unknown command")
+	}
+	k, err := validate(cmd)
+	if err != nil {
+		return err
+	}
+	if k.client != nil {
+		return k.client(cmd)
+	}
+	return nil
 }
 
 // View is the public view of a room state.
@@ -95,9 +110,10 @@ func View(s State) *v1.RoomView {
 		AdminUserIds: append([]string(nil), s.Admins...),
 		Heat:         s.Heat,
 		CreatedAtMs:  s.CreatedAtMs,
+		Announcement: s.Announcement,
 	}
 	for i, u := range s.Seats {
-		v.Seats = append(v.Seats, &v1.Seat{Seat: int32(i), UserId: u})
+		v.Seats = append(v.Seats, &v1.Seat{Seat: int32(i), UserId: u, Muted: s.SeatMuted(i), Locked: s.SeatLocked(i)})
 	}
 	return v
 }

@@ -16,6 +16,7 @@ const (
 	MaxIDLen        = 64
 	MaxNameLen      = 128
 	MaxReasonLen    = 256
+	MaxAnnouncement = 1024 // bytes
 	MaxAdmins       = 20
 	MaxGiftCount    = 1_000_000
 	MaxBanSeconds   = 365 * 24 * 3600
@@ -44,6 +45,11 @@ type State struct {
 	Bans        map[string]int64 `json:"bans,omitempty"`    // user -> banned until (ms)
 	Heat        int64            `json:"heat"`
 	CreatedAtMs int64            `json:"created_at_ms"`
+	// Added after the first release; omitempty keeps snapshots taken
+	// before them decoding to the same state (nil, "").
+	Announcement string `json:"announcement,omitempty"`
+	MutedSeats   []int  `json:"muted_seats,omitempty"`  // sorted seat indexes
+	LockedSeats  []int  `json:"locked_seats,omitempty"` // sorted seat indexes
 }
 
 // NewState is the empty state of a room that may not exist yet.
@@ -57,6 +63,8 @@ func (s State) Clone() State {
 	s.Members = maps.Clone(s.Members)
 	s.Seats = slices.Clone(s.Seats)
 	s.Bans = maps.Clone(s.Bans)
+	s.MutedSeats = slices.Clone(s.MutedSeats)
+	s.LockedSeats = slices.Clone(s.LockedSeats)
 	return s
 }
 
@@ -75,6 +83,12 @@ func (s State) IsAdmin(user string) bool {
 func (s State) SeatOf(user string) int {
 	return slices.Index(s.Seats, user)
 }
+
+// SeatMuted reports whether seat is muted.
+func (s State) SeatMuted(seat int) bool { return slices.Contains(s.MutedSeats, seat) }
+
+// SeatLocked reports whether seat is locked.
+func (s State) SeatLocked(seat int) bool { return slices.Contains(s.LockedSeats, seat) }
 
 // BannedAt reports whether user is banned at nowMs.
 func (s State) BannedAt(user string, nowMs int64) bool {

@@ -177,7 +177,17 @@ outbox_worker: {poll_interval: "200ms", publish_timeout: "1s", lease_ttl: "2s"}
 			}
 		}()
 	}
+	// Kill under load: after 2 s, and once at least 150 commands were
+	// acknowledged (a saturated machine needs longer for that).
 	time.Sleep(2 * time.Second)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 150 {
+			break
+		}
+	}
 	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -135,6 +135,48 @@ func init() {
 			return printReply(e, r.CommandId)(client(e).Heartbeat(ctx, r))
 		},
 	})
+	targetCommand("admin set", "make --target an admin of the room (--user is the owner)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
+			return c.SetAdmin(ctx, &roomcellv1.SetAdminRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
+		})
+	targetCommand("admin remove", "take admin rights from --target (--user is the owner)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
+			return c.RemoveAdmin(ctx, &roomcellv1.RemoveAdminRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
+		})
+	seatCommand("seat mute", "mute mic seat --seat; its holder stays seated (--user is the owner or an admin)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
+			return c.MuteSeat(ctx, &roomcellv1.MuteSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
+		})
+	seatCommand("seat unmute", "unmute mic seat --seat (--user is the owner or an admin)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
+			return c.UnmuteSeat(ctx, &roomcellv1.UnmuteSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
+		})
+	seatCommand("seat lock", "lock mic seat --seat, taking its holder off it (--user is the owner or an admin)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
+			return c.LockSeat(ctx, &roomcellv1.LockSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
+		})
+	seatCommand("seat unlock", "unlock mic seat --seat (--user is the owner or an admin)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
+			return c.UnlockSeat(ctx, &roomcellv1.UnlockSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
+		})
+	register(&command{
+		name:  "update",
+		usage: "rename a room (--name) and/or set its --announcement (--user is the owner or an admin)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("name", "", "new room name (empty = unchanged)")
+			fs.String("announcement", "", `new announcement; --announcement "" clears it (absent = unchanged)`)
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.UpdateRoomRequest{Name: str(fs, "name")}
+			if fs.Changed("announcement") {
+				a := str(fs, "announcement")
+				r.Announcement = &a
+			}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).UpdateRoom(ctx, r))
+		},
+	})
 	register(&command{
 		name:  "get",
 		usage: "show a room",
@@ -160,6 +202,42 @@ func commandFlags(fs *flag.FlagSet) {
 	roomFlags(fs)
 	fs.String("user", "", "operator user id")
 	fs.String("command-id", "", "idempotency key (default: a new random id; pass the same one to retry)")
+}
+
+type reqHeader struct{ id, app, room, user string }
+
+// sendFunc sends one command built from the common header and the
+// command's one argument.
+type sendFunc[A any] func(context.Context, roomcellv1.RoomServiceClient, reqHeader, A) (*roomcellv1.CommandReply, error)
+
+// seatCommand registers one of the seat commands: the common flags plus a
+// required --seat.
+func seatCommand(name, usage string, send sendFunc[int32]) {
+	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.Int32("seat", 0, "seat index, 0-based (required)") }, "seat", i32, send)
+}
+
+// targetCommand registers a command on another user: --target.
+func targetCommand(name, usage string, send sendFunc[string]) {
+	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.String("target", "", "user id (required)") }, "target", str, send)
+}
+
+func oneArgCommand[A any](name, usage string, flags func(*flag.FlagSet), arg string, get func(*flag.FlagSet, string) A, send sendFunc[A]) {
+	register(&command{
+		name:  name,
+		usage: usage,
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			flags(fs)
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			if !fs.Changed(arg) {
+				return fmt.Errorf("--%s is required", arg)
+			}
+			var h reqHeader
+			h.id, h.app, h.room, h.user = header(fs)
+			return printReply(e, h.id)(send(ctx, client(e), h, get(fs, arg)))
+		},
+	})
 }
 
 // header returns command_id (generated when not given), app, room, user.
@@ -227,12 +305,21 @@ func printRoom(w io.Writer, r *roomcellv1.RoomView) {
 	if len(r.GetAdminUserIds()) > 0 {
 		fmt.Fprintf(w, "  admins: %s\n", strings.Join(r.GetAdminUserIds(), ", "))
 	}
+	if a := r.GetAnnouncement(); a != "" {
+		fmt.Fprintf(w, "  announcement: %q\n", a)
+	}
 	fmt.Fprintf(w, "  members (%d): %s\n", len(r.GetMembers()), strings.Join(r.GetMembers(), ", "))
 	seats := make([]string, 0, len(r.GetSeats()))
 	for _, s := range r.GetSeats() {
 		u := s.GetUserId()
 		if u == "" {
 			u = "-"
+		}
+		if s.GetMuted() {
+			u += "(muted)"
+		}
+		if s.GetLocked() {
+			u += "(locked)"
 		}
 		seats = append(seats, fmt.Sprintf("%d:%s", s.GetSeat(), u))
 	}

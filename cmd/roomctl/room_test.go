@@ -141,9 +141,25 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Reason: "night"}}}},
 		{[]string{"heartbeat"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: &roomcellv1.HeartbeatRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+		{[]string{"admin", "set", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAdmin{SetAdmin: &roomcellv1.SetAdminRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"admin", "remove", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_RemoveAdmin{RemoveAdmin: &roomcellv1.RemoveAdminRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"seat", "mute", "--seat", "3"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteSeat{MuteSeat: &roomcellv1.MuteSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 3}}}},
+		{[]string{"seat", "unmute", "--seat", "0"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteSeat{UnmuteSeat: &roomcellv1.UnmuteSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 0}}}},
+		{[]string{"seat", "lock", "--seat", "7"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LockSeat{LockSeat: &roomcellv1.LockSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 7}}}},
+		{[]string{"seat", "unlock", "--seat", "7"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnlockSeat{UnlockSeat: &roomcellv1.UnlockSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 7}}}},
+		{[]string{"update", "--name", "Lounge"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: &roomcellv1.UpdateRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "Lounge"}}}},
+		{[]string{"update", "--announcement", ""}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: &roomcellv1.UpdateRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Announcement: proto.String("")}}}},
 	}
 	for _, tc := range cases {
-		t.Run(strings.Join(tc.args[:1], " "), func(t *testing.T) {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			args := append(append([]string{}, tc.args...), base...)
 			if code, _, errOut := runCtl(t, addr, args...); code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)

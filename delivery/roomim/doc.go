@@ -1,5 +1,6 @@
 // Package roomim maps room events onto Tencent IM: which events go to the
-// room's IM group (room.IsIMEvent) and how (one send_group_msg with a
+// room's IM group and at which priority (the room's event registry,
+// room.EventInfoOf) and how (one send_group_msg with a
 // TIMCustomElem carrying the envelope JSON, event_id in CloudCustomData,
 // Random derived from it), the group id of a room (GroupID), the group's
 // life (EnsureGroup in the command path, RoomCreated as its outbox

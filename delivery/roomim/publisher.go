@@ -301,10 +301,9 @@ func (p *Publisher) sendBatch(gid string, batch []*item) error {
 	ids := make([]string, len(batch))
 	for i, it := range batch {
 		ids[i] = it.env.EventID
-		switch it.env.EventType {
-		case room.TypeRoomUserKicked, room.TypeRoomClosed, room.TypeRoomGiftSent:
+		if info, _ := room.EventInfoOf(it.env.EventType); info.High {
 			// Tencent drops lower priorities first when a group is over
-			// its rate; these are the events a room cannot lose.
+			// its rate; the room's registry names the events it cannot lose.
 			msg.Priority = "High"
 		}
 	}

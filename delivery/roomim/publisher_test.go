@@ -519,3 +519,57 @@ func TestMissingGroupIsRecreated(t *testing.T) {
 		t.Fatal("a sensitive-content rejection must stay an error")
 	}
 }
+
+// Every IM event type of the room's registry reaches the group as one
+// message, with the priority the registry gives it; the room-management
+// events need no special mapping.
+func TestEveryIMEventTypeIsSentWithItsPriority(t *testing.T) {
+	f := setup(t, nil)
+	ctx := ctxT(t)
+	if err := f.pub.EnsureGroup(ctx, "lalu", "r9", "host_9", "n"); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for i, typ := range room.EventTypes() {
+		info, _ := room.EventInfoOf(typ)
+		if typ == room.TypeRoomCreated {
+			continue // creates the group instead
+		}
+		ev, err := room.DecodeEvent(typ, []byte(`{"user_id":"u1","target_user_id":"u1","operator_user_id":"host_9","seat":2,"name":"n"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := envelope(t, "lalu", "r9", int64(i+2), ev)
+		if err := f.pub.PublishRoomEvent(ctx, env); err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		msgs := f.fake.GroupMessages("lalu_r9")
+		if !info.IM {
+			if len(msgs) != sent {
+				t.Fatalf("%s is not an IM event but was sent", typ)
+			}
+			continue
+		}
+		sent++
+		if len(msgs) != sent {
+			t.Fatalf("%s: %d messages, want %d", typ, len(msgs), sent)
+		}
+		m := msgs[len(msgs)-1]
+		want := "Normal"
+		if info.High {
+			want = "High"
+		}
+		if m.Priority != want || !strings.Contains(m.Data, `"event_type":"`+typ+`"`) {
+			t.Errorf("%s: priority %q (want %s), data %s", typ, m.Priority, want, m.Data)
+		}
+	}
+	for _, typ := range []string{room.TypeRoomAdminSet, room.TypeRoomAdminRemoved, room.TypeRoomSeatMuted, room.TypeRoomSeatUnmuted,
+		room.TypeRoomSeatLocked, room.TypeRoomSeatUnlocked, room.TypeRoomUpdated} {
+		if !room.IsIMEvent(typ) {
+			t.Errorf("%s must go to IM", typ)
+		}
+	}
+	if sent < 13 {
+		t.Fatalf("only %d IM event types sent", sent)
+	}
+}

@@ -801,6 +801,610 @@ func (x *HeartbeatRequest) GetUserId() string {
 	return ""
 }
 
+// SetAdminRequest: the owner (user_id) makes target_user_id an admin. The
+// target need not be in the room; at most 20 admins.
+type SetAdminRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the owner
+	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAdminRequest) Reset() {
+	*x = SetAdminRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAdminRequest) ProtoMessage() {}
+
+func (x *SetAdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAdminRequest.ProtoReflect.Descriptor instead.
+func (*SetAdminRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetAdminRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetAdminRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetAdminRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetAdminRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetAdminRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetAdminRequest) GetTargetUserId() string {
+	if x != nil {
+		return x.TargetUserId
+	}
+	return ""
+}
+
+type RemoveAdminRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the owner
+	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveAdminRequest) Reset() {
+	*x = RemoveAdminRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveAdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveAdminRequest) ProtoMessage() {}
+
+func (x *RemoveAdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveAdminRequest.ProtoReflect.Descriptor instead.
+func (*RemoveAdminRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RemoveAdminRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *RemoveAdminRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RemoveAdminRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *RemoveAdminRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *RemoveAdminRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *RemoveAdminRequest) GetTargetUserId() string {
+	if x != nil {
+		return x.TargetUserId
+	}
+	return ""
+}
+
+// MuteSeatRequest: the owner or an admin mutes a mic seat. Whoever sits
+// there stays seated; the mute stays with the seat when they go.
+type MuteSeatRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`                  // 0-based seat index
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MuteSeatRequest) Reset() {
+	*x = MuteSeatRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MuteSeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MuteSeatRequest) ProtoMessage() {}
+
+func (x *MuteSeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MuteSeatRequest.ProtoReflect.Descriptor instead.
+func (*MuteSeatRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MuteSeatRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *MuteSeatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *MuteSeatRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *MuteSeatRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *MuteSeatRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MuteSeatRequest) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
+type UnmuteSeatRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnmuteSeatRequest) Reset() {
+	*x = UnmuteSeatRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnmuteSeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnmuteSeatRequest) ProtoMessage() {}
+
+func (x *UnmuteSeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnmuteSeatRequest.ProtoReflect.Descriptor instead.
+func (*UnmuteSeatRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *UnmuteSeatRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *UnmuteSeatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UnmuteSeatRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *UnmuteSeatRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *UnmuteSeatRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UnmuteSeatRequest) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
+// LockSeatRequest: the owner or an admin locks a mic seat; its holder, if
+// any, is taken off it (reason "seat_locked") and stays in the room.
+type LockSeatRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LockSeatRequest) Reset() {
+	*x = LockSeatRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LockSeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LockSeatRequest) ProtoMessage() {}
+
+func (x *LockSeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LockSeatRequest.ProtoReflect.Descriptor instead.
+func (*LockSeatRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *LockSeatRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LockSeatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LockSeatRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LockSeatRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *LockSeatRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *LockSeatRequest) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
+type UnlockSeatRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockSeatRequest) Reset() {
+	*x = UnlockSeatRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockSeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockSeatRequest) ProtoMessage() {}
+
+func (x *UnlockSeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockSeatRequest.ProtoReflect.Descriptor instead.
+func (*UnlockSeatRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UnlockSeatRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *UnlockSeatRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UnlockSeatRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *UnlockSeatRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *UnlockSeatRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UnlockSeatRequest) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
+// UpdateRoomRequest: the owner or an admin renames the room and/or sets
+// its announcement. At least one of the two.
+type UpdateRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`     // owner or admin
+	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`                       // empty = unchanged
+	Announcement  *string                `protobuf:"bytes,7,opt,name=announcement,proto3,oneof" json:"announcement,omitempty"` // absent = unchanged, empty = cleared; at most 1024 bytes, "\n" allowed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRoomRequest) Reset() {
+	*x = UpdateRoomRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRoomRequest) ProtoMessage() {}
+
+func (x *UpdateRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRoomRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRoomRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UpdateRoomRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateRoomRequest) GetAnnouncement() string {
+	if x != nil && x.Announcement != nil {
+		return *x.Announcement
+	}
+	return ""
+}
+
 type GetRoomRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -812,7 +1416,7 @@ type GetRoomRequest struct {
 
 func (x *GetRoomRequest) Reset() {
 	*x = GetRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[9]
+	mi := &file_roomcellv1_room_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1428,7 @@ func (x *GetRoomRequest) String() string {
 func (*GetRoomRequest) ProtoMessage() {}
 
 func (x *GetRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[9]
+	mi := &file_roomcellv1_room_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1441,7 @@ func (x *GetRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoomRequest.ProtoReflect.Descriptor instead.
 func (*GetRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{9}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRoomRequest) GetRequestId() string {
@@ -865,13 +1469,15 @@ type Seat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seat          int32                  `protobuf:"varint,1,opt,name=seat,proto3" json:"seat,omitempty"`
 	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // empty = free
+	Muted         bool                   `protobuf:"varint,3,opt,name=muted,proto3" json:"muted,omitempty"`                // muted by the owner or an admin; stays muted whoever sits there
+	Locked        bool                   `protobuf:"varint,4,opt,name=locked,proto3" json:"locked,omitempty"`              // nobody can take it until unlocked
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Seat) Reset() {
 	*x = Seat{}
-	mi := &file_roomcellv1_room_proto_msgTypes[10]
+	mi := &file_roomcellv1_room_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1489,7 @@ func (x *Seat) String() string {
 func (*Seat) ProtoMessage() {}
 
 func (x *Seat) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[10]
+	mi := &file_roomcellv1_room_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1502,7 @@ func (x *Seat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Seat.ProtoReflect.Descriptor instead.
 func (*Seat) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{10}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Seat) GetSeat() int32 {
@@ -913,6 +1519,20 @@ func (x *Seat) GetUserId() string {
 	return ""
 }
 
+func (x *Seat) GetMuted() bool {
+	if x != nil {
+		return x.Muted
+	}
+	return false
+}
+
+func (x *Seat) GetLocked() bool {
+	if x != nil {
+		return x.Locked
+	}
+	return false
+}
+
 type RoomView struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
@@ -926,13 +1546,14 @@ type RoomView struct {
 	AdminUserIds  []string               `protobuf:"bytes,9,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
 	Heat          int64                  `protobuf:"varint,10,opt,name=heat,proto3" json:"heat,omitempty"`
 	CreatedAtMs   int64                  `protobuf:"varint,11,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Announcement  string                 `protobuf:"bytes,20,opt,name=announcement,proto3" json:"announcement,omitempty"` // empty = none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomView) Reset() {
 	*x = RoomView{}
-	mi := &file_roomcellv1_room_proto_msgTypes[11]
+	mi := &file_roomcellv1_room_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1565,7 @@ func (x *RoomView) String() string {
 func (*RoomView) ProtoMessage() {}
 
 func (x *RoomView) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[11]
+	mi := &file_roomcellv1_room_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1578,7 @@ func (x *RoomView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomView.ProtoReflect.Descriptor instead.
 func (*RoomView) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{11}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RoomView) GetAppCode() string {
@@ -1037,6 +1658,13 @@ func (x *RoomView) GetCreatedAtMs() int64 {
 	return 0
 }
 
+func (x *RoomView) GetAnnouncement() string {
+	if x != nil {
+		return x.Announcement
+	}
+	return ""
+}
+
 type CommandReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RoomSeq       int64                  `protobuf:"varint,1,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
@@ -1049,7 +1677,7 @@ type CommandReply struct {
 
 func (x *CommandReply) Reset() {
 	*x = CommandReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[12]
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1689,7 @@ func (x *CommandReply) String() string {
 func (*CommandReply) ProtoMessage() {}
 
 func (x *CommandReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[12]
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1702,7 @@ func (x *CommandReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandReply.ProtoReflect.Descriptor instead.
 func (*CommandReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{12}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommandReply) GetRoomSeq() int64 {
@@ -1114,7 +1742,7 @@ type GetRoomReply struct {
 
 func (x *GetRoomReply) Reset() {
 	*x = GetRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[13]
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1754,7 @@ func (x *GetRoomReply) String() string {
 func (*GetRoomReply) ProtoMessage() {}
 
 func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[13]
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1767,7 @@ func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoomReply.ProtoReflect.Descriptor instead.
 func (*GetRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{13}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetRoomReply) GetRoom() *RoomView {
@@ -1165,6 +1793,13 @@ type RoomCommand struct {
 	//	*RoomCommand_CloseRoom
 	//	*RoomCommand_Heartbeat
 	//	*RoomCommand_GetRoom
+	//	*RoomCommand_SetAdmin
+	//	*RoomCommand_RemoveAdmin
+	//	*RoomCommand_MuteSeat
+	//	*RoomCommand_UnmuteSeat
+	//	*RoomCommand_LockSeat
+	//	*RoomCommand_UnlockSeat
+	//	*RoomCommand_UpdateRoom
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1172,7 +1807,7 @@ type RoomCommand struct {
 
 func (x *RoomCommand) Reset() {
 	*x = RoomCommand{}
-	mi := &file_roomcellv1_room_proto_msgTypes[14]
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1819,7 @@ func (x *RoomCommand) String() string {
 func (*RoomCommand) ProtoMessage() {}
 
 func (x *RoomCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[14]
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1832,7 @@ func (x *RoomCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomCommand.ProtoReflect.Descriptor instead.
 func (*RoomCommand) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{14}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RoomCommand) GetCommand() isRoomCommand_Command {
@@ -1297,6 +1932,69 @@ func (x *RoomCommand) GetGetRoom() *GetRoomRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetSetAdmin() *SetAdminRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetAdmin); ok {
+			return x.SetAdmin
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetRemoveAdmin() *RemoveAdminRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_RemoveAdmin); ok {
+			return x.RemoveAdmin
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetMuteSeat() *MuteSeatRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_MuteSeat); ok {
+			return x.MuteSeat
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetUnmuteSeat() *UnmuteSeatRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_UnmuteSeat); ok {
+			return x.UnmuteSeat
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetLockSeat() *LockSeatRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_LockSeat); ok {
+			return x.LockSeat
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetUnlockSeat() *UnlockSeatRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_UnlockSeat); ok {
+			return x.UnlockSeat
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetUpdateRoom() *UpdateRoomRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_UpdateRoom); ok {
+			return x.UpdateRoom
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -1341,6 +2039,34 @@ type RoomCommand_GetRoom struct {
 	GetRoom *GetRoomRequest `protobuf:"bytes,10,opt,name=get_room,json=getRoom,proto3,oneof"`
 }
 
+type RoomCommand_SetAdmin struct {
+	SetAdmin *SetAdminRequest `protobuf:"bytes,11,opt,name=set_admin,json=setAdmin,proto3,oneof"`
+}
+
+type RoomCommand_RemoveAdmin struct {
+	RemoveAdmin *RemoveAdminRequest `protobuf:"bytes,12,opt,name=remove_admin,json=removeAdmin,proto3,oneof"`
+}
+
+type RoomCommand_MuteSeat struct {
+	MuteSeat *MuteSeatRequest `protobuf:"bytes,13,opt,name=mute_seat,json=muteSeat,proto3,oneof"`
+}
+
+type RoomCommand_UnmuteSeat struct {
+	UnmuteSeat *UnmuteSeatRequest `protobuf:"bytes,14,opt,name=unmute_seat,json=unmuteSeat,proto3,oneof"`
+}
+
+type RoomCommand_LockSeat struct {
+	LockSeat *LockSeatRequest `protobuf:"bytes,15,opt,name=lock_seat,json=lockSeat,proto3,oneof"`
+}
+
+type RoomCommand_UnlockSeat struct {
+	UnlockSeat *UnlockSeatRequest `protobuf:"bytes,16,opt,name=unlock_seat,json=unlockSeat,proto3,oneof"`
+}
+
+type RoomCommand_UpdateRoom struct {
+	UpdateRoom *UpdateRoomRequest `protobuf:"bytes,17,opt,name=update_room,json=updateRoom,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -1361,6 +2087,20 @@ func (*RoomCommand_Heartbeat) isRoomCommand_Command() {}
 
 func (*RoomCommand_GetRoom) isRoomCommand_Command() {}
 
+func (*RoomCommand_SetAdmin) isRoomCommand_Command() {}
+
+func (*RoomCommand_RemoveAdmin) isRoomCommand_Command() {}
+
+func (*RoomCommand_MuteSeat) isRoomCommand_Command() {}
+
+func (*RoomCommand_UnmuteSeat) isRoomCommand_Command() {}
+
+func (*RoomCommand_LockSeat) isRoomCommand_Command() {}
+
+func (*RoomCommand_UnlockSeat) isRoomCommand_Command() {}
+
+func (*RoomCommand_UpdateRoom) isRoomCommand_Command() {}
+
 // RoomError is a failed command's class and text. The class names match
 // the sentinel errors of actors/room; grpcapi maps them to status codes.
 type RoomError struct {
@@ -1373,7 +2113,7 @@ type RoomError struct {
 
 func (x *RoomError) Reset() {
 	*x = RoomError{}
-	mi := &file_roomcellv1_room_proto_msgTypes[15]
+	mi := &file_roomcellv1_room_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +2125,7 @@ func (x *RoomError) String() string {
 func (*RoomError) ProtoMessage() {}
 
 func (x *RoomError) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[15]
+	mi := &file_roomcellv1_room_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +2138,7 @@ func (x *RoomError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomError.ProtoReflect.Descriptor instead.
 func (*RoomError) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{15}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RoomError) GetClass() string {
@@ -1426,7 +2166,7 @@ type RoomResponse struct {
 
 func (x *RoomResponse) Reset() {
 	*x = RoomResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[16]
+	mi := &file_roomcellv1_room_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +2178,7 @@ func (x *RoomResponse) String() string {
 func (*RoomResponse) ProtoMessage() {}
 
 func (x *RoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[16]
+	mi := &file_roomcellv1_room_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +2191,7 @@ func (x *RoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomResponse.ProtoReflect.Descriptor instead.
 func (*RoomResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{16}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RoomResponse) GetReply() *CommandReply {
@@ -1480,7 +2220,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[17]
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +2232,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[17]
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +2245,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{17}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListRoomsRequest) GetRequestId() string {
@@ -1552,7 +2292,7 @@ type RoomListing struct {
 
 func (x *RoomListing) Reset() {
 	*x = RoomListing{}
-	mi := &file_roomcellv1_room_proto_msgTypes[18]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +2304,7 @@ func (x *RoomListing) String() string {
 func (*RoomListing) ProtoMessage() {}
 
 func (x *RoomListing) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[18]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +2317,7 @@ func (x *RoomListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomListing.ProtoReflect.Descriptor instead.
 func (*RoomListing) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{18}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RoomListing) GetAppCode() string {
@@ -1647,7 +2387,7 @@ type ListRoomsReply struct {
 
 func (x *ListRoomsReply) Reset() {
 	*x = ListRoomsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +2399,7 @@ func (x *ListRoomsReply) String() string {
 func (*ListRoomsReply) ProtoMessage() {}
 
 func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +2412,7 @@ func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{19}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRoomsReply) GetRooms() []*RoomListing {
@@ -1707,7 +2447,7 @@ type GetUserRoomRequest struct {
 
 func (x *GetUserRoomRequest) Reset() {
 	*x = GetUserRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +2459,7 @@ func (x *GetUserRoomRequest) String() string {
 func (*GetUserRoomRequest) ProtoMessage() {}
 
 func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +2472,7 @@ func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{20}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetUserRoomRequest) GetRequestId() string {
@@ -1770,7 +2510,7 @@ type GetUserRoomReply struct {
 
 func (x *GetUserRoomReply) Reset() {
 	*x = GetUserRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2522,7 @@ func (x *GetUserRoomReply) String() string {
 func (*GetUserRoomReply) ProtoMessage() {}
 
 func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2535,7 @@ func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomReply.ProtoReflect.Descriptor instead.
 func (*GetUserRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{21}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetUserRoomReply) GetAppCode() string {
@@ -1931,15 +2671,82 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
-	"\auser_id\x18\x05 \x01(\tR\x06userId\"c\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\"\xc2\x01\n" +
+	"\x0fSetAdminRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12$\n" +
+	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xc5\x01\n" +
+	"\x12RemoveAdminRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12$\n" +
+	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xb0\x01\n" +
+	"\x0fMuteSeatRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04seat\x18\x06 \x01(\x05R\x04seat\"\xb2\x01\n" +
+	"\x11UnmuteSeatRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04seat\x18\x06 \x01(\x05R\x04seat\"\xb0\x01\n" +
+	"\x0fLockSeatRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04seat\x18\x06 \x01(\x05R\x04seat\"\xb2\x01\n" +
+	"\x11UnlockSeatRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04seat\x18\x06 \x01(\x05R\x04seat\"\xec\x01\n" +
+	"\x11UpdateRoomRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\x12'\n" +
+	"\fannouncement\x18\a \x01(\tH\x00R\fannouncement\x88\x01\x01B\x0f\n" +
+	"\r_announcement\"c\n" +
 	"\x0eGetRoomRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
-	"\aroom_id\x18\x03 \x01(\tR\x06roomId\"3\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\"a\n" +
 	"\x04Seat\x12\x12\n" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
-	"\auser_id\x18\x02 \x01(\tR\x06userId\"\xc1\x02\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe5\x02\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -1952,14 +2759,15 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0eadmin_user_ids\x18\t \x03(\tR\fadminUserIds\x12\x12\n" +
 	"\x04heat\x18\n" +
 	" \x01(\x03R\x04heat\x12\"\n" +
-	"\rcreated_at_ms\x18\v \x01(\x03R\vcreatedAtMs\"\x8f\x01\n" +
+	"\rcreated_at_ms\x18\v \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\fannouncement\x18\x14 \x01(\tR\fannouncement\"\x8f\x01\n" +
 	"\fCommandReply\x12\x19\n" +
 	"\broom_seq\x18\x01 \x01(\x03R\aroomSeq\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12)\n" +
 	"\x04room\x18\x04 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\"9\n" +
 	"\fGetRoomReply\x12)\n" +
-	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\"\x88\x05\n" +
+	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\"\xce\b\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -1975,7 +2783,17 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"close_room\x18\b \x01(\v2\x1d.roomcell.v1.CloseRoomRequestH\x00R\tcloseRoom\x12=\n" +
 	"\theartbeat\x18\t \x01(\v2\x1d.roomcell.v1.HeartbeatRequestH\x00R\theartbeat\x128\n" +
 	"\bget_room\x18\n" +
-	" \x01(\v2\x1b.roomcell.v1.GetRoomRequestH\x00R\agetRoomB\t\n" +
+	" \x01(\v2\x1b.roomcell.v1.GetRoomRequestH\x00R\agetRoom\x12;\n" +
+	"\tset_admin\x18\v \x01(\v2\x1c.roomcell.v1.SetAdminRequestH\x00R\bsetAdmin\x12D\n" +
+	"\fremove_admin\x18\f \x01(\v2\x1f.roomcell.v1.RemoveAdminRequestH\x00R\vremoveAdmin\x12;\n" +
+	"\tmute_seat\x18\r \x01(\v2\x1c.roomcell.v1.MuteSeatRequestH\x00R\bmuteSeat\x12A\n" +
+	"\vunmute_seat\x18\x0e \x01(\v2\x1e.roomcell.v1.UnmuteSeatRequestH\x00R\n" +
+	"unmuteSeat\x12;\n" +
+	"\tlock_seat\x18\x0f \x01(\v2\x1c.roomcell.v1.LockSeatRequestH\x00R\blockSeat\x12A\n" +
+	"\vunlock_seat\x18\x10 \x01(\v2\x1e.roomcell.v1.UnlockSeatRequestH\x00R\n" +
+	"unlockSeat\x12A\n" +
+	"\vupdate_room\x18\x11 \x01(\v2\x1e.roomcell.v1.UpdateRoomRequestH\x00R\n" +
+	"updateRoomB\t\n" +
 	"\acommand\";\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
@@ -2016,7 +2834,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"joinedAtMs\x12 \n" +
 	"\flast_seen_ms\x18\x05 \x01(\x03R\n" +
 	"lastSeenMs\x12\x16\n" +
-	"\x06online\x18\x06 \x01(\bR\x06online2\xe1\x06\n" +
+	"\x06online\x18\x06 \x01(\bR\x06online2\xd6\n" +
+	"\n" +
 	"\vRoomService\x12G\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\x12C\n" +
@@ -2031,7 +2850,17 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1d.roomcell.v1.HeartbeatRequest\x1a\x19.roomcell.v1.CommandReply\x12A\n" +
 	"\aGetRoom\x12\x1b.roomcell.v1.GetRoomRequest\x1a\x19.roomcell.v1.GetRoomReply\x12G\n" +
 	"\tListRooms\x12\x1d.roomcell.v1.ListRoomsRequest\x1a\x1b.roomcell.v1.ListRoomsReply\x12M\n" +
-	"\vGetUserRoom\x12\x1f.roomcell.v1.GetUserRoomRequest\x1a\x1d.roomcell.v1.GetUserRoomReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
+	"\vGetUserRoom\x12\x1f.roomcell.v1.GetUserRoomRequest\x1a\x1d.roomcell.v1.GetUserRoomReply\x12C\n" +
+	"\bSetAdmin\x12\x1c.roomcell.v1.SetAdminRequest\x1a\x19.roomcell.v1.CommandReply\x12I\n" +
+	"\vRemoveAdmin\x12\x1f.roomcell.v1.RemoveAdminRequest\x1a\x19.roomcell.v1.CommandReply\x12C\n" +
+	"\bMuteSeat\x12\x1c.roomcell.v1.MuteSeatRequest\x1a\x19.roomcell.v1.CommandReply\x12G\n" +
+	"\n" +
+	"UnmuteSeat\x12\x1e.roomcell.v1.UnmuteSeatRequest\x1a\x19.roomcell.v1.CommandReply\x12C\n" +
+	"\bLockSeat\x12\x1c.roomcell.v1.LockSeatRequest\x1a\x19.roomcell.v1.CommandReply\x12G\n" +
+	"\n" +
+	"UnlockSeat\x12\x1e.roomcell.v1.UnlockSeatRequest\x1a\x19.roomcell.v1.CommandReply\x12G\n" +
+	"\n" +
+	"UpdateRoom\x12\x1e.roomcell.v1.UpdateRoomRequest\x1a\x19.roomcell.v1.CommandReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -2045,7 +2874,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),  // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),    // 1: roomcell.v1.JoinRoomRequest
@@ -2056,24 +2885,31 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*KickUserRequest)(nil),    // 6: roomcell.v1.KickUserRequest
 	(*CloseRoomRequest)(nil),   // 7: roomcell.v1.CloseRoomRequest
 	(*HeartbeatRequest)(nil),   // 8: roomcell.v1.HeartbeatRequest
-	(*GetRoomRequest)(nil),     // 9: roomcell.v1.GetRoomRequest
-	(*Seat)(nil),               // 10: roomcell.v1.Seat
-	(*RoomView)(nil),           // 11: roomcell.v1.RoomView
-	(*CommandReply)(nil),       // 12: roomcell.v1.CommandReply
-	(*GetRoomReply)(nil),       // 13: roomcell.v1.GetRoomReply
-	(*RoomCommand)(nil),        // 14: roomcell.v1.RoomCommand
-	(*RoomError)(nil),          // 15: roomcell.v1.RoomError
-	(*RoomResponse)(nil),       // 16: roomcell.v1.RoomResponse
-	(*ListRoomsRequest)(nil),   // 17: roomcell.v1.ListRoomsRequest
-	(*RoomListing)(nil),        // 18: roomcell.v1.RoomListing
-	(*ListRoomsReply)(nil),     // 19: roomcell.v1.ListRoomsReply
-	(*GetUserRoomRequest)(nil), // 20: roomcell.v1.GetUserRoomRequest
-	(*GetUserRoomReply)(nil),   // 21: roomcell.v1.GetUserRoomReply
+	(*SetAdminRequest)(nil),    // 9: roomcell.v1.SetAdminRequest
+	(*RemoveAdminRequest)(nil), // 10: roomcell.v1.RemoveAdminRequest
+	(*MuteSeatRequest)(nil),    // 11: roomcell.v1.MuteSeatRequest
+	(*UnmuteSeatRequest)(nil),  // 12: roomcell.v1.UnmuteSeatRequest
+	(*LockSeatRequest)(nil),    // 13: roomcell.v1.LockSeatRequest
+	(*UnlockSeatRequest)(nil),  // 14: roomcell.v1.UnlockSeatRequest
+	(*UpdateRoomRequest)(nil),  // 15: roomcell.v1.UpdateRoomRequest
+	(*GetRoomRequest)(nil),     // 16: roomcell.v1.GetRoomRequest
+	(*Seat)(nil),               // 17: roomcell.v1.Seat
+	(*RoomView)(nil),           // 18: roomcell.v1.RoomView
+	(*CommandReply)(nil),       // 19: roomcell.v1.CommandReply
+	(*GetRoomReply)(nil),       // 20: roomcell.v1.GetRoomReply
+	(*RoomCommand)(nil),        // 21: roomcell.v1.RoomCommand
+	(*RoomError)(nil),          // 22: roomcell.v1.RoomError
+	(*RoomResponse)(nil),       // 23: roomcell.v1.RoomResponse
+	(*ListRoomsRequest)(nil),   // 24: roomcell.v1.ListRoomsRequest
+	(*RoomListing)(nil),        // 25: roomcell.v1.RoomListing
+	(*ListRoomsReply)(nil),     // 26: roomcell.v1.ListRoomsReply
+	(*GetUserRoomRequest)(nil), // 27: roomcell.v1.GetUserRoomRequest
+	(*GetUserRoomReply)(nil),   // 28: roomcell.v1.GetUserRoomReply
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
-	10, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
-	11, // 1: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
-	11, // 2: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	17, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
+	18, // 1: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
+	18, // 2: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
 	0,  // 3: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
 	1,  // 4: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
 	2,  // 5: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
@@ -2083,39 +2919,60 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	6,  // 9: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
 	7,  // 10: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
 	8,  // 11: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	9,  // 12: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	12, // 13: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	15, // 14: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	18, // 15: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	0,  // 16: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 17: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 18: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 19: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 20: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 21: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 22: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 23: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 24: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	9,  // 25: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	17, // 26: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	20, // 27: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	12, // 28: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	12, // 29: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	12, // 30: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	12, // 31: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	12, // 32: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	12, // 33: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	12, // 34: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	12, // 35: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	12, // 36: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	13, // 37: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	19, // 38: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	21, // 39: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 12: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,  // 13: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	10, // 14: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	11, // 15: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	12, // 16: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	13, // 17: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	14, // 18: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	15, // 19: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	19, // 20: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	22, // 21: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	25, // 22: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	0,  // 23: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,  // 24: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,  // 25: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,  // 26: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,  // 27: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,  // 28: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,  // 29: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,  // 30: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,  // 31: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	16, // 32: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	24, // 33: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	27, // 34: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,  // 35: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	10, // 36: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	11, // 37: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	12, // 38: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	13, // 39: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	14, // 40: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	15, // 41: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	19, // 42: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	19, // 43: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	19, // 44: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	19, // 45: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	19, // 46: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	19, // 47: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	19, // 48: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	19, // 49: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	19, // 50: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	20, // 51: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	26, // 52: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	28, // 53: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	19, // 54: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	19, // 55: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	19, // 56: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	19, // 57: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	19, // 58: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	19, // 59: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	19, // 60: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	42, // [42:61] is the sub-list for method output_type
+	23, // [23:42] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -2123,7 +2980,8 @@ func file_roomcellv1_room_proto_init() {
 	if File_roomcellv1_room_proto != nil {
 		return
 	}
-	file_roomcellv1_room_proto_msgTypes[14].OneofWrappers = []any{
+	file_roomcellv1_room_proto_msgTypes[15].OneofWrappers = []any{}
+	file_roomcellv1_room_proto_msgTypes[21].OneofWrappers = []any{
 		(*RoomCommand_CreateRoom)(nil),
 		(*RoomCommand_JoinRoom)(nil),
 		(*RoomCommand_LeaveRoom)(nil),
@@ -2134,6 +2992,13 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_CloseRoom)(nil),
 		(*RoomCommand_Heartbeat)(nil),
 		(*RoomCommand_GetRoom)(nil),
+		(*RoomCommand_SetAdmin)(nil),
+		(*RoomCommand_RemoveAdmin)(nil),
+		(*RoomCommand_MuteSeat)(nil),
+		(*RoomCommand_UnmuteSeat)(nil),
+		(*RoomCommand_LockSeat)(nil),
+		(*RoomCommand_UnlockSeat)(nil),
+		(*RoomCommand_UpdateRoom)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2141,7 +3006,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

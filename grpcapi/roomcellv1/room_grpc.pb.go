@@ -31,6 +31,13 @@ const (
 	RoomService_GetRoom_FullMethodName     = "/roomcell.v1.RoomService/GetRoom"
 	RoomService_ListRooms_FullMethodName   = "/roomcell.v1.RoomService/ListRooms"
 	RoomService_GetUserRoom_FullMethodName = "/roomcell.v1.RoomService/GetUserRoom"
+	RoomService_SetAdmin_FullMethodName    = "/roomcell.v1.RoomService/SetAdmin"
+	RoomService_RemoveAdmin_FullMethodName = "/roomcell.v1.RoomService/RemoveAdmin"
+	RoomService_MuteSeat_FullMethodName    = "/roomcell.v1.RoomService/MuteSeat"
+	RoomService_UnmuteSeat_FullMethodName  = "/roomcell.v1.RoomService/UnmuteSeat"
+	RoomService_LockSeat_FullMethodName    = "/roomcell.v1.RoomService/LockSeat"
+	RoomService_UnlockSeat_FullMethodName  = "/roomcell.v1.RoomService/UnlockSeat"
+	RoomService_UpdateRoom_FullMethodName  = "/roomcell.v1.RoomService/UpdateRoom"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -59,6 +66,14 @@ type RoomServiceClient interface {
 	// GetUserRoom says which room of an app a user is in, from the room
 	// directory. NOT_FOUND: in none.
 	GetUserRoom(ctx context.Context, in *GetUserRoomRequest, opts ...grpc.CallOption) (*GetUserRoomReply, error)
+	// Room management (owner and admins).
+	SetAdmin(ctx context.Context, in *SetAdminRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	RemoveAdmin(ctx context.Context, in *RemoveAdminRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	MuteSeat(ctx context.Context, in *MuteSeatRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	UnmuteSeat(ctx context.Context, in *UnmuteSeatRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	LockSeat(ctx context.Context, in *LockSeatRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	UnlockSeat(ctx context.Context, in *UnlockSeatRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	UpdateRoom(ctx context.Context, in *UpdateRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -189,6 +204,76 @@ func (c *roomServiceClient) GetUserRoom(ctx context.Context, in *GetUserRoomRequ
 	return out, nil
 }
 
+func (c *roomServiceClient) SetAdmin(ctx context.Context, in *SetAdminRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetAdmin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) RemoveAdmin(ctx context.Context, in *RemoveAdminRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_RemoveAdmin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) MuteSeat(ctx context.Context, in *MuteSeatRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_MuteSeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) UnmuteSeat(ctx context.Context, in *UnmuteSeatRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_UnmuteSeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) LockSeat(ctx context.Context, in *LockSeatRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_LockSeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) UnlockSeat(ctx context.Context, in *UnlockSeatRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_UnlockSeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) UpdateRoom(ctx context.Context, in *UpdateRoomRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_UpdateRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -215,6 +300,14 @@ type RoomServiceServer interface {
 	// GetUserRoom says which room of an app a user is in, from the room
 	// directory. NOT_FOUND: in none.
 	GetUserRoom(context.Context, *GetUserRoomRequest) (*GetUserRoomReply, error)
+	// Room management (owner and admins).
+	SetAdmin(context.Context, *SetAdminRequest) (*CommandReply, error)
+	RemoveAdmin(context.Context, *RemoveAdminRequest) (*CommandReply, error)
+	MuteSeat(context.Context, *MuteSeatRequest) (*CommandReply, error)
+	UnmuteSeat(context.Context, *UnmuteSeatRequest) (*CommandReply, error)
+	LockSeat(context.Context, *LockSeatRequest) (*CommandReply, error)
+	UnlockSeat(context.Context, *UnlockSeatRequest) (*CommandReply, error)
+	UpdateRoom(context.Context, *UpdateRoomRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -260,6 +353,27 @@ func (UnimplementedRoomServiceServer) ListRooms(context.Context, *ListRoomsReque
 }
 func (UnimplementedRoomServiceServer) GetUserRoom(context.Context, *GetUserRoomRequest) (*GetUserRoomReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUserRoom not implemented")
+}
+func (UnimplementedRoomServiceServer) SetAdmin(context.Context, *SetAdminRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetAdmin not implemented")
+}
+func (UnimplementedRoomServiceServer) RemoveAdmin(context.Context, *RemoveAdminRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveAdmin not implemented")
+}
+func (UnimplementedRoomServiceServer) MuteSeat(context.Context, *MuteSeatRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method MuteSeat not implemented")
+}
+func (UnimplementedRoomServiceServer) UnmuteSeat(context.Context, *UnmuteSeatRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnmuteSeat not implemented")
+}
+func (UnimplementedRoomServiceServer) LockSeat(context.Context, *LockSeatRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method LockSeat not implemented")
+}
+func (UnimplementedRoomServiceServer) UnlockSeat(context.Context, *UnlockSeatRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnlockSeat not implemented")
+}
+func (UnimplementedRoomServiceServer) UpdateRoom(context.Context, *UpdateRoomRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRoom not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -498,6 +612,132 @@ func _RoomService_GetUserRoom_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetAdmin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAdminRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetAdmin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetAdmin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetAdmin(ctx, req.(*SetAdminRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_RemoveAdmin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveAdminRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).RemoveAdmin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_RemoveAdmin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).RemoveAdmin(ctx, req.(*RemoveAdminRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_MuteSeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MuteSeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).MuteSeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_MuteSeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).MuteSeat(ctx, req.(*MuteSeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_UnmuteSeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnmuteSeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).UnmuteSeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_UnmuteSeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).UnmuteSeat(ctx, req.(*UnmuteSeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_LockSeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LockSeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).LockSeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_LockSeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).LockSeat(ctx, req.(*LockSeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_UnlockSeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnlockSeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).UnlockSeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_UnlockSeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).UnlockSeat(ctx, req.(*UnlockSeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_UpdateRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).UpdateRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_UpdateRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).UpdateRoom(ctx, req.(*UpdateRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -552,6 +792,34 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUserRoom",
 			Handler:    _RoomService_GetUserRoom_Handler,
+		},
+		{
+			MethodName: "SetAdmin",
+			Handler:    _RoomService_SetAdmin_Handler,
+		},
+		{
+			MethodName: "RemoveAdmin",
+			Handler:    _RoomService_RemoveAdmin_Handler,
+		},
+		{
+			MethodName: "MuteSeat",
+			Handler:    _RoomService_MuteSeat_Handler,
+		},
+		{
+			MethodName: "UnmuteSeat",
+			Handler:    _RoomService_UnmuteSeat_Handler,
+		},
+		{
+			MethodName: "LockSeat",
+			Handler:    _RoomService_LockSeat_Handler,
+		},
+		{
+			MethodName: "UnlockSeat",
+			Handler:    _RoomService_UnlockSeat_Handler,
+		},
+		{
+			MethodName: "UpdateRoom",
+			Handler:    _RoomService_UpdateRoom_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
