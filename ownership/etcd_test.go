@@ -120,13 +120,41 @@ func waitAllHeld(t *testing.T, tables []*Etcd, rooms []string, within time.Durat
 	}
 }
 
+// waitConverged waits until every room is held by the table that the
+// assignment over all of tables names: the start-up handovers are over.
+func waitConverged(t *testing.T, tables []*Etcd, rooms []string, within time.Duration) {
+	t.Helper()
+	nodes := make([]string, len(tables))
+	for i, e := range tables {
+		nodes[i] = e.self
+	}
+	want := Assign(nodes, testShards)
+	deadline := time.Now().Add(within)
+	for {
+		ok := true
+		for _, id := range rooms {
+			for _, e := range tables {
+				_, held := e.Hold(id)
+				ok = ok && held == (want[ShardOf(id, testShards)] == e.self)
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tables did not converge on the assignment within %v", within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Three nodes split the shards evenly; one is killed (stops renewing, as
 // after SIGKILL): its shards are held again within TTL + 1 s, under higher
 // epochs, and no room is ever held by two nodes.
 func TestEtcdKilledNodeShardsTakenOver(t *testing.T) {
 	tables := startTables(t, 3)
 	rooms := shardRooms()
-	waitAllHeld(t, tables, rooms, 10*time.Second)
+	waitConverged(t, tables, rooms, 10*time.Second)
 	for i, e := range tables {
 		if n := e.Owned(); n < testShards/3-1 || n > testShards/3+2 {
 			t.Errorf("node %d owns %d of %d shards; want about a third", i, n, testShards)
@@ -166,7 +194,7 @@ func TestEtcdKilledNodeShardsTakenOver(t *testing.T) {
 func TestEtcdFrozenNodeComesBack(t *testing.T) {
 	tables := startTables(t, 3)
 	rooms := shardRooms()
-	waitAllHeld(t, tables, rooms, 10*time.Second)
+	waitConverged(t, tables, rooms, 10*time.Second)
 	stop := watchdog(tables, rooms)
 	_, before := holders(tables, rooms)
 	frozen := tables[0]
@@ -197,7 +225,7 @@ func TestEtcdFrozenNodeComesBack(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	took := time.Since(thaw)
-	waitAllHeld(t, tables, rooms, 5*time.Second)
+	waitConverged(t, tables, rooms, 5*time.Second)
 	if doubles := stop(); doubles != 0 {
 		t.Fatalf("%d observations of a room held by two nodes", doubles)
 	}

@@ -68,7 +68,7 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 		res, err := c.attempt(identity, rc, min(remaining, attemptMax))
 		if err == nil {
 			reply, err := replyOf(res)
-			if !errors.Is(err, ErrMoved) {
+			if !errors.Is(err, errMoved) {
 				return reply, err
 			}
 			// A grain whose node lost the room: it has stopped; ask the
@@ -140,6 +140,9 @@ func replyOf(res any) (*v1.CommandReply, error) {
 		return nil, fmt.Errorf("room grain answered %T", res)
 	}
 	if r.Error != nil {
+		if r.Error.Class == ClassUnavailable && r.Error.Message == errMoved.Error() {
+			return nil, errMoved
+		}
 		return nil, ErrorFromClass(r.Error.Class, r.Error.Message)
 	}
 	return r.Reply, nil

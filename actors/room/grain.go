@@ -228,7 +228,7 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
 	if !g.loaded {
 		if err := g.load(); err != nil {
-			if errors.Is(err, ErrMoved) {
+			if errors.Is(err, errMoved) {
 				return nil, err
 			}
 			g.log.Warn("room load failed", "error", err)

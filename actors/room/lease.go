@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -19,13 +20,15 @@ type Lease interface {
 	Hold(identity string) (epoch int64, ok bool)
 }
 
-// ErrMoved answers a command that reached a grain whose node does not
+// errMoved answers a command that reached a grain whose node does not
 // hold the room's lease (any more): retryable, and the room client
 // retries it on the current owner.
-var ErrMoved = ruleErr(ErrUnavailable, "room is not served by this node (its shard lease is elsewhere); retry")
+// It is not a rule error (no Decide row breaks it): replyOf recognises it
+// by class and text.
+var errMoved = fmt.Errorf("%w: room is not served by this node (its shard lease is elsewhere); retry", ErrUnavailable)
 
 // gate checks the lease before a command is handled. Without the lease
-// the grain answers ErrMoved and stops (the next command activates the
+// the grain answers errMoved and stops (the next command activates the
 // room where the lease is). With the lease under a newer epoch than the
 // state was loaded under, the node lost and retook the shard meanwhile:
 // another owner may have written, so the state is reloaded.
@@ -36,7 +39,7 @@ func (g *grain) gate(ctx actor.Context) error {
 	epoch, ok := g.deps.Lease.Hold(g.key.String())
 	if !ok {
 		ctx.Poison(ctx.Self())
-		return ErrMoved
+		return errMoved
 	}
 	if g.loaded && epoch != g.epoch {
 		g.loaded = false
@@ -54,11 +57,11 @@ func (g *grain) claim(ctx context.Context) error {
 	}
 	epoch, ok := g.deps.Lease.Hold(g.key.String())
 	if !ok {
-		return ErrMoved
+		return errMoved
 	}
 	if err := g.deps.Store.FenceRoom(ctx, g.key, epoch); err != nil {
 		if errors.Is(err, persistence.ErrConflict) {
-			return ErrMoved
+			return errMoved
 		}
 		return err
 	}

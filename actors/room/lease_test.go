@@ -56,10 +56,10 @@ func (f *fixture) logLen() int {
 // The split brain of issue 16, at the grain: node A froze with room r1
 // live, node B took the shard over (higher epoch) and changed the room.
 // A copy without the lease answers nothing true: not a read, not a rule
-// rejection, not a write; it says ErrMoved and stops. A copy whose lease
+// rejection, not a write; it says errMoved and stops. A copy whose lease
 // view is stale (it believes it still holds epoch 5) cannot write: the
 // epoch fence refuses it even though the seq it writes is free, and its
-// next command finds the room claimed and answers ErrMoved.
+// next command finds the room claimed and answers errMoved.
 func TestGrainAnswersOnlyUnderItsLease(t *testing.T) {
 	base := newFixture(t)
 	leaseA, leaseB := &fakeLease{epoch: 5, ok: true}, &fakeLease{}
@@ -77,12 +77,12 @@ func TestGrainAnswersOnlyUnderItsLease(t *testing.T) {
 		t.Fatalf("B's LeaveRoom at seq %d, want 3", r.RoomSeq)
 	}
 
-	// A resumes without the lease: every answer is ErrMoved, the first
+	// A resumes without the lease: every answer is errMoved, the first
 	// one a LeaveRoom that A's stale state would reject "not a member".
 	base.sys.Root.Send(base.probe, watch{pid: a})
 	_, err := nodeA.do(a, rcLeave("c4", "bob"))
-	if !errors.Is(err, ErrMoved) || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("A without its lease answered LeaveRoom(bob) with %v, want ErrMoved (retryable, unavailable class)", err)
+	if !errors.Is(err, errMoved) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("A without its lease answered LeaveRoom(bob) with %v, want errMoved (retryable, unavailable class)", err)
 	}
 	if term := expect[*actor.Terminated](t, base.events, 2*time.Second); !term.Who.Equal(a) {
 		t.Fatalf("terminated %v, want A's grain %v", term.Who, a)
@@ -91,8 +91,8 @@ func TestGrainAnswersOnlyUnderItsLease(t *testing.T) {
 	for name, rc := range map[string]*v1.RoomCommand{
 		"GetRoom": rcGet(), "LeaveRoom(bob)": rcLeave("c4", "bob"), "JoinRoom(carol)": rcJoin("c5", "carol"),
 	} {
-		if _, err := nodeA.do(a2, rc); !errors.Is(err, ErrMoved) {
-			t.Fatalf("new activation on A without the lease answered %s with %v, want ErrMoved", name, err)
+		if _, err := nodeA.do(a2, rc); !errors.Is(err, errMoved) {
+			t.Fatalf("new activation on A without the lease answered %s with %v, want errMoved", name, err)
 		}
 		a2 = nodeA.activate("app/r1")
 	}
@@ -104,8 +104,8 @@ func TestGrainAnswersOnlyUnderItsLease(t *testing.T) {
 	// 5. Its write of the free seq 3... is fenced (B claimed epoch 9).
 	leaseA.set(5, true)
 	stale := nodeA.activate("app/r1")
-	if _, err := nodeA.do(stale, rcJoin("c6", "dave")); !errors.Is(err, ErrMoved) {
-		t.Fatalf("activation under a stale epoch answered %v, want ErrMoved (the room's fence is at 9)", err)
+	if _, err := nodeA.do(stale, rcJoin("c6", "dave")); !errors.Is(err, errMoved) {
+		t.Fatalf("activation under a stale epoch answered %v, want errMoved (the room's fence is at 9)", err)
 	}
 	if n := base.logLen(); n != 3 {
 		t.Fatalf("log has %d rows after the stale node's write, want 3", n)
