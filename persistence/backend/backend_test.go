@@ -51,7 +51,9 @@ func TestOpenWiresReadersToTheirOwners(t *testing.T) {
 
 			key := persistence.AccountKey{AppCode: "lalu", UserID: "u1", AssetType: "COIN"}
 			if _, err := s.Wallet.Exec(ctx, persistence.WalletTx{AppCode: "lalu", CommandID: "w1", Lock: []persistence.AccountKey{key},
-				Decide: func(v persistence.WalletView) (persistence.WalletPlan, error) { return creditPlan(v.Accounts[key], 5), nil }}); err != nil {
+				Decide: func(v persistence.WalletView) (persistence.WalletPlan, error) {
+					return creditPlan(v.Accounts[key], 5), nil
+				}}); err != nil {
 				t.Fatalf("wallet Exec: %v", err)
 			}
 			recs, err := s.WalletOutbox.ListOutboxAfter(ctx, 0, 10)
