@@ -111,6 +111,12 @@ func (c *Client) attempt(identity string, rc *v1.RoomCommand, timeout time.Durat
 	}
 	changed := c.Owners.Changed()
 	owner := c.Owners.Owner(identity)
+	// A grain cached on a node that no longer owns the room (it died or
+	// gave the room up) would cost this attempt a dead letter or a
+	// timeout: ask the owner instead.
+	if pid, ok := c.Cluster.PidCache.Get(identity, Kind); ok && owner != "" && pid.Address != owner {
+		c.Cluster.PidCache.Remove(identity, Kind)
+	}
 	type result struct {
 		res any
 		err error
