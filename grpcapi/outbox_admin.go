@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
@@ -63,12 +66,12 @@ func (s *OutboxAdminServer) listOutbox(ctx context.Context, req *roomcellv1.List
 	failedOnly := false
 	switch req.GetStatus() {
 	case "", "all":
-	case persistence.OutboxPending, persistence.OutboxPublished:
+	case persistence.OutboxPending, persistence.OutboxPublished, persistence.OutboxParked, persistence.OutboxSkipped:
 		filter.Status = req.GetStatus()
 	case "failed":
 		filter.Status, filter.Limit, failedOnly = persistence.OutboxPending, maxFailedScan, true
 	default:
-		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, pending, published or failed", req.GetStatus())
+		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, pending, parked, skipped, published or failed", req.GetStatus())
 	}
 	rows, err := s.store.ListOutbox(ctx, filter)
 	if err != nil {
@@ -121,9 +124,10 @@ func (s *OutboxAdminServer) getOutbox(ctx context.Context, req *roomcellv1.GetOu
 	return &roomcellv1.GetOutboxReply{Entry: outboxEntry(row), EnvelopeJson: string(env)}, nil
 }
 
-// RetryOutbox implements roomcell.v1.OutboxAdmin. Releasing the lease of a
-// row another relay is publishing right now can make it publish twice;
-// delivery is at-least-once and clients deduplicate by event_id.
+// RetryOutbox implements roomcell.v1.OutboxAdmin: requeue. A parked row
+// goes back to pending; any pending row becomes due at once. A live lease
+// is kept: clearing it under a sender in flight would give the room a
+// second sender.
 func (s *OutboxAdminServer) RetryOutbox(ctx context.Context, req *roomcellv1.RetryOutboxRequest) (*roomcellv1.RetryOutboxReply, error) {
 	reply, err := s.retryOutbox(ctx, req)
 	return reply, s.status(ctx, err)
@@ -138,19 +142,59 @@ func (s *OutboxAdminServer) retryOutbox(ctx context.Context, req *roomcellv1.Ret
 	if err != nil {
 		return nil, err
 	}
-	if row.Status == persistence.OutboxPublished {
-		return nil, errclass.Errorf(errclass.Precondition, "event %s is already published", id)
+	if row.Status == persistence.OutboxPublished || row.Status == persistence.OutboxSkipped {
+		return nil, errclass.Errorf(errclass.Precondition, "event %s is already %s", id, row.Status)
 	}
-	if err := s.store.ReleaseOutbox(ctx, id); err != nil {
+	if err := s.store.RequeueOutbox(ctx, id, time.Now().UnixMilli()); err != nil {
 		return nil, err
 	}
 	if row, err = s.store.GetOutbox(ctx, id); err != nil {
 		return nil, err
 	}
 	notified := s.kick != nil && s.kick(id)
-	s.log.InfoContext(ctx, "outbox retry requested", "worker", "room_outbox", "event_id", id,
+	s.log.InfoContext(ctx, "outbox requeue requested", "worker", "room_outbox", "event_id", id,
 		"retry_count", row.RetryCount, "relay_notified", notified, "request_id", RequestIDFrom(ctx))
 	return &roomcellv1.RetryOutboxReply{Entry: outboxEntry(row), RelayNotified: notified}, nil
+}
+
+// maxSkipText bounds an operator's reason and name.
+const maxSkipText = 512
+
+// SkipOutbox implements roomcell.v1.OutboxAdmin.
+func (s *OutboxAdminServer) SkipOutbox(ctx context.Context, req *roomcellv1.SkipOutboxRequest) (*roomcellv1.SkipOutboxReply, error) {
+	reply, err := s.skipOutbox(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *OutboxAdminServer) skipOutbox(ctx context.Context, req *roomcellv1.SkipOutboxRequest) (*roomcellv1.SkipOutboxReply, error) {
+	id, reason, who := req.GetEventId(), strings.TrimSpace(req.GetReason()), strings.TrimSpace(req.GetOperator())
+	if err := checkEventID(id); err != nil {
+		return nil, err
+	}
+	switch {
+	case reason == "" || who == "":
+		return nil, errclass.Errorf(errclass.Invalid, "reason and operator are required: a skipped event is recorded with who and why")
+	case len(reason) > maxSkipText || len(who) > 128:
+		return nil, errclass.Errorf(errclass.Invalid, "reason (at most %d bytes) or operator (at most 128) too long", maxSkipText)
+	case !utf8.ValidString(reason) || !utf8.ValidString(who):
+		return nil, errclass.Errorf(errclass.Invalid, "reason and operator must be UTF-8")
+	}
+	row, err := s.store.GetOutbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if row.Status == persistence.OutboxPublished {
+		return nil, errclass.Errorf(errclass.Precondition, "event %s is already published", id)
+	}
+	if err := s.store.SkipOutbox(ctx, id, who, reason, time.Now().UnixMilli()); err != nil {
+		return nil, err
+	}
+	if row, err = s.store.GetOutbox(ctx, id); err != nil {
+		return nil, err
+	}
+	s.log.WarnContext(ctx, "outbox event skipped by an operator: it will not be sent", "worker", "room_outbox", "event_id", id,
+		"event_type", row.Envelope.EventType, "room_id", row.Envelope.RoomID, "operator", who, "reason", reason, "request_id", RequestIDFrom(ctx))
+	return &roomcellv1.SkipOutboxReply{Entry: outboxEntry(row)}, nil
 }
 
 func checkEventID(id string) error {
@@ -188,5 +232,9 @@ func outboxEntry(r persistence.OutboxRow) *roomcellv1.OutboxEntry {
 		PublishedAtMs: r.PublishedAtMs,
 		LockedBy:      r.LockedBy,
 		LockUntilMs:   r.LockUntilMs,
+		NextRetryAtMs: r.NextRetryAtMs,
+		ResolvedBy:    r.ResolvedBy,
+		ResolvedAtMs:  r.ResolvedAtMs,
+		Resolution:    r.Resolution,
 	}
 }

@@ -58,8 +58,8 @@ func newOutboxFixture(t *testing.T, withRelay bool) *outboxFixture {
 		}
 	}
 	must(f.store.MarkOutboxPublished(ctx, "ev-ok", 2000))
-	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: timeout", 2000))
-	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: 503", 3000))
+	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: timeout", 2000, 2000))
+	must(f.store.MarkOutboxFailed(ctx, "ev-fail", "im: 503", 3000, 3000))
 	if _, err := f.store.ClaimPendingOutbox(ctx, "node-a/1", time.Now().UnixMilli(), time.Hour.Milliseconds(), 10); err != nil {
 		t.Fatal(err)
 	}
@@ -165,40 +165,97 @@ func TestOutboxAdminGet(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 }
 
+// Requeue (RetryOutbox): a pending row becomes due at once but keeps the
+// live lease of the sender holding it (one sender per room); a parked row
+// goes back to pending and is claimed again; published rows are refused.
 func TestOutboxAdminRetry(t *testing.T) {
 	f := newOutboxFixture(t, true)
 	ctx := context.Background()
+	before := time.Now().UnixMilli()
 	r, err := f.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-fail"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := r.GetEntry()
-	if !r.GetRelayNotified() || e.GetLockedBy() != "" || e.GetLockUntilMs() != 0 || e.GetRetryCount() != 2 || e.GetStatus() != "pending" {
-		t.Fatalf("retry reply %+v, want lease released, retry_count kept, relay notified", r)
+	if !r.GetRelayNotified() || e.GetLockedBy() != "node-a/1" || e.GetRetryCount() != 2 || e.GetStatus() != "pending" || e.GetNextRetryAtMs() < before {
+		t.Fatalf("retry reply %+v, want due now, lease kept, retry_count kept, relay notified", r)
 	}
 	if k := f.kicks(); len(k) != 1 || k[0] != "ev-fail" {
 		t.Fatalf("relay kicked with %v, want [ev-fail]", k)
 	}
-	// The release is real: another relay can claim the row now (ev-new is
-	// still leased).
 	rows, err := f.store.ClaimPendingOutbox(ctx, "node-b/1", time.Now().UnixMilli(), 1000, 10)
-	if err != nil || outboxIDs(entries(rows)) != "ev-fail" {
-		t.Fatalf("claim after retry: %v %v", outboxIDs(entries(rows)), err)
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("claim while node-a holds the room: %v %v, want nothing", outboxIDs(entries(rows)), err)
+	}
+
+	// A parked row comes back through requeue.
+	for _, id := range []string{"ev-new", "ev-fail"} {
+		if err := f.store.ReleaseOutbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.store.ParkOutbox(ctx, "ev-fail", "corrupt envelope", time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	list, err := f.client.ListOutbox(ctx, &roomcellv1.ListOutboxRequest{Status: "parked"})
+	if err != nil || outboxIDs(list.GetEntries()) != "ev-fail" {
+		t.Fatalf("list --status parked: %v %v", list, err)
+	}
+	if r, err = f.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-fail"}); err != nil || r.GetEntry().GetStatus() != "pending" {
+		t.Fatalf("requeue of a parked row: %+v %v", r, err)
+	}
+	rows, err = f.store.ClaimPendingOutbox(ctx, "node-b/1", time.Now().UnixMilli(), 1000, 10)
+	if err != nil || outboxIDs(entries(rows)) != "ev-new,ev-fail" {
+		t.Fatalf("claim after requeue: %v %v, want the room in order", outboxIDs(entries(rows)), err)
 	}
 
 	_, err = f.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-ok"})
 	wantCode(t, err, codes.FailedPrecondition)
 	_, err = f.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-nope"})
 	wantCode(t, err, codes.NotFound)
-	if k := f.kicks(); len(k) != 1 {
+	if k := f.kicks(); len(k) != 2 {
 		t.Fatalf("refused retries kicked the relay: %v", k)
 	}
 
 	noRelay := newOutboxFixture(t, false)
 	r, err = noRelay.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-fail"})
-	if err != nil || r.GetRelayNotified() || r.GetEntry().GetLockedBy() != "" {
-		t.Fatalf("retry without a relay: %+v %v, want released and relay_notified false", r, err)
+	if err != nil || r.GetRelayNotified() {
+		t.Fatalf("retry without a relay: %+v %v, want relay_notified false", r, err)
 	}
+}
+
+// Skip records who, when and why; it needs both; published rows and
+// skipped ones cannot be requeued.
+func TestOutboxAdminSkip(t *testing.T) {
+	f := newOutboxFixture(t, true)
+	ctx := context.Background()
+	for _, req := range []*roomcellv1.SkipOutboxRequest{
+		{EventId: "ev-fail", Reason: "", Operator: "alice"},
+		{EventId: "ev-fail", Reason: "lost", Operator: " "},
+		{EventId: "", Reason: "lost", Operator: "alice"},
+		{EventId: "ev-fail", Reason: strings.Repeat("x", 600), Operator: "alice"},
+	} {
+		_, err := f.client.SkipOutbox(ctx, req)
+		wantCode(t, err, codes.InvalidArgument)
+	}
+	if row, _ := f.store.GetOutbox(ctx, "ev-fail"); row.Status != "pending" {
+		t.Fatalf("a refused skip changed the row: %+v", row)
+	}
+	before := time.Now().UnixMilli()
+	r, err := f.client.SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: "ev-fail", Reason: "room re-synced by hand", Operator: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := r.GetEntry()
+	if e.GetStatus() != "skipped" || e.GetResolvedBy() != "alice" || e.GetResolution() != "room re-synced by hand" || e.GetResolvedAtMs() < before {
+		t.Fatalf("skip reply %+v", e)
+	}
+	_, err = f.client.RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: "ev-fail"})
+	wantCode(t, err, codes.FailedPrecondition)
+	_, err = f.client.SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: "ev-ok", Reason: "x", Operator: "alice"})
+	wantCode(t, err, codes.FailedPrecondition)
+	_, err = f.client.SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: "ev-nope", Reason: "x", Operator: "alice"})
+	wantCode(t, err, codes.NotFound)
 }
 
 func TestOutboxAdminStoreDown(t *testing.T) {

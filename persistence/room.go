@@ -73,6 +73,16 @@ type Append struct {
 	// transaction. 0 = not fenced by epoch (single-node mode, which has no
 	// second writer); the seq fence applies either way.
 	Epoch int64
+	// Lease, when set, writes the outbox rows already leased to the room's
+	// own publisher, so no relay takes them while the room publishes them
+	// itself (one sender per room).
+	Lease *OutboxLease
+}
+
+// OutboxLease is a claim on outbox rows: Owner until UntilMs.
+type OutboxLease struct {
+	Owner   string
+	UntilMs int64
 }
 
 // RoomStore persists room command logs and snapshots.

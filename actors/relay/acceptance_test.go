@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -35,14 +40,14 @@ var suite = []struct {
 	{"非IM事件", testNonIMEventsMarkedPublished},
 	// Beyond the table.
 	{"batch_continues_after_failure", testBatchContinuesAfterFailure},
-	{"corrupt_envelope_stays_pending", testCorruptEnvelopeStaysPending},
+	{"corrupt_envelope_parked", testCorruptEnvelopeParked},
 	{"two_relays_claim_disjoint_rows", testTwoRelaysDisjoint},
 	{"crashed_relay_rows_come_back", testCrashedRelayLeaseExpires},
 	{"panic_restarts_row_stays_pending", testPanicRestarts},
 	{"ticks_do_not_multiply_after_restarts", testTicksDoNotMultiply},
 	{"exponential_delays_and_caps", testExponentialInStore},
 	{"poison_waits_for_inflight_publish", testPoisonWaitsForInFlight},
-	{"run_now_forces_retry", testRunNowForcesRetry},
+	{"run_now_and_requeue", testRunNowForcesRetry},
 	{"backlog_drains_without_waiting_for_poll", testBacklogDrains},
 }
 
@@ -90,7 +95,8 @@ func testWorkerFailureKeepsPending(t *testing.T, s persistence.Store) {
 	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
 		return errors.New("tencent im: send_group_system_notification: ErrorCode 10007 (retryable)")
 	})
-	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig()}
+	clock := newClock()
+	deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(), Clock: clock.Now}
 	for round := 1; round <= 3; round++ {
 		res, err := ProcessBatch(context.Background(), deps)
 		if err != nil {
@@ -99,6 +105,14 @@ func testWorkerFailureKeepsPending(t *testing.T, s persistence.Store) {
 		if res.Failed != 1 || res.Published != 0 {
 			t.Fatalf("round %d: %+v, want 1 failed", round, res)
 		}
+		// fixed_interval: due again one poll_interval later, not before.
+		if row := get(t, s, "ev-1"); row.NextRetryAtMs != clock.Now().Add(deps.Config.PollInterval).UnixMilli() {
+			t.Fatalf("round %d: next_retry_at_ms %d, want now + poll_interval", round, row.NextRetryAtMs)
+		}
+		if early, err := ProcessBatch(context.Background(), deps); err != nil || early.Claimed != 0 {
+			t.Fatalf("round %d: a batch before the due time claimed %+v (%v)", round, early, err)
+		}
+		clock.Add(deps.Config.PollInterval)
 		row := get(t, s, "ev-1")
 		if row.Status != persistence.OutboxPending || row.RetryCount != round {
 			t.Fatalf("round %d: status %s retry_count %d, want pending %d", round, row.Status, row.RetryCount, round)
@@ -246,10 +260,10 @@ func testBatchContinuesAfterFailure(t *testing.T, s persistence.Store) {
 	}
 }
 
-// A corrupt envelope is logged, stays pending with a reason, and neither
-// the batch nor the worker stops: rows after it and rows added later are
+// A corrupt envelope is parked with a reason and logged, and neither the
+// batch nor the worker stops: rows after it and rows added later are
 // published.
-func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
+func testCorruptEnvelopeParked(t *testing.T, s persistence.Store) {
 	bad := joined(t, "ev-bad", clockBase+1)
 	bad.Payload = []byte(`{"user_id": 42}`) // a number where the type wants a string
 	unknown := joined(t, "ev-unknown", clockBase+2)
@@ -272,13 +286,14 @@ func testCorruptEnvelopeStaysPending(t *testing.T, s persistence.Store) {
 	})
 	for _, id := range []string{"ev-bad", "ev-unknown", "ev-pubcorrupt"} {
 		// The log line follows the store write: wait for both.
-		eventually(t, id+" marked failed and logged", func() bool {
-			_, logged := logs.find("outbox envelope is corrupt", map[string]string{"event_id": id, "status": "pending"})
-			return logged && get(t, s, id).RetryCount >= 1
+		eventually(t, id+" parked and logged", func() bool {
+			_, logged := logs.find("outbox event parked: it can never be published as it is; requeue or skip it with roomctl outbox",
+				map[string]string{"event_id": id, "status": "parked"})
+			return logged && get(t, s, id).Status == persistence.OutboxParked
 		})
 		row := get(t, s, id)
-		if row.Status != persistence.OutboxPending || !strings.Contains(row.LastError, "corrupt envelope") {
-			t.Fatalf("%s = %+v, want pending with a corrupt-envelope reason", id, row)
+		if row.RetryCount != 1 || !strings.Contains(row.LastError, "corrupt envelope") {
+			t.Fatalf("%s = %+v, want parked once with a corrupt-envelope reason", id, row)
 		}
 	}
 	if pub.attempts("ev-bad") != 0 || pub.attempts("ev-unknown") != 0 {
@@ -403,7 +418,7 @@ func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
 	for i := range crashes {
 		id := fmt.Sprintf("crash-%d", i)
 		insert(t, s, joined(t, id, clockBase+int64(i)))
-		r.RunNow()
+		r.Kick()
 		eventually(t, id+" crashed the relay", func() bool { return pub.attempts(id) >= 1 })
 	}
 
@@ -417,8 +432,9 @@ func testTicksDoNotMultiply(t *testing.T, s persistence.Store) {
 }
 
 // exponential: a failed row waits min(max_backoff, poll·2^n)·jitter after
-// its failure; a row whose wait has not ended does not block newer rows;
-// a forced row goes at once.
+// its failure; a row whose wait has not ended is not even claimed, so it
+// does not block other rooms' rows; an operator's requeue makes it due at
+// once.
 func testExponentialInStore(t *testing.T, s persistence.Store) {
 	clock := newClock()
 	insert(t, s, joined(t, "ev-old1", clockBase), joined(t, "ev-old2", clockBase+1))
@@ -451,18 +467,24 @@ func testExponentialInStore(t *testing.T, s persistence.Store) {
 	insert(t, s, joined(t, "ev-new", clockBase+2))
 	clock.Add(100 * time.Millisecond)
 	res := run()
-	if res.Deferred != 2 || res.Published != 1 || pub.attempts("ev-new") != 1 {
-		t.Fatalf("batch during backoff %+v, want 2 deferred and ev-new published past them", res)
+	if res.Claimed != 1 || res.Published != 1 || pub.attempts("ev-new") != 1 {
+		t.Fatalf("batch during backoff %+v, want only ev-new claimed and published", res)
 	}
 	for _, id := range []string{"ev-old1", "ev-old2"} {
-		if row := get(t, s, id); row.RetryCount != 1 || row.LockedBy != "" || pub.attempts(id) != 1 {
-			t.Fatalf("%s = %+v after a deferred batch, want untouched and its lease released", id, row)
+		row := get(t, s, id)
+		if row.RetryCount != 1 || row.LockedBy != "" || pub.attempts(id) != 1 {
+			t.Fatalf("%s = %+v after a batch during its backoff, want untouched", id, row)
+		}
+		if wait := time.Duration(row.NextRetryAtMs-row.UpdatedAtMs) * time.Millisecond; (wait - backoff(cfg, id, 1)).Abs() >= time.Millisecond {
+			t.Fatalf("%s waits %s, want backoff(1) = %s", id, wait, backoff(cfg, id, 1))
 		}
 	}
-	// A forced row is attempted in spite of the backoff.
-	res, err := ProcessBatch(context.Background(), deps, "ev-old2")
-	if err != nil || res.Published != 1 || !published(t, s, "ev-old2")() {
-		t.Fatalf("forced batch %+v %v, want ev-old2 published", res, err)
+	// An operator's requeue makes a row due at once.
+	if err := s.RequeueOutbox(context.Background(), "ev-old2", clock.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(); res.Published != 1 || !published(t, s, "ev-old2")() {
+		t.Fatalf("batch after requeue %+v, want ev-old2 published", res)
 	}
 	// After the longest possible wait for n=1 (2s), the other goes too.
 	clock.Add(2 * time.Second)
@@ -507,44 +529,30 @@ func testPoisonWaitsForInFlight(t *testing.T, s persistence.Store) {
 	}
 }
 
-// RunNow (the operator's retry) runs a batch at once and answers the
-// sender, here a probe actor. A row waiting out a backoff longer than the
-// lease stays leased to the relay (out of later claims' way); after the
-// operator's release, RunNow with Force publishes it in spite of the wait.
+// RunNow runs a batch at once and returns its result; a row waiting for
+// its retry is not claimed until an operator's requeue makes it due.
 func testRunNowForcesRetry(t *testing.T, s persistence.Store) {
 	insert(t, s, joined(t, "ev-1", clockBase))
-	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", time.Now().UnixMilli()); err != nil {
+	now := time.Now().UnixMilli()
+	if err := s.MarkOutboxFailed(context.Background(), "ev-1", "earlier failure", now, now+time.Hour.Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
 	pub := newPublisher(nil)
-	sys := newSystem(t)
-	r := startRelay(t, sys, Deps{Store: s, Publisher: pub, NodeID: "n1",
-		Config: testConfig(func(c *configs.OutboxWorkerConfig) {
-			c.RetryStrategy, c.PollInterval, c.MaxBackoff = configs.RetryExponential, time.Hour, time.Hour
-		})})
-	p, msgs := probe(t, sys)
-
-	eventually(t, "the deferred row held by the relay", func() bool { return strings.HasPrefix(get(t, s, "ev-1").LockedBy, "n1/") })
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Claimed != 0 || res.Result.Published != 0 {
-		t.Fatalf("plain RunNow = %+v, want nothing claimable", res)
+	r := startRelay(t, newSystem(t), Deps{Store: s, Publisher: pub, NodeID: "n1",
+		Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.PollInterval = time.Hour })})
+	res, err := r.RunNow(waitFor)
+	if err != nil || res.Err != nil || res.Result.Claimed != 0 {
+		t.Fatalf("RunNow during the wait = %+v %v, want nothing claimable", res, err)
 	}
-	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
+	if err := s.RequeueOutbox(context.Background(), "ev-1", time.Now().UnixMilli()); err != nil {
 		t.Fatal(err)
 	}
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Deferred != 1 || res.Result.Published != 0 {
-		t.Fatalf("RunNow after release = %+v, want the row deferred by its backoff", res)
-	}
-	if err := s.ReleaseOutbox(context.Background(), "ev-1"); err != nil {
-		t.Fatal(err)
-	}
-	sys.Root.RequestWithCustomSender(r.PID(), &RunNow{Force: []string{"ev-1"}}, p)
-	if res := expect[*RunNowResult](t, msgs, waitFor); res.Err != nil || res.Result.Published != 1 {
-		t.Fatalf("forced RunNow = %+v, want ev-1 published", res)
+	res, err = r.RunNow(waitFor)
+	if err != nil || res.Err != nil || res.Result.Published != 1 {
+		t.Fatalf("RunNow after requeue = %+v %v, want ev-1 published", res, err)
 	}
 	if !published(t, s, "ev-1")() || pub.attempts("ev-1") != 1 {
-		t.Fatal("ev-1 not published exactly once after a forced RunNow")
+		t.Fatal("ev-1 not published exactly once after requeue")
 	}
 }
 
@@ -576,5 +584,182 @@ func testBacklogDrains(t *testing.T, s persistence.Store) {
 	time.Sleep(300 * time.Millisecond)
 	if c, n := failing.claims.Load(), down.total(); c != 1 || n != 10 {
 		t.Fatalf("%d batches, %d publishes while IM is down, want 1 and 10 until the next poll", c, n)
+	}
+}
+
+// A publisher that panics on every call for 200 calls, then recovers: the
+// worker supervisor restarts the relay every time (with its backoff), the
+// restarts are counted (Health and roomcell_worker_restarts_total), the
+// relay is reported down while it waits for a restart (what /readyz
+// reads), and every row is published afterwards.
+func TestRelaySurvivesRepeatedPanics(t *testing.T) {
+	s := newMemDB(t)
+	ids := pendingJoins(t, s, "ev", 40)
+	const panics = 200
+	var calls atomic.Int64
+	pub := newPublisher(func(context.Context, persistence.Envelope, int) error {
+		if calls.Add(1) <= panics {
+			panic("publisher bug")
+		}
+		return nil
+	})
+	sys := newSystem(t)
+	reg := prometheus.NewRegistry()
+	sup, err := supervise.NewWorkerSupervisor(sys, "workers", supervise.RestartPolicy{Initial: time.Millisecond, Max: 20 * time.Millisecond},
+		reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sup.Stop(5 * time.Second) })
+	var sawDown atomic.Bool
+	stopWatch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopWatch:
+				return
+			default:
+			}
+			if slices.Contains(sup.Health().Down(), WorkerName) {
+				sawDown.Store(true)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	r, err := Start(sup, Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(func(c *configs.OutboxWorkerConfig) {
+		c.PublishTimeout, c.LeaseTTL = 100*time.Millisecond, 400*time.Millisecond
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		st, err := s.OutboxStats(context.Background())
+		if err == nil && st.Pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained after the panics: %+v %v (calls %d, restarts %d)", st, err, calls.Load(), sup.Health().Restarts(WorkerName))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stopWatch)
+	<-watched
+	for _, id := range ids {
+		if !published(t, s, id)() {
+			t.Fatalf("%s not published", id)
+		}
+	}
+	if n := sup.Health().Restarts(WorkerName); n < panics {
+		t.Fatalf("%d restarts counted, want at least %d", n, panics)
+	}
+	if got := restartsMetric(t, reg); int(got) != sup.Health().Restarts(WorkerName) {
+		t.Fatalf("roomcell_worker_restarts_total = %v, Health says %d", got, sup.Health().Restarts(WorkerName))
+	}
+	if !sawDown.Load() {
+		t.Fatal("the relay was never reported down while it waited for a restart")
+	}
+	if down := sup.Health().Down(); len(down) != 0 {
+		t.Fatalf("workers still reported down after recovery: %v", down)
+	}
+	if !r.Poller().Running() {
+		t.Fatal("the relay is not running after recovery")
+	}
+}
+
+// restartsMetric reads roomcell_worker_restarts_total{worker="room_outbox"}.
+func restartsMetric(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "roomcell_worker_restarts_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "worker" && l.GetValue() == WorkerName {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatal("roomcell_worker_restarts_total{worker=room_outbox} not exported")
+	return 0
+}
+
+// Issue 11: 100 corrupt rows ahead of good ones with batch_size 10. Every
+// corrupt row is parked on its first attempt, so the good rows are
+// published within a few batches instead of waiting behind them forever;
+// a parked row can be requeued (and is parked again while still corrupt)
+// or skipped with who and why.
+func TestCorruptRowsDoNotStallBatches(t *testing.T) {
+	for _, sc := range []storeCase{{"memdb", newMemDB}, {"mariadb", newMariaDB}} {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			var bad []string
+			for i := range 100 {
+				env := joined(t, fmt.Sprintf("bad-%03d", i), clockBase+int64(i))
+				env.Payload = []byte(`{"user_id": 42}`)
+				insert(t, s, env)
+				bad = append(bad, env.EventID)
+			}
+			good := make([]string, 5)
+			for i := range good {
+				good[i] = fmt.Sprintf("good-%d", i)
+				insert(t, s, joined(t, good[i], clockBase+1000+int64(i)))
+			}
+			pub := newPublisher(nil)
+			deps := Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 10 })}
+			batches := 0
+			for ; batches < 20; batches++ {
+				if _, err := ProcessBatch(context.Background(), deps); err != nil {
+					t.Fatal(err)
+				}
+				if st, err := s.OutboxStats(context.Background()); err == nil && st.Pending == 0 {
+					break
+				}
+			}
+			// 105 rows at 10 per batch: 11 batches, each row attempted once.
+			if batches > 11 {
+				t.Fatalf("%d batches to drain 100 corrupt + 5 good rows at batch_size 10", batches+1)
+			}
+			for _, id := range good {
+				if !published(t, s, id)() || pub.attempts(id) != 1 {
+					t.Fatalf("%s not published exactly once", id)
+				}
+			}
+			st, err := s.OutboxStats(context.Background())
+			if err != nil || st.Parked != 100 || st.Pending != 0 {
+				t.Fatalf("stats %+v %v, want 100 parked, none pending", st, err)
+			}
+			for _, id := range bad {
+				if row := get(t, s, id); row.Status != persistence.OutboxParked || row.RetryCount != 1 || pub.attempts(id) != 0 {
+					t.Fatalf("%s = %+v, want parked once, never sent", id, row)
+				}
+			}
+			now := time.Now().UnixMilli()
+			if err := s.RequeueOutbox(context.Background(), bad[0], now); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SkipOutbox(context.Background(), bad[1], "ops:alice", "payload lost upstream", now); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ProcessBatch(context.Background(), deps); err != nil {
+				t.Fatal(err)
+			}
+			if row := get(t, s, bad[0]); row.Status != persistence.OutboxParked || row.RetryCount != 2 {
+				t.Fatalf("requeued corrupt row = %+v, want tried again and parked again", row)
+			}
+			if row := get(t, s, bad[1]); row.Status != persistence.OutboxSkipped || row.ResolvedBy != "ops:alice" ||
+				row.Resolution != "payload lost upstream" || row.ResolvedAtMs != now {
+				t.Fatalf("skipped row = %+v, want who/when/why recorded", row)
+			}
+		})
 	}
 }

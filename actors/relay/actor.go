@@ -5,147 +5,85 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/hyapp/roomcell/actors/supervise"
 )
 
-// RunNow asks the relay for a batch right away (operator retry). Rows in
-// Force are attempted even if the exponential strategy would still wait.
-// Sent with Request, the relay answers *RunNowResult; the poll timer is left
-// as it is.
-type RunNow struct {
-	Force []string
-}
-
-// RunNowResult answers a RunNow request.
+// RunNowResult is what Relay.RunNow returns: the batch's counts and error.
 type RunNowResult struct {
 	Result Result
 	Err    error
 }
 
-type relayActor struct {
-	// ctx is cancelled by Relay.Stop: no batch starts after that and the
-	// running one stops between rows.
-	ctx    context.Context
-	deps   Deps
-	ticker supervise.Ticker
-}
-
-// Props is the relay actor: on Started one batch at once, then one batch
-// per poll_interval tick (the next tick is scheduled after a batch ends, so
-// a slow batch delays the next one instead of queueing ticks). A batch runs
-// inside Receive, so a poison pill waits for it: without Relay.Stop's
-// cancel that is up to batch_size × publish_timeout. Prefer Start.
-func Props(deps Deps) *actor.Props {
-	return props(context.Background(), deps)
-}
-
-func props(ctx context.Context, deps Deps) *actor.Props {
-	if d, err := deps.normalized(); err == nil {
-		deps = d
-	} else {
-		// Every batch reports the error; poll at the default meanwhile.
-		deps.Config.PollInterval = max(deps.Config.PollInterval, time.Second)
-	}
-	return actor.PropsFromProducer(func() actor.Actor {
-		d := deps
-		// One lease owner per incarnation: rows a crashed incarnation held
-		// come back only when their lease expires.
-		d.Owner = supervise.LeaseOwner(d.NodeID)
-		return &relayActor{ctx: ctx, deps: d}
-	})
-}
-
-func (a *relayActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.next(c, a.batch())
-	case *supervise.Tick:
-		if !a.ticker.Owns(m) {
-			return // sent to an earlier incarnation
+// round is one relay batch as a supervise.Round for one incarnation of the
+// actor (its own lease owner: rows a crashed incarnation held come back
+// only when their lease expires).
+func round(deps Deps) supervise.Round {
+	deps.Owner = supervise.LeaseOwner(deps.NodeID)
+	return func(ctx context.Context) (time.Duration, any) {
+		res, err := processBatch(ctx, deps)
+		if err != nil {
+			deps.Logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
+				slog.String("node_id", deps.NodeID), slog.String("error", supervise.ErrorText(err)))
 		}
-		a.next(c, a.batch())
-	case *RunNow:
-		res, err := a.run(m.Force...)
-		if c.Sender() != nil {
-			c.Respond(&RunNowResult{Result: res, Err: err})
-		}
-	case *actor.Restarting, *actor.Stopping:
-		// Both: a timer left running across a restart would add a second
-		// tick chain per restart.
-		a.ticker.Cancel()
+		return nextDelay(deps, res, err), &RunNowResult{Result: res, Err: err}
 	}
 }
 
-func (a *relayActor) batch(force ...string) Result {
-	res, _ := a.run(force...)
-	return res
-}
-
-func (a *relayActor) run(force ...string) (Result, error) {
-	if a.ctx.Err() != nil {
-		return Result{}, nil
+// nextDelay: at once when this batch published a full batch_size without a
+// failure, so a backlog drains at IM speed instead of batch_size per poll;
+// otherwise poll_interval. Failures always wait for the poll: an IM outage
+// must not turn into a tight retry loop.
+func nextDelay(deps Deps, last Result, err error) time.Duration {
+	if err == nil && last.Published+last.NoOp+last.Parked >= deps.Config.BatchSize && last.Failed+last.StoreErrors == 0 {
+		return 0
 	}
-	res, err := ProcessBatch(a.ctx, a.deps, force...)
-	if err != nil {
-		logger := a.deps.Logger
-		if logger == nil {
-			logger = slog.Default()
-		}
-		logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
-			slog.String("node_id", a.deps.NodeID), slog.String("error", supervise.ErrorText(err)))
-	}
-	return res, err
-}
-
-// next schedules the next batch: after poll_interval, or at once when this
-// batch published a full batch_size without a failure, so a backlog drains
-// at IM speed instead of batch_size per poll. Failures always wait for the
-// poll: an IM outage must not turn into a tight retry loop.
-func (a *relayActor) next(c actor.Context, last Result) {
-	if a.ctx.Err() != nil {
-		return
-	}
-	delay := a.deps.Config.PollInterval
-	if last.Published+last.NoOp >= a.deps.Config.BatchSize && last.Failed+last.Corrupt+last.StoreErrors == 0 {
-		delay = 0
-	}
-	a.ticker.Schedule(c, delay)
+	return deps.Config.PollInterval
 }
 
 // Relay is a running relay actor.
 type Relay struct {
-	system *actor.ActorSystem
-	pid    *actor.PID
-	stop   context.CancelFunc
+	p *supervise.Poller
 }
 
 // Start validates deps (an unknown outbox_worker.retry_strategy is an
 // error naming the key) and spawns the relay as the child "room_outbox" of
-// sup. It does not look at Config.Enabled: the caller decides whether to
-// start it.
+// sup, on the shared poller shell: one batch at once, then one per tick
+// (the next tick is scheduled after a batch ends, so a slow batch delays
+// the next one instead of queueing ticks), restarted by sup's policy after
+// a panic. It does not look at Config.Enabled: the caller decides whether
+// to start it.
 func Start(sup *supervise.Supervisor, deps Deps) (*Relay, error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pid, err := sup.Spawn(WorkerName, props(ctx, d))
+	p, err := supervise.StartPoller(sup, supervise.PollerSpec{
+		Name: WorkerName,
+		New:  func() supervise.Round { return round(d) },
+	})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	return &Relay{system: sup.System(), pid: pid, stop: cancel}, nil
+	return &Relay{p: p}, nil
 }
 
-// PID is the relay actor's PID.
-func (r *Relay) PID() *actor.PID { return r.pid }
+// Poller is the relay's actor shell (PID, Running).
+func (r *Relay) Poller() *supervise.Poller { return r.p }
 
-// RunNow asks for a batch now without waiting for it; force as in RunNow.
-// It is the hook the OutboxAdmin "retry" RPC calls.
-func (r *Relay) RunNow(force ...string) {
-	r.system.Root.Send(r.pid, &RunNow{Force: force})
+// Kick asks for a batch now without waiting for it. It is the hook the
+// OutboxAdmin "retry" RPC calls.
+func (r *Relay) Kick() { r.p.Kick() }
+
+// RunNow runs a batch now and returns its result.
+func (r *Relay) RunNow(timeout time.Duration) (RunNowResult, error) {
+	res, err := r.p.RunNow(timeout)
+	if err != nil {
+		return RunNowResult{}, err
+	}
+	if res == nil {
+		return RunNowResult{}, supervise.ErrStopped
+	}
+	return *res.(*RunNowResult), nil
 }
 
 // Stop is the relay's part of the seed's shutdown: no new batch starts; the
@@ -153,7 +91,4 @@ func (r *Relay) RunNow(force ...string) {
 // published/failed mark; rows claimed but not started are released; then
 // the actor stops. It waits at most timeout (publish_timeout plus a few
 // seconds for the store is enough) and must run before the store closes.
-func (r *Relay) Stop(timeout time.Duration) error {
-	r.stop()
-	return supervise.StopAndWait(r.system, r.pid, timeout)
-}
+func (r *Relay) Stop(timeout time.Duration) error { return r.p.Stop(timeout) }

@@ -9,26 +9,21 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// dueAt is when a pending row may be published again.
+// nextRetry is when a row that failed at now is due again
+// (next_retry_at_ms; claims skip it until then, so it holds back only its
+// own room).
 //
-// fixed_interval (the seed's V1): always now; a failed row is simply
-// retried by the next poll.
+// fixed_interval (the seed's V1): one poll_interval later, forever.
 //
-// exponential: a row that failed n times (n >= 1) waits
-// min(max_backoff, poll_interval·2^n) after its last failure
-// (updated_at_ms), scaled by an "equal jitter" factor in [0.5, 1). The
-// backoff lives in the relay, not the store, because room_outbox has no
-// next_retry_at_ms column (seed 000, Retry Strategy): the store still hands
-// out such rows and the relay skips them (see ProcessBatch for how skipped
-// rows are kept from blocking newer ones). The jitter is a hash of event_id
-// and retry_count instead of a random draw, so every poll and every node
-// computes the same due time for a row; a fresh draw per poll would retry
-// as soon as any draw came up short.
-func dueAt(cfg configs.OutboxWorkerConfig, row persistence.OutboxRow) time.Time {
-	if cfg.RetryStrategy != configs.RetryExponential || row.RetryCount <= 0 {
-		return time.Time{}
+// exponential: after its nth failure (n = retry_count+1) a row waits
+// min(max_backoff, poll_interval·2^n), scaled by an "equal jitter" factor
+// in [0.5, 1). The jitter is a hash of event_id and n instead of a random
+// draw, so a row's schedule is reproducible in logs and tests.
+func nextRetry(cfg configs.OutboxWorkerConfig, row persistence.OutboxRow, now time.Time) time.Time {
+	if cfg.RetryStrategy != configs.RetryExponential {
+		return now.Add(cfg.PollInterval)
 	}
-	return time.UnixMilli(row.UpdatedAtMs).Add(backoff(cfg, row.Envelope.EventID, row.RetryCount))
+	return now.Add(backoff(cfg, row.Envelope.EventID, row.RetryCount+1))
 }
 
 // backoff is the exponential strategy's delay after the nth failure.

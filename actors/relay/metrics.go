@@ -22,6 +22,10 @@ type Metrics struct {
 	// Latency observes each IM publish call (not the store writes).
 	Latency prometheus.Histogram
 	Batches prometheus.Counter
+	// Parked counts rows this relay parked; ParkedRows is the store's
+	// parked rows (waiting for an operator) as of the last batch.
+	Parked     prometheus.Counter
+	ParkedRows prometheus.Gauge
 }
 
 // NewMetrics creates the instruments and registers them on reg. Wrap reg
@@ -53,8 +57,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "room_outbox_relay_batches_total",
 			Help: "Batches the relay ran (one per poll, plus operator retries).",
 		}),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_parked_total",
+			Help: "room_outbox rows the relay parked (corrupt envelope or a permanent IM error); they wait for roomctl outbox requeue/skip.",
+		}),
+		ParkedRows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_parked_rows",
+			Help: "room_outbox rows with status parked, as of the relay's last batch.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Success, m.Failure, m.Latency, m.Batches} {
+	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Success, m.Failure, m.Latency, m.Batches, m.Parked, m.ParkedRows} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("relay: register metrics: %w", err)
 		}

@@ -21,15 +21,23 @@ const WorkerName = "room_outbox"
 // in-flight event finish its mark), so they need their own deadline.
 const storeTimeout = 5 * time.Second
 
-// maxClaimRounds bounds how often one batch claims again when the
-// exponential strategy skipped rows that are not yet due.
-const maxClaimRounds = 4
-
 // ErrCorruptEnvelope classifies an envelope that can never be published as
 // it is (unknown event type, payload that does not decode, missing room).
 // A Publisher wraps it when it finds such an envelope; the relay also
 // checks every envelope itself before publishing.
 var ErrCorruptEnvelope = errors.New("corrupt envelope")
+
+// permanent is implemented by publish errors no retry can fix as the event
+// stands (IM refuses the message itself: bad request, content, rejected).
+// Rows failing so are parked. Outages, timeouts, rate limits, auth and
+// configuration errors are not permanent: those rows are retried forever.
+type permanent interface{ Permanent() bool }
+
+// parkable reports whether err means the row can never succeed as it is.
+func parkable(err error) bool {
+	var p permanent
+	return errors.Is(err, ErrCorruptEnvelope) || (errors.As(err, &p) && p.Permanent())
+}
 
 // Publisher sends one room event to the room's IM group. It must honour
 // ctx's deadline: the relay gives each event publish_timeout.
@@ -80,11 +88,10 @@ type Result struct {
 	Claimed   int // rows leased from the store
 	Published int // published to IM and marked published
 	NoOp      int // non-IM events marked published without a send
-	Failed    int // publish failed: retry_count+1, still pending
-	Corrupt   int // envelope can never be published as is: marked failed, still pending
-	Deferred  int // exponential strategy: not due yet, not attempted
-	// Unattempted rows were claimed but left alone because the relay is
-	// stopping; their leases are released.
+	Failed    int // publish failed: retry_count+1, still pending, due again per the retry strategy
+	Parked    int // can never succeed as it is (corrupt envelope, permanent IM error): parked
+	// Unattempted rows were claimed but left alone, their leases released:
+	// the relay is stopping, or an earlier event of their room failed.
 	Unattempted int
 	// StoreErrors counts marks that did not reach the store; those rows
 	// come back when their lease expires.
@@ -92,129 +99,111 @@ type Result struct {
 }
 
 // ProcessBatch is one round of the relay, without an actor (the seed's
-// ProcessPendingOutbox): claim up to batch_size pending rows under a lease,
-// publish each with its own publish_timeout, mark it published or failed,
-// and go on with the next row whatever happened to this one. Rows named in
-// force are attempted even when the exponential strategy would still wait
-// (operator "retry now").
+// ProcessPendingOutbox): claim up to batch_size due pending rows, room by
+// room (persistence.OutboxStore.ClaimPendingOutbox: one owner per room, a
+// room's rows in room_seq order), publish them with publish_timeout each,
+// and mark each published, failed (due again per the retry strategy) or
+// parked. Rooms go in parallel when the Publisher is an Enqueuer; inside a
+// room the first failure ends the room's turn: its later rows are released
+// unsent, so they never reach IM before it. Other rooms go on.
 //
-// Cancelling ctx stops the batch between rows: the row being published
-// still gets its publish_timeout and its mark, the rest are released. The
-// error is non-nil only when the batch could not run at all (bad Deps or
-// config, claim failed); per-row problems are logged and counted.
+// Cancelling ctx stops the batch between rows: a publish in flight still
+// gets its publish_timeout and its mark, the rest are released. The error
+// is non-nil only when the batch could not run at all (bad Deps or config,
+// claim failed); per-row problems are logged and counted.
 //
 // A panic in the Publisher is not recovered: the rows after it are released
 // and the panic goes on (wrapped in a *supervise.PanicError with its stack)
 // to the actor's supervisor. The row that panicked keeps its lease, so it
 // comes back after lease_ttl instead of crash-looping the relay.
-func ProcessBatch(ctx context.Context, deps Deps, force ...string) (Result, error) {
+//
+// ProcessBatch normalizes deps itself (callers that build them in code);
+// the relay actor normalizes once in Start and runs processBatch.
+func ProcessBatch(ctx context.Context, deps Deps) (Result, error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return Result{}, err
 	}
-	b := &batch{Deps: d, ctx: ctx, force: make(map[string]bool, len(force))}
-	for _, id := range force {
-		b.force[id] = true
-	}
+	return processBatch(ctx, d)
+}
+
+// processBatch is one batch with deps already normalized: the running
+// relay never re-applies defaults.
+func processBatch(ctx context.Context, d Deps) (Result, error) {
+	b := &batch{Deps: d, ctx: ctx}
 	if d.Metrics != nil {
 		d.Metrics.Batches.Inc()
 	}
-	err = b.run()
+	err := b.run()
 	b.refreshGauges()
 	return b.res, err
 }
 
 type batch struct {
 	Deps
-	ctx   context.Context
-	force map[string]bool
-	res   Result
+	ctx context.Context
+	res Result
 	// unstarted holds claimed rows not yet attempted; released if the
 	// batch ends early (stop or panic).
 	unstarted []persistence.OutboxRow
-	// held are skipped rows due before our lease ends: released at the end
-	// so the next poll can take them. Skipped rows due later keep the lease,
-	// which keeps them out of the next claims' way until it expires.
-	held []string
 }
 
 func (b *batch) run() error {
 	defer func() {
-		r := recover()
-		if r != nil {
+		if r := recover(); r != nil {
 			b.release(b.unstarted)
-		}
-		b.releaseIDs(b.held)
-		b.held = nil
-		if r != nil {
 			supervise.Repanic(r)
 		}
 	}()
-
 	cfg := b.Config
-	attempted := 0
-	var queued []*inflight
-	// A panic or an early return must still settle what was queued: those
-	// events are in the publisher's hands and get their marks.
-	defer func() { b.settleAll(queued) }()
-	for round := 0; round < maxClaimRounds && attempted < cfg.BatchSize; round++ {
+	if b.ctx.Err() != nil {
+		return nil
+	}
+	now := b.Clock()
+	cctx, cancel := context.WithTimeout(b.ctx, storeTimeout)
+	rows, err := b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), cfg.BatchSize)
+	cancel()
+	if err != nil {
 		if b.ctx.Err() != nil {
 			return nil
 		}
-		now := b.Clock()
-		limit := cfg.BatchSize - attempted
-		cctx, cancel := context.WithTimeout(b.ctx, storeTimeout)
-		rows, err := b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), limit)
-		cancel()
-		if err != nil {
-			if b.ctx.Err() != nil {
-				return nil
-			}
-			b.Logger.Error("outbox claim failed", slog.String("worker", WorkerName),
-				slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
-			return fmt.Errorf("relay: claim pending outbox: %w", err)
+		b.Logger.Error("outbox claim failed", slog.String("worker", WorkerName),
+			slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
+		return fmt.Errorf("relay: claim pending outbox: %w", err)
+	}
+	b.res.Claimed = len(rows)
+	b.unstarted = rows
+	var rooms []*roomTurn
+	// A panic or an early return must still settle what was queued: those
+	// events are in the publisher's hands and get their marks.
+	defer func() { b.settleRooms(rooms) }()
+	for len(b.unstarted) > 0 {
+		if b.ctx.Err() != nil {
+			b.res.Unattempted += len(b.unstarted)
+			b.release(b.unstarted)
+			b.unstarted = nil
+			return nil
 		}
-		b.res.Claimed += len(rows)
-		leaseEnd := now.Add(cfg.LeaseTTL)
-		skipped := 0
-		b.unstarted = rows
-		for len(b.unstarted) > 0 {
-			row := b.unstarted[0]
-			if b.ctx.Err() != nil {
-				b.res.Unattempted += len(b.unstarted)
-				b.release(b.unstarted)
-				b.unstarted = nil
-				return nil
-			}
-			b.unstarted = b.unstarted[1:]
-			if due := dueAt(cfg, row); due.After(now) && !b.force[row.Envelope.EventID] {
-				skipped++
-				b.res.Deferred++
-				if due.Before(leaseEnd) {
-					b.held = append(b.held, row.Envelope.EventID)
-				}
-				continue
-			}
-			attempted++
-			if inflight := b.publishOne(row); inflight != nil {
-				queued = append(queued, inflight)
-			}
+		n := 1
+		for n < len(b.unstarted) && sameRoom(b.unstarted[n].Envelope, b.unstarted[0].Envelope) {
+			n++
 		}
-		b.settleAll(queued)
-		queued = nil
-		// Another round only helps when skipped rows filled the claim:
-		// then newer rows may be waiting behind them.
-		if len(rows) < limit || skipped == 0 {
-			break
+		turn := &roomTurn{rows: b.unstarted[:n]}
+		b.unstarted = b.unstarted[n:]
+		if b.startRoom(turn) {
+			rooms = append(rooms, turn)
 		}
 	}
 	return nil
 }
 
+func sameRoom(a, b persistence.Envelope) bool { return a.AppCode == b.AppCode && a.RoomID == b.RoomID }
+
 // Enqueuer is a Publisher that can queue an event and report later: the
-// relay queues a whole claim at once (the publisher keeps each room's order
-// and may merge a busy room's events into one message) instead of waiting
-// for each send in turn.
+// relay queues a whole claim at once (rooms in parallel) instead of waiting
+// for each send in turn. Events of one room queued one after another must
+// leave in that order, and once one of them fails, the ones queued behind
+// it must fail too without being sent (delivery/roomim does both).
 type Enqueuer interface {
 	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
 }
@@ -228,56 +217,111 @@ type inflight struct {
 	start  time.Time
 }
 
-// publishOne handles one row from check to mark, or queues it and returns
-// the inflight publish for settleAll. It never returns an error: a row's
-// outcome is logged, counted and stored, and the batch goes on.
-func (b *batch) publishOne(row persistence.OutboxRow) *inflight {
-	env := row.Envelope
-	log := supervise.EventLogger(b.Logger, WorkerName, b.NodeID, env)
-	if err := checkEnvelope(env); err != nil {
-		b.fail(log, row, err)
-		return nil
-	}
-	// RoomCreated is not a message but the IM group's idempotent creation
-	// (seed 003: the outbox compensates a failed create in the command
-	// path), so it goes to the publisher like the IM events.
-	if !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
-		// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op success;
-		// marking them keeps them from staying pending.
-		if b.markPublished(log, row) {
-			b.res.NoOp++
-		}
-		return nil
-	}
-	// The publish may finish after a stop request (the seed lets the
-	// in-flight event complete), so it only inherits ctx's values.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.Config.PublishTimeout)
-	start := time.Now()
-	if q, ok := b.Publisher.(Enqueuer); ok {
-		return &inflight{row: row, log: log, done: q.Enqueue(pctx, env), cancel: cancel, start: start}
-	}
-	err := b.Publisher.PublishRoomEvent(pctx, env)
-	cancel()
-	b.settle(log, row, start, err)
-	return nil
+// roomTurn is one room's rows of a claim, in room_seq order.
+type roomTurn struct {
+	rows   []persistence.OutboxRow
+	queued []*inflight
+	// rest are rows after a failure, not yet handed to the publisher.
+	rest []persistence.OutboxRow
 }
 
-// settleAll waits for queued publishes in order, records failures one by
-// one and marks the successes published in one store write: with a commit
-// per row, marking would cap the relay at the store's commit rate.
-func (b *batch) settleAll(queued []*inflight) {
-	var ok []*inflight
-	for _, f := range queued {
-		err := <-f.done
-		f.cancel()
-		if b.Metrics != nil {
-			b.Metrics.Latency.Observe(float64(time.Since(f.start).Microseconds()) / 1000)
-		}
-		if err != nil {
-			b.fail(f.log, f.row, err)
+func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
+	return supervise.EventLogger(b.Logger, WorkerName, b.NodeID, env)
+}
+
+// startRoom publishes a room's rows in order. With an Enqueuer it queues
+// them and returns true (settleRooms waits for them); otherwise it sends
+// them one by one and stops at the first failure, releasing the rest.
+func (b *batch) startRoom(t *roomTurn) bool {
+	q, async := b.Publisher.(Enqueuer)
+	for i, row := range t.rows {
+		env := row.Envelope
+		log := b.rowLog(env)
+		if err := checkEnvelope(env); err != nil {
+			// Parking releases the room for its later events (the one
+			// exception to room order, documented in client-protocol.md).
+			b.fail(log, row, err)
 			continue
 		}
-		ok = append(ok, f)
+		// RoomCreated is not a message but the IM group's idempotent
+		// creation (seed 003: the outbox compensates a failed create in the
+		// command path), so it goes to the publisher like the IM events.
+		if !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
+			// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op
+			// success; they never reach IM, so order does not concern them.
+			if b.markPublished(log, row) {
+				b.res.NoOp++
+			}
+			continue
+		}
+		if b.ctx.Err() != nil {
+			t.rest = t.rows[i:]
+			break
+		}
+		// The publish may finish after a stop request (the seed lets the
+		// in-flight event complete), so it only inherits ctx's values.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.Config.PublishTimeout)
+		start := time.Now()
+		if async {
+			t.queued = append(t.queued, &inflight{row: row, log: log, done: q.Enqueue(pctx, env), cancel: cancel, start: start})
+			continue
+		}
+		err := b.Publisher.PublishRoomEvent(pctx, env)
+		cancel()
+		b.observe(start)
+		if err != nil {
+			b.fail(log, row, err)
+			if !parkable(err) {
+				t.rest = t.rows[i+1:]
+				break
+			}
+			continue
+		}
+		if b.markPublished(log, row) {
+			b.res.Published++
+		}
+	}
+	if !async {
+		b.giveBack(t)
+	}
+	return async
+}
+
+// giveBack releases the rows a room's failure (or a stop) left unsent.
+func (b *batch) giveBack(t *roomTurn) {
+	if len(t.rest) > 0 {
+		b.res.Unattempted += len(t.rest)
+		b.release(t.rest)
+		t.rest = nil
+	}
+}
+
+// settleRooms waits for every queued publish. In each room the results are
+// read in order; after the room's first failure the later rows are given
+// back whatever the publisher answered for them (an Enqueuer fails them
+// unsent), except that a reported success is still recorded. The
+// successes of all rooms are marked published in one store write: with a
+// commit per row, marking would cap the relay at the store's commit rate.
+func (b *batch) settleRooms(rooms []*roomTurn) {
+	var ok []*inflight
+	for _, t := range rooms {
+		failed := false
+		for _, f := range t.queued {
+			err := <-f.done
+			f.cancel()
+			b.observe(f.start)
+			switch {
+			case err == nil:
+				ok = append(ok, f)
+			case failed:
+				t.rest = append(t.rest, f.row)
+			default:
+				b.fail(f.log, f.row, err)
+				failed = !parkable(err)
+			}
+		}
+		t.queued = nil
+		b.giveBack(t)
 	}
 	if len(ok) == 0 {
 		return
@@ -299,16 +343,9 @@ func (b *batch) settleAll(queued []*inflight) {
 	}
 }
 
-func (b *batch) settle(log *slog.Logger, row persistence.OutboxRow, start time.Time, err error) {
+func (b *batch) observe(start time.Time) {
 	if b.Metrics != nil {
 		b.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
-	}
-	if err != nil {
-		b.fail(log, row, err)
-		return
-	}
-	if b.markPublished(log, row) {
-		b.res.Published++
 	}
 }
 
@@ -359,31 +396,43 @@ func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
 		slog.String("error", ""))
 }
 
-// fail records a failed attempt: retry_count+1 and last_error, the row
-// stays pending and is retried forever (the seed has no dead letter here).
+// fail records a failed attempt: a row that can never succeed as it is
+// is parked; any other failure keeps it pending with retry_count+1, due
+// again per the retry strategy, retried forever (seed: never dropped).
 func (b *batch) fail(log *slog.Logger, row persistence.OutboxRow, cause error) {
 	text := supervise.ErrorText(cause)
-	corrupt := errors.Is(cause, ErrCorruptEnvelope)
+	park := parkable(cause)
 	if b.Metrics != nil {
 		b.Metrics.Failure.Inc()
+		if park {
+			b.Metrics.Parked.Inc()
+		}
 	}
 	ctx, cancel := b.storeCtx()
 	defer cancel()
+	now := b.Clock()
 	retry := row.RetryCount + 1
-	if err := b.Store.MarkOutboxFailed(ctx, row.Envelope.EventID, text, b.Clock().UnixMilli()); err != nil {
+	var err error
+	if park {
+		err = b.Store.ParkOutbox(ctx, row.Envelope.EventID, text, now.UnixMilli())
+	} else {
+		err = b.Store.MarkOutboxFailed(ctx, row.Envelope.EventID, text, now.UnixMilli(), nextRetry(b.Config, row, now).UnixMilli())
+	}
+	if err != nil {
 		b.res.StoreErrors++
 		retry = row.RetryCount
 		log.Error("outbox mark failed failed: the row will be retried after its lease",
 			slog.String("store_error", supervise.ErrorText(err)))
+		return
 	}
-	if corrupt {
-		b.res.Corrupt++
-		log.Error("outbox envelope is corrupt: it stays pending until an operator fixes it",
-			slog.Int("retry_count", retry), slog.String("status", persistence.OutboxPending), slog.String("error", text))
+	if park {
+		b.res.Parked++
+		log.Error("outbox event parked: it can never be published as it is; requeue or skip it with roomctl outbox",
+			slog.Int("retry_count", retry), slog.String("status", persistence.OutboxParked), slog.String("error", text))
 		return
 	}
 	b.res.Failed++
-	log.Warn("outbox publish failed: retrying next poll",
+	log.Warn("outbox publish failed: its room waits for its retry",
 		slog.Int("retry_count", retry), slog.String("status", persistence.OutboxPending), slog.String("error", text))
 }
 
@@ -423,6 +472,7 @@ func (b *batch) refreshGauges() {
 		return
 	}
 	b.Metrics.Pending.Set(float64(st.Pending))
+	b.Metrics.ParkedRows.Set(float64(st.Parked))
 	age := 0.0
 	if st.OldestCreatedAtMs > 0 {
 		age = float64(max(0, b.Clock().UnixMilli()-st.OldestCreatedAtMs))

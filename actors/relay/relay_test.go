@@ -79,18 +79,15 @@ func TestExponentialBackoffDoublesAndCaps(t *testing.T) {
 	if len(seen) < 15 {
 		t.Fatalf("only %d distinct delays for 20 rows: no jitter", len(seen))
 	}
-	row := persistence.OutboxRow{Envelope: persistence.Envelope{EventID: "ev-x"}, RetryCount: 2, UpdatedAtMs: 1000}
-	if due := dueAt(cfg, row); due.Sub(time.UnixMilli(1000)) != backoff(cfg, "ev-x", 2) {
-		t.Fatalf("due %s, want updated_at + backoff", due)
-	}
-	row.RetryCount = 0
-	if !dueAt(cfg, row).IsZero() {
-		t.Fatal("a row that never failed must be due at once")
+	now := time.UnixMilli(1000)
+	row := persistence.OutboxRow{Envelope: persistence.Envelope{EventID: "ev-x"}, RetryCount: 1}
+	if due := nextRetry(cfg, row, now); due.Sub(now) != backoff(cfg, "ev-x", 2) {
+		t.Fatalf("due %s, want now + backoff of the second failure", due)
 	}
 	cfg.RetryStrategy = configs.RetryFixedInterval
 	row.RetryCount = 9
-	if !dueAt(cfg, row).IsZero() {
-		t.Fatal("fixed_interval must retry every poll")
+	if due := nextRetry(cfg, row, now); due.Sub(now) != cfg.PollInterval {
+		t.Fatal("fixed_interval must retry every poll_interval")
 	}
 }
 

@@ -22,36 +22,3 @@ func ApplyCommand(s State, seq int64, events []Event) State {
 	n.canonical()
 	return n
 }
-
-// vacate frees every seat user holds.
-func (s *State) vacate(user string) {
-	for i, u := range s.Seats {
-		if u == user {
-			s.Seats[i] = ""
-		}
-	}
-}
-
-// canonical makes equal rooms equal values: an empty map or list is nil,
-// as it is after a snapshot round trip (the fields are omitempty), so a
-// replayed state compares equal to the live one with ==-style checks.
-func (s *State) canonical() {
-	if len(s.Members) == 0 {
-		s.Members = nil
-	}
-	if len(s.Bans) == 0 {
-		s.Bans = nil
-	}
-	if len(s.Admins) == 0 {
-		s.Admins = nil
-	}
-	if len(s.Seats) == 0 {
-		s.Seats = nil
-	}
-	if len(s.MutedSeats) == 0 {
-		s.MutedSeats = nil
-	}
-	if len(s.LockedSeats) == 0 {
-		s.LockedSeats = nil
-	}
-}

@@ -62,37 +62,8 @@ const (
 	ClassInternal     = errclass.NameInternal
 )
 
-var classes = []struct {
-	err   error
-	class string
-}{
-	{ErrInvalid, ClassInvalid},
-	{ErrNotFound, ClassNotFound},
-	{ErrExists, ClassExists},
-	{ErrPrecondition, ClassPrecondition},
-	{ErrPermission, ClassPermission},
-	{ErrUnavailable, ClassUnavailable},
-}
-
 // ClassOf returns the class name of err ("internal" when it has none).
-func ClassOf(err error) string {
-	for _, c := range classes {
-		if errors.Is(err, c.err) {
-			return c.class
-		}
-	}
-	return ClassInternal
-}
-
-// classError is an error rebuilt from a class name and text received from
-// another cluster member; errors.Is matches its class sentinel.
-type classError struct {
-	class error
-	msg   string
-}
-
-func (e *classError) Error() string { return e.msg }
-func (e *classError) Unwrap() error { return e.class }
+func ClassOf(err error) string { return errclass.Name(err) }
 
 // ErrorFromClass rebuilds an error of the given class with the given text.
 // A rule error comes back as its own sentinel, so errors.Is works the same
@@ -103,10 +74,8 @@ func ErrorFromClass(class, msg string) error {
 			return r
 		}
 	}
-	for _, c := range classes {
-		if c.class == class {
-			return &classError{class: c.err, msg: msg}
-		}
+	if c := errclass.FromName(class); c != nil {
+		return errclass.Define(c, msg)
 	}
 	return errors.New(msg)
 }

@@ -216,8 +216,8 @@ func TestRuleErrorsSurviveTheCluster(t *testing.T) {
 
 // A rule error declared without ruleErr would not be registered, and
 // errors.Is would fail silently across nodes: every package-level Err*
-// variable of the room is either a class sentinel (errors.New) or made by
-// ruleErr.
+// variable of the room made by a call is made by ruleErr (or is a class
+// sentinel of errors.New); the others name the shared classes.
 func TestEveryRuleErrorIsRegistered(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
@@ -243,13 +243,12 @@ func TestEveryRuleErrorIsRegistered(t *testing.T) {
 						}
 						call, ok := vs.Values[i].(*ast.CallExpr)
 						if !ok {
-							t.Errorf("%s: %s is not a call", fset.Position(name.Pos()), name.Name)
-							continue
+							continue // a class: the shared vocabulary under the room's name
 						}
 						switch fn := types.ExprString(call.Fun); fn {
 						case "ruleErr":
 							rules++
-						case "errors.New": // a class sentinel
+						case "errors.New": // a class sentinel of the room's own
 						default:
 							t.Errorf("%s: %s is made by %s, not ruleErr: it would not cross nodes as itself", fset.Position(name.Pos()), name.Name, fn)
 						}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,6 +26,9 @@ const Kind = "room"
 type Store interface {
 	persistence.RoomStore
 	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
+	// The room's publisher catching up (publisher.go).
+	ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
+	ReleaseOutbox(ctx context.Context, eventID string) error
 }
 
 // Publisher sends one room event to IM. Non-IM events succeed without a
@@ -90,8 +92,14 @@ func (d *Deps) setDefaults() {
 
 // NewKind returns the cluster kind for room grains.
 func NewKind(d Deps) *cluster.Kind {
+	return cluster.NewKind(Kind, GrainProps(d))
+}
+
+// GrainProps is a room grain without the cluster's middleware: a test
+// hosts grains itself by spawning these and sending each a ClusterInit.
+func GrainProps(d Deps) *actor.Props {
 	d.setDefaults()
-	return cluster.NewKind(Kind, actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} }))
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} })
 }
 
 // recentIDs bounds the in-memory command_id cache; older ids are found
@@ -99,18 +107,17 @@ func NewKind(d Deps) *cluster.Kind {
 const recentIDs = 4096
 
 type grain struct {
-	deps      Deps
-	key       persistence.RoomKey
-	state     State
-	loaded    bool
-	snapSeq   int64            // seq of the newest stored snapshot
-	recent    map[string]int64 // command_id -> seq, this activation and the replayed tail
-	order     []string         // recent's insertion order, for eviction
-	publisher *actor.PID
-	backlog   *atomic.Int64
-	log       *slog.Logger
-	dir       *dirLink // directory.go; nil without a directory
-	epoch     int64    // lease epoch the state was loaded under (lease.go)
+	deps    Deps
+	key     persistence.RoomKey
+	state   State
+	loaded  bool
+	snapSeq int64            // seq of the newest stored snapshot
+	recent  map[string]int64 // command_id -> seq, this activation and the replayed tail
+	order   []string         // recent's insertion order, for eviction
+	pub     *pubLink         // publisher.go
+	log     *slog.Logger
+	dir     *dirLink // directory.go; nil without a directory
+	epoch   int64    // lease epoch the state was loaded under (lease.go)
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -139,10 +146,7 @@ func (g *grain) init(ctx actor.Context, identity string) {
 	app, room, _ := strings.Cut(identity, "/")
 	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
 	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
-	g.backlog = new(atomic.Int64)
-	g.publisher = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &publisher{deps: g.deps, backlog: g.backlog, log: g.log}
-	}))
+	g.startPublisher(ctx)
 	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
 	if err := g.load(); err != nil {
 		g.log.Warn("room load failed; will retry on next command", "error", err)
@@ -340,7 +344,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}, Epoch: g.epoch}
+	}, Lease: g.publishLease(seq), Epoch: g.epoch}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
 			return nil, err
@@ -358,7 +362,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
-	g.publish(ctx, cmd, envs)
+	g.publish(ctx, cmd, envs, a.Lease)
 	g.dirCommitted(ctx, cmd, prev, events) // directory hook
 	return reply, nil
 }
@@ -406,27 +410,4 @@ func (g *grain) flushSnapshot() {
 		return
 	}
 	g.snapSeq = g.state.Seq
-}
-
-// publish hands the command's events to the room's publisher child, off
-// the command path. CreateRoom's RoomCreated is published inline first so
-// the IM group exists before anything is sent to it.
-func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envelope) {
-	if g.deps.Publisher == nil || len(envs) == 0 {
-		return
-	}
-	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated {
-		p := publisher{deps: g.deps, backlog: g.backlog, log: g.log}
-		p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second))
-		envs = envs[1:]
-	}
-	if len(envs) == 0 {
-		return
-	}
-	if g.backlog.Load() >= g.deps.MaxPublishBacklog {
-		g.log.Warn("room publish backlog full; events left to the outbox relay", "events", len(envs))
-		return
-	}
-	g.backlog.Add(int64(len(envs)))
-	ctx.Send(g.publisher, &publishEvents{envs: envs})
 }

@@ -2,6 +2,8 @@ package room
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -13,9 +15,10 @@ import (
 )
 
 // Enqueuer is a Publisher that can queue an event without waiting for the
-// send: events queued one after another keep their order, and a busy room's
+// send: events queued one after another keep their order, a busy room's
 // queued events may be sent as one message (Tencent allows 40 messages/s
-// per group). The channel receives exactly one result.
+// per group), and once one fails the ones queued behind it fail unsent.
+// The channel receives exactly one result.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
 }
@@ -24,70 +27,220 @@ type Enqueuer interface {
 // always on the same member, so it need not be a protobuf message.
 type publishEvents struct {
 	envs []persistence.Envelope
+	// untilMs is the end of the lease the rows were written with (0: they
+	// were written without one).
+	untilMs int64
+}
+
+// sendFailed tells the publisher that queued sends failed: their rows are
+// given back to the relay from inside the mailbox, after any catch-up that
+// was already queued, so a release never clears a lease a catch-up took.
+type sendFailed struct {
+	ids []string
+}
+
+// maxCatchUp bounds the rows one catch-up claims.
+const maxCatchUp = 200
+
+// pubLink is what a grain shares with its publisher child.
+type pubLink struct {
+	pid     *actor.PID
+	owner   string // lease owner: this activation's publisher
+	backlog atomic.Int64
+	// inOrder is true while every pending row of the room is either
+	// published or in this publisher's hands: then new rows may be sent as
+	// they come. Otherwise (at activation, after a failure, after rows were
+	// left to the relay) the publisher first catches up through
+	// ClaimRoomOutbox, which returns the room's pending rows in order or
+	// nothing when a relay holds the room.
+	inOrder atomic.Bool
+	// handed is the highest room_seq the grain handed to the publisher. A
+	// command whose seq does not follow it means rows the publisher never
+	// saw (an append whose outcome was unknown but committed, rows left to
+	// the relay): in-order sending must stop until a catch-up.
+	handed atomic.Int64
 }
 
 // publisher is a room grain's child that publishes the room's events in
-// order, so IM latency never sits on the command path. Success marks the
-// row published (best effort); failure leaves it pending with retry_count
-// untouched: the outbox relay owns retries.
+// order, so IM latency never sits on the command path. It is the room's
+// one sender while it holds the room's rows: the grain writes them leased
+// to it (Append's Lease), so no relay takes them meanwhile. Success marks
+// a row published; failure gives the room back to the relay (the row
+// stays pending with retry_count untouched: the relay owns retries and
+// their schedule).
 type publisher struct {
 	deps    Deps
-	backlog *atomic.Int64
+	key     persistence.RoomKey
+	link    *pubLink
 	log     *slog.Logger
+	lastSeq int64 // highest room_seq this publisher has sent
+}
+
+func newOwner() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "room-publisher/" + hex.EncodeToString(b[:])
+}
+
+// startPublisher spawns the grain's publisher child.
+func (g *grain) startPublisher(ctx actor.Context) {
+	link := &pubLink{owner: newOwner()}
+	g.pub = link
+	link.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
+	}))
+}
+
+// leaseTTL is how long rows written for the publisher stay its own: the
+// wait in its mailbox plus a publish and a mark. A crashed node's rows
+// reach the relay after it.
+func leaseTTL(d Deps) time.Duration {
+	return max(10*time.Second, 3*d.Config.PublishTimeout+d.Config.StoreTimeout)
+}
+
+// publishLease is the Append lease for the events of the command at seq:
+// the rows go to the room's publisher unless its backlog is full (then
+// they are the relay's from the start, and the publisher must catch up
+// before it sends again).
+func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
+	if g.deps.Publisher == nil || g.pub == nil {
+		return nil
+	}
+	switch {
+	case seq == 1:
+		// A new room has no outbox rows: nothing can be before these.
+		g.pub.inOrder.Store(true)
+	case seq != g.pub.handed.Load()+1:
+		g.pub.inOrder.Store(false)
+	}
+	if g.pub.backlog.Load() >= g.deps.MaxPublishBacklog {
+		g.pub.inOrder.Store(false)
+		return nil
+	}
+	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(g.deps)).UnixMilli()}
+}
+
+// publish hands the command's events to the room's publisher child, off
+// the command path. CreateRoom's RoomCreated is published inline first so
+// the IM group exists before anything is sent to it.
+func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envelope, lease *persistence.OutboxLease) {
+	if g.deps.Publisher == nil || len(envs) == 0 {
+		return
+	}
+	if lease == nil {
+		g.log.Warn("room publish backlog full; events left to the outbox relay", "events", len(envs))
+		return
+	}
+	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
+	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.inOrder.Load() {
+		// Safe only in order: a new room has nothing pending before it.
+		p := publisher{deps: g.deps, key: g.key, link: g.pub, log: g.log}
+		if p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second)) {
+			envs = envs[1:]
+		}
+	}
+	if len(envs) == 0 {
+		return
+	}
+	g.pub.backlog.Add(int64(len(envs)))
+	ctx.Send(g.pub.pid, &publishEvents{envs: envs, untilMs: lease.UntilMs})
 }
 
 func (p *publisher) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*publishEvents)
-	if !ok {
-		return
-	}
-	if q, ok := p.deps.Publisher.(Enqueuer); ok {
-		// Queue in order now; wait for results off the mailbox so the
-		// next command's events can join the queue (and coalesce).
-		for _, env := range m.envs {
-			pctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.PublishTimeout)
-			done := q.Enqueue(pctx, env)
-			go func() {
-				err := <-done
-				cancel()
-				p.settle(env, err)
-				p.backlog.Add(-1)
-			}()
+	switch m := ctx.Message().(type) {
+	case *publishEvents:
+		if p.link.inOrder.Load() {
+			p.sendInOrder(ctx, m)
+		} else {
+			p.catchUp(m)
 		}
-		return
+	case *sendFailed:
+		p.release(m.ids)
 	}
+}
+
+// deadline is a send's context: publish_timeout, but never past the
+// rows' lease minus a margin, so no send of this publisher can still be
+// under way when a relay may take the room.
+func (p *publisher) deadline(untilMs int64) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(p.deps.Config.PublishTimeout)
+	if untilMs > 0 {
+		if end := time.UnixMilli(untilMs).Add(-time.Second); end.Before(d) {
+			d = end
+		}
+	}
+	return context.WithDeadline(context.Background(), d)
+}
+
+// sendInOrder queues new rows as they come. Results are read off the
+// mailbox so the next command's events can join the queue (and coalesce);
+// a failure switches the publisher to catch-up and gives the rows back.
+func (p *publisher) sendInOrder(ctx actor.Context, m *publishEvents) {
+	q, async := p.deps.Publisher.(Enqueuer)
 	for _, env := range m.envs {
-		p.publishOne(env, p.deps.Config.PublishTimeout)
-		p.backlog.Add(-1)
+		if env.RoomSeq <= p.lastSeq && env.RoomSeq > 0 {
+			// Already sent by a catch-up that claimed it.
+			p.link.backlog.Add(-1)
+			continue
+		}
+		p.lastSeq = max(p.lastSeq, env.RoomSeq)
+		pctx, cancel := p.deadline(m.untilMs)
+		if !async {
+			err := p.deps.Publisher.PublishRoomEvent(pctx, env)
+			cancel()
+			p.settle(ctx, env, err)
+			p.link.backlog.Add(-1)
+			continue
+		}
+		done := q.Enqueue(pctx, env)
+		self, system := ctx.Self(), ctx.ActorSystem()
+		go func() {
+			err := <-done
+			cancel()
+			p.settleAsync(system, self, env, err)
+			p.link.backlog.Add(-1)
+		}()
 	}
 }
 
-func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	err := p.deps.Publisher.PublishRoomEvent(ctx, env)
-	cancel()
-	p.settle(env, err)
+// settle records a synchronous publish outcome.
+func (p *publisher) settle(ctx actor.Context, env persistence.Envelope, err error) {
+	p.settleAsync(ctx.ActorSystem(), ctx.Self(), env, err)
 }
 
-// settle records a publish outcome: published on success, nothing on
-// failure (the row stays pending for the relay, retry_count untouched).
-//
-// Its lines carry seed 000's eight fields like the relay's; retry_count is
-// the row's (0: the sync attempt never counts) and path tells the two
-// publishers apart.
-func (p *publisher) settle(env persistence.Envelope, err error) {
-	log := supervise.EventLogger(p.log, OutboxWorker, p.deps.NodeID, env).With(slog.String("path", "sync"))
+// settleAsync records an outcome from any goroutine: published on
+// success; on failure the publisher leaves in-order mode at once (the
+// next events go through a catch-up) and the row is given back through the
+// mailbox.
+func (p *publisher) settleAsync(system *actor.ActorSystem, self *actor.PID, env persistence.Envelope, err error) {
 	if err != nil {
-		log.Info("sync publish failed; event stays pending for the outbox relay",
-			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
+		p.link.inOrder.Store(false)
+		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
+		system.Root.Send(self, &sendFailed{ids: []string{env.EventID}})
 		return
 	}
+	p.markPublished(env)
+}
+
+// eventLog carries seed 000's eight fields like the relay's lines;
+// retry_count is 0 (the sync attempt never counts) and path tells the two
+// publishers apart.
+func (p *publisher) eventLog(env persistence.Envelope) *slog.Logger {
+	return supervise.EventLogger(p.log, OutboxWorker, p.deps.NodeID, env).With(slog.String("path", "sync"))
+}
+
+func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
+	p.eventLog(env).Info(msg, slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
+		slog.String("error", supervise.ErrorText(err)))
+}
+
+func (p *publisher) markPublished(env persistence.Envelope) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
-	err = p.deps.Store.MarkOutboxPublished(ctx, env.EventID, p.deps.Clock().UnixMilli())
+	err := p.deps.Store.MarkOutboxPublished(ctx, env.EventID, p.deps.Clock().UnixMilli())
 	cancel()
 	if err != nil {
 		// At worst the relay publishes it again; clients dedupe by event_id.
-		log.Warn("mark published failed after sync publish",
+		p.eventLog(env).Warn("mark published failed after sync publish",
 			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
 	}
 }
@@ -95,3 +248,88 @@ func (p *publisher) settle(env persistence.Envelope, err error) {
 // OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
 // every publish of a room_outbox row, whichever path sends it.
 const OutboxWorker = "room_outbox"
+
+// release gives rows back to the relay without counting a failure.
+func (p *publisher) release(ids []string) {
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
+		err := p.deps.Store.ReleaseOutbox(ctx, id)
+		cancel()
+		if err != nil {
+			p.log.Warn("release after a failed publish failed; the row waits for its lease", "event_id", id, "error", err)
+		}
+	}
+}
+
+// catchUp claims the room's pending rows (its own and any earlier ones)
+// and sends them in order, waiting for each result. It returns to in-order
+// mode only when it got every pending row and all were sent. When a relay
+// holds the room or its earliest row waits for a retry, the new rows are
+// given back: the relay sends them after the earlier ones.
+func (p *publisher) catchUp(m *publishEvents) {
+	defer p.link.backlog.Add(-int64(len(m.envs)))
+	now := p.deps.Clock()
+	ttl := leaseTTL(p.deps)
+	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
+	rows, err := p.deps.Store.ClaimRoomOutbox(sctx, p.key, p.link.owner, now.UnixMilli(), ttl.Milliseconds(), maxCatchUp)
+	cancel()
+	if err != nil || len(rows) == 0 {
+		if err != nil {
+			p.log.Warn("publisher catch-up claim failed; events left to the outbox relay", "error", err)
+		}
+		if m.untilMs > 0 {
+			ids := make([]string, len(m.envs))
+			for i, e := range m.envs {
+				ids[i] = e.EventID
+			}
+			p.release(ids)
+		}
+		return
+	}
+	untilMs := now.Add(ttl).UnixMilli()
+	for i, row := range rows {
+		env := row.Envelope
+		pctx, cancel := p.deadline(untilMs)
+		err := p.deps.Publisher.PublishRoomEvent(pctx, env)
+		cancel()
+		if err != nil {
+			p.failed(env, "sync publish failed (catch-up); the room's events stay pending for the outbox relay", err)
+			ids := make([]string, 0, len(rows)-i)
+			for _, r := range rows[i:] {
+				ids = append(ids, r.Envelope.EventID)
+			}
+			p.release(ids)
+			return
+		}
+		p.markPublished(env)
+		p.lastSeq = max(p.lastSeq, env.RoomSeq)
+	}
+	if len(rows) < maxCatchUp {
+		p.link.inOrder.Store(true)
+		return
+	}
+	// More than one catch-up's worth: the rest, these events included, go
+	// to the relay now rather than after their lease.
+	var rest []string
+	for _, e := range m.envs {
+		if e.RoomSeq > p.lastSeq {
+			rest = append(rest, e.EventID)
+		}
+	}
+	p.release(rest)
+}
+
+// publishOne publishes one event inline (CreateRoom's group) and marks it;
+// false when it failed (the row then goes with the rest).
+func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	err := p.deps.Publisher.PublishRoomEvent(ctx, env)
+	cancel()
+	if err != nil {
+		p.failed(env, "sync publish failed (inline); it goes to the room's publisher", err)
+		return false
+	}
+	p.markPublished(env)
+	p.lastSeq = max(p.lastSeq, env.RoomSeq)
+	return true
+}

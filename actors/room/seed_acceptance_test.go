@@ -49,6 +49,12 @@ func TestSeedSyncPublishRows(t *testing.T) {
 		{"同步IM失败后outbox_pending", func(t *testing.T, f *fixture, store Store) {
 			pid := f.activate("app/r1")
 			f.mustDo(pid, rcCreate("c1", "owner"))
+			// The room's earlier events first: a failure of one of them
+			// would (rightly) hold the join back behind it.
+			waitFor(t, func() bool {
+				st, err := store.(persistence.OutboxStore).OutboxStats(context.Background())
+				return err == nil && st.Pending == 0
+			})
 			f.pub.failing.Store(true)
 			r := f.mustDo(pid, rcJoin("c2", "bob"))
 			if p := expectPublishOf(t, f, r.EventIds[0]); p.err == nil {

@@ -114,3 +114,36 @@ func UnmarshalState(b []byte) (State, error) {
 	s.canonical()
 	return s, nil
 }
+
+// vacate frees every seat user holds.
+func (s *State) vacate(user string) {
+	for i, u := range s.Seats {
+		if u == user {
+			s.Seats[i] = ""
+		}
+	}
+}
+
+// canonical makes equal rooms equal values: an empty map or list is nil,
+// as it is after a snapshot round trip (the fields are omitempty), so a
+// replayed state compares equal to the live one with ==-style checks.
+func (s *State) canonical() {
+	nilIfEmptyMap(&s.Members)
+	nilIfEmptyMap(&s.Bans)
+	nilIfEmpty(&s.Admins)
+	nilIfEmpty(&s.Seats)
+	nilIfEmpty(&s.MutedSeats)
+	nilIfEmpty(&s.LockedSeats)
+}
+
+func nilIfEmpty[T any](p *[]T) {
+	if len(*p) == 0 {
+		*p = nil
+	}
+}
+
+func nilIfEmptyMap[K comparable, V any](p *map[K]V) {
+	if len(*p) == 0 {
+		*p = nil
+	}
+}

@@ -64,6 +64,7 @@ func LogEvents(system *actor.ActorSystem, logger *slog.Logger) (unsubscribe func
 type Supervisor struct {
 	system *actor.ActorSystem
 	pid    *actor.PID
+	health *Health // NewWorkerSupervisor only
 }
 
 type spawnRequest struct {

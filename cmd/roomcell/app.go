@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
@@ -47,6 +49,8 @@ type App struct {
 	closers []func()       // run before the stores close, in reverse order (IM fake, MQ, ...)
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
 	relay   *relay.Relay
+	// workerHealth lists polling workers waiting for their restart.
+	workerHealth *supervise.Health
 	// directory is the room directory (Redis, or memdb in dev); hosted
 	// lists the rooms active on this node for the presence worker.
 	directory      persistence.Directory
@@ -233,6 +237,13 @@ func (a *App) serveHTTP() error {
 		if !a.ready.Load() || a.draining.Load() || !a.member.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
+		}
+		// A polling worker that crashed and waits for its restart.
+		if h := a.workerHealth; h != nil {
+			if down := h.Down(); len(down) > 0 {
+				http.Error(w, "not ready: workers down: "+strings.Join(down, ","), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ready")
 	})

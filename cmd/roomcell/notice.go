@@ -57,6 +57,15 @@ func (a *App) openNotice() error {
 	return nil
 }
 
+// noticeModules lists the notice role's sources, one module package each:
+// a new source is its package plus one line here.
+func (a *App) noticeModules() []noticeapp.Module {
+	return []noticeapp.Module{
+		walletnotice.App(a.notices.wallet),
+		roomnotice.App(a.notices.room),
+	}
+}
+
 // startNotice starts the notice workers and the MQ consumer under sup.
 func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error {
 	if a.notices.store == nil {
@@ -71,7 +80,7 @@ func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error
 		sub = a.jetstream
 	}
 	svc, err := noticeapp.Start(sup, noticeapp.Deps{
-		Config: a.cfg.Notice, Store: a.notices.store, WalletSource: a.notices.wallet, RoomSource: a.notices.room,
+		Config: a.cfg.Notice, Store: a.notices.store, Modules: a.noticeModules(),
 		Publisher: im, MQ: sub, NodeID: a.cfg.NodeID, Logger: a.log, Metrics: metrics,
 	})
 	if err != nil {

@@ -67,12 +67,12 @@ func seedDoneDefinition(t *testing.T) {
 		t.Fatalf("row after failed sync publish: %+v %v", row, err)
 	}
 	// The relay keeps trying: retry_count grows, last_error is short.
-	waitUntil(t, 5*time.Second, "relay retries the failing row", func() bool {
+	waitUntil(t, 20*time.Second, "relay retries the failing row", func() bool {
 		r, _ := app.store.GetOutbox(ctx, id)
 		return r.RetryCount >= 2 && r.LastError != "" && r.Status == persistence.OutboxPending
 	})
 	fake.ResetFaults()
-	waitUntil(t, 5*time.Second, "relay publishes after IM is back", func() bool {
+	waitUntil(t, 20*time.Second, "relay publishes after IM is back", func() bool {
 		r, _ := app.store.GetOutbox(ctx, id)
 		return r.Status == persistence.OutboxPublished && r.LastError == ""
 	})

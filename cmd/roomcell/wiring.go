@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -108,10 +107,11 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 	sys := a.member.System
 	unsubscribe := supervise.LogEvents(sys, a.log.With("component", "supervisor"))
 	a.workers = append(a.workers, worker{name: "supervisor-log", stop: unsubscribe})
-	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
+	sup, err := supervise.NewWorkerSupervisor(sys, "workers", supervise.RestartPolicy{}, a.registry, a.log.With("component", "supervisor"))
 	if err != nil {
 		return err
 	}
+	a.workerHealth = sup.Health()
 	a.workers = append(a.workers, worker{name: "workers", stop: func() { _ = sup.Stop(5 * time.Second) }})
 	// Seed 000's order: the presence stale worker, then the outbox relay;
 	// seed 003's notice workers after them.
@@ -165,7 +165,7 @@ func (a *App) registerServices() {
 		if a.relay == nil {
 			return false
 		}
-		a.relay.RunNow(id)
+		a.relay.Kick()
 		return true
 	}, log))
 	if a.notices.store != nil {

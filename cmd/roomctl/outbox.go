@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -23,9 +24,9 @@ import (
 func init() {
 	register(&command{
 		name:  "outbox list",
-		usage: "list room_outbox rows (--status pending|failed|published|all) with retry_count and last_error",
+		usage: "list room_outbox rows (--status pending|failed|parked|skipped|published|all) with retry_count and last_error",
 		flags: func(fs *flag.FlagSet) {
-			fs.String("status", "pending", "pending, failed (pending with retry_count > 0), published or all")
+			fs.String("status", "pending", "pending, failed (pending with retry_count > 0), parked (waiting for an operator), skipped, published or all")
 			fs.Int32("limit", 50, "rows to show, oldest first (at most 1000)")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
@@ -59,25 +60,51 @@ func init() {
 			})
 		},
 	})
+	for _, name := range []string{"outbox requeue", "outbox retry"} {
+		register(&command{
+			name:  name,
+			usage: "<event_id>: put a parked or pending row back to pending, due now, and ask the relay to publish it",
+			run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+				id, err := eventIDArg(fs)
+				if err != nil {
+					return err
+				}
+				r, err := outboxClient(e).RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: id})
+				if err != nil {
+					return rpcError(err)
+				}
+				return e.printResult(r, func(w io.Writer) {
+					if r.GetRelayNotified() {
+						fmt.Fprintf(w, "%s requeued; the relay is publishing it now\n", id)
+					} else {
+						fmt.Fprintf(w, "%s requeued; this node runs no relay, the next poll of any relay picks it up\n", id)
+					}
+					fmt.Fprintln(w, "(run 'roomctl outbox show "+id+"' to see the outcome)")
+				})
+			},
+		})
+	}
 	register(&command{
-		name:  "outbox retry",
-		usage: "<event_id>: release a pending row's lease and ask the relay to publish it now",
+		name:  "outbox skip",
+		usage: "<event_id> --reason TEXT [--operator NAME]: mark a parked or pending row done without sending it (recorded who, when, why)",
+		flags: func(fs *flag.FlagSet) {
+			fs.String("reason", "", "why the event is given up (required)")
+			fs.String("operator", os.Getenv("USER"), "who gives it up (default $USER)")
+		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			id, err := eventIDArg(fs)
 			if err != nil {
 				return err
 			}
-			r, err := outboxClient(e).RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: id})
+			if str(fs, "reason") == "" {
+				return errors.New("--reason is required: a skipped event is recorded with why")
+			}
+			r, err := outboxClient(e).SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: id, Reason: str(fs, "reason"), Operator: str(fs, "operator")})
 			if err != nil {
 				return rpcError(err)
 			}
 			return e.printResult(r, func(w io.Writer) {
-				if r.GetRelayNotified() {
-					fmt.Fprintf(w, "%s released; the relay is publishing it now\n", id)
-				} else {
-					fmt.Fprintf(w, "%s released; this node runs no relay, the next poll of any relay picks it up\n", id)
-				}
-				fmt.Fprintln(w, "(run 'roomctl outbox show "+id+"' to see the outcome)")
+				fmt.Fprintf(w, "%s skipped by %s: it will not be sent\n", id, r.GetEntry().GetResolvedBy())
 			})
 		},
 	})
@@ -155,6 +182,12 @@ func printOutboxEntry(w io.Writer, e *roomcellv1.OutboxEntry, now time.Time) {
 	row("updated", ago(e.GetUpdatedAtMs(), now)+" ago")
 	if e.GetPublishedAtMs() > 0 {
 		row("published", ago(e.GetPublishedAtMs(), now)+" ago")
+	}
+	if e.GetStatus() == "pending" && e.GetNextRetryAtMs() > now.UnixMilli() {
+		row("next_retry", "in "+time.UnixMilli(e.GetNextRetryAtMs()).Sub(now).Round(time.Second).String())
+	}
+	if e.GetResolvedBy() != "" {
+		row("skipped", fmt.Sprintf("by %s %s ago: %s", e.GetResolvedBy(), ago(e.GetResolvedAtMs(), now), e.GetResolution()))
 	}
 	if e.GetLockedBy() != "" {
 		state := "expired"

@@ -39,7 +39,7 @@ func startOutboxTestServer(t *testing.T) (addr string, kicked chan string) {
 		t.Fatal(err)
 	}
 	for _, msg := range []string{"im: timeout", "im: 503 service unavailable"} {
-		if err := store.MarkOutboxFailed(ctx, "ev-fail", msg, now); err != nil {
+		if err := store.MarkOutboxFailed(ctx, "ev-fail", msg, now, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,23 +143,45 @@ func TestRoomctlOutboxShow(t *testing.T) {
 
 func TestRoomctlOutboxRetry(t *testing.T) {
 	addr, kicked := startOutboxTestServer(t)
-	code, out, errOut := outboxCtl(t, addr, "outbox", "retry", "ev-fail")
-	if code != 0 || !strings.Contains(out, "ev-fail released; the relay is publishing it now") {
-		t.Fatalf("retry: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	select {
-	case id := <-kicked:
-		if id != "ev-fail" {
-			t.Fatalf("relay asked for %q", id)
+	for _, verb := range []string{"retry", "requeue"} {
+		code, out, errOut := outboxCtl(t, addr, "outbox", verb, "ev-fail")
+		if code != 0 || !strings.Contains(out, "ev-fail requeued; the relay is publishing it now") {
+			t.Fatalf("%s: exit %d, stdout %q, stderr %q", verb, code, out, errOut)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the relay was not asked to run")
-	}
-	_, out, _ = outboxCtl(t, addr, "outbox", "show", "ev-fail")
-	if strings.Contains(out, "lease:") {
-		t.Fatalf("lease still shown after retry:\n%s", out)
+		select {
+		case id := <-kicked:
+			if id != "ev-fail" {
+				t.Fatalf("relay asked for %q", id)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the relay was not asked to run")
+		}
 	}
 	if code, _, errOut := outboxCtl(t, addr, "outbox", "retry", "ev-ok"); code != 1 || !strings.Contains(errOut, "FailedPrecondition") {
 		t.Fatalf("retry of a published row: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// outbox skip needs --reason, records the operator, and the row then
+// lists as skipped and refuses a requeue.
+func TestRoomctlOutboxSkip(t *testing.T) {
+	addr, _ := startOutboxTestServer(t)
+	if code, _, errOut := outboxCtl(t, addr, "outbox", "skip", "ev-new"); code == 0 || !strings.Contains(errOut, "--reason") {
+		t.Fatalf("skip without a reason: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := outboxCtl(t, addr, "outbox", "skip", "ev-new", "--reason", "duplicate of ev-fail", "--operator", "bob")
+	if code != 0 || !strings.Contains(out, "ev-new skipped by bob") {
+		t.Fatalf("skip: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	_, out, _ = outboxCtl(t, addr, "outbox", "list", "--status", "skipped")
+	if !strings.Contains(out, "ev-new") || strings.Contains(out, "ev-fail") {
+		t.Fatalf("list --status skipped:\n%s", out)
+	}
+	_, out, _ = outboxCtl(t, addr, "outbox", "show", "ev-new")
+	if !strings.Contains(out, "by bob") || !strings.Contains(out, "duplicate of ev-fail") {
+		t.Fatalf("show of a skipped row lacks who/why:\n%s", out)
+	}
+	if code, _, errOut := outboxCtl(t, addr, "outbox", "requeue", "ev-new"); code != 1 || !strings.Contains(errOut, "FailedPrecondition") {
+		t.Fatalf("requeue of a skipped row: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -32,8 +32,8 @@ func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand
 		Duplicate: b.dup,
 		Room: &roomcellv1.RoomView{
 			AppCode: "app1", RoomId: "r1", OwnerUserId: "u1", Name: "Lobby", Status: "open", Seq: 3,
-			Members: []string{"u1", "u2"}, Seats: []*roomcellv1.Seat{{Seat: 0, UserId: "u2"}, {Seat: 1}},
-			AdminUserIds: []string{"u9"}, Heat: 120,
+			Members: []string{"u1", "u2"}, Seats: []*roomcellv1.Seat{{Seat: 0, UserId: "u2", Muted: true}, {Seat: 1, Locked: true}},
+			AdminUserIds: []string{"u9"}, Heat: 120, Announcement: "be nice\nno spam",
 		},
 	}, nil
 }
@@ -98,7 +98,8 @@ func TestRoomctlCreateHuman(t *testing.T) {
 		`room app1/r1 "Lobby"  owner u1  status open  seq 3  heat 120`,
 		"admins: u9",
 		"members (2): u1, u2",
-		"seats: 0:u2 1:-",
+		`announcement: "be nice\nno spam"`,
+		"seats: 0:u2(muted) 1:-(locked)",
 	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("output lacks %q:\n%s", line, out)

@@ -1,14 +1,17 @@
 package roomim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/delivery/tencentim"
@@ -22,7 +25,37 @@ var (
 	ErrInvalidEnvelope = errors.New("roomim: invalid envelope")
 	// ErrClosed: the publisher was closed.
 	ErrClosed = errors.New("roomim: publisher closed")
+	// ErrHeldBack: the event was not sent because an event queued before
+	// it for the same room failed (or expired unsent): sending it would put
+	// the room's events out of order at IM.
+	ErrHeldBack = errors.New("roomim: held back behind an earlier failed event of the room")
 )
+
+// permanentError marks a failure no retry can fix as the event stands: the
+// envelope is invalid, or Tencent refuses the message itself (bad request,
+// content, rejected). The outbox relay parks such rows. Auth, admin,
+// app-state and transport errors are not permanent: they are about the
+// deployment, not the event, and clear up when it is fixed.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string   { return e.err.Error() }
+func (e *permanentError) Unwrap() error   { return e.err }
+func (e *permanentError) Permanent() bool { return true }
+
+// classify wraps an error that is permanent for the event.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrInvalidEnvelope) {
+		return &permanentError{err}
+	}
+	switch tencentim.ClassOf(err) {
+	case tencentim.ClassBadRequest, tencentim.ClassContent, tencentim.ClassRejected:
+		return &permanentError{err}
+	}
+	return err
+}
 
 // Ext values of the TIMCustomElem, so clients can tell the Data shapes
 // apart without parsing: one envelope, or {"events":[envelope...]}.
@@ -61,7 +94,26 @@ type Publisher struct {
 	mu     sync.Mutex
 	closed bool
 	queues map[string]*groupQueue
+	// blocked holds back a group's later events after a failed send, also
+	// those enqueued after the failure (a sender learns of it only when its
+	// result arrives): see holdBack.
+	blocked map[string]block
 }
+
+// block: events of the group above seq are refused until one at or below
+// it is enqueued (a sender starting again from the failed event) or until
+// the block expires. The expiry covers the event having been delivered by
+// another process meanwhile: then nobody here will enqueue it again. It
+// is far longer than a sender needs to learn of a failure (its result
+// arrives within milliseconds), so it holds back the rest of that
+// sender's turn.
+type block struct {
+	seq   int64
+	until time.Time
+}
+
+// blockTTL is how long a failed send holds back the group's later events.
+const blockTTL = 2 * time.Second
 
 // Option configures a Publisher.
 type Option func(*Publisher)
@@ -85,6 +137,7 @@ func New(client *tencentim.Client, opts ...Option) *Publisher {
 		maxBytes:  DefaultMaxBatchBytes,
 		known:     tencentim.NewIDSet(100_000),
 		queues:    map[string]*groupQueue{},
+		blocked:   map[string]block{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -127,9 +180,24 @@ type groupQueue struct {
 	pending []*item
 }
 
+// dropFrom answers the item at index i with first and the ones after it
+// with ErrHeldBack, and drops them all from the queue. Guarded by the
+// publisher's mu.
+func (q *groupQueue) dropFrom(i int, first, cause error) {
+	for j, it := range q.pending[i:] {
+		if j == 0 && first != nil {
+			it.done <- first
+			continue
+		}
+		// %v, not %w: a held-back event is never permanent itself.
+		it.done <- fmt.Errorf("%w: %v", ErrHeldBack, cause)
+	}
+	q.pending = q.pending[:i]
+}
+
 func resolved(err error) <-chan error {
 	ch := make(chan error, 1)
-	ch <- err
+	ch <- classify(err)
 	return ch
 }
 
@@ -197,6 +265,14 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 	if p.closed {
 		return resolved(ErrClosed)
 	}
+	if b, ok := p.blocked[gid]; ok && it.kind == kindSend {
+		switch {
+		case env.RoomSeq <= b.seq || time.Now().After(b.until):
+			delete(p.blocked, gid)
+		default:
+			return resolved(fmt.Errorf("%w: event at seq %d failed", ErrHeldBack, b.seq))
+		}
+	}
 	q := p.queues[gid]
 	if q == nil {
 		q = &groupQueue{}
@@ -209,20 +285,20 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 }
 
 // take removes the next unit of work from the queue: one create, or a run
-// of sends within the batch bounds. It returns nil, and forgets the queue,
-// when nothing is left.
+// of sends within the batch bounds, in room_seq order. It returns nil, and
+// forgets the queue, when nothing is left.
 func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	live := q.pending[:0]
-	for _, it := range q.pending {
+	for i, it := range q.pending {
 		if err := it.ctx.Err(); err != nil {
-			it.done <- err // its caller has gone; the outbox still has it
-			continue
+			// Its caller has gone (the outbox still has it); the events
+			// queued behind it, or enqueued soon, must not overtake it.
+			q.dropFrom(i, err, err)
+			p.blockLocked(gid, it.env.RoomSeq)
+			break
 		}
-		live = append(live, it)
 	}
-	q.pending = live
 	if len(q.pending) == 0 {
 		delete(p.queues, gid)
 		return nil
@@ -244,6 +320,10 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	batch := make([]*item, n)
 	copy(batch, q.pending[:n])
 	q.pending = q.pending[n:]
+	// A coalesced message is one unit to the client; inside it the events
+	// are in room_seq order whatever order concurrent callers queued them
+	// in (the events of one command keep their order).
+	slices.SortStableFunc(batch, func(a, b *item) int { return cmp.Compare(a.env.RoomSeq, b.env.RoomSeq) })
 	return batch
 }
 
@@ -257,7 +337,11 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		if batch[0].kind == kindCreate {
 			it := batch[0]
 			c := it.created
-			it.done <- p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
+			err := p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
+			it.done <- classify(err)
+			if err != nil {
+				p.holdBack(gid, q, batch, err)
+			}
 			continue
 		}
 		err := p.sendBatch(gid, batch)
@@ -266,9 +350,40 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			if e == nil && it.kicked != "" {
 				e = p.removeMember(it.ctx, gid, it.kicked, it.reason)
 			}
-			it.done <- e
+			it.done <- classify(e)
+		}
+		if err != nil {
+			p.holdBack(gid, q, batch, err)
 		}
 	}
+}
+
+// holdBack fails every event still queued for the room after a failed
+// send, and blocks the ones enqueued soon after: they wait for the failed
+// one's retry instead of overtaking it. A permanent failure blocks
+// nothing: that event is parked and releases its room.
+func (p *Publisher) holdBack(gid string, q *groupQueue, failed []*item, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q.dropFrom(0, nil, cause)
+	var perm interface{ Permanent() bool }
+	if errors.As(classify(cause), &perm) {
+		return
+	}
+	seq := failed[0].env.RoomSeq
+	for _, it := range failed {
+		seq = min(seq, it.env.RoomSeq)
+	}
+	p.blockLocked(gid, seq)
+}
+
+// blockLocked holds back the group's events above seq (see block). Guarded
+// by mu.
+func (p *Publisher) blockLocked(gid string, seq int64) {
+	if b, ok := p.blocked[gid]; ok {
+		seq = min(seq, b.seq)
+	}
+	p.blocked[gid] = block{seq: seq, until: time.Now().Add(blockTTL)}
 }
 
 // batchContext lives while at least one caller of the batch still waits

@@ -520,6 +520,70 @@ func TestMissingGroupIsRecreated(t *testing.T) {
 	}
 }
 
+// A failed send holds back every event queued behind it for the room (they
+// fail with ErrHeldBack, unsent, and are not permanent); an abandoned event
+// holds back the ones behind it too; a message the event itself is refused
+// for is permanent (the relay parks it), an outage is not.
+func TestFailureHoldsBackLaterEventsOfTheRoom(t *testing.T) {
+	f := setup(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 1 }, roomim.WithMaxBatchEvents(1))
+	ctx := ctxT(t)
+	if err := f.pub.EnsureGroup(ctx, "lalu", "hold", "", "hold"); err != nil {
+		t.Fatal(err)
+	}
+	type permanent interface{ Permanent() bool }
+	isPermanent := func(err error) bool {
+		var p permanent
+		return errors.As(err, &p) && p.Permanent()
+	}
+	f.fake.FailNext(1, 20004, tencentim.APISendGroupMsg) // transient
+	var chans []<-chan error
+	var envs []persistence.Envelope
+	for i := range 4 {
+		env := envelope(t, "lalu", "hold", int64(i+2), room.RoomMicTaken{UserID: "u", Seat: i})
+		envs = append(envs, env)
+		chans = append(chans, f.pub.Enqueue(ctx, env))
+	}
+	first := <-chans[0]
+	if first == nil || errors.Is(first, roomim.ErrHeldBack) || isPermanent(first) {
+		t.Fatalf("first event: %v, want its own retryable send error", first)
+	}
+	for i, ch := range chans[1:] {
+		if err := <-ch; !errors.Is(err, roomim.ErrHeldBack) || isPermanent(err) {
+			t.Fatalf("event %d behind the failure: %v, want ErrHeldBack, not permanent", i+1, err)
+		}
+	}
+	if n := len(f.fake.GroupMessages("lalu_hold")); n != 0 {
+		t.Fatalf("%d messages reached IM after the room's first event failed", n)
+	}
+
+	// Refused content is permanent.
+	f.fake.FailNext(1, 80001, tencentim.APISendGroupMsg)
+	if err := f.pub.PublishRoomEvent(ctx, envs[0]); !isPermanent(err) {
+		t.Fatalf("refused content: %v, want a permanent error", err)
+	}
+
+	// An event whose caller gave up holds back the ones queued after it:
+	// the first send takes this second's token, the second event expires
+	// while waiting, the third (longer deadline) must not overtake it.
+	ok := f.pub.Enqueue(ctx, envs[0])
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	expired := f.pub.Enqueue(short, envs[1])
+	behind := f.pub.Enqueue(ctx, envs[2])
+	if err := <-ok; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-expired; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired event: %v", err)
+	}
+	if err := <-behind; !errors.Is(err, roomim.ErrHeldBack) {
+		t.Fatalf("event behind an expired one: %v, want ErrHeldBack", err)
+	}
+	if c := f.fake.EventIDCounts(); c[envs[1].EventID]+c[envs[2].EventID] != 0 {
+		t.Fatalf("expired or held-back events reached IM: %v", c)
+	}
+}
+
 // Every IM event type of the room's registry reaches the group as one
 // message, with the priority the registry gives it; the room-management
 // events need no special mapping.

@@ -29,14 +29,18 @@ type OutboxEntry struct {
 	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
 	RoomSeq       int64                  `protobuf:"varint,5,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
-	Status        string                 `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"` // pending or published
+	Status        string                 `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"` // pending, published, parked or skipped
 	RetryCount    int32                  `protobuf:"varint,7,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
 	LastError     string                 `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	CreatedAtMs   int64                  `protobuf:"varint,9,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	UpdatedAtMs   int64                  `protobuf:"varint,10,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
 	PublishedAtMs int64                  `protobuf:"varint,11,opt,name=published_at_ms,json=publishedAtMs,proto3" json:"published_at_ms,omitempty"`
-	LockedBy      string                 `protobuf:"bytes,12,opt,name=locked_by,json=lockedBy,proto3" json:"locked_by,omitempty"` // relay holding the lease, if any
+	LockedBy      string                 `protobuf:"bytes,12,opt,name=locked_by,json=lockedBy,proto3" json:"locked_by,omitempty"` // sender holding the lease, if any
 	LockUntilMs   int64                  `protobuf:"varint,13,opt,name=lock_until_ms,json=lockUntilMs,proto3" json:"lock_until_ms,omitempty"`
+	NextRetryAtMs int64                  `protobuf:"varint,14,opt,name=next_retry_at_ms,json=nextRetryAtMs,proto3" json:"next_retry_at_ms,omitempty"` // a pending row is not claimed before it
+	ResolvedBy    string                 `protobuf:"bytes,15,opt,name=resolved_by,json=resolvedBy,proto3" json:"resolved_by,omitempty"`               // skipped: the operator
+	ResolvedAtMs  int64                  `protobuf:"varint,16,opt,name=resolved_at_ms,json=resolvedAtMs,proto3" json:"resolved_at_ms,omitempty"`
+	Resolution    string                 `protobuf:"bytes,17,opt,name=resolution,proto3" json:"resolution,omitempty"` // skipped: the operator's reason
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,10 +166,38 @@ func (x *OutboxEntry) GetLockUntilMs() int64 {
 	return 0
 }
 
+func (x *OutboxEntry) GetNextRetryAtMs() int64 {
+	if x != nil {
+		return x.NextRetryAtMs
+	}
+	return 0
+}
+
+func (x *OutboxEntry) GetResolvedBy() string {
+	if x != nil {
+		return x.ResolvedBy
+	}
+	return ""
+}
+
+func (x *OutboxEntry) GetResolvedAtMs() int64 {
+	if x != nil {
+		return x.ResolvedAtMs
+	}
+	return 0
+}
+
+func (x *OutboxEntry) GetResolution() string {
+	if x != nil {
+		return x.Resolution
+	}
+	return ""
+}
+
 type ListOutboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "" or "all": every row; "pending"; "published"; "failed": pending rows
-	// with retry_count > 0.
+	// "" or "all": every row; "pending"; "published"; "parked"; "skipped";
+	// "failed": pending rows with retry_count > 0.
 	Status        string `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	Limit         int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"` // 0 = 50; at most 1000
 	unknownFields protoimpl.UnknownFields
@@ -481,11 +513,115 @@ func (x *RetryOutboxReply) GetRelayNotified() bool {
 	return false
 }
 
+type SkipOutboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`     // required: why the event is given up
+	Operator      string                 `protobuf:"bytes,3,opt,name=operator,proto3" json:"operator,omitempty"` // required: who gives it up
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipOutboxRequest) Reset() {
+	*x = SkipOutboxRequest{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipOutboxRequest) ProtoMessage() {}
+
+func (x *SkipOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipOutboxRequest.ProtoReflect.Descriptor instead.
+func (*SkipOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SkipOutboxRequest) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *SkipOutboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SkipOutboxRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+type SkipOutboxReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *OutboxEntry           `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"` // the row after the skip
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipOutboxReply) Reset() {
+	*x = SkipOutboxReply{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipOutboxReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipOutboxReply) ProtoMessage() {}
+
+func (x *SkipOutboxReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipOutboxReply.ProtoReflect.Descriptor instead.
+func (*SkipOutboxReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SkipOutboxReply) GetEntry() *OutboxEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
 var File_roomcellv1_admin_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x16roomcellv1/admin.proto\x12\vroomcell.v1\"\x9f\x03\n" +
+	"\x16roomcellv1/admin.proto\x12\vroomcell.v1\"\xaf\x04\n" +
 	"\vOutboxEntry\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -503,7 +639,14 @@ const file_roomcellv1_admin_proto_rawDesc = "" +
 	" \x01(\x03R\vupdatedAtMs\x12&\n" +
 	"\x0fpublished_at_ms\x18\v \x01(\x03R\rpublishedAtMs\x12\x1b\n" +
 	"\tlocked_by\x18\f \x01(\tR\blockedBy\x12\"\n" +
-	"\rlock_until_ms\x18\r \x01(\x03R\vlockUntilMs\"A\n" +
+	"\rlock_until_ms\x18\r \x01(\x03R\vlockUntilMs\x12'\n" +
+	"\x10next_retry_at_ms\x18\x0e \x01(\x03R\rnextRetryAtMs\x12\x1f\n" +
+	"\vresolved_by\x18\x0f \x01(\tR\n" +
+	"resolvedBy\x12$\n" +
+	"\x0eresolved_at_ms\x18\x10 \x01(\x03R\fresolvedAtMs\x12\x1e\n" +
+	"\n" +
+	"resolution\x18\x11 \x01(\tR\n" +
+	"resolution\"A\n" +
 	"\x11ListOutboxRequest\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xc8\x01\n" +
@@ -521,12 +664,20 @@ const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\"i\n" +
 	"\x10RetryOutboxReply\x12.\n" +
 	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry\x12%\n" +
-	"\x0erelay_notified\x18\x02 \x01(\bR\rrelayNotified2\xf1\x01\n" +
+	"\x0erelay_notified\x18\x02 \x01(\bR\rrelayNotified\"b\n" +
+	"\x11SkipOutboxRequest\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x03 \x01(\tR\boperator\"A\n" +
+	"\x0fSkipOutboxReply\x12.\n" +
+	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry2\xbd\x02\n" +
 	"\vOutboxAdmin\x12J\n" +
 	"\n" +
 	"ListOutbox\x12\x1e.roomcell.v1.ListOutboxRequest\x1a\x1c.roomcell.v1.ListOutboxReply\x12G\n" +
 	"\tGetOutbox\x12\x1d.roomcell.v1.GetOutboxRequest\x1a\x1b.roomcell.v1.GetOutboxReply\x12M\n" +
-	"\vRetryOutbox\x12\x1f.roomcell.v1.RetryOutboxRequest\x1a\x1d.roomcell.v1.RetryOutboxReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
+	"\vRetryOutbox\x12\x1f.roomcell.v1.RetryOutboxRequest\x1a\x1d.roomcell.v1.RetryOutboxReply\x12J\n" +
+	"\n" +
+	"SkipOutbox\x12\x1e.roomcell.v1.SkipOutboxRequest\x1a\x1c.roomcell.v1.SkipOutboxReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_admin_proto_rawDescOnce sync.Once
@@ -540,7 +691,7 @@ func file_roomcellv1_admin_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_admin_proto_rawDescData
 }
 
-var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_roomcellv1_admin_proto_goTypes = []any{
 	(*OutboxEntry)(nil),        // 0: roomcell.v1.OutboxEntry
 	(*ListOutboxRequest)(nil),  // 1: roomcell.v1.ListOutboxRequest
@@ -549,22 +700,27 @@ var file_roomcellv1_admin_proto_goTypes = []any{
 	(*GetOutboxReply)(nil),     // 4: roomcell.v1.GetOutboxReply
 	(*RetryOutboxRequest)(nil), // 5: roomcell.v1.RetryOutboxRequest
 	(*RetryOutboxReply)(nil),   // 6: roomcell.v1.RetryOutboxReply
+	(*SkipOutboxRequest)(nil),  // 7: roomcell.v1.SkipOutboxRequest
+	(*SkipOutboxReply)(nil),    // 8: roomcell.v1.SkipOutboxReply
 }
 var file_roomcellv1_admin_proto_depIdxs = []int32{
 	0, // 0: roomcell.v1.ListOutboxReply.entries:type_name -> roomcell.v1.OutboxEntry
 	0, // 1: roomcell.v1.GetOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
 	0, // 2: roomcell.v1.RetryOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
-	1, // 3: roomcell.v1.OutboxAdmin.ListOutbox:input_type -> roomcell.v1.ListOutboxRequest
-	3, // 4: roomcell.v1.OutboxAdmin.GetOutbox:input_type -> roomcell.v1.GetOutboxRequest
-	5, // 5: roomcell.v1.OutboxAdmin.RetryOutbox:input_type -> roomcell.v1.RetryOutboxRequest
-	2, // 6: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
-	4, // 7: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
-	6, // 8: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 3: roomcell.v1.SkipOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
+	1, // 4: roomcell.v1.OutboxAdmin.ListOutbox:input_type -> roomcell.v1.ListOutboxRequest
+	3, // 5: roomcell.v1.OutboxAdmin.GetOutbox:input_type -> roomcell.v1.GetOutboxRequest
+	5, // 6: roomcell.v1.OutboxAdmin.RetryOutbox:input_type -> roomcell.v1.RetryOutboxRequest
+	7, // 7: roomcell.v1.OutboxAdmin.SkipOutbox:input_type -> roomcell.v1.SkipOutboxRequest
+	2, // 8: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
+	4, // 9: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
+	6, // 10: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
+	8, // 11: roomcell.v1.OutboxAdmin.SkipOutbox:output_type -> roomcell.v1.SkipOutboxReply
+	8, // [8:12] is the sub-list for method output_type
+	4, // [4:8] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_admin_proto_init() }
@@ -578,7 +734,7 @@ func file_roomcellv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_admin_proto_rawDesc), len(file_roomcellv1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	OutboxAdmin_ListOutbox_FullMethodName  = "/roomcell.v1.OutboxAdmin/ListOutbox"
 	OutboxAdmin_GetOutbox_FullMethodName   = "/roomcell.v1.OutboxAdmin/GetOutbox"
 	OutboxAdmin_RetryOutbox_FullMethodName = "/roomcell.v1.OutboxAdmin/RetryOutbox"
+	OutboxAdmin_SkipOutbox_FullMethodName  = "/roomcell.v1.OutboxAdmin/SkipOutbox"
 )
 
 // OutboxAdminClient is the client API for OutboxAdmin service.
@@ -36,10 +37,16 @@ type OutboxAdminClient interface {
 	ListOutbox(ctx context.Context, in *ListOutboxRequest, opts ...grpc.CallOption) (*ListOutboxReply, error)
 	// GetOutbox returns one row with its envelope.
 	GetOutbox(ctx context.Context, in *GetOutboxRequest, opts ...grpc.CallOption) (*GetOutboxReply, error)
-	// RetryOutbox releases a pending row's lease and asks this node's relay
-	// to run a batch now, ignoring the row's backoff. Published rows are
-	// refused (FAILED_PRECONDITION).
+	// RetryOutbox (roomctl outbox retry|requeue) puts a parked or pending
+	// row back to pending, due at once, and asks this node's relay to run a
+	// batch now. A live lease of a pending row is kept (the sender holding
+	// it finishes first, so the room keeps one sender). Published and
+	// skipped rows are refused (FAILED_PRECONDITION).
 	RetryOutbox(ctx context.Context, in *RetryOutboxRequest, opts ...grpc.CallOption) (*RetryOutboxReply, error)
+	// SkipOutbox (roomctl outbox skip) marks a parked or pending row
+	// skipped: done without a send, recorded with the operator, the time and
+	// the reason. Published rows are refused (FAILED_PRECONDITION).
+	SkipOutbox(ctx context.Context, in *SkipOutboxRequest, opts ...grpc.CallOption) (*SkipOutboxReply, error)
 }
 
 type outboxAdminClient struct {
@@ -80,6 +87,16 @@ func (c *outboxAdminClient) RetryOutbox(ctx context.Context, in *RetryOutboxRequ
 	return out, nil
 }
 
+func (c *outboxAdminClient) SkipOutbox(ctx context.Context, in *SkipOutboxRequest, opts ...grpc.CallOption) (*SkipOutboxReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SkipOutboxReply)
+	err := c.cc.Invoke(ctx, OutboxAdmin_SkipOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OutboxAdminServer is the server API for OutboxAdmin service.
 // All implementations must embed UnimplementedOutboxAdminServer
 // for forward compatibility.
@@ -92,10 +109,16 @@ type OutboxAdminServer interface {
 	ListOutbox(context.Context, *ListOutboxRequest) (*ListOutboxReply, error)
 	// GetOutbox returns one row with its envelope.
 	GetOutbox(context.Context, *GetOutboxRequest) (*GetOutboxReply, error)
-	// RetryOutbox releases a pending row's lease and asks this node's relay
-	// to run a batch now, ignoring the row's backoff. Published rows are
-	// refused (FAILED_PRECONDITION).
+	// RetryOutbox (roomctl outbox retry|requeue) puts a parked or pending
+	// row back to pending, due at once, and asks this node's relay to run a
+	// batch now. A live lease of a pending row is kept (the sender holding
+	// it finishes first, so the room keeps one sender). Published and
+	// skipped rows are refused (FAILED_PRECONDITION).
 	RetryOutbox(context.Context, *RetryOutboxRequest) (*RetryOutboxReply, error)
+	// SkipOutbox (roomctl outbox skip) marks a parked or pending row
+	// skipped: done without a send, recorded with the operator, the time and
+	// the reason. Published rows are refused (FAILED_PRECONDITION).
+	SkipOutbox(context.Context, *SkipOutboxRequest) (*SkipOutboxReply, error)
 	mustEmbedUnimplementedOutboxAdminServer()
 }
 
@@ -114,6 +137,9 @@ func (UnimplementedOutboxAdminServer) GetOutbox(context.Context, *GetOutboxReque
 }
 func (UnimplementedOutboxAdminServer) RetryOutbox(context.Context, *RetryOutboxRequest) (*RetryOutboxReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryOutbox not implemented")
+}
+func (UnimplementedOutboxAdminServer) SkipOutbox(context.Context, *SkipOutboxRequest) (*SkipOutboxReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SkipOutbox not implemented")
 }
 func (UnimplementedOutboxAdminServer) mustEmbedUnimplementedOutboxAdminServer() {}
 func (UnimplementedOutboxAdminServer) testEmbeddedByValue()                     {}
@@ -190,6 +216,24 @@ func _OutboxAdmin_RetryOutbox_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OutboxAdmin_SkipOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SkipOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OutboxAdminServer).SkipOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OutboxAdmin_SkipOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OutboxAdminServer).SkipOutbox(ctx, req.(*SkipOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OutboxAdmin_ServiceDesc is the grpc.ServiceDesc for OutboxAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +252,10 @@ var OutboxAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryOutbox",
 			Handler:    _OutboxAdmin_RetryOutbox_Handler,
+		},
+		{
+			MethodName: "SkipOutbox",
+			Handler:    _OutboxAdmin_SkipOutbox_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -51,7 +51,7 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 
 // ClaimPendingOutbox implements persistence.OutboxStore. The scan and the
 // lease writes share one write transaction; go-memdb admits one writer at a
-// time, so two owners can never both see a row as free.
+// time, so two owners can never both see a room as free.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -62,19 +62,83 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	// Collect first: go-memdb iterators must not run across writes to the
-	// index they walk.
-	var free []*outboxEntry
-	err := scanStatus(txn, persistence.OutboxPending, func(e *outboxEntry) bool {
-		if e.Row.LockUntilMs <= nowMs {
-			free = append(free, e)
-		}
-		return len(free) < limit
-	})
+	// Collect the candidate rooms first: go-memdb iterators must not run
+	// across writes to the index they walk.
+	it, err := txn.LowerBound(tableOutbox, indexDue, persistence.OutboxPending, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox: %w", err)
 	}
-	for _, e := range free {
+	seen := map[persistence.RoomKey]bool{}
+	var rooms []persistence.RoomKey
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		e := raw.(*outboxEntry)
+		if e.Status != persistence.OutboxPending || e.NextRetryAtMs > nowMs {
+			break
+		}
+		key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
+		if e.Row.LockUntilMs > nowMs || seen[key] {
+			continue
+		}
+		seen[key] = true
+		rooms = append(rooms, key)
+	}
+	for _, key := range rooms {
+		if len(out) >= limit {
+			break
+		}
+		rows, err := claimRoom(txn, key, owner, nowMs, leaseMs, limit-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	txn.Commit()
+	return out, nil
+}
+
+// ClaimRoomOutbox implements persistence.OutboxStore.
+func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	out, err := claimRoom(txn, key, owner, nowMs, leaseMs, limit)
+	if err != nil {
+		return nil, err
+	}
+	txn.Commit()
+	return out, nil
+}
+
+// claimRoom leases the lowest pending rows of one room to owner, unless
+// another owner holds any of its pending rows or its lowest is not due.
+func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, persistence.OutboxPending, int64(math.MinInt64), "")
+	if err != nil {
+		return nil, fmt.Errorf("memdb: claim outbox %s: %w", key, err)
+	}
+	var rows []*outboxEntry
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		e := raw.(*outboxEntry)
+		if e.AppCode != key.AppCode || e.RoomID != key.RoomID || e.Status != persistence.OutboxPending {
+			break
+		}
+		if e.Row.LockUntilMs > nowMs && e.Row.LockedBy != owner {
+			return nil, nil // held by another sender
+		}
+		if len(rows) == 0 && e.NextRetryAtMs > nowMs {
+			return nil, nil // the room waits for its earliest row
+		}
+		if len(rows) < limit {
+			rows = append(rows, e)
+		}
+	}
+	out := make([]persistence.OutboxRow, 0, len(rows))
+	for _, e := range rows {
 		row := cloneOutboxRow(e.Row)
 		row.LockedBy = owner
 		row.LockUntilMs = nowMs + leaseMs
@@ -83,7 +147,6 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 		}
 		out = append(out, cloneOutboxRow(row))
 	}
-	txn.Commit()
 	return out, nil
 }
 
@@ -116,7 +179,9 @@ func (s *Store) updateOutbox(ctx context.Context, op, eventID string, change fun
 // MarkOutboxPublished implements persistence.OutboxStore.
 func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error {
 	return s.updateOutbox(ctx, "mark published", eventID, func(r *persistence.OutboxRow) bool {
-		if r.Status == persistence.OutboxPublished {
+		// Only a pending row: a late report must not undo an operator's
+		// park or skip.
+		if r.Status != persistence.OutboxPending {
 			return false
 		}
 		r.Status = persistence.OutboxPublished
@@ -140,19 +205,72 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 }
 
 // MarkOutboxFailed implements persistence.OutboxStore.
-func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs int64) error {
+func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs, nextRetryAtMs int64) error {
 	return s.updateOutbox(ctx, "mark failed", eventID, func(r *persistence.OutboxRow) bool {
 		// A late failure report (say, the sync publish timing out after
-		// the relay already delivered) must not reopen a published row.
-		if r.Status == persistence.OutboxPublished {
+		// the relay already delivered) must not reopen a finished row.
+		if r.Status != persistence.OutboxPending {
 			return false
 		}
+		r.RetryCount++
+		r.LastError = lastError
+		r.UpdatedAtMs = nowMs
+		r.NextRetryAtMs = nextRetryAtMs
+		r.LockedBy, r.LockUntilMs = "", 0
+		return true
+	})
+}
+
+// ParkOutbox implements persistence.OutboxStore.
+func (s *Store) ParkOutbox(ctx context.Context, eventID, lastError string, nowMs int64) error {
+	return s.updateOutbox(ctx, "park", eventID, func(r *persistence.OutboxRow) bool {
+		if r.Status != persistence.OutboxPending {
+			return false
+		}
+		r.Status = persistence.OutboxParked
 		r.RetryCount++
 		r.LastError = lastError
 		r.UpdatedAtMs = nowMs
 		r.LockedBy, r.LockUntilMs = "", 0
 		return true
 	})
+}
+
+// RequeueOutbox implements persistence.OutboxStore.
+func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) error {
+	var conflict error
+	err := s.updateOutbox(ctx, "requeue", eventID, func(r *persistence.OutboxRow) bool {
+		if r.Status != persistence.OutboxParked && r.Status != persistence.OutboxPending {
+			conflict = fmt.Errorf("memdb: requeue %s: row is %s: %w", eventID, r.Status, persistence.ErrConflict)
+			return false
+		}
+		// A parked row holds no lease; a pending one keeps its sender's.
+		r.Status = persistence.OutboxPending
+		r.NextRetryAtMs = nowMs
+		r.UpdatedAtMs = nowMs
+		return true
+	})
+	return cmp.Or(err, conflict)
+}
+
+// SkipOutbox implements persistence.OutboxStore.
+func (s *Store) SkipOutbox(ctx context.Context, eventID, by, reason string, nowMs int64) error {
+	var conflict error
+	err := s.updateOutbox(ctx, "skip", eventID, func(r *persistence.OutboxRow) bool {
+		switch r.Status {
+		case persistence.OutboxSkipped:
+			return false
+		case persistence.OutboxPublished:
+			conflict = fmt.Errorf("memdb: skip %s: row is published: %w", eventID, persistence.ErrConflict)
+			return false
+		}
+		r.Status = persistence.OutboxSkipped
+		r.ResolvedBy, r.ResolvedAtMs, r.Resolution = by, nowMs, reason
+		r.UpdatedAtMs = nowMs
+		r.LockedBy, r.LockUntilMs = "", 0
+		return true
+	})
+	return cmp.Or(err, conflict)
 }
 
 // ReleaseOutbox implements persistence.OutboxStore.
@@ -227,13 +345,20 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 		return persistence.OutboxStats{}, err
 	}
 	var st persistence.OutboxStats
-	err := scanStatus(s.db.Txn(false), persistence.OutboxPending, func(e *outboxEntry) bool {
+	txn := s.db.Txn(false)
+	err := scanStatus(txn, persistence.OutboxPending, func(e *outboxEntry) bool {
 		if st.Pending == 0 {
 			st.OldestCreatedAtMs = e.CreatedAtMs
 		}
 		st.Pending++
 		return true
 	})
+	if err == nil {
+		err = scanStatus(txn, persistence.OutboxParked, func(*outboxEntry) bool {
+			st.Parked++
+			return true
+		})
+	}
 	if err != nil {
 		return persistence.OutboxStats{}, fmt.Errorf("memdb: outbox stats: %w", err)
 	}

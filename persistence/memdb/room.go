@@ -62,10 +62,14 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
 		}
 		row := persistence.OutboxRow{
-			Envelope:    cloneEnvelope(e),
-			Status:      persistence.OutboxPending,
-			CreatedAtMs: e.CreatedAtMs,
-			UpdatedAtMs: e.CreatedAtMs,
+			Envelope:      cloneEnvelope(e),
+			Status:        persistence.OutboxPending,
+			CreatedAtMs:   e.CreatedAtMs,
+			UpdatedAtMs:   e.CreatedAtMs,
+			NextRetryAtMs: e.CreatedAtMs,
+		}
+		if a.Lease != nil {
+			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs
 		}
 		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)

@@ -15,6 +15,8 @@ const (
 	indexID        = "id"
 	indexCommandID = "command_id"
 	indexStatus    = "status"
+	indexDue       = "status_due"
+	indexRoom      = "room_status_seq"
 )
 
 // roomTables lists the room domain's tables; roomSchema assembles them.
@@ -98,6 +100,30 @@ func roomOutboxTable() *memdb.TableSchema {
 				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "Status"},
 					&memdb.IntFieldIndex{Field: "CreatedAtMs"},
+					&memdb.StringFieldIndex{Field: "EventID"},
+				}},
+			},
+			// status_due serves the relay's claim: the due pending rows in
+			// due order, so rows waiting for a retry are not walked.
+			indexDue: {
+				Name:   indexDue,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "Status"},
+					&memdb.IntFieldIndex{Field: "NextRetryAtMs"},
+					&memdb.StringFieldIndex{Field: "EventID"},
+				}},
+			},
+			// room_status_seq serves the claim's per-room step: one room's
+			// pending rows in room_seq order.
+			indexRoom: {
+				Name:   indexRoom,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "AppCode"},
+					&memdb.StringFieldIndex{Field: "RoomID"},
+					&memdb.StringFieldIndex{Field: "Status"},
+					&memdb.IntFieldIndex{Field: "RoomSeq"},
 					&memdb.StringFieldIndex{Field: "EventID"},
 				}},
 			},

@@ -52,18 +52,26 @@ func (s *Store) ready(ctx context.Context) error {
 // outboxEntry is the stored form of a room_outbox row. The index fields are
 // copies of fields of Row, set only by newOutboxEntry so they cannot drift.
 type outboxEntry struct {
-	EventID     string
-	Status      string
-	CreatedAtMs int64
-	Row         persistence.OutboxRow
+	EventID       string
+	Status        string
+	CreatedAtMs   int64
+	AppCode       string
+	RoomID        string
+	RoomSeq       int64
+	NextRetryAtMs int64
+	Row           persistence.OutboxRow
 }
 
 func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
 	return &outboxEntry{
-		EventID:     row.Envelope.EventID,
-		Status:      row.Status,
-		CreatedAtMs: row.CreatedAtMs,
-		Row:         row,
+		EventID:       row.Envelope.EventID,
+		Status:        row.Status,
+		CreatedAtMs:   row.CreatedAtMs,
+		AppCode:       row.Envelope.AppCode,
+		RoomID:        row.Envelope.RoomID,
+		RoomSeq:       row.Envelope.RoomSeq,
+		NextRetryAtMs: row.NextRetryAtMs,
+		Row:           row,
 	}
 }
 

@@ -5,13 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq"
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -22,9 +23,12 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 		published sql.NullInt64
 		lockedBy  sql.NullString
 		col       persistence.Envelope
+		resBy     sql.NullString
+		resAt     sql.NullInt64
+		res       sql.NullString
 	)
 	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
-		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq); err != nil {
+		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
@@ -40,6 +44,7 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	r.LastError = lastError.String
 	r.PublishedAtMs = published.Int64
 	r.LockedBy = lockedBy.String
+	r.ResolvedBy, r.ResolvedAtMs, r.Resolution = resBy.String, resAt.Int64, res.String
 	return r, nil
 }
 
@@ -82,12 +87,55 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY created_at_ms, event_id LIMIT ?", limit)
 }
 
-// ClaimPendingOutbox implements persistence.OutboxStore. One transaction
-// locks the oldest free rows with FOR UPDATE SKIP LOCKED (MySQL 8, MariaDB
-// 10.6+): a relay on another instance claiming at the same moment skips
-// the rows this one holds instead of waiting for them, and the lock_until
-// check makes the lease hold after COMMIT.
+// claimScanFactor: the claim's first step reads up to limit×this due rows
+// to find rooms, so a few hot rooms with many due rows do not hide others.
+const claimScanFactor = 4
+
+// ClaimPendingOutbox implements persistence.OutboxStore. A plain read of
+// idx_room_outbox_due finds candidate rooms; claimRooms then leases the
+// free and due ones.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context) ([]persistence.RoomKey, error) {
+		rs, err := s.db.QueryContext(ctx, "SELECT app_code, room_id FROM room_outbox"+
+			" WHERE status = 'pending' AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
+			" ORDER BY next_retry_at_ms, event_id LIMIT ?", nowMs, nowMs, limit*claimScanFactor)
+		if err != nil {
+			return nil, s.wrap("claim outbox", err)
+		}
+		defer rs.Close()
+		var rooms []persistence.RoomKey
+		for rs.Next() {
+			var k persistence.RoomKey
+			if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
+				return nil, s.wrap("claim outbox", err)
+			}
+			if !slices.Contains(rooms, k) {
+				rooms = append(rooms, k)
+			}
+		}
+		if err := rs.Err(); err != nil {
+			return nil, s.wrap("claim outbox", err)
+		}
+		return rooms, nil
+	})
+}
+
+// ClaimRoomOutbox implements persistence.OutboxStore.
+func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context) ([]persistence.RoomKey, error) {
+		return []persistence.RoomKey{key}, nil
+	})
+}
+
+// claimRooms locks candidate rooms one by one in candidate (due) order,
+// each room's lowest pending rows in one statement (FOR UPDATE, not SKIP
+// LOCKED: skipping a locked row could hand out a later row of a room
+// before an earlier one), keeps the rooms that are free and due, and stops
+// at limit rows. Claimers walk the same due order, so they rarely meet in
+// opposite orders; when InnoDB still picks this claim as a deadlock victim
+// it claims nothing this time (the next poll tries again).
+func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
+	candidates func(context.Context) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
 	}
@@ -99,38 +147,106 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
+	rooms, err := candidates(ctx)
+	if err != nil || len(rooms) == 0 {
+		return nil, err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, s.wrap("claim outbox", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := s.queryOutbox(ctx, tx, "claim outbox",
-		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' AND lock_until_ms <= ?"+
-			" ORDER BY created_at_ms, event_id LIMIT ? FOR UPDATE SKIP LOCKED", nowMs, limit)
-	if err != nil || len(rows) == 0 {
-		return rows, err
-	}
-	until := nowMs + leaseMs
-	var q strings.Builder
-	q.WriteString("UPDATE room_outbox SET locked_by = ?, lock_until_ms = ? WHERE event_id IN (")
-	args := []any{owner, until}
-	for i := range rows {
-		if i > 0 {
-			q.WriteByte(',')
+	var out []persistence.OutboxRow
+	for _, k := range rooms {
+		if len(out) >= limit {
+			break
 		}
-		q.WriteByte('?')
-		args = append(args, rows[i].Envelope.EventID)
-		rows[i].LockedBy = owner
-		rows[i].LockUntilMs = until
+		rows, err := s.lockRoom(ctx, tx, k, owner, nowMs, limit-len(out))
+		if isDeadlock(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, s.wrap("claim outbox "+k.String(), err)
+		}
+		out = append(out, rows...)
 	}
-	q.WriteByte(')')
-	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-		return nil, s.wrap("claim outbox", err)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, s.wrap("claim outbox: commit", err)
 	}
+	return out, nil
+}
+
+// lockRoom locks the lowest pending rows of one room and returns them, or
+// nothing when another owner holds a pending row of the room or its lowest
+// row is not due. The held check looks at every pending row of the room,
+// not only the first limit: the room's publisher leases its newest rows at
+// insert.
+func (s *Store) lockRoom(ctx context.Context, tx *sql.Tx, k persistence.RoomKey, owner string, nowMs int64, limit int) ([]persistence.OutboxRow, error) {
+	rs, err := tx.QueryContext(ctx, "SELECT "+outboxColumns+", (SELECT COUNT(*) FROM room_outbox h WHERE h.app_code = ? AND h.room_id = ?"+
+		" AND h.status = 'pending' AND h.lock_until_ms > ? AND h.locked_by <> ?) FROM room_outbox"+
+		" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_id LIMIT ? FOR UPDATE",
+		k.AppCode, k.RoomID, nowMs, owner, k.AppCode, k.RoomID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []persistence.OutboxRow
+	held := 0
+	for rs.Next() {
+		r, err := scanOutbox(scanPlus{rs, &held})
+		if err != nil {
+			return nil, s.wrap("claim outbox "+k.String(), err)
+		}
+		rows = append(rows, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 || held > 0 || rows[0].NextRetryAtMs > nowMs {
+		return nil, nil
+	}
+	// The subquery is a plain read whose snapshot may predate the lock
+	// wait: a claim that committed while this one waited is seen only in
+	// the locked rows themselves, which a locking read returns as they
+	// are now.
+	for _, r := range rows {
+		if r.LockUntilMs > nowMs && r.LockedBy != owner {
+			return nil, nil
+		}
+	}
 	return rows, nil
+}
+
+// scanPlus scans an outbox row followed by one more column.
+type scanPlus struct {
+	rows  *sql.Rows
+	extra any
+}
+
+func (p scanPlus) Scan(dest ...any) error { return p.rows.Scan(append(dest, p.extra)...) }
+
+// lease writes owner's lease into rows (in the store and in the slice).
+func (s *Store) lease(ctx context.Context, tx *sql.Tx, rows []persistence.OutboxRow, owner string, until int64) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	args := []any{owner, until}
+	for i := range rows {
+		args = append(args, rows[i].Envelope.EventID)
+		rows[i].LockedBy = owner
+		rows[i].LockUntilMs = until
+	}
+	q := "UPDATE room_outbox SET locked_by = ?, lock_until_ms = ? WHERE event_id IN (?" + strings.Repeat(",?", len(rows)-1) + ")"
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return s.wrap("claim outbox", err)
+	}
+	return nil
 }
 
 // updateOutbox runs a single-row UPDATE guarded by status = 'pending'. No
@@ -197,10 +313,68 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 
 // MarkOutboxFailed implements persistence.OutboxStore. lastError is cut to
 // the column's 1024 characters.
-func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs int64) error {
+func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs, nextRetryAtMs int64) error {
 	return s.updateOutbox(ctx, "mark failed", eventID,
-		"retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
+		"retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, next_retry_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
+		truncateChars(lastError, maxLastError), nowMs, nextRetryAtMs)
+}
+
+// ParkOutbox implements persistence.OutboxStore.
+func (s *Store) ParkOutbox(ctx context.Context, eventID, lastError string, nowMs int64) error {
+	return s.updateOutbox(ctx, "park", eventID,
+		"status = 'parked', retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
 		truncateChars(lastError, maxLastError), nowMs)
+}
+
+// RequeueOutbox implements persistence.OutboxStore.
+func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) error {
+	return s.resolveOutbox(ctx, "requeue", eventID, []string{persistence.OutboxParked, persistence.OutboxPending},
+		"status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
+}
+
+// SkipOutbox implements persistence.OutboxStore.
+func (s *Store) SkipOutbox(ctx context.Context, eventID, by, reason string, nowMs int64) error {
+	if err := checkLen("skipped by", by, maxLockedBy, false); err != nil {
+		return err
+	}
+	return s.resolveOutbox(ctx, "skip", eventID, []string{persistence.OutboxParked, persistence.OutboxPending, persistence.OutboxSkipped},
+		"status = 'skipped', resolved_by = ?, resolved_at_ms = ?, resolution = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
+		by, nowMs, truncateChars(reason, maxLastError), nowMs)
+}
+
+// resolveOutbox is an operator's change of one row whose status is one of
+// from; any other status is ErrConflict. A skipped row stays as it was
+// recorded (skipping it again changes nothing).
+func (s *Store) resolveOutbox(ctx context.Context, op, eventID string, from []string, set string, args ...any) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	var status string
+	err := s.db.QueryRowContext(ctx, "SELECT status FROM room_outbox WHERE event_id = ?", eventID).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("mysql: %s: outbox event %q: %w", op, eventID, persistence.ErrNotFound)
+	}
+	if err != nil {
+		return s.wrap(op+" "+eventID, err)
+	}
+	if !slices.Contains(from, status) {
+		return fmt.Errorf("mysql: %s %s: row is %s: %w", op, eventID, status, persistence.ErrConflict)
+	}
+	if status == persistence.OutboxSkipped {
+		return nil
+	}
+	// The status guard makes a race with a relay's mark harmless: the
+	// UPDATE then changes nothing.
+	res, err := s.db.ExecContext(ctx, "UPDATE room_outbox SET "+set+" WHERE event_id = ? AND status = ?", append(args, eventID, status)...)
+	if err != nil {
+		return s.wrap(op+" "+eventID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("mysql: %s %s: row changed meanwhile: %w", op, eventID, persistence.ErrConflict)
+	}
+	return nil
 }
 
 // ReleaseOutbox implements persistence.OutboxStore.
@@ -272,6 +446,9 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	err := s.db.QueryRowContext(ctx,
 		"SELECT COUNT(*), COALESCE(MIN(created_at_ms), 0) FROM room_outbox WHERE status = 'pending'").
 		Scan(&st.Pending, &st.OldestCreatedAtMs)
+	if err == nil {
+		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'parked'").Scan(&st.Parked)
+	}
 	if err != nil {
 		return persistence.OutboxStats{}, s.wrap("outbox stats", err)
 	}

@@ -336,7 +336,7 @@ func (b *rowsBuilder) flush() {
 
 const (
 	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, reply, events, created_at_ms) VALUES "
-	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, lock_until_ms, created_at_ms, updated_at_ms) VALUES "
+	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
 	// later expressions see earlier assignments, so seq goes last. VALUES()
@@ -354,7 +354,7 @@ const (
 func buildStatements(ps []*pendingAppend) []statement {
 	fences := fenceStatement(ps)
 	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?)"}
-	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,0,?,?)"}
+	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?)"}
 	snaps := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, tuple: "(?,?,?,?,?)"}
 	for _, p := range ps {
 		c := p.a.Command
@@ -363,8 +363,13 @@ func buildStatements(ps []*pendingAppend) []statement {
 			reply = []byte{}
 		}
 		logs.add(len(reply)+len(p.events)+128, c.AppCode, c.RoomID, c.Seq, c.CommandID, c.CommandType, reply, p.events, c.CreatedAtMs)
+		var lockedBy any
+		var lockUntil int64
+		if l := p.a.Lease; l != nil {
+			lockedBy, lockUntil = l.Owner, l.UntilMs
+		}
 		for i, e := range c.Events {
-			outbox.add(len(p.envelopes[i])+128, e.EventID, e.AppCode, e.RoomID, e.RoomSeq, e.EventType, p.envelopes[i], e.CreatedAtMs, e.CreatedAtMs)
+			outbox.add(len(p.envelopes[i])+160, e.EventID, e.AppCode, e.RoomID, e.RoomSeq, e.EventType, p.envelopes[i], lockedBy, lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs)
 		}
 		if sn := p.a.Snapshot; sn != nil {
 			state := sn.State

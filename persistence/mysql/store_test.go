@@ -446,7 +446,7 @@ func TestMarkFailedTruncatesLastError(t *testing.T) {
 	}
 	id := a.Command.Events[0].EventID
 	msg := repeatRune('错', maxLastError+10)
-	if err := s.MarkOutboxFailed(t.Context(), id, msg, 2000); err != nil {
+	if err := s.MarkOutboxFailed(t.Context(), id, msg, 2000, 2000); err != nil {
 		t.Fatal(err)
 	}
 	row, err := s.GetOutbox(t.Context(), id)

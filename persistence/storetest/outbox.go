@@ -18,25 +18,21 @@ import (
 // store, because the outbox scans are store-wide.
 func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s persistence.Store)
-	}{
+	runContract(t, newStore, []contractCase[persistence.Store]{
 		{"AppendWritesPendingOutboxRows", testAppendWritesPendingOutbox},
 		{"ListPendingOldestFirstWithLimit", testListPendingOldestFirst},
 		{"ClaimLeases", testClaimLeases},
 		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
+		{"ClaimRoomOrderAndDue", testClaimRoomOrderAndDue},
+		{"ClaimInsertLease", testClaimInsertLease},
+		{"ParkRequeueSkip", testParkRequeueSkip},
 		{"MarkPublished", testMarkPublished},
 		{"MarkPublishedBatch", testMarkPublishedBatch},
 		{"MarkFailed", testMarkFailed},
 		{"ReleaseOutbox", testReleaseOutbox},
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.run(t, newStore(t))
-		})
-	}
+	})
 }
 
 func eventIDs(rows []persistence.OutboxRow) []string {
@@ -82,10 +78,11 @@ func testAppendWritesPendingOutbox(t *testing.T, s persistence.Store) {
 	for _, e := range c.Events {
 		got := getOutbox(t, s, e.EventID)
 		want := persistence.OutboxRow{
-			Envelope:    e,
-			Status:      persistence.OutboxPending,
-			CreatedAtMs: 1234,
-			UpdatedAtMs: 1234,
+			Envelope:      e,
+			Status:        persistence.OutboxPending,
+			CreatedAtMs:   1234,
+			UpdatedAtMs:   1234,
+			NextRetryAtMs: 1234, // a new row is due at once
 		}
 		got.Envelope = normEnvelope(got.Envelope)
 		if !reflect.DeepEqual(got, want) {
@@ -124,7 +121,7 @@ func testClaimLeases(t *testing.T, s persistence.Store) {
 
 	a, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 2)
 	mustNoErr(t, "claim a", err)
-	wantIDs(t, "relay-a claims the two oldest", eventIDs(a), ids[:2])
+	wantIDs(t, "relay-a claims the room's two lowest", eventIDs(a), ids[:2])
 	for _, r := range a {
 		if r.LockedBy != "relay-a" || r.LockUntilMs != 1500 || r.Status != persistence.OutboxPending {
 			t.Fatalf("claimed row as returned: %+v", r)
@@ -136,59 +133,76 @@ func testClaimLeases(t *testing.T, s persistence.Store) {
 
 	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1200, 500, 10)
 	mustNoErr(t, "claim b", err)
-	wantIDs(t, "relay-b gets only the free pending rows", eventIDs(b), ids[2:4])
+	wantIDs(t, "relay-b gets nothing of a room another relay holds", eventIDs(b), nil)
 
 	c, err := s.ClaimPendingOutbox(ctx, "relay-c", 1499, 500, 10)
 	mustNoErr(t, "claim c", err)
-	wantIDs(t, "nothing is free while the leases run", eventIDs(c), nil)
+	wantIDs(t, "nothing is free while the lease runs", eventIDs(c), nil)
 
-	// At 1500 relay-a's lease (until 1500) has expired, relay-b's (until
-	// 1700) has not.
+	// At 1500 relay-a's lease (until 1500) has expired: the whole room
+	// comes back, in room_seq order.
 	c, err = s.ClaimPendingOutbox(ctx, "relay-c", 1500, 500, 10)
 	mustNoErr(t, "claim c", err)
-	wantIDs(t, "relay-c reclaims the expired leases", eventIDs(c), ids[:2])
+	wantIDs(t, "relay-c takes the room after the lease expired", eventIDs(c), ids[:4])
 	if g := getOutbox(t, s, ids[0]); g.LockedBy != "relay-c" || g.LockUntilMs != 2000 {
 		t.Fatalf("reclaimed row: %+v", g)
 	}
-
-	all, err := s.ClaimPendingOutbox(ctx, "relay-d", 1_000_000, 500, 10)
-	mustNoErr(t, "claim d", err)
-	wantIDs(t, "after every lease expired", eventIDs(all), ids[:4])
 	if g := getOutbox(t, s, published); g.LockedBy != "" || g.Status != persistence.OutboxPublished {
 		t.Fatalf("a published row was claimed: %+v", g)
 	}
 }
 
+// Many owners claim many rooms at once: no room ever has rows under two
+// owners, every owner's rows of a room are the room's lowest in room_seq
+// order, and every row is claimed exactly once.
 func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
-	const rows, owners = 24, 6
-	at := make([]int64, rows)
-	for i := range at {
-		at[i] = int64(100 + i)
+	const rooms, perRoom, owners = 8, 12, 6
+	all := map[string]bool{}
+	for r := range rooms {
+		key := persistence.RoomKey{AppCode: "app1", RoomID: fmt.Sprintf("room-%d", r)}
+		at := make([]int64, perRoom)
+		for i := range at {
+			at[i] = int64(100 + i*rooms + r)
+		}
+		for _, id := range seedOutbox(t, s, key, at...) {
+			all[id] = true
+		}
 	}
-	ids := seedOutbox(t, s, roomA, at...)
-
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		claimed = map[string]string{} // event_id -> owner
+		byRoom  = map[string]string{} // room -> owner
 		errs    []error
 	)
 	for o := range owners {
 		owner := fmt.Sprintf("relay-%d", o)
 		wg.Go(func() {
-			got, err := s.ClaimPendingOutbox(ctx, owner, 1000, 60_000, 7)
+			got, err := s.ClaimPendingOutbox(ctx, owner, 1000, 60_000, 15)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 				return
 			}
+			last := map[string]int64{}
 			for _, r := range got {
-				if prev, dup := claimed[r.Envelope.EventID]; dup {
-					errs = append(errs, fmt.Errorf("%s claimed by %s and %s", r.Envelope.EventID, prev, owner))
+				id, room := r.Envelope.EventID, r.Envelope.RoomID
+				if prev, dup := claimed[id]; dup {
+					errs = append(errs, fmt.Errorf("%s claimed by %s and %s", id, prev, owner))
 				}
-				claimed[r.Envelope.EventID] = owner
+				if prev, ok := byRoom[room]; ok && prev != owner {
+					errs = append(errs, fmt.Errorf("room %s has rows under %s and %s", room, prev, owner))
+				}
+				if r.Envelope.RoomSeq <= last[room] {
+					errs = append(errs, fmt.Errorf("%s: room_seq %d after %d", owner, r.Envelope.RoomSeq, last[room]))
+				}
+				if last[room] == 0 && r.Envelope.RoomSeq != 1 {
+					errs = append(errs, fmt.Errorf("%s took room %s from seq %d, not its lowest", owner, room, r.Envelope.RoomSeq))
+				}
+				last[room] = r.Envelope.RoomSeq
+				claimed[id], byRoom[room] = owner, owner
 			}
 		})
 	}
@@ -204,17 +218,11 @@ func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 			t.Fatalf("%s returned to %s but stored as locked by %q", id, owner, g.LockedBy)
 		}
 	}
-	// Whatever the racers left is still claimable, exactly once.
-	rest, err := s.ClaimPendingOutbox(ctx, "sweeper", 1000, 60_000, rows)
+	// Once the leases expired, what is left comes back exactly once.
+	rest, err := s.ClaimPendingOutbox(ctx, "sweeper", 70_000, 60_000, rooms*perRoom)
 	mustNoErr(t, "sweeper claim", err)
-	for _, r := range rest {
-		if prev, dup := claimed[r.Envelope.EventID]; dup {
-			t.Fatalf("%s claimed by %s while its lease runs", r.Envelope.EventID, prev)
-		}
-		claimed[r.Envelope.EventID] = "sweeper"
-	}
-	if len(claimed) != len(ids) {
-		t.Fatalf("claimed %d distinct rows, want all %d", len(claimed), len(ids))
+	if len(rest) != len(all) {
+		t.Fatalf("after expiry the sweeper got %d rows, want all %d", len(rest), len(all))
 	}
 }
 
@@ -222,7 +230,7 @@ func testMarkPublished(t *testing.T, s persistence.Store) {
 	ctx := t.Context()
 	ids := seedOutbox(t, s, roomA, 100, 200)
 	id := ids[0]
-	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im timeout", 150))
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im timeout", 150, 150))
 	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 1)
 	mustNoErr(t, "claim", err)
 
@@ -238,7 +246,7 @@ func testMarkPublished(t *testing.T, s persistence.Store) {
 		t.Fatalf("marking a published row again changed it:\n got %+v\nwant %+v", again, got)
 	}
 	// A late failure report must not reopen a published row.
-	mustNoErr(t, "MarkOutboxFailed of a published row", s.MarkOutboxFailed(ctx, id, "late", 4000))
+	mustNoErr(t, "MarkOutboxFailed of a published row", s.MarkOutboxFailed(ctx, id, "late", 4000, 4000))
 	if after := getOutbox(t, s, id); !reflect.DeepEqual(normRow(after), normRow(got)) {
 		t.Fatalf("a failure changed a published row:\n got %+v\nwant %+v", after, got)
 	}
@@ -253,7 +261,7 @@ func testMarkPublishedBatch(t *testing.T, s persistence.Store) {
 	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 900))
 	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 4)
 	mustNoErr(t, "claim", err)
-	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[1], "im down", 1100))
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[1], "im down", 1100, 1100))
 
 	// ids[0] is already published, "nope" does not exist: both skipped.
 	mustNoErr(t, "MarkOutboxPublishedBatch", s.MarkOutboxPublishedBatch(ctx, []string{ids[0], ids[1], ids[2], "nope"}, 2000))
@@ -287,7 +295,7 @@ func testMarkFailed(t *testing.T, s persistence.Store) {
 	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
 	mustNoErr(t, "claim", err)
 
-	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im: 500 server busy", 1100))
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "im: 500 server busy", 1100, 1100))
 	got := getOutbox(t, s, id)
 	if got.Status != persistence.OutboxPending || got.RetryCount != 1 || got.LastError != "im: 500 server busy" ||
 		got.UpdatedAtMs != 1100 || got.LockedBy != "" || got.LockUntilMs != 0 || got.PublishedAtMs != 0 || got.CreatedAtMs != 100 {
@@ -298,7 +306,7 @@ func testMarkFailed(t *testing.T, s persistence.Store) {
 	mustNoErr(t, "claim b", err)
 	wantIDs(t, "claim after a failure", eventIDs(b), ids)
 
-	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "network unreachable", 1200))
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, id, "network unreachable", 1200, 1200))
 	got = getOutbox(t, s, id)
 	if got.RetryCount != 2 || got.LastError != "network unreachable" || got.Status != persistence.OutboxPending {
 		t.Fatalf("row after a second failure: %+v", got)
@@ -329,7 +337,11 @@ func testReleaseOutbox(t *testing.T, s persistence.Store) {
 	}
 	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
 	mustNoErr(t, "claim b", err)
-	wantIDs(t, "claim after release", eventIDs(b), ids[:1])
+	wantIDs(t, "claim after releasing one row of a held room", eventIDs(b), nil)
+	mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, ids[1]))
+	b, err = s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after releasing the room", eventIDs(b), ids)
 
 	// Releasing a published row leaves it published.
 	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1100))
@@ -383,9 +395,124 @@ func testOutboxStats(t *testing.T, s persistence.Store) {
 	want("with leased rows (still pending)", 3, 100)
 	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1000))
 	want("after the oldest was published", 2, 200)
-	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[2], "boom", 1000))
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[2], "boom", 1000, 1000))
 	want("after a failure", 2, 200)
 	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 1000))
 	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[2], 1000))
 	want("after all were published", 0, 0)
+}
+
+// The claim unit is a room: numeric room_seq order (not event_id text), a
+// failing earliest row holds back only its own room until it is due, and
+// a room is handed out whole.
+func testClaimRoomOrderAndDue(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	roomB := persistence.RoomKey{AppCode: "app1", RoomID: "room-b"}
+	// Twelve events in one millisecond: event ids sort against room_seq.
+	at := make([]int64, 12)
+	for i := range at {
+		at[i] = 100
+	}
+	a := seedOutbox(t, s, roomA, at...)
+	b := seedOutbox(t, s, roomB, 150, 160)
+	got, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 100)
+	mustNoErr(t, "claim", err)
+	wantIDs(t, "both rooms, each in room_seq order", eventIDs(got), append(slices.Clone(a), b...))
+
+	// roomA's earliest row fails and waits until 5000; the rest of roomA
+	// waits behind it, roomB flows.
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, a[0], "im down", 1100, 5000))
+	for _, id := range a[1:] {
+		mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, id))
+	}
+	mustNoErr(t, "MarkOutboxPublishedBatch", s.MarkOutboxPublishedBatch(ctx, b, 1100))
+	more := seedOutbox(t, s, persistence.RoomKey{AppCode: "app1", RoomID: "room-c"}, 1200)
+	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 1300, 500, 100)
+	mustNoErr(t, "claim before due", err)
+	wantIDs(t, "before the due time only the other room", eventIDs(got), more)
+	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 5000, 500, 5)
+	mustNoErr(t, "claim at due", err)
+	wantIDs(t, "at the due time roomA comes back from its earliest row", eventIDs(got), a[:5])
+}
+
+// Rows an append leases to the room's publisher are not claimed by a
+// relay, nor is any earlier row of that room; ClaimRoomOutbox lets the
+// owner itself take the room's earlier rows with them.
+func testClaimInsertLease(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	early := seedOutbox(t, s, roomA, 100, 200) // written unleased: seq 1, 2
+	lease := &persistence.OutboxLease{Owner: "room-a-publisher", UntilMs: 10_000}
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 3, "cmd-3", 300, "leased-3"), Lease: lease})
+	if g := getOutbox(t, s, "leased-3"); g.LockedBy != lease.Owner || g.LockUntilMs != lease.UntilMs || g.NextRetryAtMs != 300 {
+		t.Fatalf("row appended with a lease: %+v", g)
+	}
+	got, err := s.ClaimPendingOutbox(ctx, "relay", 1000, 500, 10)
+	mustNoErr(t, "relay claim", err)
+	wantIDs(t, "a relay does not take a room its publisher holds", eventIDs(got), nil)
+	got, err = s.ClaimRoomOutbox(ctx, roomA, "someone-else", 1000, 500, 10)
+	mustNoErr(t, "foreign room claim", err)
+	wantIDs(t, "ClaimRoomOutbox of another owner", eventIDs(got), nil)
+	got, err = s.ClaimRoomOutbox(ctx, roomA, lease.Owner, 1000, 500, 10)
+	mustNoErr(t, "own room claim", err)
+	wantIDs(t, "the publisher takes its room from the lowest row", eventIDs(got), append(slices.Clone(early), "leased-3"))
+	if g := getOutbox(t, s, early[0]); g.LockedBy != lease.Owner || g.LockUntilMs != 1500 {
+		t.Fatalf("row after ClaimRoomOutbox: %+v", g)
+	}
+	got, err = s.ClaimPendingOutbox(ctx, "relay", 1500, 500, 10)
+	mustNoErr(t, "relay claim after expiry", err)
+	wantIDs(t, "after the lease a relay takes the room", eventIDs(got), append(slices.Clone(early), "leased-3"))
+}
+
+// Parked rows leave the claims and release their room; requeue puts one
+// back; skip records who, when and why; published rows refuse both.
+func testParkRequeueSkip(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300)
+	_, err := s.ClaimPendingOutbox(ctx, "relay", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+	mustNoErr(t, "ParkOutbox", s.ParkOutbox(ctx, ids[0], "corrupt envelope", 1100))
+	g := getOutbox(t, s, ids[0])
+	if g.Status != persistence.OutboxParked || g.LastError != "corrupt envelope" || g.RetryCount != 1 || g.LockedBy != "" || g.LockUntilMs != 0 {
+		t.Fatalf("parked row: %+v", g)
+	}
+	for _, id := range ids[1:] {
+		mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, id))
+	}
+	got, err := s.ClaimPendingOutbox(ctx, "relay", 1100, 500, 10)
+	mustNoErr(t, "claim after park", err)
+	wantIDs(t, "a parked row releases its room", eventIDs(got), ids[1:])
+	if st, err := s.OutboxStats(ctx); err != nil || st.Parked != 1 || st.Pending != 2 {
+		t.Fatalf("stats with a parked row: %+v %v", st, err)
+	}
+	parked, err := s.ListOutbox(ctx, persistence.OutboxFilter{Status: persistence.OutboxParked, Limit: 10})
+	mustNoErr(t, "ListOutbox parked", err)
+	wantIDs(t, "list --status parked", eventIDs(parked), ids[:1])
+	mustNoErr(t, "MarkOutboxPublished of a parked row", s.MarkOutboxPublished(ctx, ids[0], 1150))
+	mustNoErr(t, "MarkOutboxFailed of a parked row", s.MarkOutboxFailed(ctx, ids[0], "late", 1150, 1150))
+	if g := getOutbox(t, s, ids[0]); g.Status != persistence.OutboxParked || g.RetryCount != 1 {
+		t.Fatalf("a late mark changed a parked row: %+v", g)
+	}
+
+	mustNoErr(t, "RequeueOutbox", s.RequeueOutbox(ctx, ids[0], 1200))
+	g = getOutbox(t, s, ids[0])
+	if g.Status != persistence.OutboxPending || g.NextRetryAtMs != 1200 || g.LockedBy != "" {
+		t.Fatalf("requeued row: %+v", g)
+	}
+	mustNoErr(t, "ParkOutbox", s.ParkOutbox(ctx, ids[0], "still corrupt", 1300))
+	mustNoErr(t, "SkipOutbox", s.SkipOutbox(ctx, ids[0], "ops:alice", "payload lost, room re-synced", 1400))
+	g = getOutbox(t, s, ids[0])
+	if g.Status != persistence.OutboxSkipped || g.ResolvedBy != "ops:alice" || g.ResolvedAtMs != 1400 || g.Resolution != "payload lost, room re-synced" {
+		t.Fatalf("skipped row: %+v", g)
+	}
+	mustNoErr(t, "SkipOutbox again", s.SkipOutbox(ctx, ids[0], "ops:bob", "again", 1500))
+	if again := getOutbox(t, s, ids[0]); again.ResolvedBy != "ops:alice" {
+		t.Fatalf("a second skip rewrote the record: %+v", again)
+	}
+	wantIs(t, "RequeueOutbox of a skipped row", s.RequeueOutbox(ctx, ids[0], 1600), persistence.ErrConflict)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[1], 1600))
+	wantIs(t, "RequeueOutbox of a published row", s.RequeueOutbox(ctx, ids[1], 1700), persistence.ErrConflict)
+	wantIs(t, "SkipOutbox of a published row", s.SkipOutbox(ctx, ids[1], "ops", "x", 1700), persistence.ErrConflict)
+	wantIs(t, "ParkOutbox unknown", s.ParkOutbox(ctx, "missing", "x", 1), persistence.ErrNotFound)
+	wantIs(t, "RequeueOutbox unknown", s.RequeueOutbox(ctx, "missing", 1), persistence.ErrNotFound)
+	wantIs(t, "SkipOutbox unknown", s.SkipOutbox(ctx, "missing", "ops", "x", 1), persistence.ErrNotFound)
 }

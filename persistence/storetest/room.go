@@ -19,10 +19,7 @@ import (
 // and any teardown with t.Cleanup; every subtest gets its own store.
 func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	t.Helper()
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, s persistence.Store)
-	}{
+	runContract(t, newStore, []contractCase[persistence.Store]{
 		{"AppendLoadRoundTrip", testAppendLoadRoundTrip},
 		{"ReturnedValuesDoNotAlias", testReturnedValuesDoNotAlias},
 		{"LoadCommandsOrderAndAfterSeq", testLoadCommandsOrderAndAfterSeq},
@@ -36,11 +33,7 @@ func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 		{"RoomsIsolated", testRoomsIsolated},
 		{"ConcurrentAppendSameSeqFences", testConcurrentAppendSameSeq},
 		{"ConcurrentAppendSameCommandIDFences", testConcurrentAppendSameCommandID},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.run(t, newStore(t))
-		})
-	}
+	})
 }
 
 var roomA = persistence.RoomKey{AppCode: "app1", RoomID: "room-a"}
@@ -440,7 +433,7 @@ func testNotFound(t *testing.T, s persistence.Store) {
 	_, err = s.GetOutbox(ctx, "missing")
 	wantIs(t, "GetOutbox", err, persistence.ErrNotFound)
 	wantIs(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, "missing", 2000), persistence.ErrNotFound)
-	wantIs(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, "missing", "boom", 2000), persistence.ErrNotFound)
+	wantIs(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, "missing", "boom", 2000, 2000), persistence.ErrNotFound)
 	wantIs(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, "missing"), persistence.ErrNotFound)
 }
 

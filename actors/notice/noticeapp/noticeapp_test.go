@@ -14,9 +14,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -51,7 +53,7 @@ func (nopPublisher) SendNotice(context.Context, string, string, string, []byte, 
 func TestStartNothingAndMissingSources(t *testing.T) {
 	store := memdb.NewNoticeStore()
 	defer store.Close()
-	svc, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet})
+	svc, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store, Modules: processModules(nil, nil), Publisher: nopPublisher{}, Logger: noticetest.Quiet})
 	if err != nil || svc.Running() || svc.Kick(persistence.SourceWalletOutbox) {
 		t.Fatalf("default config: running=%v err=%v", svc.Running(), err)
 	}
@@ -60,12 +62,12 @@ func TestStartNothingAndMissingSources(t *testing.T) {
 	}
 	cfg := configs.Default().Notice
 	cfg.WalletNoticeWorker.Enabled = true
-	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "wallet_notice_worker") {
+	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Modules: processModules(nil, nil), Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "wallet_notice_worker") {
 		t.Fatalf("wallet worker without source: %v", err)
 	}
 	cfg = configs.Default().Notice
 	cfg.MQ.Enabled, cfg.MQ.RoomOutbox.Enabled = true, true
-	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "MQ") {
+	if _, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: cfg, Store: store, Modules: processModules(nil, nil), Publisher: nopPublisher{}, Logger: noticetest.Quiet}); err == nil || !strings.Contains(err.Error(), "MQ") {
 		t.Fatalf("mq without subscriber: %v", err)
 	}
 }
@@ -152,7 +154,7 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 	var ncfg configs.NoticeConfig
 	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
 	ncfg.MQ = mqCfg
-	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: store, RoomSource: ns.RoomOutbox(), Publisher: pub,
+	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: store, Modules: processModules(nil, ns.RoomOutbox()), Publisher: pub,
 		MQ: js, NodeID: "n1", Logger: noticetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +229,117 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 		store.both(), byIngress[persistence.IngressPoll], byIngress[persistence.IngressMQ], sends, dups)
 	if sends != kicks || dups != 0 {
 		t.Fatalf("%d C2C sends and %d duplicates for %d kicks: want exactly one send each", sends, dups, kicks)
+	}
+}
+
+// processModules is the module list cmd/roomcell passes.
+func processModules(w walletnotice.Source, r roomnotice.Source) []noticeapp.Module {
+	return []noticeapp.Module{walletnotice.App(w), roomnotice.App(r)}
+}
+
+// giftModule is a test-only third notice source, written as a module
+// package would write it: its own source name, worker and scanner, and a
+// constructor closing over its reader. Adding it to the role is its entry
+// in Deps.Modules and nothing else.
+func giftModule(facts []string, cfg configs.NoticeWorkerConfig) noticeapp.Module {
+	return func(d noticeapp.Deps) (noticeapp.Plan, error) {
+		return noticeapp.Plan{Run: cfg.Enabled, Config: cfg,
+			Worker: notice.Module{Name: "gift_notice_worker", Source: "gift_outbox", Scanner: &giftScanner{facts: facts}}}, nil
+	}
+}
+
+// giftScanner hands out its facts once each, in order.
+type giftScanner struct {
+	facts []string
+	next  int
+}
+
+func (s *giftScanner) Reset(from persistence.NoticeCursor) { s.next = int(from.Num) }
+
+func (s *giftScanner) Scan(_ context.Context, nowMs int64, limit int) (notice.ScanResult, error) {
+	var res notice.ScanResult
+	for ; s.next < len(s.facts) && len(res.Deliveries) < limit; s.next++ {
+		id := s.facts[s.next]
+		res.Deliveries = append(res.Deliveries, persistence.NoticeDelivery{
+			NoticeKey: persistence.NoticeKey{SourceName: "gift_outbox", AppCode: "lalu", SourceEventID: id, Channel: persistence.ChannelIMC2C},
+			EventType: "GiftThanks", UserID: "u-" + id, Ext: "gift_notice", Payload: json.RawMessage(`{"event_id":"` + id + `"}`),
+			SourceCreatedAtMs: nowMs,
+		})
+	}
+	res.Safe = persistence.NoticeCursor{Num: int64(s.next)}
+	res.More = s.next < len(s.facts)
+	return res, nil
+}
+
+// sends records the notices a publisher was asked to send.
+type sends struct {
+	mu  sync.Mutex
+	got map[string]string // event id → receiver
+}
+
+func (p *sends) SendNotice(_ context.Context, _, to, ext string, _ []byte, eventID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ext == "gift_notice" {
+		p.got[eventID] = to
+	}
+	return nil
+}
+
+func (p *sends) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.got)
+}
+
+// A third source runs beside the process's two with nothing but its entry
+// in the module list: its worker scans, ingests and delivers every fact
+// to its receiver, and operators can kick it by its source name.
+func TestThirdModuleIsOneEntryInTheList(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	defer store.Close()
+	cfg := configs.Default().Notice.WalletNoticeWorker
+	cfg.Enabled, cfg.PollInterval = true, 20*time.Millisecond
+	facts := []string{"g1", "g2", "g3", "g4", "g5"}
+	pub := &sends{got: map[string]string{}}
+	modules := append(processModules(nil, nil), giftModule(facts, cfg))
+	svc, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store, Modules: modules,
+		Publisher: pub, NodeID: "n1", Logger: noticetest.Quiet})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer svc.Stop(10 * time.Second)
+	if !svc.Running() || !svc.Kick("gift_outbox") || svc.Kick(persistence.SourceWalletOutbox) {
+		t.Fatalf("the gift worker should run alone (the default config turns the other two off)")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for pub.count() < len(facts) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	for _, id := range facts {
+		if pub.got[id] != "u-"+id {
+			t.Fatalf("fact %s: sent to %q, want u-%s (all sends: %v)", id, pub.got[id], id, pub.got)
+		}
+	}
+	for _, id := range facts {
+		d, err := store.Get(t.Context(), persistence.NoticeKey{SourceName: "gift_outbox", AppCode: "lalu", SourceEventID: id, Channel: persistence.ChannelIMC2C})
+		if err != nil || d.Status != persistence.NoticeDelivered {
+			t.Fatalf("row %s: %+v, %v; want delivered", id, d, err)
+		}
+	}
+}
+
+// Two modules of one source would deliver each fact twice; Start refuses.
+func TestTwoModulesOfOneSourceRefused(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	defer store.Close()
+	cfg := configs.Default().Notice.WalletNoticeWorker
+	cfg.Enabled = true
+	_, err := noticeapp.Start(newSupervisor(t), noticeapp.Deps{Config: configs.Default().Notice, Store: store,
+		Modules: []noticeapp.Module{giftModule(nil, cfg), giftModule(nil, cfg)}, Publisher: nopPublisher{}, Logger: noticetest.Quiet})
+	if err == nil || !strings.Contains(err.Error(), "gift_outbox") {
+		t.Fatalf("two modules of gift_outbox: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -80,7 +81,7 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 	t.Cleanup(func() { _ = noticeStore.Close() })
 	var ncfg configs.NoticeConfig
 	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
-	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: noticeStore, RoomSource: roomStore, Publisher: pub,
+	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: noticeStore, Modules: []noticeapp.Module{walletnotice.App(nil), roomnotice.App(roomStore)}, Publisher: pub,
 		NodeID: "e2e", Logger: noticetest.Quiet})
 	if err != nil {
 		t.Fatal(err)

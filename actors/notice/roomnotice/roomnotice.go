@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -242,4 +244,64 @@ func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.OutboxRow)
 		out = append(out, d)
 	}
 	return out
+}
+
+// App is the room notice module as the notice role runs it (one entry of
+// noticeapp.Deps.Modules). src reads room_outbox; it may be nil when
+// notice.room_notice_worker is off. The worker runs when it scans or when
+// notice.mq.room_outbox is on: then a consumer group ingests
+// RoomUserKicked messages and the worker only delivers them.
+func App(src Source) noticeapp.Module {
+	return func(d noticeapp.Deps) (noticeapp.Plan, error) {
+		cfg := d.Config
+		mqOn := cfg.MQ.RoomOutboxOn()
+		p := noticeapp.Plan{Run: cfg.RoomNoticeWorker.Enabled || mqOn, Config: cfg.RoomNoticeWorker}
+		var scan Source
+		if cfg.RoomNoticeWorker.Enabled {
+			if src == nil {
+				return p, errors.New("notice: room_notice_worker is enabled but there is no room_outbox source")
+			}
+			scan = src
+		}
+		var opts []Option
+		if d.Settle > 0 {
+			opts = append(opts, WithSettle(d.Settle))
+		}
+		p.Worker = Module(scan, opts...)
+		if mqOn {
+			p.Subscription = func(kick func()) mq.Subscription {
+				return mq.Subscription{
+					Topic: cfg.MQ.RoomOutbox.Topic, Group: cfg.MQ.RoomOutbox.ConsumerGroup,
+					Tags: []string{room.TypeRoomUserKicked}, MaxRedeliver: cfg.MQ.RoomOutbox.MaxRedeliver,
+					Handler: OutboxHandler(d.Store, kick, d.Metrics),
+				}
+			}
+		}
+		return p, nil
+	}
+}
+
+// OutboxHandler is the notice consumer group's handler: ingest the
+// kick's notice (ingress mq) and ask the room worker to deliver it now. A
+// message that cannot be decoded is dropped; a store error has it
+// redelivered.
+func OutboxHandler(store persistence.NoticeStore, kick func(), m *notice.Metrics) mq.Handler {
+	return func(ctx context.Context, msg mq.Message) error {
+		n, err := IngestEnvelope(ctx, store, msg.Data, time.Now().UnixMilli())
+		if errors.Is(err, notice.ErrCorruptSource) {
+			return fmt.Errorf("%w: %v", mq.ErrDrop, err)
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if m != nil {
+				m.Ingested.WithLabelValues(persistence.SourceRoomOutbox, persistence.IngressMQ).Add(float64(n))
+			}
+			if kick != nil {
+				kick()
+			}
+		}
+		return nil
+	}
 }

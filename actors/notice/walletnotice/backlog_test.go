@@ -13,6 +13,8 @@ import (
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
+	"github.com/hyapp/roomcell/actors/notice/roomnotice"
+	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
@@ -178,7 +180,7 @@ func (b *backlog) start(t testing.TB, name string, cfg configs.NoticeConfig, kil
 		t.Fatal(err)
 	}
 	in.svc, err = noticeapp.Start(sup, noticeapp.Deps{
-		Config: cfg, Store: deadStore{store, in}, WalletSource: deadSource{store.WalletOutbox(), in},
+		Config: cfg, Store: deadStore{store, in}, Modules: []noticeapp.Module{walletnotice.App(deadSource{store.WalletOutbox(), in}), roomnotice.App(nil)},
 		Publisher: countingPublisher{pub, in, killAt}, NodeID: name, Logger: noticetest.Quiet,
 	})
 	if err != nil {

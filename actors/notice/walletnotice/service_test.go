@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/noticetest"
+	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -50,7 +51,7 @@ func TestWalletChangesReachUsersAsNotices(t *testing.T) {
 	t.Cleanup(func() { _ = store.Close() })
 	var cfg configs.NoticeConfig
 	cfg.WalletNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 20 * time.Millisecond}
-	app, err := noticeapp.Start(sup, noticeapp.Deps{Config: cfg, Store: store, WalletSource: ws, Publisher: pub, NodeID: "dev",
+	app, err := noticeapp.Start(sup, noticeapp.Deps{Config: cfg, Store: store, Modules: []noticeapp.Module{walletnotice.App(ws), roomnotice.App(nil)}, Publisher: pub, NodeID: "dev",
 		Logger: noticetest.Quiet, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,14 @@ package walletnotice
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -265,4 +267,27 @@ func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.WalletOutb
 		out = append(out, d)
 	}
 	return out
+}
+
+// App is the wallet notice module as the notice role runs it (one entry
+// of noticeapp.Deps.Modules): a worker scanning src (wallet_outbox) when
+// notice.wallet_notice_worker is on. src nil with the worker on fails
+// noticeapp.Start.
+func App(src Source) noticeapp.Module {
+	return func(d noticeapp.Deps) (noticeapp.Plan, error) {
+		cfg := d.Config.WalletNoticeWorker
+		p := noticeapp.Plan{Run: cfg.Enabled, Config: cfg}
+		if !cfg.Enabled {
+			return p, nil
+		}
+		if src == nil {
+			return p, errors.New("notice: wallet_notice_worker is enabled but there is no wallet_outbox source")
+		}
+		opts := []Option{WithLogger(d.Logger)}
+		if d.Settle > 0 {
+			opts = append(opts, WithSettle(d.Settle))
+		}
+		p.Worker = Module(src, opts...)
+		return p, nil
+	}
 }

@@ -102,7 +102,36 @@ ALTER TABLE room_outbox ADD KEY idx_room_outbox_type_created (event_type, create
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 2, '002_room_outbox_type_index', '444731fb20382942ff071a4d6784bfeb5c49ae00bc5dd8d5689e5700c55034a0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
 
--- ---- schema/room/003_room_fences.sql ----
+-- ---- schema/room/003_room_outbox_order_retry_park.sql ----
+-- Per-room ordered delivery, due-time retries and parked rows (issue 11).
+--
+-- next_retry_at_ms: a pending row is not claimed before it (created_at_ms
+-- for a new row, the retry strategy's due time after a failure), so rows
+-- that keep failing stop occupying claims. resolved_by / resolved_at_ms /
+-- resolution record who skipped a row, when and why.
+ALTER TABLE room_outbox
+  ADD COLUMN next_retry_at_ms BIGINT        NOT NULL DEFAULT 0,
+  ADD COLUMN resolved_by      VARCHAR(128)  NULL,
+  ADD COLUMN resolved_at_ms   BIGINT        NULL,
+  ADD COLUMN resolution       VARCHAR(1024) NULL;
+
+-- The claim's first step: due pending rows in due order (status =
+-- 'pending' AND next_retry_at_ms <= now ORDER BY next_retry_at_ms): a range
+-- of the due rows only, never the ones waiting for a retry.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_due (status, next_retry_at_ms, event_id);
+
+-- The claim's per-room step: one room's pending rows in room_seq order,
+-- locked together so one room has one sender.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_room (app_code, room_id, status, room_seq);
+
+-- parked: cannot succeed as it is, waits for an operator; skipped: an
+-- operator marked it done without a send.
+ALTER TABLE room_outbox DROP CONSTRAINT ck_room_outbox_status;
+ALTER TABLE room_outbox ADD CONSTRAINT ck_room_outbox_status CHECK (status IN ('pending', 'published', 'parked', 'skipped'));
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 3, '003_room_outbox_order_retry_park', '34c7a1152728708a0b3d0b5db0bb8cafd5fba4bc521983e092ec17bd9b70d915', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/004_room_fences.sql ----
 -- The epoch fence of room ownership (docs/cluster.md): the highest shard
 -- lease epoch that claimed or wrote to the room. Every fenced append
 -- checks and raises it in its own transaction, so a node whose lease was
@@ -116,4 +145,4 @@ CREATE TABLE IF NOT EXISTS room_fences (
   PRIMARY KEY (app_code, room_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
-  VALUES ('room', 3, '003_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+  VALUES ('room', 4, '004_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
