@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember bench build proto dev fmt retention-soak test-gift-chaos-long
+.PHONY: test services vet unit race multimember chaos bench build proto dev fmt retention-soak test-gift-chaos-long
 
 test: services vet race multimember
 
@@ -35,6 +35,14 @@ multimember:
 # make test). About four minutes.
 test-gift-chaos-long: services
 	ROOMCELL_GIFT_CHAOS_LONG=1 $(GO) test -count=1 -timeout 15m -run '^TestGiftChaosOneOutcomeUnderSlowCutAndKill$$' -v ./cmd/roomcell
+
+# The long form of the multi-process failure tests (docs/cluster.md, "Show"):
+# SIGKILL, SIGSTOP 15 s and 30 s, rolling SIGTERM restart, duplicate
+# activation, 3 repeats each, under load. `make multimember` runs each once
+# (SIGSTOP 15 s). About 15 minutes on two cores.
+chaos: services
+	$(GO) test -count=3 -timeout 40m -v -run '^TestMultiMemberProcess' ./cluster/clustertest/
+	ROOMCELL_CHAOS_PAUSE=30s $(GO) test -count=3 -timeout 20m -v -run '^TestMultiMemberProcessPauseUnderLoad$$' ./cluster/clustertest/
 
 unit:
 	$(GO) test -count=1 -short $(PKGS)

@@ -18,6 +18,7 @@ import (
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -35,6 +36,9 @@ type memberOpts struct {
 	store *memdb.Store
 	agent *test.InMemAgent
 	log   *slog.Logger
+	// leases: room ownership by shard leases (cluster.NewOwnership), as
+	// roomcell wires it; otherwise shards follow the member view.
+	leases bool
 }
 
 func startNode(t *testing.T, id string, o memberOpts) *node {
@@ -44,12 +48,24 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 	if o.log == nil {
 		o.log = testLogger(t, id)
 	}
+	var owners ownership.Table
+	if o.leases {
+		var err error
+		if owners, err = cluster.NewOwnership(o.cfg, id, true, o.log); err != nil {
+			t.Fatal(err)
+		}
+		deps.Lease = owners
+	}
 	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{room.NewKind(deps)},
-		Logger: o.log, Registerer: reg, Agent: o.agent})
+		Logger: o.log, Registerer: reg, Agent: o.agent, Ownership: owners})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
-	return &node{id: id, m: m, client: &room.Client{Cluster: m.Cluster, AttemptTimeout: 2 * time.Second}, reg: reg}
+	client := &room.Client{Cluster: m.Cluster, AttemptTimeout: 2 * time.Second}
+	if owners != nil {
+		client.Owners = owners
+	}
+	return &node{id: id, m: m, client: client, reg: reg}
 }
 
 func waitReady(t *testing.T, ns ...*node) {

@@ -16,7 +16,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
@@ -27,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/ownership"
 )
 
 // Options configure one member.
@@ -49,6 +49,11 @@ type Options struct {
 	// Agent lets several single-provider members in one process see each
 	// other (tests). Nil = a private agent: a one-member cluster.
 	Agent *test.InMemAgent
+	// Ownership decides where grains live and whether this member may
+	// serve one (NewOwnership builds it from the config; pass the same
+	// table to the room grains). Nil: shards follow the member view
+	// (ownership.View), without leases.
+	Ownership ownership.Table
 }
 
 // Member statuses, as reported by roomctl cluster members.
@@ -73,6 +78,8 @@ type Member struct {
 	metrics   *metrics
 	view      view
 	startedAt time.Time
+	ownership ownership.Table
+	lookup    *lookup
 
 	ready    atomic.Bool
 	stopping atomic.Int32 // 0 running, 1 draining, 2 stopped
@@ -112,7 +119,11 @@ func Start(o Options) (m *Member, err error) {
 	}
 	system := actor.NewActorSystem(sysOpts...)
 
-	m = &Member{System: system, cfg: cfg, nodeID: o.NodeID, logger: o.Logger, startedAt: time.Now(), done: make(chan struct{})}
+	if o.Ownership == nil {
+		o.Ownership = ownership.NewView(0)
+	}
+	m = &Member{System: system, cfg: cfg, nodeID: o.NodeID, logger: o.Logger, startedAt: time.Now(), done: make(chan struct{}),
+		ownership: o.Ownership, lookup: &lookup{table: o.Ownership}}
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
 	}
@@ -147,7 +158,7 @@ func Start(o Options) (m *Member, err error) {
 		remoteOpts = append(remoteOpts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
 	}
 	remoteOpts = append(remoteOpts, remote.WithServerOptions(serverOpts...))
-	ccfg := pcluster.Configure(cfg.Name, m.provider, disthash.New(),
+	ccfg := pcluster.Configure(cfg.Name, m.provider, m.lookup,
 		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		pcluster.WithKinds(o.Kinds...),
 		pcluster.WithRequestTimeout(cfg.RequestTimeout),
@@ -156,6 +167,11 @@ func Start(o Options) (m *Member, err error) {
 	m.observeTopology()
 	if err := m.startMember(); err != nil {
 		return nil, err
+	}
+	if m.lookup.startErr != nil {
+		m.ownership.Close()
+		m.Cluster.Shutdown(false)
+		return nil, fmt.Errorf("cluster: ownership table: %w", m.lookup.startErr)
 	}
 	if err := m.spawnReporter(); err != nil {
 		m.Cluster.Shutdown(false)
@@ -266,20 +282,25 @@ func (m *Member) Activations(kind string) int { return int(m.activations(kind)) 
 // active here may have been activated elsewhere since the others dropped
 // this member, so they are stopped: the next command loads them from the
 // store wherever they are placed.
+//
+// With a leased ownership table the grains stay: they answer only while
+// this node holds their shard's lease, which the gossip membership does
+// not decide, so a rejoin costs no room its activation.
 func (m *Member) onRejoin(oldID, newID, reason string) {
 	m.metrics.rejoins.Inc()
+	if _, viewBased := m.ownership.(*ownership.View); !viewBased {
+		m.logger.Warn("cluster member rejoining; grains stay (guarded by their shard leases)", "reason", reason,
+			"old_member_id", oldID, "member_id", newID, "rooms", m.activations("room"))
+		return
+	}
 	m.logger.Warn("cluster member rejoining: stopping local grains", "reason", reason,
 		"old_member_id", oldID, "member_id", newID, "rooms", m.activations("room"))
 	m.poisonLocalGrains()
 }
 
-// poisonLocalGrains asks disthash's placement actor to stop every grain
-// it holds, by showing it a topology without this member: it poisons the
-// grains whose owner is no longer this address (all of them).
+// poisonLocalGrains asks the placement actor to stop every grain it holds.
 func (m *Member) poisonLocalGrains() {
-	self := m.Address()
-	others := slices.DeleteFunc(slices.Clone(m.view.get()), func(x *pcluster.Member) bool { return x.Address() == self })
-	m.System.Root.Send(m.System.NewLocalPID(disthash.PartitionActivatorActorName), &pcluster.ClusterTopology{Members: others})
+	m.System.Root.Send(m.System.NewLocalPID(placementName), &stopGrains{})
 }
 
 // watchdog re-registers this member if another member reports it on its
@@ -326,9 +347,15 @@ func (m *Member) Stop(graceful bool) {
 		if graceful {
 			m.Drain()
 			m.Cluster.Shutdown(true)
+			m.ownership.Close()
 		} else {
 			m.stopping.Store(2)
 			m.provider.Kill()
+			if k, ok := m.ownership.(interface{ Kill() }); ok {
+				k.Kill()
+			} else {
+				m.ownership.Close()
+			}
 			m.Cluster.Shutdown(false)
 		}
 		m.stopping.Store(2)
@@ -351,6 +378,12 @@ func (m *Member) Drain() {
 	rooms := m.activations("room")
 	if err := m.provider.Leave(ctx); err != nil {
 		m.logger.Warn("cluster drain: deregister failed; the others drop this member when its registration expires", "error", err)
+	}
+	if _, viewBased := m.ownership.(*ownership.View); !viewBased {
+		// Give every shard back at once (the lease is revoked): the
+		// others take the rooms over now, not after the lease TTL.
+		m.ownership.Close()
+		m.poisonLocalGrains()
 	}
 	self := m.Address()
 	lastPoison := time.Time{}

@@ -10,6 +10,8 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/ownership"
 )
 
 // metrics are the membership series on /metrics. With a nil Registerer
@@ -97,6 +99,16 @@ func (m *Member) observeTopology() {
 			return
 		}
 		m.view.set(t)
+		if v, ok := m.ownership.(*ownership.View); ok {
+			addrs := make([]string, 0, len(t.Members))
+			for _, mm := range t.Members {
+				// A member hosting no kind (notice-only) owns no shard.
+				if len(mm.Kinds) > 0 {
+					addrs = append(addrs, mm.Address())
+				}
+			}
+			v.SetMembers(addrs)
+		}
 		m.metrics.members.Set(float64(len(t.Members)))
 		m.metrics.changes.WithLabelValues("joined").Add(float64(len(t.Joined)))
 		m.metrics.changes.WithLabelValues("left").Add(float64(len(t.Left)))

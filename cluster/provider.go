@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/ownership"
 )
 
 // provider is a Proto.Actor ClusterProvider plus what a drain, a rejoin
@@ -127,3 +131,25 @@ func (p *singleProvider) Leave(context.Context) error { return p.Shutdown(true) 
 func (p *singleProvider) Kill()                       { _ = p.Shutdown(false) }
 func (p *singleProvider) Rejoin(string, string)       {}
 func (p *singleProvider) Rejoins() int64              { return 0 }
+
+// NewOwnership builds the ownership table the config asks for: with the
+// etcd provider, shard leases in etcd under
+// <etcd_base_key>/_ownership/<cluster.name> (outside the member prefix);
+// otherwise shards follow the member view, without leases.
+//
+// hostsRooms false: the node follows the table but owns no shard.
+func NewOwnership(cfg configs.ClusterConfig, nodeID string, hostsRooms bool, log *slog.Logger) (ownership.Table, error) {
+	if cfg.Provider != configs.ProviderEtcd {
+		return ownership.NewView(cfg.Shards), nil
+	}
+	return ownership.NewEtcd(ownership.EtcdConfig{
+		Endpoints: cfg.EtcdEndpoints,
+		Prefix:    strings.TrimRight(cfg.EtcdBaseKey, "/") + "/_ownership/" + cfg.Name,
+		NodeID:    nodeID,
+		Shards:    cfg.Shards,
+		TTL:       cfg.ShardLeaseTTL,
+		Margin:    cfg.ShardLeaseMargin,
+		Logger:    log,
+		Observer:  !hostsRooms,
+	})
+}

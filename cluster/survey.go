@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/ownership"
 )
 
 // reporterName is the actor every member runs to answer MemberProbe.
@@ -66,23 +66,19 @@ func (m *Member) report(p *v1.MemberProbe) *v1.MemberReport {
 		sort.Strings(r.Blocked)
 	}
 	if p.GetIdentity() != "" {
-		r.OwnerAddress = ownerOf(ms, p.GetKind(), p.GetIdentity())
+		r.OwnerAddress = m.Owner(p.GetKind(), p.GetIdentity())
 	}
 	return r
 }
 
-// ownerOf is disthash's placement: rendezvous hashing (FNV-1a of identity
-// and member address) over the members hosting kind.
-func ownerOf(ms []*pcluster.Member, kind, identity string) string {
-	rdv := pcluster.NewRendezvous()
-	rdv.UpdateMembers(ms)
-	return rdv.GetByClusterIdentity(pcluster.NewClusterIdentity(identity, kind))
+// Owner is the address this member places a grain on right now: the
+// owner of its shard in the ownership table ("" during a handover).
+func (m *Member) Owner(_, identity string) string {
+	return m.ownership.Owner(identity)
 }
 
-// Owner is the address this member places a grain on right now.
-func (m *Member) Owner(kind, identity string) string {
-	return ownerOf(m.view.get(), kind, identity)
-}
+// Ownership is the member's ownership table.
+func (m *Member) Ownership() ownership.Table { return m.ownership }
 
 // Survey asks every member in this member's view (itself included) for a
 // report, in parallel, each bounded by ctx and probeTimeout. With a kind

@@ -45,6 +45,15 @@ type ClusterConfig struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// TLS between members (mTLS); off while cert_file is empty.
 	TLS ClusterTLSConfig `yaml:"tls"`
+	// Room ownership (docs/cluster.md): rooms hash into Shards virtual
+	// shards; with the etcd provider each shard is leased to one node.
+	// ShardLeaseTTL is how long a dead or cut-off node keeps its shards
+	// (its rooms answer elsewhere right after); ShardLeaseMargin is how
+	// much earlier that node itself stops answering (clock-rate drift
+	// and keepalive latency). Changing Shards moves every room.
+	Shards           int           `yaml:"shards"`
+	ShardLeaseTTL    time.Duration `yaml:"shard_lease_ttl"`
+	ShardLeaseMargin time.Duration `yaml:"shard_lease_margin"`
 }
 
 func (c *ClusterConfig) setDefaults() {
@@ -70,6 +79,11 @@ func (c *ClusterConfig) setDefaults() {
 	}
 	c.EtcdLeaseTTL = durationOr(c.EtcdLeaseTTL, 3*time.Second)
 	c.DrainTimeout = durationOr(c.DrainTimeout, 10*time.Second)
+	if c.Shards == 0 {
+		c.Shards = 1024
+	}
+	c.ShardLeaseTTL = durationOr(c.ShardLeaseTTL, 2*time.Second)
+	c.ShardLeaseMargin = durationOr(c.ShardLeaseMargin, 500*time.Millisecond)
 }
 
 func (c ClusterConfig) validate() error {
@@ -98,6 +112,15 @@ func (c ClusterConfig) validate() error {
 		if n, perr := strconv.Atoi(p); err != nil || perr != nil || n <= 0 || n > 65535 {
 			return errorf("cluster.advertised_host", "%q is not host:port", c.AdvertisedHost)
 		}
+	}
+	if c.Shards < 1 || c.Shards > 65536 {
+		return errorf("cluster.shards", "%d is not between 1 and 65536", c.Shards)
+	}
+	if c.ShardLeaseTTL < 2*time.Second || c.ShardLeaseTTL%time.Second != 0 {
+		return errorf("cluster.shard_lease_ttl", "%s: etcd grants whole seconds, at least 2", c.ShardLeaseTTL)
+	}
+	if c.ShardLeaseMargin <= 0 || c.ShardLeaseMargin >= c.ShardLeaseTTL/2 {
+		return errorf("cluster.shard_lease_margin", "%s must be positive and under half of shard_lease_ttl", c.ShardLeaseMargin)
 	}
 	if c.Provider == ProviderEtcd && c.EtcdLeaseTTL < time.Second {
 		return errorf("cluster.etcd_lease_ttl", "%s is below etcd's one-second lease granularity", c.EtcdLeaseTTL)

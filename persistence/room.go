@@ -71,6 +71,12 @@ func (s Snapshot) Key() RoomKey { return RoomKey{AppCode: s.AppCode, RoomID: s.R
 type Append struct {
 	Command  CommandRecord
 	Snapshot *Snapshot
+	// Epoch is the writer's room-ownership epoch (the shard lease's). An
+	// append whose Epoch is below the room's fence fails with ErrConflict
+	// and writes nothing; one at or above it raises the fence, in the same
+	// transaction. 0 = not fenced by epoch (single-node mode, which has no
+	// second writer); the seq fence applies either way.
+	Epoch int64
 	// Lease, when set, writes the outbox rows already leased to the room's
 	// own publisher, so no relay takes them while the room publishes them
 	// itself (one sender per room).
@@ -111,6 +117,11 @@ type RoomStore interface {
 	// outcome "void", after which no append of commandID can commit, and
 	// reports not sent. Calling it again gives the same answer.
 	VoidGift(ctx context.Context, key RoomKey, commandID string, nowMs int64) (sent bool, err error)
+	// FenceRoom raises the room's epoch fence to epoch, so that no append
+	// of an older epoch can land after it: a new owner calls it before it
+	// loads the room. ErrConflict (nothing changed) when the fence is
+	// already above epoch. epoch 0 is a no-op.
+	FenceRoom(ctx context.Context, key RoomKey, epoch int64) error
 }
 
 // Store is a complete room backend.

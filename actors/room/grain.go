@@ -54,6 +54,9 @@ type Deps struct {
 	// Dir connects rooms to the room directory (directory.go); the zero
 	// value means none.
 	Dir DirectoryDeps
+	// Lease gates every answer on the node's lease of the room (lease.go);
+	// nil: always served, appends not fenced by epoch.
+	Lease Lease
 }
 
 func (d *Deps) setDefaults() {
@@ -95,6 +98,7 @@ type grain struct {
 	pub     *pubLink         // publisher.go
 	log     *slog.Logger
 	dir     *dirLink // directory.go; nil without a directory
+	epoch   int64    // lease epoch the state was loaded under (lease.go)
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -145,6 +149,9 @@ func (g *grain) storeCtx() (context.Context, context.CancelFunc) {
 func (g *grain) load() error {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
+	if err := g.claim(ctx); err != nil {
+		return err
+	}
 	s := NewState(g.key.AppCode, g.key.RoomID)
 	g.snapSeq = 0
 	snap, err := g.deps.Store.LoadSnapshot(ctx, g.key)
@@ -199,6 +206,9 @@ func (g *grain) remember(commandID string, seq int64) {
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
+	if err := g.gate(ctx); err != nil {
+		return &v1.RoomResponse{Error: &v1.RoomError{Class: ClassOf(err), Message: err.Error()}}
+	}
 	reply, err := g.execute(ctx, rc)
 	if err != nil {
 		return &v1.RoomResponse{Error: &v1.RoomError{Class: ClassOf(err), Message: err.Error()}}
@@ -209,6 +219,9 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
 	if !g.loaded {
 		if err := g.load(); err != nil {
+			if errors.Is(err, errMoved) {
+				return nil, err
+			}
 			g.log.Warn("room load failed", "error", err)
 			return nil, fmt.Errorf("%w: room state could not be loaded", ErrUnavailable)
 		}
@@ -330,7 +343,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift}
+	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift, Epoch: g.epoch}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		if a.Snapshot, err = g.snapshotOf(next); err != nil {
 			return nil, err

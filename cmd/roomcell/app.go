@@ -34,6 +34,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/grpcapi"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/backend"
 )
@@ -61,6 +62,7 @@ type App struct {
 	jetstream      *mq.JetStream   // the room_outbox topic, when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
+	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
 	workers        []worker
 
 	// purge is the retention worker's service (purge.go).
@@ -157,16 +159,21 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	}
 	// Only room nodes host room grains; a notice-only node joins no room
 	// placement.
+	owners, err := cluster.NewOwnership(cfg.Cluster, cfg.NodeID, cfg.HasRole(configs.RoleRoom), log.With("component", "ownership"))
+	if err != nil {
+		return nil, err
+	}
+	a.owners = owners
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
 		kinds = append(kinds, room.NewKind(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID,
+			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
 		}))
 	}
 	a.member, err = cluster.Start(cluster.Options{
 		Config: cfg.Cluster, NodeID: cfg.NodeID, Kinds: kinds, Logger: log.With("component", "cluster"),
-		MeterProvider: meters, Registerer: a.registry,
+		MeterProvider: meters, Registerer: a.registry, Ownership: owners,
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +214,7 @@ func (a *App) serveGRPC() error {
 		return err
 	}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
-	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout}
+	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.owners}
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
 	if a.directory != nil {
 		rs.SetDirectory(a.directory)

@@ -129,7 +129,7 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 			return err
 		}
 		w, err := presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
-			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout},
+			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.owners},
 			Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
 		if err != nil {
 			return err

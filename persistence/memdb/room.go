@@ -31,6 +31,9 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 	txn := s.db.Txn(true)
 	defer txn.Abort()
 
+	if err := raiseFence(txn, key, a.Epoch); err != nil {
+		return fmt.Errorf("memdb: append %s seq %d: %w", key, cmd.Seq, err)
+	}
 	taken, err := txn.First(tableCommandLog, indexID, cmd.AppCode, cmd.RoomID, cmd.Seq)
 	if err != nil {
 		return fmt.Errorf("memdb: append %s: %w", key, err)

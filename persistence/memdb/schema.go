@@ -26,6 +26,7 @@ var roomTables = []func() *memdb.TableSchema{
 	roomOutboxTable,
 	roomSnapshotsTable,
 	roomGiftOutcomesTable,
+	roomFencesTable, // fence.go
 }
 
 // roomSchema is the schema of the room MemDB.

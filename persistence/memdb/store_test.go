@@ -17,6 +17,14 @@ func TestRoomStoreContract(t *testing.T) {
 	})
 }
 
+func TestRoomFenceContract(t *testing.T) {
+	storetest.RunRoomFence(t, func(t *testing.T) persistence.Store {
+		s := New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
 func TestOutboxStoreContract(t *testing.T) {
 	storetest.RunOutboxStore(t, func(t *testing.T) persistence.Store {
 		s := New()

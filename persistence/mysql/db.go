@@ -184,6 +184,12 @@ func OpenDB(ctx context.Context, cfg configs.MySQLConfig, database string) (*sql
 // openDB is OpenDB with the I/O timeout and the logger chosen by the
 // caller (the stores of this package share it; keep the signature).
 func openDB(ctx context.Context, cfg configs.MySQLConfig, database string, ioTimeout time.Duration, log *slog.Logger) (*sql.DB, error) {
+	return openDBInit(ctx, cfg, database, ioTimeout, log, sessionInit)
+}
+
+// openDBInit is openDB with the session statements chosen by the caller
+// (the room store adds its lock and idle-transaction limits).
+func openDBInit(ctx context.Context, cfg configs.MySQLConfig, database string, ioTimeout time.Duration, log *slog.Logger, init []string) (*sql.DB, error) {
 	dc, redacted, err := driverConfig(cfg.DSN, database, cfg.DialTimeout, ioTimeout)
 	if err != nil {
 		return nil, err
@@ -202,7 +208,7 @@ func openDB(ctx context.Context, cfg configs.MySQLConfig, database string, ioTim
 	if err != nil {
 		return nil, fmt.Errorf("mysql: open %s: %s", redacted, scrub(err.Error(), cfg.DSN))
 	}
-	db := sql.OpenDB(initConnector{Connector: conn, init: sessionInit})
+	db := sql.OpenDB(initConnector{Connector: conn, init: init})
 	db.SetMaxOpenConns(cfg.MaxOpenConns)
 	db.SetMaxIdleConns(min(cfg.MaxIdleConns, cfg.MaxOpenConns))
 	db.SetConnMaxLifetime(cfg.ConnMaxLifetime)
@@ -252,6 +258,7 @@ func (l driverLogger) Print(v ...any) {
 // MySQL server error numbers the stores branch on.
 const (
 	erDupEntry          = 1062
+	erBadNull           = 1048 // the epoch fence's refusal, see fence.go
 	erLockWaitTimeout   = 1205
 	erLockDeadlock      = 1213
 	erConCount          = 1040
@@ -344,6 +351,20 @@ func (e *storeError) Unwrap() []error {
 func isDeadlock(err error) bool {
 	var me *driverMySQL.MySQLError
 	return errors.As(err, &me) && (me.Number == erLockDeadlock || me.Number == erLockWaitTimeout)
+}
+
+// isTxDeadlock: InnoDB rolled the whole transaction back to break a
+// deadlock (unlike a lock wait timeout, which ends only the statement).
+func isTxDeadlock(err error) bool {
+	var me *driverMySQL.MySQLError
+	return errors.As(err, &me) && me.Number == erLockDeadlock
+}
+
+// isLockWait: a statement waited innodb_lock_wait_timeout for a row lock
+// and was rolled back (the statement only, not the transaction).
+func isLockWait(err error) bool {
+	var me *driverMySQL.MySQLError
+	return errors.As(err, &me) && me.Number == erLockWaitTimeout
 }
 
 // isServerError reports whether the server rejected one statement with the

@@ -68,6 +68,9 @@ func prepareAppend(a persistence.Append) (*pendingAppend, error) {
 			return nil, err
 		}
 	}
+	if a.Epoch < 0 {
+		return nil, fmt.Errorf("%w: negative epoch %d", errInvalid, a.Epoch)
+	}
 	p := &pendingAppend{a: a, envelopes: make([][]byte, len(c.Events))}
 	var events bytes.Buffer
 	events.WriteByte('[')
@@ -162,13 +165,16 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 }
 
 // maxDeadlockRetries bounds the re-runs of a transaction InnoDB chose as a
-// deadlock victim. Only two writers of one room can deadlock, so a re-run
+// deadlock victim (a lock wait timeout is not re-run: the lock is held by
+// someone else, and waiting again for the same lock would hold the whole
+// batch). Only two writers of one room can deadlock, so a re-run
 // meets the winner's committed row and fails cleanly with a duplicate key.
 const maxDeadlockRetries = 3
 
 // writeBatch writes every append of ps and sets each one's err. The fast
 // path is one transaction with multi-row INSERTs for the whole batch. If
-// the server rejects a statement (a fenced seq, a taken command_id), the
+// the server rejects a statement (a fenced seq or epoch, a taken
+// command_id, a row lock held past innodb_lock_wait_timeout), the
 // batch is written again with a SAVEPOINT per append, so only the
 // offending appends roll back; if even that transaction is lost to a
 // deadlock, each append gets a transaction of its own. An error of the
@@ -187,15 +193,15 @@ func (s *Store) writeBatch(ctx context.Context, ps []*pendingAppend) {
 			setAll(ps, nil)
 			return
 		}
-		if !isDeadlock(err) || attempt >= maxDeadlockRetries || ctx.Err() != nil {
+		if !isTxDeadlock(err) || attempt >= maxDeadlockRetries || ctx.Err() != nil {
 			break
 		}
 	}
 	if len(ps) == 1 {
-		ps[0].err = s.wrap("append "+ps[0].a.Command.Key().String(), err)
+		ps[0].err = s.wrapAppend(ps[0], err)
 		return
 	}
-	if !isServerError(err) && !isDeadlock(err) {
+	if !isServerError(err) && !isTxDeadlock(err) && !isLockWait(err) {
 		setAll(ps, s.wrap(fmt.Sprintf("append (batch of %d)", len(ps)), err))
 		return
 	}
@@ -254,14 +260,17 @@ func (s *Store) writeIsolated(ctx context.Context, ps []*pendingAppend) bool {
 			if err == nil {
 				continue
 			}
-			if isDeadlock(err) {
+			if isTxDeadlock(err) {
 				return false
 			}
-			if !isServerError(err) {
+			// A lock wait timeout rolls back only the statement (with
+			// innodb_rollback_on_timeout off, the default): the room
+			// whose row another transaction holds fails alone.
+			if !isServerError(err) && !isLockWait(err) {
 				setAll(ps, s.wrap("append", err))
 				return true
 			}
-			p.err = s.wrap("append "+p.a.Command.Key().String(), err)
+			p.err = s.wrapAppend(p, err)
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT a"); err != nil {
 				setAll(ps, s.wrap("append", err))
 				return true
@@ -340,10 +349,11 @@ const (
 		" seq = GREATEST(seq, VALUES(seq))"
 )
 
-// buildStatements turns ps into the log, outbox and snapshot writes. The
-// log goes first: a fenced seq fails there, before any other row of the
-// append is written.
+// buildStatements turns ps into the fence, log, outbox and snapshot
+// writes. The epoch fence goes first, then the log: a stale epoch or a
+// fenced seq fails there, before any other row of the append is written.
 func buildStatements(ps []*pendingAppend) []statement {
+	fences := fenceStatement(ps)
 	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?,?)"}
 	gifts := rowsBuilder{head: insertGiftSent, tuple: "(?,?,?,'sent',?)"}
 	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?)"}
@@ -380,7 +390,7 @@ func buildStatements(ps []*pendingAppend) []statement {
 	snaps.flush()
 	// A voided gift fails on its outcome row right after the log, before
 	// any outbox row is written.
-	return slices.Concat(logs.out, gifts.out, outbox.out, snaps.out)
+	return slices.Concat(fences, logs.out, gifts.out, outbox.out, snaps.out)
 }
 
 // LoadSnapshot implements persistence.RoomStore.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +38,22 @@ type Store struct {
 }
 
 var _ persistence.Store = (*Store)(nil)
+
+// Room writes must not outlive the writer's right to write (its shard
+// lease, cluster.shard_lease_ttl, default 2 s; docs/cluster.md):
+//
+//   - innodb_lock_wait_timeout 1 s: an append blocked by a row lock (an old
+//     owner's open transaction) fails after 1 s instead of InnoDB's 50 s,
+//     and only that append fails (writeIsolated);
+//   - idle_write_transaction_timeout 2 s (MariaDB 10.3+; the /*M! comment
+//     is skipped by MySQL): the server rolls back and disconnects a
+//     session that sits idle inside a write transaction, as a process
+//     frozen (SIGSTOP, GC, VM pause) between two statements would, so its
+//     row locks are gone by the time its lease has expired anywhere else.
+//     MySQL 8 has no equivalent; its nearest is the session wait_timeout,
+//     which also closes idle pooled connections (docs/cluster.md).
+var roomSessionInit = append(slices.Clip(sessionInit),
+	"SET SESSION innodb_lock_wait_timeout = 1 /*M!100300 , idle_write_transaction_timeout = 2 */")
 
 // Option tunes Open.
 type Option func(*options)
@@ -75,7 +92,7 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 			return nil, err
 		}
 	}
-	db, err := openDB(ctx, cfg, cfg.RoomDatabase, cfg.QueryTimeout, o.log)
+	db, err := openDBInit(ctx, cfg, cfg.RoomDatabase, cfg.QueryTimeout, o.log, roomSessionInit)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,16 @@ func TestRoomStoreContract(t *testing.T) {
 	}
 }
 
+func TestRoomFenceContract(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("groupcommit=%v", on), func(t *testing.T) {
+			storetest.RunRoomFence(t, func(t *testing.T) persistence.Store {
+				return newTestStore(t, groupCommit(on))
+			})
+		})
+	}
+}
+
 func TestOutboxStoreContract(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("groupcommit=%v", on), func(t *testing.T) {

@@ -155,3 +155,19 @@ CREATE TABLE IF NOT EXISTS room_gift_outcomes (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 4, '004_command_request_hash_gift_outcomes', '997efe265d6d960627877b18f03cb81003250a1aab19544e27c420bc2d69c63a', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/005_room_fences.sql ----
+-- The epoch fence of room ownership (docs/cluster.md): the highest shard
+-- lease epoch that claimed or wrote to the room. Every fenced append
+-- checks and raises it in its own transaction, so a node whose lease was
+-- taken over cannot write after the new owner claimed the room, even when
+-- the seq it writes is still free. The row lock it takes also serialises
+-- the old and the new owner's writes to one room.
+CREATE TABLE IF NOT EXISTS room_fences (
+  app_code VARCHAR(64)  NOT NULL,
+  room_id  VARCHAR(128) NOT NULL,
+  epoch    BIGINT       NOT NULL,
+  PRIMARY KEY (app_code, room_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 5, '005_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));

@@ -1,0 +1,529 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// EtcdConfig configures an Etcd table.
+type EtcdConfig struct {
+	Endpoints []string
+	// Prefix holds the table: <Prefix>/nodes/<address> and
+	// <Prefix>/shards/<n>, all on their node's one lease.
+	Prefix string
+	NodeID string
+	Shards int
+	// TTL is the lease: a node that stops renewing (killed, frozen, cut
+	// off) loses its shards after TTL, and its rooms answer elsewhere
+	// right after. Margin is how much sooner the node itself stops
+	// serving: it covers clock-rate differences and the time a keepalive
+	// takes to arrive; renewals are sent every TTL/4.
+	TTL, Margin time.Duration
+	Logger      *slog.Logger
+	// Observer follows the table without owning shards (a node that
+	// hosts no rooms but routes to them).
+	Observer bool
+}
+
+// grant is one shard's owner as the table last saw it.
+type grant struct {
+	owner string
+	epoch int64 // etcd revision of the key's creation: rises on every takeover
+	lease clientv3.LeaseID
+}
+
+// Etcd is the production table: a node registers under one etcd lease,
+// computes the assignment (Assign) over the registered nodes, creates the
+// keys of its free shards under that lease (the creation's revision is
+// the epoch), and deletes the keys of shards that are assigned elsewhere
+// now. A node that stops renewing loses every key at once when the lease
+// expires; renewals cost one request per node, however many rooms.
+type Etcd struct {
+	cfg    EtcdConfig
+	client *clientv3.Client
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+	sig    signal
+
+	mu         sync.RWMutex
+	self       string
+	onLost     func([]int)
+	lease      clientv3.LeaseID
+	validUntil time.Time // monotonic: stop serving after it
+	nodes      map[string]bool
+	owners     []grant
+	releasing  map[int]bool // given up locally, key delete in flight
+
+	closeOnce sync.Once
+	freeze    chan time.Duration // tests: stop renewing for a while, as a paused process would
+}
+
+// NewEtcd connects to etcd; Start registers the node.
+func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
+	if cfg.Shards <= 0 {
+		cfg.Shards = DefaultShards
+	}
+	if cfg.TTL < time.Second {
+		return nil, fmt.Errorf("ownership: lease ttl %s is below etcd's one-second granularity", cfg.TTL)
+	}
+	if cfg.Margin <= 0 || cfg.Margin >= cfg.TTL/2 {
+		return nil, fmt.Errorf("ownership: margin %s must be positive and under half the lease ttl %s", cfg.Margin, cfg.TTL)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Prefix = strings.TrimRight(cfg.Prefix, "/")
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: opTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("ownership: etcd client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Etcd{cfg: cfg, client: client, log: cfg.Logger.With("component", "ownership"), ctx: ctx, cancel: cancel,
+		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
+}
+
+// opTimeout bounds every etcd call.
+const opTimeout = 2 * time.Second
+
+func (e *Etcd) Shards() int { return e.cfg.Shards }
+
+func (e *Etcd) nodeKey(addr string) string { return e.cfg.Prefix + "/nodes/" + addr }
+func (e *Etcd) shardKey(s int) string      { return e.cfg.Prefix + "/shards/" + strconv.Itoa(s) }
+
+func (e *Etcd) Hold(identity string) (int64, bool) {
+	s := ShardOf(identity, e.cfg.Shards)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	g := e.owners[s]
+	ok := e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && time.Now().Before(e.validUntil)
+	return g.epoch, ok
+}
+
+func (e *Etcd) Owner(identity string) string {
+	s := ShardOf(identity, e.cfg.Shards)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.owners[s].owner
+}
+
+func (e *Etcd) Changed() <-chan struct{} { return e.sig.wait() }
+
+// Start registers the node and starts the renew/reconcile loop and the
+// watch. It returns once the node is registered and the table read.
+func (e *Etcd) Start(self string, onLost func([]int)) error {
+	e.mu.Lock()
+	e.self, e.onLost = self, onLost
+	e.mu.Unlock()
+	if !e.cfg.Observer {
+		if err := e.register(); err != nil {
+			return err
+		}
+	}
+	rev, err := e.resync()
+	if err != nil {
+		return err
+	}
+	e.wg.Add(1)
+	go e.watch(rev)
+	if !e.cfg.Observer {
+		e.wg.Add(2)
+		go e.renewals()
+		go e.loop()
+		e.poke()
+	}
+	return nil
+}
+
+// register takes a new lease and puts the node key on it.
+func (e *Etcd) register() error {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	t0 := time.Now()
+	g, err := e.client.Grant(ctx, int64(e.cfg.TTL/time.Second))
+	if err != nil {
+		return fmt.Errorf("ownership: etcd lease: %w", err)
+	}
+	if _, err := e.client.Put(ctx, e.nodeKey(e.self), e.cfg.NodeID, clientv3.WithLease(g.ID)); err != nil {
+		return fmt.Errorf("ownership: register node: %w", err)
+	}
+	e.mu.Lock()
+	e.lease = g.ID
+	e.validUntil = t0.Add(time.Duration(g.TTL)*time.Second - e.cfg.Margin)
+	e.nodes[e.self] = true
+	e.mu.Unlock()
+	e.log.Info("ownership lease granted", "lease", int64(g.ID), "ttl", e.cfg.TTL)
+	return nil
+}
+
+func (e *Etcd) poke() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// resync reads the whole table; it returns the revision to watch from.
+func (e *Etcd) resync() (int64, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	resp, err := e.client.Get(ctx, e.cfg.Prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("ownership: read table: %w", err)
+	}
+	e.mu.Lock()
+	e.nodes = map[string]bool{}
+	e.owners = make([]grant, e.cfg.Shards)
+	for _, kv := range resp.Kvs {
+		e.applyLocked(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease), false)
+	}
+	e.mu.Unlock()
+	e.sig.fire()
+	return resp.Header.Revision, nil
+}
+
+// applyLocked records one key's put or delete.
+func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseID, deleted bool) {
+	rest := strings.TrimPrefix(key, e.cfg.Prefix+"/")
+	switch {
+	case strings.HasPrefix(rest, "nodes/"):
+		addr := strings.TrimPrefix(rest, "nodes/")
+		if deleted {
+			delete(e.nodes, addr)
+		} else {
+			e.nodes[addr] = true
+		}
+	case strings.HasPrefix(rest, "shards/"):
+		s, err := strconv.Atoi(strings.TrimPrefix(rest, "shards/"))
+		if err != nil || s < 0 || s >= e.cfg.Shards {
+			return
+		}
+		if deleted {
+			e.owners[s] = grant{}
+			delete(e.releasing, s)
+		} else {
+			e.owners[s] = grant{owner: val, epoch: created, lease: lease}
+		}
+	}
+}
+
+func (e *Etcd) watch(rev int64) {
+	defer e.wg.Done()
+	for e.ctx.Err() == nil {
+		wch := e.client.Watch(clientv3.WithRequireLeader(e.ctx), e.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+		for resp := range wch {
+			if resp.Err() != nil {
+				e.log.Warn("ownership watch interrupted; resyncing", "error", resp.Err())
+				break
+			}
+			e.mu.Lock()
+			for _, ev := range resp.Events {
+				e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete)
+			}
+			e.mu.Unlock()
+			rev = resp.Header.Revision
+			e.sig.fire()
+			e.poke()
+		}
+		for e.ctx.Err() == nil {
+			r, err := e.resync()
+			if err == nil {
+				rev = r
+				e.poke()
+				break
+			}
+			e.log.Warn("ownership resync failed; retrying", "error", err)
+			select {
+			case <-e.ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// renewals renews the lease every TTL/4, on its own goroutine so that a
+// long reconcile (a thousand shards to take over) never delays one.
+func (e *Etcd) renewals() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.TTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		case d := <-e.freeze:
+			time.Sleep(d)
+		}
+		e.renew()
+		e.poke()
+	}
+}
+
+// loop reconciles the node's shards with the assignment whenever the
+// table or the lease changes.
+func (e *Etcd) loop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-e.kick:
+		}
+		e.reconcile()
+	}
+}
+
+func (e *Etcd) renew() {
+	e.mu.RLock()
+	lease := e.lease
+	e.mu.RUnlock()
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.TTL/4)
+	defer cancel()
+	t0 := time.Now()
+	resp, err := e.client.KeepAliveOnce(ctx, lease)
+	switch {
+	case err == nil && resp.TTL > 0:
+		e.mu.Lock()
+		if e.lease == lease {
+			e.validUntil = t0.Add(time.Duration(resp.TTL)*time.Second - e.cfg.Margin)
+		}
+		e.mu.Unlock()
+		return
+	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Expired while this node was frozen or cut off: every shard it
+		// had may have a new owner already. Start over under a new lease.
+		e.log.Warn("ownership lease lost; re-registering", "lease", int64(lease))
+		e.dropAll()
+		if err := e.register(); err != nil {
+			e.log.Warn("ownership re-register failed; retrying", "error", err)
+		}
+	case e.ctx.Err() == nil:
+		e.log.Warn("ownership lease renewal failed", "error", err, "serving_until", e.validUntilString())
+	}
+}
+
+func (e *Etcd) validUntilString() string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.validUntil.Format(time.RFC3339Nano)
+}
+
+// dropAll forgets the node's grants (their keys went with the lease).
+func (e *Etcd) dropAll() {
+	e.mu.Lock()
+	var lost []int
+	for s, g := range e.owners {
+		if g.owner == e.self {
+			lost = append(lost, s)
+			if g.lease == e.lease {
+				e.owners[s] = grant{}
+			}
+		}
+	}
+	e.lease = 0
+	e.validUntil = time.Time{}
+	onLost := e.onLost
+	e.mu.Unlock()
+	if len(lost) > 0 && onLost != nil {
+		onLost(lost)
+	}
+	e.sig.fire()
+}
+
+// reconcile acquires the free shards assigned to this node and gives up
+// the ones assigned elsewhere.
+func (e *Etcd) reconcile() {
+	e.mu.RLock()
+	if e.lease == 0 || !time.Now().Before(e.validUntil) {
+		e.mu.RUnlock()
+		return
+	}
+	nodes := make([]string, 0, len(e.nodes))
+	for n := range e.nodes {
+		nodes = append(nodes, n)
+	}
+	want := Assign(nodes, e.cfg.Shards)
+	lease, self := e.lease, e.self
+	var acquire, release []int
+	for s, g := range e.owners {
+		mine := want != nil && want[s] == self
+		switch {
+		case g.owner == "" && mine:
+			acquire = append(acquire, s)
+		case g.owner == self && !mine && !e.releasing[s]:
+			release = append(release, s)
+		}
+	}
+	e.mu.RUnlock()
+	if len(release) > 0 {
+		e.release(release)
+	}
+	for len(acquire) > 0 && e.ctx.Err() == nil {
+		n := min(len(acquire), acquireBatch)
+		if !e.acquire(acquire[:n], lease) && n > 1 {
+			// Some shard of the batch is taken: one by one.
+			for _, s := range acquire[:n] {
+				e.acquire([]int{s}, lease)
+			}
+		}
+		acquire = acquire[n:]
+	}
+}
+
+// acquireBatch shards are created in one etcd transaction (etcd allows
+// 128 operations per transaction by default): a node taking over a third
+// of 1024 shards needs a handful of round trips, not hundreds.
+const acquireBatch = 64
+
+// acquire creates the keys of shards under lease if every one of them is
+// free, all in one transaction; it reports whether it did.
+func (e *Etcd) acquire(shards []int, lease clientv3.LeaseID) bool {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	cmps := make([]clientv3.Cmp, len(shards))
+	puts := make([]clientv3.Op, len(shards))
+	for i, s := range shards {
+		key := e.shardKey(s)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		puts[i] = clientv3.OpPut(key, e.self, clientv3.WithLease(lease))
+	}
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(puts...).Commit()
+	if err != nil {
+		e.log.Warn("ownership acquire failed", "shards", len(shards), "first", shards[0], "error", err)
+		return true // not a conflict: the next reconcile tries again
+	}
+	if !resp.Succeeded {
+		return false // someone else was first; the watch tells who
+	}
+	e.mu.Lock()
+	if e.lease == lease {
+		for _, s := range shards {
+			e.owners[s] = grant{owner: e.self, epoch: resp.Header.Revision, lease: lease}
+		}
+	}
+	e.mu.Unlock()
+	e.sig.fire()
+	return true
+}
+
+// release stops serving the shards at once, then deletes their keys (only
+// if still ours). The grains of a released shard are stopped by onLost;
+// an append one of them still has in flight is refused by the epoch
+// fence once the next owner has claimed its room.
+func (e *Etcd) release(shards []int) {
+	e.mu.Lock()
+	grants := make([]grant, len(shards))
+	for i, s := range shards {
+		e.releasing[s] = true
+		grants[i] = e.owners[s]
+	}
+	onLost := e.onLost
+	e.mu.Unlock()
+	if onLost != nil {
+		onLost(shards)
+	}
+	for len(shards) > 0 && e.ctx.Err() == nil {
+		n := min(len(shards), acquireBatch)
+		if !e.deleteOwn(shards[:n], grants[:n]) && n > 1 {
+			for i, s := range shards[:n] {
+				e.deleteOwn([]int{s}, grants[i:i+1])
+			}
+		}
+		shards, grants = shards[n:], grants[n:]
+	}
+}
+
+// deleteOwn deletes the shard keys if each is still the grant this node
+// created, in one transaction; it reports false if one was not.
+func (e *Etcd) deleteOwn(shards []int, grants []grant) bool {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	cmps := make([]clientv3.Cmp, len(shards))
+	dels := make([]clientv3.Op, len(shards))
+	for i, s := range shards {
+		key := e.shardKey(s)
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(key), "=", grants[i].epoch)
+		dels[i] = clientv3.OpDelete(key)
+	}
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+	if err != nil {
+		// Still ours (the lease lives on): try again at the next reconcile.
+		e.log.Warn("ownership release failed; retrying", "shards", len(shards), "error", err)
+		e.mu.Lock()
+		for _, s := range shards {
+			delete(e.releasing, s)
+		}
+		e.mu.Unlock()
+		return true
+	}
+	return resp.Succeeded
+}
+
+// Nodes lists the registered node addresses (sorted).
+func (e *Etcd) Nodes() []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]string, 0, len(e.nodes))
+	for n := range e.nodes {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Owned counts the shards this node holds now.
+func (e *Etcd) Owned() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	n := 0
+	for s, g := range e.owners {
+		if g.owner == e.self && g.lease == e.lease && !e.releasing[s] {
+			n++
+		}
+	}
+	return n
+}
+
+// Close revokes the lease (every shard key goes with it, so the others
+// take over at once) and stops.
+func (e *Etcd) Close() {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		lease := e.lease
+		e.lease, e.validUntil = 0, time.Time{}
+		e.mu.Unlock()
+		e.cancel()
+		e.wg.Wait()
+		if lease != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			_, _ = e.client.Revoke(ctx, lease)
+			cancel()
+		}
+		_ = e.client.Close()
+		e.sig.fire()
+	})
+}
+
+// Kill stops renewing without revoking, as a crash would: the shards stay
+// with the expiring lease.
+func (e *Etcd) Kill() {
+	e.closeOnce.Do(func() {
+		e.cancel()
+		e.wg.Wait()
+		_ = e.client.Close()
+	})
+}

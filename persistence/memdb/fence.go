@@ -1,0 +1,82 @@
+package memdb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+const tableFences = "room_fences"
+
+// fence is one room's epoch fence: the highest ownership epoch that wrote
+// to or claimed the room.
+type fence struct {
+	AppCode string
+	RoomID  string
+	Epoch   int64
+}
+
+// roomFencesTable holds *fence rows, one per room that was ever fenced.
+func roomFencesTable() *memdb.TableSchema {
+	return &memdb.TableSchema{
+		Name: tableFences,
+		Indexes: map[string]*memdb.IndexSchema{
+			indexID: {
+				Name:   indexID,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "AppCode"},
+					&memdb.StringFieldIndex{Field: "RoomID"},
+				}},
+			},
+		},
+	}
+}
+
+// raiseFence checks epoch against the room's fence and raises the fence to
+// it, inside the caller's write transaction. Epoch 0 is not fenced.
+func raiseFence(txn *memdb.Txn, key persistence.RoomKey, epoch int64) error {
+	if epoch == 0 {
+		return nil
+	}
+	if epoch < 0 {
+		return fmt.Errorf("%w: negative epoch %d", errInvalid, epoch)
+	}
+	raw, err := txn.First(tableFences, indexID, key.AppCode, key.RoomID)
+	if err != nil {
+		return err
+	}
+	if raw != nil {
+		cur := raw.(*fence).Epoch
+		if cur > epoch {
+			return fmt.Errorf("epoch %d is below the room's fence %d (the room has a newer owner): %w", epoch, cur, persistence.ErrConflict)
+		}
+		if cur == epoch {
+			return nil
+		}
+	}
+	return txn.Insert(tableFences, &fence{AppCode: key.AppCode, RoomID: key.RoomID, Epoch: epoch})
+}
+
+// FenceRoom implements persistence.RoomStore.
+func (s *Store) FenceRoom(ctx context.Context, key persistence.RoomKey, epoch int64) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	if epoch == 0 {
+		return nil
+	}
+	if key.AppCode == "" || key.RoomID == "" {
+		return fmt.Errorf("%w: app_code and room_id are required", errInvalid)
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	if err := raiseFence(txn, key, epoch); err != nil {
+		return fmt.Errorf("memdb: fence %s: %w", key, err)
+	}
+	txn.Commit()
+	return nil
+}
