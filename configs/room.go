@@ -74,15 +74,16 @@ type WalletConfig struct {
 	DiamondPercent int64 `yaml:"diamond_percent"`
 	// Addr of a remote WalletService; empty = in-process.
 	Addr string `yaml:"addr"`
-	// AuthToken is the operator token sent to the remote wallet (DebitGift
-	// is operator-only). Use ${ENV}.
+	// AuthToken is the operator token sent to the remote wallet (the gift
+	// RPCs are operator-only). Use ${ENV}.
 	AuthToken string `yaml:"auth_token"`
 	// TLS to the remote wallet.
 	TLS ClientTLSConfig `yaml:"tls"`
 	// VipPlans is the VIP catalog: one entry per level on sale.
 	VipPlans []VipPlanConfig `yaml:"vip_plans"`
 	// GiftReconciler settles gift reservations nobody settled (issue 14,
-	// actors/wallet/giftsettle). It runs where the wallet is in-process.
+	// actors/wallet/giftsettle). It runs on room nodes, over the wallet in
+	// process or at Addr.
 	GiftReconciler GiftReconcilerConfig `yaml:"gift_reconciler"`
 }
 

@@ -82,6 +82,12 @@ var methodClasses = map[string]Class{
 	// The room is DebitGift's only legitimate caller: in process, or with
 	// the operator token of wallet.auth_token when the wallet is remote.
 	v1.WalletService_DebitGift_FullMethodName: ClassOperator,
+	// The same holds for a gift's reserve → confirm / refund and the
+	// reconciler's scan, called by room nodes when the wallet is remote.
+	v1.WalletService_HoldGift_FullMethodName:          ClassOperator,
+	v1.WalletService_ConfirmGift_FullMethodName:       ClassOperator,
+	v1.WalletService_RefundGift_FullMethodName:        ClassOperator,
+	v1.WalletService_ListOpenGiftHolds_FullMethodName: ClassOperator,
 
 	v1.OutboxAdmin_ListOutbox_FullMethodName:    ClassOperator,
 	v1.OutboxAdmin_GetOutbox_FullMethodName:     ClassOperator,

@@ -153,6 +153,8 @@ func TestAuthMatrixEveryRPC(t *testing.T) {
 	// The guarantee is a split: some methods must be operator-only.
 	for _, m := range []string{
 		roomcellv1.WalletService_Credit_FullMethodName, roomcellv1.WalletService_DebitGift_FullMethodName,
+		roomcellv1.WalletService_HoldGift_FullMethodName, roomcellv1.WalletService_ConfirmGift_FullMethodName,
+		roomcellv1.WalletService_RefundGift_FullMethodName, roomcellv1.WalletService_ListOpenGiftHolds_FullMethodName,
 		roomcellv1.OutboxAdmin_RetryOutbox_FullMethodName, roomcellv1.NoticeAdmin_RequeueNotice_FullMethodName,
 		roomcellv1.ClusterAdmin_Members_FullMethodName,
 	} {

@@ -62,6 +62,20 @@
 // ErrGiftRefunded for ever. The bound is only about cost, never safety:
 // a short one refunds gifts a slow append would still have delivered.
 //
+// With a remote wallet (wallet.addr) nothing changes but the transport:
+// the room node reserves, confirms and refunds over operator-only
+// WalletService RPCs with the same idempotency, and the reconciler runs
+// on the room nodes, listing open reservations and settling them over
+// gRPC while it voids in its own room store. That is the simplest
+// correct placement: the void must be written where the rooms append,
+// which the room node has by construction and the wallet process only
+// by configuration (on go-memdb, or another deployment's database, its
+// room store is not the rooms', and a void there fences nothing, so a
+// delivered gift would be refunded). Running it in the wallet process
+// would need a VoidGift RPC back to the rooms and a way to find them;
+// running it beside the fence needs one list RPC. Hence a wallet serves
+// one room store, and a node without the room role does not reconcile.
+//
 // Simpler designs fail: debit-then-append (the old one) charges without a
 // gift when the append fails; append-then-debit delivers without a charge
 // when the debit fails; a compensating refund after a failed append is

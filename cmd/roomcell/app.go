@@ -58,8 +58,9 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *room.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service // nil when the wallet is remote
-	jetstream      *mq.JetStream   // the room_outbox topic, when notice.mq is on
+	wallet         *wallet.Service       // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
+	jetstream      *mq.JetStream         // the room_outbox topic, when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed

@@ -67,7 +67,8 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 			return nil, fmt.Errorf("wallet.addr: %w", err)
 		}
 		a.closers = append(a.closers, func() { _ = conn.Close() })
-		return giftdebit.Remote{D: grpcapi.NewWalletClient(conn)}, nil
+		a.remoteWallet = grpcapi.NewWalletClient(conn)
+		return giftdebit.Remote{W: a.remoteWallet, Timeout: a.cfg.Room.StoreTimeout}, nil
 	}
 	svc, err := wallet.NewService(a.stores.Wallet, a.cfg.Gifts, a.cfg.Wallet, wallet.WithLogger(a.log.With("component", "wallet")),
 		wallet.WithVipPlans(wallet.PlansFromConfig(a.cfg.Wallet.VipPlans)))
@@ -171,11 +172,23 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 	return a.startGiftReconciler(sup)
 }
 
-// startGiftReconciler runs the gift reconciler where the wallet is in
-// process: it needs the wallet store and the room store together.
+// startGiftReconciler runs the gift reconciler on room nodes, over the
+// wallet in process or the remote one (wallet.addr): the void fence is
+// the room store's, so the reconciler runs beside it, and a wallet-only
+// process (no room role) never voids gifts in a room store that may not
+// be the rooms' (actors/wallet/doc.go, "Who settles").
 func (a *App) startGiftReconciler(sup *supervise.Supervisor) error {
 	rc := a.cfg.Wallet.GiftReconciler
-	if a.wallet == nil || !rc.On() {
+	if !a.cfg.HasRole(configs.RoleRoom) || !rc.On() {
+		return nil
+	}
+	var wal giftsettle.Wallet
+	switch {
+	case a.wallet != nil:
+		wal = a.wallet
+	case a.remoteWallet != nil:
+		wal = a.remoteWallet
+	default:
 		return nil
 	}
 	metrics, err := giftsettle.NewMetrics(a.registry)
@@ -183,7 +196,7 @@ func (a *App) startGiftReconciler(sup *supervise.Supervisor) error {
 		return err
 	}
 	w, err := giftsettle.Start(sup, giftsettle.Deps{
-		Wallet: a.wallet, Rooms: a.store, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
+		Wallet: wal, Rooms: a.store, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
 		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
 	})
 	if err != nil {

@@ -373,6 +373,388 @@ func (x *WalletDebitGiftReply) GetDuplicate() bool {
 	return false
 }
 
+// The settlement of a reservation is keyed by the gift's command_id: a
+// gift is confirmed or refunded once, whichever asks first.
+type WalletSettleGiftRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"` // the gift's (the room command's) command_id
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletSettleGiftRequest) Reset() {
+	*x = WalletSettleGiftRequest{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletSettleGiftRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletSettleGiftRequest) ProtoMessage() {}
+
+func (x *WalletSettleGiftRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletSettleGiftRequest.ProtoReflect.Descriptor instead.
+func (*WalletSettleGiftRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WalletSettleGiftRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *WalletSettleGiftRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *WalletSettleGiftRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+type WalletSettleGiftReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TransactionId string                 `protobuf:"bytes,1,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"` // of the confirm or the refund; "" if nothing was reserved
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`                                      // confirmed | refunded
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletSettleGiftReply) Reset() {
+	*x = WalletSettleGiftReply{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletSettleGiftReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletSettleGiftReply) ProtoMessage() {}
+
+func (x *WalletSettleGiftReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletSettleGiftReply.ProtoReflect.Descriptor instead.
+func (*WalletSettleGiftReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WalletSettleGiftReply) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *WalletSettleGiftReply) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+type WalletListOpenGiftHoldsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	BeforeMs      int64                  `protobuf:"varint,2,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"` // only reservations created before this
+	Limit         int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`                       // 1..1000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletListOpenGiftHoldsRequest) Reset() {
+	*x = WalletListOpenGiftHoldsRequest{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletListOpenGiftHoldsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletListOpenGiftHoldsRequest) ProtoMessage() {}
+
+func (x *WalletListOpenGiftHoldsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletListOpenGiftHoldsRequest.ProtoReflect.Descriptor instead.
+func (*WalletListOpenGiftHoldsRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WalletListOpenGiftHoldsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *WalletListOpenGiftHoldsRequest) GetBeforeMs() int64 {
+	if x != nil {
+		return x.BeforeMs
+	}
+	return 0
+}
+
+func (x *WalletListOpenGiftHoldsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type WalletGiftHold struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	CommandId     string                 `protobuf:"bytes,2,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	TransactionId string                 `protobuf:"bytes,3,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	FromUserId    string                 `protobuf:"bytes,5,opt,name=from_user_id,json=fromUserId,proto3" json:"from_user_id,omitempty"`
+	ToUserId      string                 `protobuf:"bytes,6,opt,name=to_user_id,json=toUserId,proto3" json:"to_user_id,omitempty"`
+	GiftId        string                 `protobuf:"bytes,7,opt,name=gift_id,json=giftId,proto3" json:"gift_id,omitempty"`
+	GiftCount     int64                  `protobuf:"varint,8,opt,name=gift_count,json=giftCount,proto3" json:"gift_count,omitempty"`
+	PriceTotal    int64                  `protobuf:"varint,9,opt,name=price_total,json=priceTotal,proto3" json:"price_total,omitempty"`
+	DiamondTotal  int64                  `protobuf:"varint,10,opt,name=diamond_total,json=diamondTotal,proto3" json:"diamond_total,omitempty"`
+	HeatValue     int64                  `protobuf:"varint,11,opt,name=heat_value,json=heatValue,proto3" json:"heat_value,omitempty"`
+	State         string                 `protobuf:"bytes,12,opt,name=state,proto3" json:"state,omitempty"`
+	CreatedAtMs   int64                  `protobuf:"varint,13,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	UpdatedAtMs   int64                  `protobuf:"varint,14,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletGiftHold) Reset() {
+	*x = WalletGiftHold{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletGiftHold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletGiftHold) ProtoMessage() {}
+
+func (x *WalletGiftHold) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletGiftHold.ProtoReflect.Descriptor instead.
+func (*WalletGiftHold) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WalletGiftHold) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetFromUserId() string {
+	if x != nil {
+		return x.FromUserId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetToUserId() string {
+	if x != nil {
+		return x.ToUserId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetGiftId() string {
+	if x != nil {
+		return x.GiftId
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetGiftCount() int64 {
+	if x != nil {
+		return x.GiftCount
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetPriceTotal() int64 {
+	if x != nil {
+		return x.PriceTotal
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetDiamondTotal() int64 {
+	if x != nil {
+		return x.DiamondTotal
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetHeatValue() int64 {
+	if x != nil {
+		return x.HeatValue
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *WalletGiftHold) GetCreatedAtMs() int64 {
+	if x != nil {
+		return x.CreatedAtMs
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetUpdatedAtMs() int64 {
+	if x != nil {
+		return x.UpdatedAtMs
+	}
+	return 0
+}
+
+type WalletListOpenGiftHoldsReply struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Holds             []*WalletGiftHold      `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	Open              int64                  `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`                                                        // all open reservations
+	OldestCreatedAtMs int64                  `protobuf:"varint,3,opt,name=oldest_created_at_ms,json=oldestCreatedAtMs,proto3" json:"oldest_created_at_ms,omitempty"` // 0 when none is open
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *WalletListOpenGiftHoldsReply) Reset() {
+	*x = WalletListOpenGiftHoldsReply{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletListOpenGiftHoldsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletListOpenGiftHoldsReply) ProtoMessage() {}
+
+func (x *WalletListOpenGiftHoldsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletListOpenGiftHoldsReply.ProtoReflect.Descriptor instead.
+func (*WalletListOpenGiftHoldsReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WalletListOpenGiftHoldsReply) GetHolds() []*WalletGiftHold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *WalletListOpenGiftHoldsReply) GetOpen() int64 {
+	if x != nil {
+		return x.Open
+	}
+	return 0
+}
+
+func (x *WalletListOpenGiftHoldsReply) GetOldestCreatedAtMs() int64 {
+	if x != nil {
+		return x.OldestCreatedAtMs
+	}
+	return 0
+}
+
 type WalletPurchaseVipRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	CommandId string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
@@ -389,7 +771,7 @@ type WalletPurchaseVipRequest struct {
 
 func (x *WalletPurchaseVipRequest) Reset() {
 	*x = WalletPurchaseVipRequest{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[4]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +783,7 @@ func (x *WalletPurchaseVipRequest) String() string {
 func (*WalletPurchaseVipRequest) ProtoMessage() {}
 
 func (x *WalletPurchaseVipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[4]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +796,7 @@ func (x *WalletPurchaseVipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletPurchaseVipRequest.ProtoReflect.Descriptor instead.
 func (*WalletPurchaseVipRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{4}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WalletPurchaseVipRequest) GetCommandId() string {
@@ -477,7 +859,7 @@ type WalletPurchaseVipReply struct {
 
 func (x *WalletPurchaseVipReply) Reset() {
 	*x = WalletPurchaseVipReply{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[5]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +871,7 @@ func (x *WalletPurchaseVipReply) String() string {
 func (*WalletPurchaseVipReply) ProtoMessage() {}
 
 func (x *WalletPurchaseVipReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[5]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +884,7 @@ func (x *WalletPurchaseVipReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletPurchaseVipReply.ProtoReflect.Descriptor instead.
 func (*WalletPurchaseVipReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{5}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WalletPurchaseVipReply) GetTransactionId() string {
@@ -586,7 +968,7 @@ type WalletGetBalancesRequest struct {
 
 func (x *WalletGetBalancesRequest) Reset() {
 	*x = WalletGetBalancesRequest{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[6]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +980,7 @@ func (x *WalletGetBalancesRequest) String() string {
 func (*WalletGetBalancesRequest) ProtoMessage() {}
 
 func (x *WalletGetBalancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[6]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +993,7 @@ func (x *WalletGetBalancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletGetBalancesRequest.ProtoReflect.Descriptor instead.
 func (*WalletGetBalancesRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{6}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WalletGetBalancesRequest) GetRequestId() string {
@@ -648,7 +1030,7 @@ type WalletAccount struct {
 
 func (x *WalletAccount) Reset() {
 	*x = WalletAccount{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +1042,7 @@ func (x *WalletAccount) String() string {
 func (*WalletAccount) ProtoMessage() {}
 
 func (x *WalletAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +1055,7 @@ func (x *WalletAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletAccount.ProtoReflect.Descriptor instead.
 func (*WalletAccount) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{7}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WalletAccount) GetAssetType() string {
@@ -723,7 +1105,7 @@ type WalletVip struct {
 
 func (x *WalletVip) Reset() {
 	*x = WalletVip{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +1117,7 @@ func (x *WalletVip) String() string {
 func (*WalletVip) ProtoMessage() {}
 
 func (x *WalletVip) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +1130,7 @@ func (x *WalletVip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletVip.ProtoReflect.Descriptor instead.
 func (*WalletVip) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{8}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WalletVip) GetLevel() int32 {
@@ -791,7 +1173,7 @@ type WalletGetBalancesReply struct {
 
 func (x *WalletGetBalancesReply) Reset() {
 	*x = WalletGetBalancesReply{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1185,7 @@ func (x *WalletGetBalancesReply) String() string {
 func (*WalletGetBalancesReply) ProtoMessage() {}
 
 func (x *WalletGetBalancesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1198,7 @@ func (x *WalletGetBalancesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletGetBalancesReply.ProtoReflect.Descriptor instead.
 func (*WalletGetBalancesReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{9}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WalletGetBalancesReply) GetAppCode() string {
@@ -891,7 +1273,47 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"\rdiamond_total\x18\x04 \x01(\x03R\fdiamondTotal\x12*\n" +
 	"\x11sender_coin_after\x18\x05 \x01(\x03R\x0fsenderCoinAfter\x124\n" +
 	"\x16receiver_diamond_after\x18\x06 \x01(\x03R\x14receiverDiamondAfter\x12\x1c\n" +
-	"\tduplicate\x18\a \x01(\bR\tduplicate\"\xba\x01\n" +
+	"\tduplicate\x18\a \x01(\bR\tduplicate\"r\n" +
+	"\x17WalletSettleGiftRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\"T\n" +
+	"\x15WalletSettleGiftReply\x12%\n" +
+	"\x0etransaction_id\x18\x01 \x01(\tR\rtransactionId\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"r\n" +
+	"\x1eWalletListOpenGiftHoldsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\tbefore_ms\x18\x02 \x01(\x03R\bbeforeMs\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"\xc5\x03\n" +
+	"\x0eWalletGiftHold\x12\x19\n" +
+	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x02 \x01(\tR\tcommandId\x12%\n" +
+	"\x0etransaction_id\x18\x03 \x01(\tR\rtransactionId\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12 \n" +
+	"\ffrom_user_id\x18\x05 \x01(\tR\n" +
+	"fromUserId\x12\x1c\n" +
+	"\n" +
+	"to_user_id\x18\x06 \x01(\tR\btoUserId\x12\x17\n" +
+	"\agift_id\x18\a \x01(\tR\x06giftId\x12\x1d\n" +
+	"\n" +
+	"gift_count\x18\b \x01(\x03R\tgiftCount\x12\x1f\n" +
+	"\vprice_total\x18\t \x01(\x03R\n" +
+	"priceTotal\x12#\n" +
+	"\rdiamond_total\x18\n" +
+	" \x01(\x03R\fdiamondTotal\x12\x1d\n" +
+	"\n" +
+	"heat_value\x18\v \x01(\x03R\theatValue\x12\x14\n" +
+	"\x05state\x18\f \x01(\tR\x05state\x12\"\n" +
+	"\rcreated_at_ms\x18\r \x01(\x03R\vcreatedAtMs\x12\"\n" +
+	"\rupdated_at_ms\x18\x0e \x01(\x03R\vupdatedAtMs\"\x96\x01\n" +
+	"\x1cWalletListOpenGiftHoldsReply\x121\n" +
+	"\x05holds\x18\x01 \x03(\v2\x1b.roomcell.v1.WalletGiftHoldR\x05holds\x12\x12\n" +
+	"\x04open\x18\x02 \x01(\x03R\x04open\x12/\n" +
+	"\x14oldest_created_at_ms\x18\x03 \x01(\x03R\x11oldestCreatedAtMs\"\xba\x01\n" +
 	"\x18WalletPurchaseVipRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -936,10 +1358,15 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x126\n" +
 	"\baccounts\x18\x03 \x03(\v2\x1a.roomcell.v1.WalletAccountR\baccounts\x12(\n" +
-	"\x03vip\x18\x04 \x01(\v2\x16.roomcell.v1.WalletVipR\x03vip2\xe6\x02\n" +
+	"\x03vip\x18\x04 \x01(\v2\x16.roomcell.v1.WalletVipR\x03vip2\xd8\x05\n" +
 	"\rWalletService\x12J\n" +
 	"\x06Credit\x12 .roomcell.v1.WalletCreditRequest\x1a\x1e.roomcell.v1.WalletCreditReply\x12S\n" +
-	"\tDebitGift\x12#.roomcell.v1.WalletDebitGiftRequest\x1a!.roomcell.v1.WalletDebitGiftReply\x12Y\n" +
+	"\tDebitGift\x12#.roomcell.v1.WalletDebitGiftRequest\x1a!.roomcell.v1.WalletDebitGiftReply\x12R\n" +
+	"\bHoldGift\x12#.roomcell.v1.WalletDebitGiftRequest\x1a!.roomcell.v1.WalletDebitGiftReply\x12W\n" +
+	"\vConfirmGift\x12$.roomcell.v1.WalletSettleGiftRequest\x1a\".roomcell.v1.WalletSettleGiftReply\x12V\n" +
+	"\n" +
+	"RefundGift\x12$.roomcell.v1.WalletSettleGiftRequest\x1a\".roomcell.v1.WalletSettleGiftReply\x12k\n" +
+	"\x11ListOpenGiftHolds\x12+.roomcell.v1.WalletListOpenGiftHoldsRequest\x1a).roomcell.v1.WalletListOpenGiftHoldsReply\x12Y\n" +
 	"\vPurchaseVip\x12%.roomcell.v1.WalletPurchaseVipRequest\x1a#.roomcell.v1.WalletPurchaseVipReply\x12Y\n" +
 	"\vGetBalances\x12%.roomcell.v1.WalletGetBalancesRequest\x1a#.roomcell.v1.WalletGetBalancesReplyB9Z7github.com/hyapp/roomcell/grpcapi/roomcellv1;roomcellv1b\x06proto3"
 
@@ -955,35 +1382,49 @@ func file_roomcellv1_wallet_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_wallet_proto_rawDescData
 }
 
-var file_roomcellv1_wallet_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_roomcellv1_wallet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_roomcellv1_wallet_proto_goTypes = []any{
-	(*WalletCreditRequest)(nil),      // 0: roomcell.v1.WalletCreditRequest
-	(*WalletCreditReply)(nil),        // 1: roomcell.v1.WalletCreditReply
-	(*WalletDebitGiftRequest)(nil),   // 2: roomcell.v1.WalletDebitGiftRequest
-	(*WalletDebitGiftReply)(nil),     // 3: roomcell.v1.WalletDebitGiftReply
-	(*WalletPurchaseVipRequest)(nil), // 4: roomcell.v1.WalletPurchaseVipRequest
-	(*WalletPurchaseVipReply)(nil),   // 5: roomcell.v1.WalletPurchaseVipReply
-	(*WalletGetBalancesRequest)(nil), // 6: roomcell.v1.WalletGetBalancesRequest
-	(*WalletAccount)(nil),            // 7: roomcell.v1.WalletAccount
-	(*WalletVip)(nil),                // 8: roomcell.v1.WalletVip
-	(*WalletGetBalancesReply)(nil),   // 9: roomcell.v1.WalletGetBalancesReply
+	(*WalletCreditRequest)(nil),            // 0: roomcell.v1.WalletCreditRequest
+	(*WalletCreditReply)(nil),              // 1: roomcell.v1.WalletCreditReply
+	(*WalletDebitGiftRequest)(nil),         // 2: roomcell.v1.WalletDebitGiftRequest
+	(*WalletDebitGiftReply)(nil),           // 3: roomcell.v1.WalletDebitGiftReply
+	(*WalletSettleGiftRequest)(nil),        // 4: roomcell.v1.WalletSettleGiftRequest
+	(*WalletSettleGiftReply)(nil),          // 5: roomcell.v1.WalletSettleGiftReply
+	(*WalletListOpenGiftHoldsRequest)(nil), // 6: roomcell.v1.WalletListOpenGiftHoldsRequest
+	(*WalletGiftHold)(nil),                 // 7: roomcell.v1.WalletGiftHold
+	(*WalletListOpenGiftHoldsReply)(nil),   // 8: roomcell.v1.WalletListOpenGiftHoldsReply
+	(*WalletPurchaseVipRequest)(nil),       // 9: roomcell.v1.WalletPurchaseVipRequest
+	(*WalletPurchaseVipReply)(nil),         // 10: roomcell.v1.WalletPurchaseVipReply
+	(*WalletGetBalancesRequest)(nil),       // 11: roomcell.v1.WalletGetBalancesRequest
+	(*WalletAccount)(nil),                  // 12: roomcell.v1.WalletAccount
+	(*WalletVip)(nil),                      // 13: roomcell.v1.WalletVip
+	(*WalletGetBalancesReply)(nil),         // 14: roomcell.v1.WalletGetBalancesReply
 }
 var file_roomcellv1_wallet_proto_depIdxs = []int32{
-	7, // 0: roomcell.v1.WalletGetBalancesReply.accounts:type_name -> roomcell.v1.WalletAccount
-	8, // 1: roomcell.v1.WalletGetBalancesReply.vip:type_name -> roomcell.v1.WalletVip
-	0, // 2: roomcell.v1.WalletService.Credit:input_type -> roomcell.v1.WalletCreditRequest
-	2, // 3: roomcell.v1.WalletService.DebitGift:input_type -> roomcell.v1.WalletDebitGiftRequest
-	4, // 4: roomcell.v1.WalletService.PurchaseVip:input_type -> roomcell.v1.WalletPurchaseVipRequest
-	6, // 5: roomcell.v1.WalletService.GetBalances:input_type -> roomcell.v1.WalletGetBalancesRequest
-	1, // 6: roomcell.v1.WalletService.Credit:output_type -> roomcell.v1.WalletCreditReply
-	3, // 7: roomcell.v1.WalletService.DebitGift:output_type -> roomcell.v1.WalletDebitGiftReply
-	5, // 8: roomcell.v1.WalletService.PurchaseVip:output_type -> roomcell.v1.WalletPurchaseVipReply
-	9, // 9: roomcell.v1.WalletService.GetBalances:output_type -> roomcell.v1.WalletGetBalancesReply
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	7,  // 0: roomcell.v1.WalletListOpenGiftHoldsReply.holds:type_name -> roomcell.v1.WalletGiftHold
+	12, // 1: roomcell.v1.WalletGetBalancesReply.accounts:type_name -> roomcell.v1.WalletAccount
+	13, // 2: roomcell.v1.WalletGetBalancesReply.vip:type_name -> roomcell.v1.WalletVip
+	0,  // 3: roomcell.v1.WalletService.Credit:input_type -> roomcell.v1.WalletCreditRequest
+	2,  // 4: roomcell.v1.WalletService.DebitGift:input_type -> roomcell.v1.WalletDebitGiftRequest
+	2,  // 5: roomcell.v1.WalletService.HoldGift:input_type -> roomcell.v1.WalletDebitGiftRequest
+	4,  // 6: roomcell.v1.WalletService.ConfirmGift:input_type -> roomcell.v1.WalletSettleGiftRequest
+	4,  // 7: roomcell.v1.WalletService.RefundGift:input_type -> roomcell.v1.WalletSettleGiftRequest
+	6,  // 8: roomcell.v1.WalletService.ListOpenGiftHolds:input_type -> roomcell.v1.WalletListOpenGiftHoldsRequest
+	9,  // 9: roomcell.v1.WalletService.PurchaseVip:input_type -> roomcell.v1.WalletPurchaseVipRequest
+	11, // 10: roomcell.v1.WalletService.GetBalances:input_type -> roomcell.v1.WalletGetBalancesRequest
+	1,  // 11: roomcell.v1.WalletService.Credit:output_type -> roomcell.v1.WalletCreditReply
+	3,  // 12: roomcell.v1.WalletService.DebitGift:output_type -> roomcell.v1.WalletDebitGiftReply
+	3,  // 13: roomcell.v1.WalletService.HoldGift:output_type -> roomcell.v1.WalletDebitGiftReply
+	5,  // 14: roomcell.v1.WalletService.ConfirmGift:output_type -> roomcell.v1.WalletSettleGiftReply
+	5,  // 15: roomcell.v1.WalletService.RefundGift:output_type -> roomcell.v1.WalletSettleGiftReply
+	8,  // 16: roomcell.v1.WalletService.ListOpenGiftHolds:output_type -> roomcell.v1.WalletListOpenGiftHoldsReply
+	10, // 17: roomcell.v1.WalletService.PurchaseVip:output_type -> roomcell.v1.WalletPurchaseVipReply
+	14, // 18: roomcell.v1.WalletService.GetBalances:output_type -> roomcell.v1.WalletGetBalancesReply
+	11, // [11:19] is the sub-list for method output_type
+	3,  // [3:11] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_wallet_proto_init() }
@@ -997,7 +1438,7 @@ func file_roomcellv1_wallet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_wallet_proto_rawDesc), len(file_roomcellv1_wallet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

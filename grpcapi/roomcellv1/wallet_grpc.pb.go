@@ -19,10 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WalletService_Credit_FullMethodName      = "/roomcell.v1.WalletService/Credit"
-	WalletService_DebitGift_FullMethodName   = "/roomcell.v1.WalletService/DebitGift"
-	WalletService_PurchaseVip_FullMethodName = "/roomcell.v1.WalletService/PurchaseVip"
-	WalletService_GetBalances_FullMethodName = "/roomcell.v1.WalletService/GetBalances"
+	WalletService_Credit_FullMethodName            = "/roomcell.v1.WalletService/Credit"
+	WalletService_DebitGift_FullMethodName         = "/roomcell.v1.WalletService/DebitGift"
+	WalletService_HoldGift_FullMethodName          = "/roomcell.v1.WalletService/HoldGift"
+	WalletService_ConfirmGift_FullMethodName       = "/roomcell.v1.WalletService/ConfirmGift"
+	WalletService_RefundGift_FullMethodName        = "/roomcell.v1.WalletService/RefundGift"
+	WalletService_ListOpenGiftHolds_FullMethodName = "/roomcell.v1.WalletService/ListOpenGiftHolds"
+	WalletService_PurchaseVip_FullMethodName       = "/roomcell.v1.WalletService/PurchaseVip"
+	WalletService_GetBalances_FullMethodName       = "/roomcell.v1.WalletService/GetBalances"
 )
 
 // WalletServiceClient is the client API for WalletService service.
@@ -44,6 +48,24 @@ type WalletServiceClient interface {
 	// receiver gets DIAMOND at the configured percent. The room's SendGift
 	// calls it with its own command_id.
 	DebitGift(ctx context.Context, in *WalletDebitGiftRequest, opts ...grpc.CallOption) (*WalletDebitGiftReply, error)
+	// HoldGift reserves a room gift's price (the sender's COIN moves from
+	// available to frozen) under the room command's command_id; the
+	// receiver is paid only by ConfirmGift. A room node with a remote wallet
+	// calls it. The reply's sender_coin_after is the available COIN after
+	// the reservation; receiver_diamond_after is 0. A gift already refunded
+	// is FailedPrecondition.
+	HoldGift(ctx context.Context, in *WalletDebitGiftRequest, opts ...grpc.CallOption) (*WalletDebitGiftReply, error)
+	// ConfirmGift spends a reservation of a gift the room logged. Idempotent;
+	// FailedPrecondition if it was refunded or never reserved.
+	ConfirmGift(ctx context.Context, in *WalletSettleGiftRequest, opts ...grpc.CallOption) (*WalletSettleGiftReply, error)
+	// RefundGift returns a reservation of a gift the room voided. Idempotent;
+	// a gift never reserved has nothing to refund (OK, state refunded);
+	// FailedPrecondition if it was confirmed.
+	RefundGift(ctx context.Context, in *WalletSettleGiftRequest, opts ...grpc.CallOption) (*WalletSettleGiftReply, error)
+	// ListOpenGiftHolds returns open reservations created before before_ms,
+	// oldest first, with the count and age of all open ones: the gift
+	// reconciler's scan when it runs on a room node (docs/wallet.md).
+	ListOpenGiftHolds(ctx context.Context, in *WalletListOpenGiftHoldsRequest, opts ...grpc.CallOption) (*WalletListOpenGiftHoldsReply, error)
 	// PurchaseVip upgrades to a higher level or renews the active one.
 	PurchaseVip(ctx context.Context, in *WalletPurchaseVipRequest, opts ...grpc.CallOption) (*WalletPurchaseVipReply, error)
 	// GetBalances is the authoritative balance summary a client falls back
@@ -73,6 +95,46 @@ func (c *walletServiceClient) DebitGift(ctx context.Context, in *WalletDebitGift
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WalletDebitGiftReply)
 	err := c.cc.Invoke(ctx, WalletService_DebitGift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *walletServiceClient) HoldGift(ctx context.Context, in *WalletDebitGiftRequest, opts ...grpc.CallOption) (*WalletDebitGiftReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WalletDebitGiftReply)
+	err := c.cc.Invoke(ctx, WalletService_HoldGift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *walletServiceClient) ConfirmGift(ctx context.Context, in *WalletSettleGiftRequest, opts ...grpc.CallOption) (*WalletSettleGiftReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WalletSettleGiftReply)
+	err := c.cc.Invoke(ctx, WalletService_ConfirmGift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *walletServiceClient) RefundGift(ctx context.Context, in *WalletSettleGiftRequest, opts ...grpc.CallOption) (*WalletSettleGiftReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WalletSettleGiftReply)
+	err := c.cc.Invoke(ctx, WalletService_RefundGift_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *walletServiceClient) ListOpenGiftHolds(ctx context.Context, in *WalletListOpenGiftHoldsRequest, opts ...grpc.CallOption) (*WalletListOpenGiftHoldsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WalletListOpenGiftHoldsReply)
+	err := c.cc.Invoke(ctx, WalletService_ListOpenGiftHolds_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +180,24 @@ type WalletServiceServer interface {
 	// receiver gets DIAMOND at the configured percent. The room's SendGift
 	// calls it with its own command_id.
 	DebitGift(context.Context, *WalletDebitGiftRequest) (*WalletDebitGiftReply, error)
+	// HoldGift reserves a room gift's price (the sender's COIN moves from
+	// available to frozen) under the room command's command_id; the
+	// receiver is paid only by ConfirmGift. A room node with a remote wallet
+	// calls it. The reply's sender_coin_after is the available COIN after
+	// the reservation; receiver_diamond_after is 0. A gift already refunded
+	// is FailedPrecondition.
+	HoldGift(context.Context, *WalletDebitGiftRequest) (*WalletDebitGiftReply, error)
+	// ConfirmGift spends a reservation of a gift the room logged. Idempotent;
+	// FailedPrecondition if it was refunded or never reserved.
+	ConfirmGift(context.Context, *WalletSettleGiftRequest) (*WalletSettleGiftReply, error)
+	// RefundGift returns a reservation of a gift the room voided. Idempotent;
+	// a gift never reserved has nothing to refund (OK, state refunded);
+	// FailedPrecondition if it was confirmed.
+	RefundGift(context.Context, *WalletSettleGiftRequest) (*WalletSettleGiftReply, error)
+	// ListOpenGiftHolds returns open reservations created before before_ms,
+	// oldest first, with the count and age of all open ones: the gift
+	// reconciler's scan when it runs on a room node (docs/wallet.md).
+	ListOpenGiftHolds(context.Context, *WalletListOpenGiftHoldsRequest) (*WalletListOpenGiftHoldsReply, error)
 	// PurchaseVip upgrades to a higher level or renews the active one.
 	PurchaseVip(context.Context, *WalletPurchaseVipRequest) (*WalletPurchaseVipReply, error)
 	// GetBalances is the authoritative balance summary a client falls back
@@ -138,6 +218,18 @@ func (UnimplementedWalletServiceServer) Credit(context.Context, *WalletCreditReq
 }
 func (UnimplementedWalletServiceServer) DebitGift(context.Context, *WalletDebitGiftRequest) (*WalletDebitGiftReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method DebitGift not implemented")
+}
+func (UnimplementedWalletServiceServer) HoldGift(context.Context, *WalletDebitGiftRequest) (*WalletDebitGiftReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method HoldGift not implemented")
+}
+func (UnimplementedWalletServiceServer) ConfirmGift(context.Context, *WalletSettleGiftRequest) (*WalletSettleGiftReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfirmGift not implemented")
+}
+func (UnimplementedWalletServiceServer) RefundGift(context.Context, *WalletSettleGiftRequest) (*WalletSettleGiftReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefundGift not implemented")
+}
+func (UnimplementedWalletServiceServer) ListOpenGiftHolds(context.Context, *WalletListOpenGiftHoldsRequest) (*WalletListOpenGiftHoldsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOpenGiftHolds not implemented")
 }
 func (UnimplementedWalletServiceServer) PurchaseVip(context.Context, *WalletPurchaseVipRequest) (*WalletPurchaseVipReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurchaseVip not implemented")
@@ -202,6 +294,78 @@ func _WalletService_DebitGift_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WalletService_HoldGift_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WalletDebitGiftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WalletServiceServer).HoldGift(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WalletService_HoldGift_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WalletServiceServer).HoldGift(ctx, req.(*WalletDebitGiftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WalletService_ConfirmGift_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WalletSettleGiftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WalletServiceServer).ConfirmGift(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WalletService_ConfirmGift_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WalletServiceServer).ConfirmGift(ctx, req.(*WalletSettleGiftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WalletService_RefundGift_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WalletSettleGiftRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WalletServiceServer).RefundGift(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WalletService_RefundGift_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WalletServiceServer).RefundGift(ctx, req.(*WalletSettleGiftRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WalletService_ListOpenGiftHolds_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WalletListOpenGiftHoldsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WalletServiceServer).ListOpenGiftHolds(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WalletService_ListOpenGiftHolds_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WalletServiceServer).ListOpenGiftHolds(ctx, req.(*WalletListOpenGiftHoldsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WalletService_PurchaseVip_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WalletPurchaseVipRequest)
 	if err := dec(in); err != nil {
@@ -252,6 +416,22 @@ var WalletService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DebitGift",
 			Handler:    _WalletService_DebitGift_Handler,
+		},
+		{
+			MethodName: "HoldGift",
+			Handler:    _WalletService_HoldGift_Handler,
+		},
+		{
+			MethodName: "ConfirmGift",
+			Handler:    _WalletService_ConfirmGift_Handler,
+		},
+		{
+			MethodName: "RefundGift",
+			Handler:    _WalletService_RefundGift_Handler,
+		},
+		{
+			MethodName: "ListOpenGiftHolds",
+			Handler:    _WalletService_ListOpenGiftHolds_Handler,
 		},
 		{
 			MethodName: "PurchaseVip",

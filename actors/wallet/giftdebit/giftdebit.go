@@ -3,7 +3,7 @@ package giftdebit
 import (
 	"context"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -55,38 +55,44 @@ func (a Adapter) RefundGift(ctx context.Context, appCode, commandID string) erro
 	return unavailableIfContext(err)
 }
 
-// Debiter is the wallet's one-step gift charge, all a remote
-// WalletService (*grpcapi.WalletClient) offers the room.
-type Debiter interface {
-	DebitGift(ctx context.Context, r wallet.DebitGiftRequest) (wallet.DebitGiftResult, error)
+// Remote implements room.GiftDebiter over a remote WalletService
+// (*grpcapi.WalletClient, which speaks the same three steps as the
+// in-process wallet and maps statuses back to the vocabulary). Each call
+// is bounded by Timeout on top of the caller's deadline, so a wallet
+// that hangs cannot hold a room grain longer than that.
+type Remote struct {
+	W       Wallet
+	Timeout time.Duration // 0: the caller's deadline only
 }
-
-// Remote implements room.GiftDebiter over a remote wallet that can only
-// debit in one step: the hold is the whole charge, a confirm has nothing
-// left to do, and a refund is impossible, so a gift whose room write
-// fails stays charged (docs/wallet.md, "Remote wallet").
-type Remote struct{ D Debiter }
 
 var _ room.GiftDebiter = Remote{}
 
-// ErrNoRefund: the remote wallet cannot return a charge.
-var ErrNoRefund = errors.New("the remote wallet (wallet.addr) cannot refund a gift; an operator must credit it back")
-
-// HoldGift charges the gift under the room command's command_id.
-func (r Remote) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
-	res, err := r.D.DebitGift(ctx, request(d))
-	if err != nil {
-		return 0, unavailableIfContext(err)
+func (r Remote) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.Timeout <= 0 {
+		return ctx, func() {}
 	}
-	return res.HeatValue, nil
+	return context.WithTimeout(ctx, r.Timeout)
 }
 
-// ConfirmGift: the debit already paid the receiver.
-func (Remote) ConfirmGift(context.Context, string, string) error { return nil }
+// HoldGift reserves the gift in the remote wallet.
+func (r Remote) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return Adapter{W: r.W}.HoldGift(ctx, d)
+}
 
-// RefundGift always fails with ErrNoRefund, in the Unavailable class.
-func (Remote) RefundGift(_ context.Context, _, commandID string) error {
-	return classed{errclass.Unavailable, fmt.Errorf("gift %q: %w", commandID, ErrNoRefund)}
+// ConfirmGift implements room.GiftDebiter.
+func (r Remote) ConfirmGift(ctx context.Context, appCode, commandID string) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return Adapter{W: r.W}.ConfirmGift(ctx, appCode, commandID)
+}
+
+// RefundGift implements room.GiftDebiter.
+func (r Remote) RefundGift(ctx context.Context, appCode, commandID string) error {
+	ctx, cancel := r.ctx(ctx)
+	defer cancel()
+	return Adapter{W: r.W}.RefundGift(ctx, appCode, commandID)
 }
 
 // unavailableIfContext leaves wallet errors alone (they are in the shared

@@ -5,28 +5,84 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 )
 
+// fakeWallet records what it was asked and answers err; block makes every
+// call wait for its context, as a hung remote wallet would.
 type fakeWallet struct {
-	got wallet.DebitGiftRequest
-	res wallet.DebitGiftResult
-	err error
+	got      wallet.DebitGiftRequest
+	settled  []string
+	res      wallet.DebitGiftResult
+	err      error
+	block    bool
+	deadline bool
 }
 
-func (f *fakeWallet) DebitGift(_ context.Context, r wallet.DebitGiftRequest) (wallet.DebitGiftResult, error) {
+func (f *fakeWallet) wait(ctx context.Context) error {
+	_, f.deadline = ctx.Deadline()
+	if f.block {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return f.err
+}
+
+func (f *fakeWallet) HoldGift(ctx context.Context, r wallet.DebitGiftRequest) (wallet.DebitGiftResult, error) {
 	f.got = r
-	return f.res, f.err
+	return f.res, f.wait(ctx)
 }
 
-func TestAdapterPassesTheGiftAndReturnsHeat(t *testing.T) {
+func (f *fakeWallet) ConfirmGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error) {
+	f.settled = append(f.settled, "confirm "+appCode+"/"+commandID)
+	return wallet.SettleResult{}, f.wait(ctx)
+}
+
+func (f *fakeWallet) RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error) {
+	f.settled = append(f.settled, "refund "+appCode+"/"+commandID)
+	return wallet.SettleResult{}, f.wait(ctx)
+}
+
+func TestRemotePassesTheGiftAndReturnsHeat(t *testing.T) {
 	f := &fakeWallet{res: wallet.DebitGiftResult{HeatValue: 42}}
-	heat, err := Remote{D: f}.HoldGift(t.Context(), room.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
+	r := Remote{W: f}
+	heat, err := r.HoldGift(t.Context(), room.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
 	want := wallet.DebitGiftRequest{AppCode: "a", CommandID: "c", RoomID: "r", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3}
 	if err != nil || heat != 42 || f.got != want {
 		t.Fatalf("heat %d err %v, wallet got %+v", heat, err, f.got)
+	}
+	if err := r.ConfirmGift(t.Context(), "a", "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RefundGift(t.Context(), "a", "d"); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(f.settled) != "[confirm a/c refund a/d]" {
+		t.Fatalf("settlements reached the wallet as %v", f.settled)
+	}
+}
+
+// A hung remote wallet answers within Timeout even when the caller set no
+// deadline, and the answer is retryable.
+func TestRemoteBoundsEveryCall(t *testing.T) {
+	f := &fakeWallet{block: true}
+	r := Remote{W: f, Timeout: 20 * time.Millisecond}
+	for name, call := range map[string]func() error{
+		"hold":    func() error { _, err := r.HoldGift(context.Background(), room.GiftDebit{}); return err },
+		"confirm": func() error { return r.ConfirmGift(context.Background(), "a", "c") },
+		"refund":  func() error { return r.RefundGift(context.Background(), "a", "c") },
+	} {
+		start := time.Now()
+		err := call()
+		if !f.deadline || time.Since(start) > 5*time.Second {
+			t.Fatalf("%s: no deadline reached the wallet (took %s)", name, time.Since(start))
+		}
+		if room.ClassOf(err) != room.ClassUnavailable {
+			t.Fatalf("%s of a hung wallet: %v (class %s), want unavailable", name, err, room.ClassOf(err))
+		}
 	}
 }
 
@@ -36,18 +92,24 @@ func TestAdapterMapsClasses(t *testing.T) {
 		class string
 	}{
 		{fmt.Errorf("%w: 5 COIN", wallet.ErrInsufficientBalance), room.ClassPrecondition},
+		{wallet.ErrGiftRefunded, room.ClassPrecondition},
 		{fmt.Errorf("%w: unknown gift_id", wallet.ErrInvalid), room.ClassInvalid},
 		{fmt.Errorf("%w: reused", wallet.ErrConflict), room.ClassExists},
 		{fmt.Errorf("%w: down", wallet.ErrUnavailable), room.ClassUnavailable},
 		{context.DeadlineExceeded, room.ClassUnavailable},
 		{errors.New("bug"), room.ClassInternal},
 	} {
-		_, err := Remote{D: &fakeWallet{err: tc.in}}.HoldGift(t.Context(), room.GiftDebit{})
-		if got := room.ClassOf(err); got != tc.class {
-			t.Errorf("%v: class %s, want %s", tc.in, got, tc.class)
-		}
-		if !errors.Is(err, tc.in) || err.Error() != tc.in.Error() {
-			t.Errorf("%v: adapter lost the wallet error: %v", tc.in, err)
+		for name, g := range map[string]room.GiftDebiter{"in-process": New(&fakeWallet{err: tc.in}), "remote": Remote{W: &fakeWallet{err: tc.in}}} {
+			_, err := g.HoldGift(t.Context(), room.GiftDebit{})
+			if got := room.ClassOf(err); got != tc.class {
+				t.Errorf("%s %v: class %s, want %s", name, tc.in, got, tc.class)
+			}
+			if !errors.Is(err, tc.in) || err.Error() != tc.in.Error() {
+				t.Errorf("%s %v: adapter lost the wallet error: %v", name, tc.in, err)
+			}
+			if err := g.RefundGift(t.Context(), "a", "c"); room.ClassOf(err) != tc.class {
+				t.Errorf("%s refund %v: class %s, want %s", name, tc.in, room.ClassOf(err), tc.class)
+			}
 		}
 	}
 }
