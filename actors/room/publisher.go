@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,18 +48,73 @@ type pubLink struct {
 	pid     *actor.PID
 	owner   string // lease owner: this activation's publisher
 	backlog atomic.Int64
-	// inOrder is true while every pending row of the room is either
-	// published or in this publisher's hands: then new rows may be sent as
-	// they come. Otherwise (at activation, after a failure, after rows were
-	// left to the relay) the publisher first catches up through
-	// ClaimRoomOutbox, which returns the room's pending rows in order or
-	// nothing when a relay holds the room.
-	inOrder atomic.Bool
+	// order says whether new rows may be sent as they come (see
+	// orderState).
+	order orderState
 	// handed is the highest room_seq the grain handed to the publisher. A
 	// command whose seq does not follow it means rows the publisher never
 	// saw (an append whose outcome was unknown but committed, rows left to
 	// the relay): in-order sending must stop until a catch-up.
 	handed atomic.Int64
+}
+
+// orderState is true while every pending row of the room is either
+// published or in the publisher's hands: then new rows may be sent as they
+// come. Otherwise (at activation, after a failure, after rows were left to
+// the relay) the publisher first catches up through ClaimRoomOutbox, which
+// returns the room's pending rows in order or nothing when a relay holds
+// the room.
+//
+// The grain and the publisher's send results break the order while a
+// catch-up may be running; a catch-up re-enters in-order mode only if
+// nothing broke it since it began. A plain flag let a catch-up that
+// claimed before a break overwrite it: the publisher then sent a later row
+// while an earlier one it never saw (left to the relay, or written by an
+// append whose outcome was unknown) was still pending.
+type orderState struct {
+	mu      sync.Mutex
+	inOrder bool
+	breaks  uint64
+}
+
+func (o *orderState) ordered() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.inOrder
+}
+
+// breakOrder sends the next rows through a catch-up.
+func (o *orderState) breakOrder() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inOrder = false
+	o.breaks++
+}
+
+// begin is taken before a catch-up's claim.
+func (o *orderState) begin() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.breaks
+}
+
+// resume re-enters in-order mode unless the order broke after begin
+// returned mark.
+func (o *orderState) resume(mark uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.breaks != mark {
+		return false
+	}
+	o.inOrder = true
+	return true
+}
+
+// start marks a new room: it has no rows before its first command's.
+func (o *orderState) start() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inOrder = true
 }
 
 // publisher is a room grain's child that publishes the room's events in
@@ -109,12 +165,12 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 	switch {
 	case seq == 1:
 		// A new room has no outbox rows: nothing can be before these.
-		g.pub.inOrder.Store(true)
+		g.pub.order.start()
 	case seq != g.pub.handed.Load()+1:
-		g.pub.inOrder.Store(false)
+		g.pub.order.breakOrder()
 	}
 	if g.pub.backlog.Load() >= g.deps.MaxPublishBacklog {
-		g.pub.inOrder.Store(false)
+		g.pub.order.breakOrder()
 		return nil
 	}
 	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(g.deps)).UnixMilli()}
@@ -132,7 +188,7 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 		return
 	}
 	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
-	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.inOrder.Load() {
+	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.order.ordered() {
 		// Safe only in order: a new room has nothing pending before it.
 		p := publisher{deps: g.deps, key: g.key, link: g.pub, log: g.log}
 		if p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second)) {
@@ -149,7 +205,7 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *publishEvents:
-		if p.link.inOrder.Load() {
+		if p.link.order.ordered() {
 			p.sendInOrder(ctx, m)
 		} else {
 			p.catchUp(m)
@@ -177,8 +233,15 @@ func (p *publisher) deadline(untilMs int64) (context.Context, context.CancelFunc
 // a failure switches the publisher to catch-up and gives the rows back.
 func (p *publisher) sendInOrder(ctx actor.Context, m *publishEvents) {
 	q, async := p.deps.Publisher.(Enqueuer)
+	// A command's events share its seq, so only a seq a catch-up sent
+	// before this message means "already sent": comparing with lastSeq as
+	// it moves would skip every event after a command's first (a seat's
+	// RoomMicReleased then RoomUserLeft, RoomCreated then the owner's
+	// RoomUserJoined), leaving it leased and unsent while later commands
+	// went out.
+	sent := p.lastSeq
 	for _, env := range m.envs {
-		if env.RoomSeq <= p.lastSeq && env.RoomSeq > 0 {
+		if env.RoomSeq <= sent && env.RoomSeq > 0 {
 			// Already sent by a catch-up that claimed it.
 			p.link.backlog.Add(-1)
 			continue
@@ -214,7 +277,7 @@ func (p *publisher) settle(ctx actor.Context, env persistence.Envelope, err erro
 // mailbox.
 func (p *publisher) settleAsync(system *actor.ActorSystem, self *actor.PID, env persistence.Envelope, err error) {
 	if err != nil {
-		p.link.inOrder.Store(false)
+		p.link.order.breakOrder()
 		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
 		system.Root.Send(self, &sendFailed{ids: []string{env.EventID}})
 		return
@@ -268,6 +331,7 @@ func (p *publisher) release(ids []string) {
 // given back: the relay sends them after the earlier ones.
 func (p *publisher) catchUp(m *publishEvents) {
 	defer p.link.backlog.Add(-int64(len(m.envs)))
+	mark := p.link.order.begin()
 	now := p.deps.Clock()
 	ttl := leaseTTL(p.deps)
 	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
@@ -305,7 +369,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 		p.lastSeq = max(p.lastSeq, env.RoomSeq)
 	}
 	if len(rows) < maxCatchUp {
-		p.link.inOrder.Store(true)
+		p.link.order.resume(mark)
 		return
 	}
 	// More than one catch-up's worth: the rest, these events included, go
