@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,13 +127,45 @@ func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, erro
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() {
+				if r := recover(); r != nil {
+					f.panicked(r, turn)
+				}
+				<-sem
+				wg.Done()
+			}()
 			f.room(turn)
 		}()
 	}
 	wg.Wait()
 	f.settle(&res)
+	if f.panic != nil {
+		// A publisher bug: the worker's supervisor restarts it (a panic
+		// on a room's goroutine would end the process instead). The
+		// rooms' marks are written first.
+		panic(f.panic)
+	}
 	return res, nil
+}
+
+// panicked records a panic of a room's publish; its rows not yet marked
+// are released.
+func (f *mqBatch) panicked(r any, rows []persistence.OutboxRow) {
+	pe, ok := r.(*supervise.PanicError)
+	if !ok {
+		pe = &supervise.PanicError{Value: r, Stack: debug.Stack()}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.panic == nil {
+		f.panic = pe
+	}
+	for _, row := range rows {
+		id := row.Envelope.EventID
+		if !slices.Contains(f.published, id) {
+			f.release = append(f.release, id)
+		}
+	}
 }
 
 type mqBatch struct {
@@ -142,6 +176,7 @@ type mqBatch struct {
 	published []string
 	release   []string
 	res       MQResult
+	panic     *supervise.PanicError
 }
 
 // room publishes one room's rows in order and stops at its first failure.
