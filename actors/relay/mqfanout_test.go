@@ -171,3 +171,33 @@ func TestMQFanoutSurvivesRepeatedPanics(t *testing.T) {
 	}
 	supervisetest.CheckRecovered(t, sup, reg, f.Poller(), MQWorkerName, panics, sawDown)
 }
+
+type queueingPublisher struct{ *fakePublisher }
+
+func (q queueingPublisher) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {
+	ch := make(chan error, 1)
+	ch <- q.PublishRoomEvent(ctx, env)
+	return ch
+}
+
+// WithMQKick kicks before every hand-over, whatever IM answers, and keeps
+// an Enqueuer an Enqueuer (the room's queued, in-order publishing).
+func TestWithMQKick(t *testing.T) {
+	var kicks atomic.Int64
+	kick := func() { kicks.Add(1) }
+	failing := newPublisher(func(context.Context, persistence.Envelope, int) error { return context.DeadlineExceeded })
+	plain := WithMQKick(failing, kick)
+	if _, ok := plain.(Enqueuer); ok {
+		t.Fatal("a plain publisher became an Enqueuer")
+	}
+	if err := plain.PublishRoomEvent(context.Background(), joined(t, "a", clockBase)); err == nil || kicks.Load() != 1 {
+		t.Fatalf("plain: err %v, %d kicks; want IM's error and one kick", err, kicks.Load())
+	}
+	q, ok := WithMQKick(queueingPublisher{newPublisher(nil)}, kick).(Enqueuer)
+	if !ok {
+		t.Fatal("an Enqueuer lost Enqueue")
+	}
+	if err := <-q.Enqueue(context.Background(), joined(t, "b", clockBase)); err != nil || kicks.Load() != 2 {
+		t.Fatalf("enqueue: err %v, %d kicks", err, kicks.Load())
+	}
+}
