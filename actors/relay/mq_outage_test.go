@@ -167,8 +167,11 @@ func runMQAndIMIndependent(t *testing.T, s mqOutageStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 500 * time.Millisecond,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second}
+	// publish_timeout is generous: a send the fake accepted after the
+	// relay gave up would be sent again, a duplicate this test would
+	// (wrongly) blame on the MQ outage.
+	cfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 5 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second}
 	r, err := relay.Start(sup, relay.Deps{Store: s, Publisher: pub, Config: cfg, NodeID: "n1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +187,12 @@ func runMQAndIMIndependent(t *testing.T, s mqOutageStore) {
 	var written atomic.Int64
 	stopLoad := make(chan struct{})
 	var load sync.WaitGroup
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() { close(stopLoad) })
+		load.Wait()
+	}
+	t.Cleanup(stop) // before the store closes, even when the test fails
 	load.Go(func() {
 		seq := map[int]int64{}
 		for i := 0; ; i++ {
@@ -217,51 +226,52 @@ func runMQAndIMIndependent(t *testing.T, s mqOutageStore) {
 	}
 	time.Sleep(time.Second)
 
-	// NATS down for 10 s.
+	// NATS down for 10 s. The thresholds are shares of what was written
+	// meanwhile, so a slow machine (or -race) does not change the verdict.
 	nats.stop(t)
 	outage := time.Now()
 	var maxIMPending int64
-	imAtStop := len(fake.EventIDCounts())
+	imAtStop, writtenAtStop := len(fake.EventIDCounts()), written.Load()
 	for time.Since(outage) < 10*time.Second {
 		maxIMPending = max(maxIMPending, stats().Pending)
 		time.Sleep(100 * time.Millisecond)
 	}
 	during := stats()
-	imDuring := len(fake.EventIDCounts()) - imAtStop
+	imDuring, writtenDuring := int64(len(fake.EventIDCounts())-imAtStop), written.Load()-writtenAtStop
 	nats.start(t)
-	t.Logf("NATS outage: %d events reached IM during it, IM pending at most %d, MQ pending %d at its end",
-		imDuring, maxIMPending, during.MQPending)
-	if during.MQPending < 200 {
-		t.Fatalf("MQ pending %d at the end of a 10 s NATS outage under load: the outage did not hold the fanout back", during.MQPending)
+	t.Logf("NATS outage: %d events written, %d reached IM during it, IM pending at most %d, MQ pending %d at its end",
+		writtenDuring, imDuring, maxIMPending, during.MQPending)
+	if writtenDuring < 100 || during.MQPending < writtenDuring*8/10 {
+		t.Fatalf("MQ pending %d at the end of a 10 s NATS outage with %d events written: the outage did not hold the fanout back", during.MQPending, writtenDuring)
 	}
-	if imDuring < 1000 || maxIMPending > 500 {
-		t.Fatalf("IM during the NATS outage: %d events delivered, pending up to %d: IM was held back by the MQ outage", imDuring, maxIMPending)
+	if imDuring < writtenDuring*8/10 || maxIMPending > max(200, writtenDuring/5) {
+		t.Fatalf("IM during the NATS outage: %d of %d events delivered, pending up to %d: IM was held back by the MQ outage", imDuring, writtenDuring, maxIMPending)
 	}
 
 	// IM failing for 5 s: the fanout goes on.
-	eventually(t, 30*time.Second, "the MQ fanout catching up after NATS is back", func() bool { return stats().MQPending < 100 })
+	eventually(t, 60*time.Second, "the MQ fanout catching up after NATS is back", func() bool { return stats().MQPending < 100 })
 	fake.FailFraction(1, 20004, tencentim.APISendGroupMsg)
-	imDown := time.Now()
+	imDown, writtenAtIMDown := time.Now(), written.Load()
 	var maxMQPending int64
 	for time.Since(imDown) < 5*time.Second {
 		maxMQPending = max(maxMQPending, stats().MQPending)
 		time.Sleep(100 * time.Millisecond)
 	}
 	imFailing := stats()
+	writtenDuring = written.Load() - writtenAtIMDown
 	fake.ResetFaults()
-	t.Logf("IM outage: IM pending %d at its end, MQ pending at most %d", imFailing.Pending, maxMQPending)
-	if imFailing.Pending < 200 {
-		t.Fatalf("IM pending %d at the end of a 5 s IM outage under load: the outage did not hold IM back", imFailing.Pending)
+	t.Logf("IM outage: %d events written, IM pending %d at its end, MQ pending at most %d", writtenDuring, imFailing.Pending, maxMQPending)
+	if writtenDuring < 50 || imFailing.Pending < writtenDuring*8/10 {
+		t.Fatalf("IM pending %d at the end of a 5 s IM outage with %d written: the outage did not hold IM back", imFailing.Pending, writtenDuring)
 	}
-	if maxMQPending > 500 {
-		t.Fatalf("MQ pending up to %d during the IM outage: the fanout was held back by IM", maxMQPending)
+	if maxMQPending > max(200, writtenDuring/5) {
+		t.Fatalf("MQ pending up to %d during the IM outage (%d written): the fanout was held back by IM", maxMQPending, writtenDuring)
 	}
 	time.Sleep(time.Second)
-	close(stopLoad)
-	load.Wait()
+	stop()
 
 	total := written.Load()
-	eventually(t, 60*time.Second, "both channels drained", func() bool {
+	eventually(t, 120*time.Second, "both channels drained", func() bool {
 		st := stats()
 		return st.Pending == 0 && st.MQPending == 0 && st.Parked == 0
 	})

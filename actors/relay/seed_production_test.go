@@ -220,7 +220,10 @@ func TestSeedRowsProductionPath(t *testing.T) {
 			id := f.failedSyncJoin("c2", "bob")
 			f.fake.ResetFaults()
 			_, m := f.startRelay()
-			f.waitRow("the worker's publish", func() bool { return f.row(id).Status == persistence.OutboxPublished })
+			// The relay counts a success after its mark: wait for both.
+			f.waitRow("the worker's publish", func() bool {
+				return f.row(id).Status == persistence.OutboxPublished && counterValue(m.Success) >= 1
+			})
 			if n := counterValue(m.Success); n != 1 {
 				t.Fatalf("the relay published %v rows, want this one", n)
 			}
@@ -241,7 +244,9 @@ func TestSeedRowsProductionPath(t *testing.T) {
 				t.Fatalf("row after a failed worker round %+v, want pending with last_error naming the IM code", row)
 			}
 			f.fake.ResetFaults()
-			f.waitRow("the next round's publish", func() bool { return f.row(id).Status == persistence.OutboxPublished })
+			f.waitRow("the next round's publish", func() bool {
+				return f.row(id).Status == persistence.OutboxPublished && counterValue(m.Success) >= 1
+			})
 			if n := f.fake.EventIDCounts()[id]; n != 1 || counterValue(m.Success) != 1 {
 				t.Fatalf("IM got the event %d times, relay success %v; want 1 and 1", n, counterValue(m.Success))
 			}
@@ -282,7 +287,9 @@ func TestSeedRowsProductionPath(t *testing.T) {
 			}
 			calls := f.fake.CallCount(tencentim.APISendGroupMsg)
 			r, m := f.startRelay()
-			f.waitRow("the no-op mark", func() bool { return f.row(env.EventID).Status == persistence.OutboxPublished })
+			f.waitRow("the no-op mark", func() bool {
+				return f.row(env.EventID).Status == persistence.OutboxPublished && counterValue(m.Success) >= 1
+			})
 			if _, err := r.RunNow(10 * time.Second); err != nil {
 				t.Fatal(err)
 			}
