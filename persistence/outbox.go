@@ -1,14 +1,18 @@
 package persistence
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // Outbox statuses. status describes the IM channel only. Seed 000 has
 // pending and published; parked and skipped are the "manual handling"
 // the seed leaves to operators: a parked row can never succeed as it is
 // (undecodable envelope, a permanent IM error) and waits for an operator's
 // requeue (back to pending) or skip (done without a send, recorded who,
-// when and why). Retention may purge published and skipped rows, never
-// pending or parked ones. wallet_outbox rows use pending and published.
+// when and why). Retention may purge published rows, never pending or
+// parked ones, nor a row the MQ fanout has still to publish (MQStatus
+// pending). wallet_outbox rows use pending and published.
 const (
 	OutboxPending   = "pending"
 	OutboxPublished = "published"
@@ -38,13 +42,34 @@ type OutboxRow struct {
 	ResolvedBy   string
 	ResolvedAtMs int64
 	Resolution   string
+	// MQStatus is the message-queue fanout's own progress, apart from
+	// Status (the IM channel's): OutboxMQNone when the fanout was off as
+	// the row was written, else pending until the fanout published it
+	// (OutboxMQPublished) or found it can never be published (OutboxMQParked).
+	// MQLockedBy/MQLockUntilMs are the fanout's own claim lease.
+	MQStatus        string
+	MQPublishedAtMs int64
+	MQLockedBy      string
+	MQLockUntilMs   int64
 }
+
+// MQ fanout statuses of a room_outbox row (OutboxRow.MQStatus). They move
+// independently of the IM status: an IM outage never holds back the fanout
+// and an MQ outage never makes an IM message go again.
+const (
+	OutboxMQNone      = "none"
+	OutboxMQPending   = "pending"
+	OutboxMQPublished = "published"
+	OutboxMQParked    = "parked"
+)
 
 // OutboxStats summarises the pending backlog for metrics.
 type OutboxStats struct {
 	Pending           int64
 	OldestCreatedAtMs int64 // 0 when nothing is pending
 	Parked            int64
+	// MQPending counts rows the MQ fanout has not published yet.
+	MQPending int64
 }
 
 // OutboxFilter selects rows for operators (roomctl outbox list).
@@ -111,10 +136,54 @@ type OutboxStore interface {
 	OutboxStats(ctx context.Context) (OutboxStats, error)
 }
 
+// OutboxMQStore is the message-queue fanout's view of room_outbox: its own
+// claim, lease and marks, on columns the IM relay never reads or writes.
+// A store writes new rows with MQStatus pending when it was opened with
+// the fanout on (the room_outbox topic configured), OutboxMQNone
+// otherwise, so a deployment without the fanout never accumulates rows
+// that retention must keep.
+type OutboxMQStore interface {
+	// ClaimOutboxMQ leases to owner until nowMs+leaseMs up to limit rows
+	// whose MQStatus is pending and that are under no live MQ lease (the
+	// owner's own included: a claimer marks or releases what it took), oldest first (created_at_ms, event_id; a room's rows in
+	// room_seq order). The IM status plays no part.
+	ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]OutboxRow, error)
+	// MarkOutboxMQPublished sets MQStatus published and MQPublishedAtMs on
+	// the pending ones of eventIDs and clears their MQ lease, in one write.
+	// Unknown ids and rows not pending are skipped.
+	MarkOutboxMQPublished(ctx context.Context, eventIDs []string, nowMs int64) error
+	// ParkOutboxMQ sets a pending row's MQStatus parked (it can never be
+	// published as it is; the IM channel is not affected). ErrNotFound for
+	// an unknown event.
+	ParkOutboxMQ(ctx context.Context, eventID string) error
+	// ReleaseOutboxMQ clears the MQ leases of eventIDs (a failed publish:
+	// the rows are claimable again at once).
+	ReleaseOutboxMQ(ctx context.Context, eventIDs []string) error
+}
+
 // RoomOutboxReader is a read-only view of room_outbox for consumers other
 // than the relay (the room notice worker): rows of one event type after the
 // cursor (afterMs, afterID) in (created_at_ms, event_id) order. It never
 // writes: room_outbox.status belongs to the relay.
 type RoomOutboxReader interface {
 	RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]OutboxRow, error)
+}
+
+// GroupByRoom reorders rows in place: grouped by room, rooms in the order
+// of their first row, each room's rows in room_seq order (the MQ claim's
+// result order on both backends).
+func GroupByRoom(rows []OutboxRow) {
+	key := func(r OutboxRow) RoomKey { return RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID} }
+	first := map[RoomKey]int{}
+	for i, r := range rows {
+		if _, ok := first[key(r)]; !ok {
+			first[key(r)] = i
+		}
+	}
+	slices.SortStableFunc(rows, func(a, b OutboxRow) int {
+		if fa, fb := first[key(a)], first[key(b)]; fa != fb {
+			return fa - fb
+		}
+		return int(a.Envelope.RoomSeq - b.Envelope.RoomSeq)
+	})
 }

@@ -54,8 +54,9 @@ func (p ConsumerPosition) Passed(num int64, key string) bool {
 // A row is eligible when it is older than CutoffMs and its table's rule
 // allows it:
 //   - room_outbox: status published, created_at_ms and published_at_ms
-//     before CutoffMs; a RoomUserKicked row only when Consumer has passed
-//     it. Pending (and any other status) rows never go.
+//     before CutoffMs, and not waiting for the MQ fanout (MQStatus not
+//     pending); a RoomUserKicked row only when Consumer has passed it.
+//     Pending (and any other status) rows never go.
 //   - room_command_log: created_at_ms before CutoffMs and seq at or below
 //     the room's snapshot seq (a room with no snapshot keeps its log).
 //   - wallet_outbox: created_at_ms before CutoffMs and id at or below
@@ -174,7 +175,8 @@ func (r PurgeRequest) ValidateBatch() error {
 // OutboxRowPurgeable is the room_outbox rule of PurgeRequest for one row,
 // for backends that filter in Go.
 func OutboxRowPurgeable(row OutboxRow, r PurgeRequest) bool {
-	if row.Status != OutboxPublished || row.CreatedAtMs >= r.CutoffMs || row.PublishedAtMs >= r.CutoffMs {
+	if row.Status != OutboxPublished || row.CreatedAtMs >= r.CutoffMs || row.PublishedAtMs >= r.CutoffMs ||
+		row.MQStatus == OutboxMQPending {
 		return false
 	}
 	return row.Envelope.EventType != RoomUserKickedType || r.Consumer.Passed(row.CreatedAtMs, row.Envelope.EventID)

@@ -128,5 +128,6 @@ type RoomStore interface {
 type Store interface {
 	RoomStore
 	OutboxStore
+	OutboxMQStore
 	Close() error
 }

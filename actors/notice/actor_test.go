@@ -3,14 +3,17 @@ package notice_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -159,5 +162,57 @@ func TestActorStopReleasesUnstarted(t *testing.T) {
 	rows, err := store.Claim(context.Background(), persistence.SourceWalletOutbox, "n2", time.Now().UnixMilli(), 1000, 10)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("another instance claimed %d rows at once, want 2 (%v)", len(rows), err)
+	}
+}
+
+// panickyScanner panics on its first n scans, then scans as the list.
+type panickyScanner struct {
+	*listScanner
+	n     int64
+	calls atomic.Int64
+}
+
+func (s *panickyScanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.ScanResult, error) {
+	if s.calls.Add(1) <= s.n {
+		panic("scanner bug")
+	}
+	return s.listScanner.Scan(ctx, nowMs, limit)
+}
+
+// Issue 11 item 4 for the notice worker: a round that panics 100 times in
+// a row, then recovers. The worker supervisor restarts it every time (no
+// OneForOne limit), with its backoff; the restarts are counted in Health
+// and roomcell_worker_restarts_total{worker}; the worker is reported down
+// while it waits (what /readyz reads); afterwards it delivers everything.
+func TestNoticeWorkerSurvivesRepeatedPanics(t *testing.T) {
+	store := memdb.NewNoticeStore()
+	t.Cleanup(func() { _ = store.Close() })
+	const panics = 100
+	pub, scan := &fakePublisher{}, &panickyScanner{listScanner: &listScanner{}, n: panics}
+	for i := range 20 {
+		scan.add(delivery(fmt.Sprint("d", i), "u", int64(i)))
+	}
+	sup, reg := supervisetest.NewSupervisor(t, newSystem(t))
+	const name = "wallet_notice_worker"
+	stopWatch := supervisetest.WatchDown(sup.Health(), name)
+	// A crashed incarnation's scan cursor lease must expire before the
+	// next one scans: short here, so 100 crashes take seconds.
+	cfg := workerConfig()
+	cfg.LockTTL, cfg.SendTimeout = 30*time.Millisecond, 10*time.Millisecond
+	r, err := notice.Start(sup, notice.Deps{Store: store, Publisher: pub, Config: cfg, NodeID: "n1", Logger: quiet,
+		Module: notice.Module{Name: name, Source: persistence.SourceWalletOutbox, Scanner: scan}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(5 * time.Second) })
+	eventually(t, "every notice sent after the panics", func() bool { return len(pub.sends()) == 20 })
+	sawDown := stopWatch()
+	if c := scan.calls.Load(); c <= panics {
+		t.Fatalf("%d scans, want more than the %d that panicked", c, panics)
+	}
+	supervisetest.CheckRecovered(t, sup, reg, r.Poller(), name, panics, sawDown)
+	res, err := r.RunNow(5 * time.Second)
+	if err != nil || res.Err != nil {
+		t.Fatalf("RunNow after recovery: %v %v", err, res.Err)
 	}
 }

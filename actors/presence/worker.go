@@ -221,98 +221,69 @@ func (m *Metrics) outcome(result string) {
 	}
 }
 
-// ScanNow asks the worker for a scan right away; sent with Request it
-// answers *ScanResult. The timer is left as it is.
-type ScanNow struct{}
-
-// ScanResult answers ScanNow.
+// ScanResult is what Worker.ScanNow returns.
 type ScanResult struct {
 	Result Result
 	Err    error
 }
 
-type workerActor struct {
-	ctx    context.Context // cancelled by Worker.Stop: the scan stops between leaves
-	deps   Deps
-	ticker supervise.Ticker
-	next   int
-}
-
-func (a *workerActor) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		a.schedule(c)
-	case *supervise.Tick:
-		if !a.ticker.Owns(m) {
-			return // sent to an earlier incarnation
+// round is one incarnation's scan for the shared poller shell; the
+// round-robin position over the hosted rooms starts afresh per
+// incarnation.
+func round(d Deps) supervise.Round {
+	next := 0
+	return func(ctx context.Context) (time.Duration, any) {
+		d.Metrics.scan()
+		res, n, err := ScanOnce(ctx, d, next)
+		next = n
+		if err != nil {
+			d.Logger.Error("presence: scan failed", "worker", WorkerName, "node_id", d.NodeID, "error", err)
 		}
-		a.scan()
-		a.schedule(c)
-	case *ScanNow:
-		res, err := a.scan()
-		if c.Sender() != nil {
-			c.Respond(&ScanResult{Result: res, Err: err})
-		}
-	case *actor.Restarting, *actor.Stopping:
-		a.ticker.Cancel()
-	}
-}
-
-func (a *workerActor) scan() (Result, error) {
-	if a.ctx.Err() != nil {
-		return Result{}, a.ctx.Err()
-	}
-	a.deps.Metrics.scan()
-	res, next, err := ScanOnce(a.ctx, a.deps, a.next)
-	a.next = next
-	if err != nil {
-		a.deps.Logger.Error("presence: scan failed", "worker", WorkerName, "node_id", a.deps.NodeID, "error", err)
-	}
-	return res, err
-}
-
-func (a *workerActor) schedule(c actor.Context) {
-	if a.ctx.Err() == nil {
-		a.ticker.Schedule(c, a.deps.Config.ScanInterval)
+		return d.Config.ScanInterval, &ScanResult{Result: res, Err: err}
 	}
 }
 
 // Worker is a running stale worker.
 type Worker struct {
-	system *actor.ActorSystem
-	pid    *actor.PID
-	stop   context.CancelFunc
+	p *supervise.Poller
 }
 
 // Start validates deps (presence.stale_after shorter than scan_interval is
 // an error naming the key) and spawns the worker as the child
-// "presence_stale" of sup. The first scan runs one scan_interval after
-// start, so rooms re-registering on activation seed their members'
+// "presence_stale" of sup, on the shared poller shell (actors/supervise):
+// under a worker Supervisor it is restarted after any number of panics
+// with backoff, counted in roomcell_worker_restarts_total{worker} and
+// listed on /readyz while it waits. The first scan runs one scan_interval
+// after start, so rooms re-registering on activation seed their members'
 // presence first. It does not look at Config.On(): the caller decides.
 func Start(sup *supervise.Supervisor, deps Deps) (*Worker, error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pid, err := sup.Spawn(WorkerName, actor.PropsFromProducer(func() actor.Actor {
-		return &workerActor{ctx: ctx, deps: d}
-	}))
+	p, err := supervise.StartPoller(sup, supervise.PollerSpec{Name: WorkerName, FirstDelay: d.Config.ScanInterval,
+		New: func() supervise.Round { return round(d) }})
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	return &Worker{system: sup.System(), pid: pid, stop: cancel}, nil
+	return &Worker{p: p}, nil
 }
 
 // PID is the worker actor's PID.
-func (w *Worker) PID() *actor.PID { return w.pid }
+func (w *Worker) PID() *actor.PID { return w.p.PID() }
 
-// ScanNow runs a scan and waits for its result (tests, operators).
+// Poller is the worker's actor shell (Running).
+func (w *Worker) Poller() *supervise.Poller { return w.p }
+
+// ScanNow runs a scan and waits for its result (tests, operators); the
+// next scan is one scan_interval after it.
 func (w *Worker) ScanNow(timeout time.Duration) (Result, error) {
-	res, err := w.system.Root.RequestFuture(w.pid, &ScanNow{}, timeout).Result()
+	res, err := w.p.RunNow(timeout)
 	if err != nil {
 		return Result{}, err
+	}
+	if res == nil {
+		return Result{}, supervise.ErrStopped
 	}
 	r := res.(*ScanResult)
 	return r.Result, r.Err
@@ -321,7 +292,4 @@ func (w *Worker) ScanNow(timeout time.Duration) (Result, error) {
 // Stop cancels the scan in progress (between leaves; a leave in flight
 // gets its timeout) and waits for the actor to stop. Call it before the
 // cluster leaves and before the directory closes.
-func (w *Worker) Stop(timeout time.Duration) error {
-	w.stop()
-	return supervise.StopAndWait(w.system, w.pid, timeout)
-}
+func (w *Worker) Stop(timeout time.Duration) error { return w.p.Stop(timeout) }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	"github.com/hyapp/roomcell/configs"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -222,3 +224,49 @@ func TestWorkerActorScansOnItsTimer(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// panickyRooms panics on its first n leaves, then leaves as fakeRooms.
+type panickyRooms struct {
+	*fakeRooms
+	n     int64
+	calls atomic.Int64
+}
+
+func (p *panickyRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	if p.calls.Add(1) <= p.n {
+		panic("leave bug")
+	}
+	return p.fakeRooms.Execute(ctx, rc)
+}
+
+// Issue 11 item 4 for the presence stale worker: a scan that panics 100
+// times in a row, then recovers. The worker supervisor restarts it every
+// time, with its backoff; the restarts are counted in Health and
+// roomcell_worker_restarts_total{worker}; the worker is reported down
+// while it waits (what /readyz reads); afterwards the stale member leaves.
+func TestWorkerSurvivesRepeatedPanics(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	sup, reg := supervisetest.NewSupervisor(t, sys)
+	const panics = 100
+	d, dir, fr := testDeps(t)
+	rooms := &panickyRooms{fakeRooms: fr, n: panics}
+	d.Rooms = rooms
+	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Millisecond}
+	beat(t, dir, keyR1, "u1", time.Minute)
+	stopWatch := supervisetest.WatchDown(sup.Health(), WorkerName)
+	w, err := Start(sup, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(5 * time.Second) })
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(fr.users(), "r1/u1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stale member did not leave after the panics (%d calls, %d restarts)", rooms.calls.Load(), sup.Health().Restarts(WorkerName))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sawDown := stopWatch()
+	supervisetest.CheckRecovered(t, sup, reg, w.Poller(), WorkerName, panics, sawDown)
+}

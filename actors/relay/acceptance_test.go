@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -603,31 +599,8 @@ func TestRelaySurvivesRepeatedPanics(t *testing.T) {
 		}
 		return nil
 	})
-	sys := newSystem(t)
-	reg := prometheus.NewRegistry()
-	sup, err := supervise.NewWorkerSupervisor(sys, "workers", supervise.RestartPolicy{Initial: time.Millisecond, Max: 20 * time.Millisecond},
-		reg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sup.Stop(5 * time.Second) })
-	var sawDown atomic.Bool
-	stopWatch := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		for {
-			select {
-			case <-stopWatch:
-				return
-			default:
-			}
-			if slices.Contains(sup.Health().Down(), WorkerName) {
-				sawDown.Store(true)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-	}()
+	sup, reg := supervisetest.NewSupervisor(t, newSystem(t))
+	stopWatch := supervisetest.WatchDown(sup.Health(), WorkerName)
 	r, err := Start(sup, Deps{Store: s, Publisher: pub, NodeID: "n1", Config: testConfig(func(c *configs.OutboxWorkerConfig) {
 		c.PublishTimeout, c.LeaseTTL = 100*time.Millisecond, 400*time.Millisecond
 	})})
@@ -646,51 +619,13 @@ func TestRelaySurvivesRepeatedPanics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	close(stopWatch)
-	<-watched
+	sawDown := stopWatch()
 	for _, id := range ids {
 		if !published(t, s, id)() {
 			t.Fatalf("%s not published", id)
 		}
 	}
-	if n := sup.Health().Restarts(WorkerName); n < panics {
-		t.Fatalf("%d restarts counted, want at least %d", n, panics)
-	}
-	if got := restartsMetric(t, reg); int(got) != sup.Health().Restarts(WorkerName) {
-		t.Fatalf("roomcell_worker_restarts_total = %v, Health says %d", got, sup.Health().Restarts(WorkerName))
-	}
-	if !sawDown.Load() {
-		t.Fatal("the relay was never reported down while it waited for a restart")
-	}
-	if down := sup.Health().Down(); len(down) != 0 {
-		t.Fatalf("workers still reported down after recovery: %v", down)
-	}
-	if !r.Poller().Running() {
-		t.Fatal("the relay is not running after recovery")
-	}
-}
-
-// restartsMetric reads roomcell_worker_restarts_total{worker="room_outbox"}.
-func restartsMetric(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "roomcell_worker_restarts_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "worker" && l.GetValue() == WorkerName {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatal("roomcell_worker_restarts_total{worker=room_outbox} not exported")
-	return 0
+	supervisetest.CheckRecovered(t, sup, reg, r.Poller(), WorkerName, panics, sawDown)
 }
 
 // Issue 11: 100 corrupt rows ahead of good ones with batch_size 10. Every

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
 )
 
 // RunNowResult is what Relay.RunNow returns: the batch's counts and error.
@@ -16,28 +17,48 @@ type RunNowResult struct {
 
 // round is one relay batch as a supervise.Round for one incarnation of the
 // actor (its own lease owner: rows a crashed incarnation held come back
-// only when their lease expires).
+// only when their lease expires). The claim limit is the incarnation's
+// state: batch_size, grown while a room has a backlog (nextLimit).
 func round(deps Deps) supervise.Round {
 	deps.Owner = supervise.LeaseOwner(deps.NodeID)
+	limit := deps.Config.BatchSize
 	return func(ctx context.Context) (time.Duration, any) {
-		res, err := processBatch(ctx, deps)
+		res, err := processBatch(ctx, deps, limit)
 		if err != nil {
 			deps.Logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
 				slog.String("node_id", deps.NodeID), slog.String("error", supervise.ErrorText(err)))
 		}
+		limit = nextLimit(deps.Config, res, err)
 		return nextDelay(deps, res, err), &RunNowResult{Result: res, Err: err}
 	}
 }
 
-// nextDelay: at once when this batch published a full batch_size without a
-// failure, so a backlog drains at IM speed instead of batch_size per poll;
-// otherwise poll_interval. Failures always wait for the poll: an IM outage
-// must not turn into a tight retry loop.
+// full: the batch claimed all it asked for and none of it failed.
+func full(last Result, err error) bool {
+	return err == nil && last.Published+last.NoOp+last.Parked >= last.Limit && last.Failed+last.StoreErrors == 0
+}
+
+// nextDelay: at once after a full batch, so a backlog drains at IM speed
+// instead of one claim per poll; otherwise poll_interval. Failures always
+// wait for the poll: an IM outage must not turn into a tight retry loop.
 func nextDelay(deps Deps, last Result, err error) time.Duration {
-	if err == nil && last.Published+last.NoOp+last.Parked >= deps.Config.BatchSize && last.Failed+last.StoreErrors == 0 {
+	if full(last, err) {
 		return 0
 	}
 	return deps.Config.PollInterval
+}
+
+// nextLimit is the hot-room rule (issue 13): after a full batch that one
+// room filled at least half of, that room has a backlog, and the next
+// claim doubles, up to hot_room_batch, so a hot room's backlog costs
+// fewer claims (each claim reads the room's pending rows to check its
+// owner) and its coalesced messages fill up. Anything else, a failure
+// above all, goes back to batch_size.
+func nextLimit(cfg configs.OutboxWorkerConfig, last Result, err error) int {
+	if full(last, err) && 2*last.HotRoomRows >= last.Limit {
+		return min(2*last.Limit, cfg.HotRoomBatch)
+	}
+	return cfg.BatchSize
 }
 
 // Relay is a running relay actor.

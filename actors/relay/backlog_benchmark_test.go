@@ -28,27 +28,35 @@ import (
 // per case: go test ./actors/relay -run '^$' -bench BacklogMariaDB -benchtime 1x
 // The quota=tencent case keeps Tencent's default limits (200 calls/s per
 // API, 40 messages/s per group) to show what the quota, not our code,
-// allows.
+// allows. claim=fixed keeps every claim at batch_size (hot_room_batch =
+// batch_size, the relay before issue 13's hot-room claim), claim=grows is
+// the default; with -count N the cases alternate, so both are measured in
+// the same run.
 func BenchmarkRelayBacklogMariaDB(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		events int
+		rooms  int
 		relays int
 		quota  bool
+		fixed  bool
 	}{
-		{"events=100000/relays=1", 100_000, 1, false},
-		{"events=100000/relays=2", 100_000, 2, false},
-		{"events=20000/relays=1/quota=tencent", 20_000, 1, true},
+		{"events=100000/rooms=1000/relays=1/claim=fixed", 100_000, 1000, 1, false, true},
+		{"events=100000/rooms=1000/relays=1/claim=grows", 100_000, 1000, 1, false, false},
+		{"events=100000/rooms=1/relays=1/claim=fixed", 100_000, 1, 1, false, true},
+		{"events=100000/rooms=1/relays=1/claim=grows", 100_000, 1, 1, false, false},
+		{"events=100000/rooms=1000/relays=2/claim=grows", 100_000, 1000, 2, false, false},
+		{"events=20000/rooms=1000/relays=1/quota=tencent", 20_000, 1000, 1, true, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				benchBacklog(b, c.events, c.relays, c.quota)
+				benchBacklog(b, c.events, c.rooms, c.relays, c.quota, c.fixed)
 			}
 		})
 	}
 }
 
-func benchBacklog(b *testing.B, events, relays int, tencentQuota bool) {
+func benchBacklog(b *testing.B, events, rooms, relays int, tencentQuota, fixedClaim bool) {
 	b.StopTimer()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -59,7 +67,7 @@ func benchBacklog(b *testing.B, events, relays int, tencentQuota bool) {
 	}
 	defer store.Close()
 
-	const rooms, perAppend = 1000, 100
+	const perAppend = 100
 	for n := 0; n < events; n += perAppend {
 		r := (n / perAppend) % rooms
 		seq := int64(n/(perAppend*rooms) + 1)
@@ -101,6 +109,9 @@ func benchBacklog(b *testing.B, events, relays int, tencentQuota bool) {
 	defer sys.Shutdown()
 	rcfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 500, PublishTimeout: 3 * time.Second,
 		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 30 * time.Second}
+	if fixedClaim {
+		rcfg.HotRoomBatch = rcfg.BatchSize
+	}
 	b.StartTimer()
 	start := time.Now()
 	var started []*Relay

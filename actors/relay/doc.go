@@ -21,7 +21,21 @@
 //
 // A full batch without failures is followed at once by the next, so a
 // backlog drains at IM speed; otherwise the next batch waits
-// poll_interval. The actor is the shared poller shell of actors/supervise
+// poll_interval. A room with a backlog (a full claim it filled at least
+// half of) makes the next claim double, up to hot_room_batch, and any
+// other batch returns the claim to batch_size: a hot room's backlog then
+// costs fewer claims and fuller coalesced messages (docs/benchmarks.md).
+//
+// The MQ fanout (MQWorkerName, StartMQ, mqfanout.go) is a second worker
+// beside the relay when the room_outbox topic is configured: it publishes
+// every room event to the topic with its own progress on the row
+// (persistence.OutboxMQStore: mq_status and its own lease), so the IM
+// status above is the IM channel's alone. A broker outage leaves rows
+// MQ-pending without re-sending IM; an IM outage leaves rows IM-pending
+// without holding the topic back. The topic's per-room order is best
+// effort (claims by age; a failed row releases its room's later rows, but
+// two fanout workers may interleave a room); consumers use room_seq and
+// dedupe by key (event_id). The actor is the shared poller shell of actors/supervise
 // (one pending tick, restart with backoff after any panic, stop with
 // wait); Relay.Stop cancels the batch between rows, so shutdown waits for
 // at most the in-flight publishes and their marks. The relay reads and

@@ -73,3 +73,42 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	return m, nil
 }
+
+// MQMetrics are the MQ fanout worker's instruments. A nil *MQMetrics
+// records nothing.
+type MQMetrics struct {
+	// Pending is the store's MQ-pending rows as of the last round.
+	Pending prometheus.Gauge
+	Success prometheus.Counter
+	Failure prometheus.Counter
+	Latency prometheus.Histogram
+}
+
+// NewMQMetrics creates the fanout's instruments and registers them on reg.
+func NewMQMetrics(reg prometheus.Registerer) (*MQMetrics, error) {
+	m := &MQMetrics{
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "room_outbox_mq_pending_total",
+			Help: "room_outbox rows the MQ fanout has still to publish, as of its last round.",
+		}),
+		Success: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_mq_publish_success_total",
+			Help: "room_outbox rows the MQ fanout published to the topic.",
+		}),
+		Failure: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "room_outbox_mq_publish_failure_total",
+			Help: "MQ fanout publishes that failed (the row stays MQ-pending; its IM status is not touched).",
+		}),
+		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "room_outbox_mq_publish_latency_ms",
+			Help:    "Duration of one MQ publish of the fanout, in milliseconds.",
+			Buckets: []float64{1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000},
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.Pending, m.Success, m.Failure, m.Latency} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("relay: register mq metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -96,6 +96,10 @@ type Result struct {
 	// StoreErrors counts marks that did not reach the store; those rows
 	// come back when their lease expires.
 	StoreErrors int
+	// Limit is the claim's row limit (batch_size, more while a room has a
+	// backlog); HotRoomRows the most rows one room had in the claim.
+	Limit       int
+	HotRoomRows int
 }
 
 // ProcessBatch is one round of the relay, without an actor (the seed's
@@ -124,13 +128,13 @@ func ProcessBatch(ctx context.Context, deps Deps) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return processBatch(ctx, d)
+	return processBatch(ctx, d, d.Config.BatchSize)
 }
 
-// processBatch is one batch with deps already normalized: the running
-// relay never re-applies defaults.
-func processBatch(ctx context.Context, d Deps) (Result, error) {
-	b := &batch{Deps: d, ctx: ctx}
+// processBatch is one batch with deps already normalized (the running
+// relay never re-applies defaults), claiming up to limit rows.
+func processBatch(ctx context.Context, d Deps, limit int) (Result, error) {
+	b := &batch{Deps: d, ctx: ctx, res: Result{Limit: limit}}
 	if d.Metrics != nil {
 		d.Metrics.Batches.Inc()
 	}
@@ -161,7 +165,7 @@ func (b *batch) run() error {
 	}
 	now := b.Clock()
 	cctx, cancel := context.WithTimeout(b.ctx, storeTimeout)
-	rows, err := b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), cfg.BatchSize)
+	rows, err := b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), b.res.Limit)
 	cancel()
 	if err != nil {
 		if b.ctx.Err() != nil {
@@ -188,6 +192,7 @@ func (b *batch) run() error {
 		for n < len(b.unstarted) && sameRoom(b.unstarted[n].Envelope, b.unstarted[0].Envelope) {
 			n++
 		}
+		b.res.HotRoomRows = max(b.res.HotRoomRows, n)
 		turn := &roomTurn{rows: b.unstarted[:n]}
 		b.unstarted = b.unstarted[n:]
 		if b.startRoom(turn) {

@@ -58,9 +58,10 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *room.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service       // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
-	jetstream      *mq.JetStream         // the room_outbox topic, when notice.mq is on
+	wallet         *wallet.Service                // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient          // set when wallet.addr is
+	jetstream      *mq.JetStream                  // the room_outbox topic, when notice.mq is on
+	mqFanout       atomic.Pointer[relay.MQFanout] // the room_outbox MQ fanout, while it runs
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed

@@ -9,6 +9,7 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
+	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/delivery/mq"
@@ -25,9 +26,12 @@ type noticeParts struct {
 }
 
 // roomPublisher is what room grains and the relay publish through: the IM
-// publisher, teed to the room_outbox topic when notice.mq.room_outbox is
-// on, so the notice service (and any other consumer group) sees every room
-// event. Both must take an event before its row is marked published.
+// publisher. With notice.mq.room_outbox on it also connects the room_outbox
+// topic for the MQ fanout worker (started with the relay role), and every
+// event a room hands over kicks that worker, so the topic gets it at once
+// without waiting for a poll. The two channels keep their own progress
+// per row (issue 11): an MQ outage never re-sends IM messages and an IM
+// outage never holds the topic back.
 func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Publisher, error) {
 	mqCfg := a.cfg.Notice.MQ
 	if !mqCfg.RoomOutboxOn() {
@@ -39,7 +43,11 @@ func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Pub
 	}
 	a.jetstream = js
 	a.closers = append(a.closers, js.Close)
-	return mq.NewRoomOutboxFanout(im, js, mqCfg.RoomOutbox.Topic), nil
+	return relay.WithMQKick(im, func() {
+		if f := a.mqFanout.Load(); f != nil {
+			f.Kick()
+		}
+	}), nil
 }
 
 // openNotice picks up the notice delivery table and the owner outboxes it

@@ -162,6 +162,9 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 			}
 		}})
 		a.began("worker room_outbox")
+		if err := a.startMQFanout(sup); err != nil {
+			return err
+		}
 	}
 	if err := a.startNotice(sup, im); err != nil {
 		return err
@@ -170,6 +173,36 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 		return err
 	}
 	return a.startGiftReconciler(sup)
+}
+
+// startMQFanout runs the room_outbox MQ fanout beside the relay when
+// notice.mq.room_outbox is on: its own worker with its own progress per row,
+// so the IM channel and the topic never wait for each other.
+func (a *App) startMQFanout(sup *supervise.Supervisor) error {
+	if a.jetstream == nil {
+		return nil
+	}
+	metrics, err := relay.NewMQMetrics(a.registry)
+	if err != nil {
+		return err
+	}
+	f, err := relay.StartMQ(sup, relay.MQDeps{
+		Store: a.store, MQ: a.jetstream, Topic: a.cfg.Notice.MQ.RoomOutbox.Topic, Config: a.cfg.OutboxWorker,
+		NodeID: a.cfg.NodeID, Logger: a.log.With("component", "relay_mq"), Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	a.mqFanout.Store(f)
+	timeout := a.cfg.OutboxWorker.PublishTimeout + 5*time.Second
+	a.workers = append(a.workers, worker{name: relay.MQWorkerName, stop: func() {
+		a.mqFanout.Store(nil)
+		if err := f.Stop(timeout); err != nil {
+			a.log.Warn("mq fanout stop", "error", err)
+		}
+	}})
+	a.began("worker " + relay.MQWorkerName)
+	return nil
 }
 
 // startGiftReconciler runs the gift reconciler on room nodes, over the

@@ -1,8 +1,9 @@
 // Package mq is the message-queue fanout of room_outbox (seed 003's
 // RocketMQ hyapp_room_outbox, generalised): a small Publisher/Subscriber
-// interface, its NATS JetStream implementation, and RoomOutboxFanout, the
-// relay's publisher that sends each room event to IM and to the topic and
-// succeeds only when both did. Consumers (the notice role's group
+// interface and its NATS JetStream implementation. The fanout of
+// room_outbox to the topic is actors/relay's MQ worker (room_outbox_mq),
+// which keeps its own progress per row (mq_status), apart from the IM
+// channel's status. Consumers (the notice role's group
 // hyapp-notice-room-outbox) get every message at least once and must be
 // idempotent; the notice consumer is, by notice_delivery_events' primary
 // key. It knows nothing of notices, rooms' rules or stores: it moves bytes
@@ -27,8 +28,8 @@
 //   - DialRocketMQ(ctx, cfg) plays DialJetStream's part, and the caller
 //     (process wiring) picks the implementation by mq.kind.
 //
-// Neither the relay nor the notice consumer changes: they see only
-// Publisher, Subscriber and Message. RocketMQ has no publish dedupe
+// Neither the MQ fanout worker nor the notice consumer changes: they see
+// only Publisher, Subscriber and Message. RocketMQ has no publish dedupe
 // window, so a relay retry reaches the group twice; the consumer's
 // idempotent insert absorbs it.
 package mq

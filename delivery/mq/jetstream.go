@@ -177,10 +177,21 @@ func (j *JetStream) Publish(ctx context.Context, topic, tag, key string, data []
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			err = errors.Join(ErrClosed, err)
 		}
+		if errors.Is(err, nats.ErrMaxPayload) {
+			err = permanentError{err}
+		}
 		return fmt.Errorf("mq: publish %s to %s: %w", key, topic, err)
 	}
 	return nil
 }
+
+// permanentError is a publish error no retry can fix (the message is
+// larger than the server accepts): Permanent() tells the relay's MQ
+// fanout to park the row for the MQ channel.
+type permanentError struct{ error }
+
+func (e permanentError) Permanent() bool { return true }
+func (e permanentError) Unwrap() error   { return e.error }
 
 // Subscribe implements Subscriber: a durable pull consumer named s.Group
 // on s.Topic's stream, consumed in this process until Stop. A message

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/persistence"
 )
 
 // EnvNATS overrides the NATS server of the tests.
@@ -208,68 +206,26 @@ func TestJetStreamGroupMembersShare(t *testing.T) {
 	}
 }
 
-// stubIM is the relay's IM publisher in the fanout tests.
-type stubIM struct {
-	mu   sync.Mutex
-	envs []persistence.Envelope
-	err  error
-}
-
-func (s *stubIM) PublishRoomEvent(_ context.Context, env persistence.Envelope) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.envs = append(s.envs, env)
-	return s.err
-}
-
-// stubQueueIM also has the relay's Enqueue.
-type stubQueueIM struct{ stubIM }
-
-func (s *stubQueueIM) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {
-	ch := make(chan error, 1)
-	ch <- s.PublishRoomEvent(ctx, env)
-	return ch
-}
-
-type failingMQ struct{}
-
-func (failingMQ) Publish(context.Context, string, string, string, []byte) error {
-	return errors.New("mq: broker unreachable")
-}
-
-// The fanout sends every event to IM and to the topic (tag = type, key =
-// event_id, data = the envelope JSON) and fails unless both did.
-func TestRoomOutboxFanout(t *testing.T) {
+// A message larger than the server accepts can never be published as it
+// is: its error says Permanent (the relay's MQ fanout parks such a row for
+// the MQ channel only); an unreachable broker is not permanent.
+func TestPublishTooLargeIsPermanent(t *testing.T) {
 	js, topic := dial(t)
-	env := persistence.Envelope{EventID: "lalu:r1:5:0", EventType: "RoomUserKicked", AppCode: "lalu", RoomID: "r1", RoomSeq: 5,
-		CommandID: "c5", CreatedAtMs: 1000, Payload: json.RawMessage(`{"target_user_id":"bob"}`)}
-	ctx := context.Background()
-
-	im := &stubQueueIM{}
-	f := NewRoomOutboxFanout(im, js, topic)
-	if err := <-f.Enqueue(ctx, env); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	big := make([]byte, js.nc.MaxPayload()+1)
+	err := js.Publish(ctx, topic, "RoomUserKicked", "big", big)
+	var p interface{ Permanent() bool }
+	if err == nil || !errors.As(err, &p) || !p.Permanent() {
+		t.Fatalf("publish over max payload: %v, want a permanent error", err)
+	}
+	js2, err := DialJetStream(ctx, configs.MQConfig{Enabled: true, Kind: configs.MQKindNATS, Servers: []string{js.nc.ConnectedUrl()}}, WithLogger(quiet))
+	if err != nil {
 		t.Fatal(err)
 	}
-	var got received
-	subscribe(t, js, Subscription{Topic: topic, Group: "notice", Handler: func(_ context.Context, m Message) error { got.add(m); return nil }})
-	waitUntil(t, "the fanned-out event", func() bool { return len(got.all()) == 1 })
-	m := got.all()[0]
-	want, _ := json.Marshal(env)
-	if m.Key != env.EventID || m.Tag != env.EventType || string(m.Data) != string(want) {
-		t.Fatalf("message %+v", m)
-	}
-	if len(im.envs) != 1 || im.envs[0].EventID != env.EventID {
-		t.Fatalf("IM got %+v", im.envs)
-	}
-
-	// IM fails: the row must stay pending even though the topic has it.
-	plain := &stubIM{err: errors.New("tencent im: 503")}
-	if err := NewRoomOutboxFanout(plain, js, topic).PublishRoomEvent(ctx, env); err == nil || len(plain.envs) != 1 {
-		t.Fatalf("IM failure: %v", err)
-	}
-	// The topic fails: likewise, though IM has it.
-	ok := &stubIM{}
-	if err := NewRoomOutboxFanout(ok, failingMQ{}, topic).PublishRoomEvent(ctx, env); err == nil || len(ok.envs) != 1 {
-		t.Fatalf("MQ failure: %v", err)
+	js2.Close()
+	err = js2.Publish(ctx, topic, "RoomUserKicked", "k", []byte("x"))
+	if err == nil || (errors.As(err, &p) && p.Permanent()) {
+		t.Fatalf("publish on a closed connection: %v, want a retryable error", err)
 	}
 }

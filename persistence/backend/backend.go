@@ -36,7 +36,8 @@ type Stores struct {
 }
 
 // Open opens the stores of cfg.Store.Kind. On MySQL with auto_migrate it
-// migrates every database first. On error, what was opened is closed again.
+// migrates every database first. With notice.mq.room_outbox on, new
+// room_outbox rows also wait for the MQ fanout (persistence.OutboxMQStore). On error, what was opened is closed again.
 func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) (_ *Stores, err error) {
 	if log == nil {
 		log = slog.Default()
@@ -49,9 +50,9 @@ func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) 
 	}()
 	switch cfg.Store.Kind {
 	case configs.StoreMySQL:
-		err = s.openMySQL(ctx, cfg.MySQL, want, log.With("component", "mysql"))
+		err = s.openMySQL(ctx, cfg.MySQL, want, cfg.Notice.MQ.RoomOutboxOn(), log.With("component", "mysql"))
 	case configs.StoreMemdb:
-		s.openMemdb(want)
+		s.openMemdb(want, cfg.Notice.MQ.RoomOutboxOn())
 	default:
 		err = errors.New("store.kind: unknown backend " + cfg.Store.Kind)
 	}
@@ -61,8 +62,12 @@ func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) 
 	return s, nil
 }
 
-func (s *Stores) openMemdb(want Want) {
-	room := memdb.New()
+func (s *Stores) openMemdb(want Want, mqOn bool) {
+	var roomOpts []memdb.Option
+	if mqOn {
+		roomOpts = append(roomOpts, memdb.WithOutboxMQ())
+	}
+	room := memdb.New(roomOpts...)
 	s.Room = room
 	s.closers = append(s.closers, room.Close)
 	if want.Wallet {
@@ -77,13 +82,13 @@ func (s *Stores) openMemdb(want Want) {
 	}
 }
 
-func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Want, log *slog.Logger) error {
+func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Want, mqOn bool, log *slog.Logger) error {
 	if cfg.AutoMigrate {
 		if err := mysql.MigrateAll(ctx, cfg); err != nil {
 			return err
 		}
 	}
-	room, err := mysql.Open(ctx, cfg, mysql.WithLogger(log))
+	room, err := mysql.Open(ctx, cfg, mysql.WithLogger(log), mysql.WithOutboxMQ(mqOn))
 	if err != nil {
 		return err
 	}

@@ -359,6 +359,17 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 			return true
 		})
 	}
+	if err == nil {
+		var it memdb.ResultIterator
+		it, err = txn.Get(tableOutbox, indexMQ+"_prefix", persistence.OutboxMQPending)
+		for err == nil {
+			raw := it.Next()
+			if raw == nil {
+				break
+			}
+			st.MQPending++
+		}
+	}
 	if err != nil {
 		return persistence.OutboxStats{}, fmt.Errorf("memdb: outbox stats: %w", err)
 	}

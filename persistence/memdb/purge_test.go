@@ -9,7 +9,7 @@ import (
 
 func TestRetentionContract(t *testing.T) {
 	storetest.RunRetention(t, func(t *testing.T) storetest.RetentionStores {
-		return storetest.RetentionStores{Room: New(), Wallet: NewWalletStore(), Notice: NewNoticeStore()}
+		return storetest.RetentionStores{Room: New(), Wallet: NewWalletStore(), Notice: NewNoticeStore(), RoomMQ: New(WithOutboxMQ())}
 	})
 }
 

@@ -79,6 +79,7 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			CreatedAtMs:   e.CreatedAtMs,
 			UpdatedAtMs:   e.CreatedAtMs,
 			NextRetryAtMs: e.CreatedAtMs,
+			MQStatus:      s.mqStatus,
 		}
 		if a.Lease != nil {
 			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs

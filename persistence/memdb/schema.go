@@ -18,6 +18,7 @@ const (
 	indexStatus    = "status"
 	indexDue       = "status_due"
 	indexRoom      = "room_status_seq"
+	indexMQ        = "mq_status"
 )
 
 // roomTables lists the room domain's tables; roomSchema assembles them.
@@ -113,6 +114,17 @@ func roomOutboxTable() *memdb.TableSchema {
 				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "Status"},
 					&memdb.IntFieldIndex{Field: "NextRetryAtMs"},
+					&memdb.StringFieldIndex{Field: "EventID"},
+				}},
+			},
+			// mq_status serves the MQ fanout's claim and its backlog
+			// count: its pending rows oldest first.
+			indexMQ: {
+				Name:   indexMQ,
+				Unique: true,
+				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
+					&memdb.StringFieldIndex{Field: "MQStatus"},
+					&memdb.IntFieldIndex{Field: "CreatedAtMs"},
 					&memdb.StringFieldIndex{Field: "EventID"},
 				}},
 			},

@@ -16,19 +16,33 @@ type Store struct {
 	db     *memdb.MemDB
 	closed atomic.Bool
 	leases purgeLeases // purge.go
+	// mqStatus is the MQStatus of new outbox rows: pending when the MQ
+	// fanout is on (WithOutboxMQ), none otherwise.
+	mqStatus string
 }
+
+// Option tunes New.
+type Option func(*Store)
+
+// WithOutboxMQ: the room_outbox MQ fanout is on (notice.mq.room_outbox), so
+// new outbox rows wait for it (MQStatus pending) as well as for IM.
+func WithOutboxMQ() Option { return func(s *Store) { s.mqStatus = persistence.OutboxMQPending } }
 
 var _ persistence.Store = (*Store)(nil)
 
 // New returns an empty room store.
-func New() *Store {
+func New(opts ...Option) *Store {
 	db, err := memdb.NewMemDB(roomSchema())
 	if err != nil {
 		// The schema is a constant of this package: failing here is a bug,
 		// not a runtime condition.
 		panic(fmt.Sprintf("memdb: room schema: %v", err))
 	}
-	return &Store{db: db}
+	s := &Store{db: db, mqStatus: persistence.OutboxMQNone}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Close makes every later call fail with ErrUnavailable, as a closed MySQL
@@ -60,10 +74,14 @@ type outboxEntry struct {
 	RoomID        string
 	RoomSeq       int64
 	NextRetryAtMs int64
+	MQStatus      string
 	Row           persistence.OutboxRow
 }
 
 func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
+	if row.MQStatus == "" {
+		row.MQStatus = persistence.OutboxMQNone
+	}
 	return &outboxEntry{
 		EventID:       row.Envelope.EventID,
 		Status:        row.Status,
@@ -72,6 +90,7 @@ func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
 		RoomID:        row.Envelope.RoomID,
 		RoomSeq:       row.Envelope.RoomSeq,
 		NextRetryAtMs: row.NextRetryAtMs,
+		MQStatus:      row.MQStatus,
 		Row:           row,
 	}
 }

@@ -33,6 +33,11 @@ func TestOutboxStoreContract(t *testing.T) {
 	})
 }
 
+func TestOutboxMQContract(t *testing.T) {
+	storetest.RunOutboxMQ(t, func(t *testing.T) persistence.Store { return New(WithOutboxMQ()) },
+		func(t *testing.T) persistence.Store { return New() })
+}
+
 func TestClosedStoreIsUnavailable(t *testing.T) {
 	s := New()
 	if err := s.Close(); err != nil {

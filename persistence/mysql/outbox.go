@@ -12,7 +12,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution"
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -26,9 +26,12 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 		resBy     sql.NullString
 		resAt     sql.NullInt64
 		res       sql.NullString
+		mqPubAt   sql.NullInt64
+		mqLocked  sql.NullString
 	)
 	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
-		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res); err != nil {
+		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res,
+		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
@@ -45,6 +48,7 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	r.PublishedAtMs = published.Int64
 	r.LockedBy = lockedBy.String
 	r.ResolvedBy, r.ResolvedAtMs, r.Resolution = resBy.String, resAt.Int64, res.String
+	r.MQPublishedAtMs, r.MQLockedBy = mqPubAt.Int64, mqLocked.String
 	return r, nil
 }
 
@@ -448,6 +452,9 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 		Scan(&st.Pending, &st.OldestCreatedAtMs)
 	if err == nil {
 		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'parked'").Scan(&st.Parked)
+	}
+	if err == nil {
+		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE mq_status = 'pending'").Scan(&st.MQPending)
 	}
 	if err != nil {
 		return persistence.OutboxStats{}, s.wrap("outbox stats", err)

@@ -202,7 +202,8 @@ func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
 }
 
 // purgeOutbox walks the published rows by idx_room_outbox_pending (status,
-// created_at_ms, event_id) from After, filters them by the rule and
+// created_at_ms, event_id) from After, filters them by the rule (a row the
+// MQ fanout has still to publish stays) and
 // deletes the eligible ones by event_id. After is "<created_ms>/<id>".
 func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
 	var res persistence.PurgeResult
@@ -216,7 +217,7 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 		return res, err
 	}
 	defer cancel()
-	rows, err := s.db.QueryContext(qctx, "SELECT event_id, event_type, created_at_ms, COALESCE(published_at_ms, 0) FROM room_outbox"+
+	rows, err := s.db.QueryContext(qctx, "SELECT event_id, event_type, created_at_ms, COALESCE(published_at_ms, 0), mq_status FROM room_outbox"+
 		" WHERE status = ? AND created_at_ms < ? AND created_at_ms >= ? AND (created_at_ms > ? OR event_id > ?)"+
 		" ORDER BY created_at_ms, event_id LIMIT ?",
 		persistence.OutboxPublished, r.CutoffMs, afterMs, afterMs, afterID, r.Limit)
@@ -227,7 +228,7 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 	seen := 0
 	for rows.Next() {
 		var row persistence.OutboxRow
-		if err := rows.Scan(&row.Envelope.EventID, &row.Envelope.EventType, &row.CreatedAtMs, &row.PublishedAtMs); err != nil {
+		if err := rows.Scan(&row.Envelope.EventID, &row.Envelope.EventType, &row.CreatedAtMs, &row.PublishedAtMs, &row.MQStatus); err != nil {
 			rows.Close()
 			return res, s.wrap("purge room_outbox", err)
 		}
@@ -248,7 +249,7 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 	held, heldArgs := kickedHeld(r.Consumer)
 	args := append(ids, persistence.OutboxPublished, r.CutoffMs, r.CutoffMs)
 	out, err := s.db.ExecContext(qctx, "DELETE FROM room_outbox WHERE event_id IN ("+placeholders(len(ids))+")"+
-		" AND status = ? AND created_at_ms < ? AND COALESCE(published_at_ms, 0) < ?"+held, append(args, heldArgs...)...)
+		" AND status = ? AND created_at_ms < ? AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held, append(args, heldArgs...)...)
 	if err != nil {
 		return res, s.wrap("purge room_outbox", err)
 	}
@@ -415,7 +416,7 @@ func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) 
 		held, heldArgs := kickedHeld(r.Consumer)
 		args := append([]any{persistence.OutboxPublished, r.CutoffMs, r.CutoffMs}, heldArgs...)
 		return p.count(ctx, "count room_outbox", "SELECT 1 FROM room_outbox WHERE status = ? AND created_at_ms < ?"+
-			" AND COALESCE(published_at_ms, 0) < ?"+held+" LIMIT ?", append(args, r.Limit)...)
+			" AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held+" LIMIT ?", append(args, r.Limit)...)
 	}
 	return p.count(ctx, "count room_command_log", "SELECT 1 FROM room_snapshots s JOIN room_command_log l"+
 		" ON l.app_code = s.app_code AND l.room_id = s.room_id AND l.seq <= s.seq WHERE l.created_at_ms < ? LIMIT ?", r.CutoffMs, r.Limit)

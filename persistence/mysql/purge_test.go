@@ -21,7 +21,12 @@ func TestRetentionContractMariaDB(t *testing.T) {
 			t.Fatalf("OpenWalletStore: %v", err)
 		}
 		t.Cleanup(func() { _ = ws.Close() })
-		return storetest.RetentionStores{Room: room, Wallet: ws, Notice: newTestNoticeStore(t, cfg)}
+		roomMQ, err := Open(context.Background(), cfg, WithLogger(quiet), WithOutboxMQ(true))
+		if err != nil {
+			t.Fatalf("Open with the MQ fanout: %v", err)
+		}
+		t.Cleanup(func() { _ = roomMQ.Close() })
+		return storetest.RetentionStores{Room: room, Wallet: ws, Notice: newTestNoticeStore(t, cfg), RoomMQ: roomMQ}
 	})
 }
 

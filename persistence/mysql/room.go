@@ -227,7 +227,7 @@ func (s *Store) writeTx(ctx context.Context, ps []*pendingAppend) error {
 	if err != nil {
 		return err
 	}
-	for _, st := range buildStatements(ps) {
+	for _, st := range buildStatements(ps, s.mqStatus) {
 		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
 			_ = tx.Rollback()
 			return err
@@ -255,7 +255,7 @@ func (s *Store) writeIsolated(ctx context.Context, ps []*pendingAppend) bool {
 			setAll(ps, s.wrap("append", err))
 			return true
 		}
-		for _, st := range buildStatements([]*pendingAppend{p}) {
+		for _, st := range buildStatements([]*pendingAppend{p}, s.mqStatus) {
 			_, err := tx.ExecContext(ctx, st.query, st.args...)
 			if err == nil {
 				continue
@@ -337,7 +337,7 @@ func (b *rowsBuilder) flush() {
 const (
 	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms) VALUES "
 	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
-	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms) VALUES "
+	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
 	// later expressions see earlier assignments, so seq goes last. VALUES()
@@ -352,11 +352,13 @@ const (
 // buildStatements turns ps into the fence, log, outbox and snapshot
 // writes. The epoch fence goes first, then the log: a stale epoch or a
 // fenced seq fails there, before any other row of the append is written.
-func buildStatements(ps []*pendingAppend) []statement {
+// mqStatus is the new outbox rows' mq_status (the store's fanout setting,
+// a constant, never caller input).
+func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	fences := fenceStatement(ps)
 	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?,?)"}
 	gifts := rowsBuilder{head: insertGiftSent, tuple: "(?,?,?,'sent',?)"}
-	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?)"}
+	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?,'" + mqStatus + "')"}
 	snaps := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, tuple: "(?,?,?,?,?)"}
 	for _, p := range ps {
 		c := p.a.Command

@@ -28,6 +28,9 @@ type Store struct {
 	queryTimeout time.Duration
 	log          *slog.Logger
 	gc           *groupCommitter // nil: one transaction per append
+	// mqStatus is the mq_status of new outbox rows: pending when the MQ
+	// fanout is on (WithOutboxMQ), none otherwise.
+	mqStatus string
 
 	// beforeCommit, if set, runs before every COMMIT of an append (tests:
 	// cut the network or hold a writer there).
@@ -59,9 +62,14 @@ var roomSessionInit = append(slices.Clip(sessionInit),
 type Option func(*options)
 
 type options struct {
-	log     *slog.Logger
-	writers int
+	log      *slog.Logger
+	writers  int
+	outboxMQ bool
 }
+
+// WithOutboxMQ(true): the room_outbox MQ fanout is on (notice.mq.room_outbox),
+// so new outbox rows wait for it (mq_status pending) as well as for IM.
+func WithOutboxMQ(on bool) Option { return func(o *options) { o.outboxMQ = on } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -97,7 +105,11 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 		return nil, err
 	}
 	redacted := redactedDSN(cfg.DSN, cfg.RoomDatabase)
-	s := &Store{db: db, dsn: cfg.DSN, queryTimeout: cfg.QueryTimeout, log: o.log.With("component", "persistence/mysql", "database", cfg.RoomDatabase)}
+	s := &Store{db: db, dsn: cfg.DSN, queryTimeout: cfg.QueryTimeout, log: o.log.With("component", "persistence/mysql", "database", cfg.RoomDatabase),
+		mqStatus: persistence.OutboxMQNone}
+	if o.outboxMQ {
+		s.mqStatus = persistence.OutboxMQPending
+	}
 	if cfg.GroupCommit.On() {
 		s.gc = newGroupCommitter(s, cfg.GroupCommit.MaxBatch, cfg.GroupCommit.Linger, max(1, o.writers))
 	}

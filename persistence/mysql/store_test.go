@@ -70,6 +70,11 @@ func TestOutboxStoreContract(t *testing.T) {
 	}
 }
 
+func TestOutboxMQContractMariaDB(t *testing.T) {
+	storetest.RunOutboxMQ(t, func(t *testing.T) persistence.Store { return newTestStore(t, nil, WithOutboxMQ(true)) },
+		func(t *testing.T) persistence.Store { return newTestStore(t, nil) })
+}
+
 // testAppend is a command like the grain's: two events, a reply, and a
 // snapshot when withSnap.
 func testAppend(key persistence.RoomKey, seq int64, commandID string, withSnap bool) persistence.Append {

@@ -82,7 +82,8 @@ func testAppendWritesPendingOutbox(t *testing.T, s persistence.Store) {
 			Status:        persistence.OutboxPending,
 			CreatedAtMs:   1234,
 			UpdatedAtMs:   1234,
-			NextRetryAtMs: 1234, // a new row is due at once
+			NextRetryAtMs: 1234,                     // a new row is due at once
+			MQStatus:      persistence.OutboxMQNone, // the MQ fanout is off
 		}
 		got.Envelope = normEnvelope(got.Envelope)
 		if !reflect.DeepEqual(got, want) {

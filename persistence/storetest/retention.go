@@ -17,6 +17,10 @@ type RetentionStores struct {
 	Room   persistence.Store
 	Wallet persistence.WalletStore
 	Notice persistence.NoticeStore
+	// RoomMQ is a room store opened with the room_outbox MQ fanout on
+	// (new rows wait for it): the rule that retention never deletes a row
+	// the fanout has still to publish.
+	RoomMQ persistence.Store
 }
 
 // RunRetention is the contract of the retention rules (issue 12): what
@@ -29,6 +33,7 @@ func RunRetention(t *testing.T, newStores func(t *testing.T) RetentionStores) {
 		{"OutboxPublishedOnly", testPurgeOutboxRules},
 		{"OutboxKicksWaitForNoticeCursor", testPurgeOutboxKicks},
 		{"OutboxBatchesResume", testPurgeOutboxBatches},
+		{"OutboxWaitsForMQFanout", testPurgeOutboxWaitsForMQ},
 		{"CommandLogBelowSnapshotOnly", testPurgeCommandLog},
 		{"CommandLogBatchesAcrossRooms", testPurgeCommandLogBatches},
 		{"WalletOutboxBehindCursorOnly", testPurgeWalletOutbox},
@@ -162,6 +167,46 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	mustNoErr(t, "TableRetention", err)
 	if ret.OldestCreatedAtMs != old+1 {
 		t.Fatalf("oldest retained row at %d, want %d", ret.OldestCreatedAtMs, old+1)
+	}
+}
+
+// A row IM published long ago stays while the MQ fanout has not
+// published it (a NATS outage longer than the retention window), and goes
+// once it has; a row the fanout parked does not hold retention.
+func testPurgeOutboxWaitsForMQ(t *testing.T, s RetentionStores) {
+	if s.RoomMQ == nil {
+		t.Fatal("RetentionStores.RoomMQ is required")
+	}
+	p := purger(t, s.RoomMQ)
+	ctx := t.Context()
+	key := persistence.RoomKey{AppCode: "lalu", RoomID: "r-mq"}
+	old := rtT0 - 100*rtHour
+	ids := appendEvents(t, s.RoomMQ, key, slices.Repeat([]string{"RoomUserJoined"}, 3), []int64{old, old + 1, old + 2})
+	for _, id := range ids {
+		mustNoErr(t, "mark", s.RoomMQ.MarkOutboxPublished(ctx, id, old+10))
+	}
+	r := persistence.PurgeRequest{Table: persistence.PurgeRoomOutbox, CutoffMs: rtT0 - 72*rtHour, Limit: 100}
+	if n := countPurgeable(t, p, r); n != 0 {
+		t.Fatalf("dry run counts %d rows the MQ fanout has not published, want 0", n)
+	}
+	if n := purgeAll(t, p, r); n != 0 {
+		t.Fatalf("purge deleted %d rows the MQ fanout has not published", n)
+	}
+	mustNoErr(t, "mq published", s.RoomMQ.MarkOutboxMQPublished(ctx, ids[:1], old+20))
+	mustNoErr(t, "mq park", s.RoomMQ.ParkOutboxMQ(ctx, ids[1]))
+	if n := countPurgeable(t, p, r); n != 2 {
+		t.Fatalf("dry run counts %d rows, want the MQ-published and the MQ-parked one", n)
+	}
+	if n := purgeAll(t, p, r); n != 2 {
+		t.Fatalf("purge deleted %d rows, want 2", n)
+	}
+	for i, want := range []bool{false, false, true} {
+		if got := outboxExists(t, s.RoomMQ, ids[i]); got != want {
+			t.Fatalf("row %d exists=%v after purge, want %v", i, got, want)
+		}
+	}
+	if row := getOutbox(t, s.RoomMQ, ids[2]); row.MQStatus != persistence.OutboxMQPending || row.Status != persistence.OutboxPublished {
+		t.Fatalf("kept row changed by purge: %+v", row)
 	}
 }
 

@@ -111,7 +111,7 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 	const kicks = 300
 	ctx := context.Background()
 	dbCfg, _ := mysqltest.NewDatabase(t)
-	roomStore, err := mysql.Open(ctx, dbCfg, mysql.WithLogger(noticetest.Quiet))
+	roomStore, err := mysql.Open(ctx, dbCfg, mysql.WithLogger(noticetest.Quiet), mysql.WithOutboxMQ(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +141,19 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 
 	fake, pub := noticetest.FakeIM(t)
 	sup := newSupervisor(t)
-	r, err := relay.Start(sup, relay.Deps{Store: roomStore, Publisher: mq.NewRoomOutboxFanout(pub, js, mqCfg.RoomOutbox.Topic),
-		NodeID: "n1", Logger: noticetest.Quiet,
-		Config: configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
-			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second}})
+	relayCfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second}
+	r, err := relay.Start(sup, relay.Deps{Store: roomStore, Publisher: pub, NodeID: "n1", Logger: noticetest.Quiet, Config: relayCfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Stop(10 * time.Second) })
+	fanout, err := relay.StartMQ(sup, relay.MQDeps{Store: roomStore, MQ: js, Topic: mqCfg.RoomOutbox.Topic, NodeID: "n1",
+		Logger: noticetest.Quiet, Config: relayCfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fanout.Stop(10 * time.Second) })
 
 	store := &offers{NoticeStore: ns, by: map[string]map[string]bool{}}
 	var ncfg configs.NoticeConfig

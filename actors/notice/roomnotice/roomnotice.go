@@ -95,7 +95,7 @@ func FromEnvelope(env persistence.Envelope) (d persistence.NoticeDelivery, ok bo
 }
 
 // IngestEnvelope is the MQ consumer's entry: it decodes one room_outbox
-// envelope (the relay's fanout message), and ingests the kick notice with
+// envelope (the MQ fanout worker's message), and ingests the kick notice with
 // ingress mq; other event types are ignored. It returns how many rows were
 // new (0 when the scan, or an earlier delivery of the message, already
 // wrote it: the primary key is the idempotency boundary). An envelope

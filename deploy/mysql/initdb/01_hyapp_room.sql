@@ -171,3 +171,26 @@ CREATE TABLE IF NOT EXISTS room_fences (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 5, '005_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/006_room_outbox_mq_progress.sql ----
+-- The message-queue fanout's own progress (issue 11 item 5). status is the
+-- IM channel's alone (seed 000); the fanout of room_outbox to the MQ topic
+-- keeps mq_status and its own claim lease, so an MQ outage never makes an
+-- IM message go again and an IM outage never holds back the fanout.
+--
+-- mq_status: 'none' (the fanout was off when the row was written; rows
+-- from before this migration too), 'pending' (to be published),
+-- 'published', 'parked' (can never be published as it is).
+ALTER TABLE room_outbox
+  ADD COLUMN mq_status          VARCHAR(16)  NOT NULL DEFAULT 'none',
+  ADD COLUMN mq_published_at_ms BIGINT       NULL,
+  ADD COLUMN mq_locked_by       VARCHAR(128) NULL,
+  ADD COLUMN mq_lock_until_ms   BIGINT       NOT NULL DEFAULT 0;
+
+-- The fanout's claim walks its pending rows oldest first; retention's
+-- check and the backlog gauge read the same range.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_mq (mq_status, created_at_ms, event_id);
+
+ALTER TABLE room_outbox ADD CONSTRAINT ck_room_outbox_mq_status CHECK (mq_status IN ('none', 'pending', 'published', 'parked'));
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 6, '006_room_outbox_mq_progress', '897a36de3b34704a4de67f10ea96b58b7461d7163d3b0cb27fa340ab3ca539a7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
