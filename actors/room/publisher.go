@@ -46,6 +46,7 @@ const maxCatchUp = 200
 // pubLink is what a grain shares with its publisher child.
 type pubLink struct {
 	pid     *actor.PID
+	marks   *markBatcher
 	owner   string // lease owner: this activation's publisher
 	backlog atomic.Int64
 	// order says whether new rows may be sent as they come (see
@@ -140,7 +141,10 @@ func newOwner() string {
 
 // startPublisher spawns the grain's publisher child.
 func (g *grain) startPublisher(ctx actor.Context) {
-	link := &pubLink{owner: newOwner()}
+	link := &pubLink{owner: newOwner(), marks: g.deps.marks}
+	if link.marks == nil {
+		link.marks = newMarkBatcher(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.log, g.deps.NodeID)
+	}
 	g.pub = link
 	link.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
@@ -297,15 +301,10 @@ func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
 		slog.String("error", supervise.ErrorText(err)))
 }
 
+// markPublished queues the row's mark (marks.go): one store write for many
+// events instead of a commit each. Only called once IM accepted the event.
 func (p *publisher) markPublished(env persistence.Envelope) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
-	err := p.deps.Store.MarkOutboxPublished(ctx, env.EventID, p.deps.Clock().UnixMilli())
-	cancel()
-	if err != nil {
-		// At worst the relay publishes it again; clients dedupe by event_id.
-		p.eventLog(env).Warn("mark published failed after sync publish",
-			slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending), slog.String("error", supervise.ErrorText(err)))
-	}
+	p.link.marks.add(env)
 }
 
 // OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
@@ -332,6 +331,9 @@ func (p *publisher) release(ids []string) {
 func (p *publisher) catchUp(m *publishEvents) {
 	defer p.link.backlog.Add(-int64(len(m.envs)))
 	mark := p.link.order.begin()
+	// Rows sent whose marks are still queued are pending: let them land
+	// first, or the claim below would send them again.
+	p.link.marks.wait()
 	now := p.deps.Clock()
 	ttl := leaseTTL(p.deps)
 	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
