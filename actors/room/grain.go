@@ -56,6 +56,8 @@ type Deps struct {
 	// Dir connects rooms to the room directory (directory.go); the zero
 	// value means none.
 	Dir DirectoryDeps
+	// PublishMetrics: nil means none.
+	PublishMetrics *PublishMetrics
 	// marks batches the publishers' marks (marks.go): one per node, made
 	// by GrainProps; nil gives each publisher its own.
 	marks *markBatcher

@@ -57,6 +57,31 @@ type pubLink struct {
 	// saw (an append whose outcome was unknown but committed, rows left to
 	// the relay): in-order sending must stop until a catch-up.
 	handed atomic.Int64
+	// overflow rate-limits the "backlog full" line (grain goroutine only).
+	overflow overflowLog
+}
+
+// overflowLogEvery is the least time between two "backlog full" lines of
+// a room: a hot room overflows on most commands, and a line each buried
+// the log (5,000 lines/s). The metric counts every event.
+const overflowLogEvery = 10 * time.Second
+
+// overflowLog holds back a room's "backlog full" lines between two
+// written ones and counts the events they would have reported.
+type overflowLog struct {
+	last time.Time
+	held int // events left to the relay since the last line
+}
+
+// note records n events left to the relay at now and reports whether a
+// line is due, with the events it reports (these and the held ones).
+func (o *overflowLog) note(now time.Time, n int) (events int, write bool) {
+	o.held += n
+	if !o.last.IsZero() && now.Sub(o.last) < overflowLogEvery {
+		return 0, false
+	}
+	events, o.held, o.last = o.held, 0, now
+	return events, true
 }
 
 // orderState is true while every pending row of the room is either
@@ -188,7 +213,11 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 		return
 	}
 	if lease == nil {
-		g.log.Warn("room publish backlog full; events left to the outbox relay", "events", len(envs))
+		g.deps.PublishMetrics.overflowed(len(envs))
+		if n, ok := g.pub.overflow.note(g.deps.Clock(), len(envs)); ok {
+			g.log.Warn("room publish backlog full; events left to the outbox relay (one line per room per 10s)",
+				"events", n, "backlog", g.pub.backlog.Load())
+		}
 		return
 	}
 	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
