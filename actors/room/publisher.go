@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -40,8 +41,14 @@ type sendFailed struct {
 	ids []string
 }
 
-// maxCatchUp bounds the rows one catch-up claims.
-const maxCatchUp = 200
+// maxCatchUp bounds the rows one catch-up claims: a hot room's backlog
+// (the rows that overflowed to the relay meanwhile) in one claim, queued
+// at once (sendRows); at ~100 events per IM message it is about ten
+// messages, far inside the rows' lease.
+const maxCatchUp = 1000
+
+// errNotSent: a catch-up row after a failed one, never handed to IM.
+var errNotSent = errors.New("not sent: an earlier event of the room failed")
 
 // pubLink is what a grain shares with its publisher child.
 type pubLink struct {
@@ -381,23 +388,8 @@ func (p *publisher) catchUp(m *publishEvents) {
 		}
 		return
 	}
-	untilMs := now.Add(ttl).UnixMilli()
-	for i, row := range rows {
-		env := row.Envelope
-		pctx, cancel := p.deadline(untilMs)
-		err := p.deps.Publisher.PublishRoomEvent(pctx, env)
-		cancel()
-		if err != nil {
-			p.failed(env, "sync publish failed (catch-up); the room's events stay pending for the outbox relay", err)
-			ids := make([]string, 0, len(rows)-i)
-			for _, r := range rows[i:] {
-				ids = append(ids, r.Envelope.EventID)
-			}
-			p.release(ids)
-			return
-		}
-		p.markPublished(env)
-		p.lastSeq = max(p.lastSeq, env.RoomSeq)
+	if !p.sendRows(rows, now.Add(ttl).UnixMilli()) {
+		return
 	}
 	if len(rows) < maxCatchUp {
 		p.link.order.resume(mark)
@@ -412,6 +404,62 @@ func (p *publisher) catchUp(m *publishEvents) {
 		}
 	}
 	p.release(rest)
+}
+
+// sendRows sends a catch-up's rows in order and marks the ones IM
+// accepted; false when one failed (it and the rows after it that were not
+// sent are given back to the relay). With an Enqueuer the rows are queued
+// at once, so they coalesce into a few IM messages instead of one message
+// per row (one room gets 40 messages/s: a catch-up of 1,000 rows took 25 s
+// when each waited for its own send).
+func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
+	q, async := p.deps.Publisher.(Enqueuer)
+	results := make([]<-chan error, 0, len(rows))
+	for _, row := range rows {
+		pctx, cancel := p.deadline(untilMs)
+		if async {
+			done := q.Enqueue(pctx, row.Envelope)
+			results = append(results, done)
+			defer cancel()
+			continue
+		}
+		err := p.deps.Publisher.PublishRoomEvent(pctx, row.Envelope)
+		cancel()
+		ch := make(chan error, 1)
+		ch <- err
+		results = append(results, ch)
+		if err != nil {
+			break // the rows after it stay unsent
+		}
+	}
+	var rest []string
+	failed := false
+	for i, row := range rows {
+		env := row.Envelope
+		var err error
+		if i < len(results) {
+			err = <-results[i]
+		} else {
+			err = errNotSent
+		}
+		switch {
+		case err == nil:
+			// An Enqueuer fails what follows a failure unsent, so a success
+			// after one is only possible if it was sent: record it.
+			p.markPublished(env)
+			p.lastSeq = max(p.lastSeq, env.RoomSeq)
+		case failed:
+			rest = append(rest, env.EventID)
+		default:
+			failed = true
+			p.failed(env, "sync publish failed (catch-up); the room's events stay pending for the outbox relay", err)
+			rest = append(rest, env.EventID)
+		}
+	}
+	if failed {
+		p.release(rest)
+	}
+	return !failed
 }
 
 // publishOne publishes one event inline (CreateRoom's group) and marks it;
