@@ -314,7 +314,9 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 		// it, so a batch never passes maxBytes.
 		cb := newCompactBatch(first.env)
 		first.compact, first.batch = cb.add(first.env, p.maxBytes), cb
-		for n < len(q.pending) && n < p.maxEvents {
+		// An event that does not encode (Enqueue checked its payload, so
+		// never in practice) goes alone, as its full envelope.
+		for first.compact != nil && n < len(q.pending) && n < p.maxEvents {
 			next := q.pending[n]
 			if next.kind != kindSend {
 				break
