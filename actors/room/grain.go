@@ -26,6 +26,8 @@ const Kind = "room"
 type Store interface {
 	persistence.RoomStore
 	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
+	// The room's publisher marks what it sent in batches (marks.go).
+	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 	// The room's publisher catching up (publisher.go).
 	ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
 	ReleaseOutbox(ctx context.Context, eventID string) error
@@ -54,6 +56,11 @@ type Deps struct {
 	// Dir connects rooms to the room directory (directory.go); the zero
 	// value means none.
 	Dir DirectoryDeps
+	// PublishMetrics: nil means none.
+	PublishMetrics *PublishMetrics
+	// marks batches the publishers' marks (marks.go): one per node, made
+	// by GrainProps; nil gives each publisher its own.
+	marks *markBatcher
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -80,6 +87,11 @@ func NewKind(d Deps) *cluster.Kind {
 // hosts grains itself by spawning these and sending each a ClusterInit.
 func GrainProps(d Deps) *actor.Props {
 	d.setDefaults()
+	if d.marks == nil && d.Store != nil {
+		// Shared by every room of the node, so marks of many rooms share a
+		// write too.
+		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
+	}
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} })
 }
 

@@ -168,9 +168,14 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	a.owners = owners
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
+		pubMetrics, err := room.NewPublishMetrics(a.registry)
+		if err != nil {
+			return nil, err
+		}
 		kinds = append(kinds, room.NewKind(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
+			PublishMetrics: pubMetrics,
 		}))
 	}
 	a.member, err = cluster.Start(cluster.Options{

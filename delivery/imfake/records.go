@@ -14,7 +14,8 @@ import (
 const maxRecorded = 100_000
 
 // eventIDs reads the event ids a message carries: CloudCustomData's
-// "event_id" / "event_ids" first, else the Data envelope(s).
+// "event_id" / "event_ids" first, else the Data envelope(s) or compact
+// batch.
 func eventIDs(cloud, data string) []string {
 	var c struct {
 		EventID  string   `json:"event_id"`
@@ -30,8 +31,15 @@ func eventIDs(cloud, data string) []string {
 	}
 	var d struct {
 		EventID string `json:"event_id"`
+		// A compact batch (roomim.ExtRoomEventsCompact) names its room
+		// once; an event without "id" is "<app_code>:<room_id>:<s>:<i>".
+		AppCode string `json:"app_code"`
+		RoomID  string `json:"room_id"`
 		Events  []struct {
 			EventID string `json:"event_id"`
+			ID      string `json:"id"`
+			Seq     int64  `json:"s"`
+			Index   int    `json:"i"`
 		} `json:"events"`
 	}
 	if json.Unmarshal([]byte(data), &d) == nil {
@@ -40,7 +48,14 @@ func eventIDs(cloud, data string) []string {
 		}
 		ids := make([]string, 0, len(d.Events))
 		for _, e := range d.Events {
-			ids = append(ids, e.EventID)
+			switch {
+			case e.EventID != "":
+				ids = append(ids, e.EventID)
+			case e.ID != "":
+				ids = append(ids, e.ID)
+			default:
+				ids = append(ids, fmt.Sprintf("%s:%s:%d:%d", d.AppCode, d.RoomID, e.Seq, e.Index))
+			}
 		}
 		return ids
 	}

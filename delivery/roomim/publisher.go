@@ -58,18 +58,22 @@ func classify(err error) error {
 }
 
 // Ext values of the TIMCustomElem, so clients can tell the Data shapes
-// apart without parsing: one envelope, or {"events":[envelope...]}.
+// apart without parsing: one envelope (ExtRoomEvent), or a coalesced
+// batch in the compact form (ExtRoomEventsCompact, compact.go).
+// ExtRoomEvents, {"events":[envelope...]}, is no longer sent; clients
+// still read it from message history.
 const (
 	ExtRoomEvent  = "room_event"
 	ExtRoomEvents = "room_events"
 )
 
-// Defaults for coalesced messages: Tencent's limit is 12 KB per message;
-// Data plus CloudCustomData stay under 10 KB so the rest of the message
-// (and any difference in how Tencent counts) has room.
+// Defaults for coalesced messages: Tencent's limit is 12 KB per message
+// (tencentim.MaxMessageBytes, Data+Ext+CloudCustomData); a batch stays
+// under 11 KB so any difference in how Tencent counts has room. The event
+// bound is far above what 11 KB holds: bytes decide.
 const (
-	DefaultMaxBatchEvents = 50
-	DefaultMaxBatchBytes  = 10 * 1024
+	DefaultMaxBatchEvents = 200
+	DefaultMaxBatchBytes  = 11 * 1024
 )
 
 // Publisher turns room events into Tencent IM calls. Each room group has
@@ -124,9 +128,12 @@ func WithLogger(l *slog.Logger) Option { return func(p *Publisher) { p.log = l }
 // WithMaxBatchEvents bounds how many events one coalesced message carries.
 func WithMaxBatchEvents(n int) Option { return func(p *Publisher) { p.maxEvents = max(1, n) } }
 
-// WithMaxBatchBytes bounds Data+CloudCustomData of a coalesced message. A
-// single event larger than this is still sent alone.
-func WithMaxBatchBytes(n int) Option { return func(p *Publisher) { p.maxBytes = max(1, n) } }
+// WithMaxBatchBytes bounds Data+Ext+CloudCustomData of a coalesced
+// message, at most tencentim.MaxMessageBytes. A single event larger than
+// this is still sent alone (and refused when over Tencent's limit).
+func WithMaxBatchBytes(n int) Option {
+	return func(p *Publisher) { p.maxBytes = min(max(1, n), tencentim.MaxMessageBytes) }
+}
 
 // New returns a publisher sending through client. Close it on shutdown.
 func New(client *tencentim.Client, opts ...Option) *Publisher {
@@ -168,8 +175,8 @@ type item struct {
 	ctx     context.Context
 	env     persistence.Envelope
 	kind    itemKind
-	data    []byte // the envelope's JSON (kindSend)
-	cost    int    // its share of a coalesced message
+	compact []byte        // its form in the compact batch that took it (compact.go)
+	batch   *compactBatch // that batch
 	created room.RoomCreated
 	kicked  string // target_user_id of a RoomUserKicked
 	reason  string
@@ -250,12 +257,9 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 			k := ev.(room.RoomUserKicked)
 			it.kicked, it.reason = k.TargetUserID, k.Reason
 		}
-		data, err := json.Marshal(env)
-		if err != nil {
-			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+		if len(env.Payload) > 0 && !json.Valid(env.Payload) {
+			return resolved(fmt.Errorf("%w: %s: payload is not JSON", ErrInvalidEnvelope, env.EventID))
 		}
-		idJSON, _ := json.Marshal(env.EventID)
-		it.data, it.cost = data, len(data)+len(idJSON)+2 // two commas
 	default:
 		return resolved(nil)
 	}
@@ -306,14 +310,22 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 	first := q.pending[0]
 	n := 1
 	if first.kind == kindSend {
-		// Fixed overhead of {"events":[...]} and {"event_ids":[...]}.
-		size := 32 + first.cost
-		for n < len(q.pending) && n < p.maxEvents {
+		// Sizes are exact: each event is encoded as the batch will carry
+		// it, so a batch never passes maxBytes.
+		cb := newCompactBatch(first.env)
+		first.compact, first.batch = cb.add(first.env, p.maxBytes), cb
+		// An event that does not encode (Enqueue checked its payload, so
+		// never in practice) goes alone, as its full envelope.
+		for first.compact != nil && n < len(q.pending) && n < p.maxEvents {
 			next := q.pending[n]
-			if next.kind != kindSend || size+next.cost > p.maxBytes {
+			if next.kind != kindSend {
 				break
 			}
-			size += next.cost
+			enc := cb.add(next.env, p.maxBytes)
+			if enc == nil {
+				break
+			}
+			next.compact, next.batch = enc, cb
 			n++
 		}
 	}
@@ -423,27 +435,21 @@ func (p *Publisher) sendBatch(gid string, batch []*item) error {
 		}
 	}
 	if len(batch) == 1 {
+		// A quiet room's event goes as the full envelope, as always.
+		data, err := json.Marshal(batch[0].env)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, ids[0], err)
+		}
 		cloud, _ := json.Marshal(struct {
 			EventID string `json:"event_id"`
 		}{ids[0]})
-		msg.Elem = tencentim.CustomElem{Data: string(batch[0].data), Ext: ExtRoomEvent}
+		msg.Elem = tencentim.CustomElem{Data: string(data), Ext: ExtRoomEvent}
 		msg.CloudCustomData = string(cloud)
 		_, msg.Random = tencentim.EventRandoms(ids[0])
 	} else {
-		var b strings.Builder
-		b.WriteString(`{"events":[`)
-		for i, it := range batch {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.Write(it.data)
-		}
-		b.WriteString(`]}`)
-		cloud, _ := json.Marshal(struct {
-			EventIDs []string `json:"event_ids"`
-		}{ids})
-		msg.Elem = tencentim.CustomElem{Data: b.String(), Ext: ExtRoomEvents}
-		msg.CloudCustomData = string(cloud)
+		data, cloud := compactMessage(batch, batch[0].batch)
+		msg.Elem = tencentim.CustomElem{Data: data, Ext: ExtRoomEventsCompact}
+		msg.CloudCustomData = cloud
 		// A retried batch may be cut differently and so miss Tencent's
 		// dedupe; clients still drop repeats by event_id.
 		_, msg.Random = tencentim.EventRandoms(strings.Join(ids, "\n"))

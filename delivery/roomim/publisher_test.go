@@ -345,15 +345,13 @@ func TestHotRoomCoalescing(t *testing.T) {
 			t.Fatalf("message of %d bytes", size)
 		}
 		if len(m.EventIDs) > 1 {
-			var batch struct {
-				Events []persistence.Envelope `json:"events"`
-			}
-			if err := json.Unmarshal([]byte(m.Data), &batch); err != nil || len(batch.Events) != len(m.EventIDs) || m.Ext != roomim.ExtRoomEvents {
+			events, err := roomim.DecodeCompact(m.Data)
+			if err != nil || len(events) != len(m.EventIDs) || m.Ext != roomim.ExtRoomEventsCompact {
 				t.Fatalf("coalesced message malformed (ext %q): %v", m.Ext, err)
 			}
-			for i, e := range batch.Events {
+			for i, e := range events {
 				if e.EventID != m.EventIDs[i] {
-					t.Fatalf("Data and CloudCustomData disagree: %s vs %s", e.EventID, m.EventIDs[i])
+					t.Fatalf("Data and the recorded ids disagree: %s vs %s", e.EventID, m.EventIDs[i])
 				}
 			}
 		}
@@ -427,7 +425,7 @@ func TestBatchBytesBound(t *testing.T) {
 		}
 	}
 	for _, m := range f.fake.GroupMessages("lalu_big") {
-		if size := len(m.Data) + len(m.CloudCustomData); size > roomim.DefaultMaxBatchBytes {
+		if size := len(m.Data) + len(m.Ext) + len(m.CloudCustomData); size > roomim.DefaultMaxBatchBytes {
 			t.Fatalf("message of %d bytes over the %d bound", size, roomim.DefaultMaxBatchBytes)
 		}
 	}

@@ -4,7 +4,25 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 )
+
+// MaxMessageBytes is Tencent's limit on one message (12 KB): Data, Desc,
+// Ext and CloudCustomData together, as the fake counts them. The client
+// refuses a larger message itself (ClassContent, permanent) instead of
+// spending a call and a share of the group's 40 messages/s on it.
+const MaxMessageBytes = 12 * 1024
+
+func messageBytes(e CustomElem, cloud string) int {
+	return len(e.Data) + len(e.Desc) + len(e.Ext) + len(cloud)
+}
+
+func tooLarge(api string, e CustomElem, cloud string) error {
+	if n := messageBytes(e, cloud); n > MaxMessageBytes {
+		return &Error{API: api, Class: ClassContent, Reason: fmt.Sprintf("message of %d bytes is over the %d-byte limit", n, MaxMessageBytes)}
+	}
+	return nil
+}
 
 // CustomElem is a TIMCustomElem's content. Tencent allows one per message.
 type CustomElem struct {
@@ -73,6 +91,9 @@ type sendGroupResp struct {
 func (c *Client) SendGroupMsg(ctx context.Context, m GroupMessage) (GroupSendResult, error) {
 	if m.GroupID == "" {
 		return GroupSendResult{}, &Error{API: APISendGroupMsg, Class: ClassBadRequest, Reason: "empty group id"}
+	}
+	if err := tooLarge(APISendGroupMsg, m.Elem, m.CloudCustomData); err != nil {
+		return GroupSendResult{}, err
 	}
 	from := m.FromAccount
 	if from == "" {
@@ -157,6 +178,9 @@ type sendMsgResp struct {
 func (c *Client) SendC2C(ctx context.Context, m C2CMessage) (C2CSendResult, error) {
 	if m.ToAccount == "" {
 		return C2CSendResult{}, &Error{API: APISendMsg, Class: ClassBadRequest, Reason: "empty to_account"}
+	}
+	if err := tooLarge(APISendMsg, m.Elem, m.CloudCustomData); err != nil {
+		return C2CSendResult{}, err
 	}
 	from := m.FromAccount
 	if from == "" {

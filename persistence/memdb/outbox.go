@@ -3,7 +3,6 @@ package memdb
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -179,28 +178,51 @@ func (s *Store) updateOutbox(ctx context.Context, op, eventID string, change fun
 // MarkOutboxPublished implements persistence.OutboxStore.
 func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error {
 	return s.updateOutbox(ctx, "mark published", eventID, func(r *persistence.OutboxRow) bool {
-		// Only a pending row: a late report must not undo an operator's
-		// park or skip.
-		if r.Status != persistence.OutboxPending {
-			return false
-		}
-		r.Status = persistence.OutboxPublished
-		r.LastError = ""
-		r.PublishedAtMs = nowMs
-		r.UpdatedAtMs = nowMs
-		r.LockedBy, r.LockUntilMs = "", 0
-		return true
+		return markPublished(r, nowMs)
 	})
 }
 
-// MarkOutboxPublishedBatch implements persistence.OutboxStore.
+// markPublished sets a pending row published; false for any other row:
+// a late report must not undo an operator's park or skip.
+func markPublished(r *persistence.OutboxRow, nowMs int64) bool {
+	if r.Status != persistence.OutboxPending {
+		return false
+	}
+	r.Status = persistence.OutboxPublished
+	r.LastError = ""
+	r.PublishedAtMs = nowMs
+	r.UpdatedAtMs = nowMs
+	r.LockedBy, r.LockUntilMs = "", 0
+	return true
+}
+
+// MarkOutboxPublishedBatch implements persistence.OutboxStore: one write
+// transaction for all the rows (a transaction each made the room
+// publishers' marks ~18% of a hot room's CPU: every commit copies the
+// radix paths it touched).
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
 	for _, id := range eventIDs {
-		err := s.MarkOutboxPublished(ctx, id, nowMs)
-		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-			return err
+		raw, err := txn.First(tableOutbox, indexID, id)
+		if err != nil {
+			return fmt.Errorf("memdb: mark published %s: %w", id, err)
+		}
+		if raw == nil {
+			continue
+		}
+		row := cloneOutboxRow(raw.(*outboxEntry).Row)
+		if !markPublished(&row, nowMs) {
+			continue
+		}
+		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+			return fmt.Errorf("memdb: mark published %s: %w", id, err)
 		}
 	}
+	txn.Commit()
 	return nil
 }
 
