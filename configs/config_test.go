@@ -75,6 +75,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"gifts:\n  - {id: rose, price: -1}\n", "gifts[0].price"},
 		{"gifts:\n  - {id: rose}\n  - {id: rose}\n", "gifts[1].id"},
 		{"tencent_im:\n  enabled: true\n  sdk_app_id: 1\n", "tencent_im.secret_key"},
+		{"tencent_im:\n  batch_format: full\n", "tencent_im.batch_format"},
 		{"presence:\n  stale_after: \"1s\"\n  scan_interval: \"5s\"\n", "presence.stale_after"},
 		{"mysql:\n  max_open_conns: 2\n  max_idle_conns: 5\n", "mysql.max_idle_conns"},
 		{"wallet:\n  vip_plans:\n    - {level: 1, name: a, days: 30}\n    - {level: 1, name: b, days: 30}\n", "wallet.vip_plans[1].level"},

@@ -23,6 +23,11 @@ type TencentIMConfig struct {
 	FromAccount string `yaml:"from_account"`
 	// UserSigTTL: validity of the admin UserSig; renewed at half-life.
 	UserSigTTL time.Duration `yaml:"usersig_ttl"`
+	// BatchFormat of the messages that carry several room events of a busy
+	// room: "compact" (room_events_compact, ~3x the events per message) or
+	// "envelopes" (room_events, full envelopes: for clients that do not
+	// read the compact form yet). docs/client-protocol.md has both.
+	BatchFormat string `yaml:"batch_format"`
 }
 
 func (c *TencentIMConfig) setDefaults() {
@@ -39,9 +44,16 @@ func (c *TencentIMConfig) setDefaults() {
 		c.GroupType = "AVChatRoom"
 	}
 	c.UserSigTTL = durationOr(c.UserSigTTL, 24*time.Hour)
+	if c.BatchFormat == "" {
+		c.BatchFormat = "compact"
+	}
 }
 
 func (c TencentIMConfig) validate() error {
+	// Checked also while IM is off, so a typo shows before it is turned on.
+	if c.BatchFormat != "compact" && c.BatchFormat != "envelopes" {
+		return errorf("tencent_im.batch_format", "must be compact or envelopes, got %q", c.BatchFormat)
+	}
 	if !c.Enabled {
 		return nil
 	}

@@ -41,6 +41,7 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 		}
 		a.fakeIM = fake
 		a.closers = append(a.closers, func() { _ = fake.Close() })
+		fakeCfg.BatchFormat = imCfg.BatchFormat // what the clients read is not the fake's to choose
 		imCfg = fakeCfg
 		a.log.Info("fake Tencent IM serving", "url", fake.URL(), "messages", fake.URL()+"/debug/messages")
 	}
@@ -48,7 +49,7 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if err != nil {
 		return nil, err
 	}
-	pub := roomim.New(client, roomim.WithLogger(imLog))
+	pub := roomim.New(client, roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat))
 	a.closers = append(a.closers, pub.Close)
 	return pub, nil
 }

@@ -150,6 +150,67 @@ func (c *compactBatch) add(env persistence.Envelope, maxBytes int) []byte {
 	return enc
 }
 
+// batchForm builds one coalesced message as events join it, keeping an
+// exact bound of its size: compactBatch or envelopeBatch.
+type batchForm interface {
+	// add encodes env for the batch and takes it if the message stays
+	// within maxBytes (the first event always). It returns the encoded
+	// event, or nil when it does not fit.
+	add(env persistence.Envelope, maxBytes int) []byte
+	// message builds Data, Ext and CloudCustomData of the events it took.
+	message(batch []*item) (data, ext, cloud string)
+}
+
+func (c *compactBatch) message(batch []*item) (data, ext, cloud string) {
+	data, cloud = compactMessage(batch, c)
+	return data, ExtRoomEventsCompact, cloud
+}
+
+// envelopeBatch is the ExtRoomEvents form: {"events":[envelope...]} with
+// CloudCustomData {"event_ids":[...]}.
+type envelopeBatch struct {
+	evB, idB, n int // encoded envelopes and JSON ids, with their commas
+}
+
+// envelopeFixed is what an ExtRoomEvents message holds besides its
+// envelopes and ids.
+var envelopeFixed = len(`{"events":[]}`) + len(ExtRoomEvents) + len(`{"event_ids":[]}`)
+
+func (e *envelopeBatch) add(env persistence.Envelope, maxBytes int) []byte {
+	enc, err := json.Marshal(env)
+	if err != nil {
+		return nil
+	}
+	evB, idB := e.evB+len(enc), e.idB+jsonLen(env.EventID)
+	if e.n > 0 {
+		evB, idB = evB+1, idB+1
+	}
+	if e.n > 0 && envelopeFixed+evB+idB > maxBytes {
+		return nil
+	}
+	e.evB, e.idB = evB, idB
+	e.n++
+	return enc
+}
+
+func (e *envelopeBatch) message(batch []*item) (data, ext, cloud string) {
+	var b strings.Builder
+	b.WriteString(`{"events":[`)
+	ids := make([]string, len(batch))
+	for i, it := range batch {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it.enc)
+		ids[i] = it.env.EventID
+	}
+	b.WriteString(`]}`)
+	cc, _ := json.Marshal(struct {
+		EventIDs []string `json:"event_ids"`
+	}{ids})
+	return b.String(), ExtRoomEvents, string(cc)
+}
+
 // compactMessage builds a batch's Data and CloudCustomData from events
 // already encoded by c.
 func compactMessage(batch []*item, c *compactBatch) (data, cloud string) {
@@ -161,7 +222,7 @@ func compactMessage(batch []*item, c *compactBatch) (data, cloud string) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(it.compact)
+		b.Write(it.enc)
 	}
 	b.WriteString(`]}`)
 	cc, _ := json.Marshal(compactCloud{First: first.EventID, Last: batch[len(batch)-1].env.EventID, Events: len(batch)})

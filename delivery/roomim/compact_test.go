@@ -29,6 +29,14 @@ func decodeMessage(t *testing.T, ext, data string) []persistence.Envelope {
 			t.Fatalf("single event: %v", err)
 		}
 		return []persistence.Envelope{env}
+	case roomim.ExtRoomEvents:
+		var batch struct {
+			Events []persistence.Envelope `json:"events"`
+		}
+		if err := json.Unmarshal([]byte(data), &batch); err != nil {
+			t.Fatalf("envelope batch: %v", err)
+		}
+		return batch.Events
 	case roomim.ExtRoomEventsCompact:
 		envs, err := roomim.DecodeCompact(data)
 		if err != nil {
@@ -86,10 +94,24 @@ func randomEnvelopes(t *testing.T, rng *rand.Rand, n int) []persistence.Envelope
 // that were queued (request_id aside), in order, and no message passes
 // its byte bound or Tencent's 12 KB, also with the bound raised as far as
 // it goes: 600 random events, default bound and maximum bound.
+//
+// The same holds for the full-envelope form (tencent_im.batch_format:
+// envelopes), which must never send the compact form.
 func TestCompactBatchesRoundTripAndStayUnder12KB(t *testing.T) {
-	for _, bound := range []int{roomim.DefaultMaxBatchBytes, 1 << 20} {
-		t.Run(fmt.Sprint(bound), func(t *testing.T) {
-			f := setup(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40 }, roomim.WithMaxBatchBytes(bound))
+	for _, tc := range []struct {
+		format string
+		bound  int
+		ext    string
+	}{
+		{roomim.BatchCompact, roomim.DefaultMaxBatchBytes, roomim.ExtRoomEventsCompact},
+		{roomim.BatchCompact, 1 << 20, roomim.ExtRoomEventsCompact},
+		{roomim.BatchEnvelopes, roomim.DefaultMaxBatchBytes, roomim.ExtRoomEvents},
+		{roomim.BatchEnvelopes, 1 << 20, roomim.ExtRoomEvents},
+	} {
+		bound := tc.bound
+		t.Run(fmt.Sprint(tc.format, bound), func(t *testing.T) {
+			f := setup(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40 },
+				roomim.WithMaxBatchBytes(bound), roomim.WithBatchFormat(tc.format))
 			ctx := ctxT(t)
 			if err := f.pub.EnsureGroup(ctx, "lalu", "fuzz", "", "fuzz"); err != nil {
 				t.Fatal(err)
@@ -110,6 +132,9 @@ func TestCompactBatchesRoundTripAndStayUnder12KB(t *testing.T) {
 				size := len(m.Data) + len(m.Ext) + len(m.CloudCustomData)
 				if size > tencentim.MaxMessageBytes || size > min(bound, tencentim.MaxMessageBytes) && len(m.EventIDs) > 1 {
 					t.Fatalf("message of %d bytes (%d events), bound %d", size, len(m.EventIDs), bound)
+				}
+				if len(m.EventIDs) > 1 && m.Ext != tc.ext {
+					t.Fatalf("coalesced message in form %q, want %q", m.Ext, tc.ext)
 				}
 				decoded := decodeMessage(t, m.Ext, m.Data)
 				if ids := m.EventIDs; len(ids) != len(decoded) {
