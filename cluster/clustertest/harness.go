@@ -67,6 +67,10 @@ type Options struct {
 	// Edit, when set, adjusts every node's configuration before it is
 	// written.
 	Edit func(i int, c *NodeConfig)
+	// Netns puts every node in a network namespace of its own (Network:
+	// needs root), so Node.Partition can cut it off. Without it the nodes
+	// share the loopback.
+	Netns bool
 }
 
 // NodeConfig is the YAML written for one node: only the keys the harness
@@ -94,6 +98,8 @@ type Cluster struct {
 	Database string
 	DB       *sql.DB
 	Nodes    []*Node
+	// Net is the namespaces' network when Options.Netns is set.
+	Net *Network
 }
 
 // Node is one roomcell process (restartable with the same config: same
@@ -106,6 +112,9 @@ type Node struct {
 	cfgPath     string
 	logPath     string
 	bin         string
+	// netns is the node's network namespace (Options.Netns), "" on the
+	// shared loopback.
+	netns string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -141,10 +150,27 @@ func New(t testing.TB, o Options) *Cluster {
 	}
 	t.Cleanup(func() { db.Close() })
 	c.DB = db
+	dsn := mcfg.DSN
+	if o.Netns {
+		// Nodes reach MariaDB and etcd through proxies on the bridge.
+		c.Net = NewNetwork(t)
+		pc := dc.Clone()
+		pc.DBName = ""
+		pc.Addr = c.Net.Proxy(dc.Addr)
+		dsn = pc.FormatDSN()
+		o.Etcd = c.Net.Proxy(o.Etcd)
+	}
 	baseKey := fmt.Sprintf("/roomcell-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	for i := range o.Nodes {
-		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin,
-			GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), ClusterAddr: freeAddr(t)}
+		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin}
+		host := "127.0.0.1"
+		if c.Net != nil {
+			// A namespace of its own: the ports are free by construction.
+			n.netns, host = c.Net.AddNode(i)
+			n.GRPCAddr, n.HTTPAddr, n.ClusterAddr = host+":7000", host+":7001", host+":7002"
+		} else {
+			n.GRPCAddr, n.HTTPAddr, n.ClusterAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+		}
 		n.cfgPath = filepath.Join(c.dir, n.ID+".yaml")
 		n.logPath = filepath.Join(c.dir, n.ID+".log")
 		_, cport, _ := net.SplitHostPort(n.ClusterAddr)
@@ -154,13 +180,13 @@ func New(t testing.TB, o Options) *Cluster {
 			GRPC:   map[string]any{"addr": n.GRPCAddr, "command_timeout": "5s", "shutdown_timeout": "5s"},
 			HTTP:   map[string]any{"addr": n.HTTPAddr},
 			Store:  map[string]any{"kind": "mysql"},
-			MySQL: map[string]any{"dsn": mcfg.DSN, "room_database": database, "wallet_database": database,
+			MySQL: map[string]any{"dsn": dsn, "room_database": database, "wallet_database": database,
 				"notice_database": database, "auto_migrate": i == 0, "max_open_conns": 16},
 			Redis:  map[string]any{"enabled": false},
 			Room:   map[string]any{"publish_timeout": "1s"},
 			Outbox: map[string]any{"enabled": true, "poll_interval": "200ms", "publish_timeout": "1s", "lease_ttl": "3s"},
 			IM:     map[string]any{"enabled": false},
-			Clu: map[string]any{"provider": "etcd", "host": "127.0.0.1", "port": atoi(cport),
+			Clu: map[string]any{"provider": "etcd", "host": host, "port": atoi(cport),
 				"etcd_endpoints": []string{o.Etcd}, "etcd_base_key": baseKey, "request_timeout": "2s",
 				"etcd_lease_ttl": "3s", "drain_timeout": "5s"},
 		}
@@ -227,6 +253,11 @@ func (n *Node) Start(t testing.TB) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(n.bin, "--config", n.cfgPath)
+	if n.netns != "" {
+		// ip execs the binary inside the namespace: same pid, so signals
+		// and the parent-death signal reach roomcell itself.
+		cmd = exec.Command("ip", "netns", "exec", n.netns, n.bin, "--config", n.cfgPath)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The node dies with the test process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -327,6 +358,32 @@ func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
 
 // Resume (SIGCONT) continues a paused process.
 func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
+
+// Partition cuts the node off from the other nodes, etcd and MariaDB
+// (nft drop rules in its namespace; Options.Netns): only its own client
+// ports still answer. The process keeps running.
+func (n *Node) Partition(t testing.TB) {
+	t.Helper()
+	if n.netns == "" {
+		t.Fatal(errNoNetns)
+	}
+	_, gport, _ := net.SplitHostPort(n.GRPCAddr)
+	_, hport, _ := net.SplitHostPort(n.HTTPAddr)
+	if err := cut(n.netns, []string{gport, hport}); err != nil {
+		t.Fatalf("partition %s: %v", n.ID, err)
+	}
+}
+
+// Heal lifts the partition.
+func (n *Node) Heal(t testing.TB) {
+	t.Helper()
+	if n.netns == "" {
+		t.Fatal(errNoNetns)
+	}
+	if err := heal(n.netns); err != nil {
+		t.Fatalf("heal %s: %v", n.ID, err)
+	}
+}
 
 // Conn is a gRPC client connection to the node (kept across restarts:
 // the address does not change).

@@ -218,3 +218,47 @@ func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
 	}
 	AllRoomsAnswer(t, []*Node{frozen}, rooms, 10*time.Second)
 }
+
+// checkTruth stops the test if a Truth client was told anything a single
+// live copy per room would not say, or if an acknowledged command is not
+// in the log exactly once; and waits for the outbox to drain.
+func checkTruth(t *testing.T, label string, c *Cluster, truth *Truth) TruthResult {
+	t.Helper()
+	res := truth.Result()
+	t.Logf("%s: %d join/read/leave cycles, %d stale reads, %d wrong rejections, %d failed", label, res.Cycles, res.StaleReads, res.WrongRejections, res.Failed)
+	if res.StaleReads != 0 || res.WrongRejections != 0 || res.Failed != 0 {
+		t.Fatalf("clients were told wrong things:\n%v", truth.Errors(10))
+	}
+	if res.Cycles == 0 {
+		t.Fatal("no cycle completed")
+	}
+	VerifyLog(t, c.DB, truth.Acked())
+	WaitOutboxPublished(t, c.DB, 30*time.Second)
+	return res
+}
+
+// WaitEachRoomLiveOnce reads every room through every node, then waits
+// until every node serves, the room activations over the members add up
+// to the number of rooms (no room live on two nodes: a stale copy would
+// count twice) and, when must is set, that node hosts rooms again. It
+// returns how long that took and logs the rooms per node.
+func (c *Cluster) WaitEachRoomLiveOnce(t *testing.T, rooms []string, must *Node, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	AllRoomsAnswer(t, c.Nodes, rooms, d)
+	for {
+		hosted := servingMembers(t, c.Nodes[0])
+		total := int32(0)
+		for _, n := range hosted {
+			total += n
+		}
+		if len(hosted) == len(c.Nodes) && total == int32(len(rooms)) && (must == nil || hosted[must.ClusterAddr] > 0) {
+			t.Logf("rooms per node %v (each of %d rooms live once)", hosted, len(rooms))
+			return time.Since(start)
+		}
+		if time.Since(start) > d {
+			t.Fatalf("%d serving members hosting %d room activations for %d rooms: %v", len(hosted), total, len(rooms), hosted)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
