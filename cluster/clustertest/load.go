@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,11 +51,15 @@ type Ack struct {
 
 // Load sends JoinRoom commands (one new user each, so none breaks a rule)
 // to random rooms through the nodes in turn, retrying retryable errors on
-// the next node with the same command_id until RetryFor passes.
+// the next node with the same command_id until RetryFor passes. With
+// ReadYourWrites, each acknowledged join is read back with GetRoom
+// through a random node: an answer older than the ack's seq, or one that
+// does not list the user, is a stale read (counted, see StaleReads).
 type Load struct {
-	Nodes    []*Node
-	Rooms    []string
-	RetryFor time.Duration
+	Nodes          []*Node
+	Rooms          []string
+	RetryFor       time.Duration
+	ReadYourWrites bool
 
 	mu       sync.Mutex
 	acked    map[string]Ack // by command_id
@@ -63,6 +68,8 @@ type Load struct {
 	retried  atomic.Int64 // attempts that failed retryably
 	byServer atomic.Int64 // of which a live node answered "retry" (room moving, fenced, deadline)
 	retriedC atomic.Int64 // commands that needed more than one attempt
+	reads    atomic.Int64 // read-your-writes reads answered
+	stale    []string     // read-your-writes violations (under mu)
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -115,6 +122,9 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 			if attempt > 0 {
 				l.retriedC.Add(1)
 			}
+			if l.ReadYourWrites {
+				l.readBack(t, commandID, room, req.UserId, rep.GetRoomSeq(), deadline)
+			}
 			return
 		}
 		if !Retryable(err) || time.Now().After(deadline) {
@@ -132,6 +142,46 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 	}
 }
 
+// readBack reads the room through a random node after an acknowledged
+// join and records a stale read if the answer predates the join.
+func (l *Load) readBack(t testing.TB, commandID, room, user string, seq int64, deadline time.Time) {
+	var view *v1.RoomView
+	err := callRetrying(t, l.Nodes, deadline, func(ctx context.Context, c v1.RoomServiceClient) error {
+		r, err := c.GetRoom(ctx, &v1.GetRoomRequest{AppCode: App, RoomId: room})
+		view = r.GetRoom()
+		return err
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err != nil:
+		l.failed["read-"+commandID] = fmt.Errorf("read back %s: %w", room, err)
+	case view.GetSeq() < seq || !slices.Contains(view.GetMembers(), user):
+		l.stale = append(l.stale, fmt.Sprintf("%s: read of %s after its join at seq %d answered seq %d (member listed: %v)",
+			commandID, room, seq, view.GetSeq(), slices.Contains(view.GetMembers(), user)))
+	default:
+		l.reads.Add(1)
+	}
+}
+
+// callRetrying runs one request through random nodes until it succeeds,
+// fails with a non-retryable error, or deadline passes, backing off
+// between attempts.
+func callRetrying(t testing.TB, nodes []*Node, deadline time.Time, do func(ctx context.Context, c v1.RoomServiceClient) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		n := nodes[rand.IntN(len(nodes))]
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := do(ctx, n.Rooms(t))
+		cancel()
+		if err == nil || !Retryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
 // Result is what a load run did.
 type Result struct {
 	Acked, Failed, Attempts, RetriedAttempts, RetriedCommands int64
@@ -140,13 +190,17 @@ type Result struct {
 	// rest could not reach a node (down, restarting, stopping).
 	ServerRetries int64
 	Duplicates    int64
+	// Reads and StaleReads count the read-your-writes reads answered and
+	// those older than the reader's own acknowledged join.
+	Reads, StaleReads int64
 }
 
 func (l *Load) Result() Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := Result{Acked: int64(len(l.acked)), Failed: int64(len(l.failed)), Attempts: l.attempts.Load(),
-		RetriedAttempts: l.retried.Load(), RetriedCommands: l.retriedC.Load(), ServerRetries: l.byServer.Load()}
+		RetriedAttempts: l.retried.Load(), RetriedCommands: l.retriedC.Load(), ServerRetries: l.byServer.Load(),
+		Reads: l.reads.Load(), StaleReads: int64(len(l.stale))}
 	for _, a := range l.acked {
 		if a.Duplicate {
 			r.Duplicates++
@@ -167,6 +221,13 @@ func (l *Load) Failures(n int) string {
 		out = append(out, id+": "+err.Error())
 	}
 	return strings.Join(out, "\n")
+}
+
+// StaleReadErrors lists up to n read-your-writes violations.
+func (l *Load) StaleReadErrors(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.stale[:min(n, len(l.stale))])
 }
 
 // Acked returns a copy of the acknowledged commands.
