@@ -95,6 +95,8 @@ func runShow(t *testing.T, s show) {
 	if lres.StaleReads != 0 {
 		t.Errorf("%d read-your-writes reads were stale:\n%s", lres.StaleReads, strings.Join(load.StaleReadErrors(10), "\n"))
 	}
+	t.Logf("%s: writers' commands: %d acknowledged, %d needed a retry (%d retried attempts, %d of them answered 'retry' by a live node, the rest could not reach one; %d answered as duplicates)",
+		s.name, lres.Acked, lres.RetriedCommands, lres.RetriedAttempts, lres.ServerRetries, lres.Duplicates)
 	tres := checkTruth(t, s.name, c, truth)
 	VerifyLog(t, c.DB, load.Acked())
 	_, hosted := c.WaitEachRoomLiveOnce(t, rooms, 30*time.Second)
