@@ -117,6 +117,8 @@ type Node struct {
 	netns string
 
 	mu      sync.Mutex
+	answers []time.Time // when the harness's clients got a reply from this node (noteAnswer)
+	refused int         // retryable errors they got from it
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
@@ -399,6 +401,32 @@ func (n *Node) Conn(t testing.TB) *grpc.ClientConn {
 		t.Cleanup(func() { conn.Close() })
 	}
 	return n.conn
+}
+
+// noteAnswer records the outcome of a client call to the node: a reply
+// (err nil) with its time, or a retryable error.
+func (n *Node) noteAnswer(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case err == nil:
+		n.answers = append(n.answers, time.Now())
+	case Retryable(err):
+		n.refused++
+	}
+}
+
+// Answers counts the replies the harness's clients got from the node in
+// [from, to), and the retryable errors over the node's whole life.
+func (n *Node) Answers(from, to time.Time) (replies, refused int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, at := range n.answers {
+		if !at.Before(from) && at.Before(to) {
+			replies++
+		}
+	}
+	return replies, n.refused
 }
 
 // Rooms is the RoomService client of the node.

@@ -115,6 +115,7 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 		l.attempts.Add(1)
 		rep, err := n.Rooms(t).JoinRoom(ctx, req)
 		cancel()
+		n.noteAnswer(err)
 		if err == nil {
 			l.mu.Lock()
 			l.acked[commandID] = Ack{Room: room, Seq: rep.GetRoomSeq(), Duplicate: rep.GetDuplicate()}
@@ -174,6 +175,7 @@ func callRetrying(t testing.TB, nodes []*Node, deadline time.Time, do func(ctx c
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := do(ctx, n.Rooms(t))
 		cancel()
+		n.noteAnswer(err)
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
 			return err
 		}

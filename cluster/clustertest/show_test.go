@@ -185,15 +185,27 @@ func TestMultiMemberProcessPartitionUnderLoad(t *testing.T) {
 	const cutFor = 15 * time.Second
 	runShow(t, show{name: "partition 15s", netns: true, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
 		victim := c.Nodes[1]
+		_, refused0 := victim.Answers(time.Time{}, time.Now())
 		victim.Partition(t)
 		cutAt := time.Now()
 		answered := AllRoomsAnswer(t, []*Node{c.Nodes[0], c.Nodes[2]}, rooms, cutFor)
 		time.Sleep(time.Until(cutAt.Add(cutFor)))
+		healAt := time.Now()
 		victim.Heal(t)
+		// Clients still reach the cut-off node. Its last renewal left
+		// before the cut, so it holds nothing after cut + TTL − margin
+		// (1.5 s); a reply that reached a client after cut + TTL + 1 s
+		// came from a copy answering without its lease.
+		leaseGone := cutAt.Add(3 * time.Second)
+		early, _ := victim.Answers(cutAt, leaseGone)
+		late, refused := victim.Answers(leaseGone, healAt)
+		if late != 0 {
+			t.Errorf("the cut-off node answered %d requests between %s after the cut and the heal", late, leaseGone.Sub(cutAt))
+		}
 		return answered, func() string {
 			t.Logf("cut-off node's cluster log:\n%s", victim.LogGrep(cutAt, "fenced", "rejoin", "re-regist", "lease lost", "lease granted"))
-			return fmt.Sprintf("%d rejoin(s), %d fenced appends", victim.LogContains("re-registering under a new member id"),
-				victim.LogContains("room append fenced"))
+			return fmt.Sprintf("cut-off node: %d replies in the first 3 s, %d after, %d refusals (retryable); %d rejoin(s), %d fenced appends",
+				early, late, refused-refused0, victim.LogContains("re-registering under a new member id"), victim.LogContains("room append fenced"))
 		}
 	}})
 }
