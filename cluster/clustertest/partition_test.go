@@ -5,6 +5,7 @@ package clustertest
 import (
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,8 +15,9 @@ import (
 // The partition harness itself: a node namespace reaches the root
 // namespace's services through the proxy and another namespace across
 // the bridge; once cut, it reaches neither and is reached only on its
-// client port; healed, everything flows again; and when the test ends no
-// namespace, veth or bridge of it is left.
+// client port; healed, everything flows again; when the test ends no
+// namespace, veth or bridge of it is left; and the network of a test
+// process that died before its cleanup is reclaimed.
 func TestMultiMemberNetnsHarness(t *testing.T) {
 	var index int
 	t.Run("cut-and-heal", func(t *testing.T) {
@@ -70,14 +72,57 @@ func TestMultiMemberNetnsHarness(t *testing.T) {
 			}
 		}
 	})
+	assertNetworkGone(t, index)
+
+	// What a test process killed before its cleanup leaves behind is
+	// reclaimed by the next run; a live process's network is not.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for x := 250; x > 200; x-- {
+		if ipCmd("link", "add", fmt.Sprintf("rcbr%d", x), "type", "bridge") != nil {
+			continue // in use
+		}
+		t.Cleanup(func() { removeNetwork(x) })
+		if err := ipCmd("link", "set", fmt.Sprintf("rcbr%d", x), "alias", netnsAliasPrefix+fmt.Sprint(dead.Process.Pid)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ipCmd("netns", "add", fmt.Sprintf("rc%d-0", x)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ipCmd("link", "add", fmt.Sprintf("rc%dv0", x), "type", "veth", "peer", "name", fmt.Sprintf("rc%dp0", x)); err != nil {
+			t.Fatal(err)
+		}
+		if !reclaimStale(x) {
+			t.Fatalf("the network of dead pid %d was not reclaimed", dead.Process.Pid)
+		}
+		assertNetworkGone(t, x)
+		if err := ipCmd("link", "add", fmt.Sprintf("rcbr%d", x), "type", "bridge"); err != nil {
+			t.Fatal(err)
+		}
+		if err := ipCmd("link", "set", fmt.Sprintf("rcbr%d", x), "alias", netnsAliasPrefix+fmt.Sprint(os.Getpid())); err != nil {
+			t.Fatal(err)
+		}
+		if reclaimStale(x) {
+			t.Fatal("reclaimed the network of a live process")
+		}
+		return
+	}
+	t.Fatal("no free subnet in 201..250 to test reclaiming")
+}
+
+// assertNetworkGone fails if subnet x's bridge, veths or namespaces exist.
+func assertNetworkGone(t *testing.T, x int) {
+	t.Helper()
 	links, _ := exec.Command("ip", "-o", "link", "show").Output()
 	nss, _ := exec.Command("ip", "netns", "list").Output()
-	for _, leftover := range []string{fmt.Sprintf("rcbr%d:", index), fmt.Sprintf("rc%dv", index)} {
+	for _, leftover := range []string{fmt.Sprintf("rcbr%d:", x), fmt.Sprintf("rc%dv", x)} {
 		if strings.Contains(string(links), " "+leftover) {
 			t.Errorf("link %s left behind:\n%s", leftover, links)
 		}
 	}
-	if strings.Contains(string(nss), fmt.Sprintf("rc%d-", index)) {
+	if strings.Contains(string(nss), fmt.Sprintf("rc%d-", x)) {
 		t.Errorf("namespace left behind:\n%s", nss)
 	}
 }
