@@ -85,8 +85,10 @@ type NodeConfig struct {
 	Redis  map[string]any `yaml:"redis"`
 	Room   map[string]any `yaml:"room"`
 	Outbox map[string]any `yaml:"outbox_worker"`
-	IM     map[string]any `yaml:"tencent_im"`
-	Clu    map[string]any `yaml:"cluster"`
+	// Presence is left to its defaults unless a test sets it.
+	Presence map[string]any `yaml:"presence,omitempty"`
+	IM       map[string]any `yaml:"tencent_im"`
+	Clu      map[string]any `yaml:"cluster"`
 }
 
 // Cluster is a set of roomcell processes sharing one MariaDB database and
@@ -214,6 +216,17 @@ func New(t testing.TB, o Options) *Cluster {
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("---- %s log tail ----\n%s", n.ID, n.LogTail(40))
+			}
+			// The whole logs outlive the test's temporary directory.
+			keep := filepath.Join(os.TempDir(), "roomcell-clustertest-failed",
+				fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().Unix()))
+			if err := os.MkdirAll(keep, 0o755); err == nil {
+				for _, n := range c.Nodes {
+					if b, err := os.ReadFile(n.logPath); err == nil {
+						_ = os.WriteFile(filepath.Join(keep, n.ID+".log"), b, 0o644)
+					}
+				}
+				t.Logf("node logs kept in %s", keep)
 			}
 		}
 	})

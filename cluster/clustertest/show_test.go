@@ -56,7 +56,12 @@ func showWriters(t *testing.T) int {
 }
 
 func runShow(t *testing.T, s show) {
-	c := New(t, Options{Nodes: 3, BinDir: binDir, Netns: s.netns})
+	// Presence would take the load's users (who never heartbeat) out of
+	// their rooms after 60 s; a Truth leave retried past that would be
+	// counted as a wrong rejection although a single copy gave it.
+	c := New(t, Options{Nodes: 3, BinDir: binDir, Netns: s.netns, Edit: func(_ int, nc *NodeConfig) {
+		nc.Presence = map[string]any{"stale_after": "10m"}
+	}})
 	rooms := RoomIDs(300)
 	CreateRooms(t, c.Nodes, rooms, 8)
 	// Wide retry windows: a command in flight through a frozen or cut-off
@@ -66,6 +71,13 @@ func runShow(t *testing.T, s show) {
 	truth := &Truth{Nodes: c.Nodes, Rooms: rooms, RetryFor: 90 * time.Second}
 	load.Start(t, showWriters(t))
 	truth.Start(t, 12)
+	stopped := false
+	t.Cleanup(func() { // a failed run stops its clients before its nodes
+		if !stopped {
+			load.Stop()
+			truth.Stop()
+		}
+	})
 	start := time.Now()
 	// The steady rate, measured before the failure.
 	done := func() (writes, reads int64) {
@@ -86,6 +98,7 @@ func runShow(t *testing.T, s show) {
 	time.Sleep(5 * time.Second) // load on the recovered cluster
 	load.Stop()
 	truth.Stop()
+	stopped = true
 	elapsed := time.Since(start)
 
 	lres := load.Result()
