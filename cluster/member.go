@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/configs"
@@ -147,17 +148,18 @@ func Start(o Options) (m *Member, err error) {
 	if cfg.AdvertisedHost != "" {
 		remoteOpts = append(remoteOpts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
 	}
-	serverOpts := []grpc.ServerOption{grpc.UnaryInterceptor(refuseRemoteUnary)}
+	serverOpts := append([]grpc.ServerOption{grpc.UnaryInterceptor(refuseRemoteUnary)}, remoteKeepaliveServer...)
+	// These replace the library's default dial option (insecure).
+	dialOpts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, remoteKeepaliveDial...)
 	if cfg.TLS.Enabled() {
 		srv, cli, err := cfg.TLS.Load()
 		if err != nil {
 			return nil, fmt.Errorf("cluster.tls: %w", err)
 		}
 		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(srv)))
-		// This replaces the library's default dial option (insecure).
-		remoteOpts = append(remoteOpts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
+		dialOpts[0] = grpc.WithTransportCredentials(credentials.NewTLS(cli))
 	}
-	remoteOpts = append(remoteOpts, remote.WithServerOptions(serverOpts...))
+	remoteOpts = append(remoteOpts, remote.WithServerOptions(serverOpts...), remote.WithDialOptions(dialOpts...))
 	ccfg := pcluster.Configure(cfg.Name, m.provider, m.lookup,
 		remote.Configure(cfg.Host, cfg.Port, remoteOpts...),
 		pcluster.WithKinds(o.Kinds...),

@@ -5,9 +5,12 @@
 // processes and waits on their /readyz. Its tests (TestMultiMember*, run
 // without -race by `make multimember`, three times by `make chaos`) cover
 // failover, pauses under load (Truth: stale reads and wrong rejections),
-// rolling restarts, duplicate activations and forwarding cost across
-// processes; its deploy
+// real network partitions (Network: each node in its own network
+// namespace on a bridge, cut off by nft rules; needs root), rolling
+// restarts, duplicate activations and forwarding cost across processes;
+// its deploy
 // test parses every deploy/ YAML and loads the shipped configurations
 // through configs.Load. It only reads the repository and talks to
-// 127.0.0.1; it must not be imported by production code.
+// 127.0.0.1 or, with Options.Netns, to its own 10.77.X.0/24 bridge; it
+// must not be imported by production code.
 package clustertest

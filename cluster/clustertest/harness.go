@@ -67,6 +67,10 @@ type Options struct {
 	// Edit, when set, adjusts every node's configuration before it is
 	// written.
 	Edit func(i int, c *NodeConfig)
+	// Netns puts every node in a network namespace of its own (Network:
+	// needs root), so Node.Partition can cut it off. Without it the nodes
+	// share the loopback.
+	Netns bool
 }
 
 // NodeConfig is the YAML written for one node: only the keys the harness
@@ -81,8 +85,10 @@ type NodeConfig struct {
 	Redis  map[string]any `yaml:"redis"`
 	Room   map[string]any `yaml:"room"`
 	Outbox map[string]any `yaml:"outbox_worker"`
-	IM     map[string]any `yaml:"tencent_im"`
-	Clu    map[string]any `yaml:"cluster"`
+	// Presence is left to its defaults unless a test sets it.
+	Presence map[string]any `yaml:"presence,omitempty"`
+	IM       map[string]any `yaml:"tencent_im"`
+	Clu      map[string]any `yaml:"cluster"`
 }
 
 // Cluster is a set of roomcell processes sharing one MariaDB database and
@@ -94,6 +100,8 @@ type Cluster struct {
 	Database string
 	DB       *sql.DB
 	Nodes    []*Node
+	// Net is the namespaces' network when Options.Netns is set.
+	Net *Network
 }
 
 // Node is one roomcell process (restartable with the same config: same
@@ -106,8 +114,13 @@ type Node struct {
 	cfgPath     string
 	logPath     string
 	bin         string
+	// netns is the node's network namespace (Options.Netns), "" on the
+	// shared loopback.
+	netns string
 
 	mu      sync.Mutex
+	answers []time.Time // when the harness's clients got a reply from this node (noteAnswer)
+	refused int         // retryable errors they got from it
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	exitErr error
@@ -141,10 +154,27 @@ func New(t testing.TB, o Options) *Cluster {
 	}
 	t.Cleanup(func() { db.Close() })
 	c.DB = db
+	dsn := mcfg.DSN
+	if o.Netns {
+		// Nodes reach MariaDB and etcd through proxies on the bridge.
+		c.Net = NewNetwork(t)
+		pc := dc.Clone()
+		pc.DBName = ""
+		pc.Addr = c.Net.Proxy(dc.Addr)
+		dsn = pc.FormatDSN()
+		o.Etcd = c.Net.Proxy(o.Etcd)
+	}
 	baseKey := fmt.Sprintf("/roomcell-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	for i := range o.Nodes {
-		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin,
-			GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), ClusterAddr: freeAddr(t)}
+		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin}
+		host := "127.0.0.1"
+		if c.Net != nil {
+			// A namespace of its own: the ports are free by construction.
+			n.netns, host = c.Net.AddNode(i)
+			n.GRPCAddr, n.HTTPAddr, n.ClusterAddr = host+":7000", host+":7001", host+":7002"
+		} else {
+			n.GRPCAddr, n.HTTPAddr, n.ClusterAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+		}
 		n.cfgPath = filepath.Join(c.dir, n.ID+".yaml")
 		n.logPath = filepath.Join(c.dir, n.ID+".log")
 		_, cport, _ := net.SplitHostPort(n.ClusterAddr)
@@ -154,13 +184,13 @@ func New(t testing.TB, o Options) *Cluster {
 			GRPC:   map[string]any{"addr": n.GRPCAddr, "command_timeout": "5s", "shutdown_timeout": "5s"},
 			HTTP:   map[string]any{"addr": n.HTTPAddr},
 			Store:  map[string]any{"kind": "mysql"},
-			MySQL: map[string]any{"dsn": mcfg.DSN, "room_database": database, "wallet_database": database,
+			MySQL: map[string]any{"dsn": dsn, "room_database": database, "wallet_database": database,
 				"notice_database": database, "auto_migrate": i == 0, "max_open_conns": 16},
 			Redis:  map[string]any{"enabled": false},
 			Room:   map[string]any{"publish_timeout": "1s"},
 			Outbox: map[string]any{"enabled": true, "poll_interval": "200ms", "publish_timeout": "1s", "lease_ttl": "3s"},
 			IM:     map[string]any{"enabled": false},
-			Clu: map[string]any{"provider": "etcd", "host": "127.0.0.1", "port": atoi(cport),
+			Clu: map[string]any{"provider": "etcd", "host": host, "port": atoi(cport),
 				"etcd_endpoints": []string{o.Etcd}, "etcd_base_key": baseKey, "request_timeout": "2s",
 				"etcd_lease_ttl": "3s", "drain_timeout": "5s"},
 		}
@@ -186,6 +216,17 @@ func New(t testing.TB, o Options) *Cluster {
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("---- %s log tail ----\n%s", n.ID, n.LogTail(40))
+			}
+			// The whole logs outlive the test's temporary directory.
+			keep := filepath.Join(os.TempDir(), "roomcell-clustertest-failed",
+				fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().Unix()))
+			if err := os.MkdirAll(keep, 0o755); err == nil {
+				for _, n := range c.Nodes {
+					if b, err := os.ReadFile(n.logPath); err == nil {
+						_ = os.WriteFile(filepath.Join(keep, n.ID+".log"), b, 0o644)
+					}
+				}
+				t.Logf("node logs kept in %s", keep)
 			}
 		}
 	})
@@ -227,6 +268,11 @@ func (n *Node) Start(t testing.TB) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(n.bin, "--config", n.cfgPath)
+	if n.netns != "" {
+		// ip execs the binary inside the namespace: same pid, so signals
+		// and the parent-death signal reach roomcell itself.
+		cmd = exec.Command("ip", "netns", "exec", n.netns, n.bin, "--config", n.cfgPath)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The node dies with the test process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -328,6 +374,32 @@ func (n *Node) Pause() { n.signal(syscall.SIGSTOP) }
 // Resume (SIGCONT) continues a paused process.
 func (n *Node) Resume() { n.signal(syscall.SIGCONT) }
 
+// Partition cuts the node off from the other nodes, etcd and MariaDB
+// (nft drop rules in its namespace; Options.Netns): only its own client
+// ports still answer. The process keeps running.
+func (n *Node) Partition(t testing.TB) {
+	t.Helper()
+	if n.netns == "" {
+		t.Fatal(errNoNetns)
+	}
+	_, gport, _ := net.SplitHostPort(n.GRPCAddr)
+	_, hport, _ := net.SplitHostPort(n.HTTPAddr)
+	if err := cut(n.netns, []string{gport, hport}); err != nil {
+		t.Fatalf("partition %s: %v", n.ID, err)
+	}
+}
+
+// Heal lifts the partition.
+func (n *Node) Heal(t testing.TB) {
+	t.Helper()
+	if n.netns == "" {
+		t.Fatal(errNoNetns)
+	}
+	if err := heal(n.netns); err != nil {
+		t.Fatalf("heal %s: %v", n.ID, err)
+	}
+}
+
 // Conn is a gRPC client connection to the node (kept across restarts:
 // the address does not change).
 func (n *Node) Conn(t testing.TB) *grpc.ClientConn {
@@ -342,6 +414,32 @@ func (n *Node) Conn(t testing.TB) *grpc.ClientConn {
 		t.Cleanup(func() { conn.Close() })
 	}
 	return n.conn
+}
+
+// noteAnswer records the outcome of a client call to the node: a reply
+// (err nil) with its time, or a retryable error.
+func (n *Node) noteAnswer(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case err == nil:
+		n.answers = append(n.answers, time.Now())
+	case Retryable(err):
+		n.refused++
+	}
+}
+
+// Answers counts the replies the harness's clients got from the node in
+// [from, to), and the retryable errors over the node's whole life.
+func (n *Node) Answers(from, to time.Time) (replies, refused int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, at := range n.answers {
+		if !at.Before(from) && at.Before(to) {
+			replies++
+		}
+	}
+	return replies, n.refused
 }
 
 // Rooms is the RoomService client of the node.

@@ -53,96 +53,6 @@ func owner(t *testing.T, via *Node, room string) string {
 	return r.GetOwnerAddress()
 }
 
-// Three processes, 300 rooms spread over them, commands through every
-// node; one node SIGKILLed under load. Every acknowledged command is in
-// the log exactly once, every room answers again, every outbox event is
-// published.
-func TestMultiMemberProcessKillUnderLoad(t *testing.T) {
-	c := New(t, Options{Nodes: 3, BinDir: binDir})
-	rooms := RoomIDs(300)
-	CreateRooms(t, c.Nodes, rooms, 8)
-	hosted := servingMembers(t, c.Nodes[0])
-	if len(hosted) != 3 {
-		t.Fatalf("node-1 sees %d serving members: %v", len(hosted), hosted)
-	}
-	for _, n := range c.Nodes {
-		if hosted[n.ClusterAddr] == 0 {
-			t.Fatalf("%s hosts no room: %v", n.ID, hosted)
-		}
-	}
-	t.Logf("rooms hosted before the kill: %v", hosted)
-
-	load := &Load{Nodes: c.Nodes, Rooms: rooms}
-	load.Start(t, 8)
-	time.Sleep(3 * time.Second)
-	victim := c.Nodes[2]
-	killed := time.Now()
-	victim.Kill()
-	survivors := c.Nodes[:2]
-	allBack := AllRoomsAnswer(t, survivors, rooms, 30*time.Second)
-	t.Logf("all %d rooms answered %s after the SIGKILL", len(rooms), allBack.Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	load.Stop()
-	elapsed := time.Since(killed) + 3*time.Second
-	res := load.Result()
-	if res.Failed != 0 {
-		t.Fatalf("%d commands failed for good:\n%s", res.Failed, load.Failures(5))
-	}
-	VerifyLog(t, c.DB, load.Acked())
-	events := WaitOutboxPublished(t, c.DB, 30*time.Second)
-	t.Logf("load: %d commands acknowledged (%.0f/s), %d needed a retry (%d retried attempts, %d of them answered 'retry' by a live node; %d answered as duplicates); %d outbox events, all published",
-		res.Acked, float64(res.Acked)/elapsed.Seconds(), res.RetriedCommands, res.RetriedAttempts, res.ServerRetries, res.Duplicates, events)
-	after := servingMembers(t, c.Nodes[0])
-	if len(after) != 2 || after[victim.ClusterAddr] != 0 {
-		t.Fatalf("after the kill node-1 sees %v", after)
-	}
-}
-
-// A rolling restart (SIGTERM, wait, start again with the same node id)
-// of all three nodes under load: no command is lost or fails for good;
-// the retried ones are counted. Each restarted node takes rooms again.
-func TestMultiMemberProcessRollingRestart(t *testing.T) {
-	c := New(t, Options{Nodes: 3, BinDir: binDir})
-	rooms := RoomIDs(150)
-	CreateRooms(t, c.Nodes, rooms, 8)
-	load := &Load{Nodes: c.Nodes, Rooms: rooms}
-	load.Start(t, 6)
-	start := time.Now()
-	time.Sleep(2 * time.Second)
-	for _, n := range c.Nodes {
-		took, err := n.Term(60 * time.Second)
-		if err != nil {
-			t.Fatalf("%s: %v", n.ID, err)
-		}
-		if n.LogContains("cluster member drained") != 1 {
-			t.Errorf("%s did not log a completed drain", n.ID)
-		}
-		n.Start(t)
-		ready := n.WaitReady(t, 60*time.Second)
-		t.Logf("%s: SIGTERM to exit %s, start to ready %s", n.ID, took.Round(time.Millisecond), ready.Round(time.Millisecond))
-		time.Sleep(2 * time.Second)
-	}
-	load.Stop()
-	elapsed := time.Since(start)
-	res := load.Result()
-	if res.Failed != 0 {
-		t.Fatalf("%d commands failed for good during the rolling restart:\n%s", res.Failed, load.Failures(5))
-	}
-	VerifyLog(t, c.DB, load.Acked())
-	events := WaitOutboxPublished(t, c.DB, 30*time.Second)
-	t.Logf("rolling restart: %d commands acknowledged in %s (%.0f/s), 0 lost, 0 failed; %d commands retried: %d retried attempts, of which %d answered 'retry' by a live node and %d could not reach the node (down or restarting); %d answered as duplicates; %d outbox events published",
-		res.Acked, elapsed.Round(time.Second), float64(res.Acked)/elapsed.Seconds(), res.RetriedCommands, res.RetriedAttempts, res.ServerRetries,
-		res.RetriedAttempts-res.ServerRetries, res.Duplicates, events)
-	// Every restarted node serves rooms again.
-	AllRoomsAnswer(t, c.Nodes, rooms, 10*time.Second)
-	hosted := servingMembers(t, c.Nodes[0])
-	for _, n := range c.Nodes {
-		if hosted[n.ClusterAddr] == 0 {
-			t.Fatalf("%s hosts no room after its restart: %v", n.ID, hosted)
-		}
-	}
-}
-
 // Two activations of one room: its owner is frozen (SIGSTOP) with the
 // room in memory until etcd drops it and the room activates on a
 // survivor; then the frozen node resumes with its stale activation and
@@ -217,4 +127,47 @@ func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	AllRoomsAnswer(t, []*Node{frozen}, rooms, 10*time.Second)
+}
+
+// checkTruth stops the test if a Truth client was told anything a single
+// live copy per room would not say, or if an acknowledged command is not
+// in the log exactly once; and waits for the outbox to drain.
+func checkTruth(t *testing.T, label string, c *Cluster, truth *Truth) TruthResult {
+	t.Helper()
+	res := truth.Result()
+	t.Logf("%s: %d join/read/leave cycles, %d stale reads, %d wrong rejections, %d failed", label, res.Cycles, res.StaleReads, res.WrongRejections, res.Failed)
+	if res.StaleReads != 0 || res.WrongRejections != 0 || res.Failed != 0 {
+		t.Fatalf("clients were told wrong things:\n%v", truth.Errors(10))
+	}
+	if res.Cycles == 0 {
+		t.Fatal("no cycle completed")
+	}
+	VerifyLog(t, c.DB, truth.Acked())
+	WaitOutboxPublished(t, c.DB, 30*time.Second)
+	return res
+}
+
+// WaitEachRoomLiveOnce reads every room through every node, then waits
+// until every node serves, the room activations over the members add up
+// to the number of rooms (no room live on two nodes: a stale copy would
+// count twice). It returns how long that took and the rooms per node.
+func (c *Cluster) WaitEachRoomLiveOnce(t *testing.T, rooms []string, d time.Duration) (time.Duration, map[string]int32) {
+	t.Helper()
+	start := time.Now()
+	AllRoomsAnswer(t, c.Nodes, rooms, d)
+	for {
+		hosted := servingMembers(t, c.Nodes[0])
+		total := int32(0)
+		for _, n := range hosted {
+			total += n
+		}
+		if len(hosted) == len(c.Nodes) && total == int32(len(rooms)) {
+			t.Logf("rooms per node %v (each of %d rooms live once)", hosted, len(rooms))
+			return time.Since(start), hosted
+		}
+		if time.Since(start) > d {
+			t.Fatalf("%d serving members hosting %d room activations for %d rooms: %v", len(hosted), total, len(rooms), hosted)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

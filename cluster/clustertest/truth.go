@@ -104,19 +104,7 @@ func (tr *Truth) note(counter *atomic.Int64, format string, args ...any) {
 // call retries one request over random nodes until it succeeds, fails
 // with a non-retryable error, or RetryFor passes.
 func (tr *Truth) call(t testing.TB, do func(ctx context.Context, c v1.RoomServiceClient) error) error {
-	deadline := time.Now().Add(tr.RetryFor)
-	backoff := 50 * time.Millisecond
-	for {
-		n := tr.Nodes[rand.IntN(len(tr.Nodes))]
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := do(ctx, n.Rooms(t))
-		cancel()
-		if err == nil || !Retryable(err) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(backoff)
-		backoff = min(backoff*2, 500*time.Millisecond)
-	}
+	return callRetrying(t, tr.Nodes, time.Now().Add(tr.RetryFor), do)
 }
 
 func (tr *Truth) cycle(t testing.TB, id, room string) {

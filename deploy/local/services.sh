@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the servers the test suite talks to, on loopback: MariaDB,
 # Redis, NATS (JetStream) and etcd. A server already answering is left
-# alone; a missing one is installed from Debian's packages first. Idempotent.
+# alone; a missing one is installed from Debian's packages first, as are the
+# network tools the partition test needs (nft, iptables). Idempotent.
 set -euo pipefail
 
 ETCD_CLIENT_PORT=${ROOMCELL_ETCD_PORT:-23790}
@@ -29,6 +30,12 @@ need() { # need BINARY PACKAGE
   echo "services: installing $2"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
+
+# The network-partition test (cluster/clustertest, partition_test.go) puts
+# each node in its own network namespace and cuts one off with nft rules;
+# iptables comes along for operators who prefer it to inspect the rules.
+need nft nftables
+need iptables iptables
 
 if ! up 3306; then
   fresh=0
