@@ -139,8 +139,15 @@ func TestWalletChangesReachUsersAsNotices(t *testing.T) {
 		}
 		return &m
 	}
-	if got := value(metrics.Delivered.WithLabelValues(persistence.SourceWalletOutbox)).GetCounter().GetValue(); got != 4 {
-		t.Fatalf("notice_delivered_total = %v, want 4", got)
+	// IM has the messages before the worker records them delivered.
+	for wait := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := value(metrics.Delivered.WithLabelValues(persistence.SourceWalletOutbox)).GetCounter().GetValue()
+		if got == 4 {
+			break
+		}
+		if got > 4 || time.Now().After(wait) {
+			t.Fatalf("notice_delivered_total = %v, want 4", got)
+		}
 	}
 	if got := value(metrics.Ingested.WithLabelValues(persistence.SourceWalletOutbox, persistence.IngressPoll)).GetCounter().GetValue(); got != 4 {
 		t.Fatalf("notice_ingested_total = %v, want 4", got)
