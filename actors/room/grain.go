@@ -97,8 +97,9 @@ type grain struct {
 	order   []string         // recent's insertion order, for eviction
 	pub     *pubLink         // publisher.go
 	log     *slog.Logger
-	dir     *dirLink // directory.go; nil without a directory
-	epoch   int64    // lease epoch the state was loaded under (lease.go)
+	dir     *dirLink    // directory.go; nil without a directory
+	epoch   int64       // lease epoch the state was loaded under (lease.go)
+	members memberIndex // members in order for GetRoom's pages (members.go)
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -178,6 +179,7 @@ func (g *grain) load() error {
 		g.remember(r.CommandID, r.Seq)
 	}
 	g.state, g.loaded = s, true
+	g.members.reset()
 	return nil
 }
 
@@ -226,11 +228,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 			return nil, fmt.Errorf("%w: room state could not be loaded", ErrUnavailable)
 		}
 	}
-	if _, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
-		if !g.state.Exists {
-			return nil, ErrRoomNotFound
-		}
-		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		return g.getRoom(get.GetRoom)
 	}
 	cmd, ok := CommandFromProto(rc, g.deps.Clock().UnixMilli())
 	if !ok {
@@ -250,7 +249,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 			return nil, err
 		}
 		g.dirHeartbeat(ctx, cmd) // directory hook
-		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: Summary(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
 		return g.recorded(cmd)
@@ -278,6 +277,21 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		return g.sendGift(ctx, cmd)
 	}
 	return g.commit(ctx, cmd, events)
+}
+
+// getRoom answers GetRoom: the room with one page of its members.
+func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, ErrRoomNotFound
+	}
+	p, err := ParseMembersPage(r)
+	if err != nil {
+		return nil, err
+	}
+	v := Summary(g.state)
+	var next string
+	v.Members, next = g.members.page(g.state, p)
+	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
 }
 
 // recorded returns the stored reply of cmd's command_id, marked
@@ -310,7 +324,7 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 	if reply.Room == nil && g.state.Exists {
 		// Recorded without a view (commit): the room as it is now, which
 		// includes the command's effect.
-		reply.Room = View(g.state)
+		reply.Room = Summary(g.state)
 	}
 	return &reply, nil
 }
@@ -320,6 +334,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	next := ApplyCommand(g.state, seq, events)
 	envs := make([]persistence.Envelope, len(events))
 	ids := make([]string, len(events))
+	changes := make([]*v1.RoomEvent, len(events))
 	for i, ev := range events {
 		payload, err := json.Marshal(ev)
 		if err != nil {
@@ -330,16 +345,16 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 			EventID: ids[i], EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
 		}
+		changes[i] = &v1.RoomEvent{EventId: ids[i], EventType: ev.EventType(), Payload: string(payload)}
 	}
-	// The stored reply is what identifies the command's outcome (its seq
-	// and events); the room view is rebuilt from state when a duplicate is
-	// answered. Storing the view would write the whole member list with
-	// every command and grow every command's cost with the room.
-	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids})
+	// The stored reply is the command's outcome (its seq and events); the
+	// room summary is rebuilt from state when a duplicate is answered.
+	// Neither holds the member list, so neither grows with the room.
+	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes})
 	if err != nil {
 		return nil, err
 	}
-	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Room: View(next)}
+	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(next)}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
@@ -357,6 +372,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	}
 	prev := g.state
 	g.state = next
+	g.members.apply(g.state, events)
 	g.remember(cmd.CommandID, seq)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
