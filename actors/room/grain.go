@@ -175,11 +175,16 @@ func (g *grain) load() error {
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
-		s = ApplyCommand(s, r.Seq, evs)
+		s.applyCommand(r.Seq, evs)
 		g.remember(r.CommandID, r.Seq)
 	}
 	g.state, g.loaded = s, true
 	g.members.reset()
+	if g.dir != nil { // a reload: the directory follows the reloaded members
+		g.dir.joins.mu.Lock()
+		g.dir.joins.members = s.Members
+		g.dir.joins.mu.Unlock()
+	}
 	return nil
 }
 
@@ -331,7 +336,6 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 
 func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.CommandReply, error) {
 	seq := g.state.Seq + 1
-	next := ApplyCommand(g.state, seq, events)
 	envs := make([]persistence.Envelope, len(events))
 	ids := make([]string, len(events))
 	changes := make([]*v1.RoomEvent, len(events))
@@ -354,13 +358,15 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if err != nil {
 		return nil, err
 	}
-	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(next)}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift, Epoch: g.epoch}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
-		if a.Snapshot, err = g.snapshotOf(next); err != nil {
+		// The snapshot is the state after the command, stored with it; the
+		// live state changes only once the append has committed, so this
+		// is the one copy of it, every SnapshotEvery commands.
+		if a.Snapshot, err = g.snapshotOf(ApplyCommand(g.state, seq, events)); err != nil {
 			return nil, err
 		}
 	}
@@ -370,16 +376,32 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if err != nil {
 		return g.appendFailed(cmd, seq, err)
 	}
-	prev := g.state
-	g.state = next
-	g.members.apply(g.state, events)
+	before := g.dirBefore(events) // directory hook
+	g.applyCommitted(seq, events)
 	g.remember(cmd.CommandID, seq)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
 	g.publish(ctx, cmd, envs, a.Lease)
-	g.dirCommitted(ctx, cmd, prev, events) // directory hook
-	return reply, nil
+	g.dirCommitted(ctx, cmd, before, events) // directory hook
+	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(g.state)}, nil
+}
+
+// applyCommitted applies a stored command to the state in place: no copy
+// of the member map per command. The room's directory worker reads the
+// member map from its own goroutine (joinTimes), so the change is made
+// under its lock.
+func (g *grain) applyCommitted(seq int64, events []Event) {
+	if g.dir != nil {
+		j := g.dir.joins
+		j.mu.Lock()
+		defer func() {
+			j.members = g.state.Members
+			j.mu.Unlock()
+		}()
+	}
+	g.state.applyCommand(seq, events)
+	g.members.apply(g.state, events)
 }
 
 // appendFailed turns a failed append into the caller's answer. Any
