@@ -88,18 +88,19 @@ func GrainProps(d Deps) *actor.Props {
 const recentIDs = 4096
 
 type grain struct {
-	deps    Deps
-	key     persistence.RoomKey
-	state   State
-	loaded  bool
-	snapSeq int64            // seq of the newest stored snapshot
-	recent  map[string]int64 // command_id -> seq, this activation and the replayed tail
-	order   []string         // recent's insertion order, for eviction
-	pub     *pubLink         // publisher.go
-	log     *slog.Logger
-	dir     *dirLink    // directory.go; nil without a directory
-	epoch   int64       // lease epoch the state was loaded under (lease.go)
-	members memberIndex // members in order for GetRoom's pages (members.go)
+	deps     Deps
+	key      persistence.RoomKey
+	identity string // "<app_code>/<room_id>": g.key.String() without an allocation per command
+	state    State
+	loaded   bool
+	snapSeq  int64            // seq of the newest stored snapshot
+	recent   map[string]int64 // command_id -> seq, this activation and the replayed tail
+	order    []string         // recent's insertion order, for eviction
+	pub      *pubLink         // publisher.go
+	log      *slog.Logger
+	dir      *dirLink    // directory.go; nil without a directory
+	epoch    int64       // lease epoch the state was loaded under (lease.go)
+	members  memberIndex // members in order for GetRoom's pages (members.go)
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -133,6 +134,7 @@ func (g *grain) Receive(ctx actor.Context) {
 func (g *grain) init(ctx actor.Context, identity string) {
 	app, room, _ := strings.Cut(identity, "/")
 	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
+	g.identity = identity
 	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
 	g.startPublisher(ctx)
 	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
