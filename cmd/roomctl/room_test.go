@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -20,12 +21,22 @@ type roomTestBackend struct {
 	mu  sync.Mutex
 	got []*roomcellv1.RoomCommand
 	dup bool
+	// flakyCreates: the first CreateRoom of each room answers Unavailable.
+	flakyCreates bool
+	created      map[string]bool
 }
 
 func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.got = append(b.got, proto.Clone(cmd).(*roomcellv1.RoomCommand))
+	if c := cmd.GetCreateRoom(); c != nil && b.flakyCreates && !b.created[c.RoomId] {
+		if b.created == nil {
+			b.created = map[string]bool{}
+		}
+		b.created[c.RoomId] = true
+		return nil, room.ErrUnavailable
+	}
 	reply := &roomcellv1.CommandReply{
 		RoomSeq:   3,
 		EventIds:  []string{"ev-3-0"},
