@@ -162,5 +162,5 @@ func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) 
 		// A grain of a room nobody created may answer with an empty view.
 		return nil, toStatus(ctx, s.log, room.ErrRoomNotFound)
 	}
-	return &roomcellv1.GetRoomReply{Room: reply.GetRoom()}, nil
+	return &roomcellv1.GetRoomReply{Room: reply.GetRoom(), NextPageToken: reply.GetNextPageToken()}, nil
 }

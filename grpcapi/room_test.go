@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -266,5 +267,41 @@ func TestEveryRoomRPCHasAHappyCase(t *testing.T) {
 		if !rows[name] {
 			t.Errorf("RoomService.%s has no happy case", name)
 		}
+	}
+}
+
+// GetRoom's page is checked before the room is asked (InvalidArgument,
+// naming the field), and the room's next page token reaches the caller.
+func TestGetRoomPageArgumentsAndToken(t *testing.T) {
+	b := &fakeBackend{reply: func(context.Context, *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		r := cannedReply()
+		r.NextPageToken = "dTI"
+		return r, nil
+	}}
+	client := roomcellv1.NewRoomServiceClient(startServer(t, Options{}, b))
+	for _, tc := range []struct {
+		name, token, field string
+		size               int32
+	}{
+		{"negative size", "", "page_size", -1},
+		{"size over the max", "", "page_size", room.MaxMembersPageSize + 1},
+		{"token not base64", "%%", "page_token", 10},
+		{"token of a bad id", "YSBi", "page_token", 10}, // "a b"
+	} {
+		_, err := client.GetRoom(testCtx(t), &roomcellv1.GetRoomRequest{AppCode: "a", RoomId: "r", PageSize: tc.size, PageToken: tc.token})
+		assertCode(t, err, codes.InvalidArgument)
+		if !strings.Contains(status.Convert(err).Message(), tc.field) {
+			t.Errorf("%s: message %q does not name %s", tc.name, status.Convert(err).Message(), tc.field)
+		}
+	}
+	if n := len(b.calls()); n != 0 {
+		t.Fatalf("bad pages reached the room %d times", n)
+	}
+	got, err := client.GetRoom(testCtx(t), &roomcellv1.GetRoomRequest{AppCode: "a", RoomId: "r", PageSize: 2, PageToken: "dTE"})
+	if err != nil || got.NextPageToken != "dTI" || len(got.Room.Members) != 2 {
+		t.Fatalf("page: %v %v, want the room's page and its next token", got, err)
+	}
+	if c := b.calls()[0].GetGetRoom(); c.PageSize != 2 || c.PageToken != "dTE" {
+		t.Fatalf("room asked for %v, want the caller's page", c)
 	}
 }

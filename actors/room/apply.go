@@ -10,15 +10,24 @@ func Apply(s State, e Event) State {
 }
 
 // ApplyCommand returns the state after the events of the command that took
-// seq. It is used both live (after Decide) and on replay (from the log), so
-// the two cannot drift apart. Each event's effect is its apply method
-// (event.go).
+// seq, leaving s as it was: the pure form of applyCommand, for tests and
+// tools. Each event's effect is its apply method (event.go).
 func ApplyCommand(s State, seq int64, events []Event) State {
 	n := s.Clone()
-	for _, e := range events {
-		e.apply(&n)
-	}
-	n.Seq = seq
-	n.canonical()
+	n.applyCommand(seq, events)
 	return n
+}
+
+// applyCommand changes s to the state after the events of the command that
+// took seq. The grain runs it on its own state once the command's append
+// has committed, and on replay (from the log): one path for both, so the
+// two cannot drift apart, and no copy of the member map per command. The
+// caller owns s: nothing else may hold its maps or slices (the directory
+// worker's read of the members is locked, see grain.applyCommitted).
+func (s *State) applyCommand(seq int64, events []Event) {
+	for _, e := range events {
+		e.apply(s)
+	}
+	s.Seq = seq
+	s.canonical()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -115,7 +116,7 @@ type dirLink struct {
 	worker  *actor.PID
 	backlog *atomic.Int64
 	stop    scheduler.CancelFunc
-	joins   *atomic.Pointer[joinTimes] // shared with the worker
+	joins   *joinTimes // shared with the worker
 	// The listing entry and the refresh are state, not history: only the
 	// newest matters. One of each waits in the worker's queue at most;
 	// later ones merge into it (a busy room writes its entry once per
@@ -159,9 +160,8 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	if d.Rooms == nil && c != nil {
 		d.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
 	}
-	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: new(atomic.Pointer[joinTimes]),
+	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: &joinTimes{members: g.state.Members},
 		entry: new(atomic.Pointer[entryUpdate]), syncQueued: new(atomic.Bool)}
-	l.joins.Store(&joinTimes{members: g.state.Members})
 	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued}
 	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
@@ -239,7 +239,7 @@ func (g *grain) dirSync(ctx actor.Context) {
 	if !g.dir.syncQueued.CompareAndSwap(false, true) {
 		return // the queued one has not started: a refresh is due anyway
 	}
-	s := persistence.RoomSync{Entry: g.entry(), Members: g.dir.joins.Load().all(), NowMs: g.deps.Clock().UnixMilli()}
+	s := persistence.RoomSync{Entry: g.entry(), Members: g.dir.joins.all(), NowMs: g.deps.Clock().UnixMilli()}
 	seq := g.state.Seq
 	if !g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) }) {
 		g.dir.syncQueued.Store(false)
@@ -301,19 +301,36 @@ func (g *grain) staleLeave(cmd Command) bool {
 	if !ok {
 		return false
 	}
-	at, member := g.dir.joins.Load().at(cmd.UserID)
+	at, member := g.dir.joins.at(cmd.UserID)
 	return member && at > upTo
+}
+
+// dirBefore is what the directory needs of the state before a command
+// (the grain changes its state in place): the member count and name, and
+// the members a RoomClosed sends away.
+type dirBefore struct {
+	members int
+	name    string
+	closing []string
+}
+
+func (g *grain) dirBefore(events []Event) dirBefore {
+	b := dirBefore{members: len(g.state.Members), name: g.state.Name}
+	if g.dir != nil && slices.ContainsFunc(events, func(e Event) bool { _, ok := e.(RoomClosed); return ok }) {
+		b.closing = g.state.SortedMembers()
+	}
+	return b
 }
 
 // dirCommitted queues the directory work of a committed command; prev is
 // the state before it, g.state the state after.
-func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events []Event) {
+func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev dirBefore, events []Event) {
 	if g.dir == nil {
 		return
 	}
 	var steps []func(w *dirWorker)
 	updating := false
-	rejoined := g.dir.joins.Load().rejoined
+	rejoined := g.dir.joins.rejoined // written by this goroutine only
 	joined := false
 	listed := false
 	for _, ev := range events {
@@ -335,7 +352,7 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 		case RoomHeatChanged:
 			listed = true
 		case RoomClosed:
-			for _, u := range prev.SortedMembers() {
+			for _, u := range prev.closing {
 				steps = append(steps, func(w *dirWorker) { w.clear(u) })
 			}
 			steps = append(steps, func(w *dirWorker) { w.removeRoom() })
@@ -357,8 +374,9 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev State, events 
 	}
 	// Published before the reply: a join elsewhere that follows this
 	// command is written only after the worker can see it (dirWorker.join).
-	g.dir.joins.Store(&joinTimes{members: g.state.Members, rejoined: rejoined})
-	if g.state.Status == StatusOpen && (listed || len(prev.Members) != len(g.state.Members) || prev.Name != g.state.Name) {
+	// The members were published by applyCommitted, under the same lock.
+	g.dir.joins.setRejoined(rejoined)
+	if g.state.Status == StatusOpen && (listed || prev.members != len(g.state.Members) || prev.name != g.state.Name) {
 		if g.dir.entry.Swap(&entryUpdate{e: g.entry(), seq: g.state.Seq}) == nil {
 			updating = true
 			steps = append(steps, func(w *dirWorker) { w.update() })

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,15 +28,22 @@ import (
 // for the room) moves their join time forward in rejoined. That join was
 // acknowledged too and is the user's newest choice: a leave caused by an
 // older join elsewhere must not end it. rejoined lives only as long as the
-// activation (it is not room state); both maps are never changed once
-// published.
+// activation (it is not room state).
+//
+// members is the grain's own State.Members, which the grain changes in
+// place once a command is stored (grain.applyCommitted): it does so under
+// mu, and the worker reads under mu. The grain reads without the lock (it
+// is the only writer).
 type joinTimes struct {
+	mu       sync.RWMutex
 	members  map[string]int64
-	rejoined map[string]int64
+	rejoined map[string]int64 // replaced, never changed
 }
 
 // at returns the user's join time and whether they are a member.
 func (j *joinTimes) at(user string) (int64, bool) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	at, ok := j.members[user]
 	if !ok {
 		return 0, false
@@ -45,6 +53,8 @@ func (j *joinTimes) at(user string) (int64, bool) {
 
 // all returns every member's join time.
 func (j *joinTimes) all() map[string]int64 {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
 	out := maps.Clone(j.members)
 	for u, at := range j.rejoined {
 		if _, ok := out[u]; ok {
@@ -52,6 +62,12 @@ func (j *joinTimes) all() map[string]int64 {
 		}
 	}
 	return out
+}
+
+func (j *joinTimes) setRejoined(rejoined map[string]int64) {
+	j.mu.Lock()
+	j.rejoined = rejoined
+	j.mu.Unlock()
 }
 
 // dirWorker is a room grain's child that runs its directory work in
@@ -62,10 +78,9 @@ type dirWorker struct {
 	backlog *atomic.Int64
 	log     *slog.Logger
 	ctx     actor.Context // set while Receive runs
-	// joins is the grain's newest committed membership, published after
-	// every commit. State maps are never changed once committed, so
-	// reading it here is safe.
-	joins      *atomic.Pointer[joinTimes]
+	// joins is the grain's newest committed membership, published with
+	// every commit (read it through its methods: the grain changes it).
+	joins      *joinTimes
 	entry      *atomic.Pointer[entryUpdate]
 	syncQueued *atomic.Bool
 }
@@ -77,7 +92,7 @@ type dirWorker struct {
 // directory entry of the room they are in now and evict them from it.
 // join looks again after its write, which closes the gap between the two.
 func (w *dirWorker) current(user string, joinedAtMs int64) bool {
-	at, ok := w.joins.Load().at(user)
+	at, ok := w.joins.at(user)
 	return ok && at == joinedAtMs
 }
 

@@ -100,17 +100,19 @@ func GrainProps(d Deps) *actor.Props {
 const recentIDs = 4096
 
 type grain struct {
-	deps    Deps
-	key     persistence.RoomKey
-	state   State
-	loaded  bool
-	snapSeq int64            // seq of the newest stored snapshot
-	recent  map[string]int64 // command_id -> seq, this activation and the replayed tail
-	order   []string         // recent's insertion order, for eviction
-	pub     *pubLink         // publisher.go
-	log     *slog.Logger
-	dir     *dirLink // directory.go; nil without a directory
-	epoch   int64    // lease epoch the state was loaded under (lease.go)
+	deps     Deps
+	key      persistence.RoomKey
+	identity string // "<app_code>/<room_id>": g.key.String() without an allocation per command
+	state    State
+	loaded   bool
+	snapSeq  int64            // seq of the newest stored snapshot
+	recent   map[string]int64 // command_id -> seq, this activation and the replayed tail
+	order    []string         // recent's insertion order, for eviction
+	pub      *pubLink         // publisher.go
+	log      *slog.Logger
+	dir      *dirLink    // directory.go; nil without a directory
+	epoch    int64       // lease epoch the state was loaded under (lease.go)
+	members  memberIndex // members in order for GetRoom's pages (members.go)
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -144,6 +146,7 @@ func (g *grain) Receive(ctx actor.Context) {
 func (g *grain) init(ctx actor.Context, identity string) {
 	app, room, _ := strings.Cut(identity, "/")
 	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
+	g.identity = identity
 	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
 	g.startPublisher(ctx)
 	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
@@ -186,10 +189,16 @@ func (g *grain) load() error {
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
-		s = ApplyCommand(s, r.Seq, evs)
+		s.applyCommand(r.Seq, evs)
 		g.remember(r.CommandID, r.Seq)
 	}
 	g.state, g.loaded = s, true
+	g.members.reset()
+	if g.dir != nil { // a reload: the directory follows the reloaded members
+		g.dir.joins.mu.Lock()
+		g.dir.joins.members = s.Members
+		g.dir.joins.mu.Unlock()
+	}
 	return nil
 }
 
@@ -238,11 +247,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 			return nil, fmt.Errorf("%w: room state could not be loaded", ErrUnavailable)
 		}
 	}
-	if _, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
-		if !g.state.Exists {
-			return nil, ErrRoomNotFound
-		}
-		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		return g.getRoom(get.GetRoom)
 	}
 	cmd, ok := CommandFromProto(rc, g.deps.Clock().UnixMilli())
 	if !ok {
@@ -262,7 +268,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 			return nil, err
 		}
 		g.dirHeartbeat(ctx, cmd) // directory hook
-		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: View(g.state)}, nil
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: Summary(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
 		return g.recorded(cmd)
@@ -290,6 +296,21 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		return g.sendGift(ctx, cmd)
 	}
 	return g.commit(ctx, cmd, events)
+}
+
+// getRoom answers GetRoom: the room with one page of its members.
+func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, ErrRoomNotFound
+	}
+	p, err := ParseMembersPage(r)
+	if err != nil {
+		return nil, err
+	}
+	v := Summary(g.state)
+	var next string
+	v.Members, next = g.members.page(g.state, p)
+	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
 }
 
 // recorded returns the stored reply of cmd's command_id, marked
@@ -322,16 +343,16 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 	if reply.Room == nil && g.state.Exists {
 		// Recorded without a view (commit): the room as it is now, which
 		// includes the command's effect.
-		reply.Room = View(g.state)
+		reply.Room = Summary(g.state)
 	}
 	return &reply, nil
 }
 
 func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.CommandReply, error) {
 	seq := g.state.Seq + 1
-	next := ApplyCommand(g.state, seq, events)
 	envs := make([]persistence.Envelope, len(events))
 	ids := make([]string, len(events))
+	changes := make([]*v1.RoomEvent, len(events))
 	for i, ev := range events {
 		payload, err := json.Marshal(ev)
 		if err != nil {
@@ -342,22 +363,24 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 			EventID: ids[i], EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
 		}
+		changes[i] = &v1.RoomEvent{EventId: ids[i], EventType: ev.EventType(), Payload: string(payload)}
 	}
-	// The stored reply is what identifies the command's outcome (its seq
-	// and events); the room view is rebuilt from state when a duplicate is
-	// answered. Storing the view would write the whole member list with
-	// every command and grow every command's cost with the room.
-	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids})
+	// The stored reply is the command's outcome (its seq and events); the
+	// room summary is rebuilt from state when a duplicate is answered.
+	// Neither holds the member list, so neither grows with the room.
+	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes})
 	if err != nil {
 		return nil, err
 	}
-	reply := &v1.CommandReply{RoomSeq: seq, EventIds: ids, Room: View(next)}
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift, Epoch: g.epoch}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
-		if a.Snapshot, err = g.snapshotOf(next); err != nil {
+		// The snapshot is the state after the command, stored with it; the
+		// live state changes only once the append has committed, so this
+		// is the one copy of it, every SnapshotEvery commands.
+		if a.Snapshot, err = g.snapshotOf(ApplyCommand(g.state, seq, events)); err != nil {
 			return nil, err
 		}
 	}
@@ -367,15 +390,32 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if err != nil {
 		return g.appendFailed(cmd, seq, err)
 	}
-	prev := g.state
-	g.state = next
+	before := g.dirBefore(events) // directory hook
+	g.applyCommitted(seq, events)
 	g.remember(cmd.CommandID, seq)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
 	g.publish(ctx, cmd, envs, a.Lease)
-	g.dirCommitted(ctx, cmd, prev, events) // directory hook
-	return reply, nil
+	g.dirCommitted(ctx, cmd, before, events) // directory hook
+	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(g.state)}, nil
+}
+
+// applyCommitted applies a stored command to the state in place: no copy
+// of the member map per command. The room's directory worker reads the
+// member map from its own goroutine (joinTimes), so the change is made
+// under its lock.
+func (g *grain) applyCommitted(seq int64, events []Event) {
+	if g.dir != nil {
+		j := g.dir.joins
+		j.mu.Lock()
+		defer func() {
+			j.members = g.state.Members
+			j.mu.Unlock()
+		}()
+	}
+	g.state.applyCommand(seq, events)
+	g.members.apply(g.state, events)
 }
 
 // appendFailed turns a failed append into the caller's answer. Any

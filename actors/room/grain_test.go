@@ -246,7 +246,7 @@ func TestGrainFencingSecondWriterIsRejectedAndReloads(t *testing.T) {
 	if r.RoomSeq != 3 {
 		t.Fatalf("retry after fence: seq %d, want 3", r.RoomSeq)
 	}
-	if got := r.Room.Members; len(got) != 3 {
+	if got := f.mustDo(b, rcGet()).Room.Members; len(got) != 3 || r.Room.MemberCount != 3 {
 		t.Fatalf("members after reload %v, want owner, alice, bob", got)
 	}
 	recs, _ := f.store.LoadCommands(context.Background(), grainKey, 0)

@@ -36,7 +36,7 @@ func (g *grain) gate(ctx actor.Context) error {
 	if g.deps.Lease == nil {
 		return nil
 	}
-	epoch, ok := g.deps.Lease.Hold(g.key.String())
+	epoch, ok := g.deps.Lease.Hold(g.identity)
 	if !ok {
 		ctx.Poison(ctx.Self())
 		return errMoved
@@ -55,7 +55,7 @@ func (g *grain) claim(ctx context.Context) error {
 	if g.deps.Lease == nil {
 		return nil
 	}
-	epoch, ok := g.deps.Lease.Hold(g.key.String())
+	epoch, ok := g.deps.Lease.Hold(g.identity)
 	if !ok {
 		return errMoved
 	}

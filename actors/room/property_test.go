@@ -25,8 +25,9 @@ const (
 
 // TestReplayEqualsLive is the property behind activation: for random
 // command sequences, the state rebuilt from any snapshot plus the recorded
-// events after it equals the state the live room had. On the way it checks
-// the room's invariants after every command.
+// events after it equals the state the live room had, and so does one
+// state changed in place command by command (as the grain applies them).
+// On the way it checks the room's invariants after every command.
 func TestReplayEqualsLive(t *testing.T) {
 	seeds := make([]uint64, 0, propSeeds+1)
 	if *propSeed != 0 {
@@ -91,6 +92,9 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	live := room.NewState(tApp, tRoom)
 	liveAt := map[int64]room.State{0: live}
+	// inPlace follows the same commands the way the grain does: one state
+	// changed in place, never copied.
+	inPlace := room.NewState(tApp, tRoom)
 	var recs []record
 	snaps := []snapshot{}
 	for step := range n {
@@ -112,6 +116,10 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: ApplyCommand changed its input", step)
 		}
 		liveAt[seq] = live
+		room.ApplyInPlace(&inPlace, seq, evs)
+		if !reflect.DeepEqual(inPlace, live) {
+			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: the state applied in place differs:%s", step, diff(inPlace, live))
+		}
 		rec, err := sm.store(c, seq, evs)
 		if err != nil {
 			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: %w", step, err)

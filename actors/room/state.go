@@ -29,8 +29,10 @@ const (
 )
 
 // State is one room. The zero State (Exists false) is a room nobody has
-// created. State is a value: Apply never changes the State it is given.
-// Empty maps and lists are nil, so two equal rooms are equal values.
+// created. Apply and ApplyCommand never change the State they are given;
+// the grain changes its own state in place (applyCommand), after the
+// command is stored. Empty maps and lists are nil, so two equal rooms are
+// equal values.
 type State struct {
 	AppCode     string           `json:"app_code"`
 	RoomID      string           `json:"room_id"`

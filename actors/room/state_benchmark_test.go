@@ -33,9 +33,16 @@ func visitorScript(visitor string, seat int, now int64) []room.Command {
 	}
 }
 
-// BenchmarkDecideApply measures the pure state machine as the grain runs
-// it per command: Decide, then ApplyCommand (which copies the state).
-func BenchmarkDecideApply(b *testing.B) {
+// BenchmarkDecideApply measures the pure state machine: Decide, then
+// ApplyCommand (which copies the state). The grain applies in place
+// (BenchmarkDecideApplyInPlace).
+func BenchmarkDecideApply(b *testing.B) { benchDecideApply(b, false) }
+
+// BenchmarkDecideApplyInPlace: Decide, then the in-place apply the grain
+// runs once a command is stored.
+func BenchmarkDecideApplyInPlace(b *testing.B) { benchDecideApply(b, true) }
+
+func benchDecideApply(b *testing.B, inPlace bool) {
 	s := fiftyMembers(b)
 	const visitors = 6
 	var script []room.Command
@@ -51,7 +58,11 @@ func BenchmarkDecideApply(b *testing.B) {
 		if err != nil {
 			b.Fatalf("%s by %s: %v", c.Type, c.UserID, err)
 		}
-		s = room.ApplyCommand(s, s.Seq+1, evs)
+		if inPlace {
+			room.ApplyInPlace(&s, s.Seq+1, evs)
+		} else {
+			s = room.ApplyCommand(s, s.Seq+1, evs)
+		}
 		n++
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "commands/s")

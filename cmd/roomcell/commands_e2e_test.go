@@ -64,8 +64,12 @@ func TestEndToEndRoomManagementOverGRPC(t *testing.T) {
 	// Lock: an occupied seat is freed, its holder stays in the room, and
 	// nobody takes it until it is unlocked.
 	v = ok("lock seat 1")(rc.LockSeat(ctx, &v1.LockSeatRequest{CommandId: id(), AppCode: a, RoomId: r, UserId: "alice", Seat: 1}))
-	if s := v.Seats[1]; !s.Locked || s.UserId != "" || !contains(v.Members, "dave") {
-		t.Fatalf("after locking dave's seat: seat %v members %v", s, v.Members)
+	inRoom, err := rc.GetRoom(ctx, &v1.GetRoomRequest{AppCode: a, RoomId: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := v.Seats[1]; !s.Locked || s.UserId != "" || !contains(inRoom.Room.Members, "dave") || v.MemberCount != 4 {
+		t.Fatalf("after locking dave's seat: seat %v members %v (count %d)", s, inRoom.Room.Members, v.MemberCount)
 	}
 	_, err = rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: id(), AppCode: a, RoomId: r, UserId: "dave", Seat: 1})
 	wantCode(t, err, codes.FailedPrecondition, "take a locked seat")

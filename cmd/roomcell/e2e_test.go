@@ -112,7 +112,7 @@ func TestEndToEndTourOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(k.Room.Members) != 1 || k.Room.Seats[2].UserId != "" {
+	if k.Room.MemberCount != 1 || k.Room.Seats[2].UserId != "" {
 		t.Fatalf("after kick: %+v", k.Room)
 	}
 	_, err = rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "c6", AppCode: app1, RoomId: r, UserId: "bob"})

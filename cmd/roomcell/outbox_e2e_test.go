@@ -64,7 +64,7 @@ func seedDoneDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("command must succeed while IM fails: %v", err)
 	}
-	if join.Room.Seq != 2 || len(join.Room.Members) != 2 {
+	if join.Room.Seq != 2 || join.Room.MemberCount != 2 {
 		t.Fatalf("room state not updated: %+v", join.Room)
 	}
 	id := join.EventIds[0]

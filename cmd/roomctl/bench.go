@@ -107,12 +107,8 @@ func init() {
 func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchResult, error) {
 	app, prefix, rooms, conc, dur, total := o.app, o.prefix, o.rooms, o.conc, o.dur, o.total
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
-	for i := range rooms {
-		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "bench-create", AppCode: app,
-			RoomId: fmt.Sprint(prefix, i), UserId: "bench-owner", Name: "bench"})
-		if err != nil && status.Code(err) != codes.AlreadyExists {
-			return benchResult{}, fmt.Errorf("create room %d: %w", i, err)
-		}
+	if err := createRooms(ctx, rc, o); err != nil {
+		return benchResult{}, err
 	}
 	if err := fillRooms(ctx, rc, o, run); err != nil {
 		return benchResult{}, err
@@ -144,14 +140,7 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchR
 				id := fmt.Sprintf("%s-%d-%d", run, w, k)
 				t0 := time.Now()
 				cmdCtx, cmdCancel := context.WithTimeout(base, 5*time.Second)
-				err := benchCommand(cmdCtx, rc, app, room, user, id, join)
-				// A retryable answer is retried with the same command_id,
-				// as a real client would: it must land exactly once.
-				for tries := 0; err != nil && status.Code(err) == codes.Unavailable && tries < 5; tries++ {
-					retried.Add(1)
-					time.Sleep(50 * time.Millisecond)
-					err = benchCommand(cmdCtx, rc, app, room, user, id, join)
-				}
+				err := withRetry(&retried, func() error { return benchCommand(cmdCtx, rc, app, room, user, id, join) })
 				cmdCancel()
 				if err != nil {
 					if errs.Add(1) <= 3 {
@@ -176,6 +165,52 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchR
 	}
 	return benchResult{Mode: o.mode, Members: o.filled, Rooms: rooms, Concurrency: conc, Commands: cmds.Load(), Errors: errs.Load(), Retried: retried.Load(),
 		Seconds: elapsed, PerSecond: float64(cmds.Load()) / elapsed, P50Ms: pct(0.50), P99Ms: pct(0.99), MaxMs: pct(1)}, nil
+}
+
+// withRetry calls call again while it answers Unavailable (up to 5 more
+// times), counting retries: a retry sends the same command_id, as a real
+// client would, so the command lands exactly once.
+func withRetry(retried *atomic.Int64, call func() error) error {
+	err := call()
+	for tries := 0; err != nil && status.Code(err) == codes.Unavailable && tries < 5; tries++ {
+		retried.Add(1)
+		time.Sleep(50 * time.Millisecond)
+		err = call()
+	}
+	return err
+}
+
+// createRooms creates the rooms before a run, o.conc at a time, not
+// measured (one at a time, 100,000 rooms took most of an hour). A room
+// that exists counts as created.
+func createRooms(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) error {
+	var next, retried atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(o.conc, o.rooms) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(o.rooms); i = next.Add(1) - 1 {
+				cmdCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				err := withRetry(&retried, func() error {
+					_, err := rc.CreateRoom(cmdCtx, &v1.CreateRoomRequest{CommandId: "bench-create", AppCode: o.app,
+						RoomId: fmt.Sprint(o.prefix, i), UserId: "bench-owner", Name: "bench"})
+					return err
+				})
+				cancel()
+				if err != nil && status.Code(err) != codes.AlreadyExists {
+					mu.Lock()
+					firstErr = cmp.Or(firstErr, fmt.Errorf("create room %d: %w", i, err))
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
 }
 
 // fillRooms joins o.filled users into every room before a bigroom run,

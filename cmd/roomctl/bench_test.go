@@ -119,3 +119,31 @@ func TestBenchBigRoomAndHotRoomModes(t *testing.T) {
 		t.Fatalf("unknown mode: exit %d %q", code, errOut)
 	}
 }
+
+// Rooms are created concurrently before the run, and a create answered
+// Unavailable is sent again with the same command_id instead of ending the
+// bench.
+func TestBenchCreatesRoomsRetryingUnavailable(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	b.flakyCreates = true
+	code, _, errOut := runCtl(t, addr, "--json", "bench", "--rooms", "50", "--concurrency", "8", "--commands", "1")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sent := map[string][]string{}
+	for _, c := range b.got {
+		if cr := c.GetCreateRoom(); cr != nil {
+			sent[cr.RoomId] = append(sent[cr.RoomId], cr.CommandId)
+		}
+	}
+	if len(sent) != 50 {
+		t.Fatalf("creates reached %d rooms, want 50", len(sent))
+	}
+	for r, ids := range sent {
+		if len(ids) != 2 || ids[0] != ids[1] {
+			t.Fatalf("room %s: creates %v, want one retry with the same command_id", r, ids)
+		}
+	}
+}

@@ -179,14 +179,24 @@ func init() {
 	})
 	register(&command{
 		name:  "get",
-		usage: "show a room",
-		flags: roomFlags,
+		usage: "show a room with one page of its members (--page-token: the next page)",
+		flags: func(fs *flag.FlagSet) {
+			roomFlags(fs)
+			fs.Int32("page-size", 0, "members per page (0 = the server's default, 100; at most 1000)")
+			fs.String("page-token", "", "next page token printed by the previous page")
+		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			reply, err := client(e).GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room")})
+			reply, err := client(e).GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room"),
+				PageSize: i32(fs, "page-size"), PageToken: str(fs, "page-token")})
 			if err != nil {
 				return rpcError(err)
 			}
-			return e.printResult(reply, func(w io.Writer) { printRoom(w, reply.GetRoom()) })
+			return e.printResult(reply, func(w io.Writer) {
+				printRoom(w, reply.GetRoom())
+				if next := reply.GetNextPageToken(); next != "" {
+					fmt.Fprintf(w, "  more members: --page-token %s\n", next)
+				}
+			})
 		},
 	})
 }
@@ -288,6 +298,16 @@ func printReply(e *env, commandID string) func(*roomcellv1.CommandReply, error) 
 			if ids := reply.GetEventIds(); len(ids) > 0 {
 				events = strings.Join(ids, ", ")
 			}
+			if evs := reply.GetEvents(); len(evs) > 0 {
+				var b strings.Builder
+				for i, ev := range evs {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(&b, "%s %s %s", ev.GetEventId(), ev.GetEventType(), ev.GetPayload())
+				}
+				events = b.String()
+			}
 			fmt.Fprintf(w, "events: %s\n", events)
 			printRoom(w, reply.GetRoom())
 		})
@@ -308,7 +328,14 @@ func printRoom(w io.Writer, r *roomcellv1.RoomView) {
 	if a := r.GetAnnouncement(); a != "" {
 		fmt.Fprintf(w, "  announcement: %q\n", a)
 	}
-	fmt.Fprintf(w, "  members (%d): %s\n", len(r.GetMembers()), strings.Join(r.GetMembers(), ", "))
+	switch listed, count := len(r.GetMembers()), r.GetMemberCount(); {
+	case listed == 0 && count > 0: // a command's reply: the count only
+		fmt.Fprintf(w, "  members: %d (roomctl get lists them)\n", count)
+	case int64(listed) == count:
+		fmt.Fprintf(w, "  members (%d): %s\n", count, strings.Join(r.GetMembers(), ", "))
+	default:
+		fmt.Fprintf(w, "  members (%d of %d on this page): %s\n", listed, count, strings.Join(r.GetMembers(), ", "))
+	}
 	seats := make([]string, 0, len(r.GetSeats()))
 	for _, s := range r.GetSeats() {
 		u := s.GetUserId()

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -20,22 +21,40 @@ type roomTestBackend struct {
 	mu  sync.Mutex
 	got []*roomcellv1.RoomCommand
 	dup bool
+	// flakyCreates: the first CreateRoom of each room answers Unavailable.
+	flakyCreates bool
+	created      map[string]bool
 }
 
 func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.got = append(b.got, proto.Clone(cmd).(*roomcellv1.RoomCommand))
-	return &roomcellv1.CommandReply{
+	if c := cmd.GetCreateRoom(); c != nil && b.flakyCreates && !b.created[c.RoomId] {
+		if b.created == nil {
+			b.created = map[string]bool{}
+		}
+		b.created[c.RoomId] = true
+		return nil, room.ErrUnavailable
+	}
+	reply := &roomcellv1.CommandReply{
 		RoomSeq:   3,
 		EventIds:  []string{"ev-3-0"},
+		Events:    []*roomcellv1.RoomEvent{{EventId: "ev-3-0", EventType: "RoomUserJoined", Payload: `{"user_id":"u2"}`}},
 		Duplicate: b.dup,
 		Room: &roomcellv1.RoomView{
 			AppCode: "app1", RoomId: "r1", OwnerUserId: "u1", Name: "Lobby", Status: "open", Seq: 3,
-			Members: []string{"u1", "u2"}, Seats: []*roomcellv1.Seat{{Seat: 0, UserId: "u2", Muted: true}, {Seat: 1, Locked: true}},
+			MemberCount: 2, Seats: []*roomcellv1.Seat{{Seat: 0, UserId: "u2", Muted: true}, {Seat: 1, Locked: true}},
 			AdminUserIds: []string{"u9"}, Heat: 120, Announcement: "be nice\nno spam",
 		},
-	}, nil
+	}
+	if g := cmd.GetGetRoom(); g != nil { // a page of members, as the room answers
+		reply.Room.Members = []string{"u1", "u2"}
+		if g.PageSize == 1 {
+			reply.Room.Members, reply.NextPageToken = reply.Room.Members[:1], "dTE"
+		}
+	}
+	return reply, nil
 }
 
 func (b *roomTestBackend) last(t *testing.T) *roomcellv1.RoomCommand {
@@ -97,7 +116,8 @@ func TestRoomctlCreateHuman(t *testing.T) {
 		"events: ev-3-0",
 		`room app1/r1 "Lobby"  owner u1  status open  seq 3  heat 120`,
 		"admins: u9",
-		"members (2): u1, u2",
+		"members: 2 (roomctl get lists them)",
+		`events: ev-3-0 RoomUserJoined {"user_id":"u2"}`,
 		`announcement: "be nice\nno spam"`,
 		"seats: 0:u2(muted) 1:-(locked)",
 	} {
@@ -222,8 +242,20 @@ func TestRoomctlHumanDuplicateAndGet(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.Contains(out, "owner u1") || strings.Contains(out, "seq 3  command_id") {
+	if !strings.Contains(out, "owner u1") || strings.Contains(out, "seq 3  command_id") || !strings.Contains(out, "members (2): u1, u2") {
 		t.Fatalf("get output:\n%s", out)
+	}
+	code, out, errOut = runCtl(t, addr, "get", "--app", "app1", "--room", "r1", "--page-size", "1", "--page-token", "dTA")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if g := b.last(t).GetGetRoom(); g.PageSize != 1 || g.PageToken != "dTA" {
+		t.Fatalf("get asked for page %v, want size 1 after token dTA", g)
+	}
+	for _, line := range []string{"members (1 of 2 on this page): u1", "more members: --page-token dTE"} {
+		if !strings.Contains(out, line) {
+			t.Errorf("page output lacks %q:\n%s", line, out)
+		}
 	}
 }
 

@@ -1405,11 +1405,16 @@ func (x *UpdateRoomRequest) GetAnnouncement() string {
 	return ""
 }
 
+// GetRoomRequest reads a room with one page of its members, sorted by
+// user id. Pages follow user ids, so a member who joins while a client
+// pages appears on a later page if their id sorts after the last one seen.
 type GetRoomRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	RoomId        string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	PageSize      int32                  `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // members per page: 0 = 100; at most 1000
+	PageToken     string                 `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1461,6 +1466,20 @@ func (x *GetRoomRequest) GetAppCode() string {
 func (x *GetRoomRequest) GetRoomId() string {
 	if x != nil {
 		return x.RoomId
+	}
+	return ""
+}
+
+func (x *GetRoomRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetRoomRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
 	}
 	return ""
 }
@@ -1534,19 +1553,22 @@ func (x *Seat) GetLocked() bool {
 }
 
 type RoomView struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,2,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	OwnerUserId   string                 `protobuf:"bytes,3,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
-	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
-	Status        string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"` // open | closed
-	Seq           int64                  `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
-	Members       []string               `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"` // sorted
-	Seats         []*Seat                `protobuf:"bytes,8,rep,name=seats,proto3" json:"seats,omitempty"`
-	AdminUserIds  []string               `protobuf:"bytes,9,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
-	Heat          int64                  `protobuf:"varint,10,opt,name=heat,proto3" json:"heat,omitempty"`
-	CreatedAtMs   int64                  `protobuf:"varint,11,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
-	Announcement  string                 `protobuf:"bytes,20,opt,name=announcement,proto3" json:"announcement,omitempty"` // empty = none
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	AppCode     string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId      string                 `protobuf:"bytes,2,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	OwnerUserId string                 `protobuf:"bytes,3,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
+	Name        string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	Status      string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"` // open | closed
+	Seq         int64                  `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// GetRoom: one page of members, sorted by user id. Empty in a
+	// command's reply, which carries member_count only.
+	Members       []string `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	Seats         []*Seat  `protobuf:"bytes,8,rep,name=seats,proto3" json:"seats,omitempty"`
+	AdminUserIds  []string `protobuf:"bytes,9,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
+	Heat          int64    `protobuf:"varint,10,opt,name=heat,proto3" json:"heat,omitempty"`
+	CreatedAtMs   int64    `protobuf:"varint,11,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
+	Announcement  string   `protobuf:"bytes,20,opt,name=announcement,proto3" json:"announcement,omitempty"`                   // empty = none
+	MemberCount   int64    `protobuf:"varint,21,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"` // members in the room, all pages
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,19 +1687,95 @@ func (x *RoomView) GetAnnouncement() string {
 	return ""
 }
 
-type CommandReply struct {
+func (x *RoomView) GetMemberCount() int64 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+// RoomEvent is one event a command produced, as its IM envelope carries
+// it (docs/client-protocol.md).
+type RoomEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	RoomSeq       int64                  `protobuf:"varint,1,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
-	EventIds      []string               `protobuf:"bytes,2,rep,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
-	Duplicate     bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // true when command_id was seen before; nothing was written
-	Room          *RoomView              `protobuf:"bytes,4,opt,name=room,proto3" json:"room,omitempty"`
+	EventId       string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventType     string                 `protobuf:"bytes,2,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	Payload       string                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"` // JSON
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoomEvent) Reset() {
+	*x = RoomEvent{}
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoomEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoomEvent) ProtoMessage() {}
+
+func (x *RoomEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoomEvent.ProtoReflect.Descriptor instead.
+func (*RoomEvent) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RoomEvent) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *RoomEvent) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *RoomEvent) GetPayload() string {
+	if x != nil {
+		return x.Payload
+	}
+	return ""
+}
+
+// CommandReply is a command's outcome: what it changed and a summary of
+// the room after it.
+type CommandReply struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RoomSeq   int64                  `protobuf:"varint,1,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
+	EventIds  []string               `protobuf:"bytes,2,rep,name=event_ids,json=eventIds,proto3" json:"event_ids,omitempty"`
+	Duplicate bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // true when command_id was seen before; nothing was written
+	// The room after the command (for a duplicate: the room now), without
+	// its member list: member_count counts them, GetRoom pages them.
+	Room   *RoomView    `protobuf:"bytes,4,opt,name=room,proto3" json:"room,omitempty"`
+	Events []*RoomEvent `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"` // what the command changed, in event_ids' order; empty for a no-op
+	// Grain protocol only (GetRoom): the next members page; empty = last.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandReply) Reset() {
 	*x = CommandReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1787,7 @@ func (x *CommandReply) String() string {
 func (*CommandReply) ProtoMessage() {}
 
 func (x *CommandReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[19]
+	mi := &file_roomcellv1_room_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1800,7 @@ func (x *CommandReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandReply.ProtoReflect.Descriptor instead.
 func (*CommandReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{19}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CommandReply) GetRoomSeq() int64 {
@@ -1733,16 +1831,31 @@ func (x *CommandReply) GetRoom() *RoomView {
 	return nil
 }
 
+func (x *CommandReply) GetEvents() []*RoomEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *CommandReply) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type GetRoomReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Room          *RoomView              `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`
+	Room          *RoomView              `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`                                          // members: this page
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // empty = no more pages
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRoomReply) Reset() {
 	*x = GetRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1867,7 @@ func (x *GetRoomReply) String() string {
 func (*GetRoomReply) ProtoMessage() {}
 
 func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[20]
+	mi := &file_roomcellv1_room_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1880,7 @@ func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoomReply.ProtoReflect.Descriptor instead.
 func (*GetRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{20}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetRoomReply) GetRoom() *RoomView {
@@ -1775,6 +1888,13 @@ func (x *GetRoomReply) GetRoom() *RoomView {
 		return x.Room
 	}
 	return nil
+}
+
+func (x *GetRoomReply) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // RoomCommand is what the room grain receives. Exactly one of the
@@ -1807,7 +1927,7 @@ type RoomCommand struct {
 
 func (x *RoomCommand) Reset() {
 	*x = RoomCommand{}
-	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	mi := &file_roomcellv1_room_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1939,7 @@ func (x *RoomCommand) String() string {
 func (*RoomCommand) ProtoMessage() {}
 
 func (x *RoomCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[21]
+	mi := &file_roomcellv1_room_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1952,7 @@ func (x *RoomCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomCommand.ProtoReflect.Descriptor instead.
 func (*RoomCommand) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{21}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RoomCommand) GetCommand() isRoomCommand_Command {
@@ -2113,7 +2233,7 @@ type RoomError struct {
 
 func (x *RoomError) Reset() {
 	*x = RoomError{}
-	mi := &file_roomcellv1_room_proto_msgTypes[22]
+	mi := &file_roomcellv1_room_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2245,7 @@ func (x *RoomError) String() string {
 func (*RoomError) ProtoMessage() {}
 
 func (x *RoomError) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[22]
+	mi := &file_roomcellv1_room_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2258,7 @@ func (x *RoomError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomError.ProtoReflect.Descriptor instead.
 func (*RoomError) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{22}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RoomError) GetClass() string {
@@ -2166,7 +2286,7 @@ type RoomResponse struct {
 
 func (x *RoomResponse) Reset() {
 	*x = RoomResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[23]
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2298,7 @@ func (x *RoomResponse) String() string {
 func (*RoomResponse) ProtoMessage() {}
 
 func (x *RoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[23]
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2311,7 @@ func (x *RoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomResponse.ProtoReflect.Descriptor instead.
 func (*RoomResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{23}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RoomResponse) GetReply() *CommandReply {
@@ -2220,7 +2340,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2352,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2365,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{24}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRoomsRequest) GetRequestId() string {
@@ -2292,7 +2412,7 @@ type RoomListing struct {
 
 func (x *RoomListing) Reset() {
 	*x = RoomListing{}
-	mi := &file_roomcellv1_room_proto_msgTypes[25]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2424,7 @@ func (x *RoomListing) String() string {
 func (*RoomListing) ProtoMessage() {}
 
 func (x *RoomListing) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[25]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2437,7 @@ func (x *RoomListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomListing.ProtoReflect.Descriptor instead.
 func (*RoomListing) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{25}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RoomListing) GetAppCode() string {
@@ -2387,7 +2507,7 @@ type ListRoomsReply struct {
 
 func (x *ListRoomsReply) Reset() {
 	*x = ListRoomsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2519,7 @@ func (x *ListRoomsReply) String() string {
 func (*ListRoomsReply) ProtoMessage() {}
 
 func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2532,7 @@ func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRoomsReply) GetRooms() []*RoomListing {
@@ -2447,7 +2567,7 @@ type GetUserRoomRequest struct {
 
 func (x *GetUserRoomRequest) Reset() {
 	*x = GetUserRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2579,7 @@ func (x *GetUserRoomRequest) String() string {
 func (*GetUserRoomRequest) ProtoMessage() {}
 
 func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2592,7 @@ func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetUserRoomRequest) GetRequestId() string {
@@ -2510,7 +2630,7 @@ type GetUserRoomReply struct {
 
 func (x *GetUserRoomReply) Reset() {
 	*x = GetUserRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2642,7 @@ func (x *GetUserRoomReply) String() string {
 func (*GetUserRoomReply) ProtoMessage() {}
 
 func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2655,7 @@ func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomReply.ProtoReflect.Descriptor instead.
 func (*GetUserRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetUserRoomReply) GetAppCode() string {
@@ -2736,17 +2856,20 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12'\n" +
 	"\fannouncement\x18\a \x01(\tH\x00R\fannouncement\x88\x01\x01B\x0f\n" +
-	"\r_announcement\"c\n" +
+	"\r_announcement\"\x9f\x01\n" +
 	"\x0eGetRoomRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
-	"\aroom_id\x18\x03 \x01(\tR\x06roomId\"a\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"a\n" +
 	"\x04Seat\x12\x12\n" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe5\x02\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\x88\x03\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -2760,14 +2883,23 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04heat\x18\n" +
 	" \x01(\x03R\x04heat\x12\"\n" +
 	"\rcreated_at_ms\x18\v \x01(\x03R\vcreatedAtMs\x12\"\n" +
-	"\fannouncement\x18\x14 \x01(\tR\fannouncement\"\x8f\x01\n" +
+	"\fannouncement\x18\x14 \x01(\tR\fannouncement\x12!\n" +
+	"\fmember_count\x18\x15 \x01(\x03R\vmemberCount\"_\n" +
+	"\tRoomEvent\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\tR\apayload\"\xe7\x01\n" +
 	"\fCommandReply\x12\x19\n" +
 	"\broom_seq\x18\x01 \x01(\x03R\aroomSeq\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\x12\x1c\n" +
 	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12)\n" +
-	"\x04room\x18\x04 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\"9\n" +
+	"\x04room\x18\x04 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12.\n" +
+	"\x06events\x18\x05 \x03(\v2\x16.roomcell.v1.RoomEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"a\n" +
 	"\fGetRoomReply\x12)\n" +
-	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\"\xce\b\n" +
+	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xce\b\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -2874,7 +3006,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),  // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),    // 1: roomcell.v1.JoinRoomRequest
@@ -2895,84 +3027,86 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*GetRoomRequest)(nil),     // 16: roomcell.v1.GetRoomRequest
 	(*Seat)(nil),               // 17: roomcell.v1.Seat
 	(*RoomView)(nil),           // 18: roomcell.v1.RoomView
-	(*CommandReply)(nil),       // 19: roomcell.v1.CommandReply
-	(*GetRoomReply)(nil),       // 20: roomcell.v1.GetRoomReply
-	(*RoomCommand)(nil),        // 21: roomcell.v1.RoomCommand
-	(*RoomError)(nil),          // 22: roomcell.v1.RoomError
-	(*RoomResponse)(nil),       // 23: roomcell.v1.RoomResponse
-	(*ListRoomsRequest)(nil),   // 24: roomcell.v1.ListRoomsRequest
-	(*RoomListing)(nil),        // 25: roomcell.v1.RoomListing
-	(*ListRoomsReply)(nil),     // 26: roomcell.v1.ListRoomsReply
-	(*GetUserRoomRequest)(nil), // 27: roomcell.v1.GetUserRoomRequest
-	(*GetUserRoomReply)(nil),   // 28: roomcell.v1.GetUserRoomReply
+	(*RoomEvent)(nil),          // 19: roomcell.v1.RoomEvent
+	(*CommandReply)(nil),       // 20: roomcell.v1.CommandReply
+	(*GetRoomReply)(nil),       // 21: roomcell.v1.GetRoomReply
+	(*RoomCommand)(nil),        // 22: roomcell.v1.RoomCommand
+	(*RoomError)(nil),          // 23: roomcell.v1.RoomError
+	(*RoomResponse)(nil),       // 24: roomcell.v1.RoomResponse
+	(*ListRoomsRequest)(nil),   // 25: roomcell.v1.ListRoomsRequest
+	(*RoomListing)(nil),        // 26: roomcell.v1.RoomListing
+	(*ListRoomsReply)(nil),     // 27: roomcell.v1.ListRoomsReply
+	(*GetUserRoomRequest)(nil), // 28: roomcell.v1.GetUserRoomRequest
+	(*GetUserRoomReply)(nil),   // 29: roomcell.v1.GetUserRoomReply
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	17, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	18, // 1: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
-	18, // 2: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
-	0,  // 3: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
-	1,  // 4: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
-	2,  // 5: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
-	3,  // 6: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
-	4,  // 7: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
-	5,  // 8: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
-	6,  // 9: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
-	7,  // 10: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
-	8,  // 11: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	16, // 12: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	9,  // 13: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
-	10, // 14: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
-	11, // 15: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
-	12, // 16: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
-	13, // 17: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
-	14, // 18: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
-	15, // 19: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
-	19, // 20: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	22, // 21: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	25, // 22: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	0,  // 23: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 24: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 25: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 26: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 27: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 28: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 29: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 30: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 31: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	16, // 32: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	24, // 33: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	27, // 34: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,  // 35: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	10, // 36: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	11, // 37: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	12, // 38: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	13, // 39: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	14, // 40: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	15, // 41: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	19, // 42: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	19, // 43: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	19, // 44: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	19, // 45: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	19, // 46: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	19, // 47: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	19, // 48: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	19, // 49: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	19, // 50: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	20, // 51: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	26, // 52: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	28, // 53: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	19, // 54: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	19, // 55: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	19, // 56: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	19, // 57: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	19, // 58: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	19, // 59: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	19, // 60: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	42, // [42:61] is the sub-list for method output_type
-	23, // [23:42] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	19, // 2: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
+	18, // 3: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	0,  // 4: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
+	1,  // 5: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
+	2,  // 6: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
+	3,  // 7: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
+	4,  // 8: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
+	5,  // 9: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
+	6,  // 10: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
+	7,  // 11: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
+	8,  // 12: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
+	16, // 13: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,  // 14: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	10, // 15: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	11, // 16: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	12, // 17: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	13, // 18: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	14, // 19: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	15, // 20: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	20, // 21: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	23, // 22: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	26, // 23: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	0,  // 24: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,  // 25: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,  // 26: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,  // 27: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,  // 28: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,  // 29: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,  // 30: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,  // 31: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,  // 32: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	16, // 33: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	25, // 34: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	28, // 35: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,  // 36: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	10, // 37: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	11, // 38: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	12, // 39: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	13, // 40: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	14, // 41: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	15, // 42: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	20, // 43: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	20, // 44: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	20, // 45: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	20, // 46: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	20, // 47: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	20, // 48: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	20, // 49: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	20, // 50: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	20, // 51: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	21, // 52: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	27, // 53: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	29, // 54: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	20, // 55: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	20, // 56: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	20, // 57: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	20, // 58: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	20, // 59: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	20, // 60: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	20, // 61: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	43, // [43:62] is the sub-list for method output_type
+	24, // [24:43] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -2981,7 +3115,7 @@ func file_roomcellv1_room_proto_init() {
 		return
 	}
 	file_roomcellv1_room_proto_msgTypes[15].OneofWrappers = []any{}
-	file_roomcellv1_room_proto_msgTypes[21].OneofWrappers = []any{
+	file_roomcellv1_room_proto_msgTypes[22].OneofWrappers = []any{
 		(*RoomCommand_CreateRoom)(nil),
 		(*RoomCommand_JoinRoom)(nil),
 		(*RoomCommand_LeaveRoom)(nil),
@@ -3006,7 +3140,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
