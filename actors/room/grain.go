@@ -61,6 +61,9 @@ type Deps struct {
 	// marks batches the publishers' marks (marks.go): one per node, made
 	// by GrainProps; nil gives each publisher its own.
 	marks *markBatcher
+	// joins orders one user's joins on this node (joinclock.go); made by
+	// setDefaults, nil: not ordered.
+	joins *joinClock
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -75,6 +78,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.MaxPublishBacklog <= 0 {
 		d.MaxPublishBacklog = 1000
+	}
+	if d.joins == nil {
+		d.joins = newJoinClock()
 	}
 }
 
@@ -256,6 +262,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	}
 	if app, room := KeyOf(rc); app != g.key.AppCode || room != g.key.RoomID {
 		return nil, invalidf("command for %s/%s sent to room %s", app, room, g.key)
+	}
+	if cmd.Type == CmdJoinRoom && g.deps.joins != nil {
+		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
 	}
 	if Mutates(cmd.Type) {
 		var err error
