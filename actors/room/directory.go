@@ -172,7 +172,7 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: &joinTimes{members: g.state.Members},
 		entry: new(atomic.Pointer[entryUpdate]), syncQueued: new(atomic.Bool)}
 	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued}
-	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }))
+	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }, actor.WithDispatcher(roomDispatcher)))
 	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
 	g.dir = l
 	if d.Hosted != nil {
