@@ -101,6 +101,11 @@ func accessLogStream(log *slog.Logger) grpc.StreamServerInterceptor {
 }
 
 func logAccess(ctx context.Context, log *slog.Logger, method string, err error, start time.Time) {
+	// Checked first: the arguments (boxed into []any) were built for every
+	// RPC even with debug off.
+	if !log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
 	log.DebugContext(ctx, "rpc",
 		"method", method,
 		"code", status.Code(err).String(),

@@ -46,7 +46,8 @@ func (r *pidRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Command
 // can hold one room's SetUserRoom back until released.
 type switchable struct {
 	Directory
-	down atomic.Bool
+	down    atomic.Bool
+	updates atomic.Int64 // UpdateRoom calls
 
 	// jitter, when set, delays every user → room write by up to that
 	// long, as a remote directory's round trip would: it widens the
@@ -125,6 +126,7 @@ func (s *switchable) UserRoom(ctx context.Context, app, u string) (persistence.U
 }
 
 func (s *switchable) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (persistence.RankChange, error) {
+	s.updates.Add(1)
 	if s.down.Load() {
 		return persistence.RankChange{}, errDirDown
 	}

@@ -83,7 +83,17 @@ type dirWorker struct {
 	joins      *joinTimes
 	entry      *atomic.Pointer[entryUpdate]
 	syncQueued *atomic.Bool
+	// Listing writes are paced (DirectoryDeps.ListingGap): lastListed is
+	// when the last one was made, due is set while a write is scheduled
+	// for the end of the gap (the entry stays in w.entry meanwhile, so the
+	// grain queues no more update steps and newer entries merge into it).
+	lastListed time.Time
+	due        *time.Timer
 }
+
+// listingDue is the worker's own tick for a listing write held back by
+// the gap (not counted in the backlog: the grain did not queue it).
+type listingDue struct{}
 
 // current reports whether the join of user at joinedAtMs is still the
 // user's membership here. Work runs after the commit that asked for it, and
@@ -97,13 +107,24 @@ func (w *dirWorker) current(user string, joinedAtMs int64) bool {
 }
 
 func (w *dirWorker) Receive(ctx actor.Context) {
-	if m, ok := ctx.Message().(*dirWork); ok {
+	switch m := ctx.Message().(type) {
+	case *dirWork:
 		w.ctx = ctx
 		for _, step := range m.steps {
 			step(w)
 		}
 		w.ctx = nil
 		w.backlog.Add(-1)
+	case *listingDue:
+		w.ctx = ctx
+		w.due = nil
+		w.writeEntry()
+		w.ctx = nil
+	case *actor.Stopping:
+		if w.due != nil {
+			w.due.Stop()
+			w.due = nil
+		}
 	}
 }
 
@@ -189,6 +210,7 @@ func (w *dirWorker) clear(user string) {
 }
 
 func (w *dirWorker) removeRoom() {
+	w.entry.Store(nil) // a held-back entry must not list the room again
 	ctx, cancel := w.call()
 	defer cancel()
 	if err := w.deps.Directory.RemoveRoom(ctx, w.key); err != nil {
@@ -198,12 +220,26 @@ func (w *dirWorker) removeRoom() {
 
 // update writes the newest listing entry; the grain queues one update
 // step while none is waiting, so entries of commands committed meanwhile
-// merge into this one.
+// merge into this one. Within ListingGap of the last write it leaves the
+// entry waiting and writes it at the end of the gap instead.
 func (w *dirWorker) update() {
+	if w.due != nil {
+		return // the scheduled write takes the newest entry
+	}
+	if wait := w.deps.ListingGap - time.Since(w.lastListed); wait > 0 {
+		root, self := w.ctx.ActorSystem().Root, w.ctx.Self()
+		w.due = time.AfterFunc(wait, func() { root.Send(self, &listingDue{}) })
+		return
+	}
+	w.writeEntry()
+}
+
+func (w *dirWorker) writeEntry() {
 	u := w.entry.Swap(nil)
 	if u == nil {
 		return
 	}
+	w.lastListed = time.Now()
 	ctx, cancel := w.call()
 	defer cancel()
 	rc, err := w.deps.Directory.UpdateRoom(ctx, u.e)
@@ -222,6 +258,11 @@ func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
 
 func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
 	w.syncQueued.Store(false)
+	// A held-back entry no newer than the one synced must not overwrite
+	// it at the end of the gap.
+	if u := w.entry.Load(); u != nil && u.seq <= seq {
+		w.entry.CompareAndSwap(u, nil)
+	}
 	ctx, cancel := w.call()
 	defer cancel()
 	rc, claims, err := w.deps.Directory.SyncRoom(ctx, s)

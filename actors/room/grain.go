@@ -98,7 +98,7 @@ func GrainProps(d Deps) *actor.Props {
 		// write too.
 		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} })
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} }, actor.WithDispatcher(roomDispatcher))
 }
 
 // recentIDs bounds the in-memory command_id cache; older ids are found

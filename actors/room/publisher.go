@@ -180,7 +180,7 @@ func (g *grain) startPublisher(ctx actor.Context) {
 	g.pub = link
 	link.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
-	}))
+	}, actor.WithDispatcher(roomDispatcher)))
 }
 
 // leaseTTL is how long rows written for the publisher stay its own: the

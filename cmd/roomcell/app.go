@@ -221,7 +221,7 @@ func (a *App) serveGRPC() error {
 		return err
 	}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
-	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.owners}
+	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
 	if a.directory != nil {
 		rs.SetDirectory(a.directory)
@@ -339,4 +339,15 @@ func (a *App) Shutdown() {
 		a.step("directory")
 	}
 	a.log.Info("roomcell stopped")
+}
+
+// clientOwners is the owner feed the room clients follow. A single node
+// owns every room and its view does not change once started: following
+// it cost every command a goroutine and a channel (room.Client.attempt)
+// for a change that cannot come.
+func (a *App) clientOwners() room.Owners {
+	if a.cfg.Cluster.Provider == configs.ProviderSingle {
+		return nil
+	}
+	return a.owners
 }

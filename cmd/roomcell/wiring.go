@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"google.golang.org/grpc"
@@ -29,11 +30,13 @@ import (
 
 // openPublisher builds the IM path: the real Tencent IM client when
 // tencent_im.enabled, otherwise the same client pointed at an in-process
-// fake Tencent IM on loopback (dev mode: its messages are logged and listed
-// at its /debug/messages page).
+// fake Tencent IM (dev mode: its messages are logged and listed at its
+// /debug/messages page, served on loopback; the client reaches it without
+// the socket).
 func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, error) {
 	imLog := a.log.With("component", "im")
 	imCfg := a.cfg.TencentIM
+	imOpts := []tencentim.Option{tencentim.WithLogger(imLog)}
 	if !imCfg.Enabled {
 		fake, fakeCfg, err := imfake.StartDev(imLog.With("fake", true))
 		if err != nil {
@@ -44,8 +47,12 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 		fakeCfg.BatchFormat = imCfg.BatchFormat // what the clients read is not the fake's to choose
 		imCfg = fakeCfg
 		a.log.Info("fake Tencent IM serving", "url", fake.URL(), "messages", fake.URL()+"/debug/messages")
+		// The client calls the fake in process (same handler, checks and
+		// faults) rather than over loopback HTTP: a server round trip per
+		// message was a test double's cost in every dev-mode figure.
+		imOpts = append(imOpts, tencentim.WithHTTPClient(&http.Client{Transport: fake.Transport()}))
 	}
-	client, err := tencentim.New(imCfg, tencentim.WithLogger(imLog))
+	client, err := tencentim.New(imCfg, imOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +138,7 @@ func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
 			return err
 		}
 		w, err := presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
-			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.owners},
+			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()},
 			Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
 		if err != nil {
 			return err
