@@ -63,7 +63,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	defer txn.Abort()
 	// Collect the candidate rooms first: go-memdb iterators must not run
 	// across writes to the index they walk.
-	it, err := txn.LowerBound(tableOutbox, indexDue, persistence.OutboxPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexDue, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox: %w", err)
 	}
@@ -116,7 +116,7 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 // claimRoom leases the lowest pending rows of one room to owner, unless
 // another owner holds any of its pending rows or its lowest is not due.
 func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, persistence.OutboxPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox %s: %w", key, err)
 	}
@@ -383,7 +383,7 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	}
 	if err == nil {
 		var it memdb.ResultIterator
-		it, err = txn.Get(tableOutbox, indexMQ+"_prefix", persistence.OutboxMQPending)
+		it, err = txn.Get(tableOutbox, indexMQ)
 		for err == nil {
 			raw := it.Next()
 			if raw == nil {

@@ -21,7 +21,7 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	it, err := txn.LowerBound(tableOutbox, indexMQ, persistence.OutboxMQPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexMQ, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox mq: %w", err)
 	}

@@ -78,6 +78,9 @@ type outboxEntry struct {
 	Row           persistence.OutboxRow
 }
 
+// pending: the row waits for IM (the claim's indexes hold only these).
+func (e *outboxEntry) pending() bool { return e.Status == persistence.OutboxPending }
+
 func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
 	if row.MQStatus == "" {
 		row.MQStatus = persistence.OutboxMQNone
