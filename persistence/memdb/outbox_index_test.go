@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -129,5 +130,45 @@ func assertClaimIndexes(t *testing.T, s *Store, step int) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: index %s holds %v, want %v", step, c.index, got, want)
 		}
+	}
+}
+
+// An outbox row goes through outboxEntry on every write; a field of
+// persistence.OutboxRow that newOutboxEntry or row forgot would be lost
+// silently. Every field is set to a distinct non-zero value by reflection,
+// so a field added later is covered without touching this test.
+func TestOutboxEntryKeepsEveryField(t *testing.T) {
+	var row persistence.OutboxRow
+	n := 0
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			n++
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString(fmt.Sprint("v", n))
+			case reflect.Int, reflect.Int64, reflect.Int32:
+				f.SetInt(int64(n))
+			case reflect.Bool:
+				f.SetBool(true)
+			case reflect.Slice:
+				f.SetBytes([]byte(fmt.Sprint(`"p`, n, `"`)))
+			case reflect.Struct:
+				fill(f)
+			default:
+				t.Fatalf("field %s of kind %s: teach this test to fill it", v.Type().Field(i).Name, f.Kind())
+			}
+		}
+	}
+	fill(reflect.ValueOf(&row).Elem())
+	env := row.Envelope
+	got := newOutboxEntry(&env, row).row()
+	if !reflect.DeepEqual(got, row) {
+		t.Fatalf("row through outboxEntry:\n got %+v\nwant %+v", got, row)
+	}
+	got.Envelope.Payload[0] = 'x'
+	if env.Payload[0] == 'x' {
+		t.Fatal("row() handed out the stored payload: a caller could change the stored row")
 	}
 }

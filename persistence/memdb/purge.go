@@ -208,7 +208,7 @@ func walkRoomOutbox(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persiste
 			break
 		}
 		res.Next = persistence.OutboxToken(e.CreatedAtMs, e.EventID)
-		if persistence.OutboxRowPurgeable(e.Row, r) {
+		if persistence.OutboxRowPurgeable(e.row(), r) {
 			doomed = append(doomed, e)
 		}
 	}

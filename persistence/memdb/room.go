@@ -65,7 +65,9 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 	if err := txn.Insert(tableCommandLog, &stored); err != nil {
 		return fmt.Errorf("memdb: append %s: %w", key, err)
 	}
-	for _, e := range cmd.Events {
+	for i := range stored.Events {
+		// The outbox row's envelope is the stored command's: one copy.
+		e := &stored.Events[i]
 		taken, err := txn.First(tableOutbox, indexID, e.EventID)
 		if err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
@@ -74,7 +76,6 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
 		}
 		row := persistence.OutboxRow{
-			Envelope:      cloneEnvelope(e),
 			Status:        persistence.OutboxPending,
 			CreatedAtMs:   e.CreatedAtMs,
 			UpdatedAtMs:   e.CreatedAtMs,
@@ -84,7 +85,7 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		if a.Lease != nil {
 			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs
 		}
-		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e, row)); err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
 		}
 	}

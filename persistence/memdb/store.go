@@ -64,37 +64,63 @@ func (s *Store) ready(ctx context.Context) error {
 	return nil
 }
 
-// outboxEntry is the stored form of a room_outbox row. The index fields are
-// copies of fields of Row, set only by newOutboxEntry so they cannot drift.
+// outboxEntry is the stored form of a room_outbox row: its envelope is
+// the one of the stored command log row (Append points at it rather than
+// keeping a copy; nothing ever changes a stored envelope), and the row's
+// own fields are kept once (issue 13: the row with its index copies and a
+// second envelope was ~440 bytes and a payload; it is ~200 now).
+// newOutboxEntry and row convert, TestOutboxEntryKeepsEveryField guards
+// them against a field added to persistence.OutboxRow.
 type outboxEntry struct {
-	EventID       string
-	Status        string
-	CreatedAtMs   int64
-	AppCode       string
-	RoomID        string
-	RoomSeq       int64
-	NextRetryAtMs int64
-	MQStatus      string
-	Row           persistence.OutboxRow
+	*persistence.Envelope
+
+	Status          string
+	RetryCount      int
+	LastError       string
+	CreatedAtMs     int64
+	UpdatedAtMs     int64
+	PublishedAtMs   int64
+	LockedBy        string
+	LockUntilMs     int64
+	NextRetryAtMs   int64
+	ResolvedBy      string
+	ResolvedAtMs    int64
+	Resolution      string
+	MQStatus        string
+	MQPublishedAtMs int64
+	MQLockedBy      string
+	MQLockUntilMs   int64
 }
 
 // pending: the row waits for IM (the claim's indexes hold only these).
 func (e *outboxEntry) pending() bool { return e.Status == persistence.OutboxPending }
 
-func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
+// newOutboxEntry stores row's fields with env as its envelope (row's own
+// Envelope is not read: an update keeps the stored one).
+func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outboxEntry {
 	if row.MQStatus == "" {
 		row.MQStatus = persistence.OutboxMQNone
 	}
 	return &outboxEntry{
-		EventID:       row.Envelope.EventID,
-		Status:        row.Status,
-		CreatedAtMs:   row.CreatedAtMs,
-		AppCode:       row.Envelope.AppCode,
-		RoomID:        row.Envelope.RoomID,
-		RoomSeq:       row.Envelope.RoomSeq,
-		NextRetryAtMs: row.NextRetryAtMs,
-		MQStatus:      row.MQStatus,
-		Row:           row,
+		Envelope: env,
+		Status:   row.Status, RetryCount: row.RetryCount, LastError: row.LastError,
+		CreatedAtMs: row.CreatedAtMs, UpdatedAtMs: row.UpdatedAtMs, PublishedAtMs: row.PublishedAtMs,
+		LockedBy: row.LockedBy, LockUntilMs: row.LockUntilMs, NextRetryAtMs: row.NextRetryAtMs,
+		ResolvedBy: row.ResolvedBy, ResolvedAtMs: row.ResolvedAtMs, Resolution: row.Resolution,
+		MQStatus: row.MQStatus, MQPublishedAtMs: row.MQPublishedAtMs, MQLockedBy: row.MQLockedBy, MQLockUntilMs: row.MQLockUntilMs,
+	}
+}
+
+// row returns a copy of the row the caller may keep and change (the
+// payload is cloned).
+func (e *outboxEntry) row() persistence.OutboxRow {
+	return persistence.OutboxRow{
+		Envelope: cloneEnvelope(*e.Envelope),
+		Status:   e.Status, RetryCount: e.RetryCount, LastError: e.LastError,
+		CreatedAtMs: e.CreatedAtMs, UpdatedAtMs: e.UpdatedAtMs, PublishedAtMs: e.PublishedAtMs,
+		LockedBy: e.LockedBy, LockUntilMs: e.LockUntilMs, NextRetryAtMs: e.NextRetryAtMs,
+		ResolvedBy: e.ResolvedBy, ResolvedAtMs: e.ResolvedAtMs, Resolution: e.Resolution,
+		MQStatus: e.MQStatus, MQPublishedAtMs: e.MQPublishedAtMs, MQLockedBy: e.MQLockedBy, MQLockUntilMs: e.MQLockUntilMs,
 	}
 }
 
@@ -125,9 +151,4 @@ func cloneCommand(c persistence.CommandRecord) persistence.CommandRecord {
 func cloneSnapshot(s persistence.Snapshot) persistence.Snapshot {
 	s.State = cloneBytes(s.State)
 	return s
-}
-
-func cloneOutboxRow(r persistence.OutboxRow) persistence.OutboxRow {
-	r.Envelope = cloneEnvelope(r.Envelope)
-	return r
 }
