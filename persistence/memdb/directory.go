@@ -378,12 +378,22 @@ func (d *Directory) purgeExpired() error {
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	it, err := txn.LowerBound(tableDirRooms, indexDirExpiry, int64(math.MinInt64), "", "")
+	ops, err := d.dropExpired(txn, now)
 	if err != nil {
 		return err
 	}
+	ops.commit(txn)
+	return nil
+}
+
+// dropExpired deletes the rows expired at now in txn and returns their
+// ranking changes.
+func (d *Directory) dropExpired(txn *memdb.Txn, now int64) (rankOps, error) {
+	it, err := txn.LowerBound(tableDirRooms, indexDirExpiry, int64(math.MinInt64), "", "")
+	if err != nil {
+		return nil, err
+	}
 	var gone []*roomRow
-	var ops rankOps
 	for r := it.Next(); r != nil; r = it.Next() {
 		row := r.(*roomRow)
 		if row.ExpiresAtMs > now {
@@ -391,13 +401,13 @@ func (d *Directory) purgeExpired() error {
 		}
 		gone = append(gone, row)
 	}
+	var ops rankOps
 	for _, row := range gone {
 		if err := d.dropRoom(txn, row, &ops); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	ops.commit(txn)
-	return nil
+	return ops, nil
 }
 
 // dropRoom deletes a room row and, on commit, its ranking item.
@@ -431,30 +441,51 @@ func (d *Directory) RemoveRoom(ctx context.Context, key persistence.RoomKey) err
 	return nil
 }
 
-// ListRooms implements persistence.Directory. Expired rooms are skipped
-// (dev mode has no reader purge to speak of: a walk is cheap).
+// ListRooms implements persistence.Directory. The page is read from the
+// app's ranking tree (O(limit · log n)); the rooms' rows have no rank
+// index of their own (issue 13: an index entry per room is ~0.5 KB). The
+// tree is read under the writer lock, after the expired rows are dropped
+// in the same transaction, so Total and the ranks count live rooms only.
 func (d *Directory) ListRooms(ctx context.Context, appCode string, offset, limit int) (persistence.RoomPage, error) {
 	if err := d.ready(ctx); err != nil {
 		return persistence.RoomPage{}, err
 	}
-	txn := d.db.Txn(false)
-	it, err := txn.Get(tableDirRooms, indexDirRank+"_prefix", appCode)
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	ops, err := d.dropExpired(txn, d.nowMs())
 	if err != nil {
 		return persistence.RoomPage{}, err
 	}
-	now := d.nowMs()
+	// From here the tree has changed: the transaction commits whatever
+	// the read below returns.
+	for _, op := range ops {
+		op()
+	}
+	page, err := d.page(txn, appCode, offset, limit)
+	txn.Commit()
+	return page, err
+}
+
+// page reads ranks offset+1 .. offset+limit of appCode's ranking.
+func (d *Directory) page(txn *memdb.Txn, appCode string, offset, limit int) (persistence.RoomPage, error) {
 	var page persistence.RoomPage
-	for r := it.Next(); r != nil; r = it.Next() {
-		row := r.(*roomRow)
-		if row.ExpiresAtMs <= now {
-			continue
+	tr := d.ranks[appCode]
+	if tr == nil {
+		return page, nil
+	}
+	page.Total = int64(tr.Len())
+	for i := max(offset, 0); i < tr.Len() && len(page.Rooms) < limit; i++ {
+		it, _ := tr.GetAt(i)
+		raw, err := txn.First(tableDirRooms, indexID, appCode, it.roomID)
+		if err != nil {
+			return persistence.RoomPage{}, err
 		}
-		page.Total++
-		if page.Total > int64(offset) && len(page.Rooms) < limit {
-			e := row.Entry
-			e.Rank = page.Total
-			page.Rooms = append(page.Rooms, e)
+		if raw == nil {
+			return persistence.RoomPage{}, fmt.Errorf("memdb: directory: ranked room %s/%s has no row", appCode, it.roomID)
 		}
+		e := raw.(*roomRow).Entry
+		e.Rank = int64(i) + 1
+		page.Rooms = append(page.Rooms, e)
 	}
 	return page, nil
 }

@@ -137,3 +137,38 @@ func TestDirectoryConcurrentUpdatesRankConsistently(t *testing.T) {
 		}
 	}
 }
+
+// A room's presence walk (StalePresence, SyncRoom) reads that room only,
+// not the rooms whose id extends its own (r1 → r10, r1x): the presence
+// index's prefix lookup used to read the room id as a string prefix.
+func TestPresenceWalkStaysInItsRoom(t *testing.T) {
+	ctx := context.Background()
+	d := NewDirectory(DirectoryOptions{})
+	r1 := persistence.RoomKey{AppCode: "app", RoomID: "r1"}
+	others := []persistence.RoomKey{{AppCode: "app", RoomID: "r10"}, {AppCode: "app", RoomID: "r1x"}, {AppCode: "app2", RoomID: "r1"}}
+	if err := d.Heartbeat(ctx, r1, "in-r1", 5); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range others {
+		if err := d.Heartbeat(ctx, k, fmt.Sprint("in-", k.AppCode, "-", k.RoomID), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale, err := d.StalePresence(ctx, r1, 100, 10)
+	if err != nil || len(stale) != 1 || stale[0].UserID != "in-r1" {
+		t.Fatalf("StalePresence of r1: %+v %v, want in-r1 only", stale, err)
+	}
+	// r1 synced with no members drops its own presence and no one else's.
+	if _, _, err := d.SyncRoom(ctx, persistence.RoomSync{Entry: persistence.RoomEntry{AppCode: "app", RoomID: "r1"}, NowMs: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if stale, _ := d.StalePresence(ctx, r1, 100, 10); len(stale) != 0 {
+		t.Fatalf("r1 after a sync without members: %+v", stale)
+	}
+	for i, k := range others {
+		stale, err := d.StalePresence(ctx, k, 100, 10)
+		if err != nil || len(stale) != 1 || stale[0].LastSeenMs != int64(i) {
+			t.Fatalf("%s after r1's sync: %+v %v, want its one user", k, stale, err)
+		}
+	}
+}

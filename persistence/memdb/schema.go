@@ -62,22 +62,24 @@ func roomCommandLogTable() *memdb.TableSchema {
 			indexID: {
 				Name:   indexID,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-					&memdb.IntFieldIndex{Field: "Seq"},
-				}},
+				Indexer: rowIndex[*persistence.CommandRecord]{
+					args: fields(strArg, strArg, intArg),
+					key: func(c *persistence.CommandRecord) []byte {
+						return newKey(1, c.AppCode, c.RoomID).str(c.AppCode).str(c.RoomID).i64(c.Seq)
+					},
+				},
 			},
 			// command_id serves the command_id fence of Append and
 			// FindCommand (duplicate command replay).
 			indexCommandID: {
 				Name:   indexCommandID,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-					&memdb.StringFieldIndex{Field: "CommandID"},
-				}},
+				Indexer: rowIndex[*persistence.CommandRecord]{
+					args: fields(strArg, strArg, strArg),
+					key: func(c *persistence.CommandRecord) []byte {
+						return newKey(0, c.AppCode, c.RoomID, c.CommandID).str(c.AppCode).str(c.RoomID).str(c.CommandID)
+					},
+				},
 			},
 		},
 	}
@@ -97,8 +99,8 @@ func roomOutboxTable() *memdb.TableSchema {
 			indexID: {
 				Name:   indexID,
 				Unique: true,
-				Indexer: outboxIndex{
-					args: memdb.CompoundIndex{Indexes: []memdb.Indexer{strArg}},
+				Indexer: rowIndex[*outboxEntry]{
+					args: fields(strArg),
 					key:  func(e *outboxEntry) []byte { return newKey(0, e.EventID).str(e.EventID) },
 				},
 			},
@@ -109,8 +111,8 @@ func roomOutboxTable() *memdb.TableSchema {
 			indexStatus: {
 				Name:   indexStatus,
 				Unique: true,
-				Indexer: outboxIndex{
-					args: memdb.CompoundIndex{Indexes: []memdb.Indexer{strArg, intArg, strArg}},
+				Indexer: rowIndex[*outboxEntry]{
+					args: fields(strArg, intArg, strArg),
 					key: func(e *outboxEntry) []byte {
 						return newKey(1, e.Status, e.EventID).str(e.Status).i64(e.CreatedAtMs).str(e.EventID)
 					},
@@ -123,8 +125,8 @@ func roomOutboxTable() *memdb.TableSchema {
 				Name:         indexDue,
 				Unique:       true,
 				AllowMissing: true,
-				Indexer: outboxIndex{
-					args: memdb.CompoundIndex{Indexes: []memdb.Indexer{intArg, strArg}},
+				Indexer: rowIndex[*outboxEntry]{
+					args: fields(intArg, strArg),
 					when: (*outboxEntry).pending,
 					key:  func(e *outboxEntry) []byte { return newKey(1, e.EventID).i64(e.NextRetryAtMs).str(e.EventID) },
 				},
@@ -135,8 +137,8 @@ func roomOutboxTable() *memdb.TableSchema {
 				Name:         indexMQ,
 				Unique:       true,
 				AllowMissing: true,
-				Indexer: outboxIndex{
-					args: memdb.CompoundIndex{Indexes: []memdb.Indexer{intArg, strArg}},
+				Indexer: rowIndex[*outboxEntry]{
+					args: fields(intArg, strArg),
 					when: func(e *outboxEntry) bool { return e.MQStatus == persistence.OutboxMQPending },
 					key:  func(e *outboxEntry) []byte { return newKey(1, e.EventID).i64(e.CreatedAtMs).str(e.EventID) },
 				},
@@ -147,8 +149,8 @@ func roomOutboxTable() *memdb.TableSchema {
 				Name:         indexRoom,
 				Unique:       true,
 				AllowMissing: true,
-				Indexer: outboxIndex{
-					args: memdb.CompoundIndex{Indexes: []memdb.Indexer{strArg, strArg, intArg, strArg}},
+				Indexer: rowIndex[*outboxEntry]{
+					args: fields(strArg, strArg, intArg, strArg),
 					when: (*outboxEntry).pending,
 					key: func(e *outboxEntry) []byte {
 						return newKey(1, e.AppCode, e.RoomID, e.EventID).str(e.AppCode).str(e.RoomID).i64(e.RoomSeq).str(e.EventID)
