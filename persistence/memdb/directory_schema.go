@@ -11,8 +11,7 @@ const (
 	tableDirUserRoom = "dir_user_room"
 	tableDirRooms    = "dir_rooms"
 
-	indexDirSeen   = "seen"
-	indexDirExpiry = "expiry"
+	indexDirSeen = "seen"
 )
 
 // directoryTables lists the directory's tables; directorySchema assembles
@@ -81,8 +80,8 @@ func dirUserRoomTable() *memdb.TableSchema {
 	}
 }
 
-// dirRoomsTable holds *roomRow rows, one per listed room. ListRooms reads
-// the ranking order from Directory.ranks, not from an index here.
+// dirRoomsTable holds *roomRow rows, one per listed room. The ranking and
+// expiry orders are Directory.ranks and Directory.expiry, not indexes here.
 func dirRoomsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableDirRooms,
@@ -94,17 +93,6 @@ func dirRoomsTable() *memdb.TableSchema {
 				Indexer: rowIndex[*roomRow]{
 					args: fields(strArg, strArg),
 					key:  func(r *roomRow) []byte { return newKey(0, r.AppCode, r.RoomID).str(r.AppCode).str(r.RoomID) },
-				},
-			},
-			// expiry serves the purge of expired rows, oldest first.
-			indexDirExpiry: {
-				Name:   indexDirExpiry,
-				Unique: true,
-				Indexer: rowIndex[*roomRow]{
-					args: fields(intArg, strArg, strArg),
-					key: func(r *roomRow) []byte {
-						return newKey(1, r.AppCode, r.RoomID).i64(r.ExpiresAtMs).str(r.AppCode).str(r.RoomID)
-					},
 				},
 			},
 		},
