@@ -52,7 +52,8 @@ func newSchema(tables ...func() *memdb.TableSchema) *memdb.DBSchema {
 	return db
 }
 
-// roomCommandLogTable holds *persistence.CommandRecord rows.
+// roomCommandLogTable holds *persistence.CommandRecord rows. Lookups by
+// command_id go through Store.commands, not an index here.
 func roomCommandLogTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableCommandLog,
@@ -66,18 +67,6 @@ func roomCommandLogTable() *memdb.TableSchema {
 					args: fields(strArg, strArg, intArg),
 					key: func(c *persistence.CommandRecord) []byte {
 						return newKey(1, c.AppCode, c.RoomID).str(c.AppCode).str(c.RoomID).i64(c.Seq)
-					},
-				},
-			},
-			// command_id serves the command_id fence of Append and
-			// FindCommand (duplicate command replay).
-			indexCommandID: {
-				Name:   indexCommandID,
-				Unique: true,
-				Indexer: rowIndex[*persistence.CommandRecord]{
-					args: fields(strArg, strArg, strArg),
-					key: func(c *persistence.CommandRecord) []byte {
-						return newKey(0, c.AppCode, c.RoomID, c.CommandID).str(c.AppCode).str(c.RoomID).str(c.CommandID)
 					},
 				},
 			},
