@@ -46,17 +46,50 @@ type Directory struct {
 	// aborted one leaves the tree alone. (Txn.Defer would run them after
 	// the lock is released.)
 	ranks map[string]*btree.BTreeG[rankItem]
+	// expiry holds every room row by expiry, oldest first, for the purge
+	// of expired rows: kept like ranks, in place of a radix index on the
+	// rooms table (issue 13: an index entry is ~0.5 KB per room, an item
+	// here ~50 bytes). nextExpiry is its earliest time (MaxInt64 when
+	// empty), read without the lock so a write with nothing expired takes
+	// no writer lock for the purge.
+	expiry     *btree.BTreeG[expiryItem]
+	nextExpiry atomic.Int64
 }
 
-// rankOps are ranking changes waiting for their transaction's commit.
+// rankOps are ranking and expiry changes waiting for their transaction's
+// commit.
 type rankOps []func()
 
-// commit applies the changes and commits txn, under its writer lock.
-func (ops rankOps) commit(txn *memdb.Txn) {
+// commit applies ops and commits txn, under its writer lock.
+func (d *Directory) commit(txn *memdb.Txn, ops rankOps) {
+	d.apply(ops)
+	txn.Commit()
+}
+
+// apply runs ops, under the writer lock, and moves nextExpiry with them.
+func (d *Directory) apply(ops rankOps) {
 	for _, op := range ops {
 		op()
 	}
-	txn.Commit()
+	next := int64(math.MaxInt64)
+	if it, ok := d.expiry.Min(); ok {
+		next = it.atMs
+	}
+	d.nextExpiry.Store(next)
+}
+
+// expiryItem is a room row's place in the expiry order.
+type expiryItem struct {
+	atMs          int64
+	appCode, room string
+}
+
+func expiryLess(a, b expiryItem) bool {
+	return cmp.Or(cmp.Compare(a.atMs, b.atMs), cmp.Compare(a.appCode, b.appCode), cmp.Compare(a.room, b.room)) < 0
+}
+
+func expiryOf(r *roomRow) expiryItem {
+	return expiryItem{atMs: r.ExpiresAtMs, appCode: r.AppCode, room: r.RoomID}
 }
 
 // rankItem is a room's place in its app's ranking: heat descending, then
@@ -145,7 +178,10 @@ func NewDirectory(o DirectoryOptions) *Directory {
 		// The schema is a constant of this package: failing is a bug.
 		panic(fmt.Sprintf("memdb: directory schema: %v", err))
 	}
-	return &Directory{db: db, opts: o, ranks: map[string]*btree.BTreeG[rankItem]{}}
+	d := &Directory{db: db, opts: o, ranks: map[string]*btree.BTreeG[rankItem]{},
+		expiry: btree.NewBTreeGOptions(expiryLess, btree.Options{NoLocks: true})}
+	d.nextExpiry.Store(math.MaxInt64)
+	return d
 }
 
 // Close makes every later call fail with ErrUnavailable, as a closed Redis
@@ -322,7 +358,7 @@ func (d *Directory) UpdateRoom(ctx context.Context, e persistence.RoomEntry) (pe
 	if err != nil {
 		return persistence.RankChange{}, err
 	}
-	ops.commit(txn)
+	d.commit(txn, ops)
 	return rc, nil
 }
 
@@ -360,8 +396,10 @@ func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry, ops *ran
 	*ops = append(*ops, func() {
 		if old != nil {
 			tr.Delete(itemOf(old))
+			d.expiry.Delete(expiryOf(old))
 		}
 		tr.Set(next)
+		d.expiry.Set(expiryOf(row))
 	})
 	return rc, nil
 }
@@ -372,32 +410,44 @@ func (d *Directory) updateRoom(txn *memdb.Txn, e persistence.RoomEntry, ops *ran
 // before a ranked write opens one: the ranking changes on commit.
 func (d *Directory) purgeExpired() error {
 	now := d.nowMs()
-	first, err := d.db.Txn(false).First(tableDirRooms, indexDirExpiry)
-	if err != nil || first == nil || first.(*roomRow).ExpiresAtMs > now {
-		return err // nothing expired: no writer lock taken
+	if d.nextExpiry.Load() > now {
+		return nil // nothing expired: no writer lock taken
 	}
 	txn := d.db.Txn(true)
 	defer txn.Abort()
-	it, err := txn.LowerBound(tableDirRooms, indexDirExpiry, int64(math.MinInt64), "", "")
+	ops, err := d.dropExpired(txn, now)
 	if err != nil {
 		return err
 	}
-	var gone []*roomRow
-	var ops rankOps
-	for r := it.Next(); r != nil; r = it.Next() {
-		row := r.(*roomRow)
-		if row.ExpiresAtMs > now {
-			break
-		}
-		gone = append(gone, row)
-	}
-	for _, row := range gone {
-		if err := d.dropRoom(txn, row, &ops); err != nil {
-			return err
-		}
-	}
-	ops.commit(txn)
+	d.commit(txn, ops)
 	return nil
+}
+
+// dropExpired deletes the rows expired at now in txn and returns their
+// ranking and expiry changes. Under the writer lock: it reads d.expiry.
+func (d *Directory) dropExpired(txn *memdb.Txn, now int64) (rankOps, error) {
+	var gone []expiryItem
+	d.expiry.Scan(func(it expiryItem) bool {
+		if it.atMs > now {
+			return false
+		}
+		gone = append(gone, it)
+		return true
+	})
+	var ops rankOps
+	for _, it := range gone {
+		raw, err := txn.First(tableDirRooms, indexID, it.appCode, it.room)
+		if err != nil {
+			return nil, err
+		}
+		if raw == nil || raw.(*roomRow).ExpiresAtMs != it.atMs {
+			return nil, fmt.Errorf("memdb: directory: expiry item %+v has no row", it)
+		}
+		if err := d.dropRoom(txn, raw.(*roomRow), &ops); err != nil {
+			return nil, err
+		}
+	}
+	return ops, nil
 }
 
 // dropRoom deletes a room row and, on commit, its ranking item.
@@ -406,7 +456,10 @@ func (d *Directory) dropRoom(txn *memdb.Txn, row *roomRow, ops *rankOps) error {
 		return err
 	}
 	tr := d.ranking(row.AppCode)
-	*ops = append(*ops, func() { tr.Delete(itemOf(row)) })
+	*ops = append(*ops, func() {
+		tr.Delete(itemOf(row))
+		d.expiry.Delete(expiryOf(row))
+	})
 	return nil
 }
 
@@ -427,34 +480,53 @@ func (d *Directory) RemoveRoom(ctx context.Context, key persistence.RoomKey) err
 			return err
 		}
 	}
-	ops.commit(txn)
+	d.commit(txn, ops)
 	return nil
 }
 
-// ListRooms implements persistence.Directory. Expired rooms are skipped
-// (dev mode has no reader purge to speak of: a walk is cheap).
+// ListRooms implements persistence.Directory. The page is read from the
+// app's ranking tree (O(limit · log n)); the rooms' rows have no rank
+// index of their own (issue 13: an index entry per room is ~0.5 KB). The
+// tree is read under the writer lock, after the expired rows are dropped
+// in the same transaction, so Total and the ranks count live rooms only.
 func (d *Directory) ListRooms(ctx context.Context, appCode string, offset, limit int) (persistence.RoomPage, error) {
 	if err := d.ready(ctx); err != nil {
 		return persistence.RoomPage{}, err
 	}
-	txn := d.db.Txn(false)
-	it, err := txn.Get(tableDirRooms, indexDirRank+"_prefix", appCode)
+	txn := d.db.Txn(true)
+	defer txn.Abort()
+	ops, err := d.dropExpired(txn, d.nowMs())
 	if err != nil {
 		return persistence.RoomPage{}, err
 	}
-	now := d.nowMs()
+	// From here the trees have changed: the transaction commits whatever
+	// the read below returns.
+	d.apply(ops)
+	page, err := d.page(txn, appCode, offset, limit)
+	txn.Commit()
+	return page, err
+}
+
+// page reads ranks offset+1 .. offset+limit of appCode's ranking.
+func (d *Directory) page(txn *memdb.Txn, appCode string, offset, limit int) (persistence.RoomPage, error) {
 	var page persistence.RoomPage
-	for r := it.Next(); r != nil; r = it.Next() {
-		row := r.(*roomRow)
-		if row.ExpiresAtMs <= now {
-			continue
+	tr := d.ranks[appCode]
+	if tr == nil {
+		return page, nil
+	}
+	page.Total = int64(tr.Len())
+	for i := max(offset, 0); i < tr.Len() && len(page.Rooms) < limit; i++ {
+		it, _ := tr.GetAt(i)
+		raw, err := txn.First(tableDirRooms, indexID, appCode, it.roomID)
+		if err != nil {
+			return persistence.RoomPage{}, err
 		}
-		page.Total++
-		if page.Total > int64(offset) && len(page.Rooms) < limit {
-			e := row.Entry
-			e.Rank = page.Total
-			page.Rooms = append(page.Rooms, e)
+		if raw == nil {
+			return persistence.RoomPage{}, fmt.Errorf("memdb: directory: ranked room %s/%s has no row", appCode, it.roomID)
 		}
+		e := raw.(*roomRow).Entry
+		e.Rank = int64(i) + 1
+		page.Rooms = append(page.Rooms, e)
 	}
 	return page, nil
 }
@@ -537,7 +609,7 @@ func (d *Directory) SyncRoom(ctx context.Context, s persistence.RoomSync) (persi
 			claims = append(claims, c)
 		}
 	}
-	ops.commit(txn)
+	d.commit(txn, ops)
 	slices.SortFunc(claims, func(a, b persistence.Claim) int { return cmp.Compare(a.UserID, b.UserID) })
 	return rc, claims, nil
 }

@@ -11,9 +11,7 @@ const (
 	tableDirUserRoom = "dir_user_room"
 	tableDirRooms    = "dir_rooms"
 
-	indexDirSeen   = "seen"
-	indexDirRank   = "rank"
-	indexDirExpiry = "expiry"
+	indexDirSeen = "seen"
 )
 
 // directoryTables lists the directory's tables; directorySchema assembles
@@ -40,11 +38,12 @@ func dirPresenceTable() *memdb.TableSchema {
 			indexID: {
 				Name:   indexID,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-					&memdb.StringFieldIndex{Field: "UserID"},
-				}},
+				Indexer: rowIndex[*presenceRow]{
+					args: fields(strArg, strArg, strArg),
+					key: func(p *presenceRow) []byte {
+						return newKey(0, p.AppCode, p.RoomID, p.UserID).str(p.AppCode).str(p.RoomID).str(p.UserID)
+					},
+				},
 			},
 			// seen serves StalePresence's oldest-first scan of one room
 			// and SyncRoom's walk over a room's presence; user_id breaks
@@ -52,12 +51,12 @@ func dirPresenceTable() *memdb.TableSchema {
 			indexDirSeen: {
 				Name:   indexDirSeen,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-					&memdb.IntFieldIndex{Field: "LastSeenMs"},
-					&memdb.StringFieldIndex{Field: "UserID"},
-				}},
+				Indexer: rowIndex[*presenceRow]{
+					args: fields(strArg, strArg, intArg, strArg),
+					key: func(p *presenceRow) []byte {
+						return newKey(1, p.AppCode, p.RoomID, p.UserID).str(p.AppCode).str(p.RoomID).i64(p.LastSeenMs).str(p.UserID)
+					},
+				},
 			},
 		},
 	}
@@ -72,16 +71,17 @@ func dirUserRoomTable() *memdb.TableSchema {
 			indexID: {
 				Name:   indexID,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "UserID"},
-				}},
+				Indexer: rowIndex[*userRoomRow]{
+					args: fields(strArg, strArg),
+					key:  func(u *userRoomRow) []byte { return newKey(0, u.AppCode, u.UserID).str(u.AppCode).str(u.UserID) },
+				},
 			},
 		},
 	}
 }
 
-// dirRoomsTable holds *roomRow rows, one per listed room.
+// dirRoomsTable holds *roomRow rows, one per listed room. The ranking and
+// expiry orders are Directory.ranks and Directory.expiry, not indexes here.
 func dirRoomsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableDirRooms,
@@ -90,33 +90,10 @@ func dirRoomsTable() *memdb.TableSchema {
 			indexID: {
 				Name:   indexID,
 				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-				}},
-			},
-			// expiry serves the purge of expired rows, oldest first.
-			indexDirExpiry: {
-				Name:   indexDirExpiry,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.IntFieldIndex{Field: "ExpiresAtMs"},
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-				}},
-			},
-			// rank serves ListRooms: an ascending walk is heat descending
-			// (NegHeat), then room_id ascending, the order of the Redis
-			// ranking (Directory.ranks holds the same order, counted, for
-			// rank reads).
-			indexDirRank: {
-				Name:   indexDirRank,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.IntFieldIndex{Field: "NegHeat"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-				}},
+				Indexer: rowIndex[*roomRow]{
+					args: fields(strArg, strArg),
+					key:  func(r *roomRow) []byte { return newKey(0, r.AppCode, r.RoomID).str(r.AppCode).str(r.RoomID) },
+				},
 			},
 		},
 	}

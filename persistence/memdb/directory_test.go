@@ -1,9 +1,11 @@
 package memdb
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +136,107 @@ func TestDirectoryConcurrentUpdatesRankConsistently(t *testing.T) {
 		rc, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: "app", RoomID: e.RoomID, Heat: e.Heat})
 		if err != nil || rc.Prev != e.Rank || rc.Rank != e.Rank {
 			t.Fatalf("%s listed at %d, rewrite says %+v %v", e.RoomID, e.Rank, rc, err)
+		}
+	}
+}
+
+// A room's presence walk (StalePresence, SyncRoom) reads that room only,
+// not the rooms whose id extends its own (r1 → r10, r1x): the presence
+// index's prefix lookup used to read the room id as a string prefix.
+func TestPresenceWalkStaysInItsRoom(t *testing.T) {
+	ctx := context.Background()
+	d := NewDirectory(DirectoryOptions{})
+	r1 := persistence.RoomKey{AppCode: "app", RoomID: "r1"}
+	others := []persistence.RoomKey{{AppCode: "app", RoomID: "r10"}, {AppCode: "app", RoomID: "r1x"}, {AppCode: "app2", RoomID: "r1"}}
+	if err := d.Heartbeat(ctx, r1, "in-r1", 5); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range others {
+		if err := d.Heartbeat(ctx, k, fmt.Sprint("in-", k.AppCode, "-", k.RoomID), int64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale, err := d.StalePresence(ctx, r1, 100, 10)
+	if err != nil || len(stale) != 1 || stale[0].UserID != "in-r1" {
+		t.Fatalf("StalePresence of r1: %+v %v, want in-r1 only", stale, err)
+	}
+	// r1 synced with no members drops its own presence and no one else's.
+	if _, _, err := d.SyncRoom(ctx, persistence.RoomSync{Entry: persistence.RoomEntry{AppCode: "app", RoomID: "r1"}, NowMs: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if stale, _ := d.StalePresence(ctx, r1, 100, 10); len(stale) != 0 {
+		t.Fatalf("r1 after a sync without members: %+v", stale)
+	}
+	for i, k := range others {
+		stale, err := d.StalePresence(ctx, k, 100, 10)
+		if err != nil || len(stale) != 1 || stale[0].LastSeenMs != int64(i) {
+			t.Fatalf("%s after r1's sync: %+v %v, want its one user", k, stale, err)
+		}
+	}
+}
+
+// The listing comes from the ranking and expiry trees, so it is checked
+// against a model kept apart from them: every live room (updated less than
+// the TTL ago, not removed) once, heat descending then room id, with
+// Total counting them; pages at random offsets are slices of it.
+func TestDirectoryListingMatchesAModel(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	const ttl = time.Minute
+	d := NewDirectory(DirectoryOptions{RoomTTL: ttl, Clock: func() time.Time { return now }})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 13))
+	type modelRoom struct {
+		heat      int64
+		expiresAt time.Time
+	}
+	model := map[persistence.RoomKey]modelRoom{}
+	apps := []string{"app", "app2"}
+	for i := range 4000 {
+		key := persistence.RoomKey{AppCode: apps[rng.IntN(2)], RoomID: fmt.Sprint("r", rng.IntN(120))}
+		switch op := rng.IntN(40); {
+		case op == 0:
+			if err := d.RemoveRoom(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			delete(model, key)
+		case op < 3:
+			now = now.Add(time.Duration(rng.IntN(30_000)) * time.Millisecond)
+		default:
+			heat := int64(rng.IntN(25))
+			if _, err := d.UpdateRoom(ctx, persistence.RoomEntry{AppCode: key.AppCode, RoomID: key.RoomID, Heat: heat}); err != nil {
+				t.Fatal(err)
+			}
+			model[key] = modelRoom{heat: heat, expiresAt: now.Add(ttl)}
+		}
+		if i%9 != 0 {
+			continue
+		}
+		app := apps[rng.IntN(2)]
+		var want []persistence.RoomEntry
+		for k, m := range model {
+			if k.AppCode == app && now.Before(m.expiresAt) {
+				want = append(want, persistence.RoomEntry{RoomID: k.RoomID, Heat: m.heat})
+			}
+		}
+		slices.SortFunc(want, func(a, b persistence.RoomEntry) int {
+			return cmp.Or(cmp.Compare(b.Heat, a.Heat), cmp.Compare(a.RoomID, b.RoomID))
+		})
+		offset, limit := rng.IntN(len(want)+2), 1+rng.IntN(40)
+		page, err := d.ListRooms(ctx, app, offset, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.Total != int64(len(want)) {
+			t.Fatalf("step %d: total %d, the model has %d live rooms", i, page.Total, len(want))
+		}
+		want = want[min(offset, len(want)):min(offset+limit, len(want))]
+		if len(page.Rooms) != len(want) {
+			t.Fatalf("step %d: page at %d of %d rooms: %+v, want %+v", i, offset, limit, page.Rooms, want)
+		}
+		for j, e := range page.Rooms {
+			if e.RoomID != want[j].RoomID || e.Heat != want[j].Heat || e.Rank != int64(offset+j+1) {
+				t.Fatalf("step %d: rank %d is %s (heat %d, rank %d), want %s (heat %d)", i, offset+j+1, e.RoomID, e.Heat, e.Rank, want[j].RoomID, want[j].Heat)
+			}
 		}
 	}
 }

@@ -38,10 +38,10 @@ func (s *Store) RoomOutboxAfter(ctx context.Context, eventType string, afterMs i
 			if e.CreatedAtMs == afterMs && e.EventID <= afterID {
 				continue // LowerBound is inclusive; the cursor row itself was read
 			}
-			if e.Row.Envelope.EventType != eventType {
+			if e.EventType != eventType {
 				continue
 			}
-			out = append(out, cloneOutboxRow(e.Row))
+			out = append(out, e.row())
 			n++
 		}
 	}

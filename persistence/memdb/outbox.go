@@ -39,7 +39,7 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 		return out, nil
 	}
 	err := scanStatus(s.db.Txn(false), persistence.OutboxPending, func(e *outboxEntry) bool {
-		out = append(out, cloneOutboxRow(e.Row))
+		out = append(out, e.row())
 		return len(out) < limit
 	})
 	if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	defer txn.Abort()
 	// Collect the candidate rooms first: go-memdb iterators must not run
 	// across writes to the index they walk.
-	it, err := txn.LowerBound(tableOutbox, indexDue, persistence.OutboxPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexDue, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox: %w", err)
 	}
@@ -75,7 +75,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			break
 		}
 		key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
-		if e.Row.LockUntilMs > nowMs || seen[key] {
+		if e.LockUntilMs > nowMs || seen[key] {
 			continue
 		}
 		seen[key] = true
@@ -116,7 +116,7 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 // claimRoom leases the lowest pending rows of one room to owner, unless
 // another owner holds any of its pending rows or its lowest is not due.
 func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, persistence.OutboxPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox %s: %w", key, err)
 	}
@@ -126,7 +126,7 @@ func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, lea
 		if e.AppCode != key.AppCode || e.RoomID != key.RoomID || e.Status != persistence.OutboxPending {
 			break
 		}
-		if e.Row.LockUntilMs > nowMs && e.Row.LockedBy != owner {
+		if e.LockUntilMs > nowMs && e.LockedBy != owner {
 			return nil, nil // held by another sender
 		}
 		if len(rows) == 0 && e.NextRetryAtMs > nowMs {
@@ -138,13 +138,13 @@ func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, lea
 	}
 	out := make([]persistence.OutboxRow, 0, len(rows))
 	for _, e := range rows {
-		row := cloneOutboxRow(e.Row)
+		row := e.row()
 		row.LockedBy = owner
 		row.LockUntilMs = nowMs + leaseMs
-		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
-			return nil, fmt.Errorf("memdb: claim outbox %s: %w", row.Envelope.EventID, err)
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
+			return nil, fmt.Errorf("memdb: claim outbox %s: %w", e.EventID, err)
 		}
-		out = append(out, cloneOutboxRow(row))
+		out = append(out, row)
 	}
 	return out, nil
 }
@@ -164,11 +164,12 @@ func (s *Store) updateOutbox(ctx context.Context, op, eventID string, change fun
 	if raw == nil {
 		return fmt.Errorf("memdb: %s: outbox event %q: %w", op, eventID, persistence.ErrNotFound)
 	}
-	row := cloneOutboxRow(raw.(*outboxEntry).Row)
+	e := raw.(*outboxEntry)
+	row := e.row()
 	if !change(&row) {
 		return nil
 	}
-	if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+	if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
 		return fmt.Errorf("memdb: %s %s: %w", op, eventID, err)
 	}
 	txn.Commit()
@@ -214,11 +215,12 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 		if raw == nil {
 			continue
 		}
-		row := cloneOutboxRow(raw.(*outboxEntry).Row)
+		e := raw.(*outboxEntry)
+		row := e.row()
 		if !markPublished(&row, nowMs) {
 			continue
 		}
-		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
 			return fmt.Errorf("memdb: mark published %s: %w", id, err)
 		}
 	}
@@ -318,7 +320,7 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 	if raw == nil {
 		return persistence.OutboxRow{}, fmt.Errorf("memdb: outbox event %q: %w", eventID, persistence.ErrNotFound)
 	}
-	return cloneOutboxRow(raw.(*outboxEntry).Row), nil
+	return raw.(*outboxEntry).row(), nil
 }
 
 // ListOutbox implements persistence.OutboxStore. Limit <= 0 means no limit.
@@ -333,7 +335,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	var out []persistence.OutboxRow
 	if f.Status != "" {
 		err := scanStatus(txn, f.Status, func(e *outboxEntry) bool {
-			out = append(out, cloneOutboxRow(e.Row))
+			out = append(out, e.row())
 			return !full(len(out))
 		})
 		if err != nil {
@@ -356,7 +358,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 		if full(len(out)) {
 			break
 		}
-		out = append(out, cloneOutboxRow(e.Row))
+		out = append(out, e.row())
 	}
 	return out, nil
 }
@@ -383,7 +385,7 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	}
 	if err == nil {
 		var it memdb.ResultIterator
-		it, err = txn.Get(tableOutbox, indexMQ+"_prefix", persistence.OutboxMQPending)
+		it, err = txn.Get(tableOutbox, indexMQ)
 		for err == nil {
 			raw := it.Next()
 			if raw == nil {

@@ -21,28 +21,31 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	}
 	txn := s.db.Txn(true)
 	defer txn.Abort()
-	it, err := txn.LowerBound(tableOutbox, indexMQ, persistence.OutboxMQPending, int64(math.MinInt64), "")
+	it, err := txn.LowerBound(tableOutbox, indexMQ, int64(math.MinInt64), "")
 	if err != nil {
 		return nil, fmt.Errorf("memdb: claim outbox mq: %w", err)
 	}
-	var out []persistence.OutboxRow
-	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+	var claimed []*outboxEntry
+	for raw := it.Next(); raw != nil && len(claimed) < limit; raw = it.Next() {
 		e := raw.(*outboxEntry)
 		if e.MQStatus != persistence.OutboxMQPending {
 			break
 		}
-		if e.Row.MQLockUntilMs > nowMs {
+		if e.MQLockUntilMs > nowMs {
 			continue
 		}
-		out = append(out, cloneOutboxRow(e.Row))
+		claimed = append(claimed, e)
 	}
 	// Written after the walk: go-memdb iterators must not run across
 	// writes to the table they walk.
-	for i := range out {
-		out[i].MQLockedBy, out[i].MQLockUntilMs = owner, nowMs+leaseMs
-		if err := txn.Insert(tableOutbox, newOutboxEntry(cloneOutboxRow(out[i]))); err != nil {
-			return nil, fmt.Errorf("memdb: claim outbox mq %s: %w", out[i].Envelope.EventID, err)
+	out := make([]persistence.OutboxRow, 0, len(claimed))
+	for _, e := range claimed {
+		row := e.row()
+		row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
+			return nil, fmt.Errorf("memdb: claim outbox mq %s: %w", e.EventID, err)
 		}
+		out = append(out, row)
 	}
 	txn.Commit()
 	persistence.GroupByRoom(out)
@@ -62,12 +65,13 @@ func (s *Store) mqUpdate(ctx context.Context, op string, eventIDs []string, chan
 		if err != nil {
 			return fmt.Errorf("memdb: %s %s: %w", op, id, err)
 		}
-		if raw == nil || raw.(*outboxEntry).MQStatus != persistence.OutboxMQPending {
+		e, _ := raw.(*outboxEntry)
+		if e == nil || e.MQStatus != persistence.OutboxMQPending {
 			continue
 		}
-		row := cloneOutboxRow(raw.(*outboxEntry).Row)
+		row := e.row()
 		change(&row)
-		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
 			return fmt.Errorf("memdb: %s %s: %w", op, id, err)
 		}
 	}

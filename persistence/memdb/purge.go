@@ -91,6 +91,9 @@ type memPurge struct {
 	ready  func(context.Context) error
 	db     *memdb.MemDB
 	tables []string
+	// deleted, if set, is told the rows a batch deletes, under the writer
+	// lock, just before the batch commits.
+	deleted func(table string, rows []any)
 }
 
 // collectFunc returns the rows a batch would delete (table rows as
@@ -111,6 +114,9 @@ func (m memPurge) purge(ctx context.Context, r persistence.PurgeRequest, table s
 		if err := txn.Delete(table, row); err != nil {
 			return persistence.PurgeResult{}, fmt.Errorf("memdb: purge %s: %w", table, err)
 		}
+	}
+	if m.deleted != nil {
+		m.deleted(table, doomed)
 	}
 	txn.Commit()
 	res.Rows = len(doomed)
@@ -148,7 +154,11 @@ func (s *Store) PurgeTables() []string {
 }
 
 func (s *Store) memPurge() memPurge {
-	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables()}
+	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables(), deleted: func(table string, rows []any) {
+		if table == tableCommandLog {
+			s.commands.drop(rows)
+		}
+	}}
 }
 
 // AcquirePurgeLease implements persistence.Purger.
@@ -208,7 +218,7 @@ func walkRoomOutbox(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persiste
 			break
 		}
 		res.Next = persistence.OutboxToken(e.CreatedAtMs, e.EventID)
-		if persistence.OutboxRowPurgeable(e.Row, r) {
+		if persistence.OutboxRowPurgeable(e.row(), r) {
 			doomed = append(doomed, e)
 		}
 	}

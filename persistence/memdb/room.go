@@ -41,11 +41,8 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 	if taken != nil {
 		return fmt.Errorf("memdb: append %s: seq %d already written: %w", key, cmd.Seq, persistence.ErrConflict)
 	}
-	taken, err = txn.First(tableCommandLog, indexCommandID, cmd.AppCode, cmd.RoomID, cmd.CommandID)
-	if err != nil {
-		return fmt.Errorf("memdb: append %s: %w", key, err)
-	}
-	if taken != nil {
+	cmdKey := commandKey{cmd.AppCode, cmd.RoomID, cmd.CommandID}
+	if _, taken := s.commands.seq(cmdKey); taken {
 		return fmt.Errorf("memdb: append %s: command_id %q already written: %w", key, cmd.CommandID, persistence.ErrConflict)
 	}
 
@@ -65,7 +62,9 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 	if err := txn.Insert(tableCommandLog, &stored); err != nil {
 		return fmt.Errorf("memdb: append %s: %w", key, err)
 	}
-	for _, e := range cmd.Events {
+	for i := range stored.Events {
+		// The outbox row's envelope is the stored command's: one copy.
+		e := &stored.Events[i]
 		taken, err := txn.First(tableOutbox, indexID, e.EventID)
 		if err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
@@ -74,7 +73,6 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
 		}
 		row := persistence.OutboxRow{
-			Envelope:      cloneEnvelope(e),
 			Status:        persistence.OutboxPending,
 			CreatedAtMs:   e.CreatedAtMs,
 			UpdatedAtMs:   e.CreatedAtMs,
@@ -84,7 +82,7 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		if a.Lease != nil {
 			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs
 		}
-		if err := txn.Insert(tableOutbox, newOutboxEntry(row)); err != nil {
+		if err := txn.Insert(tableOutbox, newOutboxEntry(e, row)); err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
 		}
 	}
@@ -93,6 +91,7 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
 		}
 	}
+	s.commands.set(cmdKey, cmd.Seq)
 	txn.Commit()
 	return nil
 }
@@ -158,11 +157,17 @@ func (s *Store) FindCommand(ctx context.Context, key persistence.RoomKey, comman
 	if err := s.ready(ctx); err != nil {
 		return persistence.CommandRecord{}, err
 	}
-	raw, err := s.db.Txn(false).First(tableCommandLog, indexCommandID, key.AppCode, key.RoomID, commandID)
-	if err != nil {
-		return persistence.CommandRecord{}, fmt.Errorf("memdb: find command %s: %w", key, err)
+	seq, ok := s.commands.seq(commandKey{key.AppCode, key.RoomID, commandID})
+	var raw any
+	if ok {
+		var err error
+		if raw, err = s.db.Txn(false).First(tableCommandLog, indexID, key.AppCode, key.RoomID, seq); err != nil {
+			return persistence.CommandRecord{}, fmt.Errorf("memdb: find command %s: %w", key, err)
+		}
 	}
-	if raw == nil {
+	// The map is set just before the append commits: a reader in between
+	// finds no row yet, as if it had asked a moment earlier.
+	if raw == nil || raw.(*persistence.CommandRecord).CommandID != commandID {
 		return persistence.CommandRecord{}, fmt.Errorf("memdb: command %q of %s: %w", commandID, key, persistence.ErrNotFound)
 	}
 	return cloneCommand(*raw.(*persistence.CommandRecord)), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
@@ -19,6 +20,42 @@ type Store struct {
 	// mqStatus is the MQStatus of new outbox rows: pending when the MQ
 	// fanout is on (WithOutboxMQ), none otherwise.
 	mqStatus string
+	// commands maps each logged command_id to its seq: the command_id
+	// fence of Append and FindCommand's lookup. A map entry is ~100
+	// bytes where a radix index entry was ~450 (issue 13). It is changed
+	// only under go-memdb's writer lock, just before the transaction that
+	// wrote or purged the rows commits (an aborted one never touches it),
+	// and read under mu.
+	commands commandIDs
+}
+
+type commandKey struct{ appCode, roomID, commandID string }
+
+type commandIDs struct {
+	mu    sync.RWMutex
+	bySeq map[commandKey]int64
+}
+
+func (c *commandIDs) seq(k commandKey) (int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	seq, ok := c.bySeq[k]
+	return seq, ok
+}
+
+func (c *commandIDs) set(k commandKey, seq int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bySeq[k] = seq
+}
+
+func (c *commandIDs) drop(recs []any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		rec := r.(*persistence.CommandRecord)
+		delete(c.bySeq, commandKey{rec.AppCode, rec.RoomID, rec.CommandID})
+	}
 }
 
 // Option tunes New.
@@ -38,7 +75,7 @@ func New(opts ...Option) *Store {
 		// not a runtime condition.
 		panic(fmt.Sprintf("memdb: room schema: %v", err))
 	}
-	s := &Store{db: db, mqStatus: persistence.OutboxMQNone}
+	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, commands: commandIDs{bySeq: map[commandKey]int64{}}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -64,34 +101,63 @@ func (s *Store) ready(ctx context.Context) error {
 	return nil
 }
 
-// outboxEntry is the stored form of a room_outbox row. The index fields are
-// copies of fields of Row, set only by newOutboxEntry so they cannot drift.
+// outboxEntry is the stored form of a room_outbox row: its envelope is
+// the one of the stored command log row (Append points at it rather than
+// keeping a copy; nothing ever changes a stored envelope), and the row's
+// own fields are kept once (issue 13: the row with its index copies and a
+// second envelope was ~440 bytes and a payload; it is ~200 now).
+// newOutboxEntry and row convert, TestOutboxEntryKeepsEveryField guards
+// them against a field added to persistence.OutboxRow.
 type outboxEntry struct {
-	EventID       string
-	Status        string
-	CreatedAtMs   int64
-	AppCode       string
-	RoomID        string
-	RoomSeq       int64
-	NextRetryAtMs int64
-	MQStatus      string
-	Row           persistence.OutboxRow
+	*persistence.Envelope
+
+	Status          string
+	RetryCount      int
+	LastError       string
+	CreatedAtMs     int64
+	UpdatedAtMs     int64
+	PublishedAtMs   int64
+	LockedBy        string
+	LockUntilMs     int64
+	NextRetryAtMs   int64
+	ResolvedBy      string
+	ResolvedAtMs    int64
+	Resolution      string
+	MQStatus        string
+	MQPublishedAtMs int64
+	MQLockedBy      string
+	MQLockUntilMs   int64
 }
 
-func newOutboxEntry(row persistence.OutboxRow) *outboxEntry {
+// pending: the row waits for IM (the claim's indexes hold only these).
+func (e *outboxEntry) pending() bool { return e.Status == persistence.OutboxPending }
+
+// newOutboxEntry stores row's fields with env as its envelope (row's own
+// Envelope is not read: an update keeps the stored one).
+func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outboxEntry {
 	if row.MQStatus == "" {
 		row.MQStatus = persistence.OutboxMQNone
 	}
 	return &outboxEntry{
-		EventID:       row.Envelope.EventID,
-		Status:        row.Status,
-		CreatedAtMs:   row.CreatedAtMs,
-		AppCode:       row.Envelope.AppCode,
-		RoomID:        row.Envelope.RoomID,
-		RoomSeq:       row.Envelope.RoomSeq,
-		NextRetryAtMs: row.NextRetryAtMs,
-		MQStatus:      row.MQStatus,
-		Row:           row,
+		Envelope: env,
+		Status:   row.Status, RetryCount: row.RetryCount, LastError: row.LastError,
+		CreatedAtMs: row.CreatedAtMs, UpdatedAtMs: row.UpdatedAtMs, PublishedAtMs: row.PublishedAtMs,
+		LockedBy: row.LockedBy, LockUntilMs: row.LockUntilMs, NextRetryAtMs: row.NextRetryAtMs,
+		ResolvedBy: row.ResolvedBy, ResolvedAtMs: row.ResolvedAtMs, Resolution: row.Resolution,
+		MQStatus: row.MQStatus, MQPublishedAtMs: row.MQPublishedAtMs, MQLockedBy: row.MQLockedBy, MQLockUntilMs: row.MQLockUntilMs,
+	}
+}
+
+// row returns a copy of the row the caller may keep and change (the
+// payload is cloned).
+func (e *outboxEntry) row() persistence.OutboxRow {
+	return persistence.OutboxRow{
+		Envelope: cloneEnvelope(*e.Envelope),
+		Status:   e.Status, RetryCount: e.RetryCount, LastError: e.LastError,
+		CreatedAtMs: e.CreatedAtMs, UpdatedAtMs: e.UpdatedAtMs, PublishedAtMs: e.PublishedAtMs,
+		LockedBy: e.LockedBy, LockUntilMs: e.LockUntilMs, NextRetryAtMs: e.NextRetryAtMs,
+		ResolvedBy: e.ResolvedBy, ResolvedAtMs: e.ResolvedAtMs, Resolution: e.Resolution,
+		MQStatus: e.MQStatus, MQPublishedAtMs: e.MQPublishedAtMs, MQLockedBy: e.MQLockedBy, MQLockUntilMs: e.MQLockUntilMs,
 	}
 }
 
@@ -122,9 +188,4 @@ func cloneCommand(c persistence.CommandRecord) persistence.CommandRecord {
 func cloneSnapshot(s persistence.Snapshot) persistence.Snapshot {
 	s.State = cloneBytes(s.State)
 	return s
-}
-
-func cloneOutboxRow(r persistence.OutboxRow) persistence.OutboxRow {
-	r.Envelope = cloneEnvelope(r.Envelope)
-	return r
 }

@@ -1,0 +1,75 @@
+package memdb
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/hashicorp/go-memdb"
+)
+
+// Lookup arguments of the outbox indexes, encoded as go-memdb's field
+// indexers encode them (their FromArgs needs no field).
+var (
+	strArg = &memdb.StringFieldIndex{}
+	intArg = &memdb.IntFieldIndex{}
+)
+
+// rowIndex indexes T rows by a key built from the row without
+// reflection, exactly sized (the key is kept in the radix leaf for as long
+// as the row lives; go-memdb's CompoundIndex grows it by appending, up to
+// twice its length). args decodes lookups and must list the key's fields
+// in order. A row for which when is false is left out of the index (the
+// schema sets AllowMissing).
+type rowIndex[T any] struct {
+	args memdb.CompoundIndex
+	when func(T) bool
+	key  func(T) []byte
+}
+
+func (i rowIndex[T]) FromObject(raw any) (bool, []byte, error) {
+	r, ok := raw.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("memdb: %T is not a %T", raw, r)
+	}
+	if i.when != nil && !i.when(r) {
+		return false, nil, nil
+	}
+	return true, i.key(r), nil
+}
+
+func (i rowIndex[T]) FromArgs(args ...any) ([]byte, error) { return i.args.FromArgs(args...) }
+
+// PrefixFromArgs reads the leading fields whole: ("app", "r1") is room r1
+// only. (CompoundIndex's reads the last one as a string prefix, so the
+// presence of room r1 also walked r10..r19, r100.., and StalePresence of
+// r1 returned their users.)
+func (i rowIndex[T]) PrefixFromArgs(args ...any) ([]byte, error) {
+	if len(args) > len(i.args.Indexes) {
+		return nil, fmt.Errorf("memdb: %d prefix arguments for an index of %d fields", len(args), len(i.args.Indexes))
+	}
+	lead := memdb.CompoundIndex{Indexes: i.args.Indexes[:len(args)]}
+	return lead.FromArgs(args...)
+}
+
+// fields lists lookup arguments: strArg and intArg.
+func fields(f ...memdb.Indexer) memdb.CompoundIndex { return memdb.CompoundIndex{Indexes: f} }
+
+// indexKey is an index key in go-memdb's field encoding: a string is its
+// bytes and a 0 byte, an int64 8 big-endian bytes with the sign bit
+// flipped (so negative values sort first).
+type indexKey []byte
+
+// newKey returns an empty key with room for ints int64s and strs.
+func newKey(ints int, strs ...string) indexKey {
+	n := 8 * ints
+	for _, s := range strs {
+		n += len(s) + 1
+	}
+	return make(indexKey, 0, n)
+}
+
+func (k indexKey) str(s string) indexKey { return append(append(k, s...), 0) }
+
+func (k indexKey) i64(v int64) indexKey {
+	return binary.BigEndian.AppendUint64(k, uint64(v)^(1<<63))
+}

@@ -1,0 +1,174 @@
+package memdb
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// The claim indexes (due, room, mq) hold only the rows the claims may
+// return, so a published row costs two index entries instead of five. This
+// drives random rows through every status change and checks after each
+// step that each of those indexes holds exactly the rows it should, in
+// order: a pending row missing from them would never be sent again.
+func TestClaimIndexesHoldExactlyTheClaimableRows(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			checkClaimIndexes(t, rand.New(rand.NewPCG(seed, 13)))
+		})
+	}
+}
+
+func checkClaimIndexes(t *testing.T, rng *rand.Rand) {
+	ctx := context.Background()
+	s := New(WithOutboxMQ())
+	rooms := []persistence.RoomKey{{AppCode: "a", RoomID: "r1"}, {AppCode: "a", RoomID: "r2"}, {AppCode: "b", RoomID: "r1"}}
+	seqs := map[persistence.RoomKey]int64{}
+	var ids []string
+	now := int64(1000)
+	for step := range 400 {
+		now += int64(rng.IntN(50))
+		pick := func() string { return ids[rng.IntN(len(ids))] }
+		var err error
+		switch op := rng.IntN(12); {
+		case op < 3 || len(ids) == 0:
+			key := rooms[rng.IntN(len(rooms))]
+			seqs[key]++
+			seq := seqs[key]
+			cmdID := fmt.Sprintf("%s-%s-%d", key.AppCode, key.RoomID, seq)
+			var evs []persistence.Envelope
+			for n := range 1 + rng.IntN(3) {
+				evs = append(evs, persistence.Envelope{EventID: fmt.Sprintf("%s:%d", cmdID, n), EventType: "T",
+					AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: seq, CommandID: cmdID, CreatedAtMs: now - int64(rng.IntN(30))})
+				ids = append(ids, evs[n].EventID)
+			}
+			err = s.Append(ctx, persistence.Append{Command: persistence.CommandRecord{AppCode: key.AppCode, RoomID: key.RoomID,
+				Seq: seq, CommandID: cmdID, Events: evs, CreatedAtMs: now}})
+		case op == 3:
+			err = s.MarkOutboxPublishedBatch(ctx, []string{pick(), pick()}, now)
+		case op == 4:
+			err = s.MarkOutboxFailed(ctx, pick(), "down", now, now+int64(rng.IntN(200)))
+		case op == 5:
+			err = s.ParkOutbox(ctx, pick(), "bad", now)
+		case op == 6:
+			if err = s.RequeueOutbox(ctx, pick(), now); err != nil && isConflict(err) {
+				err = nil
+			}
+		case op == 7:
+			if err = s.SkipOutbox(ctx, pick(), "ops", "x", now); err != nil && isConflict(err) {
+				err = nil
+			}
+		case op == 8:
+			_, err = s.ClaimPendingOutbox(ctx, fmt.Sprint("relay-", rng.IntN(2)), now, 100, 1+rng.IntN(5))
+		case op == 9:
+			_, err = s.ClaimOutboxMQ(ctx, "fanout", now, 100, 1+rng.IntN(5))
+		case op == 10:
+			err = s.MarkOutboxMQPublished(ctx, []string{pick()}, now)
+		default:
+			err = s.ParkOutboxMQ(ctx, pick())
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		assertClaimIndexes(t, s, step)
+	}
+}
+
+func isConflict(err error) bool { return errors.Is(err, persistence.ErrConflict) }
+
+// assertClaimIndexes compares each claim index with the rows it should
+// hold, read from the id index (which holds every row).
+func assertClaimIndexes(t *testing.T, s *Store, step int) {
+	t.Helper()
+	txn := s.db.Txn(false)
+	all, err := txn.Get(tableOutbox, indexID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due, room, mq []*outboxEntry
+	for raw := all.Next(); raw != nil; raw = all.Next() {
+		e := raw.(*outboxEntry)
+		if e.Status == persistence.OutboxPending {
+			due, room = append(due, e), append(room, e)
+		}
+		if e.MQStatus == persistence.OutboxMQPending {
+			mq = append(mq, e)
+		}
+	}
+	slices.SortFunc(due, func(a, b *outboxEntry) int {
+		return cmp.Or(cmp.Compare(a.NextRetryAtMs, b.NextRetryAtMs), cmp.Compare(a.EventID, b.EventID))
+	})
+	slices.SortFunc(room, func(a, b *outboxEntry) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.RoomSeq, b.RoomSeq), cmp.Compare(a.EventID, b.EventID))
+	})
+	slices.SortFunc(mq, func(a, b *outboxEntry) int {
+		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
+	})
+	for _, c := range []struct {
+		index string
+		want  []*outboxEntry
+	}{{indexDue, due}, {indexRoom, room}, {indexMQ, mq}} {
+		it, err := txn.Get(tableOutbox, c.index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			got = append(got, raw.(*outboxEntry).EventID)
+		}
+		want := make([]string, len(c.want))
+		for i, e := range c.want {
+			want[i] = e.EventID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: index %s holds %v, want %v", step, c.index, got, want)
+		}
+	}
+}
+
+// An outbox row goes through outboxEntry on every write; a field of
+// persistence.OutboxRow that newOutboxEntry or row forgot would be lost
+// silently. Every field is set to a distinct non-zero value by reflection,
+// so a field added later is covered without touching this test.
+func TestOutboxEntryKeepsEveryField(t *testing.T) {
+	var row persistence.OutboxRow
+	n := 0
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		for i := range v.NumField() {
+			f := v.Field(i)
+			n++
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString(fmt.Sprint("v", n))
+			case reflect.Int, reflect.Int64, reflect.Int32:
+				f.SetInt(int64(n))
+			case reflect.Bool:
+				f.SetBool(true)
+			case reflect.Slice:
+				f.SetBytes([]byte(fmt.Sprint(`"p`, n, `"`)))
+			case reflect.Struct:
+				fill(f)
+			default:
+				t.Fatalf("field %s of kind %s: teach this test to fill it", v.Type().Field(i).Name, f.Kind())
+			}
+		}
+	}
+	fill(reflect.ValueOf(&row).Elem())
+	env := row.Envelope
+	got := newOutboxEntry(&env, row).row()
+	if !reflect.DeepEqual(got, row) {
+		t.Fatalf("row through outboxEntry:\n got %+v\nwant %+v", got, row)
+	}
+	got.Envelope.Payload[0] = 'x'
+	if env.Payload[0] == 'x' {
+		t.Fatal("row() handed out the stored payload: a caller could change the stored row")
+	}
+}
