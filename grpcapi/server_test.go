@@ -1,7 +1,6 @@
 package grpcapi
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/internal/logtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -59,23 +59,8 @@ func cannedReply() *roomcellv1.CommandReply {
 	}
 }
 
-// syncBuffer is a log sink the server goroutines write while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink the logging goroutines write while the test reads.
+type syncBuffer = logtest.Buffer
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 

@@ -1,7 +1,6 @@
 package notice_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,26 +13,13 @@ import (
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
+	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink the logging goroutines write while the test reads.
+type syncBuffer = logtest.Buffer
 
 func startWorker(t *testing.T, deps notice.Deps) *notice.Running {
 	t.Helper()

@@ -38,7 +38,7 @@ func TestStoreOutageLogsOncePerIntervalAcrossRooms(t *testing.T) {
 			failed++
 		}
 	}
-	lines := buf.lines()
+	lines := buf.Lines()
 	// One "room append failed" (the first failure), then every later
 	// command fails its reload: one "room load failed".
 	if len(lines) == 0 || len(lines) > 2 || lines[0]["msg"] != "room append failed" || lines[0]["room_id"] == nil {

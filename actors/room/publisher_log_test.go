@@ -1,43 +1,20 @@
 package room
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// syncBuffer is a log sink the publisher's goroutines may write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil {
-			out = append(out, m)
-		}
-	}
-	return out
-}
+// syncBuffer is a log sink the logging goroutines write while the test reads.
+type syncBuffer = logtest.Buffer
 
 // secretFailing fails every publish after the room's creation with an
 // error that quotes a Tencent URL with its UserSig, as a transport error
@@ -68,7 +45,7 @@ func TestSyncPublishFailureLogsSeedFields(t *testing.T) {
 	var line map[string]any
 	deadline := time.Now().Add(5 * time.Second)
 	for line == nil && time.Now().Before(deadline) {
-		for _, l := range sink.lines() {
+		for _, l := range sink.Lines() {
 			if l["event_id"] == joinID && strings.Contains(l["msg"].(string), "sync publish failed") {
 				line = l
 			}
@@ -76,7 +53,7 @@ func TestSyncPublishFailureLogsSeedFields(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if line == nil {
-		t.Fatalf("no sync publish failure line for %s in %v", joinID, sink.lines())
+		t.Fatalf("no sync publish failure line for %s in %v", joinID, sink.Lines())
 	}
 	want := map[string]any{
 		"worker": "room_outbox", "node_id": "node-9", "event_id": joinID, "event_type": TypeRoomUserJoined,
@@ -91,7 +68,7 @@ func TestSyncPublishFailureLogsSeedFields(t *testing.T) {
 	if text == "" || strings.Contains(text, "TOPSECRET") || strings.Contains(text, "usersig") {
 		t.Fatalf("error field %q: want the secret-free error text", text)
 	}
-	for _, l := range sink.lines() {
+	for _, l := range sink.Lines() {
 		if b, _ := json.Marshal(l); strings.Contains(string(b), "TOPSECRET") {
 			t.Fatalf("a log line carries the UserSig: %s", b)
 		}

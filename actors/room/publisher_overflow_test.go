@@ -60,7 +60,7 @@ func TestPublishOverflowIsAMetricAndOneLogLine(t *testing.T) {
 		t.Fatalf("overflow metric %v, rows left to the relay %d (of %d commands): want them equal and nearly all", got, unleased, cmds)
 	}
 	var lines []map[string]any
-	for _, l := range sink.lines() {
+	for _, l := range sink.Lines() {
 		if strings.Contains(l["msg"].(string), "backlog full") {
 			lines = append(lines, l)
 		}

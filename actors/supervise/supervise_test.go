@@ -1,7 +1,6 @@
 package supervise
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hyapp/roomcell/internal/logtest"
 )
 
 func newSystem(t *testing.T) *actor.ActorSystem {
@@ -21,22 +22,8 @@ func newSystem(t *testing.T) *actor.ActorSystem {
 	return sys
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink the logging goroutines write while the test reads.
+type syncBuffer = logtest.Buffer
 
 // A child that panics is restarted by the Supervisor's strategy, and the
 // restart is logged with the panic value and its stack.
