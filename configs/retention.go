@@ -30,6 +30,12 @@ type RetentionConfig struct {
 	// RowsPerSecond caps the purge rate per table (default 5000); the
 	// pause after a batch is at least rows/rate.
 	RowsPerSecond int `yaml:"rows_per_second"`
+	// DutyCycle is the most of the wall time the purge spends in its own
+	// statements (default 0.1): after a batch that took t it pauses at
+	// least t*(1-d)/d. A database busy with room commands makes every
+	// batch slower, so the purge backs off by itself exactly when the
+	// appends need the server; 1 turns the yield off.
+	DutyCycle float64 `yaml:"duty_cycle"`
 	// LeaseTTL bounds how long a go-memdb purge lease outlives a holder
 	// that never releases it (default 5m; MySQL's lock dies with its
 	// connection instead).
@@ -39,6 +45,11 @@ type RetentionConfig struct {
 // MaxRetentionBatch is the most rows one purge statement may delete (the
 // value of persistence.MaxPurgeBatch; configs may not import it).
 const MaxRetentionBatch = 1000
+
+// DefaultDutyCycle is retention.duty_cycle's default: measured on a
+// saturated two-core MariaDB, the share that keeps room commands within
+// 10% of their throughput without a purge (docs/benchmarks.md).
+const DefaultDutyCycle = 0.1
 
 // minCommandLog keeps the idempotency window longer than any client's
 // retry loop.
@@ -66,6 +77,9 @@ func (c *RetentionConfig) setDefaults() {
 	c.BatchPause = zeroOr(c.BatchPause, 20*time.Millisecond)
 	if c.RowsPerSecond == 0 {
 		c.RowsPerSecond = 5000
+	}
+	if c.DutyCycle == 0 {
+		c.DutyCycle = DefaultDutyCycle
 	}
 	c.LeaseTTL = zeroOr(c.LeaseTTL, 5*time.Minute)
 }
@@ -95,6 +109,9 @@ func (c RetentionConfig) validate() error {
 	}
 	if c.RowsPerSecond < 1 {
 		return errorf("retention.rows_per_second", "%d is not positive", c.RowsPerSecond)
+	}
+	if !(c.DutyCycle > 0 && c.DutyCycle <= 1) { // also refuses NaN
+		return errorf("retention.duty_cycle", "%v is outside (0, 1]", c.DutyCycle)
 	}
 	return nil
 }

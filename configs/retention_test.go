@@ -13,7 +13,7 @@ func TestRetentionDefaults(t *testing.T) {
 	}
 	r := c.Retention
 	if !r.On() || r.OutboxPublished != 72*time.Hour || r.CommandLog != 7*24*time.Hour || r.WalletOutbox != 72*time.Hour ||
-		r.NoticesDelivered != 7*24*time.Hour || r.BatchSize != MaxRetentionBatch || r.RowsPerSecond != 5000 {
+		r.NoticesDelivered != 7*24*time.Hour || r.BatchSize != MaxRetentionBatch || r.RowsPerSecond != 5000 || r.DutyCycle != 0.1 {
 		t.Fatalf("retention defaults %+v differ from issue 12", r)
 	}
 }
@@ -31,6 +31,9 @@ func TestRetentionBadValuesNameTheKey(t *testing.T) {
 		{"retention: {interval: -1m}", "retention.interval"},
 		{"retention: {batch_pause: -1ms}", "retention.batch_pause"},
 		{"retention: {lease_ttl: -1m}", "retention.lease_ttl"},
+		{"retention: {duty_cycle: -0.5}", "retention.duty_cycle"},
+		{"retention: {duty_cycle: 1.5}", "retention.duty_cycle"},
+		{"retention: {duty_cycle: .nan}", "retention.duty_cycle"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.key) {

@@ -23,13 +23,16 @@ import (
 // (default 100000, the bounded form `make bench` runs; the issue's run
 // uses 2000000), all past retention; then windows of
 // ROOMCELL_PURGE_BENCH_WINDOW (default 3s), ROOMCELL_PURGE_BENCH_ROUNDS
-// rounds (default 2) of them in rotated order, alternate between no purge, the
-// purge at 250, 1000 and 5000 (the default) rows_per_second and the purge
-// unthrottled (rows_per_second 10^6, 20 ms pauses), while 16 writers
-// append room commands (command log row + outbox row, a snapshot every 20)
-// as room grains do. It reports each mode's commands/s and p50/p99 append
-// latency, measured in the same run, and the purge's rows/s. Run with
-// -benchtime 1x: one experiment per run.
+// rounds (default 2) of them in rotated order, alternate between no purge,
+// the purge without its yield (retention.duty_cycle 1) at 250 and 5000
+// rows_per_second, the default (5000 rows/s, duty_cycle 0.1), duty_cycle
+// 0.05, the default with batches of 200, and the purge unthrottled (rows_per_second 10^6, no yield, 20 ms
+// pauses), while 16 writers append room commands (command log row + outbox
+// row, a snapshot every 20) as room grains do. It reports each mode's
+// commands/s and p50/p99 append latency, measured in the same run, and the
+// purge's rows/s; then one window of each purge mode with no writers (the
+// purge's rate on an idle server). ROOMCELL_PURGE_BENCH_MODES=a,b picks
+// modes by name. Run with -benchtime 1x: one experiment per run.
 func BenchmarkPurgeUnderLoad(b *testing.B) {
 	rows := envInt("ROOMCELL_PURGE_BENCH_ROWS", 100_000)
 	window := time.Duration(envInt("ROOMCELL_PURGE_BENCH_WINDOW", 3)) * time.Second
@@ -45,10 +48,20 @@ func BenchmarkPurgeUnderLoad(b *testing.B) {
 	b.Logf("seeded %d outbox + %d log rows in %s", rows, rows, time.Since(seedStart).Round(time.Second))
 
 	type mode struct {
-		name string
-		rate int // 0: no purge
+		name  string
+		rate  int     // 0: no purge
+		duty  float64 // retention.duty_cycle (1: no yield)
+		batch int     // retention.batch_size (0: the default)
 	}
-	modes := []mode{{"off", 0}, {"rate-250", 250}, {"rate-1000", 1000}, {"rate-5000", 5000}, {"unthrottled", 1_000_000}}
+	modes := []mode{{"off", 0, 1, 0}, {"rate-250", 250, 1, 0}, {"rate-5000", 5000, 1, 0},
+		{"default", 5000, configs.DefaultDutyCycle, 0}, {"duty-0.05", 5000, 0.05, 0}, {"batch-200", 5000, configs.DefaultDutyCycle, 200}}
+	modes = append(modes, mode{"unthrottled", 1_000_000, 1, 0})
+	// ROOMCELL_PURGE_BENCH_MODES (comma-separated names) runs a subset;
+	// "off" always runs, the ratios need it.
+	if only := os.Getenv("ROOMCELL_PURGE_BENCH_MODES"); only != "" {
+		want := strings.Split(only, ",")
+		modes = slices.DeleteFunc(modes, func(m mode) bool { return m.name != "off" && !slices.Contains(want, m.name) })
+	}
 	type stats struct {
 		lat     []time.Duration
 		cmds    int64
@@ -72,7 +85,7 @@ func BenchmarkPurgeUnderLoad(b *testing.B) {
 					st = &stats{}
 					res[m.name] = st
 				}
-				lat, cmds, purged, el := benchWindow(b, store, m.rate, window, &seq)
+				lat, cmds, purged, el := benchWindow(b, store, m.rate, m.duty, m.batch, 16, window, &seq)
 				st.lat = append(st.lat, lat...)
 				st.cmds += cmds
 				st.purged += purged
@@ -95,6 +108,12 @@ func BenchmarkPurgeUnderLoad(b *testing.B) {
 		}
 		slices.Sort(rs)
 		return rs[len(rs)/2]
+	}
+	// The purge alone, no writers: what each purge mode does on an idle
+	// server (the rate cap, not the yield, bounds it there).
+	for _, m := range modes[1:] {
+		_, _, purged, el := benchWindow(b, store, m.rate, m.duty, m.batch, 0, window, &seq)
+		b.Logf("%-12s idle server: purge rows/s %7.0f", m.name, float64(purged)/el.Seconds())
 	}
 	for _, m := range modes {
 		st := res[m.name]
@@ -202,14 +221,14 @@ func seedBench(b *testing.B, store *mysql.Store, n int) {
 
 // benchWindow runs 16 appending writers for d, with a purge worker's
 // rounds at rate rows/s beside them when rate > 0.
-func benchWindow(b *testing.B, store *mysql.Store, rate int, d time.Duration, seq *atomic.Int64) (lat []time.Duration, cmds, purged int64, elapsed time.Duration) {
+func benchWindow(b *testing.B, store *mysql.Store, rate int, duty float64, batch, writers int, d time.Duration, seq *atomic.Int64) (lat []time.Duration, cmds, purged int64, elapsed time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var purgeDone chan struct{}
 	if rate > 0 {
 		svc, err := NewService(Deps{Purgers: []persistence.Purger{store}, NodeID: "bench", Logger: quiet,
 			// A 1 s budget per table: both tables get their turn in a window.
-			Config: configs.RetentionConfig{RowsPerSecond: rate, Interval: time.Second}})
+			Config: configs.RetentionConfig{RowsPerSecond: rate, DutyCycle: duty, BatchSize: batch, Interval: time.Second}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -223,7 +242,6 @@ func benchWindow(b *testing.B, store *mysql.Store, rate int, d time.Duration, se
 			}
 		}()
 	}
-	const writers = 16
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -254,6 +272,9 @@ func benchWindow(b *testing.B, store *mysql.Store, rate int, d time.Duration, se
 			lat = append(lat, mine...)
 			mu.Unlock()
 		}()
+	}
+	if writers == 0 {
+		<-ctx.Done()
 	}
 	wg.Wait()
 	elapsed = time.Since(start)

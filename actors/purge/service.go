@@ -72,7 +72,12 @@ type Service struct {
 	mu       sync.Mutex
 	last     map[string]TableRound
 	limiters map[string]*rate.Limiter
-	errLog   map[string]time.Time // table → when its last error was logged
+	// notBefore is when the next batch of any table may start: the yield
+	// of retention.duty_cycle after the last batch, kept across tables and
+	// rounds, so the duty cycle bounds the whole worker.
+	notBefore time.Time
+	errLog    map[string]time.Time // table → when its last error was logged
+	behindLog map[string]time.Time // table → when it was last said to fall behind
 }
 
 // NewService validates deps (a bad retention block is an error naming the
@@ -90,7 +95,7 @@ func NewService(deps Deps) (*Service, error) {
 		deps.Now = time.Now
 	}
 	s := &Service{deps: deps, owner: supervise.LeaseOwner(deps.NodeID), last: map[string]TableRound{},
-		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}}
+		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}, behindLog: map[string]time.Time{}}
 	for _, t := range persistence.PurgeTables {
 		l := rate.NewLimiter(rate.Limit(cfg.RowsPerSecond), cfg.BatchSize)
 		// A limiter starts with a full bucket; empty it, so the rate holds
@@ -170,7 +175,7 @@ func (s *Service) Round(ctx context.Context) []TableRound {
 				s.deps.Metrics.Errors.WithLabelValues(table).Inc()
 			}
 		}
-		s.observe(ctx, p, table)
+		s.observe(ctx, p, tr)
 		s.mu.Lock()
 		s.last[table] = tr
 		s.mu.Unlock()
@@ -212,7 +217,17 @@ func (s *Service) purgeTable(ctx context.Context, p persistence.Purger, table st
 		if err := limiter.WaitN(ctx, 1); err != nil {
 			return tr // stopping: not an error of the table
 		}
+		s.mu.Lock()
+		next := s.notBefore
+		s.mu.Unlock()
+		if err := sleep(ctx, time.Until(next)); err != nil {
+			return tr
+		}
+		t0 := time.Now()
 		res, err := p.Purge(ctx, r)
+		s.mu.Lock()
+		s.notBefore = time.Now().Add(YieldAfter(time.Since(t0), cfg.DutyCycle))
+		s.mu.Unlock()
 		if err != nil {
 			tr.Err = err
 			return tr
@@ -239,8 +254,23 @@ func (s *Service) purgeTable(ctx context.Context, p persistence.Purger, table st
 	}
 }
 
-// sleep waits d or until ctx ends.
+// YieldAfter is the pause after a batch that took took, so the purge
+// spends at most duty of the wall time in its statements. The batch's
+// time is the signal: on a database busy with room commands the same
+// batch takes longer, so the purge slows down exactly when the appends
+// need the server, and runs at its rate cap when it is idle.
+func YieldAfter(took time.Duration, duty float64) time.Duration {
+	if duty >= 1 || took <= 0 {
+		return 0
+	}
+	return time.Duration(float64(took) * (1 - duty) / duty)
+}
+
+// sleep waits d (none when d <= 0) or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -251,8 +281,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// observe refreshes the table's gauges.
-func (s *Service) observe(ctx context.Context, p persistence.Purger, table string) {
+// observe refreshes the table's gauges after its round tr, and says when
+// the purge is falling behind.
+func (s *Service) observe(ctx context.Context, p persistence.Purger, tr TableRound) {
+	table := tr.Table
 	if s.deps.Metrics == nil || ctx.Err() != nil {
 		return
 	}
@@ -267,7 +299,30 @@ func (s *Service) observe(ctx context.Context, p persistence.Purger, table strin
 	}
 	s.deps.Metrics.OldestAge.WithLabelValues(table).Set(float64(age))
 	s.deps.Metrics.RowEstimate.WithLabelValues(table).Set(float64(ret.RowEstimate))
+	// A round that ended with rows still eligible while the oldest row is
+	// twice the retention old: the purge deletes slower than rows arrive
+	// (the yield of a saturated database, or a rate cap below the insert
+	// rate). Said at most every behindLogEvery per table.
+	if !tr.Done && tr.Err == nil && tr.Skipped == "" && time.Duration(age)*time.Millisecond > 2*s.Retention(table) {
+		s.mu.Lock()
+		last, seen := s.behindLog[table]
+		now := s.deps.Now()
+		if seen && now.Sub(last) < behindLogEvery {
+			s.mu.Unlock()
+			return
+		}
+		s.behindLog[table] = now
+		s.mu.Unlock()
+		s.deps.Logger.Warn("purge is falling behind: raise retention.duty_cycle or retention.rows_per_second if the database has room, or partition the table",
+			slog.String("worker", WorkerName), slog.String("node_id", s.deps.NodeID), slog.String("table", table),
+			slog.Duration("oldest_row_age", time.Duration(age)*time.Millisecond), slog.Duration("retention", s.Retention(table)),
+			slog.Int64("rows_purged_last_round", tr.Rows))
+	}
 }
+
+// behindLogEvery bounds how often one table's falling-behind warning is
+// logged.
+const behindLogEvery = 10 * time.Minute
 
 // errorLogEvery bounds how often one table's errors are logged: a
 // database outage fails every round, and one line a minute says so.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
@@ -420,3 +422,146 @@ func TestRoundHonoursTheRate(t *testing.T) {
 		t.Fatalf("three rounds purged %d rows in %s; want 300 rows in at least 0.45s", rows, took)
 	}
 }
+
+// slowPurger makes every batch take at least delay, as a database busy
+// with room commands would, and adds up the time spent in batches.
+type slowPurger struct {
+	persistence.Purger
+	delay time.Duration
+	busy  time.Duration
+	calls int
+}
+
+func (p *slowPurger) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
+	t0 := time.Now()
+	time.Sleep(p.delay)
+	res, err := p.Purger.Purge(ctx, r)
+	p.busy += time.Since(t0)
+	p.calls++
+	return res, err
+}
+
+// The purge spends at most retention.duty_cycle of the wall time in its
+// batches, whatever a batch costs: slower batches (a busy database) mean
+// fewer of them, and duty_cycle 1 turns the yield off.
+func TestRoundYieldsToASlowStore(t *testing.T) {
+	for _, tc := range []struct {
+		delay     time.Duration
+		duty      float64
+		low, high float64 // bounds of the busy share of the round
+	}{
+		// The last batch's yield is still running when the loop stops:
+		// n batches in n-1 cycles, so the bound is duty*n/(n-1).
+		{20 * time.Millisecond, 0.1, 0.05, 0.115},
+		{2 * time.Millisecond, 0.1, 0.05, 0.105},
+		{10 * time.Millisecond, 0.25, 0.15, 0.26},
+		{10 * time.Millisecond, 1, 0.6, 1},
+	} {
+		store := memdb.New()
+		now := time.Now()
+		seedRoom(t, store, persistence.RoomKey{AppCode: "a", RoomID: "r"}, 8000, now.Add(-time.Hour).UnixMilli(), 0)
+		slow := &slowPurger{Purger: store, delay: tc.delay}
+		cfg := fastConfig(10)
+		cfg.DutyCycle, cfg.Interval = tc.duty, time.Second
+		svc, err := NewService(Deps{Purgers: []persistence.Purger{slow}, Config: cfg, NodeID: "n", Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rounds back to back for 2 s (each ends after its 1 s budget):
+		// the yield after a round's last batch delays the next round's
+		// first, so the share holds across rounds too.
+		start := time.Now()
+		var rows int64
+		for time.Since(start) < 2*time.Second {
+			for _, tr := range svc.Round(t.Context()) {
+				if tr.Err != nil {
+					t.Fatal(tr.Err)
+				}
+				rows += tr.Rows
+			}
+		}
+		took := time.Since(start)
+		share := slow.busy.Seconds() / took.Seconds()
+		t.Logf("delay %s duty %.2f: %d batches, %d rows in %s, busy %.3f of the time", tc.delay, tc.duty, slow.calls, rows, took.Round(time.Millisecond), share)
+		if share < tc.low || share > tc.high {
+			t.Errorf("delay %s duty %.2f: busy %.3f of the round, want %.2f..%.2f", tc.delay, tc.duty, share, tc.low, tc.high)
+		}
+		if rows == 0 {
+			t.Errorf("delay %s: nothing purged", tc.delay)
+		}
+	}
+}
+
+func TestYieldAfter(t *testing.T) {
+	for _, tc := range []struct {
+		took time.Duration
+		duty float64
+		want time.Duration
+	}{
+		{100 * time.Millisecond, 0.1, 900 * time.Millisecond},
+		{100 * time.Millisecond, 0.5, 100 * time.Millisecond},
+		{100 * time.Millisecond, 1, 0},
+		{0, 0.1, 0},
+		{-time.Second, 0.1, 0},
+	} {
+		if got := YieldAfter(tc.took, tc.duty); got != tc.want {
+			t.Errorf("YieldAfter(%s, %v) = %s, want %s", tc.took, tc.duty, got, tc.want)
+		}
+	}
+}
+
+// A table whose rounds end with rows still eligible while its oldest row
+// is past twice the retention is said to fall behind, once per ten
+// minutes; a purge that keeps up says nothing.
+func TestFallingBehindIsLoggedOncePerTenMinutes(t *testing.T) {
+	store := memdb.New()
+	clock := time.UnixMilli(2_000_000_000_000)
+	seedRoom(t, store, persistence.RoomKey{AppCode: "a", RoomID: "r"}, 200, clock.Add(-time.Hour).UnixMilli(), 0)
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf syncBuffer
+	cfg := fastConfig(10)
+	cfg.Interval = time.Nanosecond // one batch per round: a backlog stays
+	// The clock moves a millisecond a reading, so a round's budget ends.
+	now := func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+	svc, err := NewService(Deps{Purgers: []persistence.Purger{store}, Config: cfg, NodeID: "n1", Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil)), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		svc.Round(t.Context())
+	}
+	if n := strings.Count(buf.String(), "purge is falling behind"); n != 1 {
+		t.Fatalf("3 rounds behind within a minute logged %d warnings, want 1:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "table=room_outbox") || !strings.Contains(buf.String(), "oldest_row_age=1h") {
+		t.Fatalf("warning lacks the table or the age:\n%s", buf.String())
+	}
+	clock = clock.Add(11 * time.Minute)
+	svc.Round(t.Context())
+	if n := strings.Count(buf.String(), "purge is falling behind"); n != 2 {
+		t.Fatalf("after ten minutes: %d warnings, want 2", n)
+	}
+	// Caught up: the rounds end Done and nothing more is said.
+	cfg.Interval = time.Hour
+	svc, err = NewService(Deps{Purgers: []persistence.Purger{store}, Config: cfg, NodeID: "n1", Metrics: m,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil)), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := buf.String()
+	for _, tr := range svc.Round(t.Context()) {
+		if !tr.Done {
+			t.Fatalf("round of %s did not finish: %+v", tr.Table, tr)
+		}
+	}
+	if strings.Contains(strings.TrimPrefix(buf.String(), before), "falling behind") {
+		t.Fatalf("a purge that kept up warned:\n%s", buf.String())
+	}
+}
+
+// syncBuffer is a log sink the logging goroutines write while the test reads.
+type syncBuffer = logtest.Buffer
