@@ -54,6 +54,9 @@ type Directory struct {
 	// no writer lock for the purge.
 	expiry     *btree.BTreeG[expiryItem]
 	nextExpiry atomic.Int64
+	// writes groups the rooms' concurrent user writes (SetUserRoom,
+	// ClearUserRoom) into one write transaction.
+	writes writeGroup
 }
 
 // rankOps are ranking and expiry changes waiting for their transaction's
@@ -181,6 +184,7 @@ func NewDirectory(o DirectoryOptions) *Directory {
 	d := &Directory{db: db, opts: o, ranks: map[string]*btree.BTreeG[rankItem]{},
 		expiry: btree.NewBTreeGOptions(expiryLess, btree.Options{NoLocks: true})}
 	d.nextExpiry.Store(math.MaxInt64)
+	d.writes = writeGroup{db: db}
 	return d
 }
 
@@ -262,22 +266,28 @@ func (d *Directory) SetUserRoom(ctx context.Context, key persistence.RoomKey, us
 	if err := d.ready(ctx); err != nil {
 		return prev, err
 	}
-	txn := d.db.Txn(true)
-	defer txn.Abort()
-	old, err := getUserRoom(txn, key.AppCode, userID)
+	err := d.writes.do(func(b *groupTxn) error {
+		prev = persistence.UserRoom{}
+		old, err := getUserRoom(b.Txn, key.AppCode, userID)
+		if err != nil {
+			return err
+		}
+		if old != nil && old.RoomID != key.RoomID {
+			prev = persistence.UserRoom{AppCode: key.AppCode, UserID: userID, RoomID: old.RoomID, JoinedAtMs: old.JoinedAtMs}
+		}
+		b.dirty = true // from here on a failure has written
+		if err := b.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs}); err != nil {
+			return err
+		}
+		if err := d.touch(b.Txn, key, userID, joinedAtMs, false); err != nil {
+			return err
+		}
+		b.dirty = false
+		return nil
+	})
 	if err != nil {
-		return prev, err
-	}
-	if old != nil && old.RoomID != key.RoomID {
-		prev = persistence.UserRoom{AppCode: key.AppCode, UserID: userID, RoomID: old.RoomID, JoinedAtMs: old.JoinedAtMs}
-	}
-	if err := txn.Insert(tableDirUserRoom, &userRoomRow{AppCode: key.AppCode, UserID: userID, RoomID: key.RoomID, JoinedAtMs: joinedAtMs}); err != nil {
 		return persistence.UserRoom{}, err
 	}
-	if err := d.touch(txn, key, userID, joinedAtMs, false); err != nil {
-		return persistence.UserRoom{}, err
-	}
-	txn.Commit()
 	return prev, nil
 }
 
@@ -294,13 +304,13 @@ func (d *Directory) ClearUserRoom(ctx context.Context, key persistence.RoomKey, 
 	if err := d.ready(ctx); err != nil {
 		return err
 	}
-	txn := d.db.Txn(true)
-	defer txn.Abort()
-	if err := clearUser(txn, key, userID); err != nil {
-		return err
-	}
-	txn.Commit()
-	return nil
+	return d.writes.do(func(b *groupTxn) error {
+		if err := clearUser(b.Txn, key, userID); err != nil {
+			b.dirty = true // it may have deleted the presence row
+			return err
+		}
+		return nil
+	})
 }
 
 func clearUser(txn *memdb.Txn, key persistence.RoomKey, userID string) error {

@@ -42,23 +42,37 @@ func raiseFence(txn *memdb.Txn, key persistence.RoomKey, epoch int64) error {
 	if epoch == 0 {
 		return nil
 	}
-	if epoch < 0 {
-		return fmt.Errorf("%w: negative epoch %d", errInvalid, epoch)
-	}
-	raw, err := txn.First(tableFences, indexID, key.AppCode, key.RoomID)
-	if err != nil {
+	cur, err := fenceOf(txn, key, epoch)
+	if err != nil || cur == epoch {
 		return err
 	}
-	if raw != nil {
-		cur := raw.(*fence).Epoch
-		if cur > epoch {
-			return fmt.Errorf("epoch %d is below the room's fence %d (the room has a newer owner): %w", epoch, cur, persistence.ErrConflict)
-		}
-		if cur == epoch {
-			return nil
-		}
-	}
 	return txn.Insert(tableFences, &fence{AppCode: key.AppCode, RoomID: key.RoomID, Epoch: epoch})
+}
+
+// checkFence is raiseFence's check alone: it writes nothing.
+func checkFence(txn *memdb.Txn, key persistence.RoomKey, epoch int64) error {
+	if epoch == 0 {
+		return nil
+	}
+	_, err := fenceOf(txn, key, epoch)
+	return err
+}
+
+// fenceOf returns the room's fence (0: none) and refuses an epoch below
+// it (or a negative one).
+func fenceOf(txn *memdb.Txn, key persistence.RoomKey, epoch int64) (int64, error) {
+	if epoch < 0 {
+		return 0, fmt.Errorf("%w: negative epoch %d", errInvalid, epoch)
+	}
+	raw, err := txn.First(tableFences, indexID, key.AppCode, key.RoomID)
+	if err != nil || raw == nil {
+		return 0, err
+	}
+	cur := raw.(*fence).Epoch
+	if cur > epoch {
+		return 0, fmt.Errorf("epoch %d is below the room's fence %d (the room has a newer owner): %w", epoch, cur, persistence.ErrConflict)
+	}
+	return cur, nil
 }
 
 // FenceRoom implements persistence.RoomStore.

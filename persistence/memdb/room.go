@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -15,23 +16,41 @@ import (
 // index empty strings, so an empty key would dodge the fences).
 var errInvalid = errors.New("memdb: invalid append")
 
-// Append implements persistence.RoomStore. The write transaction holds
-// go-memdb's single writer lock, so the fence checks and the inserts are
-// atomic against concurrent appends.
+// Append implements persistence.RoomStore. Appends that arrive while
+// another is being written are written with it, in one transaction (see
+// writeGroup); each is checked on its own against everything before it,
+// the group's earlier appends included, and fails alone.
 func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	cmd := a.Command
 	if err := validateAppend(a); err != nil {
 		return err
 	}
+	return s.writes.do(func(b *groupTxn) error {
+		if err := s.checkAppend(b.Txn, a, b.commands); err != nil {
+			return err // nothing written
+		}
+		if err := s.writeAppend(b.Txn, a); err != nil {
+			b.dirty = true
+			return err
+		}
+		if b.commands == nil {
+			b.commands = map[commandKey]int64{}
+		}
+		b.commands[commandKey{a.Command.AppCode, a.Command.RoomID, a.Command.CommandID}] = a.Command.Seq
+		return nil
+	})
+}
+
+// checkAppend reads whether a may be written in txn: its epoch against
+// the room's fence, its seq, command_id (ids holds the group's earlier
+// ones) and event ids against what is stored, a voided gift. It writes
+// nothing.
+func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[commandKey]int64) error {
+	cmd := a.Command
 	key := cmd.Key()
-
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-
-	if err := raiseFence(txn, key, a.Epoch); err != nil {
+	if err := checkFence(txn, key, a.Epoch); err != nil {
 		return fmt.Errorf("memdb: append %s seq %d: %w", key, cmd.Seq, err)
 	}
 	taken, err := txn.First(tableCommandLog, indexID, cmd.AppCode, cmd.RoomID, cmd.Seq)
@@ -42,10 +61,10 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		return fmt.Errorf("memdb: append %s: seq %d already written: %w", key, cmd.Seq, persistence.ErrConflict)
 	}
 	cmdKey := commandKey{cmd.AppCode, cmd.RoomID, cmd.CommandID}
-	if _, taken := s.commands.seq(cmdKey); taken {
+	_, inGroup := ids[cmdKey]
+	if _, taken := s.commands.seq(cmdKey); taken || inGroup {
 		return fmt.Errorf("memdb: append %s: command_id %q already written: %w", key, cmd.CommandID, persistence.ErrConflict)
 	}
-
 	if a.Gift {
 		out, err := txn.First(tableGiftOutcomes, indexID, cmd.AppCode, cmd.RoomID, cmd.CommandID)
 		if err != nil {
@@ -54,6 +73,30 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		if out != nil {
 			return fmt.Errorf("memdb: append %s: gift %q was voided: %w", key, cmd.CommandID, persistence.ErrConflict)
 		}
+	}
+	for i, e := range cmd.Events {
+		taken, err := txn.First(tableOutbox, indexID, e.EventID)
+		if err != nil {
+			return fmt.Errorf("memdb: append %s: %w", key, err)
+		}
+		dup := slices.ContainsFunc(cmd.Events[:i], func(o persistence.Envelope) bool { return o.EventID == e.EventID })
+		if taken != nil || dup {
+			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// writeAppend writes a checked append: the fence, the gift's outcome, the
+// log row, one outbox row per event (its envelope is the stored command's:
+// one copy) and the snapshot.
+func (s *Store) writeAppend(txn *memdb.Txn, a persistence.Append) error {
+	key := a.Command.Key()
+	if err := raiseFence(txn, key, a.Epoch); err != nil {
+		return fmt.Errorf("memdb: append %s seq %d: %w", key, a.Command.Seq, err)
+	}
+	cmd := a.Command
+	if a.Gift {
 		if err := txn.Insert(tableGiftOutcomes, &giftOutcome{AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID, Sent: true, CreatedAtMs: cmd.CreatedAtMs}); err != nil {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
 		}
@@ -63,15 +106,7 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		return fmt.Errorf("memdb: append %s: %w", key, err)
 	}
 	for i := range stored.Events {
-		// The outbox row's envelope is the stored command's: one copy.
 		e := &stored.Events[i]
-		taken, err := txn.First(tableOutbox, indexID, e.EventID)
-		if err != nil {
-			return fmt.Errorf("memdb: append %s: %w", key, err)
-		}
-		if taken != nil {
-			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
-		}
 		row := persistence.OutboxRow{
 			Status:        persistence.OutboxPending,
 			CreatedAtMs:   e.CreatedAtMs,
@@ -91,8 +126,6 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 			return fmt.Errorf("memdb: append %s: %w", key, err)
 		}
 	}
-	s.commands.set(cmdKey, cmd.Seq)
-	txn.Commit()
 	return nil
 }
 

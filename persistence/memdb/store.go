@@ -27,6 +27,8 @@ type Store struct {
 	// wrote or purged the rows commits (an aborted one never touches it),
 	// and read under mu.
 	commands commandIDs
+	// writes groups concurrent Appends into one write transaction.
+	writes writeGroup
 }
 
 type commandKey struct{ appCode, roomID, commandID string }
@@ -47,6 +49,17 @@ func (c *commandIDs) set(k commandKey, seq int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bySeq[k] = seq
+}
+
+func (c *commandIDs) setAll(ids map[commandKey]int64) {
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, seq := range ids {
+		c.bySeq[k] = seq
+	}
 }
 
 func (c *commandIDs) drop(recs []any) {
@@ -76,6 +89,9 @@ func New(opts ...Option) *Store {
 		panic(fmt.Sprintf("memdb: room schema: %v", err))
 	}
 	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, commands: commandIDs{bySeq: map[commandKey]int64{}}}
+	// The command ids go into the map just before the commit, as the
+	// rows they point at become visible.
+	s.writes = writeGroup{db: db, beforeCommit: func(b *groupTxn) { s.commands.setAll(b.commands) }}
 	for _, o := range opts {
 		o(s)
 	}

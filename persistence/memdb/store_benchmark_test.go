@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -41,5 +43,35 @@ func BenchmarkAppend(b *testing.B) {
 		if err := s.Append(ctx, a); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAppendConcurrent is many rooms' grains appending at once (one
+// command with one event each, as a join): with write groups (the store)
+// and with a transaction per append (as before issue 13's groups).
+func BenchmarkAppendConcurrent(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		b.Run(fmt.Sprintf("grouped=%v", grouped), func(b *testing.B) {
+			s := New()
+			s.writes.alone = !grouped
+			ctx := context.Background()
+			var next atomic.Int64
+			b.SetParallelism(16) // 32 writers on two cores, as ghz -c 32
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				room := fmt.Sprintf("room-%d", next.Add(1))
+				var seq int64
+				for pb.Next() {
+					seq++
+					id := fmt.Sprintf("%s:%d", room, seq)
+					a := persistence.Append{Command: persistence.CommandRecord{AppCode: "bench", RoomID: room, Seq: seq, CommandID: id,
+						CommandType: "JoinRoom", CreatedAtMs: seq, Events: []persistence.Envelope{{EventID: id + ":0", EventType: "RoomUserJoined",
+							AppCode: "bench", RoomID: room, RoomSeq: seq, CommandID: id, CreatedAtMs: time.Now().UnixMilli(), Payload: []byte(`{"user_id":"u"}`)}}}}
+					if err := s.Append(ctx, a); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
 	}
 }

@@ -1,0 +1,146 @@
+package memdb
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// writeGroup lets concurrent writes share one go-memdb write transaction.
+// Every commit copies the radix paths it touched, and the writes of one
+// moment share most of those paths (the outbox indexes are in time order,
+// the directory's in room order), so a group pays for them once (issue
+// 13: copy-on-write was most of what a dev-mode join allocated).
+//
+// It needs no goroutine or timer of its own: the first caller to find no
+// group being written writes the queue (its own op and whatever came in
+// meanwhile), answers the others, then hands the lead to the first caller
+// that queued during its write. Nobody waits for a group to fill: a write
+// alone is written at once.
+type writeGroup struct {
+	db *memdb.MemDB
+	// beforeCommit runs under the writer lock just before a transaction
+	// that wrote b commits (nil: nothing to do).
+	beforeCommit func(b *groupTxn)
+
+	mu      sync.Mutex
+	queue   []*writeCall
+	writing bool
+	largest int // the most ops one transaction has written (tests)
+	// alone writes every op in a transaction of its own (benchmarks: the
+	// store as it was before groups).
+	alone bool
+}
+
+// groupTxn is the transaction an op writes in.
+type groupTxn struct {
+	*memdb.Txn
+	// dirty: an op failed after it wrote; the group is written again, an
+	// op per transaction. An op that fails without writing leaves it.
+	dirty bool
+	// commands are the command ids the room store's appends wrote.
+	commands map[commandKey]int64
+}
+
+// writeOp writes in b. An op that returns an error must have written
+// nothing, or set b.dirty.
+type writeOp func(b *groupTxn) error
+
+type writeCall struct {
+	op   writeOp
+	done chan writeOutcome
+}
+
+// writeOutcome is an op's answer, or lead: write the queue now.
+type writeOutcome struct {
+	err  error
+	lead bool
+}
+
+// do queues op and returns its outcome once it is written and committed.
+func (g *writeGroup) do(op writeOp) error {
+	c := &writeCall{op: op, done: make(chan writeOutcome, 1)}
+	if g.alone {
+		return g.writeSafely([]*writeCall{c})[0]
+	}
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	lead := !g.writing
+	g.writing = true
+	g.mu.Unlock()
+	if !lead {
+		out := <-c.done
+		if !out.lead {
+			return out.err
+		}
+	}
+	// Leading: write everything queued, this call's op included.
+	g.mu.Lock()
+	calls := g.queue
+	g.queue = nil
+	g.largest = max(g.largest, len(calls))
+	g.mu.Unlock()
+	errs := g.writeSafely(calls)
+	var mine error
+	for i, q := range calls {
+		if q == c {
+			mine = errs[i]
+			continue
+		}
+		q.done <- writeOutcome{err: errs[i]}
+	}
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.writing = false
+		g.mu.Unlock()
+	} else {
+		next := g.queue[0]
+		g.mu.Unlock()
+		next.done <- writeOutcome{lead: true}
+	}
+	return mine
+}
+
+// writeSafely is write, with a panic turned into every op's error: a
+// leader that died mid-write would otherwise leave the group waiting for
+// good.
+func (g *writeGroup) writeSafely(calls []*writeCall) (errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			errs = make([]error, len(calls))
+			for i := range errs {
+				errs[i] = fmt.Errorf("memdb: panic while writing: %v: %w", p, persistence.ErrUnavailable)
+			}
+		}
+	}()
+	return g.write(calls)
+}
+
+// write writes calls in one transaction; if an op fails after it wrote,
+// the transaction is dropped and each op is written in its own.
+func (g *writeGroup) write(calls []*writeCall) []error {
+	errs := make([]error, len(calls))
+	b := &groupTxn{Txn: g.db.Txn(true)}
+	defer b.Abort()
+	for i, c := range calls {
+		errs[i] = c.op(b)
+		if b.dirty {
+			if len(calls) == 1 {
+				return errs
+			}
+			b.Abort()
+			for j, c := range calls {
+				errs[j] = g.write([]*writeCall{c})[0]
+			}
+			return errs
+		}
+	}
+	if g.beforeCommit != nil {
+		g.beforeCommit(b)
+	}
+	b.Commit()
+	return errs
+}
