@@ -9,9 +9,24 @@ import (
 	"sort"
 )
 
-// maxRecorded bounds the message log of a long-running dev fake; tests
-// stay far below it.
-const maxRecorded = 100_000
+// maxRecorded and maxRecordedBytes bound the message and call logs of a
+// long-running dev fake (past either, the older half goes); tests stay far
+// below them. The byte bound matters: a hot room's messages carry up to
+// 12 KB each, so 100,000 of them alone were over a gigabyte of a dev
+// node's heap.
+const (
+	maxRecorded      = 100_000
+	maxRecordedBytes = 64 << 20
+)
+
+// recordedSize is what a recorded message keeps on the heap, roughly.
+func recordedSize(m Message) int {
+	n := len(m.Data) + len(m.CloudCustomData) + len(m.Ext) + len(m.Desc) + 200
+	for _, id := range m.EventIDs {
+		n += len(id) + 16
+	}
+	return n
+}
 
 // eventIDs reads the event ids a message carries: CloudCustomData's
 // "event_id" / "event_ids" first, else the Data envelope(s) or compact
@@ -64,9 +79,15 @@ func eventIDs(cloud, data string) []string {
 
 func (s *Server) recordLocked(m Message) {
 	m.EventIDs = eventIDs(m.CloudCustomData, m.Data)
-	if len(s.messages) >= maxRecorded {
-		s.messages = slices.Delete(s.messages, 0, len(s.messages)/2)
+	size := recordedSize(m)
+	if len(s.messages) >= maxRecorded || s.recordedBytes+size > maxRecordedBytes {
+		half := len(s.messages) / 2
+		for _, old := range s.messages[:half] {
+			s.recordedBytes -= recordedSize(old)
+		}
+		s.messages = slices.Delete(s.messages, 0, half)
 	}
+	s.recordedBytes += size
 	m.ID = 1
 	if n := len(s.messages); n > 0 {
 		m.ID = s.messages[n-1].ID + 1
@@ -187,7 +208,7 @@ func (s *Server) Group(groupID string) (GroupInfo, bool) {
 func (s *Server) ClearRecords() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.messages, s.calls, s.duplicates = nil, nil, 0
+	s.messages, s.calls, s.duplicates, s.recordedBytes = nil, nil, 0, 0
 }
 
 func (s *Server) handleDebugMessages(w http.ResponseWriter, _ *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,18 +40,20 @@ type Server struct {
 	url  string
 	done chan struct{}
 
-	mu          sync.Mutex
-	accounts    map[string]bool
-	groups      map[string]*group
-	messages    []Message
-	calls       []Call
-	groupDedupe *dedupe[groupKey]
-	c2cDedupe   *dedupe[c2cKey]
-	duplicates  int
-	autoGroupID int
-	faults      faults
-	groupSends  map[string][]time.Time // for the optional per-group rate check
-	goodSigs    map[string]tencentim.SigInfo
+	mu       sync.Mutex
+	accounts map[string]bool
+	groups   map[string]*group
+	messages []Message
+	// recordedBytes is recordedSize summed over messages.
+	recordedBytes int
+	calls         []Call
+	groupDedupe   *dedupe[groupKey]
+	c2cDedupe     *dedupe[c2cKey]
+	duplicates    int
+	autoGroupID   int
+	faults        faults
+	groupSends    map[string][]time.Time // for the optional per-group rate check
+	goodSigs      map[string]tencentim.SigInfo
 }
 
 type group struct {
@@ -297,6 +300,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) recordCall(c Call) {
 	s.mu.Lock()
+	if len(s.calls) >= maxRecorded {
+		s.calls = slices.Delete(s.calls, 0, len(s.calls)/2)
+	}
 	s.calls = append(s.calls, c)
 	s.mu.Unlock()
 }

@@ -52,7 +52,9 @@ pids+=($!)
 metric() { # port name [label]
   { curl -sf "http://127.0.0.1:$1/metrics" || true; } | awk -v m="$2" -v l="${3:-}" '$1 ~ "^"m && (l == "" || index($1, l)) && !done {print $2; done=1}'
 }
-echo "t_s node heap_inuse_mb outbox_rows log_rows purged_outbox purged_log" | tee "$OUT/samples.txt"
+# live_mb: the heap live at the last GC, next_gc / (1 + GOGC/100) at the
+# default GOGC=100 (heap_inuse also holds garbage not yet collected).
+echo "t_s node heap_inuse_mb live_mb outbox_rows log_rows purged_outbox purged_log" | tee "$OUT/samples.txt"
 start_s=$(date +%s)
 end_s=$((start_s + $(echo "$DURATION" | sed 's/m$/*60/;s/s$//' | bc) + 5))
 while [ "$(date +%s)" -lt "$end_s" ]; do
@@ -61,7 +63,8 @@ while [ "$(date +%s)" -lt "$end_s" ]; do
   for n in on:19401 off:19402; do
     port=${n#*:}
     heap=$(metric "$port" go_memstats_heap_inuse_bytes)
-    line="$t ${n%%:*} $(awk -v h="${heap:-0}" 'BEGIN {printf "%.1f", h/1048576}')"
+    next=$(metric "$port" go_memstats_next_gc_bytes)
+    line="$t ${n%%:*} $(awk -v h="${heap:-0}" -v g="${next:-0}" 'BEGIN {printf "%.1f %.1f", h/1048576, g/2/1048576}')"
     line="$line $(metric "$port" retention_table_rows_estimate room_outbox) $(metric "$port" retention_table_rows_estimate room_command_log)"
     line="$line $(metric "$port" retention_rows_purged_total room_outbox) $(metric "$port" retention_rows_purged_total room_command_log)"
     echo "$line" | tee -a "$OUT/samples.txt"
