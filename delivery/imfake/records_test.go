@@ -12,7 +12,7 @@ import (
 func TestRecordsStayBounded(t *testing.T) {
 	s := &Server{log: slog.New(slog.DiscardHandler)}
 	data := strings.Repeat("x", 12<<10) // a full hot-room message
-	const n = 20_000                   // ~240 MB of data if nothing went
+	const n = 20_000                    // ~240 MB of data if nothing went
 	s.mu.Lock()
 	for range n {
 		s.recordLocked(Message{Kind: "group", GroupID: "g", Data: data})
