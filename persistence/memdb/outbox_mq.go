@@ -55,28 +55,13 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 // mqUpdate applies change to the MQ-pending rows of eventIDs in one
 // transaction; unknown ids and other rows are skipped.
 func (s *Store) mqUpdate(ctx context.Context, op string, eventIDs []string, change func(*persistence.OutboxRow)) error {
-	if err := s.ready(ctx); err != nil {
-		return err
-	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	for _, id := range eventIDs {
-		raw, err := txn.First(tableOutbox, indexID, id)
-		if err != nil {
-			return fmt.Errorf("memdb: %s %s: %w", op, id, err)
+	return s.updateRows(ctx, op, eventIDs, func(r *persistence.OutboxRow) bool {
+		if r.MQStatus != persistence.OutboxMQPending {
+			return false
 		}
-		e, _ := raw.(*outboxEntry)
-		if e == nil || e.MQStatus != persistence.OutboxMQPending {
-			continue
-		}
-		row := e.row()
-		change(&row)
-		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
-			return fmt.Errorf("memdb: %s %s: %w", op, id, err)
-		}
-	}
-	txn.Commit()
-	return nil
+		change(r)
+		return true
+	})
 }
 
 // MarkOutboxMQPublished implements persistence.OutboxMQStore.
