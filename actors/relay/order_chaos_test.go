@@ -26,6 +26,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
@@ -68,18 +69,7 @@ type chaosNode struct {
 	r    *relay.Relay
 }
 
-var chaosLog = &lockedBuf{}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
+var chaosLog = &logtest.Buffer{}
 
 func newChaosNode(t *testing.T, name string, fake *imfake.Server, s chaosStore) *chaosNode {
 	t.Helper()
@@ -124,7 +114,7 @@ func (n *chaosNode) stop(t *testing.T) {
 }
 
 func runOrderChaos(t *testing.T, s chaosStore) {
-	chaosLog = &lockedBuf{} // a failure prints the failing room's lines of this run
+	chaosLog = &logtest.Buffer{} // a failure prints the failing room's lines of this run
 	t.Cleanup(func() { s.Close() })
 	fake, err := imfake.Start("127.0.0.1:0", imfake.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -254,9 +244,7 @@ func runOrderChaos(t *testing.T, s chaosStore) {
 		total += len(ids)
 		if !slices.Equal(got[g], ids) {
 			room := strings.TrimPrefix(g, "chaos_")
-			chaosLog.mu.Lock()
-			lines := strings.Split(chaosLog.b.String(), "\n")
-			chaosLog.mu.Unlock()
+			lines := strings.Split(chaosLog.String(), "\n")
 			for _, l := range lines {
 				if strings.Contains(l, "chaos:"+room+":") || strings.Contains(l, "room_id="+room+" ") {
 					t.Log(l)
