@@ -16,7 +16,7 @@ GHZ=${GHZ:-$(command -v ghz || echo ~/go/bin/ghz)}
 ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
 env "$@" "$BIN" --dev --log-level warn >/tmp/join-ratio-server.log 2>&1 &
 PID=$!
-trap 'kill $PID 2>/dev/null || true' EXIT
+trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf 127.0.0.1:13101/readyz >/dev/null && break; sleep 0.2; done
 kill -0 $PID || { echo "server did not start: /tmp/join-ratio-server.log" >&2; exit 1; }
 $ROOMCTL bench --rooms 100 --commands 1 >/dev/null

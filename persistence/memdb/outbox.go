@@ -7,26 +7,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/hashicorp/go-memdb"
-
 	"github.com/hyapp/roomcell/persistence"
 )
-
-// scanStatus calls fn with the rows of one status, oldest first, until fn
-// returns false.
-func scanStatus(txn *memdb.Txn, status string, fn func(*outboxEntry) bool) error {
-	it, err := txn.LowerBound(tableOutbox, indexStatus, status, int64(math.MinInt64), "")
-	if err != nil {
-		return err
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		e := raw.(*outboxEntry)
-		if e.Status != status || !fn(e) {
-			return nil
-		}
-	}
-	return nil
-}
 
 // ListPendingOutbox implements persistence.OutboxStore. limit <= 0 returns
 // nothing: a scan is always bounded.
@@ -38,19 +20,18 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	if limit <= 0 {
 		return out, nil
 	}
-	err := scanStatus(s.db.Txn(false), persistence.OutboxPending, func(e *outboxEntry) bool {
+	s.outbox.mu.RLock()
+	defer s.outbox.mu.RUnlock()
+	s.outbox.scanStatus(persistence.OutboxPending, math.MinInt64, "", func(e *outboxEntry) bool {
 		out = append(out, e.row())
 		return len(out) < limit
 	})
-	if err != nil {
-		return nil, fmt.Errorf("memdb: list pending outbox: %w", err)
-	}
 	return out, nil
 }
 
 // ClaimPendingOutbox implements persistence.OutboxStore. The scan and the
-// lease writes share one write transaction; go-memdb admits one writer at a
-// time, so two owners can never both see a room as free.
+// lease writes are under one write lock, so two owners can never both see
+// a room as free.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -59,39 +40,30 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	if limit <= 0 {
 		return out, nil
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	// Collect the candidate rooms first: go-memdb iterators must not run
-	// across writes to the index they walk.
-	it, err := txn.LowerBound(tableOutbox, indexDue, int64(math.MinInt64), "")
-	if err != nil {
-		return nil, fmt.Errorf("memdb: claim outbox: %w", err)
-	}
+	t := s.outbox
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// Collect the candidate rooms first: a B-tree must not be walked
+	// across writes to it.
 	seen := map[persistence.RoomKey]bool{}
 	var rooms []persistence.RoomKey
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		e := raw.(*outboxEntry)
-		if e.Status != persistence.OutboxPending || e.NextRetryAtMs > nowMs {
-			break
+	t.due.Scan(func(e *outboxEntry) bool {
+		if e.NextRetryAtMs > nowMs {
+			return false
 		}
 		key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
-		if e.LockUntilMs > nowMs || seen[key] {
-			continue
+		if e.LockUntilMs <= nowMs && !seen[key] {
+			seen[key] = true
+			rooms = append(rooms, key)
 		}
-		seen[key] = true
-		rooms = append(rooms, key)
-	}
+		return true
+	})
 	for _, key := range rooms {
 		if len(out) >= limit {
 			break
 		}
-		rows, err := claimRoom(txn, key, owner, nowMs, leaseMs, limit-len(out))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
+		out = append(out, t.claimRoom(key, owner, nowMs, leaseMs, limit-len(out))...)
 	}
-	txn.Commit()
 	return out, nil
 }
 
@@ -103,109 +75,88 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 	if limit <= 0 {
 		return nil, nil
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	out, err := claimRoom(txn, key, owner, nowMs, leaseMs, limit)
-	if err != nil {
-		return nil, err
-	}
-	txn.Commit()
-	return out, nil
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	return s.outbox.claimRoom(key, owner, nowMs, leaseMs, limit), nil
 }
 
 // claimRoom leases the lowest pending rows of one room to owner, unless
 // another owner holds any of its pending rows or its lowest is not due.
-func claimRoom(txn *memdb.Txn, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	it, err := txn.LowerBound(tableOutbox, indexRoom, key.AppCode, key.RoomID, int64(math.MinInt64), "")
-	if err != nil {
-		return nil, fmt.Errorf("memdb: claim outbox %s: %w", key, err)
-	}
+// Callers hold mu for writing.
+func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
+	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
 	var rows []*outboxEntry
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		e := raw.(*outboxEntry)
-		if e.AppCode != key.AppCode || e.RoomID != key.RoomID || e.Status != persistence.OutboxPending {
-			break
+	held := false
+	t.room.Ascend(from, func(e *outboxEntry) bool {
+		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
+			return false
 		}
 		if e.LockUntilMs > nowMs && e.LockedBy != owner {
-			return nil, nil // held by another sender
+			held = true // held by another sender
+			return false
 		}
 		if len(rows) == 0 && e.NextRetryAtMs > nowMs {
-			return nil, nil // the room waits for its earliest row
+			return false // the room waits for its earliest row
 		}
 		if len(rows) < limit {
 			rows = append(rows, e)
 		}
+		return true
+	})
+	if held {
+		return nil
 	}
 	out := make([]persistence.OutboxRow, 0, len(rows))
 	for _, e := range rows {
 		row := e.row()
 		row.LockedBy = owner
 		row.LockUntilMs = nowMs + leaseMs
-		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
-			return nil, fmt.Errorf("memdb: claim outbox %s: %w", e.EventID, err)
-		}
+		t.put(newOutboxEntry(e.Envelope, row))
 		out = append(out, row)
 	}
-	return out, nil
+	return out
 }
 
-// updateOutbox applies change to a copy of one row in a write transaction.
+// updateOutbox applies change to a copy of one row under the write lock.
 // change returns false to leave the row as it is.
 func (s *Store) updateOutbox(ctx context.Context, op, eventID string, change func(*persistence.OutboxRow) bool) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	found, err := updateRow(txn, op, eventID, change)
-	if err != nil {
-		return err
-	}
-	if !found {
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	if !s.outbox.update(eventID, change) {
 		return fmt.Errorf("memdb: %s: outbox event %q: %w", op, eventID, persistence.ErrNotFound)
 	}
-	txn.Commit()
 	return nil
 }
 
-// updateRows is updateOutbox for many rows in one write transaction (a
-// transaction each made the room publishers' marks ~18% of a hot room's
-// CPU: every commit copies the radix paths it touched); unknown ids are
+// updateRows is updateOutbox for many rows under one lock; unknown ids are
 // skipped.
-func (s *Store) updateRows(ctx context.Context, op string, eventIDs []string, change func(*persistence.OutboxRow) bool) error {
+func (s *Store) updateRows(ctx context.Context, eventIDs []string, change func(*persistence.OutboxRow) bool) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
 	for _, id := range eventIDs {
-		if _, err := updateRow(txn, op, id, change); err != nil {
-			return err
-		}
+		s.outbox.update(id, change)
 	}
-	txn.Commit()
 	return nil
 }
 
-// updateRow applies change to a copy of row eventID in txn; found is false
-// when there is no such row.
-func updateRow(txn *memdb.Txn, op, eventID string, change func(*persistence.OutboxRow) bool) (found bool, err error) {
-	raw, err := txn.First(tableOutbox, indexID, eventID)
-	if err != nil {
-		return false, fmt.Errorf("memdb: %s %s: %w", op, eventID, err)
+// update applies change to a copy of row eventID and stores the copy;
+// found is false when there is no such row. Callers hold mu for writing.
+func (t *outboxTable) update(eventID string, change func(*persistence.OutboxRow) bool) (found bool) {
+	e := t.get(eventID)
+	if e == nil {
+		return false
 	}
-	if raw == nil {
-		return false, nil
-	}
-	e := raw.(*outboxEntry)
 	row := e.row()
-	if !change(&row) {
-		return true, nil
+	if change(&row) {
+		t.put(newOutboxEntry(e.Envelope, row))
 	}
-	if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
-		return true, fmt.Errorf("memdb: %s %s: %w", op, eventID, err)
-	}
-	return true, nil
+	return true
 }
 
 // MarkOutboxPublished implements persistence.OutboxStore.
@@ -231,7 +182,7 @@ func markPublished(r *persistence.OutboxRow, nowMs int64) bool {
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updateRows(ctx, "mark published", eventIDs, func(r *persistence.OutboxRow) bool {
+	return s.updateRows(ctx, eventIDs, func(r *persistence.OutboxRow) bool {
 		return markPublished(r, nowMs)
 	})
 }
@@ -321,14 +272,13 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 	if err := s.ready(ctx); err != nil {
 		return persistence.OutboxRow{}, err
 	}
-	raw, err := s.db.Txn(false).First(tableOutbox, indexID, eventID)
-	if err != nil {
-		return persistence.OutboxRow{}, fmt.Errorf("memdb: get outbox %s: %w", eventID, err)
-	}
-	if raw == nil {
+	s.outbox.mu.RLock()
+	defer s.outbox.mu.RUnlock()
+	e := s.outbox.get(eventID)
+	if e == nil {
 		return persistence.OutboxRow{}, fmt.Errorf("memdb: outbox event %q: %w", eventID, persistence.ErrNotFound)
 	}
-	return raw.(*outboxEntry).row(), nil
+	return e.row(), nil
 }
 
 // ListOutbox implements persistence.OutboxStore. Limit <= 0 means no limit.
@@ -339,25 +289,20 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 		return nil, err
 	}
 	full := func(n int) bool { return f.Limit > 0 && n >= f.Limit }
-	txn := s.db.Txn(false)
+	t := s.outbox
+	t.mu.RLock()
+	defer t.mu.RUnlock()
 	var out []persistence.OutboxRow
 	if f.Status != "" {
-		err := scanStatus(txn, f.Status, func(e *outboxEntry) bool {
+		t.scanStatus(f.Status, math.MinInt64, "", func(e *outboxEntry) bool {
 			out = append(out, e.row())
 			return !full(len(out))
 		})
-		if err != nil {
-			return nil, fmt.Errorf("memdb: list outbox: %w", err)
-		}
 		return out, nil
 	}
-	it, err := txn.Get(tableOutbox, indexID)
-	if err != nil {
-		return nil, fmt.Errorf("memdb: list outbox: %w", err)
-	}
-	var all []*outboxEntry
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		all = append(all, raw.(*outboxEntry))
+	all := make([]*outboxEntry, 0, len(t.byID))
+	for _, e := range t.byID {
+		all = append(all, e)
 	}
 	slices.SortFunc(all, func(a, b *outboxEntry) int {
 		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
@@ -376,34 +321,17 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	if err := s.ready(ctx); err != nil {
 		return persistence.OutboxStats{}, err
 	}
-	var st persistence.OutboxStats
-	txn := s.db.Txn(false)
-	err := scanStatus(txn, persistence.OutboxPending, func(e *outboxEntry) bool {
-		if st.Pending == 0 {
-			st.OldestCreatedAtMs = e.CreatedAtMs
-		}
-		st.Pending++
+	t := s.outbox
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	st := persistence.OutboxStats{Pending: int64(t.due.Len()), MQPending: int64(t.mq.Len())}
+	t.scanStatus(persistence.OutboxPending, math.MinInt64, "", func(e *outboxEntry) bool {
+		st.OldestCreatedAtMs = e.CreatedAtMs
+		return false
+	})
+	t.scanStatus(persistence.OutboxParked, math.MinInt64, "", func(*outboxEntry) bool {
+		st.Parked++
 		return true
 	})
-	if err == nil {
-		err = scanStatus(txn, persistence.OutboxParked, func(*outboxEntry) bool {
-			st.Parked++
-			return true
-		})
-	}
-	if err == nil {
-		var it memdb.ResultIterator
-		it, err = txn.Get(tableOutbox, indexMQ)
-		for err == nil {
-			raw := it.Next()
-			if raw == nil {
-				break
-			}
-			st.MQPending++
-		}
-	}
-	if err != nil {
-		return persistence.OutboxStats{}, fmt.Errorf("memdb: outbox stats: %w", err)
-	}
 	return st, nil
 }

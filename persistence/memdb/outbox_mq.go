@@ -2,8 +2,6 @@ package memdb
 
 import (
 	"context"
-	"fmt"
-	"math"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -19,43 +17,33 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	if limit <= 0 {
 		return nil, nil
 	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	it, err := txn.LowerBound(tableOutbox, indexMQ, int64(math.MinInt64), "")
-	if err != nil {
-		return nil, fmt.Errorf("memdb: claim outbox mq: %w", err)
-	}
+	t := s.outbox
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var claimed []*outboxEntry
-	for raw := it.Next(); raw != nil && len(claimed) < limit; raw = it.Next() {
-		e := raw.(*outboxEntry)
-		if e.MQStatus != persistence.OutboxMQPending {
-			break
+	t.mq.Scan(func(e *outboxEntry) bool {
+		if e.MQLockUntilMs <= nowMs {
+			claimed = append(claimed, e)
 		}
-		if e.MQLockUntilMs > nowMs {
-			continue
-		}
-		claimed = append(claimed, e)
-	}
-	// Written after the walk: go-memdb iterators must not run across
-	// writes to the table they walk.
+		return len(claimed) < limit
+	})
+	// Written after the walk: a B-tree must not be walked across writes
+	// to it.
 	out := make([]persistence.OutboxRow, 0, len(claimed))
 	for _, e := range claimed {
 		row := e.row()
 		row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs
-		if err := txn.Insert(tableOutbox, newOutboxEntry(e.Envelope, row)); err != nil {
-			return nil, fmt.Errorf("memdb: claim outbox mq %s: %w", e.EventID, err)
-		}
+		t.put(newOutboxEntry(e.Envelope, row))
 		out = append(out, row)
 	}
-	txn.Commit()
 	persistence.GroupByRoom(out)
 	return out, nil
 }
 
-// mqUpdate applies change to the MQ-pending rows of eventIDs in one
-// transaction; unknown ids and other rows are skipped.
-func (s *Store) mqUpdate(ctx context.Context, op string, eventIDs []string, change func(*persistence.OutboxRow)) error {
-	return s.updateRows(ctx, op, eventIDs, func(r *persistence.OutboxRow) bool {
+// mqUpdate applies change to the MQ-pending rows of eventIDs under one
+// lock; unknown ids and other rows are skipped.
+func (s *Store) mqUpdate(ctx context.Context, eventIDs []string, change func(*persistence.OutboxRow)) error {
+	return s.updateRows(ctx, eventIDs, func(r *persistence.OutboxRow) bool {
 		if r.MQStatus != persistence.OutboxMQPending {
 			return false
 		}
@@ -66,7 +54,7 @@ func (s *Store) mqUpdate(ctx context.Context, op string, eventIDs []string, chan
 
 // MarkOutboxMQPublished implements persistence.OutboxMQStore.
 func (s *Store) MarkOutboxMQPublished(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.mqUpdate(ctx, "mark outbox mq published", eventIDs, func(r *persistence.OutboxRow) {
+	return s.mqUpdate(ctx, eventIDs, func(r *persistence.OutboxRow) {
 		r.MQStatus, r.MQPublishedAtMs = persistence.OutboxMQPublished, nowMs
 		r.MQLockedBy, r.MQLockUntilMs = "", 0
 	})
@@ -74,7 +62,7 @@ func (s *Store) MarkOutboxMQPublished(ctx context.Context, eventIDs []string, no
 
 // ReleaseOutboxMQ implements persistence.OutboxMQStore.
 func (s *Store) ReleaseOutboxMQ(ctx context.Context, eventIDs []string) error {
-	return s.mqUpdate(ctx, "release outbox mq", eventIDs, func(r *persistence.OutboxRow) {
+	return s.mqUpdate(ctx, eventIDs, func(r *persistence.OutboxRow) {
 		r.MQLockedBy, r.MQLockUntilMs = "", 0
 	})
 }
@@ -84,7 +72,7 @@ func (s *Store) ParkOutboxMQ(ctx context.Context, eventID string) error {
 	if _, err := s.GetOutbox(ctx, eventID); err != nil {
 		return err
 	}
-	return s.mqUpdate(ctx, "park outbox mq", []string{eventID}, func(r *persistence.OutboxRow) {
+	return s.mqUpdate(ctx, []string{eventID}, func(r *persistence.OutboxRow) {
 		r.MQStatus = persistence.OutboxMQParked
 		r.MQLockedBy, r.MQLockUntilMs = "", 0
 	})

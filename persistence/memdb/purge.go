@@ -169,59 +169,70 @@ func (s *Store) AcquirePurgeLease(ctx context.Context, table, owner string, nowM
 	return s.leases.acquire(table, owner, nowMs, ttlMs)
 }
 
-func roomCollect(r persistence.PurgeRequest) (string, collectFunc) {
-	if r.Table == persistence.PurgeRoomOutbox {
-		return tableOutbox, walkRoomOutbox
-	}
-	return tableCommandLog, walkCommandLog
-}
-
 // Purge implements persistence.Purger.
 func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
-	table, collect := roomCollect(r)
-	return s.memPurge().purge(ctx, r, table, collect)
+	if r.Table != persistence.PurgeRoomOutbox {
+		return s.memPurge().purge(ctx, r, tableCommandLog, walkCommandLog)
+	}
+	if err := s.memPurge().check(ctx, r, true); err != nil {
+		return persistence.PurgeResult{}, err
+	}
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	doomed, res, err := s.outbox.purgeable(r)
+	if err != nil {
+		return persistence.PurgeResult{}, err
+	}
+	for _, e := range doomed {
+		s.outbox.remove(e)
+	}
+	res.Rows = len(doomed)
+	return res, nil
 }
 
 // CountPurgeable implements persistence.Purger.
 func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) (int64, error) {
-	_, collect := roomCollect(r)
-	return s.memPurge().count(ctx, r, collect)
+	if r.Table != persistence.PurgeRoomOutbox {
+		return s.memPurge().count(ctx, r, walkCommandLog)
+	}
+	if err := s.memPurge().check(ctx, r, false); err != nil {
+		return 0, err
+	}
+	r.After = ""
+	s.outbox.mu.RLock()
+	defer s.outbox.mu.RUnlock()
+	doomed, _, err := s.outbox.purgeable(r)
+	return int64(len(doomed)), err
 }
 
-// walkRoomOutbox walks the published rows oldest first (the status index)
-// up to the cutoff; After is the last row looked at, "<created_ms>/<id>".
-func walkRoomOutbox(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+// purgeable walks the published rows oldest first up to the cutoff and
+// returns those a batch deletes; After is the last row looked at,
+// "<created_ms>/<id>". Callers hold mu.
+func (t *outboxTable) purgeable(r persistence.PurgeRequest) ([]*outboxEntry, persistence.PurgeResult, error) {
 	var res persistence.PurgeResult
 	afterMs, afterID, err := persistence.ParseOutboxToken(r.After)
 	if err != nil {
 		return nil, res, err
 	}
-	it, err := txn.LowerBound(tableOutbox, indexStatus, persistence.OutboxPublished, afterMs, afterID)
-	if err != nil {
-		return nil, res, fmt.Errorf("memdb: purge room_outbox: %w", err)
-	}
-	var doomed []any
-	for raw := it.Next(); ; raw = it.Next() {
-		if raw == nil {
-			res.Done = true
-			break
-		}
-		e := raw.(*outboxEntry)
-		if e.Status != persistence.OutboxPublished || e.CreatedAtMs >= r.CutoffMs {
-			res.Done = true
-			break
+	var doomed []*outboxEntry
+	res.Done = true
+	t.scanStatus(persistence.OutboxPublished, afterMs, afterID, func(e *outboxEntry) bool {
+		if e.CreatedAtMs >= r.CutoffMs {
+			return false
 		}
 		if r.After != "" && e.CreatedAtMs == afterMs && e.EventID == afterID {
-			continue
+			return true
 		}
 		if len(doomed) == r.Limit {
-			break
+			res.Done = false
+			return false
 		}
 		res.Next = persistence.OutboxToken(e.CreatedAtMs, e.EventID)
 		if persistence.OutboxRowPurgeable(e.row(), r) {
 			doomed = append(doomed, e)
 		}
-	}
+		return true
+	})
 	return doomed, res, nil
 }
 
@@ -277,10 +288,13 @@ func (s *Store) TableRetention(ctx context.Context, table string) (persistence.T
 	txn := s.db.Txn(false)
 	switch table {
 	case persistence.PurgeRoomOutbox:
-		return out, scanAll(txn, tableOutbox, func(raw any) {
+		s.outbox.mu.RLock()
+		defer s.outbox.mu.RUnlock()
+		for _, e := range s.outbox.byID {
 			out.RowEstimate++
-			out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*outboxEntry).CreatedAtMs)
-		})
+			out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, e.CreatedAtMs)
+		}
+		return out, nil
 	case persistence.PurgeCommandLog:
 		return out, scanAll(txn, tableCommandLog, func(raw any) {
 			out.RowEstimate++

@@ -28,10 +28,10 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		return err
 	}
 	return s.writes.do(func(b *groupTxn) error {
-		if err := s.checkAppend(b.Txn, a, b.commands); err != nil {
+		if err := s.checkAppend(b.Txn, a, b.commands, b.eventIDs); err != nil {
 			return err // nothing written
 		}
-		if err := s.writeAppend(b.Txn, a); err != nil {
+		if err := s.writeAppend(b, a); err != nil {
 			b.dirty = true
 			return err
 		}
@@ -44,10 +44,10 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 }
 
 // checkAppend reads whether a may be written in txn: its epoch against
-// the room's fence, its seq, command_id (ids holds the group's earlier
-// ones) and event ids against what is stored, a voided gift. It writes
-// nothing.
-func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[commandKey]int64) error {
+// the room's fence, its seq, command_id and event ids against what is
+// stored (ids and staged hold the group's earlier ones), a voided gift. It
+// writes nothing.
+func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[commandKey]int64, staged map[string]bool) error {
 	cmd := a.Command
 	key := cmd.Key()
 	if err := checkFence(txn, key, a.Epoch); err != nil {
@@ -74,13 +74,12 @@ func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[comman
 			return fmt.Errorf("memdb: append %s: gift %q was voided: %w", key, cmd.CommandID, persistence.ErrConflict)
 		}
 	}
+	s.outbox.mu.RLock()
+	defer s.outbox.mu.RUnlock()
 	for i, e := range cmd.Events {
-		taken, err := txn.First(tableOutbox, indexID, e.EventID)
-		if err != nil {
-			return fmt.Errorf("memdb: append %s: %w", key, err)
-		}
+		taken := s.outbox.get(e.EventID) != nil || staged[e.EventID]
 		dup := slices.ContainsFunc(cmd.Events[:i], func(o persistence.Envelope) bool { return o.EventID == e.EventID })
-		if taken != nil || dup {
+		if taken || dup {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
 		}
 	}
@@ -88,9 +87,11 @@ func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[comman
 }
 
 // writeAppend writes a checked append: the fence, the gift's outcome, the
-// log row, one outbox row per event (its envelope is the stored command's:
-// one copy) and the snapshot.
-func (s *Store) writeAppend(txn *memdb.Txn, a persistence.Append) error {
+// log row and the snapshot in b's transaction, and one outbox row per
+// event (its envelope is the stored command's: one copy) staged in b, to
+// be stored just before it commits.
+func (s *Store) writeAppend(b *groupTxn, a persistence.Append) error {
+	txn := b.Txn
 	key := a.Command.Key()
 	if err := raiseFence(txn, key, a.Epoch); err != nil {
 		return fmt.Errorf("memdb: append %s seq %d: %w", key, a.Command.Seq, err)
@@ -117,9 +118,7 @@ func (s *Store) writeAppend(txn *memdb.Txn, a persistence.Append) error {
 		if a.Lease != nil {
 			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs
 		}
-		if err := txn.Insert(tableOutbox, newOutboxEntry(e, row)); err != nil {
-			return fmt.Errorf("memdb: append %s: %w", key, err)
-		}
+		b.stage(newOutboxEntry(e, row))
 	}
 	if a.Snapshot != nil {
 		if err := saveSnapshot(txn, *a.Snapshot); err != nil {

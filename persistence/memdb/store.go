@@ -29,6 +29,10 @@ type Store struct {
 	commands commandIDs
 	// writes groups concurrent Appends into one write transaction.
 	writes writeGroup
+	// outbox is room_outbox (outboxtable.go): Append stores its rows
+	// under go-memdb's writer lock, just before the transaction that
+	// wrote the command commits.
+	outbox *outboxTable
 }
 
 type commandKey struct{ appCode, roomID, commandID string }
@@ -88,10 +92,13 @@ func New(opts ...Option) *Store {
 		// not a runtime condition.
 		panic(fmt.Sprintf("memdb: room schema: %v", err))
 	}
-	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, commands: commandIDs{bySeq: map[commandKey]int64{}}}
-	// The command ids go into the map just before the commit, as the
-	// rows they point at become visible.
-	s.writes = writeGroup{db: db, beforeCommit: func(b *groupTxn) { s.commands.setAll(b.commands) }}
+	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, commands: commandIDs{bySeq: map[commandKey]int64{}}, outbox: newOutboxTable()}
+	// The command ids and outbox rows are stored just before the commit,
+	// as the rows they belong to become visible.
+	s.writes = writeGroup{db: db, beforeCommit: func(b *groupTxn) {
+		s.commands.setAll(b.commands)
+		s.outbox.putAll(b.outbox)
+	}}
 	for _, o := range opts {
 		o(s)
 	}

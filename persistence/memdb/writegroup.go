@@ -43,6 +43,20 @@ type groupTxn struct {
 	dirty bool
 	// commands are the command ids the room store's appends wrote.
 	commands map[commandKey]int64
+	// outbox holds the room store's appends' outbox rows (outboxTable is
+	// not a go-memdb table), stored just before the commit; eventIDs are
+	// their ids.
+	outbox   []*outboxEntry
+	eventIDs map[string]bool
+}
+
+// stage adds an outbox row to be stored with the commit.
+func (b *groupTxn) stage(e *outboxEntry) {
+	if b.eventIDs == nil {
+		b.eventIDs = map[string]bool{}
+	}
+	b.outbox = append(b.outbox, e)
+	b.eventIDs[e.EventID] = true
 }
 
 // writeOp writes in b. An op that returns an error must have written

@@ -3,7 +3,9 @@ package mysql
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 	"github.com/hyapp/roomcell/persistence/storetest"
 )
@@ -47,9 +49,19 @@ func TestPurgeLeaseDiesWithConnection(t *testing.T) {
 	if _, err := s.db.ExecContext(t.Context(), "KILL ?", id); err != nil {
 		t.Fatalf("KILL: %v", err)
 	}
-	other, held, err := s.AcquirePurgeLease(t.Context(), "room_outbox", "node-b", 0, 0)
+	// KILL returns before the killed thread has let go of its locks, so
+	// the lease is given a moment to die.
+	var other persistence.PurgeLease
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		other, held, err = s.AcquirePurgeLease(t.Context(), "room_outbox", "node-b", 0, 0)
+		if err != nil || held || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil || !held {
-		t.Fatalf("lease of a dead connection still held: held=%v err=%v", held, err)
+		t.Fatalf("lease of a dead connection still held after 5s: held=%v err=%v", held, err)
 	}
 	other.Release()
 	lease.Release() // on a dead connection: must not panic or block
