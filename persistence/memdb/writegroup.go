@@ -9,11 +9,11 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// writeGroup lets concurrent writes share one go-memdb write transaction.
+// writeGroup lets concurrent appends share one go-memdb write transaction.
 // Every commit copies the radix paths it touched, and the writes of one
-// moment share most of those paths (the outbox indexes are in time order,
-// the directory's in room order), so a group pays for them once (issue
-// 13: copy-on-write was most of what a dev-mode join allocated).
+// moment share most of those paths (the command log is in room order, the
+// fences and snapshots too), so a group pays for them once (issue 13:
+// copy-on-write was most of what a dev-mode join allocated).
 //
 // It needs no goroutine or timer of its own: the first caller to find no
 // group being written writes the queue (its own op and whatever came in
