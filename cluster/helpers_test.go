@@ -13,6 +13,9 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/prometheus/client_golang/prometheus"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/cluster"
@@ -39,6 +42,9 @@ type memberOpts struct {
 	// leases: room ownership by shard leases (cluster.NewOwnership), as
 	// roomcell wires it; otherwise shards follow the member view.
 	leases bool
+	// meters: an OTel provider exporting to the node's registry, as
+	// roomcell wires it.
+	meters bool
 }
 
 func startNode(t *testing.T, id string, o memberOpts) *node {
@@ -56,8 +62,16 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 		}
 		deps.Lease = owners
 	}
+	var meters metric.MeterProvider
+	if o.meters {
+		exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	}
 	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{room.NewKind(deps)},
-		Logger: o.log, Registerer: reg, Agent: o.agent, Ownership: owners})
+		Logger: o.log, Registerer: reg, Agent: o.agent, Ownership: owners, MeterProvider: meters})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}

@@ -43,6 +43,7 @@ type Options struct {
 	// MeterProvider, when set, is installed as the global OTel provider
 	// before the actor system exists: Proto.Actor takes its instruments
 	// from the global provider, and without one it leaks memory per actor.
+	// Its metrics are exported only with Config.ActorMetrics.
 	MeterProvider metric.MeterProvider
 	// Registerer receives the membership metrics (roomcell_cluster_*).
 	// Nil: not exported. One member per registry.
@@ -115,7 +116,7 @@ func Start(o Options) (m *Member, err error) {
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return libLogger }),
 		actor.WithDeadLetterRequestLogging(false),
 	}
-	if o.MeterProvider != nil {
+	if o.MeterProvider != nil && cfg.ActorMetrics {
 		sysOpts = append(sysOpts, actor.WithMetricProviders(o.MeterProvider))
 	}
 	system := actor.NewActorSystem(sysOpts...)

@@ -16,6 +16,11 @@ import (
 // DefaultMaxMsgBytes bounds a request or reply; room commands are tiny.
 const DefaultMaxMsgBytes = 4 << 20
 
+// streamWorkers is how many goroutines serve requests and keep their
+// stacks between them: about the concurrent requests a busy node has in
+// flight (ghz -c 32..64 in docs/benchmarks.md).
+const streamWorkers = 64
+
 // Options configure NewServer.
 type Options struct {
 	Logger *slog.Logger // nil = slog.Default()
@@ -64,6 +69,12 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 		grpc.MaxRecvMsgSize(maxMsg),
 		grpc.MaxSendMsgSize(maxMsg),
 		grpc.ForceServerCodecV2(badBodyCodec{base: serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}}),
+		// A goroutine per request grew its stack through the handler, the
+		// room client and the cluster request on every call (runtime.newstack
+		// ~5% of a command's CPU, issue 13); kept workers keep their stacks.
+		// A request finding every worker busy still gets a goroutine of its
+		// own, so this bounds nothing. (Experimental in grpc-go.)
+		grpc.NumStreamWorkers(streamWorkers),
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))

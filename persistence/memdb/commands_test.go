@@ -11,7 +11,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// The command_id fence and FindCommand read Store.commands, a map kept
+// The command_id fence and FindCommand read the command log's id map, kept
 // beside the command log. It must follow the log exactly: an append that
 // aborts leaves no entry (its command_id stays free), a purged row's entry
 // goes with it, and racing appends of one command_id leave one winner that
@@ -78,7 +78,7 @@ func TestCommandIDsFollowTheLog(t *testing.T) {
 			t.Fatalf("FindCommand %v: seq %d %v, want the winner's %d", rid, got.Seq, err, seq)
 		}
 	}
-	if n := len(s.commands.bySeq); n != 2+len(won) {
+	if n := len(s.log.ids); n != 2+len(won) {
 		t.Fatalf("command_id map holds %d entries, the log %d rows", n, 2+len(won))
 	}
 
@@ -90,7 +90,7 @@ func TestCommandIDsFollowTheLog(t *testing.T) {
 	if err != nil || res.Rows != 2 {
 		t.Fatalf("purge: %+v %v, want the 2 rows of room a/r", res, err)
 	}
-	if n := len(s.commands.bySeq); n != len(won) {
+	if n := len(s.log.ids); n != len(won) {
 		t.Fatalf("after the purge the command_id map holds %d entries, the log %d rows", n, len(won))
 	}
 	if _, err := s.FindCommand(ctx, key, "c1"); !errors.Is(err, persistence.ErrNotFound) {

@@ -91,9 +91,6 @@ type memPurge struct {
 	ready  func(context.Context) error
 	db     *memdb.MemDB
 	tables []string
-	// deleted, if set, is told the rows a batch deletes, under the writer
-	// lock, just before the batch commits.
-	deleted func(table string, rows []any)
 }
 
 // collectFunc returns the rows a batch would delete (table rows as
@@ -114,9 +111,6 @@ func (m memPurge) purge(ctx context.Context, r persistence.PurgeRequest, table s
 		if err := txn.Delete(table, row); err != nil {
 			return persistence.PurgeResult{}, fmt.Errorf("memdb: purge %s: %w", table, err)
 		}
-	}
-	if m.deleted != nil {
-		m.deleted(table, doomed)
 	}
 	txn.Commit()
 	res.Rows = len(doomed)
@@ -154,11 +148,7 @@ func (s *Store) PurgeTables() []string {
 }
 
 func (s *Store) memPurge() memPurge {
-	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables(), deleted: func(table string, rows []any) {
-		if table == tableCommandLog {
-			s.commands.drop(rows)
-		}
-	}}
+	return memPurge{ready: s.ready, db: s.db, tables: s.PurgeTables()}
 }
 
 // AcquirePurgeLease implements persistence.Purger.
@@ -169,13 +159,24 @@ func (s *Store) AcquirePurgeLease(ctx context.Context, table, owner string, nowM
 	return s.leases.acquire(table, owner, nowMs, ttlMs)
 }
 
-// Purge implements persistence.Purger.
+// Purge implements persistence.Purger. Neither table is a go-memdb
+// table: a batch is collected and deleted under the table's write lock.
 func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
-	if r.Table != persistence.PurgeRoomOutbox {
-		return s.memPurge().purge(ctx, r, tableCommandLog, walkCommandLog)
-	}
 	if err := s.memPurge().check(ctx, r, true); err != nil {
 		return persistence.PurgeResult{}, err
+	}
+	if r.Table == persistence.PurgeCommandLog {
+		s.log.mu.Lock()
+		defer s.log.mu.Unlock()
+		doomed, res, err := s.log.purgeable(s.db.Txn(false), r)
+		if err != nil {
+			return persistence.PurgeResult{}, err
+		}
+		for key, recs := range doomed {
+			s.log.remove(key, recs)
+			res.Rows += len(recs)
+		}
+		return res, nil
 	}
 	s.outbox.mu.Lock()
 	defer s.outbox.mu.Unlock()
@@ -192,13 +193,20 @@ func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persiste
 
 // CountPurgeable implements persistence.Purger.
 func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) (int64, error) {
-	if r.Table != persistence.PurgeRoomOutbox {
-		return s.memPurge().count(ctx, r, walkCommandLog)
-	}
 	if err := s.memPurge().check(ctx, r, false); err != nil {
 		return 0, err
 	}
 	r.After = ""
+	if r.Table == persistence.PurgeCommandLog {
+		s.log.mu.RLock()
+		defer s.log.mu.RUnlock()
+		doomed, _, err := s.log.purgeable(s.db.Txn(false), r)
+		n := 0
+		for _, recs := range doomed {
+			n += len(recs)
+		}
+		return int64(n), err
+	}
 	s.outbox.mu.RLock()
 	defer s.outbox.mu.RUnlock()
 	doomed, _, err := s.outbox.purgeable(r)
@@ -236,11 +244,12 @@ func (t *outboxTable) purgeable(r persistence.PurgeRequest) ([]*outboxEntry, per
 	return doomed, res, nil
 }
 
-// walkCommandLog walks the rooms that have a snapshot (the snapshot table
-// in key order) and in each the log rows from its start up to the
-// snapshot's seq, stopping in a room at its first row inside the window.
-// After is the last row looked at, "<app>\x00<room>\x00<seq>".
-func walkCommandLog(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persistence.PurgeResult, error) {
+// purgeable walks the rooms that have a snapshot (the snapshot table in
+// key order, read in txn) and in each the log rows from its start up to
+// the snapshot's seq, stopping in a room at its first row inside the
+// window; it returns the rows a batch deletes, by room. After is the last
+// row looked at, "<app>\x00<room>\x00<seq>". Callers hold mu.
+func (l *commandLog) purgeable(txn *memdb.Txn, r persistence.PurgeRequest) (map[persistence.RoomKey][]*persistence.CommandRecord, persistence.PurgeResult, error) {
 	var res persistence.PurgeResult
 	after, afterSeq, err := persistence.ParseLogToken(r.After)
 	if err != nil {
@@ -250,33 +259,29 @@ func walkCommandLog(txn *memdb.Txn, r persistence.PurgeRequest) ([]any, persiste
 	if err != nil {
 		return nil, res, fmt.Errorf("memdb: purge room_command_log: %w", err)
 	}
-	var doomed []any
-	for raw := snaps.Next(); ; raw = snaps.Next() {
-		if raw == nil {
-			res.Done = true
-			return doomed, res, nil
-		}
+	doomed := map[persistence.RoomKey][]*persistence.CommandRecord{}
+	n := 0
+	for raw := snaps.Next(); raw != nil; raw = snaps.Next() {
 		snap := raw.(*persistence.Snapshot)
-		from := int64(0)
-		if r.After != "" && snap.Key() == after {
-			from = afterSeq + 1
+		key := snap.Key()
+		recs := l.rooms[key]
+		if r.After != "" && key == after {
+			recs = l.after(key, afterSeq)
 		}
-		logs, err := txn.LowerBound(tableCommandLog, indexID, snap.AppCode, snap.RoomID, from)
-		if err != nil {
-			return nil, res, fmt.Errorf("memdb: purge room_command_log: %w", err)
-		}
-		for lr := logs.Next(); lr != nil; lr = logs.Next() {
-			c := lr.(*persistence.CommandRecord)
-			if c.AppCode != snap.AppCode || c.RoomID != snap.RoomID || c.Seq > snap.Seq || c.CreatedAtMs >= r.CutoffMs {
+		for _, c := range recs {
+			if c.Seq > snap.Seq || c.CreatedAtMs >= r.CutoffMs {
 				break
 			}
-			if len(doomed) == r.Limit {
+			if n == r.Limit {
 				return doomed, res, nil
 			}
-			doomed = append(doomed, c)
-			res.Next = persistence.LogToken(c.Key(), c.Seq)
+			doomed[key] = append(doomed[key], c)
+			n++
+			res.Next = persistence.LogToken(key, c.Seq)
 		}
 	}
+	res.Done = true
+	return doomed, res, nil
 }
 
 // TableRetention implements persistence.Purger.
@@ -285,7 +290,6 @@ func (s *Store) TableRetention(ctx context.Context, table string) (persistence.T
 		return persistence.TableRetention{}, err
 	}
 	out := persistence.TableRetention{Table: table}
-	txn := s.db.Txn(false)
 	switch table {
 	case persistence.PurgeRoomOutbox:
 		s.outbox.mu.RLock()
@@ -296,10 +300,15 @@ func (s *Store) TableRetention(ctx context.Context, table string) (persistence.T
 		}
 		return out, nil
 	case persistence.PurgeCommandLog:
-		return out, scanAll(txn, tableCommandLog, func(raw any) {
-			out.RowEstimate++
-			out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, raw.(*persistence.CommandRecord).CreatedAtMs)
-		})
+		s.log.mu.RLock()
+		defer s.log.mu.RUnlock()
+		for _, recs := range s.log.rooms {
+			for _, c := range recs {
+				out.RowEstimate++
+				out.OldestCreatedAtMs = oldest(out.OldestCreatedAtMs, c.CreatedAtMs)
+			}
+		}
+		return out, nil
 	}
 	return out, fmt.Errorf("memdb: this store does not hold %q", table)
 }

@@ -28,41 +28,36 @@ func (s *Store) Append(ctx context.Context, a persistence.Append) error {
 		return err
 	}
 	return s.writes.do(func(b *groupTxn) error {
-		if err := s.checkAppend(b.Txn, a, b.commands, b.eventIDs); err != nil {
+		if err := s.checkAppend(b, a); err != nil {
 			return err // nothing written
 		}
 		if err := s.writeAppend(b, a); err != nil {
 			b.dirty = true
 			return err
 		}
-		if b.commands == nil {
-			b.commands = map[commandKey]int64{}
-		}
-		b.commands[commandKey{a.Command.AppCode, a.Command.RoomID, a.Command.CommandID}] = a.Command.Seq
 		return nil
 	})
 }
 
-// checkAppend reads whether a may be written in txn: its epoch against
-// the room's fence, its seq, command_id and event ids against what is
-// stored (ids and staged hold the group's earlier ones), a voided gift. It
-// writes nothing.
-func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[commandKey]int64, staged map[string]bool) error {
+// checkAppend reads whether a may be written in b: its epoch against the
+// room's fence, its seq, command_id and event ids against what is stored
+// and what b's earlier appends staged, a voided gift. It writes nothing.
+func (s *Store) checkAppend(b *groupTxn, a persistence.Append) error {
+	txn := b.Txn
 	cmd := a.Command
 	key := cmd.Key()
 	if err := checkFence(txn, key, a.Epoch); err != nil {
 		return fmt.Errorf("memdb: append %s seq %d: %w", key, cmd.Seq, err)
 	}
-	taken, err := txn.First(tableCommandLog, indexID, cmd.AppCode, cmd.RoomID, cmd.Seq)
-	if err != nil {
-		return fmt.Errorf("memdb: append %s: %w", key, err)
-	}
-	if taken != nil {
+	s.log.mu.RLock()
+	seqTaken := s.log.find(key, cmd.Seq) != nil || b.seqs[logKey{cmd.AppCode, cmd.RoomID, cmd.Seq}]
+	_, idTaken := s.log.ids[keyOf(&cmd)]
+	idTaken = idTaken || b.ids[keyOf(&cmd)]
+	s.log.mu.RUnlock()
+	if seqTaken {
 		return fmt.Errorf("memdb: append %s: seq %d already written: %w", key, cmd.Seq, persistence.ErrConflict)
 	}
-	cmdKey := commandKey{cmd.AppCode, cmd.RoomID, cmd.CommandID}
-	_, inGroup := ids[cmdKey]
-	if _, taken := s.commands.seq(cmdKey); taken || inGroup {
+	if idTaken {
 		return fmt.Errorf("memdb: append %s: command_id %q already written: %w", key, cmd.CommandID, persistence.ErrConflict)
 	}
 	if a.Gift {
@@ -77,7 +72,7 @@ func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[comman
 	s.outbox.mu.RLock()
 	defer s.outbox.mu.RUnlock()
 	for i, e := range cmd.Events {
-		taken := s.outbox.get(e.EventID) != nil || staged[e.EventID]
+		taken := s.outbox.get(e.EventID) != nil || b.eventIDs[e.EventID]
 		dup := slices.ContainsFunc(cmd.Events[:i], func(o persistence.Envelope) bool { return o.EventID == e.EventID })
 		if taken || dup {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)
@@ -86,10 +81,10 @@ func (s *Store) checkAppend(txn *memdb.Txn, a persistence.Append, ids map[comman
 	return nil
 }
 
-// writeAppend writes a checked append: the fence, the gift's outcome, the
-// log row and the snapshot in b's transaction, and one outbox row per
-// event (its envelope is the stored command's: one copy) staged in b, to
-// be stored just before it commits.
+// writeAppend writes a checked append: the fence, the gift's outcome and
+// the snapshot in b's transaction, and the log row and one outbox row per
+// event (its envelope is the log row's: one copy) staged in b, to be
+// stored just before it commits.
 func (s *Store) writeAppend(b *groupTxn, a persistence.Append) error {
 	txn := b.Txn
 	key := a.Command.Key()
@@ -103,9 +98,7 @@ func (s *Store) writeAppend(b *groupTxn, a persistence.Append) error {
 		}
 	}
 	stored := cloneCommand(cmd)
-	if err := txn.Insert(tableCommandLog, &stored); err != nil {
-		return fmt.Errorf("memdb: append %s: %w", key, err)
-	}
+	b.stageLog(&stored)
 	for i := range stored.Events {
 		e := &stored.Events[i]
 		row := persistence.OutboxRow{
@@ -167,19 +160,15 @@ func (s *Store) LoadCommands(ctx context.Context, key persistence.RoomKey, after
 	if afterSeq == math.MaxInt64 {
 		return nil, nil
 	}
-	it, err := s.db.Txn(false).LowerBound(tableCommandLog, indexID, key.AppCode, key.RoomID, afterSeq+1)
-	if err != nil {
-		return nil, fmt.Errorf("memdb: load commands %s: %w", key, err)
+	s.log.mu.RLock()
+	defer s.log.mu.RUnlock()
+	recs := s.log.after(key, afterSeq)
+	if len(recs) == 0 {
+		return nil, nil
 	}
-	var out []persistence.CommandRecord
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		rec := raw.(*persistence.CommandRecord)
-		// The lower bound starts inside the room; the first row of any
-		// other room ends it.
-		if rec.AppCode != key.AppCode || rec.RoomID != key.RoomID {
-			break
-		}
-		out = append(out, cloneCommand(*rec))
+	out := make([]persistence.CommandRecord, len(recs))
+	for i, rec := range recs {
+		out[i] = cloneCommand(*rec)
 	}
 	return out, nil
 }
@@ -189,20 +178,16 @@ func (s *Store) FindCommand(ctx context.Context, key persistence.RoomKey, comman
 	if err := s.ready(ctx); err != nil {
 		return persistence.CommandRecord{}, err
 	}
-	seq, ok := s.commands.seq(commandKey{key.AppCode, key.RoomID, commandID})
-	var raw any
-	if ok {
-		var err error
-		if raw, err = s.db.Txn(false).First(tableCommandLog, indexID, key.AppCode, key.RoomID, seq); err != nil {
-			return persistence.CommandRecord{}, fmt.Errorf("memdb: find command %s: %w", key, err)
-		}
+	s.log.mu.RLock()
+	defer s.log.mu.RUnlock()
+	var rec *persistence.CommandRecord
+	if seq, ok := s.log.ids[commandKey{key.AppCode, key.RoomID, commandID}]; ok {
+		rec = s.log.find(key, seq)
 	}
-	// The map is set just before the append commits: a reader in between
-	// finds no row yet, as if it had asked a moment earlier.
-	if raw == nil || raw.(*persistence.CommandRecord).CommandID != commandID {
+	if rec == nil {
 		return persistence.CommandRecord{}, fmt.Errorf("memdb: command %q of %s: %w", commandID, key, persistence.ErrNotFound)
 	}
-	return cloneCommand(*raw.(*persistence.CommandRecord)), nil
+	return cloneCommand(*rec), nil
 }
 
 // SaveSnapshot implements persistence.RoomStore.

@@ -4,13 +4,10 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/go-memdb"
-
-	"github.com/hyapp/roomcell/persistence"
 )
 
 // Table and index names of the room domain.
 const (
-	tableCommandLog   = "room_command_log"
 	tableSnapshots    = "room_snapshots"
 	tableGiftOutcomes = "room_gift_outcomes"
 
@@ -21,7 +18,6 @@ const (
 
 // roomTables lists the room domain's tables; roomSchema assembles them.
 var roomTables = []func() *memdb.TableSchema{
-	roomCommandLogTable,
 	roomSnapshotsTable,
 	roomGiftOutcomesTable,
 	roomFencesTable, // fence.go
@@ -45,28 +41,6 @@ func newSchema(tables ...func() *memdb.TableSchema) *memdb.DBSchema {
 		db.Tables[schema.Name] = schema
 	}
 	return db
-}
-
-// roomCommandLogTable holds *persistence.CommandRecord rows. Lookups by
-// command_id go through Store.commands, not an index here.
-func roomCommandLogTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableCommandLog,
-		Indexes: map[string]*memdb.IndexSchema{
-			// id serves the seq fence of Append and LoadCommands' ordered
-			// scan after a seq.
-			indexID: {
-				Name:   indexID,
-				Unique: true,
-				Indexer: rowIndex[*persistence.CommandRecord]{
-					args: fields(strArg, strArg, intArg),
-					key: func(c *persistence.CommandRecord) []byte {
-						return newKey(1, c.AppCode, c.RoomID).str(c.AppCode).str(c.RoomID).i64(c.Seq)
-					},
-				},
-			},
-		},
-	}
 }
 
 // roomSnapshotsTable holds *persistence.Snapshot rows, one per room.

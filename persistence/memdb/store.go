@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-memdb"
@@ -20,59 +19,15 @@ type Store struct {
 	// mqStatus is the MQStatus of new outbox rows: pending when the MQ
 	// fanout is on (WithOutboxMQ), none otherwise.
 	mqStatus string
-	// commands maps each logged command_id to its seq: the command_id
-	// fence of Append and FindCommand's lookup. A map entry is ~100
-	// bytes where a radix index entry was ~450 (issue 13). It is changed
-	// only under go-memdb's writer lock, just before the transaction that
-	// wrote or purged the rows commits (an aborted one never touches it),
-	// and read under mu.
-	commands commandIDs
+	// log is room_command_log with its command ids (commandlog.go),
+	// stored like outbox.
+	log *commandLog
 	// writes groups concurrent Appends into one write transaction.
 	writes writeGroup
 	// outbox is room_outbox (outboxtable.go): Append stores its rows
 	// under go-memdb's writer lock, just before the transaction that
 	// wrote the command commits.
 	outbox *outboxTable
-}
-
-type commandKey struct{ appCode, roomID, commandID string }
-
-type commandIDs struct {
-	mu    sync.RWMutex
-	bySeq map[commandKey]int64
-}
-
-func (c *commandIDs) seq(k commandKey) (int64, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	seq, ok := c.bySeq[k]
-	return seq, ok
-}
-
-func (c *commandIDs) set(k commandKey, seq int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.bySeq[k] = seq
-}
-
-func (c *commandIDs) setAll(ids map[commandKey]int64) {
-	if len(ids) == 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, seq := range ids {
-		c.bySeq[k] = seq
-	}
-}
-
-func (c *commandIDs) drop(recs []any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range recs {
-		rec := r.(*persistence.CommandRecord)
-		delete(c.bySeq, commandKey{rec.AppCode, rec.RoomID, rec.CommandID})
-	}
 }
 
 // Option tunes New.
@@ -92,11 +47,11 @@ func New(opts ...Option) *Store {
 		// not a runtime condition.
 		panic(fmt.Sprintf("memdb: room schema: %v", err))
 	}
-	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, commands: commandIDs{bySeq: map[commandKey]int64{}}, outbox: newOutboxTable()}
-	// The command ids and outbox rows are stored just before the commit,
-	// as the rows they belong to become visible.
+	s := &Store{db: db, mqStatus: persistence.OutboxMQNone, log: newCommandLog(), outbox: newOutboxTable()}
+	// The log and outbox rows are stored just before the commit, as the
+	// rest of the append becomes visible.
 	s.writes = writeGroup{db: db, beforeCommit: func(b *groupTxn) {
-		s.commands.setAll(b.commands)
+		s.log.putAll(b.logs)
 		s.outbox.putAll(b.outbox)
 	}}
 	for _, o := range opts {

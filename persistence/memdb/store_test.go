@@ -81,5 +81,5 @@ func TestSchemaRejectsDuplicateTable(t *testing.T) {
 			t.Fatal("newSchema accepted a duplicate table name")
 		}
 	}()
-	newSchema(roomCommandLogTable, roomCommandLogTable)
+	newSchema(roomSnapshotsTable, roomSnapshotsTable)
 }

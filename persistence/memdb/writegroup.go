@@ -41,13 +41,29 @@ type groupTxn struct {
 	// dirty: an op failed after it wrote; the group is written again, an
 	// op per transaction. An op that fails without writing leaves it.
 	dirty bool
-	// commands are the command ids the room store's appends wrote.
-	commands map[commandKey]int64
-	// outbox holds the room store's appends' outbox rows (outboxTable is
-	// not a go-memdb table), stored just before the commit; eventIDs are
-	// their ids.
+	// logs and outbox hold the room store's appends' log and outbox rows
+	// (neither is a go-memdb table), stored just before the commit; the
+	// maps hold their keys, for the checks of the group's later appends.
+	logs     []*persistence.CommandRecord
 	outbox   []*outboxEntry
+	seqs     map[logKey]bool
+	ids      map[commandKey]bool
 	eventIDs map[string]bool
+}
+
+type logKey struct {
+	appCode, roomID string
+	seq             int64
+}
+
+// stageLog adds a log row to be stored with the commit.
+func (b *groupTxn) stageLog(c *persistence.CommandRecord) {
+	if b.seqs == nil {
+		b.seqs, b.ids = map[logKey]bool{}, map[commandKey]bool{}
+	}
+	b.logs = append(b.logs, c)
+	b.seqs[logKey{c.AppCode, c.RoomID, c.Seq}] = true
+	b.ids[keyOf(c)] = true
 }
 
 // stage adds an outbox row to be stored with the commit.
