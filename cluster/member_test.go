@@ -96,36 +96,3 @@ func TestStartReportsBindFailure(t *testing.T) {
 		t.Fatalf("err = %v, want the health listener bind error", err)
 	}
 }
-
-// Proto.Actor's own metrics cost every message and future; they reach
-// /metrics only with cluster.actor_metrics, and the membership metrics are
-// there either way.
-func TestActorMetricsOnlyWhenAsked(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		t.Run(fmt.Sprint("actor_metrics=", on), func(t *testing.T) {
-			cfg := configs.Default().Cluster
-			cfg.Port = 0
-			cfg.ActorMetrics = on
-			n := startNode(t, "solo", memberOpts{cfg: cfg, store: memdb.New(), meters: true})
-			waitReady(t, n)
-			exec(t, n, create("app/r1"))
-			exec(t, n, join("app/r1", "bob", "j1"))
-			mfs, err := n.reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var actor, membership int
-			for _, mf := range mfs {
-				switch {
-				case strings.HasPrefix(mf.GetName(), "protoactor_"):
-					actor++
-				case strings.HasPrefix(mf.GetName(), "roomcell_cluster_"):
-					membership++
-				}
-			}
-			if (actor > 0) != on || membership == 0 {
-				t.Fatalf("actor_metrics=%v: %d protoactor_* and %d roomcell_cluster_* metric families", on, actor, membership)
-			}
-		})
-	}
-}

@@ -204,8 +204,14 @@ outbox_worker: {poll_interval: "200ms", publish_timeout: "1s", lease_ttl: "2s"}
 	startChild(t, bin, config, grpcAddr, httpAddr)
 	// Retry what was in flight with the same command_id: each lands once
 	// (or answers from the log if it had committed before the kill).
+	// The client's channel may still be backing off from the dead node's
+	// refused connections: Unavailable is retried, as a client would.
 	for id, s := range inflight {
 		err := sendCmd(ctx, rc, s.room, id, s.user, s.join)
+		for deadline := time.Now().Add(10 * time.Second); status.Code(err) == codes.Unavailable && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			err = sendCmd(ctx, rc, s.room, id, s.user, s.join)
+		}
 		if err != nil && status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("retry of in-flight %s: %v", id, err)
 		}
