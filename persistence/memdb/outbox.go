@@ -43,26 +43,43 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	t := s.outbox
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Collect the candidate rooms first: a B-tree must not be walked
-	// across writes to it.
+	// Candidate rooms are collected a chunk at a time, only as many as
+	// the claim can still take (a claim of 100 rows used to list every
+	// room with a due row: O(backlog) per claim), then claimed: a B-tree
+	// must not be walked across writes to it. The next chunk goes on
+	// from the last row looked at; a row claimed meanwhile keeps its
+	// place (its due time is unchanged) and its room is seen.
 	seen := map[persistence.RoomKey]bool{}
-	var rooms []persistence.RoomKey
-	t.due.Scan(func(e *outboxEntry) bool {
-		if e.NextRetryAtMs > nowMs {
-			return false
+	var from *outboxEntry
+	for len(out) < limit {
+		var rooms []persistence.RoomKey
+		want := limit - len(out)
+		collect := func(e *outboxEntry) bool {
+			if e.NextRetryAtMs > nowMs {
+				return false
+			}
+			from = e
+			key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
+			if e.LockUntilMs <= nowMs && !seen[key] {
+				seen[key] = true
+				rooms = append(rooms, key)
+			}
+			return len(rooms) < want
 		}
-		key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
-		if e.LockUntilMs <= nowMs && !seen[key] {
-			seen[key] = true
-			rooms = append(rooms, key)
+		if from == nil {
+			t.due.Scan(collect)
+		} else {
+			t.due.Ascend(from, collect)
 		}
-		return true
-	})
-	for _, key := range rooms {
-		if len(out) >= limit {
+		if len(rooms) == 0 {
 			break
 		}
-		out = append(out, t.claimRoom(key, owner, nowMs, leaseMs, limit-len(out))...)
+		for _, key := range rooms {
+			if len(out) >= limit {
+				break
+			}
+			out = append(out, t.claimRoom(key, owner, nowMs, leaseMs, limit-len(out))...)
+		}
 	}
 	return out, nil
 }
