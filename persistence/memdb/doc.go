@@ -2,10 +2,12 @@
 // go-memdb, used by dev mode (roomcell --dev) and by fast tests. It owns the
 // in-memory tables room_command_log, room_outbox and room_snapshots (one
 // MemDB for the room domain; other domains such as wallet or notices build
-// their own MemDB in their own files of this package). The hottest table,
-// room_outbox, is not a go-memdb table but a map and B-trees under a lock
-// (outboxtable.go): its rows change twice each, and go-memdb's
-// copy-on-write radix trees made that most of a dev-mode command's cost.
+// their own MemDB in their own files of this package). The hot tables,
+// room_command_log, room_outbox and the directory's, are not go-memdb
+// tables but maps, slices and B-trees under a lock (commandlog.go,
+// outboxtable.go, directory.go): they change on every command, and
+// go-memdb's copy-on-write radix trees made that most of a dev-mode
+// command's cost (issue 13).
 // Nothing survives the process, so it gives no durability, only the same
 // transactional and fencing semantics as the MySQL store, checked by
 // persistence/storetest. It must not import actor, delivery or gRPC

@@ -10,9 +10,11 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// The go-memdb stores apply the retention rules of persistence.PurgeRequest
-// so a --dev node can run for weeks. Each batch is one write transaction
-// (go-memdb's single writer), so a batch and a room append never interleave.
+// The dev stores apply the retention rules of persistence.PurgeRequest so a
+// --dev node can run for weeks. Each batch is one write transaction
+// (go-memdb's single writer) or, for the log and outbox, runs under the
+// table's write lock, which an append takes to store its rows: a batch
+// and a room append never interleave.
 
 var (
 	_ persistence.Purger            = (*Store)(nil)

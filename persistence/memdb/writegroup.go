@@ -9,11 +9,13 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// writeGroup lets concurrent appends share one go-memdb write transaction.
-// Every commit copies the radix paths it touched, and the writes of one
-// moment share most of those paths (the command log is in room order, the
-// fences and snapshots too), so a group pays for them once (issue 13:
-// copy-on-write was most of what a dev-mode join allocated).
+// writeGroup lets concurrent appends share one go-memdb write transaction
+// (the fences, snapshots and gift outcomes an append writes there) and is
+// the one writer of the log and outbox rows they stage: every append is
+// checked against what is stored and what its group staged before it
+// writes, under go-memdb's writer lock, so two appends can never both
+// pass a check. A transaction per append was most of what a dev-mode join
+// allocated while the log and outbox were go-memdb tables (issue 13).
 //
 // It needs no goroutine or timer of its own: the first caller to find no
 // group being written writes the queue (its own op and whatever came in
