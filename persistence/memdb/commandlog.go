@@ -90,22 +90,26 @@ func (l *commandLog) putAll(recs []*persistence.CommandRecord) {
 	}
 }
 
-// remove deletes the given stored rows of one room and their command ids.
-// Callers hold mu for writing.
-func (l *commandLog) remove(key persistence.RoomKey, doomed []*persistence.CommandRecord) {
+// remove deletes the given stored rows and their command ids. Callers
+// hold mu for writing.
+func (l *commandLog) remove(doomed []*persistence.CommandRecord) {
 	gone := make(map[*persistence.CommandRecord]bool, len(doomed))
+	rooms := map[persistence.RoomKey]bool{}
 	for _, c := range doomed {
 		gone[c] = true
+		rooms[c.Key()] = true
 		delete(l.ids, keyOf(c))
 	}
-	rows := slices.DeleteFunc(l.rooms[key], func(c *persistence.CommandRecord) bool { return gone[c] })
-	if len(rows) == 0 {
-		delete(l.rooms, key)
-		return
+	for key := range rooms {
+		rows := slices.DeleteFunc(l.rooms[key], func(c *persistence.CommandRecord) bool { return gone[c] })
+		switch {
+		case len(rows) == 0:
+			delete(l.rooms, key)
+		case cap(rows) > 64 && len(rows) < cap(rows)/4:
+			// A purge cuts the start of a long log: keep the array small.
+			l.rooms[key] = slices.Clone(rows)
+		default:
+			l.rooms[key] = rows
+		}
 	}
-	// A purge cuts the start of a long log: keep the array small.
-	if cap(rows) > 64 && len(rows) < cap(rows)/4 {
-		rows = slices.Clone(rows)
-	}
-	l.rooms[key] = rows
 }

@@ -54,7 +54,7 @@ func newOutboxTable() *outboxTable {
 		status: btree.NewBTreeGOptions(statusLess, opts),
 		due:    btree.NewBTreeGOptions(dueLess, opts),
 		room:   btree.NewBTreeGOptions(roomLess, opts),
-		mq:     btree.NewBTreeGOptions(mqLess, opts),
+		mq:     btree.NewBTreeGOptions(createdLess, opts),
 	}
 	t.sets = [...]orderedSet{
 		{t.status, func(*outboxEntry) bool { return true }},
@@ -96,14 +96,13 @@ func roomLess(a, b *outboxEntry) bool {
 	return a.EventID < b.EventID
 }
 
+// createdLess orders the mq set.
 func createdLess(a, b *outboxEntry) bool {
 	if a.CreatedAtMs != b.CreatedAtMs {
 		return a.CreatedAtMs < b.CreatedAtMs
 	}
 	return a.EventID < b.EventID
 }
-
-var mqLess = createdLess
 
 // mqPending: the row waits for the MQ fanout (the mq set holds only these).
 func (e *outboxEntry) mqPending() bool { return e.MQStatus == persistence.OutboxMQPending }

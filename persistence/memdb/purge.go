@@ -174,10 +174,8 @@ func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persiste
 		if err != nil {
 			return persistence.PurgeResult{}, err
 		}
-		for key, recs := range doomed {
-			s.log.remove(key, recs)
-			res.Rows += len(recs)
-		}
+		s.log.remove(doomed)
+		res.Rows = len(doomed)
 		return res, nil
 	}
 	s.outbox.mu.Lock()
@@ -203,11 +201,7 @@ func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) 
 		s.log.mu.RLock()
 		defer s.log.mu.RUnlock()
 		doomed, _, err := s.log.purgeable(s.db.Txn(false), r)
-		n := 0
-		for _, recs := range doomed {
-			n += len(recs)
-		}
-		return int64(n), err
+		return int64(len(doomed)), err
 	}
 	s.outbox.mu.RLock()
 	defer s.outbox.mu.RUnlock()
@@ -249,9 +243,9 @@ func (t *outboxTable) purgeable(r persistence.PurgeRequest) ([]*outboxEntry, per
 // purgeable walks the rooms that have a snapshot (the snapshot table in
 // key order, read in txn) and in each the log rows from its start up to
 // the snapshot's seq, stopping in a room at its first row inside the
-// window; it returns the rows a batch deletes, by room. After is the last
-// row looked at, "<app>\x00<room>\x00<seq>". Callers hold mu.
-func (l *commandLog) purgeable(txn *memdb.Txn, r persistence.PurgeRequest) (map[persistence.RoomKey][]*persistence.CommandRecord, persistence.PurgeResult, error) {
+// window; it returns the rows a batch deletes. After
+// is the last row looked at, "<app>\x00<room>\x00<seq>". Callers hold mu.
+func (l *commandLog) purgeable(txn *memdb.Txn, r persistence.PurgeRequest) ([]*persistence.CommandRecord, persistence.PurgeResult, error) {
 	var res persistence.PurgeResult
 	after, afterSeq, err := persistence.ParseLogToken(r.After)
 	if err != nil {
@@ -261,8 +255,7 @@ func (l *commandLog) purgeable(txn *memdb.Txn, r persistence.PurgeRequest) (map[
 	if err != nil {
 		return nil, res, fmt.Errorf("memdb: purge room_command_log: %w", err)
 	}
-	doomed := map[persistence.RoomKey][]*persistence.CommandRecord{}
-	n := 0
+	var doomed []*persistence.CommandRecord
 	for raw := snaps.Next(); raw != nil; raw = snaps.Next() {
 		snap := raw.(*persistence.Snapshot)
 		key := snap.Key()
@@ -274,11 +267,10 @@ func (l *commandLog) purgeable(txn *memdb.Txn, r persistence.PurgeRequest) (map[
 			if c.Seq > snap.Seq || c.CreatedAtMs >= r.CutoffMs {
 				break
 			}
-			if n == r.Limit {
+			if len(doomed) == r.Limit {
 				return doomed, res, nil
 			}
-			doomed[key] = append(doomed[key], c)
-			n++
+			doomed = append(doomed, c)
 			res.Next = persistence.LogToken(key, c.Seq)
 		}
 	}

@@ -111,7 +111,7 @@ func (s *Store) writeAppend(b *groupTxn, a persistence.Append) error {
 		if a.Lease != nil {
 			row.LockedBy, row.LockUntilMs = a.Lease.Owner, a.Lease.UntilMs
 		}
-		b.stage(newOutboxEntry(e, row))
+		b.stageOutbox(newOutboxEntry(e, row))
 	}
 	if a.Snapshot != nil {
 		if err := saveSnapshot(txn, *a.Snapshot); err != nil {

@@ -68,8 +68,8 @@ func (b *groupTxn) stageLog(c *persistence.CommandRecord) {
 	b.ids[keyOf(c)] = true
 }
 
-// stage adds an outbox row to be stored with the commit.
-func (b *groupTxn) stage(e *outboxEntry) {
+// stageOutbox adds an outbox row to be stored with the commit.
+func (b *groupTxn) stageOutbox(e *outboxEntry) {
 	if b.eventIDs == nil {
 		b.eventIDs = map[string]bool{}
 	}
