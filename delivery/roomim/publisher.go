@@ -373,22 +373,25 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			it := batch[0]
 			c := it.created
 			err := p.EnsureGroup(it.ctx, it.env.AppCode, it.env.RoomID, c.OwnerUserID, c.Name)
-			it.done <- classify(err)
 			if err != nil {
 				p.holdBack(gid, q, batch, err)
 			}
+			it.done <- classify(err)
 			continue
 		}
+		// A failure holds the room back before its callers hear of it:
+		// a caller answered first could enqueue its next event in time to
+		// be dropped as if it had been queued behind the failure.
 		err := p.sendBatch(gid, batch)
+		if err != nil {
+			p.holdBack(gid, q, batch, err)
+		}
 		for _, it := range batch {
 			e := err
 			if e == nil && it.kicked != "" {
 				e = p.removeMember(it.ctx, gid, it.kicked, it.reason)
 			}
 			it.done <- classify(e)
-		}
-		if err != nil {
-			p.holdBack(gid, q, batch, err)
 		}
 	}
 }
