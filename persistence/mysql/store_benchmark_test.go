@@ -106,3 +106,93 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// joinAppend is a JoinRoom as the grain writes it: a small reply, one
+// RoomUserJoined event with its outbox lease, and the room's epoch.
+func joinAppend(key persistence.RoomKey, seq int64) persistence.Append {
+	now := time.Now().UnixMilli()
+	cmdID := fmt.Sprintf("cmd-%s-%d", key.RoomID, seq)
+	user := fmt.Sprintf("u-%d", 100000+seq)
+	return persistence.Append{Command: persistence.CommandRecord{
+		AppCode: key.AppCode, RoomID: key.RoomID, Seq: seq, CommandID: cmdID, CommandType: "JoinRoom",
+		RequestHash: "0123456789abcdef0123456789abcdef",
+		Reply:       []byte(fmt.Sprintf("\x08%c\x12\x1a%s:%s:%d:0", byte(seq), key.AppCode, key.RoomID, seq)),
+		CreatedAtMs: now,
+		Events: []persistence.Envelope{{
+			EventID: fmt.Sprintf("%s:%s:%d:0", key.AppCode, key.RoomID, seq), EventType: "RoomUserJoined",
+			AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: seq, CommandID: cmdID, RequestID: "req-0123456789abcdef01234567",
+			CreatedAtMs: now, Payload: json.RawMessage(fmt.Sprintf(`{"user_id":%q,"joined_at_ms":%d}`, user, now)),
+		}},
+	}, Lease: &persistence.OutboxLease{Owner: "node-1/publisher", UntilMs: now + 5000}, Epoch: 3}
+}
+
+// joinBatch is what one group-commit transaction carries under load: the
+// joins of 32 rooms.
+const joinBatch = 32
+
+func joinAppends(prefix string, seq int64) []persistence.Append {
+	as := make([]persistence.Append, joinBatch)
+	for r := range as {
+		as[r] = joinAppend(persistence.RoomKey{AppCode: "bench", RoomID: fmt.Sprintf("%s-%d", prefix, r)}, seq)
+	}
+	return as
+}
+
+// BenchmarkPrepareAppend measures the validation and encoding of one join
+// (allocs/op and B/op are what to read).
+func BenchmarkPrepareAppend(b *testing.B) {
+	a := joinAppend(persistence.RoomKey{AppCode: "bench", RoomID: "room-1"}, 7)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := prepareAppend(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBuildStatements measures the statements of one batch of
+// joinBatch joins (per op: one batch).
+func BenchmarkBuildStatements(b *testing.B) {
+	ps := make([]*pendingAppend, 0, joinBatch)
+	for _, a := range joinAppends("room", 7) {
+		p, err := prepareAppend(a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		buildStatements(ps, persistence.OutboxMQNone)
+	}
+}
+
+// BenchmarkWriteBatch writes one batch of joinBatch joins per op in one
+// transaction on the local MariaDB, preparing them first: the store's
+// whole cost of a batch, the driver's included. Run it with a small fixed
+// -benchtime (200x): allocs/op and B/op are what to read, not ns/op.
+func BenchmarkWriteBatch(b *testing.B) {
+	s := newTestStore(b, groupCommit(false))
+	ps := make([]*pendingAppend, joinBatch)
+	b.ReportAllocs()
+	seq := int64(0)
+	for b.Loop() {
+		seq++
+		b.StopTimer()
+		as := joinAppends("room", seq)
+		b.StartTimer()
+		for i, a := range as {
+			p, err := prepareAppend(a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ps[i] = p
+		}
+		s.writeBatch(context.Background(), ps)
+		for _, p := range ps {
+			if p.err != nil {
+				b.Fatal(p.err)
+			}
+		}
+	}
+}
