@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -50,6 +51,15 @@ func checkLen(field, v string, maxChars int, required bool) error {
 	return nil
 }
 
+// checkEventLen is checkLen for a field of event i; the field's name is
+// formatted only for an error.
+func checkEventLen(i int, field, v string, maxChars int, required bool) error {
+	if v == "" && required || len(v) > maxChars {
+		return checkLen(fmt.Sprintf("event %d %s", i, field), v, maxChars, required)
+	}
+	return nil
+}
+
 func prepareAppend(a persistence.Append) (*pendingAppend, error) {
 	c := a.Command
 	if err := errors.Join(
@@ -71,35 +81,150 @@ func prepareAppend(a persistence.Append) (*pendingAppend, error) {
 	if a.Epoch < 0 {
 		return nil, fmt.Errorf("%w: negative epoch %d", errInvalid, a.Epoch)
 	}
+	// The envelopes are written once, into the log's events array; each
+	// outbox row's envelope is its piece of that array.
 	p := &pendingAppend{a: a, envelopes: make([][]byte, len(c.Events))}
-	var events bytes.Buffer
+	spans := make([][2]int, 0, 4)
+	events := bytes.NewBuffer(make([]byte, 0, eventsSize(c.Events)))
 	events.WriteByte('[')
 	for i, e := range c.Events {
 		if err := errors.Join(
-			checkLen(fmt.Sprintf("event %d event_id", i), e.EventID, maxEventID, true),
-			checkLen(fmt.Sprintf("event %d event_type", i), e.EventType, maxEventType, false),
-			checkLen(fmt.Sprintf("event %d app_code", i), e.AppCode, maxAppCode, false),
-			checkLen(fmt.Sprintf("event %d room_id", i), e.RoomID, maxRoomID, false),
+			checkEventLen(i, "event_id", e.EventID, maxEventID, true),
+			checkEventLen(i, "event_type", e.EventType, maxEventType, false),
+			checkEventLen(i, "app_code", e.AppCode, maxAppCode, false),
+			checkEventLen(i, "room_id", e.RoomID, maxRoomID, false),
 		); err != nil {
 			return nil, err
 		}
-		b, err := encodeEnvelope(e)
-		if err != nil {
-			return nil, fmt.Errorf("%w: event %s: %w", errInvalid, e.EventID, err)
-		}
-		p.envelopes[i] = b
 		if i > 0 {
 			events.WriteByte(',')
 		}
-		events.Write(b)
+		start := events.Len()
+		if !writeEnvelope(events, e) {
+			// The payload is not valid JSON: encoding/json says why.
+			events.Truncate(start)
+			b, err := encodeEnvelope(e)
+			if err != nil {
+				return nil, fmt.Errorf("%w: event %s: %w", errInvalid, e.EventID, err)
+			}
+			events.Write(b)
+		}
+		spans = append(spans, [2]int{start, events.Len()})
 	}
 	events.WriteByte(']')
 	p.events = events.Bytes()
+	for i, sp := range spans {
+		p.envelopes[i] = p.events[sp[0]:sp[1]:sp[1]]
+	}
 	return p, nil
+}
+
+// eventsSize is the length of the events array when no string needs an
+// escape (two int64s take at most 20 bytes each).
+func eventsSize(es []persistence.Envelope) int {
+	n := len("[]")
+	for _, e := range es {
+		n += envelopeKeys + len(e.EventID) + len(e.EventType) + len(e.AppCode) + len(e.RoomID) +
+			len(e.CommandID) + len(e.RequestID) + len(e.Payload) + 2*20
+	}
+	return n
+}
+
+// envelopeKeys is what writeEnvelope adds to an envelope's values: keys,
+// quotes, separators and braces.
+const envelopeKeys = len(`{"event_id":"","event_type":"","app_code":"","room_id":"","room_seq":,"command_id":"",` +
+	`"request_id":"","created_at_ms":,"payload":null},`)
+
+// writeEnvelope writes encodeEnvelope(e) to buf without reflection: the
+// same bytes (TestWriteEnvelopeMatchesEncoder). It reports false, having
+// written part of it, when the payload is not valid JSON.
+func writeEnvelope(buf *bytes.Buffer, e persistence.Envelope) bool {
+	str := func(key, v string) {
+		buf.WriteString(key)
+		buf.Write(appendJSONString(buf.AvailableBuffer(), v))
+	}
+	num := func(key string, v int64) {
+		buf.WriteString(key)
+		buf.Write(strconv.AppendInt(buf.AvailableBuffer(), v, 10))
+	}
+	str(`{"event_id":`, e.EventID)
+	str(`,"event_type":`, e.EventType)
+	str(`,"app_code":`, e.AppCode)
+	str(`,"room_id":`, e.RoomID)
+	num(`,"room_seq":`, e.RoomSeq)
+	str(`,"command_id":`, e.CommandID)
+	if e.RequestID != "" {
+		str(`,"request_id":`, e.RequestID)
+	}
+	num(`,"created_at_ms":`, e.CreatedAtMs)
+	buf.WriteString(`,"payload":`)
+	if e.Payload == nil {
+		buf.WriteString("null")
+	} else if json.Compact(buf, e.Payload) != nil {
+		return false
+	}
+	buf.WriteByte('}')
+	return true
+}
+
+// appendJSONString appends s quoted as encoding/json does without HTML
+// escaping: \", \\, \b, \f, \n, \r, \t, \u00XX for other control
+// bytes, \ufffd for invalid UTF-8, \u2028 and \u2029.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // encodeEnvelope is json.Marshal without HTML escaping: the payload the
 // grain encoded is stored as it came (encoding/json only compacts it).
+// writeEnvelope writes the same bytes; this is the reference, and the
+// wording of an invalid payload's error.
 func encodeEnvelope(e persistence.Envelope) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
