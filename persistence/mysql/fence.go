@@ -26,26 +26,25 @@ const fenceHigherOnly = " ON DUPLICATE KEY UPDATE epoch = IF(VALUES(epoch) >= ep
 // fenceStatement is the fence write of ps (none when no append carries an
 // epoch). Rows of one room come highest epoch first, so a stale append
 // riding in the same batch as the room's new owner is refused too.
-func fenceStatement(ps []*pendingAppend) []statement {
-	type row struct {
-		app, room string
-		epoch     int64
-	}
-	var rows []row
-	for _, p := range ps {
-		if c := p.a.Command; p.a.Epoch > 0 {
-			rows = append(rows, row{c.AppCode, c.RoomID, p.a.Epoch})
+func fenceStatement(ps []*pendingAppend, keys []rowKey) []statement {
+	rows := make([]int, 0, len(ps)) // of ps
+	for i, p := range ps {
+		if p.a.Epoch > 0 {
+			rows = append(rows, i)
 		}
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	slices.SortFunc(rows, func(x, y row) int {
-		return cmp.Or(strings.Compare(x.app, y.app), strings.Compare(x.room, y.room), cmp.Compare(y.epoch, x.epoch))
+	slices.SortFunc(rows, func(x, y int) int {
+		a, b := ps[x].a, ps[y].a
+		return cmp.Or(strings.Compare(a.Command.AppCode, b.Command.AppCode), strings.Compare(a.Command.RoomID, b.Command.RoomID),
+			cmp.Compare(b.Epoch, a.Epoch))
 	})
-	b := rowsBuilder{head: raiseFences, tail: fenceHigherOnly, tuple: "(?,?,?)"}
-	for _, r := range rows {
-		b.add(len(r.app)+len(r.room)+16, r.app, r.room, r.epoch)
+	b := rowsBuilder{head: raiseFences, tail: fenceHigherOnly, rows: len(rows), rowArgs: 2, rowText: len("(?,?,)") + maxIntText}
+	for _, i := range rows {
+		c := ps[i].a.Command
+		b.row(len(c.AppCode)+len(c.RoomID)+16).param(keys[i].app, keys[i].room).ints(ps[i].a.Epoch).end()
 	}
 	b.flush()
 	return b.out

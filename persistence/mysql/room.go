@@ -425,28 +425,87 @@ type statement struct {
 // (MariaDB's default is 16 MiB) however large the snapshots are.
 const maxStatementBytes = 1 << 20
 
-// rowsBuilder accumulates the rows of one multi-row statement.
+// rowsBuilder accumulates the rows of one multi-row statement, value by
+// value. Strings and bytes go as ? parameters, which the driver escapes.
+// Integers and constants are written into the text as the literals the
+// driver's interpolation (InterpolateParams, driverConfig) would put there:
+// the server gets the same statement, and the integers are neither boxed
+// nor converted as parameters.
 type rowsBuilder struct {
-	head, tail, tuple string
-	out               []statement
-	sb                strings.Builder
-	args              []any
-	bytes             int
+	head, tail string
+	// rows, rowArgs and rowText size a statement when it starts: the rows
+	// still to come, and the parameters and about the text of one row.
+	rows, rowArgs, rowText int
+
+	out   []statement
+	sb    strings.Builder
+	args  []any
+	bytes int
+	sep   bool // the row has a value: the next one needs a comma
 }
 
-func (b *rowsBuilder) add(size int, args ...any) {
+// maxIntText is the longest int64 literal.
+const maxIntText = len("-9223372036854775808")
+
+// row starts a row whose values take about size bytes, closing the
+// statement first if the row would take it past maxStatementBytes. The
+// row's values follow (param, ints, sql), then end.
+func (b *rowsBuilder) row(size int) *rowsBuilder {
 	if b.sb.Len() > 0 && b.bytes+size > maxStatementBytes {
 		b.flush()
 	}
 	if b.sb.Len() == 0 {
+		rows := max(b.rows, 1)
+		b.sb.Grow(len(b.head) + rows*(b.rowText+1) + len(b.tail))
+		b.args = make([]any, 0, rows*b.rowArgs)
 		b.sb.WriteString(b.head)
 	} else {
 		b.sb.WriteByte(',')
 	}
-	b.sb.WriteString(b.tuple)
-	b.args = append(b.args, args...)
+	b.rows--
+	b.sb.WriteByte('(')
+	b.sep = false
 	b.bytes += size
+	return b
 }
+
+func (b *rowsBuilder) next() {
+	if b.sep {
+		b.sb.WriteByte(',')
+	}
+	b.sep = true
+}
+
+// param adds values sent as parameters.
+func (b *rowsBuilder) param(vs ...any) *rowsBuilder {
+	for range vs {
+		b.next()
+		b.sb.WriteByte('?')
+	}
+	b.args = append(b.args, vs...)
+	return b
+}
+
+// ints adds integers as literals.
+func (b *rowsBuilder) ints(vs ...int64) *rowsBuilder {
+	for _, v := range vs {
+		b.next()
+		var d [maxIntText]byte
+		b.sb.Write(strconv.AppendInt(d[:0], v, 10))
+	}
+	return b
+}
+
+// sql adds constant SQL values; never caller input.
+func (b *rowsBuilder) sql(vs ...string) *rowsBuilder {
+	for _, v := range vs {
+		b.next()
+		b.sb.WriteString(v)
+	}
+	return b
+}
+
+func (b *rowsBuilder) end() { b.sb.WriteByte(')') }
 
 func (b *rowsBuilder) flush() {
 	if b.sb.Len() == 0 {
@@ -480,20 +539,38 @@ const (
 // mqStatus is the new outbox rows' mq_status (the store's fanout setting,
 // a constant, never caller input).
 func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
-	fences := fenceStatement(ps)
-	logs := rowsBuilder{head: insertCommandLog, tuple: "(?,?,?,?,?,?,?,?,?)"}
-	gifts := rowsBuilder{head: insertGiftSent, tuple: "(?,?,?,'sent',?)"}
-	outbox := rowsBuilder{head: insertOutbox, tuple: "(?,?,?,?,?,?,'pending',0,?,?,?,?,?,'" + mqStatus + "')"}
-	snaps := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, tuple: "(?,?,?,?,?)"}
-	for _, p := range ps {
+	// An append's room is a parameter of up to three statements: boxed once.
+	keys := make([]rowKey, len(ps))
+	events, gifts, snaps := 0, 0, 0
+	for i, p := range ps {
 		c := p.a.Command
+		keys[i] = rowKey{app: c.AppCode, room: c.RoomID}
+		events += len(c.Events)
+		if p.a.Gift {
+			gifts++
+		}
+		if p.a.Snapshot != nil {
+			snaps++
+		}
+	}
+	fences := fenceStatement(ps, keys)
+	logRows := rowsBuilder{head: insertCommandLog, rows: len(ps), rowArgs: 7, rowText: len("(?,?,,?,?,?,?,?,)") + 2*maxIntText}
+	giftRows := rowsBuilder{head: insertGiftSent, rows: gifts, rowArgs: 3, rowText: len("(?,?,?,'sent',)") + maxIntText}
+	outboxRows := rowsBuilder{head: insertOutbox, rows: events, rowArgs: 6,
+		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,'')") + len(mqStatus) + 5*maxIntText}
+	snapRows := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, rows: snaps, rowArgs: 3, rowText: len("(?,?,,?,)") + 2*maxIntText}
+	mq := "'" + mqStatus + "'"
+	for i, p := range ps {
+		c, k := p.a.Command, keys[i]
 		reply := c.Reply
 		if reply == nil {
 			reply = []byte{}
 		}
-		logs.add(len(reply)+len(p.events)+192, c.AppCode, c.RoomID, c.Seq, c.CommandID, c.CommandType, c.RequestHash, reply, p.events, c.CreatedAtMs)
+		var commandID any = c.CommandID
+		logRows.row(len(reply)+len(p.events)+192).param(k.app, k.room).ints(c.Seq).
+			param(commandID, c.CommandType, c.RequestHash, reply, p.events).ints(c.CreatedAtMs).end()
 		if p.a.Gift {
-			gifts.add(256, c.AppCode, c.RoomID, c.CommandID, c.CreatedAtMs)
+			giftRows.row(256).param(k.app, k.room, commandID).sql("'sent'").ints(c.CreatedAtMs).end()
 		}
 		var lockedBy any
 		var lockUntil int64
@@ -501,23 +578,39 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 			lockedBy, lockUntil = l.Owner, l.UntilMs
 		}
 		for i, e := range c.Events {
-			outbox.add(len(p.envelopes[i])+160, e.EventID, e.AppCode, e.RoomID, e.RoomSeq, e.EventType, p.envelopes[i], lockedBy, lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs)
+			outboxRows.row(len(p.envelopes[i])+160).param(e.EventID, reuse(e.AppCode, k.app), reuse(e.RoomID, k.room)).ints(e.RoomSeq).
+				param(e.EventType, p.envelopes[i]).sql("'pending'", "0").param(lockedBy).
+				ints(lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs).sql(mq).end()
 		}
 		if sn := p.a.Snapshot; sn != nil {
 			state := sn.State
 			if state == nil {
 				state = []byte{}
 			}
-			snaps.add(len(state)+64, sn.AppCode, sn.RoomID, sn.Seq, state, sn.UpdatedAtMs)
+			snapRows.row(len(state)+64).param(reuse(sn.AppCode, k.app), reuse(sn.RoomID, k.room)).ints(sn.Seq).
+				param(state).ints(sn.UpdatedAtMs).end()
 		}
 	}
-	logs.flush()
-	gifts.flush()
-	outbox.flush()
-	snaps.flush()
+	logRows.flush()
+	giftRows.flush()
+	outboxRows.flush()
+	snapRows.flush()
 	// A voided gift fails on its outcome row right after the log, before
 	// any outbox row is written.
-	return slices.Concat(fences, logs.out, gifts.out, outbox.out, snaps.out)
+	return slices.Concat(fences, logRows.out, giftRows.out, outboxRows.out, snapRows.out)
+}
+
+// rowKey is an append's app_code and room_id as parameters.
+type rowKey struct{ app, room any }
+
+// reuse is boxed when it holds v, else v: an event or a snapshot names
+// its command's room (the grain never writes another), but the columns
+// take what it says.
+func reuse(v string, boxed any) any {
+	if s, _ := boxed.(string); s == v {
+		return boxed
+	}
+	return v
 }
 
 // LoadSnapshot implements persistence.RoomStore.
