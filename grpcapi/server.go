@@ -37,6 +37,22 @@ type Options struct {
 	Extra []grpc.ServerOption
 }
 
+// interceptors are the server's unary and stream interceptors, outermost
+// first. Order matters: the request id comes first so every later step
+// logs it; recovery sits below the access log so a panic is logged as the
+// Internal it answered. Auth runs before the bad-body check so a caller
+// without a token learns nothing, not even whether its body parsed.
+func interceptors(o Options, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
+	unary := []grpc.UnaryServerInterceptor{requestIDUnary, accessLogUnary(log), recoveryUnary(log)}
+	stream := []grpc.StreamServerInterceptor{requestIDStream, accessLogStream(log), recoveryStream(log)}
+	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
+		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
+		unary = append(unary, a.unary)
+		stream = append(stream, a.stream)
+	}
+	return append(unary, badBodyUnary), append(stream, badBodyStream)
+}
+
 // NewServer returns a gRPC server with the interceptors, health and
 // reflection registered; the caller registers the services. The health
 // server starts SERVING; set NOT_SERVING on it when draining.
@@ -49,20 +65,7 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 	if maxMsg <= 0 {
 		maxMsg = DefaultMaxMsgBytes
 	}
-	// Order matters: the request id comes first so every later step logs
-	// it; recovery sits below the access log so a panic is logged as the
-	// Internal it answered.
-	// Auth runs before the bad-body check so a caller without a token
-	// learns nothing, not even whether its body parsed.
-	unary := []grpc.UnaryServerInterceptor{requestIDUnary, accessLogUnary(log), recoveryUnary(log)}
-	stream := []grpc.StreamServerInterceptor{requestIDStream, accessLogStream(log), recoveryStream(log)}
-	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
-		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
-		unary = append(unary, a.unary)
-		stream = append(stream, a.stream)
-	}
-	unary = append(unary, badBodyUnary)
-	stream = append(stream, badBodyStream)
+	unary, stream := interceptors(o, log)
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
