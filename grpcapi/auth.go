@@ -146,9 +146,8 @@ func newTokenAuth(client, operator []string) *tokenAuth {
 // for no or an unknown token. Every configured token is compared, so the
 // time taken does not tell which list matched.
 func (a *tokenAuth) callerClass(ctx context.Context) Class {
-	md, _ := metadata.FromIncomingContext(ctx)
 	got := ClassNone
-	for _, v := range md.Get("authorization") {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		scheme, token, ok := strings.Cut(v, " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") {
 			continue

@@ -51,10 +51,9 @@ func requestIDFor(ctx context.Context, own string) string {
 // An unusable one is replaced rather than refused: it is only for tracing
 // and must not fail a command.
 func incomingRequestID(ctx context.Context) string {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(RequestIDHeader); len(v) > 0 && room.CheckID(RequestIDHeader, v[0]) == nil {
-			return v[0]
-		}
+	// The one key, not a copy of all the metadata.
+	if v := metadata.ValueFromIncomingContext(ctx, RequestIDHeader); len(v) > 0 && room.CheckID(RequestIDHeader, v[0]) == nil {
+		return v[0]
 	}
 	return NewRequestID()
 }
