@@ -22,8 +22,8 @@ import (
 // state is the truth and the directory a read model of it, so:
 //
 //   - Directory writes never sit on the command path. After a commit the
-//     grain hands the directory work to its own child actor (dirWorker),
-//     which runs it in commit order; a failure is logged and counted and
+//     grain hands the directory work to its worker (dirWorker), which runs
+//     it in commit order on its own queue (serial.go); a failure is logged and counted and
 //     never reaches the caller. A slow or dead Redis costs no command
 //     latency; a full backlog drops work (counted) for the refresh to redo.
 //   - Every entry is rebuilt from state: on activation and every
@@ -122,7 +122,7 @@ const cmdRankChanged = "RankChanged"
 // dirLink is a grain's directory state for one activation.
 type dirLink struct {
 	deps    DirectoryDeps
-	worker  *actor.PID
+	worker  *dirWorker
 	backlog *atomic.Int64
 	stop    scheduler.CancelFunc
 	joins   *joinTimes // shared with the worker
@@ -155,10 +155,7 @@ type rankChanged struct {
 
 func (*rankChanged) NotInfluenceReceiveTimeout() {}
 
-// dirWork is a batch of directory steps for the worker, run in order.
-type dirWork struct{ steps []func(w *dirWorker) }
-
-// dirStart connects a new activation: registers it as hosted, spawns the
+// dirStart connects a new activation: registers it as hosted, makes the
 // worker, starts the refresh timer and registers the room from its state.
 func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	d := g.deps.Dir
@@ -171,14 +168,21 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	}
 	l := &dirLink{deps: d, backlog: new(atomic.Int64), joins: &joinTimes{members: g.state.Members},
 		entry: new(atomic.Pointer[entryUpdate]), syncQueued: new(atomic.Bool)}
-	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued}
-	l.worker = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return w }, actor.WithDispatcher(roomDispatcher)))
-	l.stop = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, ctx.Self(), &dirRefresh{})
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	w := &dirWorker{key: g.key, deps: d, backlog: l.backlog, log: g.log, joins: l.joins, entry: l.entry, syncQueued: l.syncQueued,
+		tell: func(m any) { root.Send(self, m) }}
+	log := g.log
+	w.run.panicked = func(p any, stack []byte) {
+		// The room's next refresh rebuilds whatever the step left undone.
+		log.Error("room directory worker panicked; the room's next refresh repairs the directory", "panic", fmt.Sprint(p), "stack", string(stack))
+	}
+	l.worker = w
+	l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, &dirRefresh{})
 	g.dir = l
 	if d.Hosted != nil {
 		d.Hosted.Add(g.key)
 	}
-	g.dirSync(ctx)
+	g.dirSync()
 }
 
 // dirStop ends the activation's link: on stop and on restart (a restarted
@@ -188,6 +192,7 @@ func (g *grain) dirStop() {
 		return
 	}
 	g.dir.stop()
+	g.dir.worker.stopWork()
 	if g.dir.deps.Hosted != nil {
 		g.dir.deps.Hosted.Remove(g.key)
 	}
@@ -195,7 +200,7 @@ func (g *grain) dirStop() {
 }
 
 // dirUnlist takes a passivating room off the listing right away (inline:
-// its worker stops with it). A room that stops any other way (rebalance,
+// the worker's queue is dropped when the grain stops). A room that stops any other way (rebalance,
 // shutdown, crash) stays listed until it comes back or its entry expires.
 func (g *grain) dirUnlist() {
 	if g.dir == nil || !g.state.Exists {
@@ -216,14 +221,14 @@ func (g *grain) dirReceive(ctx actor.Context) {
 		if !g.loaded && g.load() != nil {
 			return // the store is away too; the next tick or command retries
 		}
-		g.dirSync(ctx)
+		g.dirSync()
 	case *rankChanged:
 		g.commitRank(ctx, m)
 	}
 }
 
 // enqueue hands steps to the worker unless its backlog is full.
-func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) bool {
+func (g *grain) enqueue(steps ...func(w *dirWorker)) bool {
 	if g.dir == nil || len(steps) == 0 {
 		return false
 	}
@@ -232,17 +237,21 @@ func (g *grain) enqueue(ctx actor.Context, steps ...func(w *dirWorker)) bool {
 		return false
 	}
 	g.dir.backlog.Add(1)
-	ctx.Send(g.dir.worker, &dirWork{steps: steps})
+	w := g.dir.worker
+	if !w.run.post(func() { w.work(steps) }) {
+		g.dir.backlog.Add(-1)
+		return false
+	}
 	return true
 }
 
 // dirSync registers the room from its state (activation and refresh).
-func (g *grain) dirSync(ctx actor.Context) {
+func (g *grain) dirSync() {
 	if g.dir == nil || !g.loaded || !g.state.Exists {
 		return
 	}
 	if g.state.Status == StatusClosed {
-		g.enqueue(ctx, func(w *dirWorker) { w.removeRoom() })
+		g.enqueue(func(w *dirWorker) { w.removeRoom() })
 		return
 	}
 	if !g.dir.syncQueued.CompareAndSwap(false, true) {
@@ -250,7 +259,7 @@ func (g *grain) dirSync(ctx actor.Context) {
 	}
 	s := persistence.RoomSync{Entry: g.entry(), Members: g.dir.joins.all(), NowMs: g.deps.Clock().UnixMilli()}
 	seq := g.state.Seq
-	if !g.enqueue(ctx, func(w *dirWorker) { w.sync(s, seq) }) {
+	if !g.enqueue(func(w *dirWorker) { w.sync(s, seq) }) {
 		g.dir.syncQueued.Store(false)
 	}
 }
@@ -264,12 +273,12 @@ func (g *grain) entry() persistence.RoomEntry {
 }
 
 // dirHeartbeat refreshes presence after a heartbeat passed Decide.
-func (g *grain) dirHeartbeat(ctx actor.Context, cmd Command) {
+func (g *grain) dirHeartbeat(cmd Command) {
 	if g.dir == nil || cmd.Type != CmdHeartbeat {
 		return
 	}
 	user, now := cmd.UserID, cmd.NowMs
-	g.enqueue(ctx, func(w *dirWorker) { w.heartbeat(user, now) })
+	g.enqueue(func(w *dirWorker) { w.heartbeat(user, now) })
 }
 
 // dirCheck runs before a switched_room leave is decided: if the user
@@ -333,7 +342,7 @@ func (g *grain) dirBefore(events []Event) dirBefore {
 
 // dirCommitted queues the directory work of a committed command; prev is
 // the state before it, g.state the state after.
-func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev dirBefore, events []Event) {
+func (g *grain) dirCommitted(cmd Command, prev dirBefore, events []Event) {
 	if g.dir == nil {
 		return
 	}
@@ -391,7 +400,7 @@ func (g *grain) dirCommitted(ctx actor.Context, cmd Command, prev dirBefore, eve
 			steps = append(steps, func(w *dirWorker) { w.update() })
 		}
 	}
-	if !g.enqueue(ctx, steps...) && updating {
+	if !g.enqueue(steps...) && updating {
 		g.dir.entry.Store(nil) // dropped with its step: the refresh redoes it
 	}
 }

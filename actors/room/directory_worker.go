@@ -1,7 +1,7 @@
 package room
 
-// The directory worker: a room grain's child running the grain's
-// directory work in order, off the command path (see directory.go).
+// The directory worker: runs a room grain's directory work in order, off
+// the command path, on its own queue (see directory.go, serial.go).
 
 import (
 	"context"
@@ -16,8 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -70,14 +68,16 @@ func (j *joinTimes) setRejoined(rejoined map[string]int64) {
 	j.mu.Unlock()
 }
 
-// dirWorker is a room grain's child that runs its directory work in
-// order, off the command path.
+// dirWorker runs a room grain's directory work in order, off the command
+// path. Its fields are its queue's (run): only work on it touches them.
 type dirWorker struct {
+	run     serial
 	key     persistence.RoomKey
 	deps    DirectoryDeps
 	backlog *atomic.Int64
 	log     *slog.Logger
-	ctx     actor.Context // set while Receive runs
+	// tell sends a message to the grain (a rank change to commit).
+	tell func(m any)
 	// joins is the grain's newest committed membership, published with
 	// every commit (read it through its methods: the grain changes it).
 	joins      *joinTimes
@@ -91,10 +91,6 @@ type dirWorker struct {
 	due        *time.Timer
 }
 
-// listingDue is the worker's own tick for a listing write held back by
-// the gap (not counted in the backlog: the grain did not queue it).
-type listingDue struct{}
-
 // current reports whether the join of user at joinedAtMs is still the
 // user's membership here. Work runs after the commit that asked for it, and
 // two rooms' work is not ordered: by then the user may have left (and
@@ -106,26 +102,25 @@ func (w *dirWorker) current(user string, joinedAtMs int64) bool {
 	return ok && at == joinedAtMs
 }
 
-func (w *dirWorker) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *dirWork:
-		w.ctx = ctx
-		for _, step := range m.steps {
-			step(w)
-		}
-		w.ctx = nil
-		w.backlog.Add(-1)
-	case *listingDue:
-		w.ctx = ctx
-		w.due = nil
-		w.writeEntry()
-		w.ctx = nil
-	case *actor.Stopping:
-		if w.due != nil {
-			w.due.Stop()
-			w.due = nil
-		}
+// work runs a batch of the grain's steps, in order.
+func (w *dirWorker) work(steps []func(w *dirWorker)) {
+	defer w.backlog.Add(-1)
+	for _, step := range steps {
+		step(w)
 	}
+}
+
+// listingDue is the write held back by the gap, at its end (not counted
+// in the backlog: the grain did not queue it).
+func (w *dirWorker) listingDue() {
+	w.due = nil
+	w.writeEntry()
+}
+
+// stopWork drops the queued work when the grain stops; a held-back
+// listing write is dropped with it.
+func (w *dirWorker) stopWork() {
+	w.run.stop()
 }
 
 func (w *dirWorker) call() (context.Context, context.CancelFunc) {
@@ -227,8 +222,7 @@ func (w *dirWorker) update() {
 		return // the scheduled write takes the newest entry
 	}
 	if wait := w.deps.ListingGap - time.Since(w.lastListed); wait > 0 {
-		root, self := w.ctx.ActorSystem().Root, w.ctx.Self()
-		w.due = time.AfterFunc(wait, func() { root.Send(self, &listingDue{}) })
+		w.due = time.AfterFunc(wait, func() { w.run.post(w.listingDue) })
 		return
 	}
 	w.writeEntry()
@@ -252,7 +246,7 @@ func (w *dirWorker) writeEntry() {
 
 func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
 	if rc.Prev > 0 && rc.Prev != rc.Rank {
-		w.ctx.Send(w.ctx.Parent(), &rankChanged{seq: seq, rank: rc, heat: heat})
+		w.tell(&rankChanged{seq: seq, rank: rc, heat: heat})
 	}
 }
 

@@ -98,7 +98,10 @@ func GrainProps(d Deps) *actor.Props {
 		// write too.
 		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: d} }, actor.WithDispatcher(roomDispatcher))
+	// Every grain of the kind reads the one Deps: a copy per room was
+	// ~300 bytes of each active room.
+	shared := &d
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} }, actor.WithDispatcher(roomDispatcher))
 }
 
 // recentIDs bounds the in-memory command_id cache; older ids are found
@@ -106,7 +109,7 @@ func GrainProps(d Deps) *actor.Props {
 const recentIDs = 4096
 
 type grain struct {
-	deps     Deps
+	deps     *Deps
 	key      persistence.RoomKey
 	identity string // "<app_code>/<room_id>": g.key.String() without an allocation per command
 	state    State
@@ -141,8 +144,10 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
 		g.flushSnapshot()
+		g.stopPublisher()
 		g.dirStop() // directory hook
 	case *actor.Restarting:
+		g.stopPublisher()
 		g.dirStop() // directory hook
 	case *dirRefresh, *rankChanged:
 		g.dirReceive(ctx) // directory hook
@@ -154,7 +159,7 @@ func (g *grain) init(ctx actor.Context, identity string) {
 	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
 	g.identity = identity
 	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
-	g.startPublisher(ctx)
+	g.startPublisher()
 	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
 	if err := g.load(); err != nil {
 		g.log.Warn("room load failed; will retry on next command", "error", err)
@@ -276,7 +281,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		if _, err := Decide(g.state, cmd); err != nil {
 			return nil, err
 		}
-		g.dirHeartbeat(ctx, cmd) // directory hook
+		g.dirHeartbeat(cmd) // directory hook
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: Summary(g.state)}, nil
 	}
 	if _, seen := g.recent[cmd.CommandID]; seen {
@@ -405,8 +410,8 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
-	g.publish(ctx, cmd, envs, a.Lease)
-	g.dirCommitted(ctx, cmd, before, events) // directory hook
+	g.publish(cmd, envs, a.Lease)
+	g.dirCommitted(cmd, before, events) // directory hook
 	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(g.state)}, nil
 }
 

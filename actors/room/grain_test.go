@@ -151,7 +151,8 @@ func newFixture(t *testing.T) *fixture {
 // activate spawns one activation of a room grain directly, as the
 // cluster's placement actor would, and sends it ClusterInit.
 func (f *fixture) activate(identity string) *actor.PID {
-	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &grain{deps: f.deps} }))
+	d := f.deps // this activation's, as the tests change f.deps between them
+	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &grain{deps: &d} }))
 	f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: identity, Kind: Kind}})
 	return pid
 }

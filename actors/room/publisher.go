@@ -5,12 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
@@ -25,20 +24,12 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
 }
 
-// publishEvents is sent from a room grain to its own publisher child,
-// always on the same member, so it need not be a protobuf message.
+// publishEvents is a batch the grain hands to its publisher.
 type publishEvents struct {
 	envs []persistence.Envelope
 	// untilMs is the end of the lease the rows were written with (0: they
 	// were written without one).
 	untilMs int64
-}
-
-// sendFailed tells the publisher that queued sends failed: their rows are
-// given back to the relay from inside the mailbox, after any catch-up that
-// was already queued, so a release never clears a lease a catch-up took.
-type sendFailed struct {
-	ids []string
 }
 
 // maxCatchUp bounds the rows one catch-up claims: a hot room's backlog
@@ -50,9 +41,12 @@ const maxCatchUp = 1000
 // errNotSent: a catch-up row after a failed one, never handed to IM.
 var errNotSent = errors.New("not sent: an earlier event of the room failed")
 
-// pubLink is what a grain shares with its publisher child.
+// pubLink is what a grain shares with its publisher.
 type pubLink struct {
-	pid     *actor.PID
+	// run is the publisher's queue: its work runs there in order, off the
+	// grain's mailbox (serial.go).
+	run     serial
+	pub     *publisher
 	marks   *markBatcher
 	owner   string // lease owner: this activation's publisher
 	backlog atomic.Int64
@@ -150,15 +144,15 @@ func (o *orderState) start() {
 	o.inOrder = true
 }
 
-// publisher is a room grain's child that publishes the room's events in
-// order, so IM latency never sits on the command path. It is the room's
+// publisher publishes a room grain's events in order, on its own queue
+// (pubLink.run), so IM latency never sits on the command path. It is the room's
 // one sender while it holds the room's rows: the grain writes them leased
 // to it (Append's Lease), so no relay takes them meanwhile. Success marks
 // a row published; failure gives the room back to the relay (the row
 // stays pending with retry_count untouched: the relay owns retries and
 // their schedule).
 type publisher struct {
-	deps    Deps
+	deps    *Deps
 	key     persistence.RoomKey
 	link    *pubLink
 	log     *slog.Logger
@@ -171,16 +165,29 @@ func newOwner() string {
 	return "room-publisher/" + hex.EncodeToString(b[:])
 }
 
-// startPublisher spawns the grain's publisher child.
-func (g *grain) startPublisher(ctx actor.Context) {
+// startPublisher makes the grain's publisher.
+func (g *grain) startPublisher() {
 	link := &pubLink{owner: newOwner(), marks: g.deps.marks}
 	if link.marks == nil {
 		link.marks = newMarkBatcher(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.log, g.deps.NodeID)
 	}
+	link.pub = &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
+	log := g.log
+	link.run.panicked = func(p any, stack []byte) {
+		// What the item was doing is unknown: the next events go through
+		// a catch-up, which reads the pending rows from the store.
+		link.order.breakOrder()
+		log.Error("room publisher panicked; its next events catch up from the outbox", "panic", fmt.Sprint(p), "stack", string(stack))
+	}
 	g.pub = link
-	link.pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
-	}, actor.WithDispatcher(roomDispatcher)))
+}
+
+// stopPublisher drops the publisher's queued work (a stopping grain's
+// rows stay leased until their lease ends, then the relay sends them).
+func (g *grain) stopPublisher() {
+	if g.pub != nil {
+		g.pub.run.stop()
+	}
 }
 
 // leaseTTL is how long rows written for the publisher stay its own: the
@@ -209,13 +216,13 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 		g.pub.order.breakOrder()
 		return nil
 	}
-	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(g.deps)).UnixMilli()}
+	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(*g.deps)).UnixMilli()}
 }
 
-// publish hands the command's events to the room's publisher child, off
-// the command path. CreateRoom's RoomCreated is published inline first so
+// publish hands the command's events to the room's publisher, off the
+// command path. CreateRoom's RoomCreated is published inline first so
 // the IM group exists before anything is sent to it.
-func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envelope, lease *persistence.OutboxLease) {
+func (g *grain) publish(cmd Command, envs []persistence.Envelope, lease *persistence.OutboxLease) {
 	if g.deps.Publisher == nil || len(envs) == 0 {
 		return
 	}
@@ -230,6 +237,8 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
 	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.order.ordered() {
 		// Safe only in order: a new room has nothing pending before it.
+		// A copy: the publisher's own lastSeq must not count this send
+		// (the command's other events share its seq).
 		p := publisher{deps: g.deps, key: g.key, link: g.pub, log: g.log}
 		if p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second)) {
 			envs = envs[1:]
@@ -239,19 +248,17 @@ func (g *grain) publish(ctx actor.Context, cmd Command, envs []persistence.Envel
 		return
 	}
 	g.pub.backlog.Add(int64(len(envs)))
-	ctx.Send(g.pub.pid, &publishEvents{envs: envs, untilMs: lease.UntilMs})
+	m, p := &publishEvents{envs: envs, untilMs: lease.UntilMs}, g.pub.pub
+	if !g.pub.run.post(func() { p.handle(m) }) {
+		g.pub.backlog.Add(-int64(len(envs)))
+	}
 }
 
-func (p *publisher) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *publishEvents:
-		if p.link.order.ordered() {
-			p.sendInOrder(ctx, m)
-		} else {
-			p.catchUp(m)
-		}
-	case *sendFailed:
-		p.release(m.ids)
+func (p *publisher) handle(m *publishEvents) {
+	if p.link.order.ordered() {
+		p.sendInOrder(m)
+	} else {
+		p.catchUp(m)
 	}
 }
 
@@ -269,9 +276,10 @@ func (p *publisher) deadline(untilMs int64) (context.Context, context.CancelFunc
 }
 
 // sendInOrder queues new rows as they come. Results are read off the
-// mailbox so the next command's events can join the queue (and coalesce);
+// publisher's queue so the next command's events can join the IM queue
+// (and coalesce);
 // a failure switches the publisher to catch-up and gives the rows back.
-func (p *publisher) sendInOrder(ctx actor.Context, m *publishEvents) {
+func (p *publisher) sendInOrder(m *publishEvents) {
 	q, async := p.deps.Publisher.(Enqueuer)
 	// A command's events share its seq, so only a seq a catch-up sent
 	// before this message means "already sent": comparing with lastSeq as
@@ -291,35 +299,31 @@ func (p *publisher) sendInOrder(ctx actor.Context, m *publishEvents) {
 		if !async {
 			err := p.deps.Publisher.PublishRoomEvent(pctx, env)
 			cancel()
-			p.settle(ctx, env, err)
+			p.settle(env, err)
 			p.link.backlog.Add(-1)
 			continue
 		}
 		done := q.Enqueue(pctx, env)
-		self, system := ctx.Self(), ctx.ActorSystem()
 		go func() {
 			err := <-done
 			cancel()
-			p.settleAsync(system, self, env, err)
+			p.settle(env, err)
 			p.link.backlog.Add(-1)
 		}()
 	}
 }
 
-// settle records a synchronous publish outcome.
-func (p *publisher) settle(ctx actor.Context, env persistence.Envelope, err error) {
-	p.settleAsync(ctx.ActorSystem(), ctx.Self(), env, err)
-}
-
-// settleAsync records an outcome from any goroutine: published on
-// success; on failure the publisher leaves in-order mode at once (the
-// next events go through a catch-up) and the row is given back through the
-// mailbox.
-func (p *publisher) settleAsync(system *actor.ActorSystem, self *actor.PID, env persistence.Envelope, err error) {
+// settle records an outcome from any goroutine: published on success; on
+// failure the publisher leaves in-order mode at once (the next events go
+// through a catch-up) and the row is given back to the relay from the
+// publisher's queue, after any catch-up already queued, so a release never
+// clears a lease a catch-up took.
+func (p *publisher) settle(env persistence.Envelope, err error) {
 	if err != nil {
 		p.link.order.breakOrder()
 		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
-		system.Root.Send(self, &sendFailed{ids: []string{env.EventID}})
+		id := env.EventID
+		p.link.run.post(func() { p.release([]string{id}) })
 		return
 	}
 	p.markPublished(env)
@@ -371,7 +375,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 	// first, or the claim below would send them again.
 	p.link.marks.wait()
 	now := p.deps.Clock()
-	ttl := leaseTTL(p.deps)
+	ttl := leaseTTL(*p.deps)
 	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
 	rows, err := p.deps.Store.ClaimRoomOutbox(sctx, p.key, p.link.owner, now.UnixMilli(), ttl.Milliseconds(), maxCatchUp)
 	cancel()
