@@ -91,13 +91,6 @@ func directoryErr(err error, notFound string) error {
 	return errclass.Errorf(errclass.Unavailable, "room directory: %v", err)
 }
 
-func (s *RoomServer) dirCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.timeout > 0 {
-		return context.WithTimeout(ctx, s.timeout)
-	}
-	return ctx, func() {}
-}
-
 // ListRooms implements roomcell.v1.RoomService.
 func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsRequest) (*roomcellv1.ListRoomsReply, error) {
 	offset, size, err := validateListRooms(r)
@@ -107,7 +100,7 @@ func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsReque
 	if s.dir == nil {
 		return nil, errNoDirectory
 	}
-	dctx, cancel := s.dirCtx(ctx)
+	dctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	page, err := s.dir.ListRooms(dctx, r.GetAppCode(), offset, size)
 	if err != nil {
@@ -134,7 +127,7 @@ func (s *RoomServer) GetUserRoom(ctx context.Context, r *roomcellv1.GetUserRoomR
 	if s.dir == nil {
 		return nil, errNoDirectory
 	}
-	dctx, cancel := s.dirCtx(ctx)
+	dctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	ur, err := s.dir.UserRoom(dctx, r.GetAppCode(), r.GetUserId())
 	if err != nil {

@@ -53,14 +53,16 @@ func BenchmarkJoinRoomInterceptors(b *testing.B) {
 		"te":            {"trailers"},
 		"authorization": {"Bearer client-token"},
 	}
-	base, cancel := context.WithTimeout(metadata.NewIncomingContext(context.Background(), md), 4*time.Second)
-	defer cancel()
+	incoming := metadata.NewIncomingContext(context.Background(), md)
 	b.ReportAllocs()
 	for b.Loop() {
-		ctx := grpc.NewContextWithServerTransportStream(base, &headerStream{})
+		// What the transport gives each call.
+		ctx, cancel := context.WithTimeout(incoming, 4*time.Second)
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &headerStream{})
 		req := &roomcellv1.JoinRoomRequest{CommandId: "c1", AppCode: "demo", RoomId: "r1", UserId: "u-100001"}
 		if _, err := h(ctx, req); err != nil {
 			b.Fatal(err)
 		}
+		cancel()
 	}
 }

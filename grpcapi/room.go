@@ -54,12 +54,23 @@ func init() {
 
 var errNoReply = errors.New("room backend returned neither a reply nor an error")
 
-func (s *RoomServer) execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
-	if s.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeout)
-		defer cancel()
+// callCtx bounds a backend call by the command timeout below the caller's
+// own deadline. A caller whose deadline comes first (a client's timeout
+// as long as ours does: it started counting earlier) keeps its context;
+// a second one, registered with it for cancellation, would change nothing.
+func (s *RoomServer) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return ctx, func() {}
 	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
+}
+
+func (s *RoomServer) execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	reply, err := s.backend.Execute(ctx, cmd)
 	if err == nil && reply == nil {
 		err = errNoReply

@@ -250,6 +250,40 @@ func TestCommandTimeoutBoundsBackend(t *testing.T) {
 	assertCode(t, err, codes.DeadlineExceeded)
 }
 
+// The backend gets the earlier of the caller's deadline and the command
+// timeout.
+func TestCommandTimeoutTakesTheEarlierDeadline(t *testing.T) {
+	var got time.Time
+	b := &fakeBackend{reply: func(ctx context.Context, _ *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		got, _ = ctx.Deadline()
+		return cannedReply(), nil
+	}}
+	s := NewRoomServer(b, discardLogger(), time.Minute)
+	for _, tc := range []struct {
+		name   string
+		caller time.Duration // 0: no deadline
+		want   time.Duration
+	}{
+		{"no caller deadline", 0, time.Minute},
+		{"caller's later", time.Hour, time.Minute},
+		{"caller's earlier", time.Second, time.Second},
+	} {
+		ctx := context.Background()
+		if tc.caller > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, tc.caller)
+			defer cancel()
+		}
+		start := time.Now()
+		if _, err := s.JoinRoom(ctx, joinReq()); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if left := got.Sub(start); left < tc.want-time.Second/2 || left > tc.want+time.Second/2 {
+			t.Errorf("%s: backend deadline in %v, want %v", tc.name, left, tc.want)
+		}
+	}
+}
+
 // Every command RPC of RoomService is served (not left to
 // Unimplemented) and has a row above; ListRooms and GetUserRoom are the
 // directory's (directory_test.go).
