@@ -73,7 +73,7 @@ func (j *joinTimes) setRejoined(rejoined map[string]int64) {
 type dirWorker struct {
 	run     serial
 	key     persistence.RoomKey
-	deps    DirectoryDeps
+	deps    *DirectoryDeps // its link's
 	backlog *atomic.Int64
 	log     *slog.Logger
 	// tell sends a message to the grain (a rank change to commit).

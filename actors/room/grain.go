@@ -421,7 +421,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 // under its lock.
 func (g *grain) applyCommitted(seq int64, events []Event) {
 	if g.dir != nil {
-		j := g.dir.joins
+		j := &g.dir.joins
 		j.mu.Lock()
 		defer func() {
 			j.members = g.state.Members

@@ -46,7 +46,7 @@ type pubLink struct {
 	// run is the publisher's queue: its work runs there in order, off the
 	// grain's mailbox (serial.go).
 	run     serial
-	pub     *publisher
+	pub     publisher // one allocation with its link
 	marks   *markBatcher
 	owner   string // lease owner: this activation's publisher
 	backlog atomic.Int64
@@ -171,7 +171,7 @@ func (g *grain) startPublisher() {
 	if link.marks == nil {
 		link.marks = newMarkBatcher(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.log, g.deps.NodeID)
 	}
-	link.pub = &publisher{deps: g.deps, key: g.key, link: link, log: g.log}
+	link.pub = publisher{deps: g.deps, key: g.key, link: link, log: g.log}
 	log := g.log
 	link.run.panicked = func(p any, stack []byte) {
 		// What the item was doing is unknown: the next events go through
@@ -248,7 +248,7 @@ func (g *grain) publish(cmd Command, envs []persistence.Envelope, lease *persist
 		return
 	}
 	g.pub.backlog.Add(int64(len(envs)))
-	m, p := &publishEvents{envs: envs, untilMs: lease.UntilMs}, g.pub.pub
+	m, p := &publishEvents{envs: envs, untilMs: lease.UntilMs}, &g.pub.pub
 	if !g.pub.run.post(func() { p.handle(m) }) {
 		g.pub.backlog.Add(-int64(len(envs)))
 	}
