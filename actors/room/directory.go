@@ -423,7 +423,7 @@ func (g *grain) commitRank(ctx actor.Context, m *rankChanged) {
 		return
 	}
 	id := fmt.Sprintf("rank-%d-%d-%d", m.seq, m.rank.Prev, m.rank.Rank)
-	if _, seen := g.recent[id]; seen {
+	if g.recent.has(id) {
 		return
 	}
 	cmd := Command{Type: cmdRankChanged, CommandID: id, AppCode: g.key.AppCode, RoomID: g.key.RoomID, NowMs: g.deps.Clock().UnixMilli()}

@@ -114,10 +114,9 @@ type grain struct {
 	identity string // "<app_code>/<room_id>": g.key.String() without an allocation per command
 	state    State
 	loaded   bool
-	snapSeq  int64            // seq of the newest stored snapshot
-	recent   map[string]int64 // command_id -> seq, this activation and the replayed tail
-	order    []string         // recent's insertion order, for eviction
-	pub      *pubLink         // publisher.go
+	snapSeq  int64          // seq of the newest stored snapshot
+	recent   recentCommands // command_ids of this activation and the replayed tail
+	pub      *pubLink       // publisher.go
 	log      *slog.Logger
 	dir      *dirLink    // directory.go; nil without a directory
 	epoch    int64       // lease epoch the state was loaded under (lease.go)
@@ -194,14 +193,14 @@ func (g *grain) load() error {
 	if err != nil {
 		return err
 	}
-	g.recent, g.order = map[string]int64{}, nil
+	g.recent = recentCommands{}
 	for _, r := range recs {
 		evs, err := decodeEvents(r.Events)
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
 		s.applyCommand(r.Seq, evs)
-		g.remember(r.CommandID, r.Seq)
+		g.recent.add(r.CommandID)
 	}
 	g.state, g.loaded = s, true
 	g.members.reset()
@@ -223,18 +222,6 @@ func decodeEvents(envs []persistence.Envelope) ([]Event, error) {
 		evs = append(evs, ev)
 	}
 	return evs, nil
-}
-
-func (g *grain) remember(commandID string, seq int64) {
-	if _, ok := g.recent[commandID]; ok {
-		return
-	}
-	if len(g.order) >= recentIDs {
-		delete(g.recent, g.order[0])
-		g.order = g.order[1:]
-	}
-	g.recent[commandID] = seq
-	g.order = append(g.order, commandID)
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
@@ -284,7 +271,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 		g.dirHeartbeat(cmd) // directory hook
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: Summary(g.state)}, nil
 	}
-	if _, seen := g.recent[cmd.CommandID]; seen {
+	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
 	}
 	if err := g.dirCheck(cmd); err != nil { // directory hook
@@ -406,7 +393,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	}
 	before := g.dirBefore(events) // directory hook
 	g.applyCommitted(seq, events)
-	g.remember(cmd.CommandID, seq)
+	g.recent.add(cmd.CommandID)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
