@@ -117,8 +117,17 @@ func Summary(s State) *v1.RoomView {
 		Announcement: s.Announcement,
 		MemberCount:  int64(len(s.Members)),
 	}
+	// Every reply carries the seats: one block for all of them instead of
+	// one allocation a seat and the slice growing four times (~700 bytes a
+	// command for eight seats).
+	if len(s.Seats) == 0 {
+		return v
+	}
+	seats := make([]v1.Seat, len(s.Seats))
+	v.Seats = make([]*v1.Seat, len(s.Seats))
 	for i, u := range s.Seats {
-		v.Seats = append(v.Seats, &v1.Seat{Seat: int32(i), UserId: u, Muted: s.SeatMuted(i), Locked: s.SeatLocked(i)})
+		seats[i].Seat, seats[i].UserId, seats[i].Muted, seats[i].Locked = int32(i), u, s.SeatMuted(i), s.SeatLocked(i)
+		v.Seats[i] = &seats[i]
 	}
 	return v
 }

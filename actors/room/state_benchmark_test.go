@@ -92,3 +92,15 @@ func BenchmarkSnapshotUnmarshal(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSummary: the room summary every command's reply carries, for
+// the fifty-member room (8 seats, two taken).
+func BenchmarkSummary(b *testing.B) {
+	s := fiftyMembers(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := room.Summary(s); len(v.Seats) != len(s.Seats) || v.Seats[0].UserId != "owner" {
+			b.Fatalf("summary seats %v", v.Seats)
+		}
+	}
+}
