@@ -8,7 +8,8 @@
 // CheckClientCommand is the one validation the gRPC layer calls. the room grain that serialises a room's commands,
 // persists them with their outbox rows in one append and rebuilds from
 // snapshot + events on activation (grain.go), its ordered IM publisher
-// child (publisher.go), and the client that reaches a grain wherever the
+// and its directory worker (publisher.go, directory_worker.go: each a
+// queue run on a pool goroutine only while it has work, serial.go), and the client that reaches a grain wherever the
 // cluster placed it (client.go). It must not know store, IM or wallet
 // implementations: those come in through the small interfaces in grain.go.
 package room

@@ -2,6 +2,7 @@ package room
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 )
@@ -81,7 +82,7 @@ func (s *serial) run(fn func()) {
 				s.panicked(p, debug.Stack())
 				return
 			}
-			panic(fmt.Sprintf("room background work: %v", p))
+			slog.Error("room background work panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 	}()
 	fn()
