@@ -23,7 +23,8 @@ import (
 //
 //   - Directory writes never sit on the command path. After a commit the
 //     grain hands the directory work to its worker (dirWorker), which runs
-//     it in commit order on its own queue (serial.go); a failure is logged and counted and
+//     it in commit order on its own queue (serial.go); a failure is
+//     logged and counted and
 //     never reaches the caller. A slow or dead Redis costs no command
 //     latency; a full backlog drops work (counted) for the refresh to redo.
 //   - Every entry is rebuilt from state: on activation and every
@@ -194,7 +195,7 @@ func (g *grain) dirStop() {
 		return
 	}
 	g.dir.stop()
-	g.dir.worker.stopWork()
+	g.dir.worker.run.stop() // queued work and a held-back listing write go
 	if g.dir.deps.Hosted != nil {
 		g.dir.deps.Hosted.Remove(g.key)
 	}
@@ -202,8 +203,9 @@ func (g *grain) dirStop() {
 }
 
 // dirUnlist takes a passivating room off the listing right away (inline:
-// the worker's queue is dropped when the grain stops). A room that stops any other way (rebalance,
-// shutdown, crash) stays listed until it comes back or its entry expires.
+// the worker's queue is dropped when the grain stops). A room that stops
+// any other way (rebalance, shutdown, crash) stays listed until it comes
+// back or its entry expires.
 func (g *grain) dirUnlist() {
 	if g.dir == nil || !g.state.Exists {
 		return

@@ -117,12 +117,6 @@ func (w *dirWorker) listingDue() {
 	w.writeEntry()
 }
 
-// stopWork drops the queued work when the grain stops; a held-back
-// listing write is dropped with it.
-func (w *dirWorker) stopWork() {
-	w.run.stop()
-}
-
 func (w *dirWorker) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), w.deps.Timeout)
 }
