@@ -146,10 +146,9 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 // readBack reads the room through a random node after an acknowledged
 // join and records a stale read if the answer predates the join.
 func (l *Load) readBack(t testing.TB, commandID, room, user string, seq int64, deadline time.Time) {
-	var view *v1.RoomView
-	err := callRetrying(t, l.Nodes, deadline, func(ctx context.Context, c v1.RoomServiceClient) error {
-		r, err := c.GetRoom(ctx, &v1.GetRoomRequest{AppCode: App, RoomId: room})
-		view = r.GetRoom()
+	var read memberRead
+	err := callRetrying(t, l.Nodes, deadline, func(ctx context.Context, c v1.RoomServiceClient) (err error) {
+		read, err = readMember(ctx, c, room, user)
 		return err
 	})
 	l.mu.Lock()
@@ -157,11 +156,45 @@ func (l *Load) readBack(t testing.TB, commandID, room, user string, seq int64, d
 	switch {
 	case err != nil:
 		l.failed["read-"+commandID] = fmt.Errorf("read back %s: %w", room, err)
-	case view.GetSeq() < seq || !slices.Contains(view.GetMembers(), user):
+	case read.seq < seq || !read.listed:
 		l.stale = append(l.stale, fmt.Sprintf("%s: read of %s after its join at seq %d answered seq %d (member listed: %v)",
-			commandID, room, seq, view.GetSeq(), slices.Contains(view.GetMembers(), user)))
+			commandID, room, seq, read.seq, read.listed))
 	default:
 		l.reads.Add(1)
+	}
+}
+
+// memberRead is what a read of a room says about one user: the seq of its
+// first page and whether any page lists the user.
+type memberRead struct {
+	seq    int64
+	listed bool
+}
+
+// readMember reads a room through one node and pages its members until
+// user shows up or the pages end. GetRoom answers one page (100 members by
+// default), so a room past that holds members the first page never names;
+// ids are sorted and a token is the last id of its page, so a user present
+// throughout is on some page even if the room changes between pages.
+func readMember(ctx context.Context, c v1.RoomServiceClient, room, user string) (memberRead, error) {
+	var read memberRead
+	req := &v1.GetRoomRequest{AppCode: App, RoomId: room, PageSize: 1000}
+	for page := 0; ; page++ {
+		r, err := c.GetRoom(ctx, req)
+		if err != nil {
+			return memberRead{}, err
+		}
+		if page == 0 {
+			read.seq = r.GetRoom().GetSeq()
+		}
+		if slices.Contains(r.GetRoom().GetMembers(), user) {
+			read.listed = true
+			return read, nil
+		}
+		if r.GetNextPageToken() == "" {
+			return read, nil
+		}
+		req.PageToken = r.GetNextPageToken()
 	}
 }
 

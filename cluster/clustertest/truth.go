@@ -119,19 +119,18 @@ func (tr *Truth) cycle(t testing.TB, id, room string) {
 		return
 	}
 	tr.ack("join-"+id, room, joined)
-	var view *v1.RoomView
-	err = tr.call(t, func(ctx context.Context, c v1.RoomServiceClient) error {
-		r, err := c.GetRoom(ctx, &v1.GetRoomRequest{AppCode: App, RoomId: room})
-		view = r.GetRoom()
+	var read memberRead
+	err = tr.call(t, func(ctx context.Context, c v1.RoomServiceClient) (err error) {
+		read, err = readMember(ctx, c, room, user)
 		return err
 	})
 	switch {
 	case err != nil:
 		tr.note(&tr.failed, "%s read %s: %v", id, room, err)
 		return
-	case view.GetSeq() < joined.GetRoomSeq() || !slices.Contains(view.GetMembers(), user):
+	case read.seq < joined.GetRoomSeq() || !read.listed:
 		tr.note(&tr.stale, "%s: read of %s after its join at seq %d answered seq %d (member listed: %v)",
-			id, room, joined.GetRoomSeq(), view.GetSeq(), slices.Contains(view.GetMembers(), user))
+			id, room, joined.GetRoomSeq(), read.seq, read.listed)
 	}
 	var left *v1.CommandReply
 	err = tr.call(t, func(ctx context.Context, c v1.RoomServiceClient) (err error) {
