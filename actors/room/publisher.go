@@ -337,6 +337,11 @@ func (p *publisher) eventLog(env persistence.Envelope) *slog.Logger {
 }
 
 func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
+	// Under an IM quota every send can fail this way; the redaction's
+	// regexps and the logger's fields cost more than the send itself.
+	if !p.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
 	p.eventLog(env).Info(msg, slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
 		slog.String("error", supervise.ErrorText(err)))
 }
