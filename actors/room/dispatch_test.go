@@ -13,7 +13,7 @@ import (
 // goroutines are blocked in turns of their own: a room blocked on its
 // store must hold up no other room.
 func TestWorkerPoolNeverQueuesATurn(t *testing.T) {
-	p := newWorkerPool(time.Minute)
+	p := newWorkerPool(time.Minute, 8)
 	const n = 64
 	release := make(chan struct{})
 	var started sync.WaitGroup
@@ -37,7 +37,7 @@ func TestWorkerPoolNeverQueuesATurn(t *testing.T) {
 // Turns that follow one another run on goroutines the pool kept, and the
 // kept ones end once idle.
 func TestWorkerPoolReusesAndRetiresGoroutines(t *testing.T) {
-	p := newWorkerPool(200 * time.Millisecond)
+	p := newWorkerPool(200*time.Millisecond, maxIdleWorkers)
 	base := runtime.NumGoroutine()
 	var ran atomic.Int64
 	ids := map[string]bool{} // goroutines the turns ran on
@@ -67,6 +67,56 @@ func TestWorkerPoolReusesAndRetiresGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines more 3s after the last turn; idle workers do not end", runtime.NumGoroutine()-base)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// After a burst of blocked turns, no more than maxIdle goroutines stay
+// waiting, however often later turns come: the rest end at once, not
+// after the idle timeout (which steady turns kept resetting).
+func TestWorkerPoolKeepsAtMostMaxIdleAfterABurst(t *testing.T) {
+	const burst, maxIdle = 300, 8
+	p := newWorkerPool(time.Minute, maxIdle)
+	base := runtime.NumGoroutine()
+	release := make(chan struct{})
+	var started, finished sync.WaitGroup
+	started.Add(burst)
+	finished.Add(burst)
+	for range burst {
+		p.Schedule(func() {
+			defer finished.Done()
+			started.Done()
+			<-release
+		})
+	}
+	started.Wait()
+	if n := runtime.NumGoroutine() - base; n < burst {
+		t.Fatalf("%d goroutines for %d blocked turns: a turn was queued", n, burst)
+	}
+	close(release)
+	finished.Wait()
+	// Steady light turns afterwards, as refreshes and commands bring.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.Schedule(func() {})
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine()-base > maxIdle+2 { // + the feeder, + a turn's spare
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines more than before the burst 5s after it, want at most %d", runtime.NumGoroutine()-base, maxIdle+2)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	if w := p.waiting.Load(); w > maxIdle {
+		t.Fatalf("%d goroutines waiting, cap %d", w, maxIdle)
 	}
 }
 
