@@ -79,7 +79,9 @@ type Commander interface {
 type DirectoryDeps struct {
 	Directory Directory
 	// Hosted, when set, lists the rooms active on this node for the
-	// presence stale worker.
+	// presence stale worker and spreads their refreshes over
+	// RefreshInterval (one per node and actor system); without it each
+	// room keeps its own timer.
 	Hosted *Hosted
 	// Rooms sends switched_room leaves; nil = a Client over the cluster
 	// the grain was activated in.
@@ -127,8 +129,9 @@ type dirLink struct {
 	deps    DirectoryDeps
 	worker  dirWorker
 	backlog atomic.Int64
-	stop    scheduler.CancelFunc
-	joins   joinTimes // shared with the worker
+	self    *actor.PID           // registered in deps.Hosted, which refreshes it
+	stop    scheduler.CancelFunc // the room's own refresh timer, without Hosted
+	joins   joinTimes            // shared with the worker
 	// The listing entry and the refresh are state, not history: only the
 	// newest matters. One of each waits in the worker's queue at most;
 	// later ones merge into it (a busy room writes its entry once per
@@ -148,6 +151,9 @@ type entryUpdate struct {
 type dirRefresh struct{}
 
 func (*dirRefresh) NotInfluenceReceiveTimeout() {}
+
+// refreshTick is every room's refresh message (it carries nothing).
+var refreshTick = &dirRefresh{}
 
 // rankChanged is sent by the worker to its grain.
 type rankChanged struct {
@@ -180,10 +186,12 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 		// The room's next refresh rebuilds whatever the step left undone.
 		log.Error("room directory worker panicked; the room's next refresh repairs the directory", "panic", fmt.Sprint(p), "stack", string(stack))
 	}
-	l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, &dirRefresh{})
 	g.dir = l
 	if d.Hosted != nil {
-		d.Hosted.Add(g.key)
+		l.self = self
+		d.Hosted.add(g.key, self, func(pid *actor.PID) { root.Send(pid, refreshTick) }, d.RefreshInterval)
+	} else {
+		l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, refreshTick)
 	}
 	g.dirSync()
 }
@@ -194,10 +202,12 @@ func (g *grain) dirStop() {
 	if g.dir == nil {
 		return
 	}
-	g.dir.stop()
+	if g.dir.stop != nil {
+		g.dir.stop()
+	}
 	g.dir.worker.run.stop() // queued work and a held-back listing write go
 	if g.dir.deps.Hosted != nil {
-		g.dir.deps.Hosted.Remove(g.key)
+		g.dir.deps.Hosted.remove(g.key, g.dir.self)
 	}
 	g.dir = nil
 }
