@@ -4,8 +4,9 @@
 # ratio_notice on 127.0.0.1:3306), starts ROOMCELL_BIN on configs/config.yaml
 # with them (single node, group commit on, fake IM in process, directory
 # REDIS=1: Redis on 6379 with its own key prefix, else the embedded one),
-# creates 512 rooms, runs NJ (default 10,000) JoinRoom of unique users with
-# LOAD (ghz: ghz -c 64; roomctl: roomctl bench --mode bigroom --members 0 -c 64), then
+# creates 512 rooms, runs NJ (default 10,000) JoinRoom of unique users from C
+# concurrent callers (default 64; BenchmarkAppend runs 512 appenders) with
+# LOAD (ghz: ghz -c C; roomctl: roomctl bench --mode bigroom --members 0 -c C), then
 # BenchmarkAppend/rooms=512/groupcommit=on -benchtime 3s, and prints joins/s,
 # appends/s, their ratio and the server's CPU per join.
 # Compare builds by interleaving rounds: A, B, A, B, ... (docs/benchmarks.md).
@@ -13,6 +14,7 @@ set -eu
 BIN=$1 LABEL=$2
 NJ=${NJ:-10000}
 LOAD=${LOAD:-ghz}
+C=${C:-64}
 GHZ=${GHZ:-$(command -v ghz || echo ~/go/bin/ghz)}
 ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
 APPEND_BENCH=${APPEND_BENCH:-/tmp/mysql-store.test}
@@ -41,11 +43,11 @@ if [ -n "${PROFILE:-}" ]; then
 	PROF=$!
 fi
 if [ "$LOAD" = ghz ]; then
-	J=$("$GHZ" --insecure --call roomcell.v1.RoomService/JoinRoom -c 64 -n "$NJ" \
+	J=$("$GHZ" --insecure --call roomcell.v1.RoomService/JoinRoom -c "$C" -n "$NJ" \
 		-d "{\"command_id\":\"c$RUN-{{.RequestNumber}}\",\"app_code\":\"bench\",\"room_id\":\"bench-{{randomInt 0 512}}\",\"user_id\":\"u$RUN-{{.RequestNumber}}\"}" \
 		127.0.0.1:13001 | awk '/Requests\/sec/{print $2}')
 else
-	J=$($ROOMCTL --json bench --mode bigroom --members 0 --rooms 512 --concurrency 64 --duration 120s --commands "$NJ" | sed -n 's/.*"commands_per_second": *\([0-9.]*\).*/\1/p')
+	J=$($ROOMCTL --json bench --mode bigroom --members 0 --rooms 512 --concurrency "$C" --duration 120s --commands "$NJ" | sed -n 's/.*"commands_per_second": *\([0-9.]*\).*/\1/p')
 fi
 c2=$(cpu)
 [ -z "$PROF" ] || wait $PROF || true
