@@ -5,11 +5,17 @@
 // command table (command.go: request fields, checks, rules) and an event
 // one row of the event registry (event.go: payload, effect on the state,
 // IM and priority); proto.go reads the common header once and
-// CheckClientCommand is the one validation the gRPC layer calls. the room grain that serialises a room's commands,
-// persists them with their outbox rows in one append and rebuilds from
-// snapshot + events on activation (grain.go), its ordered IM publisher
-// and its directory worker (publisher.go, directory_worker.go: each a
-// queue run on a pool goroutine only while it has work, serial.go), and the client that reaches a grain wherever the
-// cluster placed it (client.go). It must not know store, IM or wallet
-// implementations: those come in through the small interfaces in grain.go.
+// CheckClientCommand is the one validation the gRPC layer calls.
+//
+// It also owns the room grain that serialises a room's commands, persists
+// them with their outbox rows in one append and rebuilds from snapshot +
+// events on activation (grain.go); its ordered IM publisher and its
+// directory worker (publisher.go, directory_worker.go: each a queue run on
+// a dispatcher goroutine only while it has work, serial.go, dispatch.go);
+// the node's registry of hosted rooms, whose one wheel spreads their
+// directory refreshes (directory_hosted.go); and the client that reaches a
+// grain wherever the cluster placed it (client.go).
+//
+// It must not know store, IM or wallet implementations: those come in
+// through the small interfaces in grain.go.
 package room
