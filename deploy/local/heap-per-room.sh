@@ -11,6 +11,7 @@
 # in-process fake IM and its client, and the goroutine count before and
 # after. Needs roomctl (ROOMCTL, default: go run ./cmd/roomctl).
 set -eu
+. "$(dirname "$0")/bench-lib.sh"
 BIN=$1 LABEL=$2 ROOMS=${3:-20000}
 ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
 CFG=$(mktemp /tmp/heap-per-room-XXXX.yaml)
@@ -18,9 +19,7 @@ printf 'http:\n  pprof: true\ntencent_im:\n  rate_per_second: 100000\nlog:\n  le
 "$BIN" --dev --config "$CFG" >/tmp/heap-per-room-server.log 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true; rm -f $CFG' EXIT
-for _ in $(seq 100); do curl -sf 127.0.0.1:13101/readyz >/dev/null && break; sleep 0.2; done
-kill -0 $PID || { echo "server did not start: /tmp/heap-per-room-server.log" >&2; exit 1; }
-metric() { curl -s 127.0.0.1:13101/metrics | awk -v m="$1" '$1==m{printf "%.0f", $2}'; }
+wait_ready /tmp/heap-per-room-server.log
 gc() { curl -s -o /dev/null '127.0.0.1:13101/debug/pprof/heap?gc=1'; sleep 0.5; curl -s -o /dev/null '127.0.0.1:13101/debug/pprof/heap?gc=1'; }
 gc
 h0=$(metric go_memstats_heap_inuse_bytes) g0=$(metric go_goroutines)
@@ -36,10 +35,10 @@ sleep 12
 gc
 h1=$(metric go_memstats_heap_inuse_bytes) g1=$(metric go_goroutines)
 curl -s -o "/tmp/heap-per-room-$LABEL.pprof" '127.0.0.1:13101/debug/pprof/heap?gc=1'
-live=$(go tool pprof -sample_index=inuse_space -top -nodecount=1 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.* of \([0-9.]*\)MB total.*/\1/p' | head -1)
+live=$(go tool pprof -unit=MB -sample_index=inuse_space -top -nodecount=1 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.* of \([0-9.]*\)MB total.*/\1/p' | head -1)
 # The in-process fake IM (a test double: its 5-minute dedupe window and
 # capped message and call logs) and the Tencent client's per-group state.
-nofake=$(go tool pprof -sample_index=inuse_space -ignore='imfake|tencentim' -top -nodecount=100000 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.*accounting for \([0-9.]*\)MB.*/\1/p' | head -1)
+nofake=$(go tool pprof -unit=MB -sample_index=inuse_space -ignore='imfake|tencentim' -top -nodecount=100000 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.*accounting for \([0-9.]*\)MB.*/\1/p' | head -1)
 awk -v l="$LABEL" -v n="$ROOMS" -v h0="$h0" -v h1="$h1" -v g0="$g0" -v g1="$g1" -v live="$live" -v nofake="$nofake" -v p="${p:-?}" 'BEGIN {
 	printf "%-10s rooms %d  per room: heap in use %6.0f B, live %5.0f B, live without the fake IM %5.0f B  goroutines %d -> %d  pending %s\n",
 		l, n, (h1-h0)/n, live*1048576/n, nofake*1048576/n, g0, g1, p }'

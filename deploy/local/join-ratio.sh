@@ -9,6 +9,7 @@
 # Needs ghz (go install github.com/bojand/ghz/cmd/ghz@latest) and roomctl
 # (ROOMCTL, default: go run ./cmd/roomctl).
 set -eu
+. "$(dirname "$0")/bench-lib.sh"
 BIN=$1 LABEL=$2
 shift 2
 NJ=${NJ:-12000}
@@ -17,11 +18,9 @@ ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
 env "$@" "$BIN" --dev --log-level warn >/tmp/join-ratio-server.log 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -sf 127.0.0.1:13101/readyz >/dev/null && break; sleep 0.2; done
-kill -0 $PID || { echo "server did not start: /tmp/join-ratio-server.log" >&2; exit 1; }
+wait_ready /tmp/join-ratio-server.log
 $ROOMCTL bench --rooms 100 --commands 1 >/dev/null
-cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
-alloc() { curl -s 127.0.0.1:13101/metrics | awk '/^go_memstats_alloc_bytes_total /{printf "%.0f", $2}'; }
+alloc() { metric go_memstats_alloc_bytes_total; }
 c0=$(cpu)
 H=$("$GHZ" --insecure --call grpc.health.v1.Health/Check -c 32 -n 4000 127.0.0.1:13001 | awk '/Requests\/sec/{print $2}')
 c1=$(cpu) a1=$(alloc)

@@ -11,6 +11,7 @@
 # appends/s, their ratio and the server's CPU per join.
 # Compare builds by interleaving rounds: A, B, A, B, ... (docs/benchmarks.md).
 set -eu
+. "$(dirname "$0")/bench-lib.sh"
 BIN=$1 LABEL=$2
 NJ=${NJ:-10000}
 LOAD=${LOAD:-ghz}
@@ -31,10 +32,8 @@ fi
 MYSQL_PASSWORD= "$BIN" --config "$CFG" --log-level warn >/tmp/mariadb-ratio-server.log 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true; rm -f $CFG' EXIT
-for _ in $(seq 150); do curl -sf 127.0.0.1:13101/readyz >/dev/null && break; sleep 0.2; done
-kill -0 $PID || { echo "server did not start: /tmp/mariadb-ratio-server.log" >&2; exit 1; }
+wait_ready /tmp/mariadb-ratio-server.log
 $ROOMCTL bench --rooms 512 --commands 1 >/dev/null
-cpu() { awk '{print $14+$15}' /proc/$PID/stat; }
 c1=$(cpu)
 RUN=$RANDOM
 PROF=
