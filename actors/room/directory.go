@@ -23,10 +23,10 @@ import (
 //
 //   - Directory writes never sit on the command path. After a commit the
 //     grain hands the directory work to its worker (dirWorker), which runs
-//     it in commit order on its own queue (serial.go); a failure is
-//     logged and counted and
-//     never reaches the caller. A slow or dead Redis costs no command
-//     latency; a full backlog drops work (counted) for the refresh to redo.
+//     it in commit order on its own queue (serial.go); a failure is logged
+//     and counted and never reaches the caller. A slow or dead Redis costs
+//     no command latency; a full backlog drops work (counted) for the
+//     refresh to redo.
 //   - Every entry is rebuilt from state: on activation and every
 //     RefreshInterval the room re-registers (SyncRoom), which also settles
 //     users that ended up in two rooms while the directory was away (the
@@ -164,8 +164,9 @@ type rankChanged struct {
 
 func (*rankChanged) NotInfluenceReceiveTimeout() {}
 
-// dirStart connects a new activation: registers it as hosted, makes the
-// worker, starts the refresh timer and registers the room from its state.
+// dirStart connects a new activation: makes the worker, registers the
+// activation as hosted (Hosted's wheel refreshes it; without Hosted, its
+// own timer) and registers the room from its state.
 func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	d := g.deps.Dir
 	if d.Directory == nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -26,9 +27,9 @@ const hostedShards = 32
 // ticks came together, every room's directory write in the same instant.
 type Hosted struct {
 	shards [hostedShards]hostedShard
+	n      atomic.Int64 // rooms registered
 
-	mu      sync.Mutex // guards the fields below
-	n       int        // rooms registered
+	mu      sync.Mutex // guards running: starting and ending the wheel
 	running bool       // a wheel goroutine runs
 }
 
@@ -67,12 +68,18 @@ func (h *Hosted) add(k persistence.RoomKey, pid *actor.PID, send func(*actor.PID
 	_, had := s.rooms[k]
 	s.rooms[k] = pid
 	s.mu.Unlock()
+	if !had {
+		// Counted before the wheel is looked at: a wheel ending on an
+		// empty registry does so under mu, so this add either sees it
+		// gone and starts one, or keeps it from ending.
+		h.n.Add(1)
+	}
+	if pid == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !had {
-		h.n++
-	}
-	if pid != nil && !h.running {
+	if !h.running {
 		h.running = true
 		go h.wheel(send, interval)
 	}
@@ -94,9 +101,7 @@ func (h *Hosted) remove(k persistence.RoomKey, pid *actor.PID) {
 	}
 	s.mu.Unlock()
 	if ok {
-		h.mu.Lock()
-		h.n--
-		h.mu.Unlock()
+		h.n.Add(-1)
 	}
 }
 
@@ -139,7 +144,7 @@ func (h *Hosted) wheel(send func(*actor.PID), interval time.Duration) {
 		pace(pids, tick, send)
 		clear(pids) // no stopped grain's PID kept alive until the next turn
 		h.mu.Lock()
-		if h.n == 0 {
+		if h.n.Load() == 0 {
 			h.running = false
 			h.mu.Unlock()
 			return

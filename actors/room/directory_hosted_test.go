@@ -138,11 +138,8 @@ func TestHostedConcurrentAddRemoveAndWheelRestart(t *testing.T) {
 	if got := len(h.Rooms()); got != want {
 		t.Fatalf("%d rooms registered, want %d", got, want)
 	}
-	h.mu.Lock()
-	n := h.n
-	h.mu.Unlock()
-	if n != want {
-		t.Fatalf("count %d, want %d", n, want)
+	if n := int(h.n.Load()); n != want {
+		t.Fatalf("count %d, want %d", h.n.Load(), want)
 	}
 	for _, ks := range kept {
 		for _, k := range ks {

@@ -145,12 +145,12 @@ func (o *orderState) start() {
 }
 
 // publisher publishes a room grain's events in order, on its own queue
-// (pubLink.run), so IM latency never sits on the command path. It is the room's
-// one sender while it holds the room's rows: the grain writes them leased
-// to it (Append's Lease), so no relay takes them meanwhile. Success marks
-// a row published; failure gives the room back to the relay (the row
-// stays pending with retry_count untouched: the relay owns retries and
-// their schedule).
+// (pubLink.run), so IM latency never sits on the command path. It is the
+// room's one sender while it holds the room's rows: the grain writes them
+// leased to it (Append's Lease), so no relay takes them meanwhile. Success
+// marks a row published; failure gives the room back to the relay (the
+// row stays pending with retry_count untouched: the relay owns retries
+// and their schedule).
 type publisher struct {
 	deps    *Deps
 	key     persistence.RoomKey
@@ -193,7 +193,7 @@ func (g *grain) stopPublisher() {
 // leaseTTL is how long rows written for the publisher stay its own: the
 // wait in its mailbox plus a publish and a mark. A crashed node's rows
 // reach the relay after it.
-func leaseTTL(d Deps) time.Duration {
+func leaseTTL(d *Deps) time.Duration {
 	return max(10*time.Second, 3*d.Config.PublishTimeout+d.Config.StoreTimeout)
 }
 
@@ -216,7 +216,7 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 		g.pub.order.breakOrder()
 		return nil
 	}
-	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(*g.deps)).UnixMilli()}
+	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(g.deps)).UnixMilli()}
 }
 
 // publish hands the command's events to the room's publisher, off the
@@ -277,8 +277,8 @@ func (p *publisher) deadline(untilMs int64) (context.Context, context.CancelFunc
 
 // sendInOrder queues new rows as they come. Results are read off the
 // publisher's queue so the next command's events can join the IM queue
-// (and coalesce);
-// a failure switches the publisher to catch-up and gives the rows back.
+// (and coalesce); a failure switches the publisher to catch-up and gives
+// the rows back.
 func (p *publisher) sendInOrder(m *publishEvents) {
 	q, async := p.deps.Publisher.(Enqueuer)
 	// A command's events share its seq, so only a seq a catch-up sent
@@ -380,7 +380,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 	// first, or the claim below would send them again.
 	p.link.marks.wait()
 	now := p.deps.Clock()
-	ttl := leaseTTL(*p.deps)
+	ttl := leaseTTL(p.deps)
 	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
 	rows, err := p.deps.Store.ClaimRoomOutbox(sctx, p.key, p.link.owner, now.UnixMilli(), ttl.Milliseconds(), maxCatchUp)
 	cancel()

@@ -228,7 +228,7 @@ func TestPublisherCrashBeforeBatchedMarkLeavesRowsToTheRelay(t *testing.T) {
 	if len(early) != 0 {
 		t.Fatalf("a relay claimed %d rows under the publisher's lease", len(early))
 	}
-	after := now.Add(leaseTTL(f.deps) + time.Second)
+	after := now.Add(leaseTTL(&f.deps) + time.Second)
 	rows, err := f.store.ClaimPendingOutbox(ctx, "relay-1", after.UnixMilli(), 30_000, 1000)
 	if err != nil {
 		t.Fatal(err)
