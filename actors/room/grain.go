@@ -157,7 +157,7 @@ func (g *grain) init(ctx actor.Context, identity string) {
 	app, room, _ := strings.Cut(identity, "/")
 	g.key = persistence.RoomKey{AppCode: app, RoomID: room}
 	g.identity = identity
-	g.log = g.deps.Logger.With("app_code", app, "room_id", room)
+	g.log = roomLogger(g.deps.Logger, g.key)
 	g.startPublisher()
 	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
 	if err := g.load(); err != nil {
@@ -341,6 +341,10 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 		return nil, fmt.Errorf("decode recorded reply of %s: %w", commandID, err)
 	}
 	reply.Duplicate = true
+	if len(reply.EventIds) == 0 && len(rec.Events) > 0 {
+		// Stored as its seq alone (commit): the events are the log row's.
+		reply.EventIds, reply.Events = replyEvents(rec.Events)
+	}
 	if reply.Room == nil && g.state.Exists {
 		// Recorded without a view (commit): the room as it is now, which
 		// includes the command's effect.
@@ -352,24 +356,21 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.CommandReply, error) {
 	seq := g.state.Seq + 1
 	envs := make([]persistence.Envelope, len(events))
-	ids := make([]string, len(events))
-	changes := make([]*v1.RoomEvent, len(events))
 	for i, ev := range events {
 		payload, err := json.Marshal(ev)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", ev.EventType(), err)
 		}
-		ids[i] = EventID(cmd.AppCode, cmd.RoomID, seq, i)
 		envs[i] = persistence.Envelope{
-			EventID: ids[i], EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
+			EventID: EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
 		}
-		changes[i] = &v1.RoomEvent{EventId: ids[i], EventType: ev.EventType(), Payload: string(payload)}
 	}
-	// The stored reply is the command's outcome (its seq and events); the
-	// room summary is rebuilt from state when a duplicate is answered.
-	// Neither holds the member list, so neither grows with the room.
-	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes})
+	// The stored reply is the command's seq alone: its events are the log
+	// row's own, and the room summary is rebuilt from state when a
+	// duplicate is answered (recorded). Storing the events a second time
+	// in the reply was a third of what the dev store kept per room.
+	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq})
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +400,19 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	}
 	g.publish(cmd, envs, a.Lease)
 	g.dirCommitted(cmd, before, events) // directory hook
+	ids, changes := replyEvents(envs)
 	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(g.state)}, nil
+}
+
+// replyEvents is a reply's event ids and events, from a command's envelopes.
+func replyEvents(envs []persistence.Envelope) ([]string, []*v1.RoomEvent) {
+	ids := make([]string, len(envs))
+	changes := make([]*v1.RoomEvent, len(envs))
+	for i, e := range envs {
+		ids[i] = e.EventID
+		changes[i] = &v1.RoomEvent{EventId: e.EventID, EventType: e.EventType, Payload: string(e.Payload)}
+	}
+	return ids, changes
 }
 
 // applyCommitted applies a stored command to the state in place: no copy

@@ -25,7 +25,7 @@ func liveHeap() uint64 {
 }
 
 // createRoom writes what a CreateRoom command leaves in the store of a dev
-// node: the command log row (seq 1, a stored reply of seq and events),
+// node: the command log row (seq 1, its stored reply the seq alone),
 // RoomCreated and the owner's RoomUserJoined leased to the room's
 // publisher, then both marked published once IM took them. Sizes follow a
 // real CreateRoom of `roomctl bench`.
@@ -44,16 +44,13 @@ func createRoom(ctx context.Context, s *Store, i int, nowMs int64) error {
 		ev(0, "RoomCreated", fmt.Sprintf(`{"owner_user_id":%q,"name":"bench","mic_seats":8,"admin_user_ids":null,"created_at_ms":%d}`, owner, nowMs)),
 		ev(1, "RoomUserJoined", fmt.Sprintf(`{"user_id":%q,"joined_at_ms":%d}`, owner, nowMs)),
 	}
-	// The stored reply: seq, the event ids and the events again (id, type,
-	// payload), as actors/room marshals it.
-	var reply strings.Builder
-	for _, e := range events {
-		reply.WriteString(e.EventID + e.EventType + string(e.Payload) + "....")
-	}
+	// The stored reply is the seq alone, as actors/room marshals it
+	// (RoomSeq 1: two bytes).
+	reply := []byte{0x08, 0x01}
 	err := s.Append(ctx, persistence.Append{
 		Command: persistence.CommandRecord{
 			AppCode: key.AppCode, RoomID: key.RoomID, Seq: 1, CommandID: cmdID, CommandType: "CreateRoom",
-			RequestHash: strings.Repeat("ab", 32), Reply: []byte(reply.String()), Events: events, CreatedAtMs: nowMs,
+			RequestHash: strings.Repeat("ab", 32), Reply: reply, Events: events, CreatedAtMs: nowMs,
 		},
 		Lease: &persistence.OutboxLease{Owner: "local-1/" + key.AppCode + "/" + key.RoomID, UntilMs: nowMs + 30000},
 	})
