@@ -45,11 +45,16 @@ type memberOpts struct {
 	// meters: an OTel provider exporting to the node's registry, as
 	// roomcell wires it.
 	meters bool
+	// idle overrides the rooms' idle timeout (passivation).
+	idle time.Duration
 }
 
 func startNode(t *testing.T, id string, o memberOpts) *node {
 	t.Helper()
 	deps := room.Deps{Store: o.store, Gifts: room.FreeGifts(1), Config: configs.Default().Room}
+	if o.idle > 0 {
+		deps.Config.IdleTimeout = o.idle
+	}
 	reg := prometheus.NewRegistry()
 	if o.log == nil {
 		o.log = testLogger(t, id)

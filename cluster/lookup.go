@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,7 +33,7 @@ type lookup struct {
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.c = c
 	l.placement, l.startErr = c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}}
+		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, props: map[string]*actor.Props{}}
 	}), placementName)
 	if l.startErr != nil {
 		return
@@ -86,6 +87,68 @@ type placement struct {
 	c      *pcluster.Cluster
 	table  ownership.Table
 	actors map[string]grainMeta
+	// props holds one Props per kind, cloned once, whose OnInit gives the
+	// grain being spawned the identity in spawning. The library's
+	// WithClusterIdentity clones the kind's Props for every activation
+	// (~450 bytes an active grain, kept for its life: issue 13). A spawn
+	// runs its OnInit before it returns, on this actor's goroutine, so
+	// spawning is always the grain's own.
+	props    map[string]*actor.Props
+	spawning *pcluster.ClusterIdentity
+}
+
+// propsOf returns kind's shared Props.
+func (p *placement) propsOf(kind *pcluster.ActivatedKind) *actor.Props {
+	props, ok := p.props[kind.Kind]
+	if !ok {
+		props = kind.Props.Clone(actor.WithOnInit(func(ctx actor.Context) {
+			pcluster.SetClusterIdentity(ctx, p.spawning)
+		}))
+		p.props[kind.Kind] = props
+	}
+	return props
+}
+
+// grainOf returns the key of the grain pid, which this actor spawned with
+// its identity as the name's prefix ("<placement>/<identity>$<n>"); false
+// if the name does not read so.
+func (p *placement) grainOf(self, pid *actor.PID) (string, bool) {
+	name, ok := strings.CutPrefix(pid.Id, self.Id+"/")
+	i := strings.LastIndexByte(name, '$')
+	if !ok || i < 0 {
+		return "", false
+	}
+	identity := name[:i]
+	for kind := range p.props {
+		key := kind + "/" + identity // ClusterIdentity.AsKey
+		if meta, ok := p.actors[key]; ok && meta.pid.Equal(pid) {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// stopped forgets the grain pid once it has stopped.
+func (p *placement) stopped(self, pid *actor.PID) {
+	key, ok := p.grainOf(self, pid)
+	if !ok {
+		// Not a name this actor gave: find it the long way.
+		for k, meta := range p.actors {
+			if meta.pid.Equal(pid) {
+				key, ok = k, true
+				break
+			}
+		}
+	}
+	if !ok {
+		return
+	}
+	meta := p.actors[key]
+	delete(p.actors, key)
+	if k := p.c.GetClusterKind(meta.id.Kind); k != nil {
+		k.Dec()
+	}
+	p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: pid, ClusterIdentity: meta.id}, true)
 }
 
 func (p *placement) Receive(ctx actor.Context) {
@@ -93,16 +156,9 @@ func (p *placement) Receive(ctx actor.Context) {
 	case *pcluster.ActivationRequest:
 		ctx.Respond(p.activate(ctx, msg.ClusterIdentity))
 	case *actor.Terminated:
-		for key, meta := range p.actors {
-			if meta.pid.Equal(msg.Who) {
-				delete(p.actors, key)
-				if k := p.c.GetClusterKind(meta.id.Kind); k != nil {
-					k.Dec()
-				}
-				p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: msg.Who, ClusterIdentity: meta.id}, true)
-				break
-			}
-		}
+		// Found by its name, not by a walk over every grain: a node that
+		// passivates 100k rooms would otherwise walk 100k entries each.
+		p.stopped(ctx.Self(), msg.Who)
 	case *shardsLost:
 		lost := map[int]bool{}
 		for _, s := range msg.shards {
@@ -143,7 +199,9 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) *p
 	if kind == nil {
 		return &pcluster.ActivationResponse{Failed: true}
 	}
-	pid := ctx.SpawnPrefix(pcluster.WithClusterIdentity(kind.Props, ci), ci.Identity)
+	p.spawning = ci
+	pid := ctx.SpawnPrefix(p.propsOf(kind), ci.Identity)
+	p.spawning = nil
 	kind.Inc()
 	p.actors[key] = grainMeta{id: ci, pid: pid, shard: ownership.ShardOf(ci.Identity, p.table.Shards())}
 	return &pcluster.ActivationResponse{Pid: pid}

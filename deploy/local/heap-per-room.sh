@@ -7,7 +7,8 @@
 # bench (CreateRoom leaves the owner as the one member), waits until the
 # outbox is drained, and prints, per room: heap in use after a forced GC
 # (go_memstats_heap_inuse_bytes, before vs after), live bytes from the heap
-# profile (saved as /tmp/heap-per-room-LABEL.pprof), the same without the
+# profile (saved as /tmp/heap-per-room-LABEL.pprof, less the one taken before
+# the rooms, -before.pprof), the same without the
 # in-process fake IM and its client, and the goroutine count before and
 # after. Needs roomctl (ROOMCTL, default: go run ./cmd/roomctl).
 set -eu
@@ -16,13 +17,16 @@ BIN=$1 LABEL=$2 ROOMS=${3:-20000}
 ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
 CFG=$(mktemp /tmp/heap-per-room-XXXX.yaml)
 printf 'http:\n  pprof: true\ntencent_im:\n  rate_per_second: 100000\nlog:\n  level: warn\n' >"$CFG"
-"$BIN" --dev --config "$CFG" >/tmp/heap-per-room-server.log 2>&1 &
+# One heap sample per 4 KB allocated (the default, 512 KB, leaves per-room
+# figures off by hundreds of bytes from one run to the next).
+GODEBUG=memprofilerate=4096 "$BIN" --dev --config "$CFG" >/tmp/heap-per-room-server.log 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true; rm -f $CFG' EXIT
 wait_ready /tmp/heap-per-room-server.log
 gc() { curl -s -o /dev/null '127.0.0.1:13101/debug/pprof/heap?gc=1'; sleep 0.5; curl -s -o /dev/null '127.0.0.1:13101/debug/pprof/heap?gc=1'; }
 gc
 h0=$(metric go_memstats_heap_inuse_bytes) g0=$(metric go_goroutines)
+curl -s -o "/tmp/heap-per-room-$LABEL-before.pprof" '127.0.0.1:13101/debug/pprof/heap?gc=1'
 $ROOMCTL --timeout 30m bench --rooms "$ROOMS" --commands 1 --concurrency 32 >/dev/null
 # Wait for the outbox to drain (the relay's pending gauge, updated each poll).
 for _ in $(seq 600); do
@@ -35,10 +39,14 @@ sleep 12
 gc
 h1=$(metric go_memstats_heap_inuse_bytes) g1=$(metric go_goroutines)
 curl -s -o "/tmp/heap-per-room-$LABEL.pprof" '127.0.0.1:13101/debug/pprof/heap?gc=1'
-live=$(go tool pprof -unit=MB -sample_index=inuse_space -top -nodecount=1 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.* of \([0-9.]*\)MB total.*/\1/p' | head -1)
+# Live bytes are the profile's after less before (-diff_base): what the
+# rooms added, not the node's own start-up heap; -nodefraction=0 sums
+# every node (pprof leaves out those under 0.5% by default).
+diff="-diff_base=/tmp/heap-per-room-$LABEL-before.pprof"
+live=$(go tool pprof -unit=MB -sample_index=inuse_space "$diff" -nodefraction=0 -top -nodecount=100000 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.*accounting for \([0-9.-]*\)MB.*/\1/p' | head -1)
 # The in-process fake IM (a test double: its 5-minute dedupe window and
 # capped message and call logs) and the Tencent client's per-group state.
-nofake=$(go tool pprof -unit=MB -sample_index=inuse_space -ignore='imfake|tencentim' -top -nodecount=100000 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.*accounting for \([0-9.]*\)MB.*/\1/p' | head -1)
+nofake=$(go tool pprof -unit=MB -sample_index=inuse_space "$diff" -ignore='imfake|tencentim' -nodefraction=0 -top -nodecount=100000 "/tmp/heap-per-room-$LABEL.pprof" 2>/dev/null | sed -n 's/.*accounting for \([0-9.]*\)MB.*/\1/p' | head -1)
 awk -v l="$LABEL" -v n="$ROOMS" -v h0="$h0" -v h1="$h1" -v g0="$g0" -v g1="$g1" -v live="$live" -v nofake="$nofake" -v p="${p:-?}" 'BEGIN {
 	printf "%-10s rooms %d  per room: heap in use %6.0f B, live %5.0f B, live without the fake IM %5.0f B  goroutines %d -> %d  pending %s\n",
 		l, n, (h1-h0)/n, live*1048576/n, nofake*1048576/n, g0, g1, p }'
