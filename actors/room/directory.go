@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,7 +127,7 @@ const cmdRankChanged = "RankChanged"
 // allocation with its worker (an active room pays for it as long as it
 // lives: six allocations were ~900 bytes).
 type dirLink struct {
-	deps    DirectoryDeps
+	deps    *DirectoryDeps // the node's (Deps.dirDeps)
 	worker  dirWorker
 	backlog atomic.Int64
 	self    *actor.PID           // registered in deps.Hosted, which refreshes it
@@ -168,19 +169,14 @@ func (*rankChanged) NotInfluenceReceiveTimeout() {}
 // activation as hosted (Hosted's wheel refreshes it; without Hosted, its
 // own timer) and registers the room from its state.
 func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
-	d := g.deps.Dir
-	if d.Directory == nil {
+	if g.deps.Dir.Directory == nil {
 		return
 	}
-	d.setDefaults()
-	if d.Rooms == nil && c != nil {
-		d.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
-	}
-	l := &dirLink{deps: d}
+	l := &dirLink{deps: g.deps.dirDeps(c)}
 	l.joins.members = g.state.Members
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	w := &l.worker
-	*w = dirWorker{key: g.key, deps: &l.deps, backlog: &l.backlog, log: g.log, joins: &l.joins, entry: &l.entry, syncQueued: &l.syncQueued,
+	*w = dirWorker{key: g.key, deps: l.deps, backlog: &l.backlog, log: g.log, joins: &l.joins, entry: &l.entry, syncQueued: &l.syncQueued,
 		tell: func(m any) { root.Send(self, m) }}
 	log := g.log
 	w.run.panicked = func(p any, stack []byte) {
@@ -188,13 +184,40 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 		log.Error("room directory worker panicked; the room's next refresh repairs the directory", "panic", fmt.Sprint(p), "stack", string(stack))
 	}
 	g.dir = l
-	if d.Hosted != nil {
+	if d := l.deps; d.Hosted != nil {
 		l.self = self
 		d.Hosted.add(g.key, self, func(pid *actor.PID) { root.Send(pid, refreshTick) }, d.RefreshInterval)
 	} else {
 		l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, refreshTick)
 	}
 	g.dirSync()
+}
+
+// sharedDir is a node's DirectoryDeps with its defaults, made once.
+type sharedDir struct {
+	once sync.Once
+	d    DirectoryDeps
+}
+
+// dirDeps returns Dir with its defaults and, when it has none, a room
+// client on c for the rank's RankChanged commands. Made once per node when
+// GrainProps made d.dir: a copy and a client in every room were ~120
+// bytes of each active room.
+func (d *Deps) dirDeps(c *cluster.Cluster) *DirectoryDeps {
+	resolve := func(dd *DirectoryDeps) {
+		*dd = d.Dir
+		dd.setDefaults()
+		if dd.Rooms == nil && c != nil {
+			dd.Rooms = &Client{Cluster: c, AttemptTimeout: 3 * time.Second}
+		}
+	}
+	if d.dir == nil {
+		dd := new(DirectoryDeps)
+		resolve(dd)
+		return dd
+	}
+	d.dir.once.Do(func() { resolve(&d.dir.d) })
+	return &d.dir.d
 }
 
 // dirStop ends the activation's link: on stop and on restart (a restarted

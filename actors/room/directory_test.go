@@ -546,3 +546,32 @@ func TestDirectoryLateJoinWriteDoesNotEvictFromNewerRoom(t *testing.T) {
 		t.Fatalf("x emitted %+v, want no leave", left)
 	}
 }
+
+// The rooms of one node share one DirectoryDeps with its defaults, made
+// once however many rooms start at the same time; without GrainProps's
+// shared one (tests that build grains bare) each room resolves its own.
+func TestDirDepsMadeOncePerNode(t *testing.T) {
+	d := Deps{Dir: DirectoryDeps{Directory: memdb.NewDirectory(memdb.DirectoryOptions{}), Timeout: time.Second}, dir: &sharedDir{}}
+	got := make([]*DirectoryDeps, 16)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = d.dirDeps(nil)
+		}()
+	}
+	wg.Wait()
+	for i, p := range got {
+		if p != got[0] {
+			t.Fatalf("room %d got its own DirectoryDeps", i)
+		}
+	}
+	if got[0].Timeout != time.Second || got[0].RefreshInterval != 30*time.Second || got[0].MaxBacklog != 1000 {
+		t.Fatalf("shared deps %+v, want the node's timeout and the defaults", got[0])
+	}
+	bare := Deps{Dir: d.Dir}
+	if a, b := bare.dirDeps(nil), bare.dirDeps(nil); a == b || a.RefreshInterval != 30*time.Second {
+		t.Fatalf("bare deps: shared %v, refresh %s; want one each with the defaults", a == b, a.RefreshInterval)
+	}
+}

@@ -61,6 +61,9 @@ type Deps struct {
 	// marks batches the publishers' marks (marks.go): one per node, made
 	// by GrainProps; nil gives each publisher its own.
 	marks *markBatcher
+	// dir is Dir with its defaults, made once by the node's first room
+	// (directory.go); GrainProps makes it, nil gives each room its own.
+	dir *sharedDir
 	// joins orders one user's joins on this node (joinclock.go); made by
 	// setDefaults, nil: not ordered.
 	joins *joinClock
@@ -98,10 +101,14 @@ func GrainProps(d Deps) *actor.Props {
 		// write too.
 		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
 	}
+	d.dir = &sharedDir{}
 	// Every grain of the kind reads the one Deps: a copy per room was
 	// ~300 bytes of each active room.
 	shared := &d
-	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} }, actor.WithDispatcher(roomDispatcher))
+	// The lock-free mailbox: two small queues, where the default one starts
+	// a ring of ten slots for user messages (~200 bytes a room; issue 13).
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} },
+		actor.WithDispatcher(roomDispatcher), actor.WithMailbox(actor.UnboundedLockfree()))
 }
 
 // recentIDs bounds the in-memory command_id cache; older ids are found
