@@ -22,7 +22,7 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	defer t.mu.Unlock()
 	var claimed []*outboxEntry
 	t.mq.Scan(func(e *outboxEntry) bool {
-		if e.MQLockUntilMs <= nowMs {
+		if e.mqLockUntilMs() <= nowMs {
 			claimed = append(claimed, e)
 		}
 		return len(claimed) < limit

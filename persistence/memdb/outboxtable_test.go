@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/btree"
 
@@ -177,5 +178,41 @@ func TestOutboxEntryKeepsEveryField(t *testing.T) {
 	got.Envelope.Payload[0] = 'x'
 	if env.Payload[0] == 'x' {
 		t.Fatal("row() handed out the stored payload: a caller could change the stored row")
+	}
+}
+
+// A row that went out at once keeps no part for failures, resolutions or
+// the MQ fanout's lease; any one of those fields set keeps it, and every
+// row reads back as stored.
+func TestOutboxEntryKeepsRareFieldsApart(t *testing.T) {
+	base := persistence.OutboxRow{Envelope: persistence.Envelope{EventID: "e1", Payload: []byte(`{}`)},
+		Status: persistence.OutboxPublished, MQStatus: persistence.OutboxMQNone, CreatedAtMs: 1, UpdatedAtMs: 2, PublishedAtMs: 3}
+	rare := []func(*persistence.OutboxRow){
+		func(r *persistence.OutboxRow) {},
+		func(r *persistence.OutboxRow) { r.LastError = "boom" },
+		func(r *persistence.OutboxRow) { r.ResolvedBy = "ops" },
+		func(r *persistence.OutboxRow) { r.Resolution = "dropped" },
+		func(r *persistence.OutboxRow) { r.MQLockedBy = "n1" },
+		func(r *persistence.OutboxRow) { r.ResolvedAtMs = 9 },
+		func(r *persistence.OutboxRow) { r.MQPublishedAtMs = 9 },
+		func(r *persistence.OutboxRow) { r.MQLockUntilMs = 9 },
+	}
+	for i, set := range rare {
+		row := base
+		set(&row)
+		env := row.Envelope
+		e := newOutboxEntry(&env, row)
+		if (e.rare == nil) != (i == 0) {
+			t.Fatalf("case %d: rare part kept %v, want %v", i, e.rare != nil, i != 0)
+		}
+		if got := e.row(); !reflect.DeepEqual(got, row) {
+			t.Fatalf("case %d: row through outboxEntry:\n got %+v\nwant %+v", i, got, row)
+		}
+		if e.mqLockUntilMs() != row.MQLockUntilMs {
+			t.Fatalf("case %d: MQ lease until %d, want %d", i, e.mqLockUntilMs(), row.MQLockUntilMs)
+		}
+	}
+	if size := unsafe.Sizeof(outboxEntry{}); size > 112 {
+		t.Fatalf("outboxEntry is %d bytes, want at most 112 (a size class of its own)", size)
 	}
 }
