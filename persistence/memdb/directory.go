@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,9 +74,20 @@ type presenceRow struct {
 	ExpiresAtMs int64 // the TTL'd entry: Online while the clock is before it
 }
 
+// seenLess and expiryLess return at the first field that differs: cmp.Or
+// compares every field first (its arguments are evaluated), and seenLess
+// was 4% of a MariaDB node's CPU under joins (issue 13).
 func seenLess(a, b *presenceRow) bool {
-	return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID),
-		cmp.Compare(a.LastSeenMs, b.LastSeenMs), cmp.Compare(a.UserID, b.UserID)) < 0
+	if c := strings.Compare(a.AppCode, b.AppCode); c != 0 {
+		return c < 0
+	}
+	if c := strings.Compare(a.RoomID, b.RoomID); c != 0 {
+		return c < 0
+	}
+	if a.LastSeenMs != b.LastSeenMs {
+		return a.LastSeenMs < b.LastSeenMs
+	}
+	return a.UserID < b.UserID
 }
 
 // userRoomRow is one user → room entry.
@@ -430,7 +442,13 @@ type expiryItem struct {
 }
 
 func expiryLess(a, b expiryItem) bool {
-	return cmp.Or(cmp.Compare(a.atMs, b.atMs), cmp.Compare(a.appCode, b.appCode), cmp.Compare(a.room, b.room)) < 0
+	if a.atMs != b.atMs {
+		return a.atMs < b.atMs
+	}
+	if c := strings.Compare(a.appCode, b.appCode); c != 0 {
+		return c < 0
+	}
+	return a.room < b.room
 }
 
 func expiryOf(r *roomRow) expiryItem {
