@@ -84,16 +84,28 @@ func dueLess(a, b *outboxEntry) bool {
 }
 
 func roomLess(a, b *outboxEntry) bool {
-	if c := strings.Compare(a.AppCode, b.AppCode); c != 0 {
+	return roomOrder{a.AppCode, a.RoomID, a.RoomSeq, a.EventID}.less(roomOrder{b.AppCode, b.RoomID, b.RoomSeq, b.EventID})
+}
+
+// roomOrder is a row's place in an order by room, then a number, then an
+// id: the outbox's per-room set and the directory's presence.
+type roomOrder struct {
+	app, room string
+	n         int64
+	id        string
+}
+
+func (a roomOrder) less(b roomOrder) bool {
+	if c := strings.Compare(a.app, b.app); c != 0 {
 		return c < 0
 	}
-	if c := strings.Compare(a.RoomID, b.RoomID); c != 0 {
+	if c := strings.Compare(a.room, b.room); c != 0 {
 		return c < 0
 	}
-	if a.RoomSeq != b.RoomSeq {
-		return a.RoomSeq < b.RoomSeq
+	if a.n != b.n {
+		return a.n < b.n
 	}
-	return a.EventID < b.EventID
+	return a.id < b.id
 }
 
 // createdLess orders the mq set.
