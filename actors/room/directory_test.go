@@ -473,6 +473,47 @@ func TestDirectoryCloseAndPassivation(t *testing.T) {
 	}
 }
 
+// A room the refresh wheel visits passivates on it: not while commands
+// come (one every 50 ms for a second, five per idle timeout), never
+// before IdleTimeout after its last command, and soon after that, with its
+// snapshot written and out of the registry, although refresh ticks keep
+// coming (they do not count as activity).
+func TestDirectoryIdleRoomPassivatesOnTheWheel(t *testing.T) {
+	const idle = 250 * time.Millisecond
+	d := newDirFixture(t, 20*time.Millisecond)
+	d.deps.Config.IdleTimeout = idle
+	d.room("r1")
+	d.mustExec(create("r1", "c1", "o1"))
+	var last time.Time
+	for i := range 20 {
+		time.Sleep(50 * time.Millisecond)
+		// A room passivated early would not answer: the fixture never
+		// activates it again.
+		r, err := d.exec(join("r1", fmt.Sprint("j", i), fmt.Sprint("u", i)))
+		if err != nil {
+			t.Fatalf("command %d while active: %v", i, err)
+		}
+		if r.RoomSeq != int64(i+2) {
+			t.Fatalf("command %d at seq %d, want %d", i, r.RoomSeq, i+2)
+		}
+		last = time.Now()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(d.hosted.Rooms()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle room did not passivate within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if gone := time.Since(last); gone < idle {
+		t.Fatalf("passivated %s after its last command, before the idle timeout %s", gone, idle)
+	}
+	snap, err := d.store.LoadSnapshot(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"})
+	if err != nil || snap.Seq != 21 {
+		t.Fatalf("snapshot after passivation: seq %d, %v; want 21", snap.Seq, err)
+	}
+}
+
 // One user joining 20 rooms at once ends up in exactly one of them, the
 // one the directory names.
 func TestDirectoryConcurrentJoinsLeaveOneRoom(t *testing.T) {

@@ -128,13 +128,24 @@ type grain struct {
 	dir      *dirLink    // directory.go; nil without a directory
 	epoch    int64       // lease epoch the state was loaded under (lease.go)
 	members  memberIndex // members in order for GetRoom's pages (members.go)
+	// idleByWheel: the room passivates on the node's refresh wheel
+	// (startIdle); lastActiveMs is when it last had a message that keeps
+	// a room active.
+	idleByWheel  bool
+	lastActiveMs int64
 }
 
 func (g *grain) Receive(ctx actor.Context) {
+	if g.idleByWheel {
+		if _, quiet := ctx.Message().(actor.NotInfluenceReceiveTimeout); !quiet {
+			g.lastActiveMs = g.deps.Clock().UnixMilli()
+		}
+	}
 	switch msg := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		g.init(ctx, msg.Identity.Identity)
 		g.dirStart(ctx, msg.Cluster) // directory hook
+		g.startIdle(ctx)
 	case *v1.RoomCommand:
 		ctx.Respond(g.handle(ctx, msg))
 		// A room nobody created holds nothing worth keeping: stop now
@@ -144,9 +155,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			ctx.Poison(ctx.Self())
 		}
 	case *actor.ReceiveTimeout:
-		g.flushSnapshot()
-		g.dirUnlist() // directory hook
-		ctx.Poison(ctx.Self())
+		g.passivate(ctx)
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
 		g.flushSnapshot()
@@ -155,9 +164,39 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		g.stopPublisher()
 		g.dirStop() // directory hook
-	case *dirRefresh, *rankChanged:
+	case *dirRefresh:
+		if g.idleByWheel && g.deps.Clock().UnixMilli()-g.lastActiveMs >= g.deps.Config.IdleTimeout.Milliseconds() {
+			g.passivate(ctx)
+			return
+		}
+		g.dirReceive(ctx) // directory hook
+	case *rankChanged:
 		g.dirReceive(ctx) // directory hook
 	}
+}
+
+// startIdle arms the room's passivation after Config.IdleTimeout without
+// a command. A room the node's refresh wheel visits (Hosted) checks its
+// idleness on each visit, when the timeout is at least the refresh
+// interval: passivation comes up to one interval late (10 min 30 s at
+// the defaults) but the room keeps no timer of its own, which Proto.Actor's
+// receive timeout is (~140 bytes a room, reset on every message). A room
+// without the wheel, or with a timeout shorter than its interval, keeps
+// the receive timeout.
+func (g *grain) startIdle(ctx actor.Context) {
+	idle := g.deps.Config.IdleTimeout
+	if d := g.dir; d != nil && d.deps.Hosted != nil && idle >= d.deps.RefreshInterval {
+		g.idleByWheel, g.lastActiveMs = true, g.deps.Clock().UnixMilli()
+		return
+	}
+	ctx.SetReceiveTimeout(idle)
+}
+
+// passivate stops an idle room: its snapshot first, and out of the listing.
+func (g *grain) passivate(ctx actor.Context) {
+	g.flushSnapshot()
+	g.dirUnlist() // directory hook
+	ctx.Poison(ctx.Self())
 }
 
 func (g *grain) init(ctx actor.Context, identity string) {
@@ -166,7 +205,6 @@ func (g *grain) init(ctx actor.Context, identity string) {
 	g.identity = identity
 	g.log = roomLogger(g.deps.Logger, g.key)
 	g.startPublisher()
-	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
 	if err := g.load(); err != nil {
 		g.log.Warn("room load failed; will retry on next command", "error", err)
 	}
