@@ -96,6 +96,10 @@ type Directory interface {
 	// is at or before beforeMs, oldest first. An expired presence entry
 	// does not hide a user here: those are the stalest.
 	StalePresence(ctx context.Context, key RoomKey, beforeMs int64, limit int) ([]Presence, error)
+	// StalePresenceRooms is StalePresence for many rooms in one call (one
+	// round trip on Redis): out[i] holds keys[i]'s, up to limit each. The
+	// presence worker reads a node's rooms this way, not one call each.
+	StalePresenceRooms(ctx context.Context, keys []RoomKey, beforeMs int64, limit int) ([][]Presence, error)
 	// SetUserRoom records a live join of userID to key at joinedAtMs and
 	// seeds their presence at joinedAtMs. The swap is atomic: of any
 	// number of concurrent joins each gets the room the entry named just

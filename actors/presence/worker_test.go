@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -269,4 +270,79 @@ func TestWorkerSurvivesRepeatedPanics(t *testing.T) {
 	}
 	sawDown := stopWatch()
 	supervisetest.CheckRecovered(t, sup, reg, w.Poller(), WorkerName, panics, sawDown)
+}
+
+// countingDir counts the worker's batched reads.
+type countingDir struct {
+	*memdb.Directory
+	reads atomic.Int32
+}
+
+func (c *countingDir) StalePresenceRooms(ctx context.Context, keys []persistence.RoomKey, beforeMs int64, limit int) ([][]persistence.Presence, error) {
+	c.reads.Add(1)
+	return c.Directory.StalePresenceRooms(ctx, keys, beforeMs, limit)
+}
+
+// leavingRooms is fakeRooms whose leaves take the user's presence out, as
+// a room's leave does through its directory worker.
+type leavingRooms struct {
+	*fakeRooms
+	dir *memdb.Directory
+}
+
+func (l *leavingRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	r, err := l.fakeRooms.Execute(ctx, rc)
+	lv := rc.GetLeaveRoom()
+	if err == nil {
+		err = l.dir.ClearUserRoom(ctx, persistence.RoomKey{AppCode: lv.AppCode, RoomID: lv.RoomId}, lv.UserId)
+	}
+	return r, err
+}
+
+// A node with 1,000 rooms reads them 256 to a call, and scans with a
+// budget of 7 leaves each take every stale member of every room exactly
+// once, fresh members never, whatever room a budget runs out in.
+func TestScanReadsRoomsInBatchesAndLeavesEachStaleMemberOnce(t *testing.T) {
+	d, dir, rooms := testDeps(t)
+	h := room.NewHosted()
+	cd := &countingDir{Directory: dir}
+	lr := &leavingRooms{fakeRooms: rooms, dir: dir}
+	d.Hosted, d.Directory, d.Rooms = h, cd, lr
+	d.Config.BatchSize = 7
+	want := map[string]bool{}
+	for i := range 1000 {
+		key := persistence.RoomKey{AppCode: "app", RoomID: fmt.Sprintf("n%04d", i)}
+		h.Add(key)
+		beat(t, dir, key, "fresh", time.Second)
+		for j := range i % 4 { // 0 to 3 stale members a room
+			user := fmt.Sprint("stale", j)
+			beat(t, dir, key, user, 61*time.Second)
+			want[key.RoomID+"/"+user] = true
+		}
+	}
+	res, next, err := ScanOnce(context.Background(), d, 0)
+	if err != nil || res.Stale != 7 || res.Left != 7 || cd.reads.Load() != 1 {
+		t.Fatalf("first scan %+v, %d reads, %v: want 7 leaves from one read", res, cd.reads.Load(), err)
+	}
+	for scans := 1; len(rooms.users()) < len(want); scans++ {
+		if scans > len(want) {
+			t.Fatalf("%d scans left %d of %d stale members", scans, len(want)-len(rooms.users()), len(want))
+		}
+		if _, next, err = ScanOnce(context.Background(), d, next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range rooms.users() {
+		if !want[u] || seen[u] {
+			t.Fatalf("leave of %s: not stale, or twice", u)
+		}
+		seen[u] = true
+	}
+	cd.reads.Store(0)
+	d.Config.BatchSize = 10_000
+	res, _, err = ScanOnce(context.Background(), d, 0)
+	if err != nil || res.Rooms != 1000 || res.Stale != 0 || cd.reads.Load() != 4 {
+		t.Fatalf("scan of 1,000 clean rooms: %+v, %d reads, %v; want 1,000 rooms in 4 reads", res, cd.reads.Load(), err)
+	}
 }

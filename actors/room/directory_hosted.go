@@ -1,8 +1,8 @@
 package room
 
 import (
-	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,8 +116,13 @@ func (h *Hosted) Rooms() []persistence.RoomKey {
 		}
 		s.mu.Unlock()
 	}
+	// Sorted on each presence scan (every 5 s, all the node's rooms): the
+	// room id is compared only when the app codes tie.
 	slices.SortFunc(out, func(a, b persistence.RoomKey) int {
-		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID))
+		if c := strings.Compare(a.AppCode, b.AppCode); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RoomID, b.RoomID)
 	})
 	return out
 }

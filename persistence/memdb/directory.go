@@ -194,6 +194,12 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 	}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	return d.stale(key, beforeMs, limit), nil
+}
+
+// stale is key's presence at or before beforeMs, oldest first, up to
+// limit. Under the lock.
+func (d *Directory) stale(key persistence.RoomKey, beforeMs int64, limit int) []persistence.Presence {
 	var out []persistence.Presence
 	d.roomPresence(key, func(p *presenceRow) bool {
 		if len(out) >= limit || p.LastSeenMs > beforeMs {
@@ -202,6 +208,20 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 		out = append(out, persistence.Presence{UserID: p.UserID, LastSeenMs: p.LastSeenMs})
 		return true
 	})
+	return out
+}
+
+// StalePresenceRooms implements persistence.Directory.
+func (d *Directory) StalePresenceRooms(ctx context.Context, keys []persistence.RoomKey, beforeMs int64, limit int) ([][]persistence.Presence, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([][]persistence.Presence, len(keys))
+	for i, key := range keys {
+		out[i] = d.stale(key, beforeMs, limit)
+	}
 	return out, nil
 }
 

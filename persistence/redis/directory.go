@@ -162,10 +162,42 @@ func (d *Directory) StalePresence(ctx context.Context, key persistence.RoomKey, 
 	if err != nil {
 		return nil, wrap("stale presence", err)
 	}
+	return presenceOf(zs), nil
+}
+
+func presenceOf(zs []goredis.Z) []persistence.Presence {
 	out := make([]persistence.Presence, 0, len(zs))
 	for _, z := range zs {
 		u, _ := z.Member.(string)
 		out = append(out, persistence.Presence{UserID: u, LastSeenMs: int64(z.Score)})
+	}
+	return out
+}
+
+// StalePresenceRooms implements persistence.Directory: one pipeline of
+// the rooms' ZRANGEBYSCOREs, one round trip.
+func (d *Directory) StalePresenceRooms(ctx context.Context, keys []persistence.RoomKey, beforeMs int64, limit int) ([][]persistence.Presence, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return [][]persistence.Presence{}, nil
+	}
+	cmds := make([]*goredis.ZSliceCmd, len(keys))
+	_, err := d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, key := range keys {
+			cmds[i] = p.ZRangeByScoreWithScores(ctx, d.presenceSetKey(key), &goredis.ZRangeBy{
+				Min: "-inf", Max: ms(beforeMs), Count: int64(limit),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("stale presence of rooms", err)
+	}
+	out := make([][]persistence.Presence, len(keys))
+	for i, c := range cmds {
+		out[i] = presenceOf(c.Val())
 	}
 	return out, nil
 }

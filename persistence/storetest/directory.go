@@ -23,6 +23,7 @@ func RunDirectory(t *testing.T, newDir func(t *testing.T) persistence.Directory)
 		run  func(t *testing.T, d persistence.Directory)
 	}{
 		{"HeartbeatAndStalePresence", testHeartbeatAndStale},
+		{"StalePresenceRoomsIsStalePresencePerRoom", testStalePresenceRooms},
 		{"HeartbeatNeverMovesBack", testHeartbeatNeverMovesBack},
 		{"SetUserRoomSwaps", testSetUserRoomSwaps},
 		{"ConcurrentSetUserRoomChain", testConcurrentSetUserRoom},
@@ -89,6 +90,50 @@ func testHeartbeatAndStale(t *testing.T, d persistence.Directory) {
 	none, err := d.StalePresence(ctx, persistence.RoomKey{AppCode: "app1", RoomID: "empty"}, 1000, 10)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("room without presence: %+v %v", none, err)
+	}
+}
+
+// The batched read answers, room by room and in the order asked (a room
+// twice, a room of another app, a room without presence), exactly what
+// StalePresence answers for each, at every cutoff and limit.
+func testStalePresenceRooms(t *testing.T, d persistence.Directory) {
+	ctx := context.Background()
+	other := persistence.RoomKey{AppCode: "app2", RoomID: "room-a"}
+	empty := persistence.RoomKey{AppCode: "app1", RoomID: "empty"}
+	for i, b := range []struct {
+		key  persistence.RoomKey
+		user string
+		at   int64
+	}{{dirA, "u1", 100}, {dirA, "u2", 200}, {dirA, "u3", 300}, {dirB, "u9", 50}, {dirB, "u8", 250}, {other, "u1", 10}} {
+		if err := d.Heartbeat(ctx, b.key, b.user, b.at); err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+	}
+	keys := []persistence.RoomKey{dirA, empty, dirB, other, dirA}
+	for _, before := range []int64{0, 50, 200, 299, 1000} {
+		for _, limit := range []int{1, 2, 10} {
+			got, err := d.StalePresenceRooms(ctx, keys, before, limit)
+			must(t, err)
+			if len(got) != len(keys) {
+				t.Fatalf("before %d limit %d: %d answers for %d rooms", before, limit, len(got), len(keys))
+			}
+			for i, key := range keys {
+				want, err := d.StalePresence(ctx, key, before, limit)
+				must(t, err)
+				if len(got[i]) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got[i], want)) {
+					t.Fatalf("before %d limit %d room %v: %+v, StalePresence says %+v", before, limit, key, got[i], want)
+				}
+			}
+		}
+	}
+	none, err := d.StalePresenceRooms(ctx, nil, 1000, 10)
+	if err != nil || len(none) != 0 {
+		t.Fatalf("no rooms: %+v %v", none, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := d.StalePresenceRooms(cctx, keys, 1000, 10); err == nil {
+		t.Fatal("a read with a cancelled context succeeded")
 	}
 }
 
