@@ -1,7 +1,8 @@
 // Package presence is the per-node presence stale worker: a supervised
 // actor that every presence.scan_interval asks the room directory which
 // members of the rooms this node hosts (room.Hosted) have not heartbeated
-// for presence.stale_after, and sends each such room a LeaveRoom (reason
+// for presence.stale_after (256 rooms per directory read), and sends each
+// such room a LeaveRoom (reason
 // heartbeat_timeout) through the cluster, so the leave goes through the
 // room's normal command path: command log, RoomUserLeft in the outbox, IM.
 // The command_id is derived from (room, user, last_seen), so a scan that

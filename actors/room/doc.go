@@ -13,8 +13,10 @@
 // directory worker (publisher.go, directory_worker.go: each a queue run on
 // a dispatcher goroutine only while it has work, serial.go, dispatch.go);
 // the node's registry of hosted rooms, whose one wheel spreads their
-// directory refreshes (directory_hosted.go); and the client that reaches a
-// grain wherever the cluster placed it (client.go).
+// directory refreshes and checks their idleness (directory_hosted.go); a
+// room's logger, its fields added only when it writes (roomlog.go); and
+// the client that reaches a grain wherever the cluster placed it
+// (client.go).
 //
 // It must not know store, IM or wallet implementations: those come in
 // through the small interfaces in grain.go.
