@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -109,27 +110,23 @@ func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
 		return res, 0, nil
 	}
 	start %= len(rooms)
+	n := len(rooms)
+	rooms = slices.Concat(rooms[start:], rooms[:start]) // in scan order
 	cutoff := d.Clock().Add(-d.Config.StaleAfter).UnixMilli()
 	budget := d.Config.BatchSize
-	next := start
+	done := 0 // rooms of the scan order visited
 	// The rooms are read readBatch at a time: one directory call (one
 	// Redis round trip) per batch, not one per room, so a node with 100k
 	// rooms makes ~400 calls a scan instead of 100k.
-	for lo := 0; lo < len(rooms); lo += readBatch {
-		if ctx.Err() != nil || budget <= 0 {
-			break
-		}
-		batch := make([]persistence.RoomKey, 0, min(readBatch, len(rooms)-lo))
-		for i := lo; i < len(rooms) && i < lo+readBatch; i++ {
-			batch = append(batch, rooms[(start+i)%len(rooms)])
-		}
+	for lo := 0; lo < n && ctx.Err() == nil && budget > 0; lo += readBatch {
+		batch := rooms[lo:min(lo+readBatch, n)]
 		cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 		stale, err := d.Directory.StalePresenceRooms(cctx, batch, cutoff, budget)
 		cancel()
 		if err != nil {
 			res.Rooms += len(batch)
 			res.Errors += len(batch)
-			next = (start + lo + len(batch)) % len(rooms)
+			done = lo + len(batch)
 			d.Metrics.scanError()
 			d.Logger.Warn("presence: reading stale members failed; next scan retries", "worker", WorkerName,
 				"node_id", d.NodeID, "rooms", len(batch), "first_app_code", batch[0].AppCode, "first_room_id", batch[0].RoomID, "error", err)
@@ -139,7 +136,7 @@ func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
 			if ctx.Err() != nil || budget <= 0 {
 				break
 			}
-			next = (start + lo + j + 1) % len(rooms)
+			done = lo + j + 1
 			res.Rooms++
 			// Each room was read with the budget left before the batch:
 			// the later ones stop at what is left now.
@@ -153,6 +150,7 @@ func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
 			}
 		}
 	}
+	next := (start + done) % n
 	return res, next, nil
 }
 

@@ -110,6 +110,13 @@ func testStalePresenceRooms(t *testing.T, d persistence.Directory) {
 		}
 	}
 	keys := []persistence.RoomKey{dirA, empty, dirB, other, dirA}
+	got, err := d.StalePresenceRooms(ctx, keys, 200, 10)
+	must(t, err)
+	if len(got) != 5 || !slices.Equal(users(got[0]), []string{"u1", "u2"}) || len(got[1]) != 0 ||
+		!slices.Equal(users(got[2]), []string{"u9"}) || !slices.Equal(users(got[3]), []string{"u1"}) ||
+		!slices.Equal(users(got[4]), []string{"u1", "u2"}) {
+		t.Fatalf("stale at 200: %+v, want [u1 u2] [] [u9] [u1] [u1 u2]", got)
+	}
 	for _, before := range []int64{0, 50, 200, 299, 1000} {
 		for _, limit := range []int{1, 2, 10} {
 			got, err := d.StalePresenceRooms(ctx, keys, before, limit)
