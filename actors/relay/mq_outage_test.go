@@ -302,7 +302,10 @@ func runMQAndIMIndependent(t *testing.T, s mqOutageStore) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Stop(ctx) }()
-	eventually(t, 30*time.Second, "every event on the topic", func() bool {
+	// The wait is for the backlog the outage left (~7,000 events) to reach
+	// the topic: 20 s for the whole test alone under -race, 2.5x that in
+	// make test's parallel packages, where 30 s ran out once.
+	eventually(t, 90*time.Second, "every event on the topic", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return int64(len(keys)) == total
