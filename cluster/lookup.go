@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/cluster/kind"
 	"github.com/hyapp/roomcell/ownership"
 )
 
@@ -33,7 +34,7 @@ type lookup struct {
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.c = c
 	l.placement, l.startErr = c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, props: map[string]*actor.Props{}}
+		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, kinds: map[string]bool{}, props: map[string]kindProps{}}
 	}), placementName)
 	if l.startErr != nil {
 		return
@@ -76,10 +77,19 @@ type shardsLost struct{ shards []int }
 // stopGrains: stop every grain here (a rejoin or a drain).
 type stopGrains struct{}
 
+// grainMeta is one grain here; its map key is its ClusterIdentity.AsKey
+// ("<kind>/<identity>"), from which stopped rebuilds the identity: the
+// request's ClusterIdentity was ~80 bytes an active grain.
 type grainMeta struct {
-	id    *pcluster.ClusterIdentity
 	pid   *actor.PID
 	shard int
+}
+
+// identityOf reads a grain's key back into its kind and identity (a kind
+// name has no '/'; an identity may).
+func identityOf(key string) *pcluster.ClusterIdentity {
+	kind, identity, _ := strings.Cut(key, "/")
+	return pcluster.NewClusterIdentity(identity, kind)
 }
 
 // placement activates and tracks this node's grains.
@@ -87,26 +97,41 @@ type placement struct {
 	c      *pcluster.Cluster
 	table  ownership.Table
 	actors map[string]grainMeta
-	// props holds one Props per kind, cloned once, whose OnInit gives the
-	// grain being spawned the identity in spawning. The library's
-	// WithClusterIdentity clones the kind's Props for every activation
-	// (~450 bytes an active grain, kept for its life: issue 13). A spawn
-	// runs its OnInit before it returns, on this actor's goroutine, so
-	// spawning is always the grain's own.
-	props    map[string]*actor.Props
+	// kinds are the kind names seen, for grainOf.
+	kinds map[string]bool
+	// props holds, per kind, what the placement spawns: the kind's Props
+	// without the library's middleware when package kind made it (the
+	// placement then sends the ClusterInit and clears the pid cache:
+	// bare), else the kind's Props with an OnInit giving the grain the
+	// identity in spawning, which the middleware reads. The library's
+	// WithClusterIdentity clones the Props for every activation (~450
+	// bytes an active grain, kept for its life: issue 13). A spawn runs
+	// its OnInit before it returns, on this actor's goroutine, so spawning
+	// is always the grain's own.
+	props    map[string]kindProps
 	spawning *pcluster.ClusterIdentity
 }
 
-// propsOf returns kind's shared Props.
-func (p *placement) propsOf(kind *pcluster.ActivatedKind) *actor.Props {
-	props, ok := p.props[kind.Kind]
+type kindProps struct {
+	props *actor.Props
+	bare  bool
+}
+
+// propsOf returns what to spawn for kind.
+func (p *placement) propsOf(k *pcluster.ActivatedKind) kindProps {
+	kp, ok := p.props[k.Kind]
 	if !ok {
-		props = kind.Props.Clone(actor.WithOnInit(func(ctx actor.Context) {
-			pcluster.SetClusterIdentity(ctx, p.spawning)
-		}))
-		p.props[kind.Kind] = props
+		if b, ok := kind.Bare(k.Props); ok {
+			kp = kindProps{props: b, bare: true}
+		} else {
+			kp = kindProps{props: k.Props.Clone(actor.WithOnInit(func(ctx actor.Context) {
+				pcluster.SetClusterIdentity(ctx, p.spawning)
+			}))}
+		}
+		p.props[k.Kind] = kp
+		p.kinds[k.Kind] = true
 	}
-	return props
+	return kp
 }
 
 // grainOf returns the key of the grain pid, which this actor spawned with
@@ -119,7 +144,7 @@ func (p *placement) grainOf(self, pid *actor.PID) (string, bool) {
 		return "", false
 	}
 	identity := name[:i]
-	for kind := range p.props {
+	for kind := range p.kinds {
 		key := kind + "/" + identity // ClusterIdentity.AsKey
 		if meta, ok := p.actors[key]; ok && meta.pid.Equal(pid) {
 			return key, true
@@ -143,12 +168,17 @@ func (p *placement) stopped(self, pid *actor.PID) {
 	if !ok {
 		return
 	}
-	meta := p.actors[key]
 	delete(p.actors, key)
-	if k := p.c.GetClusterKind(meta.id.Kind); k != nil {
+	ci := identityOf(key)
+	if k := p.c.GetClusterKind(ci.Kind); k != nil {
 		k.Dec()
 	}
-	p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: pid, ClusterIdentity: meta.id}, true)
+	if p.props[ci.Kind].bare {
+		// What the library's middleware does in the grain's Stopped.
+		p.c.PidCache.RemoveByValue(ci.Identity, ci.Kind, pid)
+		p.c.ActorSystem.EventStream.Publish(&pcluster.ActivationTerminating{Pid: pid, ClusterIdentity: ci})
+	}
+	p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: pid, ClusterIdentity: ci}, true)
 }
 
 func (p *placement) Receive(ctx actor.Context) {
@@ -195,14 +225,19 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) *p
 	if _, ok := p.table.Hold(ci.Identity); !ok {
 		return &pcluster.ActivationResponse{Failed: true}
 	}
-	kind := p.c.GetClusterKind(ci.Kind)
-	if kind == nil {
+	k := p.c.GetClusterKind(ci.Kind)
+	if k == nil {
 		return &pcluster.ActivationResponse{Failed: true}
 	}
+	kp := p.propsOf(k)
 	p.spawning = ci
-	pid := ctx.SpawnPrefix(p.propsOf(kind), ci.Identity)
+	pid := ctx.SpawnPrefix(kp.props, ci.Identity)
 	p.spawning = nil
-	kind.Inc()
-	p.actors[key] = grainMeta{id: ci, pid: pid, shard: ownership.ShardOf(ci.Identity, p.table.Shards())}
+	if kp.bare {
+		// The grain's first message: nobody else has its pid yet.
+		ctx.Send(pid, &pcluster.ClusterInit{Identity: ci, Cluster: p.c})
+	}
+	k.Inc()
+	p.actors[key] = grainMeta{pid: pid, shard: ownership.ShardOf(ci.Identity, p.table.Shards())}
 	return &pcluster.ActivationResponse{Pid: pid}
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 )
 
 // A stopped grain is found by the name the placement gave it
@@ -13,10 +12,10 @@ import (
 // an older activation or of a grain never recorded finds nothing.
 func TestPlacementFindsGrainByName(t *testing.T) {
 	self := actor.NewPID("node-1:7000", placementName)
-	p := &placement{actors: map[string]grainMeta{}, props: map[string]*actor.Props{"room": nil, "other": nil}}
+	p := &placement{actors: map[string]grainMeta{}, kinds: map[string]bool{"room": true, "other": true}}
 	record := func(kind, identity, n string) *actor.PID {
 		pid := actor.NewPID(self.Address, self.Id+"/"+identity+n)
-		p.actors[kind+"/"+identity] = grainMeta{id: &pcluster.ClusterIdentity{Kind: kind, Identity: identity}, pid: pid}
+		p.actors[kind+"/"+identity] = grainMeta{pid: pid}
 		return pid
 	}
 	cases := map[string]*actor.PID{
@@ -39,6 +38,13 @@ func TestPlacementFindsGrainByName(t *testing.T) {
 	} {
 		if got, ok := p.grainOf(self, pid); ok {
 			t.Errorf("grainOf(%s@%s) = %q, want nothing", pid.Id, pid.Address, got)
+		}
+	}
+	// The key gives the identity back, '/' in the identity and all.
+	for key := range cases {
+		ci := identityOf(key)
+		if ci.Kind+"/"+ci.Identity != key || ci.AsKey() != key {
+			t.Errorf("identityOf(%q) = %s / %s", key, ci.Kind, ci.Identity)
 		}
 	}
 }

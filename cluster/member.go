@@ -35,6 +35,8 @@ type Options struct {
 	Config configs.ClusterConfig
 	// NodeID names this process in reports and logs (configs.Config.NodeID).
 	NodeID string
+	// Kinds made with package kind cost less an active grain than those
+	// of pcluster.NewKind (kind.New says why); both work.
 	Kinds  []*pcluster.Kind
 	Logger *slog.Logger
 	// LibraryLogLevel is the level Proto.Actor's own logs pass at

@@ -106,6 +106,13 @@ func TestSingleMemberForgetsPassivatedGrainsByName(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		// The placement clears a stopped grain from the pid cache (the
+		// library's kind middleware is not there to do it).
+		for _, id := range ids {
+			if pid, ok := n.m.Cluster.PidCache.Get(id, room.Kind); ok {
+				t.Fatalf("round %d: %s passivated but the pid cache still names %s", round, id, pid)
+			}
+		}
 	}
 	for _, id := range ids {
 		r := exec(t, n, get(id))

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
 	"github.com/hyapp/roomcell/configs"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
@@ -87,9 +88,10 @@ func (d *Deps) setDefaults() {
 	}
 }
 
-// NewKind returns the cluster kind for room grains.
+// NewKind returns the cluster kind for room grains (package kind: lighter
+// grains under roomcell's placement).
 func NewKind(d Deps) *cluster.Kind {
-	return cluster.NewKind(Kind, GrainProps(d))
+	return grainkind.New(Kind, GrainProps(d))
 }
 
 // GrainProps is a room grain without the cluster's middleware: a test
