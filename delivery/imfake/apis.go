@@ -251,10 +251,7 @@ func (s *Server) createGroup(body []byte) (map[string]any, *apiError) {
 		}
 		return nil, fail(10021, "group id already used")
 	}
-	s.groups[id] = &group{ID: id, Type: typ, Name: req.Name, Owner: req.OwnerAccount, Members: map[string]bool{}}
-	if req.OwnerAccount != "" {
-		s.groups[id].Members[req.OwnerAccount] = true
-	}
+	s.groups[id] = &group{ID: id, Type: typ, Name: req.Name, Owner: req.OwnerAccount, ownerIn: req.OwnerAccount != ""}
 	return map[string]any{"GroupId": id}, nil
 }
 
@@ -283,10 +280,10 @@ func (s *Server) addGroupMember(body []byte) (map[string]any, *apiError) {
 		switch {
 		case !s.exists(m.MemberAccount):
 			r = 0
-		case g.Members[m.MemberAccount]:
+		case g.isMember(m.MemberAccount):
 			r = 2
 		default:
-			g.Members[m.MemberAccount] = true
+			g.addMember(m.MemberAccount)
 		}
 		results = append(results, map[string]any{"Member_Account": m.MemberAccount, "Result": r})
 	}
@@ -311,7 +308,7 @@ func (s *Server) deleteGroupMember(body []byte) (map[string]any, *apiError) {
 		return nil, fail(10004, "AVChatRoom does not support deleting members")
 	}
 	for _, m := range req.Members {
-		delete(g.Members, m) // a non-member is success, as on Tencent
+		g.removeMember(m) // a non-member is success, as on Tencent
 	}
 	return map[string]any{}, nil
 }

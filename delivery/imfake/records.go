@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
-	"sort"
 )
 
 // maxRecorded and maxRecordedBytes bound the message and call logs of a
@@ -195,12 +194,7 @@ func (s *Server) Group(groupID string) (GroupInfo, bool) {
 	if !ok {
 		return GroupInfo{}, false
 	}
-	members := make([]string, 0, len(g.Members))
-	for m := range g.Members {
-		members = append(members, m)
-	}
-	sort.Strings(members)
-	return GroupInfo{ID: g.ID, Type: g.Type, Name: g.Name, Owner: g.Owner, Members: members, LastSeq: g.Seq}, true
+	return GroupInfo{ID: g.ID, Type: g.Type, Name: g.Name, Owner: g.Owner, Members: g.memberList(), LastSeq: g.Seq}, true
 }
 
 // ClearRecords forgets recorded messages, calls and the duplicate count;
@@ -264,6 +258,6 @@ func (s *Server) AddGroupMember(groupID, userID string) error {
 	if g.Type == "AVChatRoom" {
 		return fmt.Errorf("imfake: %q is an AVChatRoom; it has no member list", groupID)
 	}
-	g.Members[userID] = true
+	g.addMember(userID)
 	return nil
 }

@@ -57,12 +57,52 @@ type Server struct {
 }
 
 type group struct {
-	ID      string
-	Type    string
-	Name    string
-	Owner   string
-	Members map[string]bool
+	ID    string
+	Type  string
+	Name  string
+	Owner string
+	// ownerIn is the owner's membership and members everyone else's,
+	// made on the first: most groups (every AVChatRoom) only ever hold
+	// their owner, and a map per group was ~250 bytes of each room on a
+	// dev node (issue 13).
+	ownerIn bool
+	members map[string]bool
 	Seq     uint64
+}
+
+func (g *group) isMember(user string) bool {
+	return (user == g.Owner && g.ownerIn) || g.members[user]
+}
+
+func (g *group) addMember(user string) {
+	if user == g.Owner {
+		g.ownerIn = true
+		return
+	}
+	if g.members == nil {
+		g.members = map[string]bool{}
+	}
+	g.members[user] = true
+}
+
+func (g *group) removeMember(user string) {
+	if user == g.Owner {
+		g.ownerIn = false
+	}
+	delete(g.members, user)
+}
+
+// memberList is the members, sorted.
+func (g *group) memberList() []string {
+	out := make([]string, 0, len(g.members)+1)
+	if g.ownerIn {
+		out = append(out, g.Owner)
+	}
+	for m := range g.members {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // GroupInfo is a group as the fake holds it.
