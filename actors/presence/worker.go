@@ -111,7 +111,10 @@ func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
 	}
 	start %= len(rooms)
 	n := len(rooms)
-	rooms = slices.Concat(rooms[start:], rooms[:start]) // in scan order
+	// In scan order, rotated in place (rooms is this scan's own copy).
+	slices.Reverse(rooms[:start])
+	slices.Reverse(rooms[start:])
+	slices.Reverse(rooms)
 	cutoff := d.Clock().Add(-d.Config.StaleAfter).UnixMilli()
 	budget := d.Config.BatchSize
 	done := 0 // rooms of the scan order visited

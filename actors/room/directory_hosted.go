@@ -107,7 +107,9 @@ func (h *Hosted) remove(k persistence.RoomKey, pid *actor.PID) {
 
 // Rooms returns the rooms active on this node, sorted.
 func (h *Hosted) Rooms() []persistence.RoomKey {
-	var out []persistence.RoomKey
+	// Sized once: grown by appends, a scan of 100k rooms left ~4 MB of
+	// dropped arrays behind each time.
+	out := make([]persistence.RoomKey, 0, max(h.n.Load(), 0))
 	for i := range h.shards {
 		s := &h.shards[i]
 		s.mu.Lock()
