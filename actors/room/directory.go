@@ -176,7 +176,7 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	l.joins.members = g.state.Members
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	w := &l.worker
-	*w = dirWorker{key: g.key, deps: l.deps, backlog: &l.backlog, log: g.log, joins: &l.joins, entry: &l.entry, syncQueued: &l.syncQueued,
+	*w = dirWorker{key: g.key(), deps: l.deps, backlog: &l.backlog, log: g.log, joins: &l.joins, entry: &l.entry, syncQueued: &l.syncQueued,
 		tell: func(m any) { root.Send(self, m) }}
 	log := g.log
 	w.run.panicked = func(p any, stack []byte) {
@@ -186,7 +186,7 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	g.dir = l
 	if d := l.deps; d.Hosted != nil {
 		l.self = self
-		d.Hosted.add(g.key, self, func(pid *actor.PID) { root.Send(pid, refreshTick) }, d.RefreshInterval)
+		d.Hosted.add(g.key(), self, func(pid *actor.PID) { root.Send(pid, refreshTick) }, d.RefreshInterval)
 	} else {
 		l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, refreshTick)
 	}
@@ -231,7 +231,7 @@ func (g *grain) dirStop() {
 	}
 	g.dir.worker.run.stop() // queued work and a held-back listing write go
 	if g.dir.deps.Hosted != nil {
-		g.dir.deps.Hosted.remove(g.key, g.dir.self)
+		g.dir.deps.Hosted.remove(g.key(), g.dir.self)
 	}
 	g.dir = nil
 }
@@ -246,7 +246,7 @@ func (g *grain) dirUnlist() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.dir.deps.Timeout)
 	defer cancel()
-	if err := g.dir.deps.Directory.RemoveRoom(ctx, g.key); err != nil {
+	if err := g.dir.deps.Directory.RemoveRoom(ctx, g.key()); err != nil {
 		g.dir.deps.Metrics.failed("remove_room")
 		g.log.Warn("directory: unlisting passivated room failed; its entry expires", "error", err)
 	}
@@ -339,7 +339,7 @@ func (g *grain) dirCheck(cmd Command) error {
 		}
 		return nil
 	}
-	if ur.RoomID == g.key.RoomID {
+	if ur.RoomID == g.key().RoomID {
 		return fmt.Errorf("%w: user %s is back in this room", ErrPrecondition, cmd.UserID)
 	}
 	return nil
@@ -462,7 +462,7 @@ func (g *grain) commitRank(ctx actor.Context, m *rankChanged) {
 	if g.recent.has(id) {
 		return
 	}
-	cmd := Command{Type: cmdRankChanged, CommandID: id, AppCode: g.key.AppCode, RoomID: g.key.RoomID, NowMs: g.deps.Clock().UnixMilli()}
+	cmd := Command{Type: cmdRankChanged, CommandID: id, AppCode: g.key().AppCode, RoomID: g.key().RoomID, NowMs: g.deps.Clock().UnixMilli()}
 	ev := RoomRankChanged{Rank: m.rank.Rank, PrevRank: m.rank.Prev, Heat: m.heat}
 	if _, err := g.commit(ctx, cmd, []Event{ev}); err != nil {
 		g.log.Warn("directory: RoomRankChanged not committed", "command_id", id, "error", err)

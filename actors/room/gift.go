@@ -90,7 +90,7 @@ func (g *grain) sendGift(ctx actor.Context, cmd Command) (*v1.CommandReply, erro
 // decides it later.
 func (g *grain) giftAppendFailed(cmd Command, seq int64, appendErr error) (*v1.CommandReply, error) {
 	ctx, cancel := g.storeCtx()
-	sent, err := g.deps.Store.VoidGift(ctx, g.key, cmd.CommandID, g.deps.Clock().UnixMilli())
+	sent, err := g.deps.Store.VoidGift(ctx, g.key(), cmd.CommandID, g.deps.Clock().UnixMilli())
 	cancel()
 	if err != nil {
 		g.log.Warn("gift append failed and its outcome is unknown; left to a retry or the reconciler",

@@ -59,7 +59,7 @@ func (g *grain) claim(ctx context.Context) error {
 	if !ok {
 		return errMoved
 	}
-	if err := g.deps.Store.FenceRoom(ctx, g.key, epoch); err != nil {
+	if err := g.deps.Store.FenceRoom(ctx, g.key(), epoch); err != nil {
 		if errors.Is(err, persistence.ErrConflict) {
 			return errMoved
 		}

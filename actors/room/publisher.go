@@ -171,7 +171,7 @@ func (g *grain) startPublisher() {
 	if link.marks == nil {
 		link.marks = newMarkBatcher(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.log, g.deps.NodeID)
 	}
-	link.pub = publisher{deps: g.deps, key: g.key, link: link, log: g.log}
+	link.pub = publisher{deps: g.deps, key: g.key(), link: link, log: g.log}
 	log := g.log
 	link.run.panicked = func(p any, stack []byte) {
 		// What the item was doing is unknown: the next events go through
@@ -239,7 +239,7 @@ func (g *grain) publish(cmd Command, envs []persistence.Envelope, lease *persist
 		// Safe only in order: a new room has nothing pending before it.
 		// A copy: the publisher's own lastSeq must not count this send
 		// (the command's other events share its seq).
-		p := publisher{deps: g.deps, key: g.key, link: g.pub, log: g.log}
+		p := publisher{deps: g.deps, key: g.key(), link: g.pub, log: g.log}
 		if p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second)) {
 			envs = envs[1:]
 		}

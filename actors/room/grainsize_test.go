@@ -1,0 +1,33 @@
+package room
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// A grain is 384 bytes at most: one size class of Go's allocator, every
+// active room pays it (issue 13's heap per room). A new field belongs in
+// a part made on first use, as the publisher and directory links are.
+func TestGrainFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(grain{}); n > 384 {
+		t.Fatalf("grain is %d bytes, over the 384-byte size class", n)
+	}
+}
+
+// key reads the room's key back from its identity, whatever the room id
+// holds after the first '/'.
+func TestGrainKeyIsItsIdentity(t *testing.T) {
+	for identity, want := range map[string]persistence.RoomKey{
+		"app/r1":    {AppCode: "app", RoomID: "r1"},
+		"app/r/1":   {AppCode: "app", RoomID: "r/1"},
+		"a/":        {AppCode: "a"},
+		"lalu/9999": {AppCode: "lalu", RoomID: "9999"},
+	} {
+		g := &grain{identity: identity}
+		if got := g.key(); got != want {
+			t.Errorf("key of %q = %+v, want %+v", identity, got, want)
+		}
+	}
+}
