@@ -5,36 +5,48 @@ import "time"
 // dedupe is one of Tencent's dedupe windows: a key seen less than span
 // ago is a duplicate. Keys are forgotten in the order they were recorded,
 // a few per call, so a long run costs O(1) per message instead of a sweep
-// of the whole map.
+// of the whole map. Times are kept as Unix nanoseconds: a time.Time is
+// 24 bytes, and the window holds every message of its span (~50 bytes a
+// room of a dev node less, issue 13).
 type dedupe[K comparable] struct {
 	span  time.Duration
-	hits  map[K]dedupeHit
+	hits  map[K]keptHit
 	order []recorded[K] // oldest first
 }
 
+type keptHit struct {
+	atNs   int64
+	seq    uint64
+	msgKey string
+}
+
 type recorded[K comparable] struct {
-	key K
-	at  time.Time
+	key  K
+	atNs int64
 }
 
 func newDedupe[K comparable](span time.Duration) *dedupe[K] {
-	return &dedupe[K]{span: span, hits: map[K]dedupeHit{}}
+	return &dedupe[K]{span: span, hits: map[K]keptHit{}}
 }
 
 // seen returns the hit for key if it is inside the window at now.
 func (d *dedupe[K]) seen(key K, now time.Time) (dedupeHit, bool) {
-	hit, ok := d.hits[key]
-	return hit, ok && now.Sub(hit.at) < d.span
+	k, ok := d.hits[key]
+	if !ok || now.UnixNano()-k.atNs >= int64(d.span) {
+		return dedupeHit{}, false
+	}
+	return dedupeHit{at: time.Unix(0, k.atNs), seq: k.seq, msgKey: k.msgKey}, true
 }
 
 // record stores a hit at hit.at and forgets what passed the window.
 func (d *dedupe[K]) record(key K, hit dedupeHit) {
-	d.hits[key] = hit
-	d.order = append(d.order, recorded[K]{key: key, at: hit.at})
+	at := hit.at.UnixNano()
+	d.hits[key] = keptHit{atNs: at, seq: hit.seq, msgKey: hit.msgKey}
+	d.order = append(d.order, recorded[K]{key: key, atNs: at})
 	i := 0
-	for ; i < len(d.order) && hit.at.Sub(d.order[i].at) >= d.span; i++ {
+	for ; i < len(d.order) && at-d.order[i].atNs >= int64(d.span); i++ {
 		// A key recorded again later has a newer hit: keep that one.
-		if h, ok := d.hits[d.order[i].key]; ok && h.at.Equal(d.order[i].at) {
+		if h, ok := d.hits[d.order[i].key]; ok && h.atNs == d.order[i].atNs {
 			delete(d.hits, d.order[i].key)
 		}
 	}
