@@ -130,7 +130,8 @@ type dirLink struct {
 	deps    *DirectoryDeps // the node's (Deps.dirDeps)
 	worker  dirWorker
 	backlog atomic.Int64
-	self    *actor.PID           // registered in deps.Hosted, which refreshes it
+	root    *actor.RootContext
+	self    *actor.PID           // the grain; registered in deps.Hosted, which refreshes it
 	stop    scheduler.CancelFunc // the room's own refresh timer, without Hosted
 	joins   joinTimes            // shared with the worker
 	// The listing entry and the refresh are state, not history: only the
@@ -140,6 +141,9 @@ type dirLink struct {
 	entry      atomic.Pointer[entryUpdate] // newest entry not yet written
 	syncQueued atomic.Bool
 }
+
+// tell sends the grain a message (a rank change to commit).
+func (l *dirLink) tell(m any) { l.root.Send(l.self, m) }
 
 // entryUpdate is a listing entry and the room seq it was taken at.
 type entryUpdate struct {
@@ -172,12 +176,11 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	if g.deps.Dir.Directory == nil {
 		return
 	}
-	l := &dirLink{deps: g.deps.dirDeps(c)}
-	l.joins.members = g.state.Members
 	root, self := ctx.ActorSystem().Root, ctx.Self()
+	l := &dirLink{deps: g.deps.dirDeps(c), root: root, self: self}
+	l.joins.members = g.state.Members
 	w := &l.worker
-	*w = dirWorker{key: g.key(), deps: l.deps, backlog: &l.backlog, log: g.log, joins: &l.joins, entry: &l.entry, syncQueued: &l.syncQueued,
-		tell: func(m any) { root.Send(self, m) }}
+	*w = dirWorker{key: g.key(), link: l, log: g.log}
 	log := g.log
 	w.run.panicked = func(p any, stack []byte) {
 		// The room's next refresh rebuilds whatever the step left undone.
@@ -185,7 +188,6 @@ func (g *grain) dirStart(ctx actor.Context, c *cluster.Cluster) {
 	}
 	g.dir = l
 	if d := l.deps; d.Hosted != nil {
-		l.self = self
 		d.Hosted.add(g.key(), self, func(pid *actor.PID) { root.Send(pid, refreshTick) }, d.RefreshInterval)
 	} else {
 		l.stop = scheduler.NewTimerScheduler(root).SendRepeatedly(d.RefreshInterval, d.RefreshInterval, self, refreshTick)

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
@@ -71,24 +70,22 @@ func (j *joinTimes) setRejoined(rejoined map[string]int64) {
 // dirWorker runs a room grain's directory work in order, off the command
 // path. Its fields are its queue's (run): only work on it touches them.
 type dirWorker struct {
-	run     serial
-	key     persistence.RoomKey
-	deps    *DirectoryDeps // its link's
-	backlog *atomic.Int64
-	log     *slog.Logger
-	// tell sends a message to the grain (a rank change to commit).
-	tell func(m any)
-	// joins is the grain's newest committed membership, published with
-	// every commit (read it through its methods: the grain changes it).
-	joins      *joinTimes
-	entry      *atomic.Pointer[entryUpdate]
-	syncQueued *atomic.Bool
-	// Listing writes are paced (DirectoryDeps.ListingGap): lastListed is
-	// when the last one was made, due is set while a write is scheduled
-	// for the end of the gap (the entry stays in w.entry meanwhile, so the
-	// grain queues no more update steps and newer entries merge into it).
-	lastListed time.Time
-	due        *time.Timer
+	run serial
+	key persistence.RoomKey
+	// link is the worker's dirLink: the node's settings, the backlog
+	// count, the grain's newest committed membership (joins: read it
+	// through its methods, the grain changes it) and the merged entry and
+	// refresh. Pointers of the worker's own to each were 40 bytes of every
+	// active room (issue 13).
+	link *dirLink
+	log  *slog.Logger
+	// Listing writes are paced (DirectoryDeps.ListingGap): lastListedNs is
+	// when the last one was made (Unix ns), due is set while a write is
+	// scheduled for the end of the gap (the entry stays in link.entry
+	// meanwhile, so the grain queues no more update steps and newer
+	// entries merge into it).
+	lastListedNs int64
+	due          *time.Timer
 }
 
 // current reports whether the join of user at joinedAtMs is still the
@@ -98,13 +95,13 @@ type dirWorker struct {
 // directory entry of the room they are in now and evict them from it.
 // join looks again after its write, which closes the gap between the two.
 func (w *dirWorker) current(user string, joinedAtMs int64) bool {
-	at, ok := w.joins.at(user)
+	at, ok := w.link.joins.at(user)
 	return ok && at == joinedAtMs
 }
 
 // work runs a batch of the grain's steps, in order.
 func (w *dirWorker) work(steps []func(w *dirWorker)) {
-	defer w.backlog.Add(-1)
+	defer w.link.backlog.Add(-1)
 	for _, step := range steps {
 		step(w)
 	}
@@ -118,18 +115,18 @@ func (w *dirWorker) listingDue() {
 }
 
 func (w *dirWorker) call() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), w.deps.Timeout)
+	return context.WithTimeout(context.Background(), w.link.deps.Timeout)
 }
 
 func (w *dirWorker) failed(op string, err error, attrs ...any) {
-	w.deps.Metrics.failed(op)
+	w.link.deps.Metrics.failed(op)
 	w.log.Warn("directory: "+op+" failed; the room's next refresh repairs it", append(attrs, "error", err)...)
 }
 
 func (w *dirWorker) heartbeat(user string, nowMs int64) {
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.deps.Directory.Heartbeat(ctx, w.key, user, nowMs); err != nil {
+	if err := w.link.deps.Directory.Heartbeat(ctx, w.key, user, nowMs); err != nil {
 		w.failed("heartbeat", err, "user_id", user)
 	}
 }
@@ -140,7 +137,7 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 	}
 	ctx, cancel := w.call()
 	defer cancel()
-	prev, err := w.deps.Directory.SetUserRoom(ctx, w.key, user, joinedAtMs)
+	prev, err := w.link.deps.Directory.SetUserRoom(ctx, w.key, user, joinedAtMs)
 	if err != nil {
 		w.failed("set_user_room", err, "user_id", user)
 		return
@@ -163,13 +160,13 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 	// ended before its write did: prev gets its entry back. A stale entry
 	// of this room goes first, so the claim sees no entry or a newer one.
 	if !held {
-		if err := w.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
+		if err := w.link.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
 			w.failed("clear_user_room", err, "user_id", user)
 			return
 		}
 	}
 	prevKey := persistence.RoomKey{AppCode: w.key.AppCode, RoomID: prev.RoomID}
-	c, err := w.deps.Directory.ClaimUserRoom(ctx, prevKey, user, prev.JoinedAtMs)
+	c, err := w.link.deps.Directory.ClaimUserRoom(ctx, prevKey, user, prev.JoinedAtMs)
 	if err != nil {
 		w.failed("claim_user_room", err, "user_id", user)
 		return
@@ -193,16 +190,16 @@ func (w *dirWorker) settle(roomID string, joinedAtMs int64, c persistence.Claim)
 func (w *dirWorker) clear(user string) {
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
+	if err := w.link.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
 		w.failed("clear_user_room", err, "user_id", user)
 	}
 }
 
 func (w *dirWorker) removeRoom() {
-	w.entry.Store(nil) // a held-back entry must not list the room again
+	w.link.entry.Store(nil) // a held-back entry must not list the room again
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.deps.Directory.RemoveRoom(ctx, w.key); err != nil {
+	if err := w.link.deps.Directory.RemoveRoom(ctx, w.key); err != nil {
 		w.failed("remove_room", err)
 	}
 }
@@ -215,7 +212,7 @@ func (w *dirWorker) update() {
 	if w.due != nil {
 		return // the scheduled write takes the newest entry
 	}
-	if wait := w.deps.ListingGap - time.Since(w.lastListed); wait > 0 {
+	if wait := w.link.deps.ListingGap - time.Duration(time.Now().UnixNano()-w.lastListedNs); wait > 0 {
 		w.due = time.AfterFunc(wait, func() { w.run.post(w.listingDue) })
 		return
 	}
@@ -223,14 +220,14 @@ func (w *dirWorker) update() {
 }
 
 func (w *dirWorker) writeEntry() {
-	u := w.entry.Swap(nil)
+	u := w.link.entry.Swap(nil)
 	if u == nil {
 		return
 	}
-	w.lastListed = time.Now()
+	w.lastListedNs = time.Now().UnixNano()
 	ctx, cancel := w.call()
 	defer cancel()
-	rc, err := w.deps.Directory.UpdateRoom(ctx, u.e)
+	rc, err := w.link.deps.Directory.UpdateRoom(ctx, u.e)
 	if err != nil {
 		w.failed("update_room", err)
 		return
@@ -240,20 +237,20 @@ func (w *dirWorker) writeEntry() {
 
 func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
 	if rc.Prev > 0 && rc.Prev != rc.Rank {
-		w.tell(&rankChanged{seq: seq, rank: rc, heat: heat})
+		w.link.tell(&rankChanged{seq: seq, rank: rc, heat: heat})
 	}
 }
 
 func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
-	w.syncQueued.Store(false)
+	w.link.syncQueued.Store(false)
 	// A held-back entry no newer than the one synced must not overwrite
 	// it at the end of the gap.
-	if u := w.entry.Load(); u != nil && u.seq <= seq {
-		w.entry.CompareAndSwap(u, nil)
+	if u := w.link.entry.Load(); u != nil && u.seq <= seq {
+		w.link.entry.CompareAndSwap(u, nil)
 	}
 	ctx, cancel := w.call()
 	defer cancel()
-	rc, claims, err := w.deps.Directory.SyncRoom(ctx, s)
+	rc, claims, err := w.link.deps.Directory.SyncRoom(ctx, s)
 	if err != nil {
 		w.failed("sync_room", err)
 		return
@@ -273,7 +270,7 @@ func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
 // (or a leave refused as stale) ends it. Retries are bounded: a leave that
 // never lands is redone by the next refresh of either room.
 func (w *dirWorker) leave(roomID, user, commandID string) {
-	rooms, m, log := w.deps.Rooms, w.deps.Metrics, w.log
+	rooms, m, log := w.link.deps.Rooms, w.link.deps.Metrics, w.log
 	if rooms == nil {
 		m.leave("failed")
 		log.Warn("directory: no cluster to send a switched_room leave through", "to_room_id", roomID, "user_id", user)
