@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/storetest"
@@ -261,5 +262,20 @@ func TestDirectoryOrdersAreLexicographic(t *testing.T) {
 		if got := expiryLess(x, y); got != wantE {
 			t.Fatalf("expiryLess(%+v, %+v) = %v, want %v", x, y, got, wantE)
 		}
+	}
+}
+
+// A listed room's row is its entry and expiry: 112 bytes, a size class
+// of Go's allocator that every listed room pays (issue 13).
+func TestDirectoryRoomRowFitsItsSizeClass(t *testing.T) {
+	if n := unsafe.Sizeof(roomRow{}); n > 112 {
+		t.Fatalf("roomRow is %d bytes, over the 112-byte size class", n)
+	}
+	row := &roomRow{Entry: persistence.RoomEntry{AppCode: "a", RoomID: "r", Heat: 7}, ExpiresAtMs: 9}
+	if it := itemOf(row); it.negHeat != -7 || it.roomID != "r" {
+		t.Fatalf("rank item %+v, want heat -7 of r", it)
+	}
+	if it := expiryOf(row); it.atMs != 9 || it.appCode != "a" || it.room != "r" {
+		t.Fatalf("expiry item %+v, want a/r at 9", it)
 	}
 }
