@@ -50,9 +50,10 @@ func (s *Store) checkAppend(b *groupTxn, a persistence.Append) error {
 		return fmt.Errorf("memdb: append %s seq %d: %w", key, cmd.Seq, err)
 	}
 	s.log.mu.RLock()
-	seqTaken := s.log.find(key, cmd.Seq) != nil || b.seqs[logKey{cmd.AppCode, cmd.RoomID, cmd.Seq}]
-	_, idTaken := s.log.ids[keyOf(&cmd)]
-	idTaken = idTaken || b.ids[keyOf(&cmd)]
+	seqTaken, idTaken := b.logStaged(logKey{cmd.AppCode, cmd.RoomID, cmd.Seq}, keyOf(&cmd))
+	seqTaken = seqTaken || s.log.find(key, cmd.Seq) != nil
+	_, stored := s.log.ids[keyOf(&cmd)]
+	idTaken = idTaken || stored
 	s.log.mu.RUnlock()
 	if seqTaken {
 		return fmt.Errorf("memdb: append %s: seq %d already written: %w", key, cmd.Seq, persistence.ErrConflict)
@@ -72,7 +73,7 @@ func (s *Store) checkAppend(b *groupTxn, a persistence.Append) error {
 	s.outbox.mu.RLock()
 	defer s.outbox.mu.RUnlock()
 	for i, e := range cmd.Events {
-		taken := s.outbox.get(e.EventID) != nil || b.eventIDs[e.EventID]
+		taken := s.outbox.get(e.EventID) != nil || b.eventStaged(e.EventID)
 		dup := slices.ContainsFunc(cmd.Events[:i], func(o persistence.Envelope) bool { return o.EventID == e.EventID })
 		if taken || dup {
 			return fmt.Errorf("memdb: append %s: event_id %q already written: %w", key, e.EventID, persistence.ErrConflict)

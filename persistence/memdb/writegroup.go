@@ -44,8 +44,11 @@ type groupTxn struct {
 	// op per transaction. An op that fails without writing leaves it.
 	dirty bool
 	// logs and outbox hold the room store's appends' log and outbox rows
-	// (neither is a go-memdb table), stored just before the commit; the
-	// maps hold their keys, for the checks of the group's later appends.
+	// (neither is a go-memdb table), stored just before the commit. The
+	// checks of the group's later appends scan them (staged*); past
+	// stagedScan rows the maps hold their keys instead. Three maps made
+	// for every group were ~1 KB of each dev-mode join's garbage, and most
+	// groups hold a few appends.
 	logs     []*persistence.CommandRecord
 	outbox   []*outboxEntry
 	seqs     map[logKey]bool
@@ -58,23 +61,66 @@ type logKey struct {
 	seq             int64
 }
 
+// stagedScan is how many staged rows the checks scan before they use
+// maps.
+const stagedScan = 16
+
 // stageLog adds a log row to be stored with the commit.
 func (b *groupTxn) stageLog(c *persistence.CommandRecord) {
-	if b.seqs == nil {
-		b.seqs, b.ids = map[logKey]bool{}, map[commandKey]bool{}
-	}
 	b.logs = append(b.logs, c)
-	b.seqs[logKey{c.AppCode, c.RoomID, c.Seq}] = true
-	b.ids[keyOf(c)] = true
+	switch {
+	case b.seqs != nil:
+		b.seqs[logKey{c.AppCode, c.RoomID, c.Seq}] = true
+		b.ids[keyOf(c)] = true
+	case len(b.logs) > stagedScan:
+		b.seqs, b.ids = make(map[logKey]bool, 4*stagedScan), make(map[commandKey]bool, 4*stagedScan)
+		for _, l := range b.logs {
+			b.seqs[logKey{l.AppCode, l.RoomID, l.Seq}] = true
+			b.ids[keyOf(l)] = true
+		}
+	}
 }
 
 // stageOutbox adds an outbox row to be stored with the commit.
 func (b *groupTxn) stageOutbox(e *outboxEntry) {
-	if b.eventIDs == nil {
-		b.eventIDs = map[string]bool{}
-	}
 	b.outbox = append(b.outbox, e)
-	b.eventIDs[e.EventID] = true
+	switch {
+	case b.eventIDs != nil:
+		b.eventIDs[e.EventID] = true
+	case len(b.outbox) > stagedScan:
+		b.eventIDs = make(map[string]bool, 4*stagedScan)
+		for _, o := range b.outbox {
+			b.eventIDs[o.EventID] = true
+		}
+	}
+}
+
+// logStaged reports whether the group staged a log row at seq k and one
+// for command id: one scan for both, or the maps.
+func (b *groupTxn) logStaged(k logKey, id commandKey) (seqTaken, idTaken bool) {
+	if b.seqs != nil {
+		return b.seqs[k], b.ids[id]
+	}
+	for _, c := range b.logs {
+		if c.RoomID == k.roomID && c.AppCode == k.appCode {
+			seqTaken = seqTaken || c.Seq == k.seq
+			idTaken = idTaken || c.CommandID == id.commandID
+		}
+	}
+	return seqTaken, idTaken
+}
+
+// eventStaged reports whether the group staged an outbox row for id.
+func (b *groupTxn) eventStaged(id string) bool {
+	if b.eventIDs != nil {
+		return b.eventIDs[id]
+	}
+	for _, o := range b.outbox {
+		if o.EventID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // writeOp writes in b. An op that returns an error must have written

@@ -148,3 +148,44 @@ func TestWriteGroupSurvivesPanicsAndDirtyOps(t *testing.T) {
 		}
 	}
 }
+
+// A group's staged rows are found the same whether the checks scan them
+// (up to stagedScan) or read the maps made past it: every staged seq,
+// command_id and event_id is taken, and a neighbour of each (another
+// room, seq, id or event) is not.
+func TestGroupStagedRowsFoundByScanAndByMap(t *testing.T) {
+	for _, n := range []int{0, 1, stagedScan - 1, stagedScan, stagedScan + 1, 3 * stagedScan} {
+		b := &groupTxn{}
+		for i := range n {
+			c := &persistence.CommandRecord{AppCode: "a", RoomID: fmt.Sprintf("r%d", i%3), Seq: int64(i + 1), CommandID: fmt.Sprintf("c%d", i)}
+			b.stageLog(c)
+			b.stageOutbox(&outboxEntry{Envelope: &persistence.Envelope{EventID: fmt.Sprintf("e%d", i)}})
+		}
+		if mapped := b.seqs != nil; mapped != (n > stagedScan) || (b.eventIDs != nil) != mapped {
+			t.Fatalf("%d rows: maps made %v, want %v", n, mapped, n > stagedScan)
+		}
+		for i := range n + 2 {
+			room, staged := fmt.Sprintf("r%d", i%3), i < n
+			id := fmt.Sprintf("c%d", i)
+			// The seq and the id apart: neither answers for the other.
+			if seq, cid := b.logStaged(logKey{"a", room, int64(i + 1)}, commandKey{"a", room, "other"}); seq != staged || cid {
+				t.Fatalf("%d rows: seq %d of %s staged %v (id %v), want %v (false)", n, i+1, room, seq, cid, staged)
+			}
+			if seq, cid := b.logStaged(logKey{"a", room, -1}, commandKey{"a", room, id}); cid != staged || seq {
+				t.Fatalf("%d rows: command %s staged %v (seq %v), want %v (false)", n, id, cid, seq, staged)
+			}
+			for _, other := range []string{room + "x", "b"} {
+				app, rm := "a", other
+				if other == "b" {
+					app, rm = "b", room
+				}
+				if seq, cid := b.logStaged(logKey{app, rm, int64(i + 1)}, commandKey{app, rm, id}); seq || cid {
+					t.Fatalf("%d rows: seq %d or %s found in %s/%s", n, i+1, id, app, rm)
+				}
+			}
+			if got := b.eventStaged(fmt.Sprintf("e%d", i)); got != staged {
+				t.Fatalf("%d rows: event e%d staged %v, want %v", n, i, got, staged)
+			}
+		}
+	}
+}
