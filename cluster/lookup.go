@@ -34,7 +34,7 @@ type lookup struct {
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.c = c
 	l.placement, l.startErr = c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, kinds: map[string]bool{}, props: map[string]kindProps{}}
+		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, props: map[string]kindProps{}}
 	}), placementName)
 	if l.startErr != nil {
 		return
@@ -97,9 +97,7 @@ type placement struct {
 	c      *pcluster.Cluster
 	table  ownership.Table
 	actors map[string]grainMeta
-	// kinds are the kind names seen, for grainOf.
-	kinds map[string]bool
-	// props holds, per kind, what the placement spawns: the kind's Props
+	// props holds, per kind seen (grainOf reads its names), what the placement spawns: the kind's Props
 	// without the library's middleware when package kind made it (the
 	// placement then sends the ClusterInit and clears the pid cache:
 	// bare), else the kind's Props with an OnInit giving the grain the
@@ -129,7 +127,6 @@ func (p *placement) propsOf(k *pcluster.ActivatedKind) kindProps {
 			}))}
 		}
 		p.props[k.Kind] = kp
-		p.kinds[k.Kind] = true
 	}
 	return kp
 }
@@ -144,7 +141,7 @@ func (p *placement) grainOf(self, pid *actor.PID) (string, bool) {
 		return "", false
 	}
 	identity := name[:i]
-	for kind := range p.kinds {
+	for kind := range p.props {
 		key := kind + "/" + identity // ClusterIdentity.AsKey
 		if meta, ok := p.actors[key]; ok && meta.pid.Equal(pid) {
 			return key, true

@@ -12,7 +12,7 @@ import (
 // an older activation or of a grain never recorded finds nothing.
 func TestPlacementFindsGrainByName(t *testing.T) {
 	self := actor.NewPID("node-1:7000", placementName)
-	p := &placement{actors: map[string]grainMeta{}, kinds: map[string]bool{"room": true, "other": true}}
+	p := &placement{actors: map[string]grainMeta{}, props: map[string]kindProps{"room": {}, "other": {}}}
 	record := func(kind, identity, n string) *actor.PID {
 		pid := actor.NewPID(self.Address, self.Id+"/"+identity+n)
 		p.actors[kind+"/"+identity] = grainMeta{pid: pid}

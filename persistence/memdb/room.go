@@ -50,7 +50,7 @@ func (s *Store) checkAppend(b *groupTxn, a persistence.Append) error {
 		return fmt.Errorf("memdb: append %s seq %d: %w", key, cmd.Seq, err)
 	}
 	s.log.mu.RLock()
-	seqTaken, idTaken := b.logStaged(logKey{cmd.AppCode, cmd.RoomID, cmd.Seq}, keyOf(&cmd))
+	seqTaken, idTaken := b.logStaged(&cmd)
 	seqTaken = seqTaken || s.log.find(key, cmd.Seq) != nil
 	_, stored := s.log.ids[keyOf(&cmd)]
 	idTaken = idTaken || stored

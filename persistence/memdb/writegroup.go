@@ -45,10 +45,10 @@ type groupTxn struct {
 	dirty bool
 	// logs and outbox hold the room store's appends' log and outbox rows
 	// (neither is a go-memdb table), stored just before the commit. The
-	// checks of the group's later appends scan them (staged*); past
-	// stagedScan rows the maps hold their keys instead. Three maps made
-	// for every group were ~1 KB of each dev-mode join's garbage, and most
-	// groups hold a few appends.
+	// checks of the group's later appends scan them (logStaged,
+	// eventStaged); past stagedScan rows the maps hold their keys instead.
+	// Three maps made for every group were ~1 KB of each dev-mode join's
+	// garbage, and most groups hold a few appends.
 	logs     []*persistence.CommandRecord
 	outbox   []*outboxEntry
 	seqs     map[logKey]bool
@@ -95,16 +95,16 @@ func (b *groupTxn) stageOutbox(e *outboxEntry) {
 	}
 }
 
-// logStaged reports whether the group staged a log row at seq k and one
-// for command id: one scan for both, or the maps.
-func (b *groupTxn) logStaged(k logKey, id commandKey) (seqTaken, idTaken bool) {
+// logStaged reports whether the group staged a log row at c's seq and
+// one with c's command_id, in c's room: one scan for both, or the maps.
+func (b *groupTxn) logStaged(c *persistence.CommandRecord) (seqTaken, idTaken bool) {
 	if b.seqs != nil {
-		return b.seqs[k], b.ids[id]
+		return b.seqs[logKey{c.AppCode, c.RoomID, c.Seq}], b.ids[keyOf(c)]
 	}
-	for _, c := range b.logs {
-		if c.RoomID == k.roomID && c.AppCode == k.appCode {
-			seqTaken = seqTaken || c.Seq == k.seq
-			idTaken = idTaken || c.CommandID == id.commandID
+	for _, l := range b.logs {
+		if l.RoomID == c.RoomID && l.AppCode == c.AppCode {
+			seqTaken = seqTaken || l.Seq == c.Seq
+			idTaken = idTaken || l.CommandID == c.CommandID
 		}
 	}
 	return seqTaken, idTaken

@@ -168,10 +168,10 @@ func TestGroupStagedRowsFoundByScanAndByMap(t *testing.T) {
 			room, staged := fmt.Sprintf("r%d", i%3), i < n
 			id := fmt.Sprintf("c%d", i)
 			// The seq and the id apart: neither answers for the other.
-			if seq, cid := b.logStaged(logKey{"a", room, int64(i + 1)}, commandKey{"a", room, "other"}); seq != staged || cid {
+			if seq, cid := b.logStaged(&persistence.CommandRecord{AppCode: "a", RoomID: room, Seq: int64(i + 1), CommandID: "other"}); seq != staged || cid {
 				t.Fatalf("%d rows: seq %d of %s staged %v (id %v), want %v (false)", n, i+1, room, seq, cid, staged)
 			}
-			if seq, cid := b.logStaged(logKey{"a", room, -1}, commandKey{"a", room, id}); cid != staged || seq {
+			if seq, cid := b.logStaged(&persistence.CommandRecord{AppCode: "a", RoomID: room, Seq: -1, CommandID: id}); cid != staged || seq {
 				t.Fatalf("%d rows: command %s staged %v (seq %v), want %v (false)", n, id, cid, seq, staged)
 			}
 			for _, other := range []string{room + "x", "b"} {
@@ -179,7 +179,7 @@ func TestGroupStagedRowsFoundByScanAndByMap(t *testing.T) {
 				if other == "b" {
 					app, rm = "b", room
 				}
-				if seq, cid := b.logStaged(logKey{app, rm, int64(i + 1)}, commandKey{app, rm, id}); seq || cid {
+				if seq, cid := b.logStaged(&persistence.CommandRecord{AppCode: app, RoomID: rm, Seq: int64(i + 1), CommandID: id}); seq || cid {
 					t.Fatalf("%d rows: seq %d or %s found in %s/%s", n, i+1, id, app, rm)
 				}
 			}
