@@ -127,6 +127,11 @@ type OutboxStore interface {
 	// ReleaseOutbox clears the lease of a pending row without counting a
 	// failure (operator "retry now", or rows a sender gives back unsent).
 	ReleaseOutbox(ctx context.Context, eventID string) error
+	// ReleaseOutboxBatch is ReleaseOutbox for many rows in one write: a
+	// sender giving back what it could not send (IM down or over quota)
+	// would otherwise cost a commit a row. Rows no longer pending and
+	// unknown ids are skipped, not errors.
+	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 	// GetOutbox returns one row, or ErrNotFound.
 	GetOutbox(ctx context.Context, eventID string) (OutboxRow, error)
 	// ListOutbox returns rows for operators, oldest first.

@@ -449,18 +449,20 @@ func (b *batch) release(rows []persistence.OutboxRow) {
 	b.releaseIDs(ids)
 }
 
-// releaseIDs gives leases back early. Failing here costs only a delay (the
-// lease expires by itself), so errors are logged, not returned.
+// releaseIDs gives leases back early, in one store write. Failing here
+// costs only a delay (the leases expire by themselves), so errors are
+// logged, not returned.
 func (b *batch) releaseIDs(ids []string) {
-	for _, id := range ids {
-		ctx, cancel := b.storeCtx()
-		err := b.Store.ReleaseOutbox(ctx, id)
-		cancel()
-		if err != nil {
-			b.Logger.Warn("outbox release failed: the row waits for its lease to expire",
-				slog.String("worker", WorkerName), slog.String("node_id", b.NodeID),
-				slog.String("event_id", id), slog.String("error", supervise.ErrorText(err)))
-		}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := b.storeCtx()
+	err := b.Store.ReleaseOutboxBatch(ctx, ids)
+	cancel()
+	if err != nil {
+		b.Logger.Warn("outbox release failed: the rows wait for their leases to expire",
+			slog.String("worker", WorkerName), slog.String("node_id", b.NodeID),
+			slog.String("event_id", ids[0]), slog.Int("rows", len(ids)), slog.String("error", supervise.ErrorText(err)))
 	}
 }
 

@@ -31,7 +31,8 @@ type Store interface {
 	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 	// The room's publisher catching up (publisher.go).
 	ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
-	ReleaseOutbox(ctx context.Context, eventID string) error
+	// Rows a publisher gives back unsent, in one write.
+	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 }
 
 // Publisher sends one room event to IM. Non-IM events succeed without a

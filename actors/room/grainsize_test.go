@@ -7,7 +7,8 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// A grain is 384 bytes at most and its directory link 208: size classes
+// A grain is 384 bytes at most, its directory link 208 and its publisher
+// link 224: size classes
 // of Go's allocator, which every active room pays (issue 13's heap per
 // room). A new field belongs in a part made on first use, as the
 // publisher and directory links are.
@@ -17,6 +18,9 @@ func TestGrainFitsItsSizeClass(t *testing.T) {
 	}
 	if n := unsafe.Sizeof(dirLink{}); n > 208 {
 		t.Errorf("dirLink is %d bytes, over the 208-byte size class", n)
+	}
+	if n := unsafe.Sizeof(pubLink{}); n > 224 {
+		t.Errorf("pubLink is %d bytes, over the 224-byte size class", n)
 	}
 }
 

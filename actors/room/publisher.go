@@ -70,18 +70,18 @@ const overflowLogEvery = 10 * time.Second
 // overflowLog holds back a room's "backlog full" lines between two
 // written ones and counts the events they would have reported.
 type overflowLog struct {
-	last time.Time
-	held int // events left to the relay since the last line
+	lastNs int64 // Unix ns of the last line (a time.Time would take pubLink past its size class)
+	held   int   // events left to the relay since the last line
 }
 
 // note records n events left to the relay at now and reports whether a
 // line is due, with the events it reports (these and the held ones).
 func (o *overflowLog) note(now time.Time, n int) (events int, write bool) {
 	o.held += n
-	if !o.last.IsZero() && now.Sub(o.last) < overflowLogEvery {
+	if o.lastNs != 0 && now.UnixNano()-o.lastNs < int64(overflowLogEvery) {
 		return 0, false
 	}
-	events, o.held, o.last = o.held, 0, now
+	events, o.held, o.lastNs = o.held, 0, now.UnixNano()
 	return events, true
 }
 
@@ -102,6 +102,9 @@ type orderState struct {
 	mu      sync.Mutex
 	inOrder bool
 	breaks  uint64
+	// unsent are rows whose send failed, to be given back to the relay in
+	// one store write (failUnsent, takeUnsent).
+	unsent []string
 }
 
 func (o *orderState) ordered() bool {
@@ -116,6 +119,29 @@ func (o *orderState) breakOrder() {
 	defer o.mu.Unlock()
 	o.inOrder = false
 	o.breaks++
+}
+
+// failUnsent breaks the order for a failed send of row id and queues the
+// row to be released. first is true when no release was queued: the
+// caller then queues one (takeUnsent) on the publisher's queue. The rows
+// of one failed IM message fail together; one write gives them all back
+// instead of a commit each.
+func (o *orderState) failUnsent(id string) (first bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.inOrder = false
+	o.breaks++
+	o.unsent = append(o.unsent, id)
+	return len(o.unsent) == 1
+}
+
+// takeUnsent returns the queued failed rows and empties the queue.
+func (o *orderState) takeUnsent() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ids := o.unsent
+	o.unsent = nil
+	return ids
 }
 
 // begin is taken before a catch-up's claim.
@@ -317,13 +343,15 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 // failure the publisher leaves in-order mode at once (the next events go
 // through a catch-up) and the row is given back to the relay from the
 // publisher's queue, after any catch-up already queued, so a release never
-// clears a lease a catch-up took.
+// clears a lease a catch-up took. Failures arriving before that release
+// runs join it (one store write).
 func (p *publisher) settle(env persistence.Envelope, err error) {
 	if err != nil {
-		p.link.order.breakOrder()
+		first := p.link.order.failUnsent(env.EventID)
 		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
-		id := env.EventID
-		p.link.run.post(func() { p.release([]string{id}) })
+		if first {
+			p.link.run.post(func() { p.release(p.link.order.takeUnsent()) })
+		}
 		return
 	}
 	p.markPublished(env)
@@ -356,15 +384,18 @@ func (p *publisher) markPublished(env persistence.Envelope) {
 // every publish of a room_outbox row, whichever path sends it.
 const OutboxWorker = "room_outbox"
 
-// release gives rows back to the relay without counting a failure.
+// release gives rows back to the relay without counting a failure, in
+// one store write.
 func (p *publisher) release(ids []string) {
-	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
-		err := p.deps.Store.ReleaseOutbox(ctx, id)
-		cancel()
-		if err != nil {
-			p.log.Warn("release after a failed publish failed; the row waits for its lease", "event_id", id, "error", err)
-		}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)
+	err := p.deps.Store.ReleaseOutboxBatch(ctx, ids)
+	cancel()
+	if err != nil {
+		p.log.Warn("release after a failed publish failed; the rows wait for their lease",
+			"event_id", ids[0], "rows", len(ids), "error", err)
 	}
 }
 

@@ -275,13 +275,21 @@ func (s *Store) SkipOutbox(ctx context.Context, eventID, by, reason string, nowM
 
 // ReleaseOutbox implements persistence.OutboxStore.
 func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
-	return s.updateOutbox(ctx, "release", eventID, func(r *persistence.OutboxRow) bool {
-		if r.Status != persistence.OutboxPending {
-			return false
-		}
-		r.LockedBy, r.LockUntilMs = "", 0
-		return true
-	})
+	return s.updateOutbox(ctx, "release", eventID, releaseLease)
+}
+
+// ReleaseOutboxBatch implements persistence.OutboxStore.
+func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
+	return s.updateRows(ctx, eventIDs, releaseLease)
+}
+
+// releaseLease clears a pending row's lease; any other row is left alone.
+func releaseLease(r *persistence.OutboxRow) bool {
+	if r.Status != persistence.OutboxPending {
+		return false
+	}
+	r.LockedBy, r.LockUntilMs = "", 0
+	return true
 }
 
 // GetOutbox implements persistence.OutboxStore.

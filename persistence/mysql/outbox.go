@@ -290,6 +290,21 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
 // (one commit) per chunk of ids instead of one per row.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
+	return s.updatePending(ctx, "mark published batch", eventIDs,
+		"status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
+		nowMs, nowMs)
+}
+
+// ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
+// chunk like MarkOutboxPublishedBatch.
+func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
+	return s.updatePending(ctx, "release batch", eventIDs, "locked_by = NULL, lock_until_ms = 0")
+}
+
+// updatePending applies set (with setArgs) to the pending rows among
+// eventIDs, 500 ids a statement; rows not pending and unknown ids are
+// skipped.
+func (s *Store) updatePending(ctx context.Context, op string, eventIDs []string, set string, setArgs ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
@@ -298,18 +313,17 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 		n := min(chunk, len(eventIDs))
 		ids := eventIDs[:n]
 		eventIDs = eventIDs[n:]
-		args := make([]any, 0, n+2)
-		args = append(args, nowMs, nowMs)
+		args := make([]any, 0, n+len(setArgs))
+		args = append(args, setArgs...)
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		q := "UPDATE room_outbox SET status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0" +
-			" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", n-1) + ")"
+		q := "UPDATE room_outbox SET " + set + " WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", n-1) + ")"
 		cctx, cancel := s.opCtx(ctx)
 		_, err := s.db.ExecContext(cctx, q, args...)
 		cancel()
 		if err != nil {
-			return s.wrap("mark published batch", err)
+			return s.wrap(op, err)
 		}
 	}
 	return nil

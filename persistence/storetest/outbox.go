@@ -30,6 +30,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"MarkPublishedBatch", testMarkPublishedBatch},
 		{"MarkFailed", testMarkFailed},
 		{"ReleaseOutbox", testReleaseOutbox},
+		{"ReleaseOutboxBatch", testReleaseOutboxBatch},
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
 	})
@@ -351,6 +352,41 @@ func testReleaseOutbox(t *testing.T, s persistence.Store) {
 	if after := getOutbox(t, s, ids[1]); !reflect.DeepEqual(normRow(after), normRow(before)) {
 		t.Fatalf("release changed a published row:\n got %+v\nwant %+v", after, before)
 	}
+}
+
+// testReleaseOutboxBatch: a batch clears the leases of the pending rows it
+// names and nothing else: a published row, a row it was not given and an
+// unknown id are left alone, and an empty batch is a no-op.
+func testReleaseOutboxBatch(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200, 300, 400)
+	_, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 1100))
+	published := getOutbox(t, s, ids[0])
+
+	mustNoErr(t, "ReleaseOutboxBatch", s.ReleaseOutboxBatch(ctx, []string{ids[0], ids[1], ids[2], "nope"}))
+	if g := getOutbox(t, s, ids[0]); !reflect.DeepEqual(normRow(g), normRow(published)) {
+		t.Fatalf("batch release changed a published row:\n got %+v\nwant %+v", g, published)
+	}
+	for _, id := range ids[1:3] {
+		g := getOutbox(t, s, id)
+		if g.Status != persistence.OutboxPending || g.LockedBy != "" || g.LockUntilMs != 0 || g.RetryCount != 0 {
+			t.Fatalf("%s after batch release: %+v", id, g)
+		}
+	}
+	if g := getOutbox(t, s, ids[3]); g.LockedBy != "relay-a" {
+		t.Fatalf("batch released a row it was not given: %+v", g)
+	}
+	// ids[3] still holds the room: nothing of it is claimable yet.
+	b, err := s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim while the room's last row is still leased", eventIDs(b), nil)
+	mustNoErr(t, "empty batch", s.ReleaseOutboxBatch(ctx, nil))
+	mustNoErr(t, "ReleaseOutboxBatch", s.ReleaseOutboxBatch(ctx, ids[3:]))
+	b, err = s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim b", err)
+	wantIDs(t, "claim after releasing the room", eventIDs(b), ids[1:])
 }
 
 func testListOutboxFilter(t *testing.T, s persistence.Store) {
