@@ -393,7 +393,7 @@ func (s *Server) serve(r *http.Request, call *Call) (map[string]any, *apiError) 
 	if !s.admins[identifier] {
 		return nil, fail(60010, "identifier is not an app administrator")
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	body, err := readBody(r, 1<<20)
 	if err != nil || len(body) == 0 || !json.Valid(body) {
 		return nil, fail(60003, "invalid json body")
 	}
@@ -405,6 +405,22 @@ func (s *Server) serve(r *http.Request, call *Call) (map[string]any, *apiError) 
 		return nil, fail(60002, "unknown api")
 	}
 	return h(s, body)
+}
+
+// readBody reads at most limit bytes of r's body, in one allocation when
+// its length is known: io.ReadAll grows from 512 bytes, and a message's
+// body cost ~2.5 KB of copies that every end-to-end figure paid for the
+// test double.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	n := r.ContentLength
+	if n <= 0 || n > limit {
+		return io.ReadAll(io.LimitReader(r.Body, limit))
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r.Body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // checkSig verifies a UserSig, remembering the ones whose HMAC checked
