@@ -117,6 +117,10 @@ func (o *orderState) ordered() bool {
 func (o *orderState) breakOrder() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.breakLocked()
+}
+
+func (o *orderState) breakLocked() {
 	o.inOrder = false
 	o.breaks++
 }
@@ -129,8 +133,7 @@ func (o *orderState) breakOrder() {
 func (o *orderState) failUnsent(id string) (first bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.inOrder = false
-	o.breaks++
+	o.breakLocked()
 	o.unsent = append(o.unsent, id)
 	return len(o.unsent) == 1
 }
