@@ -37,6 +37,7 @@ type Config struct {
 	Presence     PresenceConfig     `yaml:"presence"`
 	Notice       NoticeConfig       `yaml:"notice"`
 	Retention    RetentionConfig    `yaml:"retention"`
+	Runtime      RuntimeConfig      `yaml:"runtime"`
 }
 
 // Role names.
@@ -153,6 +154,7 @@ func (c *Config) setDefaults() {
 	c.Presence.setDefaults()
 	c.Notice.setDefaults()
 	c.Retention.setDefaults()
+	c.Runtime.setDefaults()
 }
 
 // Validate checks every section; the first error names its key.
@@ -172,7 +174,7 @@ func (c Config) Validate() error {
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
 		c.Cluster.TLS.validate,
-		c.Retention.validate,
+		c.Retention.validate, c.Runtime.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -86,6 +86,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"mysql:\n  tls:\n    ca_file: ca.crt\n", "mysql.tls.enabled"},
 		{"redis:\n  tls:\n    enabled: true\n    key_file: k\n", "redis.tls"},
 		{"wallet:\n  tls:\n    server_name: w\n", "wallet.tls.enabled"},
+		{"runtime:\n  gc_heap_floor_mb: -1\n", "runtime.gc_heap_floor_mb"},
+		{"runtime:\n  gc_heap_floor_mb: 268435456\n", "runtime.gc_heap_floor_mb"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))
@@ -93,6 +95,29 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Key != tc.key {
 			t.Errorf("%q: got %v, want a config error naming %s", tc.yaml, err, tc.key)
 		}
+	}
+}
+
+func TestGCHeapFloor(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want uint64
+	}{
+		{"", DefaultGCHeapFloorMB << 20},
+		{"runtime: {}\n", DefaultGCHeapFloorMB << 20},
+		{"runtime:\n  gc_heap_floor_mb: 0\n", 0}, // off, not the default
+		{"runtime:\n  gc_heap_floor_mb: 64\n", 64 << 20},
+	} {
+		c, err := Parse([]byte(tc.yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Runtime.GCHeapFloorBytes(); got != tc.want {
+			t.Errorf("%q: floor %d bytes, want %d", tc.yaml, got, tc.want)
+		}
+	}
+	if got := Default().Runtime.GCHeapFloorBytes(); got != DefaultGCHeapFloorMB<<20 {
+		t.Errorf("dev default floor %d bytes, want %d", got, DefaultGCHeapFloorMB<<20)
 	}
 }
 

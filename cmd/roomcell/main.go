@@ -13,6 +13,7 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/gcfloor"
 	"github.com/hyapp/roomcell/logthrottle"
 )
 
@@ -129,13 +130,28 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}
 
-	app, err := Start(ctx, cfg, log, f.dev)
-	if err != nil {
+	if err := serve(ctx, cfg, log, f.dev); err != nil {
 		log.Error("start failed", "error", err)
 		return 1
+	}
+	return 0
+}
+
+// serve runs the server until ctx ends. The GC floor is set here and not
+// in Start: the GC percent is the process's, and tests run many servers
+// in one process.
+func serve(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) error {
+	stopFloor, err := gcfloor.Start(cfg.Runtime.GCHeapFloorBytes())
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+	app, err := Start(ctx, cfg, log, dev)
+	if err != nil {
+		return err
 	}
 	<-ctx.Done()
 	log.Info("signal received, shutting down")
 	app.Shutdown()
-	return 0
+	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime"
+	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/configs"
 )
@@ -57,5 +60,45 @@ func TestSeedRocketMQBlockFailsStartNamingJetStream(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "notice.mq.kind: nats") || !strings.Contains(err.Error(), "rocketmq") {
 		t.Fatalf("error %q does not name the JetStream alternative", err)
+	}
+}
+
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(int64(s[0].Value.Uint64()))
+}
+
+// The server process holds the GC floor while it serves and gives the
+// process's GC percent back when it stops; with the floor at 0 it never
+// touches it. (Start alone, as tests and embedders call it, leaves it.)
+func TestServeHoldsTheGCFloor(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	base := gcPercent()
+	for _, floorMB := range []int{configs.DefaultGCHeapFloorMB, 0} {
+		cfg, err := loadConfig(flags{dev: true, grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Runtime.GCHeapFloorMB = &floorMB
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- serve(ctx, cfg, log, true) }()
+		raised := false
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && !raised; {
+			runtime.GC()
+			time.Sleep(20 * time.Millisecond)
+			raised = gcPercent() > base
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("floor %d MiB: serve: %v", floorMB, err)
+		}
+		if want := floorMB > 0; raised != want {
+			t.Errorf("floor %d MiB: GC percent raised above %d while serving: %v, want %v", floorMB, base, raised, want)
+		}
+		if got := gcPercent(); got != base {
+			t.Errorf("floor %d MiB: GC percent %d after serve returned, want %d", floorMB, got, base)
+		}
 	}
 }
