@@ -320,3 +320,50 @@ func keys(m map[string]map[string]any) []string {
 	slices.Sort(out)
 	return out
 }
+
+// quantity reads a Kubernetes memory quantity (Mi, Gi) or a GOMEMLIMIT
+// value (MiB, GiB) in bytes; 0 for anything else.
+func quantity(s string) uint64 {
+	for suffix, mult := range map[string]uint64{"GiB": 1 << 30, "MiB": 1 << 20, "Gi": 1 << 30, "Mi": 1 << 20} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			v, err := strconv.ParseUint(n, 10, 64)
+			if err != nil {
+				return 0
+			}
+			return v * mult
+		}
+	}
+	return 0
+}
+
+// A container with a memory limit sets GOMEMLIMIT under it: the server's
+// GC heap floor (512 MiB) would otherwise let a pod near its limit grow
+// to the floor and be killed before it collects.
+func TestK8sContainersHoldTheirHeapUnderTheLimit(t *testing.T) {
+	checked := 0
+	for name, d := range k8sDocs(t) {
+		containers, _ := get(d, "spec", "template", "spec", "containers").([]any)
+		for _, c := range containers {
+			lim, _ := get(c, "resources", "limits", "memory").(string)
+			if lim == "" {
+				continue
+			}
+			limit := quantity(lim)
+			var goLimit uint64
+			env, _ := get(c, "env").([]any)
+			for _, e := range env {
+				if get(e, "name") == "GOMEMLIMIT" {
+					v, _ := get(e, "value").(string)
+					goLimit = quantity(v)
+				}
+			}
+			if limit == 0 || goLimit == 0 || goLimit > limit*9/10 {
+				t.Errorf("%s: limits.memory %q, GOMEMLIMIT %d bytes: want GOMEMLIMIT set, in MiB or GiB, at most 90%% of the limit", name, lim, goLimit)
+			}
+			checked++
+		}
+	}
+	if checked < 2 {
+		t.Fatalf("checked %d containers with a memory limit, want the node and the notice service", checked)
+	}
+}
