@@ -6,7 +6,8 @@ type RuntimeConfig struct {
 	// GCHeapFloorMB: while the live heap is small the GC lets the heap
 	// grow to this many MiB before it collects, instead of to twice the
 	// live heap; above the floor GOGC rules, and GOMEMLIMIT caps the heap
-	// either way. Default 256; 0 turns it off; negative is refused.
+	// either way. Default 512 (set by the loader); 0 turns it off; negative
+	// is refused.
 	GCHeapFloorMB *int `yaml:"gc_heap_floor_mb"`
 }
 
@@ -39,10 +40,11 @@ func (c RuntimeConfig) validate() error {
 	return nil
 }
 
-// GCHeapFloorBytes is the floor in bytes (0: off).
+// GCHeapFloorBytes is the floor in bytes (0: off, and for a config that
+// did not come through the loader, which is what sets the default).
 func (c RuntimeConfig) GCHeapFloorBytes() uint64 {
 	if c.GCHeapFloorMB == nil {
-		return DefaultGCHeapFloorMB << 20
+		return 0
 	}
 	return uint64(*c.GCHeapFloorMB) << 20
 }

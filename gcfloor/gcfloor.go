@@ -12,8 +12,12 @@ import (
 // reaches any floor under that first).
 const maxPercent = 1_000_000
 
-// The runtime's goal is live + (live + stacks + globals) × GOGC/100.
+// What the runtime's goal is made of (percentFor).
 var sampled = []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
+
+// gogcMetric is the GC percent in force (GOGC or SetGCPercent; -1 for off,
+// as a uint64).
+const gogcMetric = "/gc/gogc:percent"
 
 // ErrRunning is returned by Start while another floor is kept: the GC
 // percent is one per process, and two tuners would undo each other.
@@ -24,9 +28,9 @@ var (
 	current *tuner
 )
 
-// tuner re-reads the live heap after every GC cycle and sets the GC
-// percent so that the next goal, live × (1 + percent/100), is at least
-// floor, and never below the percent the process started with.
+// tuner re-reads the live heap after every GC cycle and sets the least GC
+// percent whose next goal reaches floor, never below the percent the
+// process started with.
 type tuner struct {
 	floor   uint64
 	base    int
@@ -49,10 +53,9 @@ func Start(floor uint64) (stop func(), err error) {
 	if current != nil {
 		return nil, ErrRunning
 	}
-	// SetGCPercent is the only reader of the percent in force; setting it
-	// back at once leaves it as it was.
-	base := debug.SetGCPercent(100)
-	debug.SetGCPercent(base)
+	g := []metrics.Sample{{Name: gogcMetric}}
+	metrics.Read(g)
+	base := int(int64(g[0].Value.Uint64()))
 	if floor == 0 || base < 0 {
 		return func() {}, nil
 	}

@@ -47,7 +47,7 @@ func read(name string) uint64 {
 	return s[0].Value.Uint64()
 }
 
-func gogc() int { return int(int64(read("/gc/gogc:percent"))) }
+func gogc() int { return int(int64(read(gogcMetric))) }
 
 // eventually runs GC cycles until ok holds: the tuner reacts on the
 // runtime's cleanup goroutine, after a cycle, not within runtime.GC.
