@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -322,13 +323,13 @@ func TestThirdModuleIsOneEntryInTheList(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	pub.mu.Lock()
+	got := maps.Clone(pub.got)
+	pub.mu.Unlock()
 	for _, id := range facts {
-		if pub.got[id] != "u-"+id {
-			defer pub.mu.Unlock()
-			t.Fatalf("fact %s: sent to %q, want u-%s (all sends: %v)", id, pub.got[id], id, pub.got)
+		if got[id] != "u-"+id {
+			t.Fatalf("fact %s: sent to %q, want u-%s (all sends: %v)", id, got[id], id, got)
 		}
 	}
-	pub.mu.Unlock()
 	// The worker marks a row delivered after its send returns, so the last
 	// sends' rows may still be in flight here; each must reach delivered.
 	for _, id := range facts {
