@@ -80,6 +80,11 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
+	// Every member stops when its test ends (Stop runs once, so a test
+	// that stops it itself is unaffected). A member left running kept its
+	// gRPC server goroutine, whose reads of grpclog's global logger raced
+	// with the next member's Remote.Start writing it (failed make test).
+	t.Cleanup(func() { m.Stop(false) })
 	client := &room.Client{Cluster: m.Cluster, AttemptTimeout: 2 * time.Second}
 	if owners != nil {
 		client.Owners = owners

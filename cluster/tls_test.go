@@ -43,7 +43,6 @@ func TestMultiMemberMutualTLS(t *testing.T) {
 		cfg := base
 		cfg.TLS = memberTLS(t, ca, fmt.Sprint("member-", i))
 		n := startNode(t, fmt.Sprint("tls-", i), memberOpts{cfg: cfg, store: store})
-		t.Cleanup(func() { n.m.Stop(false) })
 		ns = append(ns, n)
 	}
 	waitReady(t, ns...)
