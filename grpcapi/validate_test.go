@@ -76,6 +76,10 @@ func badInputCases() []badCase {
 		{"create room_id too long", "room_id", create(func(r *roomcellv1.CreateRoomRequest) { r.RoomId = longID })},
 		{"create command_id non-ascii", "command_id", create(func(r *roomcellv1.CreateRoomRequest) { r.CommandId = "命令" })},
 		{"create request_id with space", "request_id", create(func(r *roomcellv1.CreateRoomRequest) { r.RequestId = "a b" })},
+		// Command ids the room's workers derive for their own commands.
+		{"join command_id of a switched_room leave", "command_id", join(func(r *roomcellv1.JoinRoomRequest) { r.CommandId = room.DirectoryIDPrefix + "join-1-ab" })},
+		{"gift command_id of a rank change", "command_id", gift(func(r *roomcellv1.SendGiftRequest) { r.CommandId = room.RankIDPrefix + "3-1-2" })},
+		{"kick command_id of a heartbeat timeout", "command_id", kick(func(r *roomcellv1.KickUserRequest) { r.CommandId = room.HeartbeatTimeoutIDPrefix + "00ff" })},
 		{"create empty name", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = "" })},
 		{"create name too long", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = longName })},
 		{"create mic_seats 21", "mic_seats", create(func(r *roomcellv1.CreateRoomRequest) { r.MicSeats = 21 })},

@@ -85,7 +85,7 @@ type Result struct {
 // sends the same id, and a user who heartbeated since gets a new one.
 func LeaveCommandID(key persistence.RoomKey, user string, lastSeenMs int64) string {
 	h := sha256.Sum256([]byte(key.AppCode + "\x00" + key.RoomID + "\x00" + user + "\x00" + strconv.FormatInt(lastSeenMs, 10)))
-	return "hb-timeout-" + hex.EncodeToString(h[:16])
+	return room.HeartbeatTimeoutIDPrefix + hex.EncodeToString(h[:16])
 }
 
 // ScanOnce is one scan without an actor: for each hosted room (starting at

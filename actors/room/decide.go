@@ -142,6 +142,28 @@ func checkReason(cmd Command) error { return checkText("reason", cmd.Reason, Max
 // leave look like a timeout or a kick to every IM client.
 var systemReasons = []string{ReasonHeartbeatTimeout, ReasonSwitchedRoom, ReasonKicked, ReasonSeatLocked}
 
+// Command ids the room and its workers derive for the commands they send
+// themselves. They are reserved: a client that spent one first (the ids
+// are derived from facts a client sees: a heartbeat's time, a join, a seq)
+// would have the worker's command refused as "a different command under
+// the same id" for ever, e.g. a quiet member never taken out.
+const (
+	DirectoryIDPrefix        = "dir-"        // switched_room leaves (directory worker)
+	RankIDPrefix             = "rank-"       // RoomRankChanged (the room itself)
+	HeartbeatTimeoutIDPrefix = "hb-timeout-" // heartbeat_timeout leaves (presence worker)
+)
+
+var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix}
+
+func checkClientCommandID(cmd Command) error {
+	for _, p := range systemIDPrefixes {
+		if strings.HasPrefix(cmd.CommandID, p) {
+			return invalidf("command_id prefix %q is reserved for the room's own commands", p)
+		}
+	}
+	return nil
+}
+
 func checkClientReason(cmd Command) error {
 	if slices.Contains(systemReasons, cmd.Reason) {
 		return invalidf("reason %q is reserved for the room's own use", cmd.Reason)

@@ -460,7 +460,7 @@ func (g *grain) commitRank(ctx actor.Context, m *rankChanged) {
 	if !g.loaded || !g.state.Exists || g.state.Status != StatusOpen {
 		return
 	}
-	id := fmt.Sprintf("rank-%d-%d-%d", m.seq, m.rank.Prev, m.rank.Rank)
+	id := fmt.Sprintf("%s%d-%d-%d", RankIDPrefix, m.seq, m.rank.Prev, m.rank.Rank)
 	if g.recent.has(id) {
 		return
 	}

@@ -317,7 +317,7 @@ func leaveID(kind string, upTo int64, parts ...string) string {
 		h.Write([]byte{0})
 		h.Write([]byte(p))
 	}
-	return "dir-" + kind + "-" + strconv.FormatInt(upTo, 10) + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+	return DirectoryIDPrefix + kind + "-" + strconv.FormatInt(upTo, 10) + "-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // leaveBound reads upTo back from a leaveID.

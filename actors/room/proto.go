@@ -67,8 +67,8 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 // CheckClientCommand checks a command from a client before it is sent to
 // its room: the same checks Decide makes before it looks at the room (one
 // implementation, validate), plus the rules only clients must pass (the
-// room's workers send system leave reasons through the internal path,
-// which does not call this). Every error is ErrInvalid naming the field.
+// room's workers send system leave reasons and reserved command ids
+// through the internal path, which does not call this). Every error is ErrInvalid naming the field.
 func CheckClientCommand(rc *v1.RoomCommand) error {
 	if g, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
 		r := g.GetRoom
@@ -92,6 +92,9 @@ func CheckClientCommand(rc *v1.RoomCommand) error {
 	}
 	k, err := validate(cmd)
 	if err != nil {
+		return err
+	}
+	if err := checkClientCommandID(cmd); err != nil {
 		return err
 	}
 	if k.client != nil {

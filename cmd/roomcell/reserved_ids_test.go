@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/hyapp/roomcell/actors/presence"
+	"github.com/hyapp/roomcell/configs"
+	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// A client cannot take the command_id of a command its room's workers
+// will send. The presence worker's leave of a quiet member has an id
+// derived from the member's last heartbeat; a member who guessed it (here:
+// read it, as a client that tries every millisecond around its last
+// heartbeat would) and spent it on a seat made the worker's leave "a
+// different command under the same id", refused on every scan: the member
+// stayed in the room, on the mic, for ever without heartbeating.
+func TestClientCannotSpendTheStaleWorkersCommandID(t *testing.T) {
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.Presence.StaleAfter, c.Presence.ScanInterval = time.Second, 200*time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const a, r = "app", "quiet"
+	key := persistence.RoomKey{AppCode: a, RoomID: r}
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "alice", Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "c2", AppCode: a, RoomId: r, UserId: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Heartbeat(ctx, &v1.HeartbeatRequest{AppCode: a, RoomId: r, UserId: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := app.directory.StalePresence(ctx, key, time.Now().Add(time.Hour).UnixMilli(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(seen, func(p persistence.Presence) bool { return p.UserID == "bob" })
+	if i < 0 {
+		t.Fatalf("bob has no presence: %v", seen)
+	}
+	stolen := presence.LeaveCommandID(key, "bob", seen[i].LastSeenMs)
+	_, err = rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: stolen, AppCode: a, RoomId: r, UserId: "bob", Seat: 0})
+	wantCode(t, err, codes.InvalidArgument, "TakeMic under the stale worker's command_id")
+
+	// Alice keeps heartbeating; bob goes quiet and is taken out.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := rc.Heartbeat(ctx, &v1.HeartbeatRequest{AppCode: a, RoomId: r, UserId: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rc.GetRoom(ctx, &v1.GetRoomRequest{AppCode: a, RoomId: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(got.GetRoom().GetMembers(), "bob") {
+			if !slices.Contains(got.GetRoom().GetMembers(), "alice") {
+				t.Fatal("the heartbeating owner was taken out too")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob still in the room 15 s after his last heartbeat (stale_after 1 s): %v", got.GetRoom())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
