@@ -10,9 +10,9 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember chaos bench build proto dev fmt retention-soak test-gift-chaos-long
+.PHONY: test services vet unit race multimember fuzz-short fuzz chaos bench build proto dev fmt retention-soak test-gift-chaos-long
 
-test: services vet race multimember
+test: services vet race multimember fuzz-short
 
 services:
 	./deploy/local/services.sh
@@ -29,6 +29,23 @@ race:
 
 multimember:
 	$(GO) test -count=1 -timeout 10m -run '^TestMultiMember' $(PKGS)
+
+# Coverage-guided fuzzing of every RoomService RPC over gRPC against a dev
+# process (cmd/roomcell FuzzRoomServiceOverGRPC: no Internal, refused
+# commands write nothing, one command per command_id, money conserved).
+# `go test` runs its seeds; make test searches 30 s more, `make fuzz`
+# FUZZTIME. A failing input lands in cmd/roomcell/testdata/fuzz and is a
+# seed from then on.
+FUZZTIME ?= 5m
+# The short form starts from the seeds in a corpus directory of its own
+# (the shared cache's corpus grows with every run, and gathering its
+# baseline alone would fill the 30 s).
+fuzz-short:
+	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) test -run '^$$' -fuzz '^FuzzRoomServiceOverGRPC$$' -fuzztime 30s -fuzzminimizetime 10x ./cmd/roomcell -args -test.fuzzcachedir="$$d"
+
+fuzz: services
+	$(GO) test -run '^$$' -fuzz '^FuzzRoomServiceOverGRPC$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./cmd/roomcell
 
 # The gift chaos test's long form: five rounds of a slowed, then cut room
 # database and a SIGKILLed node under SendGift load (one round runs in
