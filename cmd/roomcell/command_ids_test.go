@@ -72,3 +72,44 @@ func TestClientCannotSpendTheStaleWorkersCommandID(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A SendGift's command_id is the wallet's key for its charge, and the
+// wallet keys by app: the same id in a second room of the app is refused
+// (AlreadyExists), charges nothing more and writes nothing there, while
+// any other command's id is the room's alone (docs/wallet.md).
+func TestGiftCommandIDIsUniquePerApp(t *testing.T) {
+	app, rc := startDev(t, nil)
+	ctx := ctxT(t)
+	wc := walletClient(t, app)
+	if _, err := wc.Credit(ctx, &v1.WalletCreditRequest{CommandId: "top", AppCode: "a", UserId: "alice", AssetType: "COIN", Amount: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"A", "B"} {
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "a", RoomId: r, UserId: "owner" + r, Name: "n"}); err != nil {
+			t.Fatalf("create %s under an id room A used too: %v", r, err)
+		}
+	}
+	gift := func(r string) error {
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "j1", AppCode: "a", RoomId: r, UserId: "alice"}); err != nil {
+			t.Fatalf("join %s: %v", r, err)
+		}
+		_, err := rc.SendGift(ctx, &v1.SendGiftRequest{CommandId: "g1", AppCode: "a", RoomId: r, UserId: "alice", ToUserId: "owner" + r, GiftId: "rose", GiftCount: 1})
+		return err
+	}
+	if err := gift("A"); err != nil {
+		t.Fatal(err)
+	}
+	bBefore, err := app.store.LoadCommands(ctx, persistence.RoomKey{AppCode: "a", RoomID: "B"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, gift("B"), codes.AlreadyExists, "the same gift command_id in room B")
+	bAfter, err := app.store.LoadCommands(ctx, persistence.RoomKey{AppCode: "a", RoomID: "B"}, 0)
+	if err != nil || len(bAfter) != len(bBefore)+1 || bAfter[len(bAfter)-1].CommandType != "JoinRoom" {
+		t.Fatalf("room B's log after the refused gift: %d rows (was %d, plus the join), %v", len(bAfter), len(bBefore), err)
+	}
+	b, err := wc.GetBalances(ctx, &v1.WalletGetBalancesRequest{AppCode: "a", UserId: "alice"})
+	if err != nil || coin(b) != 990 {
+		t.Fatalf("alice after one rose and one refused: %v %v, want 990 COIN", b, err)
+	}
+}
