@@ -32,9 +32,10 @@ multimember:
 
 # Coverage-guided fuzzing of every RoomService RPC over gRPC against a dev
 # process (cmd/roomcell FuzzRoomServiceOverGRPC: no Internal, refused
-# commands write nothing, one command per command_id, money conserved).
-# `go test` runs its seeds; make test searches 30 s more, `make fuzz`
-# FUZZTIME. A failing input lands in cmd/roomcell/testdata/fuzz and is a
+# commands write nothing, one command per command_id, money conserved) and
+# of the config loader (configs FuzzParse: no panic, what it accepts is
+# valid). `go test` runs their seeds; make test searches 30 s and 10 s
+# more, `make fuzz` FUZZTIME each. A failing input lands in cmd/roomcell/testdata/fuzz and is a
 # seed from then on.
 FUZZTIME ?= 5m
 # The short form starts from the seeds in a corpus directory of its own
@@ -42,10 +43,12 @@ FUZZTIME ?= 5m
 # baseline alone would fill the 30 s).
 fuzz-short:
 	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
-	$(GO) test -run '^$$' -fuzz '^FuzzRoomServiceOverGRPC$$' -fuzztime 30s -fuzzminimizetime 10x ./cmd/roomcell -args -test.fuzzcachedir="$$d"
+	$(GO) test -run '^$$' -fuzz '^FuzzRoomServiceOverGRPC$$' -fuzztime 30s -fuzzminimizetime 10x ./cmd/roomcell -args -test.fuzzcachedir="$$d" && \
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 10s -fuzzminimizetime 10x ./configs -args -test.fuzzcachedir="$$d"
 
 fuzz: services
 	$(GO) test -run '^$$' -fuzz '^FuzzRoomServiceOverGRPC$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./cmd/roomcell
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 10x ./configs
 
 # The gift chaos test's long form: five rounds of a slowed, then cut room
 # database and a SIGKILLed node under SendGift load (one round runs in
