@@ -19,6 +19,9 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/imfake"
+	"github.com/hyapp/roomcell/delivery/roomim"
 	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -36,21 +39,28 @@ import (
 //     request answers the first reply as a duplicate, another request is
 //     refused or answered as that duplicate;
 //   - money is conserved: every sender's COIN is its credit less the gifts
-//     that ran, and every receiver's DIAMOND is what those gifts paid.
+//     that ran, and every receiver's DIAMOND is what those gifts paid;
+//   - every IM event of the log reaches the room's IM group, in room_seq
+//     order (first deliveries; a resend may repeat one).
 //
 // Requests are built from the proto descriptors, so an RPC or a field
 // added to RoomService is fuzzed without an edit here. `go test` runs the
 // seed programs below; make test fuzzes for 30 s more, `make fuzz` for
 // FUZZTIME (default 5m). Each step is logged, shown when one fails.
 func FuzzRoomServiceOverGRPC(f *testing.F) {
-	app, _ := startDevB(f, nil)
+	// Tencent's quotas lifted: a fuzzing worker sends hundreds of messages
+	// a second, and the check that every event reached IM would wait out
+	// the client's throttle (legitimate lag, not a loss).
+	app, _ := startDevB(f, func(c *configs.Config) {
+		c.TencentIM.RatePerSecond, c.TencentIM.GroupRatePerSecond = 1_000_000, 1_000_000
+	})
 	conn, err := grpc.NewClient(app.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { conn.Close() })
 	wc := walletClient(f, app)
-	fz := &roomFuzzer{conn: conn, wallet: wc, store: app.store, methods: roomMethods(f), prices: map[string]int64{}, percent: app.cfg.Wallet.DiamondPercent}
+	fz := &roomFuzzer{conn: conn, wallet: wc, store: app.store, im: app.fakeIM, methods: roomMethods(f), prices: map[string]int64{}, percent: app.cfg.Wallet.DiamondPercent}
 	for _, g := range app.cfg.Gifts {
 		fz.prices[g.ID] = g.Price
 	}
@@ -102,6 +112,7 @@ type roomFuzzer struct {
 	conn    *grpc.ClientConn
 	wallet  v1.WalletServiceClient
 	store   persistence.Store
+	im      *imfake.Server
 	methods []protoreflect.MethodDescriptor
 	prices  map[string]int64
 	percent int64
@@ -145,6 +156,9 @@ type fuzzRun struct {
 	coin  map[string]int64      // app/user -> expected COIN (available + frozen)
 	dia   map[string]int64      // app/user -> expected DIAMOND
 	funds map[string]bool       // app/user credited
+	// deadline bounds the execution's waits: the fuzzing engine kills a
+	// worker whose call takes 10 s, without a word of why.
+	deadline time.Time
 }
 
 type ranCommand struct {
@@ -159,7 +173,7 @@ func (fz *roomFuzzer) run(t *testing.T, prog []byte, s string) {
 		apps:  [2]string{fmt.Sprintf("fa%d", n), fmt.Sprintf("fb%d", n)},
 		users: [4]string{"u1", "u2", "u3", "u4"},
 		ran:   map[string]ranCommand{}, coin: map[string]int64{}, dia: map[string]int64{},
-		funds: map[string]bool{}}
+		funds: map[string]bool{}, deadline: time.Now().Add(8 * time.Second)}
 	for step := 0; step < fuzzMaxSteps && len(r.src) > 0; step++ {
 		m := fz.methods[int(r.next())%len(fz.methods)]
 		req := dynamicpb.NewMessage(m.Input())
@@ -167,6 +181,7 @@ func (fz *roomFuzzer) run(t *testing.T, prog []byte, s string) {
 		r.call(step, m, req)
 	}
 	r.checkMoney()
+	r.checkDelivery()
 }
 
 // step encodes one call of a seed program: the bytes that pick method m
@@ -276,7 +291,7 @@ func (r *fuzzRun) scope(req protoreflect.Message) (room string, own bool) {
 }
 
 func (r *fuzzRun) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 10*time.Second)
+	return context.WithDeadline(context.Background(), r.deadline)
 }
 
 func (r *fuzzRun) call(step int, m protoreflect.MethodDescriptor, req *dynamicpb.Message) {
@@ -294,11 +309,12 @@ func (r *fuzzRun) call(step int, m protoreflect.MethodDescriptor, req *dynamicpb
 	}
 	reply := dynamicpb.NewMessage(m.Output())
 	ctx, cancel := r.ctx()
+	t0 := time.Now()
 	err := r.conn.Invoke(ctx, "/"+string(m.Parent().FullName())+"/"+string(m.Name()), req, reply)
 	cancel()
 	code := status.Code(err)
 	what := fmt.Sprintf("step %d: %s %v", step, m.Name(), req)
-	t.Logf("%s -> %v", what, err)
+	t.Logf("%s -> %v (%s)", what, err, time.Since(t0).Round(time.Millisecond))
 	if !vocabulary[code] {
 		t.Fatalf("%s answered %v, outside the error vocabulary", what, err)
 	}
@@ -468,7 +484,6 @@ func (r *fuzzRun) spend(req *dynamicpb.Message) {
 // gift that ran is settled (confirmed soon after its reply), one that did
 // not is not charged.
 func (r *fuzzRun) checkMoney() {
-	deadline := time.Now().Add(10 * time.Second)
 	for _, app := range r.apps {
 		for _, user := range r.users {
 			k := app + "/" + user
@@ -480,8 +495,50 @@ func (r *fuzzRun) checkMoney() {
 					}
 					break
 				}
-				if time.Now().After(deadline) {
-					r.t.Fatalf("%s: %d COIN still frozen 10 s after the last gift", k, frozen)
+				if time.Now().After(r.deadline) {
+					r.t.Fatalf("%s: %d COIN still frozen at the execution's deadline", k, frozen)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// checkDelivery holds this execution's rooms to their logs: the IM group
+// receives every IM event the log holds, first deliveries in log order.
+func (r *fuzzRun) checkDelivery() {
+	for _, app := range r.apps {
+		for _, id := range []string{"r1", "r2"} {
+			for {
+				// IM first, then the log: an event is logged before it is
+				// sent, and the room's own commands (a switched_room leave)
+				// may still be adding to both.
+				var got []string
+				seen := map[string]bool{}
+				for _, m := range r.im.GroupMessages(roomim.GroupID(app, id)) {
+					for _, e := range m.EventIDs {
+						if !seen[e] {
+							seen[e] = true
+							got = append(got, e)
+						}
+					}
+				}
+				if time.Now().After(r.deadline) {
+					r.t.Fatalf("%s/%s: IM group got %v by the execution's deadline; the log holds more", app, id, got)
+				}
+				var want []string
+				for _, rec := range r.logAfter(app+"/"+id, 0) {
+					for _, e := range rec.Events {
+						if room.IsIMEvent(e.EventType) {
+							want = append(want, e.EventID)
+						}
+					}
+				}
+				if slices.Equal(got, want) {
+					break
+				}
+				if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) {
+					r.t.Fatalf("%s/%s: IM group got %v, want the log's IM events %v in order", app, id, got, want)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
