@@ -35,8 +35,8 @@ multimember:
 # commands write nothing, one command per command_id, money conserved) and
 # of the config loader (configs FuzzParse: no panic, what it accepts is
 # valid). `go test` runs their seeds; make test searches 30 s and 10 s
-# more, `make fuzz` FUZZTIME each. A failing input lands in cmd/roomcell/testdata/fuzz and is a
-# seed from then on.
+# more, `make fuzz` FUZZTIME each. A failing input lands in the package's
+# testdata/fuzz and is a seed from then on.
 FUZZTIME ?= 5m
 # The short form starts from the seeds in a corpus directory of its own
 # (the shared cache's corpus grows with every run, and gathering its

@@ -155,11 +155,20 @@ const (
 
 var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix}
 
-func checkClientCommandID(cmd Command) error {
+// SystemIDPrefix returns the reserved prefix id starts with, if any: the
+// room's own commands carry one, a client's never does.
+func SystemIDPrefix(id string) (string, bool) {
 	for _, p := range systemIDPrefixes {
-		if strings.HasPrefix(cmd.CommandID, p) {
-			return invalidf("command_id prefix %q is reserved for the room's own commands", p)
+		if strings.HasPrefix(id, p) {
+			return p, true
 		}
+	}
+	return "", false
+}
+
+func checkClientCommandID(cmd Command) error {
+	if p, ok := SystemIDPrefix(cmd.CommandID); ok {
+		return invalidf("command_id prefix %q is reserved for the room's own commands", p)
 	}
 	return nil
 }

@@ -68,7 +68,8 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 // its room: the same checks Decide makes before it looks at the room (one
 // implementation, validate), plus the rules only clients must pass (the
 // room's workers send system leave reasons and reserved command ids
-// through the internal path, which does not call this). Every error is ErrInvalid naming the field.
+// through the internal path, which does not call this). Every error is
+// ErrInvalid naming the field.
 func CheckClientCommand(rc *v1.RoomCommand) error {
 	if g, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
 		r := g.GetRoom

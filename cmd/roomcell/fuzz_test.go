@@ -331,7 +331,7 @@ func (r *fuzzRun) call(step int, m protoreflect.MethodDescriptor, req *dynamicpb
 	var mine []persistence.CommandRecord
 	system := 0
 	for _, rec := range r.logAfter(key, before.GetSeq()) {
-		if isSystemID(rec.CommandID) {
+		if _, ok := room.SystemIDPrefix(rec.CommandID); ok {
 			system++
 			continue
 		}
@@ -379,17 +379,6 @@ func (r *fuzzRun) call(step int, m protoreflect.MethodDescriptor, req *dynamicpb
 	if ranBefore && proto.Equal(first.req, withoutRequestID(req)) && code != codes.InvalidArgument && (err != nil || !cr.GetDuplicate()) {
 		t.Fatalf("%s: the same request again under its command_id answered %v, duplicate %v; want its first reply", what, err, cr.GetDuplicate())
 	}
-}
-
-// isSystemID tells the room's own commands (room.CheckClientCommand
-// refuses these ids from clients).
-func isSystemID(id string) bool {
-	for _, p := range []string{room.DirectoryIDPrefix, room.RankIDPrefix, room.HeartbeatTimeoutIDPrefix} {
-		if strings.HasPrefix(id, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *fuzzRun) logAfter(key string, seq int64) []persistence.CommandRecord {
