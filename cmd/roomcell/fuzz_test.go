@@ -199,7 +199,10 @@ func (fz *roomFuzzer) step(t testing.TB, m string, picks map[protoreflect.Name]b
 				out = append(out, 0) // absent
 				continue
 			}
-			out = append(out, picks[fd.Name()]) // a list: that many entries of pick 0
+			out = append(out, picks[fd.Name()])
+			if fd.IsList() { // that many entries, each pick 0
+				out = append(out, make([]byte, picks[fd.Name()])...)
+			}
 		}
 		return out
 	}
