@@ -38,6 +38,8 @@ func FuzzParse(f *testing.F) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Parse accepted a config Validate refuses: %v", err)
 		}
+		// A shallow copy: a default written into a shared slice element
+		// would go unseen, one set on a field or pointer is caught.
 		again := c
 		again.setDefaults()
 		if !reflect.DeepEqual(c, again) {

@@ -279,15 +279,9 @@ func (r *fuzzRun) number() int64 {
 // scope names a request's room when it is one of this execution's own
 // apps (only those are checked for what changed: other executions share
 // the fuzzer's string).
-func (r *fuzzRun) scope(req protoreflect.Message) (room string, own bool) {
-	get := func(n protoreflect.Name) string {
-		if fd := req.Descriptor().Fields().ByName(n); fd != nil {
-			return req.Get(fd).String()
-		}
-		return ""
-	}
-	app, id := get("app_code"), get("room_id")
-	if (app != r.apps[0] && app != r.apps[1]) || (id != "r1" && id != "r2") {
+func (r *fuzzRun) scope(req *dynamicpb.Message) (room string, own bool) {
+	app, id := str(req, "app_code"), str(req, "room_id")
+	if !slices.Contains(r.apps[:], app) || (id != "r1" && id != "r2") {
 		return "", false
 	}
 	return app + "/" + id, true
@@ -440,7 +434,7 @@ func (r *fuzzRun) view(key string) *v1.RoomView {
 func (r *fuzzRun) fund(req *dynamicpb.Message) {
 	app, user := str(req, "app_code"), str(req, "user_id")
 	k := app + "/" + user
-	if r.funds[k] || !validUser(r, user) {
+	if r.funds[k] || !slices.Contains(r.users[:], user) {
 		return
 	}
 	r.funds[k] = true
@@ -451,15 +445,6 @@ func (r *fuzzRun) fund(req *dynamicpb.Message) {
 		r.t.Fatalf("credit %s: %v", k, err)
 	}
 	r.coin[k] += fuzzCredit
-}
-
-func validUser(r *fuzzRun, u string) bool {
-	for _, v := range r.users {
-		if u == v {
-			return true
-		}
-	}
-	return false
 }
 
 // spend books a gift that ran: its price out of the sender's COIN, its
