@@ -1,5 +1,5 @@
 #!/bin/bash
-# heap-per-room.sh ROOMCELL_BIN LABEL [ROOMS]: issue 13's heap per active
+# heap-per-room.sh ROOMCELL_BIN LABEL [ROOMS]: the heap per active
 # one-member room on a --dev node, one round. Starts ROOMCELL_BIN --dev
 # (ports 13001/13101 must be free) with /debug/pprof on and the IM client's
 # API quota raised to 100,000/s (creating rooms is otherwise held to

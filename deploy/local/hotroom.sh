@@ -1,5 +1,5 @@
 #!/bin/bash
-# hotroom.sh ROOMCELL_BIN LABEL [SECONDS]: issue 13's hot-room figures, one
+# hotroom.sh ROOMCELL_BIN LABEL [SECONDS]: the hot-room figures, one
 # round. Starts ROOMCELL_BIN --dev (ports 13001/13101 must be free; IM at
 # Tencent's default 40 messages/s per group, the fake IM in process), runs
 # roomctl bench --mode hotroom --concurrency 32 for SECONDS (default 10),

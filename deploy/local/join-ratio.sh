@@ -1,5 +1,5 @@
 #!/bin/bash
-# join-ratio.sh ROOMCELL_BIN LABEL [ENV=VALUE...]: issue 13's dev-mode
+# join-ratio.sh ROOMCELL_BIN LABEL [ENV=VALUE...]: the dev-mode
 # figure, one round. Starts ROOMCELL_BIN --dev (ports 13001/13101 must be
 # free), creates 100 rooms, runs 4,000 grpc.health.v1.Health/Check and then
 # NJ (default 12,000) JoinRoom of unique users with ghz -c 32, and prints

@@ -1,5 +1,5 @@
 #!/bin/bash
-# mariadb-ratio.sh ROOMCELL_BIN LABEL: issue 13's MariaDB figure, one
+# mariadb-ratio.sh ROOMCELL_BIN LABEL: the MariaDB figure, one
 # round. Drops and migrates its own databases (ratio_room, ratio_wallet,
 # ratio_notice on 127.0.0.1:3306), starts ROOMCELL_BIN on configs/config.yaml
 # with them (single node, group commit on, fake IM in process, directory

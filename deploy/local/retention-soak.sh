@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12's soak: two --dev nodes under `roomctl bench` side by side for
+# The retention soak: two --dev nodes under `roomctl bench` side by side for
 # DURATION (default 10m), one with short retention settings and one with
 # retention off, sampling each node's heap and table sizes from /metrics
 # every SAMPLE seconds. Prints one line per sample and leaves the raw

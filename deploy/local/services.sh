@@ -36,18 +36,20 @@ need() { # need BINARY PACKAGE
 # iptables comes along for operators who prefer it to inspect the rules.
 need nft nftables
 need iptables iptables
+need promtool prometheus   # promtool: the alert rules' unit tests (deploy/prometheus)
 
 if ! up 3306; then
-  fresh=0
-  [ -x /usr/sbin/mariadbd ] || fresh=1
   need /usr/sbin/mariadbd mariadb-server
   mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
-  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  # mariadbd refuses to run as root; Debian's service wrapper passes the
+  # user, and on a machine without systemd we do.
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql
   wait_port MariaDB 3306
-  if [ $fresh = 1 ]; then
-    # Debian's fresh install lets root in over the socket only; the tests
-    # connect as root with an empty password over 127.0.0.1, as on the
-    # machines this project runs on. Only a server we just installed.
+  # Debian's fresh install lets root in over the socket only; the tests
+  # connect as root with an empty password over 127.0.0.1. Checked on every
+  # server this script starts (an install whose first start failed is
+  # still fresh the next time).
+  if ! mariadb -h127.0.0.1 -uroot -e 'SELECT 1' >/dev/null 2>&1; then
     mariadb -uroot -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('');
       CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;"
   fi
@@ -77,3 +79,15 @@ if ! up "$ETCD_CLIENT_PORT"; then
   wait_port etcd "$ETCD_CLIENT_PORT"
 fi
 echo "services: MariaDB :3306, Redis :6379, NATS :4222, etcd :$ETCD_CLIENT_PORT up"
+
+# --- RocketMQ ---------------------------------------------------------------
+# Seed 003's production message queue: Apache RocketMQ (pinned in
+# deploy/local/rocketmq/pom.xml, fetched through Maven, run on Java), one
+# name server on :9876 and one broker on :10911 (also :10909, and its HA
+# port :10912), ACL on with the access key "roomcell". A name server or
+# broker already answering is left alone; the topic hyapp_room_outbox is
+# created once. The tests of delivery/mq/rocketmq use it (and start
+# instances of their own for fault tests). deploy/local/rocketmq/rocketmq.sh
+# says how.
+"$(dirname "$0")/rocketmq/rocketmq.sh" up
+echo "services: RocketMQ name server :${ROOMCELL_ROCKETMQ_NAMESRV_PORT:-9876}, broker :${ROOMCELL_ROCKETMQ_BROKER_PORT:-10911} up"

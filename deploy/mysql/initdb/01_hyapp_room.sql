@@ -194,3 +194,14 @@ ALTER TABLE room_outbox ADD KEY idx_room_outbox_mq (mq_status, created_at_ms, ev
 ALTER TABLE room_outbox ADD CONSTRAINT ck_room_outbox_mq_status CHECK (mq_status IN ('none', 'pending', 'published', 'parked'));
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 6, '006_room_outbox_mq_progress', '897a36de3b34704a4de67f10ea96b58b7461d7163d3b0cb27fa340ab3ca539a7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/007_room_outbox_room_lease.sql ----
+-- The outbox claim asks, for a handful of rooms at once, how many rows
+-- each has pending and whether any of them is under a live lease. With
+-- this index both answers come from the index alone (no row lookups), so
+-- a claim costs the same few statements whatever the rooms' depth; only
+-- the leased entries (lock_until_ms > now, few) are looked up to see who
+-- holds them.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_room_lease (app_code, room_id, status, lock_until_ms);
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 7, '007_room_outbox_room_lease', '70782f5c84191b8c2fe5c7148279cf990a2a064ee9729a1089637a342fe5d2f5', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
