@@ -58,8 +58,15 @@ type etcdProvider struct {
 const etcdOpTimeout = 3 * time.Second
 
 func newEtcdProvider(cfg configs.ClusterConfig, nodeID string, log *slog.Logger, hook rejoinHook) (*etcdProvider, error) {
+	tc, err := cfg.EtcdTLS.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cluster.etcd_tls: %w", err)
+	}
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.EtcdEndpoints,
+		TLS:         tc,
+		Username:    cfg.EtcdUsername,
+		Password:    cfg.EtcdPassword,
 		DialTimeout: etcdOpTimeout,
 		// The client's zap logger warns on every retried call; the
 		// provider logs what matters through slog.

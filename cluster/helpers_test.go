@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,9 +20,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/hyapp/roomcell/actors/room"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
@@ -75,7 +77,7 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 		}
 		meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	}
-	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{room.NewKind(deps)},
+	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{grainkind.New(room.Kind, room.GrainProps(deps))},
 		Logger: o.log, Registerer: reg, Agent: o.agent, Ownership: owners, MeterProvider: meters})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -25,7 +26,9 @@ const activationTimeout = time.Second
 // any request and places by a hash of the member view, so two nodes with
 // different views both activate a room).
 type lookup struct {
-	table     ownership.Table
+	table ownership.Table
+	// stopping is the member's (2: stopped); nil in tests without one.
+	stopping  *atomic.Int32
 	c         *pcluster.Cluster
 	placement *actor.PID
 	startErr  error
@@ -34,7 +37,7 @@ type lookup struct {
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.c = c
 	l.placement, l.startErr = c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &placement{c: c, table: l.table, actors: map[string]grainMeta{}, props: map[string]kindProps{}}
+		return &placement{c: c, table: l.table, stopping: l.stopping, actors: map[string]grainMeta{}, props: map[string]kindProps{}}
 	}), placementName)
 	if l.startErr != nil {
 		return
@@ -71,6 +74,22 @@ func (l *lookup) Shutdown() {
 	}
 }
 
+// barrier is answered once the placement has handled every message
+// before it: what it did so far happens before the caller goes on.
+type barrier struct{}
+
+// settle waits for the placement's barrier (at most 5 s): the member's
+// crash-like stop calls it after marking itself stopped, so the
+// placement's reads of Proto.Actor's member list, which is not safe to
+// read while the provider rewrites it, happen before the provider goes,
+// and the grains stopping after it see the member stopped and broadcast
+// nothing.
+func (l *lookup) settle() {
+	if l.placement != nil && l.c != nil {
+		_, _ = l.c.ActorSystem.Root.RequestFuture(l.placement, barrier{}, 5*time.Second).Result()
+	}
+}
+
 // shardsLost: this node no longer owns these shards; stop their grains.
 type shardsLost struct{ shards []int }
 
@@ -94,16 +113,17 @@ func identityOf(key string) *pcluster.ClusterIdentity {
 
 // placement activates and tracks this node's grains.
 type placement struct {
-	c      *pcluster.Cluster
-	table  ownership.Table
-	actors map[string]grainMeta
+	c        *pcluster.Cluster
+	table    ownership.Table
+	stopping *atomic.Int32 // the member's; see stopped
+	actors   map[string]grainMeta
 	// props holds, per kind seen (grainOf reads its names), what the placement spawns: the kind's Props
 	// without the library's middleware when package kind made it (the
 	// placement then sends the ClusterInit and clears the pid cache:
 	// bare), else the kind's Props with an OnInit giving the grain the
 	// identity in spawning, which the middleware reads. The library's
 	// WithClusterIdentity clones the Props for every activation (~450
-	// bytes an active grain, kept for its life: issue 13). A spawn runs
+	// bytes an active grain, kept for its life). A spawn runs
 	// its OnInit before it returns, on this actor's goroutine, so spawning
 	// is always the grain's own.
 	props    map[string]kindProps
@@ -175,11 +195,19 @@ func (p *placement) stopped(self, pid *actor.PID) {
 		p.c.PidCache.RemoveByValue(ci.Identity, ci.Kind, pid)
 		p.c.ActorSystem.EventStream.Publish(&pcluster.ActivationTerminating{Pid: pid, ClusterIdentity: ci})
 	}
+	// A member that is stopping tells nobody: the others drop it with its
+	// registration, and Proto.Actor's member list is not safe to read
+	// while the stopping provider rewrites its topology.
+	if p.stopping != nil && p.stopping.Load() == 2 {
+		return
+	}
 	p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: pid, ClusterIdentity: ci}, true)
 }
 
 func (p *placement) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
+	case barrier:
+		ctx.Respond(barrier{})
 	case *pcluster.ActivationRequest:
 		ctx.Respond(p.activate(ctx, msg.ClusterIdentity))
 	case *actor.Terminated:

@@ -128,6 +128,7 @@ func Start(o Options) (m *Member, err error) {
 	}
 	m = &Member{System: system, cfg: cfg, nodeID: o.NodeID, logger: o.Logger, startedAt: time.Now(), done: make(chan struct{}),
 		ownership: o.Ownership, lookup: &lookup{table: o.Ownership}}
+	m.lookup.stopping = &m.stopping
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
 	}
@@ -208,7 +209,7 @@ func (m *Member) startMember() (err error) {
 // every other member it can reach lists it; then it reports serving.
 // Right after StartMember the member list can be empty (every request
 // fails fast), and a peer that has not seen this member yet places its
-// rooms without it (the duplicate activations of shared guide §2.1).
+// rooms without it (duplicate activations).
 // Unreachable peers do not hold readiness back: the provider drops them.
 func (m *Member) WaitReady(ctx context.Context) error {
 	start := time.Now()
@@ -355,6 +356,7 @@ func (m *Member) Stop(graceful bool) {
 			m.ownership.Close()
 		} else {
 			m.stopping.Store(2)
+			m.lookup.settle()
 			m.provider.Kill()
 			if k, ok := m.ownership.(interface{ Kill() }); ok {
 				k.Kill()

@@ -2,7 +2,7 @@
 
 // Several members in one process trip a data race inside Proto.Actor
 // itself (remote.Start sets the process-global grpclog while the first
-// member's gRPC goroutines read it; shared guide §5), so this file is
+// member's gRPC goroutines read it; a known Proto.Actor race), so this file is
 // built only without -race; `make test` runs it in its own pass.
 
 package cluster_test

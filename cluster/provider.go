@@ -142,14 +142,18 @@ func NewOwnership(cfg configs.ClusterConfig, nodeID string, hostsRooms bool, log
 	if cfg.Provider != configs.ProviderEtcd {
 		return ownership.NewView(cfg.Shards), nil
 	}
+	tc, err := cfg.EtcdTLS.Load()
+	if err != nil {
+		return nil, fmt.Errorf("cluster.etcd_tls: %w", err)
+	}
 	return ownership.NewEtcd(ownership.EtcdConfig{
-		Endpoints: cfg.EtcdEndpoints,
-		Prefix:    strings.TrimRight(cfg.EtcdBaseKey, "/") + "/_ownership/" + cfg.Name,
-		NodeID:    nodeID,
-		Shards:    cfg.Shards,
-		TTL:       cfg.ShardLeaseTTL,
-		Margin:    cfg.ShardLeaseMargin,
-		Logger:    log,
-		Observer:  !hostsRooms,
+		Endpoints: cfg.EtcdEndpoints, TLS: tc, Username: cfg.EtcdUsername, Password: cfg.EtcdPassword,
+		Prefix:   strings.TrimRight(cfg.EtcdBaseKey, "/") + "/_ownership/" + cfg.Name,
+		NodeID:   nodeID,
+		Shards:   cfg.Shards,
+		TTL:      cfg.ShardLeaseTTL,
+		Margin:   cfg.ShardLeaseMargin,
+		Logger:   log,
+		Observer: !hostsRooms,
 	})
 }

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/certtest"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/certtest"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 

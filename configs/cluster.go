@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,15 @@ type ClusterConfig struct {
 	EtcdEndpoints []string      `yaml:"etcd_endpoints"`
 	EtcdBaseKey   string        `yaml:"etcd_base_key"`
 	EtcdLeaseTTL  time.Duration `yaml:"etcd_lease_ttl"`
+	// EtcdTLS is TLS to etcd (membership and shard leases): once enabled
+	// every endpoint is dialled over TLS (an http:// endpoint is a config
+	// error), the server checked against ca_file, cert_file/key_file
+	// given when etcd wants client certificates (--client-cert-auth).
+	EtcdTLS ClientTLSConfig `yaml:"etcd_tls"`
+	// EtcdUsername and EtcdPassword authenticate to etcd when its auth is
+	// enabled. Use ${ENV} for the password; never logged.
+	EtcdUsername string `yaml:"etcd_username"`
+	EtcdPassword string `yaml:"etcd_password"`
 	// DrainTimeout bounds a graceful leave: deregister, wait for the
 	// other members to stop routing here and for local rooms to
 	// snapshot and stop. Kubernetes' terminationGracePeriodSeconds must
@@ -48,7 +58,7 @@ type ClusterConfig struct {
 	// ActorMetrics exports Proto.Actor's own metrics (protoactor_*:
 	// spawns, mailbox length, message and future timings) on /metrics.
 	// Off by default: they are recorded on every message and future,
-	// ~6% of a command's CPU and ~11% of its allocations (issue 13), and
+	// ~6% of a command's CPU and ~11% of its allocations, and
 	// no dashboard of ours reads them; turn on to debug the actor system.
 	ActorMetrics bool `yaml:"actor_metrics"`
 	// Room ownership (docs/cluster.md): rooms hash into Shards virtual
@@ -127,6 +137,19 @@ func (c ClusterConfig) validate() error {
 	}
 	if c.ShardLeaseMargin <= 0 || c.ShardLeaseMargin >= c.ShardLeaseTTL/2 {
 		return errorf("cluster.shard_lease_margin", "%s must be positive and under half of shard_lease_ttl", c.ShardLeaseMargin)
+	}
+	if err := c.EtcdTLS.validate("cluster.etcd_tls"); err != nil {
+		return err
+	}
+	if c.EtcdTLS.Enabled {
+		for i, ep := range c.EtcdEndpoints {
+			if strings.HasPrefix(ep, "http://") {
+				return errorf(fmt.Sprintf("cluster.etcd_endpoints[%d]", i), "%q is plaintext while cluster.etcd_tls is enabled (write host:port or https://)", ep)
+			}
+		}
+	}
+	if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
+		return errorf("cluster.etcd_username", "etcd_username and etcd_password go together")
 	}
 	if c.Provider == ProviderEtcd && c.EtcdLeaseTTL < time.Second {
 		return errorf("cluster.etcd_lease_ttl", "%s is below etcd's one-second lease granularity", c.EtcdLeaseTTL)

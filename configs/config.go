@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
+	"reflect"
 	"strings"
 	"time"
 
@@ -21,6 +21,11 @@ type Config struct {
 	// Roles this process runs: room, wallet, relay, notice. Default: all
 	// but notice.
 	Roles []string `yaml:"roles"`
+	// AllowInsecure lets a gRPC listener that reaches beyond loopback
+	// start without client tokens, operator tokens or TLS (OpenDoors);
+	// the node then says so at WARN at start and every hour. Default
+	// false: such a node refuses to start, naming the missing key.
+	AllowInsecure bool `yaml:"allow_insecure"`
 
 	Log          LogConfig          `yaml:"log"`
 	GRPC         GRPCConfig         `yaml:"grpc"`
@@ -33,11 +38,14 @@ type Config struct {
 	Wallet       WalletConfig       `yaml:"wallet"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
+	TRTC         TRTCConfig         `yaml:"trtc"`
 	Cluster      ClusterConfig      `yaml:"cluster"`
 	Presence     PresenceConfig     `yaml:"presence"`
 	Notice       NoticeConfig       `yaml:"notice"`
 	Retention    RetentionConfig    `yaml:"retention"`
 	Runtime      RuntimeConfig      `yaml:"runtime"`
+	Watch        WatchConfig        `yaml:"watch"`
+	Gateway      GatewayConfig      `yaml:"gateway"`
 }
 
 // Role names.
@@ -79,16 +87,6 @@ func (c Config) HasRole(role string) bool {
 	return false
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expandEnv replaces ${NAME} with the environment variable NAME. A bare $
-// is left alone so passwords with dollars survive.
-func expandEnv(b []byte) []byte {
-	return envRef.ReplaceAllFunc(b, func(m []byte) []byte {
-		return []byte(os.Getenv(string(envRef.FindSubmatch(m)[1])))
-	})
-}
-
 // Load reads, expands, decodes, defaults and validates a YAML file.
 // Unknown keys are errors: a misspelt key must not silently fall back to a
 // default.
@@ -102,16 +100,22 @@ func Load(path string) (Config, error) {
 
 // Parse is Load on bytes.
 func Parse(b []byte) (Config, error) {
-	b = expandEnv(b)
-	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	b, err := expandEnv(b)
+	if err != nil {
+		return Config{}, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := checkDocument(&doc, reflect.TypeOf(file{})); err != nil {
+		return Config{}, err
+	}
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, withPath(&doc, err)
 	}
 	if err := checkSeedShape(&doc); err != nil {
 		return Config{}, err
@@ -150,11 +154,14 @@ func (c *Config) setDefaults() {
 	c.Wallet.setDefaults()
 	c.OutboxWorker.setDefaults()
 	c.TencentIM.setDefaults()
+	c.TRTC.setDefaults()
 	c.Cluster.setDefaults()
 	c.Presence.setDefaults()
 	c.Notice.setDefaults()
 	c.Retention.setDefaults()
 	c.Runtime.setDefaults()
+	c.Watch.setDefaults()
+	c.Gateway.setDefaults()
 }
 
 // Validate checks every section; the first error names its key.
@@ -170,11 +177,12 @@ func (c Config) Validate() error {
 		c.Log.validate, c.GRPC.validate, c.HTTP.validate, c.Store.validate,
 		c.MySQL.validate, c.Redis.validate, c.Room.validate,
 		func() error { return validateGifts(c.Gifts) },
-		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate,
+		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate, c.TRTC.validate,
 		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
 		c.Cluster.TLS.validate,
-		c.Retention.validate, c.Runtime.validate,
+		c.Retention.validate, c.Runtime.validate, c.Watch.validate,
+		func() error { return c.Gateway.validate(c.GRPC) },
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -9,14 +9,29 @@ import (
 )
 
 // The shipped files load through the real loader.
+// shippedEnv sets every variable the shipped files refer to.
+func shippedEnv(t *testing.T) {
+	for k, v := range map[string]string{
+		"TENCENT_IM_SECRET_KEY": "test-secret", "MYSQL_PASSWORD": "pw", "ROOMCELL_NODE_ID": "node-7",
+		"ROOMCELL_CLIENT_TOKENS": "c1,c2", "ROOMCELL_OPERATOR_TOKENS": "o1", "ROOMCELL_ADVERTISED_HOST": "node-7:7000",
+		"ROOMCELL_TLS_CERT": "/tls/crt", "ROOMCELL_TLS_KEY": "/tls/key", "REDIS_PASSWORD": "rpw",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
 func TestShippedFilesLoad(t *testing.T) {
-	t.Setenv("TENCENT_IM_SECRET_KEY", "test-secret")
-	t.Setenv("MYSQL_PASSWORD", "pw")
-	t.Setenv("ROOMCELL_NODE_ID", "node-7")
+	shippedEnv(t)
 	for _, f := range []string{"config.yaml", "config.docker.yaml", "config.tencent.example.yaml"} {
 		c, err := Load(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
+		}
+		if err := c.CheckStart(); err != nil {
+			t.Fatalf("%s does not start: %v", f, err)
+		}
+		if c.AllowInsecure {
+			t.Fatalf("%s ships allow_insecure: true", f)
 		}
 		if c.OutboxWorker.RetryStrategy != RetryFixedInterval || c.OutboxWorker.BatchSize != 100 ||
 			c.OutboxWorker.PollInterval != time.Second || c.OutboxWorker.PublishTimeout != 3*time.Second || !c.OutboxWorker.On() {
@@ -29,6 +44,20 @@ func TestShippedFilesLoad(t *testing.T) {
 			t.Fatalf("%s: vip_plans %+v differ from the built-in defaults", f, c.Wallet.VipPlans)
 		}
 	}
+	// The files that listen beyond loopback refuse to start with their
+	// token variables empty.
+	for _, f := range []string{"config.docker.yaml", "config.tencent.example.yaml"} {
+		t.Setenv("ROOMCELL_CLIENT_TOKENS", "")
+		c, err := Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var ce *Error
+		if err := c.CheckStart(); !errors.As(err, &ce) || ce.Key != "grpc.auth.client_tokens" {
+			t.Fatalf("%s with no client tokens: %v", f, err)
+		}
+	}
+	shippedEnv(t)
 	c, _ := Load("config.tencent.example.yaml")
 	if !c.TencentIM.Enabled || c.TencentIM.SecretKey != "test-secret" || c.NodeID != "node-7" {
 		t.Fatalf("env expansion: %+v node %q", c.TencentIM, c.NodeID)

@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -60,14 +62,21 @@ const (
 // consumes them with its own durable consumer group.
 type MQConfig struct {
 	Enabled bool   `yaml:"enabled"`
-	Kind    string `yaml:"kind"` // nats (JetStream) | rocketmq (no adapter in this build)
-	// Servers: NATS URLs, or RocketMQ name servers.
+	Kind    string `yaml:"kind"` // nats (JetStream) | rocketmq (delivery/mq/rocketmq)
+	// Servers: NATS URLs (default nats://127.0.0.1:4222), or RocketMQ name
+	// servers as host:port (default 127.0.0.1:9876).
 	Servers []string `yaml:"servers"`
-	// AccessKey and SecretKey: NATS user and password (RocketMQ ACL keys).
-	// Use ${ENV}; never logged.
+	// AccessKey and SecretKey: NATS user and password, or RocketMQ's ACL
+	// access key and secret key. Both or neither. Use ${ENV}; the secret is
+	// never logged nor put in an error.
 	AccessKey  string           `yaml:"access_key"`
 	SecretKey  string           `yaml:"secret_key"`
 	RoomOutbox MQRoomOutboxConf `yaml:"room_outbox"`
+	// TLS to the NATS servers: the client requires it (a server that does
+	// not offer TLS is refused, never used in plaintext) and checks the
+	// server against ca_file; cert_file/key_file when the server wants a
+	// client certificate.
+	TLS ClientTLSConfig `yaml:"tls"`
 }
 
 // MQRoomOutboxConf is the room_outbox topic and the notice consumer group.
@@ -79,6 +88,16 @@ type MQRoomOutboxConf struct {
 	// (the seed's consumer_max_reconsume_times); then the message is
 	// dropped from the consumer and the MySQL scan is the only way left.
 	MaxRedeliver int `yaml:"consumer_max_reconsume_times"`
+	// IMBridge is seed 003's room IM bridge: a consumer group of the relay
+	// role that sends the topic's room events to the rooms' IM groups, an
+	// optional second IM path beside the relay (off by default).
+	IMBridge MQIMBridgeConf `yaml:"im_bridge"`
+}
+
+// MQIMBridgeConf is the room IM bridge consumer group.
+type MQIMBridgeConf struct {
+	Enabled       bool   `yaml:"enabled"`
+	ConsumerGroup string `yaml:"consumer_group"` // default hyapp-room-im-bridge
 }
 
 // RoomOutboxOn reports whether the room_outbox fanout is active (both
@@ -136,6 +155,9 @@ func (c *MQConfig) setDefaults() {
 	}
 	if len(c.Servers) == 0 {
 		c.Servers = []string{"nats://127.0.0.1:4222"}
+		if c.Kind == MQKindRocketMQ {
+			c.Servers = []string{"127.0.0.1:9876"}
+		}
 	}
 	if c.RoomOutbox.Topic == "" {
 		c.RoomOutbox.Topic = "hyapp_room_outbox"
@@ -144,6 +166,9 @@ func (c *MQConfig) setDefaults() {
 		c.RoomOutbox.ConsumerGroup = "hyapp-notice-room-outbox"
 	}
 	c.RoomOutbox.MaxRedeliver = intOr(c.RoomOutbox.MaxRedeliver, 16)
+	if c.RoomOutbox.IMBridge.ConsumerGroup == "" {
+		c.RoomOutbox.IMBridge.ConsumerGroup = "hyapp-room-im-bridge"
+	}
 }
 
 // Normalized returns c with its defaults applied and validated.
@@ -156,6 +181,9 @@ func (c MQConfig) Normalized() (MQConfig, error) {
 }
 
 func (c MQConfig) validate() error {
+	if err := c.TLS.validate("notice.mq.tls"); err != nil {
+		return err
+	}
 	switch c.Kind {
 	case MQKindNATS, MQKindRocketMQ:
 	default:
@@ -168,10 +196,35 @@ func (c MQConfig) validate() error {
 		if strings.TrimSpace(s) == "" {
 			return errorf("notice.mq.servers", "entry %d is empty", i)
 		}
+		if c.Kind == MQKindRocketMQ {
+			// host:port, or http(s)://host:port as Tencent Cloud writes
+			// its name servers; anything else would fail only at the
+			// first publish.
+			hp := strings.TrimPrefix(strings.TrimPrefix(s, "http://"), "https://")
+			host, port, err := net.SplitHostPort(hp)
+			if _, perr := strconv.Atoi(port); err != nil || perr != nil || host == "" || strings.Contains(hp, "/") {
+				return errorf("notice.mq.servers", "entry %d (%q) is not a RocketMQ name server host:port or http://host:port (seed 003: rocketmq.name_servers)", i, s)
+			}
+		}
+	}
+	// An unset ${VAR} expands to nothing: half a credential would fail
+	// every request at the broker instead of at start. Neither value is
+	// printed.
+	switch {
+	case c.AccessKey != "" && c.SecretKey == "":
+		return errorf("notice.mq.secret_key", "is empty while access_key is set (an unset environment variable?)")
+	case c.AccessKey == "" && c.SecretKey != "":
+		return errorf("notice.mq.access_key", "is empty while secret_key is set (an unset environment variable?)")
 	}
 	// JetStream names a stream and a durable consumer after these; both
 	// forbid the subject separators and wildcards.
-	for key, v := range map[string]string{"notice.mq.room_outbox.topic": c.RoomOutbox.Topic, "notice.mq.room_outbox.consumer_group": c.RoomOutbox.ConsumerGroup} {
+	if c.RoomOutbox.IMBridge.Enabled && c.RoomOutbox.IMBridge.ConsumerGroup == c.RoomOutbox.ConsumerGroup {
+		// One group shares its messages among members: the bridge would
+		// take the notice consumer's kicks away from it.
+		return errorf("notice.mq.room_outbox.im_bridge.consumer_group", "%q is the notice consumer group; the bridge needs its own", c.RoomOutbox.ConsumerGroup)
+	}
+	for key, v := range map[string]string{"notice.mq.room_outbox.topic": c.RoomOutbox.Topic, "notice.mq.room_outbox.consumer_group": c.RoomOutbox.ConsumerGroup,
+		"notice.mq.room_outbox.im_bridge.consumer_group": c.RoomOutbox.IMBridge.ConsumerGroup} {
 		if strings.ContainsAny(v, ".*> \t/\\") {
 			return errorf(key, "%q may not contain '.', '*', '>', '/', '\\' or spaces", v)
 		}
@@ -196,15 +249,12 @@ func (c NoticeConfig) validate() error {
 }
 
 // CheckStart reports what the loaded configuration asks for that this
-// build cannot run. A seed 003 file with rocketmq.enabled: true loads (it
-// means notice.mq.kind: rocketmq) but cannot start: no RocketMQ adapter
-// exists, NATS JetStream plays its part.
+// build cannot run, or must not run: an open door (OpenDoors) without
+// allow_insecure, the fake IM on a MySQL or etcd node without
+// tencent_im.allow_fake. Every MQ kind has an adapter (nats: JetStream,
+// rocketmq: delivery/mq/rocketmq).
 func (c Config) CheckStart() error {
-	if c.Notice.MQ.Enabled && c.Notice.MQ.Kind == MQKindRocketMQ {
-		return errorf("notice.mq.kind", "rocketmq (seed 003's rocketmq.enabled: true) has no adapter in this build; "+
-			"use NATS JetStream in its place: notice.mq.kind: nats with notice.mq.servers (docs/seeds.md, delivery/mq/doc.go)")
-	}
-	return nil
+	return c.checkSecurity()
 }
 
 // NoticeOnly reports whether the notice role is the only role of the

@@ -22,8 +22,7 @@ func TestNoticeDefaultsAndShippedFiles(t *testing.T) {
 		c.MQ.RoomOutbox.MaxRedeliver != 16 || c.GRPCAddr != "127.0.0.1:13009" || c.HTTPAddr != "127.0.0.1:13109" {
 		t.Fatalf("mq/ports defaults %+v", c)
 	}
-	t.Setenv("TENCENT_IM_SECRET_KEY", "test-secret")
-	t.Setenv("MYSQL_PASSWORD", "pw")
+	shippedEnv(t)
 	for f, enabled := range map[string]bool{"config.yaml": false, "config.docker.yaml": false, "config.tencent.example.yaml": true} {
 		c, err := Load(f)
 		if err != nil {

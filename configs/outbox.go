@@ -39,7 +39,7 @@ func (c *OutboxWorkerConfig) setDefaults() {
 	if c.RetryStrategy == "" {
 		c.RetryStrategy = RetryFixedInterval
 	}
-	c.LeaseTTL = durationOr(c.LeaseTTL, 30*time.Second)
+	c.LeaseTTL = durationOr(c.LeaseTTL, 10*time.Second)
 	c.MaxBackoff = durationOr(c.MaxBackoff, 5*time.Minute)
 	c.HotRoomBatch = intOr(c.HotRoomBatch, max(2000, c.BatchSize))
 }

@@ -2,7 +2,7 @@ package configs
 
 import "time"
 
-// RetentionConfig is the retention block (issue 12): how long each growing
+// RetentionConfig is the retention block: how long each growing
 // table keeps what is finished, and how fast the purge worker deletes.
 // Zero takes the default; a negative value is refused (it would not mean
 // "keep nothing" and must not silently mean the default either).

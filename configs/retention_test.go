@@ -14,7 +14,7 @@ func TestRetentionDefaults(t *testing.T) {
 	r := c.Retention
 	if !r.On() || r.OutboxPublished != 72*time.Hour || r.CommandLog != 7*24*time.Hour || r.WalletOutbox != 72*time.Hour ||
 		r.NoticesDelivered != 7*24*time.Hour || r.BatchSize != MaxRetentionBatch || r.RowsPerSecond != 5000 || r.DutyCycle != 0.1 {
-		t.Fatalf("retention defaults %+v differ from issue 12", r)
+		t.Fatalf("retention defaults %+v differ from the documented defaults", r)
 	}
 }
 

@@ -17,6 +17,11 @@ type RoomConfig struct {
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
 	// StoreTimeout bounds one store call from the grain.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// CreateGroupTimeout bounds CreateRoom's IM group step: after the
+	// command is stored and before the reply. A slower or unreachable IM
+	// costs the reply at most this; the RoomCreated outbox row then
+	// creates the group, and the reply says im_group_ready false.
+	CreateGroupTimeout time.Duration `yaml:"create_group_timeout"`
 }
 
 func (c *RoomConfig) setDefaults() {
@@ -24,6 +29,7 @@ func (c *RoomConfig) setDefaults() {
 	c.IdleTimeout = durationOr(c.IdleTimeout, 10*time.Minute)
 	c.PublishTimeout = durationOr(c.PublishTimeout, 3*time.Second)
 	c.StoreTimeout = durationOr(c.StoreTimeout, 3*time.Second)
+	c.CreateGroupTimeout = durationOr(c.CreateGroupTimeout, time.Second)
 }
 
 func (c RoomConfig) validate() error { return nil }
@@ -81,8 +87,8 @@ type WalletConfig struct {
 	TLS ClientTLSConfig `yaml:"tls"`
 	// VipPlans is the VIP catalog: one entry per level on sale.
 	VipPlans []VipPlanConfig `yaml:"vip_plans"`
-	// GiftReconciler settles gift reservations nobody settled (issue 14,
-	// actors/wallet/giftsettle). It runs on room nodes, over the wallet in
+	// GiftReconciler settles gift reservations nobody settled
+	// (actors/wallet/giftsettle). It runs on room nodes, over the wallet in
 	// process or at Addr.
 	GiftReconciler GiftReconcilerConfig `yaml:"gift_reconciler"`
 }
@@ -96,6 +102,12 @@ type GiftReconcilerConfig struct {
 	SettleAfter  time.Duration `yaml:"settle_after"`
 	PollInterval time.Duration `yaml:"poll_interval"`
 	BatchSize    int           `yaml:"batch_size"`
+	// ParkAfter: a reservation whose settlement failed this many times is
+	// parked (no longer tried, wallet_gift_holds_parked, an ERROR line)
+	// for an operator to resolve; MaxBackoff caps the wait between its
+	// tries (poll_interval doubled per failure).
+	ParkAfter  int           `yaml:"park_after"`
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 }
 
 // On reports whether the reconciler runs.
@@ -132,6 +144,8 @@ func (c *WalletConfig) setDefaults() {
 	c.GiftReconciler.SettleAfter = durationOr(c.GiftReconciler.SettleAfter, 30*time.Second)
 	c.GiftReconciler.PollInterval = durationOr(c.GiftReconciler.PollInterval, 5*time.Second)
 	c.GiftReconciler.BatchSize = intOr(c.GiftReconciler.BatchSize, 100)
+	c.GiftReconciler.ParkAfter = intOr(c.GiftReconciler.ParkAfter, 10)
+	c.GiftReconciler.MaxBackoff = durationOr(c.GiftReconciler.MaxBackoff, 5*time.Minute)
 	if c.VipPlans == nil {
 		c.VipPlans = DefaultVipPlans()
 	}

@@ -13,7 +13,7 @@ type RuntimeConfig struct {
 
 // DefaultGCHeapFloorMB is runtime.gc_heap_floor_mb's default: on MariaDB
 // (live heap 30-90 MB under load) it cut the server's CPU per JoinRoom by
-// a fifth (docs/benchmarks.md, eleventh round), at the cost of up to this
+// a fifth (docs/benchmarks-history.md, eleventh round), at the cost of up to this
 // much heap on an idle node.
 const DefaultGCHeapFloorMB = 512
 

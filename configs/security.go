@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 )
@@ -196,4 +197,68 @@ func (c ClusterTLSConfig) Load() (server, client *tls.Config, err error) {
 	}
 	client, err = ClientTLSConfig{Enabled: true, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName}.Load()
 	return server, client, err
+}
+
+// Loopback reports whether addr ("host:port") listens on loopback only.
+// An empty host, 0.0.0.0, ::, any other address and any host name but
+// "localhost" reach beyond it.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// OpenDoors lists what the serving gRPC listener leaves open to anyone
+// who reaches it, one error per key: no client tokens, no operator tokens,
+// no TLS. A listener on loopback has none (only this host reaches it). A
+// notice-only node serves no client RPC, so it needs no client tokens.
+func (c Config) OpenDoors() []*Error {
+	grpcAddr, _ := c.ServingAddrs()
+	if Loopback(grpcAddr) {
+		return nil
+	}
+	var out []*Error
+	beyond := fmt.Sprintf("while the gRPC listener %s reaches beyond loopback", grpcAddr)
+	if !c.NoticeOnly() && len(c.GRPC.Auth.ClientTokens) == 0 {
+		out = append(out, &Error{Key: "grpc.auth.client_tokens", Msg: "empty " + beyond + ": every client RPC would be open to anyone"})
+	}
+	if len(c.GRPC.Auth.OperatorTokens) == 0 {
+		out = append(out, &Error{Key: "grpc.auth.operator_tokens", Msg: "empty " + beyond + ": every operator RPC (Credit, DebitGift, admin) would be open to anyone"})
+	}
+	if !c.GRPC.TLS.Enabled() {
+		out = append(out, &Error{Key: "grpc.tls.cert_file", Msg: "empty " + beyond + ": tokens and traffic would cross the network in clear text"})
+	}
+	return out
+}
+
+// checkSecurity refuses an open door unless allow_insecure says, in so
+// many words, that it is wanted; and the fake IM on a production-shaped
+// node (MySQL store or etcd cluster) unless tencent_im.allow_fake does:
+// such a node "works" against nothing.
+func (c Config) checkSecurity() error {
+	if doors := c.OpenDoors(); len(doors) > 0 && !c.AllowInsecure {
+		e := *doors[0]
+		e.Msg += " (set it, or allow_insecure: true to accept this)"
+		return &e
+	}
+	if !c.TencentIM.Enabled && !c.TencentIM.AllowFake {
+		var why string
+		switch {
+		case c.Store.Kind == StoreMySQL:
+			why = "store.kind is mysql"
+		case c.Cluster.Provider == ProviderEtcd:
+			why = "cluster.provider is etcd"
+		}
+		if why != "" {
+			return errorf("tencent_im.enabled", "false while %s: the node would publish every room event to the in-process fake IM, reaching no client; "+
+				"set tencent_im.enabled: true with Tencent's credentials, or tencent_im.allow_fake: true to run against the fake", why)
+		}
+	}
+	return nil
 }

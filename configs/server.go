@@ -10,8 +10,9 @@ import (
 type LogConfig struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
-	// RepeatInterval: a WARN/ERROR with the same message and root error
-	// is written once per interval, the next one with repeated=N.
+	// RepeatInterval: a line of any level with the same level, message
+	// and root error (without an error: the same attributes) is written
+	// once per interval, the next one with repeated=N.
 	RepeatInterval time.Duration `yaml:"repeat_interval"`
 }
 
@@ -59,6 +60,71 @@ type GRPCConfig struct {
 	CommandTimeout time.Duration `yaml:"command_timeout"`
 	// ShutdownTimeout bounds GracefulStop before a hard Stop.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Limits bound the connections of the listener (README "Connection
+	// limits").
+	Limits GRPCLimits `yaml:"limits"`
+}
+
+// ListenerLimits cap a listener's connections: past either cap a new
+// connection is closed at once (metric roomcell_listener_refused_total, a
+// WARN at most every 10s). A value <= 0 falls back to the default.
+type ListenerLimits struct {
+	MaxConnections           int `yaml:"max_connections"`
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
+}
+
+// GRPCLimits are grpc.limits: the connection caps, and the idle, age,
+// handshake and keepalive rules of every connection. A duration <= 0
+// falls back to its default.
+type GRPCLimits struct {
+	ListenerLimits `yaml:",inline"`
+	// MaxConnectionIdle: a connection without an RPC this long is closed
+	// (GOAWAY). Default 5m.
+	MaxConnectionIdle time.Duration `yaml:"max_connection_idle"`
+	// MaxConnectionAge: a connection is asked to close (GOAWAY) after
+	// this long, its RPCs given MaxConnectionAgeGrace to end. Defaults 1h
+	// and 30s (above grpc.command_timeout).
+	MaxConnectionAge      time.Duration `yaml:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `yaml:"max_connection_age_grace"`
+	// HandshakeTimeout bounds TLS and the HTTP/2 preface of a new
+	// connection. Default 10s.
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
+	// KeepaliveTime: the server pings a connection silent this long and
+	// closes it when no answer comes in KeepaliveTimeout. Defaults 1m, 20s.
+	KeepaliveTime    time.Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout time.Duration `yaml:"keepalive_timeout"`
+	// KeepaliveMinTime: a client pinging more often than this is closed
+	// (too_many_pings); pings without an RPC in flight are allowed.
+	// Default 10s.
+	KeepaliveMinTime time.Duration `yaml:"keepalive_min_time"`
+}
+
+func (c *GRPCLimits) setDefaults() {
+	c.MaxConnections = intOr(c.MaxConnections, 8192)
+	c.MaxConnectionsPerAddress = intOr(c.MaxConnectionsPerAddress, 512)
+	c.MaxConnectionIdle = durationOr(c.MaxConnectionIdle, 5*time.Minute)
+	c.MaxConnectionAge = durationOr(c.MaxConnectionAge, time.Hour)
+	c.MaxConnectionAgeGrace = durationOr(c.MaxConnectionAgeGrace, 30*time.Second)
+	c.HandshakeTimeout = durationOr(c.HandshakeTimeout, 10*time.Second)
+	c.KeepaliveTime = durationOr(c.KeepaliveTime, time.Minute)
+	c.KeepaliveTimeout = durationOr(c.KeepaliveTimeout, 20*time.Second)
+	c.KeepaliveMinTime = durationOr(c.KeepaliveMinTime, 10*time.Second)
+}
+
+// HTTPLimits are http.limits: the ops listener's caps and timeouts.
+type HTTPLimits struct {
+	ListenerLimits `yaml:",inline"`
+	// IdleTimeout closes a keep-alive connection idle this long; default
+	// 60s. ReadTimeout bounds reading one request; default 10s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+}
+
+func (c *HTTPLimits) setDefaults() {
+	c.MaxConnections = intOr(c.MaxConnections, 256)
+	c.MaxConnectionsPerAddress = intOr(c.MaxConnectionsPerAddress, 64)
+	c.IdleTimeout = durationOr(c.IdleTimeout, time.Minute)
+	c.ReadTimeout = durationOr(c.ReadTimeout, 10*time.Second)
 }
 
 func (c *GRPCConfig) setDefaults() {
@@ -67,6 +133,7 @@ func (c *GRPCConfig) setDefaults() {
 	}
 	c.CommandTimeout = durationOr(c.CommandTimeout, 5*time.Second)
 	c.ShutdownTimeout = durationOr(c.ShutdownTimeout, 10*time.Second)
+	c.Limits.setDefaults()
 	c.Auth.ClientTokens = splitTokens(c.Auth.ClientTokens)
 	c.Auth.OperatorTokens = splitTokens(append(c.Auth.OperatorTokens, c.AuthToken))
 }
@@ -89,12 +156,15 @@ type HTTPConfig struct {
 	// exposes heap contents and costs CPU while a profile runs; turn it on
 	// for a measurement and keep the port private).
 	Pprof bool `yaml:"pprof"`
+	// Limits bound the listener's connections.
+	Limits HTTPLimits `yaml:"limits"`
 }
 
 func (c *HTTPConfig) setDefaults() {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:13101"
 	}
+	c.Limits.setDefaults()
 }
 
 func (c HTTPConfig) validate() error { return checkAddr("http.addr", c.Addr) }

@@ -5,7 +5,11 @@ import "time"
 // TencentIMConfig: when Enabled is false the process publishes to the
 // fake IM (dev) instead of Tencent.
 type TencentIMConfig struct {
-	Enabled         bool   `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// AllowFake lets a node with the MySQL store or the etcd provider run
+	// on the fake IM while Enabled is false; without it such a node
+	// refuses to start. The memdb, single-node dev setup needs no flag.
+	AllowFake       bool   `yaml:"allow_fake"`
 	SDKAppID        int64  `yaml:"sdk_app_id"`
 	SecretKey       string `yaml:"secret_key"` // use ${TENCENT_IM_SECRET_KEY}; never logged
 	AdminIdentifier string `yaml:"admin_identifier"`

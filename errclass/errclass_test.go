@@ -71,3 +71,52 @@ func TestTwoClassesResolveByOrder(t *testing.T) {
 		t.Fatalf("Of = %v / %v, want invalid for both", errclass.Of(a), errclass.Of(b))
 	}
 }
+
+func TestCodedErrors(t *testing.T) {
+	// Wrapping keeps the code; a received text keeps the error.
+	e := errclass.New(errclass.CodeKickAdmin, errclass.Permission, "only the owner may kick an admin")
+	if got := errclass.CodeOf(fmt.Errorf("kick: %w", e)); got != errclass.CodeKickAdmin {
+		t.Fatalf("CodeOf wrapped = %d", got)
+	}
+	if e.Error() != "permission denied: only the owner may kick an admin" {
+		t.Fatalf("text %q", e.Error())
+	}
+	if back := errclass.FromWire(errclass.CodeKickAdmin, errclass.NamePermission, e.Error()); back != e {
+		t.Fatalf("same text came back as %v", back)
+	}
+	if back := errclass.FromWire(errclass.CodeKickAdmin, "", "other words"); !errors.Is(back, e) || !errors.Is(back, errclass.Permission) || back.Error() != "other words" {
+		t.Fatalf("reworded came back as %v", back)
+	}
+	if back := errclass.FromWire(0, errclass.NamePermission, e.Error()); errors.Is(back, e) || !errors.Is(back, errclass.Permission) {
+		t.Fatalf("no code came back as %v", back)
+	}
+	if errclass.Lookup(0) != nil || errclass.FromCode(0, "x") != nil {
+		t.Fatal("code 0 names an error")
+	}
+	names := map[string]bool{}
+	for _, c := range errclass.Codes() {
+		if c.String() == "" || names[c.String()] {
+			t.Fatalf("code %d has no name or a name taken twice: %q", c, c)
+		}
+		names[c.String()] = true
+	}
+	// A code outside the table, or declared twice, stops the start.
+	for name, declare := range map[string]func(){
+		"outside the table": func() { errclass.New(99999, errclass.Invalid, "x") },
+		// This test binary declares no domain's errors: the first
+		// declaration takes the code, the second must fail.
+		"twice": func() {
+			errclass.New(errclass.CodeSeatTaken, errclass.Precondition, "seat is taken")
+			errclass.New(errclass.CodeSeatTaken, errclass.Precondition, "seat is taken again")
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("declaring a code %s did not panic", name)
+				}
+			}()
+			declare()
+		}()
+	}
+}

@@ -7,19 +7,22 @@ import (
 	"sort"
 	"strings"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Class is who may call an RPC.
 type Class int
 
 const (
-	// ClassNone: the method is in no table; nobody may call it (a service
-	// registered without a decision fails closed).
+	// ClassNone: the method has no access option; nobody may call it (a
+	// service registered without a decision fails closed).
 	ClassNone Class = iota
 	// ClassPublic needs no token: health and reflection, which load
 	// balancers and grpcurl must reach and which reveal nothing about rooms.
@@ -42,67 +45,63 @@ func (c Class) String() string {
 	return "none"
 }
 
-// methodClasses is the one table of who may call what. A client token is
-// what the app backend holds to act for its users; anything that creates
-// money or VIP, charges outside a room, or repairs and inspects the
-// system is an operator's.
-var methodClasses = map[string]Class{
-	"/grpc.health.v1.Health/Check":                                   ClassPublic,
-	"/grpc.health.v1.Health/List":                                    ClassPublic,
-	"/grpc.health.v1.Health/Watch":                                   ClassPublic,
-	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      ClassPublic,
-	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": ClassPublic,
+// publicMethods are the methods of services roomcell registers but does
+// not declare: health and reflection, which load balancers and grpcurl
+// must reach and which reveal nothing about rooms.
+var publicMethods = []string{
+	"/grpc.health.v1.Health/Check",
+	"/grpc.health.v1.Health/List",
+	"/grpc.health.v1.Health/Watch",
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+}
 
-	v1.RoomService_CreateRoom_FullMethodName:  ClassClient,
-	v1.RoomService_JoinRoom_FullMethodName:    ClassClient,
-	v1.RoomService_LeaveRoom_FullMethodName:   ClassClient,
-	v1.RoomService_TakeMic_FullMethodName:     ClassClient,
-	v1.RoomService_ReleaseMic_FullMethodName:  ClassClient,
-	v1.RoomService_SendGift_FullMethodName:    ClassClient,
-	v1.RoomService_KickUser_FullMethodName:    ClassClient,
-	v1.RoomService_CloseRoom_FullMethodName:   ClassClient,
-	v1.RoomService_Heartbeat_FullMethodName:   ClassClient,
-	v1.RoomService_GetRoom_FullMethodName:     ClassClient,
-	v1.RoomService_ListRooms_FullMethodName:   ClassClient,
-	v1.RoomService_GetUserRoom_FullMethodName: ClassClient,
-	// Owner/admin commands: the room checks the role of user_id.
-	v1.RoomService_SetAdmin_FullMethodName:    ClassClient,
-	v1.RoomService_RemoveAdmin_FullMethodName: ClassClient,
-	v1.RoomService_MuteSeat_FullMethodName:    ClassClient,
-	v1.RoomService_UnmuteSeat_FullMethodName:  ClassClient,
-	v1.RoomService_LockSeat_FullMethodName:    ClassClient,
-	v1.RoomService_UnlockSeat_FullMethodName:  ClassClient,
-	v1.RoomService_UpdateRoom_FullMethodName:  ClassClient,
+// methodClasses is who may call what: the public methods above, and every
+// roomcell.v1 RPC by the access option beside its declaration in the
+// proto (api/roomcellv1/options.proto), read once from the descriptors.
+var methodClasses = func() map[string]Class {
+	m := make(map[string]Class)
+	for _, n := range publicMethods {
+		m[n] = ClassPublic
+	}
+	for _, md := range protoMethods() {
+		m["/"+string(md.Parent().FullName())+"/"+string(md.Name())] = accessClass(md)
+	}
+	return m
+}()
 
-	v1.WalletService_GetBalances_FullMethodName: ClassClient,
-	// PurchaseVip is a client's when the user pays; free sources are
-	// operator grants (see operatorRequest).
-	v1.WalletService_PurchaseVip_FullMethodName: ClassClient,
-	v1.WalletService_Credit_FullMethodName:      ClassOperator,
-	// The room is DebitGift's only legitimate caller: in process, or with
-	// the operator token of wallet.auth_token when the wallet is remote.
-	v1.WalletService_DebitGift_FullMethodName: ClassOperator,
-	// The same holds for a gift's reserve → confirm / refund and the
-	// reconciler's scan, called by room nodes when the wallet is remote.
-	v1.WalletService_HoldGift_FullMethodName:          ClassOperator,
-	v1.WalletService_ConfirmGift_FullMethodName:       ClassOperator,
-	v1.WalletService_RefundGift_FullMethodName:        ClassOperator,
-	v1.WalletService_ListOpenGiftHolds_FullMethodName: ClassOperator,
+// protoMethods is every method of every service in the roomcell.v1 proto
+// package, registered on a server or not.
+func protoMethods() []protoreflect.MethodDescriptor {
+	var out []protoreflect.MethodDescriptor
+	protoregistry.GlobalFiles.RangeFilesByPackage("roomcell.v1", func(f protoreflect.FileDescriptor) bool {
+		for i := 0; i < f.Services().Len(); i++ {
+			ms := f.Services().Get(i).Methods()
+			for j := 0; j < ms.Len(); j++ {
+				out = append(out, ms.Get(j))
+			}
+		}
+		return true
+	})
+	return out
+}
 
-	v1.OutboxAdmin_ListOutbox_FullMethodName:    ClassOperator,
-	v1.OutboxAdmin_GetOutbox_FullMethodName:     ClassOperator,
-	v1.OutboxAdmin_RetryOutbox_FullMethodName:   ClassOperator,
-	v1.OutboxAdmin_SkipOutbox_FullMethodName:    ClassOperator,
-	v1.PurgeAdmin_PurgeStatus_FullMethodName:    ClassOperator,
-	v1.NoticeAdmin_ListNotices_FullMethodName:   ClassOperator,
-	v1.NoticeAdmin_GetNotice_FullMethodName:     ClassOperator,
-	v1.NoticeAdmin_RequeueNotice_FullMethodName: ClassOperator,
-	v1.ClusterAdmin_Members_FullMethodName:      ClassOperator,
-	v1.ClusterAdmin_WhereIsRoom_FullMethodName:  ClassOperator,
+// accessClass is the class of a method by its access option; ClassNone
+// when it has none.
+func accessClass(md protoreflect.MethodDescriptor) Class {
+	switch proto.GetExtension(md.Options(), v1.E_Access).(v1.Access) {
+	case v1.Access_ACCESS_PUBLIC:
+		return ClassPublic
+	case v1.Access_ACCESS_CLIENT:
+		return ClassClient
+	case v1.Access_ACCESS_OPERATOR:
+		return ClassOperator
+	}
+	return ClassNone
 }
 
 // MethodClass returns the class of a full method name ("/pkg.Svc/M");
-// ClassNone for a method in no table.
+// ClassNone for a method with no access option.
 func MethodClass(fullMethod string) Class { return methodClasses[fullMethod] }
 
 // RequestClass is MethodClass refined by the request: a free VIP grant
@@ -196,8 +195,8 @@ func (a *tokenAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	return handler(ctx, req)
 }
 
-// Streams are checked by method alone: no roomcell RPC streams, so only
-// health Watch and reflection (both public) arrive here today.
+// Streams are checked by method alone: WatchRoom's class does not depend
+// on its request.
 func (a *tokenAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if err := a.check(ss.Context(), MethodClass(info.FullMethod)); err != nil {
 		return err

@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 )
 
 // ClusterView is what ClusterAdmin needs of this node's cluster member;
@@ -54,7 +55,7 @@ func (s *ClusterAdminServer) Members(ctx context.Context, _ *roomcellv1.ClusterM
 		}
 		r := p.Report
 		m.MemberId, m.NodeId, m.Status = r.GetMemberId(), r.GetNodeId(), r.GetStatus()
-		m.Rooms = r.GetActivations()[room.Kind]
+		m.Rooms = r.GetActivations()[roomgrain.Kind]
 		m.StartedAtMs, m.MembersSeen, m.Rejoins = r.GetStartedAtMs(), int32(len(r.GetMemberAddresses())), r.GetRejoins()
 		reply.Members = append(reply.Members, m)
 		if !seen {
@@ -74,7 +75,7 @@ func (s *ClusterAdminServer) WhereIsRoom(ctx context.Context, req *roomcellv1.Wh
 	if err := room.CheckID("room_id", req.GetRoomId()); err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	reports := s.view.Survey(ctx, room.Kind, req.GetAppCode()+"/"+req.GetRoomId())
+	reports := s.view.Survey(ctx, roomgrain.Kind, req.GetAppCode()+"/"+req.GetRoomId())
 	reply := &roomcellv1.WhereIsRoomReply{AppCode: req.GetAppCode(), RoomId: req.GetRoomId(), Settled: true}
 	owners := map[string]bool{}
 	byAddr := map[string]*roomcellv1.MemberReport{}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,10 +16,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -127,7 +129,7 @@ func TestClusterAdminWhereIsRoom(t *testing.T) {
 func TestClusterAdminOverRealMember(t *testing.T) {
 	cfg := configs.Default().Cluster
 	cfg.Port = 0
-	kind := room.NewKind(room.Deps{Store: memdb.New(), Config: configs.Default().Room})
+	kind := grainkind.New(room.Kind, room.GrainProps(room.Deps{Store: memdb.New(), Config: configs.Default().Room}))
 	m, err := cluster.Start(cluster.Options{Config: cfg, NodeID: "solo", Kinds: []*pcluster.Kind{kind}})
 	if err != nil {
 		t.Fatal(err)

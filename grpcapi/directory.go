@@ -9,10 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // Room directory reads: the RoomService's ListRooms and GetUserRoom answer
@@ -56,14 +56,14 @@ func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, err er
 	size = int(r.GetPageSize())
 	switch {
 	case size < 0 || size > MaxRoomsPageSize:
-		return 0, 0, invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
+		return 0, 0, errclass.Invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
 	case size == 0:
 		size = DefaultRoomsPageSize
 	}
 	if tok := r.GetPageToken(); tok != "" {
 		n, err := strconv.Atoi(tok)
 		if err != nil || n < 0 || n > maxRoomsOffset {
-			return 0, 0, invalidf("page_token is not one this server returned")
+			return 0, 0, errclass.Invalidf("page_token is not one this server returned")
 		}
 		offset = n
 	}

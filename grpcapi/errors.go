@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/hyapp/roomcell/errclass"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -40,7 +42,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	class := errclass.Of(err)
 	if code, ok := classCodes[class]; ok {
 		// The code already says "not found"; the caller wants the rest.
-		return status.Error(code, strings.TrimPrefix(err.Error(), class.Error()+": "))
+		return withCode(status.New(code, strings.TrimPrefix(err.Error(), class.Error()+": ")), err).Err()
 	}
 	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
@@ -60,6 +62,40 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	id := RequestIDFrom(ctx)
 	log.ErrorContext(ctx, "internal error", "request_id", id, "err", err)
 	return internalStatus(id)
+}
+
+// errorDomain is the domain of the google.rpc.ErrorInfo detail that
+// carries an error's code (errclass's code table) in a status.
+const errorDomain = "roomcell"
+
+// withCode adds err's code to st as an ErrorInfo detail: reason the code's
+// name, metadata "code" its number. A caller (a room node with a remote
+// wallet, an app backend) branches on it, never on the text.
+func withCode(st *status.Status, err error) *status.Status {
+	code := errclass.CodeOf(err)
+	if code == 0 {
+		return st
+	}
+	d, derr := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: code.String(), Domain: errorDomain,
+		Metadata: map[string]string{"code": strconv.FormatUint(uint64(code), 10)},
+	})
+	if derr != nil {
+		return st
+	}
+	return d
+}
+
+// codeOf returns the code a status carries (withCode), 0 when none.
+func codeOf(st *status.Status) errclass.Code {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == errorDomain {
+			if n, err := strconv.ParseUint(info.GetMetadata()["code"], 10, 32); err == nil {
+				return errclass.Code(n)
+			}
+		}
+	}
+	return 0
 }
 
 // internalStatus says nothing about the cause, only how to find it in the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )

@@ -9,8 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -37,8 +37,8 @@ type OutboxAdminServer struct {
 // NewOutboxAdminServer returns the server. kick asks this process's relay
 // for a batch now with the event forced past its backoff and reports
 // whether a relay was there to ask; wire it to
-// func(id string) bool { r.RunNow(id); return true } with the *relay.Relay
-// from relay.Start, or pass nil when the process runs no relay.
+// func(id string) bool { r.Kick(); return true } with the poller
+// relay.Start returned, or pass nil when the process runs no relay.
 func NewOutboxAdminServer(store persistence.OutboxStore, kick func(eventID string) bool, log *slog.Logger) *OutboxAdminServer {
 	if log == nil {
 		log = slog.Default()

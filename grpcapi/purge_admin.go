@@ -6,7 +6,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/supervise"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 

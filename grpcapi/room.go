@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 )
 
 // RoomBackend executes a validated room command at the room's grain. Its
-// errors carry a class of actors/room (room.ClassOf): rule errors as
-// Decide returns them, room.ErrUnavailable for a store outage or a cluster
+// errors carry a class of errclass (and a code, for rule errors): rule errors as
+// Decide returns them, errclass.Unavailable for a store outage or a cluster
 // timeout; context errors pass through as they are.
 type RoomBackend interface {
 	Execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error)
@@ -31,6 +34,30 @@ type RoomServer struct {
 	log     *slog.Logger
 	timeout time.Duration
 	dir     DirectoryReader // directory.go; nil: ListRooms/GetUserRoom unimplemented
+	// events.go: nil: ListRoomEvents/WatchRoom unimplemented.
+	events   RoomEvents
+	maxWatch int64
+	watching atomic.Int64
+	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
+}
+
+// SetGifts sets the catalog ListGifts answers with (the one SendGift
+// charges by).
+func (s *RoomServer) SetGifts(gifts []*roomcellv1.Gift) { s.gifts = gifts }
+
+// ListGifts lists the gift catalog.
+func (s *RoomServer) ListGifts(ctx context.Context, r *roomcellv1.ListGiftsRequest) (*roomcellv1.ListGiftsReply, error) {
+	if err := checkOptionalID("request_id", r.GetRequestId()); err != nil {
+		return nil, s.invalid(ctx, err)
+	}
+	if s.gifts == nil {
+		return nil, status.Error(codes.Unimplemented, "this node serves no gift catalog")
+	}
+	out := make([]*roomcellv1.Gift, len(s.gifts))
+	for i, g := range s.gifts {
+		out[i] = proto.Clone(g).(*roomcellv1.Gift)
+	}
+	return &roomcellv1.ListGiftsReply{Gifts: out}, nil
 }
 
 // NewRoomServer returns a RoomServer over backend. commandTimeout, when
@@ -50,6 +77,8 @@ func init() {
 	for i := range oneof.Len() {
 		registerValidated(dynamicpb.NewMessage(oneof.Get(i).Message()))
 	}
+	// Its fields are checked as GetRoom's.
+	registerValidated(&roomcellv1.ListSeatRequestsRequest{}, &roomcellv1.ListGiftsRequest{})
 }
 
 var errNoReply = errors.New("room backend returned neither a reply nor an error")
@@ -164,6 +193,10 @@ func (s *RoomServer) UpdateRoom(ctx context.Context, r *roomcellv1.UpdateRoomReq
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: r}})
 }
 
+func (s *RoomServer) TransferOwner(ctx context.Context, r *roomcellv1.TransferOwnerRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TransferOwner{TransferOwner: r}})
+}
+
 func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) (*roomcellv1.GetRoomReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: r}})
 	if err != nil {
@@ -174,4 +207,85 @@ func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) 
 		return nil, toStatus(ctx, s.log, room.ErrRoomNotFound)
 	}
 	return &roomcellv1.GetRoomReply{Room: reply.GetRoom(), NextPageToken: reply.GetNextPageToken()}, nil
+}
+
+func (s *RoomServer) SetSeatMode(ctx context.Context, r *roomcellv1.SetSeatModeRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatMode{SetSeatMode: r}})
+}
+
+func (s *RoomServer) ApplySeat(ctx context.Context, r *roomcellv1.ApplySeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ApplySeat{ApplySeat: r}})
+}
+
+func (s *RoomServer) CancelSeatApplication(ctx context.Context, r *roomcellv1.CancelSeatApplicationRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CancelSeatApplication{CancelSeatApplication: r}})
+}
+
+func (s *RoomServer) ApproveSeatApplication(ctx context.Context, r *roomcellv1.ApproveSeatApplicationRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ApproveSeatApplication{ApproveSeatApplication: r}})
+}
+
+func (s *RoomServer) RejectSeatApplication(ctx context.Context, r *roomcellv1.RejectSeatApplicationRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_RejectSeatApplication{RejectSeatApplication: r}})
+}
+
+func (s *RoomServer) InviteToSeat(ctx context.Context, r *roomcellv1.InviteToSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_InviteToSeat{InviteToSeat: r}})
+}
+
+func (s *RoomServer) AcceptSeatInvitation(ctx context.Context, r *roomcellv1.AcceptSeatInvitationRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_AcceptSeatInvitation{AcceptSeatInvitation: r}})
+}
+
+func (s *RoomServer) DeclineSeatInvitation(ctx context.Context, r *roomcellv1.DeclineSeatInvitationRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_DeclineSeatInvitation{DeclineSeatInvitation: r}})
+}
+
+// ListSeatRequests reads the pending lists from the room's summary (a
+// GetRoom of one member page: the lists are in every view).
+func (s *RoomServer) ListSeatRequests(ctx context.Context, r *roomcellv1.ListSeatRequestsRequest) (*roomcellv1.ListSeatRequestsReply, error) {
+	got, err := s.GetRoom(ctx, &roomcellv1.GetRoomRequest{RequestId: r.GetRequestId(), AppCode: r.GetAppCode(), RoomId: r.GetRoomId(), PageSize: 1})
+	if err != nil {
+		return nil, err
+	}
+	v := got.GetRoom()
+	return &roomcellv1.ListSeatRequestsReply{SeatMode: v.GetSeatMode(), Applications: v.GetSeatApplications(),
+		Invitations: v.GetSeatInvitations(), RoomSeq: v.GetSeq()}, nil
+}
+
+func (s *RoomServer) KickOffSeat(ctx context.Context, r *roomcellv1.KickOffSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickOffSeat{KickOffSeat: r}})
+}
+
+func (s *RoomServer) MoveSeat(ctx context.Context, r *roomcellv1.MoveSeatRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: r}})
+}
+
+func (s *RoomServer) SetSeatCount(ctx context.Context, r *roomcellv1.SetSeatCountRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatCount{SetSeatCount: r}})
+}
+
+func (s *RoomServer) BanUser(ctx context.Context, r *roomcellv1.BanUserRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: r}})
+}
+
+func (s *RoomServer) UnbanUser(ctx context.Context, r *roomcellv1.UnbanUserRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnbanUser{UnbanUser: r}})
+}
+
+func (s *RoomServer) MuteMember(ctx context.Context, r *roomcellv1.MuteMemberRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteMember{MuteMember: r}})
+}
+
+func (s *RoomServer) UnmuteMember(ctx context.Context, r *roomcellv1.UnmuteMemberRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: r}})
+}
+
+// ListBans reads one page of the room's bans in force from its grain.
+func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
+	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})
+	if err != nil {
+		return nil, err
+	}
+	return &roomcellv1.ListBansReply{Bans: reply.GetBans(), NextPageToken: reply.GetNextPageToken(), RoomSeq: reply.GetRoomSeq()}, nil
 }

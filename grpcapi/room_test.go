@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -32,7 +32,7 @@ type rpcCase struct {
 
 func happyCases() []rpcCase {
 	const rid = "req-test-1"
-	return []rpcCase{
+	cases := []rpcCase{
 		{"CreateRoom",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.CreateRoom(ctx, validCreate())
@@ -135,6 +135,12 @@ func happyCases() []rpcCase {
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: &roomcellv1.UpdateRoomRequest{
 				CommandId: "c15", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "新", Announcement: proto.String("a\nb")}}}},
+		{"TransferOwner",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.TransferOwner(ctx, &roomcellv1.TransferOwnerRequest{CommandId: "c18", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_TransferOwner{TransferOwner: &roomcellv1.TransferOwnerRequest{
+				CommandId: "c18", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{"LeaveRoom with an ordinary reason",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c16", AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: room.ReasonLeft})
@@ -148,6 +154,7 @@ func happyCases() []rpcCase {
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: &roomcellv1.GetRoomRequest{
 				RequestId: rid, AppCode: "app1", RoomId: "r1"}}}},
 	}
+	return append(cases, seatRequestCases(rid)...)
 }
 
 func TestRoomRPCsReachBackend(t *testing.T) {
@@ -168,8 +175,13 @@ func TestRoomRPCsReachBackend(t *testing.T) {
 				t.Fatalf("backend got\n %v\nwant\n %v", calls[0], tc.want)
 			}
 			var want proto.Message = cannedReply()
-			if tc.name == "GetRoom" {
+			switch tc.name {
+			case "GetRoom":
 				want = &roomcellv1.GetRoomReply{Room: cannedReply().GetRoom()}
+			case "ListBans":
+				want = &roomcellv1.ListBansReply{RoomSeq: cannedReply().GetRoomSeq()}
+			case "ListSeatRequests":
+				want = &roomcellv1.ListSeatRequestsReply{SeatMode: cannedReply().GetRoom().GetSeatMode(), RoomSeq: cannedReply().GetRoom().GetSeq()}
 			}
 			if !proto.Equal(got, want) {
 				t.Fatalf("reply\n %v\nwant\n %v", got, want)
@@ -286,7 +298,8 @@ func TestCommandTimeoutTakesTheEarlierDeadline(t *testing.T) {
 
 // Every command RPC of RoomService is served (not left to
 // Unimplemented) and has a row above; ListRooms and GetUserRoom are the
-// directory's (directory_test.go).
+// directory's (directory_test.go), ListRoomEvents and WatchRoom the event
+// log's (events_test.go).
 func TestEveryRoomRPCHasAHappyCase(t *testing.T) {
 	rows := map[string]bool{}
 	for _, tc := range happyCases() {
@@ -295,7 +308,7 @@ func TestEveryRoomRPCHasAHappyCase(t *testing.T) {
 	methods := roomcellv1.File_roomcellv1_room_proto.Services().ByName("RoomService").Methods()
 	for i := range methods.Len() {
 		name := string(methods.Get(i).Name())
-		if name == "ListRooms" || name == "GetUserRoom" {
+		if name == "ListRooms" || name == "GetUserRoom" || name == "ListRoomEvents" || name == "WatchRoom" || name == "ListGifts" {
 			continue
 		}
 		if !rows[name] {

@@ -3,6 +3,10 @@ package grpcapi
 import (
 	"crypto/tls"
 	"log/slog"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -10,6 +14,7 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
 
@@ -33,18 +38,83 @@ type Options struct {
 	TLS *tls.Config
 	// MaxMsgBytes bounds received and sent messages; 0 = DefaultMaxMsgBytes.
 	MaxMsgBytes int
-	// Extra server options (TLS, keepalive, stats handlers), applied last.
+	// Conn bounds each connection's life; the zero value leaves grpc-go's
+	// defaults (no idle or age limit, no ping enforcement beyond 5m).
+	Conn ConnOptions
+	// Extra server options (stats handlers), applied last.
 	Extra []grpc.ServerOption
+	// Metrics, when set, counts every RPC by method and code and times it
+	// (grpc_server_started_total, grpc_server_handled_total,
+	// grpc_server_handling_seconds); see NewMetrics.
+	Metrics *grpcprom.ServerMetrics
+}
+
+// NewMetrics returns the per-method RPC metrics of go-grpc-middleware's
+// Prometheus provider, with the handling-time histogram on, registered on
+// reg. After the services are registered, InitializeMetrics(server) makes
+// every method's series exist at zero, so a rate over a quiet method reads
+// 0 rather than no data.
+func NewMetrics(reg prometheus.Registerer) (*grpcprom.ServerMetrics, error) {
+	m := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+		grpcprom.WithHistogramBuckets([]float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
+	))
+	if err := reg.Register(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ConnOptions are the per-connection rules of a server: the caps on the
+// number of connections are the listener's (connlimit).
+type ConnOptions struct {
+	// MaxIdle closes a connection without an RPC this long (GOAWAY).
+	MaxIdle time.Duration
+	// MaxAge asks a connection to close after this long; its RPCs get
+	// MaxAgeGrace to end.
+	MaxAge, MaxAgeGrace time.Duration
+	// Handshake bounds TLS and the HTTP/2 preface of a new connection.
+	Handshake time.Duration
+	// PingAfter: ping a silent connection after this long, close it when
+	// the answer takes over PingTimeout.
+	PingAfter, PingTimeout time.Duration
+	// MinPingInterval: a client pinging more often is closed
+	// (too_many_pings); pings without an RPC in flight are allowed, so an
+	// idle gateway may keep its connection checked.
+	MinPingInterval time.Duration
+}
+
+func (c ConnOptions) serverOptions() []grpc.ServerOption {
+	var out []grpc.ServerOption
+	if c.Handshake > 0 {
+		out = append(out, grpc.ConnectionTimeout(c.Handshake))
+	}
+	if c != (ConnOptions{Handshake: c.Handshake}) {
+		out = append(out,
+			grpc.KeepaliveParams(keepalive.ServerParameters{
+				MaxConnectionIdle: c.MaxIdle, MaxConnectionAge: c.MaxAge, MaxConnectionAgeGrace: c.MaxAgeGrace,
+				Time: c.PingAfter, Timeout: c.PingTimeout,
+			}),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.MinPingInterval, PermitWithoutStream: true}))
+	}
+	return out
 }
 
 // interceptors are the server's unary and stream interceptors, outermost
 // first. Order matters: the request id comes first so every later step
-// logs it; recovery sits below the access log so a panic is logged as the
+// logs it; the metrics come next; recovery sits below the access log so a panic is logged as the
 // Internal it answered. Auth runs before the bad-body check so a caller
 // without a token learns nothing, not even whether its body parsed.
 func interceptors(o Options, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
-	unary := []grpc.UnaryServerInterceptor{requestIDUnary, accessLogUnary(log), recoveryUnary(log)}
-	stream := []grpc.StreamServerInterceptor{requestIDStream, accessLogStream(log), recoveryStream(log)}
+	unary := []grpc.UnaryServerInterceptor{requestIDUnary}
+	stream := []grpc.StreamServerInterceptor{requestIDStream}
+	if o.Metrics != nil {
+		// Above recovery, so a panic counts as the Internal it answered;
+		// above auth, so refused calls count as Unauthenticated.
+		unary = append(unary, o.Metrics.UnaryServerInterceptor())
+		stream = append(stream, o.Metrics.StreamServerInterceptor())
+	}
+	unary = append(unary, accessLogUnary(log), recoveryUnary(log))
+	stream = append(stream, accessLogStream(log), recoveryStream(log))
 	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
 		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
 		unary = append(unary, a.unary)
@@ -74,7 +144,7 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 		grpc.ForceServerCodecV2(badBodyCodec{base: serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}}),
 		// A goroutine per request grew its stack through the handler, the
 		// room client and the cluster request on every call (runtime.newstack
-		// ~5% of a command's CPU, issue 13); kept workers keep their stacks.
+		// ~5% of a command's CPU); kept workers keep their stacks.
 		// A request finding every worker busy still gets a goroutine of its
 		// own, so this bounds nothing. (Experimental in grpc-go.)
 		grpc.NumStreamWorkers(streamWorkers),
@@ -82,6 +152,7 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
 	}
+	opts = append(opts, o.Conn.serverOptions()...)
 	srv := grpc.NewServer(append(opts, o.Extra...)...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

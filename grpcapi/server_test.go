@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/internal/logtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

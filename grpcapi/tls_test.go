@@ -3,8 +3,8 @@ package grpcapi
 import (
 	"testing"
 
-	"github.com/hyapp/roomcell/certtest"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/certtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"

@@ -2,9 +2,8 @@ package grpcapi
 
 import (
 	"errors"
-	"fmt"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -15,10 +14,6 @@ import (
 // Room commands are checked by the room's own code (room.CheckClientCommand,
 // called by RoomServer) before they reach a grain; the checks here are for
 // the other services. Every error names its field.
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{room.ErrInvalid}, args...)...)
-}
 
 // checkOptionalID accepts empty: an empty request_id is filled from the
 // interceptor.

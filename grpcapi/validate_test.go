@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -141,7 +141,7 @@ func badInputCases() []badCase {
 			_, err := c.Heartbeat(ctx, &roomcellv1.HeartbeatRequest{AppCode: "a", UserId: "u"})
 			return err
 		}},
-		// Free text and reserved values (issue 14).
+		// Free text and reserved values.
 		{"create name with NUL", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = "a\x00b" })},
 		{"create blank name", "name", create(func(r *roomcellv1.CreateRoomRequest) { r.Name = " \u3000 " })},
 		{"kick reason with ESC", "reason", kick(func(r *roomcellv1.KickUserRequest) { r.Reason = "\x1b[31m" })},

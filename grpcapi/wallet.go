@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/wallet"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -107,7 +107,7 @@ func (s *WalletServer) settle(ctx context.Context, call func(ctx context.Context
 // ListOpenGiftHolds is the reconciler's scan over gRPC.
 func (s *WalletServer) ListOpenGiftHolds(ctx context.Context, r *roomcellv1.WalletListOpenGiftHoldsRequest) (*roomcellv1.WalletListOpenGiftHoldsReply, error) {
 	if r.GetLimit() < 1 || r.GetLimit() > maxHoldsPage || r.GetBeforeMs() < 0 {
-		return nil, toStatus(ctx, s.log, fmt.Errorf("%w: limit must be 1..%d and before_ms not negative", wallet.ErrInvalid, maxHoldsPage))
+		return nil, toStatus(ctx, s.log, fmt.Errorf("%w: limit must be 1..%d and before_ms not negative", errclass.Invalid, maxHoldsPage))
 	}
 	hs, err := s.backend.OpenGiftHolds(ctx, r.GetBeforeMs(), int(r.GetLimit()))
 	if err != nil {
@@ -265,29 +265,28 @@ func (w *WalletClient) listHolds(ctx context.Context, beforeMs int64, limit int)
 	return res, nil
 }
 
-// walletError turns a status back into a wallet class, keeping the
-// wallet's text. FailedPrecondition stays ErrPrecondition (an
-// insufficient balance, a refunded gift); an insufficient balance is
-// recognised by its text so errors.Is(err, ErrInsufficientBalance) holds
-// as in process. A refused credential (this node's wallet.auth_token is
+// walletError turns a status back into a wallet error, keeping the
+// wallet's text: by the code the status carries (withCode), so
+// errors.Is(err, wallet.ErrInsufficientBalance) holds as in process; a
+// status without a code by its class. A refused credential (this node's wallet.auth_token is
 // not an operator token) is a deployment fault: Unavailable naming
 // wallet.auth_token, so the caller is told to retry, nothing is charged,
 // and the node's log says what to fix — never Internal, which means a bug.
 func walletError(err error) error {
 	st, _ := status.FromError(err)
 	msg := st.Message()
+	if e := errclass.FromCode(codeOf(st), msg); e != nil {
+		return e
+	}
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s", wallet.ErrInvalid, msg)
+		return fmt.Errorf("%w: %s", errclass.Invalid, msg)
 	case codes.FailedPrecondition:
-		if strings.HasPrefix(msg, strings.TrimPrefix(wallet.ErrInsufficientBalance.Error(), wallet.ErrPrecondition.Error()+": ")) {
-			return fmt.Errorf("%w: %s", wallet.ErrInsufficientBalance, strings.TrimPrefix(msg, "insufficient balance: "))
-		}
-		return fmt.Errorf("%w: %s", wallet.ErrPrecondition, msg)
+		return fmt.Errorf("%w: %s", errclass.Precondition, msg)
 	case codes.PermissionDenied, codes.Unauthenticated:
 		return fmt.Errorf("%w: the wallet service refused this node's credential (check wallet.auth_token is one of its grpc.auth.operator_tokens): %s: %s", wallet.ErrUnavailable, st.Code(), msg)
 	case codes.AlreadyExists:
-		return fmt.Errorf("%w: %s", wallet.ErrConflict, msg)
+		return fmt.Errorf("%w: %s", wallet.ErrCommandReused, msg)
 	case codes.Canceled:
 		return fmt.Errorf("%w: %w", wallet.ErrUnavailable, context.Canceled)
 	case codes.Internal, codes.Unknown, codes.Unimplemented:

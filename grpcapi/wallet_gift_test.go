@@ -11,8 +11,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 // The reserve → confirm / refund RPCs keep the in-process wallet's
@@ -42,7 +43,7 @@ func TestWalletClientGiftHoldSettle(t *testing.T) {
 	}
 	other := gift("g1")
 	other.Count = 2
-	if _, err := wc.HoldGift(ctx, other); !errors.Is(err, wallet.ErrConflict) {
+	if _, err := wc.HoldGift(ctx, other); !errors.Is(err, wallet.ErrCommandReused) {
 		t.Fatalf("HoldGift reusing g1 for 2 roses: %v, want ErrConflict", err)
 	}
 	c1, err := wc.ConfirmGift(ctx, "lalu", "g1")
@@ -52,7 +53,7 @@ func TestWalletClientGiftHoldSettle(t *testing.T) {
 	if again, err := wc.ConfirmGift(ctx, "lalu", "g1"); err != nil || again != c1 {
 		t.Fatalf("repeated ConfirmGift: %+v %v, want %+v", again, err, c1)
 	}
-	if _, err := wc.RefundGift(ctx, "lalu", "g1"); !errors.Is(err, wallet.ErrPrecondition) || errors.Is(err, wallet.ErrInsufficientBalance) {
+	if _, err := wc.RefundGift(ctx, "lalu", "g1"); !errors.Is(err, errclass.Precondition) || errors.Is(err, wallet.ErrInsufficientBalance) {
 		t.Fatalf("RefundGift of a confirmed gift: %v, want ErrPrecondition", err)
 	}
 
@@ -66,13 +67,13 @@ func TestWalletClientGiftHoldSettle(t *testing.T) {
 	if again, err := wc.RefundGift(ctx, "lalu", "g2"); err != nil || again != r2 {
 		t.Fatalf("repeated RefundGift: %+v %v, want %+v", again, err, r2)
 	}
-	if _, err := wc.ConfirmGift(ctx, "lalu", "g2"); !errors.Is(err, wallet.ErrPrecondition) {
+	if _, err := wc.ConfirmGift(ctx, "lalu", "g2"); !errors.Is(err, errclass.Precondition) {
 		t.Fatalf("ConfirmGift of a refunded gift: %v", err)
 	}
-	if _, err := wc.HoldGift(ctx, gift("g2")); !errors.Is(err, wallet.ErrPrecondition) || !strings.Contains(err.Error(), "not delivered") {
+	if _, err := wc.HoldGift(ctx, gift("g2")); !errors.Is(err, errclass.Precondition) || !strings.Contains(err.Error(), "not delivered") {
 		t.Fatalf("HoldGift of a refunded gift: %v, want the refunded precondition", err)
 	}
-	if _, err := wc.ConfirmGift(ctx, "lalu", "never"); !errors.Is(err, wallet.ErrPrecondition) {
+	if _, err := wc.ConfirmGift(ctx, "lalu", "never"); !errors.Is(err, errclass.Precondition) {
 		t.Fatalf("ConfirmGift without a reservation: %v", err)
 	}
 	if _, err := wc.HoldGift(ctx, gift("g3")); err != nil {
@@ -85,10 +86,10 @@ func TestWalletClientGiftHoldSettle(t *testing.T) {
 	}
 
 	// Bad input is InvalidArgument and changes nothing.
-	if _, err := wc.ConfirmGift(ctx, "", "g3"); !errors.Is(err, wallet.ErrInvalid) {
+	if _, err := wc.ConfirmGift(ctx, "", "g3"); !errors.Is(err, errclass.Invalid) {
 		t.Fatalf("ConfirmGift without app_code: %v", err)
 	}
-	if _, err := wc.RefundGift(ctx, "lalu", "bad\x00id"); !errors.Is(err, wallet.ErrInvalid) {
+	if _, err := wc.RefundGift(ctx, "lalu", "bad\x00id"); !errors.Is(err, errclass.Invalid) {
 		t.Fatalf("RefundGift with a NUL command_id: %v", err)
 	}
 	for _, lim := range []int32{0, -1, 1001} {

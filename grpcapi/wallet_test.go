@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+	"github.com/hyapp/roomcell/errclass"
+
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,10 +23,10 @@ import (
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -151,8 +154,8 @@ func TestWalletClientKeepsClasses(t *testing.T) {
 		want error
 	}{
 		{"insufficient", func(r *wallet.DebitGiftRequest) { r.CommandID = "g2" }, wallet.ErrInsufficientBalance},
-		{"unknown gift", func(r *wallet.DebitGiftRequest) { r.CommandID = "g3"; r.GiftID = "nope" }, wallet.ErrInvalid},
-		{"reused id", func(r *wallet.DebitGiftRequest) { r.Count = 2 }, wallet.ErrConflict},
+		{"unknown gift", func(r *wallet.DebitGiftRequest) { r.CommandID = "g3"; r.GiftID = "nope" }, errclass.Invalid},
+		{"reused id", func(r *wallet.DebitGiftRequest) { r.Count = 2 }, wallet.ErrCommandReused},
 	} {
 		r := req
 		tc.mod(&r)
@@ -180,7 +183,7 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
 	deps := room.Deps{Store: memdb.New(), Publisher: nopPublisher{}, Gifts: giftdebit.New(svc), Config: cfg.Room, Logger: quiet}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{room.NewKind(deps)}, Logger: quiet})
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(room.Kind, room.GrainProps(deps))}, Logger: quiet})
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}

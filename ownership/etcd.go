@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,10 @@ import (
 // EtcdConfig configures an Etcd table.
 type EtcdConfig struct {
 	Endpoints []string
+	// TLS, when set, is used for every endpoint (no plaintext fallback);
+	// Username and Password authenticate when etcd's auth is on.
+	TLS                *tls.Config
+	Username, Password string
 	// Prefix holds the table: <Prefix>/nodes/<address> and
 	// <Prefix>/shards/<n>, all on their node's one lease.
 	Prefix string
@@ -87,7 +92,10 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Prefix = strings.TrimRight(cfg.Prefix, "/")
-	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: opTimeout, Logger: zap.NewNop()})
+	// The dial includes the TLS handshake and, with etcd auth, the
+	// password check (bcrypt on the server): more than one call's bound.
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop(),
+		TLS: cfg.TLS, Username: cfg.Username, Password: cfg.Password})
 	if err != nil {
 		return nil, fmt.Errorf("ownership: etcd client: %w", err)
 	}
@@ -96,8 +104,12 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
 }
 
-// opTimeout bounds every etcd call.
-const opTimeout = 2 * time.Second
+// opTimeout bounds every etcd call; dialTimeout the client's first
+// connection.
+const (
+	opTimeout   = 2 * time.Second
+	dialTimeout = 5 * time.Second
+)
 
 func (e *Etcd) Shards() int { return e.cfg.Shards }
 
@@ -121,6 +133,21 @@ func (e *Etcd) Owner(identity string) string {
 }
 
 func (e *Etcd) Changed() <-chan struct{} { return e.sig.wait() }
+
+// Serving reports whether this node's lease is renewed (its last renewal
+// plus TTL minus margin is still ahead). False means the node cannot tell
+// who owns anything now: etcd lost quorum or the node is cut off from it,
+// and no grain of this node answers. The room client then refuses at once
+// instead of retrying until the caller's deadline. An observer (no lease)
+// is always serving: it has nothing to lose.
+func (e *Etcd) Serving() bool {
+	if e.cfg.Observer {
+		return true
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return time.Now().Before(e.validUntil)
+}
 
 // Start registers the node and starts the renew/reconcile loop and the
 // watch. It returns once the node is registered and the table read.

@@ -87,8 +87,11 @@ type OutboxStore interface {
 	// room by room: a room is taken only when no pending row of it is under
 	// another owner's live lease (LockUntilMs > nowMs) and its lowest
 	// pending row is due (NextRetryAtMs <= nowMs); then its lowest pending
-	// rows are leased together. Rooms come in the order of their earliest
-	// due row; at most limit rows in all. The result is grouped by room,
+	// rows are leased together. Rooms come oldest first (by the creation
+	// time of their oldest due free row, so a room's wait is bounded by the
+	// rows ahead of it, whatever its name and however much new load other
+	// rooms get); rooms another owner holds do not take the place of free
+	// ones behind them; at most limit rows in all. The result is grouped by room,
 	// each room's rows in ascending room_seq. Two owners never hold rows of
 	// one room at the same time, so a room has one sender.
 	ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]OutboxRow, error)

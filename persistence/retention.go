@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hyapp/roomcell/room"
 )
 
-// Tables the purge worker bounds (issue 12). Every other table (the wallet
+// Tables the purge worker bounds. Every other table (the wallet
 // ledger, accounts, transactions, VIP state, room snapshots, notice
 // cursors) is never purged: snapshots are one row per room, replaced in
 // place by a newer seq, so no superseded snapshot is ever stored.
@@ -25,11 +27,6 @@ var PurgeTables = []string{PurgeRoomOutbox, PurgeCommandLog, PurgeWalletOutbox, 
 // MaxPurgeBatch caps the rows one purge statement deletes, so a purge
 // never holds row locks that room commands wait on for long.
 const MaxPurgeBatch = 1000
-
-// Event type whose room_outbox rows the room notice worker reads by cursor
-// (the value of actors/room.TypeRoomUserKicked; storage may not import
-// actors, and a test holds the two equal).
-const RoomUserKickedType = "RoomUserKicked"
 
 // ConsumerPosition is how far a reader of an owner outbox has read: for
 // wallet_outbox Num is the id; for room_outbox Num is created_at_ms and Key
@@ -179,7 +176,7 @@ func OutboxRowPurgeable(row OutboxRow, r PurgeRequest) bool {
 		row.MQStatus == OutboxMQPending {
 		return false
 	}
-	return row.Envelope.EventType != RoomUserKickedType || r.Consumer.Passed(row.CreatedAtMs, row.Envelope.EventID)
+	return row.Envelope.EventType != room.TypeRoomUserKicked || r.Consumer.Passed(row.CreatedAtMs, row.Envelope.EventID)
 }
 
 // Resume tokens of the walks that may pass rows they keep: room_outbox

@@ -21,7 +21,7 @@ import (
 // syncBuffer is a log sink the logging goroutines write while the test reads.
 type syncBuffer = logtest.Buffer
 
-func startWorker(t *testing.T, deps notice.Deps) *notice.Running {
+func startWorker(t *testing.T, deps notice.Deps) *supervise.Poller[notice.RoundResult] {
 	t.Helper()
 	sys := newSystem(t)
 	r, err := notice.Start(newSupervisor(t, sys, "workers-"+deps.NodeID), deps)
@@ -165,11 +165,11 @@ func (s *panickyScanner) Scan(ctx context.Context, nowMs int64, limit int) (noti
 	return s.listScanner.Scan(ctx, nowMs, limit)
 }
 
-// Issue 11 item 4 for the notice worker: a round that panics 100 times in
+// For the notice worker: a round that panics 100 times in
 // a row, then recovers. The worker supervisor restarts it every time (no
 // OneForOne limit), with its backoff; the restarts are counted in Health
 // and roomcell_worker_restarts_total{worker}; the worker is reported down
-// while it waits (what /readyz reads); afterwards it delivers everything.
+// while it waits (roomcell_workers_down); afterwards it delivers everything.
 func TestNoticeWorkerSurvivesRepeatedPanics(t *testing.T) {
 	store := memdb.NewNoticeStore()
 	t.Cleanup(func() { _ = store.Close() })
@@ -196,7 +196,7 @@ func TestNoticeWorkerSurvivesRepeatedPanics(t *testing.T) {
 	if c := scan.calls.Load(); c <= panics {
 		t.Fatalf("%d scans, want more than the %d that panicked", c, panics)
 	}
-	supervisetest.CheckRecovered(t, sup, reg, r.Poller(), name, panics, sawDown)
+	supervisetest.CheckRecovered(t, sup, reg, r, name, panics, sawDown)
 	res, err := r.RunNow(5 * time.Second)
 	if err != nil || res.Err != nil {
 		t.Fatalf("RunNow after recovery: %v %v", err, res.Err)

@@ -1,7 +1,7 @@
 package presence_test
 
 // End-to-end runs of the directory with real room grains in a one-member
-// cluster (one member is race-clean; shared guide §5) and the Redis
+// cluster (one member is race-clean: a second one in the process races inside Proto.Actor) and the Redis
 // directory: the stale worker, one user joining 20 rooms at once, and a
 // Redis killed and restarted under load.
 
@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
@@ -24,14 +26,15 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/hyapp/roomcell/actors/presence"
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/redis"
 	"github.com/hyapp/roomcell/persistence/redis/redistest"
+	"github.com/hyapp/roomcell/room"
 )
 
 type node struct {
@@ -39,8 +42,8 @@ type node struct {
 	c      *cluster.Cluster
 	store  *memdb.Store
 	dir    persistence.Directory
-	client *room.Client
-	worker *presence.Worker
+	client *roomgrain.Client
+	worker *supervise.Poller[presence.ScanResult]
 }
 
 // startNode starts a one-member cluster whose room grains use dir, and the
@@ -53,12 +56,12 @@ func startNode(t *testing.T, dir persistence.Directory, pcfg configs.PresenceCon
 		t.Fatal(err)
 	}
 	n := &node{t: t, store: memdb.New(), dir: dir}
-	hosted := room.NewHosted()
+	hosted := roomgrain.NewHosted()
 	logger := slog.New(slog.DiscardHandler)
-	kind := room.NewKind(room.Deps{
-		Store: n.store, Gifts: room.FreeGifts(10), Config: configs.Default().Room, Logger: logger,
-		Dir: room.DirectoryDeps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second},
-	})
+	kind := grainkind.New(roomgrain.Kind, roomgrain.GrainProps(roomgrain.Deps{
+		Store: n.store, Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room, Logger: logger,
+		Dir: roomgrain.DirectoryDeps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second},
+	}))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	n.c = cluster.New(sys, cluster.Configure("presence-it", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
 		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kind), cluster.WithRequestTimeout(3*time.Second)))
@@ -67,7 +70,7 @@ func startNode(t *testing.T, dir persistence.Directory, pcfg configs.PresenceCon
 	for n.c.MemberList.Length() == 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	n.client = &room.Client{Cluster: n.c, AttemptTimeout: 3 * time.Second}
+	n.client = &roomgrain.Client{Cluster: n.c, AttemptTimeout: 3 * time.Second}
 	if pcfg.On() {
 		sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
 		if err != nil {

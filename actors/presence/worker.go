@@ -11,14 +11,15 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // WorkerName is the actor's name under the supervisor and the `worker`
@@ -36,9 +37,9 @@ type Directory interface {
 // required.
 type Deps struct {
 	Directory Directory
-	Hosted    *room.Hosted
-	// Rooms sends the leaves (a *room.Client in production).
-	Rooms  room.Commander
+	Hosted    *roomgrain.Hosted
+	// Rooms sends the leaves (a *roomgrain.Client in production).
+	Rooms  roomgrain.Commander
 	Config configs.PresenceConfig
 	NodeID string
 	Logger *slog.Logger // default slog.Default()
@@ -174,7 +175,7 @@ func (d Deps) leave(ctx context.Context, key persistence.RoomKey, p persistence.
 		d.Metrics.outcome("left")
 		d.Logger.Info("presence: stale member left the room", attrs...)
 		return
-	case err == nil, errors.Is(err, room.ErrNotMember), errors.Is(err, room.ErrNotFound), errors.Is(err, room.ErrRoomClosed):
+	case err == nil, errors.Is(err, room.ErrNotMember), errors.Is(err, errclass.NotFound), errors.Is(err, room.ErrRoomClosed):
 		// An earlier scan's leave (a duplicate) or the room no longer has
 		// them: the entry is an orphan, its clear pending in the room's
 		// directory worker or lost while the directory was away.
@@ -240,7 +241,7 @@ func (m *Metrics) outcome(result string) {
 	}
 }
 
-// ScanResult is what Worker.ScanNow returns.
+// ScanResult is a scan's outcome, what the worker's RunNow returns.
 type ScanResult struct {
 	Result Result
 	Err    error
@@ -249,22 +250,17 @@ type ScanResult struct {
 // round is one incarnation's scan for the shared poller shell; the
 // round-robin position over the hosted rooms starts afresh per
 // incarnation.
-func round(d Deps) supervise.Round {
+func round(d Deps) supervise.Round[ScanResult] {
 	next := 0
-	return func(ctx context.Context) (time.Duration, any) {
+	return func(ctx context.Context) (time.Duration, ScanResult) {
 		d.Metrics.scan()
 		res, n, err := ScanOnce(ctx, d, next)
 		next = n
 		if err != nil {
 			d.Logger.Error("presence: scan failed", "worker", WorkerName, "node_id", d.NodeID, "error", err)
 		}
-		return d.Config.ScanInterval, &ScanResult{Result: res, Err: err}
+		return d.Config.ScanInterval, ScanResult{Result: res, Err: err}
 	}
-}
-
-// Worker is a running stale worker.
-type Worker struct {
-	p *supervise.Poller
 }
 
 // Start validates deps (presence.stale_after shorter than scan_interval is
@@ -275,40 +271,15 @@ type Worker struct {
 // listed on /readyz while it waits. The first scan runs one scan_interval
 // after start, so rooms re-registering on activation seed their members'
 // presence first. It does not look at Config.On(): the caller decides.
-func Start(sup *supervise.Supervisor, deps Deps) (*Worker, error) {
+// RunNow on the poller runs a scan and waits for it (tests, operators; the
+// next scan is one scan_interval after it). Its Stop cancels the scan in
+// progress (between leaves; a leave in flight gets its timeout): call it
+// before the cluster leaves and before the directory closes.
+func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[ScanResult], error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return nil, err
 	}
-	p, err := supervise.StartPoller(sup, supervise.PollerSpec{Name: WorkerName, FirstDelay: d.Config.ScanInterval,
-		New: func() supervise.Round { return round(d) }})
-	if err != nil {
-		return nil, err
-	}
-	return &Worker{p: p}, nil
+	return supervise.StartPoller(sup, supervise.PollerSpec[ScanResult]{Name: WorkerName, FirstDelay: d.Config.ScanInterval,
+		New: func() supervise.Round[ScanResult] { return round(d) }})
 }
-
-// PID is the worker actor's PID.
-func (w *Worker) PID() *actor.PID { return w.p.PID() }
-
-// Poller is the worker's actor shell (Running).
-func (w *Worker) Poller() *supervise.Poller { return w.p }
-
-// ScanNow runs a scan and waits for its result (tests, operators); the
-// next scan is one scan_interval after it.
-func (w *Worker) ScanNow(timeout time.Duration) (Result, error) {
-	res, err := w.p.RunNow(timeout)
-	if err != nil {
-		return Result{}, err
-	}
-	if res == nil {
-		return Result{}, supervise.ErrStopped
-	}
-	r := res.(*ScanResult)
-	return r.Result, r.Err
-}
-
-// Stop cancels the scan in progress (between leaves; a leave in flight
-// gets its timeout) and waits for the actor to stop. Call it before the
-// cluster leaves and before the directory closes.
-func (w *Worker) Stop(timeout time.Duration) error { return w.p.Stop(timeout) }

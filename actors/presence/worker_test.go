@@ -14,13 +14,15 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 // fakeRooms records the leaves and answers with errs[user] (nil: left).
@@ -62,7 +64,7 @@ var (
 func testDeps(t *testing.T) (Deps, *memdb.Directory, *fakeRooms) {
 	dir := memdb.NewDirectory(memdb.DirectoryOptions{})
 	rooms := &fakeRooms{errs: map[string]error{}, dup: map[string]bool{}}
-	h := room.NewHosted()
+	h := roomgrain.NewHosted()
 	h.Add(keyR1)
 	h.Add(keyR2)
 	d := Deps{
@@ -125,7 +127,7 @@ func TestScanClearsOrphansAndKeepsFailures(t *testing.T) {
 	beat(t, dir, keyR1, "unreachable", 2*time.Minute)
 	rooms.errs["orphan"] = room.ErrNotMember
 	rooms.dup["dup"] = true
-	rooms.errs["unreachable"] = room.ErrUnavailable
+	rooms.errs["unreachable"] = errclass.Unavailable
 	res, _, err := ScanOnce(context.Background(), d, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +151,7 @@ func TestScanBatchSizeAndRotation(t *testing.T) {
 		beat(t, dir, keyR1, u, 2*time.Minute)
 	}
 	beat(t, dir, keyR2, "z", 2*time.Minute)
-	rooms.errs["a"], rooms.errs["b"], rooms.errs["c"] = room.ErrUnavailable, room.ErrUnavailable, room.ErrUnavailable
+	rooms.errs["a"], rooms.errs["b"], rooms.errs["c"] = errclass.Unavailable, errclass.Unavailable, errclass.Unavailable
 	res, next, err := ScanOnce(context.Background(), d, 0)
 	if err != nil || res.Stale != 2 || next != 1 {
 		t.Fatalf("first scan %+v next %d %v, want 2 from r1 then next at r2", res, next, err)
@@ -210,9 +212,9 @@ func TestWorkerActorScansOnItsTimer(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	res, err := w.ScanNow(3 * time.Second)
-	if err != nil || res.Rooms != 2 {
-		t.Fatalf("ScanNow: %+v %v", res, err)
+	res, err := w.RunNow(3 * time.Second)
+	if err != nil || res.Err != nil || res.Result.Rooms != 2 {
+		t.Fatalf("RunNow: %+v %v", res, err)
 	}
 	if err := w.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
@@ -240,11 +242,11 @@ func (p *panickyRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Com
 	return p.fakeRooms.Execute(ctx, rc)
 }
 
-// Issue 11 item 4 for the presence stale worker: a scan that panics 100
+// For the presence stale worker: a scan that panics 100
 // times in a row, then recovers. The worker supervisor restarts it every
 // time, with its backoff; the restarts are counted in Health and
 // roomcell_worker_restarts_total{worker}; the worker is reported down
-// while it waits (what /readyz reads); afterwards the stale member leaves.
+// while it waits (roomcell_workers_down); afterwards the stale member leaves.
 func TestWorkerSurvivesRepeatedPanics(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
@@ -269,7 +271,7 @@ func TestWorkerSurvivesRepeatedPanics(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	sawDown := stopWatch()
-	supervisetest.CheckRecovered(t, sup, reg, w.Poller(), WorkerName, panics, sawDown)
+	supervisetest.CheckRecovered(t, sup, reg, w, WorkerName, panics, sawDown)
 }
 
 // countingDir counts the worker's batched reads.
@@ -304,7 +306,7 @@ func (l *leavingRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Com
 // once, fresh members never, whatever room a budget runs out in.
 func TestScanReadsRoomsInBatchesAndLeavesEachStaleMemberOnce(t *testing.T) {
 	d, dir, rooms := testDeps(t)
-	h := room.NewHosted()
+	h := roomgrain.NewHosted()
 	cd := &countingDir{Directory: dir}
 	lr := &leavingRooms{fakeRooms: rooms, dir: dir}
 	d.Hosted, d.Directory, d.Rooms = h, cd, lr

@@ -1,4 +1,4 @@
-// Package purge is the per-node retention worker of issue 12: a poller
+// Package purge is the per-node retention worker: a poller
 // (actors/supervise's shell, under the workers' supervisor) that, every
 // retention.interval, runs one round over the tables of
 // persistence.PurgeTables. For each table a store on this node holds, it

@@ -18,7 +18,7 @@ import (
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
-// BenchmarkPurgeUnderLoad is issue 12's MariaDB measurement: room_outbox
+// BenchmarkPurgeUnderLoad is the MariaDB measurement: room_outbox
 // and room_command_log seeded with ROOMCELL_PURGE_BENCH_ROWS rows each
 // (default 100000, the bounded form `make bench` runs; the issue's run
 // uses 2000000), all past retention; then windows of

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 const (
@@ -20,7 +20,7 @@ const (
 	propCommands = 1500
 )
 
-// TestRecoveryAfterCompactionEqualsLive is issue 12's property: for random
+// TestRecoveryAfterCompactionEqualsLive is the property: for random
 // command sequences in a few rooms, with purge rounds (short retention,
 // small batches) at random points, a room recovered from the store (its
 // snapshot plus the log after it) always equals the live room, and the log

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // storeCase is one backend the suite runs on.
@@ -586,8 +586,8 @@ func testBacklogDrains(t *testing.T, s persistence.Store) {
 // A publisher that panics on every call for 200 calls, then recovers: the
 // worker supervisor restarts the relay every time (with its backoff), the
 // restarts are counted (Health and roomcell_worker_restarts_total), the
-// relay is reported down while it waits for a restart (what /readyz
-// reads), and every row is published afterwards.
+// relay is reported down while it waits for a restart (roomcell_workers_down
+// counts it), and every row is published afterwards.
 func TestRelaySurvivesRepeatedPanics(t *testing.T) {
 	s := newMemDB(t)
 	ids := pendingJoins(t, s, "ev", 40)
@@ -625,10 +625,10 @@ func TestRelaySurvivesRepeatedPanics(t *testing.T) {
 			t.Fatalf("%s not published", id)
 		}
 	}
-	supervisetest.CheckRecovered(t, sup, reg, r.Poller(), WorkerName, panics, sawDown)
+	supervisetest.CheckRecovered(t, sup, reg, r, WorkerName, panics, sawDown)
 }
 
-// Issue 11: 100 corrupt rows ahead of good ones with batch_size 10. Every
+// 100 corrupt rows ahead of good ones with batch_size 10. Every
 // corrupt row is parked on its first attempt, so the good rows are
 // published within a few batches instead of waiting behind them forever;
 // a parked row can be requeued (and is parked again while still corrupt)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
@@ -20,16 +19,17 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
-// BenchmarkRelayBacklogMariaDB is issue 4's relay throughput run: a backlog
+// BenchmarkRelayBacklogMariaDB is the relay throughput run: a backlog
 // of pending room events on MariaDB drained by 1 or 2 relays through the
 // real Tencent IM client over loopback HTTP into the fake IM. Run it once
 // per case: go test ./actors/relay -run '^$' -bench BacklogMariaDB -benchtime 1x
 // The quota=tencent case keeps Tencent's default limits (200 calls/s per
 // API, 40 messages/s per group) to show what the quota, not our code,
 // allows. claim=fixed keeps every claim at batch_size (hot_room_batch =
-// batch_size, the relay before issue 13's hot-room claim), claim=grows is
+// batch_size, the relay before the hot-room claim), claim=grows is
 // the default; with -count N the cases alternate, so both are measured in
 // the same run.
 func BenchmarkRelayBacklogMariaDB(b *testing.B) {
@@ -48,7 +48,7 @@ func BenchmarkRelayBacklogMariaDB(b *testing.B) {
 		{"events=100000/rooms=1000/relays=2/claim=grows", 100_000, 1000, 2, false, false},
 		{"events=20000/rooms=1000/relays=1/quota=tencent", 20_000, 1000, 1, true, false},
 		// One hot room at Tencent's 40 messages/s: the room's drain rate is
-		// what one message carries, times 40 (issue 13's hot-room drain).
+		// what one message carries, times 40 (the hot-room drain).
 		{"events=20000/rooms=1/relays=1/quota=tencent", 20_000, 1, 1, true, false},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -117,7 +117,7 @@ func benchBacklog(b *testing.B, events, rooms, relays int, tencentQuota, fixedCl
 	}
 	b.StartTimer()
 	start := time.Now()
-	var started []*Relay
+	var started []*supervise.Poller[RunNowResult]
 	for i := range relays {
 		sup, err := supervise.NewSupervisor(sys, fmt.Sprint("workers-", i), actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
 		if err != nil {

@@ -14,11 +14,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 // waitFor is long because the CI machine is shared; conditions normally
@@ -66,7 +66,7 @@ func newSupervisor(t *testing.T, sys *actor.ActorSystem, name string) *supervise
 
 // startRelay starts a relay under a fresh supervisor and stops it at the
 // end of the test (before the store's cleanup closes the store).
-func startRelay(t *testing.T, sys *actor.ActorSystem, deps Deps) *Relay {
+func startRelay(t *testing.T, sys *actor.ActorSystem, deps Deps) *supervise.Poller[RunNowResult] {
 	t.Helper()
 	r, err := Start(newSupervisor(t, sys, "workers-"+deps.NodeID), deps)
 	if err != nil {
@@ -309,7 +309,7 @@ func (h *logSink) find(msgPrefix string, attrs map[string]string) (logRecord, bo
 	return logRecord{}, false
 }
 
-// ---- probe actor (guide §5) ----
+// ---- probe actor ----
 
 // probe is an actor that pushes every non-lifecycle message it gets into a
 // channel; tests use it as the sender of requests to the relay.

@@ -18,7 +18,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
@@ -29,6 +28,7 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
 // privateNATS is a nats-server of this test alone (its own port and
@@ -117,7 +117,7 @@ func TestMQAndIMIndependentMariaDB(t *testing.T) {
 	runMQAndIMIndependent(t, s)
 }
 
-// Issue 11 item 5 under load, rooms writing events all along:
+// The MQ fanout's own progress under load, rooms writing events all along:
 //   - NATS (a private server) stopped for 10 s: IM keeps flowing (its
 //     pending backlog stays small while the MQ backlog grows), and after
 //     NATS is back the fanout catches up: every event is on the topic.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 // fakeMQ records publishes by key; fn decides each call's outcome.
@@ -123,7 +123,7 @@ func TestMQBatchFailureHoldsItsRoom(t *testing.T) {
 	}
 }
 
-// Issue 11 item 4 for the MQ fanout worker: a publish that panics 100
+// For the MQ fanout worker: a publish that panics 100
 // times, then recovers. Restarted every time with backoff, counted, shown
 // down while it waits; afterwards every row reaches the topic.
 func TestMQFanoutSurvivesRepeatedPanics(t *testing.T) {
@@ -169,7 +169,7 @@ func TestMQFanoutSurvivesRepeatedPanics(t *testing.T) {
 			t.Fatalf("%s published %d times, want 1", id, mq.count(id))
 		}
 	}
-	supervisetest.CheckRecovered(t, sup, reg, f.Poller(), MQWorkerName, panics, sawDown)
+	supervisetest.CheckRecovered(t, sup, reg, f, MQWorkerName, panics, sawDown)
 }
 
 type queueingPublisher struct{ *fakePublisher }

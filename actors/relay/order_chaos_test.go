@@ -19,27 +19,28 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
 // chaosStore is the room grains' and the relays' view of one backend.
 type chaosStore interface {
 	persistence.Store
-	room.Store
+	roomgrain.Store
 }
 
-// Issue 11's randomized order test, on go-memdb and on MariaDB: 200 rooms
+// The randomized order test, on go-memdb and on MariaDB: 200 rooms
 // whose grains publish their own events on node A, two relays on nodes A
 // and B (each node with its own Tencent IM client and its own per-group
 // rate limiter), the fake IM failing 30% of sends and holding 10% past
@@ -66,7 +67,7 @@ type chaosNode struct {
 	sup  *supervise.Supervisor
 	pub  *roomim.Publisher
 	deps relay.Deps
-	r    *relay.Relay
+	r    *supervise.Poller[relay.RunNowResult]
 }
 
 var chaosLog = &logtest.Buffer{}
@@ -127,13 +128,13 @@ func runOrderChaos(t *testing.T, s chaosStore) {
 	roomCfg := configs.Default().Room
 	roomCfg.PublishTimeout = 300 * time.Millisecond
 	grainStore := &ackLostStore{chaosStore: s}
-	props := room.GrainProps(room.Deps{Store: grainStore, Publisher: a.pub, Config: roomCfg, Logger: slog.New(slog.NewTextHandler(chaosLog, &slog.HandlerOptions{Level: slog.LevelDebug})), NodeID: "node-a"})
+	props := roomgrain.GrainProps(roomgrain.Deps{Store: grainStore, Publisher: a.pub, Config: roomCfg, Logger: slog.New(slog.NewTextHandler(chaosLog, &slog.HandlerOptions{Level: slog.LevelDebug})), NodeID: "node-a"})
 
 	const rooms, commands = 200, 8
 	pids := make([]*actor.PID, rooms)
 	for i := range rooms {
 		pids[i] = a.sys.Root.Spawn(props)
-		a.sys.Root.Send(pids[i], &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: fmt.Sprintf("chaos/r%d", i), Kind: room.Kind}})
+		a.sys.Root.Send(pids[i], &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: fmt.Sprintf("chaos/r%d", i), Kind: roomgrain.Kind}})
 	}
 	// Rooms are created while IM is healthy (their groups exist); the
 	// faults start with the traffic.

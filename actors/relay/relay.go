@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // WorkerName is the seed's `worker` log field and the actor's name.
@@ -128,25 +128,71 @@ func ProcessBatch(ctx context.Context, deps Deps) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return processBatch(ctx, d, d.Config.BatchSize)
+	return processBatch(ctx, d, d.Config.BatchSize, &carry{})
+}
+
+// maxUnmarked bounds the published-but-unmarked event ids a relay keeps
+// to mark again; past it the oldest are dropped (their rows come back
+// after their lease and are sent again, as before).
+const maxUnmarked = 20_000
+
+// gaugeEvery is the least time between two reads of the outbox gauges
+// (OutboxStats): a relay draining a backlog runs batches back to back.
+const gaugeEvery = time.Second
+
+// carry is what one relay incarnation keeps from batch to batch.
+type carry struct {
+	// unmarked are events IM accepted whose published mark did not reach
+	// the store (a database pause). They are marked again before the next
+	// claim instead of waiting out their lease: until marked, their rooms
+	// are held by this relay and they would be sent again.
+	unmarked  []string
+	lastGauge time.Time
 }
 
 // processBatch is one batch with deps already normalized (the running
 // relay never re-applies defaults), claiming up to limit rows.
-func processBatch(ctx context.Context, d Deps, limit int) (Result, error) {
-	b := &batch{Deps: d, ctx: ctx, res: Result{Limit: limit}}
+func processBatch(ctx context.Context, d Deps, limit int, c *carry) (Result, error) {
+	b := &batch{Deps: d, ctx: ctx, res: Result{Limit: limit}, carry: c}
 	if d.Metrics != nil {
 		d.Metrics.Batches.Inc()
+	}
+	if !b.remark() {
+		// The store still refuses writes: a claim now would fail too.
+		b.res.StoreErrors = len(c.unmarked)
+		b.refreshGauges()
+		return b.res, nil
 	}
 	err := b.run()
 	b.refreshGauges()
 	return b.res, err
 }
 
+// remark marks the carried unmarked events published; false when the
+// store refused.
+func (b *batch) remark() bool {
+	if len(b.carry.unmarked) == 0 {
+		return true
+	}
+	ctx, cancel := b.storeCtx()
+	err := b.Store.MarkOutboxPublishedBatch(ctx, b.carry.unmarked, b.Clock().UnixMilli())
+	cancel()
+	if err != nil {
+		b.Logger.Warn("outbox mark published failed again; retrying next poll", slog.String("worker", WorkerName),
+			slog.String("node_id", b.NodeID), slog.Int("events", len(b.carry.unmarked)), slog.String("error", supervise.ErrorText(err)))
+		return false
+	}
+	b.Logger.Info("outbox events marked published after the store came back", slog.String("worker", WorkerName),
+		slog.String("node_id", b.NodeID), slog.Int("events", len(b.carry.unmarked)))
+	b.carry.unmarked = nil
+	return true
+}
+
 type batch struct {
 	Deps
-	ctx context.Context
-	res Result
+	ctx   context.Context
+	res   Result
+	carry *carry
 	// unstarted holds claimed rows not yet attempted; released if the
 	// batch ends early (stop or panic).
 	unstarted []persistence.OutboxRow
@@ -382,7 +428,11 @@ func (b *batch) markPublished(log *slog.Logger, row persistence.OutboxRow) bool 
 
 func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, err error) {
 	b.res.StoreErrors++
-	log.Error("outbox mark published failed: the row will be published again after its lease",
+	b.carry.unmarked = append(b.carry.unmarked, row.Envelope.EventID)
+	if n := len(b.carry.unmarked) - maxUnmarked; n > 0 {
+		b.carry.unmarked = b.carry.unmarked[n:]
+	}
+	log.Error("outbox mark published failed: marked again before the next claim (or published again after its lease)",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
 		slog.String("error", supervise.ErrorText(err)))
 }
@@ -467,9 +517,10 @@ func (b *batch) releaseIDs(ids []string) {
 }
 
 func (b *batch) refreshGauges() {
-	if b.Metrics == nil {
+	if b.Metrics == nil || time.Since(b.carry.lastGauge) < gaugeEvery {
 		return
 	}
+	b.carry.lastGauge = time.Now()
 	ctx, cancel := b.storeCtx()
 	defer cancel()
 	st, err := b.Store.OutboxStats(ctx)

@@ -14,17 +14,18 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
 // seedFixture is seed 000's chain on the production publisher path: a
@@ -65,9 +66,9 @@ func newSeedFixture(t *testing.T, s chaosStore) *seedFixture {
 	}
 	roomCfg := configs.Default().Room
 	roomCfg.PublishTimeout = 500 * time.Millisecond
-	props := room.GrainProps(room.Deps{Store: s, Publisher: pub, Config: roomCfg, Logger: quiet, NodeID: "n1"})
+	props := roomgrain.GrainProps(roomgrain.Deps{Store: s, Publisher: pub, Config: roomCfg, Logger: quiet, NodeID: "n1"})
 	pid := sys.Root.Spawn(props)
-	sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: "seed/r1", Kind: room.Kind}})
+	sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: "seed/r1", Kind: roomgrain.Kind}})
 	return &seedFixture{t: t, store: s, fake: fake, pub: pub, sys: sys, room: pid, sup: sup,
 		cfg: configs.OutboxWorkerConfig{PollInterval: 100 * time.Millisecond, BatchSize: 100, PublishTimeout: 500 * time.Millisecond,
 			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second}}
@@ -139,7 +140,7 @@ func (f *seedFixture) failedSyncJoin(cmd, user string) string {
 
 // startRelay starts the relay; its metrics tell what it (and not the
 // room's own publisher) did.
-func (f *seedFixture) startRelay() (*relay.Relay, *relay.Metrics) {
+func (f *seedFixture) startRelay() (*supervise.Poller[relay.RunNowResult], *relay.Metrics) {
 	f.t.Helper()
 	m, err := relay.NewMetrics(prometheus.NewRegistry())
 	if err != nil {

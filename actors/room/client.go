@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // Client sends commands to room grains wherever the cluster placed them.
@@ -35,17 +39,62 @@ type Owners interface {
 	Changed() <-chan struct{}
 }
 
+// servingOwners is an Owners that knows whether its node's ownership lease
+// is renewed (ownership.Etcd). While it is not (etcd lost quorum, or the
+// node is cut off from it), no grain of this node answers and the table
+// may be stale: the client refuses at once, class unavailable, instead of
+// retrying until the caller's deadline.
+type servingOwners interface {
+	Serving() bool
+}
+
+// RetryAfterCoordinator is the retry hint of a refusal while the node
+// cannot reach its ownership coordinator: about one lease renewal.
+const RetryAfterCoordinator = time.Second
+
+// ErrNoCoordinator is the refusal while the node's ownership lease is not
+// renewed (errors.Is(err, errclass.Unavailable) holds as well).
+var ErrNoCoordinator = errors.New("this node cannot reach the ownership coordinator (etcd): retry in about 1s, on any node")
+
+// refuse reports the fast refusal when the node has lost its coordinator.
+func (c *Client) refuse(identity string) error {
+	if s, ok := c.Owners.(servingOwners); ok && !s.Serving() {
+		return fmt.Errorf("%w: room %s: %w", errclass.Unavailable, identity, ErrNoCoordinator)
+	}
+	return nil
+}
+
 // Execute runs one command in its room grain. A retried attempt is safe:
 // commands are idempotent by command_id.
 func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
-	app, room := KeyOf(rc)
-	if err := CheckID("app_code", app); err != nil {
+	app, roomID := room.KeyOf(rc)
+	identity, err := roomIdentity(app, roomID)
+	if err != nil {
 		return nil, err
 	}
-	if err := CheckID("room_id", room); err != nil {
-		return nil, err
+	var reply *v1.CommandReply
+	err = c.call(ctx, identity, rc, func(res any) (err error) {
+		reply, err = replyOf(res)
+		return err
+	})
+	return reply, err
+}
+
+// roomIdentity is the grain identity of a room, its ids checked.
+func roomIdentity(app, roomID string) (string, error) {
+	if err := room.CheckID("app_code", app); err != nil {
+		return "", err
 	}
-	identity := app + "/" + room
+	if err := room.CheckID("room_id", roomID); err != nil {
+		return "", err
+	}
+	return app + "/" + roomID, nil
+}
+
+// call sends msg to the room's grain until answer accepts an answer or
+// the deadline passes; answer returns errMoved for an answer of a grain
+// whose node lost the room.
+func (c *Client) call(ctx context.Context, identity string, msg any, answer func(res any) error) error {
 	attemptMax := c.AttemptTimeout
 	if attemptMax <= 0 {
 		attemptMax = 3 * time.Second
@@ -65,17 +114,23 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 		if remaining <= 0 || ctx.Err() != nil {
 			break
 		}
-		res, err := c.attempt(identity, rc, min(remaining, attemptMax))
+		if err := c.refuse(identity); err != nil {
+			return err
+		}
+		res, err := c.attempt(identity, msg, min(remaining, attemptMax))
 		if err == nil {
-			reply, err := replyOf(res)
+			err := answer(res)
 			if !errors.Is(err, errMoved) {
-				return reply, err
+				return err
 			}
 			// A grain whose node lost the room: it has stopped; ask the
 			// owner again (not the cached grain).
 			c.Cluster.PidCache.Remove(identity, Kind)
 		}
 		lastErr = err
+		if errors.Is(err, ErrNoCoordinator) {
+			return err
+		}
 		if errors.Is(err, errOwnerChanged) {
 			continue
 		}
@@ -89,12 +144,12 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandRe
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if lastErr == nil {
 		lastErr = context.DeadlineExceeded
 	}
-	return nil, fmt.Errorf("%w: room %s did not answer in time: %v", ErrUnavailable, identity, lastErr)
+	return fmt.Errorf("%w: room %s did not answer in time: %v", errclass.Unavailable, identity, lastErr)
 }
 
 // errOwnerChanged: the room changed owner during the attempt.
@@ -102,9 +157,9 @@ var errOwnerChanged = errors.New("room changed owner during the request")
 
 // attempt is one cluster.Request, abandoned early when the room's owner
 // changes meanwhile (with Owners set).
-func (c *Client) attempt(identity string, rc *v1.RoomCommand, timeout time.Duration) (any, error) {
+func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, error) {
 	call := func() (any, error) {
-		return c.Cluster.Request(identity, Kind, rc, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
+		return c.Cluster.Request(identity, Kind, msg, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
 	}
 	if c.Owners == nil {
 		return call()
@@ -126,10 +181,22 @@ func (c *Client) attempt(identity string, rc *v1.RoomCommand, timeout time.Durat
 		res, err := call()
 		done <- result{res, err}
 	}()
+	// While the node's lease lapses mid-attempt, no answer is coming from
+	// its grains: look every 100 ms and give up then, not at the timeout.
+	var check <-chan time.Time
+	if _, ok := c.Owners.(servingOwners); ok {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		check = t.C
+	}
 	for {
 		select {
 		case r := <-done:
 			return r.res, r.err
+		case <-check:
+			if err := c.refuse(identity); err != nil {
+				return nil, err
+			}
 		case <-changed:
 			changed = c.Owners.Changed()
 			if now := c.Owners.Owner(identity); now != owner && now != "" {
@@ -146,10 +213,56 @@ func replyOf(res any) (*v1.CommandReply, error) {
 		return nil, fmt.Errorf("room grain answered %T", res)
 	}
 	if r.Error != nil {
-		if r.Error.Class == ClassUnavailable && r.Error.Message == errMoved.Error() {
-			return nil, errMoved
-		}
-		return nil, ErrorFromClass(r.Error.Class, r.Error.Message)
+		return nil, errclass.FromWire(errclass.Code(r.Error.Code), r.Error.Class, r.Error.Message)
 	}
 	return r.Reply, nil
+}
+
+// errorOf rebuilds a grain's error; errMoved comes back as itself.
+func errorOf(e *v1.RoomError) error {
+	return errclass.FromWire(errclass.Code(e.Code), e.Class, e.Message)
+}
+
+// ListEvents reads the room's event log after r.after_room_seq from the
+// room's owner (events.go). A read below the retained log fails with a
+// *TrimmedError.
+func (c *Client) ListEvents(ctx context.Context, r *v1.ListRoomEventsRequest) (*v1.ListRoomEventsReply, error) {
+	identity, err := roomIdentity(r.GetAppCode(), r.GetRoomId())
+	if err != nil {
+		return nil, err
+	}
+	var reply *v1.ListRoomEventsReply
+	err = c.call(ctx, identity, r, func(res any) error {
+		m, ok := res.(*v1.RoomEventsResponse)
+		switch {
+		case !ok:
+			return fmt.Errorf("room grain answered %T", res)
+		case m.Error != nil && m.Error.Class == ClassTrimmed:
+			return &TrimmedError{After: r.GetAfterRoomSeq(), OldestAfterSeq: m.OldestAfterSeq, HeadSeq: m.HeadSeq}
+		case m.Error != nil:
+			return errorOf(m.Error)
+		case m.Reply == nil:
+			return fmt.Errorf("room grain answered neither events nor an error")
+		}
+		reply = m.Reply
+		return nil
+	})
+	return reply, err
+}
+
+// subscribe asks the room's owner to push its events to a feed.
+func (c *Client) subscribe(ctx context.Context, identity string, feed *actor.PID) (*v1.RoomWatchAck, error) {
+	var ack *v1.RoomWatchAck
+	err := c.call(ctx, identity, &v1.RoomWatchSubscribe{Address: feed.Address, Id: feed.Id}, func(res any) error {
+		m, ok := res.(*v1.RoomWatchAck)
+		switch {
+		case !ok:
+			return fmt.Errorf("room grain answered %T", res)
+		case m.Error != nil:
+			return errorOf(m.Error)
+		}
+		ack = m
+		return nil
+	})
+	return ack, err
 }

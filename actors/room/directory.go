@@ -10,11 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -290,7 +293,7 @@ func (g *grain) dirSync() {
 	if g.dir == nil || !g.loaded || !g.state.Exists {
 		return
 	}
-	if g.state.Status == StatusClosed {
+	if g.state.Status == room.StatusClosed {
 		g.enqueue(func(w *dirWorker) { w.removeRoom() })
 		return
 	}
@@ -313,8 +316,8 @@ func (g *grain) entry() persistence.RoomEntry {
 }
 
 // dirHeartbeat refreshes presence after a heartbeat passed Decide.
-func (g *grain) dirHeartbeat(cmd Command) {
-	if g.dir == nil || cmd.Type != CmdHeartbeat {
+func (g *grain) dirHeartbeat(cmd room.Command) {
+	if g.dir == nil || cmd.Type != room.CmdHeartbeat {
 		return
 	}
 	user, now := cmd.UserID, cmd.NowMs
@@ -325,12 +328,12 @@ func (g *grain) dirHeartbeat(cmd Command) {
 // joined this room again after the join that sent the leave (staleLeave),
 // or the directory says they are back in this room, the leave is stale and
 // refused. A directory that cannot answer does not hold the leave back.
-func (g *grain) dirCheck(cmd Command) error {
-	if g.dir == nil || cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
+func (g *grain) dirCheck(cmd room.Command) error {
+	if g.dir == nil || cmd.Type != room.CmdLeaveRoom || cmd.Reason != room.ReasonSwitchedRoom {
 		return nil
 	}
 	if g.staleLeave(cmd) {
-		return fmt.Errorf("%w: user %s joined this room again after the join that displaced them", ErrPrecondition, cmd.UserID)
+		return fmt.Errorf("%w: user %s joined this room again after the join that displaced them", errclass.Precondition, cmd.UserID)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.dir.deps.Timeout)
 	defer cancel()
@@ -342,7 +345,7 @@ func (g *grain) dirCheck(cmd Command) error {
 		return nil
 	}
 	if ur.RoomID == g.key().RoomID {
-		return fmt.Errorf("%w: user %s is back in this room", ErrPrecondition, cmd.UserID)
+		return fmt.Errorf("%w: user %s is back in this room", errclass.Precondition, cmd.UserID)
 	}
 	return nil
 }
@@ -351,8 +354,8 @@ func (g *grain) dirCheck(cmd Command) error {
 // than the join that displaced it: the user joined this room again after
 // that join, and the leave is refused. The bound is part of the leave's
 // derived command_id (leaveID); a command_id of another shape has none.
-func (g *grain) staleLeave(cmd Command) bool {
-	if cmd.Type != CmdLeaveRoom || cmd.Reason != ReasonSwitchedRoom {
+func (g *grain) staleLeave(cmd room.Command) bool {
+	if cmd.Type != room.CmdLeaveRoom || cmd.Reason != room.ReasonSwitchedRoom {
 		return false
 	}
 	upTo, ok := leaveBound(cmd.CommandID)
@@ -372,9 +375,9 @@ type dirBefore struct {
 	closing []string
 }
 
-func (g *grain) dirBefore(events []Event) dirBefore {
+func (g *grain) dirBefore(events []room.Event) dirBefore {
 	b := dirBefore{members: len(g.state.Members), name: g.state.Name}
-	if g.dir != nil && slices.ContainsFunc(events, func(e Event) bool { _, ok := e.(RoomClosed); return ok }) {
+	if g.dir != nil && slices.ContainsFunc(events, func(e room.Event) bool { _, ok := e.(room.RoomClosed); return ok }) {
 		b.closing = g.state.SortedMembers()
 	}
 	return b
@@ -382,7 +385,7 @@ func (g *grain) dirBefore(events []Event) dirBefore {
 
 // dirCommitted queues the directory work of a committed command; prev is
 // the state before it, g.state the state after.
-func (g *grain) dirCommitted(cmd Command, prev dirBefore, events []Event) {
+func (g *grain) dirCommitted(cmd room.Command, prev dirBefore, events []room.Event) {
 	if g.dir == nil {
 		return
 	}
@@ -393,23 +396,23 @@ func (g *grain) dirCommitted(cmd Command, prev dirBefore, events []Event) {
 	listed := false
 	for _, ev := range events {
 		switch e := ev.(type) {
-		case RoomCreated:
+		case room.RoomCreated:
 			listed = true
-		case RoomUserJoined:
+		case room.RoomUserJoined:
 			joined = joined || e.UserID == cmd.UserID
 			user, at, cmdID := e.UserID, e.JoinedAtMs, cmd.CommandID
 			steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
-		case RoomUserLeft:
+		case room.RoomUserLeft:
 			user := e.UserID
 			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
-		case RoomUserKicked:
+		case room.RoomUserKicked:
 			user := e.TargetUserID
 			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
-		case RoomHeatChanged:
+		case room.RoomHeatChanged:
 			listed = true
-		case RoomClosed:
+		case room.RoomClosed:
 			for _, u := range prev.closing {
 				steps = append(steps, func(w *dirWorker) { w.clear(u) })
 			}
@@ -418,7 +421,7 @@ func (g *grain) dirCommitted(cmd Command, prev dirBefore, events []Event) {
 	}
 	// Joining a room one is already in is a no-op for the room but says
 	// "this is my room now": a user who drifted into two rooms picks one.
-	if cmd.Type == CmdJoinRoom && !joined && g.state.IsMember(cmd.UserID) {
+	if cmd.Type == room.CmdJoinRoom && !joined && g.state.IsMember(cmd.UserID) {
 		user, at, cmdID := cmd.UserID, cmd.NowMs, cmd.CommandID
 		rejoined = maps.Clone(rejoined)
 		if rejoined == nil {
@@ -427,14 +430,14 @@ func (g *grain) dirCommitted(cmd Command, prev dirBefore, events []Event) {
 		rejoined[user] = at
 		steps = append(steps, func(w *dirWorker) { w.join(user, at, cmdID) })
 	}
-	if g.state.Status == StatusClosed {
+	if g.state.Status == room.StatusClosed {
 		rejoined = nil
 	}
 	// Published before the reply: a join elsewhere that follows this
 	// command is written only after the worker can see it (dirWorker.join).
 	// The members were published by applyCommitted, under the same lock.
 	g.dir.joins.setRejoined(rejoined)
-	if g.state.Status == StatusOpen && (listed || prev.members != len(g.state.Members) || prev.name != g.state.Name) {
+	if g.state.Status == room.StatusOpen && (listed || prev.members != len(g.state.Members) || prev.name != g.state.Name) {
 		if g.dir.entry.Swap(&entryUpdate{e: g.entry(), seq: g.state.Seq}) == nil {
 			updating = true
 			steps = append(steps, func(w *dirWorker) { w.update() })
@@ -457,16 +460,16 @@ func without(m map[string]int64, user string) map[string]int64 {
 
 // commitRank commits RoomRankChanged for a rank the worker read.
 func (g *grain) commitRank(ctx actor.Context, m *rankChanged) {
-	if !g.loaded || !g.state.Exists || g.state.Status != StatusOpen {
+	if !g.loaded || !g.state.Exists || g.state.Status != room.StatusOpen {
 		return
 	}
-	id := fmt.Sprintf("%s%d-%d-%d", RankIDPrefix, m.seq, m.rank.Prev, m.rank.Rank)
+	id := fmt.Sprintf("%s%d-%d-%d", room.RankIDPrefix, m.seq, m.rank.Prev, m.rank.Rank)
 	if g.recent.has(id) {
 		return
 	}
-	cmd := Command{Type: cmdRankChanged, CommandID: id, AppCode: g.key().AppCode, RoomID: g.key().RoomID, NowMs: g.deps.Clock().UnixMilli()}
-	ev := RoomRankChanged{Rank: m.rank.Rank, PrevRank: m.rank.Prev, Heat: m.heat}
-	if _, err := g.commit(ctx, cmd, []Event{ev}); err != nil {
+	cmd := room.Command{Type: cmdRankChanged, CommandID: id, AppCode: g.key().AppCode, RoomID: g.key().RoomID, NowMs: g.deps.Clock().UnixMilli()}
+	ev := room.RoomRankChanged{Rank: m.rank.Rank, PrevRank: m.rank.Prev, Heat: m.heat}
+	if _, err := g.commit(ctx, cmd, []room.Event{ev}); err != nil {
 		g.log.Warn("directory: RoomRankChanged not committed", "command_id", id, "error", err)
 		return
 	}

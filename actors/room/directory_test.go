@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -28,16 +31,16 @@ type pidRooms struct {
 }
 
 func (r *pidRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
-	app, room := KeyOf(rc)
+	app, roomID := room.KeyOf(rc)
 	r.mu.Lock()
-	pid := r.pids[app+"/"+room]
+	pid := r.pids[app+"/"+roomID]
 	r.mu.Unlock()
 	if pid == nil {
-		return nil, fmt.Errorf("%w: no grain for %s/%s", ErrUnavailable, app, room)
+		return nil, fmt.Errorf("%w: no grain for %s/%s", errclass.Unavailable, app, roomID)
 	}
 	res, err := r.sys.Root.RequestFuture(pid, rc, 5*time.Second).Result()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", errclass.Unavailable, err)
 	}
 	return replyOf(res)
 }
@@ -61,10 +64,10 @@ type switchable struct {
 }
 
 // hold makes the next SetUserRoom for room wait for the returned release.
-func (s *switchable) hold(room string) (arrived <-chan struct{}, release func()) {
+func (s *switchable) hold(roomID string) (arrived <-chan struct{}, release func()) {
 	s.holdMu.Lock()
 	defer s.holdMu.Unlock()
-	s.holdRoom, s.held, s.release = room, make(chan struct{}), make(chan struct{})
+	s.holdRoom, s.held, s.release = roomID, make(chan struct{}), make(chan struct{})
 	return s.held, func() { close(s.release) }
 }
 
@@ -190,42 +193,42 @@ func (d *dirFixture) mustExec(rc *v1.RoomCommand) *v1.CommandReply {
 	return r
 }
 
-func create(room, cmdID, owner string) *v1.RoomCommand {
+func create(roomID, cmdID, owner string) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{
-		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: owner, Name: "Room " + room}}}
+		CommandId: cmdID, AppCode: "app", RoomId: roomID, UserId: owner, Name: "Room " + roomID}}}
 }
 
-func join(room, cmdID, user string) *v1.RoomCommand {
+func join(roomID, cmdID, user string) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{
-		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
+		CommandId: cmdID, AppCode: "app", RoomId: roomID, UserId: user}}}
 }
 
-func heartbeat(room, user string) *v1.RoomCommand {
-	return &v1.RoomCommand{Command: &v1.RoomCommand_Heartbeat{Heartbeat: &v1.HeartbeatRequest{AppCode: "app", RoomId: room, UserId: user}}}
+func heartbeat(roomID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_Heartbeat{Heartbeat: &v1.HeartbeatRequest{AppCode: "app", RoomId: roomID, UserId: user}}}
 }
 
-func gift(room, cmdID, from, to string, count int64) *v1.RoomCommand {
+func gift(roomID, cmdID, from, to string, count int64) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
-		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: from, ToUserId: to, GiftId: "rose", GiftCount: count}}}
+		CommandId: cmdID, AppCode: "app", RoomId: roomID, UserId: from, ToUserId: to, GiftId: "rose", GiftCount: count}}}
 }
 
-func leaveRoom(room, cmdID, user string) *v1.RoomCommand {
+func leaveRoom(roomID, cmdID, user string) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
-		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
+		CommandId: cmdID, AppCode: "app", RoomId: roomID, UserId: user}}}
 }
 
-func closeRoom(room, cmdID, user string) *v1.RoomCommand {
+func closeRoom(roomID, cmdID, user string) *v1.RoomCommand {
 	return &v1.RoomCommand{Command: &v1.RoomCommand_CloseRoom{CloseRoom: &v1.CloseRoomRequest{
-		CommandId: cmdID, AppCode: "app", RoomId: room, UserId: user}}}
+		CommandId: cmdID, AppCode: "app", RoomId: roomID, UserId: user}}}
 }
 
-func get(room string) *v1.RoomCommand {
-	return &v1.RoomCommand{Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: room}}}
+func get(roomID string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: roomID}}}
 }
 
-func (d *dirFixture) members(room string) []string {
+func (d *dirFixture) members(roomID string) []string {
 	d.t.Helper()
-	return d.mustExec(get(room)).GetRoom().GetMembers()
+	return d.mustExec(get(roomID)).GetRoom().GetMembers()
 }
 
 func (d *dirFixture) userRoom(user string) string {
@@ -240,17 +243,17 @@ func (d *dirFixture) userRoom(user string) string {
 }
 
 // leftEvents returns the RoomUserLeft events of room's log.
-func (d *dirFixture) leftEvents(room string) []RoomUserLeft {
-	recs, err := d.store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: room}, 0)
+func (d *dirFixture) leftEvents(roomID string) []room.RoomUserLeft {
+	recs, err := d.store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: roomID}, 0)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	var out []RoomUserLeft
+	var out []room.RoomUserLeft
 	for _, r := range recs {
 		for _, e := range r.Events {
-			if e.EventType == TypeRoomUserLeft {
-				ev, _ := DecodeEvent(e.EventType, e.Payload)
-				out = append(out, ev.(RoomUserLeft))
+			if e.EventType == room.TypeRoomUserLeft {
+				ev, _ := room.DecodeEvent(e.EventType, e.Payload)
+				out = append(out, ev.(room.RoomUserLeft))
 			}
 		}
 	}
@@ -287,7 +290,7 @@ func TestDirectoryJoinElsewhereLeavesOldRoom(t *testing.T) {
 	waitFor(t, func() bool { return !contains(d.members("r1"), "bob") })
 	waitFor(t, func() bool { return d.userRoom("bob") == "r2" })
 	left := d.leftEvents("r1")
-	if len(left) != 1 || left[0] != (RoomUserLeft{UserID: "bob", Reason: ReasonSwitchedRoom}) {
+	if len(left) != 1 || left[0] != (room.RoomUserLeft{UserID: "bob", Reason: room.ReasonSwitchedRoom}) {
 		t.Fatalf("r1 left events %+v, want bob switched_room", left)
 	}
 	if !contains(d.members("r2"), "bob") {
@@ -327,7 +330,7 @@ func TestDirectoryHeartbeatRefreshesPresence(t *testing.T) {
 		return err == nil && ur.LastSeenMs == 5_040_000 && ur.JoinedAtMs == 5_000_000 && ur.Online
 	})
 	// A heartbeat that fails Decide (not a member) refreshes nothing.
-	if _, err := d.exec(heartbeat("r1", "stranger")); !errors.Is(err, ErrNotMember) {
+	if _, err := d.exec(heartbeat("r1", "stranger")); !errors.Is(err, room.ErrNotMember) {
 		t.Fatalf("stranger heartbeat: %v", err)
 	}
 	p, _ := d.dir.StalePresence(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"}, 1<<62, 10)
@@ -362,15 +365,15 @@ func TestDirectoryRankChangeIsCommittedByTheRoom(t *testing.T) {
 		rec = recs[len(recs)-1]
 		return true
 	})
-	if len(rec.Events) != 1 || rec.Events[0].EventType != TypeRoomRankChanged {
+	if len(rec.Events) != 1 || rec.Events[0].EventType != room.TypeRoomRankChanged {
 		t.Fatalf("rank command events %+v", rec.Events)
 	}
-	ev, _ := DecodeEvent(rec.Events[0].EventType, rec.Events[0].Payload)
-	if ev != (RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 30}) {
+	ev, _ := room.DecodeEvent(rec.Events[0].EventType, rec.Events[0].Payload)
+	if ev != (room.RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 30}) {
 		t.Fatalf("event %+v, want rank 2 -> 1 at heat 30", ev)
 	}
 	pub := expect[published](t, d.events, 3*time.Second)
-	for pub.env.EventType != TypeRoomRankChanged {
+	for pub.env.EventType != room.TypeRoomRankChanged {
 		pub = expect[published](t, d.events, 3*time.Second)
 	}
 	waitFor(t, func() bool {
@@ -431,7 +434,7 @@ func TestDirectoryDownCommandsSucceedAndRefreshRepairs(t *testing.T) {
 	if !contains(d.members("r2"), "bob") {
 		t.Fatal("bob left the room he joined last")
 	}
-	if left := d.leftEvents("r1"); len(left) != 1 || left[0].Reason != ReasonSwitchedRoom {
+	if left := d.leftEvents("r1"); len(left) != 1 || left[0].Reason != room.ReasonSwitchedRoom {
 		t.Fatalf("r1 left events %+v", left)
 	}
 	// o2 left r2 while the directory was down: the refresh dropped his

@@ -16,7 +16,10 @@ import (
 	"sync"
 	"time"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -76,7 +79,7 @@ type dirWorker struct {
 	// count, the grain's newest committed membership (joins: read it
 	// through its methods, the grain changes it) and the merged entry and
 	// refresh. Pointers of the worker's own to each were 40 bytes of every
-	// active room (issue 13).
+	// active room.
 	link *dirLink
 	log  *slog.Logger
 	// Listing writes are paced (DirectoryDeps.ListingGap): lastListedNs is
@@ -277,7 +280,7 @@ func (w *dirWorker) leave(roomID, user, commandID string) {
 		return
 	}
 	rc := &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
-		CommandId: commandID, AppCode: w.key.AppCode, RoomId: roomID, UserId: user, Reason: ReasonSwitchedRoom}}}
+		CommandId: commandID, AppCode: w.key.AppCode, RoomId: roomID, UserId: user, Reason: room.ReasonSwitchedRoom}}}
 	go func() {
 		backoff := 200 * time.Millisecond
 		var err error
@@ -289,10 +292,10 @@ func (w *dirWorker) leave(roomID, user, commandID string) {
 			case err == nil:
 				m.leave("left")
 				return
-			case errors.Is(err, ErrPrecondition), errors.Is(err, ErrNotFound):
+			case errors.Is(err, errclass.Precondition), errors.Is(err, errclass.NotFound):
 				m.leave("noop") // not a member any more, room closed or gone, or back here
 				return
-			case !errors.Is(err, ErrUnavailable):
+			case !errors.Is(err, errclass.Unavailable):
 				m.leave("failed")
 				log.Warn("directory: switched_room leave refused", "to_room_id", roomID, "user_id", user, "error", err)
 				return
@@ -317,7 +320,7 @@ func leaveID(kind string, upTo int64, parts ...string) string {
 		h.Write([]byte{0})
 		h.Write([]byte(p))
 	}
-	return DirectoryIDPrefix + kind + "-" + strconv.FormatInt(upTo, 10) + "-" + hex.EncodeToString(h.Sum(nil))[:32]
+	return room.DirectoryIDPrefix + kind + "-" + strconv.FormatInt(upTo, 10) + "-" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // leaveBound reads upTo back from a leaveID.

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -47,16 +50,16 @@ type GiftDebiter interface {
 // append with the gift's outcome row, then settle. A gift is settled by
 // whoever learns its outcome first (this grain, a retry, or the wallet's
 // reconciler); settling is idempotent, so doing it twice is harmless.
-func (g *grain) sendGift(ctx actor.Context, cmd Command) (*v1.CommandReply, error) {
+func (g *grain) sendGift(ctx actor.Context, cmd room.Command) (*v1.CommandReply, error) {
 	// A key older than the cached ones is looked up before any money
 	// moves: its reuse must not reach the wallet.
-	if reply, err := g.recorded(cmd); err == nil || errors.Is(err, ErrExists) {
+	if reply, err := g.recorded(cmd); err == nil || errors.Is(err, errclass.Exists) {
 		return reply, err
 	} else if !errors.Is(err, persistence.ErrNotFound) {
 		return nil, err
 	}
 	if g.deps.Gifts == nil {
-		return nil, fmt.Errorf("%w: no wallet configured", ErrUnavailable)
+		return nil, fmt.Errorf("%w: no wallet configured", errclass.Unavailable)
 	}
 	wctx, cancel := g.storeCtx()
 	heat, err := g.deps.Gifts.HoldGift(wctx, GiftDebit{
@@ -71,7 +74,7 @@ func (g *grain) sendGift(ctx actor.Context, cmd Command) (*v1.CommandReply, erro
 	// The state has not moved since the first Decide, so this cannot
 	// fail; if it ever did, the open reservation would be voided and
 	// refunded by the reconciler.
-	events, err := Decide(g.state, cmd)
+	events, err := room.Decide(g.state, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +91,14 @@ func (g *grain) sendGift(ctx actor.Context, cmd Command) (*v1.CommandReply, erro
 // never be appended, and only then is the reservation refunded. If even
 // that fails the reservation stays open, and a retry or the reconciler
 // decides it later.
-func (g *grain) giftAppendFailed(cmd Command, seq int64, appendErr error) (*v1.CommandReply, error) {
+func (g *grain) giftAppendFailed(cmd room.Command, seq int64, appendErr error) (*v1.CommandReply, error) {
 	ctx, cancel := g.storeCtx()
 	sent, err := g.deps.Store.VoidGift(ctx, g.key(), cmd.CommandID, g.deps.Clock().UnixMilli())
 	cancel()
 	if err != nil {
 		g.log.Warn("gift append failed and its outcome is unknown; left to a retry or the reconciler",
 			"seq", seq, "command_id", cmd.CommandID, "error", appendErr, "void_error", err)
-		return nil, fmt.Errorf("%w: gift not confirmed, retry with the same command_id", ErrUnavailable)
+		return nil, fmt.Errorf("%w: gift not confirmed, retry with the same command_id", errclass.Unavailable)
 	}
 	if sent {
 		// The append did commit; the log has the reply.
@@ -108,12 +111,12 @@ func (g *grain) giftAppendFailed(cmd Command, seq int64, appendErr error) (*v1.C
 	}
 	g.log.Warn("gift append failed; gift voided and refunded", "seq", seq, "command_id", cmd.CommandID, "error", appendErr)
 	g.refundGift(cmd)
-	return nil, ErrGiftRefunded
+	return nil, room.ErrGiftRefunded
 }
 
 // confirmGift settles a logged gift. A failure only delays the receiver's
 // credit: the reservation stays open and the reconciler confirms it.
-func (g *grain) confirmGift(cmd Command) {
+func (g *grain) confirmGift(cmd room.Command) {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	if err := g.deps.Gifts.ConfirmGift(ctx, cmd.AppCode, cmd.CommandID); err != nil {
@@ -123,7 +126,7 @@ func (g *grain) confirmGift(cmd Command) {
 
 // refundGift returns a voided gift's reservation. A failure leaves it to
 // the reconciler, which finds the void and refunds.
-func (g *grain) refundGift(cmd Command) {
+func (g *grain) refundGift(cmd room.Command) {
 	ctx, cancel := g.storeCtx()
 	defer cancel()
 	if err := g.deps.Gifts.RefundGift(ctx, cmd.AppCode, cmd.CommandID); err != nil {

@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/hyapp/roomcell/persistence"
@@ -120,7 +123,7 @@ func TestGrainGiftIsOneOutcome(t *testing.T) {
 		f, gs, check, pid := setup(t)
 		gs.appendFails.Store(true)
 		gs.voidFails.Store(true)
-		if _, err := f.do(pid, rcGift("g1", "owner", "bob")); !errors.Is(err, ErrUnavailable) {
+		if _, err := f.do(pid, rcGift("g1", "owner", "bob")); !errors.Is(err, errclass.Unavailable) {
 			t.Fatalf("gift with the room store down: %v, want ErrUnavailable", err)
 		}
 		check(t, "g1", "")
@@ -152,4 +155,4 @@ func TestGrainGiftIsOneOutcome(t *testing.T) {
 
 // isRefunded recognises ErrGiftRefunded after the trip through the
 // actor's reply (it is registered, so it comes back as itself).
-func isRefunded(err error) bool { return errors.Is(err, ErrGiftRefunded) }
+func isRefunded(err error) bool { return errors.Is(err, room.ErrGiftRefunded) }

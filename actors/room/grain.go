@@ -9,13 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
 
-	grainkind "github.com/hyapp/roomcell/cluster/kind"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -69,9 +71,16 @@ type Deps struct {
 	// joins orders one user's joins on this node (joinclock.go); made by
 	// setDefaults, nil: not ordered.
 	joins *joinClock
+	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
+	// made by setDefaults, nil: requests expire only when decided on.
+	seatTimers *seatTimers
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
+	// watch: the watch feeds of the node's rooms; reads: the log reads
+	// under way (events.go). Made by setDefaults.
+	watch *watchRooms
+	reads chan struct{}
 }
 
 func (d *Deps) setDefaults() {
@@ -87,12 +96,15 @@ func (d *Deps) setDefaults() {
 	if d.joins == nil {
 		d.joins = newJoinClock()
 	}
-}
-
-// NewKind returns the cluster kind for room grains (package kind: lighter
-// grains under roomcell's placement).
-func NewKind(d Deps) *cluster.Kind {
-	return grainkind.New(Kind, GrainProps(d))
+	if d.watch == nil {
+		d.watch = &watchRooms{rooms: map[string]*roomFeeds{}}
+	}
+	if d.reads == nil {
+		d.reads = make(chan struct{}, eventReads)
+	}
+	if d.seatTimers == nil {
+		d.seatTimers = newSeatTimers()
+	}
 }
 
 // GrainProps is a room grain without the cluster's middleware: a test
@@ -109,7 +121,7 @@ func GrainProps(d Deps) *actor.Props {
 	// ~300 bytes of each active room.
 	shared := &d
 	// The lock-free mailbox: two small queues, where the default one starts
-	// a ring of ten slots for user messages (~200 bytes a room; issue 13).
+	// a ring of ten slots for user messages (~200 bytes a room).
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} },
 		actor.WithDispatcher(roomDispatcher), actor.WithMailbox(actor.UnboundedLockfree()))
 }
@@ -123,14 +135,14 @@ type grain struct {
 	// identity is "<app_code>/<room_id>" (the room's key as one string,
 	// without an allocation per command); key() reads it back.
 	identity string
-	state    State
+	state    room.State
 	snapSeq  int64          // seq of the newest stored snapshot
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	dir      *dirLink    // directory.go; nil without a directory
-	epoch    int64       // lease epoch the state was loaded under (lease.go)
-	members  memberIndex // members in order for GetRoom's pages (members.go)
+	dir      *dirLink         // directory.go; nil without a directory
+	epoch    int64            // lease epoch the state was loaded under (lease.go)
+	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
 	// idleByWheel: the room passivates on the node's refresh wheel
 	// (startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
@@ -141,10 +153,10 @@ type grain struct {
 
 // key is the room's key: identity's two halves (no copies). A field of
 // its own was 32 bytes of every active room, and with it the grain fell
-// in the next size class up (issue 13).
+// in the next size class up.
 func (g *grain) key() persistence.RoomKey {
-	app, room, _ := strings.Cut(g.identity, "/")
-	return persistence.RoomKey{AppCode: app, RoomID: room}
+	app, roomID, _ := strings.Cut(g.identity, "/")
+	return persistence.RoomKey{AppCode: app, RoomID: roomID}
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -158,22 +170,39 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.init(ctx, msg.Identity.Identity)
 		g.dirStart(ctx, msg.Cluster) // directory hook
 		g.startIdle(ctx)
+		g.armSeatDeadline(ctx)
 	case *v1.RoomCommand:
+		wasLoaded, deadline := g.loaded, g.state.NextSeatDeadline()
 		ctx.Respond(g.handle(ctx, msg))
+		if !wasLoaded || g.state.NextSeatDeadline() != deadline {
+			g.armSeatDeadline(ctx)
+		}
 		// A room nobody created holds nothing worth keeping: stop now
 		// rather than at the idle timeout, so random ids cannot pin
 		// actors. Commands already queued are still answered first.
 		if g.loaded && !g.state.Exists {
 			ctx.Poison(ctx.Self())
 		}
+	case *v1.ListRoomEventsRequest:
+		g.listEvents(ctx, msg) // events.go
+	case *v1.RoomWatchSubscribe:
+		ctx.Respond(g.watchSubscribe(ctx, msg))
+	case *actor.Terminated:
+		g.watchTerminated(msg.Who)
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
+	case *seatDeadline:
+		g.expireSeatRequests(ctx)
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
+		g.watchEnd(ctx)
+		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.dirStop() // directory hook
 	case *actor.Restarting:
+		g.watchEnd(ctx)
+		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
 		g.dirStop() // directory hook
 	case *dirRefresh:
@@ -206,6 +235,16 @@ func (g *grain) startIdle(ctx actor.Context) {
 
 // passivate stops an idle room: its snapshot first, and out of the listing.
 func (g *grain) passivate(ctx actor.Context) {
+	if g.loaded && g.state.NextSeatDeadline() != 0 {
+		// A pending seat request keeps its room active until it ends (at
+		// most room.MaxSeatRequestSeconds): its expiry is the room's own
+		// command, and a passive room commits nothing. The receive
+		// timeout cancels itself when it fires: set it again.
+		if !g.idleByWheel {
+			ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
+		}
+		return
+	}
 	g.flushSnapshot()
 	g.dirUnlist() // directory hook
 	ctx.Poison(ctx.Self())
@@ -233,12 +272,12 @@ func (g *grain) load() error {
 		return err
 	}
 	k := g.key()
-	s := NewState(k.AppCode, k.RoomID)
+	s := room.NewState(k.AppCode, k.RoomID)
 	g.snapSeq = 0
 	snap, err := g.deps.Store.LoadSnapshot(ctx, k)
 	switch {
 	case err == nil:
-		if s, err = UnmarshalState(snap.State); err != nil {
+		if s, err = room.UnmarshalState(snap.State); err != nil {
 			return fmt.Errorf("decode snapshot at seq %d: %w", snap.Seq, err)
 		}
 		g.snapSeq = snap.Seq
@@ -255,11 +294,11 @@ func (g *grain) load() error {
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
-		s.applyCommand(r.Seq, evs)
+		s.ApplyInPlace(r.Seq, evs)
 		g.recent.add(r.CommandID)
 	}
 	g.state, g.loaded = s, true
-	g.members.reset()
+	g.members.Reset()
 	if g.dir != nil { // a reload: the directory follows the reloaded members
 		g.dir.joins.mu.Lock()
 		g.dir.joins.members = s.Members
@@ -268,10 +307,10 @@ func (g *grain) load() error {
 	return nil
 }
 
-func decodeEvents(envs []persistence.Envelope) ([]Event, error) {
-	evs := make([]Event, 0, len(envs))
+func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
+	evs := make([]room.Event, 0, len(envs))
 	for _, e := range envs {
-		ev, err := DecodeEvent(e.EventType, e.Payload)
+		ev, err := room.DecodeEvent(e.EventType, e.Payload)
 		if err != nil {
 			return nil, err
 		}
@@ -281,14 +320,14 @@ func decodeEvents(envs []persistence.Envelope) ([]Event, error) {
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
-	if err := g.gate(ctx); err != nil {
-		return &v1.RoomResponse{Error: &v1.RoomError{Class: ClassOf(err), Message: err.Error()}}
+	err := g.gate(ctx)
+	if err == nil {
+		var reply *v1.CommandReply
+		if reply, err = g.execute(ctx, rc); err == nil {
+			return &v1.RoomResponse{Reply: reply}
+		}
 	}
-	reply, err := g.execute(ctx, rc)
-	if err != nil {
-		return &v1.RoomResponse{Error: &v1.RoomError{Class: ClassOf(err), Message: err.Error()}}
-	}
-	return &v1.RoomResponse{Reply: reply}
+	return &v1.RoomResponse{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}}
 }
 
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
@@ -298,35 +337,38 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 				return nil, err
 			}
 			g.log.Warn("room load failed", "error", err)
-			return nil, fmt.Errorf("%w: room state could not be loaded", ErrUnavailable)
+			return nil, fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
 		}
 	}
 	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
 		return g.getRoom(get.GetRoom)
 	}
-	cmd, ok := CommandFromProto(rc, g.deps.Clock().UnixMilli())
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
+		return g.listBans(l.ListBans)
+	}
+	cmd, ok := room.CommandFromProto(rc, g.deps.Clock().UnixMilli())
 	if !ok {
-		return nil, invalidf("empty command")
+		return nil, errclass.Invalidf("empty command")
 	}
 	k := g.key()
-	if app, room := KeyOf(rc); app != k.AppCode || room != k.RoomID {
-		return nil, invalidf("command for %s/%s sent to room %s", app, room, k)
+	if app, roomID := room.KeyOf(rc); app != k.AppCode || roomID != k.RoomID {
+		return nil, errclass.Invalidf("command for %s/%s sent to room %s", app, roomID, k)
 	}
-	if cmd.Type == CmdJoinRoom && g.deps.joins != nil {
+	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
 		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
 	}
-	if Mutates(cmd.Type) {
+	if room.Mutates(cmd.Type) {
 		var err error
-		if cmd.RequestHash, err = RequestHash(rc); err != nil {
+		if cmd.RequestHash, err = room.RequestHash(rc); err != nil {
 			return nil, err
 		}
 	}
-	if !Mutates(cmd.Type) {
-		if _, err := Decide(g.state, cmd); err != nil {
+	if !room.Mutates(cmd.Type) {
+		if _, err := room.Decide(g.state, cmd); err != nil {
 			return nil, err
 		}
 		g.dirHeartbeat(cmd) // directory hook
-		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: Summary(g.state)}, nil
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: room.Summary(g.state)}, nil
 	}
 	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
@@ -334,19 +376,19 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if err := g.dirCheck(cmd); err != nil { // directory hook
 		return nil, err
 	}
-	events, err := Decide(g.state, cmd)
+	events, err := room.Decide(g.state, cmd)
 	if err != nil {
 		// A retry of an old command can break a rule that its first run
 		// did not (CreateRoom twice): answer it from the log if it is there.
-		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
 			return reply, dupErr
 		}
 		return nil, err
 	}
-	if cmd.Type == CmdSendGift {
+	if cmd.Type == room.CmdSendGift {
 		// A key older than the cached ones is looked up before any money
 		// moves: its reuse must not reach the wallet.
-		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
 			return reply, dupErr
 		} else if !errors.Is(dupErr, persistence.ErrNotFound) {
 			return nil, dupErr
@@ -359,23 +401,36 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 // getRoom answers GetRoom: the room with one page of its members.
 func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	if !g.state.Exists {
-		return nil, ErrRoomNotFound
+		return nil, room.ErrRoomNotFound
 	}
-	p, err := ParseMembersPage(r)
+	p, err := room.ParseMembersPage(r)
 	if err != nil {
 		return nil, err
 	}
-	v := Summary(g.state)
+	v := room.Summary(g.state)
 	var next string
-	v.Members, next = g.members.page(g.state, p)
+	v.Members, next = g.members.Page(g.state, p)
 	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
+}
+
+// listBans answers ListBans: one page of the bans in force.
+func (g *grain) listBans(r *v1.ListBansRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, room.ErrRoomNotFound
+	}
+	p, err := room.ParseBansPage(r)
+	if err != nil {
+		return nil, err
+	}
+	bans, next := room.BansPage(g.state, g.deps.Clock().UnixMilli(), p)
+	return &v1.CommandReply{RoomSeq: g.state.Seq, Bans: bans, NextPageToken: next}, nil
 }
 
 // recorded returns the stored reply of cmd's command_id, marked
 // duplicate, or ErrExists if the command_id was recorded for a different
 // request: a key names one command, and a second command under it would
 // otherwise be dropped while its caller is told it happened.
-func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
+func (g *grain) recorded(cmd room.Command) (*v1.CommandReply, error) {
 	commandID := cmd.CommandID
 	ctx, cancel := g.storeCtx()
 	defer cancel()
@@ -384,14 +439,14 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 		if errors.Is(err, persistence.ErrNotFound) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", errclass.Unavailable, err)
 	}
 	// Rows written before fingerprints were stored have none to compare.
 	if rec.RequestHash != "" && rec.RequestHash != cmd.RequestHash {
 		if rec.CommandType != cmd.Type {
-			return nil, fmt.Errorf("%w: command_id %q was already used for a %s, this is a %s", ErrExists, commandID, rec.CommandType, cmd.Type)
+			return nil, fmt.Errorf("%w: command_id %q was already used for a %s, this is a %s", errclass.Exists, commandID, rec.CommandType, cmd.Type)
 		}
-		return nil, fmt.Errorf("%w: command_id %q was already used for a %s with different fields", ErrExists, commandID, rec.CommandType)
+		return nil, fmt.Errorf("%w: command_id %q was already used for a %s with different fields", errclass.Exists, commandID, rec.CommandType)
 	}
 	var reply v1.CommandReply
 	if err := proto.Unmarshal(rec.Reply, &reply); err != nil {
@@ -402,15 +457,18 @@ func (g *grain) recorded(cmd Command) (*v1.CommandReply, error) {
 		// Stored as its seq alone (commit): the events are the log row's.
 		reply.EventIds, reply.Events = replyEvents(rec.Events)
 	}
+	if rec.CommandType == room.CmdCreateRoom {
+		reply.ImGroupReady = g.groupReady(rec)
+	}
 	if reply.Room == nil && g.state.Exists {
 		// Recorded without a view (commit): the room as it is now, which
 		// includes the command's effect.
-		reply.Room = Summary(g.state)
+		reply.Room = room.Summary(g.state)
 	}
 	return &reply, nil
 }
 
-func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.CommandReply, error) {
+func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event) (*v1.CommandReply, error) {
 	seq := g.state.Seq + 1
 	envs := make([]persistence.Envelope, len(events))
 	for i, ev := range events {
@@ -419,7 +477,7 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 			return nil, fmt.Errorf("encode %s: %w", ev.EventType(), err)
 		}
 		envs[i] = persistence.Envelope{
-			EventID: EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
+			EventID: room.EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
 		}
 	}
@@ -434,12 +492,12 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
-	}, Lease: g.publishLease(seq), Gift: cmd.Type == CmdSendGift, Epoch: g.epoch}
+	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
 	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
 		// The snapshot is the state after the command, stored with it; the
 		// live state changes only once the append has committed, so this
 		// is the one copy of it, every SnapshotEvery commands.
-		if a.Snapshot, err = g.snapshotOf(ApplyCommand(g.state, seq, events)); err != nil {
+		if a.Snapshot, err = g.snapshotOf(room.ApplyCommand(g.state, seq, events)); err != nil {
 			return nil, err
 		}
 	}
@@ -455,10 +513,12 @@ func (g *grain) commit(ctx actor.Context, cmd Command, events []Event) (*v1.Comm
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
-	g.publish(cmd, envs, a.Lease)
+	groupReady := g.publish(cmd, envs, a.Lease)
+	g.watchPush(ctx, seq, envs)         // events.go
 	g.dirCommitted(cmd, before, events) // directory hook
 	ids, changes := replyEvents(envs)
-	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: Summary(g.state)}, nil
+	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: room.Summary(g.state),
+		ImGroupReady: groupReady && cmd.Type == room.CmdCreateRoom}, nil
 }
 
 // replyEvents is a reply's event ids and events, from a command's envelopes.
@@ -476,7 +536,7 @@ func replyEvents(envs []persistence.Envelope) ([]string, []*v1.RoomEvent) {
 // of the member map per command. The room's directory worker reads the
 // member map from its own goroutine (joinTimes), so the change is made
 // under its lock.
-func (g *grain) applyCommitted(seq int64, events []Event) {
+func (g *grain) applyCommitted(seq int64, events []room.Event) {
 	if g.dir != nil {
 		j := &g.dir.joins
 		j.mu.Lock()
@@ -485,32 +545,32 @@ func (g *grain) applyCommitted(seq int64, events []Event) {
 			j.mu.Unlock()
 		}()
 	}
-	g.state.applyCommand(seq, events)
-	g.members.apply(g.state, events)
+	g.state.ApplyInPlace(seq, events)
+	g.members.Apply(g.state, events)
 }
 
 // appendFailed turns a failed append into the caller's answer. Any
 // failure may hide a write that did happen (a commit whose ack was lost),
 // so the state is reloaded before the next command either way.
-func (g *grain) appendFailed(cmd Command, seq int64, err error) (*v1.CommandReply, error) {
+func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.CommandReply, error) {
 	g.loaded = false
-	if cmd.Type == CmdSendGift {
+	if cmd.Type == room.CmdSendGift {
 		return g.giftAppendFailed(cmd, seq, err)
 	}
 	if !errors.Is(err, persistence.ErrConflict) {
 		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
-		return nil, fmt.Errorf("%w: command not stored, retry", ErrUnavailable)
+		return nil, fmt.Errorf("%w: command not stored, retry", errclass.Unavailable)
 	}
 	// The command_id fence caught a retry of a command older than the
 	// in-memory cache: answer it from the log.
-	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, ErrExists) {
+	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
 		return reply, dupErr
 	}
 	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
-	return nil, fmt.Errorf("%w: room was changed by another writer, retry", ErrUnavailable)
+	return nil, fmt.Errorf("%w: room was changed by another writer, retry", errclass.Unavailable)
 }
 
-func (g *grain) snapshotOf(s State) (*persistence.Snapshot, error) {
+func (g *grain) snapshotOf(s room.State) (*persistence.Snapshot, error) {
 	b, err := s.Marshal()
 	if err != nil {
 		return nil, err

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -26,7 +28,7 @@ func BenchmarkGrainCommand(b *testing.B) {
 			cfg := configs.Default()
 			cfg.Cluster.Port = 0
 			deps := Deps{Store: memdb.New(), Gifts: fixedHeat(1), Config: cfg.Room}
-			m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{NewKind(deps)}, Logger: slog.New(slog.DiscardHandler)})
+			m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -10,16 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-// probe records every non-lifecycle message it receives (guide §5).
+// probe records every non-lifecycle message it receives (Proto.Actor's probe-actor testing pattern).
 type probe struct{ ch chan any }
 
 type watch struct{ pid *actor.PID }
@@ -92,7 +95,7 @@ func (w *countingWallet) HoldGift(_ context.Context, d GiftDebit) (int64, error)
 		w.calls = map[string]int{}
 	}
 	if w.settled[d.CommandID] == "refunded" {
-		return 0, ErrGiftRefunded
+		return 0, room.ErrGiftRefunded
 	}
 	w.calls[d.CommandID]++
 	return 10 * d.Count, nil
@@ -105,7 +108,7 @@ func (w *countingWallet) settle(commandID, how string) error {
 		w.settled = map[string]string{}
 	}
 	if prev := w.settled[commandID]; prev != "" && prev != how {
-		return fmt.Errorf("%w: gift %s already %s, now %s", ErrPrecondition, commandID, prev, how)
+		return fmt.Errorf("%w: gift %s already %s, now %s", errclass.Precondition, commandID, prev, how)
 	}
 	w.settled[commandID] = how
 	return nil
@@ -239,7 +242,7 @@ func TestGrainFencingSecondWriterIsRejectedAndReloads(t *testing.T) {
 
 	f.mustDo(a, rcJoin("c2", "alice")) // a takes seq 2
 	_, err := f.do(b, rcJoin("c3", "bob"))
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, errclass.Unavailable) {
 		t.Fatalf("second writer of seq 2: got %v, want ErrUnavailable", err)
 	}
 	// b reloaded: the retry lands at seq 3 on top of a's write.
@@ -333,7 +336,7 @@ func TestGrainPublisherFailureLeavesRowPendingWithRetryCountUntouched(t *testing
 	}
 	// The earlier successful publishes were marked published.
 	waitFor(t, func() bool {
-		row, err := f.store.GetOutbox(context.Background(), EventID("app", "r1", 1, 1))
+		row, err := f.store.GetOutbox(context.Background(), room.EventID("app", "r1", 1, 1))
 		return err == nil && row.Status == persistence.OutboxPublished
 	})
 }
@@ -347,9 +350,9 @@ func TestGrainGiftChargesWalletOnceAndInsufficientChangesNothing(t *testing.T) {
 	if r.Room.Heat != 20 || len(r.EventIds) != 2 {
 		t.Fatalf("gift reply %+v, want heat 20 and 2 events", r)
 	}
-	f.wallet.fail = ErrPrecondition
+	f.wallet.fail = errclass.Precondition
 	_, err := f.do(pid, rcGift("g2", "owner", "bob"))
-	if !errors.Is(err, ErrPrecondition) {
+	if !errors.Is(err, errclass.Precondition) {
 		t.Fatalf("gift without funds: %v, want ErrPrecondition", err)
 	}
 	got := f.mustDo(pid, rcGet())
@@ -359,7 +362,7 @@ func TestGrainGiftChargesWalletOnceAndInsufficientChangesNothing(t *testing.T) {
 	// A rule error is checked before the wallet is charged.
 	f.wallet.fail = nil
 	_, err = f.do(pid, rcGift("g3", "owner", "nobody"))
-	if !errors.Is(err, ErrReceiverAbsent) || f.wallet.calls["g3"] != 0 {
+	if !errors.Is(err, room.ErrReceiverAbsent) || f.wallet.calls["g3"] != 0 {
 		t.Fatalf("gift to non-member: err %v, charges %d; want ErrReceiverAbsent and no charge", err, f.wallet.calls["g3"])
 	}
 }
@@ -371,7 +374,7 @@ func TestGrainStoreDownAnswersUnavailableThenRecovers(t *testing.T) {
 	pid := f.activate("app/r1")
 	f.mustDo(pid, rcCreate("c1", "owner"))
 	flaky.down.Store(true)
-	if _, err := f.do(pid, rcJoin("c2", "bob")); !errors.Is(err, ErrUnavailable) {
+	if _, err := f.do(pid, rcJoin("c2", "bob")); !errors.Is(err, errclass.Unavailable) {
 		t.Fatalf("store down: %v, want ErrUnavailable", err)
 	}
 	flaky.down.Store(false)

@@ -9,7 +9,7 @@ import (
 
 // A grain is 384 bytes at most, its directory link 208 and its publisher
 // link 224: size classes
-// of Go's allocator, which every active room pays (issue 13's heap per
+// of Go's allocator, which every active room pays (the heap per
 // room). A new field belongs in a part made on first use, as the
 // publisher and directory links are.
 func TestGrainFitsItsSizeClass(t *testing.T) {

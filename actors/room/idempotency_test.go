@@ -10,7 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -21,7 +22,7 @@ type idemCase struct {
 	cmd   *v1.RoomCommand
 }
 
-func idemCases(room string) map[string]idemCase {
+func idemCases(roomID string) map[string]idemCase {
 	cmd := func(m proto.Message) *v1.RoomCommand {
 		rc := &v1.RoomCommand{}
 		od := rc.ProtoReflect().Descriptor().Oneofs().ByName("command")
@@ -32,44 +33,68 @@ func idemCases(room string) map[string]idemCase {
 		}
 		return rc
 	}
-	create := cmd(&v1.CreateRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Name: "Room", MicSeats: 8, AdminUserIds: []string{"adm"}})
+	create := cmd(&v1.CreateRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Name: "Room", MicSeats: 8, AdminUserIds: []string{"adm"}})
 	setupCreate := proto.Clone(create).(*v1.RoomCommand)
 	setupCreate.GetCreateRoom().CommandId = "s-create"
 	join := func(id, user string) *v1.RoomCommand {
-		return cmd(&v1.JoinRoomRequest{CommandId: id, AppCode: "app", RoomId: room, UserId: user})
+		return cmd(&v1.JoinRoomRequest{CommandId: id, AppCode: "app", RoomId: roomID, UserId: user})
 	}
 	base := []*v1.RoomCommand{setupCreate, join("s-bob", "bob"), join("s-carol", "carol")}
 	with := func(extra ...*v1.RoomCommand) []*v1.RoomCommand {
 		return append(append([]*v1.RoomCommand{}, base...), extra...)
 	}
+	applyMode := cmd(&v1.SetSeatModeRequest{CommandId: "s-mode", AppCode: "app", RoomId: roomID, UserId: "owner", SeatMode: "apply"})
+	bobApplied := cmd(&v1.ApplySeatRequest{CommandId: "s-apply", AppCode: "app", RoomId: roomID, UserId: "bob", Seat: 1, TimeoutSeconds: 300})
+	bobInvited := cmd(&v1.InviteToSeatRequest{CommandId: "s-inv", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", Seat: 1, TimeoutSeconds: 300})
+	bobSeated := cmd(&v1.TakeMicRequest{CommandId: "s-seat", AppCode: "app", RoomId: roomID, UserId: "bob", Seat: 1})
 	return map[string]idemCase{
 		"create_room": {cmd: create},
 		"join_room":   {setup: with(), cmd: join("X", "dave")},
-		"leave_room":  {setup: with(), cmd: cmd(&v1.LeaveRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "bob", Reason: "left"})},
-		"take_mic":    {setup: with(), cmd: cmd(&v1.TakeMicRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "bob", Seat: 1})},
+		"leave_room":  {setup: with(), cmd: cmd(&v1.LeaveRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob", Reason: "left"})},
+		"take_mic":    {setup: with(), cmd: cmd(&v1.TakeMicRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob", Seat: 1})},
 		"release_mic": {
-			setup: with(cmd(&v1.TakeMicRequest{CommandId: "s-mic", AppCode: "app", RoomId: room, UserId: "bob", Seat: 1})),
-			cmd:   cmd(&v1.ReleaseMicRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "bob"}),
+			setup: with(cmd(&v1.TakeMicRequest{CommandId: "s-mic", AppCode: "app", RoomId: roomID, UserId: "bob", Seat: 1})),
+			cmd:   cmd(&v1.ReleaseMicRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob"}),
 		},
-		"send_gift":  {setup: with(), cmd: cmd(&v1.SendGiftRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 2})},
-		"kick_user":  {setup: with(), cmd: cmd(&v1.KickUserRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "carol", BanSeconds: 60, Reason: "spam"})},
-		"close_room": {setup: with(), cmd: cmd(&v1.CloseRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Reason: "done"})},
-		"set_admin":  {setup: with(), cmd: cmd(&v1.SetAdminRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"})},
+		"send_gift":  {setup: with(), cmd: cmd(&v1.SendGiftRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 2})},
+		"kick_user":  {setup: with(), cmd: cmd(&v1.KickUserRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "carol", BanSeconds: 60, Reason: "spam"})},
+		"close_room": {setup: with(), cmd: cmd(&v1.CloseRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Reason: "done"})},
+		"set_admin":  {setup: with(), cmd: cmd(&v1.SetAdminRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
 		"remove_admin": {
-			setup: with(cmd(&v1.SetAdminRequest{CommandId: "s-adm", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"})),
-			cmd:   cmd(&v1.RemoveAdminRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", TargetUserId: "bob"}),
+			setup: with(cmd(&v1.SetAdminRequest{CommandId: "s-adm", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})),
+			cmd:   cmd(&v1.RemoveAdminRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"}),
 		},
-		"mute_seat": {setup: with(), cmd: cmd(&v1.MuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1})},
+		"mute_seat": {setup: with(), cmd: cmd(&v1.MuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 1})},
 		"unmute_seat": {
-			setup: with(cmd(&v1.MuteSeatRequest{CommandId: "s-mute", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1})),
-			cmd:   cmd(&v1.UnmuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 1}),
+			setup: with(cmd(&v1.MuteSeatRequest{CommandId: "s-mute", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 1})),
+			cmd:   cmd(&v1.UnmuteSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 1}),
 		},
-		"lock_seat": {setup: with(), cmd: cmd(&v1.LockSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2})},
+		"lock_seat": {setup: with(), cmd: cmd(&v1.LockSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 2})},
 		"unlock_seat": {
-			setup: with(cmd(&v1.LockSeatRequest{CommandId: "s-lock", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2})),
-			cmd:   cmd(&v1.UnlockSeatRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2}),
+			setup: with(cmd(&v1.LockSeatRequest{CommandId: "s-lock", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 2})),
+			cmd:   cmd(&v1.UnlockSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 2}),
 		},
-		"update_room": {setup: with(), cmd: cmd(&v1.UpdateRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Name: "New name", Announcement: proto.String("hello")})},
+		"transfer_owner":          {setup: with(), cmd: cmd(&v1.TransferOwnerRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
+		"update_room":             {setup: with(), cmd: cmd(&v1.UpdateRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Name: "New name", Announcement: proto.String("hello")})},
+		"set_seat_mode":           {setup: with(), cmd: cmd(&v1.SetSeatModeRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", SeatMode: "apply"})},
+		"apply_seat":              {setup: with(applyMode), cmd: cmd(&v1.ApplySeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob", Seat: 1, TimeoutSeconds: 100})},
+		"cancel_seat_application": {setup: with(applyMode, bobApplied), cmd: cmd(&v1.CancelSeatApplicationRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob"})},
+		"approve_seat_application": {setup: with(applyMode, bobApplied),
+			cmd: cmd(&v1.ApproveSeatApplicationRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
+		"reject_seat_application": {setup: with(applyMode, bobApplied),
+			cmd: cmd(&v1.RejectSeatApplicationRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
+		"invite_to_seat":          {setup: with(), cmd: cmd(&v1.InviteToSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", Seat: 2, TimeoutSeconds: 100})},
+		"accept_seat_invitation":  {setup: with(bobInvited), cmd: cmd(&v1.AcceptSeatInvitationRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob"})},
+		"decline_seat_invitation": {setup: with(bobInvited), cmd: cmd(&v1.DeclineSeatInvitationRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob"})},
+		"kick_off_seat":           {setup: with(bobSeated), cmd: cmd(&v1.KickOffSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
+		"move_seat":               {setup: with(bobSeated), cmd: cmd(&v1.MoveSeatRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", Seat: 3})},
+		"ban_user":                {setup: with(), cmd: cmd(&v1.BanUserRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "dave", BanSeconds: 60, Reason: "spam"})},
+		"unban_user": {setup: with(cmd(&v1.BanUserRequest{CommandId: "s-ban", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "dave", BanSeconds: 3600})),
+			cmd: cmd(&v1.UnbanUserRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "dave"})},
+		"mute_member": {setup: with(), cmd: cmd(&v1.MuteMemberRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", MuteSeconds: 60})},
+		"unmute_member": {setup: with(cmd(&v1.MuteMemberRequest{CommandId: "s-mutem", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", MuteSeconds: 3600})),
+			cmd: cmd(&v1.UnmuteMemberRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
+		"set_seat_count": {setup: with(), cmd: cmd(&v1.SetSeatCountRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", MicSeats: 12})},
 	}
 }
 
@@ -128,7 +153,7 @@ func TestIdempotencyKeyBoundToRequestEveryCommandType(t *testing.T) {
 	od := (&v1.RoomCommand{}).ProtoReflect().Descriptor().Oneofs().ByName("command")
 	for i := 0; i < od.Fields().Len(); i++ {
 		name := string(od.Fields().Get(i).Name())
-		if _, ok := covered[name]; !ok && name != "get_room" && name != "heartbeat" {
+		if _, ok := covered[name]; !ok && name != "get_room" && name != "list_bans" && name != "heartbeat" {
 			t.Errorf("command type %s has no idempotency case: add one to idemCases", name)
 		}
 	}
@@ -141,17 +166,17 @@ func TestIdempotencyKeyBoundToRequestEveryCommandType(t *testing.T) {
 					f := newFixture(t)
 					f.deps.Store = store
 					f.deps.Config.SnapshotEvery = 0
-					room := "idem-" + name
-					runIdemCase(t, f, store, room, idemCases(room)[name])
+					roomID := "idem-" + name
+					runIdemCase(t, f, store, roomID, idemCases(roomID)[name])
 				})
 			}
 		})
 	}
 }
 
-func runIdemCase(t *testing.T, f *fixture, store Store, room string, c idemCase) {
-	key := persistence.RoomKey{AppCode: "app", RoomID: room}
-	pid := f.activate("app/" + room)
+func runIdemCase(t *testing.T, f *fixture, store Store, roomID string, c idemCase) {
+	key := persistence.RoomKey{AppCode: "app", RoomID: roomID}
+	pid := f.activate("app/" + roomID)
 	for _, s := range c.setup {
 		f.mustDo(pid, s)
 	}
@@ -164,9 +189,9 @@ func runIdemCase(t *testing.T, f *fixture, store Store, room string, c idemCase)
 		return len(recs)
 	}
 	want := logLen()
-	other := &v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "zed"}}}
+	other := &v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "zed"}}}
 	if c.cmd.GetJoinRoom() != nil {
-		other = &v1.RoomCommand{Command: &v1.RoomCommand_TakeMic{TakeMic: &v1.TakeMicRequest{CommandId: "X", AppCode: "app", RoomId: room, UserId: "owner", Seat: 2}}}
+		other = &v1.RoomCommand{Command: &v1.RoomCommand_TakeMic{TakeMic: &v1.TakeMicRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Seat: 2}}}
 	}
 	conflicts := variants(c.cmd)
 	conflicts["another command type"] = other
@@ -174,7 +199,7 @@ func runIdemCase(t *testing.T, f *fixture, store Store, room string, c idemCase)
 		t.Helper()
 		for field, v := range conflicts {
 			r, err := do(v)
-			if !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), `"X"`) {
+			if !errors.Is(err, errclass.Exists) || !strings.Contains(err.Error(), `"X"`) {
 				t.Fatalf("%s: command_id reused with a different %s: got reply %v, error %v; want AlreadyExists naming the command_id", phase, field, r, err)
 			}
 		}
@@ -199,6 +224,6 @@ func runIdemCase(t *testing.T, f *fixture, store Store, room string, c idemCase)
 	if snap, err := store.LoadSnapshot(context.Background(), key); err != nil || snap.Seq != first.RoomSeq {
 		t.Fatalf("snapshot after stop: seq %d, %v; want seq %d", snap.Seq, err, first.RoomSeq)
 	}
-	pid2 := f.activate("app/" + room)
+	pid2 := f.activate("app/" + roomID)
 	round("after restart", func(rc *v1.RoomCommand) (*v1.CommandReply, error) { return f.do(pid2, rc) })
 }

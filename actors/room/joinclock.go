@@ -6,7 +6,7 @@ import "sync"
 // The directory settles a user found in two rooms by join time, newer
 // wins; two joins of one user in the same millisecond tie, and each room's
 // directory worker then keeps the user and sends the other room the leave,
-// so a user could lose the room of their last acknowledged join (issue 13's
+// so a user could lose the room of their last acknowledged join (the
 // eviction race, TestDirectoryUsersSwitchingRoomsKeepEveryAcknowledgedJoin).
 // A join that would tie with, or precede, the user's previous join on this
 // node is moved 1 ms past it. Joins of one user on two nodes are ordered by

@@ -3,10 +3,10 @@ package room
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -23,9 +23,9 @@ type Lease interface {
 // errMoved answers a command that reached a grain whose node does not
 // hold the room's lease (any more): retryable, and the room client
 // retries it on the current owner.
-// It is not a rule error (no Decide row breaks it): replyOf recognises it
-// by class and text.
-var errMoved = fmt.Errorf("%w: room is not served by this node (its shard lease is elsewhere); retry", ErrUnavailable)
+// It is not a rule error (no Decide row breaks it); its code brings it
+// back as itself through replyOf.
+var errMoved = errclass.New(errclass.CodeRoomMoved, errclass.Unavailable, "room is not served by this node (its shard lease is elsewhere); retry")
 
 // gate checks the lease before a command is handled. Without the lease
 // the grain answers errMoved and stops (the next command activates the

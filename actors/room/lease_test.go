@@ -9,7 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 )
 
 // fakeLease is one node's lease on every room, set by the test.
@@ -53,7 +54,7 @@ func (f *fixture) logLen() int {
 	return len(recs)
 }
 
-// The split brain of issue 16, at the grain: node A froze with room r1
+// A split brain at the grain: node A froze with room r1
 // live, node B took the shard over (higher epoch) and changed the room.
 // A copy without the lease answers nothing true: not a read, not a rule
 // rejection, not a write; it says errMoved and stops. A copy whose lease
@@ -81,7 +82,7 @@ func TestGrainAnswersOnlyUnderItsLease(t *testing.T) {
 	// one a LeaveRoom that A's stale state would reject "not a member".
 	base.sys.Root.Send(base.probe, watch{pid: a})
 	_, err := nodeA.do(a, rcLeave("c4", "bob"))
-	if !errors.Is(err, errMoved) || !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, errMoved) || !errors.Is(err, errclass.Unavailable) {
 		t.Fatalf("A without its lease answered LeaveRoom(bob) with %v, want errMoved (retryable, unavailable class)", err)
 	}
 	if term := expect[*actor.Terminated](t, base.events, 2*time.Second); !term.Who.Equal(a) {

@@ -42,7 +42,7 @@ type markBatcher struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []persistence.Envelope
+	queue   []markItem
 	running bool
 	added   uint64 // marks ever added
 	settled uint64 // marks whose write has finished (landed or failed)
@@ -54,12 +54,25 @@ func newMarkBatcher(store markStore, clock func() time.Time, timeout time.Durati
 	return m
 }
 
-// add queues env's row to be marked published. Call it only after IM
-// accepted the event.
-func (m *markBatcher) add(env persistence.Envelope) {
+// markItem is one queued mark: the event, and what to do if its mark
+// never lands.
+type markItem struct {
+	env persistence.Envelope
+	// lost runs when the write failed: the room's publisher stops sending
+	// in order, so its next events go through a catch-up, which claims
+	// the unmarked row again. Otherwise the row, once its lease ended,
+	// would sit pending under a publisher that kept leasing the room's
+	// new rows, and no relay takes a room whose rows another owner holds:
+	// it waited until the room went quiet, minutes under load.
+	lost func()
+}
+
+// add queues env's row to be marked published; lost (may be nil) runs if
+// the mark fails. Call it only after IM accepted the event.
+func (m *markBatcher) add(env persistence.Envelope, lost func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.queue = append(m.queue, env)
+	m.queue = append(m.queue, markItem{env, lost})
 	m.added++
 	if !m.running {
 		m.running = true
@@ -96,7 +109,7 @@ func (m *markBatcher) loop() {
 			m.mu.Unlock()
 			return
 		}
-		batch := make([]persistence.Envelope, n)
+		batch := make([]markItem, n)
 		copy(batch, m.queue)
 		m.queue = m.queue[n:]
 		if len(m.queue) == 0 {
@@ -111,10 +124,10 @@ func (m *markBatcher) loop() {
 	}
 }
 
-func (m *markBatcher) flush(batch []persistence.Envelope) {
+func (m *markBatcher) flush(batch []markItem) {
 	ids := make([]string, len(batch))
-	for i, env := range batch {
-		ids[i] = env.EventID
+	for i, it := range batch {
+		ids[i] = it.env.EventID
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	err := m.store.MarkOutboxPublishedBatch(ctx, ids, m.clock().UnixMilli())
@@ -123,7 +136,12 @@ func (m *markBatcher) flush(batch []persistence.Envelope) {
 		// One line per failed write, not per row: at worst the relay
 		// publishes these again after their lease; clients dedupe by
 		// event_id.
-		supervise.EventLogger(m.log, OutboxWorker, m.node, batch[0]).Warn("mark published failed after sync publish",
+		for _, it := range batch {
+			if it.lost != nil {
+				it.lost()
+			}
+		}
+		supervise.EventLogger(m.log, OutboxWorker, m.node, batch[0].env).Warn("mark published failed after sync publish",
 			slog.String("path", "sync"), slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
 			slog.Int("events", len(batch)), slog.String("error", supervise.ErrorText(err)))
 	}

@@ -7,9 +7,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/asynkron/protoactor-go/actor"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 func rcPage(size int32, token string) *v1.RoomCommand {
@@ -57,10 +60,10 @@ func TestGetRoomPagesMembersInOrder(t *testing.T) {
 	slices.Sort(want)
 
 	first := f.mustDo(pid, rcGet())
-	if !slices.Equal(first.Room.Members, want[:DefaultMembersPageSize]) || first.Room.MemberCount != 251 || first.NextPageToken == "" {
-		t.Fatalf("default page: %d members (count %d, next %q), want the first %d of 251", len(first.Room.Members), first.Room.MemberCount, first.NextPageToken, DefaultMembersPageSize)
+	if !slices.Equal(first.Room.Members, want[:room.DefaultMembersPageSize]) || first.Room.MemberCount != 251 || first.NextPageToken == "" {
+		t.Fatalf("default page: %d members (count %d, next %q), want the first %d of 251", len(first.Room.Members), first.Room.MemberCount, first.NextPageToken, room.DefaultMembersPageSize)
 	}
-	for _, size := range []int32{1, 7, 100, 250, 251, MaxMembersPageSize} {
+	for _, size := range []int32{1, 7, 100, 250, 251, room.MaxMembersPageSize} {
 		if got := f.allPages(pid, size); !slices.Equal(got, want) {
 			t.Fatalf("pages of %d: %d members, want the %d in order", size, len(got), len(want))
 		}
@@ -75,16 +78,16 @@ func TestGetRoomPagesMembersInOrder(t *testing.T) {
 		token string
 	}{
 		{"negative size", -1, ""},
-		{"size over the max", MaxMembersPageSize + 1, ""},
+		{"size over the max", room.MaxMembersPageSize + 1, ""},
 		{"token not base64", 10, "%%%"},
-		{"token of a bad id", 10, membersToken("a b")},
+		{"token of a bad id", 10, room.MembersToken("a b")},
 		{"token of an empty id", 10, "="},
 	} {
 		_, err := f.do(pid, rcPage(tc.size, tc.token))
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, errclass.Invalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", tc.name, err)
 		}
-		if err := CheckClientCommand(rcPage(tc.size, tc.token)); !errors.Is(err, ErrInvalid) {
+		if err := room.CheckClientCommand(rcPage(tc.size, tc.token)); !errors.Is(err, errclass.Invalid) {
 			t.Errorf("%s: client check got %v, want ErrInvalid", tc.name, err)
 		}
 	}

@@ -15,12 +15,16 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
+	"github.com/hyapp/roomcell/room"
+
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -31,7 +35,7 @@ func TestMultiMemberCommandsReachRoomsOnTheOtherMember(t *testing.T) {
 	cfg.Cluster.Port = 0
 	start := func(name string) *cluster.Member {
 		deps := Deps{Store: store, Gifts: fixedHeat(5), Config: cfg.Room}
-		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{NewKind(deps)}, Agent: agent,
+		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatalf("start %s: %v", name, err)
@@ -53,25 +57,25 @@ func TestMultiMemberCommandsReachRoomsOnTheOtherMember(t *testing.T) {
 	ca := &Client{Cluster: a.Cluster, AttemptTimeout: 3 * time.Second}
 	const rooms = 20
 	for i := range rooms {
-		room := fmt.Sprintf("r%d", i)
+		roomID := fmt.Sprintf("r%d", i)
 		for j, rc := range []*v1.RoomCommand{
-			{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{CommandId: "c1", AppCode: "app", RoomId: room, UserId: "owner", Name: "n"}}},
-			{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{CommandId: "c2", AppCode: "app", RoomId: room, UserId: "bob"}}},
-			{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{CommandId: "c3", AppCode: "app", RoomId: room, UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 2}}},
+			{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{CommandId: "c1", AppCode: "app", RoomId: roomID, UserId: "owner", Name: "n"}}},
+			{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{CommandId: "c2", AppCode: "app", RoomId: roomID, UserId: "bob"}}},
+			{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{CommandId: "c3", AppCode: "app", RoomId: roomID, UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 2}}},
 		} {
 			r, err := ca.Execute(ctx, rc)
 			if err != nil {
-				t.Fatalf("room %s command %d through member a: %v", room, j, err)
+				t.Fatalf("room %s command %d through member a: %v", roomID, j, err)
 			}
 			if r.RoomSeq != int64(j+1) {
-				t.Fatalf("room %s command %d: seq %d", room, j, r.RoomSeq)
+				t.Fatalf("room %s command %d: seq %d", roomID, j, r.RoomSeq)
 			}
 		}
 		// A rule error crosses members as its own sentinel.
 		_, err := ca.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_KickUser{KickUser: &v1.KickUserRequest{
-			CommandId: "c4", AppCode: "app", RoomId: room, UserId: "bob", TargetUserId: "owner"}}})
-		if err != ErrNotOwner {
-			t.Fatalf("room %s: kick by non-owner through member a: %v, want ErrNotOwner", room, err)
+			CommandId: "c4", AppCode: "app", RoomId: roomID, UserId: "bob", TargetUserId: "owner"}}})
+		if err != room.ErrNotOwner {
+			t.Fatalf("room %s: kick by non-owner through member a: %v, want ErrNotOwner", roomID, err)
 		}
 	}
 	onA := a.Cluster.GetClusterKind(Kind).Count()

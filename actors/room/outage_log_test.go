@@ -9,8 +9,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
-	"github.com/hyapp/roomcell/logthrottle"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/internal/logthrottle"
 )
 
 // With the store down, every command fails; through the process's
@@ -32,7 +33,7 @@ func TestStoreOutageLogsOncePerIntervalAcrossRooms(t *testing.T) {
 	failed := 0
 	for i := range each {
 		for r := range rooms {
-			if _, err := f.do(pids[r], inRoom(rcJoin(fmt.Sprintf("j%d-%d", r, i), fmt.Sprint("u", i)), r)); !errors.Is(err, ErrUnavailable) {
+			if _, err := f.do(pids[r], inRoom(rcJoin(fmt.Sprintf("j%d-%d", r, i), fmt.Sprint("u", i)), r)); !errors.Is(err, errclass.Unavailable) {
 				t.Fatalf("store down: %v, want ErrUnavailable", err)
 			}
 			failed++

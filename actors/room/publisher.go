@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -60,6 +62,11 @@ type pubLink struct {
 	handed atomic.Int64
 	// overflow rate-limits the "backlog full" line (grain goroutine only).
 	overflow overflowLog
+	// inflight counts in-order sends handed to the Enqueuer whose result
+	// has not been settled. It rises on the publisher's queue only, so a
+	// catch-up (also on the queue) can wait for it to reach 0. (A counter,
+	// not a WaitGroup: the link must stay in its size class.)
+	inflight atomic.Int32
 }
 
 // overflowLogEvery is the least time between two "backlog full" lines of
@@ -249,11 +256,16 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 }
 
 // publish hands the command's events to the room's publisher, off the
-// command path. CreateRoom's RoomCreated is published inline first so
-// the IM group exists before anything is sent to it.
-func (g *grain) publish(cmd Command, envs []persistence.Envelope, lease *persistence.OutboxLease) {
+// command path. CreateRoom's RoomCreated is published inline first,
+// before the caller replies (seed 003: the group is created on
+// CreateRoom's path, its outbox row only compensates), so the IM group
+// exists before the client is told the room does and before anything is
+// sent to it. groupReady reports that the inline create succeeded; when
+// it did not (IM off, down, or slower than create_group_timeout) the row
+// goes on with the rest and the publisher, then the relay, retry it.
+func (g *grain) publish(cmd room.Command, envs []persistence.Envelope, lease *persistence.OutboxLease) (groupReady bool) {
 	if g.deps.Publisher == nil || len(envs) == 0 {
-		return
+		return false
 	}
 	if lease == nil {
 		g.deps.PublishMetrics.overflowed(len(envs))
@@ -261,26 +273,68 @@ func (g *grain) publish(cmd Command, envs []persistence.Envelope, lease *persist
 			g.log.Warn("room publish backlog full; events left to the outbox relay (one line per room per 10s)",
 				"events", n, "backlog", g.pub.backlog.Load())
 		}
-		return
+		return false
 	}
 	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
-	if cmd.Type == CmdCreateRoom && envs[0].EventType == TypeRoomCreated && g.pub.order.ordered() {
+	if cmd.Type == room.CmdCreateRoom && envs[0].EventType == room.TypeRoomCreated && g.pub.order.ordered() {
 		// Safe only in order: a new room has nothing pending before it.
 		// A copy: the publisher's own lastSeq must not count this send
 		// (the command's other events share its seq).
 		p := publisher{deps: g.deps, key: g.key(), link: g.pub, log: g.log}
-		if p.publishOne(envs[0], min(g.deps.Config.PublishTimeout, time.Second)) {
-			envs = envs[1:]
+		if p.publishOne(envs[0], g.deps.createGroupTimeout()) {
+			envs, groupReady = envs[1:], true
 		}
 	}
 	if len(envs) == 0 {
-		return
+		return groupReady
 	}
 	g.pub.backlog.Add(int64(len(envs)))
 	m, p := &publishEvents{envs: envs, untilMs: lease.UntilMs}, &g.pub.pub
 	if !g.pub.run.post(func() { p.handle(m) }) {
 		g.pub.backlog.Add(-int64(len(envs)))
 	}
+	return groupReady
+}
+
+// createGroupTimeout bounds CreateRoom's group step: room.create_group_timeout,
+// never above publish_timeout.
+func (d *Deps) createGroupTimeout() time.Duration {
+	t := d.Config.CreateGroupTimeout
+	if t <= 0 {
+		t = time.Second
+	}
+	if d.Config.PublishTimeout > 0 {
+		t = min(t, d.Config.PublishTimeout)
+	}
+	return t
+}
+
+// GroupChecker is a Publisher that can say whether a room's IM group is
+// known to exist without a call.
+type GroupChecker interface {
+	GroupKnown(appCode, roomID string) bool
+}
+
+// groupReady answers im_group_ready for a repeated CreateRoom: the group
+// is known to exist, or creating it again (idempotent) succeeds within
+// create_group_timeout. A client that got false retries CreateRoom with
+// the same command_id to retry the group step; nothing else is written.
+func (g *grain) groupReady(rec persistence.CommandRecord) bool {
+	if g.deps.Publisher == nil || len(rec.Events) == 0 || rec.Events[0].EventType != room.TypeRoomCreated {
+		return false
+	}
+	if g.state.Status == room.StatusClosed {
+		// Its group was destroyed with it: making it again would leave a
+		// closed room's group behind.
+		return false
+	}
+	k := g.key()
+	if c, ok := g.deps.Publisher.(GroupChecker); ok && c.GroupKnown(k.AppCode, k.RoomID) {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.deps.createGroupTimeout())
+	defer cancel()
+	return g.deps.Publisher.PublishRoomEvent(ctx, rec.Events[0]) == nil
 }
 
 func (p *publisher) handle(m *publishEvents) {
@@ -333,7 +387,9 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 			continue
 		}
 		done := q.Enqueue(pctx, env)
+		p.link.inflight.Add(1)
 		go func() {
+			defer p.link.inflight.Add(-1)
 			err := <-done
 			cancel()
 			p.settle(env, err)
@@ -380,7 +436,7 @@ func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
 // markPublished queues the row's mark (marks.go): one store write for many
 // events instead of a commit each. Only called once IM accepted the event.
 func (p *publisher) markPublished(env persistence.Envelope) {
-	p.link.marks.add(env)
+	p.link.marks.add(env, p.link.order.breakOrder)
 }
 
 // OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
@@ -410,8 +466,15 @@ func (p *publisher) release(ids []string) {
 func (p *publisher) catchUp(m *publishEvents) {
 	defer p.link.backlog.Add(-int64(len(m.envs)))
 	mark := p.link.order.begin()
-	// Rows sent whose marks are still queued are pending: let them land
-	// first, or the claim below would send them again.
+	// In-order sends still at IM are pending rows leased to this
+	// publisher, which its own claim below would hand back and send a
+	// second time: a hot room's first burst overflowed its backlog while
+	// its first sends were in flight and sent ~0.4% of its events twice.
+	// Wait for their results (each is bounded by its lease), then for
+	// their marks and any others still queued.
+	for p.link.inflight.Load() > 0 {
+		time.Sleep(time.Millisecond)
+	}
 	p.link.marks.wait()
 	now := p.deps.Clock()
 	ttl := leaseTTL(p.deps)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/hyapp/roomcell/internal/logtest"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -56,7 +58,7 @@ func TestSyncPublishFailureLogsSeedFields(t *testing.T) {
 		t.Fatalf("no sync publish failure line for %s in %v", joinID, sink.Lines())
 	}
 	want := map[string]any{
-		"worker": "room_outbox", "node_id": "node-9", "event_id": joinID, "event_type": TypeRoomUserJoined,
+		"worker": "room_outbox", "node_id": "node-9", "event_id": joinID, "event_type": room.TypeRoomUserJoined,
 		"room_id": "r1", "retry_count": float64(0), "status": persistence.OutboxPending,
 	}
 	for k, v := range want {

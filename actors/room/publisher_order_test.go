@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -50,8 +52,13 @@ func (p *orderPublisher) PublishRoomEvent(ctx context.Context, env persistence.E
 func (p *orderPublisher) firsts() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return firstsOf(p.delivered)
+}
+
+// firstsOf is ids without repeats, each at its first place.
+func firstsOf(ids []string) []string {
 	var out []string
-	for _, id := range p.delivered {
+	for _, id := range ids {
 		if !slices.Contains(out, id) {
 			out = append(out, id)
 		}
@@ -76,7 +83,7 @@ func (p *orderPublisher) waitDelivered(t *testing.T, want []string) {
 func imIDs(seqIdx ...[2]int) []string {
 	out := make([]string, len(seqIdx))
 	for i, si := range seqIdx {
-		out[i] = EventID("app", "r1", int64(si[0]), si[1])
+		out[i] = room.EventID("app", "r1", int64(si[0]), si[1])
 	}
 	return out
 }
@@ -90,7 +97,7 @@ func imIDs(seqIdx ...[2]int) []string {
 func TestPublisherSendsEveryEventOfACommand(t *testing.T) {
 	f := newFixture(t)
 	pub := newOrderPublisher()
-	pub.failOnce[EventID("app", "r1", 1, 0)] = true
+	pub.failOnce[room.EventID("app", "r1", 1, 0)] = true
 	f.deps.Publisher = pub
 	pid := f.activate("app/r1")
 	f.mustDo(pid, rcCreate("c1", "owner"))
@@ -118,7 +125,7 @@ func (s *unknownOutcomeStore) Append(ctx context.Context, a persistence.Append) 
 	return nil
 }
 
-// The interleaving behind issue 11's flaky order test: a catch-up claims
+// The interleaving behind a once-flaky order test: a catch-up claims
 // the room's rows, then, while it is still sending them, an append whose
 // outcome is unknown commits seq 4 (leased to the publisher, never handed
 // to it) and the grain, seeing seq 5 not follow what it handed, breaks the
@@ -128,7 +135,7 @@ func (s *unknownOutcomeStore) Append(ctx context.Context, a persistence.Append) 
 func TestPublisherCatchUpDoesNotOverrideALaterBreak(t *testing.T) {
 	f := newFixture(t)
 	pub := newOrderPublisher()
-	seq2 := EventID("app", "r1", 2, 0)
+	seq2 := room.EventID("app", "r1", 2, 0)
 	pub.failOnce[seq2] = true // out of in-order mode
 	gate := make(chan struct{})
 	f.deps.Publisher = pub

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomcell/persistence"
@@ -31,7 +33,7 @@ func TestPublishOverflowIsAMetricAndOneLogLine(t *testing.T) {
 	f.deps.MaxPublishBacklog = 2
 	pub := newOrderPublisher()
 	gate := make(chan struct{})
-	pub.gate[EventID("app", "r1", 2, 0)] = gate // the first join holds the publisher
+	pub.gate[room.EventID("app", "r1", 2, 0)] = gate // the first join holds the publisher
 	f.deps.Publisher = pub
 	pid := f.activate("app/r1")
 	f.mustDo(pid, rcCreate("c1", "owner"))

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyapp/roomcell/room"
+
 	"google.golang.org/protobuf/proto"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -32,7 +34,7 @@ func TestStoredReplyIsSeqAndDuplicateCarriesEventsAndTheRoom(t *testing.T) {
 			t.Fatalf("join %d answered member_count %d and %d members listed, want %d and none", i, got, len(r.GetRoom().GetMembers()), i+2)
 		}
 		user := fmt.Sprint("user", i)
-		if len(r.Events) != 1 || r.Events[0].EventType != TypeRoomUserJoined || r.Events[0].EventId != r.EventIds[0] ||
+		if len(r.Events) != 1 || r.Events[0].EventType != room.TypeRoomUserJoined || r.Events[0].EventId != r.EventIds[0] ||
 			!strings.Contains(r.Events[0].Payload, `"`+user+`"`) {
 			t.Fatalf("join %d reply events %v, want the one RoomUserJoined of %s", i, r.Events, user)
 		}
@@ -49,7 +51,7 @@ func TestStoredReplyIsSeqAndDuplicateCarriesEventsAndTheRoom(t *testing.T) {
 		if stored.Room != nil || stored.RoomSeq != rec.Seq || len(stored.EventIds) != 0 || len(stored.Events) != 0 || len(rec.Events) == 0 {
 			t.Fatalf("seq %d stored %+v with %d events in the row, want the seq alone", rec.Seq, &stored, len(rec.Events))
 		}
-		if rec.CommandType == CmdJoinRoom {
+		if rec.CommandType == room.CmdJoinRoom {
 			sizes = append(sizes, len(rec.Reply))
 		}
 	}

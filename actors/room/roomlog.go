@@ -11,7 +11,7 @@ import (
 // Logger.With would give, except that the two fields are added when a line
 // is written instead of when the room starts: With on slog's text and JSON
 // handlers formats them into a buffer of the room's own, about 250 bytes
-// for every active room, and most rooms never log a line (issue 13).
+// for every active room, and most rooms never log a line.
 func roomLogger(base *slog.Logger, key persistence.RoomKey) *slog.Logger {
 	return slog.New(&roomHandler{next: base.Handler(), key: key})
 }

@@ -13,18 +13,19 @@ import (
 
 // Round is one round of a polling worker. ctx is cancelled by
 // Poller.Stop: the round should stop between items. It returns the wait
-// before the next round (0: at once) and a result for RunNow callers.
-type Round func(ctx context.Context) (next time.Duration, result any)
+// before the next round (0: at once) and its result, which RunNow hands
+// to its caller as it is (T: the worker's own result type).
+type Round[T any] func(ctx context.Context) (next time.Duration, result T)
 
 // PollerSpec describes a polling worker.
-type PollerSpec struct {
+type PollerSpec[T any] struct {
 	// Name is the actor's name under its Supervisor and its worker label.
 	Name string
 	// New returns the round of a new incarnation. It is called on start
 	// and after every restart, so per-incarnation state (a lease owner, a
 	// scan cursor) starts afresh and a crashed incarnation's leases expire
 	// instead of being inherited.
-	New func() Round
+	New func() Round[T]
 	// FirstDelay is the wait before an incarnation's first round (0: at
 	// once).
 	FirstDelay time.Duration
@@ -35,13 +36,15 @@ var ErrStopped = errors.New("supervise: poller stopped")
 
 type runNow struct{ reply bool }
 
-type runNowReply struct{ result any }
+type runNowReply[T any] struct{ result T }
 
-// Poller is a running polling worker: the one shell of the relay, the
-// notice workers and the presence worker. It owns the tick (one pending
-// tick at most, never multiplied by restarts), the restart (its
-// Supervisor's policy), the kick (RunNow) and the stop with wait.
-type Poller struct {
+// Poller is a running polling worker: the one shell of every polling
+// worker (the relay, the MQ fanout, the notice workers, presence, purge,
+// the gift reconciler), and the handle its starter returns. It owns the
+// tick (one pending tick at most, never multiplied by restarts), the
+// restart (its Supervisor's policy), the kick (Kick, RunNow) and the stop
+// with wait.
+type Poller[T any] struct {
 	system *actor.ActorSystem
 	pid    *actor.PID
 	stop   context.CancelFunc
@@ -50,24 +53,24 @@ type Poller struct {
 	kicked atomic.Bool
 }
 
-type pollerActor struct {
+type pollerActor[T any] struct {
 	ctx    context.Context
-	spec   PollerSpec
+	spec   PollerSpec[T]
 	health *Health
 	kicked *atomic.Bool
-	round  Round
+	round  Round[T]
 	ticker Ticker
 }
 
 // StartPoller spawns spec's worker as a child of sup.
-func StartPoller(sup *Supervisor, spec PollerSpec) (*Poller, error) {
+func StartPoller[T any](sup *Supervisor, spec PollerSpec[T]) (*Poller[T], error) {
 	if spec.Name == "" || spec.New == nil {
 		return nil, errors.New("supervise: a poller needs a Name and New")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Poller{system: sup.System(), stop: cancel, health: sup.health, name: spec.Name}
+	p := &Poller[T]{system: sup.System(), stop: cancel, health: sup.health, name: spec.Name}
 	pid, err := sup.Spawn(spec.Name, actor.PropsFromProducer(func() actor.Actor {
-		return &pollerActor{ctx: ctx, spec: spec, health: sup.health, kicked: &p.kicked}
+		return &pollerActor[T]{ctx: ctx, spec: spec, health: sup.health, kicked: &p.kicked}
 	}))
 	if err != nil {
 		cancel()
@@ -77,7 +80,7 @@ func StartPoller(sup *Supervisor, spec PollerSpec) (*Poller, error) {
 	return p, nil
 }
 
-func (a *pollerActor) Receive(c actor.Context) {
+func (a *pollerActor[T]) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		if a.health != nil {
@@ -96,9 +99,13 @@ func (a *pollerActor) Receive(c actor.Context) {
 		a.schedule(c, a.run())
 	case *runNow:
 		a.kicked.Store(false)
-		next, res := a.runResult()
+		next, res, ran := a.runResult()
 		if m.reply && c.Sender() != nil {
-			c.Respond(&runNowReply{result: res})
+			if ran {
+				c.Respond(&runNowReply[T]{result: res})
+			} else {
+				c.Respond(ErrStopped)
+			}
 		}
 		a.schedule(c, next)
 	case *actor.Restarting, *actor.Stopping:
@@ -108,47 +115,56 @@ func (a *pollerActor) Receive(c actor.Context) {
 	}
 }
 
-func (a *pollerActor) run() time.Duration {
-	next, _ := a.runResult()
+func (a *pollerActor[T]) run() time.Duration {
+	next, _, _ := a.runResult()
 	return next
 }
 
-func (a *pollerActor) runResult() (time.Duration, any) {
+// runResult runs a round unless the poller is stopping (ran false).
+func (a *pollerActor[T]) runResult() (next time.Duration, res T, ran bool) {
 	if a.ctx.Err() != nil {
-		return 0, nil
+		return 0, res, false
 	}
-	return a.round(a.ctx)
+	next, res = a.round(a.ctx)
+	return next, res, true
 }
 
-func (a *pollerActor) schedule(c actor.Context, d time.Duration) {
+func (a *pollerActor[T]) schedule(c actor.Context, d time.Duration) {
 	if a.ctx.Err() == nil {
 		a.ticker.Schedule(c, d)
 	}
 }
 
 // PID is the worker actor's PID.
-func (p *Poller) PID() *actor.PID { return p.pid }
+func (p *Poller[T]) PID() *actor.PID { return p.pid }
 
 // Kick asks for a round now without waiting. Kicks while one is already
 // queued are dropped: one round picks up everything due.
-func (p *Poller) Kick() {
+func (p *Poller[T]) Kick() {
 	if p.kicked.CompareAndSwap(false, true) {
 		p.system.Root.Send(p.pid, &runNow{})
 	}
 }
 
-// RunNow runs a round now and returns its result. The tick is rescheduled
-// after it.
-func (p *Poller) RunNow(timeout time.Duration) (any, error) {
+// RunNow runs a round now and returns its result (ErrStopped when the
+// poller is stopping and ran none). The tick is rescheduled after it.
+func (p *Poller[T]) RunNow(timeout time.Duration) (T, error) {
+	var zero T
 	res, err := p.system.Root.RequestFuture(p.pid, &runNow{reply: true}, timeout).Result()
 	if err != nil {
-		return nil, fmt.Errorf("supervise: %s run now: %w", p.name, err)
+		return zero, fmt.Errorf("supervise: %s run now: %w", p.name, err)
 	}
-	return res.(*runNowReply).result, nil
+	switch r := res.(type) {
+	case *runNowReply[T]:
+		return r.result, nil
+	case error:
+		return zero, r
+	}
+	return zero, fmt.Errorf("supervise: %s run now answered %T", p.name, res)
 }
 
 // Running reports whether the worker is up (not waiting for a restart).
-func (p *Poller) Running() bool {
+func (p *Poller[T]) Running() bool {
 	return p.health == nil || !slices.Contains(p.health.Down(), p.name)
 }
 
@@ -156,7 +172,7 @@ func (p *Poller) Running() bool {
 // then the actor stops. It waits at most timeout. A worker waiting for its
 // restart has a suspended mailbox that would never see a poison pill, so
 // it is stopped with a system message instead.
-func (p *Poller) Stop(timeout time.Duration) error {
+func (p *Poller[T]) Stop(timeout time.Duration) error {
 	p.stop()
 	if !p.Running() {
 		p.system.Root.Stop(p.pid)

@@ -33,9 +33,9 @@ func TestPollerRoundRestartAndStop(t *testing.T) {
 	}
 	var incarnations, rounds atomic.Int64
 	var crash atomic.Bool
-	p, err := StartPoller(sup, PollerSpec{Name: "w", New: func() Round {
+	p, err := StartPoller(sup, PollerSpec[int64]{Name: "w", New: func() Round[int64] {
 		n := incarnations.Add(1)
-		return func(context.Context) (time.Duration, any) {
+		return func(context.Context) (time.Duration, int64) {
 			if crash.CompareAndSwap(true, false) {
 				panic("round bug")
 			}
@@ -47,7 +47,7 @@ func TestPollerRoundRestartAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := p.RunNow(5 * time.Second)
-	if err != nil || res != int64(1) || rounds.Load() != 2 {
+	if err != nil || res != 1 || rounds.Load() != 2 {
 		t.Fatalf("RunNow = %v %v after %d rounds, want incarnation 1's result after the start round and this one", res, err, rounds.Load())
 	}
 	crash.Store(true)

@@ -3,8 +3,10 @@ package wallet
 import (
 	"context"
 	"fmt"
-	"github.com/hyapp/roomcell/persistence"
 	"math"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // Credit reasons (metadata.reason of the WalletBalanceChanged).
@@ -38,16 +40,16 @@ func (s *Service) Credit(ctx context.Context, r CreditRequest) (CreditResult, er
 		return CreditResult{}, err
 	}
 	if !ValidAsset(r.AssetType) {
-		return CreditResult{}, invalidf("asset_type %q is not one of %v", r.AssetType, Assets)
+		return CreditResult{}, errclass.Invalidf("asset_type %q is not one of %v", r.AssetType, Assets)
 	}
 	if r.Amount <= 0 {
-		return CreditResult{}, invalidf("amount must be positive, got %d", r.Amount)
+		return CreditResult{}, errclass.Invalidf("amount must be positive, got %d", r.Amount)
 	}
 	if r.Reason == "" {
 		r.Reason = ReasonTopup
 	}
 	if err := checkID("reason", r.Reason); err != nil || len(r.Reason) > MaxReasonLen {
-		return CreditResult{}, invalidf("reason %q is not a short identifier", r.Reason)
+		return CreditResult{}, errclass.Invalidf("reason %q is not a short identifier", r.Reason)
 	}
 	fp := fmt.Sprintf("credit|%s|%s|%d|%s", r.UserID, r.AssetType, r.Amount, r.Reason)
 	key := persistence.AccountKey{AppCode: r.AppCode, UserID: r.UserID, AssetType: r.AssetType}
@@ -56,7 +58,7 @@ func (s *Service) Credit(ctx context.Context, r CreditRequest) (CreditResult, er
 	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		old := v.Accounts[key]
 		if old.Available > math.MaxInt64-r.Amount {
-			return persistence.WalletPlan{}, invalidf("credit of %d would overflow the %s balance", r.Amount, r.AssetType)
+			return persistence.WalletPlan{}, errclass.Invalidf("credit of %d would overflow the %s balance", r.Amount, r.AssetType)
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindCredit, fp, now)
 		a := pl.change(old, r.Amount, map[string]string{"reason": r.Reason})

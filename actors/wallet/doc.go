@@ -25,9 +25,9 @@
 // in docs/benchmarks.md measures; idempotency rests on the unique key
 // (app_code, command_id) of the transaction record, so a retried command
 // returns its first result and writes nothing, while the same command_id
-// with a different request (its fingerprint differs) is ErrConflict.
+// with a different request (its fingerprint differs) is ErrCommandReused.
 //
-// A room gift is one outcome (issue 14). The wallet and the room log are
+// A room gift is one outcome. The wallet and the room log are
 // two databases, so no one transaction can charge the sender and append
 // RoomGiftSent. The design, step by step, with why each step is safe
 // whenever the process dies between two of them:

@@ -1,38 +1,35 @@
 package wallet
 
-import (
-	"fmt"
+import "github.com/hyapp/roomcell/errclass"
 
-	"github.com/hyapp/roomcell/errclass"
-)
-
-// Error classes: the shared vocabulary (errclass) under the wallet's
-// names. Every error the Service returns wraps exactly one of them; the
-// gRPC layer maps them to status codes and the room grain branches on them
-// with errors.Is.
+// The wallet's errors, each in one class of the shared vocabulary
+// (errclass) with its code from the one code table: the gRPC layer maps
+// the class to a status and carries the code, so a room node with a
+// remote wallet gets these errors back as themselves (errors.Is holds as
+// in process). Bad input is errclass.Invalid with the field named
+// (errclass.Invalidf): retrying the same request cannot succeed.
 var (
-	// ErrInvalid: bad input (unknown gift or asset, sender == receiver,
-	// non-positive amount). Retrying the same request cannot succeed.
-	ErrInvalid = errclass.Invalid
-	// ErrPrecondition: the request is well formed but the wallet's state
-	// refuses it. Nothing was written.
-	ErrPrecondition = errclass.Precondition
-	// ErrConflict: the command_id was already used for a different
+	// ErrCommandReused: the command_id was already used for a different
 	// request. Nothing was written. Its class is Exists (the id is taken),
 	// not Conflict: retrying cannot help.
-	ErrConflict = errclass.Define(errclass.Exists, "command_id reused")
+	ErrCommandReused = errclass.New(errclass.CodeCommandReused, errclass.Exists, "command_id reused")
 	// ErrUnavailable: the store could not be reached or timed out. The
 	// change may or may not have committed; retry with the same
 	// command_id to find out without charging twice.
-	ErrUnavailable = errclass.Define(errclass.Unavailable, "wallet unavailable")
+	ErrUnavailable = errclass.New(errclass.CodeWalletUnavailable, errclass.Unavailable, "wallet unavailable")
 )
 
-// Rule errors.
+// Rule errors: the request is well formed but the wallet's state refuses
+// it. Nothing was written.
 var (
-	ErrInsufficientBalance = fmt.Errorf("%w: insufficient balance", ErrPrecondition)
-	ErrVipDowngrade        = fmt.Errorf("%w: a lower VIP level cannot replace an active higher one", ErrPrecondition)
+	ErrInsufficientBalance = errclass.New(errclass.CodeInsufficientBalance, errclass.Precondition, "insufficient balance")
+	ErrVipDowngrade        = errclass.New(errclass.CodeVipDowngrade, errclass.Precondition, "a lower VIP level cannot replace an active higher one")
+	// ErrGiftRefunded: the gift's reservation was returned; its
+	// command_id cannot charge again.
+	ErrGiftRefunded = errclass.New(errclass.CodeWalletGiftRefunded, errclass.Precondition, "gift was not delivered and its charge was returned; send it again under a new command_id")
+	// ErrGiftNotReserved: a confirm for a gift that holds no reservation.
+	ErrGiftNotReserved = errclass.New(errclass.CodeGiftNotReserved, errclass.Precondition, "gift has no reservation")
+	// ErrGiftSettled: a confirm or refund for a gift already settled the
+	// other way.
+	ErrGiftSettled = errclass.New(errclass.CodeGiftSettled, errclass.Precondition, "gift is already settled")
 )
-
-func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
-}

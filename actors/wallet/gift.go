@@ -3,10 +3,12 @@ package wallet
 import (
 	"context"
 	"fmt"
-	"github.com/hyapp/roomcell/persistence"
 	"math"
 	"math/bits"
 	"strconv"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // DebitGiftRequest is the room grain's charge for a gift: the sender pays
@@ -46,20 +48,20 @@ type GiftQuote struct {
 }
 
 // QuoteGift prices count of giftID. Unknown gifts and totals that overflow
-// int64 are ErrInvalid.
+// int64 are errclass.Invalid.
 func (s *Service) QuoteGift(giftID string, count int64) (GiftQuote, error) {
 	g, ok := s.gifts[giftID]
 	if !ok {
-		return GiftQuote{}, invalidf("unknown gift_id %q", giftID)
+		return GiftQuote{}, errclass.Invalidf("unknown gift_id %q", giftID)
 	}
 	if count <= 0 || count > MaxGiftCount {
-		return GiftQuote{}, invalidf("gift count must be between 1 and %d, got %d", MaxGiftCount, count)
+		return GiftQuote{}, errclass.Invalidf("gift count must be between 1 and %d, got %d", MaxGiftCount, count)
 	}
 	price, ok1 := mul(g.Price, count)
 	heat, ok2 := mul(g.Heat, count)
 	dia, ok3 := mul(price, s.diamondPercent)
 	if !ok1 || !ok2 || !ok3 {
-		return GiftQuote{}, invalidf("%d × %q overflows", count, giftID)
+		return GiftQuote{}, errclass.Invalidf("%d × %q overflows", count, giftID)
 	}
 	return GiftQuote{PriceTotal: price, DiamondTotal: dia / 100, HeatValue: heat}, nil
 }
@@ -80,7 +82,7 @@ func (s *Service) checkGift(r DebitGiftRequest) (GiftQuote, error) {
 		return GiftQuote{}, err
 	}
 	if r.FromUserID == r.ToUserID {
-		return GiftQuote{}, invalidf("a gift's sender and receiver must differ")
+		return GiftQuote{}, errclass.Invalidf("a gift's sender and receiver must differ")
 	}
 	return s.QuoteGift(r.GiftID, r.Count)
 }
@@ -116,7 +118,7 @@ func (s *Service) DebitGift(ctx context.Context, r DebitGiftRequest) (DebitGiftR
 			return persistence.WalletPlan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
 		}
 		if receiver.Available > math.MaxInt64-q.DiamondTotal {
-			return persistence.WalletPlan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
+			return persistence.WalletPlan{}, errclass.Invalidf("gift would overflow the receiver's DIAMOND balance")
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindGift, fp, now)
 		// A free gift (or a 0% ratio) changes no balance: no ledger entry

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -25,10 +26,6 @@ const (
 	ReasonGiftHold   = "gift_hold"
 	ReasonGiftRefund = "gift_refund"
 )
-
-// ErrGiftRefunded: the gift's reservation was refunded, so its command_id
-// cannot deliver it any more.
-var ErrGiftRefunded = fmt.Errorf("%w: gift was not delivered and its charge was returned; send it again under a new command_id", ErrPrecondition)
 
 // settleCommandID is the wallet command_id of a gift's settlement. Confirm
 // and refund share it, so the unique key of wallet_transactions lets only
@@ -52,12 +49,19 @@ func (s *Service) HoldGift(ctx context.Context, r DebitGiftRequest) (DebitGiftRe
 	}
 	fp := giftFingerprint(KindGiftHold, r)
 	from := persistence.AccountKey{AppCode: r.AppCode, UserID: r.FromUserID, AssetType: AssetCoin}
+	to := persistence.AccountKey{AppCode: r.AppCode, UserID: r.ToUserID, AssetType: AssetDiamond}
 	now, txID := s.now(), s.newID()
-	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{from}}
+	// The receiver is read (locked, not changed) so what would fail the
+	// confirm is refused before anything is held: a hold whose confirm
+	// can never succeed kept the sender's COIN frozen for good.
+	tx := persistence.WalletTx{AppCode: r.AppCode, CommandID: r.CommandID, Lock: []persistence.AccountKey{from, to}}
 	tx.Decide = func(v persistence.WalletView) (persistence.WalletPlan, error) {
 		sender := v.Accounts[from]
 		if sender.Available < q.PriceTotal {
 			return persistence.WalletPlan{}, fmt.Errorf("%w: %s has %d COIN, gift costs %d", ErrInsufficientBalance, r.FromUserID, sender.Available, q.PriceTotal)
+		}
+		if v.Accounts[to].Available > math.MaxInt64-q.DiamondTotal {
+			return persistence.WalletPlan{}, errclass.Invalidf("gift would overflow the receiver's DIAMOND balance")
 		}
 		pl := newPlanner(r.AppCode, r.CommandID, txID, KindGiftHold, fp, now)
 		if q.PriceTotal > 0 {
@@ -105,7 +109,7 @@ type SettleResult struct {
 
 // ConfirmGift spends a held gift the room logged: the sender's frozen COIN
 // goes and the receiver gets the DIAMOND share. Idempotent; a gift
-// already refunded is ErrPrecondition (the room's void fence makes that
+// already refunded is errclass.Precondition (the room's void fence makes that
 // impossible for a logged gift).
 func (s *Service) ConfirmGift(ctx context.Context, appCode, commandID string) (SettleResult, error) {
 	return s.settle(ctx, appCode, commandID, persistence.HoldConfirmed)
@@ -127,7 +131,7 @@ func (s *Service) settle(ctx context.Context, appCode, commandID, to string) (Se
 		if to == persistence.HoldRefunded {
 			return SettleResult{State: persistence.HoldRefunded}, nil
 		}
-		return SettleResult{}, fmt.Errorf("%w: gift %q has no reservation", ErrPrecondition, commandID)
+		return SettleResult{}, fmt.Errorf("%w: %q", ErrGiftNotReserved, commandID)
 	}
 	if err != nil {
 		return SettleResult{}, classify(err)
@@ -163,7 +167,7 @@ func (s *Service) settle(ctx context.Context, appCode, commandID, to string) (Se
 			if h.DiamondTotal > 0 {
 				receiver := v.Accounts[rcv]
 				if receiver.Available > math.MaxInt64-h.DiamondTotal {
-					return persistence.WalletPlan{}, invalidf("gift would overflow the receiver's DIAMOND balance")
+					return persistence.WalletPlan{}, errclass.Invalidf("gift would overflow the receiver's DIAMOND balance")
 				}
 				pl.move(receiver, h.DiamondTotal, 0, giftMeta(ReasonGiftReceive, commandID, h.RoomID, h.GiftID, h.Count, h.FromUserID))
 			}
@@ -183,7 +187,7 @@ func (s *Service) settle(ctx context.Context, appCode, commandID, to string) (Se
 // settled checks that a gift's one settlement is the one asked for.
 func settled(state, want, commandID string, res SettleResult) (SettleResult, error) {
 	if state != want {
-		return SettleResult{}, fmt.Errorf("%w: gift %q is already %s", ErrPrecondition, commandID, state)
+		return SettleResult{}, fmt.Errorf("%w: %q is %s", ErrGiftSettled, commandID, state)
 	}
 	return res, nil
 }

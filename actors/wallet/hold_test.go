@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
@@ -155,8 +156,8 @@ func TestGiftHoldConfirmRefund(t *testing.T) {
 				t.Fatalf("HoldGift again: %+v, %v; want the recorded reservation", again, err)
 			}
 			wantBal(t, svc, "a", bal{coin: 70, frozen: 30})
-			if _, err := svc.HoldGift(ctx, gift("g1", "a", "b", 4)); !errors.Is(err, wallet.ErrConflict) {
-				t.Fatalf("HoldGift with the id of another gift: %v, want ErrConflict", err)
+			if _, err := svc.HoldGift(ctx, gift("g1", "a", "b", 4)); !errors.Is(err, wallet.ErrCommandReused) {
+				t.Fatalf("HoldGift with the id of another gift: %v, want ErrCommandReused", err)
 			}
 			if st, err := svc.GiftHoldStats(ctx); err != nil || st.Open != 1 {
 				t.Fatalf("stats with one open hold: %+v, %v", st, err)
@@ -170,8 +171,8 @@ func TestGiftHoldConfirmRefund(t *testing.T) {
 			}
 			wantBal(t, svc, "a", bal{coin: 70})
 			wantBal(t, svc, "b", bal{diamond: 18})
-			if _, err := svc.RefundGift(ctx, app, "g1"); !errors.Is(err, wallet.ErrPrecondition) {
-				t.Fatalf("RefundGift of a confirmed gift: %v, want ErrPrecondition", err)
+			if _, err := svc.RefundGift(ctx, app, "g1"); !errors.Is(err, errclass.Precondition) {
+				t.Fatalf("RefundGift of a confirmed gift: %v, want errclass.Precondition", err)
 			}
 			if s := holdState(t, store, "g1"); s != persistence.HoldConfirmed {
 				t.Fatalf("hold g1: %s", s)
@@ -190,8 +191,8 @@ func TestGiftHoldConfirmRefund(t *testing.T) {
 			}
 			wantBal(t, svc, "a", bal{coin: 70})
 			wantBal(t, svc, "b", bal{diamond: 18})
-			if _, err := svc.ConfirmGift(ctx, app, "g2"); !errors.Is(err, wallet.ErrPrecondition) {
-				t.Fatalf("ConfirmGift of a refunded gift: %v, want ErrPrecondition", err)
+			if _, err := svc.ConfirmGift(ctx, app, "g2"); !errors.Is(err, errclass.Precondition) {
+				t.Fatalf("ConfirmGift of a refunded gift: %v, want errclass.Precondition", err)
 			}
 			if _, err := svc.HoldGift(ctx, gift("g2", "a", "b", 2)); !errors.Is(err, wallet.ErrGiftRefunded) {
 				t.Fatalf("HoldGift of a refunded gift: %v, want ErrGiftRefunded", err)
@@ -246,7 +247,7 @@ func TestGiftSettleRaceOneOutcomeMoneyConserved(t *testing.T) {
 						} else {
 							_, err = svc.RefundGift(ctx, app, id)
 						}
-						if err != nil && !errors.Is(err, wallet.ErrPrecondition) {
+						if err != nil && !errors.Is(err, errclass.Precondition) {
 							t.Errorf("settle %s: %v", id, err)
 						}
 					}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -145,14 +146,14 @@ func (s *Service) GetBalances(ctx context.Context, appCode, userID string) (Bala
 }
 
 // exec runs tx and decodes the (first) result into out. A repeated
-// command_id whose request differs is ErrConflict.
+// command_id whose request differs is ErrCommandReused.
 func (s *Service) exec(ctx context.Context, tx persistence.WalletTx, fingerprint string, out any) (bool, error) {
 	rc, err := s.store.Exec(ctx, tx)
 	if err != nil {
 		return false, classify(err)
 	}
 	if rc.Duplicate && rc.Record.Fingerprint != fingerprint {
-		return false, fmt.Errorf("%w: command_id %q was used for a different %s request", ErrConflict, tx.CommandID, rc.Record.Kind)
+		return false, fmt.Errorf("%w: command_id %q was used for a different %s request", ErrCommandReused, tx.CommandID, rc.Record.Kind)
 	}
 	if err := json.Unmarshal(rc.Record.Result, out); err != nil {
 		return false, fmt.Errorf("wallet: decode result of %s: %w", rc.Record.TransactionID, err)
@@ -168,8 +169,8 @@ func (s *Service) exec(ctx context.Context, tx persistence.WalletTx, fingerprint
 // outages and deadlines into ErrUnavailable.
 func classify(err error) error {
 	switch {
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrPrecondition),
-		errors.Is(err, ErrConflict), errors.Is(err, ErrUnavailable):
+	case errors.Is(err, errclass.Invalid), errors.Is(err, errclass.Precondition),
+		errors.Is(err, ErrCommandReused), errors.Is(err, ErrUnavailable):
 		return err
 	case errors.Is(err, persistence.ErrUnavailable), errors.Is(err, persistence.ErrConflict),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -246,15 +247,15 @@ func (pl *planner) done(result any) (persistence.WalletPlan, error) {
 
 func checkID(field, v string) error {
 	if v == "" {
-		return invalidf("%s is required", field)
+		return errclass.Invalidf("%s is required", field)
 	}
 	if len(v) > MaxIDLen {
-		return invalidf("%s is longer than %d bytes", field, MaxIDLen)
+		return errclass.Invalidf("%s is longer than %d bytes", field, MaxIDLen)
 	}
 	for i := 0; i < len(v); i++ {
 		// ':' and '/' join ids into event ids and keys.
 		if c := v[i]; c <= ' ' || c >= 0x7f || c == ':' || c == '/' {
-			return invalidf("%s has a character that is not allowed at byte %d (printable ASCII without space, ':' or '/')", field, i)
+			return errclass.Invalidf("%s has a character that is not allowed at byte %d (printable ASCII without space, ':' or '/')", field, i)
 		}
 	}
 	return nil

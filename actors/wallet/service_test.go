@@ -7,6 +7,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -39,11 +40,11 @@ func TestQuoteGift(t *testing.T) {
 		{"rose", 3, 60, wallet.GiftQuote{PriceTotal: 30, DiamondTotal: 18, HeatValue: 9}, nil},
 		{"odd", 1, 50, wallet.GiftQuote{PriceTotal: 7, DiamondTotal: 3, HeatValue: 0}, nil}, // 3.5 floors to 3
 		{"odd", 3, 10000, wallet.GiftQuote{PriceTotal: 21, DiamondTotal: 2100, HeatValue: 0}, nil},
-		{"whale", 2, 100, wallet.GiftQuote{}, wallet.ErrInvalid}, // price overflows only with the percent
-		{"whale", 3, 100, wallet.GiftQuote{}, wallet.ErrInvalid},
-		{"rose", 0, 100, wallet.GiftQuote{}, wallet.ErrInvalid},
-		{"rose", wallet.MaxGiftCount + 1, 100, wallet.GiftQuote{}, wallet.ErrInvalid},
-		{"lily", 1, 100, wallet.GiftQuote{}, wallet.ErrInvalid},
+		{"whale", 2, 100, wallet.GiftQuote{}, errclass.Invalid}, // price overflows only with the percent
+		{"whale", 3, 100, wallet.GiftQuote{}, errclass.Invalid},
+		{"rose", 0, 100, wallet.GiftQuote{}, errclass.Invalid},
+		{"rose", wallet.MaxGiftCount + 1, 100, wallet.GiftQuote{}, errclass.Invalid},
+		{"lily", 1, 100, wallet.GiftQuote{}, errclass.Invalid},
 	} {
 		q, err := newService(t, gifts, tc.percent).QuoteGift(tc.gift, tc.count)
 		if tc.err != nil {
@@ -78,8 +79,8 @@ func TestCreditOverflowRefused(t *testing.T) {
 		t.Fatalf("first credit: %v", err)
 	}
 	_, err := svc.Credit(ctx, wallet.CreditRequest{AppCode: "a", CommandID: "c2", UserID: "u", AssetType: wallet.AssetCoin, Amount: 1})
-	if !errors.Is(err, wallet.ErrInvalid) {
-		t.Fatalf("overflowing credit: got %v, want ErrInvalid", err)
+	if !errors.Is(err, errclass.Invalid) {
+		t.Fatalf("overflowing credit: got %v, want errclass.Invalid", err)
 	}
 }
 

@@ -3,8 +3,10 @@ package wallet
 import (
 	"context"
 	"fmt"
-	"github.com/hyapp/roomcell/persistence"
 	"strconv"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // PurchaseVipRequest buys or grants one period of a VIP level.
@@ -49,11 +51,11 @@ func (s *Service) PurchaseVip(ctx context.Context, r PurchaseVipRequest) (Purcha
 	switch r.Source {
 	case SourceVipPurchase, SourceAdminGrant, SourceActivityGrant:
 	default:
-		return PurchaseVipResult{}, invalidf("source %q is not vip_purchase, admin_grant or activity_grant", r.Source)
+		return PurchaseVipResult{}, errclass.Invalidf("source %q is not vip_purchase, admin_grant or activity_grant", r.Source)
 	}
 	plan, ok := s.vips[r.Level]
 	if !ok {
-		return PurchaseVipResult{}, invalidf("unknown VIP level %d", r.Level)
+		return PurchaseVipResult{}, errclass.Invalidf("unknown VIP level %d", r.Level)
 	}
 	price := plan.Price
 	if r.Source != SourceVipPurchase {

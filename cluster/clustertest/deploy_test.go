@@ -111,15 +111,21 @@ func shutdownBudget(cfg configs.Config) time.Duration {
 	return cfg.OutboxWorker.PublishTimeout + 5*time.Second + cfg.GRPC.ShutdownTimeout + cfg.Cluster.DrainTimeout + 5*time.Second
 }
 
-var composeRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+var composeRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:([-?])([^}]*))?\}`)
 
 // composeEnv is what compose would do to a value: ${X:-d} from the host
-// environment (empty here, so the default), $$ to $.
+// environment (empty here, so the default), ${X:?msg} is required (compose
+// refuses to start without it: here the operator's value is "op-X"), $$
+// to $.
 func composeEnv(s string) string {
 	const dollar = "\x00"
 	s = strings.ReplaceAll(s, "$$", dollar)
 	s = composeRef.ReplaceAllStringFunc(s, func(m string) string {
-		return composeRef.FindStringSubmatch(m)[3]
+		sub := composeRef.FindStringSubmatch(m)
+		if sub[3] == "?" {
+			return "op-" + sub[1]
+		}
+		return sub[4]
 	})
 	return strings.ReplaceAll(s, dollar, "$")
 }
@@ -162,6 +168,20 @@ func TestComposeNodesLoadTheDockerConfig(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		if err := cfg.CheckStart(); err != nil {
+			t.Fatalf("%s does not start: %v", name, err)
+		}
+		// No working default secret: compose refuses to start without
+		// the operator's tokens and database password.
+		for _, v := range []string{"ROOMCELL_CLIENT_TOKENS", "ROOMCELL_OPERATOR_TOKENS", "MYSQL_PASSWORD"} {
+			if val, _ := env[v].(string); !strings.HasPrefix(val, "${"+v+":?") {
+				t.Fatalf("%s: %s is %q, want ${%s:?...} (required, no default)", name, v, val, v)
+			}
+		}
+		if !slices.Contains(toStrings(get(svc, "volumes")), "./tls:/etc/roomcell/tls:ro") || !cfg.GRPC.TLS.Enabled() ||
+			!strings.HasPrefix(cfg.GRPC.TLS.CertFile, "/etc/roomcell/tls/") {
+			t.Fatalf("%s: gRPC TLS %+v not served from the mounted deploy/tls", name, cfg.GRPC.TLS)
+		}
 		if cfg.NodeID != name || cfg.Cluster.Provider != configs.ProviderEtcd || cfg.Store.Kind != configs.StoreMySQL {
 			t.Fatalf("%s: node %q provider %q store %q", name, cfg.NodeID, cfg.Cluster.Provider, cfg.Store.Kind)
 		}
@@ -199,7 +219,10 @@ func TestComposeNodesLoadTheDockerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("notice config: %v", err)
 	}
-	if !slices.Equal(cfg.Roles, []string{configs.RoleNotice}) || cfg.NodeID != "roomcell-notice" || !strings.Contains(cfg.MySQL.DSN, "roomcell@tcp(mysql") {
+	if err := cfg.CheckStart(); err != nil {
+		t.Fatalf("notice node does not start: %v", err)
+	}
+	if !slices.Equal(cfg.Roles, []string{configs.RoleNotice}) || cfg.NodeID != "roomcell-notice" || !strings.Contains(cfg.MySQL.DSN, "root:op-MYSQL_PASSWORD@tcp(mysql") {
 		t.Fatalf("notice config: roles %v node %q", cfg.Roles, cfg.NodeID)
 	}
 	check := strings.Join(toStrings(get(notice, "healthcheck", "test")), " ")
@@ -247,9 +270,6 @@ func TestK8sManifestsMatchTheConfig(t *testing.T) {
 		}
 	}
 	// The container environment: secrets plus the downward API.
-	for k, v := range get(secret, "stringData").(map[string]any) {
-		t.Setenv(k, v.(string))
-	}
 	t.Setenv("ROOMCELL_NODE_ID", "roomcell-0")
 	c := get(sts, "spec", "template", "spec", "containers", 0)
 	for _, e := range get(c, "env").([]any) {
@@ -257,9 +277,39 @@ func TestK8sManifestsMatchTheConfig(t *testing.T) {
 			t.Setenv(name, strings.ReplaceAll(get(e, "value").(string), "$(POD_IP)", "10.1.2.3"))
 		}
 	}
+	// The Secret ships with no usable value: a node given it as it is
+	// refuses to start, naming a key.
+	stringData := get(secret, "stringData").(map[string]any)
+	for k, v := range stringData {
+		if v.(string) != "" {
+			t.Fatalf("secret.yaml ships a value for %s", k)
+		}
+		t.Setenv(k, "")
+	}
+	for _, file := range []string{"config.yaml", "notice.yaml"} {
+		cfg, err := configs.Parse([]byte(get(cm, "data", file).(string)))
+		if err == nil {
+			err = cfg.CheckStart()
+		}
+		var ce *configs.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("configmap %s started with the shipped, empty secret: %v", file, err)
+		}
+	}
+	// Filled in by the operator, it starts.
+	for k := range stringData {
+		t.Setenv(k, "op-"+k)
+	}
+	t.Setenv("TENCENT_IM_SDK_APP_ID", "1400000001")
 	cfg, err := configs.Parse([]byte(get(cm, "data", "config.yaml").(string)))
 	if err != nil {
 		t.Fatalf("configmap config.yaml: %v", err)
+	}
+	if err := cfg.CheckStart(); err != nil {
+		t.Fatalf("configmap config.yaml with the secrets filled in: %v", err)
+	}
+	if !cfg.TencentIM.Enabled || cfg.TencentIM.AllowFake || !cfg.GRPC.TLS.Enabled() || cfg.AllowInsecure {
+		t.Fatalf("k8s node: real IM %v, allow_fake %v, TLS %v, allow_insecure %v", cfg.TencentIM.Enabled, cfg.TencentIM.AllowFake, cfg.GRPC.TLS.Enabled(), cfg.AllowInsecure)
 	}
 	if cfg.NodeID != "roomcell-0" || cfg.Cluster.AdvertisedHost != "10.1.2.3:"+strconv.Itoa(cfg.Cluster.Port) || cfg.Cluster.Provider != configs.ProviderEtcd {
 		t.Fatalf("k8s node config: node %q advertised %q", cfg.NodeID, cfg.Cluster.AdvertisedHost)
@@ -305,6 +355,9 @@ func TestK8sManifestsMatchTheConfig(t *testing.T) {
 	ncfg, err := configs.Parse([]byte(get(cm, "data", "notice.yaml").(string)))
 	if err != nil {
 		t.Fatalf("configmap notice.yaml: %v", err)
+	}
+	if err := ncfg.CheckStart(); err != nil || !ncfg.TencentIM.Enabled {
+		t.Fatalf("configmap notice.yaml with the secrets filled in: %v (real IM %v)", err, ncfg.TencentIM.Enabled)
 	}
 	nc := get(notice, "spec", "template", "spec", "containers", 0)
 	if !slices.Equal(ncfg.Roles, []string{configs.RoleNotice}) || get(nc, "ports", 1, "containerPort") != portOf(t, ncfg.HTTP.Addr) {
@@ -365,5 +418,88 @@ func TestK8sContainersHoldTheirHeapUnderTheLimit(t *testing.T) {
 	}
 	if checked < 2 {
 		t.Fatalf("checked %d containers with a memory limit, want the node and the notice service", checked)
+	}
+}
+
+// Every pod passes the Pod Security "restricted" profile
+// (kubernetes.io/docs/concepts/security/pod-security-standards), checked
+// field by field as the admission controller would: a pod it refuses
+// never runs.
+func TestK8sPodsPassTheRestrictedProfile(t *testing.T) {
+	allowedVolume := map[string]bool{"configMap": true, "secret": true, "emptyDir": true, "projected": true,
+		"downwardAPI": true, "persistentVolumeClaim": true, "ephemeral": true, "csi": true}
+	pods := 0
+	for name, d := range k8sDocs(t) {
+		spec, _ := get(d, "spec", "template", "spec").(map[string]any)
+		if spec == nil {
+			continue
+		}
+		pods++
+		for _, k := range []string{"hostNetwork", "hostPID", "hostIPC"} {
+			if v, _ := spec[k].(bool); v {
+				t.Errorf("%s: %s", name, k)
+			}
+		}
+		podRunAsNonRoot, _ := get(spec, "securityContext", "runAsNonRoot").(bool)
+		podSeccomp, _ := get(spec, "securityContext", "seccompProfile", "type").(string)
+		if uid, ok := get(spec, "securityContext", "runAsUser").(int); ok && uid == 0 {
+			t.Errorf("%s: pod runAsUser 0", name)
+		}
+		vols, _ := spec["volumes"].([]any)
+		for _, v := range vols {
+			for k := range v.(map[string]any) {
+				if k != "name" && !allowedVolume[k] {
+					t.Errorf("%s: volume %v of type %s", name, get(v, "name"), k)
+				}
+			}
+		}
+		var containers []any
+		for _, list := range []string{"initContainers", "containers"} {
+			l, _ := spec[list].([]any)
+			containers = append(containers, l...)
+		}
+		for _, c := range containers {
+			cname := name + "/" + get(c, "name").(string)
+			sc, _ := get(c, "securityContext").(map[string]any)
+			if ape, ok := sc["allowPrivilegeEscalation"].(bool); !ok || ape {
+				t.Errorf("%s: allowPrivilegeEscalation must be false", cname)
+			}
+			if p, _ := sc["privileged"].(bool); p {
+				t.Errorf("%s: privileged", cname)
+			}
+			if !slices.Contains(toStrings(get(sc, "capabilities", "drop")), "ALL") {
+				t.Errorf("%s: capabilities.drop must hold ALL", cname)
+			}
+			for _, add := range toStrings(get(sc, "capabilities", "add")) {
+				if add != "NET_BIND_SERVICE" {
+					t.Errorf("%s: adds capability %s", cname, add)
+				}
+			}
+			nonRoot, ok := sc["runAsNonRoot"].(bool)
+			if !ok {
+				nonRoot = podRunAsNonRoot
+			}
+			if !nonRoot {
+				t.Errorf("%s: runAsNonRoot must be true (pod or container)", cname)
+			}
+			if uid, ok := sc["runAsUser"].(int); ok && uid == 0 {
+				t.Errorf("%s: runAsUser 0", cname)
+			}
+			seccomp, _ := get(sc, "seccompProfile", "type").(string)
+			if seccomp == "" {
+				seccomp = podSeccomp
+			}
+			if seccomp != "RuntimeDefault" && seccomp != "Localhost" {
+				t.Errorf("%s: seccompProfile.type %q, want RuntimeDefault", cname, seccomp)
+			}
+			// Not in the profile, but asked of ours: nothing writes the
+			// image.
+			if ro, _ := sc["readOnlyRootFilesystem"].(bool); !ro {
+				t.Errorf("%s: readOnlyRootFilesystem must be true", cname)
+			}
+		}
+	}
+	if pods < 2 {
+		t.Fatalf("checked %d pod templates, want the node StatefulSet and the notice Deployment", pods)
 	}
 }

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"gopkg.in/yaml.v3"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
@@ -76,15 +76,19 @@ type Options struct {
 // NodeConfig is the YAML written for one node: only the keys the harness
 // sets; the rest take configs' defaults.
 type NodeConfig struct {
-	NodeID string         `yaml:"node_id"`
-	Log    map[string]any `yaml:"log"`
-	GRPC   map[string]any `yaml:"grpc"`
-	HTTP   map[string]any `yaml:"http"`
-	Store  map[string]any `yaml:"store"`
-	MySQL  map[string]any `yaml:"mysql"`
-	Redis  map[string]any `yaml:"redis"`
-	Room   map[string]any `yaml:"room"`
-	Outbox map[string]any `yaml:"outbox_worker"`
+	NodeID string `yaml:"node_id"`
+	// AllowInsecure is set for nodes in network namespaces of their own:
+	// their gRPC listens on the namespace's address, beyond loopback,
+	// without tokens or TLS, and only the test reaches it.
+	AllowInsecure bool           `yaml:"allow_insecure,omitempty"`
+	Log           map[string]any `yaml:"log"`
+	GRPC          map[string]any `yaml:"grpc"`
+	HTTP          map[string]any `yaml:"http"`
+	Store         map[string]any `yaml:"store"`
+	MySQL         map[string]any `yaml:"mysql"`
+	Redis         map[string]any `yaml:"redis"`
+	Room          map[string]any `yaml:"room"`
+	Outbox        map[string]any `yaml:"outbox_worker"`
 	// Presence is left to its defaults unless a test sets it.
 	Presence map[string]any `yaml:"presence,omitempty"`
 	IM       map[string]any `yaml:"tencent_im"`
@@ -189,11 +193,12 @@ func New(t testing.TB, o Options) *Cluster {
 			Redis:  map[string]any{"enabled": false},
 			Room:   map[string]any{"publish_timeout": "1s"},
 			Outbox: map[string]any{"enabled": true, "poll_interval": "200ms", "publish_timeout": "1s", "lease_ttl": "3s"},
-			IM:     map[string]any{"enabled": false},
+			IM:     map[string]any{"enabled": false, "allow_fake": true},
 			Clu: map[string]any{"provider": "etcd", "host": host, "port": atoi(cport),
 				"etcd_endpoints": []string{o.Etcd}, "etcd_base_key": baseKey, "request_timeout": "2s",
 				"etcd_lease_ttl": "3s", "drain_timeout": "5s"},
 		}
+		nc.AllowInsecure = c.Net != nil
 		if o.Edit != nil {
 			o.Edit(i, &nc)
 		}

@@ -9,7 +9,7 @@ import (
 )
 
 // chaosPause is how long TestMultiMemberProcessPauseUnderLoad freezes a
-// node: 15 s by default (issue 16's split-brain run), longer for the
+// node: 15 s by default (the split-brain run), longer for the
 // long form (make chaos runs 15 s and 30 s).
 func chaosPause(t *testing.T) time.Duration {
 	if v := os.Getenv("ROOMCELL_CHAOS_PAUSE"); v != "" {

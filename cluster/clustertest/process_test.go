@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 var binDir string

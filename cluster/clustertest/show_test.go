@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// The failures of issue 16's "Show" table, each under the same load:
+// The failures of the "Show" table, each under the same load:
 // three roomcell processes, 300 rooms, writers (Load: a JoinRoom, then a
 // read of it through a random node: read-your-writes) and Truth clients
 // (join, read, leave) entering through every node. Each run asserts and

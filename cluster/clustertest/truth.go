@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // Truth checks what clients are told, not only what is stored. Each
@@ -25,7 +25,7 @@ import (
 //   - "not a member" (or any rule error) to the LeaveRoom of a user whose
 //     join was acknowledged (wrong rejection).
 //
-// Issue 16 saw both after a 15 s SIGSTOP. Acks go to VerifyLog like
+// A 15 s SIGSTOP showed both. Acks go to VerifyLog like
 // Load's.
 type Truth struct {
 	Nodes    []*Node

@@ -15,7 +15,7 @@ var bare sync.Map // *actor.Props -> *actor.Props
 // middleware (it sends the grain its ClusterInit and clears a stopped
 // grain from the pid cache), and it remembers props without it. A
 // middleware gives every grain an extras block, ~250 bytes an active
-// grain (issue 13): roomcell's placement spawns the bare props and does
+// grain: roomcell's placement spawns the bare props and does
 // the middleware's two jobs itself. Under the library's lookups the kind
 // works as one from pcluster.NewKind.
 func New(name string, props *actor.Props) *pcluster.Kind {

@@ -8,9 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,12 +29,13 @@ import (
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
-	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/internal/connlimit"
 	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/backend"
@@ -50,18 +52,21 @@ type App struct {
 	store   persistence.Store
 	closers []func()       // run before the stores close, in reverse order (IM fake, MQ, ...)
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
-	relay   *relay.Relay
+	// fakeTRTC is dev mode's fake TRTC (trtc off); nil otherwise.
+	fakeTRTC *trtcfake.Server
+	relay    *supervise.Poller[relay.RunNowResult]
 	// workerHealth lists polling workers waiting for their restart.
 	workerHealth *supervise.Health
+	workerSup    *supervise.Supervisor
 	// directory is the room directory (Redis, or memdb in dev); hosted
 	// lists the rooms active on this node for the presence worker.
 	directory      persistence.Directory
 	hosted         *room.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service                // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient          // set when wallet.addr is
-	jetstream      *mq.JetStream                  // the room_outbox topic, when notice.mq is on
-	mqFanout       atomic.Pointer[relay.MQFanout] // the room_outbox MQ fanout, while it runs
+	wallet         *wallet.Service                                  // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient                            // set when wallet.addr is
+	mq             mqClient                                         // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
+	mqFanout       atomic.Pointer[supervise.Poller[relay.MQResult]] // the room_outbox MQ fanout, while it runs
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
@@ -70,11 +75,14 @@ type App struct {
 	// purge is the retention worker's service (purge.go).
 	purge *purge.Service
 
-	grpcServer *grpc.Server
-	health     *health.Server
-	grpcLis    net.Listener
-	httpServer *http.Server
-	httpLis    net.Listener
+	connMetrics *connlimit.Metrics // the listeners' (listen)
+	grpcServer  *grpc.Server
+	watcher     *room.Watcher    // WatchRoom streams of this node; ended first on drain
+	gateway     *grpcapi.Gateway // HTTP/JSON client API (gateway.addr); nil when off
+	health      *health.Server
+	grpcLis     net.Listener
+	httpServer  *http.Server
+	httpLis     net.Listener
 
 	ready    atomic.Bool
 	draining atomic.Bool
@@ -108,7 +116,7 @@ func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
 // HTTPAddr is the address of the ops endpoints.
 func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 
-// Start brings the process up in the order of ARCHITECTURE.md and seed 000:
+// Start brings the process up in the order of seed 000 (docs/seeds.md):
 // storage, IM publisher, wallet → cluster member → ops HTTP (/readyz still
 // failing) → workers (presence → outbox relay → notice) → gRPC Serve →
 // ready. Workers start before gRPC so the first command ever accepted
@@ -139,6 +147,9 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 	a.store = a.stores.Room
+	if err = a.registerPoolMetrics(); err != nil {
+		return nil, err
+	}
 	pub, err := a.openPublisher(ctx, dev)
 	if err != nil {
 		return nil, err
@@ -172,11 +183,11 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, room.NewKind(room.Deps{
+		kinds = append(kinds, grainkind.New(room.Kind, room.GrainProps(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
 			PublishMetrics: pubMetrics,
-		}))
+		})))
 	}
 	a.member, err = cluster.Start(cluster.Options{
 		Config: cfg.Cluster, NodeID: cfg.NodeID, Kinds: kinds, Logger: log.With("component", "cluster"),
@@ -195,7 +206,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
-	if err = a.startWorkers(roomPub, pub); err != nil {
+	if err = a.startWorkers(workerInputs{pub: roomPub, im: pub}); err != nil {
 		return nil, err
 	}
 	if err = a.serveGRPC(); err != nil {
@@ -205,45 +216,79 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	a.ready.Store(true)
 	a.began("ready")
 	log.Info("roomcell serving", "grpc_addr", a.GRPCAddr(), "http_addr", a.HTTPAddr(),
-		"store", cfg.Store.Kind, "cluster_provider", cfg.Cluster.Provider, "roles", cfg.Roles, "dev", dev)
+		"store", cfg.Store.Kind, "cluster_provider", cfg.Cluster.Provider, "roles", cfg.Roles, "dev", dev,
+		"presence_stale_after", cfg.Presence.StaleAfter)
+	if a.fakeIM != nil {
+		log.Info("fake Tencent IM: POST /debug/fake-im/outage?for=30s on the HTTP address makes it fail that long",
+			"url", "http://"+a.HTTPAddr()+"/debug/fake-im/outage?for=30s")
+	}
 	return a, nil
 }
 
 func (a *App) serveGRPC() error {
 	grpcAddr, _ := a.cfg.ServingAddrs()
-	lis, err := net.Listen("tcp", grpcAddr)
+	lis, err := a.listen("grpc", grpcAddr, a.cfg.GRPC.Limits.ListenerLimits)
 	if err != nil {
-		return fmt.Errorf("grpc listen %s: %w", grpcAddr, err)
+		return err
 	}
 	a.grpcLis = lis
 	opts, err := a.grpcOptions()
 	if err != nil {
 		return err
 	}
+	l := a.cfg.GRPC.Limits
+	opts.Conn = grpcapi.ConnOptions{MaxIdle: l.MaxConnectionIdle, MaxAge: l.MaxConnectionAge, MaxAgeGrace: l.MaxConnectionAgeGrace,
+		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
+	watchMetrics, err := room.NewWatchMetrics(a.registry)
+	if err != nil {
+		return err
+	}
+	a.watcher = &room.Watcher{Client: backend, Buffer: a.cfg.Watch.Buffer, CheckInterval: a.cfg.Watch.CheckInterval,
+		Metrics: watchMetrics, Logger: a.log.With("component", "watch")}
+	rs.SetEvents(grpcapi.RoomEventsOf(backend, a.watcher), a.cfg.Watch.MaxStreams)
 	if a.directory != nil {
 		rs.SetDirectory(a.directory)
 	}
+	gifts := make([]*v1.Gift, len(a.cfg.Gifts))
+	for i, g := range a.cfg.Gifts {
+		gifts[i] = &v1.Gift{GiftId: g.ID, Price: g.Price, Heat: g.Heat}
+	}
+	rs.SetGifts(gifts)
 	v1.RegisterRoomServiceServer(a.grpcServer, rs)
 	a.registerServices()
 	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {
 		return fmt.Errorf("grpc: methods without an access class in grpcapi's table: %v", un)
 	}
+	opts.Metrics.InitializeMetrics(a.grpcServer)
 	go func() {
 		if err := a.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			a.log.Error("grpc serve", "error", err)
 		}
 	}()
+	if a.cfg.Gateway.Addr != "" {
+		// The client port's connection caps hold on its HTTP/JSON twin.
+		glis, lerr := a.listen("gateway", a.cfg.Gateway.Addr, a.cfg.GRPC.Limits.ListenerLimits)
+		if lerr != nil {
+			return lerr
+		}
+		a.gateway, err = grpcapi.StartGateway(a.grpcServer, grpcapi.GatewayOptions{Addr: a.cfg.Gateway.Addr, Listener: glis,
+			TLS: a.cfg.GRPC.TLS.Enabled(), ReadHeaderTimeout: a.cfg.Gateway.ReadHeaderTimeout, Logger: a.log.With("component", "gateway")})
+		if err != nil {
+			return fmt.Errorf("gateway.addr %s: %w", a.cfg.Gateway.Addr, err)
+		}
+		a.log.Info("http/json gateway serving", "gateway_addr", a.gateway.Addr())
+	}
 	return nil
 }
 
 func (a *App) serveHTTP() error {
 	_, httpAddr := a.cfg.ServingAddrs()
-	lis, err := net.Listen("tcp", httpAddr)
+	lis, err := a.listen("http", httpAddr, a.cfg.HTTP.Limits.ListenerLimits)
 	if err != nil {
-		return fmt.Errorf("http listen %s: %w", httpAddr, err)
+		return err
 	}
 	a.httpLis = lis
 	mux := http.NewServeMux()
@@ -251,22 +296,23 @@ func (a *App) serveHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		// Not ready while starting, draining, or while the cluster member
-		// is joining or rejoining (commands would fail fast then).
+		// Ready means "this node can serve commands": not while starting,
+		// draining, or while the cluster member is joining or rejoining
+		// (commands would fail fast then). A background worker waiting
+		// for its restart does not stop commands: it is a metric
+		// (roomcell_worker_restarts_total, roomcell_workers_down) and an
+		// ERROR line, not an unready node; a bug that panics every relay
+		// on one row would otherwise empty the Service of every node.
 		if !a.ready.Load() || a.draining.Load() || !a.member.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
-		// A polling worker that crashed and waits for its restart.
-		if h := a.workerHealth; h != nil {
-			if down := h.Down(); len(down) > 0 {
-				http.Error(w, "not ready: workers down: "+strings.Join(down, ","), http.StatusServiceUnavailable)
-				return
-			}
-		}
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	if a.fakeIM != nil {
+		mux.HandleFunc("POST /debug/fake-im/outage", a.fakeIMOutage)
+	}
 	if a.cfg.HTTP.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -274,7 +320,8 @@ func (a *App) serveHTTP() error {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: a.cfg.HTTP.Limits.ReadTimeout, IdleTimeout: a.cfg.HTTP.Limits.IdleTimeout}
 	go func() {
 		if err := a.httpServer.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("http serve", "error", err)
@@ -283,7 +330,7 @@ func (a *App) serveHTTP() error {
 	return nil
 }
 
-// Shutdown stops the process in the order of ARCHITECTURE.md and seed 000:
+// Shutdown stops the process in the order of seed 000 (docs/seeds.md):
 // drain (NOT_SERVING) → stop workers (each waits for its in-flight
 // publish) → gRPC GracefulStop → leave the cluster (grains snapshot) →
 // close the stores. It is safe on a partly started App.
@@ -296,6 +343,18 @@ func (a *App) Shutdown() {
 		a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	a.step("drain")
+	if a.watcher != nil {
+		// Streams end now, each with its resume seq: GracefulStop would
+		// wait for them, and clients resume on another node.
+		a.watcher.Close()
+		a.step("watch")
+	}
+	if a.gateway != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.GRPC.ShutdownTimeout)
+		_ = a.gateway.Shutdown(ctx)
+		cancel()
+		a.step("gateway")
+	}
 	for i := len(a.workers) - 1; i >= 0; i-- {
 		w := a.workers[i]
 		w.stop()
@@ -350,4 +409,22 @@ func (a *App) clientOwners() room.Owners {
 		return nil
 	}
 	return a.owners
+}
+
+// listen opens a listener capped by limits (connlimit): one client, or a
+// few, cannot hold the process's file descriptors without a token.
+func (a *App) listen(name, addr string, limits configs.ListenerLimits) (net.Listener, error) {
+	if a.connMetrics == nil {
+		m, err := connlimit.NewMetrics(a.registry)
+		if err != nil {
+			return nil, err
+		}
+		a.connMetrics = m
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listen %s: %w", name, addr, err)
+	}
+	return connlimit.Wrap(lis, name, connlimit.Limits{MaxConnections: limits.MaxConnections, MaxPerAddress: limits.MaxConnectionsPerAddress},
+		a.connMetrics, a.log.With("component", name)), nil
 }

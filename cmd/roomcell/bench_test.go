@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 // BenchmarkGRPCCommands measures commands/s end to end (gRPC client →

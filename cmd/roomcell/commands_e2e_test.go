@@ -6,9 +6,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomcell/actors/room"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // The room-management commands over gRPC against a whole dev process:

@@ -19,11 +19,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
 // buildServer compiles this command once per test binary.
@@ -98,7 +98,7 @@ func startChild(t *testing.T, bin, config, grpcAddr, httpAddr string) *child {
 	}
 }
 
-// Issue 3's crash test: a roomcell process on MariaDB under concurrent
+// The crash test: a roomcell process on MariaDB under concurrent
 // commands is killed with SIGKILL. After a restart every acknowledged
 // command is in the log exactly once, the room state equals the replay of
 // its log, and retrying the commands that were in flight lands each once.
@@ -110,6 +110,7 @@ func TestCrashKill9LosesNoAcknowledgedCommand(t *testing.T) {
 	mcfg, database := mysqltest.NewDatabase(t)
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	yaml := fmt.Sprintf(`node_id: crash
+tencent_im: {allow_fake: true}
 log: {level: warn}
 store: {kind: mysql}
 mysql:

@@ -10,9 +10,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Every metric the Grafana dashboard queries is registered by a process
-// running every role: a renamed metric breaks this test, not the
-// operators' dashboard.
+// storeWide are the gauges every node reads from the same store: the
+// dashboard must combine them with max() (sum() over N nodes reads N times
+// the backlog).
+var storeWide = []string{
+	"room_outbox_pending_total", "room_outbox_parked_rows", "room_outbox_oldest_pending_age_ms", "room_outbox_mq_pending_total",
+	"notice_dead_letters", "notice_open", "notice_oldest_due_age_ms",
+	"wallet_gift_holds_open", "wallet_gift_hold_oldest_age_ms",
+	"retention_table_rows_estimate", "retention_oldest_row_age_ms",
+}
+
+// The Grafana dashboard reads right with N nodes and covers what roomcell
+// exports: every metric it queries is registered by a process running
+// every role (a renamed metric breaks this test, not the operators'
+// dashboard), every registered roomcell family has a panel, store-wide
+// gauges are only ever max()ed, and per-node queries honour $node.
 func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/grafana/roomcell.json")
 	if err != nil {
@@ -20,35 +32,77 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 	}
 	var dash struct {
 		Panels []struct {
+			Type    string `json:"type"`
 			Title   string `json:"title"`
 			Targets []struct {
 				Expr string `json:"expr"`
 			} `json:"targets"`
 		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name string `json:"name"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("dashboard is not JSON: %v", err)
 	}
-	app, _ := startDev(t, withNotices)
-	name := regexp.MustCompile(`\b(?:room_outbox|notice|roomcell_cluster|room_directory|presence)_[a-z_]+\b`)
-	seen := 0
+	hasNode := false
+	for _, v := range dash.Templating.List {
+		hasNode = hasNode || v.Name == "node"
+	}
+	if !hasNode {
+		t.Error("dashboard has no node variable")
+	}
+	// Every role and the MQ fanout (NATS on this machine), so every
+	// family is registered.
+	app, _ := startDevWithMQ(t, withNotices)
+	name := regexp.MustCompile(`\b(?:room_outbox|notice|roomcell|room_directory|presence|retention|wallet_gift|grpc_server)_[a-z_]+\b`)
+	queried := map[string]bool{}
 	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
 		if len(p.Targets) == 0 {
 			t.Fatalf("panel %q has no query", p.Title)
 		}
 		for _, tg := range p.Targets {
 			for _, m := range name.FindAllString(tg.Expr, -1) {
 				m = strings.TrimSuffix(m, "_bucket")
+				queried[m] = true
 				probe := prometheus.NewGauge(prometheus.GaugeOpts{Name: m, Help: "probe"})
 				if err := app.registry.Register(probe); err == nil {
 					app.registry.Unregister(probe)
 					t.Errorf("panel %q queries %s, which roomcell does not export", p.Title, m)
 				}
-				seen++
+			}
+			for _, g := range storeWide {
+				if strings.Contains(tg.Expr, g) && !regexp.MustCompile(`^max(?: by \([a-z_, ]+\) )?\(`+g+`\)$`).MatchString(tg.Expr) {
+					t.Errorf("panel %q: store-wide gauge %s must be max()ed alone: %s", p.Title, g, tg.Expr)
+				}
+			}
+			if !strings.Contains(tg.Expr, "max(") && !strings.Contains(tg.Expr, "max by") && !strings.Contains(tg.Expr, `instance=~"$node"`) {
+				t.Errorf("panel %q: a per-node query ignores $node: %s", p.Title, tg.Expr)
 			}
 		}
 	}
-	if seen < 12 {
-		t.Fatalf("found %d metric references in the dashboard", seen)
+	mfs, err := app.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	families := 0
+	for _, mf := range mfs {
+		n := mf.GetName()
+		if strings.HasPrefix(n, "go_") || strings.HasPrefix(n, "process_") || strings.HasPrefix(n, "promhttp_") || n == "target_info" {
+			continue
+		}
+		families++
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+		if !queried[base] && !queried[n] {
+			t.Errorf("metric family %s has no panel", n)
+		}
+	}
+	if families < 30 {
+		t.Fatalf("a dev process with every role registered %d roomcell families", families)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 // startDev starts a whole dev-mode process on loopback ports.
@@ -213,15 +212,7 @@ func TestEndToEndBadInputChangesNothing(t *testing.T) {
 
 func TestOpsEndpointsAndDrain(t *testing.T) {
 	app, _ := startDev(t, nil)
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + app.HTTPAddr() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(path string) (int, string) { return opsGet(t, app, path) }
 	if code, _ := get("/healthz"); code != 200 {
 		t.Fatalf("/healthz %d", code)
 	}

@@ -19,16 +19,16 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
-// Issue 14's gift chaos test: a roomcell process on MariaDB takes
+// The gift chaos test: a roomcell process on MariaDB takes
 // SendGift from many clients while its room database (behind a proxy; the
 // wallet database is reached directly) is slowed past the store timeout,
 // cut, and the process is SIGKILLed and restarted. Clients retry with the
@@ -72,6 +72,7 @@ func TestGiftChaosOneOutcomeUnderSlowCutAndKill(t *testing.T) {
 
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	yaml := fmt.Sprintf(`node_id: giftchaos
+tencent_im: {allow_fake: true}
 log: {level: error}
 store: {kind: mysql}
 mysql:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,17 +9,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
+	"time"
 
-	flag "github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/gcfloor"
-	"github.com/hyapp/roomcell/logthrottle"
+	"github.com/hyapp/roomcell/internal/gcfloor"
+	"github.com/hyapp/roomcell/internal/logthrottle"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // flags are the command-line overrides of the configuration.
@@ -29,25 +32,144 @@ type flags struct {
 	httpAddr string
 	logLevel string
 	nodeID   string
+	// The MySQL database names (override mysql.*_database), so two
+	// checkouts or a test can share one server.
+	roomDB, walletDB, noticeDB string
 }
 
-func parseFlags(args []string, stderr io.Writer) (flags, []string, error) {
-	var f flags
-	fs := flag.NewFlagSet("roomcell", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&f.dev, "dev", false, "single node, go-memdb store, fake Tencent IM: no other server needed")
-	fs.StringVar(&f.config, "config", "", "YAML configuration file (see configs/config.yaml)")
-	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address (overrides grpc.addr)")
-	fs.StringVar(&f.httpAddr, "http-addr", "", "ops HTTP listen address for /healthz /readyz /metrics (overrides http.addr)")
-	fs.StringVar(&f.logLevel, "log-level", "", "debug|info|warn|error (overrides log.level)")
-	fs.StringVar(&f.nodeID, "node-id", "", "node id (overrides node_id)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: roomcell [--dev | --config FILE] [flags]        run the server")
-		fmt.Fprintln(stderr, "       roomcell migrate --config FILE                   apply MySQL schemas and exit")
-		fs.PrintDefaults()
+// version is set at build time (-ldflags "-X main.version=v1.2.3"); without
+// it --version prints the module version and VCS revision Go recorded.
+var version = ""
+
+func versionString() string {
+	v := version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return cmp.Or(v, "unknown")
 	}
-	err := fs.Parse(args)
-	return f, fs.Args(), err
+	if v == "" {
+		v = bi.Main.Version
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		}
+	}
+	if rev != "" {
+		v += " " + rev + modified
+	}
+	return v + " " + bi.GoVersion
+}
+
+// usageError is a mistake on the command line: printed with the usage,
+// exit 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// exitError ends the process with code; err, when set, is printed (a
+// failure the subcommand already logged has none).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// newRoot builds the command tree: the root serves, migrate applies the
+// schemas. Built per run: cobra keeps parsed flags in its commands.
+func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "roomcell [--dev | --config FILE] [flags]",
+		Short: "roomcell serves voice-chat rooms over gRPC",
+		Long: "roomcell runs the server: --dev is one node with everything in memory and a fake\n" +
+			"Tencent IM; --config FILE runs the roles the file names against MySQL, Redis, etcd.",
+		Version:       versionString(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withConfig(cmd, *f, stderr, "start", func(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
+				return serve(ctx, cfg, log, f.dev)
+			})
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("roomcell {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	pf := root.PersistentFlags()
+	pf.BoolVar(&f.dev, "dev", false, "single node, go-memdb store, fake Tencent IM: no other server needed")
+	pf.StringVar(&f.config, "config", "", "YAML configuration file (see configs/config.yaml)")
+	pf.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address (overrides grpc.addr)")
+	pf.StringVar(&f.httpAddr, "http-addr", "", "ops HTTP listen address for /healthz /readyz /metrics (overrides http.addr)")
+	pf.StringVar(&f.logLevel, "log-level", "", "debug|info|warn|error (overrides log.level)")
+	pf.StringVar(&f.nodeID, "node-id", "", "node id (overrides node_id)")
+	pf.StringVar(&f.roomDB, "room-database", os.Getenv("ROOMCELL_ROOM_DATABASE"), "MySQL database of the rooms (overrides mysql.room_database; env ROOMCELL_ROOM_DATABASE)")
+	pf.StringVar(&f.walletDB, "wallet-database", os.Getenv("ROOMCELL_WALLET_DATABASE"), "MySQL database of the wallet (overrides mysql.wallet_database; env ROOMCELL_WALLET_DATABASE)")
+	pf.StringVar(&f.noticeDB, "notice-database", os.Getenv("ROOMCELL_NOTICE_DATABASE"), "MySQL database of the notices (overrides mysql.notice_database; env ROOMCELL_NOTICE_DATABASE)")
+	root.AddCommand(&cobra.Command{
+		Use:   "migrate --config FILE",
+		Short: "apply the MySQL schemas of the configuration and exit",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withConfig(cmd, *f, stderr, "migrate", migrate)
+		},
+	})
+	return root
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasAvailableSubCommands() {
+		return usageError{fmt.Errorf("unknown subcommand %q (roomcell --help lists them)", args[0])}
+	}
+	return usageError{fmt.Errorf("unexpected argument %q", args[0])}
+}
+
+// setup loads the configuration and builds the logger a subcommand needs.
+func setup(f flags, stderr io.Writer) (configs.Config, *slog.Logger, error) {
+	cfg, err := loadConfig(f)
+	if err != nil {
+		// A configuration error, not a command-line one: no usage.
+		return cfg, nil, exitError{2, err}
+	}
+	log := newLogger(cfg.Log, stderr).With("node_id", cfg.NodeID)
+	// Packages that log through slog.Default (the MySQL migrations, the
+	// driver) then write the same format as the rest.
+	slog.SetDefault(log)
+	return cfg, log, nil
+}
+
+// withConfig runs one subcommand's work with the configuration, its
+// logger and a context that ends on SIGTERM or SIGINT; a failure is
+// logged as what failed and exits 1.
+func withConfig(cmd *cobra.Command, f flags, stderr io.Writer, what string, work func(context.Context, configs.Config, *slog.Logger) error) error {
+	cfg, log, err := setup(f, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := work(ctx, cfg, log); err != nil {
+		log.Error(what+" failed", "error", err)
+		return exitError{code: 1}
+	}
+	return nil
 }
 
 // loadConfig builds the configuration from the file (or dev defaults) and
@@ -63,8 +185,9 @@ func loadConfig(f flags) (configs.Config, error) {
 		cfg = c
 	case f.dev:
 		cfg = configs.Default()
+		devTour(&cfg)
 	default:
-		return cfg, errors.New("roomcell: give --dev or --config FILE")
+		return cfg, errors.New("give --dev, or --config FILE")
 	}
 	if f.dev {
 		cfg.Store.Kind = configs.StoreMemdb
@@ -84,57 +207,61 @@ func loadConfig(f flags) (configs.Config, error) {
 	if f.nodeID != "" {
 		cfg.NodeID = f.nodeID
 	}
+	cfg.MySQL.RoomDatabase = cmp.Or(f.roomDB, cfg.MySQL.RoomDatabase)
+	cfg.MySQL.WalletDatabase = cmp.Or(f.walletDB, cfg.MySQL.WalletDatabase)
+	cfg.MySQL.NoticeDatabase = cmp.Or(f.noticeDB, cfg.MySQL.NoticeDatabase)
 	return cfg, cfg.Validate()
 }
 
-// newLogger writes repeated identical errors once per
-// log.repeat_interval: a store outage fails every command, and one line
-// per failure would bury everything else.
+// DevStaleAfter is how long --dev keeps a member that sends no heartbeat:
+// a person trying the README at their own pace is not a client that died.
+const DevStaleAfter = 24 * time.Hour
+
+// devTour makes --dev (without a file) run every README section on one
+// node: all four roles, both notice workers, and members kept for
+// DevStaleAfter without heartbeats.
+func devTour(cfg *configs.Config) {
+	cfg.Roles = []string{configs.RoleRoom, configs.RoleWallet, configs.RoleRelay, configs.RoleNotice}
+	cfg.Notice.WalletNoticeWorker.Enabled = true
+	cfg.Notice.RoomNoticeWorker.Enabled = true
+	cfg.Presence.StaleAfter = DevStaleAfter
+}
+
+// newLogger writes every repeated line, at any level, once per
+// log.repeat_interval: a store or IM outage fails every command, and one
+// line per failure would bury everything else.
 func newLogger(cfg configs.LogConfig, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(logthrottle.New(h, cfg.RepeatInterval))
+	return slog.New(newUniqueKeys(logthrottle.New(h, cfg.RepeatInterval)))
 }
 
-func run(args []string, stderr io.Writer) int {
-	f, rest, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+func run(args []string, stdout, stderr io.Writer) int {
+	var f flags
+	root := newRoot(&f, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), ee.err)
 		}
+		return ee.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "%s: %v\n\nusage: %s\n\nflags:\n%s\n'%s --help' says more\n",
+			cmd.CommandPath(), err, cmd.UseLine(), cmd.Flags().FlagUsages(), cmd.CommandPath())
 		return 2
-	}
-	cfg, err := loadConfig(f)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	log := newLogger(cfg.Log, stderr).With("node_id", cfg.NodeID)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	if len(rest) > 0 {
-		switch rest[0] {
-		case "migrate":
-			if err := migrate(ctx, cfg, log); err != nil {
-				log.Error("migrate failed", "error", err)
-				return 1
-			}
-			return 0
-		default:
-			fmt.Fprintf(stderr, "roomcell: unknown subcommand %q\n", rest[0])
-			return 2
-		}
-	}
-
-	if err := serve(ctx, cfg, log, f.dev); err != nil {
-		log.Error("start failed", "error", err)
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
 		return 1
 	}
-	return 0
 }
 
 // serve runs the server until ctx ends. The GC floor is set here and not

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/metrics"
-	"strings"
 	"testing"
 	"time"
 
@@ -45,22 +44,26 @@ func TestBadFlagsAndConfigAreErrors(t *testing.T) {
 }
 
 // Seed 003's production block loads (roomcell --config accepts the seed's
-// shape) but the process refuses to start with rocketmq.enabled: true,
-// naming the JetStream alternative, before it opens anything.
-func TestSeedRocketMQBlockFailsStartNamingJetStream(t *testing.T) {
+// shape), passes the start check, and its rocketmq block dials: the
+// client is made without waiting for the placeholder name server (a
+// host name, reached as http://host:port; publishes and the consumer
+// say it is unreachable until it is).
+func TestSeedRocketMQBlockLoadsAndDials(t *testing.T) {
 	t.Setenv("TENCENT_IM_SECRET_KEY", "s3cret")
 	cfg, err := loadConfig(flags{config: "../../configs/testdata/seed003_production.yaml", grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("seed 003's production block must load: %v", err)
 	}
-	app, err := Start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), false)
-	if err == nil {
-		app.Shutdown()
-		t.Fatal("started with rocketmq.enabled: true")
+	if err := cfg.CheckStart(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(err.Error(), "notice.mq.kind: nats") || !strings.Contains(err.Error(), "rocketmq") {
-		t.Fatalf("error %q does not name the JetStream alternative", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dialMQ(ctx, cfg.Notice.MQ, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("dial the seed's rocketmq block: %v", err)
 	}
+	c.Close()
 }
 
 func gcPercent() int {

@@ -3,16 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
+	"log/slog"
 
-	"github.com/hyapp/roomcell/actors/notice"
+	"github.com/hyapp/roomcell/configs"
+
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/delivery/mq/rocketmq"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -30,24 +31,39 @@ type noticeParts struct {
 // topic for the MQ fanout worker (started with the relay role), and every
 // event a room hands over kicks that worker, so the topic gets it at once
 // without waiting for a poll. The two channels keep their own progress
-// per row (issue 11): an MQ outage never re-sends IM messages and an IM
+// per row: an MQ outage never re-sends IM messages and an IM
 // outage never holds the topic back.
 func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Publisher, error) {
 	mqCfg := a.cfg.Notice.MQ
 	if !mqCfg.RoomOutboxOn() {
 		return im, nil
 	}
-	js, err := mq.DialJetStream(ctx, mqCfg, mq.WithLogger(a.log.With("component", "mq")))
+	c, err := dialMQ(ctx, mqCfg, a.log.With("component", "mq"))
 	if err != nil {
 		return nil, fmt.Errorf("notice.mq: %w", err)
 	}
-	a.jetstream = js
-	a.closers = append(a.closers, js.Close)
+	a.mq = c
+	a.closers = append(a.closers, c.Close)
 	return relay.WithMQKick(im, func() {
 		if f := a.mqFanout.Load(); f != nil {
 			f.Kick()
 		}
 	}), nil
+}
+
+// mqClient is the room_outbox topic's client: JetStream or RocketMQ.
+type mqClient interface {
+	mq.Publisher
+	mq.Subscriber
+	Close()
+}
+
+// dialMQ connects the implementation notice.mq.kind names.
+func dialMQ(ctx context.Context, cfg configs.MQConfig, log *slog.Logger) (mqClient, error) {
+	if cfg.Kind == configs.MQKindRocketMQ {
+		return rocketmq.Dial(ctx, cfg, rocketmq.WithLogger(log))
+	}
+	return mq.DialJetStream(ctx, cfg, mq.WithLogger(log))
 }
 
 // openNotice picks up the notice delivery table and the owner outboxes it
@@ -72,34 +88,4 @@ func (a *App) noticeModules() []noticeapp.Module {
 		walletnotice.App(a.notices.wallet),
 		roomnotice.App(a.notices.room),
 	}
-}
-
-// startNotice starts the notice workers and the MQ consumer under sup.
-func (a *App) startNotice(sup *supervise.Supervisor, im *roomim.Publisher) error {
-	if a.notices.store == nil {
-		return nil
-	}
-	metrics, err := notice.NewMetrics(a.registry)
-	if err != nil {
-		return err
-	}
-	var sub mq.Subscriber
-	if a.jetstream != nil {
-		sub = a.jetstream
-	}
-	svc, err := noticeapp.Start(sup, noticeapp.Deps{
-		Config: a.cfg.Notice, Store: a.notices.store, Modules: a.noticeModules(),
-		Publisher: im, MQ: sub, NodeID: a.cfg.NodeID, Logger: a.log, Metrics: metrics,
-	})
-	if err != nil {
-		return err
-	}
-	a.notices.service = svc
-	a.workers = append(a.workers, worker{name: "notice", stop: func() {
-		if err := svc.Stop(10 * time.Second); err != nil {
-			a.log.Warn("notice stop", "error", err)
-		}
-	}})
-	a.began("worker notice")
-	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 func withNotices(c *configs.Config) {

@@ -16,7 +16,7 @@ import (
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
-// Issue 6 with real processes: two notice-only roomcell processes against
+// The notice service with real processes: two notice-only roomcell processes against
 // one MariaDB and a backlog of 10,000 WalletBalanceChanged rows, both
 // sending to one fake Tencent IM run by this test. One process is killed
 // with SIGKILL mid-run. Every event is still delivered (its leased rows

@@ -4,14 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/tencentim"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -93,7 +94,7 @@ func seedDoneDefinition(t *testing.T) {
 	}
 }
 
-// The fault run of issue 4: for a while the fake IM fails half the calls
+// The fault run: for a while the fake IM fails half the calls
 // and holds a quarter past the publish timeout while commands run. Every
 // command must succeed, and every event must reach IM once the faults stop.
 func TestFaultsNeverFailCommandsAndEveryEventArrives(t *testing.T) {
@@ -189,18 +190,18 @@ func TestFaultsNeverFailCommandsAndEveryEventArrives(t *testing.T) {
 // compensation path runs. The shutdown runs the same workers in reverse.
 func TestStartOrderFollowsSeed(t *testing.T) {
 	app, _ := startDev(t, withNotices)
-	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "worker retention_purge", "grpc", "ready"}
+	want := []string{"worker presence_stale", "worker room_outbox", "worker notice", "worker retention_purge", "worker gift_reconciler", "grpc", "ready"}
 	if !slices.Equal(app.started, want) {
 		t.Fatalf("start order %v, want %v", app.started, want)
 	}
 	app.Shutdown()
 	var workers []string
 	for _, s := range app.stopped {
-		if s == "worker presence_stale" || s == "worker room_outbox" || s == "worker notice" || s == "worker retention_purge" {
+		if strings.HasPrefix(s, "worker ") && s != "worker workers" && s != "worker supervisor-log" {
 			workers = append(workers, s)
 		}
 	}
-	if back := []string{"worker retention_purge", "worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
+	if back := []string{"worker gift_reconciler", "worker retention_purge", "worker notice", "worker room_outbox", "worker presence_stale"}; !slices.Equal(workers, back) {
 		t.Fatalf("workers stopped in order %v, want %v (the reverse of the start)", workers, back)
 	}
 }

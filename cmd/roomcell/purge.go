@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/hyapp/roomcell/actors/purge"
-	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
@@ -43,9 +41,9 @@ func (a *App) purgeDeps(ctx context.Context) (purge.Deps, error) {
 	return d, nil
 }
 
-// startPurge builds the retention service (the PurgeAdmin RPC reads it even
-// when retention.enabled is off) and, when on, its worker under sup.
-func (a *App) startPurge(sup *supervise.Supervisor) error {
+// openPurge builds the retention service: the PurgeAdmin RPC reads it
+// even when retention.enabled is off; its worker is in workerList.
+func (a *App) openPurge() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.MySQL.DialTimeout+a.cfg.MySQL.QueryTimeout)
 	defer cancel()
 	deps, err := a.purgeDeps(ctx)
@@ -55,23 +53,6 @@ func (a *App) startPurge(sup *supervise.Supervisor) error {
 	if deps.Metrics, err = purge.NewMetrics(a.registry); err != nil {
 		return err
 	}
-	svc, err := purge.NewService(deps)
-	if err != nil {
-		return err
-	}
-	a.purge = svc
-	if !a.cfg.Retention.On() {
-		return nil
-	}
-	w, err := purge.Run(sup, svc)
-	if err != nil {
-		return err
-	}
-	a.workers = append(a.workers, worker{name: purge.WorkerName, stop: func() {
-		if err := w.Stop(10 * time.Second); err != nil {
-			a.log.Warn("purge worker stop", "error", err)
-		}
-	}})
-	a.began("worker " + purge.WorkerName)
-	return nil
+	a.purge, err = purge.NewService(deps)
+	return err
 }

@@ -15,9 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/wallet"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
@@ -26,7 +26,7 @@ import (
 // faultyHolds is the remote wallet's backend with one fault: while cut
 // is armed, a HoldGift that committed runs cut before it answers, so the
 // room's append of that gift meets a dead room database after its
-// reservation exists (the window issue 14 is about).
+// reservation exists (the window between a gift's reservation and its room write).
 type faultyHolds struct {
 	*wallet.Service
 	cutNext atomic.Int64 // holds left to cut after
@@ -75,6 +75,7 @@ func startRemotePair(t *testing.T) *remotePair {
 
 	_, rc := startDev(t, func(c *configs.Config) {
 		c.Store.Kind = "mysql"
+		c.TencentIM.AllowFake = true
 		c.MySQL = mcfg
 		c.MySQL.DSN = proxy.DSN()
 		c.MySQL.QueryTimeout = time.Second

@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/wallet"
-	"github.com/hyapp/roomcell/certtest"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/internal/certtest"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -107,8 +107,7 @@ func TestRemoteWalletRefusesNodeWithClientToken(t *testing.T) {
 //
 // One node per test, started before any gRPC connection of the test
 // exists: Proto.Actor's remote.Start sets the process-global grpclog
-// logger, which races with gRPC goroutines already running (shared guide
-// section 5), and -race fails the test on it.
+// logger, which races with gRPC goroutines already running, and -race fails the test on it.
 func remoteWalletGift(t *testing.T, token string, want codes.Code, wantCoin int64) {
 	ca := certtest.NewCA(t, "wallet-ca")
 	cert, key := ca.Server(t, "wallet", "127.0.0.1")
@@ -130,6 +129,8 @@ func remoteWalletGift(t *testing.T, token string, want codes.Code, wantCoin int6
 	walletTLS := configs.ClientTLSConfig{Enabled: true, CAFile: ca.CertFile}
 	_, rc := startDev(t, func(c *configs.Config) {
 		c.Wallet.Addr, c.Wallet.AuthToken, c.Wallet.TLS = lis.Addr().String(), token, walletTLS
+		// --dev's wallet notices read the wallet in this process; it is remote here.
+		c.Notice.WalletNoticeWorker.Enabled = false
 	})
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)

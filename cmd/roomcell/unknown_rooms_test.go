@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/actors/room"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 // unknownRoomCalls is the test's size, kept small for -race on a shared

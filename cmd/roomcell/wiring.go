@@ -2,27 +2,27 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
-	"github.com/hyapp/roomcell/actors/presence"
-	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
-	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
-	"github.com/hyapp/roomcell/actors/wallet/giftsettle"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/delivery/trtc"
+	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/redis"
@@ -49,7 +49,6 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 		// to 200 create_group calls/s took 500 s to open 100k rooms.
 		fakeCfg.RatePerSecond, fakeCfg.GroupRatePerSecond = imCfg.RatePerSecond, imCfg.GroupRatePerSecond
 		imCfg = fakeCfg
-		a.log.Info("fake Tencent IM serving", "url", fake.URL(), "messages", fake.URL()+"/debug/messages")
 		// The client calls the fake in process (same handler, checks and
 		// faults) rather than over loopback HTTP: a server round trip per
 		// message was a test double's cost in every dev-mode figure.
@@ -59,9 +58,44 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if err != nil {
 		return nil, err
 	}
-	pub := roomim.New(client, roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat))
+	opts := []roomim.Option{roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat)}
+	audio, err := a.openAudio(dev)
+	if err != nil {
+		return nil, err
+	}
+	if audio != nil {
+		opts = append(opts, roomim.WithAudio(audio))
+	}
+	pub := roomim.New(client, opts...)
 	a.closers = append(a.closers, pub.Close)
 	return pub, nil
+}
+
+// openAudio builds the rooms' audio side for kicks and closes: the TRTC
+// client when trtc.enabled; in dev mode a fake TRTC on loopback (its
+// calls are logged at Debug), so the dev loop runs the same effects;
+// otherwise none (kicks and closes stop at IM).
+func (a *App) openAudio(dev bool) (roomim.Audio, error) {
+	log := a.log.With("component", "trtc")
+	cfg := a.cfg.TRTC
+	if !cfg.Enabled {
+		if !dev {
+			return nil, nil
+		}
+		fake, err := trtcfake.Start("127.0.0.1:0", trtcfake.WithLogger(log.With("fake", true)))
+		if err != nil {
+			return nil, fmt.Errorf("fake trtc: %w", err)
+		}
+		a.fakeTRTC = fake
+		a.closers = append(a.closers, func() { _ = fake.Close() })
+		a.log.Info("fake TRTC serving", "url", fake.URL())
+		cfg = fake.ClientConfig()
+	}
+	c, err := trtc.New(cfg, trtc.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("trtc: %w", err)
+	}
+	return c, nil
 }
 
 // openWallet returns the gift debiter of the room grains: the wallet in
@@ -100,6 +134,16 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 		if err != nil {
 			return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
 		}
+		if redisTLS != nil {
+			// A TLS mistake never heals: refuse to start, as MySQL's does,
+			// instead of running without a directory.
+			cctx, cancel := context.WithTimeout(ctx, max(a.cfg.Redis.Timeout, 2*time.Second))
+			err := redis.CheckTLS(cctx, a.cfg.Redis.Addr, redisTLS)
+			cancel()
+			if errors.Is(err, redis.ErrTLSMistake) {
+				return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+			}
+		}
 		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom, TLS: redisTLS})
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.Redis.Timeout)
 		if err := rd.Ping(pctx); err != nil {
@@ -118,140 +162,6 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 	a.hosted = room.NewHosted()
 	return room.DirectoryDeps{Directory: a.directory, Hosted: a.hosted,
 		RefreshInterval: a.cfg.Presence.RefreshInterval, Metrics: metrics}, nil
-}
-
-// startWorkers spawns the supervised background actors of the roles this
-// process runs. Each registers its stop in a.workers; Shutdown stops them
-// before gRPC and the store.
-func (a *App) startWorkers(pub relay.Publisher, im *roomim.Publisher) error {
-	sys := a.member.System
-	unsubscribe := supervise.LogEvents(sys, a.log.With("component", "supervisor"))
-	a.workers = append(a.workers, worker{name: "supervisor-log", stop: unsubscribe})
-	sup, err := supervise.NewWorkerSupervisor(sys, "workers", supervise.RestartPolicy{}, a.registry, a.log.With("component", "supervisor"))
-	if err != nil {
-		return err
-	}
-	a.workerHealth = sup.Health()
-	a.workers = append(a.workers, worker{name: "workers", stop: func() { _ = sup.Stop(5 * time.Second) }})
-	// Seed 000's order: the presence stale worker, then the outbox relay;
-	// seed 003's notice workers after them.
-	if a.cfg.HasRole(configs.RoleRoom) && a.cfg.Presence.On() {
-		pm, err := presence.NewMetrics(a.registry)
-		if err != nil {
-			return err
-		}
-		w, err := presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
-			Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()},
-			Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
-		if err != nil {
-			return err
-		}
-		a.workers = append(a.workers, worker{name: presence.WorkerName, stop: func() {
-			if err := w.Stop(10 * time.Second); err != nil {
-				a.log.Warn("presence worker stop", "error", err)
-			}
-		}})
-		a.began("worker " + presence.WorkerName)
-	}
-	if a.cfg.HasRole(configs.RoleRelay) && a.cfg.OutboxWorker.On() {
-		metrics, err := relay.NewMetrics(a.registry)
-		if err != nil {
-			return err
-		}
-		r, err := relay.Start(sup, relay.Deps{
-			Store: a.store, Publisher: pub, Config: a.cfg.OutboxWorker, NodeID: a.cfg.NodeID,
-			Logger: a.log.With("component", "relay"), Metrics: metrics,
-		})
-		if err != nil {
-			return err
-		}
-		a.relay = r
-		timeout := a.cfg.OutboxWorker.PublishTimeout + 5*time.Second
-		a.workers = append(a.workers, worker{name: "room_outbox", stop: func() {
-			if err := r.Stop(timeout); err != nil {
-				a.log.Warn("relay stop", "error", err)
-			}
-		}})
-		a.began("worker room_outbox")
-		if err := a.startMQFanout(sup); err != nil {
-			return err
-		}
-	}
-	if err := a.startNotice(sup, im); err != nil {
-		return err
-	}
-	if err := a.startPurge(sup); err != nil {
-		return err
-	}
-	return a.startGiftReconciler(sup)
-}
-
-// startMQFanout runs the room_outbox MQ fanout beside the relay when
-// notice.mq.room_outbox is on: its own worker with its own progress per row,
-// so the IM channel and the topic never wait for each other.
-func (a *App) startMQFanout(sup *supervise.Supervisor) error {
-	if a.jetstream == nil {
-		return nil
-	}
-	metrics, err := relay.NewMQMetrics(a.registry)
-	if err != nil {
-		return err
-	}
-	f, err := relay.StartMQ(sup, relay.MQDeps{
-		Store: a.store, MQ: a.jetstream, Topic: a.cfg.Notice.MQ.RoomOutbox.Topic, Config: a.cfg.OutboxWorker,
-		NodeID: a.cfg.NodeID, Logger: a.log.With("component", "relay_mq"), Metrics: metrics,
-	})
-	if err != nil {
-		return err
-	}
-	a.mqFanout.Store(f)
-	timeout := a.cfg.OutboxWorker.PublishTimeout + 5*time.Second
-	a.workers = append(a.workers, worker{name: relay.MQWorkerName, stop: func() {
-		a.mqFanout.Store(nil)
-		if err := f.Stop(timeout); err != nil {
-			a.log.Warn("mq fanout stop", "error", err)
-		}
-	}})
-	a.began("worker " + relay.MQWorkerName)
-	return nil
-}
-
-// startGiftReconciler runs the gift reconciler on room nodes, over the
-// wallet in process or the remote one (wallet.addr): the void fence is
-// the room store's, so the reconciler runs beside it, and a wallet-only
-// process (no room role) never voids gifts in a room store that may not
-// be the rooms' (actors/wallet/doc.go, "Who settles").
-func (a *App) startGiftReconciler(sup *supervise.Supervisor) error {
-	rc := a.cfg.Wallet.GiftReconciler
-	if !a.cfg.HasRole(configs.RoleRoom) || !rc.On() {
-		return nil
-	}
-	var wal giftsettle.Wallet
-	switch {
-	case a.wallet != nil:
-		wal = a.wallet
-	case a.remoteWallet != nil:
-		wal = a.remoteWallet
-	default:
-		return nil
-	}
-	metrics, err := giftsettle.NewMetrics(a.registry)
-	if err != nil {
-		return err
-	}
-	w, err := giftsettle.Start(sup, giftsettle.Deps{
-		Wallet: wal, Rooms: a.store, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
-		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
-	})
-	if err != nil {
-		return err
-	}
-	a.workers = append(a.workers, worker{name: giftsettle.WorkerName, stop: func() {
-		if err := w.Stop(10 * time.Second); err != nil {
-			a.log.Warn("gift reconciler stop", "error", err)
-		}
-	}})
-	return nil
 }
 
 // registerServices registers the gRPC services besides RoomService.
@@ -288,5 +198,43 @@ func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("migrations applied", "schemas", mysql.Schemas())
+	return nil
+}
+
+// fakeIMOutage makes the dev fake Tencent IM fail every call for ?for=
+// (default 30s; 0 ends an outage), so a newcomer can watch the central
+// path: the room's publish fails, the row stays pending, the relay
+// delivers it once the outage ends.
+func (a *App) fakeIMOutage(w http.ResponseWriter, r *http.Request) {
+	d := 30 * time.Second
+	if v := r.URL.Query().Get("for"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < 0 {
+			http.Error(w, "for: want a duration with a unit, e.g. 30s or 2m", http.StatusBadRequest)
+			return
+		}
+	}
+	end := a.fakeIM.FailFor(d)
+	a.log.Warn("fake Tencent IM outage", "for", d, "until", end.UTC().Format(time.RFC3339))
+	fmt.Fprintf(w, "fake Tencent IM fails every call until %s (%s)\n", end.UTC().Format(time.RFC3339), d)
+}
+
+// registerPoolMetrics exports each MySQL pool's sql.DBStats (go_sql_*:
+// open, in use and idle connections, waits for a connection and their
+// time) labelled db_name room, wallet or notice. go-memdb has no pool.
+func (a *App) registerPoolMetrics() error {
+	type pooled interface{ DB() *sql.DB }
+	for _, s := range []struct {
+		name  string
+		store any
+	}{{"room", a.stores.Room}, {"wallet", a.stores.Wallet}, {"notice", a.stores.Notice}} {
+		p, ok := s.store.(pooled)
+		if !ok || p.DB() == nil {
+			continue
+		}
+		if err := a.registry.Register(collectors.NewDBStatsCollector(p.DB(), s.name)); err != nil {
+			return fmt.Errorf("metrics of the %s pool: %w", s.name, err)
+		}
+	}
 	return nil
 }

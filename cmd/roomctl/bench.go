@@ -3,7 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
+
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // benchResult is what `roomctl bench` prints.
@@ -76,7 +76,7 @@ func init() {
 		},
 		run: func(ctx context.Context, e *env, _ *flag.FlagSet) error {
 			if rooms <= 0 || conc <= 0 || dur <= 0 {
-				return errors.New("--rooms, --concurrency and --duration must be positive")
+				return usagef("--rooms, --concurrency and --duration must be positive")
 			}
 			o := benchOpts{mode: mode, app: app, prefix: prefix, rooms: rooms, conc: conc, dur: dur, total: total}
 			switch mode {
@@ -85,11 +85,11 @@ func init() {
 				o.rooms = 1
 			case modeBigRoom:
 				if members < 0 {
-					return errors.New("--members must not be negative")
+					return usagef("--members must not be negative")
 				}
 				o.filled = members
 			default:
-				return fmt.Errorf("--mode %q: want joinleave, bigroom or hotroom", mode)
+				return usagef("--mode %q: want joinleave, bigroom or hotroom", mode)
 			}
 			r, err := runBench(ctx, v1.NewRoomServiceClient(e.conn), o)
 			if err != nil {
@@ -202,7 +202,7 @@ func createRooms(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) erro
 				cancel()
 				if err != nil && status.Code(err) != codes.AlreadyExists {
 					mu.Lock()
-					firstErr = cmp.Or(firstErr, fmt.Errorf("create room %d: %w", i, err))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("create room %d: %w", i, rpcError(err)))
 					mu.Unlock()
 					return
 				}
@@ -235,7 +235,7 @@ func fillRooms(ctx context.Context, rc v1.RoomServiceClient, o benchOpts, run st
 				cancel()
 				if err != nil && status.Code(err) != codes.FailedPrecondition { // already a member: fine
 					mu.Lock()
-					firstErr = cmp.Or(firstErr, fmt.Errorf("fill %s with %s: %w", room, user, err))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("fill %s with %s: %w", room, user, rpcError(err)))
 					mu.Unlock()
 					return
 				}

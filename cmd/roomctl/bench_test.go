@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	roomcellv1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	roomcellv1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 func TestBenchDrivesJoinLeavePairsAndReports(t *testing.T) {
@@ -41,7 +41,7 @@ func TestBenchDrivesJoinLeavePairsAndReports(t *testing.T) {
 
 func TestBenchRejectsNonPositiveFlags(t *testing.T) {
 	addr, _ := startRoomTestServer(t)
-	if code, _, errOut := runCtl(t, addr, "bench", "--rooms", "0"); code != 1 || errOut == "" {
+	if code, _, errOut := runCtl(t, addr, "bench", "--rooms", "0"); code != 2 || errOut == "" {
 		t.Fatalf("--rooms 0: exit %d %q", code, errOut)
 	}
 }
@@ -115,7 +115,7 @@ func TestBenchBigRoomAndHotRoomModes(t *testing.T) {
 	if len(rooms) != 1 {
 		t.Fatalf("hotroom joined rooms %v, want one", rooms)
 	}
-	if code, _, errOut := runCtl(t, addr, "bench", "--mode", "nope"); code != 1 || !strings.Contains(errOut, "--mode") {
+	if code, _, errOut := runCtl(t, addr, "bench", "--mode", "nope"); code != 2 || !strings.Contains(errOut, "--mode") {
 		t.Fatalf("unknown mode: exit %d %q", code, errOut)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -11,7 +10,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The cluster subcommands answer "what is running" and "where is this
@@ -54,7 +53,7 @@ func clusterClient(e *env) roomcellv1.ClusterAdminClient {
 // roomArg reads "app/room", or "room" with --app.
 func roomArg(fs *flag.FlagSet) (app, room string, err error) {
 	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		return "", "", errors.New("want exactly one argument: app/room, or room with --app")
+		return "", "", usagef("want exactly one argument: app/room, or room with --app")
 	}
 	app = str(fs, "app")
 	room = fs.Arg(0)
@@ -62,7 +61,7 @@ func roomArg(fs *flag.FlagSet) (app, room string, err error) {
 		app, room = a, r
 	}
 	if app == "" {
-		return "", "", errors.New("no app code: give app/room or --app")
+		return "", "", usagef("--app is required: give app/room or room with --app")
 	}
 	return app, room, nil
 }

@@ -9,9 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 )
 
 // clusterView is a two-member cluster, b partly unreachable on demand.
@@ -92,7 +92,7 @@ func TestRoomctlRoomWhere(t *testing.T) {
 	if !strings.Contains(out, "DISAGREE") || !strings.Contains(out, "owner 10.0.0.1:7000") {
 		t.Fatalf("disagreeing views not shown:\n%s", out)
 	}
-	if code, _, errOut := outboxCtl(t, addr, "room", "where", "r1"); code != 1 || !strings.Contains(errOut, "--app") {
+	if code, _, errOut := outboxCtl(t, addr, "room", "where", "r1"); code != 2 || !strings.Contains(errOut, "--app") {
 		t.Fatalf("missing app: exit %d %q", code, errOut)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -10,7 +9,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The directory subcommands read the room directory (presence, user →
@@ -25,6 +24,7 @@ func init() {
 			fs.String("app", "", "app code")
 			fs.Int32("limit", 20, "rooms per page (at most 100)")
 			fs.String("page-token", "", "next_page_token of the previous page")
+			require(fs, "app")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := client(e).ListRooms(ctx, &roomcellv1.ListRoomsRequest{
@@ -41,11 +41,9 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			fs.String("app", "", "app code")
 			fs.String("user", "", "user id")
+			require(fs, "app", "user")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			if str(fs, "user") == "" {
-				return errors.New("--user is required")
-			}
 			r, err := client(e).GetUserRoom(ctx, &roomcellv1.GetUserRoomRequest{AppCode: str(fs, "app"), UserId: str(fs, "user")})
 			if err != nil {
 				return rpcError(err)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -73,7 +73,7 @@ func TestRoomsTop(t *testing.T) {
 		t.Fatalf("second page (exit %d): %s", code, out)
 	}
 	code, _, errOut = runCtl(t, addr, "rooms", "top")
-	if code != 1 || !strings.Contains(errOut, "InvalidArgument: app_code is required") {
+	if code != 2 || !strings.Contains(errOut, "roomctl rooms top: --app is required") {
 		t.Fatalf("without --app: exit %d %s", code, errOut)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -106,7 +106,7 @@ func TestRoomctlNoticeListShowRequeue(t *testing.T) {
 		t.Fatalf("json list: exit %d\n%s", code, out)
 	}
 	code, _, errOut = outboxCtl(t, addr, "notice", "show")
-	if code != 1 || !strings.Contains(errOut, "exactly one argument") {
+	if code != 2 || !strings.Contains(errOut, "exactly one argument") {
 		t.Fatalf("show without id: exit %d: %s", code, errOut)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The outbox subcommands are for operators chasing events that did not
@@ -90,6 +89,7 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			fs.String("reason", "", "why the event is given up (required)")
 			fs.String("operator", os.Getenv("USER"), "who gives it up (default $USER)")
+			require(fs, "reason")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			id, err := eventIDArg(fs)
@@ -97,7 +97,7 @@ func init() {
 				return err
 			}
 			if str(fs, "reason") == "" {
-				return errors.New("--reason is required: a skipped event is recorded with why")
+				return usagef("--reason is empty: a skipped event is recorded with why")
 			}
 			r, err := outboxClient(e).SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: id, Reason: str(fs, "reason"), Operator: str(fs, "operator")})
 			if err != nil {
@@ -116,7 +116,7 @@ func outboxClient(e *env) roomcellv1.OutboxAdminClient {
 
 func eventIDArg(fs *flag.FlagSet) (string, error) {
 	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		return "", errors.New("want exactly one argument: the event_id")
+		return "", usagef("want exactly one argument: the event_id")
 	}
 	return fs.Arg(0), nil
 }

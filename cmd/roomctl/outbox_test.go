@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -136,7 +136,7 @@ func TestRoomctlOutboxShow(t *testing.T) {
 	if code, _, errOut := outboxCtl(t, addr, "outbox", "show", "ev-missing"); code != 1 || !strings.Contains(errOut, "NotFound") {
 		t.Fatalf("unknown event: exit %d, stderr %q", code, errOut)
 	}
-	if code, _, errOut := outboxCtl(t, addr, "outbox", "show"); code != 1 || !strings.Contains(errOut, "event_id") {
+	if code, _, errOut := outboxCtl(t, addr, "outbox", "show"); code != 2 || !strings.Contains(errOut, "event_id") {
 		t.Fatalf("no argument: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,10 +10,10 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
-// The purge subcommands show retention (issue 12): each growing table's
+// The purge subcommands show retention: each growing table's
 // size, oldest row and the node's last purge round, and a dry run that
 // counts what a purge would delete now. Purging itself is the node's
 // worker's job; roomctl never deletes.
@@ -35,7 +34,7 @@ func init() {
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			if dry, _ := fs.GetBool("dry-run"); !dry {
-				return errors.New("roomctl never purges: the node's purge worker does; use --dry-run to see what it would delete, or purge status")
+				return usagef("--dry-run is required: roomctl never purges: the node's purge worker does; use --dry-run to see what it would delete, or purge status")
 			}
 			return purgeStatus(ctx, e, true)
 		},

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -25,6 +25,7 @@ func init() {
 			commandFlags(fs)
 			fs.String("name", "", "room name")
 			fs.Int32("seats", 0, "mic seats (0 = server default 8, at most 20)")
+			require(fs, "name")
 			fs.StringSlice("admins", nil, "admin user ids, comma separated")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
@@ -61,12 +62,10 @@ func init() {
 		usage: "put --user on mic seat --seat",
 		flags: func(fs *flag.FlagSet) {
 			commandFlags(fs)
-			fs.Int32("seat", 0, "seat index, 0-based (required)")
+			fs.Int32("seat", 0, "seat index, 0-based")
+			require(fs, "seat")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			if !fs.Changed("seat") {
-				return errors.New("--seat is required")
-			}
 			r := &roomcellv1.TakeMicRequest{Seat: i32(fs, "seat")}
 			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
 			return printReply(e, r.CommandId)(client(e).TakeMic(ctx, r))
@@ -90,6 +89,7 @@ func init() {
 			fs.String("to", "", "receiving user id")
 			fs.String("gift", "", "gift id")
 			fs.Int64("count", 1, "how many")
+			require(fs, "to", "gift")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r := &roomcellv1.SendGiftRequest{ToUserId: str(fs, "to"), GiftId: str(fs, "gift"), GiftCount: i64(fs, "count")}
@@ -105,6 +105,7 @@ func init() {
 			fs.String("target", "", "user id to kick")
 			fs.Int64("ban", 0, "ban from the room for this many seconds (0 = no ban)")
 			fs.String("reason", "", "reason shown to the kicked user")
+			require(fs, "target")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r := &roomcellv1.KickUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
@@ -143,6 +144,10 @@ func init() {
 		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
 			return c.RemoveAdmin(ctx, &roomcellv1.RemoveAdminRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
 		})
+	targetCommand("owner transfer", "hand the room to --target, a member (--user is the owner)",
+		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
+			return c.TransferOwner(ctx, &roomcellv1.TransferOwnerRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
+		})
 	seatCommand("seat mute", "mute mic seat --seat; its holder stays seated (--user is the owner or an admin)",
 		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
 			return c.MuteSeat(ctx, &roomcellv1.MuteSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
@@ -168,6 +173,9 @@ func init() {
 			fs.String("announcement", "", `new announcement; --announcement "" clears it (absent = unchanged)`)
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			if !fs.Changed("name") && !fs.Changed("announcement") {
+				return usagef("--name or --announcement is required")
+			}
 			r := &roomcellv1.UpdateRoomRequest{Name: str(fs, "name")}
 			if fs.Changed("announcement") {
 				a := str(fs, "announcement")
@@ -206,12 +214,14 @@ func client(e *env) roomcellv1.RoomServiceClient { return roomcellv1.NewRoomServ
 func roomFlags(fs *flag.FlagSet) {
 	fs.String("app", "", "app code")
 	fs.String("room", "", "room id")
+	require(fs, "app", "room")
 }
 
 func commandFlags(fs *flag.FlagSet) {
 	roomFlags(fs)
-	fs.String("user", "", "operator user id")
+	fs.String("user", "", "user id sending the command")
 	fs.String("command-id", "", "idempotency key (default: a new random id; pass the same one to retry)")
+	require(fs, "user")
 }
 
 type reqHeader struct{ id, app, room, user string }
@@ -223,12 +233,12 @@ type sendFunc[A any] func(context.Context, roomcellv1.RoomServiceClient, reqHead
 // seatCommand registers one of the seat commands: the common flags plus a
 // required --seat.
 func seatCommand(name, usage string, send sendFunc[int32]) {
-	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.Int32("seat", 0, "seat index, 0-based (required)") }, "seat", i32, send)
+	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.Int32("seat", 0, "seat index, 0-based") }, "seat", i32, send)
 }
 
 // targetCommand registers a command on another user: --target.
 func targetCommand(name, usage string, send sendFunc[string]) {
-	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.String("target", "", "user id (required)") }, "target", str, send)
+	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.String("target", "", "user id") }, "target", str, send)
 }
 
 func oneArgCommand[A any](name, usage string, flags func(*flag.FlagSet), arg string, get func(*flag.FlagSet, string) A, send sendFunc[A]) {
@@ -238,11 +248,9 @@ func oneArgCommand[A any](name, usage string, flags func(*flag.FlagSet), arg str
 		flags: func(fs *flag.FlagSet) {
 			commandFlags(fs)
 			flags(fs)
+			require(fs, arg)
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			if !fs.Changed(arg) {
-				return fmt.Errorf("--%s is required", arg)
-			}
 			var h reqHeader
 			h.id, h.app, h.room, h.user = header(fs)
 			return printReply(e, h.id)(send(ctx, client(e), h, get(fs, arg)))
@@ -272,13 +280,37 @@ func strs(fs *flag.FlagSet, name string) []string { v, _ := fs.GetStringSlice(na
 func i32(fs *flag.FlagSet, name string) int32     { v, _ := fs.GetInt32(name); return v }
 func i64(fs *flag.FlagSet, name string) int64     { v, _ := fs.GetInt64(name); return v }
 
-// rpcError shows a status as "Code: message" instead of gRPC's
-// "rpc error: code = ... desc = ...".
+// rpcErr is a failed RPC, shown as "Code: message" instead of gRPC's
+// "rpc error: code = ... desc = ..."; --json prints code and message apart.
+type rpcErr struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *rpcErr) Error() string { return fmt.Sprintf("%s: %s", e.code, e.msg) }
+
+// flagOfField names, for a request field the server reports, the flag
+// that fills it, so "user_id is required" reads "--user (user_id) is
+// required".
+var flagOfField = map[string]string{
+	"app_code": "--app", "room_id": "--room", "user_id": "--user", "command_id": "--command-id",
+	"to_user_id": "--to", "gift_id": "--gift", "target_user_id": "--target", "page_token": "--page-token",
+	"key.source_event_id": "the event id argument", "event_id": "the event id argument",
+}
+
+// rpcError turns a gRPC status into an rpcErr.
 func rpcError(err error) error {
-	if st, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s: %s", st.Code(), st.Message())
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
 	}
-	return err
+	msg := st.Message()
+	if field, rest, ok := strings.Cut(msg, " "); ok && st.Code() == codes.InvalidArgument {
+		if f, known := flagOfField[field]; known {
+			msg = f + " (" + field + ") " + rest
+		}
+	}
+	return &rpcErr{code: st.Code(), msg: msg}
 }
 
 // printReply returns a function taking an RPC's results, so a command
@@ -309,6 +341,13 @@ func printReply(e *env, commandID string) func(*roomcellv1.CommandReply, error) 
 				events = b.String()
 			}
 			fmt.Fprintf(w, "events: %s\n", events)
+			if evs := reply.GetEvents(); len(evs) > 0 && evs[0].GetEventType() == "RoomCreated" {
+				ready := "ready"
+				if !reply.GetImGroupReady() {
+					ready = "not ready (IM did not answer in time; the outbox creates it once IM does)"
+				}
+				fmt.Fprintf(w, "im group: %s\n", ready)
+			}
 			printRoom(w, reply.GetRoom())
 		})
 	}
@@ -351,4 +390,9 @@ func printRoom(w io.Writer, r *roomcellv1.RoomView) {
 		seats = append(seats, fmt.Sprintf("%d:%s", s.GetSeat(), u))
 	}
 	fmt.Fprintf(w, "  seats: %s\n", strings.Join(seats, " "))
+	if r.GetSeatMode() == "apply" || len(r.GetSeatApplications())+len(r.GetSeatInvitations()) > 0 {
+		fmt.Fprintf(w, "  seat mode: %s\n", r.GetSeatMode())
+		printSeatRequests(w, "seat applications", r.GetSeatApplications())
+		printSeatRequests(w, "seat invitations", r.GetSeatInvitations())
+	}
 }

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/room"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -24,18 +26,23 @@ type roomTestBackend struct {
 	// flakyCreates: the first CreateRoom of each room answers Unavailable.
 	flakyCreates bool
 	created      map[string]bool
+	// notMember: every command answers ErrNotMember.
+	notMember bool
 }
 
 func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.got = append(b.got, proto.Clone(cmd).(*roomcellv1.RoomCommand))
+	if b.notMember {
+		return nil, room.ErrNotMember
+	}
 	if c := cmd.GetCreateRoom(); c != nil && b.flakyCreates && !b.created[c.RoomId] {
 		if b.created == nil {
 			b.created = map[string]bool{}
 		}
 		b.created[c.RoomId] = true
-		return nil, room.ErrUnavailable
+		return nil, errclass.Unavailable
 	}
 	reply := &roomcellv1.CommandReply{
 		RoomSeq:   3,
@@ -178,6 +185,36 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "Lounge"}}}},
 		{[]string{"update", "--announcement", ""}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UpdateRoom{UpdateRoom: &roomcellv1.UpdateRoomRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Announcement: proto.String("")}}}},
+		{[]string{"seat", "mode", "--mode", "apply"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatMode{SetSeatMode: &roomcellv1.SetSeatModeRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", SeatMode: "apply"}}}},
+		{[]string{"seat", "apply", "--seat", "2", "--expire-after", "30"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ApplySeat{ApplySeat: &roomcellv1.ApplySeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 2, TimeoutSeconds: 30}}}},
+		{[]string{"seat", "cancel"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_CancelSeatApplication{CancelSeatApplication: &roomcellv1.CancelSeatApplicationRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+		{[]string{"seat", "approve", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ApproveSeatApplication{ApproveSeatApplication: &roomcellv1.ApproveSeatApplicationRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"seat", "reject", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_RejectSeatApplication{RejectSeatApplication: &roomcellv1.RejectSeatApplicationRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"seat", "invite", "--target", "u2", "--seat", "4"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_InviteToSeat{InviteToSeat: &roomcellv1.InviteToSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", Seat: 4}}}},
+		{[]string{"seat", "accept"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_AcceptSeatInvitation{AcceptSeatInvitation: &roomcellv1.AcceptSeatInvitationRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
+		{[]string{"seat", "kick", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_KickOffSeat{KickOffSeat: &roomcellv1.KickOffSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"seat", "move", "--seat", "6"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 6}}}},
+		{[]string{"seat", "count", "--seats", "12"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatCount{SetSeatCount: &roomcellv1.SetSeatCountRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", MicSeats: 12}}}},
+		{[]string{"ban", "--target", "u2", "--ban", "60"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", BanSeconds: 60}}}},
+		{[]string{"unban", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnbanUser{UnbanUser: &roomcellv1.UnbanUserRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"member", "mute", "--target", "u2", "--seconds", "30"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteMember{MuteMember: &roomcellv1.MuteMemberRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", MuteSeconds: 30}}}},
+		{[]string{"member", "unmute", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: &roomcellv1.UnmuteMemberRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"seat", "decline"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_DeclineSeatInvitation{DeclineSeatInvitation: &roomcellv1.DeclineSeatInvitationRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -264,21 +301,28 @@ func TestRoomctlInvalidArgument(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		args   []string
+		code   int
 		stderr string
 	}{
 		{"gift count 0", []string{"gift", "--app", "app1", "--room", "r1", "--user", "u1", "--to", "u2", "--gift", "rose", "--count", "0"},
-			"roomctl gift: InvalidArgument: gift_count must be between 1 and 1000000, got 0"},
+			1, "roomctl gift: InvalidArgument: gift_count must be between 1 and 1000000, got 0"},
 		{"room id with space", []string{"join", "--app", "app1", "--room", "my room", "--user", "u1"},
-			"roomctl join: InvalidArgument: room_id has a character that is not allowed"},
+			1, "roomctl join: InvalidArgument: --room (room_id) has a character that is not allowed"},
 		{"missing app", []string{"get", "--room", "r1"},
-			"roomctl get: InvalidArgument: app_code is required"},
+			2, "roomctl get: --app is required"},
 		{"mic take without seat", []string{"mic", "take", "--app", "app1", "--room", "r1", "--user", "u1"},
-			"roomctl mic take: --seat is required"},
+			2, "roomctl mic take: --seat is required"},
+		{"create without name", []string{"create", "--app", "app1", "--room", "r1", "--user", "u1"},
+			2, "roomctl create: --name is required"},
+		{"join without anything", []string{"join"},
+			2, "roomctl join: --app, --room, --user are required"},
+		{"update without a change", []string{"update", "--app", "app1", "--room", "r1", "--user", "u1"},
+			2, "roomctl update: --name or --announcement is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCtl(t, addr, tc.args...)
-			if code != 1 {
-				t.Fatalf("exit %d, want 1; stdout %q stderr %q", code, out, errOut)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %q stderr %q", code, tc.code, out, errOut)
 			}
 			if !strings.Contains(errOut, tc.stderr) {
 				t.Fatalf("stderr %q lacks %q", errOut, tc.stderr)

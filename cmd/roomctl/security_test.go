@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/certtest"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/internal/certtest"
 )
 
 // roomctl sends the operator token on operator RPCs and the client token

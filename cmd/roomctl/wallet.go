@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The wallet subcommands, for operators: grant or top up a balance, read
@@ -22,12 +21,13 @@ func init() {
 		flags: func(fs *flag.FlagSet) {
 			walletFlags(fs, true)
 			fs.String("asset", "COIN", "asset type: COIN or DIAMOND")
-			fs.Int64("amount", 0, "amount in minor units, > 0 (required)")
+			fs.Int64("amount", 0, "amount in minor units, > 0")
+			require(fs, "amount")
 			fs.String("reason", "admin_grant", "metadata.reason of the balance event (topup, admin_grant, ...)")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			if i64(fs, "amount") <= 0 {
-				return errors.New("--amount must be positive")
+				return usagef("--amount must be positive")
 			}
 			r := &roomcellv1.WalletCreditRequest{
 				CommandId: walletCommandID(fs), AppCode: str(fs, "app"), UserId: str(fs, "user"),
@@ -73,12 +73,13 @@ func init() {
 		usage: "give --user VIP --level (upgrade or renew; --source vip_purchase charges COIN)",
 		flags: func(fs *flag.FlagSet) {
 			walletFlags(fs, true)
-			fs.Int32("level", 0, "VIP level (required)")
+			fs.Int32("level", 0, "VIP level, > 0")
+			require(fs, "level")
 			fs.String("source", "admin_grant", "vip_purchase (pays COIN), admin_grant or activity_grant")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			if i32(fs, "level") <= 0 {
-				return errors.New("--level must be positive")
+				return usagef("--level must be positive")
 			}
 			r := &roomcellv1.WalletPurchaseVipRequest{
 				CommandId: walletCommandID(fs), AppCode: str(fs, "app"), UserId: str(fs, "user"),
@@ -106,6 +107,7 @@ func walletClient(e *env) roomcellv1.WalletServiceClient {
 func walletFlags(fs *flag.FlagSet, change bool) {
 	fs.String("app", "", "app code")
 	fs.String("user", "", "user id")
+	require(fs, "app", "user")
 	if change {
 		fs.String("command-id", "", "idempotency key (default: a new random id; pass the same one to retry)")
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
-	"github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -41,14 +41,7 @@ func startWalletTestServer(t *testing.T, o ...grpcapi.Options) string {
 
 func TestRoomctlWallet(t *testing.T) {
 	addr := startWalletTestServer(t)
-	mustRun := func(args ...string) string {
-		t.Helper()
-		code, out, errOut := runCtl(t, addr, args...)
-		if code != 0 {
-			t.Fatalf("roomctl %v: exit %d, stderr %q", args, code, errOut)
-		}
-		return out
-	}
+	mustRun := ctlMust(t, addr)
 	out := mustRun("wallet", "credit", "--app", "lalu", "--user", "u1", "--amount", "5000", "--command-id", "grant-1")
 	if !strings.Contains(out, "credited 5000 COIN to lalu/u1  command_id grant-1") || !strings.Contains(out, "available 5000  balance_version 1") {
 		t.Fatalf("credit output:\n%s", out)
@@ -93,7 +86,19 @@ func TestRoomctlWallet(t *testing.T) {
 		t.Fatalf("VIP over balance: exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runCtl(t, addr, "wallet", "credit", "--app", "lalu", "--user", "u1")
-	if code != 1 || !strings.Contains(errOut, "--amount must be positive") {
+	if code != 2 || !strings.Contains(errOut, "--amount is required") {
 		t.Fatalf("missing amount: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// ctlMust runs roomctl against addr and fails the test on a non-zero exit.
+func ctlMust(t *testing.T, addr string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCtl(t, addr, args...)
+		if code != 0 {
+			t.Fatalf("roomctl %v: exit %d, stderr %q", args, code, errOut)
+		}
+		return out
 	}
 }

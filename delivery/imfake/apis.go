@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Tencent's windows (guide §11) and limits (§8).
+// Tencent's dedupe windows and rate limits, as its REST API documents them.
 const (
 	c2cDedupeWindow   = 120 * time.Second
 	groupDedupeWindow = 5 * time.Minute
@@ -251,6 +251,7 @@ func (s *Server) createGroup(body []byte) (map[string]any, *apiError) {
 		}
 		return nil, fail(10021, "group id already used")
 	}
+	delete(s.viewers, id) // a group made again under a destroyed one's id starts empty
 	s.groups[id] = &group{ID: id, Type: typ, Name: req.Name, Owner: req.OwnerAccount, ownerIn: req.OwnerAccount != ""}
 	return map[string]any{"GroupId": id}, nil
 }
@@ -309,6 +310,7 @@ func (s *Server) deleteGroupMember(body []byte) (map[string]any, *apiError) {
 	}
 	for _, m := range req.Members {
 		g.removeMember(m) // a non-member is success, as on Tencent
+		s.leaveLocked(g.ID, m, g.Seq)
 	}
 	return map[string]any{}, nil
 }
@@ -323,8 +325,12 @@ func (s *Server) destroyGroup(body []byte) (map[string]any, *apiError) {
 	if !validGroupID(req.GroupID) && !strings.HasPrefix(req.GroupID, "@TGS#") {
 		return nil, fail(10015, "invalid GroupId")
 	}
-	if s.groups[req.GroupID] == nil {
+	g := s.groups[req.GroupID]
+	if g == nil {
 		return nil, fail(10010, "group not found")
+	}
+	for _, v := range s.viewers[g.ID] {
+		v.leave(g.Seq)
 	}
 	delete(s.groups, req.GroupID)
 	return map[string]any{}, nil

@@ -7,7 +7,7 @@ import "time"
 // a few per call, so a long run costs O(1) per message instead of a sweep
 // of the whole map. Times are kept as Unix nanoseconds: a time.Time is
 // 24 bytes, and the window holds every message of its span (~50 bytes a
-// room of a dev node less, issue 13).
+// room of a dev node less).
 type dedupe[K comparable] struct {
 	span  time.Duration
 	hits  map[K]keptHit

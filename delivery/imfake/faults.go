@@ -2,6 +2,7 @@ package imfake
 
 import (
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -21,8 +22,10 @@ type faults struct {
 	delayFracD time.Duration
 
 	httpStatus int
-	dropNext   int
-	groupRate  int
+	// outageUntil: every call fails at the gateway (503) until then.
+	outageUntil time.Time
+	dropNext    int
+	groupRate   int
 }
 
 func apiSet(apis []string) map[string]bool {
@@ -46,6 +49,9 @@ func (f *faults) preflight(mu *sync.Mutex) (time.Duration, int) {
 	d := f.delay
 	if f.delayFrac > 0 && rand.Float64() < f.delayFrac && f.delayFracD > d {
 		d = f.delayFracD
+	}
+	if f.httpStatus == 0 && time.Now().Before(f.outageUntil) {
+		return d, http.StatusServiceUnavailable
 	}
 	return d, f.httpStatus
 }
@@ -101,6 +107,17 @@ func (s *Server) SetHTTPStatus(status int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults.httpStatus = status
+}
+
+// FailFor makes every call fail at the "gateway" with 503 for d from now,
+// as a Tencent outage would: the senders retry, rows wait pending, and the
+// relay delivers them once it ends. d <= 0 ends an outage early. It
+// returns when the outage ends.
+func (s *Server) FailFor(d time.Duration) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults.outageUntil = time.Now().Add(d)
+	return s.faults.outageUntil
 }
 
 // DropNext accepts the next n group messages with ErrorCode 0 but a

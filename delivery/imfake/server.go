@@ -54,6 +54,8 @@ type Server struct {
 	faults        faults
 	groupSends    map[string][]time.Time // for the optional per-group rate check
 	goodSigs      map[string]tencentim.SigInfo
+	// viewers: group → users a test put in through EnterGroup (members.go).
+	viewers map[string]map[string]*viewer
 }
 
 type group struct {
@@ -64,10 +66,12 @@ type group struct {
 	// ownerIn is the owner's membership and members everyone else's,
 	// made on the first: most groups (every AVChatRoom) only ever hold
 	// their owner, and a map per group was ~250 bytes of each room on a
-	// dev node (issue 13).
+	// dev node.
 	ownerIn bool
 	members map[string]bool
 	Seq     uint64
+	// banned: user → end of their ban (ban_group_member); nil until one.
+	banned map[string]time.Time
 }
 
 func (g *group) isMember(user string) bool {
@@ -210,6 +214,7 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		c2cDedupe:   newDedupe[c2cKey](c2cDedupeWindow),
 		groupSends:  map[string][]time.Time{},
 		goodSigs:    map[string]tencentim.SigInfo{},
+		viewers:     map[string]map[string]*viewer{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -349,7 +354,7 @@ func (s *Server) recordCall(c Call) {
 	s.mu.Unlock()
 }
 
-// serve checks the request the way Tencent's gateway does (guide §12),
+// serve checks the request the way Tencent's gateway does,
 // applies injected failures, then runs the API.
 func (s *Server) serve(r *http.Request, call *Call) (map[string]any, *apiError) {
 	q := r.URL.Query()
@@ -465,5 +470,6 @@ var apis = map[string]func(*Server, []byte) (map[string]any, *apiError){
 	tencentim.APICreateGroup:               (*Server).createGroup,
 	tencentim.APIDeleteGroupMember:         (*Server).deleteGroupMember,
 	tencentim.APIDestroyGroup:              (*Server).destroyGroup,
+	tencentim.APIBanGroupMember:            (*Server).banGroupMember,
 	"group_open_http_svc/add_group_member": (*Server).addGroupMember,
 }

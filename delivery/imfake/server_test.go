@@ -257,6 +257,29 @@ func TestFaults(t *testing.T) {
 	}
 	s.ResetFaults()
 
+	// An outage: 503 for every call until it ends, then answers again.
+	post := func() int {
+		resp, err := http.Post(s.URL()+"/v4/"+tencentim.APIAccountImport+"?"+q, "application/json", strings.NewReader(imp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	end := s.FailFor(400 * time.Millisecond)
+	if code := post(); code != http.StatusServiceUnavailable {
+		t.Fatalf("during the outage: status %d, want 503", code)
+	}
+	time.Sleep(time.Until(end) + 10*time.Millisecond)
+	if code := post(); code != http.StatusOK {
+		t.Fatalf("after the outage: status %d, want 200", code)
+	}
+	s.FailFor(time.Hour)
+	s.FailFor(0) // ends it early
+	if code := post(); code != http.StatusOK {
+		t.Fatalf("after ending the outage early: status %d, want 200", code)
+	}
+
 	s.Delay(300 * time.Millisecond)
 	start := time.Now()
 	raw(t, s, tencentim.APIAccountImport, q, imp)

@@ -43,8 +43,9 @@ type JetStream struct {
 }
 
 var (
-	_ Publisher  = (*JetStream)(nil)
-	_ Subscriber = (*JetStream)(nil)
+	_ Publisher        = (*JetStream)(nil)
+	_ OrderedPublisher = (*JetStream)(nil)
+	_ Subscriber       = (*JetStream)(nil)
 )
 
 // Option tunes DialJetStream.
@@ -91,6 +92,15 @@ func DialJetStream(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*
 	}
 	if cfg.AccessKey != "" {
 		nopts = append(nopts, nats.UserInfo(cfg.AccessKey, cfg.SecretKey))
+	}
+	tc, err := cfg.TLS.Load()
+	if err != nil {
+		return nil, fmt.Errorf("notice.mq.tls: %w", err)
+	}
+	if tc != nil {
+		// Secure makes TLS a requirement: a server that does not offer it
+		// fails the connect (nats: secure connection not available).
+		nopts = append(nopts, nats.Secure(tc))
 	}
 	nc, err := nats.Connect(strings.Join(cfg.Servers, ","), nopts...)
 	if err != nil {
@@ -183,6 +193,12 @@ func (j *JetStream) Publish(ctx context.Context, topic, tag, key string, data []
 		return fmt.Errorf("mq: publish %s to %s: %w", key, topic, err)
 	}
 	return nil
+}
+
+// PublishOrdered implements OrderedPublisher: a stream keeps the order of
+// stored messages as a whole, so orderKey needs nothing more.
+func (j *JetStream) PublishOrdered(ctx context.Context, topic, tag, key, _ string, data []byte) error {
+	return j.Publish(ctx, topic, tag, key, data)
 }
 
 // permanentError is a publish error no retry can fix (the message is
@@ -288,7 +304,7 @@ func handle(base context.Context, log *slog.Logger, s Subscription, msg jetstrea
 			append(attrs, "error", err)...)
 		ackErr = msg.TermWithReason("max redeliveries")
 	default:
-		delay := redeliverDelay(s.RedeliverAfter, m.Delivery)
+		delay := RedeliverDelay(s.RedeliverAfter, m.Delivery)
 		log.Warn("mq message failed: redelivering", append(attrs, "error", err, "after", delay)...)
 		ackErr = msg.NakWithDelay(delay)
 	}

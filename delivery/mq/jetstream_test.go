@@ -148,38 +148,6 @@ func TestJetStreamPublishSubscribe(t *testing.T) {
 	}
 }
 
-// A failed message comes back (delivery 2, 3 ...) until it succeeds; a
-// message that keeps failing is dropped after 1+MaxRedeliver deliveries;
-// ErrDrop drops at once.
-func TestJetStreamRedeliveryAndDrop(t *testing.T) {
-	js, topic := dial(t)
-	var got received
-	subscribe(t, js, Subscription{Topic: topic, Group: "notice", MaxRedeliver: 2, RedeliverAfter: 50 * time.Millisecond,
-		Handler: func(_ context.Context, m Message) error {
-			got.add(m)
-			switch {
-			case m.Key == "flaky" && m.Delivery < 3:
-				return errors.New("store down")
-			case m.Key == "broken":
-				return errors.New("store down for good")
-			case m.Key == "garbage":
-				return fmt.Errorf("%w: does not decode", ErrDrop)
-			}
-			return nil
-		}})
-	for _, k := range []string{"flaky", "broken", "garbage"} {
-		publish(t, js, topic, "RoomUserKicked", k, "{}")
-	}
-	waitUntil(t, "flaky's third delivery", func() bool { return len(got.deliveries("flaky")) == 3 })
-	waitUntil(t, "broken's last delivery", func() bool { return len(got.deliveries("broken")) == 3 })
-	time.Sleep(500 * time.Millisecond) // more than the redelivery delays
-	for key, want := range map[string][]int{"flaky": {1, 2, 3}, "broken": {1, 2, 3}, "garbage": {1}} {
-		if got := got.deliveries(key); !slices.Equal(got, want) {
-			t.Fatalf("%s delivered %v, want %v", key, got, want)
-		}
-	}
-}
-
 // Two members of one group share the messages: each is handled once.
 func TestJetStreamGroupMembersShare(t *testing.T) {
 	js, topic := dial(t)

@@ -35,6 +35,15 @@ type Publisher interface {
 	Publish(ctx context.Context, topic, tag, key string, data []byte) error
 }
 
+// OrderedPublisher publishes messages that keep their order per orderKey
+// (a room: "app_code/room_id"): messages of one key published one after
+// the other are stored, and reach an Ordered subscription, in that order.
+// RocketMQ puts every key on one message queue; a JetStream stream is in
+// order as a whole.
+type OrderedPublisher interface {
+	PublishOrdered(ctx context.Context, topic, tag, key, orderKey string, data []byte) error
+}
+
 // Handler processes one message. nil acknowledges it; an error wrapping
 // ErrDrop drops it; any other error has it redelivered after a backoff,
 // until MaxRedeliver redeliveries, then it is dropped.
@@ -59,7 +68,12 @@ type Subscription struct {
 	// RedeliverAfter is the wait before the first redelivery of a failed
 	// message; it doubles per delivery up to a minute (default 1 s).
 	RedeliverAfter time.Duration
-	Handler        Handler
+	// Ordered: messages of one order key are handled one at a time, in
+	// the order they were stored. On RocketMQ a failing message holds
+	// back the later ones of its queue until it succeeds or is
+	// dead-lettered; JetStream redelivers it after the later ones.
+	Ordered bool
+	Handler Handler
 }
 
 // Consumer is a running subscription.
@@ -75,9 +89,10 @@ type Subscriber interface {
 	Subscribe(ctx context.Context, s Subscription) (Consumer, error)
 }
 
-// redeliverDelay is the wait before a failed message comes back: first
-// doubling per delivery, capped at one minute.
-func redeliverDelay(first time.Duration, delivery int) time.Duration {
+// RedeliverDelay is the wait before a failed message comes back after
+// its delivery-th delivery: first, doubling per delivery, capped at one
+// minute.
+func RedeliverDelay(first time.Duration, delivery int) time.Duration {
 	d := first
 	for i := 1; i < delivery && d < time.Minute; i++ {
 		d *= 2

@@ -1,11 +1,19 @@
-// Package roomim maps room events onto Tencent IM: which events go to the
+// Package roomim maps room events onto Tencent: which events go to the
 // room's IM group and at which priority (the room's event registry,
-// room.EventInfoOf) and how (one send_group_msg with a
-// TIMCustomElem carrying the envelope JSON, event_id in CloudCustomData,
-// Random derived from it), the group id of a room (GroupID), the group's
-// life (EnsureGroup in the command path, RoomCreated as its outbox
-// compensation), the member removal of RoomUserKicked, hot-room coalescing
-// under the per-group rate, and C2C private notices (SendNotice). Non-IM
-// events succeed without a call so their rows get marked published. It
-// never touches the outbox or room state: callers own marking and retries.
+// room.EventInfoOf) and how (one send_group_msg with a TIMCustomElem
+// carrying the envelope JSON, event_id in CloudCustomData, Random derived
+// from it), the group id of a room (GroupID, also its TRTC room id), the
+// group's life (EnsureGroup, which the room grain calls on CreateRoom's
+// path before it replies, through PublishRoomEvent(RoomCreated); the same
+// RoomCreated row, left pending when that failed, is the outbox's
+// compensation), the effects that enforce a room's word at Tencent
+// (effects.go: a kick bans the user from an AVChatRoom for what is left
+// of the ban, or removes them from other group types, then removes them
+// from the audio room through Audio; a close dismisses the audio room and
+// destroys the group), hot-room coalescing under the per-group rate, and
+// C2C private notices (SendNotice). Effects run in the room's queue after
+// the event's message, as part of its delivery, so they are ordered,
+// retried, parked and repaired with it. Non-IM events succeed without a
+// call so their rows get marked published. It never touches the outbox
+// or room state: callers own marking and retries.
 package roomim

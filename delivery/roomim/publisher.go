@@ -13,9 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/delivery/tencentim"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 var (
@@ -91,6 +91,15 @@ type Publisher struct {
 	maxBytes  int
 	envelopes bool // coalesce as ExtRoomEvents instead of the compact form
 	known     *tencentim.IDSet
+	// groupType is the type room groups are created with: an AVChatRoom
+	// loses a kicked member by a ban, the other types by removal.
+	groupType string
+	audio     Audio // nil: no audio rooms to enforce (trtc off)
+	now       func() time.Time
+	// effectsDone remembers the effect steps (effects.go) this process
+	// completed, so a retried event does not repeat them; a step repeated
+	// after a restart is idempotent at Tencent.
+	effectsDone *tencentim.IDSet
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -161,13 +170,16 @@ func (p *Publisher) newBatch(first persistence.Envelope) batchForm {
 // New returns a publisher sending through client. Close it on shutdown.
 func New(client *tencentim.Client, opts ...Option) *Publisher {
 	p := &Publisher{
-		client:    client,
-		log:       slog.Default(),
-		maxEvents: DefaultMaxBatchEvents,
-		maxBytes:  DefaultMaxBatchBytes,
-		known:     tencentim.NewIDSet(100_000),
-		queues:    map[string]*groupQueue{},
-		blocked:   map[string]block{},
+		client:      client,
+		log:         slog.Default(),
+		maxEvents:   DefaultMaxBatchEvents,
+		maxBytes:    DefaultMaxBatchBytes,
+		known:       tencentim.NewIDSet(100_000),
+		groupType:   client.GroupType(),
+		now:         time.Now,
+		effectsDone: tencentim.NewIDSet(100_000),
+		queues:      map[string]*groupQueue{},
+		blocked:     map[string]block{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -201,8 +213,7 @@ type item struct {
 	enc     []byte    // its form in the coalesced batch that took it
 	batch   batchForm // that batch
 	created room.RoomCreated
-	kicked  string // target_user_id of a RoomUserKicked
-	reason  string
+	effects effects // what the event does at Tencent after its message (effects.go)
 	done    chan error
 }
 
@@ -232,12 +243,13 @@ func resolved(err error) <-chan error {
 }
 
 // PublishRoomEvent publishes one room event and waits for the outcome:
-//   - RoomCreated: idempotent create of the room's group (the outbox
-//     compensation of the command path's EnsureGroup); no call when this
-//     publisher already saw the group created.
+//   - RoomCreated: idempotent create of the room's group (CreateRoom's
+//     group step, and its outbox compensation when that failed); no call
+//     when this publisher already saw the group created.
 //   - IM events (room.IsIMEvent): a send_group_msg to the room's group
-//     with a TIMCustomElem whose Data is the envelope JSON; for
-//     RoomUserKicked the target is then removed from the group.
+//     with a TIMCustomElem whose Data is the envelope JSON, then the
+//     event's effects (effects.go: RoomUserKicked, RoomClosed); the
+//     result is nil only when the message and every effect are done.
 //   - anything else: nil without any call, so the row is marked published.
 func (p *Publisher) PublishRoomEvent(ctx context.Context, env persistence.Envelope) error {
 	ch := p.Enqueue(ctx, env)
@@ -272,14 +284,11 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		}
 		it.kind, it.created = kindCreate, ev.(room.RoomCreated)
 	case room.IsIMEvent(env.EventType):
-		if env.EventType == room.TypeRoomUserKicked {
-			ev, err := room.DecodeEvent(env.EventType, env.Payload)
-			if err != nil {
-				return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
-			}
-			k := ev.(room.RoomUserKicked)
-			it.kicked, it.reason = k.TargetUserID, k.Reason
+		fx, err := effectsOf(env)
+		if err != nil {
+			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
 		}
+		it.effects = fx
 		if len(env.Payload) > 0 && !json.Valid(env.Payload) {
 			return resolved(fmt.Errorf("%w: %s: payload is not JSON", ErrInvalidEnvelope, env.EventID))
 		}
@@ -339,7 +348,10 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 		first.enc, first.batch = cb.add(first.env, p.maxBytes), cb
 		// An event that does not encode (Enqueue checked its payload, so
 		// never in practice) goes alone, as its full envelope.
-		for first.enc != nil && n < len(q.pending) && n < p.maxEvents {
+		// An event with effects ends its batch: the events after it are
+		// sent only once its effects are done, so a kick's ban or a close's
+		// teardown is in room order with the messages around it.
+		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !q.pending[n-1].effects.any() {
 			next := q.pending[n]
 			if next.kind != kindSend {
 				break
@@ -382,16 +394,32 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		// A failure holds the room back before its callers hear of it:
 		// a caller answered first could enqueue its next event in time to
 		// be dropped as if it had been queued behind the failure.
-		err := p.sendBatch(gid, batch)
+		var err error
+		if !p.messageSent(batch) {
+			err = p.sendBatch(gid, batch)
+		}
 		if err != nil {
 			p.holdBack(gid, q, batch, err)
-		}
-		for _, it := range batch {
-			e := err
-			if e == nil && it.kicked != "" {
-				e = p.removeMember(it.ctx, gid, it.kicked, it.reason)
+			for _, it := range batch {
+				it.done <- classify(err)
 			}
-			it.done <- classify(e)
+			continue
+		}
+		// The message is out; now what the events do at Tencent, in
+		// room order. The first effect that fails fails its event (the
+		// outbox retries it, message and all: clients drop the repeat by
+		// event_id) and holds back the rest, like a failed send.
+		var ferr error
+		for i, it := range batch {
+			switch {
+			case ferr != nil:
+				it.done <- fmt.Errorf("%w: %v", ErrHeldBack, ferr)
+			default:
+				if ferr = p.runEffects(it, gid); ferr != nil {
+					p.holdBack(gid, q, batch[i:], ferr)
+				}
+				it.done <- classify(ferr)
+			}
 		}
 	}
 }
@@ -481,6 +509,14 @@ func (p *Publisher) sendBatch(gid string, batch []*item) error {
 		_, msg.Random = tencentim.EventRandoms(strings.Join(ids, "\n"))
 	}
 	_, err := p.client.SendGroupMsg(ctx, msg)
+	if tencentim.CodeOf(err) == 10010 && closes(batch) {
+		// A close whose teardown already ran (its retry after a later
+		// step failed, in another process): the group is gone, which is
+		// what the close wants. Making it again would leave a closed
+		// room's group behind.
+		p.log.Info("room im group already gone on close", "group_id", gid)
+		return nil
+	}
 	if tencentim.CodeOf(err) == 10010 {
 		// The room exists (it is the source of truth) but its IM group
 		// does not: created before IM was configured, lost with a dev
@@ -499,27 +535,24 @@ func (p *Publisher) sendBatch(gid string, batch []*item) error {
 	if len(batch) > 1 {
 		p.log.Debug("room im events coalesced", "group_id", gid, "events", len(batch))
 	}
+	p.sent(batch)
 	return nil
 }
 
-// removeMember takes a kicked user out of the group. An AVChatRoom has no
-// server-side member list (members join through the client SDK), so
-// Tencent answers 10004 (10007 on some types): there is nothing to remove,
-// the room's ban and the RoomUserKicked message the client just got keep
-// the user out. A group that is gone (10010) has no members either.
-func (p *Publisher) removeMember(ctx context.Context, gid, userID, reason string) error {
-	err := p.client.DeleteGroupMember(ctx, gid, []string{userID}, reason)
-	switch tencentim.CodeOf(err) {
-	case 10004, 10007, 10010:
-		return nil
-	}
-	return err
+// GroupKnown reports whether this publisher created (or found) the
+// room's group: CreateRoom's repeat answers im_group_ready from it.
+func (p *Publisher) GroupKnown(appCode, roomID string) bool {
+	return p.known.Has(GroupID(appCode, roomID))
 }
 
 // EnsureGroup creates the room's IM group if it does not exist yet
-// (idempotent: Tencent's "already exists" is success). CreateRoom calls it
-// in the command path; RoomCreated in the outbox repeats it if that
-// failed. ownerUserID may be empty (the app admin then manages the group).
+// (idempotent: Tencent's "already exists" is success). The room grain
+// calls it on CreateRoom's path, after the command is stored and before
+// the reply, through PublishRoomEvent(RoomCreated) under
+// room.create_group_timeout; the same RoomCreated row, left pending when
+// that failed, repeats it from the room's publisher or the relay until
+// IM answers. ownerUserID may be empty (the app admin then manages the
+// group).
 func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserID, name string) error {
 	gid := GroupID(appCode, roomID)
 	err := p.client.CreateGroup(ctx, tencentim.Group{

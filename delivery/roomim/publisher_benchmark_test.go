@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/room"
 )
 
 // BenchmarkPublishRoomEvent publishes room events through the real client

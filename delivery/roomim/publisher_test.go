@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -241,25 +241,6 @@ func TestKickedRemovesMember(t *testing.T) {
 		}
 		if fmt.Sprint(order) != fmt.Sprint([]string{tencentim.APISendGroupMsg, tencentim.APIDeleteGroupMember}) {
 			t.Fatalf("call order %v", order)
-		}
-	})
-	t.Run("AVChatRoom 10004 is done", func(t *testing.T) {
-		f := setup(t, nil)
-		if err := f.pub.EnsureGroup(ctx, "lalu", "r4", "", "r4"); err != nil {
-			t.Fatal(err)
-		}
-		env := envelope(t, "lalu", "r4", 5, room.RoomUserKicked{TargetUserID: "u_bad"})
-		if err := f.pub.PublishRoomEvent(ctx, env); err != nil {
-			t.Fatalf("kick on AVChatRoom: %v", err)
-		}
-		var delCode = -1
-		for _, c := range f.fake.Calls() {
-			if c.API == tencentim.APIDeleteGroupMember {
-				delCode = c.Code
-			}
-		}
-		if delCode != 10004 || len(f.fake.GroupMessages("lalu_r4")) != 1 {
-			t.Fatalf("delete code %d, %d messages", delCode, len(f.fake.GroupMessages("lalu_r4")))
 		}
 	})
 	t.Run("delete failure fails the event", func(t *testing.T) {

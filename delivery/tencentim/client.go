@@ -30,6 +30,7 @@ const (
 	APICreateGroup       = "group_open_http_svc/create_group"
 	APIDeleteGroupMember = "group_open_http_svc/delete_group_member"
 	APIDestroyGroup      = "group_open_http_svc/destroy_group"
+	APIBanGroupMember    = "group_open_http_svc/ban_group_member"
 )
 
 // maxResponse bounds a response body read: Tencent's answers are a few

@@ -102,7 +102,7 @@ func ClassOf(err error) Class {
 	return ""
 }
 
-// codeClasses is guide §9 as data. Codes not listed are ClassUnknown.
+// codeClasses is Tencent's documented error codes as data. Codes not listed are ClassUnknown.
 var codeClasses = func() map[int]Class {
 	m := map[int]Class{}
 	add := func(c Class, codes ...int) {

@@ -15,7 +15,7 @@ import (
 )
 
 // UserSig verification failures, one per check, so the fake server can
-// answer with the Tencent code that matches (guide §10).
+// answer with the Tencent code that matches.
 var (
 	ErrSigMalformed          = errors.New("usersig malformed")
 	ErrSigSDKAppIDMismatch   = errors.New("usersig sdkappid mismatch")
@@ -128,7 +128,7 @@ func parseSig(sig string) (sigDoc, error) {
 	return doc, nil
 }
 
-// VerifyUserSig checks sig the way Tencent's server does (guide §10):
+// VerifyUserSig checks sig the way Tencent's server does:
 // sdkappid, identifier, expiry at now, then the HMAC under key. The error
 // is one of the ErrSig* values.
 func VerifyUserSig(sig string, sdkAppID int64, key, identifier string, now time.Time) error {

@@ -14,7 +14,7 @@ import (
 
 // The key is the sample key of Tencent's tls-sig-api-v2 SDK tests. The
 // expected values were computed outside Go (Python's hmac/zlib/base64 on
-// the four-line content of guide §10), so this is a vector, not a replay
+// the four-line content Tencent signs), so this is a vector, not a replay
 // of our own code.
 const (
 	goldenKey      = "5bd2850fff3ecb11d7c805251c51ee463a25727bddc2385f3fa8bfee1bb93b5e"

@@ -11,7 +11,7 @@ import (
 // order and every logged command_id's seq, under one lock. It left go-memdb
 // after room_outbox (outboxtable.go), for the same reason: its radix index
 // copied a path of nodes per append and was then half of what a dev-mode
-// join allocated (issue 13). A room's log is appended at its end, read
+// join allocated. A room's log is appended at its end, read
 // from a seq on (replay) and cut from its start (purge), which a slice
 // does without a tree.
 //

@@ -36,7 +36,7 @@ type DirectoryOptions struct {
 // every method is atomic, which is what the Redis directory gets from Lua
 // and SET GET. It was a go-memdb database; every join's user and presence
 // writes then copied radix paths (12% of a dev join's CPU once the outbox
-// was off go-memdb, issue 13), and nothing here needs go-memdb's
+// was off go-memdb), and nothing here needs go-memdb's
 // snapshots or watches. The zero value is not usable; call NewDirectory.
 type Directory struct {
 	opts   DirectoryOptions
@@ -76,7 +76,7 @@ type presenceRow struct {
 
 // seenLess and expiryLess return at the first field that differs: cmp.Or
 // compares every field first (its arguments are evaluated), and seenLess
-// was 4% of a MariaDB node's CPU under joins (issue 13).
+// was 4% of a MariaDB node's CPU under joins.
 func seenLess(a, b *presenceRow) bool {
 	return roomOrder{a.AppCode, a.RoomID, a.LastSeenMs, a.UserID}.less(roomOrder{b.AppCode, b.RoomID, b.LastSeenMs, b.UserID})
 }
@@ -90,7 +90,7 @@ type userRoomRow struct {
 // roomRow is one listed room; its key is its entry's. The ranking walks
 // -Entry.Heat ascending (itemOf), heat descending. (Copies of the key and
 // of the negated heat beside the entry were 40 bytes of each listed room
-// and a size class up: issue 13.)
+// and a size class up.)
 type roomRow struct {
 	Entry       persistence.RoomEntry
 	ExpiresAtMs int64

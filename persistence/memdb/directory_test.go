@@ -266,7 +266,7 @@ func TestDirectoryOrdersAreLexicographic(t *testing.T) {
 }
 
 // A listed room's row is its entry and expiry: 112 bytes, a size class
-// of Go's allocator that every listed room pays (issue 13).
+// of Go's allocator that every listed room pays.
 func TestDirectoryRoomRowFitsItsSizeClass(t *testing.T) {
 	if n := unsafe.Sizeof(roomRow{}); n > 112 {
 		t.Fatalf("roomRow is %d bytes, over the 112-byte size class", n)

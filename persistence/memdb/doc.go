@@ -7,7 +7,7 @@
 // tables but maps, slices and B-trees under a lock (commandlog.go,
 // outboxtable.go, directory.go): they change on every command, and
 // go-memdb's copy-on-write radix trees made that most of a dev-mode
-// command's cost (issue 13).
+// command's cost.
 // Nothing survives the process, so it gives no durability, only the same
 // transactional and fencing semantics as the MySQL store, checked by
 // persistence/storetest. It must not import actor, delivery or gRPC

@@ -61,7 +61,7 @@ func createRoom(ctx context.Context, s *Store, i int, nowMs int64) error {
 }
 
 // BenchmarkStoreHeapPerRoom reports the live heap the room store keeps per
-// one-member room (bytes/room, after a full GC): issue 13's memory figure,
+// one-member room (bytes/room, after a full GC): the memory figure,
 // for the part persistence/memdb owns.
 func BenchmarkStoreHeapPerRoom(b *testing.B) {
 	ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 // go-memdb table because a row went through about nine copy-on-write radix
 // writes between its append and its mark, each copying a path of nodes
 // with a fresh watch channel: 17% of a dev-mode join's CPU and most of the
-// garbage the GC then chased (issue 13). A B-tree entry here is a pointer.
+// garbage the GC then chased. A B-tree entry here is a pointer.
 //
 // Rows are never changed once stored: an update stores a new entry in the
 // old one's place (put), so an ordered set can always find an entry by

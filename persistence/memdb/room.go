@@ -246,3 +246,24 @@ func (s *Store) VoidGift(ctx context.Context, key persistence.RoomKey, commandID
 	txn.Commit()
 	return false, nil
 }
+
+// LoadCommandRange is LoadCommands bounded to the first limit rows: a
+// client's read of the room's event log (ListRoomEvents) never copies
+// the whole tail.
+func (s *Store) LoadCommandRange(ctx context.Context, key persistence.RoomKey, afterSeq int64, limit int) ([]persistence.CommandRecord, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	if afterSeq == math.MaxInt64 || limit <= 0 {
+		return nil, nil
+	}
+	s.log.mu.RLock()
+	defer s.log.mu.RUnlock()
+	recs := s.log.after(key, afterSeq)
+	recs = recs[:min(len(recs), limit)]
+	out := make([]persistence.CommandRecord, len(recs))
+	for i, rec := range recs {
+		out[i] = cloneCommand(*rec)
+	}
+	return out, nil
+}

@@ -82,7 +82,7 @@ func (s *Store) ready(ctx context.Context) error {
 // outboxEntry is the stored form of a room_outbox row: its envelope is
 // the one of the stored command log row (Append points at it rather than
 // keeping a copy; nothing ever changes a stored envelope), and the row's
-// own fields are kept once (issue 13: the row with its index copies and a
+// own fields are kept once (the row with its index copies and a
 // second envelope was ~440 bytes and a payload). The fields most rows
 // never set (a failure, a resolution, the MQ fanout's lease) are kept
 // apart, so a row that went out at once is 112 bytes, not 208.

@@ -48,7 +48,7 @@ func BenchmarkAppend(b *testing.B) {
 
 // BenchmarkAppendConcurrent is many rooms' grains appending at once (one
 // command with one event each, as a join): with write groups (the store)
-// and with a transaction per append (as before issue 13's groups).
+// and with a transaction per append (as before the groups).
 func BenchmarkAppendConcurrent(b *testing.B) {
 	for _, grouped := range []bool{false, true} {
 		b.Run(fmt.Sprintf("grouped=%v", grouped), func(b *testing.B) {

@@ -132,3 +132,7 @@ func TestClaimSkipsHeldRoomsAcrossChunks(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandRangeContract(t *testing.T) {
+	storetest.RunCommandRange(t, func(*testing.T) storetest.CommandRanger { return New() })
+}

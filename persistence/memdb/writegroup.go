@@ -15,7 +15,7 @@ import (
 // checked against what is stored and what its group staged before it
 // writes, under go-memdb's writer lock, so two appends can never both
 // pass a check. A transaction per append was most of what a dev-mode join
-// allocated while the log and outbox were go-memdb tables (issue 13).
+// allocated while the log and outbox were go-memdb tables.
 //
 // It needs no goroutine or timer of its own: the first caller to find no
 // group being written writes the queue (its own op and whatever came in

@@ -30,7 +30,7 @@ func TestMySQLDownAnswersUnavailableInTimeAndRecovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = s.Close() })
-			key := room(1)
+			key := roomKey(1)
 			seq := int64(1)
 			if err := s.Append(t.Context(), testAppend(key, seq, "cmd-1", true)); err != nil {
 				t.Fatal(err)

@@ -63,12 +63,12 @@ func TestWriteBatchIsolatesLockWaitVictim(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	const rooms = 16
-	victim := room(7)
+	victim := roomKey(7)
 	release := holdRoomLock(t, cfg.DSN, database, victim)
 
 	ps := make([]*pendingAppend, rooms)
 	for i := range ps {
-		a := testAppend(room(i), 1, fmt.Sprintf("cmd-%d", i), i%3 == 0)
+		a := testAppend(roomKey(i), 1, fmt.Sprintf("cmd-%d", i), i%3 == 0)
 		a.Epoch = 5
 		p, err := prepareAppend(a)
 		if err != nil {
@@ -84,7 +84,7 @@ func TestWriteBatchIsolatesLockWaitVictim(t *testing.T) {
 	took := time.Since(start)
 	for i, p := range byIndex {
 		switch {
-		case room(i) == victim:
+		case roomKey(i) == victim:
 			if !errors.Is(p.err, persistence.ErrUnavailable) {
 				t.Errorf("locked room: got %v, want ErrUnavailable", p.err)
 			}
@@ -128,7 +128,7 @@ func TestIdleWriteTransactionDoesNotHoldRoomLocks(t *testing.T) {
 	if idle != 2 {
 		t.Fatalf("idle_write_transaction_timeout = %d on the room store's sessions, want 2", idle)
 	}
-	key := room(1)
+	key := roomKey(1)
 	frozen, err := s.db.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

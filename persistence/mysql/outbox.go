@@ -1,10 +1,12 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -91,55 +93,110 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY created_at_ms, event_id LIMIT ?", limit)
 }
 
-// claimScanFactor: the claim's first step reads up to limit×this due rows
-// to find rooms, so a few hot rooms with many due rows do not hide others.
+// claimScanFactor: each page of the claim's room scan reads up to
+// limit×this due rows to find rooms, so a few hot rooms with many due rows
+// do not hide others.
 const claimScanFactor = 4
 
-// ClaimPendingOutbox implements persistence.OutboxStore. A plain read of
-// idx_room_outbox_due finds candidate rooms; claimRooms then leases the
-// free and due ones.
+// claimScanPages bounds the pages one claim reads when the rooms found are
+// held by others (a room's publisher holds its newest rows): the claim
+// looks further back instead of claiming nothing while free rooms wait
+// behind held ones.
+const claimScanPages = 4
+
+// maxClaimRooms bounds the rooms one claim plans from one page.
+const maxClaimRooms = 256
+
+// ClaimPendingOutbox implements persistence.OutboxStore. Plain reads of
+// idx_room_outbox_pending find the rooms of the oldest due free rows
+// (oldest first: a room's wait is bounded by the rows ahead of it, never
+// by its name, as when the scan ran in event_id order, nor by rows that
+// keep arriving); claimRooms then leases the free and due ones.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context) ([]persistence.RoomKey, error) {
-		rs, err := s.db.QueryContext(ctx, "SELECT app_code, room_id FROM room_outbox"+
-			" WHERE status = 'pending' AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
-			" ORDER BY next_retry_at_ms, event_id LIMIT ?", nowMs, nowMs, limit*claimScanFactor)
+	var (
+		afterMs  int64 = math.MinInt64
+		afterID  string
+		seen     = map[persistence.RoomKey]bool{}
+		pages    int
+		finished bool
+	)
+	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
+		if finished || pages == claimScanPages {
+			return nil, nil
+		}
+		pages++
+		want := limit * claimScanFactor
+		rs, err := q.QueryContext(ctx, "SELECT app_code, room_id, created_at_ms, event_id FROM room_outbox FORCE INDEX (idx_room_outbox_pending)"+
+			" WHERE status = 'pending' AND (created_at_ms > ? OR (created_at_ms = ? AND event_id > ?))"+
+			" AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
+			" ORDER BY created_at_ms, event_id LIMIT ?", afterMs, afterMs, afterID, nowMs, nowMs, want)
 		if err != nil {
-			return nil, s.wrap("claim outbox", err)
+			return nil, s.claimErr(err)
 		}
 		defer rs.Close()
 		var rooms []persistence.RoomKey
+		n := 0
 		for rs.Next() {
 			var k persistence.RoomKey
-			if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
+			if err := rs.Scan(&k.AppCode, &k.RoomID, &afterMs, &afterID); err != nil {
 				return nil, s.wrap("claim outbox", err)
 			}
-			if !slices.Contains(rooms, k) {
+			n++
+			if !seen[k] && len(rooms) < maxClaimRooms {
+				seen[k] = true
 				rooms = append(rooms, k)
 			}
 		}
 		if err := rs.Err(); err != nil {
-			return nil, s.wrap("claim outbox", err)
+			return nil, s.claimErr(err)
 		}
+		finished = n < want
 		return rooms, nil
 	})
 }
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context) ([]persistence.RoomKey, error) {
+	done := false
+	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context, querier) ([]persistence.RoomKey, error) {
+		if done {
+			return nil, nil
+		}
+		done = true
 		return []persistence.RoomKey{key}, nil
 	})
 }
 
-// claimRooms locks candidate rooms one by one in candidate (due) order,
-// each room's lowest pending rows in one statement (FOR UPDATE, not SKIP
-// LOCKED: skipping a locked row could hand out a later row of a room
-// before an earlier one), keeps the rooms that are free and due, and stops
-// at limit rows. Claimers walk the same due order, so they rarely meet in
-// opposite orders; when InnoDB still picks this claim as a deadlock victim
-// it claims nothing this time (the next poll tries again).
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// claimRooms leases the lowest pending rows of the free and due candidate
+// rooms, in candidate order, at most limit rows, in one transaction of a
+// few statements whatever the number of rooms:
+//
+//  1. the candidate rooms, a page at a time (next returns nil when there
+//     are no more), and per room its pending depth and whether a pending
+//     row of it is under a live lease (index only), and for the leased
+//     rooms who holds them: a room another owner holds anywhere, its newest
+//     rows included (the room's publisher leases them at insert), is left
+//     out; pages are read until the plan fills limit;
+//  2. one locking read (FOR UPDATE, not SKIP LOCKED: skipping a locked row
+//     could hand out a later row of a room before an earlier one): the
+//     lowest rows of each planned room, as many as the claim can take;
+//  3. one UPDATE writing the lease, then COMMIT.
+//
+// Step 1 reads a snapshot that may predate a lock wait in step 2, so the
+// locked rows are checked again as they are now (a claim that committed
+// meanwhile is seen there). Claimers walk rooms oldest first, so they
+// rarely meet in opposite orders; when InnoDB still picks this claim as a
+// deadlock or lock-wait victim it claims nothing this time (the next poll
+// tries again). The transaction is bounded by the caller's context, by
+// innodb_lock_wait_timeout and by the session's idle transaction timeout
+// (roomSessionInit).
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
-	candidates func(context.Context) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
+	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
 	}
@@ -151,33 +208,43 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	rooms, err := candidates(ctx)
-	if err != nil || len(rooms) == 0 {
-		return nil, err
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, s.wrap("claim outbox", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var out []persistence.OutboxRow
-	for _, k := range rooms {
-		if len(out) >= limit {
+	var take []roomTake
+	for left := limit; left > 0; {
+		rooms, err := next(ctx, tx)
+		if err != nil {
+			return nil, err
+		}
+		if len(rooms) == 0 {
 			break
 		}
-		rows, err := s.lockRoom(ctx, tx, k, owner, nowMs, limit-len(out))
+		part, err := s.claimPlan(ctx, tx, rooms, owner, nowMs, left)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range part {
+			left -= t.n
+		}
+		take = append(take, part...)
+	}
+	if len(take) == 0 {
+		return nil, nil
+	}
+	out, err := s.lockRooms(ctx, tx, take, owner, nowMs)
+	if isDeadlock(err) {
+		return nil, nil
+	}
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
 		if isDeadlock(err) {
 			return nil, nil
 		}
-		if err != nil {
-			return nil, s.wrap("claim outbox "+k.String(), err)
-		}
-		out = append(out, rows...)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -186,54 +253,164 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 	return out, nil
 }
 
-// lockRoom locks the lowest pending rows of one room and returns them, or
-// nothing when another owner holds a pending row of the room or its lowest
-// row is not due. The held check looks at every pending row of the room,
-// not only the first limit: the room's publisher leases its newest rows at
-// insert.
-func (s *Store) lockRoom(ctx context.Context, tx *sql.Tx, k persistence.RoomKey, owner string, nowMs int64, limit int) ([]persistence.OutboxRow, error) {
-	rs, err := tx.QueryContext(ctx, "SELECT "+outboxColumns+", (SELECT COUNT(*) FROM room_outbox h WHERE h.app_code = ? AND h.room_id = ?"+
-		" AND h.status = 'pending' AND h.lock_until_ms > ? AND h.locked_by <> ?) FROM room_outbox"+
-		" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_id LIMIT ? FOR UPDATE",
-		k.AppCode, k.RoomID, nowMs, owner, k.AppCode, k.RoomID, limit)
+// roomTake is one room of a claim and how many of its rows to lock.
+type roomTake struct {
+	key persistence.RoomKey
+	n   int
+}
+
+// roomArgs renders keys as "(?,?),(?,?)…" with their arguments appended
+// to args.
+func roomArgs(keys []persistence.RoomKey, args []any) (string, []any) {
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?)")
+		args = append(args, k.AppCode, k.RoomID)
+	}
+	return b.String(), args
+}
+
+// claimPlan is step 1 of claimRooms: the rooms to lock, in candidate
+// order, each with the rows it can still give, leaving out rooms another
+// owner holds; at most limit rows in all. Rooms are asked about a chunk at
+// a time (16, then 4× more each round), so a claim that the first rooms
+// fill reads nothing of the rest.
+func (s *Store) claimPlan(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
+	var take []roomTake
+	left, chunk := limit, 16
+	for len(rooms) > 0 && left > 0 {
+		n := min(chunk, len(rooms))
+		part, err := s.planRooms(ctx, tx, rooms[:n], owner, nowMs, left)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range part {
+			left -= t.n
+		}
+		take = append(take, part...)
+		rooms, chunk = rooms[n:], chunk*4
+	}
+	return take, nil
+}
+
+// planRooms plans one chunk of claimPlan's rooms.
+func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
+	in, args := roomArgs(rooms, []any{nowMs})
+	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id", args...)
+	if err != nil {
+		return nil, s.claimErr(err)
+	}
+	depth := make(map[persistence.RoomKey]int, len(rooms))
+	var leased []persistence.RoomKey
+	for rs.Next() {
+		var (
+			k       persistence.RoomKey
+			n, live int
+		)
+		if err := rs.Scan(&k.AppCode, &k.RoomID, &n, &live); err != nil {
+			rs.Close()
+			return nil, s.wrap("claim outbox", err)
+		}
+		depth[k] = n
+		if live > 0 {
+			leased = append(leased, k)
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, s.claimErr(err)
+	}
+	held := map[persistence.RoomKey]bool{}
+	if len(leased) > 0 {
+		in, args := roomArgs(leased, []any{nowMs, owner})
+		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+			" WHERE status = 'pending' AND lock_until_ms > ? AND locked_by <> ? AND (app_code, room_id) IN ("+in+")", args...)
+		if err != nil {
+			return nil, s.claimErr(err)
+		}
+		for rs.Next() {
+			var k persistence.RoomKey
+			if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
+				rs.Close()
+				return nil, s.wrap("claim outbox", err)
+			}
+			held[k] = true
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, s.claimErr(err)
+		}
+	}
+	var take []roomTake
+	left := limit
+	for _, k := range rooms {
+		if left <= 0 {
+			break
+		}
+		if n := depth[k]; n > 0 && !held[k] {
+			take = append(take, roomTake{k, min(n, left)})
+			left -= min(n, left)
+		}
+	}
+	return take, nil
+}
+
+// claimErr: a lock-wait or deadlock victim claims nothing this time.
+func (s *Store) claimErr(err error) error {
+	if isDeadlock(err) {
+		return nil
+	}
+	return s.wrap("claim outbox", err)
+}
+
+// lockRooms is step 2 of claimRooms: one locking read of each planned
+// room's lowest pending rows (a UNION ALL of one part per room), then the
+// rooms whose rows are free and due, in plan order, each in room_seq
+// order.
+func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owner string, nowMs int64) ([]persistence.OutboxRow, error) {
+	var (
+		q    strings.Builder
+		args []any
+	)
+	for i, t := range take {
+		if i > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		q.WriteString("(SELECT " + outboxColumns + " FROM room_outbox FORCE INDEX (idx_room_outbox_room)" +
+			" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_id LIMIT ? FOR UPDATE)")
+		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
+	}
+	rows, err := s.queryOutbox(ctx, tx, "claim outbox", q.String(), args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rs.Close()
-	var rows []persistence.OutboxRow
-	held := 0
-	for rs.Next() {
-		r, err := scanOutbox(scanPlus{rs, &held})
-		if err != nil {
-			return nil, s.wrap("claim outbox "+k.String(), err)
-		}
-		rows = append(rows, r)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, err
-	}
-	if len(rows) == 0 || held > 0 || rows[0].NextRetryAtMs > nowMs {
-		return nil, nil
-	}
-	// The subquery is a plain read whose snapshot may predate the lock
-	// wait: a claim that committed while this one waited is seen only in
-	// the locked rows themselves, which a locking read returns as they
-	// are now.
+	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
 	for _, r := range rows {
-		if r.LockUntilMs > nowMs && r.LockedBy != owner {
-			return nil, nil
-		}
+		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
+		byRoom[k] = append(byRoom[k], r)
 	}
-	return rows, nil
+	var out []persistence.OutboxRow
+	for _, t := range take {
+		rs := byRoom[t.key]
+		slices.SortFunc(rs, func(a, b persistence.OutboxRow) int {
+			if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Envelope.EventID, b.Envelope.EventID)
+		})
+		if len(rs) == 0 || rs[0].NextRetryAtMs > nowMs || slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
+			return r.LockUntilMs > nowMs && r.LockedBy != owner
+		}) {
+			continue
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
 }
-
-// scanPlus scans an outbox row followed by one more column.
-type scanPlus struct {
-	rows  *sql.Rows
-	extra any
-}
-
-func (p scanPlus) Scan(dest ...any) error { return p.rows.Scan(append(dest, p.extra)...) }
 
 // lease writes owner's lease into rows (in the store and in the slice).
 func (s *Store) lease(ctx context.Context, tx *sql.Tx, rows []persistence.OutboxRow, owner string, until int64) error {

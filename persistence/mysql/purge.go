@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -195,10 +197,10 @@ func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persiste
 // RoomUserKicked row stays until the cursor has passed it.
 func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
 	if !c.Found {
-		return " AND event_type <> ?", []any{persistence.RoomUserKickedType}
+		return " AND event_type <> ?", []any{room.TypeRoomUserKicked}
 	}
 	return " AND (event_type <> ? OR created_at_ms < ? OR (created_at_ms = ? AND event_id <= ?))",
-		[]any{persistence.RoomUserKickedType, c.Num, c.Num, c.Key}
+		[]any{room.TypeRoomUserKicked, c.Num, c.Num, c.Key}
 }
 
 // purgeOutbox walks the published rows by idx_room_outbox_pending (status,

@@ -679,6 +679,39 @@ func (s *Store) LoadCommands(ctx context.Context, key persistence.RoomKey, after
 	return out, nil
 }
 
+// LoadCommandRange is LoadCommands bounded to the first limit rows: a
+// client's read of the room's event log (ListRoomEvents) never copies
+// the whole tail.
+func (s *Store) LoadCommandRange(ctx context.Context, key persistence.RoomKey, afterSeq int64, limit int) ([]persistence.CommandRecord, error) {
+	if err := ready(ctx); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT "+commandColumns+" FROM room_command_log WHERE app_code = ? AND room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+		key.AppCode, key.RoomID, afterSeq, limit)
+	if err != nil {
+		return nil, s.wrap("load command range "+key.String(), err)
+	}
+	defer rows.Close()
+	out := make([]persistence.CommandRecord, 0, limit)
+	for rows.Next() {
+		c, err := scanCommand(key, rows)
+		if err != nil {
+			return nil, s.wrap("load command range "+key.String(), err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("load command range "+key.String(), err)
+	}
+	return out, nil
+}
+
 // FindCommand implements persistence.RoomStore.
 func (s *Store) FindCommand(ctx context.Context, key persistence.RoomKey, commandID string) (persistence.CommandRecord, error) {
 	if err := ready(ctx); err != nil {

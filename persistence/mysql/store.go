@@ -55,8 +55,12 @@ var _ persistence.Store = (*Store)(nil)
 //     row locks are gone by the time its lease has expired anywhere else.
 //     MySQL 8 has no equivalent; its nearest is the session wait_timeout,
 //     which also closes idle pooled connections (docs/cluster.md).
+//   - idle_transaction_timeout 2 s (MariaDB 10.3+): the same for a
+//     transaction that has only read so far. The outbox claim's locking
+//     read holds row locks before its first write; a claimer frozen there
+//     held them through a whole 10 s database pause.
 var roomSessionInit = append(slices.Clip(sessionInit),
-	"SET SESSION innodb_lock_wait_timeout = 1 /*M!100300 , idle_write_transaction_timeout = 2 */")
+	"SET SESSION innodb_lock_wait_timeout = 1 /*M!100300 , idle_write_transaction_timeout = 2, idle_transaction_timeout = 2 */")
 
 // Option tunes Open.
 type Option func(*options)

@@ -95,7 +95,7 @@ func testAppend(key persistence.RoomKey, seq int64, commandID string, withSnap b
 	return a
 }
 
-func room(i int) persistence.RoomKey {
+func roomKey(i int) persistence.RoomKey {
 	return persistence.RoomKey{AppCode: "app", RoomID: fmt.Sprintf("room-%03d", i)}
 }
 
@@ -136,7 +136,7 @@ func TestFencingTwoWritersOneRoom(t *testing.T) {
 			})
 			for o := range others {
 				wg.Go(func() {
-					otherErrs[w][o] = stores[w].Append(ctx, testAppend(room(w*others+o), seq, fmt.Sprintf("cmd-%d", seq), false))
+					otherErrs[w][o] = stores[w].Append(ctx, testAppend(roomKey(w*others+o), seq, fmt.Sprintf("cmd-%d", seq), false))
 				})
 			}
 		}
@@ -156,7 +156,7 @@ func TestFencingTwoWritersOneRoom(t *testing.T) {
 		for w := range otherErrs {
 			for o, err := range otherErrs[w] {
 				if err != nil {
-					t.Fatalf("seq %d: append of uncontested %s failed: %v", seq, room(w*others+o), err)
+					t.Fatalf("seq %d: append of uncontested %s failed: %v", seq, roomKey(w*others+o), err)
 				}
 			}
 		}
@@ -191,20 +191,20 @@ func TestFencingTwoWritersOneRoom(t *testing.T) {
 func TestWriteBatchIsolatesConflicts(t *testing.T) {
 	s := newTestStore(t, groupCommit(false))
 	ctx := t.Context()
-	if err := s.Append(ctx, testAppend(room(0), 1, "taken", true)); err != nil {
+	if err := s.Append(ctx, testAppend(roomKey(0), 1, "taken", true)); err != nil {
 		t.Fatal(err)
 	}
-	dupEvent := testAppend(room(7), 1, "dup-event", false)
+	dupEvent := testAppend(roomKey(7), 1, "dup-event", false)
 	dupEvent.Command.Events[1].EventID = "app:room-000:1:0" // room 0's event
 	batch := []persistence.Append{
-		testAppend(room(1), 1, "a", true),
-		testAppend(room(0), 1, "seq-taken", true), // conflict: seq 1 of room 0 is stored
-		testAppend(room(2), 1, "b", false),
-		testAppend(room(3), 1, "c", false),
-		testAppend(room(3), 1, "c-again", false), // conflict: seq taken earlier in this batch
-		testAppend(room(0), 2, "taken", false),   // conflict: command_id of room 0 is stored
-		dupEvent,                                 // conflict: event_id is stored
-		testAppend(room(4), 1, "d", true),
+		testAppend(roomKey(1), 1, "a", true),
+		testAppend(roomKey(0), 1, "seq-taken", true), // conflict: seq 1 of room 0 is stored
+		testAppend(roomKey(2), 1, "b", false),
+		testAppend(roomKey(3), 1, "c", false),
+		testAppend(roomKey(3), 1, "c-again", false), // conflict: seq taken earlier in this batch
+		testAppend(roomKey(0), 2, "taken", false),   // conflict: command_id of room 0 is stored
+		dupEvent, // conflict: event_id is stored
+		testAppend(roomKey(4), 1, "d", true),
 	}
 	wantConflict := map[int]bool{1: true, 4: true, 5: true, 6: true}
 	ps := make([]*pendingAppend, len(batch))
@@ -238,7 +238,7 @@ func TestWriteBatchIsolatesConflicts(t *testing.T) {
 	if n := countRows(t, s, "SELECT COUNT(*) FROM room_outbox WHERE room_id = 'room-007'"); n != 0 {
 		t.Fatalf("the rejected append of room 7 left %d outbox rows", n)
 	}
-	snap, err := s.LoadSnapshot(ctx, room(0))
+	snap, err := s.LoadSnapshot(ctx, roomKey(0))
 	if err != nil || string(snap.State) != "state@1" {
 		t.Fatalf("room 0 snapshot: %+v %v", snap, err)
 	}
@@ -262,7 +262,7 @@ func TestFailedCommitFailsWholeBatch(t *testing.T) {
 	s.beforeCommit = func() { once.Do(p.Cut) }
 	ps := make([]*pendingAppend, 6)
 	for i := range ps {
-		ps[i], _ = prepareAppend(testAppend(room(i), 1, "cmd", i%2 == 0))
+		ps[i], _ = prepareAppend(testAppend(roomKey(i), 1, "cmd", i%2 == 0))
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -296,14 +296,14 @@ func TestGroupCommitQueueHonoursDeadline(t *testing.T) {
 		<-release
 	}
 	blocker := make(chan error, 1)
-	go func() { blocker <- s.Append(context.Background(), testAppend(room(1), 1, "blocker", false)) }()
+	go func() { blocker <- s.Append(context.Background(), testAppend(roomKey(1), 1, "blocker", false)) }()
 	<-entered // the only writer is now stuck before its COMMIT
 
 	const deadline = 200 * time.Millisecond
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
 	start := time.Now()
-	err := s.Append(ctx, testAppend(room(2), 1, "late", false))
+	err := s.Append(ctx, testAppend(roomKey(2), 1, "late", false))
 	took := time.Since(start)
 	if !errors.Is(err, persistence.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("queued append past its deadline: got %v, want ErrUnavailable and DeadlineExceeded", err)
@@ -317,10 +317,10 @@ func TestGroupCommitQueueHonoursDeadline(t *testing.T) {
 		t.Fatalf("blocking append: %v", err)
 	}
 	// Flush whatever is queued, then check the abandoned append is absent.
-	if err := s.Append(t.Context(), testAppend(room(3), 1, "after", false)); err != nil {
+	if err := s.Append(t.Context(), testAppend(roomKey(3), 1, "after", false)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.FindCommand(t.Context(), room(2), "late"); !errors.Is(err, persistence.ErrNotFound) {
+	if _, err := s.FindCommand(t.Context(), roomKey(2), "late"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("an append abandoned in the queue was written (FindCommand: %v)", err)
 	}
 }
@@ -339,7 +339,7 @@ func TestCloseDrainsQueue(t *testing.T) {
 		started.Add(1)
 		go func() {
 			started.Done()
-			errs <- s.Append(context.Background(), testAppend(room(i), 1, "cmd", false))
+			errs <- s.Append(context.Background(), testAppend(roomKey(i), 1, "cmd", false))
 		}()
 	}
 	started.Wait()
@@ -356,10 +356,10 @@ func TestCloseDrainsQueue(t *testing.T) {
 			t.Fatalf("append racing Close: got %v, want success or ErrUnavailable", err)
 		}
 	}
-	if err := s.Append(context.Background(), testAppend(room(999), 1, "x", false)); !errors.Is(err, persistence.ErrUnavailable) {
+	if err := s.Append(context.Background(), testAppend(roomKey(999), 1, "x", false)); !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("Append after Close: got %v, want ErrUnavailable", err)
 	}
-	if _, err := s.LoadSnapshot(context.Background(), room(1)); !errors.Is(err, persistence.ErrUnavailable) {
+	if _, err := s.LoadSnapshot(context.Background(), roomKey(1)); !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("LoadSnapshot after Close: got %v, want ErrUnavailable", err)
 	}
 	check, err := OpenDB(t.Context(), cfg, cfg.RoomDatabase)
@@ -391,13 +391,13 @@ func TestAppendRejectsWhatColumnsCannotHold(t *testing.T) {
 		"bad payload":      func(a *persistence.Append) { a.Command.Events[0].Payload = json.RawMessage("{not json") },
 		"snapshot no room": func(a *persistence.Append) { a.Snapshot.RoomID = "" },
 	} {
-		a := testAppend(room(1), 1, "cmd", true)
+		a := testAppend(roomKey(1), 1, "cmd", true)
 		edit(&a)
 		if err := s.Append(t.Context(), a); !errors.Is(err, errInvalid) {
 			t.Errorf("%s: got %v, want errInvalid", name, err)
 		}
 	}
-	if err := s.Append(t.Context(), testAppend(room(1), 1, "cmd", true)); err != nil {
+	if err := s.Append(t.Context(), testAppend(roomKey(1), 1, "cmd", true)); err != nil {
 		t.Fatalf("a valid append after rejected ones: %v", err)
 	}
 	// A room ID of exactly the column size fits, in characters, not bytes.
@@ -420,7 +420,7 @@ func repeatRune(r rune, n int) string {
 
 func TestPayloadRoundTripsByteForByte(t *testing.T) {
 	s := newTestStore(t, groupCommit(true))
-	a := testAppend(room(1), 1, "cmd", false)
+	a := testAppend(roomKey(1), 1, "cmd", false)
 	// Key order, HTML characters and unicode survive as written.
 	a.Command.Events[0].Payload = json.RawMessage(`{"z":1,"a":"<b>&é","m":[1,2]}`)
 	a.Command.Events[1].Payload = nil
@@ -434,7 +434,7 @@ func TestPayloadRoundTripsByteForByte(t *testing.T) {
 	if string(row.Envelope.Payload) != `{"z":1,"a":"<b>&é","m":[1,2]}` {
 		t.Fatalf("payload came back as %s", row.Envelope.Payload)
 	}
-	log, err := s.LoadCommands(t.Context(), room(1), 0)
+	log, err := s.LoadCommands(t.Context(), roomKey(1), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestPayloadRoundTripsByteForByte(t *testing.T) {
 
 func TestMarkFailedTruncatesLastError(t *testing.T) {
 	s := newTestStore(t, groupCommit(false))
-	a := testAppend(room(1), 1, "cmd", false)
+	a := testAppend(roomKey(1), 1, "cmd", false)
 	if err := s.Append(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestClaimQueryUsesPendingIndexWithoutSort(t *testing.T) {
 	for r := range 20 {
 		wg.Go(func() {
 			for seq := int64(1); seq <= 50; seq++ {
-				if err := s.Append(ctx, testAppend(room(r), seq, fmt.Sprintf("c%d", seq), false)); err != nil {
+				if err := s.Append(ctx, testAppend(roomKey(r), seq, fmt.Sprintf("c%d", seq), false)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -519,4 +519,8 @@ func TestClaimQueryUsesPendingIndexWithoutSort(t *testing.T) {
 	if err := rows.Err(); err != nil || plans != 1 {
 		t.Fatalf("EXPLAIN returned %d rows (%v), want 1", plans, err)
 	}
+}
+
+func TestCommandRangeContract(t *testing.T) {
+	storetest.RunCommandRange(t, func(t *testing.T) storetest.CommandRanger { return newTestStore(t, nil) })
 }

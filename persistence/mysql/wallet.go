@@ -42,6 +42,9 @@ type WalletStore struct {
 	closeErr  error
 }
 
+// DB is the wallet's pool, for its metrics.
+func (s *WalletStore) DB() *sql.DB { return s.db }
+
 var _ persistence.WalletStore = (*WalletStore)(nil)
 
 // OpenWalletStore connects to cfg's server, applies the wallet schema to

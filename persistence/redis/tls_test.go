@@ -3,13 +3,14 @@ package redis
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/certtest"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/certtest"
 	"github.com/hyapp/roomcell/persistence/redis/redistest"
 )
 
@@ -75,5 +76,52 @@ func TestRedisOverTLS(t *testing.T) {
 	}
 	if err := ping(configs.ClientTLSConfig{}); err == nil {
 		t.Fatal("a plaintext client talked to the TLS endpoint")
+	}
+}
+
+// A TLS client against a plaintext Redis, or against a server the CA does
+// not sign or that carries another name, is a configuration mistake
+// (start refuses); a Redis that is down is not.
+func TestCheckTLSTellsMisconfigurationFromOutage(t *testing.T) {
+	ca, other := certtest.NewCA(t, "redis-ca"), certtest.NewCA(t, "other-ca")
+	cert, key := ca.Server(t, "redis", "127.0.0.1")
+	tlsAddr := tlsFront(t, cert, key)
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downAddr := down.Addr().String()
+	down.Close()
+	check := func(addr string, c configs.ClientTLSConfig) error {
+		t.Helper()
+		tc, err := c.Load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		return CheckTLS(ctx, addr, tc)
+	}
+	for _, tc := range []struct {
+		name    string
+		addr    string
+		tls     configs.ClientTLSConfig
+		mistake bool
+	}{
+		{"TLS to a plaintext Redis", redistest.Addr(), configs.ClientTLSConfig{Enabled: true, CAFile: ca.CertFile}, true},
+		{"another CA", tlsAddr, configs.ClientTLSConfig{Enabled: true, CAFile: other.CertFile}, true},
+		{"wrong server name", tlsAddr, configs.ClientTLSConfig{Enabled: true, CAFile: ca.CertFile, ServerName: "not-redis"}, true},
+		{"Redis down", downAddr, configs.ClientTLSConfig{Enabled: true, CAFile: ca.CertFile}, false},
+	} {
+		err := check(tc.addr, tc.tls)
+		if err == nil {
+			t.Fatalf("%s: handshake succeeded", tc.name)
+		}
+		if got := errors.Is(err, ErrTLSMistake); got != tc.mistake {
+			t.Errorf("%s: %v: mistake %v, want %v", tc.name, err, got, tc.mistake)
+		}
+	}
+	if err := check(tlsAddr, configs.ClientTLSConfig{Enabled: true, CAFile: ca.CertFile}); err != nil {
+		t.Fatalf("right CA: %v", err)
 	}
 }

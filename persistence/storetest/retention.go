@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hyapp/roomcell/room"
+
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -23,7 +25,7 @@ type RetentionStores struct {
 	RoomMQ persistence.Store
 }
 
-// RunRetention is the contract of the retention rules (issue 12): what
+// RunRetention is the contract of the retention rules: what
 // each table's purge deletes, and above all what it never deletes.
 func RunRetention(t *testing.T, newStores func(t *testing.T) RetentionStores) {
 	tests := []struct {
@@ -214,7 +216,7 @@ func testPurgeOutboxKicks(t *testing.T, s RetentionStores) {
 	p := purger(t, s.Room)
 	key := persistence.RoomKey{AppCode: "lalu", RoomID: "r-kick"}
 	old := rtT0 - 100*rtHour
-	k := persistence.RoomUserKickedType
+	k := room.TypeRoomUserKicked
 	types := []string{k, "RoomUserJoined", k, k}
 	ids := appendEvents(t, s.Room, key, types, []int64{old, old, old + 5, old + 9})
 	for _, id := range ids {

@@ -64,7 +64,7 @@ type Plan struct {
 // consumers.
 type Service struct {
 	log       *slog.Logger
-	workers   map[string]*notice.Running // by source
+	workers   map[string]*supervise.Poller[notice.RoundResult] // by source
 	consumers []mq.Consumer
 	stopOnce  sync.Once
 	stopErr   error
@@ -80,14 +80,14 @@ func Start(sup *supervise.Supervisor, d Deps) (*Service, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	s := &Service{log: d.Logger.With("component", "notice"), workers: map[string]*notice.Running{}}
+	s := &Service{log: d.Logger.With("component", "notice"), workers: map[string]*supervise.Poller[notice.RoundResult]{}}
 	base := notice.Deps{Store: d.Store, Publisher: d.Publisher, NodeID: d.NodeID, Logger: d.Logger, Metrics: d.Metrics}
 	fail := func(err error) (*Service, error) {
 		_ = s.Stop(10 * time.Second)
 		return nil, err
 	}
 	type subscription struct {
-		worker *notice.Running
+		worker *supervise.Poller[notice.RoundResult]
 		sub    func(kick func()) mq.Subscription
 	}
 	var subs []subscription

@@ -21,7 +21,6 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
@@ -30,6 +29,7 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/room"
 )
 
 func newSupervisor(t *testing.T) *supervise.Supervisor {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/grpc"
@@ -18,15 +20,16 @@ import (
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/grpcapi"
-	v1 "github.com/hyapp/roomcell/grpcapi/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 // End to end: an owner kicks a user over gRPC; the room grain commits
@@ -43,7 +46,7 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
 	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, NodeID: "e2e",
-		Kinds:  []*pcluster.Kind{room.NewKind(room.Deps{Store: roomStore, Publisher: pub, Config: cfg.Room, Logger: noticetest.Quiet})},
+		Kinds:  []*pcluster.Kind{grainkind.New(roomgrain.Kind, roomgrain.GrainProps(roomgrain.Deps{Store: roomStore, Publisher: pub, Config: cfg.Room, Logger: noticetest.Quiet}))},
 		Logger: noticetest.Quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +54,7 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 	defer m.Stop(false)
 
 	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: noticetest.Quiet})
-	v1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(&room.Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}, noticetest.Quiet, 10*time.Second))
+	v1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(&roomgrain.Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}, noticetest.Quiet, 10*time.Second))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

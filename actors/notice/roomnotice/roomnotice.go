@@ -10,9 +10,9 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // WorkerName is the worker's actor name, log `worker` field and metrics

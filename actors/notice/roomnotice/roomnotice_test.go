@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/notice"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
+	"github.com/hyapp/roomcell/room"
 )
 
 func kick(id string, createdMs int64, target string) persistence.Envelope {

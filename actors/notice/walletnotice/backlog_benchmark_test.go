@@ -8,7 +8,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/tencentim"
 )
 
-// BenchmarkNoticeBacklogMariaDB is issue 6's notice throughput run: a
+// BenchmarkNoticeBacklogMariaDB is the notice throughput run: a
 // backlog of WalletBalanceChanged rows in wallet_outbox on MariaDB drained
 // by 1 or 2 notice instances (scan, ingest, claim, C2C send, mark) through
 // the real Tencent IM client over loopback HTTP into the fake IM, with the

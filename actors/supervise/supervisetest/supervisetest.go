@@ -68,7 +68,7 @@ func RestartsMetric(t *testing.T, reg *prometheus.Registry, worker string) float
 // CheckRecovered fails t unless worker restarted at least panics times
 // (Health and the metric agree), was reported down while it waited
 // (sawDown, from WatchDown), and is now up with nothing listed down.
-func CheckRecovered(t *testing.T, sup *supervise.Supervisor, reg *prometheus.Registry, p *supervise.Poller, worker string, panics int, sawDown bool) {
+func CheckRecovered(t *testing.T, sup *supervise.Supervisor, reg *prometheus.Registry, p interface{ Running() bool }, worker string, panics int, sawDown bool) {
 	t.Helper()
 	if n := sup.Health().Restarts(worker); n < panics {
 		t.Fatalf("%s: %d restarts counted, want at least %d", worker, n, panics)

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/errclass"
 )
 
 // fakeWallet records what it was asked and answers err; block makes every
@@ -49,7 +50,7 @@ func (f *fakeWallet) RefundGift(ctx context.Context, appCode, commandID string) 
 func TestRemotePassesTheGiftAndReturnsHeat(t *testing.T) {
 	f := &fakeWallet{res: wallet.DebitGiftResult{HeatValue: 42}}
 	r := Remote{W: f}
-	heat, err := r.HoldGift(t.Context(), room.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
+	heat, err := r.HoldGift(t.Context(), roomgrain.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
 	want := wallet.DebitGiftRequest{AppCode: "a", CommandID: "c", RoomID: "r", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3}
 	if err != nil || heat != 42 || f.got != want {
 		t.Fatalf("heat %d err %v, wallet got %+v", heat, err, f.got)
@@ -71,7 +72,7 @@ func TestRemoteBoundsEveryCall(t *testing.T) {
 	f := &fakeWallet{block: true}
 	r := Remote{W: f, Timeout: 20 * time.Millisecond}
 	for name, call := range map[string]func() error{
-		"hold":    func() error { _, err := r.HoldGift(context.Background(), room.GiftDebit{}); return err },
+		"hold":    func() error { _, err := r.HoldGift(context.Background(), roomgrain.GiftDebit{}); return err },
 		"confirm": func() error { return r.ConfirmGift(context.Background(), "a", "c") },
 		"refund":  func() error { return r.RefundGift(context.Background(), "a", "c") },
 	} {
@@ -80,8 +81,8 @@ func TestRemoteBoundsEveryCall(t *testing.T) {
 		if !f.deadline || time.Since(start) > 5*time.Second {
 			t.Fatalf("%s: no deadline reached the wallet (took %s)", name, time.Since(start))
 		}
-		if room.ClassOf(err) != room.ClassUnavailable {
-			t.Fatalf("%s of a hung wallet: %v (class %s), want unavailable", name, err, room.ClassOf(err))
+		if errclass.Name(err) != errclass.NameUnavailable {
+			t.Fatalf("%s of a hung wallet: %v (class %s), want unavailable", name, err, errclass.Name(err))
 		}
 	}
 }
@@ -91,24 +92,24 @@ func TestAdapterMapsClasses(t *testing.T) {
 		in    error
 		class string
 	}{
-		{fmt.Errorf("%w: 5 COIN", wallet.ErrInsufficientBalance), room.ClassPrecondition},
-		{wallet.ErrGiftRefunded, room.ClassPrecondition},
-		{fmt.Errorf("%w: unknown gift_id", wallet.ErrInvalid), room.ClassInvalid},
-		{fmt.Errorf("%w: reused", wallet.ErrConflict), room.ClassExists},
-		{fmt.Errorf("%w: down", wallet.ErrUnavailable), room.ClassUnavailable},
-		{context.DeadlineExceeded, room.ClassUnavailable},
-		{errors.New("bug"), room.ClassInternal},
+		{fmt.Errorf("%w: 5 COIN", wallet.ErrInsufficientBalance), errclass.NamePrecondition},
+		{wallet.ErrGiftRefunded, errclass.NamePrecondition},
+		{fmt.Errorf("%w: unknown gift_id", errclass.Invalid), errclass.NameInvalid},
+		{fmt.Errorf("%w: reused", wallet.ErrCommandReused), errclass.NameExists},
+		{fmt.Errorf("%w: down", wallet.ErrUnavailable), errclass.NameUnavailable},
+		{context.DeadlineExceeded, errclass.NameUnavailable},
+		{errors.New("bug"), errclass.NameInternal},
 	} {
-		for name, g := range map[string]room.GiftDebiter{"in-process": New(&fakeWallet{err: tc.in}), "remote": Remote{W: &fakeWallet{err: tc.in}}} {
-			_, err := g.HoldGift(t.Context(), room.GiftDebit{})
-			if got := room.ClassOf(err); got != tc.class {
+		for name, g := range map[string]roomgrain.GiftDebiter{"in-process": New(&fakeWallet{err: tc.in}), "remote": Remote{W: &fakeWallet{err: tc.in}}} {
+			_, err := g.HoldGift(t.Context(), roomgrain.GiftDebit{})
+			if got := errclass.Name(err); got != tc.class {
 				t.Errorf("%s %v: class %s, want %s", name, tc.in, got, tc.class)
 			}
 			if !errors.Is(err, tc.in) || err.Error() != tc.in.Error() {
 				t.Errorf("%s %v: adapter lost the wallet error: %v", name, tc.in, err)
 			}
-			if err := g.RefundGift(t.Context(), "a", "c"); room.ClassOf(err) != tc.class {
-				t.Errorf("%s refund %v: class %s, want %s", name, tc.in, room.ClassOf(err), tc.class)
+			if err := g.RefundGift(t.Context(), "a", "c"); errclass.Name(err) != tc.class {
+				t.Errorf("%s refund %v: class %s, want %s", name, tc.in, errclass.Name(err), tc.class)
 			}
 		}
 	}

@@ -4,85 +4,44 @@ import (
 	"context"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/hyapp/roomcell/actors/supervise"
 )
 
-type worker struct {
-	ctx    context.Context
-	deps   Deps
-	ticker supervise.Ticker
+// Pass is one pass's outcome, what the reconciler's RunNow returns.
+type Pass struct {
+	Result Result
+	Err    error
 }
 
-// Props is the reconciler actor: a pass on Started, then one per Interval
-// (scheduled after a pass ends, so passes never overlap or queue). A full
-// batch settled without failures runs the next pass at once, so a backlog
-// left by an outage drains at store speed. Passes stop when ctx is done.
-// Bad deps are refused here rather than logged every pass.
-func Props(ctx context.Context, deps Deps) (*actor.Props, error) {
+// round is one pass on the shared poller shell. A full batch settled
+// without failures runs the next pass at once, so a backlog left by an
+// outage drains at store speed; otherwise the next is one Interval later.
+func round(d Deps) supervise.Round[Pass] {
+	return func(ctx context.Context) (time.Duration, Pass) {
+		res, err := RunOnce(ctx, d)
+		if err != nil {
+			d.Logger.Warn("gift reconciler pass failed; retrying next pass", "worker", WorkerName,
+				"error", supervise.ErrorText(err), "confirmed", res.Confirmed, "refunded", res.Refunded, "failed", res.Failed)
+		}
+		delay := d.Interval
+		if err == nil && res.Confirmed+res.Refunded >= d.BatchSize {
+			delay = 0
+		}
+		return delay, Pass{Result: res, Err: err}
+	}
+}
+
+// Start validates deps (refused here rather than logged every pass) and
+// spawns the reconciler as the child WorkerName of sup on the shared
+// poller shell (actors/supervise): a pass at once, then one per Interval
+// (scheduled after a pass ends, so passes never overlap or queue),
+// restarted after a panic by sup's policy and listed on /readyz while it
+// waits. Stop on the poller ends the passes (the running one stops
+// between reservations) and waits for the actor to stop.
+func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[Pass], error) {
 	d, err := deps.normalized()
 	if err != nil {
 		return nil, err
 	}
-	return actor.PropsFromProducer(func() actor.Actor { return &worker{ctx: ctx, deps: d} }), nil
-}
-
-func (w *worker) Receive(c actor.Context) {
-	switch m := c.Message().(type) {
-	case *actor.Started:
-		w.pass(c)
-	case *supervise.Tick:
-		if w.ticker.Owns(m) {
-			w.pass(c)
-		}
-	case *actor.Restarting, *actor.Stopping:
-		w.ticker.Cancel()
-	}
-}
-
-func (w *worker) pass(c actor.Context) {
-	if w.ctx.Err() != nil {
-		return
-	}
-	res, err := RunOnce(w.ctx, w.deps)
-	if err != nil {
-		w.deps.Logger.Warn("gift reconciler pass failed; retrying next pass", "worker", WorkerName,
-			"error", supervise.ErrorText(err), "confirmed", res.Confirmed, "refunded", res.Refunded, "failed", res.Failed)
-	}
-	delay := w.deps.Interval
-	if err == nil && res.Confirmed+res.Refunded >= w.deps.BatchSize {
-		delay = 0
-	}
-	w.ticker.Schedule(c, delay)
-}
-
-// Worker is a running reconciler.
-type Worker struct {
-	system *actor.ActorSystem
-	pid    *actor.PID
-	stop   context.CancelFunc
-}
-
-// Start spawns the reconciler under sup.
-func Start(sup *supervise.Supervisor, deps Deps) (*Worker, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	props, err := Props(ctx, deps)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	pid, err := sup.Spawn(WorkerName, props)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &Worker{system: sup.System(), pid: pid, stop: cancel}, nil
-}
-
-// Stop ends the passes (the running one stops between reservations) and
-// waits for the actor to stop.
-func (w *Worker) Stop(timeout time.Duration) error {
-	w.stop()
-	return supervise.StopAndWait(w.system, w.pid, timeout)
+	return supervise.StartPoller(sup, supervise.PollerSpec[Pass]{Name: WorkerName, New: func() supervise.Round[Pass] { return round(d) }})
 }

@@ -44,6 +44,13 @@ type Deps struct {
 	Clock   func() time.Time
 	Logger  *slog.Logger
 	Metrics *Metrics // nil records nothing
+	// ParkAfter is how many failed settlements park a reservation
+	// (default 10); MaxBackoff caps the wait between its tries (default
+	// 5m). Stuck remembers the failures across passes and restarts (Start
+	// makes one).
+	ParkAfter  int
+	MaxBackoff time.Duration
+	Stuck      *Stuck
 }
 
 func (d Deps) normalized() (Deps, error) {
@@ -59,17 +66,29 @@ func (d Deps) normalized() (Deps, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	if d.ParkAfter <= 0 {
+		d.ParkAfter = 10
+	}
+	if d.MaxBackoff <= 0 {
+		d.MaxBackoff = 5 * time.Minute
+	}
+	if d.Stuck == nil {
+		d.Stuck = NewStuck()
+	}
 	return d, nil
 }
 
-// Result counts one pass.
+// Result counts one pass: settled, failed (backing off), newly parked,
+// and skipped (parked or backing off).
 type Result struct {
-	Confirmed, Refunded, Failed int
+	Confirmed, Refunded, Failed, Parked, Skipped int
 }
 
 // RunOnce settles up to BatchSize open reservations older than After and
-// refreshes the gauges. A reservation that fails stays open for the next
-// pass; the error of the first failure is returned with the counts.
+// refreshes the gauges. A reservation that fails stays open, backs off
+// and, after ParkAfter failures, is parked (Stuck); the scan reads past
+// the ones it skips. The error of the first failure is returned with the
+// counts.
 func RunOnce(ctx context.Context, d Deps) (Result, error) {
 	d, err := d.normalized()
 	if err != nil {
@@ -77,34 +96,59 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 	}
 	var res Result
 	now := d.Clock()
+	remembered, _ := d.Stuck.size()
+	limit := d.BatchSize + remembered
 	lctx, cancel := context.WithTimeout(ctx, d.Timeout)
-	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.After).UnixMilli(), d.BatchSize)
+	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.After).UnixMilli(), limit)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("list open gift holds: %w", err)
 	}
 	var first error
-	for _, h := range holds {
+	for _, h := range d.Stuck.order(holds, d.Clock(), d.BatchSize, &res.Skipped) {
 		if ctx.Err() != nil {
 			break
 		}
+		id := holdID{h.AppCode, h.CommandID}
 		outcome, err := settleOne(ctx, d, h)
-		switch {
-		case err != nil:
+		attrs := []any{"worker", WorkerName, "app_code", h.AppCode, "room_id", h.RoomID, "command_id", h.CommandID,
+			"age_ms", now.UnixMilli() - h.CreatedAtMs}
+		if err != nil {
 			res.Failed++
 			if first == nil {
 				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
 			}
-		case outcome == persistence.HoldConfirmed:
+			fails, parked := d.Stuck.failed(id, d.Clock(), d.Interval, d.MaxBackoff, d.ParkAfter)
+			attrs = append(attrs, "outcome", outcome, "failures", fails, "error", err)
+			if parked {
+				res.Parked++
+				d.Logger.Error("gift reservation parked: its settlement keeps failing, the sender's COIN stays frozen until an operator "+
+					"resolves it (roomctl wallet hold confirm|refund)", attrs...)
+			} else {
+				d.Logger.Warn("gift reservation not settled; backing off", attrs...)
+			}
+			continue
+		}
+		d.Stuck.settled(id)
+		if outcome == persistence.HoldConfirmed {
 			res.Confirmed++
-		default:
+		} else {
 			res.Refunded++
 		}
-		d.Logger.Info("gift reservation settled by the reconciler", "worker", WorkerName, "app_code", h.AppCode,
-			"room_id", h.RoomID, "command_id", h.CommandID, "outcome", outcome, "age_ms", now.UnixMilli()-h.CreatedAtMs,
-			"error", err)
+		d.Logger.Info("gift reservation settled by the reconciler", append(attrs, "outcome", outcome)...)
+	}
+	// A scan short of its limit saw every old open reservation: the
+	// remembered ones it did not see were settled elsewhere.
+	if len(holds) < limit && ctx.Err() == nil {
+		open := make(map[holdID]bool, len(holds))
+		for _, h := range holds {
+			open[holdID{h.AppCode, h.CommandID}] = true
+		}
+		d.Stuck.keepOnly(open)
 	}
 	d.Metrics.add(res)
+	_, parked := d.Stuck.size()
+	d.Metrics.setParked(parked)
 	sctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	st, err := d.Wallet.GiftHoldStats(sctx)
 	cancel()
@@ -142,6 +186,7 @@ type Metrics struct {
 	Refunds   prometheus.Counter
 	Confirms  prometheus.Counter
 	Failures  prometheus.Counter
+	Parked    prometheus.Gauge
 }
 
 // NewMetrics creates the instruments and registers them on reg.
@@ -165,10 +210,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		Failures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "wallet_gift_reconciler_failures_total",
-			Help: "Reservations the reconciler could not settle in a pass (retried next pass).",
+			Help: "Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures).",
+		}),
+		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wallet_gift_holds_parked",
+			Help: "Open gift reservations this node's reconciler parked after repeated failed settlements: an operator resolves each (roomctl wallet hold confirm|refund).",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures} {
+	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures, m.Parked} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("giftsettle: register metrics: %w", err)
 		}
@@ -195,4 +244,11 @@ func (m *Metrics) set(st persistence.HoldStats, now time.Time) {
 		age = max(0, now.UnixMilli()-st.OldestCreatedAtMs)
 	}
 	m.OldestAge.Set(float64(age))
+}
+
+func (m *Metrics) setParked(n int) {
+	if m == nil {
+		return
+	}
+	m.Parked.Set(float64(n))
 }

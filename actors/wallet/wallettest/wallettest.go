@@ -21,6 +21,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -370,7 +371,7 @@ func testWalletInsufficient(t *testing.T, s persistence.WalletStore) {
 	before := wtSnapshot(t, s, "alice", "bob")
 	_, err := svc.DebitGift(t.Context(), wtGift("gift-1", "alice", "bob", "rose", 3))
 	wtIs(t, "DebitGift over balance", err, wallet.ErrInsufficientBalance)
-	wtIs(t, "DebitGift over balance", err, wallet.ErrPrecondition)
+	wtIs(t, "DebitGift over balance", err, errclass.Precondition)
 	if after := wtSnapshot(t, s, "alice", "bob"); after != before {
 		t.Fatalf("refused gift changed the wallet\nbefore %s\nafter  %s", before, after)
 	}
@@ -401,12 +402,12 @@ func testWalletInvalidGift(t *testing.T, s persistence.WalletStore) {
 		{"colon in user", wtGift("g5", "alice", "b:ob", "rose", 1)},
 	} {
 		_, err := svc.DebitGift(t.Context(), tc.req)
-		wtIs(t, tc.name, err, wallet.ErrInvalid)
+		wtIs(t, tc.name, err, errclass.Invalid)
 	}
 	_, err := svc.Credit(t.Context(), wallet.CreditRequest{AppCode: wtApp, CommandID: "c1", UserID: "bob", AssetType: "GOLD", Amount: 1})
-	wtIs(t, "credit unknown asset", err, wallet.ErrInvalid)
+	wtIs(t, "credit unknown asset", err, errclass.Invalid)
 	_, err = svc.Credit(t.Context(), wallet.CreditRequest{AppCode: wtApp, CommandID: "c2", UserID: "bob", AssetType: wallet.AssetCoin, Amount: -5})
-	wtIs(t, "credit negative", err, wallet.ErrInvalid)
+	wtIs(t, "credit negative", err, errclass.Invalid)
 	if after := wtSnapshot(t, s, "alice", "bob"); after != before {
 		t.Fatalf("invalid requests changed the wallet\nbefore %s\nafter  %s", before, after)
 	}
@@ -444,9 +445,9 @@ func testWalletReuseConflict(t *testing.T, s persistence.WalletStore) {
 	wtOK(t, "DebitGift", err)
 	before := wtSnapshot(t, s, "alice", "bob")
 	_, err = svc.DebitGift(t.Context(), wtGift("gift-1", "alice", "bob", "rose", 3))
-	wtIs(t, "same command_id, other count", err, wallet.ErrConflict)
+	wtIs(t, "same command_id, other count", err, wallet.ErrCommandReused)
 	_, err = svc.Credit(t.Context(), wallet.CreditRequest{AppCode: wtApp, CommandID: "gift-1", UserID: "alice", AssetType: wallet.AssetCoin, Amount: 5})
-	wtIs(t, "same command_id, other operation", err, wallet.ErrConflict)
+	wtIs(t, "same command_id, other operation", err, wallet.ErrCommandReused)
 	if after := wtSnapshot(t, s, "alice", "bob"); after != before {
 		t.Fatalf("conflicting reuse changed the wallet\nbefore %s\nafter  %s", before, after)
 	}
@@ -725,9 +726,9 @@ func testWalletVip(t *testing.T, s persistence.WalletStore) {
 	}
 	wtCheckLedger(t, s, "alice", wallet.AssetCoin)
 	_, err = buy("vip-7", 99, "")
-	wtIs(t, "unknown level", err, wallet.ErrInvalid)
+	wtIs(t, "unknown level", err, errclass.Invalid)
 	_, err = buy("vip-8", 1, "gift")
-	wtIs(t, "unknown source", err, wallet.ErrInvalid)
+	wtIs(t, "unknown source", err, errclass.Invalid)
 }
 
 func testWalletVipInsufficient(t *testing.T, s persistence.WalletStore) {

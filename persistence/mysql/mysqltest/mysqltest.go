@@ -34,11 +34,17 @@ func DSN() string {
 // server that cannot be reached fails the test: these tests always run.
 func NewDatabase(t testing.TB) (cfg configs.MySQLConfig, database string) {
 	t.Helper()
+	return NewDatabaseOn(t, DSN())
+}
+
+// NewDatabaseOn is NewDatabase on the server of dsn (a Server of this
+// package, for tests that pause or kill it).
+func NewDatabaseOn(t testing.TB, dsn string) (cfg configs.MySQLConfig, database string) {
+	t.Helper()
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
 	database = "roomcell_test_" + hex.EncodeToString(suffix[:])
 
-	dsn := DSN()
 	dc, err := driverMySQL.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("mysqltest: $%s does not parse", EnvDSN) // the DSN may hold a password

@@ -1,0 +1,154 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// BenchmarkCommandsBesideStuckWatchers: one room's commands, one after
+// another, with 0 or 100 watchers that never read (their send blocks for
+// good). Reported: the commands' p50 and p99. The room pushes each commit
+// once to the node's feed, which never waits for a watcher: the stuck
+// ones are cut when their buffer fills and cost the room nothing.
+func BenchmarkCommandsBesideStuckWatchers(b *testing.B) {
+	for _, watchers := range []int{0, 100} {
+		b.Run(fmt.Sprintf("watchers=%d", watchers), func(b *testing.B) {
+			n := startEventsNode(b, nil, 0)
+			w := &Watcher{Client: n.client}
+			n.do(b, createCmd("r1", "c0"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			block := make(chan struct{})
+			defer close(block)
+			var started sync.WaitGroup
+			for range watchers {
+				started.Add(1)
+				go func() {
+					first := true
+					_ = w.Watch(ctx, "app", "r1", 0, func(*v1.WatchRoomReply) error {
+						if first {
+							first = false
+							started.Done()
+						}
+						<-block // never reads again
+						return nil
+					})
+				}()
+			}
+			started.Wait()
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				rc := joinCmd("r1", fmt.Sprint("c", i+1), "bob")
+				if i%2 == 1 {
+					rc = leaveCmd("r1", fmt.Sprint("c", i+1), "bob")
+				}
+				begin := time.Now()
+				if _, err := n.client.Execute(ctx, rc); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(begin))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkListEventsVsGetRoom: 32 callers read one room of 1,000
+// commands, with GetRoom or with ListRoomEvents of its last 100 events,
+// through the cluster client (the server's part of the two RPCs; gRPC's
+// cost is the same for both). Compare the ops/s of the two.
+func BenchmarkListEventsVsGetRoom(b *testing.B) {
+	n := startEventsNode(b, nil, 0)
+	n.do(b, createCmd("r1", "c0"))
+	for i := range 1000 {
+		rc := joinCmd("r1", fmt.Sprint("c", i+1), "bob")
+		if i%2 == 1 {
+			rc = leaveCmd("r1", fmt.Sprint("c", i+1), "bob")
+		}
+		n.do(b, rc)
+	}
+	for _, read := range []string{"GetRoom", "ListRoomEvents100"} {
+		b.Run(read, func(b *testing.B) {
+			ctx := context.Background()
+			var fails atomic.Int64
+			b.SetParallelism(32 / runtime.GOMAXPROCS(0))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					var err error
+					if read == "GetRoom" {
+						_, err = n.client.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: "r1"}}})
+					} else {
+						var r *v1.ListRoomEventsReply
+						r, err = n.client.ListEvents(ctx, &v1.ListRoomEventsRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: 901, Limit: 100})
+						if err == nil && len(r.Events) != 100 {
+							err = fmt.Errorf("%d events", len(r.Events))
+						}
+					}
+					if err != nil {
+						fails.Add(1)
+					}
+				}
+			})
+			if fails.Load() > 0 {
+				b.Fatalf("%d reads failed", fails.Load())
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reads/s")
+		})
+	}
+}
+
+// BenchmarkIdleWatcherHeap: the memory of 2,000 idle watchers of one
+// room (the node's part: the watcher, its buffer, the feed's entry, the
+// goroutine that serves it), per watcher. A gRPC stream adds its own.
+func BenchmarkIdleWatcherHeap(b *testing.B) {
+	const watchers = 2000
+	n := startEventsNode(b, nil, 0)
+	w := &Watcher{Client: n.client}
+	n.do(b, createCmd("r1", "c0"))
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		var started sync.WaitGroup
+		before := memNow()
+		for range watchers {
+			started.Add(1)
+			go func() {
+				first := true
+				_ = w.Watch(ctx, "app", "r1", 0, func(*v1.WatchRoomReply) error {
+					if first {
+						first = false
+						started.Done()
+					}
+					return nil
+				})
+			}()
+		}
+		started.Wait()
+		after := memNow()
+		b.ReportMetric(float64(after.heap-before.heap)/watchers, "heap-B/watcher")
+		b.ReportMetric(float64(after.stack-before.stack)/watchers, "stack-B/watcher")
+		cancel()
+	}
+}
+
+type memUse struct{ heap, stack uint64 }
+
+func memNow() memUse {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return memUse{m.HeapAlloc, m.StackInuse}
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	flag "github.com/spf13/pflag"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// The gift reservation subcommands, for operators: list the open
+// reservations, and end one the gift reconciler parked (its settlement
+// kept failing, wallet_gift_holds_parked counts them, the node's ERROR
+// line names them) by confirming it (the room logged the gift: the
+// sender's frozen COIN is spent and the receiver paid) or refunding it
+// (the sender's COIN comes back). Both are idempotent and only one of
+// them can ever happen to a reservation.
+
+func init() {
+	register(&command{
+		name:  "wallet hold list",
+		usage: "list open gift reservations older than --older-than, oldest first",
+		flags: func(fs *flag.FlagSet) {
+			fs.Duration("older-than", 30*time.Second, "only reservations at least this old")
+			fs.Int32("limit", 100, "at most this many (1..1000)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			older, _ := fs.GetDuration("older-than")
+			reply, err := walletClient(e).ListOpenGiftHolds(ctx, &roomcellv1.WalletListOpenGiftHoldsRequest{
+				BeforeMs: time.Now().Add(-older).UnixMilli(), Limit: i32(fs, "limit")})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(reply, func(w io.Writer) {
+				fmt.Fprintf(w, "open reservations %d  oldest_created_at_ms %d\n", reply.GetOpen(), reply.GetOldestCreatedAtMs())
+				for _, h := range reply.GetHolds() {
+					fmt.Fprintf(w, "  %s/%s  room %s  %s -> %s  %d×%s  price %d  diamond %d  created_at_ms %d\n",
+						h.GetAppCode(), h.GetCommandId(), h.GetRoomId(), h.GetFromUserId(), h.GetToUserId(),
+						h.GetGiftCount(), h.GetGiftId(), h.GetPriceTotal(), h.GetDiamondTotal(), h.GetCreatedAtMs())
+				}
+			})
+		},
+	})
+	for _, verb := range []string{"confirm", "refund"} {
+		register(&command{
+			name: "wallet hold " + verb,
+			usage: map[string]string{
+				"confirm": "confirm the reservation of gift --command-id in --app: spend the sender's frozen COIN, pay the receiver",
+				"refund":  "refund the reservation of gift --command-id in --app: the sender's frozen COIN comes back",
+			}[verb],
+			flags: func(fs *flag.FlagSet) {
+				fs.String("app", "", "app code")
+				fs.String("command-id", "", "the gift's command_id (required)")
+			},
+			run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+				r := &roomcellv1.WalletSettleGiftRequest{AppCode: str(fs, "app"), CommandId: str(fs, "command-id")}
+				if r.CommandId == "" {
+					return errors.New("--command-id is required")
+				}
+				settle := walletClient(e).ConfirmGift
+				if verb == "refund" {
+					settle = walletClient(e).RefundGift
+				}
+				reply, err := settle(ctx, r)
+				if err != nil {
+					return rpcError(err)
+				}
+				return e.printResult(reply, func(w io.Writer) {
+					fmt.Fprintf(w, "gift %s/%s %s  transaction %s\n", r.AppCode, r.CommandId, reply.GetState(), reply.GetTransactionId())
+				})
+			},
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package configs
+
+import (
+	"net/url"
+	"time"
+)
+
+// TRTCConfig: the rooms' audio side, Tencent TRTC through Tencent Cloud
+// API 3.0. Off by default: no TRTC call is made, kicks and closes stop at
+// IM. On, a kick removes the user from the room's audio room and a close
+// dismisses it (RemoveUserByStrRoomId, DismissRoomByStrRoomId), as room
+// effects through the outbox.
+type TRTCConfig struct {
+	Enabled  bool  `yaml:"enabled"`
+	SDKAppID int64 `yaml:"sdk_app_id"`
+	// SecretID and SecretKey are a Tencent Cloud API key pair (CAM), not
+	// the IM secret: use ${TENCENTCLOUD_SECRET_ID} / ${TENCENTCLOUD_SECRET_KEY};
+	// never logged.
+	SecretID  string `yaml:"secret_id"`
+	SecretKey string `yaml:"secret_key"`
+	// Region of the calls (X-TC-Region): the TRTC room APIs take
+	// ap-beijing, ap-guangzhou, ap-singapore.
+	Region string `yaml:"region"`
+	// Endpoint: https://trtc.tencentcloudapi.com (China) or
+	// https://trtc.intl.tencentcloudapi.com.
+	Endpoint string `yaml:"endpoint"`
+	// Timeout per call.
+	Timeout time.Duration `yaml:"timeout"`
+	// RatePerSecond per action (Tencent: 20).
+	RatePerSecond int `yaml:"rate_per_second"`
+}
+
+func (c *TRTCConfig) setDefaults() {
+	if c.Region == "" {
+		c.Region = "ap-guangzhou"
+	}
+	if c.Endpoint == "" {
+		c.Endpoint = "https://trtc.tencentcloudapi.com"
+	}
+	c.Timeout = durationOr(c.Timeout, 5*time.Second)
+	c.RatePerSecond = intOr(c.RatePerSecond, 20)
+}
+
+func (c TRTCConfig) validate() error {
+	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errorf("trtc.endpoint", "must be an http(s) URL, got %q", c.Endpoint)
+	}
+	if !c.Enabled {
+		return nil
+	}
+	if c.SDKAppID <= 0 {
+		return errorf("trtc.sdk_app_id", "required when trtc.enabled is true")
+	}
+	if c.SecretID == "" {
+		return errorf("trtc.secret_id", "required when trtc.enabled is true (set it from the environment: \"${TENCENTCLOUD_SECRET_ID}\")")
+	}
+	if c.SecretKey == "" {
+		return errorf("trtc.secret_key", "required when trtc.enabled is true (set it from the environment: \"${TENCENTCLOUD_SECRET_KEY}\")")
+	}
+	switch c.Region {
+	case "ap-beijing", "ap-guangzhou", "ap-singapore":
+	default:
+		return errorf("trtc.region", "the TRTC room APIs take ap-beijing, ap-guangzhou or ap-singapore, got %q", c.Region)
+	}
+	return nil
+}

@@ -1,0 +1,188 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/hyapp/roomcell/errclass"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
+)
+
+// The room's event log for clients (docs/client-protocol.md):
+// ListRoomEvents reads it, WatchRoom follows it. Both are answered by the
+// room's owner; the error details below are the protocol's resync and
+// resume signals.
+
+// RoomEvents is what ListRoomEvents and WatchRoom use; actors/room's
+// Client and Watcher provide it (RoomEventsOf).
+type RoomEvents interface {
+	ListEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error)
+	Watch(ctx context.Context, app, roomID string, after int64, send func(*roomcellv1.WatchRoomReply) error) error
+}
+
+// RoomEventsOf joins a room client (reads) and a node's watcher.
+func RoomEventsOf(c *roomgrain.Client, w *roomgrain.Watcher) RoomEvents {
+	return roomEvents{c, w}
+}
+
+type roomEvents struct {
+	*roomgrain.Client
+	*roomgrain.Watcher
+}
+
+// ErrorInfo reasons of the event log (domain "roomcell").
+const (
+	ErrorDomain = "roomcell"
+	// ReasonEventsTrimmed (OUT_OF_RANGE): the events after after_room_seq
+	// are past retention; metadata oldest_after_seq, head_seq.
+	ReasonEventsTrimmed = "ROOM_EVENTS_TRIMMED"
+	// ReasonWatchEnded (UNAVAILABLE): the room moved, the owner stopped
+	// answering or the node drains; metadata resume_after_seq, cause.
+	ReasonWatchEnded = "ROOM_WATCH_ENDED"
+	// ReasonWatchCut (RESOURCE_EXHAUSTED): the reader fell a whole buffer
+	// behind; metadata resume_after_seq.
+	ReasonWatchCut = "ROOM_WATCH_CUT"
+	// ReasonWatchLimit (RESOURCE_EXHAUSTED): the node serves its
+	// grpc.max_watch_streams; try another node.
+	ReasonWatchLimit = "ROOM_WATCH_LIMIT"
+)
+
+// SetEvents gives the server the event log; maxStreams caps the
+// WatchRoom streams open at once on this server (0: none allowed). Call
+// it before serving; without it both RPCs answer Unimplemented.
+func (s *RoomServer) SetEvents(e RoomEvents, maxStreams int) {
+	s.events, s.maxWatch = e, int64(maxStreams)
+}
+
+func init() {
+	registerValidated(&roomcellv1.ListRoomEventsRequest{}, &roomcellv1.WatchRoomRequest{})
+}
+
+var errNoEvents = status.Error(codes.Unimplemented, "the room event log is not served by this server")
+
+func checkEventsRequest(requestID, app, roomID string, after int64) error {
+	if err := room.CheckID("app_code", app); err != nil {
+		return err
+	}
+	if err := room.CheckID("room_id", roomID); err != nil {
+		return err
+	}
+	if err := checkOptionalID("request_id", requestID); err != nil {
+		return err
+	}
+	if after < 0 {
+		return errclass.Invalidf("after_room_seq must be 0 or more, got %d", after)
+	}
+	return nil
+}
+
+func (s *RoomServer) ListRoomEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
+	if s.events == nil {
+		return nil, errNoEvents
+	}
+	if err := checkEventsRequest(r.GetRequestId(), r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq()); err != nil {
+		return nil, s.invalid(ctx, err)
+	}
+	if l := r.GetLimit(); l < 0 || l > roomgrain.MaxEventsLimit {
+		return nil, s.invalid(ctx, errclass.Invalidf("limit must be between 0 (default %d) and %d, got %d", roomgrain.DefaultEventsLimit, roomgrain.MaxEventsLimit, l))
+	}
+	setRequestID(ctx, r)
+	cctx, cancel := s.callCtx(ctx)
+	defer cancel()
+	reply, err := s.events.ListEvents(cctx, r)
+	if err != nil {
+		return nil, s.eventsStatus(cctx, err)
+	}
+	return reply, nil
+}
+
+func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.ServerStreamingServer[roomcellv1.WatchRoomReply]) error {
+	ctx := stream.Context()
+	if s.events == nil {
+		return errNoEvents
+	}
+	if err := checkEventsRequest(r.GetRequestId(), r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq()); err != nil {
+		return s.invalid(ctx, err)
+	}
+	if n := s.watching.Add(1); n > s.maxWatch {
+		s.watching.Add(-1)
+		st, _ := status.New(codes.ResourceExhausted, "this node serves as many room watches as it may (grpc.max_watch_streams); retry on another node").
+			WithDetails(&errdetails.ErrorInfo{Reason: ReasonWatchLimit, Domain: ErrorDomain})
+		return st.Err()
+	}
+	defer s.watching.Add(-1)
+	err := s.events.Watch(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), stream.Send)
+	if err == nil || ctx.Err() != nil {
+		return nil // the client went away
+	}
+	return s.eventsStatus(ctx, err)
+}
+
+// eventsStatus is toStatus with the event log's own signals.
+func (s *RoomServer) eventsStatus(ctx context.Context, err error) error {
+	var te *roomgrain.TrimmedError
+	var we *roomgrain.WatchEndedError
+	switch {
+	case errors.As(err, &te):
+		st, _ := status.New(codes.OutOfRange, "the room's events after after_room_seq are past retention; resync with GetRoom and read on from its room seq").
+			WithDetails(&errdetails.ErrorInfo{Reason: ReasonEventsTrimmed, Domain: ErrorDomain, Metadata: map[string]string{
+				"after_room_seq":   strconv.FormatInt(te.After, 10),
+				"oldest_after_seq": strconv.FormatInt(te.OldestAfterSeq, 10),
+				"head_seq":         strconv.FormatInt(te.HeadSeq, 10),
+			}})
+		return st.Err()
+	case errors.As(err, &we):
+		code, reason := codes.Unavailable, ReasonWatchEnded
+		if we.Cut {
+			code, reason = codes.ResourceExhausted, ReasonWatchCut
+		}
+		st, _ := status.New(code, "room watch ended ("+we.Reason+"); watch again with after_room_seq = resume_after_seq, on any node").
+			WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{
+				"resume_after_seq": strconv.FormatInt(we.ResumeAfter, 10),
+				"cause":            we.Reason,
+			}})
+		return st.Err()
+	}
+	return toStatus(ctx, s.log, err)
+}
+
+// ResumeAfterSeq reads the seq to resume a watch after from a status of
+// WatchRoom (ok false: the status carries none).
+func ResumeAfterSeq(err error) (int64, bool) {
+	return errorInfoSeq(err, "resume_after_seq", ReasonWatchEnded, ReasonWatchCut)
+}
+
+// TrimmedHead reads head_seq from an OUT_OF_RANGE of the event log (ok
+// false: err is not one).
+func TrimmedHead(err error) (int64, bool) {
+	return errorInfoSeq(err, "head_seq", ReasonEventsTrimmed)
+}
+
+func errorInfoSeq(err error, key string, reasons ...string) (int64, bool) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.Domain != ErrorDomain {
+			continue
+		}
+		for _, r := range reasons {
+			if info.Reason == r {
+				n, err := strconv.ParseInt(info.Metadata[key], 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
+}

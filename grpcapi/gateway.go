@@ -1,0 +1,128 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/textproto"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// Gateway serves the client API (RoomService) as HTTP/JSON: the handlers
+// grpc-gateway generated from the proto (routes in
+// api/roomcellv1/gateway.yaml) call the node's own gRPC server over an
+// in-process pipe, so every request passes the same interceptors (bearer
+// token, request id, checks, recovery) and gets the same errors, as the
+// gRPC status in JSON with its HTTP code (NOT_FOUND 404, INVALID_ARGUMENT
+// 400, UNAUTHENTICATED 401, UNAVAILABLE 503, ...). Field names are the
+// proto's (snake_case), as the seeds' clients send them.
+type Gateway struct {
+	http *http.Server
+	lis  net.Listener
+	pipe *bufconn.Listener
+	conn *grpc.ClientConn
+}
+
+// GatewayOptions configure StartGateway.
+type GatewayOptions struct {
+	Addr string
+	// Listener, when set, is served instead of listening on Addr (the
+	// process passes one under its connection caps).
+	Listener net.Listener
+	// TLS: the gRPC server serves TLS (grpc.tls); the pipe then carries
+	// TLS too, unverified (it never leaves the process).
+	TLS               bool
+	ReadHeaderTimeout time.Duration
+	Logger            *slog.Logger
+}
+
+// gatewayHeader passes the headers the gRPC API reads: Authorization (as
+// grpc-gateway always does) and the request id; the rest get
+// grpc-gateway's prefix.
+func gatewayHeader(key string) (string, bool) {
+	if textproto.CanonicalMIMEHeaderKey(key) == textproto.CanonicalMIMEHeaderKey(RequestIDHeader) {
+		return RequestIDHeader, true
+	}
+	return runtime.DefaultHeaderMatcher(key)
+}
+
+// StartGateway serves srv's RoomService on o.Addr as HTTP/JSON.
+func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
+	lis := o.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", o.Addr); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	g := &Gateway{lis: lis, pipe: bufconn.Listen(1 << 20)}
+	go func() { _ = srv.Serve(g.pipe) }()
+	creds := insecure.NewCredentials()
+	if o.TLS {
+		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // an in-process pipe
+	}
+	g.conn, err = grpc.NewClient("passthrough:///gateway",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.pipe.DialContext(ctx) }),
+		grpc.WithTransportCredentials(creds))
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	mux := runtime.NewServeMux(
+		runtime.WithIncomingHeaderMatcher(gatewayHeader),
+		runtime.WithOutgoingHeaderMatcher(func(key string) (string, bool) {
+			if key == RequestIDHeader {
+				return "X-Request-Id", true
+			}
+			return "", false
+		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{},
+		}),
+	)
+	if err := roomcellv1.RegisterRoomServiceHandler(context.Background(), mux, g.conn); err != nil {
+		g.conn.Close()
+		lis.Close()
+		return nil, err
+	}
+	rht := o.ReadHeaderTimeout
+	if rht <= 0 {
+		rht = 5 * time.Second
+	}
+	g.http = &http.Server{Handler: mux, ReadHeaderTimeout: rht}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	go func() {
+		if err := g.http.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("gateway serve", "error", err)
+		}
+	}()
+	return g, nil
+}
+
+// Addr is the listener's address.
+func (g *Gateway) Addr() string { return g.lis.Addr().String() }
+
+// Shutdown stops taking requests and waits for those under way until
+// ctx ends (watch streams end with the gRPC server's drain).
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	err := g.http.Shutdown(ctx)
+	g.conn.Close()
+	return err
+}

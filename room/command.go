@@ -1,0 +1,238 @@
+package room
+
+import (
+	"maps"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// Command types; also the command_type column of the command log. A type
+// is its request message's name without "Request" (CommandFromProto).
+const (
+	CmdCreateRoom  = "CreateRoom"
+	CmdJoinRoom    = "JoinRoom"
+	CmdLeaveRoom   = "LeaveRoom"
+	CmdTakeMic     = "TakeMic"
+	CmdReleaseMic  = "ReleaseMic"
+	CmdSendGift    = "SendGift"
+	CmdKickUser    = "KickUser"
+	CmdCloseRoom   = "CloseRoom"
+	CmdHeartbeat   = "Heartbeat"
+	CmdSetAdmin    = "SetAdmin"
+	CmdRemoveAdmin = "RemoveAdmin"
+	CmdMuteSeat    = "MuteSeat"
+	CmdUnmuteSeat  = "UnmuteSeat"
+	CmdLockSeat    = "LockSeat"
+	CmdUnlockSeat  = "UnlockSeat"
+	CmdUpdateRoom  = "UpdateRoom"
+	// CmdTransferOwner hands the room to another member.
+	CmdTransferOwner = "TransferOwner"
+
+	CmdSetSeatMode            = "SetSeatMode"
+	CmdApplySeat              = "ApplySeat"
+	CmdCancelSeatApplication  = "CancelSeatApplication"
+	CmdApproveSeatApplication = "ApproveSeatApplication"
+	CmdRejectSeatApplication  = "RejectSeatApplication"
+	CmdInviteToSeat           = "InviteToSeat"
+	CmdAcceptSeatInvitation   = "AcceptSeatInvitation"
+	CmdDeclineSeatInvitation  = "DeclineSeatInvitation"
+
+	CmdKickOffSeat  = "KickOffSeat"
+	CmdMoveSeat     = "MoveSeat"
+	CmdSetSeatCount = "SetSeatCount"
+
+	CmdBanUser      = "BanUser"
+	CmdUnbanUser    = "UnbanUser"
+	CmdMuteMember   = "MuteMember"
+	CmdUnmuteMember = "UnmuteMember"
+)
+
+// Leave and seat-release reasons. The system ones are written by the room
+// and its workers only; a client may not claim them (checkClientReason).
+const (
+	ReasonLeft             = "left"
+	ReasonKicked           = "kicked"
+	ReasonReleased         = "released"
+	ReasonHeartbeatTimeout = "heartbeat_timeout"
+	ReasonSwitchedRoom     = "switched_room"
+	ReasonSeatLocked       = "seat_locked"
+)
+
+// Command is one request to a room, with the time it is decided at. The
+// fields a command type does not use stay zero.
+type Command struct {
+	Type      string
+	CommandID string
+	RequestID string
+	AppCode   string
+	RoomID    string
+	UserID    string // operator
+	NowMs     int64
+	// RequestHash fingerprints the request (RequestHash); it is stored
+	// with the log record so a reused command_id can be checked.
+	RequestHash string
+
+	Name         string   // CreateRoom; UpdateRoom ("" = unchanged)
+	MicSeats     int      // CreateRoom (0 = DefaultMicSeats), SetSeatCount
+	Admins       []string // CreateRoom
+	Announcement *string  // UpdateRoom; nil = unchanged, "" = cleared
+
+	Seat int // TakeMic, MuteSeat, UnmuteSeat, LockSeat, UnlockSeat, ApplySeat, InviteToSeat
+
+	SeatMode       string // SetSeatMode
+	TimeoutSeconds int64  // ApplySeat, InviteToSeat; 0 = DefaultSeatRequestSeconds
+
+	ToUserID  string // SendGift
+	GiftID    string
+	GiftCount int64
+	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
+
+	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
+	BanSeconds   int64  // KickUser, BanUser
+	MuteSeconds  int64  // MuteMember
+	Reason       string // LeaveRoom, KickUser, CloseRoom
+}
+
+// commandKind is everything the room knows about one command type. The
+// common header (ids) is read and checked for every type alike; a row holds
+// only what differs.
+type commandKind struct {
+	// fill copies the request's own fields into c.
+	fill func(req proto.Message, c *Command)
+	// check validates those fields without looking at the room.
+	check func(c Command) error
+	// client holds the rules only a client's command must pass (the
+	// room's own workers send the same type through the internal path).
+	client func(c Command) error
+	// decide applies the room's rules once the room is known to exist and
+	// be open (CreateRoom: before either).
+	decide func(s State, c Command) ([]Event, error)
+	// unlogged: not written to the command log, no command_id needed.
+	unlogged bool
+}
+
+// commands is the command table: one row per command type.
+var commands = map[string]commandKind{
+	CmdCreateRoom: {
+		fill: fill(func(r *v1.CreateRoomRequest, c *Command) {
+			c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
+		}),
+		check: checkCreate, decide: decideCreate,
+	},
+	CmdJoinRoom: {decide: decideJoin},
+	CmdLeaveRoom: {
+		fill:  fill(func(r *v1.LeaveRoomRequest, c *Command) { c.Reason = r.Reason }),
+		check: checkReason, client: checkClientReason, decide: decideLeave,
+	},
+	CmdTakeMic:    {fill: fillSeat[*v1.TakeMicRequest], check: checkSeat, decide: decideTakeMic},
+	CmdReleaseMic: {decide: decideReleaseMic},
+	CmdSendGift: {
+		fill: fill(func(r *v1.SendGiftRequest, c *Command) {
+			c.ToUserID, c.GiftID, c.GiftCount = r.ToUserId, r.GiftId, r.GiftCount
+		}),
+		check: checkGift, decide: decideGift,
+	},
+	CmdKickUser: {
+		fill: fill(func(r *v1.KickUserRequest, c *Command) {
+			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
+		}),
+		check: checkKick, decide: decideKick,
+	},
+	CmdCloseRoom: {
+		fill:  fill(func(r *v1.CloseRoomRequest, c *Command) { c.Reason = r.Reason }),
+		check: checkReason, decide: decideClose,
+	},
+	CmdHeartbeat:   {decide: decideHeartbeat, unlogged: true},
+	CmdSetAdmin:    {fill: fillTarget[*v1.SetAdminRequest], check: checkTarget, decide: decideSetAdmin},
+	CmdRemoveAdmin: {fill: fillTarget[*v1.RemoveAdminRequest], check: checkTarget, decide: decideRemoveAdmin},
+	CmdMuteSeat:    {fill: fillSeat[*v1.MuteSeatRequest], check: checkSeat, decide: decideMuteSeat},
+	CmdUnmuteSeat:  {fill: fillSeat[*v1.UnmuteSeatRequest], check: checkSeat, decide: decideUnmuteSeat},
+	CmdLockSeat:    {fill: fillSeat[*v1.LockSeatRequest], check: checkSeat, decide: decideLockSeat},
+	CmdUnlockSeat:  {fill: fillSeat[*v1.UnlockSeatRequest], check: checkSeat, decide: decideUnlockSeat},
+	CmdUpdateRoom: {
+		fill: fill(func(r *v1.UpdateRoomRequest, c *Command) {
+			c.Name, c.Announcement = r.Name, r.Announcement
+		}),
+		check: checkUpdate, decide: decideUpdate,
+	},
+	CmdTransferOwner: {fill: fillTarget[*v1.TransferOwnerRequest], check: checkTransfer, decide: decideTransferOwner},
+	// Seat applications and invitations (seatrequest.go).
+	CmdSetSeatMode: {
+		fill:  fill(func(r *v1.SetSeatModeRequest, c *Command) { c.SeatMode = r.SeatMode }),
+		check: checkSeatMode, decide: decideSetSeatMode,
+	},
+	CmdApplySeat: {
+		fill: fill(func(r *v1.ApplySeatRequest, c *Command) {
+			c.Seat, c.TimeoutSeconds = int(r.Seat), r.TimeoutSeconds
+		}),
+		check: checkApply, decide: decideApplySeat,
+	},
+	CmdCancelSeatApplication:  {decide: decideCancelSeatApplication},
+	CmdApproveSeatApplication: {fill: fillTarget[*v1.ApproveSeatApplicationRequest], check: checkTarget, decide: decideApproveSeatApplication},
+	CmdRejectSeatApplication:  {fill: fillTarget[*v1.RejectSeatApplicationRequest], check: checkTarget, decide: decideRejectSeatApplication},
+	CmdInviteToSeat: {
+		fill: fill(func(r *v1.InviteToSeatRequest, c *Command) {
+			c.TargetUserID, c.Seat, c.TimeoutSeconds = r.TargetUserId, int(r.Seat), r.TimeoutSeconds
+		}),
+		check: checkInvite, decide: decideInviteToSeat,
+	},
+	CmdAcceptSeatInvitation:  {decide: decideAcceptSeatInvitation},
+	CmdDeclineSeatInvitation: {decide: decideDeclineSeatInvitation},
+	// The room's own: no request message maps to it (CommandFromProto).
+	CmdExpireSeatRequests: {decide: decideExpireSeatRequests},
+	// Seat moves (seatmove.go).
+	CmdKickOffSeat: {fill: fillTarget[*v1.KickOffSeatRequest], check: checkTarget, decide: decideKickOffSeat},
+	CmdMoveSeat: {
+		fill: fill(func(r *v1.MoveSeatRequest, c *Command) {
+			c.Seat, c.TargetUserID = int(r.Seat), r.TargetUserId
+		}),
+		check: checkMove, decide: decideMoveSeat,
+	},
+	CmdSetSeatCount: {
+		fill:  fill(func(r *v1.SetSeatCountRequest, c *Command) { c.MicSeats = int(r.MicSeats) }),
+		check: checkSeatCount, decide: decideSetSeatCount,
+	},
+	// Moderation without a kick (moderation.go).
+	CmdBanUser: {
+		fill: fill(func(r *v1.BanUserRequest, c *Command) {
+			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
+		}),
+		check: checkBan, decide: decideBan,
+	},
+	CmdUnbanUser: {fill: fillTarget[*v1.UnbanUserRequest], check: checkTarget, decide: decideUnban},
+	CmdMuteMember: {
+		fill: fill(func(r *v1.MuteMemberRequest, c *Command) {
+			c.TargetUserID, c.MuteSeconds = r.TargetUserId, r.MuteSeconds
+		}),
+		check: checkMute, decide: decideMuteMember,
+	},
+	CmdUnmuteMember: {fill: fillTarget[*v1.UnmuteMemberRequest], check: checkTarget, decide: decideUnmuteMember},
+}
+
+// Mutates reports whether commands of this type are logged. Heartbeat only
+// checks membership (presence lives in the directory) and is not logged.
+func Mutates(cmdType string) bool { return !commands[cmdType].unlogged }
+
+// CommandTypes lists the command types a room decides, sorted.
+func CommandTypes() []string { return slices.Sorted(maps.Keys(commands)) }
+
+func fill[R proto.Message](f func(r R, c *Command)) func(proto.Message, *Command) {
+	return func(m proto.Message, c *Command) { f(m.(R), c) }
+}
+
+func fillSeat[R interface {
+	proto.Message
+	GetSeat() int32
+}](m proto.Message, c *Command) {
+	c.Seat = int(m.(R).GetSeat())
+}
+
+func fillTarget[R interface {
+	proto.Message
+	GetTargetUserId() string
+}](m proto.Message, c *Command) {
+	c.TargetUserID = m.(R).GetTargetUserId()
+}

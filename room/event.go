@@ -1,0 +1,405 @@
+package room
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Event types. The names are the outbox event_type values of the seeds.
+const (
+	TypeRoomCreated      = "RoomCreated"
+	TypeRoomUserJoined   = "RoomUserJoined"
+	TypeRoomUserLeft     = "RoomUserLeft"
+	TypeRoomMicTaken     = "RoomMicTaken"
+	TypeRoomMicReleased  = "RoomMicReleased"
+	TypeRoomGiftSent     = "RoomGiftSent"
+	TypeRoomHeatChanged  = "RoomHeatChanged"
+	TypeRoomUserKicked   = "RoomUserKicked"
+	TypeRoomClosed       = "RoomClosed"
+	TypeRoomRankChanged  = "RoomRankChanged"
+	TypeRoomAdminSet     = "RoomAdminSet"
+	TypeRoomAdminRemoved = "RoomAdminRemoved"
+	TypeRoomSeatMuted    = "RoomSeatMuted"
+	TypeRoomSeatUnmuted  = "RoomSeatUnmuted"
+	TypeRoomSeatLocked   = "RoomSeatLocked"
+	TypeRoomSeatUnlocked = "RoomSeatUnlocked"
+	TypeRoomUpdated      = "RoomUpdated"
+	TypeRoomOwnerChanged = "RoomOwnerChanged"
+
+	TypeRoomSeatModeChanged      = "RoomSeatModeChanged"
+	TypeRoomSeatApplied          = "RoomSeatApplied"
+	TypeRoomSeatApplicationEnded = "RoomSeatApplicationEnded"
+	TypeRoomSeatInvited          = "RoomSeatInvited"
+	TypeRoomSeatInvitationEnded  = "RoomSeatInvitationEnded"
+	TypeRoomSeatCountChanged     = "RoomSeatCountChanged"
+	TypeRoomUserBanned           = "RoomUserBanned"
+	TypeRoomUserUnbanned         = "RoomUserUnbanned"
+	TypeRoomMemberMuted          = "RoomMemberMuted"
+	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
+)
+
+// Event is one fact a command produced. Its JSON form is the envelope
+// payload; apply is its whole effect on the room, kept next to the fact
+// so a new event is defined in one place. apply never fails: events are
+// facts Decide already checked, and a log written by an older version
+// must replay.
+type Event interface {
+	EventType() string
+	apply(s *State)
+}
+
+// EventInfo is what delivery needs to know about an event type.
+type EventInfo struct {
+	// IM: published to the room's IM group. The others are marked
+	// published without a send.
+	IM bool
+	// High: sent with Tencent's High priority. Tencent drops lower
+	// priorities first when a group is over its rate; these are the
+	// events a room's clients cannot do without.
+	High bool
+}
+
+type eventKind struct {
+	info   EventInfo
+	decode func(payload []byte) (Event, error)
+}
+
+// kind registers E: decoding fills a value of E itself (not a pointer),
+// so live and replayed events compare equal.
+func kind[E Event](info EventInfo) eventKind {
+	return eventKind{info: info, decode: func(b []byte) (Event, error) {
+		var e E
+		err := json.Unmarshal(b, &e)
+		return e, err
+	}}
+}
+
+// eventKinds is the event registry: one row per event type.
+var eventKinds = map[string]eventKind{
+	TypeRoomCreated:     kind[RoomCreated](EventInfo{}), // creates the IM group instead (delivery/roomim)
+	TypeRoomUserJoined:  kind[RoomUserJoined](EventInfo{IM: true}),
+	TypeRoomUserLeft:    kind[RoomUserLeft](EventInfo{IM: true}),
+	TypeRoomMicTaken:    kind[RoomMicTaken](EventInfo{IM: true}),
+	TypeRoomMicReleased: kind[RoomMicReleased](EventInfo{IM: true}),
+	TypeRoomGiftSent:    kind[RoomGiftSent](EventInfo{IM: true, High: true}),
+	TypeRoomHeatChanged: kind[RoomHeatChanged](EventInfo{}),
+	TypeRoomUserKicked:  kind[RoomUserKicked](EventInfo{IM: true, High: true}),
+	TypeRoomClosed:      kind[RoomClosed](EventInfo{IM: true, High: true}),
+	// Emitted by the directory integration; never changes room state.
+	TypeRoomRankChanged:  kind[RoomRankChanged](EventInfo{}),
+	TypeRoomAdminSet:     kind[RoomAdminSet](EventInfo{IM: true}),
+	TypeRoomAdminRemoved: kind[RoomAdminRemoved](EventInfo{IM: true}),
+	// A muted seat's client must stop sending audio: losing the message
+	// would leave the seat audible.
+	TypeRoomSeatMuted:    kind[RoomSeatMuted](EventInfo{IM: true, High: true}),
+	TypeRoomSeatUnmuted:  kind[RoomSeatUnmuted](EventInfo{IM: true}),
+	TypeRoomSeatLocked:   kind[RoomSeatLocked](EventInfo{IM: true}),
+	TypeRoomSeatUnlocked: kind[RoomSeatUnlocked](EventInfo{IM: true}),
+	TypeRoomUpdated:      kind[RoomUpdated](EventInfo{IM: true}),
+	TypeRoomOwnerChanged: kind[RoomOwnerChanged](EventInfo{IM: true}),
+	// Seat requests (seatrequest.go): admins see applications arrive and
+	// an invitee sees the invitation in the group; the ends are Normal,
+	// a client that missed one reads the pending lists from the room view.
+	TypeRoomSeatModeChanged:      kind[RoomSeatModeChanged](EventInfo{IM: true}),
+	TypeRoomSeatApplied:          kind[RoomSeatApplied](EventInfo{IM: true}),
+	TypeRoomSeatApplicationEnded: kind[RoomSeatApplicationEnded](EventInfo{IM: true}),
+	TypeRoomSeatInvited:          kind[RoomSeatInvited](EventInfo{IM: true}),
+	TypeRoomSeatInvitationEnded:  kind[RoomSeatInvitationEnded](EventInfo{IM: true}),
+	TypeRoomSeatCountChanged:     kind[RoomSeatCountChanged](EventInfo{IM: true}),
+	TypeRoomUserBanned:           kind[RoomUserBanned](EventInfo{IM: true}),
+	TypeRoomUserUnbanned:         kind[RoomUserUnbanned](EventInfo{IM: true}),
+	// A muted member's client must stop sending chat (IM enforces it with
+	// the group's member mute too): High, as a seat mute.
+	TypeRoomMemberMuted:   kind[RoomMemberMuted](EventInfo{IM: true, High: true}),
+	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true}),
+}
+
+// EventTypes returns every registered event type, sorted.
+func EventTypes() []string { return slices.Sorted(maps.Keys(eventKinds)) }
+
+// EventInfoOf returns what delivery needs to know about an event type; ok
+// is false for a type this version does not know.
+func EventInfoOf(eventType string) (info EventInfo, ok bool) {
+	k, ok := eventKinds[eventType]
+	return k.info, ok
+}
+
+// IsIMEvent reports whether events of this type are published to the
+// room's IM group.
+func IsIMEvent(eventType string) bool { return eventKinds[eventType].info.IM }
+
+// DecodeEvent parses an envelope payload of the given type.
+func DecodeEvent(eventType string, payload []byte) (Event, error) {
+	k, ok := eventKinds[eventType]
+	if !ok {
+		return nil, fmt.Errorf("unknown event type %q", eventType)
+	}
+	e, err := k.decode(payload)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s payload: %w", eventType, err)
+	}
+	return e, nil
+}
+
+// EventID is the deterministic id of the index-th event of the command
+// that took seq in the room. Two activations deciding the same seq produce
+// the same ids, so the outbox primary key fences them too.
+func EventID(appCode, roomID string, seq int64, index int) string {
+	return fmt.Sprintf("%s:%s:%d:%d", appCode, roomID, seq, index)
+}
+
+type RoomCreated struct {
+	OwnerUserID  string   `json:"owner_user_id"`
+	Name         string   `json:"name"`
+	MicSeats     int      `json:"mic_seats"`
+	AdminUserIDs []string `json:"admin_user_ids"`
+	CreatedAtMs  int64    `json:"created_at_ms"`
+}
+
+func (RoomCreated) EventType() string { return TypeRoomCreated }
+func (e RoomCreated) apply(s *State) {
+	s.Exists = true
+	s.Owner = e.OwnerUserID
+	s.Name = e.Name
+	s.Status = StatusOpen
+	s.Admins = append([]string(nil), e.AdminUserIDs...)
+	s.Seats = make([]string, e.MicSeats)
+	s.CreatedAtMs = e.CreatedAtMs
+}
+
+type RoomUserJoined struct {
+	UserID     string `json:"user_id"`
+	JoinedAtMs int64  `json:"joined_at_ms"`
+}
+
+func (RoomUserJoined) EventType() string { return TypeRoomUserJoined }
+func (e RoomUserJoined) apply(s *State) {
+	if s.Members == nil {
+		s.Members = map[string]int64{}
+	}
+	s.Members[e.UserID] = e.JoinedAtMs
+	// A join carries the decision time, so bans that ended by then can
+	// go: it keeps the snapshot from growing with every kick ever made,
+	// and replay prunes at the same events.
+	maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
+		return u == e.UserID || until <= e.JoinedAtMs
+	})
+}
+
+type RoomUserLeft struct {
+	UserID string `json:"user_id"`
+	Reason string `json:"reason"`
+}
+
+func (RoomUserLeft) EventType() string { return TypeRoomUserLeft }
+func (e RoomUserLeft) apply(s *State) {
+	delete(s.Members, e.UserID)
+	s.vacate(e.UserID) // Decide released it already; keeps "seated ⇒ member" whatever the log says
+}
+
+type RoomMicTaken struct {
+	UserID string `json:"user_id"`
+	Seat   int    `json:"seat"`
+}
+
+func (RoomMicTaken) EventType() string { return TypeRoomMicTaken }
+func (e RoomMicTaken) apply(s *State) {
+	if e.Seat >= 0 && e.Seat < len(s.Seats) {
+		s.Seats[e.Seat] = e.UserID
+	}
+}
+
+type RoomMicReleased struct {
+	UserID string `json:"user_id"`
+	Seat   int    `json:"seat"`
+	Reason string `json:"reason"`
+}
+
+func (RoomMicReleased) EventType() string { return TypeRoomMicReleased }
+func (e RoomMicReleased) apply(s *State) {
+	if e.Seat >= 0 && e.Seat < len(s.Seats) && s.Seats[e.Seat] == e.UserID {
+		s.Seats[e.Seat] = ""
+	}
+}
+
+type RoomGiftSent struct {
+	FromUserID string `json:"from_user_id"`
+	ToUserID   string `json:"to_user_id"`
+	GiftID     string `json:"gift_id"`
+	GiftCount  int64  `json:"gift_count"`
+	HeatValue  int64  `json:"heat_value"`
+}
+
+func (RoomGiftSent) EventType() string { return TypeRoomGiftSent }
+
+// apply: heat moves with RoomHeatChanged; the gift itself changes nothing.
+func (RoomGiftSent) apply(*State) {}
+
+type RoomHeatChanged struct {
+	Delta int64 `json:"delta"`
+	Heat  int64 `json:"heat"`
+}
+
+func (RoomHeatChanged) EventType() string { return TypeRoomHeatChanged }
+func (e RoomHeatChanged) apply(s *State)  { s.Heat = e.Heat }
+
+type RoomUserKicked struct {
+	TargetUserID   string `json:"target_user_id"`
+	OperatorUserID string `json:"operator_user_id"`
+	Reason         string `json:"reason"`
+	BanUntilMs     int64  `json:"ban_until_ms"`
+}
+
+func (RoomUserKicked) EventType() string { return TypeRoomUserKicked }
+func (e RoomUserKicked) apply(s *State) {
+	delete(s.Members, e.TargetUserID)
+	s.vacate(e.TargetUserID)
+	if e.BanUntilMs > 0 {
+		if s.Bans == nil {
+			s.Bans = map[string]int64{}
+		}
+		s.Bans[e.TargetUserID] = e.BanUntilMs
+	}
+}
+
+type RoomClosed struct {
+	OperatorUserID string `json:"operator_user_id"`
+	Reason         string `json:"reason"`
+}
+
+func (RoomClosed) EventType() string { return TypeRoomClosed }
+
+// apply: a closed room has nobody in it: RoomClosed stands for every seat
+// release and leave (IM clients drop the room on it), so GetRoom shows it
+// empty.
+func (RoomClosed) apply(s *State) {
+	s.Status = StatusClosed
+	if s.Extra != nil {
+		s.Extra.Applications, s.Extra.Invitations = nil, nil
+	}
+	for i := range s.Seats {
+		s.Seats[i] = ""
+	}
+	s.Members = nil
+}
+
+type RoomRankChanged struct {
+	Rank     int64 `json:"rank"`
+	PrevRank int64 `json:"prev_rank"`
+	Heat     int64 `json:"heat"`
+}
+
+func (RoomRankChanged) EventType() string { return TypeRoomRankChanged }
+func (RoomRankChanged) apply(*State)      {}
+
+// RoomAdminSet: the owner made TargetUserID an admin.
+type RoomAdminSet struct {
+	TargetUserID   string `json:"target_user_id"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomAdminSet) EventType() string { return TypeRoomAdminSet }
+func (e RoomAdminSet) apply(s *State)  { s.Admins = addSorted(s.Admins, e.TargetUserID) }
+
+// RoomAdminRemoved: the owner took TargetUserID's admin rights away; they
+// stay in the room as a member if they were one.
+type RoomAdminRemoved struct {
+	TargetUserID   string `json:"target_user_id"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomAdminRemoved) EventType() string { return TypeRoomAdminRemoved }
+func (e RoomAdminRemoved) apply(s *State) {
+	s.Admins = slices.DeleteFunc(s.Admins, func(a string) bool { return a == e.TargetUserID })
+}
+
+// RoomSeatMuted: seat Seat is muted. UserID is who sat there when it was
+// muted ("" for a free seat); the mute belongs to the seat, not to them.
+type RoomSeatMuted struct {
+	Seat           int    `json:"seat"`
+	UserID         string `json:"user_id"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomSeatMuted) EventType() string { return TypeRoomSeatMuted }
+func (e RoomSeatMuted) apply(s *State) {
+	if e.Seat >= 0 && e.Seat < len(s.Seats) {
+		s.MutedSeats = addSorted(s.MutedSeats, e.Seat)
+	}
+}
+
+type RoomSeatUnmuted struct {
+	Seat           int    `json:"seat"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomSeatUnmuted) EventType() string { return TypeRoomSeatUnmuted }
+func (e RoomSeatUnmuted) apply(s *State) {
+	s.MutedSeats = slices.DeleteFunc(s.MutedSeats, func(i int) bool { return i == e.Seat })
+}
+
+// RoomSeatLocked: seat Seat can't be taken until unlocked. Locking an
+// occupied seat comes after a RoomMicReleased of its holder (reason
+// "seat_locked").
+type RoomSeatLocked struct {
+	Seat           int    `json:"seat"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomSeatLocked) EventType() string { return TypeRoomSeatLocked }
+func (e RoomSeatLocked) apply(s *State) {
+	if e.Seat >= 0 && e.Seat < len(s.Seats) {
+		s.LockedSeats = addSorted(s.LockedSeats, e.Seat)
+	}
+}
+
+type RoomSeatUnlocked struct {
+	Seat           int    `json:"seat"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (RoomSeatUnlocked) EventType() string { return TypeRoomSeatUnlocked }
+func (e RoomSeatUnlocked) apply(s *State) {
+	s.LockedSeats = slices.DeleteFunc(s.LockedSeats, func(i int) bool { return i == e.Seat })
+}
+
+// RoomUpdated carries the room's name and announcement after the update,
+// both whole, so a client that missed earlier updates needs no history.
+type RoomUpdated struct {
+	OperatorUserID string `json:"operator_user_id"`
+	Name           string `json:"name"`
+	Announcement   string `json:"announcement"`
+}
+
+func (RoomUpdated) EventType() string { return TypeRoomUpdated }
+func (e RoomUpdated) apply(s *State) {
+	s.Name = e.Name
+	s.Announcement = e.Announcement
+}
+
+// RoomOwnerChanged: the owner handed the room to OwnerUserID, who leaves
+// the admin list if on it; the previous owner is an ordinary member now.
+type RoomOwnerChanged struct {
+	OwnerUserID         string `json:"owner_user_id"`
+	PreviousOwnerUserID string `json:"previous_owner_user_id"`
+}
+
+func (RoomOwnerChanged) EventType() string { return TypeRoomOwnerChanged }
+func (e RoomOwnerChanged) apply(s *State) {
+	s.Owner = e.OwnerUserID
+	s.Admins = slices.DeleteFunc(s.Admins, func(u string) bool { return u == e.OwnerUserID })
+	if len(s.Admins) == 0 {
+		s.Admins = nil
+	}
+}
+
+// addSorted inserts v into the sorted set xs (no duplicates).
+func addSorted[T int | string](xs []T, v T) []T {
+	i, found := slices.BinarySearch(xs, v)
+	if found {
+		return xs
+	}
+	return slices.Insert(xs, i, v)
+}

@@ -1,0 +1,188 @@
+package room
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
+)
+
+// header is the part every request of the grain protocol carries.
+type header interface {
+	proto.Message
+	GetCommandId() string
+	GetRequestId() string
+	GetAppCode() string
+	GetRoomId() string
+	GetUserId() string
+}
+
+// Request returns the request message set in rc's oneof, or nil.
+func Request(rc *v1.RoomCommand) proto.Message {
+	r := rc.ProtoReflect()
+	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("command"))
+	if fd == nil {
+		return nil
+	}
+	return r.Get(fd).Message().Interface()
+}
+
+// CommandFromProto turns the grain protocol's command into a domain
+// command decided at nowMs. ok is false for an empty oneof, GetRoom, or a
+// request type the command table does not know. The header is read here
+// for every type; the table's fill reads the rest.
+func CommandFromProto(rc *v1.RoomCommand, nowMs int64) (Command, bool) {
+	req, ok := Request(rc).(header)
+	if !ok {
+		return Command{}, false
+	}
+	typ := strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
+	k, ok := commands[typ]
+	if !ok {
+		return Command{}, false
+	}
+	c := Command{
+		Type: typ, CommandID: req.GetCommandId(), RequestID: req.GetRequestId(),
+		AppCode: req.GetAppCode(), RoomID: req.GetRoomId(), UserID: req.GetUserId(), NowMs: nowMs,
+	}
+	if k.fill != nil {
+		k.fill(req, &c)
+	}
+	return c, true
+}
+
+// KeyOf returns the app_code and room_id a command addresses.
+func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
+	a, ok := Request(rc).(interface {
+		GetAppCode() string
+		GetRoomId() string
+	})
+	if !ok {
+		return "", ""
+	}
+	return a.GetAppCode(), a.GetRoomId()
+}
+
+// CheckClientCommand checks a command from a client before it is sent to
+// its room: the same checks Decide makes before it looks at the room (one
+// implementation, validate), plus the rules only clients must pass (the
+// room's workers send system leave reasons and reserved command ids
+// through the internal path, which does not call this). Every error is
+// errclass.Invalid naming the field.
+func CheckClientCommand(rc *v1.RoomCommand) error {
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
+		r := l.ListBans
+		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
+			return err
+		}
+		_, err := ParseBansPage(r)
+		return err
+	}
+	if g, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		r := g.GetRoom
+		if err := checkID("app_code", r.GetAppCode()); err != nil {
+			return err
+		}
+		if err := checkID("room_id", r.GetRoomId()); err != nil {
+			return err
+		}
+		if id := r.GetRequestId(); id != "" {
+			if err := checkID("request_id", id); err != nil {
+				return err
+			}
+		}
+		_, err := ParseMembersPage(r)
+		return err
+	}
+	cmd, ok := CommandFromProto(rc, 0)
+	if !ok {
+		return errclass.Invalidf("empty or unknown command")
+	}
+	k, err := validate(cmd)
+	if err != nil {
+		return err
+	}
+	if err := checkClientCommandID(cmd); err != nil {
+		return err
+	}
+	if k.client != nil {
+		return k.client(cmd)
+	}
+	return nil
+}
+
+// Summary is the room without its member list (member_count counts
+// them): what a command's reply carries, so a reply costs the same in a
+// room of ten members or ten thousand.
+func Summary(s State) *v1.RoomView {
+	v := &v1.RoomView{
+		AppCode:      s.AppCode,
+		RoomId:       s.RoomID,
+		OwnerUserId:  s.Owner,
+		Name:         s.Name,
+		Status:       s.Status,
+		Seq:          s.Seq,
+		AdminUserIds: append([]string(nil), s.Admins...),
+		Heat:         s.Heat,
+		CreatedAtMs:  s.CreatedAtMs,
+		Announcement: s.Announcement,
+		MemberCount:  int64(len(s.Members)),
+		SeatMode:     s.seatMode(),
+	}
+	v.SeatApplications = SeatRequestViews(s.Applications())
+	v.SeatInvitations = SeatRequestViews(s.Invitations())
+	for _, u := range slices.Sorted(maps.Keys(s.x().Mutes)) {
+		v.MutedMembers = append(v.MutedMembers, &v1.MutedMember{UserId: u, MutedUntilMs: s.x().Mutes[u]})
+	}
+	// Every reply carries the seats: one block for all of them instead of
+	// one allocation a seat and the slice growing four times (~700 bytes a
+	// command for eight seats).
+	if len(s.Seats) == 0 {
+		return v
+	}
+	seats := make([]v1.Seat, len(s.Seats))
+	v.Seats = make([]*v1.Seat, len(s.Seats))
+	for i, u := range s.Seats {
+		seats[i].Seat, seats[i].UserId, seats[i].Muted, seats[i].Locked = int32(i), u, s.SeatMuted(i), s.SeatLocked(i)
+		v.Seats[i] = &seats[i]
+	}
+	return v
+}
+
+// View is the whole room, every member listed in order: GetRoom's answer
+// for a room that fits one page, and what tests compare a room with.
+func View(s State) *v1.RoomView {
+	v := Summary(s)
+	v.Members = s.SortedMembers()
+	return v
+}
+
+// SeatRequestViews lists pending seat requests by user id; nil for none.
+func SeatRequestViews(m map[string]SeatRequest) []*v1.SeatRequest {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]*v1.SeatRequest, 0, len(m))
+	for _, u := range slices.Sorted(maps.Keys(m)) {
+		r := m[u]
+		out = append(out, &v1.SeatRequest{UserId: u, Seat: int32(r.Seat), OperatorUserId: r.OperatorUserID, ExpiresAtMs: r.ExpiresAtMs})
+	}
+	return out
+}
+
+func checkQueryIDs(appCode, roomID, requestID string) error {
+	if err := checkID("app_code", appCode); err != nil {
+		return err
+	}
+	if err := checkID("room_id", roomID); err != nil {
+		return err
+	}
+	if requestID != "" {
+		return checkID("request_id", requestID)
+	}
+	return nil
+}
