@@ -103,7 +103,7 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
   VALUES ('room', 2, '002_room_outbox_type_index', '444731fb20382942ff071a4d6784bfeb5c49ae00bc5dd8d5689e5700c55034a0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
 
 -- ---- schema/room/003_room_outbox_order_retry_park.sql ----
--- Per-room ordered delivery, due-time retries and parked rows.
+-- Per-room ordered delivery, due-time retries and parked rows (issue 11).
 --
 -- next_retry_at_ms: a pending row is not claimed before it (created_at_ms
 -- for a new row, the retry strategy's due time after a failure), so rows
@@ -132,7 +132,7 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
   VALUES ('room', 3, '003_room_outbox_order_retry_park', '34c7a1152728708a0b3d0b5db0bb8cafd5fba4bc521983e092ec17bd9b70d915', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
 
 -- ---- schema/room/004_command_request_hash_gift_outcomes.sql ----
--- Idempotency keys bound to their request. request_hash is the
+-- Idempotency keys bound to their request (issue 14). request_hash is the
 -- SHA-256 (hex) of the command's canonical encoding without command_id
 -- and request_id: a command_id reused for a different command is refused
 -- even after a restart, when only the log can tell. Rows written before
@@ -173,7 +173,7 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
   VALUES ('room', 5, '005_room_fences', '1c6df65066c57af581e0077b49adbaa9f724d34314bd4425a2d4c2fb877d5fe7', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
 
 -- ---- schema/room/006_room_outbox_mq_progress.sql ----
--- The message-queue fanout's own progress. status is the
+-- The message-queue fanout's own progress (issue 11 item 5). status is the
 -- IM channel's alone (seed 000); the fanout of room_outbox to the MQ topic
 -- keeps mq_status and its own claim lease, so an MQ outage never makes an
 -- IM message go again and an IM outage never holds back the fanout.

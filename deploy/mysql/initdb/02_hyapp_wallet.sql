@@ -107,7 +107,7 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
   VALUES ('wallet', 1, '001_wallet', '648954dfd955c08fea8a0da6e23b072ead185864bafca5afe12461c509ecf3d0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
 
 -- ---- schema/wallet/002_gift_holds.sql ----
--- Gift reservations (actors/wallet/doc.go): one row per gift
+-- Gift reservations (issue 14, actors/wallet/doc.go): one row per gift
 -- command, written in the wallet transaction that moves its money. A gift
 -- is reserved (sender available -> frozen) before the room appends it,
 -- then confirmed (frozen spent, receiver credited) or refunded (frozen
