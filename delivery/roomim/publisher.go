@@ -432,8 +432,12 @@ func (p *Publisher) holdBack(gid string, q *groupQueue, failed []*item, cause er
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	q.dropFrom(0, nil, cause)
+	// Permanent errors park their event; an error that merely has the
+	// method (a TRTC InternalError answers false) must still block, or a
+	// sender enqueueing one event at a time sends the next ones before
+	// the failed one's retry.
 	var perm interface{ Permanent() bool }
-	if errors.As(classify(cause), &perm) {
+	if errors.As(classify(cause), &perm) && perm.Permanent() {
 		return
 	}
 	seq := failed[0].env.RoomSeq
