@@ -90,9 +90,25 @@ func (s *storeGate) done(err error) {
 	}
 	s.lastDone.Store(time.Now().UnixNano())
 	s.inflight.Add(-1)
-	if err != nil && unreachable(err) {
+	if err != nil && unreachable(err) && !s.down.Load() && s.stillUnreachable() {
 		s.close("a store call could not reach the store", err)
 	}
+}
+
+// storeConfirmTimeout bounds the look that confirms one failed call: a
+// single call can time out (an acknowledgement lost, a lock held long)
+// while the store answers everyone else.
+const storeConfirmTimeout = 100 * time.Millisecond
+
+// stillUnreachable asks the store once, briefly, whether it answers.
+func (s *storeGate) stillUnreachable() bool {
+	if s.probe == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeConfirmTimeout)
+	defer cancel()
+	err := s.probe(ctx)
+	return err != nil && unreachable(err)
 }
 
 // close closes the gate and starts the prober, once.

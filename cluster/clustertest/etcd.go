@@ -1,11 +1,14 @@
 package clustertest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,6 +256,40 @@ func (c *EtcdCluster) ShardKeys(t testing.TB, via *EtcdMember, prefix string) ma
 	for _, kv := range r.Kvs {
 		if strings.Contains(string(kv.Key), "/shards/") {
 			out[string(kv.Key)] = kv.CreateRevision
+		}
+	}
+	return out
+}
+
+// Requests reads the member's count of gRPC messages received, by method
+// (grpc_server_msg_received_total: a unary call is one, a keepalive or
+// watch stream counts each message), from its /metrics.
+func (m *EtcdMember) Requests(t testing.TB) map[string]float64 {
+	t.Helper()
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get(m.ClientURL + "/metrics")
+	if err != nil {
+		t.Fatalf("etcd metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, "grpc_server_msg_received_total{") {
+			continue
+		}
+		i := strings.Index(line, `grpc_method="`)
+		j := strings.LastIndexByte(line, ' ')
+		if i < 0 || j < 0 {
+			continue
+		}
+		method := line[i+len(`grpc_method="`):]
+		method = method[:strings.IndexByte(method, '"')]
+		v, err := strconv.ParseFloat(line[j+1:], 64)
+		if err == nil {
+			out[method] += v
 		}
 	}
 	return out

@@ -179,10 +179,12 @@ func New(t testing.TB, o Options) *Cluster {
 	}
 	endpoints := []string{o.Etcd}
 	if o.EtcdCluster != nil {
-		if o.Netns {
-			t.Fatal("clustertest: a private etcd cluster is not proxied into network namespaces")
-		}
 		endpoints = o.EtcdCluster.Endpoints()
+		if c.Net != nil {
+			for i, ep := range endpoints {
+				endpoints[i] = c.Net.Proxy(ep)
+			}
+		}
 		c.Etcd = o.EtcdCluster
 	}
 	baseKey := fmt.Sprintf("/roomcell-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
