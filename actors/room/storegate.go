@@ -19,15 +19,17 @@ import (
 // its room behind it, for the whole store timeout. Once one call found
 // the store unreachable (it ran out its timeout, or the connection
 // failed), or calls have been waiting while none finished for
-// storeStallAfter, the gate closes: the rooms' writes (and reloads) are
+// storeStallAfter (each confirmed by a quick look at the store, so one
+// slow batch on a store that answers does not close it), the gate closes: the rooms' writes (and reloads) are
 // refused at once without touching the store, and one prober of the
 // node asks the store a cheap read every storeProbeEvery until it
 // answers, which opens the gate again. No room waits on a probe. The
 // rooms' reads answer from the state in memory meanwhile (grain.unsure).
 type storeGate struct {
-	down     atomic.Bool
-	inflight atomic.Int64 // store calls under way
-	lastDone atomic.Int64 // unix nanos of the last call's end (or of the first start after a quiet spell)
+	down       atomic.Bool
+	confirming atomic.Bool  // one caller is confirming a stall
+	inflight   atomic.Int64 // store calls under way
+	lastDone   atomic.Int64 // unix nanos of the last call's end (or of the first start after a quiet spell)
 	// probe asks the store something cheap; nil never closes the gate.
 	probe   func(ctx context.Context) error
 	timeout time.Duration
@@ -73,9 +75,15 @@ func (s *storeGate) admit() error {
 		return errStoreDown
 	}
 	now := time.Now().UnixNano()
-	if s.inflight.Load() > 0 && now-s.lastDone.Load() >= int64(storeStallAfter) {
-		s.close("no store call finished for a second", nil)
-		return errStoreDown
+	if s.inflight.Load() > 0 && now-s.lastDone.Load() >= int64(storeStallAfter) && s.confirming.CompareAndSwap(false, true) {
+		// A stall, or one slow batch: a quick look tells.
+		down := s.stillUnreachable()
+		s.confirming.Store(false)
+		if down {
+			s.close("no store call finished for a second", nil)
+			return errStoreDown
+		}
+		s.lastDone.Store(time.Now().UnixNano())
 	}
 	if s.inflight.Add(1) == 1 {
 		s.lastDone.Store(now)
