@@ -570,7 +570,8 @@ func (g *grain) applyCommitted(seq int64, events []room.Event) {
 
 // appendFailed turns a failed append into the caller's answer. Any
 // failure may hide a write that did happen (a commit whose ack was lost),
-// so the state is reloaded before the next command either way.
+// so the state is reloaded before the next write either way (reads go
+// on answering from it: it holds every acknowledged write).
 func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.CommandReply, error) {
 	if cmd.Type == room.CmdSendGift {
 		g.loaded = false
