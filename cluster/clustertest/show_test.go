@@ -127,6 +127,11 @@ func runShow(t *testing.T, s show) {
 	row := fmt.Sprintf("| %s | %.0f writes/s + %.0f reads/s before, %.0f + %.0f over the run | %d acks: 0 / 0 | %d / %d (%d reads checked) | 0 | %.2f s | %s | %s |",
 		s.name, steadyW, steadyR, writes, reads, lres.Acked+2*tres.Cycles, lres.StaleReads+tres.StaleReads, tres.WrongRejections,
 		lres.Reads+tres.Cycles, answered.Seconds(), spread(hosted), note())
+	gates := 0
+	for _, n := range c.Nodes {
+		gates += n.LogContains("room store unreachable")
+	}
+	t.Logf("store gate closed %d time(s) on the nodes during the run", gates)
 	t.Log("row: " + row)
 	if f := os.Getenv("ROOMCELL_CHAOS_TABLE"); f != "" && !t.Failed() {
 		appendLine(t, f, row)
