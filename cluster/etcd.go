@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -144,19 +145,67 @@ func (p *etcdProvider) registerLocked() error {
 		return fmt.Errorf("cluster: etcd keepalive: %w", err)
 	}
 	p.lease, p.kaCancel = grant.ID, kaCancel
-	id := p.self.ID
 	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	go p.keepAlive(kaCtx, p.self.ID, grant.ID, ch)
+	return nil
+}
+
+// keepAlive follows the lease's renewals until ctx ends. The client
+// closes the channel when the lease expired, but also when no renewal
+// got through within the TTL (etcd without quorum, or unreachable): then
+// the lease may well have survived (etcd extends every lease when a new
+// leader is elected) and nobody saw this member leave, so it asks etcd
+// until etcd answers, and only a lease that is gone starts a rejoin under
+// a new id. A rejoin after every etcd outage would change every member's
+// id at once as quorum returns, and the actor cluster's topology with it.
+func (p *etcdProvider) keepAlive(ctx context.Context, id string, lease clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer p.wg.Done()
+	for {
 		for range ch {
 		}
-		// The channel closes when the lease expired or could not be
-		// renewed within its TTL (etcd unreachable), or on our cancel.
-		if kaCtx.Err() == nil {
-			p.lost(id, "etcd lease expired")
+		if ctx.Err() != nil {
+			return
 		}
-	}()
-	return nil
+		alive, ok := p.leaseAlive(ctx, lease)
+		if !ok {
+			return // stopping
+		}
+		if !alive {
+			p.lost(id, "etcd lease expired")
+			return
+		}
+		var err error
+		ch, err = p.client.KeepAlive(ctx, lease)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.lost(id, "etcd keepalive: "+err.Error())
+			return
+		}
+		p.log.Info("cluster member lease survived an etcd outage; member id kept", "member_id", id)
+	}
+}
+
+// leaseAlive asks etcd, until it answers or ctx ends (ok false), whether
+// the lease still exists.
+func (p *etcdProvider) leaseAlive(ctx context.Context, lease clientv3.LeaseID) (alive, ok bool) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := p.client.TimeToLive(cctx, lease)
+		cancel()
+		switch {
+		case err == nil:
+			return r.TTL > 0, true
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return false, true
+		}
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // lost starts a rejoin if id is still this member's registration.

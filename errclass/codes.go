@@ -37,6 +37,9 @@ const (
 
 	CodeGiftRefunded Code = 11001
 	CodeRoomMoved    Code = 11002
+	// CodeNoCoordinator: the node answering cannot reach its ownership
+	// coordinator (etcd) and serves no room until it can.
+	CodeNoCoordinator Code = 11003
 
 	CodeCommandReused       Code = 20001
 	CodeWalletUnavailable   Code = 20002
@@ -75,8 +78,9 @@ var codeNames = map[Code]string{
 	CodeTooManySeatRequests: "TOO_MANY_SEAT_REQUESTS",
 	CodeTooManyMutes:        "TOO_MANY_MUTES",
 
-	CodeGiftRefunded: "GIFT_REFUNDED",
-	CodeRoomMoved:    "ROOM_MOVED",
+	CodeGiftRefunded:  "GIFT_REFUNDED",
+	CodeRoomMoved:     "ROOM_MOVED",
+	CodeNoCoordinator: "NO_COORDINATOR",
 
 	CodeCommandReused:       "COMMAND_REUSED",
 	CodeWalletUnavailable:   "WALLET_UNAVAILABLE",

@@ -125,6 +125,20 @@ func (e *Etcd) Hold(identity string) (int64, bool) {
 	return g.epoch, ok
 }
 
+// Granted reports whether the table names this node as the shard's
+// owner under its current lease, whether or not the lease is renewed now
+// (Hold adds that): a grain whose node lost its coordinator but not its
+// grant keeps its state, since nobody else can take the shard while the
+// lease lives, and serves again under the same epoch if the lease
+// survives the outage.
+func (e *Etcd) Granted(identity string) (int64, bool) {
+	s := ShardOf(identity, e.cfg.Shards)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	g := e.owners[s]
+	return g.epoch, e.self != "" && e.lease != 0 && g.owner == e.self && g.lease == e.lease && !e.releasing[s]
+}
+
 func (e *Etcd) Owner(identity string) string {
 	s := ShardOf(identity, e.cfg.Shards)
 	e.mu.RLock()

@@ -27,6 +27,15 @@ func TestEtcdServingFollowsRenewals(t *testing.T) {
 	if e.Serving() {
 		t.Fatalf("still serving %v after the last renewal", time.Since(start))
 	}
+	// Not serving, but still granted every shard it held, under the same
+	// epochs: its grains keep their state and refuse meanwhile.
+	for _, id := range rooms {
+		held, _ := e.Hold(id)
+		granted, ok := e.Granted(id)
+		if _, hold := e.Hold(id); hold || !ok || granted != held {
+			t.Fatalf("%s while not serving: hold %v, granted %v at epoch %d (held at %d)", id, hold, ok, granted, held)
+		}
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	for !e.Serving() {
 		if time.Now().After(deadline) {

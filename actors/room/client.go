@@ -53,13 +53,17 @@ type servingOwners interface {
 const RetryAfterCoordinator = time.Second
 
 // ErrNoCoordinator is the refusal while the node's ownership lease is not
-// renewed (errors.Is(err, errclass.Unavailable) holds as well).
-var ErrNoCoordinator = errors.New("this node cannot reach the ownership coordinator (etcd): retry in about 1s, on any node")
+// renewed (errors.Is(err, errclass.Unavailable) holds as well). A grain
+// whose node is in that state answers it too, so a node that still
+// serves but forwards to an owner that does not refuses at once instead
+// of retrying until its own lease lapses.
+var ErrNoCoordinator = errclass.New(errclass.CodeNoCoordinator, errclass.Unavailable,
+	"this node cannot reach the ownership coordinator (etcd): retry in about 1s, on any node")
 
 // refuse reports the fast refusal when the node has lost its coordinator.
 func (c *Client) refuse(identity string) error {
 	if s, ok := c.Owners.(servingOwners); ok && !s.Serving() {
-		return fmt.Errorf("%w: room %s: %w", errclass.Unavailable, identity, ErrNoCoordinator)
+		return fmt.Errorf("room %s: %w", identity, ErrNoCoordinator)
 	}
 	return nil
 }
@@ -120,6 +124,12 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 		res, err := c.attempt(identity, msg, min(remaining, attemptMax))
 		if err == nil {
 			err := answer(res)
+			if errors.Is(err, ErrNoCoordinator) {
+				// The owner lost its coordinator: nothing answers for the
+				// room until it is back or the shard moves. Its grain
+				// stays (and stays cached here) while it keeps the grant.
+				return fmt.Errorf("room %s: owner %w", identity, err)
+			}
 			if !errors.Is(err, errMoved) {
 				return err
 			}

@@ -3,9 +3,13 @@ package room
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
 )
 
@@ -33,5 +37,76 @@ func TestClientRefusesAtOnceWithoutCoordinator(t *testing.T) {
 	}
 	if took > 100*time.Millisecond {
 		t.Fatalf("refused after %v; want at once", took)
+	}
+}
+
+// lapsingFakeLease is a fakeLease whose node may stop serving (its renewals
+// fail) while the table still grants it the room.
+type lapsingFakeLease struct {
+	fakeLease
+	serving, granted bool
+}
+
+func (l *lapsingFakeLease) Serving() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.serving
+}
+
+func (l *lapsingFakeLease) Granted(string) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch, l.granted
+}
+
+func (l *lapsingFakeLease) lapse(serving, granted bool) {
+	l.mu.Lock()
+	l.ok, l.serving, l.granted = serving, serving, granted
+	l.mu.Unlock()
+}
+
+// A grain whose node cannot renew its lease (etcd lost quorum) but still
+// holds the grant answers every command and read at once with the
+// coordinator refusal (a coded error, so a node that forwarded the request
+// refuses too instead of retrying until its own lease lapses), writes
+// nothing, and stays: when the lease is renewed again under the same
+// epoch the same activation answers with the room as it was. A grain
+// whose grant is gone as well stops, as one whose room moved.
+func TestGrainRefusesAndStaysWhileItsLeaseLapses(t *testing.T) {
+	base := newFixture(t)
+	lease := &lapsingFakeLease{fakeLease: fakeLease{epoch: 7, ok: true}, serving: true, granted: true}
+	node := base.node(&lease.fakeLease)
+	node.deps.Lease = lease
+	g := node.activate("app/r1")
+	node.mustDo(g, rcCreate("c1", "owner"))
+	node.mustDo(g, rcJoin("c2", "bob"))
+
+	lease.lapse(false, true)
+	for name, rc := range map[string]*v1.RoomCommand{"GetRoom": rcGet(), "JoinRoom": rcJoin("c3", "carol"), "LeaveRoom": rcLeave("c4", "bob")} {
+		start := time.Now()
+		_, err := node.do(g, rc)
+		if !errors.Is(err, ErrNoCoordinator) || !errors.Is(err, errclass.Unavailable) || errclass.CodeOf(err) != errclass.CodeNoCoordinator {
+			t.Fatalf("%s while the lease lapsed: %v, want the coordinator refusal (code %d)", name, err, errclass.CodeNoCoordinator)
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Fatalf("%s refused after %s", name, took)
+		}
+	}
+	if n := base.logLen(); n != 2 {
+		t.Fatalf("log has %d rows after the refusals, want 2", n)
+	}
+
+	lease.lapse(true, true)
+	if r := node.mustDo(g, rcGet()); r.RoomSeq != 2 || !slices.Contains(r.Room.GetMembers(), "bob") {
+		t.Fatalf("the same activation after the renewal answered seq %d members %v, want seq 2 with bob", r.RoomSeq, r.Room.GetMembers())
+	}
+
+	lease.lapse(false, false)
+	base.sys.Root.Send(base.probe, watch{pid: g})
+	if _, err := node.do(g, rcGet()); !errors.Is(err, ErrNoCoordinator) {
+		t.Fatalf("GetRoom with the grant gone: %v, want the coordinator refusal", err)
+	}
+	if term := expect[*actor.Terminated](t, base.events, 2*time.Second); !term.Who.Equal(g) {
+		t.Fatalf("terminated %v, want the grain %v", term.Who, g)
 	}
 }

@@ -81,6 +81,9 @@ type Deps struct {
 	// under way (events.go). Made by setDefaults.
 	watch *watchRooms
 	reads chan struct{}
+	// store gates the rooms' store calls on whether the store answers
+	// (storegate.go); made by setDefaults.
+	store *storeGate
 }
 
 func (d *Deps) setDefaults() {
@@ -104,6 +107,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.seatTimers == nil {
 		d.seatTimers = newSeatTimers()
+	}
+	if d.store == nil {
+		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
 	}
 }
 
@@ -149,6 +155,10 @@ type grain struct {
 	lastActiveMs int64
 	idleByWheel  bool
 	loaded       bool
+	// unsure: an append failed without an answer from the store (it may
+	// have committed): reads answer from the state, which holds every
+	// acknowledged write, but the next write reloads first.
+	unsure bool
 }
 
 // key is the room's key: identity's two halves (no copies). A field of
@@ -266,8 +276,10 @@ func (g *grain) storeCtx() (context.Context, context.CancelFunc) {
 // load rebuilds the state from the newest snapshot plus the events
 // recorded after it. Commands are never re-executed.
 func (g *grain) load() error {
-	ctx, cancel := g.storeCtx()
-	defer cancel()
+	return g.storeCall(g.loadIn)
+}
+
+func (g *grain) loadIn(ctx context.Context) error {
 	if err := g.claim(ctx); err != nil {
 		return err
 	}
@@ -297,7 +309,7 @@ func (g *grain) load() error {
 		s.ApplyInPlace(r.Seq, evs)
 		g.recent.add(r.CommandID)
 	}
-	g.state, g.loaded = s, true
+	g.state, g.loaded, g.unsure = s, true, false
 	g.members.Reset()
 	if g.dir != nil { // a reload: the directory follows the reloaded members
 		g.dir.joins.mu.Lock()
@@ -331,9 +343,13 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 }
 
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
-	if !g.loaded {
+	// A read answers from the state while an append's outcome is unknown
+	// (g.unsure); anything else reloads first.
+	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
+	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
+	if !g.loaded || (g.unsure && !isGet && !isBans) {
 		if err := g.load(); err != nil {
-			if errors.Is(err, errMoved) {
+			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
 				return nil, err
 			}
 			g.log.Warn("room load failed", "error", err)
@@ -432,9 +448,11 @@ func (g *grain) listBans(r *v1.ListBansRequest) (*v1.CommandReply, error) {
 // otherwise be dropped while its caller is told it happened.
 func (g *grain) recorded(cmd room.Command) (*v1.CommandReply, error) {
 	commandID := cmd.CommandID
-	ctx, cancel := g.storeCtx()
-	defer cancel()
-	rec, err := g.deps.Store.FindCommand(ctx, g.key(), commandID)
+	var rec persistence.CommandRecord
+	err := g.storeCall(func(ctx context.Context) (err error) {
+		rec, err = g.deps.Store.FindCommand(ctx, g.key(), commandID)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, persistence.ErrNotFound) {
 			return nil, err
@@ -501,9 +519,10 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 			return nil, err
 		}
 	}
-	sctx, cancel := g.storeCtx()
-	err = g.deps.Store.Append(sctx, a)
-	cancel()
+	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
+	if errors.Is(err, errStoreDown) {
+		return nil, err // not sent: the state is the store's
+	}
 	if err != nil {
 		return g.appendFailed(cmd, seq, err)
 	}
@@ -551,16 +570,22 @@ func (g *grain) applyCommitted(seq int64, events []room.Event) {
 
 // appendFailed turns a failed append into the caller's answer. Any
 // failure may hide a write that did happen (a commit whose ack was lost),
-// so the state is reloaded before the next command either way.
+// so the state is reloaded before the next write either way (reads go
+// on answering from it: it holds every acknowledged write).
 func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.CommandReply, error) {
-	g.loaded = false
 	if cmd.Type == room.CmdSendGift {
+		g.loaded = false
 		return g.giftAppendFailed(cmd, seq, err)
 	}
 	if !errors.Is(err, persistence.ErrConflict) {
+		// The state in memory is still every acknowledged write (the
+		// failed one was not acknowledged), so reads keep answering from
+		// it while the store is away; the next write reloads first.
+		g.unsure = true
 		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
 		return nil, fmt.Errorf("%w: command not stored, retry", errclass.Unavailable)
 	}
+	g.loaded = false
 	// The command_id fence caught a retry of a command older than the
 	// in-memory cache: answer it from the log.
 	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {

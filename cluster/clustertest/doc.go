@@ -7,8 +7,10 @@
 // failover, pauses under load (Truth: stale reads and wrong rejections),
 // real network partitions (Network: each node in its own network
 // namespace on a bridge, cut off by nft rules; needs root), rolling
-// restarts, duplicate activations and forwarding cost across processes;
-// its deploy
+// restarts, duplicate activations and forwarding cost across processes,
+// etcd losing a member or its quorum (EtcdCluster: etcd processes of the
+// test's own, on free ports and temporary data directories) and ten
+// members' etcd traffic; its deploy
 // test parses every deploy/ YAML and loads the shipped configurations
 // through configs.Load. It only reads the repository and talks to
 // 127.0.0.1 or, with Options.Netns, to its own 10.77.X.0/24 bridge; it

@@ -21,7 +21,9 @@ import (
 
 	driverMySQL "github.com/go-sql-driver/mysql"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"gopkg.in/yaml.v3"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -67,6 +69,9 @@ type Options struct {
 	// Edit, when set, adjusts every node's configuration before it is
 	// written.
 	Edit func(i int, c *NodeConfig)
+	// EtcdCluster, when set, is the test's own etcd cluster: every node
+	// gets all its members as etcd_endpoints (Etcd is ignored).
+	EtcdCluster *EtcdCluster
 	// Netns puts every node in a network namespace of its own (Network:
 	// needs root), so Node.Partition can cut it off. Without it the nodes
 	// share the loopback.
@@ -106,6 +111,9 @@ type Cluster struct {
 	Nodes    []*Node
 	// Net is the namespaces' network when Options.Netns is set.
 	Net *Network
+	// Etcd is Options.EtcdCluster; BaseKey the nodes' etcd_base_key.
+	Etcd    *EtcdCluster
+	BaseKey string
 }
 
 // Node is one roomcell process (restartable with the same config: same
@@ -124,6 +132,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	answers []time.Time // when the harness's clients got a reply from this node (noteAnswer)
+	calls   []Call      // every attempt the harness's clients made through this node
 	refused int         // retryable errors they got from it
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -168,7 +177,18 @@ func New(t testing.TB, o Options) *Cluster {
 		dsn = pc.FormatDSN()
 		o.Etcd = c.Net.Proxy(o.Etcd)
 	}
+	endpoints := []string{o.Etcd}
+	if o.EtcdCluster != nil {
+		endpoints = o.EtcdCluster.Endpoints()
+		if c.Net != nil {
+			for i, ep := range endpoints {
+				endpoints[i] = c.Net.Proxy(ep)
+			}
+		}
+		c.Etcd = o.EtcdCluster
+	}
 	baseKey := fmt.Sprintf("/roomcell-test/%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
+	c.BaseKey = baseKey
 	for i := range o.Nodes {
 		n := &Node{ID: fmt.Sprintf("node-%d", i+1), bin: c.bin}
 		host := "127.0.0.1"
@@ -195,7 +215,7 @@ func New(t testing.TB, o Options) *Cluster {
 			Outbox: map[string]any{"enabled": true, "poll_interval": "200ms", "publish_timeout": "1s", "lease_ttl": "3s"},
 			IM:     map[string]any{"enabled": false, "allow_fake": true},
 			Clu: map[string]any{"provider": "etcd", "host": host, "port": atoi(cport),
-				"etcd_endpoints": []string{o.Etcd}, "etcd_base_key": baseKey, "request_timeout": "2s",
+				"etcd_endpoints": endpoints, "etcd_base_key": baseKey, "request_timeout": "2s",
 				"etcd_lease_ttl": "3s", "drain_timeout": "5s"},
 		}
 		nc.AllowInsecure = c.Net != nil
@@ -421,11 +441,20 @@ func (n *Node) Conn(t testing.TB) *grpc.ClientConn {
 	return n.conn
 }
 
-// noteAnswer records the outcome of a client call to the node: a reply
-// (err nil) with its time, or a retryable error.
-func (n *Node) noteAnswer(err error) {
+// Call is one attempt of a harness client through a node: when it was
+// sent, how long it took to be answered, and the answer's code.
+type Call struct {
+	At   time.Time
+	Took time.Duration
+	Code codes.Code
+}
+
+// noteAnswer records the outcome of a client call to the node sent at
+// start: a reply (err nil) with its time, or a retryable error.
+func (n *Node) noteAnswer(start time.Time, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.calls = append(n.calls, Call{At: start, Took: time.Since(start), Code: status.Code(err)})
 	switch {
 	case err == nil:
 		n.answers = append(n.answers, time.Now())
@@ -445,6 +474,19 @@ func (n *Node) Answers(from, to time.Time) (replies, refused int) {
 		}
 	}
 	return replies, n.refused
+}
+
+// Calls returns the attempts sent through the node in [from, to).
+func (n *Node) Calls(from, to time.Time) []Call {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []Call
+	for _, c := range n.calls {
+		if !c.At.Before(from) && c.At.Before(to) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Rooms is the RoomService client of the node.

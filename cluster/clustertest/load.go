@@ -113,9 +113,10 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 		n := l.Nodes[(start+attempt)%len(l.Nodes)]
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		l.attempts.Add(1)
+		sent := time.Now()
 		rep, err := n.Rooms(t).JoinRoom(ctx, req)
 		cancel()
-		n.noteAnswer(err)
+		n.noteAnswer(sent, err)
 		if err == nil {
 			l.mu.Lock()
 			l.acked[commandID] = Ack{Room: room, Seq: rep.GetRoomSeq(), Duplicate: rep.GetDuplicate()}
@@ -206,9 +207,10 @@ func callRetrying(t testing.TB, nodes []*Node, deadline time.Time, do func(ctx c
 	for {
 		n := nodes[rand.IntN(len(nodes))]
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sent := time.Now()
 		err := do(ctx, n.Rooms(t))
 		cancel()
-		n.noteAnswer(err)
+		n.noteAnswer(sent, err)
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
 			return err
 		}

@@ -36,6 +36,10 @@ import (
 type show struct {
 	name  string
 	netns bool
+	// etcd, when positive, runs the nodes on an etcd cluster of the
+	// test's own with that many members (c.Etcd) instead of the shared
+	// one.
+	etcd int
 	// bound is the most "every room answers" may take: the issue's
 	// target plus 1 s of slack for a machine shared with other builds.
 	bound time.Duration
@@ -59,7 +63,11 @@ func runShow(t *testing.T, s show) {
 	// Presence would take the load's users (who never heartbeat) out of
 	// their rooms after 60 s; a Truth leave retried past that would be
 	// counted as a wrong rejection although a single copy gave it.
-	c := New(t, Options{Nodes: 3, BinDir: binDir, Netns: s.netns, Edit: func(_ int, nc *NodeConfig) {
+	var ec *EtcdCluster
+	if s.etcd > 0 {
+		ec = StartEtcdCluster(t, s.etcd)
+	}
+	c := New(t, Options{Nodes: 3, BinDir: binDir, Netns: s.netns, EtcdCluster: ec, Edit: func(_ int, nc *NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"}
 	}})
 	rooms := RoomIDs(300)
@@ -119,6 +127,11 @@ func runShow(t *testing.T, s show) {
 	row := fmt.Sprintf("| %s | %.0f writes/s + %.0f reads/s before, %.0f + %.0f over the run | %d acks: 0 / 0 | %d / %d (%d reads checked) | 0 | %.2f s | %s | %s |",
 		s.name, steadyW, steadyR, writes, reads, lres.Acked+2*tres.Cycles, lres.StaleReads+tres.StaleReads, tres.WrongRejections,
 		lres.Reads+tres.Cycles, answered.Seconds(), spread(hosted), note())
+	gates := 0
+	for _, n := range c.Nodes {
+		gates += n.LogContains("room store unreachable")
+	}
+	t.Logf("store gate closed %d time(s) on the nodes during the run", gates)
 	t.Log("row: " + row)
 	if f := os.Getenv("ROOMCELL_CHAOS_TABLE"); f != "" && !t.Failed() {
 		appendLine(t, f, row)

@@ -31,7 +31,11 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 
 // ClaimPendingOutbox implements persistence.OutboxStore. The scan and the
 // lease writes are under one write lock, so two owners can never both see
-// a room as free.
+// a room as free. Rooms come in the order of their oldest due free row's
+// creation (the pending rows by created_at_ms, event_id), as in the MySQL
+// store: a room whose row failed and waited for its retry keeps its place
+// by age instead of queueing behind every row created before the retry
+// came due.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -44,33 +48,35 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// Candidate rooms are collected a chunk at a time, only as many as
-	// the claim can still take (a claim of 100 rows used to list every
-	// room with a due row: O(backlog) per claim), then claimed: a B-tree
-	// must not be walked across writes to it. The next chunk goes on
-	// from the last row looked at; a row claimed meanwhile keeps its
-	// place (its due time is unchanged) and its room is seen.
+	// the claim can still take, then claimed: a B-tree must not be walked
+	// across writes to it. The next chunk goes on from the last row
+	// looked at; a row claimed meanwhile keeps its place (its status and
+	// creation time are unchanged) and its room is seen. At most
+	// claimScanRooms rooms per row of limit are tried: a claim behind
+	// many rooms that cannot be taken (their lowest row waits for a
+	// retry) ends instead of trying all of them.
 	seen := map[persistence.RoomKey]bool{}
-	var from *outboxEntry
-	for len(out) < limit {
+	from := pivot(persistence.OutboxPending, math.MinInt64, "")
+	budget := limit * claimScanRooms
+	for len(out) < limit && budget > 0 {
 		var rooms []persistence.RoomKey
 		want := limit - len(out)
-		collect := func(e *outboxEntry) bool {
-			if e.NextRetryAtMs > nowMs {
+		t.status.Ascend(from, func(e *outboxEntry) bool {
+			if e.Status != persistence.OutboxPending {
 				return false
 			}
 			from = e
+			if e.NextRetryAtMs > nowMs || e.LockUntilMs > nowMs {
+				return true
+			}
 			key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
-			if e.LockUntilMs <= nowMs && !seen[key] {
+			if !seen[key] {
 				seen[key] = true
 				rooms = append(rooms, key)
+				budget--
 			}
-			return len(rooms) < want
-		}
-		if from == nil {
-			t.due.Scan(collect)
-		} else {
-			t.due.Ascend(from, collect)
-		}
+			return len(rooms) < want && budget > 0
+		})
 		if len(rooms) == 0 {
 			break
 		}
@@ -83,6 +89,10 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	}
 	return out, nil
 }
+
+// claimScanRooms is how many rooms a claim tries per row it may take
+// (the MySQL store reads up to 4 pages of 4 × limit rows).
+const claimScanRooms = 16
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {

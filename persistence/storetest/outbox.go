@@ -24,6 +24,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ClaimLeases", testClaimLeases},
 		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
 		{"ClaimRoomOrderAndDue", testClaimRoomOrderAndDue},
+		{"ClaimOldestRoomFirst", testClaimOldestRoomFirst},
 		{"ClaimInsertLease", testClaimInsertLease},
 		{"ParkRequeueSkip", testParkRequeueSkip},
 		{"MarkPublished", testMarkPublished},
@@ -470,6 +471,33 @@ func testClaimRoomOrderAndDue(t *testing.T, s persistence.Store) {
 	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 5000, 500, 5)
 	mustNoErr(t, "claim at due", err)
 	wantIDs(t, "at the due time roomA comes back from its earliest row", eventIDs(got), a[:5])
+}
+
+// Rooms are claimed by the creation time of their oldest due free row,
+// not by when that row came due nor by name: a room whose row failed and
+// waited for its retry is served before rooms whose rows are younger but
+// were due earlier. A store that walks rows by (next_retry_at_ms,
+// event_id) serves x last here.
+func testClaimOldestRoomFirst(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	roomX := persistence.RoomKey{AppCode: "app1", RoomID: "room-x"}
+	roomY := persistence.RoomKey{AppCode: "app1", RoomID: "room-y"}
+	roomZ := persistence.RoomKey{AppCode: "app1", RoomID: "room-z"}
+	x := seedOutbox(t, s, roomX, 100)
+	got, err := s.ClaimPendingOutbox(ctx, "relay-a", 150, 500, 10)
+	mustNoErr(t, "first claim", err)
+	wantIDs(t, "the only room", eventIDs(got), x)
+	// x's send fails; it is due again at 400, after y and z were created.
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, x[0], "im down", 160, 400))
+	y := seedOutbox(t, s, roomY, 300)
+	z := seedOutbox(t, s, roomZ, 200)
+	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 1)
+	mustNoErr(t, "claim one", err)
+	wantIDs(t, "a claim of one row takes the oldest room", eventIDs(got), x)
+	mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, x[0]))
+	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 1000, 500, 10)
+	mustNoErr(t, "claim all", err)
+	wantIDs(t, "rooms oldest first", eventIDs(got), slices.Concat(x, z, y))
 }
 
 // Rows an append leases to the room's publisher are not claimed by a
