@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -250,4 +251,57 @@ func TestReadinessLeaseProbe(t *testing.T) {
 			t.Fatal("a lease probe without leases")
 		}
 	}
+}
+
+// With etcd ownership, etcd going away (behind a relay the test cuts) makes
+// the node unready once its shard lease can no longer be trusted: the
+// lease probe fails within the lease TTL plus a round, /readyz never waits
+// on etcd, and the node is ready again once etcd is back.
+func TestReadyzFollowsTheShardLease(t *testing.T) {
+	etcd := os.Getenv("ROOMCELL_TEST_ETCD")
+	if etcd == "" {
+		etcd = "127.0.0.1:23790"
+	}
+	// A plain TCP relay (the MySQL proxy only reads the address of the DSN).
+	relay := mysqltest.StartProxy(t, "u@tcp("+etcd+")/")
+	app, _ := startDev(t, func(c *configs.Config) {
+		c.TencentIM.AllowFake = true
+		c.Cluster.Provider = configs.ProviderEtcd
+		c.Cluster.Host, c.Cluster.Port = "127.0.0.1", 0
+		c.Cluster.EtcdEndpoints = []string{relay.Addr()}
+		c.Cluster.EtcdBaseKey = fmt.Sprintf("/roomcell-test/readyz-lease-%d", time.Now().UnixNano())
+		c.HTTP.Readiness.ProbeInterval, c.HTTP.Readiness.ProbeTimeout = 100*time.Millisecond, 300*time.Millisecond
+	})
+	leaseOK := regexp.MustCompile(`roomcell_readiness_probe_ok\{probe="lease"\} (\d)`)
+	await := func(what string, bound time.Duration, ok func(code int, body, metrics string) bool) {
+		t.Helper()
+		start := time.Now()
+		for {
+			code, body, took := readyz(t, app)
+			if took > 250*time.Millisecond {
+				t.Fatalf("%s: /readyz took %s: it must not wait on etcd", what, took)
+			}
+			_, metrics := opsGet(t, app, "/metrics")
+			if ok(code, body, metrics) {
+				t.Logf("%s: /readyz %d %q after %s", what, code, strings.TrimSpace(body), time.Since(start).Round(time.Millisecond))
+				return
+			}
+			if time.Since(start) > bound {
+				m := leaseOK.FindStringSubmatch(metrics)
+				t.Fatalf("%s: after %s /readyz %d %q, lease probe gauge %v", what, bound, code, body, m)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	leaseIs := func(metrics, v string) bool {
+		m := leaseOK.FindStringSubmatch(metrics)
+		return m != nil && m[1] == v
+	}
+	await("etcd up", 5*time.Second, func(code int, _, metrics string) bool { return code == 200 && leaseIs(metrics, "1") })
+	relay.Cut()
+	// The lease is trusted until TTL minus margin after its last renewal.
+	ttl := app.cfg.Cluster.ShardLeaseTTL
+	await("etcd cut", ttl+2*time.Second, func(code int, _, metrics string) bool { return code == 503 && leaseIs(metrics, "0") })
+	relay.Restore()
+	await("etcd back", 20*time.Second, func(code int, _, metrics string) bool { return code == 200 && leaseIs(metrics, "1") })
 }
