@@ -103,9 +103,10 @@ type GiftReconcilerConfig struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	BatchSize    int           `yaml:"batch_size"`
 	// ParkAfter: a reservation whose settlement failed this many times is
-	// parked (no longer tried, wallet_gift_holds_parked, an ERROR line)
-	// for an operator to resolve; MaxBackoff caps the wait between its
-	// tries (poll_interval doubled per failure).
+	// parked in the wallet store (no node's reconciler tries it again,
+	// across restarts; wallet_gift_holds_parked, an ERROR line) for an
+	// operator to resolve from any node; MaxBackoff caps the wait between
+	// its tries (poll_interval doubled per failure).
 	ParkAfter  int           `yaml:"park_after"`
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 }

@@ -158,6 +158,20 @@ type HTTPConfig struct {
 	Pprof bool `yaml:"pprof"`
 	// Limits bound the listener's connections.
 	Limits HTTPLimits `yaml:"limits"`
+	// Readiness paces the probes behind /readyz.
+	Readiness ReadinessConfig `yaml:"readiness"`
+}
+
+// ReadinessConfig paces the dependency probes of /readyz (the room store
+// answers a ping, the cluster member is serving, the shard lease is
+// renewed). They run in the background every ProbeInterval (default 2s),
+// each bounded by ProbeTimeout (default 1s); /readyz answers from the
+// last round at once, and a round older than two intervals plus the
+// timeout counts as failed, so a hung probe makes the node unready, never
+// /readyz slow.
+type ReadinessConfig struct {
+	ProbeInterval time.Duration `yaml:"probe_interval"`
+	ProbeTimeout  time.Duration `yaml:"probe_timeout"`
 }
 
 func (c *HTTPConfig) setDefaults() {
@@ -165,6 +179,8 @@ func (c *HTTPConfig) setDefaults() {
 		c.Addr = "127.0.0.1:13101"
 	}
 	c.Limits.setDefaults()
+	c.Readiness.ProbeInterval = durationOr(c.Readiness.ProbeInterval, 2*time.Second)
+	c.Readiness.ProbeTimeout = durationOr(c.Readiness.ProbeTimeout, time.Second)
 }
 
 func (c HTTPConfig) validate() error { return checkAddr("http.addr", c.Addr) }

@@ -25,7 +25,9 @@ type WalletBackend interface {
 	ConfirmGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 	RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 	OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]persistence.GiftHold, error)
+	ParkedGiftHolds(ctx context.Context, limit int) ([]persistence.GiftHold, error)
 	GiftHoldStats(ctx context.Context) (persistence.HoldStats, error)
+	ParkGift(ctx context.Context, appCode, commandID, reason string) (bool, error)
 }
 
 // maxHoldsPage bounds one ListOpenGiftHolds reply.
@@ -109,7 +111,13 @@ func (s *WalletServer) ListOpenGiftHolds(ctx context.Context, r *roomcellv1.Wall
 	if r.GetLimit() < 1 || r.GetLimit() > maxHoldsPage || r.GetBeforeMs() < 0 {
 		return nil, toStatus(ctx, s.log, fmt.Errorf("%w: limit must be 1..%d and before_ms not negative", errclass.Invalid, maxHoldsPage))
 	}
-	hs, err := s.backend.OpenGiftHolds(ctx, r.GetBeforeMs(), int(r.GetLimit()))
+	var hs []persistence.GiftHold
+	var err error
+	if r.GetParked() {
+		hs, err = s.backend.ParkedGiftHolds(ctx, int(r.GetLimit()))
+	} else {
+		hs, err = s.backend.OpenGiftHolds(ctx, r.GetBeforeMs(), int(r.GetLimit()))
+	}
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -117,16 +125,26 @@ func (s *WalletServer) ListOpenGiftHolds(ctx context.Context, r *roomcellv1.Wall
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	out := &roomcellv1.WalletListOpenGiftHoldsReply{Open: st.Open, OldestCreatedAtMs: st.OldestCreatedAtMs}
+	out := &roomcellv1.WalletListOpenGiftHoldsReply{Open: st.Open, OldestCreatedAtMs: st.OldestCreatedAtMs, Parked: st.Parked}
 	for _, h := range hs {
 		out.Holds = append(out.Holds, &roomcellv1.WalletGiftHold{
 			AppCode: h.AppCode, CommandId: h.CommandID, TransactionId: h.TransactionID, RoomId: h.RoomID,
 			FromUserId: h.FromUserID, ToUserId: h.ToUserID, GiftId: h.GiftID, GiftCount: h.Count,
 			PriceTotal: h.PriceTotal, DiamondTotal: h.DiamondTotal, HeatValue: h.HeatValue, State: h.State,
-			CreatedAtMs: h.CreatedAtMs, UpdatedAtMs: h.UpdatedAtMs,
+			CreatedAtMs: h.CreatedAtMs, UpdatedAtMs: h.UpdatedAtMs, ParkedAtMs: h.ParkedAtMs, ParkReason: h.ParkReason,
 		})
 	}
 	return out, nil
+}
+
+// ParkGiftHold parks a reservation for every node's reconciler (the
+// remote half of the reconciler on a room node).
+func (s *WalletServer) ParkGiftHold(ctx context.Context, r *roomcellv1.WalletParkGiftHoldRequest) (*roomcellv1.WalletParkGiftHoldReply, error) {
+	parked, err := s.backend.ParkGift(ctx, r.GetAppCode(), r.GetCommandId(), r.GetReason())
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &roomcellv1.WalletParkGiftHoldReply{Parked: parked}, nil
 }
 
 func (s *WalletServer) PurchaseVip(ctx context.Context, r *roomcellv1.WalletPurchaseVipRequest) (*roomcellv1.WalletPurchaseVipReply, error) {
@@ -238,7 +256,7 @@ func (w *WalletClient) OpenGiftHolds(ctx context.Context, beforeMs int64, limit 
 			AppCode: h.GetAppCode(), CommandID: h.GetCommandId(), TransactionID: h.GetTransactionId(), RoomID: h.GetRoomId(),
 			FromUserID: h.GetFromUserId(), ToUserID: h.GetToUserId(), GiftID: h.GetGiftId(), Count: h.GetGiftCount(),
 			PriceTotal: h.GetPriceTotal(), DiamondTotal: h.GetDiamondTotal(), HeatValue: h.GetHeatValue(), State: h.GetState(),
-			CreatedAtMs: h.GetCreatedAtMs(), UpdatedAtMs: h.GetUpdatedAtMs(),
+			CreatedAtMs: h.GetCreatedAtMs(), UpdatedAtMs: h.GetUpdatedAtMs(), ParkedAtMs: h.GetParkedAtMs(), ParkReason: h.GetParkReason(),
 		})
 	}
 	return out, nil
@@ -251,7 +269,18 @@ func (w *WalletClient) GiftHoldStats(ctx context.Context) (persistence.HoldStats
 	if err != nil {
 		return persistence.HoldStats{}, err
 	}
-	return persistence.HoldStats{Open: res.GetOpen(), OldestCreatedAtMs: res.GetOldestCreatedAtMs()}, nil
+	return persistence.HoldStats{Open: res.GetOpen(), OldestCreatedAtMs: res.GetOldestCreatedAtMs(), Parked: res.GetParked()}, nil
+}
+
+// ParkGift calls WalletService.ParkGiftHold (the reconciler on a room
+// node).
+func (w *WalletClient) ParkGift(ctx context.Context, appCode, commandID, reason string) (bool, error) {
+	res, err := w.c.ParkGiftHold(ctx, &roomcellv1.WalletParkGiftHoldRequest{RequestId: RequestIDFrom(ctx), AppCode: appCode,
+		CommandId: commandID, Reason: persistence.CutParkReason(reason)})
+	if err != nil {
+		return false, walletError(err)
+	}
+	return res.GetParked(), nil
 }
 
 func (w *WalletClient) listHolds(ctx context.Context, beforeMs int64, limit int) (*roomcellv1.WalletListOpenGiftHoldsReply, error) {

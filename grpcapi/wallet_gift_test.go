@@ -158,3 +158,43 @@ func TestWalletClientRefusedCredential(t *testing.T) {
 		}
 	}
 }
+
+// The reconciler on a room node parks over the wire: the park reaches the
+// store (so every node's scan leaves the reservation out), a second park
+// reports false, a gift never reserved is ErrGiftNotReserved, and the
+// counts and the parked row's fields come back through the client.
+func TestWalletClientParkGift(t *testing.T) {
+	svc, store := newWallet(t)
+	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: quiet})
+	roomcellv1.RegisterWalletServiceServer(srv, grpcapi.NewWalletServer(svc, quiet))
+	wc := grpcapi.NewWalletClient(serve(t, srv))
+	ctx := t.Context()
+	if _, err := svc.Credit(ctx, wallet.CreditRequest{AppCode: "lalu", CommandID: "top", UserID: "alice", AssetType: wallet.AssetCoin, Amount: 30}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"stuck", "fine"} {
+		if _, err := wc.HoldGift(ctx, wallet.DebitGiftRequest{AppCode: "lalu", CommandID: id, RoomID: "r1", FromUserID: "alice", ToUserID: "bob", GiftID: "rose", Count: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []bool{true, false} {
+		if parked, err := wc.ParkGift(ctx, "lalu", "stuck", strings.Repeat("x", 600)); err != nil || parked != want {
+			t.Fatalf("park #%d: %v, %v; want %v", i+1, parked, err, want)
+		}
+	}
+	if _, err := wc.ParkGift(ctx, "lalu", "never", "x"); !errors.Is(err, wallet.ErrGiftNotReserved) {
+		t.Fatalf("park of a gift never reserved: %v, want ErrGiftNotReserved", err)
+	}
+	open, err := wc.OpenGiftHolds(ctx, 1<<62, 10)
+	if err != nil || len(open) != 1 || open[0].CommandID != "fine" {
+		t.Fatalf("the scan over the wire: %+v, %v; want only the unparked one", open, err)
+	}
+	st, err := wc.GiftHoldStats(ctx)
+	if err != nil || st.Open != 2 || st.Parked != 1 {
+		t.Fatalf("stats over the wire: %+v, %v; want 2 open, 1 parked", st, err)
+	}
+	h, err := store.GiftHold(ctx, "lalu", "stuck")
+	if err != nil || h.ParkedAtMs == 0 || len(h.ParkReason) != 512 {
+		t.Fatalf("stored park: at %d, reason of %d bytes, %v; want set, cut to 512", h.ParkedAtMs, len(h.ParkReason), err)
+	}
+}

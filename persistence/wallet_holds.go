@@ -1,6 +1,9 @@
 package persistence
 
-import "context"
+import (
+	"context"
+	"unicode/utf8"
+)
 
 // GiftHold is the reservation of one gift (wallet_gift_holds): the price
 // moved from the sender's available COIN to frozen under the room
@@ -23,7 +26,18 @@ type GiftHold struct {
 	SettleTransactionID string `json:"settle_transaction_id"`
 	CreatedAtMs         int64  `json:"created_at_ms"`
 	UpdatedAtMs         int64  `json:"updated_at_ms"`
+	// ParkedAtMs is when the gift reconciler parked the open reservation
+	// (0 = not parked): its settlement kept failing, so no reconciler on
+	// any node tries it again and an operator resolves it (confirm or
+	// refund). A settled row keeps it as history. ParkReason is the last
+	// failure, for the operator.
+	ParkedAtMs int64  `json:"parked_at_ms"`
+	ParkReason string `json:"park_reason"`
 }
+
+// MaxParkReason bounds GiftHold.ParkReason (the column's width); longer
+// reasons are cut by the store.
+const MaxParkReason = 512
 
 // Gift hold states.
 const (
@@ -36,8 +50,9 @@ func validHoldState(s string) bool { return s == HoldOpen || s == HoldConfirmed 
 
 // HoldStats summarises the open reservations for metrics.
 type HoldStats struct {
-	Open              int64
+	Open              int64 // parked ones included
 	OldestCreatedAtMs int64 // 0 when none is open
+	Parked            int64 // open and parked
 }
 
 // GiftHoldStore is the part of WalletStore that reads reservations. Rows
@@ -48,8 +63,33 @@ type GiftHoldStore interface {
 	// ErrNotFound.
 	GiftHold(ctx context.Context, appCode, commandID string) (GiftHold, error)
 	// OpenGiftHolds returns up to limit open reservations created before
-	// beforeMs, oldest first: the reconciler's scan.
+	// beforeMs that are not parked, oldest first: the reconciler's scan.
 	OpenGiftHolds(ctx context.Context, beforeMs int64, limit int) ([]GiftHold, error)
-	// GiftHoldStats counts the open reservations and finds the oldest.
+	// ParkedGiftHolds returns up to limit open, parked reservations in
+	// the order they were parked: the operator's list.
+	ParkedGiftHolds(ctx context.Context, limit int) ([]GiftHold, error)
+	// GiftHoldStats counts the open reservations (and the parked ones
+	// among them) and finds the oldest.
 	GiftHoldStats(ctx context.Context) (HoldStats, error)
+	// ParkGiftHold marks an open reservation parked at nowMs with reason
+	// (cut to MaxParkReason bytes) and reports whether this call parked
+	// it: false when it was already parked or is settled (a settle that
+	// raced the park wins, nothing changes). A missing reservation is
+	// ErrNotFound. Only the park columns change: the money and the state
+	// are the wallet transaction's (Exec) alone, and a settle keeps the
+	// park columns.
+	ParkGiftHold(ctx context.Context, appCode, commandID string, nowMs int64, reason string) (bool, error)
+}
+
+// CutParkReason cuts reason to MaxParkReason bytes without splitting a
+// UTF-8 sequence.
+func CutParkReason(reason string) string {
+	if len(reason) <= MaxParkReason {
+		return reason
+	}
+	cut := MaxParkReason
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut]
 }

@@ -204,3 +204,27 @@ func (s *Service) GiftHoldStats(ctx context.Context) (persistence.HoldStats, err
 	st, err := s.store.GiftHoldStats(ctx)
 	return st, classify(err)
 }
+
+// ParkedGiftHolds returns up to limit parked open reservations, in park
+// order (the operator's list).
+func (s *Service) ParkedGiftHolds(ctx context.Context, limit int) ([]persistence.GiftHold, error) {
+	hs, err := s.store.ParkedGiftHolds(ctx, limit)
+	return hs, classify(err)
+}
+
+// ParkGift parks an open reservation whose settlement keeps failing: the
+// reconciler of every node leaves it out of its scan from now on, across
+// restarts, until an operator confirms or refunds it (both work on a
+// parked reservation as on any open one). It reports whether this call
+// parked it; a settled or already parked reservation is left as it is.
+// The money does not move.
+func (s *Service) ParkGift(ctx context.Context, appCode, commandID, reason string) (bool, error) {
+	if err := checkIDs("app_code", appCode, "command_id", commandID); err != nil {
+		return false, err
+	}
+	parked, err := s.store.ParkGiftHold(ctx, appCode, commandID, s.now(), reason)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return false, fmt.Errorf("%w: %q", ErrGiftNotReserved, commandID)
+	}
+	return parked, classify(err)
+}

@@ -488,10 +488,13 @@ func (x *WalletSettleGiftReply) GetState() string {
 }
 
 type WalletListOpenGiftHoldsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	BeforeMs      int64                  `protobuf:"varint,2,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"` // only reservations created before this
-	Limit         int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`                       // 1..1000
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	BeforeMs  int64                  `protobuf:"varint,2,opt,name=before_ms,json=beforeMs,proto3" json:"before_ms,omitempty"` // only reservations created before this
+	Limit     int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`                       // 1..1000
+	// parked lists the parked reservations instead, in park order
+	// (before_ms is ignored); without it parked ones are left out.
+	Parked        bool `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -547,6 +550,125 @@ func (x *WalletListOpenGiftHoldsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *WalletListOpenGiftHoldsRequest) GetParked() bool {
+	if x != nil {
+		return x.Parked
+	}
+	return false
+}
+
+type WalletParkGiftHoldRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	CommandId     string                 `protobuf:"bytes,3,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"` // the last failure, for the operator (cut to 512 bytes)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletParkGiftHoldRequest) Reset() {
+	*x = WalletParkGiftHoldRequest{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletParkGiftHoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletParkGiftHoldRequest) ProtoMessage() {}
+
+func (x *WalletParkGiftHoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletParkGiftHoldRequest.ProtoReflect.Descriptor instead.
+func (*WalletParkGiftHoldRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WalletParkGiftHoldRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *WalletParkGiftHoldRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *WalletParkGiftHoldRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *WalletParkGiftHoldRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type WalletParkGiftHoldReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Parked        bool                   `protobuf:"varint,1,opt,name=parked,proto3" json:"parked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WalletParkGiftHoldReply) Reset() {
+	*x = WalletParkGiftHoldReply{}
+	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WalletParkGiftHoldReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WalletParkGiftHoldReply) ProtoMessage() {}
+
+func (x *WalletParkGiftHoldReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WalletParkGiftHoldReply.ProtoReflect.Descriptor instead.
+func (*WalletParkGiftHoldReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *WalletParkGiftHoldReply) GetParked() bool {
+	if x != nil {
+		return x.Parked
+	}
+	return false
+}
+
 type WalletGiftHold struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
@@ -563,13 +685,15 @@ type WalletGiftHold struct {
 	State         string                 `protobuf:"bytes,12,opt,name=state,proto3" json:"state,omitempty"`
 	CreatedAtMs   int64                  `protobuf:"varint,13,opt,name=created_at_ms,json=createdAtMs,proto3" json:"created_at_ms,omitempty"`
 	UpdatedAtMs   int64                  `protobuf:"varint,14,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	ParkedAtMs    int64                  `protobuf:"varint,15,opt,name=parked_at_ms,json=parkedAtMs,proto3" json:"parked_at_ms,omitempty"` // 0 = not parked
+	ParkReason    string                 `protobuf:"bytes,16,opt,name=park_reason,json=parkReason,proto3" json:"park_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WalletGiftHold) Reset() {
 	*x = WalletGiftHold{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +705,7 @@ func (x *WalletGiftHold) String() string {
 func (*WalletGiftHold) ProtoMessage() {}
 
 func (x *WalletGiftHold) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[7]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +718,7 @@ func (x *WalletGiftHold) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletGiftHold.ProtoReflect.Descriptor instead.
 func (*WalletGiftHold) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{7}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WalletGiftHold) GetAppCode() string {
@@ -695,18 +819,33 @@ func (x *WalletGiftHold) GetUpdatedAtMs() int64 {
 	return 0
 }
 
+func (x *WalletGiftHold) GetParkedAtMs() int64 {
+	if x != nil {
+		return x.ParkedAtMs
+	}
+	return 0
+}
+
+func (x *WalletGiftHold) GetParkReason() string {
+	if x != nil {
+		return x.ParkReason
+	}
+	return ""
+}
+
 type WalletListOpenGiftHoldsReply struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Holds             []*WalletGiftHold      `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
-	Open              int64                  `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`                                                        // all open reservations
+	Open              int64                  `protobuf:"varint,2,opt,name=open,proto3" json:"open,omitempty"`                                                        // all open reservations, parked included
 	OldestCreatedAtMs int64                  `protobuf:"varint,3,opt,name=oldest_created_at_ms,json=oldestCreatedAtMs,proto3" json:"oldest_created_at_ms,omitempty"` // 0 when none is open
+	Parked            int64                  `protobuf:"varint,4,opt,name=parked,proto3" json:"parked,omitempty"`                                                    // open and parked
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WalletListOpenGiftHoldsReply) Reset() {
 	*x = WalletListOpenGiftHoldsReply{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +857,7 @@ func (x *WalletListOpenGiftHoldsReply) String() string {
 func (*WalletListOpenGiftHoldsReply) ProtoMessage() {}
 
 func (x *WalletListOpenGiftHoldsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[8]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +870,7 @@ func (x *WalletListOpenGiftHoldsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletListOpenGiftHoldsReply.ProtoReflect.Descriptor instead.
 func (*WalletListOpenGiftHoldsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{8}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WalletListOpenGiftHoldsReply) GetHolds() []*WalletGiftHold {
@@ -755,6 +894,13 @@ func (x *WalletListOpenGiftHoldsReply) GetOldestCreatedAtMs() int64 {
 	return 0
 }
 
+func (x *WalletListOpenGiftHoldsReply) GetParked() int64 {
+	if x != nil {
+		return x.Parked
+	}
+	return 0
+}
+
 type WalletPurchaseVipRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	CommandId string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
@@ -771,7 +917,7 @@ type WalletPurchaseVipRequest struct {
 
 func (x *WalletPurchaseVipRequest) Reset() {
 	*x = WalletPurchaseVipRequest{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +929,7 @@ func (x *WalletPurchaseVipRequest) String() string {
 func (*WalletPurchaseVipRequest) ProtoMessage() {}
 
 func (x *WalletPurchaseVipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[9]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +942,7 @@ func (x *WalletPurchaseVipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletPurchaseVipRequest.ProtoReflect.Descriptor instead.
 func (*WalletPurchaseVipRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{9}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WalletPurchaseVipRequest) GetCommandId() string {
@@ -859,7 +1005,7 @@ type WalletPurchaseVipReply struct {
 
 func (x *WalletPurchaseVipReply) Reset() {
 	*x = WalletPurchaseVipReply{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1017,7 @@ func (x *WalletPurchaseVipReply) String() string {
 func (*WalletPurchaseVipReply) ProtoMessage() {}
 
 func (x *WalletPurchaseVipReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[10]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1030,7 @@ func (x *WalletPurchaseVipReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletPurchaseVipReply.ProtoReflect.Descriptor instead.
 func (*WalletPurchaseVipReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{10}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WalletPurchaseVipReply) GetTransactionId() string {
@@ -968,7 +1114,7 @@ type WalletGetBalancesRequest struct {
 
 func (x *WalletGetBalancesRequest) Reset() {
 	*x = WalletGetBalancesRequest{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1126,7 @@ func (x *WalletGetBalancesRequest) String() string {
 func (*WalletGetBalancesRequest) ProtoMessage() {}
 
 func (x *WalletGetBalancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[11]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1139,7 @@ func (x *WalletGetBalancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletGetBalancesRequest.ProtoReflect.Descriptor instead.
 func (*WalletGetBalancesRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{11}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WalletGetBalancesRequest) GetRequestId() string {
@@ -1030,7 +1176,7 @@ type WalletAccount struct {
 
 func (x *WalletAccount) Reset() {
 	*x = WalletAccount{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1188,7 @@ func (x *WalletAccount) String() string {
 func (*WalletAccount) ProtoMessage() {}
 
 func (x *WalletAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[12]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1201,7 @@ func (x *WalletAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletAccount.ProtoReflect.Descriptor instead.
 func (*WalletAccount) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{12}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WalletAccount) GetAssetType() string {
@@ -1105,7 +1251,7 @@ type WalletVip struct {
 
 func (x *WalletVip) Reset() {
 	*x = WalletVip{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1263,7 @@ func (x *WalletVip) String() string {
 func (*WalletVip) ProtoMessage() {}
 
 func (x *WalletVip) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[13]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1276,7 @@ func (x *WalletVip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletVip.ProtoReflect.Descriptor instead.
 func (*WalletVip) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{13}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WalletVip) GetLevel() int32 {
@@ -1173,7 +1319,7 @@ type WalletGetBalancesReply struct {
 
 func (x *WalletGetBalancesReply) Reset() {
 	*x = WalletGetBalancesReply{}
-	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1331,7 @@ func (x *WalletGetBalancesReply) String() string {
 func (*WalletGetBalancesReply) ProtoMessage() {}
 
 func (x *WalletGetBalancesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_wallet_proto_msgTypes[14]
+	mi := &file_roomcellv1_wallet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1344,7 @@ func (x *WalletGetBalancesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WalletGetBalancesReply.ProtoReflect.Descriptor instead.
 func (*WalletGetBalancesReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{14}
+	return file_roomcellv1_wallet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WalletGetBalancesReply) GetAppCode() string {
@@ -1282,12 +1428,22 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\"T\n" +
 	"\x15WalletSettleGiftReply\x12%\n" +
 	"\x0etransaction_id\x18\x01 \x01(\tR\rtransactionId\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\tR\x05state\"r\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\"\x8a\x01\n" +
 	"\x1eWalletListOpenGiftHoldsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
 	"\tbefore_ms\x18\x02 \x01(\x03R\bbeforeMs\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\x05R\x05limit\"\xc5\x03\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06parked\x18\x04 \x01(\bR\x06parked\"\x8c\x01\n" +
+	"\x19WalletParkGiftHoldRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x03 \x01(\tR\tcommandId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"1\n" +
+	"\x17WalletParkGiftHoldReply\x12\x16\n" +
+	"\x06parked\x18\x01 \x01(\bR\x06parked\"\x88\x04\n" +
 	"\x0eWalletGiftHold\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x1d\n" +
 	"\n" +
@@ -1309,11 +1465,16 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"heat_value\x18\v \x01(\x03R\theatValue\x12\x14\n" +
 	"\x05state\x18\f \x01(\tR\x05state\x12\"\n" +
 	"\rcreated_at_ms\x18\r \x01(\x03R\vcreatedAtMs\x12\"\n" +
-	"\rupdated_at_ms\x18\x0e \x01(\x03R\vupdatedAtMs\"\x96\x01\n" +
+	"\rupdated_at_ms\x18\x0e \x01(\x03R\vupdatedAtMs\x12 \n" +
+	"\fparked_at_ms\x18\x0f \x01(\x03R\n" +
+	"parkedAtMs\x12\x1f\n" +
+	"\vpark_reason\x18\x10 \x01(\tR\n" +
+	"parkReason\"\xae\x01\n" +
 	"\x1cWalletListOpenGiftHoldsReply\x121\n" +
 	"\x05holds\x18\x01 \x03(\v2\x1b.roomcell.v1.WalletGiftHoldR\x05holds\x12\x12\n" +
 	"\x04open\x18\x02 \x01(\x03R\x04open\x12/\n" +
-	"\x14oldest_created_at_ms\x18\x03 \x01(\x03R\x11oldestCreatedAtMs\"\xba\x01\n" +
+	"\x14oldest_created_at_ms\x18\x03 \x01(\x03R\x11oldestCreatedAtMs\x12\x16\n" +
+	"\x06parked\x18\x04 \x01(\x03R\x06parked\"\xba\x01\n" +
 	"\x18WalletPurchaseVipRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -1358,7 +1519,7 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x126\n" +
 	"\baccounts\x18\x03 \x03(\v2\x1a.roomcell.v1.WalletAccountR\baccounts\x12(\n" +
-	"\x03vip\x18\x04 \x01(\v2\x16.roomcell.v1.WalletVipR\x03vip2\x88\x06\n" +
+	"\x03vip\x18\x04 \x01(\v2\x16.roomcell.v1.WalletVipR\x03vip2\xec\x06\n" +
 	"\rWalletService\x12P\n" +
 	"\x06Credit\x12 .roomcell.v1.WalletCreditRequest\x1a\x1e.roomcell.v1.WalletCreditReply\"\x04\xc8\xf3\x18\x03\x12Y\n" +
 	"\tDebitGift\x12#.roomcell.v1.WalletDebitGiftRequest\x1a!.roomcell.v1.WalletDebitGiftReply\"\x04\xc8\xf3\x18\x03\x12X\n" +
@@ -1366,7 +1527,8 @@ const file_roomcellv1_wallet_proto_rawDesc = "" +
 	"\vConfirmGift\x12$.roomcell.v1.WalletSettleGiftRequest\x1a\".roomcell.v1.WalletSettleGiftReply\"\x04\xc8\xf3\x18\x03\x12\\\n" +
 	"\n" +
 	"RefundGift\x12$.roomcell.v1.WalletSettleGiftRequest\x1a\".roomcell.v1.WalletSettleGiftReply\"\x04\xc8\xf3\x18\x03\x12q\n" +
-	"\x11ListOpenGiftHolds\x12+.roomcell.v1.WalletListOpenGiftHoldsRequest\x1a).roomcell.v1.WalletListOpenGiftHoldsReply\"\x04\xc8\xf3\x18\x03\x12_\n" +
+	"\x11ListOpenGiftHolds\x12+.roomcell.v1.WalletListOpenGiftHoldsRequest\x1a).roomcell.v1.WalletListOpenGiftHoldsReply\"\x04\xc8\xf3\x18\x03\x12b\n" +
+	"\fParkGiftHold\x12&.roomcell.v1.WalletParkGiftHoldRequest\x1a$.roomcell.v1.WalletParkGiftHoldReply\"\x04\xc8\xf3\x18\x03\x12_\n" +
 	"\vPurchaseVip\x12%.roomcell.v1.WalletPurchaseVipRequest\x1a#.roomcell.v1.WalletPurchaseVipReply\"\x04\xc8\xf3\x18\x02\x12_\n" +
 	"\vGetBalances\x12%.roomcell.v1.WalletGetBalancesRequest\x1a#.roomcell.v1.WalletGetBalancesReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
@@ -1382,7 +1544,7 @@ func file_roomcellv1_wallet_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_wallet_proto_rawDescData
 }
 
-var file_roomcellv1_wallet_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_roomcellv1_wallet_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_roomcellv1_wallet_proto_goTypes = []any{
 	(*WalletCreditRequest)(nil),            // 0: roomcell.v1.WalletCreditRequest
 	(*WalletCreditReply)(nil),              // 1: roomcell.v1.WalletCreditReply
@@ -1391,37 +1553,41 @@ var file_roomcellv1_wallet_proto_goTypes = []any{
 	(*WalletSettleGiftRequest)(nil),        // 4: roomcell.v1.WalletSettleGiftRequest
 	(*WalletSettleGiftReply)(nil),          // 5: roomcell.v1.WalletSettleGiftReply
 	(*WalletListOpenGiftHoldsRequest)(nil), // 6: roomcell.v1.WalletListOpenGiftHoldsRequest
-	(*WalletGiftHold)(nil),                 // 7: roomcell.v1.WalletGiftHold
-	(*WalletListOpenGiftHoldsReply)(nil),   // 8: roomcell.v1.WalletListOpenGiftHoldsReply
-	(*WalletPurchaseVipRequest)(nil),       // 9: roomcell.v1.WalletPurchaseVipRequest
-	(*WalletPurchaseVipReply)(nil),         // 10: roomcell.v1.WalletPurchaseVipReply
-	(*WalletGetBalancesRequest)(nil),       // 11: roomcell.v1.WalletGetBalancesRequest
-	(*WalletAccount)(nil),                  // 12: roomcell.v1.WalletAccount
-	(*WalletVip)(nil),                      // 13: roomcell.v1.WalletVip
-	(*WalletGetBalancesReply)(nil),         // 14: roomcell.v1.WalletGetBalancesReply
+	(*WalletParkGiftHoldRequest)(nil),      // 7: roomcell.v1.WalletParkGiftHoldRequest
+	(*WalletParkGiftHoldReply)(nil),        // 8: roomcell.v1.WalletParkGiftHoldReply
+	(*WalletGiftHold)(nil),                 // 9: roomcell.v1.WalletGiftHold
+	(*WalletListOpenGiftHoldsReply)(nil),   // 10: roomcell.v1.WalletListOpenGiftHoldsReply
+	(*WalletPurchaseVipRequest)(nil),       // 11: roomcell.v1.WalletPurchaseVipRequest
+	(*WalletPurchaseVipReply)(nil),         // 12: roomcell.v1.WalletPurchaseVipReply
+	(*WalletGetBalancesRequest)(nil),       // 13: roomcell.v1.WalletGetBalancesRequest
+	(*WalletAccount)(nil),                  // 14: roomcell.v1.WalletAccount
+	(*WalletVip)(nil),                      // 15: roomcell.v1.WalletVip
+	(*WalletGetBalancesReply)(nil),         // 16: roomcell.v1.WalletGetBalancesReply
 }
 var file_roomcellv1_wallet_proto_depIdxs = []int32{
-	7,  // 0: roomcell.v1.WalletListOpenGiftHoldsReply.holds:type_name -> roomcell.v1.WalletGiftHold
-	12, // 1: roomcell.v1.WalletGetBalancesReply.accounts:type_name -> roomcell.v1.WalletAccount
-	13, // 2: roomcell.v1.WalletGetBalancesReply.vip:type_name -> roomcell.v1.WalletVip
+	9,  // 0: roomcell.v1.WalletListOpenGiftHoldsReply.holds:type_name -> roomcell.v1.WalletGiftHold
+	14, // 1: roomcell.v1.WalletGetBalancesReply.accounts:type_name -> roomcell.v1.WalletAccount
+	15, // 2: roomcell.v1.WalletGetBalancesReply.vip:type_name -> roomcell.v1.WalletVip
 	0,  // 3: roomcell.v1.WalletService.Credit:input_type -> roomcell.v1.WalletCreditRequest
 	2,  // 4: roomcell.v1.WalletService.DebitGift:input_type -> roomcell.v1.WalletDebitGiftRequest
 	2,  // 5: roomcell.v1.WalletService.HoldGift:input_type -> roomcell.v1.WalletDebitGiftRequest
 	4,  // 6: roomcell.v1.WalletService.ConfirmGift:input_type -> roomcell.v1.WalletSettleGiftRequest
 	4,  // 7: roomcell.v1.WalletService.RefundGift:input_type -> roomcell.v1.WalletSettleGiftRequest
 	6,  // 8: roomcell.v1.WalletService.ListOpenGiftHolds:input_type -> roomcell.v1.WalletListOpenGiftHoldsRequest
-	9,  // 9: roomcell.v1.WalletService.PurchaseVip:input_type -> roomcell.v1.WalletPurchaseVipRequest
-	11, // 10: roomcell.v1.WalletService.GetBalances:input_type -> roomcell.v1.WalletGetBalancesRequest
-	1,  // 11: roomcell.v1.WalletService.Credit:output_type -> roomcell.v1.WalletCreditReply
-	3,  // 12: roomcell.v1.WalletService.DebitGift:output_type -> roomcell.v1.WalletDebitGiftReply
-	3,  // 13: roomcell.v1.WalletService.HoldGift:output_type -> roomcell.v1.WalletDebitGiftReply
-	5,  // 14: roomcell.v1.WalletService.ConfirmGift:output_type -> roomcell.v1.WalletSettleGiftReply
-	5,  // 15: roomcell.v1.WalletService.RefundGift:output_type -> roomcell.v1.WalletSettleGiftReply
-	8,  // 16: roomcell.v1.WalletService.ListOpenGiftHolds:output_type -> roomcell.v1.WalletListOpenGiftHoldsReply
-	10, // 17: roomcell.v1.WalletService.PurchaseVip:output_type -> roomcell.v1.WalletPurchaseVipReply
-	14, // 18: roomcell.v1.WalletService.GetBalances:output_type -> roomcell.v1.WalletGetBalancesReply
-	11, // [11:19] is the sub-list for method output_type
-	3,  // [3:11] is the sub-list for method input_type
+	7,  // 9: roomcell.v1.WalletService.ParkGiftHold:input_type -> roomcell.v1.WalletParkGiftHoldRequest
+	11, // 10: roomcell.v1.WalletService.PurchaseVip:input_type -> roomcell.v1.WalletPurchaseVipRequest
+	13, // 11: roomcell.v1.WalletService.GetBalances:input_type -> roomcell.v1.WalletGetBalancesRequest
+	1,  // 12: roomcell.v1.WalletService.Credit:output_type -> roomcell.v1.WalletCreditReply
+	3,  // 13: roomcell.v1.WalletService.DebitGift:output_type -> roomcell.v1.WalletDebitGiftReply
+	3,  // 14: roomcell.v1.WalletService.HoldGift:output_type -> roomcell.v1.WalletDebitGiftReply
+	5,  // 15: roomcell.v1.WalletService.ConfirmGift:output_type -> roomcell.v1.WalletSettleGiftReply
+	5,  // 16: roomcell.v1.WalletService.RefundGift:output_type -> roomcell.v1.WalletSettleGiftReply
+	10, // 17: roomcell.v1.WalletService.ListOpenGiftHolds:output_type -> roomcell.v1.WalletListOpenGiftHoldsReply
+	8,  // 18: roomcell.v1.WalletService.ParkGiftHold:output_type -> roomcell.v1.WalletParkGiftHoldReply
+	12, // 19: roomcell.v1.WalletService.PurchaseVip:output_type -> roomcell.v1.WalletPurchaseVipReply
+	16, // 20: roomcell.v1.WalletService.GetBalances:output_type -> roomcell.v1.WalletGetBalancesReply
+	12, // [12:21] is the sub-list for method output_type
+	3,  // [3:12] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -1439,7 +1605,7 @@ func file_roomcellv1_wallet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_wallet_proto_rawDesc), len(file_roomcellv1_wallet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	WalletService_ConfirmGift_FullMethodName       = "/roomcell.v1.WalletService/ConfirmGift"
 	WalletService_RefundGift_FullMethodName        = "/roomcell.v1.WalletService/RefundGift"
 	WalletService_ListOpenGiftHolds_FullMethodName = "/roomcell.v1.WalletService/ListOpenGiftHolds"
+	WalletService_ParkGiftHold_FullMethodName      = "/roomcell.v1.WalletService/ParkGiftHold"
 	WalletService_PurchaseVip_FullMethodName       = "/roomcell.v1.WalletService/PurchaseVip"
 	WalletService_GetBalances_FullMethodName       = "/roomcell.v1.WalletService/GetBalances"
 )
@@ -66,6 +67,12 @@ type WalletServiceClient interface {
 	// oldest first, with the count and age of all open ones: the gift
 	// reconciler's scan when it runs on a room node (docs/wallet.md).
 	ListOpenGiftHolds(ctx context.Context, in *WalletListOpenGiftHoldsRequest, opts ...grpc.CallOption) (*WalletListOpenGiftHoldsReply, error)
+	// ParkGiftHold marks an open reservation whose settlement keeps failing
+	// as parked: no gift reconciler on any node tries it again, across
+	// restarts, until an operator confirms or refunds it. The money does not
+	// move. parked is false when it was parked already or is settled;
+	// FailedPrecondition when there is no reservation.
+	ParkGiftHold(ctx context.Context, in *WalletParkGiftHoldRequest, opts ...grpc.CallOption) (*WalletParkGiftHoldReply, error)
 	// PurchaseVip upgrades to a higher level or renews the active one.
 	PurchaseVip(ctx context.Context, in *WalletPurchaseVipRequest, opts ...grpc.CallOption) (*WalletPurchaseVipReply, error)
 	// GetBalances is the authoritative balance summary a client falls back
@@ -141,6 +148,16 @@ func (c *walletServiceClient) ListOpenGiftHolds(ctx context.Context, in *WalletL
 	return out, nil
 }
 
+func (c *walletServiceClient) ParkGiftHold(ctx context.Context, in *WalletParkGiftHoldRequest, opts ...grpc.CallOption) (*WalletParkGiftHoldReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WalletParkGiftHoldReply)
+	err := c.cc.Invoke(ctx, WalletService_ParkGiftHold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *walletServiceClient) PurchaseVip(ctx context.Context, in *WalletPurchaseVipRequest, opts ...grpc.CallOption) (*WalletPurchaseVipReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WalletPurchaseVipReply)
@@ -198,6 +215,12 @@ type WalletServiceServer interface {
 	// oldest first, with the count and age of all open ones: the gift
 	// reconciler's scan when it runs on a room node (docs/wallet.md).
 	ListOpenGiftHolds(context.Context, *WalletListOpenGiftHoldsRequest) (*WalletListOpenGiftHoldsReply, error)
+	// ParkGiftHold marks an open reservation whose settlement keeps failing
+	// as parked: no gift reconciler on any node tries it again, across
+	// restarts, until an operator confirms or refunds it. The money does not
+	// move. parked is false when it was parked already or is settled;
+	// FailedPrecondition when there is no reservation.
+	ParkGiftHold(context.Context, *WalletParkGiftHoldRequest) (*WalletParkGiftHoldReply, error)
 	// PurchaseVip upgrades to a higher level or renews the active one.
 	PurchaseVip(context.Context, *WalletPurchaseVipRequest) (*WalletPurchaseVipReply, error)
 	// GetBalances is the authoritative balance summary a client falls back
@@ -230,6 +253,9 @@ func (UnimplementedWalletServiceServer) RefundGift(context.Context, *WalletSettl
 }
 func (UnimplementedWalletServiceServer) ListOpenGiftHolds(context.Context, *WalletListOpenGiftHoldsRequest) (*WalletListOpenGiftHoldsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOpenGiftHolds not implemented")
+}
+func (UnimplementedWalletServiceServer) ParkGiftHold(context.Context, *WalletParkGiftHoldRequest) (*WalletParkGiftHoldReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ParkGiftHold not implemented")
 }
 func (UnimplementedWalletServiceServer) PurchaseVip(context.Context, *WalletPurchaseVipRequest) (*WalletPurchaseVipReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method PurchaseVip not implemented")
@@ -366,6 +392,24 @@ func _WalletService_ListOpenGiftHolds_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WalletService_ParkGiftHold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WalletParkGiftHoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WalletServiceServer).ParkGiftHold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WalletService_ParkGiftHold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WalletServiceServer).ParkGiftHold(ctx, req.(*WalletParkGiftHoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WalletService_PurchaseVip_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WalletPurchaseVipRequest)
 	if err := dec(in); err != nil {
@@ -432,6 +476,10 @@ var WalletService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOpenGiftHolds",
 			Handler:    _WalletService_ListOpenGiftHolds_Handler,
+		},
+		{
+			MethodName: "ParkGiftHold",
+			Handler:    _WalletService_ParkGiftHold_Handler,
 		},
 		{
 			MethodName: "PurchaseVip",

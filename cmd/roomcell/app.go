@@ -84,6 +84,9 @@ type App struct {
 	httpServer  *http.Server
 	httpLis     net.Listener
 
+	// readiness probes the store, membership and lease for /readyz.
+	readiness *readiness
+
 	ready    atomic.Bool
 	draining atomic.Bool
 	shutdown atomic.Bool
@@ -203,6 +206,11 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 
+	rc := cfg.HTTP.Readiness
+	if a.readiness, err = newReadiness(a.readinessProbes(), rc.ProbeInterval, rc.ProbeTimeout, log.With("component", "readiness"), a.registry); err != nil {
+		return nil, err
+	}
+	a.readiness.start()
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
@@ -303,8 +311,15 @@ func (a *App) serveHTTP() error {
 		// (roomcell_worker_restarts_total, roomcell_workers_down) and an
 		// ERROR line, not an unready node; a bug that panics every relay
 		// on one row would otherwise empty the Service of every node.
+		// What a command does need (the room store, membership, the shard
+		// lease) is probed in the background (readiness.go): this answer
+		// never waits on a dependency.
 		if !a.ready.Load() || a.draining.Load() || !a.member.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if why := a.readiness.failing(time.Now()); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -339,6 +354,9 @@ func (a *App) Shutdown() {
 		return
 	}
 	a.draining.Store(true)
+	if a.readiness != nil {
+		a.readiness.close()
+	}
 	if a.health != nil {
 		a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	}

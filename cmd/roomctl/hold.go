@@ -18,29 +18,37 @@ import (
 // line names them) by confirming it (the room logged the gift: the
 // sender's frozen COIN is spent and the receiver paid) or refunding it
 // (the sender's COIN comes back). Both are idempotent and only one of
-// them can ever happen to a reservation.
+// them can ever happen to a reservation. The park is kept with the
+// reservation in the wallet store, so any node lists and resolves it,
+// and a restart does not unpark it.
 
 func init() {
 	register(&command{
 		name:  "wallet hold list",
-		usage: "list open gift reservations older than --older-than, oldest first",
+		usage: "list open gift reservations older than --older-than, oldest first (--parked: the parked ones, in park order)",
 		flags: func(fs *flag.FlagSet) {
-			fs.Duration("older-than", 30*time.Second, "only reservations at least this old")
+			fs.Duration("older-than", 30*time.Second, "only reservations at least this old (not with --parked)")
 			fs.Int32("limit", 100, "at most this many (1..1000)")
+			fs.Bool("parked", false, "list the reservations the gift reconciler parked (its settlement kept failing), which only an operator ends")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			older, _ := fs.GetDuration("older-than")
+			parked, _ := fs.GetBool("parked")
 			reply, err := walletClient(e).ListOpenGiftHolds(ctx, &roomcellv1.WalletListOpenGiftHoldsRequest{
-				BeforeMs: time.Now().Add(-older).UnixMilli(), Limit: i32(fs, "limit")})
+				BeforeMs: time.Now().Add(-older).UnixMilli(), Limit: i32(fs, "limit"), Parked: parked})
 			if err != nil {
 				return rpcError(err)
 			}
 			return e.printResult(reply, func(w io.Writer) {
-				fmt.Fprintf(w, "open reservations %d  oldest_created_at_ms %d\n", reply.GetOpen(), reply.GetOldestCreatedAtMs())
+				fmt.Fprintf(w, "open reservations %d  parked %d  oldest_created_at_ms %d\n", reply.GetOpen(), reply.GetParked(), reply.GetOldestCreatedAtMs())
 				for _, h := range reply.GetHolds() {
-					fmt.Fprintf(w, "  %s/%s  room %s  %s -> %s  %d×%s  price %d  diamond %d  created_at_ms %d\n",
+					fmt.Fprintf(w, "  %s/%s  room %s  %s -> %s  %d×%s  price %d  diamond %d  created_at_ms %d",
 						h.GetAppCode(), h.GetCommandId(), h.GetRoomId(), h.GetFromUserId(), h.GetToUserId(),
 						h.GetGiftCount(), h.GetGiftId(), h.GetPriceTotal(), h.GetDiamondTotal(), h.GetCreatedAtMs())
+					if h.GetParkedAtMs() != 0 {
+						fmt.Fprintf(w, "  parked_at_ms %d  reason %q", h.GetParkedAtMs(), h.GetParkReason())
+					}
+					fmt.Fprintln(w)
 				}
 			})
 		},

@@ -118,6 +118,15 @@ func (s *WalletStore) Exec(ctx context.Context, tx persistence.WalletTx) (persis
 	}
 	if plan.Hold != nil {
 		h := *plan.Hold
+		// The park columns are not the plan's to write (MySQL's upsert
+		// leaves them too): a settle keeps them as history.
+		h.ParkedAtMs, h.ParkReason = 0, ""
+		if raw, err := txn.First(tableWalletGiftHolds, indexID, h.AppCode, h.CommandID); err != nil {
+			return persistence.WalletReceipt{}, fmt.Errorf("memdb: read gift hold: %w", err)
+		} else if raw != nil {
+			old := raw.(*persistence.GiftHold)
+			h.ParkedAtMs, h.ParkReason = old.ParkedAtMs, old.ParkReason
+		}
 		if err := txn.Insert(tableWalletGiftHolds, &h); err != nil {
 			return persistence.WalletReceipt{}, fmt.Errorf("memdb: write gift hold: %w", err)
 		}
@@ -297,19 +306,65 @@ func (s *WalletStore) OpenGiftHolds(ctx context.Context, beforeMs int64, limit i
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	it, err := s.db.Txn(false).LowerBound(tableWalletGiftHolds, indexStatus, persistence.HoldOpen, int64(math.MinInt64))
+	it, err := s.db.Txn(false).LowerBound(tableWalletGiftHolds, indexStatus, persistence.HoldOpen, int64(0), int64(math.MinInt64))
 	if err != nil {
 		return nil, fmt.Errorf("memdb: scan gift holds: %w", err)
 	}
 	var out []persistence.GiftHold
 	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
 		h := raw.(*persistence.GiftHold)
-		if h.State != persistence.HoldOpen || h.CreatedAtMs >= beforeMs {
+		if h.State != persistence.HoldOpen || h.ParkedAtMs != 0 || h.CreatedAtMs >= beforeMs {
 			break
 		}
 		out = append(out, *h)
 	}
 	return out, nil
+}
+
+// ParkedGiftHolds implements persistence.GiftHoldStore.
+func (s *WalletStore) ParkedGiftHolds(ctx context.Context, limit int) ([]persistence.GiftHold, error) {
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	it, err := s.db.Txn(false).LowerBound(tableWalletGiftHolds, indexStatus, persistence.HoldOpen, int64(1), int64(math.MinInt64))
+	if err != nil {
+		return nil, fmt.Errorf("memdb: scan gift holds: %w", err)
+	}
+	var out []persistence.GiftHold
+	for raw := it.Next(); raw != nil && len(out) < limit; raw = it.Next() {
+		h := raw.(*persistence.GiftHold)
+		if h.State != persistence.HoldOpen {
+			break
+		}
+		out = append(out, *h)
+	}
+	return out, nil
+}
+
+// ParkGiftHold implements persistence.GiftHoldStore.
+func (s *WalletStore) ParkGiftHold(ctx context.Context, appCode, commandID string, nowMs int64, reason string) (bool, error) {
+	if err := s.ready(ctx); err != nil {
+		return false, err
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	raw, err := txn.First(tableWalletGiftHolds, indexID, appCode, commandID)
+	if err != nil {
+		return false, fmt.Errorf("memdb: read gift hold: %w", err)
+	}
+	if raw == nil {
+		return false, persistence.ErrNotFound
+	}
+	h := *raw.(*persistence.GiftHold)
+	if h.State != persistence.HoldOpen || h.ParkedAtMs != 0 {
+		return false, nil
+	}
+	h.ParkedAtMs, h.ParkReason = max(nowMs, 1), persistence.CutParkReason(reason)
+	if err := txn.Insert(tableWalletGiftHolds, &h); err != nil {
+		return false, fmt.Errorf("memdb: park gift hold: %w", err)
+	}
+	txn.Commit()
+	return true, nil
 }
 
 // GiftHoldStats implements wallet.Store.
@@ -324,10 +379,13 @@ func (s *WalletStore) GiftHoldStats(ctx context.Context) (persistence.HoldStats,
 	var st persistence.HoldStats
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		h := raw.(*persistence.GiftHold)
-		if st.Open == 0 {
+		if st.Open == 0 || h.CreatedAtMs < st.OldestCreatedAtMs {
 			st.OldestCreatedAtMs = h.CreatedAtMs
 		}
 		st.Open++
+		if h.ParkedAtMs != 0 {
+			st.Parked++
+		}
 	}
 	return st, nil
 }

@@ -140,7 +140,9 @@ func walletOutboxTable() *memdb.TableSchema {
 }
 
 // walletGiftHoldsTable holds *wallet.GiftHold rows; state serves the
-// reconciler's scan of open rows by age.
+// reconciler's scan of open rows that are not parked (ParkedAtMs 0) by
+// age, the operator's list of parked ones by park time and the open-row
+// metrics, as MySQL's (state, parked_at_ms, created_at_ms) key does.
 func walletGiftHoldsTable() *memdb.TableSchema {
 	return &memdb.TableSchema{
 		Name: tableWalletGiftHolds,
@@ -157,6 +159,7 @@ func walletGiftHoldsTable() *memdb.TableSchema {
 				Name: indexStatus,
 				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
 					&memdb.StringFieldIndex{Field: "State"},
+					&memdb.IntFieldIndex{Field: "ParkedAtMs"},
 					&memdb.IntFieldIndex{Field: "CreatedAtMs"},
 				}},
 			},

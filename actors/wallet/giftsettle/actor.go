@@ -35,8 +35,8 @@ func round(d Deps) supervise.Round[Pass] {
 // spawns the reconciler as the child WorkerName of sup on the shared
 // poller shell (actors/supervise): a pass at once, then one per Interval
 // (scheduled after a pass ends, so passes never overlap or queue),
-// restarted after a panic by sup's policy and listed on /readyz while it
-// waits. Stop on the poller ends the passes (the running one stops
+// restarted after a panic by sup's policy (a metric and a log line while
+// it waits, not an unready node). Stop on the poller ends the passes (the running one stops
 // between reservations) and waits for the actor to stop.
 func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[Pass], error) {
 	d, err := deps.normalized()

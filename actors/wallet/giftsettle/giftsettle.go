@@ -22,6 +22,7 @@ type Wallet interface {
 	GiftHoldStats(ctx context.Context) (persistence.HoldStats, error)
 	ConfirmGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 	RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
+	ParkGift(ctx context.Context, appCode, commandID, reason string) (bool, error)
 }
 
 // Rooms is the room store's void fence.
@@ -46,8 +47,8 @@ type Deps struct {
 	Metrics *Metrics // nil records nothing
 	// ParkAfter is how many failed settlements park a reservation
 	// (default 10); MaxBackoff caps the wait between its tries (default
-	// 5m). Stuck remembers the failures across passes and restarts (Start
-	// makes one).
+	// 5m). Stuck remembers the failures across passes and actor restarts
+	// (Start makes one); the park itself is kept in the wallet store.
 	ParkAfter  int
 	MaxBackoff time.Duration
 	Stuck      *Stuck
@@ -86,9 +87,9 @@ type Result struct {
 
 // RunOnce settles up to BatchSize open reservations older than After and
 // refreshes the gauges. A reservation that fails stays open, backs off
-// and, after ParkAfter failures, is parked (Stuck); the scan reads past
-// the ones it skips. The error of the first failure is returned with the
-// counts.
+// and, after ParkAfter failures, is parked in the wallet store (Stuck);
+// the store's scan no longer returns it, and this one reads past the ones
+// it skips. The error of the first failure is returned with the counts.
 func RunOnce(ctx context.Context, d Deps) (Result, error) {
 	d, err := d.normalized()
 	if err != nil {
@@ -105,7 +106,16 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 		return res, fmt.Errorf("list open gift holds: %w", err)
 	}
 	var first error
-	for _, h := range d.Stuck.order(holds, d.Clock(), d.BatchSize, &res.Skipped) {
+	try, repark := d.Stuck.order(holds, d.Clock(), d.BatchSize, &res.Skipped)
+	for _, h := range repark {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := park(ctx, d, h, d.Stuck.lastFailure(holdID{h.AppCode, h.CommandID}), nil); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, h := range try {
 		if ctx.Err() != nil {
 			break
 		}
@@ -118,12 +128,11 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 			if first == nil {
 				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
 			}
-			fails, parked := d.Stuck.failed(id, d.Clock(), d.Interval, d.MaxBackoff, d.ParkAfter)
+			fails, parked := d.Stuck.failed(id, d.Clock(), d.Interval, d.MaxBackoff, d.ParkAfter, err.Error())
 			attrs = append(attrs, "outcome", outcome, "failures", fails, "error", err)
 			if parked {
 				res.Parked++
-				d.Logger.Error("gift reservation parked: its settlement keeps failing, the sender's COIN stays frozen until an operator "+
-					"resolves it (roomctl wallet hold confirm|refund)", attrs...)
+				_ = park(ctx, d, h, err.Error(), attrs)
 			} else {
 				d.Logger.Warn("gift reservation not settled; backing off", attrs...)
 			}
@@ -147,17 +156,49 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 		d.Stuck.keepOnly(open)
 	}
 	d.Metrics.add(res)
-	_, parked := d.Stuck.size()
-	d.Metrics.setParked(parked)
 	sctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	st, err := d.Wallet.GiftHoldStats(sctx)
 	cancel()
 	if err == nil {
+		// The store's count is every node's parks; a park the store has
+		// not recorded yet is this node's alone.
+		_, pending := d.Stuck.size()
 		d.Metrics.set(st, d.Clock())
+		d.Metrics.setParked(int(st.Parked) + pending)
 	} else if first == nil {
 		first = fmt.Errorf("gift hold stats: %w", err)
 	}
 	return res, first
+}
+
+// park records h as parked in the wallet store, so no reconciler tries it
+// again, after a restart or on another node, until an operator resolves
+// it. Once recorded (or found settled or parked already) Stuck forgets
+// it; if the store cannot be reached it stays parked in Stuck and the
+// next pass retries. attrs, when set, are the failure's log attributes:
+// the ERROR line is written once, by the call that parked it.
+func park(ctx context.Context, d Deps, h persistence.GiftHold, reason string, attrs []any) error {
+	id := holdID{h.AppCode, h.CommandID}
+	pctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	parked, err := d.Wallet.ParkGift(pctx, h.AppCode, h.CommandID, reason)
+	cancel()
+	if attrs == nil {
+		attrs = []any{"worker", WorkerName, "app_code", h.AppCode, "room_id", h.RoomID, "command_id", h.CommandID}
+	}
+	switch {
+	case err != nil && !errors.Is(err, wallet.ErrGiftNotReserved):
+		d.Logger.Warn("gift reservation to park could not be marked parked in the wallet store; it stays parked on this node "+
+			"and the next pass retries", append(attrs, "park_error", err)...)
+		return fmt.Errorf("park gift %s/%s: %w", h.AppCode, h.CommandID, err)
+	case parked:
+		d.Stuck.settled(id)
+		d.Logger.Error("gift reservation parked: its settlement keeps failing, the sender's COIN stays frozen until an operator "+
+			"resolves it from any node (roomctl wallet hold list --parked; roomctl wallet hold confirm|refund)", attrs...)
+	default:
+		// Settled or parked meanwhile (an operator, another node).
+		d.Stuck.settled(id)
+	}
+	return nil
 }
 
 // settleOne voids the gift in its room first: after that no append of it
@@ -214,7 +255,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "wallet_gift_holds_parked",
-			Help: "Open gift reservations this node's reconciler parked after repeated failed settlements: an operator resolves each (roomctl wallet hold confirm|refund).",
+			Help: "Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund).",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures, m.Parked} {

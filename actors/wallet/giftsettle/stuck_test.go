@@ -1,9 +1,11 @@
 package giftsettle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,8 +133,14 @@ func TestStuckHoldsNeverBlockTheQueue(t *testing.T) {
 		t.Fatalf("failures %v, want %d tries of each bad hold and no more", got, bad*f.deps.ParkAfter)
 	}
 	res, err := RunOnce(t.Context(), f.deps)
-	if err != nil || res.Skipped != bad || res.Failed != 0 {
-		t.Fatalf("a pass over parked holds: %+v, %v; want them all skipped, none tried", res, err)
+	if err != nil || res.Failed != 0 || res.Skipped != 0 {
+		t.Fatalf("a pass over parked holds: %+v, %v; want none tried: the store's scan leaves them out", res, err)
+	}
+	if n, _ := f.deps.Stuck.size(); n != 0 {
+		t.Fatalf("the node still remembers %d holds: parked ones belong to the store", n)
+	}
+	if st, err := f.store.GiftHoldStats(t.Context()); err != nil || st.Parked != bad {
+		t.Fatalf("store stats %+v, %v; want %d parked", st, err, bad)
 	}
 	for i := range bad {
 		if s := f.state(t, fmt.Sprint("bad-", i)); s != persistence.HoldOpen {
@@ -165,7 +173,7 @@ func TestStuckBackoffAndPark(t *testing.T) {
 	id, now := holdID{"app", "g"}, time.Unix(0, 0)
 	var waits []time.Duration
 	for i := 1; i <= 5; i++ {
-		fails, parked := s.failed(id, now, time.Second, 5*time.Second, 5)
+		fails, parked := s.failed(id, now, time.Second, 5*time.Second, 5, "boom")
 		if fails != i || parked != (i == 5) {
 			t.Fatalf("failure %d: fails %d parked %v", i, fails, parked)
 		}
@@ -175,14 +183,139 @@ func TestStuckBackoffAndPark(t *testing.T) {
 		t.Fatalf("backoff %v", waits)
 	}
 	skipped := 0
-	if got := s.order([]persistence.GiftHold{{AppCode: "app", CommandID: "g"}}, now.Add(time.Hour), 10, &skipped); len(got) != 0 || skipped != 1 {
-		t.Fatal("a parked hold was offered again")
+	got, repark := s.order([]persistence.GiftHold{{AppCode: "app", CommandID: "g"}}, now.Add(time.Hour), 10, &skipped)
+	if len(got) != 0 || skipped != 1 || len(repark) != 1 {
+		t.Fatalf("a hold parked here but not in the store: offered %d, skipped %d, to park again %d; want 0, 1, 1", len(got), skipped, len(repark))
 	}
-	if _, parked := s.failed(id, now, time.Second, 5*time.Second, 5); parked {
+	if _, parked := s.failed(id, now, time.Second, 5*time.Second, 5, "boom"); parked {
 		t.Fatal("parked twice")
 	}
 	s.keepOnly(map[holdID]bool{})
 	if n, _ := s.size(); n != 0 {
 		t.Fatal("keepOnly kept a hold no longer open")
 	}
+}
+
+// failingWallet is a wallet whose confirm and refund fail for the gifts
+// in bad (a row the store cannot write), and whose park can be cut.
+type failingWallet struct {
+	*wallet.Service
+	bad      map[string]bool
+	parkDown bool
+	tries    map[string]int
+}
+
+func (w *failingWallet) ConfirmGift(ctx context.Context, app, id string) (wallet.SettleResult, error) {
+	w.tries[id]++
+	if w.bad[id] {
+		return wallet.SettleResult{}, errors.New("row cannot be written")
+	}
+	return w.Service.ConfirmGift(ctx, app, id)
+}
+
+func (w *failingWallet) RefundGift(ctx context.Context, app, id string) (wallet.SettleResult, error) {
+	w.tries[id]++
+	if w.bad[id] {
+		return wallet.SettleResult{}, errors.New("row cannot be written")
+	}
+	return w.Service.RefundGift(ctx, app, id)
+}
+
+func (w *failingWallet) ParkGift(ctx context.Context, app, id, reason string) (bool, error) {
+	if w.parkDown {
+		return false, fmt.Errorf("wallet store: %w", persistence.ErrUnavailable)
+	}
+	return w.Service.ParkGift(ctx, app, id, reason)
+}
+
+// A parked hold stays parked across a restart (a new Stuck, as a new
+// process has): no pass tries it again, on this node or another, while
+// the normal holds beside it settle; a park the store could not record
+// is retried until it is; the operator's refund ends it once, a second
+// refund is the same answer and a confirm is refused; money is conserved.
+func TestParkedHoldStaysParkedAcrossARestart(t *testing.T) {
+	f := newFixture(t)
+	w := &failingWallet{Service: f.svc, bad: map[string]bool{"stuck": true}, tries: map[string]int{}}
+	f.deps.Wallet, f.deps.ParkAfter, f.deps.MaxBackoff, f.deps.Stuck = w, 3, time.Second, NewStuck()
+	f.hold(t, "stuck")
+	f.logGift(t, "stuck", 1)
+	f.clk.now = f.clk.now.Add(f.deps.After + time.Second)
+	total := func(when string) {
+		t.Helper()
+		coin, frozen, _ := f.balance(t, "a")
+		_, _, diamond := f.balance(t, "b")
+		if coin+frozen+diamond*2 != 1000 { // rose: 10 COIN, 5 DIAMOND
+			t.Fatalf("%s: available %d + frozen %d + spent %d != 1000", when, coin, frozen, diamond*2)
+		}
+	}
+	// The store is down for the park: the hold stays parked on this
+	// node, and the park is retried.
+	w.parkDown = true
+	for range 10 {
+		if _, err := RunOnce(t.Context(), f.deps); err == nil {
+			t.Fatal("a pass with a failing settlement reported no error")
+		}
+		f.clk.now = f.clk.now.Add(2 * time.Second)
+	}
+	if w.tries["stuck"] != 3 {
+		t.Fatalf("tried %d times, want ParkAfter=3 and no more while parked here", w.tries["stuck"])
+	}
+	if h, _ := f.store.GiftHold(t.Context(), "app", "stuck"); h.ParkedAtMs != 0 {
+		t.Fatal("parked in the store while the park call failed")
+	}
+	w.parkDown = false
+	if _, err := RunOnce(t.Context(), f.deps); err != nil {
+		t.Fatalf("pass that records the park: %v", err)
+	}
+	h, err := f.store.GiftHold(t.Context(), "app", "stuck")
+	if err != nil || h.ParkedAtMs == 0 || h.State != persistence.HoldOpen || !strings.Contains(h.ParkReason, "row cannot be written") {
+		t.Fatalf("after the park was recorded: %+v, %v", h, err)
+	}
+	if value(f.m.Parked) != 1 {
+		t.Fatalf("parked gauge %v, want 1", value(f.m.Parked))
+	}
+	// Restart: a new process has a new Stuck. Normal holds made since
+	// settle; the parked one is never tried again.
+	for i := range 5 {
+		f.hold(t, fmt.Sprint("normal-", i))
+	}
+	f.clk.now = f.clk.now.Add(f.deps.After + time.Second)
+	for node := range 2 {
+		d := f.deps
+		d.Stuck = NewStuck()
+		res, err := RunOnce(t.Context(), d)
+		if err != nil || w.tries["stuck"] != 3 {
+			t.Fatalf("node %d after a restart: %+v, %v, tries %d; want the parked hold left alone", node, res, err, w.tries["stuck"])
+		}
+		if node == 0 && res.Refunded != 5 {
+			t.Fatalf("normal holds after a restart: %+v, want 5 refunded", res)
+		}
+		if value(f.m.Parked) != 1 {
+			t.Fatalf("parked gauge %v after a restart, want 1", value(f.m.Parked))
+		}
+	}
+	total("parked across a restart")
+	// The operator resolves it (the store no longer fails for it).
+	w.bad = nil
+	first, err := f.svc.RefundGift(t.Context(), "app", "stuck")
+	if err != nil || first.State != persistence.HoldRefunded {
+		t.Fatalf("operator refund: %+v, %v", first, err)
+	}
+	again, err := f.svc.RefundGift(t.Context(), "app", "stuck")
+	if err != nil || again != first {
+		t.Fatalf("refund again: %+v, %v; want the first answer %+v", again, err, first)
+	}
+	if _, err := f.svc.ConfirmGift(t.Context(), "app", "stuck"); !errors.Is(err, wallet.ErrGiftSettled) {
+		t.Fatalf("confirm after the refund: %v, want ErrGiftSettled", err)
+	}
+	if coin, frozen, _ := f.balance(t, "a"); coin != 1000 || frozen != 0 {
+		t.Fatalf("sender after everything was refunded: %d available, %d frozen", coin, frozen)
+	}
+	if _, err := RunOnce(t.Context(), f.deps); err != nil || value(f.m.Parked) != 0 {
+		t.Fatalf("after the resolve: %v, parked gauge %v", err, value(f.m.Parked))
+	}
+	if parked, err := f.svc.ParkGift(t.Context(), "app", "stuck", "late"); err != nil || parked {
+		t.Fatalf("parking a settled reservation: %v, %v; want false, nil", parked, err)
+	}
+	total("resolved")
 }

@@ -15,9 +15,11 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
@@ -53,6 +55,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) persistence.WalletStore)
 		{"DecideErrorWritesNothing", testWalletDecideError},
 		{"BadPlanRefused", testWalletBadPlan},
 		{"CancelledContextWritesNothing", testWalletCancelled},
+		{"ParkedHoldLeavesTheScanUntilResolved", testWalletParkedHold},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))
@@ -71,6 +74,85 @@ var wtGifts = []configs.GiftConfig{
 	{ID: "rose", Price: 10, Heat: 7},
 	{ID: "rocket", Price: 9900, Heat: 9900},
 	{ID: "free", Price: 0, Heat: 1},
+}
+
+// testWalletParkedHold: a parked reservation leaves the reconciler's scan
+// (OpenGiftHolds) for the parked list, keeps its money frozen, is parked
+// once, and is resolved by the ordinary refund, which keeps the park as
+// history; normal reservations beside it are never affected. A reason
+// longer than the column is cut, not refused.
+func testWalletParkedHold(t *testing.T, s persistence.WalletStore) {
+	ctx := t.Context()
+	svc, clk := wtService(t, s)
+	wtCredit(t, svc, "grant", "alice", wallet.AssetCoin, 1000)
+	for _, id := range []string{"g-old", "g-stuck", "g-new"} {
+		_, err := svc.HoldGift(ctx, wtGift(id, "alice", "bob", "rose", 1))
+		wtOK(t, "hold "+id, err)
+		clk.advance(10)
+	}
+	long := strings.Repeat("é", persistence.MaxParkReason) // 2 bytes each
+	parked, err := svc.ParkGift(ctx, wtApp, "g-stuck", long)
+	if err != nil || !parked {
+		t.Fatalf("park: %v, %v; want true", parked, err)
+	}
+	if parked, err := svc.ParkGift(ctx, wtApp, "g-stuck", "again"); err != nil || parked {
+		t.Fatalf("park again: %v, %v; want false, nil", parked, err)
+	}
+	if _, err := svc.ParkGift(ctx, wtApp, "g-none", "x"); !errors.Is(err, wallet.ErrGiftNotReserved) {
+		t.Fatalf("park of a gift never reserved: %v, want ErrGiftNotReserved", err)
+	}
+	open, err := s.OpenGiftHolds(ctx, clk.now()+1, 10)
+	wtOK(t, "open holds", err)
+	var ids []string
+	for _, h := range open {
+		ids = append(ids, h.CommandID)
+	}
+	if fmt.Sprint(ids) != "[g-old g-new]" {
+		t.Fatalf("scan after the park: %v, want [g-old g-new]", ids)
+	}
+	pk, err := s.ParkedGiftHolds(ctx, 10)
+	wtOK(t, "parked holds", err)
+	if len(pk) != 1 || pk[0].CommandID != "g-stuck" || pk[0].ParkedAtMs == 0 || pk[0].State != persistence.HoldOpen {
+		t.Fatalf("parked list: %+v", pk)
+	}
+	if r := pk[0].ParkReason; len(r) > persistence.MaxParkReason || !utf8.ValidString(r) || !strings.HasPrefix(long, r) || len(r) < persistence.MaxParkReason-1 {
+		t.Fatalf("park reason of %d bytes (valid UTF-8 %v), want the first %d bytes of the failure", len(r), utf8.ValidString(r), persistence.MaxParkReason)
+	}
+	st, err := s.GiftHoldStats(ctx)
+	wtOK(t, "stats", err)
+	if st.Open != 3 || st.Parked != 1 || st.OldestCreatedAtMs != wtNow {
+		t.Fatalf("stats %+v, want 3 open, 1 parked, oldest %d", st, wtNow)
+	}
+	if a := wtAccount(t, s, wtApp, "alice", wallet.AssetCoin); a.Available != 970 || a.Frozen != 30 {
+		t.Fatalf("alice after a park: %d available, %d frozen; want 970, 30 (a park moves no money)", a.Available, a.Frozen)
+	}
+	first, err := svc.RefundGift(ctx, wtApp, "g-stuck")
+	wtOK(t, "refund parked", err)
+	again, err := svc.RefundGift(ctx, wtApp, "g-stuck")
+	if err != nil || again != first {
+		t.Fatalf("refund again: %+v, %v; want %+v", again, err, first)
+	}
+	if _, err := svc.ConfirmGift(ctx, wtApp, "g-stuck"); !errors.Is(err, wallet.ErrGiftSettled) {
+		t.Fatalf("confirm after refund: %v, want ErrGiftSettled", err)
+	}
+	h, err := s.GiftHold(ctx, wtApp, "g-stuck")
+	wtOK(t, "read resolved", err)
+	if h.State != persistence.HoldRefunded || h.ParkedAtMs != pk[0].ParkedAtMs {
+		t.Fatalf("resolved hold %+v: want refunded, park time kept", h)
+	}
+	if pk, err := s.ParkedGiftHolds(ctx, 10); err != nil || len(pk) != 0 {
+		t.Fatalf("parked list after the resolve: %+v, %v", pk, err)
+	}
+	_, err = svc.ConfirmGift(ctx, wtApp, "g-old")
+	wtOK(t, "confirm a normal hold", err)
+	st, err = s.GiftHoldStats(ctx)
+	wtOK(t, "stats", err)
+	if st.Open != 1 || st.Parked != 0 {
+		t.Fatalf("stats after: %+v, want 1 open, 0 parked", st)
+	}
+	if a := wtAccount(t, s, wtApp, "alice", wallet.AssetCoin); a.Available != 980 || a.Frozen != 10 {
+		t.Fatalf("alice at the end: %d available, %d frozen; want 980, 10", a.Available, a.Frozen)
+	}
 }
 
 // wtService returns a Service over s with a clock the test can move and

@@ -136,3 +136,25 @@ CREATE TABLE IF NOT EXISTS wallet_gift_holds (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('wallet', 2, '002_gift_holds', 'a7625243a784283649dcef826dc63f00f544681eb8adc8d9355eeadc6fda1d8d', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/wallet/003_gift_holds_parked.sql ----
+-- Parked gift reservations. A reservation whose settlement keeps failing
+-- is parked by the gift reconciler: no reconciler on any node tries it
+-- again (a restart does not forget it) and an operator resolves it with
+-- roomctl wallet hold confirm|refund from any node. parked_at_ms is 0 for
+-- a reservation that is not parked; park_reason is the last failure, for
+-- the operator. A settled row keeps both as history.
+ALTER TABLE wallet_gift_holds
+  ADD COLUMN parked_at_ms BIGINT       NOT NULL DEFAULT 0,
+  ADD COLUMN park_reason  VARCHAR(512) NOT NULL DEFAULT '';
+
+-- The reconciler's scan reads open rows that are not parked by age
+-- (state = 'open' AND parked_at_ms = 0 ORDER BY created_at_ms): one range,
+-- never the parked rows, however many there are. The operator's list of
+-- parked rows (state = 'open' AND parked_at_ms > 0 ORDER BY parked_at_ms)
+-- and the open-row metrics use the same index.
+ALTER TABLE wallet_gift_holds
+  DROP KEY idx_wallet_gift_holds_state_created,
+  ADD KEY idx_wallet_gift_holds_state_parked_created (state, parked_at_ms, created_at_ms);
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('wallet', 3, '003_gift_holds_parked', '619043fe55b8ad6811dfe9d39ad28b44f661b6a624944705c5684732e2971881', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
