@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -39,6 +40,14 @@ type MQPublisher interface {
 // RocketMQ puts a room's events on one message queue, in room_seq order.
 type MQOrderedPublisher interface {
 	PublishOrdered(ctx context.Context, topic, tag, key, orderKey string, data []byte) error
+}
+
+// MQBatchPublisher is a message queue that takes a room's rows in one
+// request (delivery/mq.OrderedBatchPublisher): the fanout hands it each
+// room's rows of a round at once, in room_seq order, on the room's order
+// key, and it reports how many, from the first, it stored.
+type MQBatchPublisher interface {
+	PublishOrderedBatch(ctx context.Context, topic, orderKey string, msgs []mq.Outgoing) (int, error)
 }
 
 // MQDeps is everything the MQ fanout worker uses. Store, MQ, Topic and
@@ -191,8 +200,17 @@ type mqBatch struct {
 	panic     *supervise.PanicError
 }
 
-// room publishes one room's rows in order and stops at its first failure.
+// room publishes one room's rows in order and stops at its first failure:
+// in one batch when the queue takes batches, else one row after the other.
 func (f *mqBatch) room(rows []persistence.OutboxRow) {
+	if bp, ok := f.MQ.(MQBatchPublisher); ok {
+		f.roomBatch(bp, rows)
+		return
+	}
+	f.roomOneByOne(rows)
+}
+
+func (f *mqBatch) roomOneByOne(rows []persistence.OutboxRow) {
 	for i, row := range rows {
 		env := row.Envelope
 		if f.ctx.Err() != nil {
@@ -200,12 +218,16 @@ func (f *mqBatch) room(rows []persistence.OutboxRow) {
 			return
 		}
 		err := checkEnvelope(env)
-		if err == nil && !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
+		if err == nil && !fannedOut(env) {
 			f.done(env.EventID, false)
 			continue
 		}
+		var data []byte
 		if err == nil {
-			err = f.publish(env)
+			data, err = encode(env)
+		}
+		if err == nil {
+			err = f.publish(env, data)
 		}
 		switch {
 		case err == nil:
@@ -219,21 +241,93 @@ func (f *mqBatch) room(rows []persistence.OutboxRow) {
 	}
 }
 
+// roomBatch sends the room's rows that go to the topic in one
+// PublishOrderedBatch (the order key's queue, in room_seq order), after
+// marking the ones that never go there and parking the ones that never
+// can. The rows the broker stored are marked; from the first one it may
+// not have stored, the room's rows are released for the next round,
+// which sends them again in order (a duplicate, if it was stored after
+// all, that consumers absorb by event_id). A batch the broker refuses as
+// it is (too large) goes row by row instead, which parks the culprit
+// alone.
+func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
+	send := make([]persistence.OutboxRow, 0, len(rows))
+	msgs := make([]mq.Outgoing, 0, len(rows))
+	for _, row := range rows {
+		env := row.Envelope
+		err := checkEnvelope(env)
+		if err == nil && !fannedOut(env) {
+			f.done(env.EventID, false)
+			continue
+		}
+		var data []byte
+		if err == nil {
+			data, err = encode(env)
+		}
+		if err != nil {
+			f.park(env, err)
+			continue
+		}
+		send = append(send, row)
+		msgs = append(msgs, mq.Outgoing{Tag: env.EventType, Key: env.EventID, Data: data})
+	}
+	if len(send) == 0 {
+		return
+	}
+	if f.ctx.Err() != nil {
+		f.giveBack(send, nil)
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
+	start := time.Now()
+	n, err := bp.PublishOrderedBatch(pctx, f.Topic, OrderKey(send[0].Envelope), msgs)
+	cancel()
+	if f.Metrics != nil {
+		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+	}
+	n = max(0, min(n, len(send)))
+	for _, row := range send[:n] {
+		f.done(row.Envelope.EventID, true)
+	}
+	switch rest := send[n:]; {
+	case err == nil && len(rest) == 0:
+	case err == nil:
+		f.giveBack(rest, &failure{env: rest[0].Envelope, err: errors.New("the queue stored only part of the batch")})
+	case parkable(err):
+		f.roomOneByOne(rest)
+	default:
+		f.giveBack(rest, &failure{env: rest[0].Envelope, err: err})
+	}
+}
+
+// fannedOut reports whether env goes to the topic: the events that reach
+// IM and RoomCreated; the others (RoomHeatChanged, RoomRankChanged) are
+// marked without a send.
+func fannedOut(env persistence.Envelope) bool {
+	return room.IsIMEvent(env.EventType) || env.EventType == room.TypeRoomCreated
+}
+
 type failure struct {
 	env persistence.Envelope
 	err error
 }
 
-func (f *mqBatch) publish(env persistence.Envelope) error {
+// encode is the message body: the envelope's JSON.
+func encode(env persistence.Envelope) ([]byte, error) {
 	data, err := json.Marshal(env)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorruptEnvelope, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorruptEnvelope, err)
 	}
+	return data, nil
+}
+
+func (f *mqBatch) publish(env persistence.Envelope, data []byte) error {
 	// The stop request cancels between rows; a publish in flight gets its
 	// publish_timeout.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
 	defer cancel()
 	start := time.Now()
+	var err error
 	if op, ok := f.MQ.(MQOrderedPublisher); ok {
 		err = op.PublishOrdered(pctx, f.Topic, env.EventType, env.EventID, OrderKey(env), data)
 	} else {

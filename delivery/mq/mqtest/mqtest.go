@@ -1,7 +1,8 @@
 // Package mqtest is the one contract suite every delivery/mq
 // implementation runs (JetStream in delivery/mq, RocketMQ in
 // delivery/mq/rocketmq): publish with key, tag and data; order per order
-// key from 100 keys at once; redelivery of a failed message; the last
+// key from 100 keys at once, with batches where the implementation takes
+// them; redelivery of a failed message; the last
 // delivery and the dead letter; a consumer stopped and started again
 // losing nothing. It imports only delivery/mq and the standard library.
 package mqtest
@@ -48,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Run("publish", func(t *testing.T) { testPublish(t, h) })
 	t.Run("order_per_key", func(t *testing.T) { testOrder(t, h) })
+	t.Run("order_per_key_batches", func(t *testing.T) { testOrderBatches(t, h) })
 	t.Run("redelivery_and_dead_letter", func(t *testing.T) { testRedelivery(t, h) })
 	t.Run("consumer_restart", func(t *testing.T) { testRestart(t, h) })
 }
@@ -196,6 +198,100 @@ func testOrder(t *testing.T, h Harness) {
 				}
 			}
 		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	total := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, s := range seen {
+			n += len(s)
+		}
+		return n
+	}
+	WaitUntil(t, h.Wait, "every message", func() bool { return total() >= keys*per })
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]int, per)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if len(seen) != keys {
+		t.Fatalf("%d keys seen, want %d", len(seen), keys)
+	}
+	for room, got := range seen {
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s handled in order %v, want %v", room, got, want)
+		}
+	}
+}
+
+// An implementation that takes batches (mq.OrderedBatchPublisher): 100
+// keys publish 20 messages each, concurrently across keys, as single
+// messages and batches in turn (1-3 one by one, 4-10 in a batch, 11
+// alone, 12-20 in a batch): a key's batches land on the same queue as its
+// single messages, so an Ordered group gets each key's messages once
+// each, in publish order.
+func testOrderBatches(t *testing.T, h Harness) {
+	c := h.Client(t)
+	bp, ok := c.(mq.OrderedBatchPublisher)
+	if !ok {
+		t.Skip("no batches: the implementation has no OrderedBatchPublisher")
+	}
+	topic := h.Topic(t, c)
+	const keys, per = 100, 20
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	Subscribe(t, c, mq.Subscription{Topic: topic, Group: "batches" + suffix(topic), Ordered: true, MaxRedeliver: 3,
+		Handler: func(_ context.Context, m mq.Message) error {
+			room, seq, ok := strings.Cut(m.Key, "#")
+			n, err := strconv.Atoi(seq)
+			if !ok || err != nil || m.Tag != "RoomUserJoined" || string(m.Data) != m.Key {
+				return fmt.Errorf("%w: bad message %q (tag %q)", mq.ErrDrop, m.Key, m.Tag)
+			}
+			mu.Lock()
+			seen[room] = append(seen[room], n)
+			mu.Unlock()
+			return nil
+		}})
+	var wg sync.WaitGroup
+	errs := make(chan error, keys)
+	for r := range keys {
+		wg.Go(func() {
+			room := fmt.Sprintf("app/room-%03d", r)
+			msg := func(i int) mq.Outgoing {
+				k := fmt.Sprintf("%s#%d", room, i)
+				return mq.Outgoing{Tag: "RoomUserJoined", Key: k, Data: []byte(k)}
+			}
+			for _, run := range [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 10}, {11, 11}, {12, 20}} {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				var err error
+				if run[0] == run[1] {
+					m := msg(run[0])
+					err = c.PublishOrdered(ctx, topic, m.Tag, m.Key, room, m.Data)
+				} else {
+					var batch []mq.Outgoing
+					for i := run[0]; i <= run[1]; i++ {
+						batch = append(batch, msg(i))
+					}
+					var n int
+					n, err = bp.PublishOrderedBatch(ctx, topic, room, batch)
+					if err == nil && n != len(batch) {
+						err = fmt.Errorf("%s: batch %v stored %d of %d without an error", room, run, n, len(batch))
+					}
+				}
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
 	}
 	wg.Wait()
 	close(errs)
