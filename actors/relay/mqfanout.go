@@ -91,6 +91,10 @@ type MQResult struct {
 	NoOp      int // events that never go to the topic, marked without a send
 	Parked    int // can never be published as they are
 	Failed    int // publish failed: released, tried again next round
+	// HeldBack counts rows of the claim's last millisecond given back
+	// unsent so that the next round takes each room's rows from its
+	// lowest (see claimMQ).
+	HeldBack int
 	// StoreErrors counts marks that did not reach the store; those rows
 	// come back when their lease expires (and go to the topic again,
 	// stored once by the broker's duplicate window).
@@ -125,17 +129,19 @@ func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, erro
 	if ctx.Err() != nil {
 		return res, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	rows, err := d.Store.ClaimOutboxMQ(cctx, owner, d.Clock().UnixMilli(), d.Config.LeaseTTL.Milliseconds(), d.Config.BatchSize)
-	cancel()
+	rows, held, err := claimMQ(ctx, d, owner)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, nil
 		}
 		return res, fmt.Errorf("relay: claim outbox mq: %w", err)
 	}
-	res.Claimed = len(rows)
+	res.Claimed = len(rows) + len(held)
 	f := &mqBatch{MQDeps: d, ctx: ctx}
+	for _, row := range held {
+		f.release = append(f.release, row.Envelope.EventID)
+	}
+	f.res.HeldBack = len(held)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, mqParallel)
 	for len(rows) > 0 {
@@ -167,6 +173,65 @@ func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, erro
 		panic(f.panic)
 	}
 	return res, nil
+}
+
+// mqMaxClaim bounds the claim claimMQ widens when a whole claim shares one
+// created_at_ms.
+const mqMaxClaim = 20000
+
+// claimMQ claims a round's rows so that each room's rows in it are the
+// lowest of its pending ones. The store claims by (created_at_ms,
+// event_id), and event ids do not sort by room_seq ("...:10:0" before
+// "...:9:0"): a claim that is full may have cut a room's rows of its last
+// millisecond after a later room_seq, and the row it left would go to the
+// topic after it. So the rows of a full claim's last millisecond are
+// given back (held) for the next round, which claims them together; a
+// claim that is all one millisecond is given back and taken again wider,
+// up to mqMaxClaim rows (beyond that a room's order across the cut is not
+// guarded). A room's rows are created in room_seq order (its commands
+// commit one after the other), so before the last millisecond the claim
+// holds all of them.
+func claimMQ(ctx context.Context, d MQDeps, owner string) (rows, held []persistence.OutboxRow, err error) {
+	limit := d.Config.BatchSize
+	for {
+		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		rows, err = d.Store.ClaimOutboxMQ(cctx, owner, d.Clock().UnixMilli(), d.Config.LeaseTTL.Milliseconds(), limit)
+		cancel()
+		if err != nil || len(rows) < limit {
+			return rows, nil, err
+		}
+		last := rows[0].CreatedAtMs
+		for _, r := range rows {
+			last = max(last, r.CreatedAtMs)
+		}
+		keep := make([]persistence.OutboxRow, 0, len(rows))
+		for _, r := range rows {
+			if r.CreatedAtMs < last {
+				keep = append(keep, r)
+			} else {
+				held = append(held, r)
+			}
+		}
+		if len(keep) > 0 || limit >= mqMaxClaim {
+			if len(keep) == 0 {
+				return rows, nil, nil
+			}
+			return keep, held, nil
+		}
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.Envelope.EventID
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		err = d.Store.ReleaseOutboxMQ(rctx, ids)
+		cancel()
+		if err != nil {
+			// The rows keep their lease and come back after it.
+			return nil, nil, err
+		}
+		held = nil
+		limit = min(limit*4, mqMaxClaim)
+	}
 }
 
 // panicked records a panic of a room's publish; its rows not yet marked
@@ -394,7 +459,8 @@ func (f *mqBatch) park(env persistence.Envelope, cause error) {
 func (f *mqBatch) settle(res *MQResult) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), storeTimeout)
 	defer cancel()
-	*res = MQResult{Claimed: res.Claimed, NoOp: f.res.NoOp, Parked: f.res.Parked, Failed: f.res.Failed, StoreErrors: f.res.StoreErrors}
+	*res = MQResult{Claimed: res.Claimed, NoOp: f.res.NoOp, Parked: f.res.Parked, Failed: f.res.Failed, StoreErrors: f.res.StoreErrors,
+		HeldBack: f.res.HeldBack}
 	if len(f.published) > 0 {
 		if err := f.Store.MarkOutboxMQPublished(ctx, f.published, f.Clock().UnixMilli()); err != nil {
 			res.StoreErrors += len(f.published)

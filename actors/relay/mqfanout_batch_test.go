@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
@@ -184,3 +185,51 @@ func TestMQBatchRefusedGoesRowByRow(t *testing.T) {
 type permanentErr struct{ error }
 
 func (permanentErr) Permanent() bool { return true }
+
+// A room whose rows share one millisecond (seq 1..12: event ids sort
+// "…:10:0" before "…:2:0") drained by claims of 5: the store claims by
+// (created_at_ms, event_id), so a claim cut within that millisecond holds
+// seq 10 and 11 but not 2; the fanout gives such a cut back and claims
+// wider, and the queue gets 1..12 in order. Another room's rows, a
+// millisecond apart, drained in claims of 3 that cut between
+// milliseconds, arrive in order too, with the last millisecond of each
+// full claim held back for the next round.
+func TestMQClaimCutKeepsRoomOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		batch   int
+		spacing int64
+	}{{"one millisecond", 5, 0}, {"a millisecond apart", 3, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMQStore(t)
+			var want []string
+			for i := range 12 {
+				e := joined(t, room.EventID("app", "hot", int64(i+1), 0), clockBase+int64(i)*tc.spacing)
+				e.RoomID, e.RoomSeq = "hot", int64(i+1)
+				insert(t, s, e)
+				want = append(want, e.EventID)
+			}
+			q := &batchMQ{fakeMQ: newFakeMQ(nil)}
+			deps := MQDeps{Store: s, MQ: q, Topic: "t", Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = tc.batch })}
+			for round := 0; ; round++ {
+				res, err := ProcessMQBatch(context.Background(), deps, "mq-1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Claimed == 0 {
+					break
+				}
+				if round > 20 {
+					t.Fatalf("not drained after %d rounds: %+v", round, res)
+				}
+			}
+			var sent []string
+			for _, c := range q.calls {
+				sent = append(sent, c...)
+			}
+			if !slices.Equal(sent, want) {
+				t.Fatalf("the queue got %v, want %v", sent, want)
+			}
+		})
+	}
+}

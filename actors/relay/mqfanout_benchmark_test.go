@@ -70,10 +70,13 @@ func drainBacklog(b *testing.B, pub relay.MQPublisher, topic string, events, roo
 	for i := range events {
 		id, seq := fmt.Sprint("r", i%rooms), int64(i/rooms+1)
 		payload, _ := json.Marshal(room.RoomUserJoined{UserID: fmt.Sprint("u", i), JoinedAtMs: 1})
+		// A backlog as an outage leaves it: one commit a millisecond,
+		// the rooms taking turns.
+		at := int64(1 + i)
 		env := persistence.Envelope{EventID: room.EventID("bench", id, seq, 0), EventType: room.TypeRoomUserJoined,
-			AppCode: "bench", RoomID: id, RoomSeq: seq, CommandID: fmt.Sprint("c", i), CreatedAtMs: 1, Payload: payload}
+			AppCode: "bench", RoomID: id, RoomSeq: seq, CommandID: fmt.Sprint("c", i), CreatedAtMs: at, Payload: payload}
 		rec := persistence.CommandRecord{AppCode: "bench", RoomID: id, Seq: seq, CommandID: env.CommandID,
-			CommandType: room.CmdJoinRoom, CreatedAtMs: 1, Events: []persistence.Envelope{env}}
+			CommandType: room.CmdJoinRoom, CreatedAtMs: at, Events: []persistence.Envelope{env}}
 		if err := s.Append(ctx, persistence.Append{Command: rec}); err != nil {
 			b.Fatal(err)
 		}
