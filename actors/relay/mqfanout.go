@@ -22,11 +22,12 @@ import (
 const MQWorkerName = "room_outbox_mq"
 
 // mqParallel bounds the rooms one fanout batch publishes at once. A room's
-// rows go one after the other (its order on the topic), so the fanout's
-// rate is about mqParallel / one send's latency: RocketMQ's SendSync
-// (~3 ms here, several times a JetStream publish) drained a 5,000-event
-// backlog at ~870 events/s with 16, ~3,600-4,200 with 64; JetStream
-// stayed at ~10,000 (BenchmarkMQFanoutBacklog).
+// rows go one after the other (its order on the topic), or, on a queue
+// that takes batches (RocketMQ), in one request per room and round; the
+// fanout's rate is about mqParallel × rows per request / one request's
+// latency. RocketMQ one message a request drained a 5,000-event backlog
+// in 100 rooms at a quarter of JetStream's rate on this machine; a batch
+// per room brought it level (BenchmarkMQFanoutBacklog, docs/benchmarks.md).
 const mqParallel = 64
 
 // MQPublisher is the message queue the fanout publishes to
@@ -102,7 +103,7 @@ type MQResult struct {
 }
 
 // ProcessMQBatch is one round of the MQ fanout, the message-queue side of
-// room_outbox: claim up to batch_size rows whose MQ
+// room_outbox: claim up to batch_size rows (see claimMQ) whose MQ
 // progress is pending (persistence.OutboxMQStore; the IM status plays no
 // part), publish each to Topic (tag = event type, key = event_id, data =
 // the envelope JSON, the bytes of the IM group message's Data) with
