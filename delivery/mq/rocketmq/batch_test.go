@@ -147,3 +147,112 @@ func firstDiff(a, b []int) int {
 	}
 	return min(len(a), len(b))
 }
+
+// 300 keys hand in 6 batches each at once (after one message taught the
+// client the topic's 8 queues): batches of keys on one queue share
+// requests, and an Ordered group still gets each key's messages once, in
+// order; a batch whose caller gave up while it waited is not sent.
+func TestRocketMQLanesMergeKeysAndKeepOrder(t *testing.T) {
+	in := sharedInstance()
+	c := in.dial(t)
+	topic := in.topic(t)
+	const keys, batches, per = 300, 6, 3
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	mqtest.Subscribe(t, c, mq.Subscription{Topic: topic, Group: "lanes-" + instanceID(), Ordered: true, MaxRedeliver: 3,
+		Handler: func(_ context.Context, m mq.Message) error {
+			room, seq, _ := strings.Cut(m.Key, "#")
+			i, err := strconv.Atoi(seq)
+			if err != nil {
+				return fmt.Errorf("%w: bad key %q", mq.ErrDrop, m.Key)
+			}
+			mu.Lock()
+			seen[room] = append(seen[room], i)
+			mu.Unlock()
+			return nil
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.PublishOrdered(ctx, topic, "RoomUserJoined", "first#0", "first", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if c.laneFor(topic, "app/k", 10, 1) == nil {
+		t.Fatal("no lane after a send: the queue count was not learned")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, keys)
+	for k := range keys {
+		wg.Go(func() {
+			room := fmt.Sprintf("app/k%03d", k)
+			for b := range batches {
+				var msgs []mq.Outgoing
+				for i := range per {
+					key := fmt.Sprintf("%s#%d", room, b*per+i+1)
+					msgs = append(msgs, mq.Outgoing{Tag: "RoomUserJoined", Key: key, Data: []byte("{}")})
+				}
+				n, err := c.PublishOrderedBatch(ctx, topic, room, msgs)
+				if err != nil || n != per {
+					errs <- fmt.Errorf("%s batch %d: stored %d: %v", room, b, n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if c.merged.Load() == 0 {
+		t.Fatal("no request carried two keys: the lanes never merged")
+	}
+	mqtest.WaitUntil(t, 60*time.Second, "every message", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for r, s := range seen {
+			if r != "first" {
+				n += len(s)
+			}
+		}
+		return n >= keys*batches*per
+	})
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]int, batches*per)
+	for i := range want {
+		want[i] = i + 1
+	}
+	for k := range keys {
+		room := fmt.Sprintf("app/k%03d", k)
+		if !slices.Equal(seen[room], want) {
+			t.Fatalf("%s handled %v, want %v", room, seen[room], want)
+		}
+	}
+	t.Logf("%d requests carried several keys", c.merged.Load())
+
+	// A caller whose context is done while its batch waits behind a
+	// request in flight: nothing of it is sent later.
+	l := c.laneFor(topic, "app/late", 10, 1)
+	l.mu.Lock()
+	l.running = true // as if a request were in flight
+	l.mu.Unlock()
+	gone, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- c.sendInLane(gone, l, topic, "app/late", []mq.Outgoing{{Tag: "RoomUserJoined", Key: "app/late#1", Data: []byte("{}")}}, 10)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	stop()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a given-up batch returned %v", err)
+	}
+	l.mu.Lock()
+	left := len(l.waiting)
+	l.running = false
+	l.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d batches still wait after their callers gave up", left)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-client-go/v2"
@@ -44,6 +45,12 @@ type Client struct {
 	id      string
 
 	prod rmq.Producer
+	// queueCounts: topic → how many queues the producer last saw it have
+	// (orderSelector writes it); lanes: laneKey → *lane (lanes.go).
+	queueCounts *sync.Map
+	lanes       sync.Map
+	// merged counts the lanes' requests that carried several keys.
+	merged atomic.Int64
 
 	mu        sync.Mutex
 	consumers []*rmqConsumer
@@ -80,7 +87,8 @@ func Dial(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*Client, e
 		return nil, fmt.Errorf("rocketmq: kind %q is not rocketmq", cfg.Kind)
 	}
 	installLogger()
-	c := &Client{servers: nameServers(cfg.Servers), log: slog.Default(), sendTO: DefaultSendTimeout, id: instanceID()}
+	c := &Client{servers: nameServers(cfg.Servers), log: slog.Default(), sendTO: DefaultSendTimeout, id: instanceID(),
+		queueCounts: &sync.Map{}}
 	if cfg.AccessKey != "" {
 		c.cred = primitive.Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}
 	}
@@ -94,7 +102,7 @@ func Dial(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*Client, e
 		producer.WithInstanceName("roomcell-producer-" + c.id),
 		// One queue per order key (a room): the hash of the sharding key,
 		// for a batch too.
-		producer.WithQueueSelector(orderSelector{hash: producer.NewHashQueueSelector()}),
+		producer.WithQueueSelector(orderSelector{hash: producer.NewHashQueueSelector(), counts: c.queueCounts}),
 		// No client-side resend: a resend could reach another queue (out
 		// of the room's order) and the relay retries the row anyway.
 		producer.WithRetry(0),
@@ -216,6 +224,16 @@ func (c *Client) PublishOrderedBatch(ctx context.Context, topic, orderKey string
 	if err := c.usable(ctx, topic, msgs[0].Key); err != nil {
 		return 0, err
 	}
+	size := 0
+	for _, m := range msgs {
+		size += len(m.Data) + len(m.Key) + len(m.Tag) + len(orderKey) + messageOverhead
+	}
+	if l := c.laneFor(topic, orderKey, size, len(msgs)); l != nil {
+		if err := c.sendInLane(ctx, l, topic, orderKey, msgs, size); err != nil {
+			return 0, err
+		}
+		return len(msgs), nil
+	}
 	stored := 0
 	for stored < len(msgs) {
 		chunk := nextChunk(topic, orderKey, msgs[stored:])
@@ -309,20 +327,41 @@ func (c *Client) send(ctx context.Context, topic, key string, msgs []*primitive.
 }
 
 // orderMarker starts the BrokerName of the Queue PublishOrderedBatch puts
-// on a batch's first message: the rest is the batch's order key. No
-// broker is named so.
-const orderMarker = "\x00order:"
+// on a batch's first message: the rest is the batch's order keys,
+// separated by orderSep. No broker is named so.
+const (
+	orderMarker = "\x00order:"
+	orderSep    = "\x00"
+)
 
 // orderSelector picks a message's queue: the hash of its order key over
 // the topic's queues (producer.NewHashQueueSelector, so a key's single
 // messages and its batches share one queue), a random one without a key.
-type orderSelector struct{ hash producer.QueueSelector }
+// A batch of several keys goes to their common queue, or nowhere (the
+// send fails, the caller sends again) when the topic's queues changed and
+// the keys no longer share one. It notes the topic's queue count for the
+// lanes.
+type orderSelector struct {
+	hash   producer.QueueSelector
+	counts *sync.Map
+}
 
 func (s orderSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, lastBroker string) *primitive.MessageQueue {
+	if v, ok := s.counts.Load(msg.Topic); !ok || v.(int) != len(queues) {
+		s.counts.Store(msg.Topic, len(queues))
+	}
 	if msg.Batch && msg.Queue != nil && strings.HasPrefix(msg.Queue.BrokerName, orderMarker) {
-		keyed := primitive.NewMessage(msg.Topic, nil)
-		keyed.WithShardingKey(strings.TrimPrefix(msg.Queue.BrokerName, orderMarker))
-		return s.hash.Select(keyed, queues, lastBroker)
+		var q *primitive.MessageQueue
+		for _, key := range strings.Split(strings.TrimPrefix(msg.Queue.BrokerName, orderMarker), orderSep) {
+			keyed := primitive.NewMessage(msg.Topic, nil)
+			keyed.WithShardingKey(key)
+			k := s.hash.Select(keyed, queues, lastBroker)
+			if q != nil && k != q {
+				return nil
+			}
+			q = k
+		}
+		return q
 	}
 	return s.hash.Select(msg, queues, lastBroker)
 }
