@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 
 // The MQ fanout draining one backlog (5,000 joins in 100 rooms, go-memdb)
 // to JetStream and to RocketMQ (the machine's servers) in the same run:
-// events/s each; the target is RocketMQ ≥ 0.5 × JetStream.
+// the median events/s of three drains each, and their ratio; the issue's
+// target is RocketMQ ≥ 0.5 × JetStream.
 //
 //	go test -run '^$' -bench BenchmarkMQFanoutBacklog -benchtime 1x ./actors/relay/
 func BenchmarkMQFanoutBacklog(b *testing.B) {
@@ -46,21 +48,29 @@ func BenchmarkMQFanoutBacklog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rmq.Close()
-	rates := map[string]float64{}
-	for _, tc := range []struct {
-		name string
-		pub  relay.MQPublisher
-	}{{"jetstream", js}, {"rocketmq", rmq}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for range b.N {
-				rates[tc.name] = drainBacklog(b, tc.pub, topic, 5000, 100)
+	// Three passes taking turns (JetStream, RocketMQ, JetStream, ...):
+	// the machine's load moves between drains, and the medians of
+	// alternating drains give a steadier ratio than one drain each.
+	const passes = 3
+	rates := map[string][]float64{}
+	for range b.N {
+		for range passes {
+			for _, tc := range []struct {
+				name string
+				pub  relay.MQPublisher
+			}{{"jetstream", js}, {"rocketmq", rmq}} {
+				rates[tc.name] = append(rates[tc.name], drainBacklog(b, tc.pub, topic, 5000, 100))
 			}
-			b.ReportMetric(rates[tc.name], "events/s")
-		})
+		}
 	}
-	if rates["jetstream"] > 0 && rates["rocketmq"] > 0 {
-		b.Logf("RocketMQ / JetStream = %.2f", rates["rocketmq"]/rates["jetstream"])
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
 	}
+	jsRate, rmqRate := median(rates["jetstream"]), median(rates["rocketmq"])
+	b.ReportMetric(jsRate, "jetstream_events/s")
+	b.ReportMetric(rmqRate, "rocketmq_events/s")
+	b.ReportMetric(rmqRate/jsRate, "rocketmq/jetstream")
 }
 
 func drainBacklog(b *testing.B, pub relay.MQPublisher, topic string, events, rooms int) float64 {
