@@ -122,25 +122,75 @@ func ProcessMQBatch(ctx context.Context, deps MQDeps, owner string) (MQResult, e
 	if err != nil {
 		return MQResult{}, err
 	}
-	return processMQBatch(ctx, d, owner)
+	return processMQBatch(ctx, d, owner, nil)
 }
 
-func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, error) {
+// mqHold remembers the rooms whose rows a fanout could not give back (the
+// store refused the release): those rows keep their lease, and until it
+// runs out the room's later rows must not reach the topic ahead of them.
+// It lives as long as the worker, across its restarts.
+type mqHold struct {
+	mu    sync.Mutex
+	until map[persistence.RoomKey]int64
+}
+
+func newMQHold() *mqHold { return &mqHold{until: map[persistence.RoomKey]int64{}} }
+
+func (h *mqHold) add(keys map[persistence.RoomKey]bool, untilMs int64) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range keys {
+		h.until[k] = max(h.until[k], untilMs)
+	}
+}
+
+// split moves the rows of held rooms out of rows.
+func (h *mqHold) split(rows []persistence.OutboxRow, nowMs int64) (keep, held []persistence.OutboxRow) {
+	if h == nil {
+		return rows, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, until := range h.until {
+		if until <= nowMs {
+			delete(h.until, k)
+		}
+	}
+	if len(h.until) == 0 {
+		return rows, nil
+	}
+	keep = rows[:0:0]
+	for _, r := range rows {
+		if _, ok := h.until[persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}]; ok {
+			held = append(held, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	return keep, held
+}
+
+func processMQBatch(ctx context.Context, d MQDeps, owner string, hold *mqHold) (MQResult, error) {
 	var res MQResult
 	if ctx.Err() != nil {
 		return res, nil
 	}
-	rows, held, err := claimMQ(ctx, d, owner)
+	rows, held, err := claimMQ(ctx, d, owner, hold)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, nil
 		}
 		return res, fmt.Errorf("relay: claim outbox mq: %w", err)
 	}
+	rows, stuck := hold.split(rows, d.Clock().UnixMilli())
+	held = append(held, stuck...)
 	res.Claimed = len(rows) + len(held)
-	f := &mqBatch{MQDeps: d, ctx: ctx}
+	f := &mqBatch{MQDeps: d, ctx: ctx, hold: hold}
 	for _, row := range held {
-		f.release = append(f.release, row.Envelope.EventID)
+		f.releaseRow(row.Envelope)
 	}
 	f.res.HeldBack = len(held)
 	var wg sync.WaitGroup
@@ -192,7 +242,7 @@ const mqMaxClaim = 20000
 // guarded). A room's rows are created in room_seq order (its commands
 // commit one after the other), so before the last millisecond the claim
 // holds all of them.
-func claimMQ(ctx context.Context, d MQDeps, owner string) (rows, held []persistence.OutboxRow, err error) {
+func claimMQ(ctx context.Context, d MQDeps, owner string, hold *mqHold) (rows, held []persistence.OutboxRow, err error) {
 	limit := d.Config.BatchSize
 	for {
 		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -227,7 +277,9 @@ func claimMQ(ctx context.Context, d MQDeps, owner string) (rows, held []persiste
 		err = d.Store.ReleaseOutboxMQ(rctx, ids)
 		cancel()
 		if err != nil {
-			// The rows keep their lease and come back after it.
+			// The rows keep their lease and come back after it; their
+			// rooms wait for them.
+			hold.add(roomKeys(rows), d.Clock().UnixMilli()+d.Config.LeaseTTL.Milliseconds())
 			return nil, nil, err
 		}
 		held = nil
@@ -248,22 +300,47 @@ func (f *mqBatch) panicked(r any, rows []persistence.OutboxRow) {
 		f.panic = pe
 	}
 	for _, row := range rows {
-		id := row.Envelope.EventID
-		if !slices.Contains(f.published, id) {
-			f.release = append(f.release, id)
+		if !slices.Contains(f.published, row.Envelope.EventID) {
+			f.releaseRowLocked(row.Envelope)
 		}
 	}
 }
 
+// releaseRow gives a row back at settle time.
+func (f *mqBatch) releaseRow(env persistence.Envelope) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releaseRowLocked(env)
+}
+
+func (f *mqBatch) releaseRowLocked(env persistence.Envelope) {
+	f.release = append(f.release, env.EventID)
+	if f.releaseRooms == nil {
+		f.releaseRooms = map[persistence.RoomKey]bool{}
+	}
+	f.releaseRooms[persistence.RoomKey{AppCode: env.AppCode, RoomID: env.RoomID}] = true
+}
+
+func roomKeys(rows []persistence.OutboxRow) map[persistence.RoomKey]bool {
+	keys := map[persistence.RoomKey]bool{}
+	for _, r := range rows {
+		keys[persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}] = true
+	}
+	return keys
+}
+
 type mqBatch struct {
 	MQDeps
-	ctx context.Context
+	ctx  context.Context
+	hold *mqHold
 
 	mu        sync.Mutex
 	published []string
 	release   []string
-	res       MQResult
-	panic     *supervise.PanicError
+	// releaseRooms are the rooms of release, held when it fails.
+	releaseRooms map[persistence.RoomKey]bool
+	res          MQResult
+	panic        *supervise.PanicError
 }
 
 // room publishes one room's rows in order and stops at its first failure:
@@ -378,6 +455,9 @@ type failure struct {
 	err error
 }
 
+// leaseMs is lease_ttl in milliseconds.
+func (d MQDeps) leaseMs() int64 { return d.Config.LeaseTTL.Milliseconds() }
+
 // encode is the message body: the envelope's JSON.
 func encode(env persistence.Envelope) ([]byte, error) {
 	data, err := json.Marshal(env)
@@ -423,7 +503,7 @@ func (f *mqBatch) done(id string, sent bool) {
 func (f *mqBatch) giveBack(rows []persistence.OutboxRow, fail *failure) {
 	f.mu.Lock()
 	for _, r := range rows {
-		f.release = append(f.release, r.Envelope.EventID)
+		f.releaseRowLocked(r.Envelope)
 	}
 	if fail != nil {
 		f.res.Failed++
@@ -477,7 +557,10 @@ func (f *mqBatch) settle(res *MQResult) {
 	}
 	if len(f.release) > 0 {
 		if err := f.Store.ReleaseOutboxMQ(ctx, f.release); err != nil {
-			f.Logger.Warn("outbox mq release failed: the rows wait for their lease", slog.String("worker", MQWorkerName),
+			// The rows keep their lease; their rooms' later rows wait
+			// for them (mqHold) so as not to pass them on the topic.
+			f.hold.add(f.releaseRooms, f.Clock().UnixMilli()+f.leaseMs())
+			f.Logger.Warn("outbox mq release failed: the rows wait for their lease, their rooms with them", slog.String("worker", MQWorkerName),
 				slog.String("node_id", f.NodeID), slog.String("error", supervise.ErrorText(err)))
 		}
 	}
@@ -494,10 +577,11 @@ func StartMQ(sup *supervise.Supervisor, deps MQDeps) (*supervise.Poller[MQResult
 	if err != nil {
 		return nil, err
 	}
+	hold := newMQHold()
 	return supervise.StartPoller(sup, supervise.PollerSpec[MQResult]{Name: MQWorkerName, New: func() supervise.Round[MQResult] {
 		owner := supervise.LeaseOwner(d.NodeID)
 		return func(ctx context.Context) (time.Duration, MQResult) {
-			res, err := processMQBatch(ctx, d, owner)
+			res, err := processMQBatch(ctx, d, owner, hold)
 			if err != nil {
 				d.Logger.Error("outbox mq batch failed: retrying next poll", slog.String("worker", MQWorkerName),
 					slog.String("node_id", d.NodeID), slog.String("error", supervise.ErrorText(err)))

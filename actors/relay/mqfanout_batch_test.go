@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -231,5 +234,64 @@ func TestMQClaimCutKeepsRoomOrder(t *testing.T) {
 				t.Fatalf("the queue got %v, want %v", sent, want)
 			}
 		})
+	}
+}
+
+// releaseFails is a store whose MQ releases fail while fail is set.
+type releaseFails struct {
+	*memdb.Store
+	fail bool
+}
+
+func (s *releaseFails) ReleaseOutboxMQ(ctx context.Context, ids []string) error {
+	if s.fail {
+		return errors.New("store down")
+	}
+	return s.Store.ReleaseOutboxMQ(ctx, ids)
+}
+
+// A room's batch fails and its release fails too: its rows keep their
+// lease. Until that lease runs out, the room's next row (committed
+// meanwhile) does not go ahead of them, while another room goes on; after
+// it, the room's three rows go in order.
+func TestMQFailedReleaseHoldsTheRoom(t *testing.T) {
+	mem := newMQStore(t)
+	s := &releaseFails{Store: mem}
+	a := roomRows(t, mem, "a", 2)
+	now := time.UnixMilli(clockBase + 1000)
+	failA := true
+	q := &batchMQ{fakeMQ: newFakeMQ(nil), stored: func(keys []string) (int, error) {
+		if failA && strings.HasPrefix(keys[0], "a-") {
+			return 0, context.DeadlineExceeded
+		}
+		return len(keys), nil
+	}}
+	d, err := MQDeps{Store: s, MQ: q, Topic: "t", Config: testConfig(), Clock: func() time.Time { return now }}.normalized()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := newMQHold()
+	s.fail = true
+	if res, err := processMQBatch(context.Background(), d, "mq-1", hold); err != nil || res.Failed != 1 {
+		t.Fatalf("first round %+v %v", res, err)
+	}
+	s.fail, failA = false, false
+	e := joined(t, "a-3", clockBase+500)
+	e.RoomID, e.RoomSeq = "a", 3
+	insert(t, mem, e)
+	b := roomRows(t, mem, "b", 1)
+	res, err := processMQBatch(context.Background(), d, "mq-1", hold)
+	if err != nil || res.Published != 1 || res.HeldBack != 1 {
+		t.Fatalf("second round %+v %v: want b published and a-3 held back", res, err)
+	}
+	if q.count("a-3") != 0 || q.count(b[0]) != 1 {
+		t.Fatalf("a-3 sent %d times, b %d: a's later row went ahead of its leased ones", q.count("a-3"), q.count(b[0]))
+	}
+	now = now.Add(d.Config.LeaseTTL + time.Millisecond)
+	if res, err := processMQBatch(context.Background(), d, "mq-1", hold); err != nil || res.Published != 3 {
+		t.Fatalf("third round %+v %v", res, err)
+	}
+	if last := q.calls[len(q.calls)-1]; !slices.Equal(last, append(slices.Clone(a), "a-3")) {
+		t.Fatalf("after the lease the queue got %v, want %v then a-3", last, a)
 	}
 }
