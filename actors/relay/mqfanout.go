@@ -360,14 +360,9 @@ func (f *mqBatch) roomOneByOne(rows []persistence.OutboxRow) {
 			f.giveBack(rows[i:], nil)
 			return
 		}
-		err := checkEnvelope(env)
-		if err == nil && !fannedOut(env) {
-			f.done(env.EventID, false)
+		data, send, err := f.prepare(env)
+		if !send {
 			continue
-		}
-		var data []byte
-		if err == nil {
-			data, err = encode(env)
 		}
 		if err == nil {
 			err = f.publish(env, data)
@@ -398,14 +393,9 @@ func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
 	msgs := make([]mq.Outgoing, 0, len(rows))
 	for _, row := range rows {
 		env := row.Envelope
-		err := checkEnvelope(env)
-		if err == nil && !fannedOut(env) {
-			f.done(env.EventID, false)
+		data, ok, err := f.prepare(env)
+		if !ok {
 			continue
-		}
-		var data []byte
-		if err == nil {
-			data, err = encode(env)
 		}
 		if err != nil {
 			f.park(env, err)
@@ -441,6 +431,21 @@ func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
 	default:
 		f.giveBack(rest, &failure{env: rest[0].Envelope, err: err})
 	}
+}
+
+// prepare is a row's message body. send is false for an event that never
+// goes to the topic, which it marks done; err says the row can never be
+// published as it is (to be parked).
+func (f *mqBatch) prepare(env persistence.Envelope) (data []byte, send bool, err error) {
+	if err := checkEnvelope(env); err != nil {
+		return nil, true, err
+	}
+	if !fannedOut(env) {
+		f.done(env.EventID, false)
+		return nil, false, nil
+	}
+	data, err = encode(env)
+	return data, true, err
 }
 
 // fannedOut reports whether env goes to the topic: the events that reach

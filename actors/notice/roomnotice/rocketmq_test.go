@@ -9,6 +9,7 @@ package roomnotice_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -336,35 +337,8 @@ func BenchmarkKickNoticeLatencyRocketMQ(b *testing.B) {
 // consume = marked → ingested, deliver = ingested → IM accepted the C2C.
 // Millisecond stamps, so a stage can read a millisecond short.
 func (k *kickRig) stages() map[string][]time.Duration {
-	t := k.t
-	published := map[string]int64{}
-	rows, err := k.roomStore.DB().Query("SELECT event_id, mq_published_at_ms FROM room_outbox WHERE mq_published_at_ms IS NOT NULL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		var at int64
-		if err := rows.Scan(&id, &at); err != nil {
-			t.Fatal(err)
-		}
-		published[id] = at
-	}
-	_ = rows.Close()
-	ingested := map[string]int64{}
-	rows, err = k.notices.DB().Query("SELECT source_event_id, created_at_ms FROM notice_delivery_events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		var at int64
-		if err := rows.Scan(&id, &at); err != nil {
-			t.Fatal(err)
-		}
-		ingested[id] = at
-	}
-	_ = rows.Close()
+	published := k.stamps(k.roomStore.DB(), "SELECT event_id, mq_published_at_ms FROM room_outbox WHERE mq_published_at_ms IS NOT NULL")
+	ingested := k.stamps(k.notices.DB(), "SELECT source_event_id, created_at_ms FROM notice_delivery_events")
 	out := map[string][]time.Duration{}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -377,6 +351,28 @@ func (k *kickRig) stages() map[string][]time.Duration {
 		out["fanout"] = append(out["fanout"], time.UnixMilli(pub).Sub(k.committed[user]))
 		out["consume"] = append(out["consume"], time.Duration(ing-pub)*time.Millisecond)
 		out["deliver"] = append(out["deliver"], msgs[0].At.Sub(time.UnixMilli(ing)))
+	}
+	return out
+}
+
+// stamps reads (event id, milliseconds) pairs.
+func (k *kickRig) stamps(db *sql.DB, query string) map[string]int64 {
+	rows, err := db.Query(query)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			k.t.Fatal(err)
+		}
+		out[id] = at
+	}
+	if err := rows.Err(); err != nil {
+		k.t.Fatal(err)
 	}
 	return out
 }
