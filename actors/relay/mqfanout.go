@@ -13,6 +13,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -21,11 +22,12 @@ import (
 const MQWorkerName = "room_outbox_mq"
 
 // mqParallel bounds the rooms one fanout batch publishes at once. A room's
-// rows go one after the other (its order on the topic), so the fanout's
-// rate is about mqParallel / one send's latency: RocketMQ's SendSync
-// (~3 ms here, several times a JetStream publish) drained a 5,000-event
-// backlog at ~870 events/s with 16, ~3,600-4,200 with 64; JetStream
-// stayed at ~10,000 (BenchmarkMQFanoutBacklog).
+// rows go one after the other (its order on the topic), or, on a queue
+// that takes batches (RocketMQ), in one request per room and round; the
+// fanout's rate is about mqParallel × rows per request / one request's
+// latency. RocketMQ one message a request drained a 5,000-event backlog
+// in 100 rooms at a quarter of JetStream's rate on this machine; a batch
+// per room brought it level (BenchmarkMQFanoutBacklog, docs/benchmarks.md).
 const mqParallel = 64
 
 // MQPublisher is the message queue the fanout publishes to
@@ -39,6 +41,14 @@ type MQPublisher interface {
 // RocketMQ puts a room's events on one message queue, in room_seq order.
 type MQOrderedPublisher interface {
 	PublishOrdered(ctx context.Context, topic, tag, key, orderKey string, data []byte) error
+}
+
+// MQBatchPublisher is a message queue that takes a room's rows in one
+// request (delivery/mq.OrderedBatchPublisher): the fanout hands it each
+// room's rows of a round at once, in room_seq order, on the room's order
+// key, and it reports how many, from the first, it stored.
+type MQBatchPublisher interface {
+	PublishOrderedBatch(ctx context.Context, topic, orderKey string, msgs []mq.Outgoing) (int, error)
 }
 
 // MQDeps is everything the MQ fanout worker uses. Store, MQ, Topic and
@@ -82,6 +92,10 @@ type MQResult struct {
 	NoOp      int // events that never go to the topic, marked without a send
 	Parked    int // can never be published as they are
 	Failed    int // publish failed: released, tried again next round
+	// HeldBack counts rows of the claim's last millisecond given back
+	// unsent so that the next round takes each room's rows from its
+	// lowest (see claimMQ).
+	HeldBack int
 	// StoreErrors counts marks that did not reach the store; those rows
 	// come back when their lease expires (and go to the topic again,
 	// stored once by the broker's duplicate window).
@@ -89,7 +103,7 @@ type MQResult struct {
 }
 
 // ProcessMQBatch is one round of the MQ fanout, the message-queue side of
-// room_outbox: claim up to batch_size rows whose MQ
+// room_outbox: claim up to batch_size rows (see claimMQ) whose MQ
 // progress is pending (persistence.OutboxMQStore; the IM status plays no
 // part), publish each to Topic (tag = event type, key = event_id, data =
 // the envelope JSON, the bytes of the IM group message's Data) with
@@ -108,25 +122,77 @@ func ProcessMQBatch(ctx context.Context, deps MQDeps, owner string) (MQResult, e
 	if err != nil {
 		return MQResult{}, err
 	}
-	return processMQBatch(ctx, d, owner)
+	return processMQBatch(ctx, d, owner, nil)
 }
 
-func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, error) {
+// mqHold remembers the rooms whose rows a fanout could not give back (the
+// store refused the release): those rows keep their lease, and until it
+// runs out the room's later rows must not reach the topic ahead of them.
+// It lives as long as the worker, across its restarts.
+type mqHold struct {
+	mu    sync.Mutex
+	until map[persistence.RoomKey]int64
+}
+
+func newMQHold() *mqHold { return &mqHold{until: map[persistence.RoomKey]int64{}} }
+
+func (h *mqHold) add(keys map[persistence.RoomKey]bool, untilMs int64) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range keys {
+		h.until[k] = max(h.until[k], untilMs)
+	}
+}
+
+// split moves the rows of held rooms out of rows.
+func (h *mqHold) split(rows []persistence.OutboxRow, nowMs int64) (keep, held []persistence.OutboxRow) {
+	if h == nil {
+		return rows, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, until := range h.until {
+		if until <= nowMs {
+			delete(h.until, k)
+		}
+	}
+	if len(h.until) == 0 {
+		return rows, nil
+	}
+	keep = rows[:0:0]
+	for _, r := range rows {
+		if _, ok := h.until[persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}]; ok {
+			held = append(held, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	return keep, held
+}
+
+func processMQBatch(ctx context.Context, d MQDeps, owner string, hold *mqHold) (MQResult, error) {
 	var res MQResult
 	if ctx.Err() != nil {
 		return res, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	rows, err := d.Store.ClaimOutboxMQ(cctx, owner, d.Clock().UnixMilli(), d.Config.LeaseTTL.Milliseconds(), d.Config.BatchSize)
-	cancel()
+	rows, held, err := claimMQ(ctx, d, owner, hold)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, nil
 		}
 		return res, fmt.Errorf("relay: claim outbox mq: %w", err)
 	}
-	res.Claimed = len(rows)
-	f := &mqBatch{MQDeps: d, ctx: ctx}
+	rows, stuck := hold.split(rows, d.Clock().UnixMilli())
+	held = append(held, stuck...)
+	res.Claimed = len(rows) + len(held)
+	f := &mqBatch{MQDeps: d, ctx: ctx, hold: hold}
+	for _, row := range held {
+		f.releaseRow(row.Envelope)
+	}
+	f.res.HeldBack = len(held)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, mqParallel)
 	for len(rows) > 0 {
@@ -160,6 +226,67 @@ func processMQBatch(ctx context.Context, d MQDeps, owner string) (MQResult, erro
 	return res, nil
 }
 
+// mqMaxClaim bounds the claim claimMQ widens when a whole claim shares one
+// created_at_ms.
+const mqMaxClaim = 20000
+
+// claimMQ claims a round's rows so that each room's rows in it are the
+// lowest of its pending ones. The store claims by (created_at_ms,
+// event_id), and event ids do not sort by room_seq ("...:10:0" before
+// "...:9:0"): a claim that is full may have cut a room's rows of its last
+// millisecond after a later room_seq, and the row it left would go to the
+// topic after it. So the rows of a full claim's last millisecond are
+// given back (held) for the next round, which claims them together; a
+// claim that is all one millisecond is given back and taken again wider,
+// up to mqMaxClaim rows (beyond that a room's order across the cut is not
+// guarded). A room's rows are created in room_seq order (its commands
+// commit one after the other), so before the last millisecond the claim
+// holds all of them.
+func claimMQ(ctx context.Context, d MQDeps, owner string, hold *mqHold) (rows, held []persistence.OutboxRow, err error) {
+	limit := d.Config.BatchSize
+	for {
+		cctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		rows, err = d.Store.ClaimOutboxMQ(cctx, owner, d.Clock().UnixMilli(), d.Config.LeaseTTL.Milliseconds(), limit)
+		cancel()
+		if err != nil || len(rows) < limit {
+			return rows, nil, err
+		}
+		last := rows[0].CreatedAtMs
+		for _, r := range rows {
+			last = max(last, r.CreatedAtMs)
+		}
+		keep := make([]persistence.OutboxRow, 0, len(rows))
+		for _, r := range rows {
+			if r.CreatedAtMs < last {
+				keep = append(keep, r)
+			} else {
+				held = append(held, r)
+			}
+		}
+		if len(keep) > 0 || limit >= mqMaxClaim {
+			if len(keep) == 0 {
+				return rows, nil, nil
+			}
+			return keep, held, nil
+		}
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.Envelope.EventID
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		err = d.Store.ReleaseOutboxMQ(rctx, ids)
+		cancel()
+		if err != nil {
+			// The rows keep their lease and come back after it; their
+			// rooms wait for them.
+			hold.add(roomKeys(rows), d.Clock().UnixMilli()+d.Config.LeaseTTL.Milliseconds())
+			return nil, nil, err
+		}
+		held = nil
+		limit = min(limit*4, mqMaxClaim)
+	}
+}
+
 // panicked records a panic of a room's publish; its rows not yet marked
 // are released.
 func (f *mqBatch) panicked(r any, rows []persistence.OutboxRow) {
@@ -173,39 +300,72 @@ func (f *mqBatch) panicked(r any, rows []persistence.OutboxRow) {
 		f.panic = pe
 	}
 	for _, row := range rows {
-		id := row.Envelope.EventID
-		if !slices.Contains(f.published, id) {
-			f.release = append(f.release, id)
+		if !slices.Contains(f.published, row.Envelope.EventID) {
+			f.releaseRowLocked(row.Envelope)
 		}
 	}
 }
 
+// releaseRow gives a row back at settle time.
+func (f *mqBatch) releaseRow(env persistence.Envelope) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.releaseRowLocked(env)
+}
+
+func (f *mqBatch) releaseRowLocked(env persistence.Envelope) {
+	f.release = append(f.release, env.EventID)
+	if f.releaseRooms == nil {
+		f.releaseRooms = map[persistence.RoomKey]bool{}
+	}
+	f.releaseRooms[persistence.RoomKey{AppCode: env.AppCode, RoomID: env.RoomID}] = true
+}
+
+func roomKeys(rows []persistence.OutboxRow) map[persistence.RoomKey]bool {
+	keys := map[persistence.RoomKey]bool{}
+	for _, r := range rows {
+		keys[persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}] = true
+	}
+	return keys
+}
+
 type mqBatch struct {
 	MQDeps
-	ctx context.Context
+	ctx  context.Context
+	hold *mqHold
 
 	mu        sync.Mutex
 	published []string
 	release   []string
-	res       MQResult
-	panic     *supervise.PanicError
+	// releaseRooms are the rooms of release, held when it fails.
+	releaseRooms map[persistence.RoomKey]bool
+	res          MQResult
+	panic        *supervise.PanicError
 }
 
-// room publishes one room's rows in order and stops at its first failure.
+// room publishes one room's rows in order and stops at its first failure:
+// in one batch when the queue takes batches, else one row after the other.
 func (f *mqBatch) room(rows []persistence.OutboxRow) {
+	if bp, ok := f.MQ.(MQBatchPublisher); ok {
+		f.roomBatch(bp, rows)
+		return
+	}
+	f.roomOneByOne(rows)
+}
+
+func (f *mqBatch) roomOneByOne(rows []persistence.OutboxRow) {
 	for i, row := range rows {
 		env := row.Envelope
 		if f.ctx.Err() != nil {
 			f.giveBack(rows[i:], nil)
 			return
 		}
-		err := checkEnvelope(env)
-		if err == nil && !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
-			f.done(env.EventID, false)
+		data, send, err := f.prepare(env)
+		if !send {
 			continue
 		}
 		if err == nil {
-			err = f.publish(env)
+			err = f.publish(env, data)
 		}
 		switch {
 		case err == nil:
@@ -219,21 +379,106 @@ func (f *mqBatch) room(rows []persistence.OutboxRow) {
 	}
 }
 
+// roomBatch sends the room's rows that go to the topic in one
+// PublishOrderedBatch (the order key's queue, in room_seq order), after
+// marking the ones that never go there and parking the ones that never
+// can. The rows the broker stored are marked; from the first one it may
+// not have stored, the room's rows are released for the next round,
+// which sends them again in order (a duplicate, if it was stored after
+// all, that consumers absorb by event_id). A batch the broker refuses as
+// it is (too large) goes row by row instead, which parks the culprit
+// alone.
+func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
+	send := make([]persistence.OutboxRow, 0, len(rows))
+	msgs := make([]mq.Outgoing, 0, len(rows))
+	for _, row := range rows {
+		env := row.Envelope
+		data, ok, err := f.prepare(env)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			f.park(env, err)
+			continue
+		}
+		send = append(send, row)
+		msgs = append(msgs, mq.Outgoing{Tag: env.EventType, Key: env.EventID, Data: data})
+	}
+	if len(send) == 0 {
+		return
+	}
+	if f.ctx.Err() != nil {
+		f.giveBack(send, nil)
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
+	start := time.Now()
+	n, err := bp.PublishOrderedBatch(pctx, f.Topic, OrderKey(send[0].Envelope), msgs)
+	cancel()
+	if f.Metrics != nil {
+		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+	}
+	n = max(0, min(n, len(send)))
+	for _, row := range send[:n] {
+		f.done(row.Envelope.EventID, true)
+	}
+	switch rest := send[n:]; {
+	case err == nil && len(rest) == 0:
+	case err == nil:
+		f.giveBack(rest, &failure{env: rest[0].Envelope, err: errors.New("the queue stored only part of the batch")})
+	case parkable(err):
+		f.roomOneByOne(rest)
+	default:
+		f.giveBack(rest, &failure{env: rest[0].Envelope, err: err})
+	}
+}
+
+// prepare is a row's message body. send is false for an event that never
+// goes to the topic, which it marks done; err says the row can never be
+// published as it is (to be parked).
+func (f *mqBatch) prepare(env persistence.Envelope) (data []byte, send bool, err error) {
+	if err := checkEnvelope(env); err != nil {
+		return nil, true, err
+	}
+	if !fannedOut(env) {
+		f.done(env.EventID, false)
+		return nil, false, nil
+	}
+	data, err = encode(env)
+	return data, true, err
+}
+
+// fannedOut reports whether env goes to the topic: the events that reach
+// IM and RoomCreated; the others (RoomHeatChanged, RoomRankChanged) are
+// marked without a send.
+func fannedOut(env persistence.Envelope) bool {
+	return room.IsIMEvent(env.EventType) || env.EventType == room.TypeRoomCreated
+}
+
 type failure struct {
 	env persistence.Envelope
 	err error
 }
 
-func (f *mqBatch) publish(env persistence.Envelope) error {
+// leaseMs is lease_ttl in milliseconds.
+func (d MQDeps) leaseMs() int64 { return d.Config.LeaseTTL.Milliseconds() }
+
+// encode is the message body: the envelope's JSON.
+func encode(env persistence.Envelope) ([]byte, error) {
 	data, err := json.Marshal(env)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrCorruptEnvelope, err)
+		return nil, fmt.Errorf("%w: %v", ErrCorruptEnvelope, err)
 	}
+	return data, nil
+}
+
+func (f *mqBatch) publish(env persistence.Envelope, data []byte) error {
 	// The stop request cancels between rows; a publish in flight gets its
 	// publish_timeout.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
 	defer cancel()
 	start := time.Now()
+	var err error
 	if op, ok := f.MQ.(MQOrderedPublisher); ok {
 		err = op.PublishOrdered(pctx, f.Topic, env.EventType, env.EventID, OrderKey(env), data)
 	} else {
@@ -263,7 +508,7 @@ func (f *mqBatch) done(id string, sent bool) {
 func (f *mqBatch) giveBack(rows []persistence.OutboxRow, fail *failure) {
 	f.mu.Lock()
 	for _, r := range rows {
-		f.release = append(f.release, r.Envelope.EventID)
+		f.releaseRowLocked(r.Envelope)
 	}
 	if fail != nil {
 		f.res.Failed++
@@ -300,7 +545,8 @@ func (f *mqBatch) park(env persistence.Envelope, cause error) {
 func (f *mqBatch) settle(res *MQResult) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), storeTimeout)
 	defer cancel()
-	*res = MQResult{Claimed: res.Claimed, NoOp: f.res.NoOp, Parked: f.res.Parked, Failed: f.res.Failed, StoreErrors: f.res.StoreErrors}
+	*res = MQResult{Claimed: res.Claimed, NoOp: f.res.NoOp, Parked: f.res.Parked, Failed: f.res.Failed, StoreErrors: f.res.StoreErrors,
+		HeldBack: f.res.HeldBack}
 	if len(f.published) > 0 {
 		if err := f.Store.MarkOutboxMQPublished(ctx, f.published, f.Clock().UnixMilli()); err != nil {
 			res.StoreErrors += len(f.published)
@@ -316,7 +562,10 @@ func (f *mqBatch) settle(res *MQResult) {
 	}
 	if len(f.release) > 0 {
 		if err := f.Store.ReleaseOutboxMQ(ctx, f.release); err != nil {
-			f.Logger.Warn("outbox mq release failed: the rows wait for their lease", slog.String("worker", MQWorkerName),
+			// The rows keep their lease; their rooms' later rows wait
+			// for them (mqHold) so as not to pass them on the topic.
+			f.hold.add(f.releaseRooms, f.Clock().UnixMilli()+f.leaseMs())
+			f.Logger.Warn("outbox mq release failed: the rows wait for their lease, their rooms with them", slog.String("worker", MQWorkerName),
 				slog.String("node_id", f.NodeID), slog.String("error", supervise.ErrorText(err)))
 		}
 	}
@@ -333,10 +582,11 @@ func StartMQ(sup *supervise.Supervisor, deps MQDeps) (*supervise.Poller[MQResult
 	if err != nil {
 		return nil, err
 	}
+	hold := newMQHold()
 	return supervise.StartPoller(sup, supervise.PollerSpec[MQResult]{Name: MQWorkerName, New: func() supervise.Round[MQResult] {
 		owner := supervise.LeaseOwner(d.NodeID)
 		return func(ctx context.Context) (time.Duration, MQResult) {
-			res, err := processMQBatch(ctx, d, owner)
+			res, err := processMQBatch(ctx, d, owner, hold)
 			if err != nil {
 				d.Logger.Error("outbox mq batch failed: retrying next poll", slog.String("worker", MQWorkerName),
 					slog.String("node_id", d.NodeID), slog.String("error", supervise.ErrorText(err)))

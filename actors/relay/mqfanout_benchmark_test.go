@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 
 // The MQ fanout draining one backlog (5,000 joins in 100 rooms, go-memdb)
 // to JetStream and to RocketMQ (the machine's servers) in the same run:
-// events/s each; the target is RocketMQ ≥ 0.5 × JetStream.
+// the median events/s of three drains each, and their ratio; the issue's
+// target is RocketMQ ≥ 0.5 × JetStream.
 //
 //	go test -run '^$' -bench BenchmarkMQFanoutBacklog -benchtime 1x ./actors/relay/
 func BenchmarkMQFanoutBacklog(b *testing.B) {
@@ -46,21 +48,29 @@ func BenchmarkMQFanoutBacklog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer rmq.Close()
-	rates := map[string]float64{}
-	for _, tc := range []struct {
-		name string
-		pub  relay.MQPublisher
-	}{{"jetstream", js}, {"rocketmq", rmq}} {
-		b.Run(tc.name, func(b *testing.B) {
-			for range b.N {
-				rates[tc.name] = drainBacklog(b, tc.pub, topic, 5000, 100)
+	// Three passes taking turns (JetStream, RocketMQ, JetStream, ...):
+	// the machine's load moves between drains, and the medians of
+	// alternating drains give a steadier ratio than one drain each.
+	const passes = 3
+	rates := map[string][]float64{}
+	for range b.N {
+		for range passes {
+			for _, tc := range []struct {
+				name string
+				pub  relay.MQPublisher
+			}{{"jetstream", js}, {"rocketmq", rmq}} {
+				rates[tc.name] = append(rates[tc.name], drainBacklog(b, tc.pub, topic, 5000, 100))
 			}
-			b.ReportMetric(rates[tc.name], "events/s")
-		})
+		}
 	}
-	if rates["jetstream"] > 0 && rates["rocketmq"] > 0 {
-		b.Logf("RocketMQ / JetStream = %.2f", rates["rocketmq"]/rates["jetstream"])
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
 	}
+	jsRate, rmqRate := median(rates["jetstream"]), median(rates["rocketmq"])
+	b.ReportMetric(jsRate, "jetstream_events/s")
+	b.ReportMetric(rmqRate, "rocketmq_events/s")
+	b.ReportMetric(rmqRate/jsRate, "rocketmq/jetstream")
 }
 
 func drainBacklog(b *testing.B, pub relay.MQPublisher, topic string, events, rooms int) float64 {
@@ -70,16 +80,25 @@ func drainBacklog(b *testing.B, pub relay.MQPublisher, topic string, events, roo
 	for i := range events {
 		id, seq := fmt.Sprint("r", i%rooms), int64(i/rooms+1)
 		payload, _ := json.Marshal(room.RoomUserJoined{UserID: fmt.Sprint("u", i), JoinedAtMs: 1})
+		// A backlog as an outage leaves it: one commit a millisecond,
+		// the rooms taking turns.
+		at := int64(1 + i)
 		env := persistence.Envelope{EventID: room.EventID("bench", id, seq, 0), EventType: room.TypeRoomUserJoined,
-			AppCode: "bench", RoomID: id, RoomSeq: seq, CommandID: fmt.Sprint("c", i), CreatedAtMs: 1, Payload: payload}
+			AppCode: "bench", RoomID: id, RoomSeq: seq, CommandID: fmt.Sprint("c", i), CreatedAtMs: at, Payload: payload}
 		rec := persistence.CommandRecord{AppCode: "bench", RoomID: id, Seq: seq, CommandID: env.CommandID,
-			CommandType: room.CmdJoinRoom, CreatedAtMs: 1, Events: []persistence.Envelope{env}}
+			CommandType: room.CmdJoinRoom, CreatedAtMs: at, Events: []persistence.Envelope{env}}
 		if err := s.Append(ctx, persistence.Append{Command: rec}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	deps := relay.MQDeps{Store: s, MQ: pub, Topic: topic, NodeID: "bench", Logger: slog.New(slog.DiscardHandler),
 		Config: configs.OutboxWorkerConfig{BatchSize: 500, PublishTimeout: 5 * time.Second, LeaseTTL: 30 * time.Second}}
+	// One message first: the client's first publish to a topic looks up
+	// its route (RocketMQ) or stream (JetStream), a one-off cost that is
+	// not the fanout's rate.
+	if err := pub.Publish(ctx, topic, room.TypeRoomUserJoined, "warmup-"+fmt.Sprint(time.Now().UnixNano()), []byte("{}")); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	start := time.Now()
 	done := 0

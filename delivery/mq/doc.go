@@ -15,7 +15,8 @@
 // suite, delivery/mq/mqtest (publish, order per key, redelivery and dead
 // letter, consumer restart). OrderedPublisher carries the room as order
 // key: RocketMQ puts a room on one message queue; a JetStream stream is in
-// order as a whole. Neither the MQ fanout worker nor the notice consumer
+// order as a whole. OrderedBatchPublisher (RocketMQ) takes a room's rows
+// of a round in one request. Neither the MQ fanout worker nor the notice consumer
 // knows which runs: they see only Publisher, Subscriber and Message.
 // RocketMQ has no publish dedupe window, so a relay retry reaches a group
 // twice; the consumers' idempotent inserts absorb it.

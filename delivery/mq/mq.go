@@ -44,6 +44,28 @@ type OrderedPublisher interface {
 	PublishOrdered(ctx context.Context, topic, tag, key, orderKey string, data []byte) error
 }
 
+// Outgoing is one message of a batch: its type (tag), its key and its
+// bytes.
+type Outgoing struct {
+	Tag  string
+	Key  string
+	Data []byte
+}
+
+// OrderedBatchPublisher publishes several messages of one orderKey with
+// as few broker round trips as it can (RocketMQ: one batch request per
+// chunk of up to about a MiB, all on the key's message queue). The
+// messages are stored in slice order, after the key's earlier messages.
+// It returns how many of msgs, from the first, are known to be stored;
+// with an error the message at that index and the later ones may or may
+// not be stored (the caller sends them again: consumers absorb the
+// duplicate by key). An error whose Permanent() is true says the broker
+// refuses the chunk as it is (too large): sending its messages one at a
+// time finds the one to give up on.
+type OrderedBatchPublisher interface {
+	PublishOrderedBatch(ctx context.Context, topic, orderKey string, msgs []Outgoing) (int, error)
+}
+
 // Handler processes one message. nil acknowledges it; an error wrapping
 // ErrDrop drops it; any other error has it redelivered after a backoff,
 // until MaxRedeliver redeliveries, then it is dropped.

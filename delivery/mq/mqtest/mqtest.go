@@ -1,7 +1,8 @@
 // Package mqtest is the one contract suite every delivery/mq
 // implementation runs (JetStream in delivery/mq, RocketMQ in
 // delivery/mq/rocketmq): publish with key, tag and data; order per order
-// key from 100 keys at once; redelivery of a failed message; the last
+// key from 100 keys at once, with batches where the implementation takes
+// them; redelivery of a failed message; the last
 // delivery and the dead letter; a consumer stopped and started again
 // losing nothing. It imports only delivery/mq and the standard library.
 package mqtest
@@ -36,6 +37,9 @@ type Harness struct {
 	// DeadLetters, if the broker keeps dead letters, returns the keys of
 	// the messages in group's dead-letter store. nil: it drops them.
 	DeadLetters func(t *testing.T, c Client, topic, group string) []string
+	// Batches: the client is an mq.OrderedBatchPublisher too, and the
+	// suite checks its batches' order.
+	Batches bool
 	// Wait is how long a message may take to arrive (default 30 s); the
 	// redelivery tests wait for the broker's own delays.
 	Wait time.Duration
@@ -48,6 +52,9 @@ func Run(t *testing.T, h Harness) {
 	}
 	t.Run("publish", func(t *testing.T) { testPublish(t, h) })
 	t.Run("order_per_key", func(t *testing.T) { testOrder(t, h) })
+	if h.Batches {
+		t.Run("order_per_key_batches", func(t *testing.T) { testOrderBatches(t, h) })
+	}
 	t.Run("redelivery_and_dead_letter", func(t *testing.T) { testRedelivery(t, h) })
 	t.Run("consumer_restart", func(t *testing.T) { testRestart(t, h) })
 }
@@ -165,64 +172,139 @@ func testOrder(t *testing.T, h Harness) {
 	c := h.Client(t)
 	topic := h.Topic(t, c)
 	const keys, per = 100, 10
-	var mu sync.Mutex
-	seen := map[string][]int{}
-	Subscribe(t, c, mq.Subscription{Topic: topic, Group: "ordered" + suffix(topic), Ordered: true, MaxRedeliver: 3,
+	seen := subscribeOrdered(t, c, topic, "ordered"+suffix(topic), nil)
+	publishPerKey(t, keys, func(room string) error {
+		for i := 1; i <= per; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := c.PublishOrdered(ctx, topic, "RoomUserJoined", fmt.Sprintf("%s#%d", room, i), room, []byte("{}"))
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	seen.check(t, h, keys, per)
+}
+
+// An implementation that takes batches (mq.OrderedBatchPublisher): 100
+// keys publish 20 messages each, concurrently across keys, as single
+// messages and batches in turn (1-3 one by one, 4-10 in a batch, 11
+// alone, 12-20 in a batch): a key's batches land on the same queue as its
+// single messages, so an Ordered group gets each key's messages once
+// each, in publish order.
+func testOrderBatches(t *testing.T, h Harness) {
+	c := h.Client(t)
+	bp, ok := c.(mq.OrderedBatchPublisher)
+	if !ok {
+		t.Fatal("the harness says Batches but the client is no mq.OrderedBatchPublisher")
+	}
+	topic := h.Topic(t, c)
+	const keys, per = 100, 20
+	seen := subscribeOrdered(t, c, topic, "batches"+suffix(topic), func(m mq.Message) bool {
+		return m.Tag == "RoomUserJoined" && string(m.Data) == m.Key
+	})
+	publishPerKey(t, keys, func(room string) error {
+		msg := func(i int) mq.Outgoing {
+			k := fmt.Sprintf("%s#%d", room, i)
+			return mq.Outgoing{Tag: "RoomUserJoined", Key: k, Data: []byte(k)}
+		}
+		for _, run := range [][2]int{{1, 1}, {2, 2}, {3, 3}, {4, 10}, {11, 11}, {12, 20}} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var err error
+			if run[0] == run[1] {
+				m := msg(run[0])
+				err = c.PublishOrdered(ctx, topic, m.Tag, m.Key, room, m.Data)
+			} else {
+				var batch []mq.Outgoing
+				for i := run[0]; i <= run[1]; i++ {
+					batch = append(batch, msg(i))
+				}
+				var n int
+				n, err = bp.PublishOrderedBatch(ctx, topic, room, batch)
+				if err == nil && n != len(batch) {
+					err = fmt.Errorf("%s: batch %v stored %d of %d without an error", room, run, n, len(batch))
+				}
+			}
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	seen.check(t, h, keys, per)
+}
+
+// ordered records, per key ("<room>#<n>"), the n of each message an
+// Ordered group handled, in handling order.
+type ordered struct {
+	mu   sync.Mutex
+	seen map[string][]int
+}
+
+// subscribeOrdered starts an Ordered group on topic; valid, if set,
+// refuses (drops) messages it does not accept.
+func subscribeOrdered(t *testing.T, c mq.Subscriber, topic, group string, valid func(mq.Message) bool) *ordered {
+	o := &ordered{seen: map[string][]int{}}
+	Subscribe(t, c, mq.Subscription{Topic: topic, Group: group, Ordered: true, MaxRedeliver: 3,
 		Handler: func(_ context.Context, m mq.Message) error {
 			room, seq, ok := strings.Cut(m.Key, "#")
 			n, err := strconv.Atoi(seq)
-			if !ok || err != nil {
-				return fmt.Errorf("%w: bad key %q", mq.ErrDrop, m.Key)
+			if !ok || err != nil || (valid != nil && !valid(m)) {
+				return fmt.Errorf("%w: bad message %q (tag %q)", mq.ErrDrop, m.Key, m.Tag)
 			}
-			mu.Lock()
-			seen[room] = append(seen[room], n)
-			mu.Unlock()
+			o.mu.Lock()
+			o.seen[room] = append(o.seen[room], n)
+			o.mu.Unlock()
 			return nil
 		}})
+	return o
+}
+
+// publishPerKey runs publish for keys rooms ("app/room-000" ...) at once
+// and fails the test on any error.
+func publishPerKey(t *testing.T, keys int, publish func(room string) error) {
 	var wg sync.WaitGroup
 	errs := make(chan error, keys)
 	for r := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			room := fmt.Sprintf("app/room-%03d", r)
-			for i := 1; i <= per; i++ {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := c.PublishOrdered(ctx, topic, "RoomUserJoined", fmt.Sprintf("%s#%d", room, i), room, []byte("{}"))
-				cancel()
-				if err != nil {
-					errs <- err
-					return
-				}
+		wg.Go(func() {
+			if err := publish(fmt.Sprintf("app/room-%03d", r)); err != nil {
+				errs <- err
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// check waits for keys × per messages and then wants each key's 1..per,
+// each once, in order.
+func (o *ordered) check(t *testing.T, h Harness, keys, per int) {
 	total := func() int {
-		mu.Lock()
-		defer mu.Unlock()
+		o.mu.Lock()
+		defer o.mu.Unlock()
 		n := 0
-		for _, s := range seen {
+		for _, s := range o.seen {
 			n += len(s)
 		}
 		return n
 	}
 	WaitUntil(t, h.Wait, "every message", func() bool { return total() >= keys*per })
 	time.Sleep(500 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	want := make([]int, per)
 	for i := range want {
 		want[i] = i + 1
 	}
-	if len(seen) != keys {
-		t.Fatalf("%d keys seen, want %d", len(seen), keys)
+	if len(o.seen) != keys {
+		t.Fatalf("%d keys seen, want %d", len(o.seen), keys)
 	}
-	for room, got := range seen {
+	for room, got := range o.seen {
 		if !slices.Equal(got, want) {
 			t.Fatalf("%s handled in order %v, want %v", room, got, want)
 		}

@@ -7,6 +7,12 @@
 // as key, the event type as tag and the room as sharding key (one message
 // queue per room, so a room's events are stored in room_seq order); the
 // notice role's group hyapp-notice-room-outbox consumes RoomUserKicked.
+// The fanout hands a room's rows of a round over at once
+// (PublishOrderedBatch): one batch request per room and round, on the
+// room's queue (the same hash as a single message's), and batches of
+// rooms that share a queue travel as one request while that queue has one
+// in flight (lanes.go), so a backlog moves at a few requests per queue and
+// round rather than a request per event.
 //
 // A failed message goes back to the broker and is redelivered through the
 // group's retry topic, up to MaxRedeliver times (the seed's

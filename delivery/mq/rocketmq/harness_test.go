@@ -140,6 +140,7 @@ func TestRocketMQContract(t *testing.T) {
 		DeadLetters: func(t *testing.T, c mqtest.Client, _, group string) []string {
 			return in.deadLetters(t, c.(*Client), group)
 		},
-		Wait: 60 * time.Second,
+		Batches: true,
+		Wait:    60 * time.Second,
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rmq "github.com/apache/rocketmq-client-go/v2"
@@ -44,6 +45,12 @@ type Client struct {
 	id      string
 
 	prod rmq.Producer
+	// queueCounts: topic → how many queues the producer last saw it have
+	// (orderSelector writes it); lanes: laneKey → *lane (lanes.go).
+	queueCounts *sync.Map
+	lanes       sync.Map
+	// merged counts the lanes' requests that carried several keys.
+	merged atomic.Int64
 
 	mu        sync.Mutex
 	consumers []*rmqConsumer
@@ -51,9 +58,10 @@ type Client struct {
 }
 
 var (
-	_ mq.Publisher        = (*Client)(nil)
-	_ mq.OrderedPublisher = (*Client)(nil)
-	_ mq.Subscriber       = (*Client)(nil)
+	_ mq.Publisher             = (*Client)(nil)
+	_ mq.OrderedPublisher      = (*Client)(nil)
+	_ mq.OrderedBatchPublisher = (*Client)(nil)
+	_ mq.Subscriber            = (*Client)(nil)
 )
 
 // Option tunes Dial.
@@ -79,7 +87,8 @@ func Dial(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*Client, e
 		return nil, fmt.Errorf("rocketmq: kind %q is not rocketmq", cfg.Kind)
 	}
 	installLogger()
-	c := &Client{servers: nameServers(cfg.Servers), log: slog.Default(), sendTO: DefaultSendTimeout, id: instanceID()}
+	c := &Client{servers: nameServers(cfg.Servers), log: slog.Default(), sendTO: DefaultSendTimeout, id: instanceID(),
+		queueCounts: &sync.Map{}}
 	if cfg.AccessKey != "" {
 		c.cred = primitive.Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}
 	}
@@ -91,8 +100,9 @@ func Dial(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*Client, e
 		producer.WithNsResolver(primitive.NewPassthroughResolver(c.servers)),
 		producer.WithGroupName("roomcell-" + c.id),
 		producer.WithInstanceName("roomcell-producer-" + c.id),
-		// One queue per order key (a room): the hash of the sharding key.
-		producer.WithQueueSelector(producer.NewHashQueueSelector()),
+		// One queue per order key (a room): the hash of the sharding key,
+		// for a batch too.
+		producer.WithQueueSelector(orderSelector{hash: producer.NewHashQueueSelector(), counts: c.queueCounts}),
 		// No client-side resend: a resend could reach another queue (out
 		// of the room's order) and the relay retries the row anyway.
 		producer.WithRetry(0),
@@ -184,15 +194,88 @@ func (c *Client) Publish(ctx context.Context, topic, tag, key string, data []byt
 // queues), so a sender that publishes them one after the other (SendSync)
 // stores them in that order, and an orderly consumer gets them in it.
 func (c *Client) PublishOrdered(ctx context.Context, topic, tag, key, orderKey string, data []byte) error {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, mq.ErrClosed)
+	if err := c.usable(ctx, topic, key); err != nil {
+		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, err)
+	_, err := c.send(ctx, topic, key, []*primitive.Message{newMessage(topic, tag, key, orderKey, data)})
+	return err
+}
+
+// Batches stay far under the broker's maxMessageSize (4 MiB by default),
+// which counts a batch request's body as a whole; each message adds its
+// properties (tag, key, order key, unique id) to its body.
+const (
+	maxBatchBytes    = 1 << 20
+	maxBatchMessages = 512
+	messageOverhead  = 256
+)
+
+// PublishOrderedBatch implements mq.OrderedBatchPublisher: msgs go to
+// orderKey's message queue (the queue PublishOrdered picks for it) in
+// chunks of up to maxBatchBytes, one SendSync of a batch per chunk, one
+// chunk after the other. The broker appends a batch to the queue as one
+// block, in slice order. A round trip to the broker costs several times
+// what encoding a message does, so this is what makes a room's backlog
+// move at broker speed instead of one message per round trip.
+func (c *Client) PublishOrderedBatch(ctx context.Context, topic, orderKey string, msgs []mq.Outgoing) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
 	}
+	if err := c.usable(ctx, topic, msgs[0].Key); err != nil {
+		return 0, err
+	}
+	size := 0
+	for _, m := range msgs {
+		size += len(m.Data) + len(m.Key) + len(m.Tag) + len(orderKey) + messageOverhead
+	}
+	if l := c.laneFor(topic, orderKey, size, len(msgs)); l != nil {
+		if err := c.sendInLane(ctx, l, topic, orderKey, msgs, size); err != nil {
+			return 0, err
+		}
+		return len(msgs), nil
+	}
+	stored := 0
+	for stored < len(msgs) {
+		chunk := nextChunk(topic, orderKey, msgs[stored:])
+		if _, err := c.send(ctx, topic, msgs[stored].Key, chunk); err != nil {
+			return stored, err
+		}
+		stored += len(chunk)
+	}
+	return stored, nil
+}
+
+// nextChunk builds the first request's worth of msgs: at least one
+// message, at most maxBatchMessages and (past the first) maxBatchBytes.
+func nextChunk(topic, orderKey string, msgs []mq.Outgoing) []*primitive.Message {
+	chunk := make([]*primitive.Message, 0, min(len(msgs), maxBatchMessages))
+	size := 0
+	for _, m := range msgs {
+		n := len(m.Data) + len(m.Key) + len(m.Tag) + len(orderKey) + messageOverhead
+		if len(chunk) == maxBatchMessages || (len(chunk) > 0 && size+n > maxBatchBytes) {
+			break
+		}
+		size += n
+		chunk = append(chunk, newMessage(topic, m.Tag, m.Key, orderKey, m.Data))
+	}
+	if len(chunk) > 1 {
+		// Each message of a batch carries its own unique id, as the Java
+		// client's MessageBatch gives it (the Go client sets one only on a
+		// single message).
+		for _, m := range chunk {
+			m.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, primitive.CreateUniqID())
+		}
+		if orderKey != "" {
+			// The batch request is one message the client builds from the
+			// first one's Queue: orderSelector reads the order key from
+			// there (the batch has no properties of its own).
+			chunk[0].Queue = &primitive.MessageQueue{Topic: topic, BrokerName: orderMarker + orderKey}
+		}
+	}
+	return chunk
+}
+
+func newMessage(topic, tag, key, orderKey string, data []byte) *primitive.Message {
 	msg := primitive.NewMessage(topic, data)
 	if tag != "" {
 		msg.WithTag(tag)
@@ -203,7 +286,27 @@ func (c *Client) PublishOrdered(ctx context.Context, topic, tag, key, orderKey s
 	if orderKey != "" {
 		msg.WithShardingKey(orderKey)
 	}
-	res, err := c.prod.SendSync(ctx, msg)
+	return msg
+}
+
+// usable refuses a publish on a closed client or a done context.
+func (c *Client) usable(ctx context.Context, topic, key string) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, mq.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, err)
+	}
+	return nil
+}
+
+// send sends msgs (one message, or a batch on one queue) with SendSync;
+// key names the first in errors. The result says where they went.
+func (c *Client) send(ctx context.Context, topic, key string, msgs []*primitive.Message) (*primitive.SendResult, error) {
+	res, err := c.prod.SendSync(ctx, msgs...)
 	if err == nil && res != nil && res.Status != primitive.SendOK {
 		// FlushDiskTimeout and the slave statuses: stored on the master,
 		// not yet as durable as asked. The relay sends again (a duplicate
@@ -215,16 +318,60 @@ func (c *Client) PublishOrdered(ctx context.Context, topic, tag, key, orderKey s
 		if permanent(err) {
 			err = permanentError{err}
 		}
-		return fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, err)
+		if len(msgs) > 1 {
+			return nil, fmt.Errorf("rocketmq: publish a batch of %d from %s to %s: %w", len(msgs), key, topic, err)
+		}
+		return nil, fmt.Errorf("rocketmq: publish %s to %s: %w", key, topic, err)
 	}
-	return nil
+	return res, nil
+}
+
+// orderMarker starts the BrokerName of the Queue PublishOrderedBatch puts
+// on a batch's first message: the rest is the batch's order keys,
+// separated by orderSep. No broker is named so.
+const (
+	orderMarker = "\x00order:"
+	orderSep    = "\x00"
+)
+
+// orderSelector picks a message's queue: the hash of its order key over
+// the topic's queues (producer.NewHashQueueSelector, so a key's single
+// messages and its batches share one queue), a random one without a key.
+// A batch of several keys goes to their common queue, or nowhere (the
+// send fails, the caller sends again) when the topic's queues changed and
+// the keys no longer share one. It notes the topic's queue count for the
+// lanes.
+type orderSelector struct {
+	hash   producer.QueueSelector
+	counts *sync.Map
+}
+
+func (s orderSelector) Select(msg *primitive.Message, queues []*primitive.MessageQueue, lastBroker string) *primitive.MessageQueue {
+	if v, ok := s.counts.Load(msg.Topic); !ok || v.(int) != len(queues) {
+		s.counts.Store(msg.Topic, len(queues))
+	}
+	if msg.Batch && msg.Queue != nil && strings.HasPrefix(msg.Queue.BrokerName, orderMarker) {
+		var q *primitive.MessageQueue
+		for _, key := range strings.Split(strings.TrimPrefix(msg.Queue.BrokerName, orderMarker), orderSep) {
+			keyed := primitive.NewMessage(msg.Topic, nil)
+			keyed.WithShardingKey(key)
+			k := s.hash.Select(keyed, queues, lastBroker)
+			if q != nil && k != q {
+				return nil
+			}
+			q = k
+		}
+		return q
+	}
+	return s.hash.Select(msg, queues, lastBroker)
 }
 
 // permanent reports errors no retry of the same message can fix: the
-// broker refusing the body as too large.
+// broker refusing the body as too large (MESSAGE_ILLEGAL, code 13: "CODE:
+// 13, DESC: the message is illegal ..." from a 5.x broker).
 func permanent(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "message body size exceeds") || strings.Contains(s, "CODE: 13 ")
+	return strings.Contains(s, "message body size exceeds") || strings.Contains(s, "CODE: 13 ") || strings.Contains(s, "CODE: 13,")
 }
 
 type permanentError struct{ error }
