@@ -54,7 +54,7 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 		})
 	}
 	// request applies for <room>-a1 and invites <room>-a2 (a user is in
-// one room at a time: joining another leaves the first), and returns the deadline of
+	// one room at a time: joining another leaves the first), and returns the deadline of
 	// each (they are a few ms apart).
 	request := func(roomID string, timeout int64) (appDeadline, invDeadline int64) {
 		var rep *v1.CommandReply
