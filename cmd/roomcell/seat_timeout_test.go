@@ -53,9 +53,10 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 			return rc.SetSeatMode(ctx, &v1.SetSeatModeRequest{CommandId: "mode-" + roomID, AppCode: clustertest.App, RoomId: roomID, UserId: roomID + "-o", SeatMode: room.SeatModeApply})
 		})
 	}
-	// request applies for <room>-a1 and invites <room>-a2 (a user is in
-	// one room at a time: joining another leaves the first), and returns the deadline of
-	// each (they are a few ms apart).
+	// request applies for <room>-a1 and invites <room>-a2, and returns
+	// the deadline of each (they are a few ms apart). Users and owners
+	// are per room: a user is in one room at a time, and joining another
+	// leaves the first.
 	request := func(roomID string, timeout int64) (appDeadline, invDeadline int64) {
 		var rep *v1.CommandReply
 		sc.mustDo("apply-"+roomID, func(ctx context.Context, rc v1.RoomServiceClient) (*v1.CommandReply, error) {
