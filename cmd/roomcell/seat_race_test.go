@@ -61,7 +61,7 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Edit: func(_ int, nc *clustertest.NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"} // nobody heartbeats
 	}})
-	sc := &seatClients{c: c, t: t, acked: map[string]int64{}, refusals: map[string]int{}}
+	sc := newSeatClients(t, c)
 	const roomID = "seats"
 	operators := []string{"owner", "admin-1", "admin-2"}
 	sc.mustDo("create", func(ctx context.Context, rc v1.RoomServiceClient) (*v1.CommandReply, error) {
@@ -163,6 +163,21 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 	victim.Start(t)
 	victim.WaitReady(t, 60*time.Second)
 	sleep(tail, tail+time.Millisecond)
+	// On a slow machine a short race may not have produced every way a
+	// client ends a request yet: race on (30 s at most) until it has.
+	clientOutcomes := []string{"application " + room.OutcomeApproved, "application " + room.OutcomeRejected,
+		"application " + room.OutcomeCancelled, "invitation " + room.OutcomeAccepted, "invitation " + room.OutcomeDeclined}
+	for until := time.Now().Add(30 * time.Second); time.Now().Before(until); time.Sleep(200 * time.Millisecond) {
+		sc.mu.Lock()
+		all := true
+		for _, o := range clientOutcomes {
+			all = all && sc.seen[o]
+		}
+		sc.mu.Unlock()
+		if all {
+			break
+		}
+	}
 	stopped()
 	raceEnd := time.Now()
 
@@ -255,7 +270,12 @@ type seatClients struct {
 	acked    map[string]int64 // command_id -> the seq its reply named
 	refusals map[string]int   // "method code" -> count
 	last     error            // the last refusal
+	seen     map[string]bool  // request outcomes in the replies: "application approved"
 	faults   []string
+}
+
+func newSeatClients(t *testing.T, c *clustertest.Cluster) *seatClients {
+	return &seatClients{c: c, t: t, acked: map[string]int64{}, refusals: map[string]int{}, seen: map[string]bool{}}
 }
 
 // do runs one command until it is answered (ack or refusal) or 60 s
@@ -278,6 +298,14 @@ func (sc *seatClients) do(id, method string, call func(ctx context.Context, rc v
 	switch code := status.Code(err); {
 	case err == nil:
 		sc.acked[id] = rep.GetRoomSeq()
+		for _, e := range rep.GetEvents() {
+			switch ev, _ := room.DecodeEvent(e.GetEventType(), []byte(e.GetPayload())); ev := ev.(type) {
+			case room.RoomSeatApplicationEnded:
+				sc.seen["application "+ev.Outcome] = true
+			case room.RoomSeatInvitationEnded:
+				sc.seen["invitation "+ev.Outcome] = true
+			}
+		}
 		return rep
 	case code == codes.Internal || code == codes.Unknown || clustertest.Retryable(err):
 		sc.faults = append(sc.faults, fmt.Sprintf("%s %s: %v", method, id, err))

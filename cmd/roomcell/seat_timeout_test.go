@@ -39,7 +39,7 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Edit: func(_ int, nc *clustertest.NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"}
 	}})
-	sc := &seatClients{c: c, t: t, acked: map[string]int64{}, refusals: map[string]int{}}
+	sc := newSeatClients(t, c)
 	setup := func(roomID string) {
 		sc.mustDo("create-"+roomID, func(ctx context.Context, rc v1.RoomServiceClient) (*v1.CommandReply, error) {
 			return rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create-" + roomID, AppCode: clustertest.App, RoomId: roomID, UserId: roomID + "-o", Name: roomID})
@@ -130,14 +130,15 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 	// A room of the same owner that nobody touches after the kill.
 	idle := ""
 	for i := 0; idle == ""; i++ {
-		id := fmt.Sprint("expiry-idle-", i)
-		setup(id)
-		if ownerNode(t, c, id) == victim {
+		// Placement is by the room's id: a room that does not exist yet
+		// has its owner already.
+		if id := fmt.Sprint("expiry-idle-", i); ownerNode(t, c, id) == victim {
 			idle = id
-		} else if i == 20 {
-			t.Fatal("no room of the victim's")
+		} else if i == 100 {
+			t.Fatal("no room id placed on the victim")
 		}
 	}
+	setup(idle)
 	request(idle, 3)
 	appDeadline, invDeadline := request(fo, 6)
 	killedAt := time.Now()
