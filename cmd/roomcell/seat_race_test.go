@@ -32,8 +32,10 @@ import (
 // off seats, move them, take seats themselves, and the owner switches the
 // seat mode every few seconds. Every client retries retryable errors
 // with the same command_id on another node. Mid-run the room's owner
-// node is SIGKILLed (and started again later). Then the room's own
-// timers end what is still pending.
+// node is SIGKILLed (and started again later), then the new owner is
+// frozen (SIGSTOP) past its lease and continued, its stale activation
+// holding queued commands and a seat timer. Then the room's own timers
+// end what is still pending.
 //
 // Asserted, by replaying the store's command log with the pure room
 // package, at every seq: no seat is taken while held (RoomMicTaken of a
@@ -49,18 +51,20 @@ import (
 // invitations, refused seat conflicts, and expiries committed after the
 // kill.
 //
-// ROOMCELL_SEAT_CHAOS_LONG=1 runs 20 s before the kill, 20 s after it and
-// 10 s after the restart instead of 6, 8 and 4.
+// ROOMCELL_SEAT_CHAOS_LONG=1 runs 20 s before the kill, 20 s after it,
+// 10 s after the restart and after the thaw, and freezes 15 s, instead of
+// 6, 6, 3 and 5 s.
 func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
-	before, after, tail := 6*time.Second, 8*time.Second, 4*time.Second
+	before, after, tail, freeze := 6*time.Second, 6*time.Second, 3*time.Second, 5*time.Second
 	if chaosLong("ROOMCELL_SEAT_CHAOS_LONG") {
-		before, after, tail = 20*time.Second, 20*time.Second, 10*time.Second
+		before, after, tail, freeze = 20*time.Second, 20*time.Second, 10*time.Second, 15*time.Second
 	}
 	const users, seats = 200, 8
 	start := time.Now()
 	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Edit: func(_ int, nc *clustertest.NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"} // nobody heartbeats
 	}})
+	clusterUp := time.Since(start)
 	sc := newSeatClients(t, c)
 	const roomID = "seats"
 	operators := []string{"owner", "admin-1", "admin-2"}
@@ -163,6 +167,14 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 	victim.Start(t)
 	victim.WaitReady(t, 60*time.Second)
 	sleep(tail, tail+time.Millisecond)
+	// Then freeze the owner past its lease: the room moves, and on SIGCONT
+	// the stale activation still has commands and a seat timer queued.
+	frozen := ownerNode(t, c, roomID)
+	frozen.Pause()
+	t.Logf("SIGSTOPped %s, the room's owner, for %s", frozen.ID, freeze)
+	sleep(freeze, freeze+time.Millisecond)
+	frozen.Resume()
+	sleep(tail, tail+time.Millisecond)
 	// On a slow machine a short race may not have produced every way a
 	// client ends a request yet: race on (30 s at most) until it has.
 	clientOutcomes := []string{"application " + room.OutcomeApproved, "application " + room.OutcomeRejected,
@@ -256,7 +268,8 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 		len(recs), len(sc.acked), sc.retried.Load(), rep.takes, rep.releases, expiredAfterKill)
 	t.Logf("outcomes: %s", counts(rep.outcomes))
 	t.Logf("refused: %s", counts(sc.refusals))
-	t.Logf("cluster and 203 joins %s, race until %s, %s in all", setupTook.Round(time.Second), raceEnd.Sub(start).Round(time.Second), time.Since(start).Round(time.Second))
+	t.Logf("cluster up %s, then 203 joins %s; race until %s, %s in all", clusterUp.Round(time.Second), (setupTook - clusterUp).Round(time.Second),
+		raceEnd.Sub(start).Round(time.Second), time.Since(start).Round(time.Second))
 }
 
 // seatClients send the race's commands through random nodes, retrying
