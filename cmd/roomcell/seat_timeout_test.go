@@ -19,7 +19,7 @@ import (
 
 // Seat request deadlines live in the room's state, not in a timer that
 // dies with a node. On three roomcell processes:
-//   - failover: an application and an invitation are pending when the
+//   - failover: an application and an invitation (8 s) are pending when the
 //     room's owner node is SIGKILLed; a client keeps reading the room
 //     through the other nodes. Until the deadline the new owner lists
 //     both with the deadline they were given; after it, the room itself
@@ -140,7 +140,7 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 	}
 	setup(idle)
 	request(idle, 3)
-	appDeadline, invDeadline := request(fo, 6)
+	appDeadline, invDeadline := request(fo, 8)
 	killedAt := time.Now()
 	victim.Kill()
 	var others []*clustertest.Node
