@@ -501,6 +501,24 @@ func replaySeats(t *testing.T, recs []persistence.CommandRecord) seatReplay {
 			t.Helper()
 			t.Fatalf("seq %d (%s %s): %s", rec.Seq, rec.CommandType, rec.CommandID, fmt.Sprintf(format, args...))
 		}
+		// A request opens only when none of its kind is open for the
+		// user, and ends only when one is: each ends exactly once.
+		opened := func(kind string, open map[string]int64, user string) {
+			if at, ok := open[user]; ok {
+				fail("a %s of %s opens with the one of seq %d still open", kind, user, at)
+			}
+			open[user] = rec.Seq
+		}
+		ended := func(kind string, open map[string]int64, user, outcome string) {
+			if _, ok := open[user]; !ok {
+				fail("the %s of %s ends (%s) but none is open", kind, user, outcome)
+			}
+			if !endOutcomes[outcome] {
+				fail("%s outcome %q", kind, outcome)
+			}
+			delete(open, user)
+			rep.outcomes[kind+" "+outcome]++
+		}
 		var evs []room.Event
 		for _, env := range rec.Events {
 			ev, err := room.DecodeEvent(env.EventType, env.Payload)
@@ -526,33 +544,13 @@ func replaySeats(t *testing.T, recs []persistence.CommandRecord) seatReplay {
 				delete(seatOf, e.UserID)
 				rep.releases++
 			case room.RoomSeatApplied:
-				if at, ok := apps[e.UserID]; ok {
-					fail("%s applies with the application of seq %d still open", e.UserID, at)
-				}
-				apps[e.UserID] = rec.Seq
+				opened("application", apps, e.UserID)
 			case room.RoomSeatApplicationEnded:
-				if _, ok := apps[e.UserID]; !ok {
-					fail("the application of %s ends (%s) but none is open", e.UserID, e.Outcome)
-				}
-				if !endOutcomes[e.Outcome] {
-					fail("application outcome %q", e.Outcome)
-				}
-				delete(apps, e.UserID)
-				rep.outcomes["application "+e.Outcome]++
+				ended("application", apps, e.UserID, e.Outcome)
 			case room.RoomSeatInvited:
-				if at, ok := invs[e.UserID]; ok {
-					fail("%s is invited with the invitation of seq %d still open", e.UserID, at)
-				}
-				invs[e.UserID] = rec.Seq
+				opened("invitation", invs, e.UserID)
 			case room.RoomSeatInvitationEnded:
-				if _, ok := invs[e.UserID]; !ok {
-					fail("the invitation of %s ends (%s) but none is open", e.UserID, e.Outcome)
-				}
-				if !endOutcomes[e.Outcome] {
-					fail("invitation outcome %q", e.Outcome)
-				}
-				delete(invs, e.UserID)
-				rep.outcomes["invitation "+e.Outcome]++
+				ended("invitation", invs, e.UserID, e.Outcome)
 			case room.RoomUserLeft, room.RoomUserKicked, room.RoomSeatCountChanged, room.RoomSeatLocked, room.RoomClosed:
 				fail("unexpected %T in this run", e)
 			}
