@@ -53,15 +53,17 @@ import (
 //
 // ROOMCELL_SEAT_CHAOS_LONG=1 runs 20 s before the kill, 20 s after it,
 // 10 s after the restart and after the thaw, and freezes 15 s, instead of
-// 6, 6, 3 and 5 s.
+// 6, 6, 3 and 5 s; then it also cuts the owner off for 15 s with the
+// partition harness (nodes in network namespaces), 10 s after the heal.
 func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
+	long := chaosLong("ROOMCELL_SEAT_CHAOS_LONG")
 	before, after, tail, freeze := 6*time.Second, 6*time.Second, 3*time.Second, 5*time.Second
-	if chaosLong("ROOMCELL_SEAT_CHAOS_LONG") {
+	if long {
 		before, after, tail, freeze = 20*time.Second, 20*time.Second, 10*time.Second, 15*time.Second
 	}
 	const users, seats = 200, 8
 	start := time.Now()
-	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Edit: func(_ int, nc *clustertest.NodeConfig) {
+	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Netns: long, Edit: func(_ int, nc *clustertest.NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"} // nobody heartbeats
 	}})
 	clusterUp := time.Since(start)
@@ -175,6 +177,16 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 	sleep(freeze, freeze+time.Millisecond)
 	frozen.Resume()
 	sleep(tail, tail+time.Millisecond)
+	if long {
+		// And cut the owner off (it keeps running: its seat timer fires
+		// and its expiry cannot commit until the heal, when it is fenced).
+		cutOff := ownerNode(t, c, roomID)
+		cutOff.Partition(t)
+		t.Logf("cut off %s, the room's owner, for %s", cutOff.ID, freeze)
+		sleep(freeze, freeze+time.Millisecond)
+		cutOff.Heal(t)
+		sleep(tail, tail+time.Millisecond)
+	}
 	// On a slow machine a short race may not have produced every way a
 	// client ends a request yet: race on (30 s at most) until it has.
 	clientOutcomes := []string{"application " + room.OutcomeApproved, "application " + room.OutcomeRejected,
