@@ -29,11 +29,11 @@ import (
 )
 
 // Watch under failure: three roomcell processes (each in a network
-// namespace of its own), 50 rooms under JoinRoom load, 200 WatchRoom
-// streams from after_room_seq 0 (4 a room, spread over the nodes). The
-// node owning the most rooms is SIGKILLed (and started again), then the
-// busiest owner is frozen (SIGSTOP), then the busiest owner is cut off by
-// the partition harness. Each watcher, whenever its stream ends with a
+// namespace of its own), 50 rooms under JoinRoom load (about 3 a second
+// each), 200 WatchRoom streams from after_room_seq 0 (4 a room, spread
+// over the nodes). The node owning the most rooms is SIGKILLed (and
+// started again), then the busiest owner is frozen (SIGSTOP), then the
+// busiest owner is cut off by the partition harness. Each watcher, whenever its stream ends with a
 // retryable status (or its connection fails), resumes on another node
 // with after_room_seq = the last room_seq it received. Asserted:
 //   - a stream that ends with a resume seq names exactly the last room_seq
@@ -59,7 +59,7 @@ func TestMultiMemberWatchResumesGaplessUnderKillPauseAndPartition(t *testing.T) 
 	if chaosLong("ROOMCELL_WATCH_CHAOS_LONG") {
 		freeze, cut = 15*time.Second, 15*time.Second
 	}
-	const nRooms, nWatchers, writers = 50, 200, 8
+	const nRooms, nWatchers = 50, 200
 	start := time.Now()
 	c := clustertest.New(t, clustertest.Options{Nodes: 3, BinDir: clusterBinDir(), Netns: true, Edit: func(_ int, nc *clustertest.NodeConfig) {
 		// The load's users never heartbeat; presence would take them out
@@ -84,7 +84,7 @@ func TestMultiMemberWatchResumesGaplessUnderKillPauseAndPartition(t *testing.T) 
 	defer stopWatchers() // before the cluster's cleanup kills the nodes
 
 	load := &joinLoad{nodes: c.Nodes, rooms: rooms, acked: map[string]clustertest.Ack{}, stop: make(chan struct{})}
-	load.start(t, writers)
+	load.start(t)
 	stopLoad := sync.OnceFunc(load.close)
 	defer stopLoad()
 	waitUntil(t, 30*time.Second, "every watcher has its room's first events", func() bool {
@@ -227,13 +227,14 @@ func TestMultiMemberWatchResumesGaplessUnderKillPauseAndPartition(t *testing.T) 
 		len(ws), streams, messages, len(acked), load.retried.Load(), time.Since(start).Round(time.Second))
 }
 
-// joinLoad writes JoinRoom commands (a new user each) to random rooms as
-// a client that steers around a failing node would: an attempt waits 2 s
-// at most, and a node that failed one is avoided for 3 s. (Load of
-// clustertest takes nodes in turn and waits 5 s on each, so a frozen node
-// soon holds every writer and the rooms get no events while it is.) A
-// command is retried with its command_id until it is acknowledged or
-// 90 s pass.
+// joinLoad writes JoinRoom commands (a new user each): one writer per
+// room, one join every 200–400 ms, so a room whose owner is fine keeps
+// getting events while another room waits out its failover (a few
+// closed-loop writers over all rooms would soon all wait on the failed
+// node's rooms, and no room would get events during the failure). A
+// writer steers as a client would: an attempt waits 2 s at most, and a
+// node that failed one is avoided for 3 s. A command is retried with its
+// command_id until it is acknowledged or 90 s pass.
 type joinLoad struct {
 	nodes   []*clustertest.Node
 	rooms   []string
@@ -247,19 +248,19 @@ type joinLoad struct {
 	failed  []string
 }
 
-func (l *joinLoad) start(t *testing.T, writers int) {
+func (l *joinLoad) start(t *testing.T) {
 	l.badTill = map[string]time.Time{}
-	for w := range writers {
+	for _, r := range l.rooms {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			for i := 0; ; i++ {
+				l.join(t, fmt.Sprintf("%s-%d", r, i), r)
 				select {
 				case <-l.stop:
 					return
-				default:
+				case <-time.After(200*time.Millisecond + rand.N(200*time.Millisecond)):
 				}
-				l.join(t, fmt.Sprintf("w%d-%d", w, i), l.rooms[rand.IntN(len(l.rooms))])
 			}
 		}()
 	}
