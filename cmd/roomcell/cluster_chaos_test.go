@@ -12,10 +12,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,10 +29,19 @@ import (
 
 // clusterBinDir holds the roomcell binary clustertest builds, shared by
 // every cluster test of the run (a test's own TempDir would vanish with
-// it while the build is cached for the next).
+// it while the build is cached for the next). It is named after this
+// process, and the directories of test processes that are gone are
+// removed here: without a TestMain nothing else would remove them.
 var clusterBinDir = sync.OnceValue(func() string {
-	dir, err := os.MkdirTemp("", "roomcell-clusterbin-")
-	if err != nil {
+	old, _ := filepath.Glob(filepath.Join(os.TempDir(), "roomcell-clusterbin-*"))
+	for _, d := range old {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "roomcell-clusterbin-"))
+		if err == nil && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(d)
+		}
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("roomcell-clusterbin-%d", os.Getpid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		panic(err)
 	}
 	return dir
