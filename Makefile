@@ -133,3 +133,14 @@ retention-soak:
 # joins); TOUR_FULL=1 runs the bench lines as written.
 tour: services
 	TOUR_MYSQL=1 ./deploy/local/tour.sh
+
+# The long forms of the room-edge chaos tests in cmd/roomcell (make
+# multimember runs their short forms): WatchRoom with the owner frozen
+# and cut off 15 s each (200 watchers over 50 rooms), and the seat race
+# with 20 s before the owner's SIGKILL, 20 s after it, 10 s after its
+# restart, then the owner frozen 15 s, then cut off 15 s (needs root,
+# like the partition tests). About four minutes.
+.PHONY: test-edge-chaos-long
+test-edge-chaos-long: services
+	ROOMCELL_WATCH_CHAOS_LONG=1 ROOMCELL_SEAT_CHAOS_LONG=1 $(GO) test -count=1 -timeout 15m -v \
+		-run '^TestMultiMember(WatchResumesGaplessUnderKillPauseAndPartition|SeatRaceUnderOwnerKill)$$' ./cmd/roomcell
