@@ -168,12 +168,11 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 func (a *App) registerServices() {
 	log := a.log.With("component", "grpc")
 	v1.RegisterClusterAdminServer(a.grpcServer, grpcapi.NewClusterAdminServer(a.member))
+	// With several room databases the outbox admin sees the first one's
+	// rows only (docs/cluster.md, "Room databases"); a retry kicks every
+	// database's relay.
 	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.store, func(id string) bool {
-		if a.relay == nil {
-			return false
-		}
-		a.relay.Kick()
-		return true
+		return a.kickRelays()
 	}, log))
 	if a.purge != nil {
 		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
@@ -195,6 +194,11 @@ func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
 		return errors.New("migrate: mysql.dsn is empty")
 	}
 	if err := mysql.MigrateAll(ctx, cfg.MySQL); err != nil {
+		return err
+	}
+	if err := migrateRoomDBs(ctx, cfg, func(ctx context.Context, c configs.MySQLConfig) error {
+		return mysql.MigrateConfig(ctx, c, mysql.RoomSchema, c.RoomDatabase)
+	}); err != nil {
 		return err
 	}
 	log.Info("migrations applied", "schemas", mysql.Schemas())
@@ -224,10 +228,19 @@ func (a *App) fakeIMOutage(w http.ResponseWriter, r *http.Request) {
 // time) labelled db_name room, wallet or notice. go-memdb has no pool.
 func (a *App) registerPoolMetrics() error {
 	type pooled interface{ DB() *sql.DB }
-	for _, s := range []struct {
+	type named struct {
 		name  string
 		store any
-	}{{"room", a.stores.Room}, {"wallet", a.stores.Wallet}, {"notice", a.stores.Notice}} {
+	}
+	var pools []named
+	for _, db := range a.roomDBs {
+		name := "room" // one database, or mysql.dsn's: as before the shard map
+		if db.key != configs.DefaultRoomDB {
+			name = "room_" + db.key
+		}
+		pools = append(pools, named{name, db.store})
+	}
+	for _, s := range append(pools, named{"wallet", a.stores.Wallet}, named{"notice", a.stores.Notice}) {
 		p, ok := s.store.(pooled)
 		if !ok || p.DB() == nil {
 			continue
