@@ -66,9 +66,9 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *room.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service                                  // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient                            // set when wallet.addr is
-	mq             mqClient                                         // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
+	wallet         *wallet.Service       // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
+	mq             mqClient              // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed

@@ -27,7 +27,7 @@ type roomDB struct {
 	reg      prometheus.Registerer
 	relay    *supervise.Poller[relay.RunNowResult]
 	mqFanout atomic.Pointer[supervise.Poller[relay.MQResult]] // while it runs; the rooms' kicks read it
-	purge    *purge.Service               // nil: no purge service
+	purge    *purge.Service                                   // nil: no purge service
 }
 
 // openRoomDBs lists the room databases backend.Open opened.

@@ -30,8 +30,8 @@ type Stores struct {
 	Rooms      []persistence.Store
 	RoomShards *shardmap.Map
 	Room       persistence.Store
-	Wallet persistence.WalletStore
-	Notice persistence.NoticeStore
+	Wallet     persistence.WalletStore
+	Notice     persistence.NoticeStore
 	// WalletOutbox and RoomOutbox are what the notice workers scan. On
 	// MySQL they read the configured wallet and room databases through the
 	// notice pool; on go-memdb they are this process's own wallet and room
