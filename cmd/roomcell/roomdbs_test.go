@@ -42,7 +42,65 @@ func twoRoomDBs(t testing.TB) (*App, v1.RoomServiceClient, *mysqltest.Server) {
 	if len(app.roomDBs) != 2 || app.roomDBs[0].key != "default" || app.roomDBs[1].key != "b" {
 		t.Fatalf("room databases %d, want default and b", len(app.roomDBs))
 	}
+	// Each database has its own relay and purge worker, and its pool and
+	// worker metrics are told apart.
+	for _, w := range []string{"worker room_outbox@default", "worker room_outbox@b", "worker retention_purge@default", "worker retention_purge@b"} {
+		if !slices.Contains(app.started, w) {
+			t.Fatalf("start steps %v lack %s", app.started, w)
+		}
+	}
+	for _, m := range []struct{ name, label, value string }{
+		{"go_sql_open_connections", "db_name", "room"}, {"go_sql_open_connections", "db_name", "room_b"},
+		{"room_outbox_pending_total", "room_db", "default"}, {"room_outbox_pending_total", "room_db", "b"},
+	} {
+		if !hasSeries(t, app, m.name, m.label, m.value) {
+			t.Fatalf("no %s{%s=%q}", m.name, m.label, m.value)
+		}
+	}
 	return app, rc, srv
+}
+
+func hasSeries(t testing.TB, app *App, name, label, value string) bool {
+	t.Helper()
+	mfs, err := app.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// migrate covers every room database of the map: mysql.dsn's through
+// MigrateAll, the others here, each once.
+func TestMigrateRoomDBsCoversTheMapsOtherDatabases(t *testing.T) {
+	c, err := configs.Parse([]byte(`store: {kind: mysql}
+mysql:
+  dsn: "root@tcp(127.0.0.1:3306)/"
+  room_dbs: {b: {dsn: "root@tcp(127.0.0.1:3307)/"}, c: {dsn: "root@tcp(127.0.0.1:3306)/", database: rooms_c}}
+  room_shards: {default: ["0-99"], b: ["100-999"], c: ["1000-1023"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = migrateRoomDBs(context.Background(), c, func(_ context.Context, m configs.MySQLConfig) error {
+		got = append(got, m.DSN+" "+m.RoomDatabase)
+		return nil
+	})
+	if want := []string{"root@tcp(127.0.0.1:3307)/ hyapp_room", "root@tcp(127.0.0.1:3306)/ rooms_c"}; err != nil || !slices.Equal(got, want) {
+		t.Fatalf("migrated %v (%v), want %v", got, err, want)
+	}
 }
 
 // roomsOn returns n room ids of app "sh" whose shard is in [lo, hi].

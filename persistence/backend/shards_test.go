@@ -1,0 +1,53 @@
+package backend_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/backend"
+	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+)
+
+// With a shard map Open opens a room store per database, in the map's
+// order, each on its own database: a room appended through its shard's
+// store is found there and not in the other.
+func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var cfg configs.Config
+	cfg.Store.Kind = configs.StoreMySQL
+	cfg.Cluster.Shards = 1024
+	cfg.MySQL, _ = mysqltest.NewDatabase(t)
+	_, dbB := mysqltest.NewDatabase(t)
+	cfg.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: cfg.MySQL.DSN, Database: dbB}}
+	cfg.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
+	s, err := backend.Open(ctx, cfg, backend.Want{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(s.Rooms) != 2 || s.Room != s.Rooms[0] || s.RoomShards.Len() != 2 || s.RoomShards.Key(1) != "b" {
+		t.Fatalf("rooms %d, map %d", len(s.Rooms), s.RoomShards.Len())
+	}
+	for _, room := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
+		k := persistence.RoomKey{AppCode: "app", RoomID: room}
+		i := s.RoomShards.IndexOf(k)
+		a := persistence.Append{Command: persistence.CommandRecord{AppCode: k.AppCode, RoomID: k.RoomID, Seq: 1,
+			CommandID: "c1", CommandType: "CreateRoom", Reply: []byte("{}"), CreatedAtMs: time.Now().UnixMilli()}}
+		if err := s.Rooms[i].Append(ctx, a); err != nil {
+			t.Fatalf("append %s to %s: %v", room, s.RoomShards.Key(i), err)
+		}
+		for j, st := range s.Rooms {
+			recs, err := st.LoadCommands(ctx, k, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 1, false: 0}[i == j]; len(recs) != want {
+				t.Fatalf("room %s (database %s): %d commands in %s", room, s.RoomShards.Key(i), len(recs), s.RoomShards.Key(j))
+			}
+		}
+	}
+}
