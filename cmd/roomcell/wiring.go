@@ -168,10 +168,9 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 func (a *App) registerServices() {
 	log := a.log.With("component", "grpc")
 	v1.RegisterClusterAdminServer(a.grpcServer, grpcapi.NewClusterAdminServer(a.member))
-	// With several room databases the outbox admin sees the first one's
-	// rows only (docs/cluster.md, "Room databases"); a retry kicks every
+	// Over every room database (outbox_admin.go); a retry kicks every
 	// database's relay.
-	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.store, func(id string) bool {
+	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.outboxAdminStore(), func(id string) bool {
 		return a.kickRelays()
 	}, log))
 	if a.purge != nil {
