@@ -2,6 +2,7 @@ package backend_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -11,9 +12,19 @@ import (
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
+// secondDSN is the second MariaDB deploy/local/services.sh starts (:3307),
+// or $ROOMCELL_TEST_MYSQL_DSN2.
+func secondDSN() string {
+	if dsn := os.Getenv("ROOMCELL_TEST_MYSQL_DSN2"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3307)/"
+}
+
 // With a shard map Open opens a room store per database, in the map's
-// order, each on its own database: a room appended through its shard's
-// store is found there and not in the other.
+// order, each on its own database (here on the second server of
+// services.sh): a room appended through its shard's store is found there
+// and not in the other.
 func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -21,8 +32,8 @@ func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 	cfg.Store.Kind = configs.StoreMySQL
 	cfg.Cluster.Shards = 1024
 	cfg.MySQL, _ = mysqltest.NewDatabase(t)
-	_, dbB := mysqltest.NewDatabase(t)
-	cfg.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: cfg.MySQL.DSN, Database: dbB}}
+	_, dbB := mysqltest.NewDatabaseOn(t, secondDSN())
+	cfg.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: secondDSN(), Database: dbB}}
 	cfg.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
 	s, err := backend.Open(ctx, cfg, backend.Want{}, nil)
 	if err != nil {
