@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,12 +33,7 @@ func startDevB(t testing.TB, edit func(*configs.Config)) (*App, v1.RoomServiceCl
 	if edit != nil {
 		edit(&cfg)
 	}
-	var lw io.Writer = io.Discard
-	if p := os.Getenv("RC_TEST_LOG"); p != "" {
-		f, _ := os.Create(p)
-		lw = f
-	}
-	log := slog.New(slog.NewTextHandler(lw, nil))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app, err := Start(context.Background(), cfg, log, true)
 	if err != nil {
 		t.Fatalf("start: %v", err)
