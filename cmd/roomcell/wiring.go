@@ -224,7 +224,8 @@ func (a *App) fakeIMOutage(w http.ResponseWriter, r *http.Request) {
 
 // registerPoolMetrics exports each MySQL pool's sql.DBStats (go_sql_*:
 // open, in use and idle connections, waits for a connection and their
-// time) labelled db_name room, wallet or notice. go-memdb has no pool.
+// time) labelled db_name room (room_<key> for the other room databases
+// of a shard map), wallet or notice. go-memdb has no pool.
 func (a *App) registerPoolMetrics() error {
 	type pooled interface{ DB() *sql.DB }
 	type named struct {
