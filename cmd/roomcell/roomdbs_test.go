@@ -306,8 +306,10 @@ func TestTwoRoomDatabasesOnePausedOnlyItsRoomsWait(t *testing.T) {
 			t.Errorf("room %s of the healthy database: %d commands failed while the other database was paused", r, l.failed[r])
 		}
 		// Paced at one per 20 ms, a room that answers acknowledges ~450
-		// commands in the 9 s after the pause's first second.
-		if n := len(l.window([]string{r}, run.tp.Add(time.Second), run.tr)); n < 100 {
+		// commands in the 9 s after the pause's first second (~200 under
+		// -race on a busy machine); a room held up by the paused database
+		// would acknowledge none.
+		if n := len(l.window([]string{r}, run.tp.Add(time.Second), run.tr)); n < 20 {
 			t.Errorf("room %s of the healthy database acknowledged %d commands during the other database's pause", r, n)
 		}
 	}
