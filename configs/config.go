@@ -192,14 +192,8 @@ func (c Config) Validate() error {
 	if c.Store.Kind == StoreMySQL && c.MySQL.DSN == "" {
 		return errorf("mysql.dsn", "required when store.kind is mysql")
 	}
-	m, err := c.RoomShardMap()
-	if err != nil {
+	if _, err := c.RoomShardMap(); err != nil {
 		return err
-	}
-	if !m.Single() && c.Notice.RoomNoticeWorker.Enabled {
-		// Its one cursor reads one room_outbox: rooms of the other
-		// databases would get no notice, silently.
-		return errorf("notice.room_notice_worker.enabled", "reads one room database's room_outbox; not yet with several (mysql.room_dbs)")
 	}
 	return nil
 }

@@ -110,10 +110,3 @@ func TestRoomShardMapFailsClosed(t *testing.T) {
 	_, err = Parse([]byte(shardBase + "  room_dbs:\n    b: {dns: \"x@tcp(h:1)/\"}\n"))
 	wantKey(t, "misspelt", err, "mysql.room_dbs.b.dns", "")
 }
-
-// The room notice worker reads one room_outbox: with several databases it
-// would miss the other databases' rooms, so the pair is refused.
-func TestRoomShardMapRefusesTheOneCursorRoomNoticeWorker(t *testing.T) {
-	_, err := Parse([]byte(shardBase + "  room_dbs: {b: {dsn: \"x@tcp(h:1)/\"}}\n  room_shards: {default: [\"0-7\"], b: [\"8-15\"]}\nnotice:\n  room_notice_worker: {enabled: true}\n"))
-	wantKey(t, "room notice worker", err, "notice.room_notice_worker.enabled", "not yet with several")
-}

@@ -106,6 +106,7 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 	if err != nil {
 		return err
 	}
+	var rooms []*mysql.Store
 	for i, rc := range rm.Configs {
 		l := log
 		if !rm.Single() {
@@ -118,7 +119,7 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 			}
 			return err
 		}
-		s.Rooms = append(s.Rooms, room)
+		s.Rooms, rooms = append(s.Rooms, room), append(rooms, room)
 		s.closers = append(s.closers, room.Close)
 	}
 	s.Room, s.RoomShards = s.Rooms[0], shardmap.New(rm)
@@ -137,6 +138,20 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 		}
 		s.Notice, s.WalletOutbox, s.RoomOutbox = ns, ns.WalletOutbox(), ns.RoomOutbox()
 		s.closers = append(s.closers, ns.Close)
+		if len(rm.Keys) > 1 || rm.Keys[0] != configs.DefaultRoomDB {
+			// The room notice worker reads every room database as one:
+			// mysql.dsn's through the notice pool, the others through
+			// their room store's pool.
+			all := shardmap.RoomOutboxes{Keys: rm.Keys}
+			for i, k := range rm.Keys {
+				var r persistence.RoomOutboxReader = rooms[i].RoomOutbox()
+				if k == configs.DefaultRoomDB {
+					r = ns.RoomOutbox()
+				}
+				all.Readers = append(all.Readers, r)
+			}
+			s.RoomOutbox = all
+		}
 	}
 	return nil
 }

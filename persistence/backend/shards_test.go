@@ -24,7 +24,8 @@ func secondDSN() string {
 // With a shard map Open opens a room store per database, in the map's
 // order, each on its own database (here on the second server of
 // services.sh): a room appended through its shard's store is found there
-// and not in the other.
+// and not in the other, and the notice workers' room_outbox scan reads
+// both.
 func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -35,7 +36,7 @@ func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 	_, dbB := mysqltest.NewDatabaseOn(t, secondDSN())
 	cfg.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: secondDSN(), Database: dbB}}
 	cfg.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
-	s, err := backend.Open(ctx, cfg, backend.Want{}, nil)
+	s, err := backend.Open(ctx, cfg, backend.Want{Notice: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,11 +44,16 @@ func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 	if len(s.Rooms) != 2 || s.Room != s.Rooms[0] || s.RoomShards.Len() != 2 || s.RoomShards.Key(1) != "b" {
 		t.Fatalf("rooms %d, map %d", len(s.Rooms), s.RoomShards.Len())
 	}
+	perDB := [2]int{}
 	for _, room := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
 		k := persistence.RoomKey{AppCode: "app", RoomID: room}
 		i := s.RoomShards.IndexOf(k)
+		perDB[i]++
+		now := time.Now().UnixMilli()
+		kick := persistence.Envelope{EventID: "app:" + room + ":1:0", EventType: "RoomUserKicked", AppCode: "app", RoomID: room, RoomSeq: 1,
+			CommandID: "c1", CreatedAtMs: now, Payload: []byte(`{"target_user_id":"u"}`)}
 		a := persistence.Append{Command: persistence.CommandRecord{AppCode: k.AppCode, RoomID: k.RoomID, Seq: 1,
-			CommandID: "c1", CommandType: "CreateRoom", Reply: []byte("{}"), CreatedAtMs: time.Now().UnixMilli()}}
+			CommandID: "c1", CommandType: "KickUser", Reply: []byte("{}"), Events: []persistence.Envelope{kick}, CreatedAtMs: now}}
 		if err := s.Rooms[i].Append(ctx, a); err != nil {
 			t.Fatalf("append %s to %s: %v", room, s.RoomShards.Key(i), err)
 		}
@@ -60,5 +66,13 @@ func TestOpenOpensARoomStorePerDatabaseOfTheMap(t *testing.T) {
 				t.Fatalf("room %s (database %s): %d commands in %s", room, s.RoomShards.Key(i), len(recs), s.RoomShards.Key(j))
 			}
 		}
+	}
+	if perDB[0] == 0 || perDB[1] == 0 {
+		t.Fatalf("rooms per database %v: the test needs both", perDB)
+	}
+	// The notice workers' room_outbox scan reads both databases as one.
+	rows, err := s.RoomOutbox.RoomOutboxAfter(ctx, "RoomUserKicked", 0, "", 100)
+	if err != nil || len(rows) != 6 {
+		t.Fatalf("room_outbox scan over both databases: %d rows (%v), want the 6 kicks", len(rows), err)
 	}
 }
