@@ -444,3 +444,46 @@ func median(v []float64) float64 {
 }
 
 func sumFailedHealthy(run pauseRun) int { return sumFailed(run.l, run.healthy) }
+
+// The room notice worker reads every room database: a kick in a room of
+// each database reaches its user as one room_notice.
+func TestKickNoticesFromEveryRoomDatabase(t *testing.T) {
+	mcfg, db := mysqltest.NewDatabase(t)
+	_, dbB := mysqltest.NewDatabase(t)
+	app, rc := startDevB(t, func(c *configs.Config) {
+		withNotices(c)
+		c.Store.Kind = configs.StoreMySQL
+		c.MySQL.DSN = mcfg.DSN
+		c.MySQL.RoomDatabase, c.MySQL.WalletDatabase, c.MySQL.NoticeDatabase = db, db, db
+		c.MySQL.AutoMigrate = true
+		c.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: mcfg.DSN, Database: dbB}}
+		c.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
+		c.TencentIM.AllowFake = true
+	})
+	ctx := ctxT(t)
+	rooms := append(roomsOn(1, 0, 511), roomsOn(1, 512, 1023)...)
+	for _, r := range rooms {
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "sh", RoomId: r, UserId: r + "-owner", Name: "n"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "c2", AppCode: "sh", RoomId: r, UserId: r + "-bob"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rc.KickUser(ctx, &v1.KickUserRequest{CommandId: "c3", AppCode: "sh", RoomId: r, UserId: r + "-owner", TargetUserId: r + "-bob", Reason: "spam"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range rooms {
+		waitUntil(t, 10*time.Second, r+"-bob's room_notice", func() bool { return len(app.fakeIM.C2CMessages(r+"-bob")) > 0 })
+		time.Sleep(200 * time.Millisecond) // a second copy would come with the next scan
+		n := 0
+		for _, m := range app.fakeIM.C2CMessages(r + "-bob") {
+			if m.Ext == "room_notice" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%s-bob (room on database %s) got %d room_notice messages, want 1", r, app.roomShards.Key(app.roomShards.Index("sh/"+r)), n)
+		}
+	}
+}
