@@ -192,6 +192,9 @@ func (c Config) Validate() error {
 	if c.Store.Kind == StoreMySQL && c.MySQL.DSN == "" {
 		return errorf("mysql.dsn", "required when store.kind is mysql")
 	}
+	if _, err := c.RoomShardMap(); err != nil {
+		return err
+	}
 	return nil
 }
 

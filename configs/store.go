@@ -46,6 +46,12 @@ type MySQLConfig struct {
 	GroupCommit     GroupCommit   `yaml:"group_commit"`
 	// TLS to the server; when enabled it replaces any tls= in the DSN.
 	TLS ClientTLSConfig `yaml:"tls"`
+	// RoomDBs are room databases besides DSN's, by key; RoomShards
+	// lists, per key ("default" is DSN's room_database), the virtual
+	// shards (cluster.shards) whose rooms it holds, as ranges "0-511".
+	// Both empty: every shard on DSN. See RoomShardMap.
+	RoomDBs    map[string]RoomDB   `yaml:"room_dbs"`
+	RoomShards map[string][]string `yaml:"room_shards"`
 }
 
 // GroupCommit batches appends of many rooms into shared transactions.

@@ -37,8 +37,14 @@ func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[[]TableRound
 // on the poller cancels the running round (it ends at its next batch or
 // pause, and releases its lease).
 func Run(sup *supervise.Supervisor, svc *Service) (*supervise.Poller[[]TableRound], error) {
+	return RunAs(sup, svc, WorkerName)
+}
+
+// RunAs is Run under another poller name: a process with several room
+// databases runs a purge worker per database.
+func RunAs(sup *supervise.Supervisor, svc *Service, name string) (*supervise.Poller[[]TableRound], error) {
 	return supervise.StartPoller(sup, supervise.PollerSpec[[]TableRound]{
-		Name: WorkerName,
+		Name: name,
 		New:  func() supervise.Round[[]TableRound] { return svc.round },
 	})
 }

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -85,7 +86,7 @@ func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[RunNowResult
 		return nil, err
 	}
 	return supervise.StartPoller(sup, supervise.PollerSpec[RunNowResult]{
-		Name: WorkerName,
+		Name: cmp.Or(d.Name, WorkerName),
 		New:  func() supervise.Round[RunNowResult] { return round(d) },
 	})
 }

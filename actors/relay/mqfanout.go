@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,9 @@ type MQDeps struct {
 	Logger  *slog.Logger
 	Metrics *MQMetrics
 	Clock   func() time.Time
+	// Name is the worker's name under its supervisor; "" = MQWorkerName
+	// (one fanout per room database, as the relay).
+	Name string
 }
 
 func (d MQDeps) normalized() (MQDeps, error) {
@@ -583,7 +587,7 @@ func StartMQ(sup *supervise.Supervisor, deps MQDeps) (*supervise.Poller[MQResult
 		return nil, err
 	}
 	hold := newMQHold()
-	return supervise.StartPoller(sup, supervise.PollerSpec[MQResult]{Name: MQWorkerName, New: func() supervise.Round[MQResult] {
+	return supervise.StartPoller(sup, supervise.PollerSpec[MQResult]{Name: cmp.Or(d.Name, MQWorkerName), New: func() supervise.Round[MQResult] {
 		owner := supervise.LeaseOwner(d.NodeID)
 		return func(ctx context.Context) (time.Duration, MQResult) {
 			res, err := processMQBatch(ctx, d, owner, hold)

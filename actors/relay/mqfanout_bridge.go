@@ -24,7 +24,10 @@ type IMBridgeStore interface {
 
 // IMBridgeDeps is what BridgeIM uses.
 type IMBridgeDeps struct {
-	Store          IMBridgeStore
+	Store IMBridgeStore
+	// StoreOf, when set, is the store of a room's database (several room
+	// databases); Store is then unused.
+	StoreOf        func(persistence.RoomKey) IMBridgeStore
 	Publisher      Publisher
 	PublishTimeout time.Duration
 	NodeID         string
@@ -58,8 +61,12 @@ func BridgeIM(ctx context.Context, d IMBridgeDeps, data []byte) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	store := d.Store
+	if d.StoreOf != nil {
+		store = d.StoreOf(env.Key())
+	}
 	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-	row, err := d.Store.GetOutbox(sctx, env.EventID)
+	row, err := store.GetOutbox(sctx, env.EventID)
 	cancel()
 	switch {
 	case err == nil && row.Status != persistence.OutboxPending:
@@ -81,7 +88,7 @@ func BridgeIM(ctx context.Context, d IMBridgeDeps, data []byte) error {
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := d.Store.MarkOutboxPublished(mctx, env.EventID, time.Now().UnixMilli()); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+	if err := store.MarkOutboxPublished(mctx, env.EventID, time.Now().UnixMilli()); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		supervise.EventLogger(log, IMBridgeWorkerName, d.NodeID, env).Warn("im bridge mark failed: the relay may send it again (same event_id)",
 			slog.String("error", supervise.ErrorText(err)))
 	}

@@ -60,6 +60,10 @@ type Deps struct {
 	// incarnation, so a crashed incarnation's leases are not inherited by
 	// its successor but expire.
 	Owner string
+	// Name is the worker's name under its supervisor; "" = WorkerName.
+	// A process with several room databases runs a relay per database,
+	// each named for its database.
+	Name string
 }
 
 func (d Deps) normalized() (Deps, error) {

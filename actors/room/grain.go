@@ -84,6 +84,9 @@ type Deps struct {
 	// store gates the rooms' store calls on whether the store answers
 	// (storegate.go); made by setDefaults.
 	store *storeGate
+	// pick, set by ShardedGrainProps, is the Deps of a room's database,
+	// chosen by the room's identity when it starts (shards.go).
+	pick func(identity string) *Deps
 }
 
 func (d *Deps) setDefaults() {
@@ -125,7 +128,10 @@ func GrainProps(d Deps) *actor.Props {
 	d.dir = &sharedDir{}
 	// Every grain of the kind reads the one Deps: a copy per room was
 	// ~300 bytes of each active room.
-	shared := &d
+	return grainProps(&d)
+}
+
+func grainProps(shared *Deps) *actor.Props {
 	// The lock-free mailbox: two small queues, where the default one starts
 	// a ring of ten slots for user messages (~200 bytes a room).
 	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} },
@@ -177,6 +183,9 @@ func (g *grain) Receive(ctx actor.Context) {
 	}
 	switch msg := ctx.Message().(type) {
 	case *cluster.ClusterInit:
+		if g.deps.pick != nil {
+			g.deps = g.deps.pick(msg.Identity.Identity) // its database's (shards.go)
+		}
 		g.init(ctx, msg.Identity.Identity)
 		g.dirStart(ctx, msg.Cluster) // directory hook
 		g.startIdle(ctx)

@@ -25,7 +25,6 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/purge"
-	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -39,6 +38,7 @@ import (
 	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/backend"
+	"github.com/hyapp/roomcell/persistence/shardmap"
 )
 
 // App is one running roomcell process.
@@ -54,7 +54,10 @@ type App struct {
 	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
 	// fakeTRTC is dev mode's fake TRTC (trtc off); nil otherwise.
 	fakeTRTC *trtcfake.Server
-	relay    *supervise.Poller[relay.RunNowResult]
+	// roomDBs are the room databases of the shard map with their
+	// workers (roomdbs.go); roomShards says which holds a room.
+	roomDBs    []*roomDB
+	roomShards *shardmap.Map
 	// workerHealth lists polling workers waiting for their restart.
 	workerHealth *supervise.Health
 	workerSup    *supervise.Supervisor
@@ -63,10 +66,9 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *room.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service                                  // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient                            // set when wallet.addr is
-	mq             mqClient                                         // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
-	mqFanout       atomic.Pointer[supervise.Poller[relay.MQResult]] // the room_outbox MQ fanout, while it runs
+	wallet         *wallet.Service       // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
+	mq             mqClient              // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
@@ -150,6 +152,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 	a.store = a.stores.Room
+	a.openRoomDBs()
 	if err = a.registerPoolMetrics(); err != nil {
 		return nil, err
 	}
@@ -186,8 +189,8 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, grainkind.New(room.Kind, room.GrainProps(room.Deps{
-			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
+		kinds = append(kinds, grainkind.New(room.Kind, a.roomGrainProps(room.Deps{
+			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
 			PublishMetrics: pubMetrics,
 		})))

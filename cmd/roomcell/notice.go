@@ -44,11 +44,7 @@ func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Pub
 	}
 	a.mq = c
 	a.closers = append(a.closers, c.Close)
-	return relay.WithMQKick(im, func() {
-		if f := a.mqFanout.Load(); f != nil {
-			f.Kick()
-		}
-	}), nil
+	return relay.WithMQKick(im, a.kickMQFanouts), nil
 }
 
 // mqClient is the room_outbox topic's client: JetStream or RocketMQ.

@@ -41,8 +41,11 @@ func (a *App) purgeDeps(ctx context.Context) (purge.Deps, error) {
 	return d, nil
 }
 
-// openPurge builds the retention service: the PurgeAdmin RPC reads it
-// even when retention.enabled is off; its worker is in workerList.
+// openPurge builds the retention services: the first room database's
+// (with the wallet and notice tables), which the PurgeAdmin RPC reads
+// even when retention.enabled is off, and one per other room database,
+// so a database that hangs holds up only its own purge. Their workers
+// are in workerList.
 func (a *App) openPurge() error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.MySQL.DialTimeout+a.cfg.MySQL.QueryTimeout)
 	defer cancel()
@@ -50,9 +53,26 @@ func (a *App) openPurge() error {
 	if err != nil {
 		return err
 	}
-	if deps.Metrics, err = purge.NewMetrics(a.registry); err != nil {
+	first := a.roomDBs[0]
+	if deps.Metrics, err = purge.NewMetrics(first.reg); err != nil {
 		return err
 	}
-	a.purge, err = purge.NewService(deps)
-	return err
+	if a.purge, err = purge.NewService(deps); err != nil {
+		return err
+	}
+	first.purge = a.purge
+	for _, db := range a.roomDBs[1:] {
+		d := deps
+		d.Purgers, d.Logger = nil, a.dbLog("purge", db)
+		if p, ok := db.store.(persistence.Purger); ok {
+			d.Purgers = []persistence.Purger{p}
+		}
+		if d.Metrics, err = purge.NewMetrics(db.reg); err != nil {
+			return err
+		}
+		if db.purge, err = purge.NewService(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -168,12 +168,10 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 func (a *App) registerServices() {
 	log := a.log.With("component", "grpc")
 	v1.RegisterClusterAdminServer(a.grpcServer, grpcapi.NewClusterAdminServer(a.member))
-	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.store, func(id string) bool {
-		if a.relay == nil {
-			return false
-		}
-		a.relay.Kick()
-		return true
+	// Over every room database (outbox_admin.go); a retry kicks every
+	// database's relay.
+	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.outboxAdminStore(), func(id string) bool {
+		return a.kickRelays()
 	}, log))
 	if a.purge != nil {
 		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
@@ -195,6 +193,11 @@ func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
 		return errors.New("migrate: mysql.dsn is empty")
 	}
 	if err := mysql.MigrateAll(ctx, cfg.MySQL); err != nil {
+		return err
+	}
+	if err := migrateRoomDBs(ctx, cfg, func(ctx context.Context, c configs.MySQLConfig) error {
+		return mysql.MigrateConfig(ctx, c, mysql.RoomSchema, c.RoomDatabase)
+	}); err != nil {
 		return err
 	}
 	log.Info("migrations applied", "schemas", mysql.Schemas())
@@ -221,13 +224,23 @@ func (a *App) fakeIMOutage(w http.ResponseWriter, r *http.Request) {
 
 // registerPoolMetrics exports each MySQL pool's sql.DBStats (go_sql_*:
 // open, in use and idle connections, waits for a connection and their
-// time) labelled db_name room, wallet or notice. go-memdb has no pool.
+// time) labelled db_name room (room_<key> for the other room databases
+// of a shard map), wallet or notice. go-memdb has no pool.
 func (a *App) registerPoolMetrics() error {
 	type pooled interface{ DB() *sql.DB }
-	for _, s := range []struct {
+	type named struct {
 		name  string
 		store any
-	}{{"room", a.stores.Room}, {"wallet", a.stores.Wallet}, {"notice", a.stores.Notice}} {
+	}
+	var pools []named
+	for _, db := range a.roomDBs {
+		name := "room" // one database, or mysql.dsn's: as before the shard map
+		if db.key != configs.DefaultRoomDB {
+			name = "room_" + db.key
+		}
+		pools = append(pools, named{name, db.store})
+	}
+	for _, s := range append(pools, named{"wallet", a.stores.Wallet}, named{"notice", a.stores.Notice}) {
 		p, ok := s.store.(pooled)
 		if !ok || p.DB() == nil {
 			continue

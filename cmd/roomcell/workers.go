@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/notice"
@@ -17,6 +18,7 @@ import (
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -35,12 +37,16 @@ type workerSpec struct {
 	// stopTimeout bounds the worker's stop (its in-flight item's timeout
 	// plus a few seconds for the store).
 	stopTimeout func(a *App) time.Duration
+	// perRoomDB: one worker per room database (roomdbs.go), started with
+	// in.db set and named name@key when there are several.
+	perRoomDB bool
 }
 
 // workerInputs are what the start steps before the workers built for them.
 type workerInputs struct {
 	pub relay.Publisher   // the rooms' outbox publisher (IM, maybe with the MQ kick)
 	im  *roomim.Publisher // the IM publisher, for the notice workers
+	db  *roomDB           // the room database of a perRoomDB worker
 }
 
 // stopper is a started worker: every polling worker's
@@ -74,6 +80,7 @@ var workerList = []workerSpec{
 		enabled:     func(a *App) bool { return a.cfg.HasRole(configs.RoleRelay) && a.cfg.OutboxWorker.On() },
 		start:       startRelay,
 		stopTimeout: publishStop,
+		perRoomDB:   true,
 	},
 	{
 		// Beside the relay when notice.mq.room_outbox is on: its own
@@ -85,6 +92,7 @@ var workerList = []workerSpec{
 		},
 		start:       startMQFanout,
 		stopTimeout: publishStop,
+		perRoomDB:   true,
 	},
 	{
 		// Seed 003's room IM bridge consumer group, when
@@ -107,10 +115,14 @@ var workerList = []workerSpec{
 	{
 		name:    purge.WorkerName,
 		enabled: func(a *App) bool { return a.purge != nil && a.cfg.Retention.On() },
-		start: func(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, error) {
-			return purge.Run(sup, a.purge)
+		start: func(a *App, sup *supervise.Supervisor, in workerInputs) (stopper, error) {
+			if in.db.purge == nil {
+				return nil, nil
+			}
+			return purge.RunAs(sup, in.db.purge, a.workerName(purge.WorkerName, in.db))
 		},
 		stopTimeout: fixed(10 * time.Second),
+		perRoomDB:   true,
 	},
 	{
 		// On room nodes only, over the wallet in process or the remote one:
@@ -151,22 +163,43 @@ func (a *App) startWorkers(in workerInputs) error {
 		if !spec.enabled(a) {
 			continue
 		}
-		w, err := spec.start(a, sup, in)
-		if err != nil {
-			return fmt.Errorf("worker %s: %w", spec.name, err)
+		dbs := []*roomDB{nil}
+		if spec.perRoomDB {
+			dbs = a.roomDBs
 		}
-		if w == nil {
-			continue
-		}
-		name, timeout := spec.name, spec.stopTimeout(a)
-		a.workers = append(a.workers, worker{name: name, stop: func() {
-			if err := w.Stop(timeout); err != nil {
-				a.log.Warn("worker stop", "worker", name, "error", err)
+		for _, db := range dbs {
+			in.db = db
+			name := spec.name
+			if db != nil {
+				name = a.workerName(name, db)
 			}
-		}})
-		a.began("worker " + name)
+			w, err := spec.start(a, sup, in)
+			if err != nil {
+				return fmt.Errorf("worker %s: %w", name, err)
+			}
+			if w == nil {
+				continue
+			}
+			timeout := spec.stopTimeout(a)
+			a.workers = append(a.workers, worker{name: name, stop: func() {
+				if err := w.Stop(timeout); err != nil {
+					a.log.Warn("worker stop", "worker", name, "error", err)
+				}
+			}})
+			a.began("worker " + name)
+		}
 	}
 	return nil
+}
+
+// dbLog is a per-database worker's logger: room_db=<key> with several
+// databases.
+func (a *App) dbLog(component string, db *roomDB) *slog.Logger {
+	l := a.log.With("component", component)
+	if a.multiRoomDB() {
+		l = l.With("room_db", db.key)
+	}
+	return l
 }
 
 func startPresence(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, error) {
@@ -179,38 +212,41 @@ func startPresence(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, 
 		Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
 }
 
+// startRelay starts in.db's relay.
 func startRelay(a *App, sup *supervise.Supervisor, in workerInputs) (stopper, error) {
-	metrics, err := relay.NewMetrics(a.registry)
+	metrics, err := relay.NewMetrics(in.db.reg)
 	if err != nil {
 		return nil, err
 	}
 	r, err := relay.Start(sup, relay.Deps{
-		Store: a.store, Publisher: in.pub, Config: a.cfg.OutboxWorker, NodeID: a.cfg.NodeID,
-		Logger: a.log.With("component", "relay"), Metrics: metrics,
+		Store: in.db.store, Publisher: in.pub, Config: a.cfg.OutboxWorker, NodeID: a.cfg.NodeID,
+		Logger: a.dbLog("relay", in.db), Metrics: metrics, Name: a.workerName(relay.WorkerName, in.db),
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.relay = r
+	in.db.relay = r
 	return r, nil
 }
 
-// startMQFanout publishes a.mqFanout for the rooms' kicks while it runs.
-func startMQFanout(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, error) {
-	metrics, err := relay.NewMQMetrics(a.registry)
+// startMQFanout starts in.db's MQ fanout and publishes it for the rooms'
+// kicks while it runs.
+func startMQFanout(a *App, sup *supervise.Supervisor, in workerInputs) (stopper, error) {
+	metrics, err := relay.NewMQMetrics(in.db.reg)
 	if err != nil {
 		return nil, err
 	}
 	f, err := relay.StartMQ(sup, relay.MQDeps{
-		Store: a.store, MQ: a.mq, Topic: a.cfg.Notice.MQ.RoomOutbox.Topic, Config: a.cfg.OutboxWorker,
-		NodeID: a.cfg.NodeID, Logger: a.log.With("component", "relay_mq"), Metrics: metrics,
+		Store: in.db.store, MQ: a.mq, Topic: a.cfg.Notice.MQ.RoomOutbox.Topic, Config: a.cfg.OutboxWorker,
+		NodeID: a.cfg.NodeID, Logger: a.dbLog("relay_mq", in.db), Metrics: metrics, Name: a.workerName(relay.MQWorkerName, in.db),
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.mqFanout.Store(f)
+	db := in.db
+	db.mqFanout.Store(f)
 	return stopFunc(func(d time.Duration) error {
-		a.mqFanout.Store(nil)
+		db.mqFanout.Store(nil)
 		return f.Stop(d)
 	}), nil
 }
@@ -221,6 +257,9 @@ func startIMBridge(a *App, _ *supervise.Supervisor, in workerInputs) (stopper, e
 	rb := a.cfg.Notice.MQ.RoomOutbox
 	deps := relay.IMBridgeDeps{Store: a.store, Publisher: in.im, PublishTimeout: a.cfg.OutboxWorker.PublishTimeout,
 		NodeID: a.cfg.NodeID, Logger: a.log.With("component", "im_bridge")}
+	if a.multiRoomDB() {
+		deps.StoreOf = func(k persistence.RoomKey) relay.IMBridgeStore { return a.roomStoreOf(k) }
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := a.mq.Subscribe(ctx, mq.Subscription{Topic: rb.Topic, Group: rb.IMBridge.ConsumerGroup, Ordered: true,
@@ -279,7 +318,7 @@ func startGiftReconciler(a *App, sup *supervise.Supervisor, _ workerInputs) (sto
 	}
 	rc := a.cfg.Wallet.GiftReconciler
 	return giftsettle.Start(sup, giftsettle.Deps{
-		Wallet: wal, Rooms: a.store, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
+		Wallet: wal, Rooms: roomVoids{a}, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
 		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
 		ParkAfter: rc.ParkAfter, MaxBackoff: rc.MaxBackoff,
 	})

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Brings up the servers the test suite talks to, on loopback: MariaDB,
-# Redis, NATS (JetStream) and etcd. A server already answering is left
+# Brings up the servers the test suite talks to, on loopback: MariaDB
+# (two instances: :3306, and :3307 for a second room database), Redis, NATS (JetStream) and etcd. A server already answering is left
 # alone; a missing one is installed from Debian's packages first, as are the
 # network tools the partition test needs (nft, iptables). Idempotent.
 set -euo pipefail
@@ -55,6 +55,29 @@ if ! up 3306; then
   fi
 fi
 
+# A second MariaDB, for rooms across several databases (mysql.room_dbs,
+# docs/cluster.md "Room databases"): its own data directory and port,
+# root without a password over 127.0.0.1 as on the first. The pid file
+# tells start-stop-daemon it from the first mariadbd.
+MARIADB2_PORT=${ROOMCELL_MARIADB2_PORT:-3307}
+MARIADB2_DIR=${ROOMCELL_MARIADB2_DIR:-/var/lib/roomcell-mariadb2}
+if ! up "$MARIADB2_PORT"; then
+  need /usr/sbin/mariadbd mariadb-server
+  mkdir -p "$MARIADB2_DIR" && chown mysql:mysql "$MARIADB2_DIR"
+  if [ ! -d "$MARIADB2_DIR/data/mysql" ]; then
+    mariadb-install-db --no-defaults --user=mysql --datadir="$MARIADB2_DIR/data" \
+      --auth-root-authentication-method=normal --skip-test-db >"$MARIADB2_DIR/install.log" 2>&1
+  fi
+  start-stop-daemon --start --oknodo --background --pidfile "$MARIADB2_DIR/mariadbd.pid" --exec /usr/sbin/mariadbd -- \
+    --no-defaults --user=mysql --datadir="$MARIADB2_DIR/data" --port="$MARIADB2_PORT" --bind-address=127.0.0.1 \
+    --socket="$MARIADB2_DIR/mariadbd.sock" --pid-file="$MARIADB2_DIR/mariadbd.pid" --log-error="$MARIADB2_DIR/error.log"
+  wait_port "MariaDB (second)" "$MARIADB2_PORT"
+  if ! mariadb -h127.0.0.1 -P"$MARIADB2_PORT" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+    mariadb -uroot -S "$MARIADB2_DIR/mariadbd.sock" -e "CREATE USER IF NOT EXISTS 'root'@'127.0.0.1' IDENTIFIED BY '';
+      GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION; FLUSH PRIVILEGES;"
+  fi
+fi
+
 if ! up 6379; then
   need redis-server redis-server
   mkdir -p /var/lib/redis /var/log/redis
@@ -78,7 +101,7 @@ if ! up "$ETCD_CLIENT_PORT"; then
     --initial-cluster "roomcell-test=http://127.0.0.1:$ETCD_PEER_PORT" >"$ETCD_DIR.log" 2>&1 &
   wait_port etcd "$ETCD_CLIENT_PORT"
 fi
-echo "services: MariaDB :3306, Redis :6379, NATS :4222, etcd :$ETCD_CLIENT_PORT up"
+echo "services: MariaDB :3306 and :$MARIADB2_PORT, Redis :6379, NATS :4222, etcd :$ETCD_CLIENT_PORT up"
 
 # --- RocketMQ ---------------------------------------------------------------
 # Seed 003's production message queue: Apache RocketMQ (pinned in

@@ -3,12 +3,14 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
+	"github.com/hyapp/roomcell/persistence/shardmap"
 )
 
 // Want says which stores besides the room store to open.
@@ -22,9 +24,14 @@ type Want struct {
 
 // Stores is every store a process opened. Fields it did not want are nil.
 type Stores struct {
-	Room   persistence.Store
-	Wallet persistence.WalletStore
-	Notice persistence.NoticeStore
+	// Rooms are the room stores, one per room database in the shard
+	// map's order (RoomShards.Key(i)): one unless mysql.room_dbs is set.
+	// Room is Rooms[0], the store of the first database of the map.
+	Rooms      []persistence.Store
+	RoomShards *shardmap.Map
+	Room       persistence.Store
+	Wallet     persistence.WalletStore
+	Notice     persistence.NoticeStore
 	// WalletOutbox and RoomOutbox are what the notice workers scan. On
 	// MySQL they read the configured wallet and room databases through the
 	// notice pool; on go-memdb they are this process's own wallet and room
@@ -50,7 +57,7 @@ func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) 
 	}()
 	switch cfg.Store.Kind {
 	case configs.StoreMySQL:
-		err = s.openMySQL(ctx, cfg.MySQL, want, cfg.Notice.MQ.RoomOutboxOn(), log.With("component", "mysql"))
+		err = s.openMySQL(ctx, cfg, want, cfg.Notice.MQ.RoomOutboxOn(), log.With("component", "mysql"))
 	case configs.StoreMemdb:
 		s.openMemdb(want, cfg.Notice.MQ.RoomOutboxOn())
 	default:
@@ -58,6 +65,9 @@ func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.RoomShards == nil {
+		s.Rooms, s.RoomShards = []persistence.Store{s.Room}, shardmap.Single(cfg.Cluster.Shards)
 	}
 	return s, nil
 }
@@ -82,18 +92,37 @@ func (s *Stores) openMemdb(want Want, mqOn bool) {
 	}
 }
 
-func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Want, mqOn bool, log *slog.Logger) error {
+// openMySQL opens a room store per room database of the shard map (each
+// with its own pool and group committer; mysql.Open migrates each with
+// auto_migrate), then the wallet and notice stores on their one server.
+func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, mqOn bool, log *slog.Logger) error {
+	cfg := full.MySQL
 	if cfg.AutoMigrate {
 		if err := mysql.MigrateAll(ctx, cfg); err != nil {
 			return err
 		}
 	}
-	room, err := mysql.Open(ctx, cfg, mysql.WithLogger(log), mysql.WithOutboxMQ(mqOn))
+	rm, err := full.RoomShardMap()
 	if err != nil {
 		return err
 	}
-	s.Room = room
-	s.closers = append(s.closers, room.Close)
+	var rooms []*mysql.Store
+	for i, rc := range rm.Configs {
+		l := log
+		if !rm.Single() {
+			l = log.With("room_db", rm.Keys[i])
+		}
+		room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+		if err != nil {
+			if !rm.Single() {
+				return fmt.Errorf("room database %q: %w", rm.Keys[i], err)
+			}
+			return err
+		}
+		s.Rooms, rooms = append(s.Rooms, room), append(rooms, room)
+		s.closers = append(s.closers, room.Close)
+	}
+	s.Room, s.RoomShards = s.Rooms[0], shardmap.New(rm)
 	if want.Wallet {
 		ws, err := mysql.OpenWalletStore(ctx, cfg.Wallet(), mysql.WithLogger(log))
 		if err != nil {
@@ -109,6 +138,20 @@ func (s *Stores) openMySQL(ctx context.Context, cfg configs.MySQLConfig, want Wa
 		}
 		s.Notice, s.WalletOutbox, s.RoomOutbox = ns, ns.WalletOutbox(), ns.RoomOutbox()
 		s.closers = append(s.closers, ns.Close)
+		if len(rm.Keys) > 1 || rm.Keys[0] != configs.DefaultRoomDB {
+			// The room notice worker reads every room database as one:
+			// mysql.dsn's through the notice pool, the others through
+			// their room store's pool.
+			all := shardmap.RoomOutboxes{Keys: rm.Keys}
+			for i, k := range rm.Keys {
+				var r persistence.RoomOutboxReader = rooms[i].RoomOutbox()
+				if k == configs.DefaultRoomDB {
+					r = ns.RoomOutbox()
+				}
+				all.Readers = append(all.Readers, r)
+			}
+			s.RoomOutbox = all
+		}
 	}
 	return nil
 }

@@ -1,0 +1,41 @@
+package shardmap
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// RoomOutboxes reads room_outbox of every room database as one: the
+// notice workers' cursor ((created_at_ms, event_id)) runs over the union.
+// Each database returns its first limit rows after the cursor; the first
+// limit of their merge are the union's, since no row of a database can
+// come before that database's own first ones. A database that does not
+// answer fails the read, naming it: skipping it would move the cursor
+// past its rows, and the kick notices of its rooms would be lost.
+type RoomOutboxes struct {
+	Keys    []string
+	Readers []persistence.RoomOutboxReader
+}
+
+// RoomOutboxAfter implements persistence.RoomOutboxReader.
+func (o RoomOutboxes) RoomOutboxAfter(ctx context.Context, eventType string, afterMs int64, afterID string, limit int) ([]persistence.OutboxRow, error) {
+	var rows []persistence.OutboxRow
+	for i, r := range o.Readers {
+		part, err := r.RoomOutboxAfter(ctx, eventType, afterMs, afterID, limit)
+		if err != nil {
+			return nil, fmt.Errorf("room database %q: %w", o.Keys[i], err)
+		}
+		rows = append(rows, part...)
+	}
+	slices.SortFunc(rows, func(a, b persistence.OutboxRow) int {
+		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.Envelope.EventID, b.Envelope.EventID))
+	})
+	if limit > 0 && len(rows) > limit {
+		rows = rows[:limit]
+	}
+	return rows, nil
+}
