@@ -281,6 +281,11 @@ func (s *RoomServer) UnmuteMember(ctx context.Context, r *roomcellv1.UnmuteMembe
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: r}})
 }
 
+// ReopenRoom opens a closed room again (its owner only).
+func (s *RoomServer) ReopenRoom(ctx context.Context, r *roomcellv1.ReopenRoomRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

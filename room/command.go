@@ -48,6 +48,8 @@ const (
 	CmdUnbanUser    = "UnbanUser"
 	CmdMuteMember   = "MuteMember"
 	CmdUnmuteMember = "UnmuteMember"
+
+	CmdReopenRoom = "ReopenRoom"
 )
 
 // Leave and seat-release reasons. The system ones are written by the room
@@ -75,7 +77,7 @@ type Command struct {
 	// with the log record so a reused command_id can be checked.
 	RequestHash string
 
-	Name         string   // CreateRoom; UpdateRoom ("" = unchanged)
+	Name         string   // CreateRoom; UpdateRoom, ReopenRoom ("" = unchanged)
 	MicSeats     int      // CreateRoom (0 = DefaultMicSeats), SetSeatCount
 	Admins       []string // CreateRoom
 	Announcement *string  // UpdateRoom; nil = unchanged, "" = cleared
@@ -112,6 +114,9 @@ type commandKind struct {
 	decide func(s State, c Command) ([]Event, error)
 	// unlogged: not written to the command log, no command_id needed.
 	unlogged bool
+	// reopens: decided on a closed room too (every other command is
+	// refused there with ErrRoomClosed).
+	reopens bool
 }
 
 // commands is the command table: one row per command type.
@@ -210,6 +215,11 @@ var commands = map[string]commandKind{
 		check: checkMute, decide: decideMuteMember,
 	},
 	CmdUnmuteMember: {fill: fillTarget[*v1.UnmuteMemberRequest], check: checkTarget, decide: decideUnmuteMember},
+	// Lifecycles (lifecycle.go).
+	CmdReopenRoom: {
+		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
+		check: checkReopen, decide: decideReopen, reopens: true,
+	},
 }
 
 // Mutates reports whether commands of this type are logged. Heartbeat only

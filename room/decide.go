@@ -25,7 +25,7 @@ func Decide(s State, cmd Command) ([]Event, error) {
 		if !s.Exists {
 			return nil, ErrRoomNotFound
 		}
-		if s.Status == StatusClosed {
+		if s.Status == StatusClosed && !k.reopens {
 			return nil, ErrRoomClosed
 		}
 	}

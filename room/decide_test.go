@@ -500,6 +500,7 @@ func rules() []rule {
 	rs = append(rs, seatRequestRules()...)
 	rs = append(rs, seatMoveRules()...)
 	rs = append(rs, moderationRules()...)
+	rs = append(rs, lifecycleRules()...)
 
 	// Nothing but CreateRoom finds a room nobody created.
 	notCreated := []room.Command{
@@ -511,6 +512,7 @@ func rules() []rule {
 		reject("owner", "alice"), invite("owner", "alice", 0), accept("alice"), decline("alice"), expire(),
 		kickOffSeat("owner", "alice"), moveSeat("alice", 1), seatCount("owner", 4),
 		banUser("owner", "carol", 60), unbanUser("owner", "carol"), muteMember("owner", "alice", 60), unmuteMember("owner", "alice"),
+		reopen("owner"),
 	}
 	for _, c := range notCreated {
 		rs = append(rs, rule{name: "no room: " + c.Type, cmd: c, err: room.ErrRoomNotFound, class: errclass.NotFound})

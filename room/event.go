@@ -150,12 +150,16 @@ func EventID(appCode, roomID string, seq int64, index int) string {
 	return fmt.Sprintf("%s:%s:%d:%d", appCode, roomID, seq, index)
 }
 
+// RoomCreated starts a lifecycle of the room: its creation, or with
+// Reopened its opening again after a close (lifecycle.go). CreatedAtMs is
+// when this lifecycle began.
 type RoomCreated struct {
 	OwnerUserID  string   `json:"owner_user_id"`
 	Name         string   `json:"name"`
 	MicSeats     int      `json:"mic_seats"`
 	AdminUserIDs []string `json:"admin_user_ids"`
 	CreatedAtMs  int64    `json:"created_at_ms"`
+	Reopened     bool     `json:"reopened,omitempty"`
 }
 
 func (RoomCreated) EventType() string { return TypeRoomCreated }

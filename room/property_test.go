@@ -76,6 +76,9 @@ type sim struct {
 	seen     map[string]int // events per type
 	requests int            // seat applications and invitations made
 	ended    int            // ... and ended
+	reopens  int            // reopened RoomCreated events
+	closedAt int            // step of the last accepted close (-1: none)
+	step     int
 }
 
 func replayProperty(seed uint64, n int) (summary string, err error) {
@@ -87,6 +90,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		closeAt:  n/3 + r.IntN(n), // about two thirds of the seeds close the room
 		eventIDs: map[string]bool{},
 		seen:     map[string]int{},
+		closedAt: -1,
 	}
 	switch r.IntN(3) {
 	case 0:
@@ -102,6 +106,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	var recs []record
 	snaps := []snapshot{}
 	for step := range n {
+		sm.step = step
 		c := sm.next(step, live)
 		pre := live.Clone()
 		evs, err := room.Decide(live, c)
@@ -142,8 +147,13 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	// The generator must reach every kind of change, or the property
 	// proves little.
-	if sm.seen[room.TypeRoomCreated] != 1 {
-		return sm.summary(len(recs), len(snaps)), fmt.Errorf("%d RoomCreated events", sm.seen[room.TypeRoomCreated])
+	if sm.seen[room.TypeRoomCreated] != 1+sm.reopens {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("%d RoomCreated events, %d of them reopens", sm.seen[room.TypeRoomCreated], sm.reopens)
+	}
+	// A room closed with time to spare is opened again (ReopenRoom is
+	// tried at one step in ten while it is closed).
+	if sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
 	for _, typ := range []string{room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
 		room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked,
@@ -265,6 +275,13 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	}
 	if step >= sm.closeAt && r.IntN(20) == 0 {
 		c.Type = room.CmdCloseRoom
+		return c
+	}
+	// Mostly the owner reopens; now and then someone else, or the open
+	// room (a no-op), or under a blank name (invalid).
+	if s.Status == room.StatusClosed && r.IntN(10) == 0 || r.IntN(300) == 0 {
+		c.Type, c.UserID = room.CmdReopenRoom, sm.pick([]string{s.Owner, s.Owner, s.Owner, "admin", "u2"})
+		c.Name = sm.pick([]string{"", "", "reopened", " "})
 		return c
 	}
 	op := func() string { return sm.pick([]string{"owner", "owner", "admin", "u1", "u2"}) }
@@ -455,6 +472,10 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			if !errors.Is(err, room.ErrRoomExists) {
 				return fmt.Errorf("create on a closed room: %v", err)
 			}
+		case s.Status == room.StatusClosed && c.Type == room.CmdReopenRoom:
+			if c.UserID == s.Owner && !errors.Is(err, errclass.Invalid) {
+				return fmt.Errorf("the owner's reopen refused: %v", err)
+			}
 		case s.Status == room.StatusClosed && !errors.Is(err, errclass.Invalid) && !errors.Is(err, room.ErrRoomClosed):
 			return fmt.Errorf("closed room answered %v", err)
 		case !s.Exists && c.Type != room.CmdCreateRoom && !errors.Is(err, errclass.Invalid) && !errors.Is(err, room.ErrRoomNotFound):
@@ -462,7 +483,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		}
 		return nil
 	}
-	if s.Status == room.StatusClosed {
+	if s.Status == room.StatusClosed && c.Type != room.CmdReopenRoom {
 		return fmt.Errorf("closed room accepted %v", evs)
 	}
 	if !room.Mutates(c.Type) && len(evs) > 0 {
@@ -471,6 +492,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	cur := s // s after the events before e: seat changes must have their own events
 	for _, e := range evs {
 		sm.seen[e.EventType()]++
+		if _, ok := e.(room.RoomClosed); ok {
+			sm.closedAt = sm.step
+		}
 		switch e := e.(type) {
 		case room.RoomUserLeft:
 			if cur.SeatOf(e.UserID) >= 0 {
@@ -490,6 +514,13 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			}
 			if e.TargetUserID == s.Owner || !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("kick against the rules: %+v", e)
+			}
+		case room.RoomCreated:
+			if e.Reopened {
+				if s.Status != room.StatusClosed || c.UserID != s.Owner || e.OwnerUserID != s.Owner || e.MicSeats != len(s.Seats) {
+					return fmt.Errorf("reopen against the rules: %+v by %s (owner %s, status %s)", e, c.UserID, s.Owner, s.Status)
+				}
+				sm.reopens++
 			}
 		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {

@@ -2198,6 +2198,7 @@ type RoomCommand struct {
 	//	*RoomCommand_ListBans
 	//	*RoomCommand_MuteMember
 	//	*RoomCommand_UnmuteMember
+	//	*RoomCommand_ReopenRoom
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2546,6 +2547,15 @@ func (x *RoomCommand) GetUnmuteMember() *UnmuteMemberRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetReopenRoom() *ReopenRoomRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_ReopenRoom); ok {
+			return x.ReopenRoom
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2686,6 +2696,10 @@ type RoomCommand_UnmuteMember struct {
 	UnmuteMember *UnmuteMemberRequest `protobuf:"bytes,55,opt,name=unmute_member,json=unmuteMember,proto3,oneof"`
 }
 
+type RoomCommand_ReopenRoom struct {
+	ReopenRoom *ReopenRoomRequest `protobuf:"bytes,56,opt,name=reopen_room,json=reopenRoom,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2753,6 +2767,8 @@ func (*RoomCommand_ListBans) isRoomCommand_Command() {}
 func (*RoomCommand_MuteMember) isRoomCommand_Command() {}
 
 func (*RoomCommand_UnmuteMember) isRoomCommand_Command() {}
+
+func (*RoomCommand_ReopenRoom) isRoomCommand_Command() {}
 
 // RoomError is a failed command's class, text and code, between cluster
 // members. The receiver finds the error by its code (errclass's code
@@ -5690,6 +5706,90 @@ func (x *ListGiftsReply) GetGifts() []*Gift {
 	return nil
 }
 
+type ReopenRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the room's owner
+	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`                   // "" = keep the name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReopenRoomRequest) Reset() {
+	*x = ReopenRoomRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReopenRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReopenRoomRequest) ProtoMessage() {}
+
+func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReopenRoomRequest.ProtoReflect.Descriptor instead.
+func (*ReopenRoomRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReopenRoomRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -5912,7 +6012,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf5\x12\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x13\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -5958,7 +6058,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tlist_bans\x185 \x01(\v2\x1c.roomcell.v1.ListBansRequestH\x00R\blistBans\x12A\n" +
 	"\vmute_member\x186 \x01(\v2\x1e.roomcell.v1.MuteMemberRequestH\x00R\n" +
 	"muteMember\x12G\n" +
-	"\runmute_member\x187 \x01(\v2 .roomcell.v1.UnmuteMemberRequestH\x00R\funmuteMemberB\t\n" +
+	"\runmute_member\x187 \x01(\v2 .roomcell.v1.UnmuteMemberRequestH\x00R\funmuteMember\x12A\n" +
+	"\vreopen_room\x188 \x01(\v2\x1e.roomcell.v1.ReopenRoomRequestH\x00R\n" +
+	"reopenRoomB\t\n" +
 	"\acommand\"O\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
@@ -6230,7 +6332,16 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x05price\x18\x02 \x01(\x03R\x05price\x12\x12\n" +
 	"\x04heat\x18\x03 \x01(\x03R\x04heat\"9\n" +
 	"\x0eListGiftsReply\x12'\n" +
-	"\x05gifts\x18\x01 \x03(\v2\x11.roomcell.v1.GiftR\x05gifts2\xdc\x19\n" +
+	"\x05gifts\x18\x01 \x03(\v2\x11.roomcell.v1.GiftR\x05gifts\"\xb2\x01\n" +
+	"\x11ReopenRoomRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name2\xab\x1a\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -6277,7 +6388,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\n" +
 	"MuteMember\x12\x1e.roomcell.v1.MuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12Q\n" +
 	"\fUnmuteMember\x12 .roomcell.v1.UnmuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
-	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
+	"\n" +
+	"ReopenRoom\x12\x1e.roomcell.v1.ReopenRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -6291,7 +6404,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -6359,6 +6472,7 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ListGiftsRequest)(nil),              // 63: roomcell.v1.ListGiftsRequest
 	(*Gift)(nil),                          // 64: roomcell.v1.Gift
 	(*ListGiftsReply)(nil),                // 65: roomcell.v1.ListGiftsReply
+	(*ReopenRoomRequest)(nil),             // 66: roomcell.v1.ReopenRoomRequest
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
@@ -6403,104 +6517,107 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	58, // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
 	61, // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
 	62, // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	23, // 42: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	26, // 43: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	29, // 44: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	34, // 45: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	34, // 46: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	35, // 47: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	26, // 48: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	26, // 49: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	34, // 50: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21, // 51: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21, // 52: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	59, // 53: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	64, // 54: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,  // 55: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 56: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 57: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 58: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 59: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 60: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 61: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 62: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 63: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17, // 64: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	28, // 65: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	31, // 66: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,  // 67: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11, // 68: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12, // 69: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13, // 70: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14, // 71: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15, // 72: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16, // 73: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10, // 74: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	33, // 75: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	36, // 76: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	43, // 77: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	44, // 78: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	45, // 79: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	46, // 80: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	47, // 81: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	48, // 82: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	49, // 83: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	50, // 84: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	51, // 85: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	53, // 86: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	54, // 87: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	55, // 88: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	56, // 89: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	57, // 90: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	58, // 91: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	61, // 92: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	62, // 93: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	63, // 94: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	23, // 95: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 96: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23, // 97: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23, // 98: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23, // 99: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23, // 100: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23, // 101: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23, // 102: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23, // 103: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	24, // 104: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	30, // 105: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	32, // 106: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23, // 107: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 108: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 109: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 110: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 111: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 112: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 113: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 114: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	35, // 115: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	37, // 116: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23, // 117: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23, // 118: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23, // 119: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 120: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 121: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 122: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23, // 123: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23, // 124: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	52, // 125: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23, // 126: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23, // 127: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23, // 128: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23, // 129: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23, // 130: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	60, // 131: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	23, // 132: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23, // 133: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	65, // 134: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	95, // [95:135] is the sub-list for method output_type
-	55, // [55:95] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	66, // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	23, // 43: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	26, // 44: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	29, // 45: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	34, // 46: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	34, // 47: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	35, // 48: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	26, // 49: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	26, // 50: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	34, // 51: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21, // 52: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21, // 53: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	59, // 54: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	64, // 55: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	0,  // 56: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,  // 57: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,  // 58: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,  // 59: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,  // 60: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,  // 61: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,  // 62: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,  // 63: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,  // 64: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17, // 65: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	28, // 66: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	31, // 67: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,  // 68: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11, // 69: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12, // 70: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13, // 71: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14, // 72: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15, // 73: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16, // 74: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10, // 75: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	33, // 76: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	36, // 77: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	43, // 78: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	44, // 79: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	45, // 80: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	46, // 81: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	47, // 82: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	48, // 83: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	49, // 84: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	50, // 85: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	51, // 86: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	53, // 87: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	54, // 88: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	55, // 89: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	56, // 90: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	57, // 91: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	58, // 92: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	61, // 93: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	62, // 94: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	63, // 95: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	66, // 96: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	23, // 97: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23, // 98: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23, // 99: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23, // 100: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23, // 101: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23, // 102: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23, // 103: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23, // 104: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23, // 105: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	24, // 106: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	30, // 107: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	32, // 108: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23, // 109: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23, // 110: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23, // 111: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23, // 112: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23, // 113: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23, // 114: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23, // 115: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23, // 116: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	35, // 117: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	37, // 118: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23, // 119: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23, // 120: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23, // 121: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 122: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 123: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 124: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23, // 125: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23, // 126: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	52, // 127: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23, // 128: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23, // 129: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23, // 130: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23, // 131: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23, // 132: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	60, // 133: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	23, // 134: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23, // 135: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	65, // 136: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23, // 137: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	97, // [97:138] is the sub-list for method output_type
+	56, // [56:97] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -6545,6 +6662,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_ListBans)(nil),
 		(*RoomCommand_MuteMember)(nil),
 		(*RoomCommand_UnmuteMember)(nil),
+		(*RoomCommand_ReopenRoom)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6552,7 +6670,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

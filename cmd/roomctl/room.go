@@ -127,6 +127,19 @@ func init() {
 		},
 	})
 	register(&command{
+		name:  "reopen",
+		usage: "open a closed room again under the same id (--user is its owner)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("name", "", "new name (empty = keep)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.ReopenRoomRequest{Name: str(fs, "name")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).ReopenRoom(ctx, r))
+		},
+	})
+	register(&command{
 		name:  "heartbeat",
 		usage: "check that --user is still in a room",
 		flags: commandFlags,
