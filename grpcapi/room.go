@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -39,6 +40,7 @@ type RoomServer struct {
 	maxWatch int64
 	watching atomic.Int64
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
+	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
@@ -117,6 +119,9 @@ func (s *RoomServer) invalid(ctx context.Context, err error) error { return toSt
 func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
 	if err := room.CheckClientCommand(rc); err != nil {
 		return nil, s.invalid(ctx, err)
+	}
+	if err := s.limit(ctx, rc); err != nil {
+		return nil, err
 	}
 	setRequestID(ctx, room.Request(rc))
 	return s.execute(ctx, rc)

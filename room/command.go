@@ -96,6 +96,11 @@ type Command struct {
 	BanSeconds   int64  // KickUser, BanUser
 	MuteSeconds  int64  // MuteMember
 	Reason       string // LeaveRoom, KickUser, CloseRoom
+
+	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
+	// room.max_members, set by the grain, never by a client. A limit
+	// changed later does not change what the log says was decided.
+	MaxMembers int
 }
 
 // commandKind is everything the room knows about one command type. The

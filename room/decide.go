@@ -133,6 +133,10 @@ func decideJoin(s State, cmd Command) ([]Event, error) {
 	if s.BannedAt(cmd.UserID, cmd.NowMs) {
 		return nil, ErrBanned
 	}
+	// The owner always gets into their own room, full or not.
+	if cmd.MaxMembers > 0 && len(s.Members) >= cmd.MaxMembers && cmd.UserID != s.Owner {
+		return nil, ErrRoomFull
+	}
 	return []Event{RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs}}, nil
 }
 

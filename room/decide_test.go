@@ -34,6 +34,7 @@ func giftID(id string) opt          { return func(c *room.Command) { c.GiftID = 
 func commandID(id string) opt       { return func(c *room.Command) { c.CommandID = id } }
 func ban(seconds int64) opt         { return func(c *room.Command) { c.BanSeconds = seconds } }
 func withTarget(target string) opt  { return func(c *room.Command) { c.TargetUserID = target } }
+func capped(members int) opt        { return func(c *room.Command) { c.MaxMembers = members } }
 
 func cmd(typ, user string, opts ...opt) room.Command {
 	c := room.Command{Type: typ, CommandID: "cmd-1", RequestID: "req-1", AppCode: tApp, RoomID: tRoom, UserID: user, NowMs: t0}
@@ -178,6 +179,12 @@ func rules() []rule {
 		invalid("create: bad admin id", nil, create("owner", admins("ok", "bad id")), "admin_user_ids"),
 
 		// JoinRoom
+		{name: "join: a full room refuses a new member", given: aRoom, cmd: join("carol", capped(5)), err: room.ErrRoomFull, class: errclass.Exhausted},
+		{name: "join: a full room takes its owner", given: then(aRoom, leave("owner"), join("carol", capped(5))), cmd: join("owner", capped(5)),
+			want: []room.Event{room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0}}},
+		{name: "join: under the cap", given: aRoom, cmd: join("carol", capped(6)),
+			want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0}}},
+		{name: "join: a member of a full room joining again is a no-op", given: aRoom, cmd: join("alice", capped(5))},
 		{name: "join: a new user joins", given: aRoom, cmd: join("carol", at(t0+5)),
 			want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0 + 5}}},
 		{name: "join: a member joining again is a no-op", given: aRoom, cmd: join("alice", at(t0+5))},

@@ -292,6 +292,9 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	switch k := r.IntN(330); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
+		if r.IntN(3) == 0 {
+			c.MaxMembers = 3 + r.IntN(3) // a node's room.max_members
+		}
 	case k < 32:
 		c.Type = room.CmdLeaveRoom
 		switch r.IntN(8) {
@@ -503,6 +506,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		case room.RoomUserJoined:
 			if s.BannedAt(e.UserID, c.NowMs) || s.IsMember(e.UserID) {
 				return fmt.Errorf("join of a banned user or member %s", e.UserID)
+			}
+			if c.MaxMembers > 0 && len(cur.Members) >= c.MaxMembers && e.UserID != s.Owner {
+				return fmt.Errorf("join of %s past the cap %d (%d members)", e.UserID, c.MaxMembers, len(cur.Members))
 			}
 		case room.RoomMicTaken:
 			if !cur.IsMember(e.UserID) || cur.Seats[e.Seat] != "" || cur.SeatOf(e.UserID) >= 0 || cur.SeatLocked(e.Seat) {
