@@ -291,6 +291,12 @@ func (s *RoomServer) ReopenRoom(ctx context.Context, r *roomcellv1.ReopenRoomReq
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: r}})
 }
 
+// SetRoomMetadata replaces the room's category, tags, cover and
+// visibility.
+func (s *RoomServer) SetRoomMetadata(ctx context.Context, r *roomcellv1.SetRoomMetadataRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

@@ -97,6 +97,11 @@ type Command struct {
 	MuteSeconds  int64  // MuteMember
 	Reason       string // LeaveRoom, KickUser, CloseRoom
 
+	Category   string   // CreateRoom, SetRoomMetadata
+	Tags       []string // CreateRoom, SetRoomMetadata
+	CoverURL   string   // CreateRoom, SetRoomMetadata
+	Visibility string   // CreateRoom, SetRoomMetadata
+
 	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
 	// room.max_members, set by the grain, never by a client. A limit
 	// changed later does not change what the log says was decided.
@@ -129,6 +134,7 @@ var commands = map[string]commandKind{
 	CmdCreateRoom: {
 		fill: fill(func(r *v1.CreateRoomRequest, c *Command) {
 			c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
+			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkCreate, decide: decideCreate,
 	},
@@ -224,6 +230,13 @@ var commands = map[string]commandKind{
 	CmdReopenRoom: {
 		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
 		check: checkReopen, decide: decideReopen, reopens: true,
+	},
+	// Metadata (roommeta.go).
+	CmdSetRoomMetadata: {
+		fill: fill(func(r *v1.SetRoomMetadataRequest, c *Command) {
+			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
+		}),
+		check: checkMeta, decide: decideSetMeta,
 	},
 }
 

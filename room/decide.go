@@ -100,7 +100,7 @@ func checkCreate(cmd Command) error {
 			return err
 		}
 	}
-	return nil
+	return checkMeta(cmd)
 }
 
 func decideCreate(s State, cmd Command) ([]Event, error) {
@@ -121,7 +121,7 @@ func decideCreate(s State, cmd Command) ([]Event, error) {
 		admins = nil
 	}
 	return []Event{
-		RoomCreated{OwnerUserID: cmd.UserID, Name: cmd.Name, MicSeats: seats, AdminUserIDs: admins, CreatedAtMs: cmd.NowMs},
+		RoomCreated{OwnerUserID: cmd.UserID, Name: cmd.Name, MicSeats: seats, AdminUserIDs: admins, CreatedAtMs: cmd.NowMs, Meta: metaOf(cmd)},
 		RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs},
 	}, nil
 }

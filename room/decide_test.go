@@ -508,6 +508,7 @@ func rules() []rule {
 	rs = append(rs, seatMoveRules()...)
 	rs = append(rs, moderationRules()...)
 	rs = append(rs, lifecycleRules()...)
+	rs = append(rs, metaRules()...)
 
 	// Nothing but CreateRoom finds a room nobody created.
 	notCreated := []room.Command{
@@ -519,7 +520,7 @@ func rules() []rule {
 		reject("owner", "alice"), invite("owner", "alice", 0), accept("alice"), decline("alice"), expire(),
 		kickOffSeat("owner", "alice"), moveSeat("alice", 1), seatCount("owner", 4),
 		banUser("owner", "carol", 60), unbanUser("owner", "carol"), muteMember("owner", "alice", 60), unmuteMember("owner", "alice"),
-		reopen("owner"),
+		reopen("owner"), setMeta("owner"),
 	}
 	for _, c := range notCreated {
 		rs = append(rs, rule{name: "no room: " + c.Type, cmd: c, err: room.ErrRoomNotFound, class: errclass.NotFound})
@@ -533,7 +534,7 @@ func rules() []rule {
 		lockSeat("owner", 0), unlockSeat("owner", 0), updateRoom("owner", named("x")),
 		seatMode("owner", room.SeatModeApply), invite("owner", "alice", 0), expire(),
 		kickOffSeat("owner", "bob"), moveSeat("bob", 2), seatCount("owner", 4),
-		banUser("owner", "carol", 60), muteMember("owner", "alice", 60),
+		banUser("owner", "carol", 60), muteMember("owner", "alice", 60), setMeta("owner", meta("x", "", "")),
 	}
 	for _, c := range onClosed {
 		rs = append(rs, rule{name: "closed: " + c.Type + " by " + c.UserID, given: aClosed, cmd: c, err: room.ErrRoomClosed, class: errclass.Precondition})

@@ -38,7 +38,7 @@ func decideReopen(s State, cmd Command) ([]Event, error) {
 	}
 	return []Event{
 		RoomCreated{OwnerUserID: s.Owner, Name: name, MicSeats: len(s.Seats), AdminUserIDs: slices.Clone(s.Admins),
-			CreatedAtMs: cmd.NowMs, Reopened: true},
+			CreatedAtMs: cmd.NowMs, Reopened: true, Meta: s.Metadata()},
 		RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs},
 	}, nil
 }

@@ -161,7 +161,8 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		room.TypeRoomSeatLocked, room.TypeRoomSeatUnlocked, room.TypeRoomUpdated,
 		room.TypeRoomSeatModeChanged, room.TypeRoomSeatApplied, room.TypeRoomSeatApplicationEnded,
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
-		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted} {
+		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
+		room.TypeRoomMetadataChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -333,6 +334,14 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
+	case k < 150 && r.IntN(3) == 0:
+		c.Type, c.UserID = room.CmdSetRoomMetadata, op()
+		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
+		c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
+		for range r.IntN(4) {
+			c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
+		}
 	case k < 150:
 		c.Type, c.UserID = room.CmdUpdateRoom, op()
 		if r.IntN(2) == 0 {
@@ -528,7 +537,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				}
 				sm.reopens++
 			}
-		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated:
+		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}
@@ -637,6 +646,10 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	if m := s.Metadata(); !slices.IsSorted(m.Tags) || len(slices.Compact(slices.Clone(m.Tags))) != len(m.Tags) ||
+		m.Visibility == room.VisibilityPublic || strings.Contains(m.Category, " ") {
+		return fmt.Errorf("metadata %+v", m)
 	}
 	if slices.Contains(s.Admins, s.Owner) || !slices.IsSorted(s.Admins) || len(s.Admins) > room.MaxAdmins {
 		return fmt.Errorf("admins %v (owner %s)", s.Admins, s.Owner)
