@@ -10,7 +10,9 @@ import (
 
 func setMeta(op string, opts ...opt) room.Command { return cmd(room.CmdSetRoomMetadata, op, opts...) }
 func meta(category, cover, visibility string, tags ...string) opt {
-	return func(c *room.Command) { c.Category, c.CoverURL, c.Visibility, c.Tags = category, cover, visibility, tags }
+	return func(c *room.Command) {
+		c.Category, c.CoverURL, c.Visibility, c.Tags = category, cover, visibility, tags
+	}
 }
 
 func metaRules() []rule {
