@@ -123,6 +123,11 @@ func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsReque
 	if s.dir == nil {
 		return nil, errNoDirectory
 	}
+	// A filtered page may scan up to MaxRoomsScan entries: the app's
+	// command bucket bounds how often.
+	if err := s.allow(ctx, r.GetAppCode(), "", "ListRooms"); err != nil {
+		return nil, err
+	}
 	dctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	// The ranking is read in heat order from the token's position and

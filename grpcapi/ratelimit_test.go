@@ -110,3 +110,38 @@ func TestRateLimitOverGRPC(t *testing.T) {
 	}
 	t.Logf("2 s at 10x: %d joins through, %d refused (last RetryInfo %v); calm users never refused", heavyOK, refused, retry.GetRetryDelay().AsDuration())
 }
+
+// ListRooms (a scan of the directory) passes the app's command bucket.
+func TestRateLimitListRooms(t *testing.T) {
+	cfg := configs.DefaultRateLimits()
+	cfg.Enabled = true
+	cfg.Command = configs.RateClassConfig{UserPerSecond: 1, UserBurst: 1, AppPerSecond: 1, AppBurst: 3}
+	var now atomic.Int64
+	lis := bufconn.Listen(1 << 20)
+	srv, _ := NewServer(Options{Logger: discardLogger()})
+	rs := NewRoomServer(&fakeBackend{}, discardLogger(), 0)
+	rs.SetDirectory(seededDirectory(t))
+	rs.SetLimiter(ratelimit.New(cfg).WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
+	roomcellv1.RegisterRoomServiceServer(srv, rs)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := roomcellv1.NewRoomServiceClient(conn)
+	for i := range 3 {
+		if _, err := c.ListRooms(testCtx(t), &roomcellv1.ListRoomsRequest{AppCode: "app1"}); err != nil {
+			t.Fatalf("list %d within the burst: %v", i, err)
+		}
+	}
+	if _, err := c.ListRooms(testCtx(t), &roomcellv1.ListRoomsRequest{AppCode: "app1"}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("list past the app's burst: %v, want ResourceExhausted", err)
+	}
+	if _, err := c.ListRooms(testCtx(t), &roomcellv1.ListRoomsRequest{AppCode: "app2"}); err != nil {
+		t.Fatalf("another app's list: %v", err)
+	}
+}
