@@ -46,6 +46,7 @@ type Config struct {
 	Runtime      RuntimeConfig      `yaml:"runtime"`
 	Watch        WatchConfig        `yaml:"watch"`
 	Gateway      GatewayConfig      `yaml:"gateway"`
+	RateLimits   RateLimitConfig    `yaml:"rate_limits"`
 }
 
 // Role names.
@@ -162,6 +163,7 @@ func (c *Config) setDefaults() {
 	c.Runtime.setDefaults()
 	c.Watch.setDefaults()
 	c.Gateway.setDefaults()
+	c.RateLimits.setDefaults()
 }
 
 // Validate checks every section; the first error names its key.
@@ -183,6 +185,7 @@ func (c Config) Validate() error {
 		c.Cluster.TLS.validate,
 		c.Retention.validate, c.Runtime.validate, c.Watch.validate,
 		func() error { return c.Gateway.validate(c.GRPC) },
+		c.RateLimits.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

@@ -22,6 +22,9 @@ type RoomConfig struct {
 	// costs the reply at most this; the RoomCreated outbox row then
 	// creates the group, and the reply says im_group_ready false.
 	CreateGroupTimeout time.Duration `yaml:"create_group_timeout"`
+	// MaxMembers caps a room's members: a JoinRoom past it is refused
+	// with RESOURCE_EXHAUSTED (ROOM_FULL); the owner always gets in.
+	MaxMembers int `yaml:"max_members"`
 }
 
 func (c *RoomConfig) setDefaults() {
@@ -30,7 +33,11 @@ func (c *RoomConfig) setDefaults() {
 	c.PublishTimeout = durationOr(c.PublishTimeout, 3*time.Second)
 	c.StoreTimeout = durationOr(c.StoreTimeout, 3*time.Second)
 	c.CreateGroupTimeout = durationOr(c.CreateGroupTimeout, time.Second)
+	c.MaxMembers = intOr(c.MaxMembers, DefaultMaxMembers)
 }
+
+// DefaultMaxMembers is room.max_members when the file sets none.
+const DefaultMaxMembers = 100_000
 
 func (c RoomConfig) validate() error { return nil }
 

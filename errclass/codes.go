@@ -34,6 +34,8 @@ const (
 	CodeNoSeatRequest       Code = 10021
 	CodeTooManySeatRequests Code = 10022
 	CodeTooManyMutes        Code = 10023
+	CodeRateLimited         Code = 10024
+	CodeRoomFull            Code = 10025
 
 	CodeGiftRefunded Code = 11001
 	CodeRoomMoved    Code = 11002
@@ -77,6 +79,8 @@ var codeNames = map[Code]string{
 	CodeNoSeatRequest:       "NO_SEAT_REQUEST",
 	CodeTooManySeatRequests: "TOO_MANY_SEAT_REQUESTS",
 	CodeTooManyMutes:        "TOO_MANY_MUTES",
+	CodeRateLimited:         "RATE_LIMITED",
+	CodeRoomFull:            "ROOM_FULL",
 
 	CodeGiftRefunded:  "GIFT_REFUNDED",
 	CodeRoomMoved:     "ROOM_MOVED",

@@ -3,6 +3,7 @@ package errclass
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // The classes. A class says what the caller can do about the error, not
@@ -25,6 +26,10 @@ var (
 	// Unavailable: a dependency is down or timed out; retry with the same
 	// command_id (the change may or may not have happened).
 	Unavailable = errors.New("unavailable")
+	// Exhausted: a quota or a limit refuses it (a rate limit, a full
+	// room); nothing changed. A rate limit says when to retry
+	// (RetryAfterOf).
+	Exhausted = errors.New("resource exhausted")
 )
 
 // Names of the classes on the wire (a room's RoomError.class between
@@ -37,6 +42,7 @@ const (
 	NamePermission   = "permission_denied"
 	NameConflict     = "conflict"
 	NameUnavailable  = "unavailable"
+	NameExhausted    = "resource_exhausted"
 	NameInternal     = "internal"
 )
 
@@ -53,6 +59,7 @@ var classes = []struct {
 	{Permission, NamePermission},
 	{Conflict, NameConflict},
 	{Unavailable, NameUnavailable},
+	{Exhausted, NameExhausted},
 }
 
 // Of returns the class err is in, or nil when it is in none (a bug, or an
@@ -110,4 +117,25 @@ func Define(class error, text string) error { return &sentinel{class: class, tex
 // class or any sentinel of one).
 func Errorf(class error, format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{class}, args...)...)
+}
+
+// retryAfter is an error with the time after which a retry may succeed.
+type retryAfter struct {
+	error
+	after time.Duration
+}
+
+func (e *retryAfter) Unwrap() error { return e.error }
+
+// WithRetryAfter returns err saying a retry may succeed after d (the gRPC
+// layer sends it as a google.rpc.RetryInfo detail).
+func WithRetryAfter(err error, d time.Duration) error { return &retryAfter{error: err, after: d} }
+
+// RetryAfterOf returns the retry-after err carries, if any.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var r *retryAfter
+	if errors.As(err, &r) {
+		return r.after, true
+	}
+	return 0, false
 }

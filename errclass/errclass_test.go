@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/errclass"
 )
 
 func TestEveryClassHasOneNameAndBack(t *testing.T) {
 	all := []error{errclass.Invalid, errclass.NotFound, errclass.Exists, errclass.Precondition,
-		errclass.Permission, errclass.Conflict, errclass.Unavailable}
+		errclass.Permission, errclass.Conflict, errclass.Unavailable, errclass.Exhausted}
 	seen := map[string]bool{}
 	for _, c := range all {
 		name := errclass.Name(c)
@@ -118,5 +119,20 @@ func TestCodedErrors(t *testing.T) {
 			}()
 			declare()
 		}()
+	}
+}
+
+// A retry-after rides on an error without changing its class or code.
+func TestRetryAfter(t *testing.T) {
+	base := errclass.Errorf(errclass.Exhausted, "slow down")
+	err := fmt.Errorf("wrapped: %w", errclass.WithRetryAfter(base, 1500*time.Millisecond))
+	if d, ok := errclass.RetryAfterOf(err); !ok || d != 1500*time.Millisecond {
+		t.Fatalf("RetryAfterOf = %v, %v", d, ok)
+	}
+	if !errors.Is(err, errclass.Exhausted) || errclass.Name(err) != errclass.NameExhausted {
+		t.Fatalf("class lost: %v", errclass.Name(err))
+	}
+	if _, ok := errclass.RetryAfterOf(base); ok {
+		t.Fatal("an error without a retry-after has one")
 	}
 }

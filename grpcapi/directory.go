@@ -34,6 +34,11 @@ const (
 	DefaultRoomsPageSize = 20
 	MaxRoomsPageSize     = 100
 	maxRoomsOffset       = 100_000
+	// MaxRoomsScan bounds the ranking entries one ListRooms reads to fill
+	// a filtered page: a filter few rooms match gives a short page (even
+	// an empty one) with a next_page_token where the scan stopped.
+	MaxRoomsScan   = 1000
+	roomsScanChunk = 100
 )
 
 // SetDirectory gives the server the directory ListRooms and GetUserRoom
@@ -46,28 +51,46 @@ func init() {
 
 var errNoDirectory = status.Error(codes.Unimplemented, "the room directory is not configured on this server")
 
-func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, err error) {
+func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, f persistence.RoomFilter, err error) {
 	if err := room.CheckID("app_code", r.GetAppCode()); err != nil {
-		return 0, 0, err
+		return 0, 0, f, err
 	}
 	if err := checkOptionalID("request_id", r.GetRequestId()); err != nil {
-		return 0, 0, err
+		return 0, 0, f, err
+	}
+	if err := checkOptionalID("category", r.GetCategory()); err != nil {
+		return 0, 0, f, err
+	}
+	if err := checkOptionalID("owner_user_id", r.GetOwnerUserId()); err != nil {
+		return 0, 0, f, err
+	}
+	f = persistence.RoomFilter{Category: r.GetCategory(), Owner: r.GetOwnerUserId()}
+	// Unlisted rooms are listed by their owner only.
+	switch v := r.GetVisibility(); v {
+	case "", room.VisibilityPublic:
+	case room.VisibilityUnlisted, "all":
+		if f.Owner == "" {
+			return 0, 0, f, errclass.Invalidf("visibility %q needs owner_user_id", v)
+		}
+		f.Visibility, f.AnyVisibility = room.VisibilityUnlisted, v == "all"
+	default:
+		return 0, 0, f, errclass.Invalidf("visibility must be public, unlisted or all, got %q", v)
 	}
 	size = int(r.GetPageSize())
 	switch {
 	case size < 0 || size > MaxRoomsPageSize:
-		return 0, 0, errclass.Invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
+		return 0, 0, f, errclass.Invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
 	case size == 0:
 		size = DefaultRoomsPageSize
 	}
 	if tok := r.GetPageToken(); tok != "" {
 		n, err := strconv.Atoi(tok)
 		if err != nil || n < 0 || n > maxRoomsOffset {
-			return 0, 0, errclass.Invalidf("page_token is not one this server returned")
+			return 0, 0, f, errclass.Invalidf("page_token is not one this server returned")
 		}
 		offset = n
 	}
-	return offset, size, nil
+	return offset, size, f, nil
 }
 
 func validateGetUserRoom(r *roomcellv1.GetUserRoomRequest) error {
@@ -93,30 +116,59 @@ func directoryErr(err error, notFound string) error {
 
 // ListRooms implements roomcell.v1.RoomService.
 func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsRequest) (*roomcellv1.ListRoomsReply, error) {
-	offset, size, err := validateListRooms(r)
+	offset, size, filter, err := validateListRooms(r)
 	if err != nil {
 		return nil, s.invalid(ctx, err)
 	}
 	if s.dir == nil {
 		return nil, errNoDirectory
 	}
+	// A filtered page may scan up to MaxRoomsScan entries: the app's
+	// command bucket bounds how often.
+	if err := s.allow(ctx, r.GetAppCode(), "", "ListRooms"); err != nil {
+		return nil, err
+	}
 	dctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	page, err := s.dir.ListRooms(dctx, r.GetAppCode(), offset, size)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, directoryErr(err, "no such page"))
+	// The ranking is read in heat order from the token's position and
+	// filtered here: the token is a position in the ranking, so filtered
+	// pages stay in heat order and resume where the last one stopped.
+	out := &roomcellv1.ListRoomsReply{}
+	pos, chunk, more := offset, size, true
+	for scanned := 0; more && len(out.Rooms) < size && scanned < MaxRoomsScan; {
+		page, err := s.dir.ListRooms(dctx, r.GetAppCode(), pos, chunk)
+		if err != nil {
+			return nil, toStatus(ctx, s.log, directoryErr(err, "no such page"))
+		}
+		out.Total = page.Total
+		next := pos + chunk
+		for _, e := range page.Rooms {
+			if !filter.Match(e) {
+				continue
+			}
+			out.Rooms = append(out.Rooms, listing(e))
+			if len(out.Rooms) == size {
+				next = int(e.Rank) // resume after it
+				break
+			}
+		}
+		scanned += chunk
+		pos, chunk = next, roomsScanChunk
+		more = len(page.Rooms) > 0 && int64(pos) < page.Total
 	}
-	out := &roomcellv1.ListRoomsReply{Total: page.Total}
-	for _, e := range page.Rooms {
-		out.Rooms = append(out.Rooms, &roomcellv1.RoomListing{
-			AppCode: e.AppCode, RoomId: e.RoomID, Name: e.Name, OwnerUserId: e.OwnerUserID,
-			MemberCount: e.MemberCount, Heat: e.Heat, Rank: e.Rank, UpdatedAtMs: e.UpdatedAtMs,
-		})
-	}
-	if next := offset + size; len(page.Rooms) == size && int64(next) < page.Total && next <= maxRoomsOffset {
-		out.NextPageToken = strconv.Itoa(next)
+	if more && pos <= maxRoomsOffset {
+		out.NextPageToken = strconv.Itoa(pos)
 	}
 	return out, nil
+}
+
+func listing(e persistence.RoomEntry) *roomcellv1.RoomListing {
+	m := e.MetaOf()
+	return &roomcellv1.RoomListing{
+		AppCode: e.AppCode, RoomId: e.RoomID, Name: e.Name, OwnerUserId: e.OwnerUserID,
+		MemberCount: e.MemberCount, Heat: e.Heat, Rank: e.Rank, UpdatedAtMs: e.UpdatedAtMs,
+		Category: m.Category, Tags: append([]string(nil), m.Tags...), CoverUrl: m.CoverURL, Visibility: room.VisibilityOf(m.Visibility),
+	}
 }
 
 // GetUserRoom implements roomcell.v1.RoomService.

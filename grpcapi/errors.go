@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // classCodes maps the error vocabulary (errclass) to status codes. Every
@@ -25,6 +26,9 @@ var classCodes = map[error]codes.Code{
 	errclass.Permission:   codes.PermissionDenied,
 	// A lost race the server did not retry itself: the caller may.
 	errclass.Conflict: codes.Aborted,
+	// A rate limit or a full room; a rate limit's status carries when to
+	// retry (withRetry).
+	errclass.Exhausted: codes.ResourceExhausted,
 }
 
 // unavailableMsg is all a caller learns about an outage: the detail (store
@@ -42,7 +46,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	class := errclass.Of(err)
 	if code, ok := classCodes[class]; ok {
 		// The code already says "not found"; the caller wants the rest.
-		return withCode(status.New(code, strings.TrimPrefix(err.Error(), class.Error()+": ")), err).Err()
+		return withRetry(withCode(status.New(code, strings.TrimPrefix(err.Error(), class.Error()+": ")), err), err).Err()
 	}
 	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
@@ -84,6 +88,21 @@ func withCode(st *status.Status, err error) *status.Status {
 		return st
 	}
 	return d
+}
+
+// withRetry adds err's retry-after (errclass.WithRetryAfter) to st as a
+// google.rpc.RetryInfo detail, the standard place clients and gRPC
+// retry policies look for it.
+func withRetry(st *status.Status, err error) *status.Status {
+	d, ok := errclass.RetryAfterOf(err)
+	if !ok {
+		return st
+	}
+	r, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	if derr != nil {
+		return st
+	}
+	return r
 }
 
 // codeOf returns the code a status carries (withCode), 0 when none.

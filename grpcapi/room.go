@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -39,6 +40,7 @@ type RoomServer struct {
 	maxWatch int64
 	watching atomic.Int64
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
+	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
@@ -117,6 +119,9 @@ func (s *RoomServer) invalid(ctx context.Context, err error) error { return toSt
 func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
 	if err := room.CheckClientCommand(rc); err != nil {
 		return nil, s.invalid(ctx, err)
+	}
+	if err := s.limit(ctx, rc); err != nil {
+		return nil, err
 	}
 	setRequestID(ctx, room.Request(rc))
 	return s.execute(ctx, rc)
@@ -279,6 +284,17 @@ func (s *RoomServer) MuteMember(ctx context.Context, r *roomcellv1.MuteMemberReq
 
 func (s *RoomServer) UnmuteMember(ctx context.Context, r *roomcellv1.UnmuteMemberRequest) (*roomcellv1.CommandReply, error) {
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: r}})
+}
+
+// ReopenRoom opens a closed room again (its owner only).
+func (s *RoomServer) ReopenRoom(ctx context.Context, r *roomcellv1.ReopenRoomRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: r}})
+}
+
+// SetRoomMetadata replaces the room's category, tags, cover and
+// visibility.
+func (s *RoomServer) SetRoomMetadata(ctx context.Context, r *roomcellv1.SetRoomMetadataRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: r}})
 }
 
 // ListBans reads one page of the room's bans in force from its grain.

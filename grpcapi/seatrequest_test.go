@@ -101,6 +101,16 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.UnmuteMember(ctx, &roomcellv1.UnmuteMemberRequest{CommandId: "b4", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: &roomcellv1.UnmuteMemberRequest{CommandId: "b4", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{"ReopenRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.ReopenRoom(ctx, &roomcellv1.ReopenRoomRequest{CommandId: "o1", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "again"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: &roomcellv1.ReopenRoomRequest{CommandId: "o1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "again"}}}},
+		{"SetRoomMetadata",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetRoomMetadata(ctx, &roomcellv1.SetRoomMetadataRequest{CommandId: "m1", AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: &roomcellv1.SetRoomMetadataRequest{CommandId: "m1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"}}}},
 		{"ListBans",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: "app1", RoomId: "r1", PageSize: 10})

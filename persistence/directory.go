@@ -47,6 +47,26 @@ type RoomEntry struct {
 	// only.
 	Rank        int64
 	UpdatedAtMs int64
+	// Meta is the room's metadata, what lists filter by; nil for none
+	// (public, no category). Behind a pointer: most rooms have none, and
+	// the memdb row stays in its size class.
+	Meta *RoomMeta
+}
+
+// RoomMeta is a room's metadata (room.Meta). Visibility "" is public.
+type RoomMeta struct {
+	Category   string
+	Tags       []string
+	CoverURL   string
+	Visibility string
+}
+
+// MetaOf returns e's metadata, the zero value for none.
+func (e RoomEntry) MetaOf() RoomMeta {
+	if e.Meta == nil {
+		return RoomMeta{}
+	}
+	return *e.Meta
 }
 
 // RankChange is a room's rank just before and just after an UpdateRoom,
@@ -54,6 +74,22 @@ type RoomEntry struct {
 type RankChange struct {
 	Prev int64
 	Rank int64
+}
+
+// RoomFilter selects rooms of a listing; zero fields match anything but
+// Visibility, which is matched as stored ("" = public) unless AnyVisibility.
+type RoomFilter struct {
+	Category      string
+	Owner         string
+	Visibility    string
+	AnyVisibility bool
+}
+
+// Match reports whether e is selected.
+func (f RoomFilter) Match(e RoomEntry) bool {
+	m := e.MetaOf()
+	return (f.Category == "" || m.Category == f.Category) && (f.Owner == "" || e.OwnerUserID == f.Owner) &&
+		(f.AnyVisibility || m.Visibility == f.Visibility)
 }
 
 // RoomPage is one page of ListRooms.

@@ -48,6 +48,8 @@ const (
 	CmdUnbanUser    = "UnbanUser"
 	CmdMuteMember   = "MuteMember"
 	CmdUnmuteMember = "UnmuteMember"
+
+	CmdReopenRoom = "ReopenRoom"
 )
 
 // Leave and seat-release reasons. The system ones are written by the room
@@ -75,7 +77,7 @@ type Command struct {
 	// with the log record so a reused command_id can be checked.
 	RequestHash string
 
-	Name         string   // CreateRoom; UpdateRoom ("" = unchanged)
+	Name         string   // CreateRoom; UpdateRoom, ReopenRoom ("" = unchanged)
 	MicSeats     int      // CreateRoom (0 = DefaultMicSeats), SetSeatCount
 	Admins       []string // CreateRoom
 	Announcement *string  // UpdateRoom; nil = unchanged, "" = cleared
@@ -94,6 +96,16 @@ type Command struct {
 	BanSeconds   int64  // KickUser, BanUser
 	MuteSeconds  int64  // MuteMember
 	Reason       string // LeaveRoom, KickUser, CloseRoom
+
+	Category   string   // CreateRoom, SetRoomMetadata
+	Tags       []string // CreateRoom, SetRoomMetadata
+	CoverURL   string   // CreateRoom, SetRoomMetadata
+	Visibility string   // CreateRoom, SetRoomMetadata
+
+	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
+	// room.max_members, set by the grain, never by a client. A limit
+	// changed later does not change what the log says was decided.
+	MaxMembers int
 }
 
 // commandKind is everything the room knows about one command type. The
@@ -112,6 +124,9 @@ type commandKind struct {
 	decide func(s State, c Command) ([]Event, error)
 	// unlogged: not written to the command log, no command_id needed.
 	unlogged bool
+	// reopens: decided on a closed room too (every other command is
+	// refused there with ErrRoomClosed).
+	reopens bool
 }
 
 // commands is the command table: one row per command type.
@@ -119,6 +134,7 @@ var commands = map[string]commandKind{
 	CmdCreateRoom: {
 		fill: fill(func(r *v1.CreateRoomRequest, c *Command) {
 			c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
+			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkCreate, decide: decideCreate,
 	},
@@ -210,6 +226,18 @@ var commands = map[string]commandKind{
 		check: checkMute, decide: decideMuteMember,
 	},
 	CmdUnmuteMember: {fill: fillTarget[*v1.UnmuteMemberRequest], check: checkTarget, decide: decideUnmuteMember},
+	// Lifecycles (lifecycle.go).
+	CmdReopenRoom: {
+		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
+		check: checkReopen, decide: decideReopen, reopens: true,
+	},
+	// Metadata (roommeta.go).
+	CmdSetRoomMetadata: {
+		fill: fill(func(r *v1.SetRoomMetadataRequest, c *Command) {
+			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
+		}),
+		check: checkMeta, decide: decideSetMeta,
+	},
 }
 
 // Mutates reports whether commands of this type are logged. Heartbeat only

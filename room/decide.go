@@ -25,7 +25,7 @@ func Decide(s State, cmd Command) ([]Event, error) {
 		if !s.Exists {
 			return nil, ErrRoomNotFound
 		}
-		if s.Status == StatusClosed {
+		if s.Status == StatusClosed && !k.reopens {
 			return nil, ErrRoomClosed
 		}
 	}
@@ -100,7 +100,7 @@ func checkCreate(cmd Command) error {
 			return err
 		}
 	}
-	return nil
+	return checkMeta(cmd)
 }
 
 func decideCreate(s State, cmd Command) ([]Event, error) {
@@ -121,7 +121,7 @@ func decideCreate(s State, cmd Command) ([]Event, error) {
 		admins = nil
 	}
 	return []Event{
-		RoomCreated{OwnerUserID: cmd.UserID, Name: cmd.Name, MicSeats: seats, AdminUserIDs: admins, CreatedAtMs: cmd.NowMs},
+		RoomCreated{OwnerUserID: cmd.UserID, Name: cmd.Name, MicSeats: seats, AdminUserIDs: admins, CreatedAtMs: cmd.NowMs, Meta: metaOf(cmd)},
 		RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs},
 	}, nil
 }
@@ -132,6 +132,10 @@ func decideJoin(s State, cmd Command) ([]Event, error) {
 	}
 	if s.BannedAt(cmd.UserID, cmd.NowMs) {
 		return nil, ErrBanned
+	}
+	// The owner always gets into their own room, full or not.
+	if cmd.MaxMembers > 0 && len(s.Members) >= cmd.MaxMembers && cmd.UserID != s.Owner {
+		return nil, ErrRoomFull
 	}
 	return []Event{RoomUserJoined{UserID: cmd.UserID, JoinedAtMs: cmd.NowMs}}, nil
 }

@@ -34,6 +34,7 @@ func giftID(id string) opt          { return func(c *room.Command) { c.GiftID = 
 func commandID(id string) opt       { return func(c *room.Command) { c.CommandID = id } }
 func ban(seconds int64) opt         { return func(c *room.Command) { c.BanSeconds = seconds } }
 func withTarget(target string) opt  { return func(c *room.Command) { c.TargetUserID = target } }
+func capped(members int) opt        { return func(c *room.Command) { c.MaxMembers = members } }
 
 func cmd(typ, user string, opts ...opt) room.Command {
 	c := room.Command{Type: typ, CommandID: "cmd-1", RequestID: "req-1", AppCode: tApp, RoomID: tRoom, UserID: user, NowMs: t0}
@@ -178,6 +179,12 @@ func rules() []rule {
 		invalid("create: bad admin id", nil, create("owner", admins("ok", "bad id")), "admin_user_ids"),
 
 		// JoinRoom
+		{name: "join: a full room refuses a new member", given: aRoom, cmd: join("carol", capped(5)), err: room.ErrRoomFull, class: errclass.Exhausted},
+		{name: "join: a full room takes its owner", given: then(aRoom, leave("owner"), join("carol", capped(5))), cmd: join("owner", capped(5)),
+			want: []room.Event{room.RoomUserJoined{UserID: "owner", JoinedAtMs: t0}}},
+		{name: "join: under the cap", given: aRoom, cmd: join("carol", capped(6)),
+			want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0}}},
+		{name: "join: a member of a full room joining again is a no-op", given: aRoom, cmd: join("alice", capped(5))},
 		{name: "join: a new user joins", given: aRoom, cmd: join("carol", at(t0+5)),
 			want: []room.Event{room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0 + 5}}},
 		{name: "join: a member joining again is a no-op", given: aRoom, cmd: join("alice", at(t0+5))},
@@ -500,6 +507,8 @@ func rules() []rule {
 	rs = append(rs, seatRequestRules()...)
 	rs = append(rs, seatMoveRules()...)
 	rs = append(rs, moderationRules()...)
+	rs = append(rs, lifecycleRules()...)
+	rs = append(rs, metaRules()...)
 
 	// Nothing but CreateRoom finds a room nobody created.
 	notCreated := []room.Command{
@@ -511,6 +520,7 @@ func rules() []rule {
 		reject("owner", "alice"), invite("owner", "alice", 0), accept("alice"), decline("alice"), expire(),
 		kickOffSeat("owner", "alice"), moveSeat("alice", 1), seatCount("owner", 4),
 		banUser("owner", "carol", 60), unbanUser("owner", "carol"), muteMember("owner", "alice", 60), unmuteMember("owner", "alice"),
+		reopen("owner"), setMeta("owner"),
 	}
 	for _, c := range notCreated {
 		rs = append(rs, rule{name: "no room: " + c.Type, cmd: c, err: room.ErrRoomNotFound, class: errclass.NotFound})
@@ -524,7 +534,7 @@ func rules() []rule {
 		lockSeat("owner", 0), unlockSeat("owner", 0), updateRoom("owner", named("x")),
 		seatMode("owner", room.SeatModeApply), invite("owner", "alice", 0), expire(),
 		kickOffSeat("owner", "bob"), moveSeat("bob", 2), seatCount("owner", 4),
-		banUser("owner", "carol", 60), muteMember("owner", "alice", 60),
+		banUser("owner", "carol", 60), muteMember("owner", "alice", 60), setMeta("owner", meta("x", "", "")),
 	}
 	for _, c := range onClosed {
 		rs = append(rs, rule{name: "closed: " + c.Type + " by " + c.UserID, given: aClosed, cmd: c, err: room.ErrRoomClosed, class: errclass.Precondition})

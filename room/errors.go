@@ -35,12 +35,18 @@ var (
 	ErrNoSeatRequest       = ruleErr(errclass.CodeNoSeatRequest, errclass.Precondition, "no pending seat request (none was made, or it ended or expired)")
 	ErrTooManyMutes        = ruleErr(errclass.CodeTooManyMutes, errclass.Precondition, fmt.Sprintf("the room already has %d muted members", MaxMutes))
 	ErrTooManySeatRequests = ruleErr(errclass.CodeTooManySeatRequests, errclass.Precondition, fmt.Sprintf("the room already has %d pending seat requests of this kind", MaxSeatRequests))
+	ErrRoomFull            = ruleErr(errclass.CodeRoomFull, errclass.Exhausted, "the room is full (room.max_members)")
 )
 
 // ErrGiftRefunded is the grain's answer (not a rule of Decide) for a gift
 // whose room write failed for good: its charge is (or is being) returned,
 // and its command_id keeps this answer.
 var ErrGiftRefunded = errclass.New(errclass.CodeGiftRefunded, errclass.Precondition, "gift was not delivered and its charge is returned to the sender; send it again under a new command_id")
+
+// ErrRateLimited is the gRPC layer's answer (not a rule of Decide) for a
+// command over its user's or app's rate (internal/ratelimit); the status
+// says when to retry.
+var ErrRateLimited = errclass.New(errclass.CodeRateLimited, errclass.Exhausted, "rate limit exceeded; retry after the delay in the status's RetryInfo")
 
 // ruleErrors is every rule error, in declaration order: the tests check
 // that a rule decides each.

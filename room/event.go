@@ -38,6 +38,7 @@ const (
 	TypeRoomUserUnbanned         = "RoomUserUnbanned"
 	TypeRoomMemberMuted          = "RoomMemberMuted"
 	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
+	TypeRoomMetadataChanged      = "RoomMetadataChanged"
 )
 
 // Event is one fact a command produced. Its JSON form is the envelope
@@ -114,6 +115,8 @@ var eventKinds = map[string]eventKind{
 	// the group's member mute too): High, as a seat mute.
 	TypeRoomMemberMuted:   kind[RoomMemberMuted](EventInfo{IM: true, High: true}),
 	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true}),
+	// Clients show the new cover and tags from the envelope.
+	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true}),
 }
 
 // EventTypes returns every registered event type, sorted.
@@ -150,12 +153,17 @@ func EventID(appCode, roomID string, seq int64, index int) string {
 	return fmt.Sprintf("%s:%s:%d:%d", appCode, roomID, seq, index)
 }
 
+// RoomCreated starts a lifecycle of the room: its creation, or with
+// Reopened its opening again after a close (lifecycle.go). CreatedAtMs is
+// when this lifecycle began.
 type RoomCreated struct {
 	OwnerUserID  string   `json:"owner_user_id"`
 	Name         string   `json:"name"`
 	MicSeats     int      `json:"mic_seats"`
 	AdminUserIDs []string `json:"admin_user_ids"`
 	CreatedAtMs  int64    `json:"created_at_ms"`
+	Reopened     bool     `json:"reopened,omitempty"`
+	Meta                  // category, tags, cover_url, visibility (roommeta.go)
 }
 
 func (RoomCreated) EventType() string { return TypeRoomCreated }
@@ -167,6 +175,7 @@ func (e RoomCreated) apply(s *State) {
 	s.Admins = append([]string(nil), e.AdminUserIDs...)
 	s.Seats = make([]string, e.MicSeats)
 	s.CreatedAtMs = e.CreatedAtMs
+	s.setMeta(e.Meta)
 }
 
 type RoomUserJoined struct {

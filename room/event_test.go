@@ -121,6 +121,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomSeatApplicationEnded: true,
 		room.TypeRoomSeatInvited:          true,
 		room.TypeRoomSeatInvitationEnded:  true,
+		room.TypeRoomMetadataChanged:      true,
 		"":                                false,
 		"SomethingElse":                   false,
 	}

@@ -76,6 +76,9 @@ type sim struct {
 	seen     map[string]int // events per type
 	requests int            // seat applications and invitations made
 	ended    int            // ... and ended
+	reopens  int            // reopened RoomCreated events
+	closedAt int            // step of the last accepted close (-1: none)
+	step     int
 }
 
 func replayProperty(seed uint64, n int) (summary string, err error) {
@@ -87,6 +90,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		closeAt:  n/3 + r.IntN(n), // about two thirds of the seeds close the room
 		eventIDs: map[string]bool{},
 		seen:     map[string]int{},
+		closedAt: -1,
 	}
 	switch r.IntN(3) {
 	case 0:
@@ -102,6 +106,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	var recs []record
 	snaps := []snapshot{}
 	for step := range n {
+		sm.step = step
 		c := sm.next(step, live)
 		pre := live.Clone()
 		evs, err := room.Decide(live, c)
@@ -142,8 +147,13 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	// The generator must reach every kind of change, or the property
 	// proves little.
-	if sm.seen[room.TypeRoomCreated] != 1 {
-		return sm.summary(len(recs), len(snaps)), fmt.Errorf("%d RoomCreated events", sm.seen[room.TypeRoomCreated])
+	if sm.seen[room.TypeRoomCreated] != 1+sm.reopens {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("%d RoomCreated events, %d of them reopens", sm.seen[room.TypeRoomCreated], sm.reopens)
+	}
+	// A room closed with time to spare is opened again (ReopenRoom is
+	// tried at one step in ten while it is closed).
+	if sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
 	for _, typ := range []string{room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
 		room.TypeRoomMicReleased, room.TypeRoomGiftSent, room.TypeRoomHeatChanged, room.TypeRoomUserKicked,
@@ -151,7 +161,8 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		room.TypeRoomSeatLocked, room.TypeRoomSeatUnlocked, room.TypeRoomUpdated,
 		room.TypeRoomSeatModeChanged, room.TypeRoomSeatApplied, room.TypeRoomSeatApplicationEnded,
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
-		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted} {
+		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
+		room.TypeRoomMetadataChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -267,6 +278,13 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.Type = room.CmdCloseRoom
 		return c
 	}
+	// Mostly the owner reopens; now and then someone else, or the open
+	// room (a no-op), or under a blank name (invalid).
+	if s.Status == room.StatusClosed && r.IntN(10) == 0 || r.IntN(300) == 0 {
+		c.Type, c.UserID = room.CmdReopenRoom, sm.pick([]string{s.Owner, s.Owner, s.Owner, "admin", "u2"})
+		c.Name = sm.pick([]string{"", "", "reopened", " "})
+		return c
+	}
 	op := func() string { return sm.pick([]string{"owner", "owner", "admin", "u1", "u2"}) }
 	seat := func() int { return r.IntN(max(len(s.Seats), 1) + 2) } // now and then out of range
 	if r.IntN(3) > 0 {
@@ -275,6 +293,9 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	switch k := r.IntN(330); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
+		if r.IntN(3) == 0 {
+			c.MaxMembers = 3 + r.IntN(3) // a node's room.max_members
+		}
 	case k < 32:
 		c.Type = room.CmdLeaveRoom
 		switch r.IntN(8) {
@@ -313,6 +334,14 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
+	case k < 150 && r.IntN(3) == 0:
+		c.Type, c.UserID = room.CmdSetRoomMetadata, op()
+		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
+		c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
+		for range r.IntN(4) {
+			c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
+		}
 	case k < 150:
 		c.Type, c.UserID = room.CmdUpdateRoom, op()
 		if r.IntN(2) == 0 {
@@ -455,6 +484,10 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			if !errors.Is(err, room.ErrRoomExists) {
 				return fmt.Errorf("create on a closed room: %v", err)
 			}
+		case s.Status == room.StatusClosed && c.Type == room.CmdReopenRoom:
+			if c.UserID == s.Owner && !errors.Is(err, errclass.Invalid) {
+				return fmt.Errorf("the owner's reopen refused: %v", err)
+			}
 		case s.Status == room.StatusClosed && !errors.Is(err, errclass.Invalid) && !errors.Is(err, room.ErrRoomClosed):
 			return fmt.Errorf("closed room answered %v", err)
 		case !s.Exists && c.Type != room.CmdCreateRoom && !errors.Is(err, errclass.Invalid) && !errors.Is(err, room.ErrRoomNotFound):
@@ -462,7 +495,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		}
 		return nil
 	}
-	if s.Status == room.StatusClosed {
+	if s.Status == room.StatusClosed && c.Type != room.CmdReopenRoom {
 		return fmt.Errorf("closed room accepted %v", evs)
 	}
 	if !room.Mutates(c.Type) && len(evs) > 0 {
@@ -471,6 +504,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	cur := s // s after the events before e: seat changes must have their own events
 	for _, e := range evs {
 		sm.seen[e.EventType()]++
+		if _, ok := e.(room.RoomClosed); ok {
+			sm.closedAt = sm.step
+		}
 		switch e := e.(type) {
 		case room.RoomUserLeft:
 			if cur.SeatOf(e.UserID) >= 0 {
@@ -479,6 +515,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		case room.RoomUserJoined:
 			if s.BannedAt(e.UserID, c.NowMs) || s.IsMember(e.UserID) {
 				return fmt.Errorf("join of a banned user or member %s", e.UserID)
+			}
+			if c.MaxMembers > 0 && len(cur.Members) >= c.MaxMembers && e.UserID != s.Owner {
+				return fmt.Errorf("join of %s past the cap %d (%d members)", e.UserID, c.MaxMembers, len(cur.Members))
 			}
 		case room.RoomMicTaken:
 			if !cur.IsMember(e.UserID) || cur.Seats[e.Seat] != "" || cur.SeatOf(e.UserID) >= 0 || cur.SeatLocked(e.Seat) {
@@ -491,7 +530,14 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			if e.TargetUserID == s.Owner || !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("kick against the rules: %+v", e)
 			}
-		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated:
+		case room.RoomCreated:
+			if e.Reopened {
+				if s.Status != room.StatusClosed || c.UserID != s.Owner || e.OwnerUserID != s.Owner || e.MicSeats != len(s.Seats) {
+					return fmt.Errorf("reopen against the rules: %+v by %s (owner %s, status %s)", e, c.UserID, s.Owner, s.Status)
+				}
+				sm.reopens++
+			}
+		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}
@@ -600,6 +646,10 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	if m := s.Metadata(); !slices.IsSorted(m.Tags) || len(slices.Compact(slices.Clone(m.Tags))) != len(m.Tags) ||
+		m.Visibility == room.VisibilityPublic || strings.Contains(m.Category, " ") {
+		return fmt.Errorf("metadata %+v", m)
 	}
 	if slices.Contains(s.Admins, s.Owner) || !slices.IsSorted(s.Admins) || len(s.Admins) > room.MaxAdmins {
 		return fmt.Errorf("admins %v (owner %s)", s.Admins, s.Owner)

@@ -133,6 +133,10 @@ func Summary(s State) *v1.RoomView {
 		MemberCount:  int64(len(s.Members)),
 		SeatMode:     s.seatMode(),
 	}
+	if m := s.Metadata(); !m.zero() {
+		v.Category, v.Tags, v.CoverUrl = m.Category, append([]string(nil), m.Tags...), m.CoverURL
+	}
+	v.Visibility = VisibilityOf(s.Metadata().Visibility)
 	v.SeatApplications = SeatRequestViews(s.Applications())
 	v.SeatInvitations = SeatRequestViews(s.Invitations())
 	for _, u := range slices.Sorted(maps.Keys(s.x().Mutes)) {

@@ -67,6 +67,8 @@ type Extra struct {
 	Invitations  map[string]SeatRequest `json:"invitations,omitempty"`
 	// Chat mutes: user -> muted until (ms) (moderation.go).
 	Mutes map[string]int64 `json:"mutes,omitempty"`
+	// Metadata (roommeta.go).
+	Meta Meta `json:"meta,omitzero"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -93,6 +95,7 @@ func (e *Extra) clone() *Extra {
 	c.Applications = maps.Clone(e.Applications)
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
+	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
 }
 
@@ -101,7 +104,8 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Applications)
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
-	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil
+	nilIfEmpty(&e.Meta.Tags)
+	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -309,10 +309,15 @@ func (g *grain) dirSync() {
 
 func (g *grain) entry() persistence.RoomEntry {
 	s := g.state
-	return persistence.RoomEntry{
+	e := persistence.RoomEntry{
 		AppCode: s.AppCode, RoomID: s.RoomID, Name: s.Name, OwnerUserID: s.Owner,
 		MemberCount: int64(len(s.Members)), Heat: s.Heat, UpdatedAtMs: g.deps.Clock().UnixMilli(),
 	}
+	if m := s.Metadata(); m.Category != "" || m.Tags != nil || m.CoverURL != "" || m.Visibility != "" {
+		// Tags is shared read-only: a change replaces the slice (setMeta).
+		e.Meta = &persistence.RoomMeta{Category: m.Category, Tags: m.Tags, CoverURL: m.CoverURL, Visibility: m.Visibility}
+	}
+	return e
 }
 
 // dirHeartbeat refreshes presence after a heartbeat passed Decide.
@@ -410,7 +415,7 @@ func (g *grain) dirCommitted(cmd room.Command, prev dirBefore, events []room.Eve
 			user := e.TargetUserID
 			rejoined = without(rejoined, user)
 			steps = append(steps, func(w *dirWorker) { w.clear(user) })
-		case room.RoomHeatChanged:
+		case room.RoomHeatChanged, room.RoomMetadataChanged:
 			listed = true
 		case room.RoomClosed:
 			for _, u := range prev.closing {

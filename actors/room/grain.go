@@ -379,6 +379,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if app, roomID := room.KeyOf(rc); app != k.AppCode || roomID != k.RoomID {
 		return nil, errclass.Invalidf("command for %s/%s sent to room %s", app, roomID, k)
 	}
+	cmd.MaxMembers = g.deps.Config.MaxMembers
 	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
 		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
 	}

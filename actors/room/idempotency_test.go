@@ -95,6 +95,10 @@ func idemCases(roomID string) map[string]idemCase {
 		"unmute_member": {setup: with(cmd(&v1.MuteMemberRequest{CommandId: "s-mutem", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob", MuteSeconds: 3600})),
 			cmd: cmd(&v1.UnmuteMemberRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", TargetUserId: "bob"})},
 		"set_seat_count": {setup: with(), cmd: cmd(&v1.SetSeatCountRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", MicSeats: 12})},
+		"reopen_room": {setup: with(cmd(&v1.CloseRoomRequest{CommandId: "s-close", AppCode: "app", RoomId: roomID, UserId: "owner"})),
+			cmd: cmd(&v1.ReopenRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Name: "Again"})},
+		"set_room_metadata": {setup: with(), cmd: cmd(&v1.SetRoomMetadataRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
+			Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/x.png", Visibility: "unlisted"})},
 	}
 }
 

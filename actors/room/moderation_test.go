@@ -11,9 +11,11 @@ import (
 	"github.com/hyapp/roomcell/room"
 )
 
-// Bans and unbans race joins and leaves of 50 users. In the command log,
-// no user banned at a seq (RoomUserBanned, or RoomUserKicked with a ban)
-// is a member at any later seq before the ban ends or an unban.
+// Bans, unbans, closes and reopens race joins and leaves of 50 users. In
+// the command log, no user banned at a seq (RoomUserBanned, or
+// RoomUserKicked with a ban) is a member at any later seq before the ban
+// ends or an unban, across every lifecycle of the room: a reopen brings
+// no banned user back.
 func TestBanRacesJoins(t *testing.T) {
 	f := newFixture(t)
 	pid := f.activate("app/r1")
@@ -42,6 +44,14 @@ func TestBanRacesJoins(t *testing.T) {
 		for i := range users * ops / 4 {
 			id := fmt.Sprintf("mod-%d", i)
 			target := fmt.Sprintf("u%02d", r.IntN(users))
+			switch k := r.IntN(40); {
+			case k == 0:
+				_, _ = f.do(pid, wrap(&v1.CloseRoomRequest{CommandId: id, AppCode: "app", RoomId: "r1", UserId: "owner"}))
+				continue
+			case k < 4:
+				_, _ = f.do(pid, wrap(&v1.ReopenRoomRequest{CommandId: id, AppCode: "app", RoomId: "r1", UserId: "owner"}))
+				continue
+			}
 			if r.IntN(3) == 0 {
 				_, _ = f.do(pid, wrap(&v1.UnbanUserRequest{CommandId: id, AppCode: "app", RoomId: "r1", UserId: "owner", TargetUserId: target}))
 			} else {
@@ -50,6 +60,7 @@ func TestBanRacesJoins(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+	f.mustDo(pid, wrap(&v1.ReopenRoomRequest{CommandId: "reopen-last", AppCode: "app", RoomId: "r1", UserId: "owner"}))
 
 	recs, err := f.store.LoadCommands(context.Background(), grainKey, 0)
 	if err != nil {
@@ -57,7 +68,7 @@ func TestBanRacesJoins(t *testing.T) {
 	}
 	s := room.NewState("app", "r1")
 	banned := map[string]int64{} // user -> ban end, from the events alone
-	var bans, unbans, joins, refusedByBan int
+	var bans, unbans, joins, refusedByBan, closes, reopens int
 	for _, rec := range recs {
 		evs, err := decodeEvents(rec.Events)
 		if err != nil {
@@ -76,6 +87,12 @@ func TestBanRacesJoins(t *testing.T) {
 			case room.RoomUserUnbanned:
 				delete(banned, e.TargetUserID)
 				unbans++
+			case room.RoomClosed:
+				closes++
+			case room.RoomCreated:
+				if e.Reopened {
+					reopens++
+				}
 			case room.RoomUserJoined:
 				joins++
 				if until, ok := banned[e.UserID]; ok && e.JoinedAtMs < until {
@@ -95,8 +112,10 @@ func TestBanRacesJoins(t *testing.T) {
 			refusedByBan++
 		}
 	}
-	t.Logf("%d commands: %d bans, %d unbans, %d joins; %d users banned at the end, %d of them refused a join", len(recs), bans, unbans, joins, len(banned), refusedByBan)
-	if bans < 50 || unbans < 10 || joins < 100 || refusedByBan != len(banned) {
-		t.Fatalf("the race did not exercise bans: %d bans, %d unbans, %d joins, %d/%d refused", bans, unbans, joins, refusedByBan, len(banned))
+	t.Logf("%d commands: %d bans, %d unbans, %d joins, %d closes, %d reopens; %d users banned at the end, %d of them refused a join",
+		len(recs), bans, unbans, joins, closes, reopens, len(banned), refusedByBan)
+	if bans < 50 || unbans < 10 || joins < 100 || closes < 3 || reopens < 3 || refusedByBan != len(banned) {
+		t.Fatalf("the race did not exercise bans and lifecycles: %d bans, %d unbans, %d joins, %d closes, %d reopens, %d/%d refused",
+			bans, unbans, joins, closes, reopens, refusedByBan, len(banned))
 	}
 }

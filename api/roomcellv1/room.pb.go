@@ -22,15 +22,23 @@ const (
 )
 
 type CreateRoomRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // becomes the owner
-	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
-	MicSeats      int32                  `protobuf:"varint,7,opt,name=mic_seats,json=micSeats,proto3" json:"mic_seats,omitempty"` // 0 = default (8); at most 20
-	AdminUserIds  []string               `protobuf:"bytes,8,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	CommandId    string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId    string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode      string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId       string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId       string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // becomes the owner
+	Name         string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`
+	MicSeats     int32                  `protobuf:"varint,7,opt,name=mic_seats,json=micSeats,proto3" json:"mic_seats,omitempty"` // 0 = default (8); at most 20
+	AdminUserIds []string               `protobuf:"bytes,8,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
+	// Metadata (SetRoomMetadata changes it): category (an id, empty =
+	// none), tags (at most 10, each at most 32 bytes), cover_url (http or
+	// https, at most 512 bytes), visibility ("" or "public": in the app's
+	// room list; "unlisted": reachable by id and in its owner's list only).
+	Category      string   `protobuf:"bytes,9,opt,name=category,proto3" json:"category,omitempty"`
+	Tags          []string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
+	CoverUrl      string   `protobuf:"bytes,11,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
+	Visibility    string   `protobuf:"bytes,12,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -119,6 +127,34 @@ func (x *CreateRoomRequest) GetAdminUserIds() []string {
 		return x.AdminUserIds
 	}
 	return nil
+}
+
+func (x *CreateRoomRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *CreateRoomRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *CreateRoomRequest) GetCoverUrl() string {
+	if x != nil {
+		return x.CoverUrl
+	}
+	return ""
+}
+
+func (x *CreateRoomRequest) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
 }
 
 type JoinRoomRequest struct {
@@ -1657,6 +1693,10 @@ type RoomView struct {
 	SeatApplications []*SeatRequest `protobuf:"bytes,41,rep,name=seat_applications,json=seatApplications,proto3" json:"seat_applications,omitempty"` // pending, by user id
 	SeatInvitations  []*SeatRequest `protobuf:"bytes,42,rep,name=seat_invitations,json=seatInvitations,proto3" json:"seat_invitations,omitempty"`    // pending, by user id
 	MutedMembers     []*MutedMember `protobuf:"bytes,43,rep,name=muted_members,json=mutedMembers,proto3" json:"muted_members,omitempty"`             // chat mutes in force or not yet pruned, by user id
+	Category         string         `protobuf:"bytes,50,opt,name=category,proto3" json:"category,omitempty"`                                         // empty = none
+	Tags             []string       `protobuf:"bytes,51,rep,name=tags,proto3" json:"tags,omitempty"`                                                 // sorted
+	CoverUrl         string         `protobuf:"bytes,52,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
+	Visibility       string         `protobuf:"bytes,53,opt,name=visibility,proto3" json:"visibility,omitempty"` // public | unlisted
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1808,6 +1848,34 @@ func (x *RoomView) GetMutedMembers() []*MutedMember {
 		return x.MutedMembers
 	}
 	return nil
+}
+
+func (x *RoomView) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *RoomView) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *RoomView) GetCoverUrl() string {
+	if x != nil {
+		return x.CoverUrl
+	}
+	return ""
+}
+
+func (x *RoomView) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
 }
 
 type MutedMember struct {
@@ -2198,6 +2266,8 @@ type RoomCommand struct {
 	//	*RoomCommand_ListBans
 	//	*RoomCommand_MuteMember
 	//	*RoomCommand_UnmuteMember
+	//	*RoomCommand_ReopenRoom
+	//	*RoomCommand_SetRoomMetadata
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2546,6 +2616,24 @@ func (x *RoomCommand) GetUnmuteMember() *UnmuteMemberRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetReopenRoom() *ReopenRoomRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_ReopenRoom); ok {
+			return x.ReopenRoom
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetSetRoomMetadata() *SetRoomMetadataRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetRoomMetadata); ok {
+			return x.SetRoomMetadata
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2686,6 +2774,14 @@ type RoomCommand_UnmuteMember struct {
 	UnmuteMember *UnmuteMemberRequest `protobuf:"bytes,55,opt,name=unmute_member,json=unmuteMember,proto3,oneof"`
 }
 
+type RoomCommand_ReopenRoom struct {
+	ReopenRoom *ReopenRoomRequest `protobuf:"bytes,56,opt,name=reopen_room,json=reopenRoom,proto3,oneof"`
+}
+
+type RoomCommand_SetRoomMetadata struct {
+	SetRoomMetadata *SetRoomMetadataRequest `protobuf:"bytes,57,opt,name=set_room_metadata,json=setRoomMetadata,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2753,6 +2849,10 @@ func (*RoomCommand_ListBans) isRoomCommand_Command() {}
 func (*RoomCommand_MuteMember) isRoomCommand_Command() {}
 
 func (*RoomCommand_UnmuteMember) isRoomCommand_Command() {}
+
+func (*RoomCommand_ReopenRoom) isRoomCommand_Command() {}
+
+func (*RoomCommand_SetRoomMetadata) isRoomCommand_Command() {}
 
 // RoomError is a failed command's class, text and code, between cluster
 // members. The receiver finds the error by its code (errclass's code
@@ -2872,11 +2972,17 @@ func (x *RoomResponse) GetError() *RoomError {
 }
 
 type ListRoomsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	PageSize      int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // 0 = 20; at most 100
-	PageToken     string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode   string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	PageSize  int32                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // 0 = 20; at most 100
+	PageToken string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
+	// Filters, all optional, still in heat order. visibility: "" or
+	// "public" (the app's room list), "unlisted" or "all" (with
+	// owner_user_id only: "my rooms").
+	Category      string `protobuf:"bytes,5,opt,name=category,proto3" json:"category,omitempty"`
+	Visibility    string `protobuf:"bytes,6,opt,name=visibility,proto3" json:"visibility,omitempty"`
+	OwnerUserId   string `protobuf:"bytes,7,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2939,6 +3045,27 @@ func (x *ListRoomsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListRoomsRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *ListRoomsRequest) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
+}
+
+func (x *ListRoomsRequest) GetOwnerUserId() string {
+	if x != nil {
+		return x.OwnerUserId
+	}
+	return ""
+}
+
 type RoomListing struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
@@ -2949,6 +3076,10 @@ type RoomListing struct {
 	Heat          int64                  `protobuf:"varint,6,opt,name=heat,proto3" json:"heat,omitempty"`
 	Rank          int64                  `protobuf:"varint,7,opt,name=rank,proto3" json:"rank,omitempty"` // 1-based position in the app's heat ranking
 	UpdatedAtMs   int64                  `protobuf:"varint,8,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	Category      string                 `protobuf:"bytes,9,opt,name=category,proto3" json:"category,omitempty"`
+	Tags          []string               `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
+	CoverUrl      string                 `protobuf:"bytes,11,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
+	Visibility    string                 `protobuf:"bytes,12,opt,name=visibility,proto3" json:"visibility,omitempty"` // public | unlisted
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3037,6 +3168,34 @@ func (x *RoomListing) GetUpdatedAtMs() int64 {
 		return x.UpdatedAtMs
 	}
 	return 0
+}
+
+func (x *RoomListing) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *RoomListing) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *RoomListing) GetCoverUrl() string {
+	if x != nil {
+		return x.CoverUrl
+	}
+	return ""
+}
+
+func (x *RoomListing) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
 }
 
 type ListRoomsReply struct {
@@ -5690,11 +5849,205 @@ func (x *ListGiftsReply) GetGifts() []*Gift {
 	return nil
 }
 
+type ReopenRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the room's owner
+	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"`                   // "" = keep the name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReopenRoomRequest) Reset() {
+	*x = ReopenRoomRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReopenRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReopenRoomRequest) ProtoMessage() {}
+
+func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReopenRoomRequest.ProtoReflect.Descriptor instead.
+func (*ReopenRoomRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ReopenRoomRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ReopenRoomRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// SetRoomMetadataRequest sets the whole metadata: send the current values
+// of the fields to keep (the rules are CreateRoomRequest's).
+type SetRoomMetadataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Category      string                 `protobuf:"bytes,6,opt,name=category,proto3" json:"category,omitempty"`
+	Tags          []string               `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	CoverUrl      string                 `protobuf:"bytes,8,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
+	Visibility    string                 `protobuf:"bytes,9,opt,name=visibility,proto3" json:"visibility,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoomMetadataRequest) Reset() {
+	*x = SetRoomMetadataRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoomMetadataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoomMetadataRequest) ProtoMessage() {}
+
+func (x *SetRoomMetadataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoomMetadataRequest.ProtoReflect.Descriptor instead.
+func (*SetRoomMetadataRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SetRoomMetadataRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *SetRoomMetadataRequest) GetCoverUrl() string {
+	if x != nil {
+		return x.CoverUrl
+	}
+	return ""
+}
+
+func (x *SetRoomMetadataRequest) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
 	"\n" +
-	"\x15roomcellv1/room.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\xf5\x01\n" +
+	"\x15roomcellv1/room.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\xe2\x02\n" +
 	"\x11CreateRoomRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -5705,7 +6058,14 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmic_seats\x18\a \x01(\x05R\bmicSeats\x12$\n" +
-	"\x0eadmin_user_ids\x18\b \x03(\tR\fadminUserIds\"\x9c\x01\n" +
+	"\x0eadmin_user_ids\x18\b \x03(\tR\fadminUserIds\x12\x1a\n" +
+	"\bcategory\x18\t \x01(\tR\bcategory\x12\x12\n" +
+	"\x04tags\x18\n" +
+	" \x03(\tR\x04tags\x12\x1b\n" +
+	"\tcover_url\x18\v \x01(\tR\bcoverUrl\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\f \x01(\tR\n" +
+	"visibility\"\x9c\x01\n" +
 	"\x0fJoinRoomRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -5868,7 +6228,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xf0\x04\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xdd\x05\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -5887,7 +6247,13 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tseat_mode\x18( \x01(\tR\bseatMode\x12E\n" +
 	"\x11seat_applications\x18) \x03(\v2\x18.roomcell.v1.SeatRequestR\x10seatApplications\x12C\n" +
 	"\x10seat_invitations\x18* \x03(\v2\x18.roomcell.v1.SeatRequestR\x0fseatInvitations\x12=\n" +
-	"\rmuted_members\x18+ \x03(\v2\x18.roomcell.v1.MutedMemberR\fmutedMembers\"L\n" +
+	"\rmuted_members\x18+ \x03(\v2\x18.roomcell.v1.MutedMemberR\fmutedMembers\x12\x1a\n" +
+	"\bcategory\x182 \x01(\tR\bcategory\x12\x12\n" +
+	"\x04tags\x183 \x03(\tR\x04tags\x12\x1b\n" +
+	"\tcover_url\x184 \x01(\tR\bcoverUrl\x12\x1e\n" +
+	"\n" +
+	"visibility\x185 \x01(\tR\n" +
+	"visibility\"L\n" +
 	"\vMutedMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12$\n" +
 	"\x0emuted_until_ms\x18\x02 \x01(\x03R\fmutedUntilMs\"\x88\x01\n" +
@@ -5912,7 +6278,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf5\x12\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x14\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -5958,7 +6324,10 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tlist_bans\x185 \x01(\v2\x1c.roomcell.v1.ListBansRequestH\x00R\blistBans\x12A\n" +
 	"\vmute_member\x186 \x01(\v2\x1e.roomcell.v1.MuteMemberRequestH\x00R\n" +
 	"muteMember\x12G\n" +
-	"\runmute_member\x187 \x01(\v2 .roomcell.v1.UnmuteMemberRequestH\x00R\funmuteMemberB\t\n" +
+	"\runmute_member\x187 \x01(\v2 .roomcell.v1.UnmuteMemberRequestH\x00R\funmuteMember\x12A\n" +
+	"\vreopen_room\x188 \x01(\v2\x1e.roomcell.v1.ReopenRoomRequestH\x00R\n" +
+	"reopenRoom\x12Q\n" +
+	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadataB\t\n" +
 	"\acommand\"O\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
@@ -5966,14 +6335,19 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04code\x18\x03 \x01(\rR\x04code\"m\n" +
 	"\fRoomResponse\x12/\n" +
 	"\x05reply\x18\x01 \x01(\v2\x19.roomcell.v1.CommandReplyR\x05reply\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error\"\x88\x01\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error\"\xe8\x01\n" +
 	"\x10ListRoomsRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xe8\x01\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x1a\n" +
+	"\bcategory\x18\x05 \x01(\tR\bcategory\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\x06 \x01(\tR\n" +
+	"visibility\x12\"\n" +
+	"\rowner_user_id\x18\a \x01(\tR\vownerUserId\"\xd5\x02\n" +
 	"\vRoomListing\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\x12\n" +
@@ -5982,7 +6356,14 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\fmember_count\x18\x05 \x01(\x03R\vmemberCount\x12\x12\n" +
 	"\x04heat\x18\x06 \x01(\x03R\x04heat\x12\x12\n" +
 	"\x04rank\x18\a \x01(\x03R\x04rank\x12\"\n" +
-	"\rupdated_at_ms\x18\b \x01(\x03R\vupdatedAtMs\"~\n" +
+	"\rupdated_at_ms\x18\b \x01(\x03R\vupdatedAtMs\x12\x1a\n" +
+	"\bcategory\x18\t \x01(\tR\bcategory\x12\x12\n" +
+	"\x04tags\x18\n" +
+	" \x03(\tR\x04tags\x12\x1b\n" +
+	"\tcover_url\x18\v \x01(\tR\bcoverUrl\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\f \x01(\tR\n" +
+	"visibility\"~\n" +
 	"\x0eListRoomsReply\x12.\n" +
 	"\x05rooms\x18\x01 \x03(\v2\x18.roomcell.v1.RoomListingR\x05rooms\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
@@ -6230,7 +6611,30 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x05price\x18\x02 \x01(\x03R\x05price\x12\x12\n" +
 	"\x04heat\x18\x03 \x01(\x03R\x04heat\"9\n" +
 	"\x0eListGiftsReply\x12'\n" +
-	"\x05gifts\x18\x01 \x03(\v2\x11.roomcell.v1.GiftR\x05gifts2\xdc\x19\n" +
+	"\x05gifts\x18\x01 \x03(\v2\x11.roomcell.v1.GiftR\x05gifts\"\xb2\x01\n" +
+	"\x11ReopenRoomRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04name\x18\x06 \x01(\tR\x04name\"\x90\x02\n" +
+	"\x16SetRoomMetadataRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bcategory\x18\x06 \x01(\tR\bcategory\x12\x12\n" +
+	"\x04tags\x18\a \x03(\tR\x04tags\x12\x1b\n" +
+	"\tcover_url\x18\b \x01(\tR\bcoverUrl\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\t \x01(\tR\n" +
+	"visibility2\x84\x1b\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -6277,7 +6681,10 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\n" +
 	"MuteMember\x12\x1e.roomcell.v1.MuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12Q\n" +
 	"\fUnmuteMember\x12 .roomcell.v1.UnmuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
-	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
+	"\n" +
+	"ReopenRoom\x12\x1e.roomcell.v1.ReopenRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
+	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -6291,7 +6698,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -6359,6 +6766,8 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ListGiftsRequest)(nil),              // 63: roomcell.v1.ListGiftsRequest
 	(*Gift)(nil),                          // 64: roomcell.v1.Gift
 	(*ListGiftsReply)(nil),                // 65: roomcell.v1.ListGiftsReply
+	(*ReopenRoomRequest)(nil),             // 66: roomcell.v1.ReopenRoomRequest
+	(*SetRoomMetadataRequest)(nil),        // 67: roomcell.v1.SetRoomMetadataRequest
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
@@ -6403,104 +6812,110 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	58, // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
 	61, // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
 	62, // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	23, // 42: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	26, // 43: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	29, // 44: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	34, // 45: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	34, // 46: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	35, // 47: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	26, // 48: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	26, // 49: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	34, // 50: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21, // 51: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21, // 52: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	59, // 53: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	64, // 54: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,  // 55: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 56: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 57: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 58: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 59: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 60: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 61: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 62: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 63: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17, // 64: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	28, // 65: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	31, // 66: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,  // 67: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11, // 68: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12, // 69: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13, // 70: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14, // 71: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15, // 72: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16, // 73: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10, // 74: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	33, // 75: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	36, // 76: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	43, // 77: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	44, // 78: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	45, // 79: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	46, // 80: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	47, // 81: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	48, // 82: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	49, // 83: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	50, // 84: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	51, // 85: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	53, // 86: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	54, // 87: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	55, // 88: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	56, // 89: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	57, // 90: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	58, // 91: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	61, // 92: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	62, // 93: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	63, // 94: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	23, // 95: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 96: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23, // 97: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23, // 98: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23, // 99: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23, // 100: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23, // 101: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23, // 102: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23, // 103: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	24, // 104: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	30, // 105: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	32, // 106: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23, // 107: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 108: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 109: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 110: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 111: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 112: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 113: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 114: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	35, // 115: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	37, // 116: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23, // 117: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23, // 118: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23, // 119: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 120: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 121: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 122: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23, // 123: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23, // 124: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	52, // 125: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23, // 126: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23, // 127: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23, // 128: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23, // 129: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23, // 130: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	60, // 131: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	23, // 132: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23, // 133: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	65, // 134: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	95, // [95:135] is the sub-list for method output_type
-	55, // [55:95] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	66, // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	67, // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	23, // 44: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	26, // 45: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	29, // 46: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	34, // 47: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	34, // 48: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	35, // 49: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	26, // 50: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	26, // 51: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	34, // 52: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21, // 53: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21, // 54: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	59, // 55: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	64, // 56: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	0,  // 57: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,  // 58: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,  // 59: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,  // 60: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,  // 61: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,  // 62: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,  // 63: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,  // 64: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,  // 65: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17, // 66: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	28, // 67: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	31, // 68: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,  // 69: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11, // 70: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12, // 71: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13, // 72: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14, // 73: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15, // 74: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16, // 75: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10, // 76: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	33, // 77: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	36, // 78: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	43, // 79: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	44, // 80: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	45, // 81: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	46, // 82: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	47, // 83: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	48, // 84: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	49, // 85: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	50, // 86: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	51, // 87: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	53, // 88: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	54, // 89: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	55, // 90: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	56, // 91: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	57, // 92: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	58, // 93: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	61, // 94: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	62, // 95: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	63, // 96: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	66, // 97: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	67, // 98: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	23, // 99: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23, // 100: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23, // 101: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23, // 102: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23, // 103: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23, // 104: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23, // 105: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23, // 106: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23, // 107: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	24, // 108: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	30, // 109: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	32, // 110: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23, // 111: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23, // 112: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23, // 113: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23, // 114: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23, // 115: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23, // 116: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23, // 117: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23, // 118: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	35, // 119: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	37, // 120: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23, // 121: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23, // 122: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23, // 123: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 124: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 125: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23, // 126: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23, // 127: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23, // 128: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	52, // 129: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23, // 130: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23, // 131: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23, // 132: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23, // 133: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23, // 134: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	60, // 135: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	23, // 136: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23, // 137: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	65, // 138: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23, // 139: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23, // 140: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	99, // [99:141] is the sub-list for method output_type
+	57, // [57:99] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -6545,6 +6960,8 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_ListBans)(nil),
 		(*RoomCommand_MuteMember)(nil),
 		(*RoomCommand_UnmuteMember)(nil),
+		(*RoomCommand_ReopenRoom)(nil),
+		(*RoomCommand_SetRoomMetadata)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6552,7 +6969,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -59,6 +59,8 @@ const (
 	RoomService_MuteMember_FullMethodName             = "/roomcell.v1.RoomService/MuteMember"
 	RoomService_UnmuteMember_FullMethodName           = "/roomcell.v1.RoomService/UnmuteMember"
 	RoomService_ListGifts_FullMethodName              = "/roomcell.v1.RoomService/ListGifts"
+	RoomService_ReopenRoom_FullMethodName             = "/roomcell.v1.RoomService/ReopenRoom"
+	RoomService_SetRoomMetadata_FullMethodName        = "/roomcell.v1.RoomService/SetRoomMetadata"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -140,6 +142,13 @@ type RoomServiceClient interface {
 	UnmuteMember(ctx context.Context, in *UnmuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
 	ListGifts(ctx context.Context, in *ListGiftsRequest, opts ...grpc.CallOption) (*ListGiftsReply, error)
+	// ReopenRoom opens a closed room again under the same id (its owner
+	// only): a new lifecycle whose log continues the old one's seqs; bans,
+	// chat mutes, heat, admins and seat settings carry over.
+	ReopenRoom(ctx context.Context, in *ReopenRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetRoomMetadata replaces the room's category, tags, cover and
+	// visibility (owner, or an admin in the room).
+	SetRoomMetadata(ctx context.Context, in *SetRoomMetadataRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -559,6 +568,26 @@ func (c *roomServiceClient) ListGifts(ctx context.Context, in *ListGiftsRequest,
 	return out, nil
 }
 
+func (c *roomServiceClient) ReopenRoom(ctx context.Context, in *ReopenRoomRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_ReopenRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) SetRoomMetadata(ctx context.Context, in *SetRoomMetadataRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetRoomMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -638,6 +667,13 @@ type RoomServiceServer interface {
 	UnmuteMember(context.Context, *UnmuteMemberRequest) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
 	ListGifts(context.Context, *ListGiftsRequest) (*ListGiftsReply, error)
+	// ReopenRoom opens a closed room again under the same id (its owner
+	// only): a new lifecycle whose log continues the old one's seqs; bans,
+	// chat mutes, heat, admins and seat settings carry over.
+	ReopenRoom(context.Context, *ReopenRoomRequest) (*CommandReply, error)
+	// SetRoomMetadata replaces the room's category, tags, cover and
+	// visibility (owner, or an admin in the room).
+	SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -767,6 +803,12 @@ func (UnimplementedRoomServiceServer) UnmuteMember(context.Context, *UnmuteMembe
 }
 func (UnimplementedRoomServiceServer) ListGifts(context.Context, *ListGiftsRequest) (*ListGiftsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListGifts not implemented")
+}
+func (UnimplementedRoomServiceServer) ReopenRoom(context.Context, *ReopenRoomRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReopenRoom not implemented")
+}
+func (UnimplementedRoomServiceServer) SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoomMetadata not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1502,6 +1544,42 @@ func _RoomService_ListGifts_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_ReopenRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReopenRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).ReopenRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_ReopenRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).ReopenRoom(ctx, req.(*ReopenRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_SetRoomMetadata_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoomMetadataRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetRoomMetadata(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetRoomMetadata_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetRoomMetadata(ctx, req.(*SetRoomMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1664,6 +1742,14 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListGifts",
 			Handler:    _RoomService_ListGifts_Handler,
+		},
+		{
+			MethodName: "ReopenRoom",
+			Handler:    _RoomService_ReopenRoom_Handler,
+		},
+		{
+			MethodName: "SetRoomMetadata",
+			Handler:    _RoomService_SetRoomMetadata_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

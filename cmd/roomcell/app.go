@@ -35,6 +35,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/internal/connlimit"
+	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/ownership"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/backend"
@@ -268,6 +269,7 @@ func (a *App) serveGRPC() error {
 		gifts[i] = &v1.Gift{GiftId: g.ID, Price: g.Price, Heat: g.Heat}
 	}
 	rs.SetGifts(gifts)
+	rs.SetLimiter(ratelimit.New(a.cfg.RateLimits))
 	v1.RegisterRoomServiceServer(a.grpcServer, rs)
 	a.registerServices()
 	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {

@@ -24,11 +24,15 @@ func init() {
 			fs.String("app", "", "app code")
 			fs.Int32("limit", 20, "rooms per page (at most 100)")
 			fs.String("page-token", "", "next_page_token of the previous page")
+			fs.String("category", "", "only rooms of this category")
+			fs.String("owner", "", "only rooms this user owns")
+			fs.String("visibility", "", "public (default); unlisted or all need --owner")
 			require(fs, "app")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := client(e).ListRooms(ctx, &roomcellv1.ListRoomsRequest{
-				AppCode: str(fs, "app"), PageSize: i32(fs, "limit"), PageToken: str(fs, "page-token")})
+				AppCode: str(fs, "app"), PageSize: i32(fs, "limit"), PageToken: str(fs, "page-token"),
+				Category: str(fs, "category"), OwnerUserId: str(fs, "owner"), Visibility: str(fs, "visibility")})
 			if err != nil {
 				return rpcError(err)
 			}

@@ -27,9 +27,11 @@ func init() {
 			fs.Int32("seats", 0, "mic seats (0 = server default 8, at most 20)")
 			require(fs, "name")
 			fs.StringSlice("admins", nil, "admin user ids, comma separated")
+			metaFlags(fs)
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.CreateRoomRequest{Name: str(fs, "name"), MicSeats: i32(fs, "seats"), AdminUserIds: strs(fs, "admins")}
+			r := &roomcellv1.CreateRoomRequest{Name: str(fs, "name"), MicSeats: i32(fs, "seats"), AdminUserIds: strs(fs, "admins"),
+				Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
 			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
 			return printReply(e, r.CommandId)(client(e).CreateRoom(ctx, r))
 		},
@@ -124,6 +126,32 @@ func init() {
 			r := &roomcellv1.CloseRoomRequest{Reason: str(fs, "reason")}
 			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
 			return printReply(e, r.CommandId)(client(e).CloseRoom(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "meta",
+		usage: "set a room's whole metadata: category, tags, cover, visibility (--user is the owner or an admin)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			metaFlags(fs)
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.SetRoomMetadataRequest{Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).SetRoomMetadata(ctx, r))
+		},
+	})
+	register(&command{
+		name:  "reopen",
+		usage: "open a closed room again under the same id (--user is its owner)",
+		flags: func(fs *flag.FlagSet) {
+			commandFlags(fs)
+			fs.String("name", "", "new name (empty = keep)")
+		},
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			r := &roomcellv1.ReopenRoomRequest{Name: str(fs, "name")}
+			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
+			return printReply(e, r.CommandId)(client(e).ReopenRoom(ctx, r))
 		},
 	})
 	register(&command{
@@ -395,4 +423,12 @@ func printRoom(w io.Writer, r *roomcellv1.RoomView) {
 		printSeatRequests(w, "seat applications", r.GetSeatApplications())
 		printSeatRequests(w, "seat invitations", r.GetSeatInvitations())
 	}
+}
+
+// metaFlags are a room's metadata (CreateRoom, SetRoomMetadata).
+func metaFlags(fs *flag.FlagSet) {
+	fs.String("category", "", "category id (empty = none)")
+	fs.StringSlice("tags", nil, "tags, comma separated (at most 10)")
+	fs.String("cover", "", "cover image URL (http or https)")
+	fs.String("visibility", "", "public (default) or unlisted")
 }

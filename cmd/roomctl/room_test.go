@@ -213,6 +213,10 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", MuteSeconds: 30}}}},
 		{[]string{"member", "unmute", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnmuteMember{UnmuteMember: &roomcellv1.UnmuteMemberRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{[]string{"meta", "--category", "music", "--tags", "jazz,chill", "--cover", "https://c/x.png", "--visibility", "unlisted"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: &roomcellv1.SetRoomMetadataRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz", "chill"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"}}}},
+		{[]string{"reopen", "--name", "Again"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: &roomcellv1.ReopenRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "Again"}}}},
 		{[]string{"seat", "decline"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_DeclineSeatInvitation{DeclineSeatInvitation: &roomcellv1.DeclineSeatInvitationRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
 	}

@@ -163,3 +163,53 @@ func (s *Server) banGroupMember(body []byte) (map[string]any, *apiError) {
 	}
 	return map[string]any{}, nil
 }
+
+// MutedUntil returns when userID's mute in the group ends, if muted now.
+func (s *Server) MutedUntil(groupID, userID string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	if g == nil {
+		return time.Time{}, false
+	}
+	until, ok := g.muted[userID]
+	return until, ok && s.now().Before(until)
+}
+
+// forbidSendMsg is Tencent's member mute: for MuteTime seconds the
+// members cannot send to the group (they stay in it and receive); 0 lifts
+// it. Muting again replaces the end. A non-member is muted all the same
+// (an AVChatRoom has no member list to check).
+func (s *Server) forbidSendMsg(body []byte) (map[string]any, *apiError) {
+	var req struct {
+		GroupID  string   `json:"GroupId"`
+		Members  []string `json:"Members_Account"`
+		MuteTime *int64   `json:"MuteTime"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fail(10004, "json fields have the wrong types")
+	}
+	if len(req.Members) == 0 || len(req.Members) > tencentim.MaxMuteMembers {
+		return nil, fail(10004, "Members_Account must hold 1..500 accounts")
+	}
+	if req.MuteTime == nil || *req.MuteTime < 0 || *req.MuteTime > 1<<32-1 {
+		return nil, fail(10004, "MuteTime must be 0..4294967295 seconds")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupID]
+	if g == nil {
+		return nil, fail(10010, "group not found")
+	}
+	for _, m := range req.Members {
+		if *req.MuteTime == 0 {
+			delete(g.muted, m)
+			continue
+		}
+		if g.muted == nil {
+			g.muted = map[string]time.Time{}
+		}
+		g.muted[m] = s.now().Add(time.Duration(*req.MuteTime) * time.Second)
+	}
+	return map[string]any{}, nil
+}

@@ -72,6 +72,8 @@ type group struct {
 	Seq     uint64
 	// banned: user → end of their ban (ban_group_member); nil until one.
 	banned map[string]time.Time
+	// muted: user → end of their mute (forbid_send_msg); nil until one.
+	muted map[string]time.Time
 }
 
 func (g *group) isMember(user string) bool {
@@ -471,5 +473,6 @@ var apis = map[string]func(*Server, []byte) (map[string]any, *apiError){
 	tencentim.APIDeleteGroupMember:         (*Server).deleteGroupMember,
 	tencentim.APIDestroyGroup:              (*Server).destroyGroup,
 	tencentim.APIBanGroupMember:            (*Server).banGroupMember,
+	tencentim.APIForbidSendMsg:             (*Server).forbidSendMsg,
 	"group_open_http_svc/add_group_member": (*Server).addGroupMember,
 }

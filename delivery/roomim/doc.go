@@ -10,7 +10,8 @@
 // (effects.go: a kick bans the user from an AVChatRoom for what is left
 // of the ban, or removes them from other group types, then removes them
 // from the audio room through Audio; a close dismisses the audio room and
-// destroys the group), hot-room coalescing under the per-group rate, and
+// destroys the group; a member's chat mute is Tencent's member mute,
+// forbid_send_msg, for what is left of it, and an unmute lifts it), hot-room coalescing under the per-group rate, and
 // C2C private notices (SendNotice). Effects run in the room's queue after
 // the event's message, as part of its delivery, so they are ordered,
 // retried, parked and repaired with it. Non-IM events succeed without a

@@ -36,12 +36,21 @@ func WithClock(now func() time.Time) Option { return func(p *Publisher) { p.now 
 //     them for what is left of the room's ban; other types remove them),
 //     then out of the audio room.
 //   - RoomClosed: the audio room dismissed, then the IM group destroyed.
+//   - RoomMemberMuted / RoomMemberUnmuted: Tencent's member mute
+//     (forbid_send_msg) set for what is left of the room's mute, or lifted.
 type effects struct {
 	kick  *room.RoomUserKicked
 	close bool
+	mute  *chatMute
 }
 
-func (f effects) any() bool { return f.kick != nil || f.close }
+// chatMute is a member mute to enforce: until 0 lifts it.
+type chatMute struct {
+	user    string
+	untilMs int64
+}
+
+func (f effects) any() bool { return f.kick != nil || f.close || f.mute != nil }
 
 // effectsOf reads an IM event's effects from its envelope.
 func effectsOf(env persistence.Envelope) (effects, error) {
@@ -55,6 +64,17 @@ func effectsOf(env persistence.Envelope) (effects, error) {
 		return effects{kick: &k}, nil
 	case room.TypeRoomClosed:
 		return effects{close: true}, nil
+	case room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted:
+		ev, err := room.DecodeEvent(env.EventType, env.Payload)
+		if err != nil {
+			return effects{}, err
+		}
+		switch e := ev.(type) {
+		case room.RoomMemberMuted:
+			return effects{mute: &chatMute{user: e.TargetUserID, untilMs: e.MutedUntilMs}}, nil
+		case room.RoomMemberUnmuted:
+			return effects{mute: &chatMute{user: e.TargetUserID}}, nil
+		}
 	}
 	return effects{}, nil
 }
@@ -118,8 +138,27 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 			p.known.Remove(gid)
 		}
 		return err
+	case fx.mute != nil:
+		m := *fx.mute
+		return p.step(it, gid, stepIM, func(ctx context.Context) error { return p.muteInGroup(ctx, gid, m) })
 	}
 	return nil
+}
+
+// muteInGroup sets a member's IM mute to what is left of the room's (from
+// now, so a retry after an outage ends it when the room's mute ends), or
+// lifts it; a mute already over lifts it too. A group that is gone has
+// nobody left to mute.
+func (p *Publisher) muteInGroup(ctx context.Context, gid string, m chatMute) error {
+	var left int64
+	if m.untilMs > 0 {
+		left = max(0, (m.untilMs-p.now().UnixMilli()+999)/1000)
+	}
+	err := p.client.ForbidSendMsg(ctx, gid, []string{m.user}, left)
+	if tencentim.CodeOf(err) == 10010 {
+		return nil
+	}
+	return err
 }
 
 // step runs one effect unless this process already did it for the event.

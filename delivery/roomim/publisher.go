@@ -279,7 +279,9 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		if err != nil {
 			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
 		}
-		if p.known.Has(gid) {
+		// A reopen makes the group again: this node may have known it
+		// before another node's close destroyed it.
+		if p.known.Has(gid) && !ev.(room.RoomCreated).Reopened {
 			return resolved(nil)
 		}
 		it.kind, it.created = kindCreate, ev.(room.RoomCreated)

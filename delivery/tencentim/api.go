@@ -358,6 +358,30 @@ func (c *Client) BanGroupMember(ctx context.Context, groupID string, userIDs []s
 	}, nil)
 }
 
+// MaxMuteMembers is forbid_send_msg's cap on accounts per call.
+const MaxMuteMembers = 500
+
+type forbidSendReq struct {
+	GroupID  string   `json:"GroupId"`
+	Members  []string `json:"Members_Account"`
+	MuteTime uint32   `json:"MuteTime"`
+}
+
+// ForbidSendMsg mutes users in a group for seconds (Tencent's member
+// mute: they stay in the group and receive its messages, but cannot send
+// to it); seconds 0 lifts the mute. Muting again replaces the end, so
+// callers pass what is left of the mute, not its length. Every group
+// type takes it, AVChatRoom included.
+func (c *Client) ForbidSendMsg(ctx context.Context, groupID string, userIDs []string, seconds int64) error {
+	if len(userIDs) == 0 || len(userIDs) > MaxMuteMembers {
+		return &Error{API: APIForbidSendMsg, Class: ClassBadRequest, Reason: "1..500 members per call"}
+	}
+	if seconds < 0 || seconds > math.MaxUint32 {
+		return &Error{API: APIForbidSendMsg, Class: ClassBadRequest, Reason: "mute time must be 0..4294967295 seconds"}
+	}
+	return c.call(ctx, APIForbidSendMsg, forbidSendReq{GroupID: groupID, Members: userIDs, MuteTime: uint32(seconds)}, nil)
+}
+
 // cutUTF8 cuts s to at most n bytes on a rune boundary.
 func cutUTF8(s string, n int) string {
 	if len(s) <= n {

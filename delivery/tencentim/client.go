@@ -31,6 +31,7 @@ const (
 	APIDeleteGroupMember = "group_open_http_svc/delete_group_member"
 	APIDestroyGroup      = "group_open_http_svc/destroy_group"
 	APIBanGroupMember    = "group_open_http_svc/ban_group_member"
+	APIForbidSendMsg     = "group_open_http_svc/forbid_send_msg"
 )
 
 // maxResponse bounds a response body read: Tencent's answers are a few

@@ -2,7 +2,7 @@
 // REST API: the admin UserSig v2 (issued from sdk_app_id, secret key and
 // admin identifier, cached and renewed at half-life), one JSON POST per API
 // (send_group_msg and sendmsg with a TIMCustomElem, account_import,
-// create_group, delete_group_member, ban_group_member, destroy_group), Tencent's response
+// create_group, delete_group_member, ban_group_member, forbid_send_msg, destroy_group), Tencent's response
 // envelope mapped onto error classes (ErrRetryable, ErrPermanent,
 // ErrRateLimited, plus the guide's finer Class), and the rate limits
 // Tencent enforces (per API and per group), which it honours by waiting,

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -299,7 +300,7 @@ func (d *Directory) UserRoom(ctx context.Context, appCode, userID string) (persi
 }
 
 // updateScript: KEYS room hash, ranking; ARGV room, -heat, ttl ms, name,
-// owner, members, heat, updated. The rank before counts only while the
+// owner, members, heat, updated, meta (JSON of the entry's metadata). The rank before counts only while the
 // room's entry is alive, as the memdb directory does.
 var updateScript = goredis.NewScript(`
 local prev = 0
@@ -308,7 +309,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   if r then prev = r + 1 end
 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-redis.call('HSET', KEYS[1], 'name', ARGV[4], 'owner', ARGV[5], 'members', ARGV[6], 'heat', ARGV[7], 'updated', ARGV[8])
+redis.call('HSET', KEYS[1], 'name', ARGV[4], 'owner', ARGV[5], 'members', ARGV[6], 'heat', ARGV[7], 'updated', ARGV[8], 'meta', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {prev, redis.call('ZRANK', KEYS[2], ARGV[1]) + 1}
 `)
@@ -319,7 +320,33 @@ return {prev, redis.call('ZRANK', KEYS[2], ARGV[1]) + 1}
 func (d *Directory) updateArgs(e persistence.RoomEntry) ([]string, []any) {
 	return []string{d.roomKey(e.AppCode, e.RoomID), d.rankKey(e.AppCode)},
 		[]any{e.RoomID, ms(-e.Heat), ms(d.opts.RoomTTL.Milliseconds()), e.Name, e.OwnerUserID,
-			ms(e.MemberCount), ms(e.Heat), ms(e.UpdatedAtMs)}
+			ms(e.MemberCount), ms(e.Heat), ms(e.UpdatedAtMs), metaJSON(e)}
+}
+
+// entryMeta is the metadata of an entry as its hash keeps it.
+type entryMeta struct {
+	Category   string   `json:"c,omitempty"`
+	Tags       []string `json:"t,omitempty"`
+	CoverURL   string   `json:"u,omitempty"`
+	Visibility string   `json:"v,omitempty"`
+}
+
+func metaJSON(e persistence.RoomEntry) string {
+	if e.Meta == nil {
+		return ""
+	}
+	m := e.Meta
+	b, _ := json.Marshal(entryMeta{Category: m.Category, Tags: m.Tags, CoverURL: m.CoverURL, Visibility: m.Visibility})
+	return string(b)
+}
+
+// setMeta fills e's metadata from its hash field; an entry written
+// before the field existed has none (public, no category).
+func setMeta(e *persistence.RoomEntry, raw string) {
+	var m entryMeta
+	if raw != "" && json.Unmarshal([]byte(raw), &m) == nil {
+		e.Meta = &persistence.RoomMeta{Category: m.Category, Tags: m.Tags, CoverURL: m.CoverURL, Visibility: m.Visibility}
+	}
 }
 
 func rankChange(v any, err error) (persistence.RankChange, error) {
@@ -414,7 +441,7 @@ func (d *Directory) listOnce(ctx context.Context, appCode string, offset, limit 
 	fields := make([]*goredis.SliceCmd, len(rooms))
 	_, err = d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, room := range rooms {
-			fields[i] = p.HMGet(ctx, d.roomKey(appCode, room), "name", "owner", "members", "heat", "updated")
+			fields[i] = p.HMGet(ctx, d.roomKey(appCode, room), "name", "owner", "members", "heat", "updated", "meta")
 		}
 		return nil
 	})
@@ -424,16 +451,18 @@ func (d *Directory) listOnce(ctx context.Context, appCode string, offset, limit 
 	var dead []string
 	for i, room := range rooms {
 		v := fields[i].Val()
-		if len(v) != 5 || v[0] == nil {
+		if len(v) != 6 || v[0] == nil {
 			dead = append(dead, room)
 			continue
 		}
 		s := func(j int) string { x, _ := v[j].(string); return x }
 		n := func(j int) int64 { x, _ := strconv.ParseInt(s(j), 10, 64); return x }
-		page.Rooms = append(page.Rooms, persistence.RoomEntry{
+		e := persistence.RoomEntry{
 			AppCode: appCode, RoomID: room, Name: s(0), OwnerUserID: s(1),
 			MemberCount: n(2), Heat: n(3), UpdatedAtMs: n(4), Rank: int64(offset + i + 1),
-		})
+		}
+		setMeta(&e, s(5))
+		page.Rooms = append(page.Rooms, e)
 	}
 	return page, dead, nil
 }

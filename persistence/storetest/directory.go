@@ -36,6 +36,7 @@ func RunDirectory(t *testing.T, newDir func(t *testing.T) persistence.Directory)
 		{"ConcurrentClaimsNewestJoinWins", testConcurrentClaims},
 		{"SyncRoomRebuildsFromState", testSyncRoom},
 		{"AppsIsolated", testDirectoryAppsIsolated},
+		{"RoomMetadata", testDirectoryRoomMetadata},
 		{"CancelledContext", testDirectoryCancelled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,7 +461,7 @@ func testSyncRoom(t *testing.T, d persistence.Directory) {
 	page, err := d.ListRooms(ctx, "app1", 0, 10)
 	must(t, err)
 	e.Rank = 1
-	if len(page.Rooms) != 1 || page.Rooms[0] != e {
+	if len(page.Rooms) != 1 || !reflect.DeepEqual(page.Rooms[0], e) {
 		t.Fatalf("listing after sync: %+v, want %+v", page.Rooms, e)
 	}
 }
@@ -497,5 +498,34 @@ func testDirectoryCancelled(t *testing.T, d persistence.Directory) {
 	}
 	if _, err := d.UserRoom(context.Background(), "app1", "u1"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("a cancelled join was written: %v", err)
+	}
+}
+
+// A room's metadata is listed as written, replaced by the next write, and
+// a room without any lists as public with no category.
+func testDirectoryRoomMetadata(t *testing.T, d persistence.Directory) {
+	ctx := context.Background()
+	a := entry("m1", 30, 1)
+	a.Meta = &persistence.RoomMeta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://cdn/1.png", Visibility: "unlisted"}
+	b := entry("m2", 20, 1)
+	for _, e := range []persistence.RoomEntry{a, b} {
+		_, err := d.UpdateRoom(ctx, e)
+		must(t, err)
+	}
+	page, err := d.ListRooms(ctx, "app1", 0, 10)
+	must(t, err)
+	a.Rank, b.Rank = 1, 2
+	if len(page.Rooms) != 2 || !reflect.DeepEqual(page.Rooms[0], a) || !reflect.DeepEqual(page.Rooms[1], b) {
+		t.Fatalf("listing %+v, want %+v and %+v", page.Rooms, a, b)
+	}
+	a.Meta = &persistence.RoomMeta{Category: "talk"}
+	a.Rank = 0
+	_, err = d.UpdateRoom(ctx, a)
+	must(t, err)
+	page, err = d.ListRooms(ctx, "app1", 0, 1)
+	must(t, err)
+	a.Rank = 1
+	if len(page.Rooms) != 1 || !reflect.DeepEqual(page.Rooms[0], a) {
+		t.Fatalf("after a metadata change %+v, want %+v", page.Rooms, a)
 	}
 }
