@@ -191,6 +191,7 @@ type NoticeStore interface {
 	List(ctx context.Context, f NoticeFilter) ([]NoticeDelivery, error)
 	// NoticeStats summarises source's open rows and dead letters.
 	Stats(ctx context.Context, source string, nowMs int64) (NoticeStats, error)
+	NoticeBulkStore
 
 	// ClaimCursor leases source's scan cursor to owner until
 	// nowMs+leaseMs (creating it at zero) and returns it with held=true,

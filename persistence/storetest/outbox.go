@@ -33,6 +33,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ReleaseOutboxBatch", testReleaseOutboxBatch},
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
+		{"BulkRequeueSkip", testOutboxBulk},
 	})
 }
 
