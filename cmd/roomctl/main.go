@@ -22,8 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/internal/buildinfo"
 	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/internal/buildinfo"
 )
 
 // command is one subcommand, e.g. name "outbox list". A file adds its
