@@ -1,3 +1,5 @@
+//go:build !race
+
 package clustertest
 
 import (
@@ -60,7 +62,7 @@ func startPrometheus(t *testing.T, targets []string) string {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
-		t.Skip("prometheus is not installed (deploy/local/services.sh installs Debian's package)")
+		t.Fatal("prometheus is missing: apt-get install prometheus (deploy/local/services.sh installs it)")
 	}
 	dir := t.TempDir()
 	quoted := make([]string, len(targets))

@@ -73,3 +73,11 @@ func TestRoomctlNoticeBulkRequeue(t *testing.T) {
 		t.Fatal("no worker was kicked")
 	}
 }
+
+// roomctl --version prints the build's version (dev without -ldflags).
+func TestRoomctlVersion(t *testing.T) {
+	code, out, errOut := outboxCtl(t, "127.0.0.1:1", "--version")
+	if code != 0 || !strings.HasPrefix(out, "roomctl dev") || errOut != "" {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
