@@ -126,18 +126,8 @@ func (s *NoticeAdminServer) BulkRequeueNotices(ctx context.Context, req *roomcel
 }
 
 func (s *NoticeAdminServer) bulkRequeueNotices(ctx context.Context, req *roomcellv1.BulkRequeueNoticesRequest) (*roomcellv1.BulkRequeueNoticesReply, error) {
-	r := req.GetSelector()
-	sel := persistence.NoticeSelector{
-		SourceName: r.GetSourceName(), AppCode: r.GetAppCode(), UserID: r.GetUserId(), EventType: r.GetEventType(),
-		CreatedFromMs: r.GetCreatedFromMs(), CreatedToMs: r.GetCreatedToMs(), ErrorContains: r.GetErrorContains(), Limit: int(r.GetLimit()),
-	}
-	for field, v := range map[string]string{"selector.source_name": sel.SourceName, "selector.app_code": sel.AppCode,
-		"selector.user_id": sel.UserID, "selector.event_type": sel.EventType, "selector.error_contains": sel.ErrorContains} {
-		if err := checkFilterText(field, v); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkRange(sel.CreatedFromMs, sel.CreatedToMs, r.GetLimit()); err != nil {
+	sel, err := noticeSelector(req.GetSelector())
+	if err != nil {
 		return nil, err
 	}
 	if req.GetDryRun() {
@@ -160,4 +150,50 @@ func (s *NoticeAdminServer) bulkRequeueNotices(ctx context.Context, req *roomcel
 	}
 	s.log.InfoContext(ctx, "notices requeued in bulk", "count", n, "selector", sel, "worker_notified", notified, "request_id", RequestIDFrom(ctx))
 	return &roomcellv1.BulkRequeueNoticesReply{Count: int64(n), WorkerNotified: notified}, nil
+}
+
+// BulkSkipNotices implements roomcell.v1.NoticeAdmin.
+func (s *NoticeAdminServer) BulkSkipNotices(ctx context.Context, req *roomcellv1.BulkSkipNoticesRequest) (*roomcellv1.BulkRequeueNoticesReply, error) {
+	reply, err := s.bulkSkipNotices(ctx, req)
+	return reply, s.status(ctx, err)
+}
+
+func (s *NoticeAdminServer) bulkSkipNotices(ctx context.Context, req *roomcellv1.BulkSkipNoticesRequest) (*roomcellv1.BulkRequeueNoticesReply, error) {
+	sel, err := noticeSelector(req.GetSelector())
+	if err != nil {
+		return nil, err
+	}
+	if sel == (persistence.NoticeSelector{}) {
+		return nil, errclass.Errorf(errclass.Invalid, "a bulk skip needs a selector (source, app, user, event type, time range, error or limit): skipping every dead letter is refused")
+	}
+	reason, who := strings.TrimSpace(req.GetReason()), strings.TrimSpace(req.GetOperator())
+	if err := checkSkipText(reason, who); err != nil {
+		return nil, err
+	}
+	if req.GetDryRun() {
+		n, err := s.store.CountRequeue(ctx, sel)
+		return &roomcellv1.BulkRequeueNoticesReply{Count: int64(n), DryRun: true}, err
+	}
+	n, err := s.store.BulkSkip(ctx, sel, who, reason, s.clock().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	s.log.WarnContext(ctx, "dead letters skipped in bulk by an operator: they will not be sent", "count", n, "selector", sel,
+		"operator", who, "reason", reason, "request_id", RequestIDFrom(ctx))
+	return &roomcellv1.BulkRequeueNoticesReply{Count: int64(n)}, nil
+}
+
+// noticeSelector checks r and converts it for the store.
+func noticeSelector(r *roomcellv1.NoticeSelector) (persistence.NoticeSelector, error) {
+	sel := persistence.NoticeSelector{
+		SourceName: r.GetSourceName(), AppCode: r.GetAppCode(), UserID: r.GetUserId(), EventType: r.GetEventType(),
+		CreatedFromMs: r.GetCreatedFromMs(), CreatedToMs: r.GetCreatedToMs(), ErrorContains: r.GetErrorContains(), Limit: int(r.GetLimit()),
+	}
+	for field, v := range map[string]string{"selector.source_name": sel.SourceName, "selector.app_code": sel.AppCode,
+		"selector.user_id": sel.UserID, "selector.event_type": sel.EventType, "selector.error_contains": sel.ErrorContains} {
+		if err := checkFilterText(field, v); err != nil {
+			return sel, err
+		}
+	}
+	return sel, checkRange(sel.CreatedFromMs, sel.CreatedToMs, r.GetLimit())
 }

@@ -127,3 +127,41 @@ func TestNoticeAdminBulkRequeue(t *testing.T) {
 		t.Fatalf("kicks %v: want one for the narrow run, two for the wide one, none for the empty one", f.kicks())
 	}
 }
+
+// A bulk skip gives up the dead letters its selector picks (no longer
+// failed, never requeued); it needs a selector, a reason and an operator;
+// its dry run counts and changes nothing.
+func TestNoticeAdminBulkSkip(t *testing.T) {
+	f := newNoticeFixture(t)
+	ctx := context.Background()
+	sel := &roomcellv1.NoticeSelector{AppCode: "other"}
+	_, err := f.client.BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Reason: "x", Operator: "ops"})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = f.client.BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Selector: sel})
+	wantCode(t, err, codes.InvalidArgument)
+	dry, err := f.client.BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Selector: sel, DryRun: true, Reason: "app retired", Operator: "ops:alice"})
+	if err != nil || dry.GetCount() != 1 || !dry.GetDryRun() {
+		t.Fatalf("dry run: %v %v", dry, err)
+	}
+	key := noticeRow(persistence.SourceRoomOutbox, "other", "twin").NoticeKey
+	if d, _ := f.store.Get(ctx, key); d.Status != persistence.NoticeFailed {
+		t.Fatalf("a dry run changed the row: %+v", d)
+	}
+	got, err := f.client.BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Selector: sel, Reason: "app retired", Operator: "ops:alice"})
+	if err != nil || got.GetCount() != 1 {
+		t.Fatalf("bulk skip: %v %v", got, err)
+	}
+	if d, _ := f.store.Get(ctx, key); d.Status != persistence.NoticeSkipped || d.LastError != "skipped by ops:alice: app retired (was: im: down)" {
+		t.Fatalf("skipped row: %+v", d)
+	}
+	if d, _ := f.store.Get(ctx, noticeRow(persistence.SourceRoomOutbox, "lalu", "twin").NoticeKey); d.Status != persistence.NoticeFailed {
+		t.Fatalf("a row of another app was skipped: %+v", d)
+	}
+	list, err := f.client.ListNotices(ctx, &roomcellv1.ListNoticesRequest{Status: persistence.NoticeSkipped})
+	if err != nil || len(list.GetEntries()) != 1 {
+		t.Fatalf("list skipped: %v %v", list, err)
+	}
+	if len(f.kicks()) != 0 {
+		t.Fatalf("a skip kicked a worker: %v", f.kicks())
+	}
+}

@@ -122,10 +122,27 @@ func (s NoticeSelector) Matches(d NoticeDelivery) bool {
 	return true
 }
 
-// NoticeBulkStore requeues many dead letters at once: each row the
-// selector picks is changed as Requeue changes one (retryable, due at
-// nowMs, retry_count 0, requeue_count+1). CountRequeue is the dry run.
+// NoticeBulkStore handles many dead letters at once. BulkRequeue changes
+// each row the selector picks as Requeue changes one (retryable, due at
+// nowMs, retry_count 0, requeue_count+1); BulkSkip gives them up: status
+// skipped (never sent, no longer a dead letter), next_retry_at_ms and
+// updated_at_ms nowMs, last_error SkipText(by, reason, last_error).
+// CountRequeue is the dry run of both.
 type NoticeBulkStore interface {
 	CountRequeue(ctx context.Context, sel NoticeSelector) (int, error)
 	BulkRequeue(ctx context.Context, sel NoticeSelector, nowMs int64) (int, error)
+	BulkSkip(ctx context.Context, sel NoticeSelector, by, reason string, nowMs int64) (int, error)
+}
+
+// maxLastErrorChars is the last_error column's size.
+const maxLastErrorChars = 1024
+
+// SkipText is a skipped notice's last_error: who gave it up and why, then
+// the error it died of, cut to the column's 1024 characters.
+func SkipText(by, reason, lastError string) string {
+	s := "skipped by " + by + ": " + reason + " (was: " + lastError + ")"
+	if r := []rune(s); len(r) > maxLastErrorChars {
+		s = string(r[:maxLastErrorChars])
+	}
+	return s
 }

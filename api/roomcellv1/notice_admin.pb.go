@@ -21,6 +21,74 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BulkSkipNoticesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selector      *NoticeSelector        `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`     // required: why the notices are given up
+	Operator      string                 `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"` // required: who gives them up
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkSkipNoticesRequest) Reset() {
+	*x = BulkSkipNoticesRequest{}
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkSkipNoticesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkSkipNoticesRequest) ProtoMessage() {}
+
+func (x *BulkSkipNoticesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkSkipNoticesRequest.ProtoReflect.Descriptor instead.
+func (*BulkSkipNoticesRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BulkSkipNoticesRequest) GetSelector() *NoticeSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *BulkSkipNoticesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkSkipNoticesRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BulkSkipNoticesRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
 // NoticeSelector picks dead letters (failed rows). Empty fields match
 // anything; the fields combine with AND. Notice rows carry no room.
 type NoticeSelector struct {
@@ -39,7 +107,7 @@ type NoticeSelector struct {
 
 func (x *NoticeSelector) Reset() {
 	*x = NoticeSelector{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +119,7 @@ func (x *NoticeSelector) String() string {
 func (*NoticeSelector) ProtoMessage() {}
 
 func (x *NoticeSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +132,7 @@ func (x *NoticeSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeSelector.ProtoReflect.Descriptor instead.
 func (*NoticeSelector) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{0}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *NoticeSelector) GetSourceName() string {
@@ -133,7 +201,7 @@ type BulkRequeueNoticesRequest struct {
 
 func (x *BulkRequeueNoticesRequest) Reset() {
 	*x = BulkRequeueNoticesRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -145,7 +213,7 @@ func (x *BulkRequeueNoticesRequest) String() string {
 func (*BulkRequeueNoticesRequest) ProtoMessage() {}
 
 func (x *BulkRequeueNoticesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -158,7 +226,7 @@ func (x *BulkRequeueNoticesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkRequeueNoticesRequest.ProtoReflect.Descriptor instead.
 func (*BulkRequeueNoticesRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{1}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *BulkRequeueNoticesRequest) GetSelector() *NoticeSelector {
@@ -187,7 +255,7 @@ type BulkRequeueNoticesReply struct {
 
 func (x *BulkRequeueNoticesReply) Reset() {
 	*x = BulkRequeueNoticesReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +267,7 @@ func (x *BulkRequeueNoticesReply) String() string {
 func (*BulkRequeueNoticesReply) ProtoMessage() {}
 
 func (x *BulkRequeueNoticesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +280,7 @@ func (x *BulkRequeueNoticesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BulkRequeueNoticesReply.ProtoReflect.Descriptor instead.
 func (*BulkRequeueNoticesReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{2}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BulkRequeueNoticesReply) GetCount() int64 {
@@ -246,7 +314,7 @@ type NoticeEntry struct {
 	EventType         string                 `protobuf:"bytes,5,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	UserId            string                 `protobuf:"bytes,6,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the recipient
 	Ext               string                 `protobuf:"bytes,7,opt,name=ext,proto3" json:"ext,omitempty"`                     // wallet_notice | vip_notice | room_notice
-	Status            string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`               // delivering | retryable | delivered | failed
+	Status            string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`               // delivering | retryable | delivered | failed | skipped
 	RetryCount        int32                  `protobuf:"varint,9,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
 	NextRetryAtMs     int64                  `protobuf:"varint,10,opt,name=next_retry_at_ms,json=nextRetryAtMs,proto3" json:"next_retry_at_ms,omitempty"`
 	LockedBy          string                 `protobuf:"bytes,11,opt,name=locked_by,json=lockedBy,proto3" json:"locked_by,omitempty"`
@@ -266,7 +334,7 @@ type NoticeEntry struct {
 
 func (x *NoticeEntry) Reset() {
 	*x = NoticeEntry{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +346,7 @@ func (x *NoticeEntry) String() string {
 func (*NoticeEntry) ProtoMessage() {}
 
 func (x *NoticeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +359,7 @@ func (x *NoticeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeEntry.ProtoReflect.Descriptor instead.
 func (*NoticeEntry) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{3}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NoticeEntry) GetSourceName() string {
@@ -443,7 +511,7 @@ func (x *NoticeEntry) GetPayloadJson() string {
 
 type ListNoticesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`                           // "" or "all", delivering, retryable, delivered, failed
+	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`                           // "" or "all", delivering, retryable, delivered, failed, skipped
 	SourceName    string                 `protobuf:"bytes,2,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"` // "" = every source
 	Limit         int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`                            // 0 = 50; at most 1000
 	unknownFields protoimpl.UnknownFields
@@ -452,7 +520,7 @@ type ListNoticesRequest struct {
 
 func (x *ListNoticesRequest) Reset() {
 	*x = ListNoticesRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +532,7 @@ func (x *ListNoticesRequest) String() string {
 func (*ListNoticesRequest) ProtoMessage() {}
 
 func (x *ListNoticesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +545,7 @@ func (x *ListNoticesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNoticesRequest.ProtoReflect.Descriptor instead.
 func (*ListNoticesRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{4}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListNoticesRequest) GetStatus() string {
@@ -510,7 +578,7 @@ type ListNoticesReply struct {
 
 func (x *ListNoticesReply) Reset() {
 	*x = ListNoticesReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +590,7 @@ func (x *ListNoticesReply) String() string {
 func (*ListNoticesReply) ProtoMessage() {}
 
 func (x *ListNoticesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +603,7 @@ func (x *ListNoticesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNoticesReply.ProtoReflect.Descriptor instead.
 func (*ListNoticesReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{5}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListNoticesReply) GetEntries() []*NoticeEntry {
@@ -559,7 +627,7 @@ type NoticeKey struct {
 
 func (x *NoticeKey) Reset() {
 	*x = NoticeKey{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +639,7 @@ func (x *NoticeKey) String() string {
 func (*NoticeKey) ProtoMessage() {}
 
 func (x *NoticeKey) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +652,7 @@ func (x *NoticeKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeKey.ProtoReflect.Descriptor instead.
 func (*NoticeKey) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{6}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NoticeKey) GetSourceName() string {
@@ -624,7 +692,7 @@ type GetNoticeRequest struct {
 
 func (x *GetNoticeRequest) Reset() {
 	*x = GetNoticeRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +704,7 @@ func (x *GetNoticeRequest) String() string {
 func (*GetNoticeRequest) ProtoMessage() {}
 
 func (x *GetNoticeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +717,7 @@ func (x *GetNoticeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoticeRequest.ProtoReflect.Descriptor instead.
 func (*GetNoticeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{7}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetNoticeRequest) GetKey() *NoticeKey {
@@ -668,7 +736,7 @@ type GetNoticeReply struct {
 
 func (x *GetNoticeReply) Reset() {
 	*x = GetNoticeReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +748,7 @@ func (x *GetNoticeReply) String() string {
 func (*GetNoticeReply) ProtoMessage() {}
 
 func (x *GetNoticeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +761,7 @@ func (x *GetNoticeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoticeReply.ProtoReflect.Descriptor instead.
 func (*GetNoticeReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{8}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetNoticeReply) GetEntries() []*NoticeEntry {
@@ -714,7 +782,7 @@ type RequeueNoticeRequest struct {
 
 func (x *RequeueNoticeRequest) Reset() {
 	*x = RequeueNoticeRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +794,7 @@ func (x *RequeueNoticeRequest) String() string {
 func (*RequeueNoticeRequest) ProtoMessage() {}
 
 func (x *RequeueNoticeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +807,7 @@ func (x *RequeueNoticeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueNoticeRequest.ProtoReflect.Descriptor instead.
 func (*RequeueNoticeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{9}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequeueNoticeRequest) GetKey() *NoticeKey {
@@ -761,7 +829,7 @@ type RequeueNoticeReply struct {
 
 func (x *RequeueNoticeReply) Reset() {
 	*x = RequeueNoticeReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +841,7 @@ func (x *RequeueNoticeReply) String() string {
 func (*RequeueNoticeReply) ProtoMessage() {}
 
 func (x *RequeueNoticeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +854,7 @@ func (x *RequeueNoticeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueNoticeReply.ProtoReflect.Descriptor instead.
 func (*RequeueNoticeReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{10}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RequeueNoticeReply) GetEntry() *NoticeEntry {
@@ -807,7 +875,12 @@ var File_roomcellv1_notice_admin_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_notice_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1droomcellv1/notice_admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\x8d\x02\n" +
+	"\x1droomcellv1/notice_admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\x9e\x01\n" +
+	"\x16BulkSkipNoticesRequest\x127\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.roomcell.v1.NoticeSelectorR\bselector\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\"\x8d\x02\n" +
 	"\x0eNoticeSelector\x12\x1f\n" +
 	"\vsource_name\x18\x01 \x01(\tR\n" +
 	"sourceName\x12\x19\n" +
@@ -874,12 +947,13 @@ const file_roomcellv1_notice_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\v2\x16.roomcell.v1.NoticeKeyR\x03key\"m\n" +
 	"\x12RequeueNoticeReply\x12.\n" +
 	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.NoticeEntryR\x05entry\x12'\n" +
-	"\x0fworker_notified\x18\x02 \x01(\bR\x0eworkerNotified2\xf6\x02\n" +
+	"\x0fworker_notified\x18\x02 \x01(\bR\x0eworkerNotified2\xda\x03\n" +
 	"\vNoticeAdmin\x12S\n" +
 	"\vListNotices\x12\x1f.roomcell.v1.ListNoticesRequest\x1a\x1d.roomcell.v1.ListNoticesReply\"\x04\xc8\xf3\x18\x03\x12M\n" +
 	"\tGetNotice\x12\x1d.roomcell.v1.GetNoticeRequest\x1a\x1b.roomcell.v1.GetNoticeReply\"\x04\xc8\xf3\x18\x03\x12Y\n" +
 	"\rRequeueNotice\x12!.roomcell.v1.RequeueNoticeRequest\x1a\x1f.roomcell.v1.RequeueNoticeReply\"\x04\xc8\xf3\x18\x03\x12h\n" +
-	"\x12BulkRequeueNotices\x12&.roomcell.v1.BulkRequeueNoticesRequest\x1a$.roomcell.v1.BulkRequeueNoticesReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x12BulkRequeueNotices\x12&.roomcell.v1.BulkRequeueNoticesRequest\x1a$.roomcell.v1.BulkRequeueNoticesReply\"\x04\xc8\xf3\x18\x03\x12b\n" +
+	"\x0fBulkSkipNotices\x12#.roomcell.v1.BulkSkipNoticesRequest\x1a$.roomcell.v1.BulkRequeueNoticesReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_notice_admin_proto_rawDescOnce sync.Once
@@ -893,40 +967,44 @@ func file_roomcellv1_notice_admin_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_notice_admin_proto_rawDescData
 }
 
-var file_roomcellv1_notice_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_roomcellv1_notice_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_roomcellv1_notice_admin_proto_goTypes = []any{
-	(*NoticeSelector)(nil),            // 0: roomcell.v1.NoticeSelector
-	(*BulkRequeueNoticesRequest)(nil), // 1: roomcell.v1.BulkRequeueNoticesRequest
-	(*BulkRequeueNoticesReply)(nil),   // 2: roomcell.v1.BulkRequeueNoticesReply
-	(*NoticeEntry)(nil),               // 3: roomcell.v1.NoticeEntry
-	(*ListNoticesRequest)(nil),        // 4: roomcell.v1.ListNoticesRequest
-	(*ListNoticesReply)(nil),          // 5: roomcell.v1.ListNoticesReply
-	(*NoticeKey)(nil),                 // 6: roomcell.v1.NoticeKey
-	(*GetNoticeRequest)(nil),          // 7: roomcell.v1.GetNoticeRequest
-	(*GetNoticeReply)(nil),            // 8: roomcell.v1.GetNoticeReply
-	(*RequeueNoticeRequest)(nil),      // 9: roomcell.v1.RequeueNoticeRequest
-	(*RequeueNoticeReply)(nil),        // 10: roomcell.v1.RequeueNoticeReply
+	(*BulkSkipNoticesRequest)(nil),    // 0: roomcell.v1.BulkSkipNoticesRequest
+	(*NoticeSelector)(nil),            // 1: roomcell.v1.NoticeSelector
+	(*BulkRequeueNoticesRequest)(nil), // 2: roomcell.v1.BulkRequeueNoticesRequest
+	(*BulkRequeueNoticesReply)(nil),   // 3: roomcell.v1.BulkRequeueNoticesReply
+	(*NoticeEntry)(nil),               // 4: roomcell.v1.NoticeEntry
+	(*ListNoticesRequest)(nil),        // 5: roomcell.v1.ListNoticesRequest
+	(*ListNoticesReply)(nil),          // 6: roomcell.v1.ListNoticesReply
+	(*NoticeKey)(nil),                 // 7: roomcell.v1.NoticeKey
+	(*GetNoticeRequest)(nil),          // 8: roomcell.v1.GetNoticeRequest
+	(*GetNoticeReply)(nil),            // 9: roomcell.v1.GetNoticeReply
+	(*RequeueNoticeRequest)(nil),      // 10: roomcell.v1.RequeueNoticeRequest
+	(*RequeueNoticeReply)(nil),        // 11: roomcell.v1.RequeueNoticeReply
 }
 var file_roomcellv1_notice_admin_proto_depIdxs = []int32{
-	0,  // 0: roomcell.v1.BulkRequeueNoticesRequest.selector:type_name -> roomcell.v1.NoticeSelector
-	3,  // 1: roomcell.v1.ListNoticesReply.entries:type_name -> roomcell.v1.NoticeEntry
-	6,  // 2: roomcell.v1.GetNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
-	3,  // 3: roomcell.v1.GetNoticeReply.entries:type_name -> roomcell.v1.NoticeEntry
-	6,  // 4: roomcell.v1.RequeueNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
-	3,  // 5: roomcell.v1.RequeueNoticeReply.entry:type_name -> roomcell.v1.NoticeEntry
-	4,  // 6: roomcell.v1.NoticeAdmin.ListNotices:input_type -> roomcell.v1.ListNoticesRequest
-	7,  // 7: roomcell.v1.NoticeAdmin.GetNotice:input_type -> roomcell.v1.GetNoticeRequest
-	9,  // 8: roomcell.v1.NoticeAdmin.RequeueNotice:input_type -> roomcell.v1.RequeueNoticeRequest
-	1,  // 9: roomcell.v1.NoticeAdmin.BulkRequeueNotices:input_type -> roomcell.v1.BulkRequeueNoticesRequest
-	5,  // 10: roomcell.v1.NoticeAdmin.ListNotices:output_type -> roomcell.v1.ListNoticesReply
-	8,  // 11: roomcell.v1.NoticeAdmin.GetNotice:output_type -> roomcell.v1.GetNoticeReply
-	10, // 12: roomcell.v1.NoticeAdmin.RequeueNotice:output_type -> roomcell.v1.RequeueNoticeReply
-	2,  // 13: roomcell.v1.NoticeAdmin.BulkRequeueNotices:output_type -> roomcell.v1.BulkRequeueNoticesReply
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	1,  // 0: roomcell.v1.BulkSkipNoticesRequest.selector:type_name -> roomcell.v1.NoticeSelector
+	1,  // 1: roomcell.v1.BulkRequeueNoticesRequest.selector:type_name -> roomcell.v1.NoticeSelector
+	4,  // 2: roomcell.v1.ListNoticesReply.entries:type_name -> roomcell.v1.NoticeEntry
+	7,  // 3: roomcell.v1.GetNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
+	4,  // 4: roomcell.v1.GetNoticeReply.entries:type_name -> roomcell.v1.NoticeEntry
+	7,  // 5: roomcell.v1.RequeueNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
+	4,  // 6: roomcell.v1.RequeueNoticeReply.entry:type_name -> roomcell.v1.NoticeEntry
+	5,  // 7: roomcell.v1.NoticeAdmin.ListNotices:input_type -> roomcell.v1.ListNoticesRequest
+	8,  // 8: roomcell.v1.NoticeAdmin.GetNotice:input_type -> roomcell.v1.GetNoticeRequest
+	10, // 9: roomcell.v1.NoticeAdmin.RequeueNotice:input_type -> roomcell.v1.RequeueNoticeRequest
+	2,  // 10: roomcell.v1.NoticeAdmin.BulkRequeueNotices:input_type -> roomcell.v1.BulkRequeueNoticesRequest
+	0,  // 11: roomcell.v1.NoticeAdmin.BulkSkipNotices:input_type -> roomcell.v1.BulkSkipNoticesRequest
+	6,  // 12: roomcell.v1.NoticeAdmin.ListNotices:output_type -> roomcell.v1.ListNoticesReply
+	9,  // 13: roomcell.v1.NoticeAdmin.GetNotice:output_type -> roomcell.v1.GetNoticeReply
+	11, // 14: roomcell.v1.NoticeAdmin.RequeueNotice:output_type -> roomcell.v1.RequeueNoticeReply
+	3,  // 15: roomcell.v1.NoticeAdmin.BulkRequeueNotices:output_type -> roomcell.v1.BulkRequeueNoticesReply
+	3,  // 16: roomcell.v1.NoticeAdmin.BulkSkipNotices:output_type -> roomcell.v1.BulkRequeueNoticesReply
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_notice_admin_proto_init() }
@@ -941,7 +1019,7 @@ func file_roomcellv1_notice_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_notice_admin_proto_rawDesc), len(file_roomcellv1_notice_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

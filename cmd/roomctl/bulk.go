@@ -93,25 +93,56 @@ func init() {
 			})
 		},
 	})
+	noticeFlags := func(fs *flag.FlagSet) {
+		fs.String("source", "", "only this source: wallet_outbox or room_outbox")
+		fs.String("app", "", "only rows of this app_code")
+		fs.String("user", "", "only notices to this user")
+		fs.String("event-type", "", "only this source event type (WalletBalanceChanged, ...)")
+		timeFlags(fs)
+	}
 	register(&command{
-		name:  "notice bulk-requeue",
-		usage: "[filters] [--dry-run]: take back every dead letter the filters pick (failed -> retryable, retry_count 0, requeue recorded)",
+		name:  "notice bulk-skip",
+		usage: "filters --reason TEXT [--operator NAME] [--dry-run]: give up every dead letter the filters pick (skipped: never sent, no longer a dead letter)",
 		flags: func(fs *flag.FlagSet) {
-			fs.String("source", "", "only this source: wallet_outbox or room_outbox")
-			fs.String("app", "", "only rows of this app_code")
-			fs.String("user", "", "only notices to this user")
-			fs.String("event-type", "", "only this source event type (WalletBalanceChanged, ...)")
-			timeFlags(fs)
+			noticeFlags(fs)
+			fs.String("reason", "", "why the notices are given up (required)")
+			fs.String("operator", os.Getenv("USER"), "who gives them up (default $USER)")
+			require(fs, "reason")
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			from, to, err := timeRangeFlags(fs, time.Now())
+			sel, err := noticeSelectorFlags(fs, time.Now())
 			if err != nil {
 				return err
 			}
-			sel := &roomcellv1.NoticeSelector{SourceName: str(fs, "source"), AppCode: str(fs, "app"), UserId: str(fs, "user"),
-				EventType: str(fs, "event-type"), CreatedFromMs: from, CreatedToMs: to, ErrorContains: str(fs, "error"), Limit: i32(fs, "limit")}
-			if sel.GetLimit() < 0 {
-				return usagef("--limit must not be negative")
+			if sel.GetSourceName() == "" && sel.GetAppCode() == "" && sel.GetUserId() == "" && sel.GetEventType() == "" &&
+				sel.GetCreatedFromMs() == 0 && sel.GetCreatedToMs() == 0 && sel.GetErrorContains() == "" && sel.GetLimit() == 0 {
+				return usagef("a bulk skip needs a filter (--source, --app, --user, --event-type, --since, --until, --error or --limit): skipping every dead letter is refused")
+			}
+			if strings.TrimSpace(str(fs, "reason")) == "" {
+				return usagef("--reason is empty: skipped notices are recorded with why")
+			}
+			r, err := noticeClient(e).BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Selector: sel, DryRun: flagBool(fs, "dry-run"),
+				Reason: str(fs, "reason"), Operator: str(fs, "operator")})
+			if err != nil {
+				return rpcError(err)
+			}
+			return e.printResult(r, func(w io.Writer) {
+				if r.GetDryRun() {
+					fmt.Fprintf(w, "%d dead letters would be skipped (dry run: nothing changed)\n", r.GetCount())
+				} else {
+					fmt.Fprintf(w, "%d dead letters skipped by %s: they will not be sent\n", r.GetCount(), str(fs, "operator"))
+				}
+			})
+		},
+	})
+	register(&command{
+		name:  "notice bulk-requeue",
+		usage: "[filters] [--dry-run]: take back every dead letter the filters pick (failed -> retryable, retry_count 0, requeue recorded)",
+		flags: noticeFlags,
+		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
+			sel, err := noticeSelectorFlags(fs, time.Now())
+			if err != nil {
+				return err
 			}
 			r, err := noticeClient(e).BulkRequeueNotices(ctx, &roomcellv1.BulkRequeueNoticesRequest{Selector: sel, DryRun: flagBool(fs, "dry-run")})
 			if err != nil {
@@ -132,6 +163,20 @@ func init() {
 }
 
 func flagBool(fs *flag.FlagSet, name string) bool { v, _ := fs.GetBool(name); return v }
+
+// noticeSelectorFlags reads the notice filter flags.
+func noticeSelectorFlags(fs *flag.FlagSet, now time.Time) (*roomcellv1.NoticeSelector, error) {
+	from, to, err := timeRangeFlags(fs, now)
+	if err != nil {
+		return nil, err
+	}
+	sel := &roomcellv1.NoticeSelector{SourceName: str(fs, "source"), AppCode: str(fs, "app"), UserId: str(fs, "user"),
+		EventType: str(fs, "event-type"), CreatedFromMs: from, CreatedToMs: to, ErrorContains: str(fs, "error"), Limit: i32(fs, "limit")}
+	if sel.GetLimit() < 0 {
+		return nil, usagef("--limit must not be negative")
+	}
+	return sel, nil
+}
 
 // outboxSelectorFlags reads the outbox filter flags, refusing locally
 // what the server would refuse, so the error names the flag.

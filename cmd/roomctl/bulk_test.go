@@ -81,3 +81,24 @@ func TestRoomctlVersion(t *testing.T) {
 		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// roomctl notice bulk-skip gives up the dead letters the filters pick and
+// refuses to run without a filter.
+func TestRoomctlNoticeBulkSkip(t *testing.T) {
+	addr, store, _ := startNoticeTestServer(t)
+	if code, _, errOut := outboxCtl(t, addr, "notice", "bulk-skip", "--reason", "x"); code != 2 || !strings.Contains(errOut, "needs a filter") {
+		t.Fatalf("unfiltered: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := outboxCtl(t, addr, "notice", "bulk-skip", "--user", "bob", "--reason", "account deleted", "--operator", "ops:alice", "--dry-run")
+	if code != 0 || !strings.Contains(out, "1 dead letters would be skipped") {
+		t.Fatalf("dry run: exit %d, out %q, err %q", code, out, errOut)
+	}
+	code, out, errOut = outboxCtl(t, addr, "notice", "bulk-skip", "--user", "bob", "--reason", "account deleted", "--operator", "ops:alice")
+	if code != 0 || !strings.Contains(out, "1 dead letters skipped by ops:alice") {
+		t.Fatalf("bulk skip: exit %d, out %q, err %q", code, out, errOut)
+	}
+	rows, err := store.FindBySourceEvent(context.Background(), "lalu:r1:9:0")
+	if err != nil || len(rows) != 1 || rows[0].Status != persistence.NoticeSkipped || !strings.HasPrefix(rows[0].LastError, "skipped by ops:alice: account deleted") {
+		t.Fatalf("skipped row: %+v %v", rows, err)
+	}
+}

@@ -99,8 +99,9 @@ func (s *Store) BulkSkipOutbox(ctx context.Context, sel persistence.OutboxSelect
 }
 
 // bulkNotices selects the failed rows sel admits, oldest source event
-// first, and unless dry requeues them, all in one write transaction.
-func (s *NoticeStore) bulkNotices(ctx context.Context, sel persistence.NoticeSelector, dry bool, nowMs int64) (int, error) {
+// first, and unless dry applies change to each, all in one write
+// transaction.
+func (s *NoticeStore) bulkNotices(ctx context.Context, sel persistence.NoticeSelector, dry bool, change func(*persistence.NoticeDelivery)) (int, error) {
 	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -127,11 +128,7 @@ func (s *NoticeStore) bulkNotices(ctx context.Context, sel persistence.NoticeSel
 	}
 	for _, d := range found {
 		d = d.Clone()
-		d.Status = persistence.NoticeRetryable
-		d.RetryCount = 0
-		d.NextRetryAtMs, d.UpdatedAtMs = nowMs, nowMs
-		d.RequeueCount++
-		d.RequeuedAtMs = nowMs
+		change(&d)
 		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
 			return 0, fmt.Errorf("memdb: bulk requeue %s: %w", d.NoticeKey, err)
 		}
@@ -142,10 +139,25 @@ func (s *NoticeStore) bulkNotices(ctx context.Context, sel persistence.NoticeSel
 
 // CountRequeue implements persistence.NoticeBulkStore.
 func (s *NoticeStore) CountRequeue(ctx context.Context, sel persistence.NoticeSelector) (int, error) {
-	return s.bulkNotices(ctx, sel, true, 0)
+	return s.bulkNotices(ctx, sel, true, nil)
 }
 
 // BulkRequeue implements persistence.NoticeBulkStore.
 func (s *NoticeStore) BulkRequeue(ctx context.Context, sel persistence.NoticeSelector, nowMs int64) (int, error) {
-	return s.bulkNotices(ctx, sel, false, nowMs)
+	return s.bulkNotices(ctx, sel, false, func(d *persistence.NoticeDelivery) {
+		d.Status = persistence.NoticeRetryable
+		d.RetryCount = 0
+		d.NextRetryAtMs, d.UpdatedAtMs = nowMs, nowMs
+		d.RequeueCount++
+		d.RequeuedAtMs = nowMs
+	})
+}
+
+// BulkSkip implements persistence.NoticeBulkStore.
+func (s *NoticeStore) BulkSkip(ctx context.Context, sel persistence.NoticeSelector, by, reason string, nowMs int64) (int, error) {
+	return s.bulkNotices(ctx, sel, false, func(d *persistence.NoticeDelivery) {
+		d.Status = persistence.NoticeSkipped
+		d.LastError = persistence.SkipText(by, reason, d.LastError)
+		d.NextRetryAtMs, d.UpdatedAtMs = nowMs, nowMs
+	})
 }

@@ -196,6 +196,23 @@ func (s *NoticeStore) CountRequeue(ctx context.Context, sel persistence.NoticeSe
 // bulkChunk rows, oldest source event first; a requeued row is no longer
 // failed, so each statement takes the next ones.
 func (s *NoticeStore) BulkRequeue(ctx context.Context, sel persistence.NoticeSelector, nowMs int64) (int, error) {
+	return s.bulkNotices(ctx, "bulk requeue notices", sel,
+		"status = ?, retry_count = 0, next_retry_at_ms = ?, updated_at_ms = ?, requeue_count = requeue_count + 1, requeued_at_ms = ?",
+		persistence.NoticeRetryable, nowMs, nowMs, nowMs)
+}
+
+// BulkSkip implements persistence.NoticeBulkStore, in statements like
+// BulkRequeue. last_error is SkipText's, built in SQL from the row's own.
+func (s *NoticeStore) BulkSkip(ctx context.Context, sel persistence.NoticeSelector, by, reason string, nowMs int64) (int, error) {
+	return s.bulkNotices(ctx, "bulk skip notices", sel,
+		"status = ?, next_retry_at_ms = ?, updated_at_ms = ?, last_error = LEFT(CONCAT('skipped by ', ?, ': ', ?, ' (was: ', COALESCE(last_error, ''), ')'), 1024)",
+		persistence.NoticeSkipped, nowMs, nowMs, by, reason)
+}
+
+// bulkNotices applies set to the failed rows sel admits, oldest source
+// event first, bulkChunk rows a statement, until none is left or
+// sel.Limit rows changed.
+func (s *NoticeStore) bulkNotices(ctx context.Context, op string, sel persistence.NoticeSelector, set string, setArgs ...any) (int, error) {
 	where, whereArgs := noticeWhere(sel)
 	total := 0
 	for {
@@ -212,9 +229,8 @@ func (s *NoticeStore) BulkRequeue(ctx context.Context, sel persistence.NoticeSel
 		}
 		var changed int64
 		err = retryDeadlock(cctx, func() error {
-			args := append(append([]any{persistence.NoticeRetryable, nowMs, nowMs, nowMs}, whereArgs...), n)
-			res, err := s.db.ExecContext(cctx, "UPDATE notice_delivery_events SET status = ?, retry_count = 0, next_retry_at_ms = ?, updated_at_ms = ?,"+
-				" requeue_count = requeue_count + 1, requeued_at_ms = ? WHERE "+where+
+			args := append(append(append([]any{}, setArgs...), whereArgs...), n)
+			res, err := s.db.ExecContext(cctx, "UPDATE notice_delivery_events SET "+set+" WHERE "+where+
 				" ORDER BY source_created_at_ms, source_name, app_code, source_event_id, channel LIMIT ?", args...)
 			if err == nil {
 				changed, err = res.RowsAffected()
@@ -223,7 +239,7 @@ func (s *NoticeStore) BulkRequeue(ctx context.Context, sel persistence.NoticeSel
 		})
 		cancel()
 		if err != nil {
-			return total, s.wrap("bulk requeue notices", err)
+			return total, s.wrap(op, err)
 		}
 		total += int(changed)
 		if changed < int64(n) {

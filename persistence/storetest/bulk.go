@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -229,5 +230,49 @@ func testNoticeBulkMany(t *testing.T, s persistence.NoticeStore) {
 		if got := ntGet(t, s, d.NoticeKey); got.RequeueCount != 1 {
 			t.Fatalf("%s requeued %d times", d.SourceEventID, got.RequeueCount)
 		}
+	}
+}
+
+// testNoticeBulkSkip: a bulk skip gives up exactly the dead letters its
+// filters admit: skipped, never claimed or requeued again, no longer
+// counted as dead letters, listed under skipped, last_error saying who,
+// why and what the row died of; a repeat finds nothing.
+func testNoticeBulkSkip(t *testing.T, s persistence.NoticeStore) {
+	ctx := context.Background()
+	const w = persistence.SourceWalletOutbox
+	dead := func(id string, createdMs int64, lastError string) persistence.NoticeDelivery {
+		d := ntRow(w, id, createdMs)
+		d.Status, d.RetryCount, d.LastError = persistence.NoticeFailed, 11, lastError
+		return d
+	}
+	ntIngest(t, s, 1000, dead("e1", 100, "im: 90011 account gone"), dead("e2", 200, "im: timeout"), dead("e3", 300, "im: 90011 account gone"))
+	n, err := s.BulkSkip(ctx, persistence.NoticeSelector{ErrorContains: "90011"}, "ops:alice", "accounts deleted", 5000)
+	if err != nil || n != 2 {
+		t.Fatalf("bulk skip: %d, %v; want 2", n, err)
+	}
+	got := ntGet(t, s, dead("e1", 100, "").NoticeKey)
+	if got.Status != persistence.NoticeSkipped || got.LastError != "skipped by ops:alice: accounts deleted (was: im: 90011 account gone)" ||
+		got.NextRetryAtMs != 5000 || got.UpdatedAtMs != 5000 || got.RequeueCount != 0 {
+		t.Fatalf("skipped row: %+v", got)
+	}
+	if n, err := s.BulkSkip(ctx, persistence.NoticeSelector{ErrorContains: "90011"}, "ops:bob", "again", 6000); err != nil || n != 0 {
+		t.Fatalf("repeated bulk skip: %d, %v", n, err)
+	}
+	st, err := s.Stats(ctx, w, 7000)
+	if err != nil || st.Failed != 1 {
+		t.Fatalf("stats after the skip: %+v %v; want 1 dead letter (e2)", st, err)
+	}
+	if n, err := s.CountRequeue(ctx, persistence.NoticeSelector{}); err != nil || n != 1 {
+		t.Fatalf("requeueable after the skip: %d, %v; want 1", n, err)
+	}
+	if _, err := s.Requeue(ctx, got.NoticeKey, 7000); !errors.Is(err, persistence.ErrConflict) {
+		t.Fatalf("requeue of a skipped row: %v", err)
+	}
+	if rows := ntClaim(t, s, w, ntOwnerA, 1<<50, 100, 10); len(rows) != 0 {
+		t.Fatalf("claim took skipped or failed rows: %v", ntIDs(rows))
+	}
+	listed, err := s.List(ctx, persistence.NoticeFilter{Status: persistence.NoticeSkipped, Limit: 10})
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("list skipped: %v %v", ntIDs(listed), err)
 	}
 }

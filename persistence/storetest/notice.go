@@ -39,6 +39,7 @@ func RunNoticeStore(t *testing.T, newStore func(t *testing.T) persistence.Notice
 		{"ConcurrentClaimsNeverOverlap", testNoticeConcurrentClaims},
 		{"BulkRequeue", testNoticeBulk},
 		{"BulkRequeueMany", testNoticeBulkMany},
+		{"BulkSkip", testNoticeBulkSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))
