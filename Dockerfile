@@ -9,8 +9,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/roomcell ./cmd/roomcell \
- && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/roomctl ./cmd/roomctl
+# What --version prints: docker build --build-arg VERSION=v1.2.3 .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/hyapp/roomcell/internal/buildinfo.Version=${VERSION}" -o /out/roomcell ./cmd/roomcell \
+ && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/hyapp/roomcell/internal/buildinfo.Version=${VERSION}" -o /out/roomctl ./cmd/roomctl
 
 # alpine rather than distroless: busybox wget serves the compose health
 # check and sleep serves the Kubernetes preStop hook.

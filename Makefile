@@ -92,10 +92,14 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 $(PKGS)
 
+# VERSION is what --version prints (default: git describe, else dev).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/hyapp/roomcell/internal/buildinfo.Version=$(VERSION)
+
 build:
 	mkdir -p bin
-	$(GO) build -o bin/roomcell ./cmd/roomcell
-	$(GO) build -o bin/roomctl ./cmd/roomctl
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/roomcell ./cmd/roomcell
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/roomctl ./cmd/roomctl
 
 dev:
 	$(GO) run ./cmd/roomcell --dev

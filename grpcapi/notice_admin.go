@@ -65,7 +65,7 @@ func (s *NoticeAdminServer) listNotices(ctx context.Context, req *roomcellv1.Lis
 	case persistence.ValidNoticeStatus(st):
 		f.Status = st
 	default:
-		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, delivering, retryable, delivered or failed", st)
+		return nil, errclass.Errorf(errclass.Invalid, "status %q: want all, delivering, retryable, delivered, failed or skipped", st)
 	}
 	if len(f.SourceName) > maxNoticeKeyPart {
 		return nil, errclass.Errorf(errclass.Invalid, "source_name is longer than %d bytes", maxNoticeKeyPart)

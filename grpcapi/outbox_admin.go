@@ -31,6 +31,7 @@ type OutboxAdminServer struct {
 	roomcellv1.UnimplementedOutboxAdminServer
 	store persistence.OutboxStore
 	kick  func(eventID string) bool
+	clock func() time.Time
 	log   *slog.Logger
 }
 
@@ -43,7 +44,7 @@ func NewOutboxAdminServer(store persistence.OutboxStore, kick func(eventID strin
 	if log == nil {
 		log = slog.Default()
 	}
-	return &OutboxAdminServer{store: store, kick: kick, log: log}
+	return &OutboxAdminServer{store: store, kick: kick, clock: time.Now, log: log}
 }
 
 // ListOutbox implements roomcell.v1.OutboxAdmin.
@@ -171,13 +172,8 @@ func (s *OutboxAdminServer) skipOutbox(ctx context.Context, req *roomcellv1.Skip
 	if err := checkEventID(id); err != nil {
 		return nil, err
 	}
-	switch {
-	case reason == "" || who == "":
-		return nil, errclass.Errorf(errclass.Invalid, "reason and operator are required: a skipped event is recorded with who and why")
-	case len(reason) > maxSkipText || len(who) > 128:
-		return nil, errclass.Errorf(errclass.Invalid, "reason (at most %d bytes) or operator (at most 128) too long", maxSkipText)
-	case !utf8.ValidString(reason) || !utf8.ValidString(who):
-		return nil, errclass.Errorf(errclass.Invalid, "reason and operator must be UTF-8")
+	if err := checkSkipText(reason, who); err != nil {
+		return nil, err
 	}
 	row, err := s.store.GetOutbox(ctx, id)
 	if err != nil {
@@ -195,6 +191,19 @@ func (s *OutboxAdminServer) skipOutbox(ctx context.Context, req *roomcellv1.Skip
 	s.log.WarnContext(ctx, "outbox event skipped by an operator: it will not be sent", "worker", "room_outbox", "event_id", id,
 		"event_type", row.Envelope.EventType, "room_id", row.Envelope.RoomID, "operator", who, "reason", reason, "request_id", RequestIDFrom(ctx))
 	return &roomcellv1.SkipOutboxReply{Entry: outboxEntry(row)}, nil
+}
+
+// checkSkipText checks an operator's skip reason and name.
+func checkSkipText(reason, who string) error {
+	switch {
+	case reason == "" || who == "":
+		return errclass.Errorf(errclass.Invalid, "reason and operator are required: a skipped event is recorded with who and why")
+	case len(reason) > maxSkipText || len(who) > 128:
+		return errclass.Errorf(errclass.Invalid, "reason (at most %d bytes) or operator (at most 128) too long", maxSkipText)
+	case !utf8.ValidString(reason) || !utf8.ValidString(who):
+		return errclass.Errorf(errclass.Invalid, "reason and operator must be UTF-8")
+	}
+	return nil
 }
 
 func checkEventID(id string) error {

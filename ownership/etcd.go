@@ -75,7 +75,12 @@ type Etcd struct {
 
 	closeOnce sync.Once
 	freeze    chan time.Duration // tests: stop renewing for a while, as a paused process would
+
+	metrics *Metrics
 }
+
+// SetMetrics records lease and shard losses on m; call it before Start.
+func (e *Etcd) SetMetrics(m *Metrics) { e.metrics = m }
 
 // NewEtcd connects to etcd; Start registers the node.
 func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
@@ -253,6 +258,11 @@ func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseI
 			return
 		}
 		if deleted {
+			if g := e.owners[s]; g.owner == e.self && e.self != "" && !e.releasing[s] {
+				// Our key went without our release: the lease expired
+				// (dropAll counts the ones the watch has not seen go).
+				e.metrics.shardsLost(ReasonLeaseLost, 1)
+			}
 			e.owners[s] = grant{}
 			delete(e.releasing, s)
 		} else {
@@ -348,6 +358,7 @@ func (e *Etcd) renew() {
 		// Expired while this node was frozen or cut off: every shard it
 		// had may have a new owner already. Start over under a new lease.
 		e.log.Warn("ownership lease lost; re-registering", "lease", int64(lease))
+		e.metrics.leaseLost()
 		e.dropAll()
 		if err := e.register(); err != nil {
 			e.log.Warn("ownership re-register failed; retrying", "error", err)
@@ -379,6 +390,7 @@ func (e *Etcd) dropAll() {
 	e.validUntil = time.Time{}
 	onLost := e.onLost
 	e.mu.Unlock()
+	e.metrics.shardsLost(ReasonLeaseLost, len(lost))
 	if len(lost) > 0 && onLost != nil {
 		onLost(lost)
 	}
@@ -474,6 +486,7 @@ func (e *Etcd) release(shards []int) {
 	}
 	onLost := e.onLost
 	e.mu.Unlock()
+	e.metrics.shardsLost(ReasonReassigned, len(shards))
 	if onLost != nil {
 		onLost(shards)
 	}

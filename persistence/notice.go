@@ -8,16 +8,19 @@ import (
 // Notice delivery statuses (seed 003). A row is written delivering without a
 // lease, leased by a worker's claim, and ends delivered, or retryable with
 // a backoff, or failed (a dead letter) after max_retry_count retries.
-// Only an operator's requeue takes a row out of failed.
+// Only an operator takes a row out of failed: a requeue (back to
+// retryable) or a skip (skipped: given up, never sent, no longer a dead
+// letter).
 const (
 	NoticeDelivering = "delivering"
 	NoticeRetryable  = "retryable"
 	NoticeDelivered  = "delivered"
 	NoticeFailed     = "failed"
+	NoticeSkipped    = "skipped"
 )
 
 // NoticeStatuses lists every status, in lifecycle order.
-var NoticeStatuses = []string{NoticeDelivering, NoticeRetryable, NoticeDelivered, NoticeFailed}
+var NoticeStatuses = []string{NoticeDelivering, NoticeRetryable, NoticeDelivered, NoticeFailed, NoticeSkipped}
 
 // ValidNoticeStatus reports whether s is a delivery status.
 func ValidNoticeStatus(s string) bool {
@@ -191,6 +194,7 @@ type NoticeStore interface {
 	List(ctx context.Context, f NoticeFilter) ([]NoticeDelivery, error)
 	// NoticeStats summarises source's open rows and dead letters.
 	Stats(ctx context.Context, source string, nowMs int64) (NoticeStats, error)
+	NoticeBulkStore
 
 	// ClaimCursor leases source's scan cursor to owner until
 	// nowMs+leaseMs (creating it at zero) and returns it with held=true,

@@ -142,6 +142,7 @@ type OutboxStore interface {
 	// OutboxStats counts pending and parked rows and finds the oldest
 	// pending one.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
+	OutboxBulkStore
 }
 
 // OutboxMQStore is the message-queue fanout's view of room_outbox: its own

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // Metrics are the notice workers' Prometheus instruments, labelled by
@@ -79,6 +81,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("notice: register metrics: %w", err)
 		}
+	}
+	// Every source's series exist at zero from the start: a dashboard
+	// shows no failures as 0, not as no data.
+	for _, src := range []string{persistence.SourceWalletOutbox, persistence.SourceRoomOutbox} {
+		for _, c := range []*prometheus.CounterVec{m.Delivered, m.Retryable, m.Failed, m.Batches} {
+			c.WithLabelValues(src)
+		}
+		for _, in := range []string{persistence.IngressPoll, persistence.IngressMQ} {
+			m.Ingested.WithLabelValues(src, in)
+		}
+		m.SendLatency.WithLabelValues(src)
+		m.DeliveryLag.WithLabelValues(src)
 	}
 	return m, nil
 }

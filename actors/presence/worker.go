@@ -220,6 +220,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("presence: register metrics: %w", err)
 		}
 	}
+	for _, r := range []string{"left", "cleared", "failed"} {
+		m.Leaves.WithLabelValues(r) // at zero from the start
+	}
 	return m, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // Metrics are the purge worker's instruments, labelled by table. A nil
@@ -49,6 +51,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("purge: register metrics: %w", err)
 		}
+	}
+	for _, table := range persistence.PurgeTables {
+		m.RowsPurged.WithLabelValues(table) // at zero from the start
+		m.Errors.WithLabelValues(table)
 	}
 	return m, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/actors/outboxsend"
 )
 
 // Metrics are the relay's Prometheus instruments: the five of seed 000's
@@ -16,11 +18,12 @@ type Metrics struct {
 	OldestPendingAge prometheus.Gauge
 	// Success counts rows marked published, including non-IM events that
 	// are marked without a send; Failure counts rows marked failed,
-	// including corrupt envelopes.
+	// including corrupt envelopes. Latency observes each IM publish call
+	// (not the store writes). All three are the sender="relay" series of
+	// families the room publisher shares (outboxsend).
 	Success prometheus.Counter
 	Failure prometheus.Counter
-	// Latency observes each IM publish call (not the store writes).
-	Latency prometheus.Histogram
+	Latency prometheus.Observer
 	Batches prometheus.Counter
 	// Parked counts rows this relay parked; ParkedRows is the store's
 	// parked rows (waiting for an operator) as of the last batch.
@@ -40,19 +43,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "room_outbox_oldest_pending_age_ms",
 			Help: "Age in milliseconds of the oldest pending room_outbox row (0 when none), as of the relay's last batch.",
 		}),
-		Success: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_publish_success_total",
-			Help: "room_outbox rows the relay marked published (non-IM events included).",
-		}),
-		Failure: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_publish_failure_total",
-			Help: "Publish attempts of the relay that failed (the row stays pending, retry_count+1).",
-		}),
-		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "room_outbox_publish_latency_ms",
-			Help:    "Duration of one IM publish call of the relay, in milliseconds.",
-			Buckets: []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000},
-		}),
 		Batches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "room_outbox_relay_batches_total",
 			Help: "Batches the relay ran (one per poll, plus operator retries).",
@@ -66,11 +56,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "room_outbox rows with status parked, as of the relay's last batch.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Success, m.Failure, m.Latency, m.Batches, m.Parked, m.ParkedRows} {
+	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Batches, m.Parked, m.ParkedRows} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("relay: register metrics: %w", err)
 		}
 	}
+	sends, err := outboxsend.For(reg, outboxsend.Relay)
+	if err != nil {
+		return nil, err
+	}
+	m.Success, m.Failure, m.Latency = sends.Success, sends.Failure, sends.Latency
 	return m, nil
 }
 

@@ -152,9 +152,9 @@ func TestMetricsExposed(t *testing.T) {
 	// ev-bad was created at clockBase+1; the clock is clockBase+60s.
 	for _, line := range []string{
 		"room_outbox_pending_total 1",
-		"room_outbox_publish_success_total 1",
-		"room_outbox_publish_failure_total 1",
-		"room_outbox_publish_latency_ms_count 2",
+		`room_outbox_publish_success_total{sender="relay"} 1`,
+		`room_outbox_publish_failure_total{sender="relay"} 1`,
+		`room_outbox_publish_latency_ms_count{sender="relay"} 2`,
 		"room_outbox_oldest_pending_age_ms 59999",
 		"room_outbox_relay_batches_total 1",
 	} {

@@ -39,6 +39,13 @@ func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
 			return nil, fmt.Errorf("room: register directory metrics: %w", err)
 		}
 	}
+	// At zero from the start, so a dashboard shows no errors as 0.
+	for _, op := range []string{"set_user_room", "claim_user_room", "clear_user_room", "sync_room", "update_room", "remove_room", "heartbeat"} {
+		m.Errors.WithLabelValues(op)
+	}
+	for _, r := range []string{"left", "noop", "failed"} {
+		m.Leaves.WithLabelValues(r)
+	}
 	return m, nil
 }
 

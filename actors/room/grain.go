@@ -71,6 +71,9 @@ type Deps struct {
 	// joins orders one user's joins on this node (joinclock.go); made by
 	// setDefaults, nil: not ordered.
 	joins *joinClock
+	// departures: users removed lately from this node's rooms, to say
+	// when and why in a refusal (departures.go); made by setDefaults.
+	departures *departures
 	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
 	// made by setDefaults, nil: requests expire only when decided on.
 	seatTimers *seatTimers
@@ -113,6 +116,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.store == nil {
 		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
+	}
+	if d.departures == nil {
+		d.departures = newDepartures()
 	}
 }
 
@@ -351,7 +357,7 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 	return &v1.RoomResponse{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}}
 }
 
-func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
 	// A read answers from the state while an append's outcome is unknown
 	// (g.unsure); anything else reloads first.
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
@@ -375,6 +381,10 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (*v1.CommandReply
 	if !ok {
 		return nil, errclass.Invalidf("empty command")
 	}
+	defer func() {
+		// A user no longer in the room is told when and why they left.
+		err = g.deps.departures.explain(g.identity, g.state, cmd.UserID, cmd.NowMs, err)
+	}()
 	k := g.key()
 	if app, roomID := room.KeyOf(rc); app != k.AppCode || roomID != k.RoomID {
 		return nil, errclass.Invalidf("command for %s/%s sent to room %s", app, roomID, k)
@@ -538,6 +548,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	}
 	before := g.dirBefore(events) // directory hook
 	g.applyCommitted(seq, events)
+	g.deps.departures.committed(g.identity, cmd.NowMs, events)
 	g.recent.add(cmd.CommandID)
 	if a.Snapshot != nil {
 		g.snapSeq = seq

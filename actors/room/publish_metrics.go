@@ -2,8 +2,11 @@ package room
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/actors/outboxsend"
 )
 
 // PublishMetrics count what room publishers could not take on.
@@ -11,6 +14,10 @@ type PublishMetrics struct {
 	// Overflow counts events left to the outbox relay because their
 	// room's publish backlog was full (Deps.MaxPublishBacklog).
 	Overflow prometheus.Counter
+	// Sends are seed 000's per-send metrics with sender="publisher": the
+	// relay's families, so room_outbox_publish_success_total counts every
+	// published row whichever sender published it.
+	Sends *outboxsend.Metrics
 }
 
 // NewPublishMetrics creates the instruments and registers them on reg.
@@ -24,7 +31,27 @@ func NewPublishMetrics(reg prometheus.Registerer) (*PublishMetrics, error) {
 	if err := reg.Register(m.Overflow); err != nil {
 		return nil, fmt.Errorf("room: register publish metrics: %w", err)
 	}
+	sends, err := outboxsend.For(reg, outboxsend.Publisher)
+	if err != nil {
+		return nil, err
+	}
+	m.Sends = sends
 	return m, nil
+}
+
+// sent records one IM publish call that started at start: its latency,
+// and a success (IM accepted it; its mark is queued) or a failure (the
+// row stays pending for the relay).
+func (m *PublishMetrics) sent(start time.Time, err error) {
+	if m == nil || m.Sends == nil {
+		return
+	}
+	m.Sends.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+	if err != nil {
+		m.Sends.Failure.Inc()
+	} else {
+		m.Sends.Success.Inc()
+	}
 }
 
 func (m *PublishMetrics) overflowed(n int) {

@@ -379,10 +379,11 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 		}
 		p.lastSeq = max(p.lastSeq, env.RoomSeq)
 		pctx, cancel := p.deadline(m.untilMs)
+		start := time.Now()
 		if !async {
 			err := p.deps.Publisher.PublishRoomEvent(pctx, env)
 			cancel()
-			p.settle(env, err)
+			p.settle(env, start, err)
 			p.link.backlog.Add(-1)
 			continue
 		}
@@ -392,7 +393,7 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 			defer p.link.inflight.Add(-1)
 			err := <-done
 			cancel()
-			p.settle(env, err)
+			p.settle(env, start, err)
 			p.link.backlog.Add(-1)
 		}()
 	}
@@ -404,7 +405,8 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 // publisher's queue, after any catch-up already queued, so a release never
 // clears a lease a catch-up took. Failures arriving before that release
 // runs join it (one store write).
-func (p *publisher) settle(env persistence.Envelope, err error) {
+func (p *publisher) settle(env persistence.Envelope, start time.Time, err error) {
+	p.deps.PublishMetrics.sent(start, err)
 	if err != nil {
 		first := p.link.order.failUnsent(env.EventID)
 		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
@@ -521,6 +523,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
 	q, async := p.deps.Publisher.(Enqueuer)
 	results := make([]<-chan error, 0, len(rows))
+	start := time.Now() // a row's latency counts from the catch-up's start
 	for _, row := range rows {
 		pctx, cancel := p.deadline(untilMs)
 		if async {
@@ -548,6 +551,10 @@ func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
 		} else {
 			err = errNotSent
 		}
+		if i < len(results) && (err == nil || !failed) {
+			// Rows failed unsent after the first failure were no attempt.
+			p.deps.PublishMetrics.sent(start, err)
+		}
 		switch {
 		case err == nil:
 			// An Enqueuer fails what follows a failure unsent, so a success
@@ -572,8 +579,10 @@ func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
 // false when it failed (the row then goes with the rest).
 func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	start := time.Now()
 	err := p.deps.Publisher.PublishRoomEvent(ctx, env)
 	cancel()
+	p.deps.PublishMetrics.sent(start, err)
 	if err != nil {
 		p.failed(env, "sync publish failed (inline); it goes to the room's publisher", err)
 		return false

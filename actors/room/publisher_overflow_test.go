@@ -76,6 +76,11 @@ func TestPublishOverflowIsAMetricAndOneLogLine(t *testing.T) {
 	want, _ := roomEventIDs(t, f)
 	pub.waitDelivered(t, want)
 	waitFor(t, func() bool { _, p := roomEventIDs(t, f); return p == 0 })
+	// Every event went through this publisher (no relay runs here):
+	// seed 000's success counter says so under sender="publisher".
+	if ok, failed := counterValue(m.Sends.Success), counterValue(m.Sends.Failure); ok != float64(len(want)) || failed != 0 {
+		t.Fatalf("publisher success %v, failure %v; want %d and 0", ok, failed, len(want))
+	}
 }
 
 // The rate limit of the overflow line: one per room per interval, each

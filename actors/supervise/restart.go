@@ -87,6 +87,11 @@ func (h *Health) markUp(worker string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.down, worker)
+	if h.counter != nil {
+		// The worker's series exists at zero from its first start, so
+		// a dashboard shows "no restarts", not "no data".
+		h.counter.WithLabelValues(worker)
+	}
 }
 
 func (h *Health) restarted(worker string) {

@@ -21,6 +21,283 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// OutboxSelector picks room_outbox rows for a bulk operation. Empty fields
+// match anything; the fields combine with AND.
+type OutboxSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"` // "" (parked and pending), "parked" or "pending"
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`                         // needs app_code
+	CreatedFromMs int64                  `protobuf:"varint,4,opt,name=created_from_ms,json=createdFromMs,proto3" json:"created_from_ms,omitempty"` // created_at_ms >= this; 0 = open
+	CreatedToMs   int64                  `protobuf:"varint,5,opt,name=created_to_ms,json=createdToMs,proto3" json:"created_to_ms,omitempty"`       // created_at_ms < this; 0 = open
+	ErrorContains string                 `protobuf:"bytes,6,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`    // last_error contains this, case ignored
+	Limit         int32                  `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`                                        // at most this many rows; 0 = all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxSelector) Reset() {
+	*x = OutboxSelector{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxSelector) ProtoMessage() {}
+
+func (x *OutboxSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxSelector.ProtoReflect.Descriptor instead.
+func (*OutboxSelector) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *OutboxSelector) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *OutboxSelector) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *OutboxSelector) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *OutboxSelector) GetCreatedFromMs() int64 {
+	if x != nil {
+		return x.CreatedFromMs
+	}
+	return 0
+}
+
+func (x *OutboxSelector) GetCreatedToMs() int64 {
+	if x != nil {
+		return x.CreatedToMs
+	}
+	return 0
+}
+
+func (x *OutboxSelector) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *OutboxSelector) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type BulkRequeueOutboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selector      *OutboxSelector        `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkRequeueOutboxRequest) Reset() {
+	*x = BulkRequeueOutboxRequest{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkRequeueOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkRequeueOutboxRequest) ProtoMessage() {}
+
+func (x *BulkRequeueOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkRequeueOutboxRequest.ProtoReflect.Descriptor instead.
+func (*BulkRequeueOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BulkRequeueOutboxRequest) GetSelector() *OutboxSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *BulkRequeueOutboxRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type BulkSkipOutboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selector      *OutboxSelector        `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`     // required: why the events are given up
+	Operator      string                 `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"` // required: who gives them up
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkSkipOutboxRequest) Reset() {
+	*x = BulkSkipOutboxRequest{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkSkipOutboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkSkipOutboxRequest) ProtoMessage() {}
+
+func (x *BulkSkipOutboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkSkipOutboxRequest.ProtoReflect.Descriptor instead.
+func (*BulkSkipOutboxRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BulkSkipOutboxRequest) GetSelector() *OutboxSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *BulkSkipOutboxRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkSkipOutboxRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BulkSkipOutboxRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+type BulkOutboxReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Rows changed, or with dry_run the rows a run now would change.
+	Count  int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	DryRun bool  `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Requeue only: false when this process runs no relay (the rows are due
+	// and the next relay poll anywhere picks them up).
+	RelayNotified bool `protobuf:"varint,3,opt,name=relay_notified,json=relayNotified,proto3" json:"relay_notified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkOutboxReply) Reset() {
+	*x = BulkOutboxReply{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkOutboxReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkOutboxReply) ProtoMessage() {}
+
+func (x *BulkOutboxReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkOutboxReply.ProtoReflect.Descriptor instead.
+func (*BulkOutboxReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BulkOutboxReply) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BulkOutboxReply) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkOutboxReply) GetRelayNotified() bool {
+	if x != nil {
+		return x.RelayNotified
+	}
+	return false
+}
+
 // OutboxEntry is one room_outbox row without its payload.
 type OutboxEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -47,7 +324,7 @@ type OutboxEntry struct {
 
 func (x *OutboxEntry) Reset() {
 	*x = OutboxEntry{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -59,7 +336,7 @@ func (x *OutboxEntry) String() string {
 func (*OutboxEntry) ProtoMessage() {}
 
 func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -72,7 +349,7 @@ func (x *OutboxEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutboxEntry.ProtoReflect.Descriptor instead.
 func (*OutboxEntry) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{0}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OutboxEntry) GetEventId() string {
@@ -206,7 +483,7 @@ type ListOutboxRequest struct {
 
 func (x *ListOutboxRequest) Reset() {
 	*x = ListOutboxRequest{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -218,7 +495,7 @@ func (x *ListOutboxRequest) String() string {
 func (*ListOutboxRequest) ProtoMessage() {}
 
 func (x *ListOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -231,7 +508,7 @@ func (x *ListOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOutboxRequest.ProtoReflect.Descriptor instead.
 func (*ListOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{1}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListOutboxRequest) GetStatus() string {
@@ -263,7 +540,7 @@ type ListOutboxReply struct {
 
 func (x *ListOutboxReply) Reset() {
 	*x = ListOutboxReply{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +552,7 @@ func (x *ListOutboxReply) String() string {
 func (*ListOutboxReply) ProtoMessage() {}
 
 func (x *ListOutboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +565,7 @@ func (x *ListOutboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOutboxReply.ProtoReflect.Descriptor instead.
 func (*ListOutboxReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{2}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListOutboxReply) GetEntries() []*OutboxEntry {
@@ -328,7 +605,7 @@ type GetOutboxRequest struct {
 
 func (x *GetOutboxRequest) Reset() {
 	*x = GetOutboxRequest{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +617,7 @@ func (x *GetOutboxRequest) String() string {
 func (*GetOutboxRequest) ProtoMessage() {}
 
 func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +630,7 @@ func (x *GetOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxRequest.ProtoReflect.Descriptor instead.
 func (*GetOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{3}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetOutboxRequest) GetEventId() string {
@@ -373,7 +650,7 @@ type GetOutboxReply struct {
 
 func (x *GetOutboxReply) Reset() {
 	*x = GetOutboxReply{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +662,7 @@ func (x *GetOutboxReply) String() string {
 func (*GetOutboxReply) ProtoMessage() {}
 
 func (x *GetOutboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +675,7 @@ func (x *GetOutboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOutboxReply.ProtoReflect.Descriptor instead.
 func (*GetOutboxReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{4}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetOutboxReply) GetEntry() *OutboxEntry {
@@ -424,7 +701,7 @@ type RetryOutboxRequest struct {
 
 func (x *RetryOutboxRequest) Reset() {
 	*x = RetryOutboxRequest{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +713,7 @@ func (x *RetryOutboxRequest) String() string {
 func (*RetryOutboxRequest) ProtoMessage() {}
 
 func (x *RetryOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +726,7 @@ func (x *RetryOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryOutboxRequest.ProtoReflect.Descriptor instead.
 func (*RetryOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{5}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RetryOutboxRequest) GetEventId() string {
@@ -471,7 +748,7 @@ type RetryOutboxReply struct {
 
 func (x *RetryOutboxReply) Reset() {
 	*x = RetryOutboxReply{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +760,7 @@ func (x *RetryOutboxReply) String() string {
 func (*RetryOutboxReply) ProtoMessage() {}
 
 func (x *RetryOutboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +773,7 @@ func (x *RetryOutboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryOutboxReply.ProtoReflect.Descriptor instead.
 func (*RetryOutboxReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{6}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RetryOutboxReply) GetEntry() *OutboxEntry {
@@ -524,7 +801,7 @@ type SkipOutboxRequest struct {
 
 func (x *SkipOutboxRequest) Reset() {
 	*x = SkipOutboxRequest{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +813,7 @@ func (x *SkipOutboxRequest) String() string {
 func (*SkipOutboxRequest) ProtoMessage() {}
 
 func (x *SkipOutboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +826,7 @@ func (x *SkipOutboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOutboxRequest.ProtoReflect.Descriptor instead.
 func (*SkipOutboxRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{7}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SkipOutboxRequest) GetEventId() string {
@@ -582,7 +859,7 @@ type SkipOutboxReply struct {
 
 func (x *SkipOutboxReply) Reset() {
 	*x = SkipOutboxReply{}
-	mi := &file_roomcellv1_admin_proto_msgTypes[8]
+	mi := &file_roomcellv1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +871,7 @@ func (x *SkipOutboxReply) String() string {
 func (*SkipOutboxReply) ProtoMessage() {}
 
 func (x *SkipOutboxReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_admin_proto_msgTypes[8]
+	mi := &file_roomcellv1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +884,7 @@ func (x *SkipOutboxReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipOutboxReply.ProtoReflect.Descriptor instead.
 func (*SkipOutboxReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{8}
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SkipOutboxReply) GetEntry() *OutboxEntry {
@@ -621,7 +898,27 @@ var File_roomcellv1_admin_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x16roomcellv1/admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\xaf\x04\n" +
+	"\x16roomcellv1/admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\xe5\x01\n" +
+	"\x0eOutboxSelector\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12&\n" +
+	"\x0fcreated_from_ms\x18\x04 \x01(\x03R\rcreatedFromMs\x12\"\n" +
+	"\rcreated_to_ms\x18\x05 \x01(\x03R\vcreatedToMs\x12%\n" +
+	"\x0eerror_contains\x18\x06 \x01(\tR\rerrorContains\x12\x14\n" +
+	"\x05limit\x18\a \x01(\x05R\x05limit\"l\n" +
+	"\x18BulkRequeueOutboxRequest\x127\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.roomcell.v1.OutboxSelectorR\bselector\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x9d\x01\n" +
+	"\x15BulkSkipOutboxRequest\x127\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.roomcell.v1.OutboxSelectorR\bselector\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\"g\n" +
+	"\x0fBulkOutboxReply\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12%\n" +
+	"\x0erelay_notified\x18\x03 \x01(\bR\rrelayNotified\"\xaf\x04\n" +
 	"\vOutboxEntry\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
@@ -670,14 +967,16 @@ const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\boperator\x18\x03 \x01(\tR\boperator\"A\n" +
 	"\x0fSkipOutboxReply\x12.\n" +
-	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry2\xd5\x02\n" +
+	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry2\x8f\x04\n" +
 	"\vOutboxAdmin\x12P\n" +
 	"\n" +
 	"ListOutbox\x12\x1e.roomcell.v1.ListOutboxRequest\x1a\x1c.roomcell.v1.ListOutboxReply\"\x04\xc8\xf3\x18\x03\x12M\n" +
 	"\tGetOutbox\x12\x1d.roomcell.v1.GetOutboxRequest\x1a\x1b.roomcell.v1.GetOutboxReply\"\x04\xc8\xf3\x18\x03\x12S\n" +
 	"\vRetryOutbox\x12\x1f.roomcell.v1.RetryOutboxRequest\x1a\x1d.roomcell.v1.RetryOutboxReply\"\x04\xc8\xf3\x18\x03\x12P\n" +
 	"\n" +
-	"SkipOutbox\x12\x1e.roomcell.v1.SkipOutboxRequest\x1a\x1c.roomcell.v1.SkipOutboxReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"SkipOutbox\x12\x1e.roomcell.v1.SkipOutboxRequest\x1a\x1c.roomcell.v1.SkipOutboxReply\"\x04\xc8\xf3\x18\x03\x12^\n" +
+	"\x11BulkRequeueOutbox\x12%.roomcell.v1.BulkRequeueOutboxRequest\x1a\x1c.roomcell.v1.BulkOutboxReply\"\x04\xc8\xf3\x18\x03\x12X\n" +
+	"\x0eBulkSkipOutbox\x12\".roomcell.v1.BulkSkipOutboxRequest\x1a\x1c.roomcell.v1.BulkOutboxReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_admin_proto_rawDescOnce sync.Once
@@ -691,36 +990,46 @@ func file_roomcellv1_admin_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_admin_proto_rawDescData
 }
 
-var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_roomcellv1_admin_proto_goTypes = []any{
-	(*OutboxEntry)(nil),        // 0: roomcell.v1.OutboxEntry
-	(*ListOutboxRequest)(nil),  // 1: roomcell.v1.ListOutboxRequest
-	(*ListOutboxReply)(nil),    // 2: roomcell.v1.ListOutboxReply
-	(*GetOutboxRequest)(nil),   // 3: roomcell.v1.GetOutboxRequest
-	(*GetOutboxReply)(nil),     // 4: roomcell.v1.GetOutboxReply
-	(*RetryOutboxRequest)(nil), // 5: roomcell.v1.RetryOutboxRequest
-	(*RetryOutboxReply)(nil),   // 6: roomcell.v1.RetryOutboxReply
-	(*SkipOutboxRequest)(nil),  // 7: roomcell.v1.SkipOutboxRequest
-	(*SkipOutboxReply)(nil),    // 8: roomcell.v1.SkipOutboxReply
+	(*OutboxSelector)(nil),           // 0: roomcell.v1.OutboxSelector
+	(*BulkRequeueOutboxRequest)(nil), // 1: roomcell.v1.BulkRequeueOutboxRequest
+	(*BulkSkipOutboxRequest)(nil),    // 2: roomcell.v1.BulkSkipOutboxRequest
+	(*BulkOutboxReply)(nil),          // 3: roomcell.v1.BulkOutboxReply
+	(*OutboxEntry)(nil),              // 4: roomcell.v1.OutboxEntry
+	(*ListOutboxRequest)(nil),        // 5: roomcell.v1.ListOutboxRequest
+	(*ListOutboxReply)(nil),          // 6: roomcell.v1.ListOutboxReply
+	(*GetOutboxRequest)(nil),         // 7: roomcell.v1.GetOutboxRequest
+	(*GetOutboxReply)(nil),           // 8: roomcell.v1.GetOutboxReply
+	(*RetryOutboxRequest)(nil),       // 9: roomcell.v1.RetryOutboxRequest
+	(*RetryOutboxReply)(nil),         // 10: roomcell.v1.RetryOutboxReply
+	(*SkipOutboxRequest)(nil),        // 11: roomcell.v1.SkipOutboxRequest
+	(*SkipOutboxReply)(nil),          // 12: roomcell.v1.SkipOutboxReply
 }
 var file_roomcellv1_admin_proto_depIdxs = []int32{
-	0, // 0: roomcell.v1.ListOutboxReply.entries:type_name -> roomcell.v1.OutboxEntry
-	0, // 1: roomcell.v1.GetOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
-	0, // 2: roomcell.v1.RetryOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
-	0, // 3: roomcell.v1.SkipOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
-	1, // 4: roomcell.v1.OutboxAdmin.ListOutbox:input_type -> roomcell.v1.ListOutboxRequest
-	3, // 5: roomcell.v1.OutboxAdmin.GetOutbox:input_type -> roomcell.v1.GetOutboxRequest
-	5, // 6: roomcell.v1.OutboxAdmin.RetryOutbox:input_type -> roomcell.v1.RetryOutboxRequest
-	7, // 7: roomcell.v1.OutboxAdmin.SkipOutbox:input_type -> roomcell.v1.SkipOutboxRequest
-	2, // 8: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
-	4, // 9: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
-	6, // 10: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
-	8, // 11: roomcell.v1.OutboxAdmin.SkipOutbox:output_type -> roomcell.v1.SkipOutboxReply
-	8, // [8:12] is the sub-list for method output_type
-	4, // [4:8] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	0,  // 0: roomcell.v1.BulkRequeueOutboxRequest.selector:type_name -> roomcell.v1.OutboxSelector
+	0,  // 1: roomcell.v1.BulkSkipOutboxRequest.selector:type_name -> roomcell.v1.OutboxSelector
+	4,  // 2: roomcell.v1.ListOutboxReply.entries:type_name -> roomcell.v1.OutboxEntry
+	4,  // 3: roomcell.v1.GetOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
+	4,  // 4: roomcell.v1.RetryOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
+	4,  // 5: roomcell.v1.SkipOutboxReply.entry:type_name -> roomcell.v1.OutboxEntry
+	5,  // 6: roomcell.v1.OutboxAdmin.ListOutbox:input_type -> roomcell.v1.ListOutboxRequest
+	7,  // 7: roomcell.v1.OutboxAdmin.GetOutbox:input_type -> roomcell.v1.GetOutboxRequest
+	9,  // 8: roomcell.v1.OutboxAdmin.RetryOutbox:input_type -> roomcell.v1.RetryOutboxRequest
+	11, // 9: roomcell.v1.OutboxAdmin.SkipOutbox:input_type -> roomcell.v1.SkipOutboxRequest
+	1,  // 10: roomcell.v1.OutboxAdmin.BulkRequeueOutbox:input_type -> roomcell.v1.BulkRequeueOutboxRequest
+	2,  // 11: roomcell.v1.OutboxAdmin.BulkSkipOutbox:input_type -> roomcell.v1.BulkSkipOutboxRequest
+	6,  // 12: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
+	8,  // 13: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
+	10, // 14: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
+	12, // 15: roomcell.v1.OutboxAdmin.SkipOutbox:output_type -> roomcell.v1.SkipOutboxReply
+	3,  // 16: roomcell.v1.OutboxAdmin.BulkRequeueOutbox:output_type -> roomcell.v1.BulkOutboxReply
+	3,  // 17: roomcell.v1.OutboxAdmin.BulkSkipOutbox:output_type -> roomcell.v1.BulkOutboxReply
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_admin_proto_init() }
@@ -735,7 +1044,7 @@ func file_roomcellv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_admin_proto_rawDesc), len(file_roomcellv1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,10 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OutboxAdmin_ListOutbox_FullMethodName  = "/roomcell.v1.OutboxAdmin/ListOutbox"
-	OutboxAdmin_GetOutbox_FullMethodName   = "/roomcell.v1.OutboxAdmin/GetOutbox"
-	OutboxAdmin_RetryOutbox_FullMethodName = "/roomcell.v1.OutboxAdmin/RetryOutbox"
-	OutboxAdmin_SkipOutbox_FullMethodName  = "/roomcell.v1.OutboxAdmin/SkipOutbox"
+	OutboxAdmin_ListOutbox_FullMethodName        = "/roomcell.v1.OutboxAdmin/ListOutbox"
+	OutboxAdmin_GetOutbox_FullMethodName         = "/roomcell.v1.OutboxAdmin/GetOutbox"
+	OutboxAdmin_RetryOutbox_FullMethodName       = "/roomcell.v1.OutboxAdmin/RetryOutbox"
+	OutboxAdmin_SkipOutbox_FullMethodName        = "/roomcell.v1.OutboxAdmin/SkipOutbox"
+	OutboxAdmin_BulkRequeueOutbox_FullMethodName = "/roomcell.v1.OutboxAdmin/BulkRequeueOutbox"
+	OutboxAdmin_BulkSkipOutbox_FullMethodName    = "/roomcell.v1.OutboxAdmin/BulkSkipOutbox"
 )
 
 // OutboxAdminClient is the client API for OutboxAdmin service.
@@ -47,6 +49,16 @@ type OutboxAdminClient interface {
 	// skipped: done without a send, recorded with the operator, the time and
 	// the reason. Published rows are refused (FAILED_PRECONDITION).
 	SkipOutbox(ctx context.Context, in *SkipOutboxRequest, opts ...grpc.CallOption) (*SkipOutboxReply, error)
+	// BulkRequeueOutbox (roomctl outbox requeue --all|filters) requeues every
+	// row the selector picks, oldest first, as RetryOutbox does one: parked
+	// rows and pending rows not yet due. With dry_run it only counts them.
+	BulkRequeueOutbox(ctx context.Context, in *BulkRequeueOutboxRequest, opts ...grpc.CallOption) (*BulkOutboxReply, error)
+	// BulkSkipOutbox (roomctl outbox skip with filters) skips every parked
+	// or pending row the selector picks, recorded with the operator, time
+	// and reason. The selector must narrow something (an empty one is
+	// refused: skipping the whole backlog is never an accident). With
+	// dry_run it only counts them.
+	BulkSkipOutbox(ctx context.Context, in *BulkSkipOutboxRequest, opts ...grpc.CallOption) (*BulkOutboxReply, error)
 }
 
 type outboxAdminClient struct {
@@ -97,6 +109,26 @@ func (c *outboxAdminClient) SkipOutbox(ctx context.Context, in *SkipOutboxReques
 	return out, nil
 }
 
+func (c *outboxAdminClient) BulkRequeueOutbox(ctx context.Context, in *BulkRequeueOutboxRequest, opts ...grpc.CallOption) (*BulkOutboxReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkOutboxReply)
+	err := c.cc.Invoke(ctx, OutboxAdmin_BulkRequeueOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *outboxAdminClient) BulkSkipOutbox(ctx context.Context, in *BulkSkipOutboxRequest, opts ...grpc.CallOption) (*BulkOutboxReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkOutboxReply)
+	err := c.cc.Invoke(ctx, OutboxAdmin_BulkSkipOutbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OutboxAdminServer is the server API for OutboxAdmin service.
 // All implementations must embed UnimplementedOutboxAdminServer
 // for forward compatibility.
@@ -119,6 +151,16 @@ type OutboxAdminServer interface {
 	// skipped: done without a send, recorded with the operator, the time and
 	// the reason. Published rows are refused (FAILED_PRECONDITION).
 	SkipOutbox(context.Context, *SkipOutboxRequest) (*SkipOutboxReply, error)
+	// BulkRequeueOutbox (roomctl outbox requeue --all|filters) requeues every
+	// row the selector picks, oldest first, as RetryOutbox does one: parked
+	// rows and pending rows not yet due. With dry_run it only counts them.
+	BulkRequeueOutbox(context.Context, *BulkRequeueOutboxRequest) (*BulkOutboxReply, error)
+	// BulkSkipOutbox (roomctl outbox skip with filters) skips every parked
+	// or pending row the selector picks, recorded with the operator, time
+	// and reason. The selector must narrow something (an empty one is
+	// refused: skipping the whole backlog is never an accident). With
+	// dry_run it only counts them.
+	BulkSkipOutbox(context.Context, *BulkSkipOutboxRequest) (*BulkOutboxReply, error)
 	mustEmbedUnimplementedOutboxAdminServer()
 }
 
@@ -140,6 +182,12 @@ func (UnimplementedOutboxAdminServer) RetryOutbox(context.Context, *RetryOutboxR
 }
 func (UnimplementedOutboxAdminServer) SkipOutbox(context.Context, *SkipOutboxRequest) (*SkipOutboxReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SkipOutbox not implemented")
+}
+func (UnimplementedOutboxAdminServer) BulkRequeueOutbox(context.Context, *BulkRequeueOutboxRequest) (*BulkOutboxReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkRequeueOutbox not implemented")
+}
+func (UnimplementedOutboxAdminServer) BulkSkipOutbox(context.Context, *BulkSkipOutboxRequest) (*BulkOutboxReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkSkipOutbox not implemented")
 }
 func (UnimplementedOutboxAdminServer) mustEmbedUnimplementedOutboxAdminServer() {}
 func (UnimplementedOutboxAdminServer) testEmbeddedByValue()                     {}
@@ -234,6 +282,42 @@ func _OutboxAdmin_SkipOutbox_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OutboxAdmin_BulkRequeueOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkRequeueOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OutboxAdminServer).BulkRequeueOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OutboxAdmin_BulkRequeueOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OutboxAdminServer).BulkRequeueOutbox(ctx, req.(*BulkRequeueOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OutboxAdmin_BulkSkipOutbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkSkipOutboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OutboxAdminServer).BulkSkipOutbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OutboxAdmin_BulkSkipOutbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OutboxAdminServer).BulkSkipOutbox(ctx, req.(*BulkSkipOutboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OutboxAdmin_ServiceDesc is the grpc.ServiceDesc for OutboxAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -256,6 +340,14 @@ var OutboxAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SkipOutbox",
 			Handler:    _OutboxAdmin_SkipOutbox_Handler,
+		},
+		{
+			MethodName: "BulkRequeueOutbox",
+			Handler:    _OutboxAdmin_BulkRequeueOutbox_Handler,
+		},
+		{
+			MethodName: "BulkSkipOutbox",
+			Handler:    _OutboxAdmin_BulkSkipOutbox_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

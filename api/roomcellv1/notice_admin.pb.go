@@ -21,6 +21,289 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BulkSkipNoticesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selector      *NoticeSelector        `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`     // required: why the notices are given up
+	Operator      string                 `protobuf:"bytes,4,opt,name=operator,proto3" json:"operator,omitempty"` // required: who gives them up
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkSkipNoticesRequest) Reset() {
+	*x = BulkSkipNoticesRequest{}
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkSkipNoticesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkSkipNoticesRequest) ProtoMessage() {}
+
+func (x *BulkSkipNoticesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkSkipNoticesRequest.ProtoReflect.Descriptor instead.
+func (*BulkSkipNoticesRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BulkSkipNoticesRequest) GetSelector() *NoticeSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *BulkSkipNoticesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkSkipNoticesRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BulkSkipNoticesRequest) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+// NoticeSelector picks dead letters (failed rows). Empty fields match
+// anything; the fields combine with AND. Notice rows carry no room.
+type NoticeSelector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SourceName    string                 `protobuf:"bytes,1,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"` // wallet_outbox | room_outbox
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	UserId        string                 `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the recipient
+	EventType     string                 `protobuf:"bytes,4,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	CreatedFromMs int64                  `protobuf:"varint,5,opt,name=created_from_ms,json=createdFromMs,proto3" json:"created_from_ms,omitempty"` // the source event's created_at_ms >= this
+	CreatedToMs   int64                  `protobuf:"varint,6,opt,name=created_to_ms,json=createdToMs,proto3" json:"created_to_ms,omitempty"`       // and < this; 0 = open
+	ErrorContains string                 `protobuf:"bytes,7,opt,name=error_contains,json=errorContains,proto3" json:"error_contains,omitempty"`    // last_error contains this, case ignored
+	Limit         int32                  `protobuf:"varint,8,opt,name=limit,proto3" json:"limit,omitempty"`                                        // at most this many rows; 0 = all
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NoticeSelector) Reset() {
+	*x = NoticeSelector{}
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoticeSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoticeSelector) ProtoMessage() {}
+
+func (x *NoticeSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoticeSelector.ProtoReflect.Descriptor instead.
+func (*NoticeSelector) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NoticeSelector) GetSourceName() string {
+	if x != nil {
+		return x.SourceName
+	}
+	return ""
+}
+
+func (x *NoticeSelector) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *NoticeSelector) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *NoticeSelector) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *NoticeSelector) GetCreatedFromMs() int64 {
+	if x != nil {
+		return x.CreatedFromMs
+	}
+	return 0
+}
+
+func (x *NoticeSelector) GetCreatedToMs() int64 {
+	if x != nil {
+		return x.CreatedToMs
+	}
+	return 0
+}
+
+func (x *NoticeSelector) GetErrorContains() string {
+	if x != nil {
+		return x.ErrorContains
+	}
+	return ""
+}
+
+func (x *NoticeSelector) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type BulkRequeueNoticesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Selector      *NoticeSelector        `protobuf:"bytes,1,opt,name=selector,proto3" json:"selector,omitempty"`
+	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkRequeueNoticesRequest) Reset() {
+	*x = BulkRequeueNoticesRequest{}
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkRequeueNoticesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkRequeueNoticesRequest) ProtoMessage() {}
+
+func (x *BulkRequeueNoticesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkRequeueNoticesRequest.ProtoReflect.Descriptor instead.
+func (*BulkRequeueNoticesRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BulkRequeueNoticesRequest) GetSelector() *NoticeSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *BulkRequeueNoticesRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+type BulkRequeueNoticesReply struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Count  int64                  `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"` // rows requeued, or with dry_run the rows a run now would requeue
+	DryRun bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// False when this process runs no worker of the rows' sources.
+	WorkerNotified bool `protobuf:"varint,3,opt,name=worker_notified,json=workerNotified,proto3" json:"worker_notified,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *BulkRequeueNoticesReply) Reset() {
+	*x = BulkRequeueNoticesReply{}
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkRequeueNoticesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkRequeueNoticesReply) ProtoMessage() {}
+
+func (x *BulkRequeueNoticesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkRequeueNoticesReply.ProtoReflect.Descriptor instead.
+func (*BulkRequeueNoticesReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BulkRequeueNoticesReply) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BulkRequeueNoticesReply) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *BulkRequeueNoticesReply) GetWorkerNotified() bool {
+	if x != nil {
+		return x.WorkerNotified
+	}
+	return false
+}
+
 // NoticeEntry is one notice_delivery_events row.
 type NoticeEntry struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -31,7 +314,7 @@ type NoticeEntry struct {
 	EventType         string                 `protobuf:"bytes,5,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
 	UserId            string                 `protobuf:"bytes,6,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // the recipient
 	Ext               string                 `protobuf:"bytes,7,opt,name=ext,proto3" json:"ext,omitempty"`                     // wallet_notice | vip_notice | room_notice
-	Status            string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`               // delivering | retryable | delivered | failed
+	Status            string                 `protobuf:"bytes,8,opt,name=status,proto3" json:"status,omitempty"`               // delivering | retryable | delivered | failed | skipped
 	RetryCount        int32                  `protobuf:"varint,9,opt,name=retry_count,json=retryCount,proto3" json:"retry_count,omitempty"`
 	NextRetryAtMs     int64                  `protobuf:"varint,10,opt,name=next_retry_at_ms,json=nextRetryAtMs,proto3" json:"next_retry_at_ms,omitempty"`
 	LockedBy          string                 `protobuf:"bytes,11,opt,name=locked_by,json=lockedBy,proto3" json:"locked_by,omitempty"`
@@ -51,7 +334,7 @@ type NoticeEntry struct {
 
 func (x *NoticeEntry) Reset() {
 	*x = NoticeEntry{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -63,7 +346,7 @@ func (x *NoticeEntry) String() string {
 func (*NoticeEntry) ProtoMessage() {}
 
 func (x *NoticeEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[0]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -76,7 +359,7 @@ func (x *NoticeEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeEntry.ProtoReflect.Descriptor instead.
 func (*NoticeEntry) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{0}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NoticeEntry) GetSourceName() string {
@@ -228,7 +511,7 @@ func (x *NoticeEntry) GetPayloadJson() string {
 
 type ListNoticesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`                           // "" or "all", delivering, retryable, delivered, failed
+	Status        string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`                           // "" or "all", delivering, retryable, delivered, failed, skipped
 	SourceName    string                 `protobuf:"bytes,2,opt,name=source_name,json=sourceName,proto3" json:"source_name,omitempty"` // "" = every source
 	Limit         int32                  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`                            // 0 = 50; at most 1000
 	unknownFields protoimpl.UnknownFields
@@ -237,7 +520,7 @@ type ListNoticesRequest struct {
 
 func (x *ListNoticesRequest) Reset() {
 	*x = ListNoticesRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +532,7 @@ func (x *ListNoticesRequest) String() string {
 func (*ListNoticesRequest) ProtoMessage() {}
 
 func (x *ListNoticesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[1]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +545,7 @@ func (x *ListNoticesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNoticesRequest.ProtoReflect.Descriptor instead.
 func (*ListNoticesRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{1}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListNoticesRequest) GetStatus() string {
@@ -295,7 +578,7 @@ type ListNoticesReply struct {
 
 func (x *ListNoticesReply) Reset() {
 	*x = ListNoticesReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +590,7 @@ func (x *ListNoticesReply) String() string {
 func (*ListNoticesReply) ProtoMessage() {}
 
 func (x *ListNoticesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[2]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +603,7 @@ func (x *ListNoticesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNoticesReply.ProtoReflect.Descriptor instead.
 func (*ListNoticesReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{2}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListNoticesReply) GetEntries() []*NoticeEntry {
@@ -344,7 +627,7 @@ type NoticeKey struct {
 
 func (x *NoticeKey) Reset() {
 	*x = NoticeKey{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +639,7 @@ func (x *NoticeKey) String() string {
 func (*NoticeKey) ProtoMessage() {}
 
 func (x *NoticeKey) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[3]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +652,7 @@ func (x *NoticeKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeKey.ProtoReflect.Descriptor instead.
 func (*NoticeKey) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{3}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NoticeKey) GetSourceName() string {
@@ -409,7 +692,7 @@ type GetNoticeRequest struct {
 
 func (x *GetNoticeRequest) Reset() {
 	*x = GetNoticeRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +704,7 @@ func (x *GetNoticeRequest) String() string {
 func (*GetNoticeRequest) ProtoMessage() {}
 
 func (x *GetNoticeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[4]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +717,7 @@ func (x *GetNoticeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoticeRequest.ProtoReflect.Descriptor instead.
 func (*GetNoticeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{4}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetNoticeRequest) GetKey() *NoticeKey {
@@ -453,7 +736,7 @@ type GetNoticeReply struct {
 
 func (x *GetNoticeReply) Reset() {
 	*x = GetNoticeReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +748,7 @@ func (x *GetNoticeReply) String() string {
 func (*GetNoticeReply) ProtoMessage() {}
 
 func (x *GetNoticeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[5]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +761,7 @@ func (x *GetNoticeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNoticeReply.ProtoReflect.Descriptor instead.
 func (*GetNoticeReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{5}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetNoticeReply) GetEntries() []*NoticeEntry {
@@ -499,7 +782,7 @@ type RequeueNoticeRequest struct {
 
 func (x *RequeueNoticeRequest) Reset() {
 	*x = RequeueNoticeRequest{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +794,7 @@ func (x *RequeueNoticeRequest) String() string {
 func (*RequeueNoticeRequest) ProtoMessage() {}
 
 func (x *RequeueNoticeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[6]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +807,7 @@ func (x *RequeueNoticeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueNoticeRequest.ProtoReflect.Descriptor instead.
 func (*RequeueNoticeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{6}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequeueNoticeRequest) GetKey() *NoticeKey {
@@ -546,7 +829,7 @@ type RequeueNoticeReply struct {
 
 func (x *RequeueNoticeReply) Reset() {
 	*x = RequeueNoticeReply{}
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +841,7 @@ func (x *RequeueNoticeReply) String() string {
 func (*RequeueNoticeReply) ProtoMessage() {}
 
 func (x *RequeueNoticeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_notice_admin_proto_msgTypes[7]
+	mi := &file_roomcellv1_notice_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +854,7 @@ func (x *RequeueNoticeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequeueNoticeReply.ProtoReflect.Descriptor instead.
 func (*RequeueNoticeReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{7}
+	return file_roomcellv1_notice_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RequeueNoticeReply) GetEntry() *NoticeEntry {
@@ -592,7 +875,30 @@ var File_roomcellv1_notice_admin_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_notice_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1droomcellv1/notice_admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\xc0\x05\n" +
+	"\x1droomcellv1/notice_admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"\x9e\x01\n" +
+	"\x16BulkSkipNoticesRequest\x127\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.roomcell.v1.NoticeSelectorR\bselector\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\boperator\x18\x04 \x01(\tR\boperator\"\x8d\x02\n" +
+	"\x0eNoticeSelector\x12\x1f\n" +
+	"\vsource_name\x18\x01 \x01(\tR\n" +
+	"sourceName\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x04 \x01(\tR\teventType\x12&\n" +
+	"\x0fcreated_from_ms\x18\x05 \x01(\x03R\rcreatedFromMs\x12\"\n" +
+	"\rcreated_to_ms\x18\x06 \x01(\x03R\vcreatedToMs\x12%\n" +
+	"\x0eerror_contains\x18\a \x01(\tR\rerrorContains\x12\x14\n" +
+	"\x05limit\x18\b \x01(\x05R\x05limit\"m\n" +
+	"\x19BulkRequeueNoticesRequest\x127\n" +
+	"\bselector\x18\x01 \x01(\v2\x1b.roomcell.v1.NoticeSelectorR\bselector\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"q\n" +
+	"\x17BulkRequeueNoticesReply\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12'\n" +
+	"\x0fworker_notified\x18\x03 \x01(\bR\x0eworkerNotified\"\xc0\x05\n" +
 	"\vNoticeEntry\x12\x1f\n" +
 	"\vsource_name\x18\x01 \x01(\tR\n" +
 	"sourceName\x12\x19\n" +
@@ -641,11 +947,13 @@ const file_roomcellv1_notice_admin_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\v2\x16.roomcell.v1.NoticeKeyR\x03key\"m\n" +
 	"\x12RequeueNoticeReply\x12.\n" +
 	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.NoticeEntryR\x05entry\x12'\n" +
-	"\x0fworker_notified\x18\x02 \x01(\bR\x0eworkerNotified2\x8c\x02\n" +
+	"\x0fworker_notified\x18\x02 \x01(\bR\x0eworkerNotified2\xda\x03\n" +
 	"\vNoticeAdmin\x12S\n" +
 	"\vListNotices\x12\x1f.roomcell.v1.ListNoticesRequest\x1a\x1d.roomcell.v1.ListNoticesReply\"\x04\xc8\xf3\x18\x03\x12M\n" +
 	"\tGetNotice\x12\x1d.roomcell.v1.GetNoticeRequest\x1a\x1b.roomcell.v1.GetNoticeReply\"\x04\xc8\xf3\x18\x03\x12Y\n" +
-	"\rRequeueNotice\x12!.roomcell.v1.RequeueNoticeRequest\x1a\x1f.roomcell.v1.RequeueNoticeReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\rRequeueNotice\x12!.roomcell.v1.RequeueNoticeRequest\x1a\x1f.roomcell.v1.RequeueNoticeReply\"\x04\xc8\xf3\x18\x03\x12h\n" +
+	"\x12BulkRequeueNotices\x12&.roomcell.v1.BulkRequeueNoticesRequest\x1a$.roomcell.v1.BulkRequeueNoticesReply\"\x04\xc8\xf3\x18\x03\x12b\n" +
+	"\x0fBulkSkipNotices\x12#.roomcell.v1.BulkSkipNoticesRequest\x1a$.roomcell.v1.BulkRequeueNoticesReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_notice_admin_proto_rawDescOnce sync.Once
@@ -659,34 +967,44 @@ func file_roomcellv1_notice_admin_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_notice_admin_proto_rawDescData
 }
 
-var file_roomcellv1_notice_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_roomcellv1_notice_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_roomcellv1_notice_admin_proto_goTypes = []any{
-	(*NoticeEntry)(nil),          // 0: roomcell.v1.NoticeEntry
-	(*ListNoticesRequest)(nil),   // 1: roomcell.v1.ListNoticesRequest
-	(*ListNoticesReply)(nil),     // 2: roomcell.v1.ListNoticesReply
-	(*NoticeKey)(nil),            // 3: roomcell.v1.NoticeKey
-	(*GetNoticeRequest)(nil),     // 4: roomcell.v1.GetNoticeRequest
-	(*GetNoticeReply)(nil),       // 5: roomcell.v1.GetNoticeReply
-	(*RequeueNoticeRequest)(nil), // 6: roomcell.v1.RequeueNoticeRequest
-	(*RequeueNoticeReply)(nil),   // 7: roomcell.v1.RequeueNoticeReply
+	(*BulkSkipNoticesRequest)(nil),    // 0: roomcell.v1.BulkSkipNoticesRequest
+	(*NoticeSelector)(nil),            // 1: roomcell.v1.NoticeSelector
+	(*BulkRequeueNoticesRequest)(nil), // 2: roomcell.v1.BulkRequeueNoticesRequest
+	(*BulkRequeueNoticesReply)(nil),   // 3: roomcell.v1.BulkRequeueNoticesReply
+	(*NoticeEntry)(nil),               // 4: roomcell.v1.NoticeEntry
+	(*ListNoticesRequest)(nil),        // 5: roomcell.v1.ListNoticesRequest
+	(*ListNoticesReply)(nil),          // 6: roomcell.v1.ListNoticesReply
+	(*NoticeKey)(nil),                 // 7: roomcell.v1.NoticeKey
+	(*GetNoticeRequest)(nil),          // 8: roomcell.v1.GetNoticeRequest
+	(*GetNoticeReply)(nil),            // 9: roomcell.v1.GetNoticeReply
+	(*RequeueNoticeRequest)(nil),      // 10: roomcell.v1.RequeueNoticeRequest
+	(*RequeueNoticeReply)(nil),        // 11: roomcell.v1.RequeueNoticeReply
 }
 var file_roomcellv1_notice_admin_proto_depIdxs = []int32{
-	0, // 0: roomcell.v1.ListNoticesReply.entries:type_name -> roomcell.v1.NoticeEntry
-	3, // 1: roomcell.v1.GetNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
-	0, // 2: roomcell.v1.GetNoticeReply.entries:type_name -> roomcell.v1.NoticeEntry
-	3, // 3: roomcell.v1.RequeueNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
-	0, // 4: roomcell.v1.RequeueNoticeReply.entry:type_name -> roomcell.v1.NoticeEntry
-	1, // 5: roomcell.v1.NoticeAdmin.ListNotices:input_type -> roomcell.v1.ListNoticesRequest
-	4, // 6: roomcell.v1.NoticeAdmin.GetNotice:input_type -> roomcell.v1.GetNoticeRequest
-	6, // 7: roomcell.v1.NoticeAdmin.RequeueNotice:input_type -> roomcell.v1.RequeueNoticeRequest
-	2, // 8: roomcell.v1.NoticeAdmin.ListNotices:output_type -> roomcell.v1.ListNoticesReply
-	5, // 9: roomcell.v1.NoticeAdmin.GetNotice:output_type -> roomcell.v1.GetNoticeReply
-	7, // 10: roomcell.v1.NoticeAdmin.RequeueNotice:output_type -> roomcell.v1.RequeueNoticeReply
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	1,  // 0: roomcell.v1.BulkSkipNoticesRequest.selector:type_name -> roomcell.v1.NoticeSelector
+	1,  // 1: roomcell.v1.BulkRequeueNoticesRequest.selector:type_name -> roomcell.v1.NoticeSelector
+	4,  // 2: roomcell.v1.ListNoticesReply.entries:type_name -> roomcell.v1.NoticeEntry
+	7,  // 3: roomcell.v1.GetNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
+	4,  // 4: roomcell.v1.GetNoticeReply.entries:type_name -> roomcell.v1.NoticeEntry
+	7,  // 5: roomcell.v1.RequeueNoticeRequest.key:type_name -> roomcell.v1.NoticeKey
+	4,  // 6: roomcell.v1.RequeueNoticeReply.entry:type_name -> roomcell.v1.NoticeEntry
+	5,  // 7: roomcell.v1.NoticeAdmin.ListNotices:input_type -> roomcell.v1.ListNoticesRequest
+	8,  // 8: roomcell.v1.NoticeAdmin.GetNotice:input_type -> roomcell.v1.GetNoticeRequest
+	10, // 9: roomcell.v1.NoticeAdmin.RequeueNotice:input_type -> roomcell.v1.RequeueNoticeRequest
+	2,  // 10: roomcell.v1.NoticeAdmin.BulkRequeueNotices:input_type -> roomcell.v1.BulkRequeueNoticesRequest
+	0,  // 11: roomcell.v1.NoticeAdmin.BulkSkipNotices:input_type -> roomcell.v1.BulkSkipNoticesRequest
+	6,  // 12: roomcell.v1.NoticeAdmin.ListNotices:output_type -> roomcell.v1.ListNoticesReply
+	9,  // 13: roomcell.v1.NoticeAdmin.GetNotice:output_type -> roomcell.v1.GetNoticeReply
+	11, // 14: roomcell.v1.NoticeAdmin.RequeueNotice:output_type -> roomcell.v1.RequeueNoticeReply
+	3,  // 15: roomcell.v1.NoticeAdmin.BulkRequeueNotices:output_type -> roomcell.v1.BulkRequeueNoticesReply
+	3,  // 16: roomcell.v1.NoticeAdmin.BulkSkipNotices:output_type -> roomcell.v1.BulkRequeueNoticesReply
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_notice_admin_proto_init() }
@@ -701,7 +1019,7 @@ func file_roomcellv1_notice_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_notice_admin_proto_rawDesc), len(file_roomcellv1_notice_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,9 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	NoticeAdmin_ListNotices_FullMethodName   = "/roomcell.v1.NoticeAdmin/ListNotices"
-	NoticeAdmin_GetNotice_FullMethodName     = "/roomcell.v1.NoticeAdmin/GetNotice"
-	NoticeAdmin_RequeueNotice_FullMethodName = "/roomcell.v1.NoticeAdmin/RequeueNotice"
+	NoticeAdmin_ListNotices_FullMethodName        = "/roomcell.v1.NoticeAdmin/ListNotices"
+	NoticeAdmin_GetNotice_FullMethodName          = "/roomcell.v1.NoticeAdmin/GetNotice"
+	NoticeAdmin_RequeueNotice_FullMethodName      = "/roomcell.v1.NoticeAdmin/RequeueNotice"
+	NoticeAdmin_BulkRequeueNotices_FullMethodName = "/roomcell.v1.NoticeAdmin/BulkRequeueNotices"
+	NoticeAdmin_BulkSkipNotices_FullMethodName    = "/roomcell.v1.NoticeAdmin/BulkSkipNotices"
 )
 
 // NoticeAdminClient is the client API for NoticeAdmin service.
@@ -42,6 +44,16 @@ type NoticeAdminClient interface {
 	// retry_count reset to 0, requeue_count+1 and requeued_at_ms recorded.
 	// Rows that are not failed are refused (FAILED_PRECONDITION).
 	RequeueNotice(ctx context.Context, in *RequeueNoticeRequest, opts ...grpc.CallOption) (*RequeueNoticeReply, error)
+	// BulkRequeueNotices (roomctl notice requeue --all|filters) requeues
+	// every dead letter the selector picks, oldest source event first, each
+	// as RequeueNotice does one. With dry_run it only counts them.
+	BulkRequeueNotices(ctx context.Context, in *BulkRequeueNoticesRequest, opts ...grpc.CallOption) (*BulkRequeueNoticesReply, error)
+	// BulkSkipNotices (roomctl notice bulk-skip) gives up every dead letter
+	// the selector picks: status skipped, never sent, no longer a dead
+	// letter; last_error records the operator, the reason and the error the
+	// row died of. The selector must narrow something. With dry_run it only
+	// counts them.
+	BulkSkipNotices(ctx context.Context, in *BulkSkipNoticesRequest, opts ...grpc.CallOption) (*BulkRequeueNoticesReply, error)
 }
 
 type noticeAdminClient struct {
@@ -82,6 +94,26 @@ func (c *noticeAdminClient) RequeueNotice(ctx context.Context, in *RequeueNotice
 	return out, nil
 }
 
+func (c *noticeAdminClient) BulkRequeueNotices(ctx context.Context, in *BulkRequeueNoticesRequest, opts ...grpc.CallOption) (*BulkRequeueNoticesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkRequeueNoticesReply)
+	err := c.cc.Invoke(ctx, NoticeAdmin_BulkRequeueNotices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *noticeAdminClient) BulkSkipNotices(ctx context.Context, in *BulkSkipNoticesRequest, opts ...grpc.CallOption) (*BulkRequeueNoticesReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BulkRequeueNoticesReply)
+	err := c.cc.Invoke(ctx, NoticeAdmin_BulkSkipNotices_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NoticeAdminServer is the server API for NoticeAdmin service.
 // All implementations must embed UnimplementedNoticeAdminServer
 // for forward compatibility.
@@ -100,6 +132,16 @@ type NoticeAdminServer interface {
 	// retry_count reset to 0, requeue_count+1 and requeued_at_ms recorded.
 	// Rows that are not failed are refused (FAILED_PRECONDITION).
 	RequeueNotice(context.Context, *RequeueNoticeRequest) (*RequeueNoticeReply, error)
+	// BulkRequeueNotices (roomctl notice requeue --all|filters) requeues
+	// every dead letter the selector picks, oldest source event first, each
+	// as RequeueNotice does one. With dry_run it only counts them.
+	BulkRequeueNotices(context.Context, *BulkRequeueNoticesRequest) (*BulkRequeueNoticesReply, error)
+	// BulkSkipNotices (roomctl notice bulk-skip) gives up every dead letter
+	// the selector picks: status skipped, never sent, no longer a dead
+	// letter; last_error records the operator, the reason and the error the
+	// row died of. The selector must narrow something. With dry_run it only
+	// counts them.
+	BulkSkipNotices(context.Context, *BulkSkipNoticesRequest) (*BulkRequeueNoticesReply, error)
 	mustEmbedUnimplementedNoticeAdminServer()
 }
 
@@ -118,6 +160,12 @@ func (UnimplementedNoticeAdminServer) GetNotice(context.Context, *GetNoticeReque
 }
 func (UnimplementedNoticeAdminServer) RequeueNotice(context.Context, *RequeueNoticeRequest) (*RequeueNoticeReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequeueNotice not implemented")
+}
+func (UnimplementedNoticeAdminServer) BulkRequeueNotices(context.Context, *BulkRequeueNoticesRequest) (*BulkRequeueNoticesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkRequeueNotices not implemented")
+}
+func (UnimplementedNoticeAdminServer) BulkSkipNotices(context.Context, *BulkSkipNoticesRequest) (*BulkRequeueNoticesReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method BulkSkipNotices not implemented")
 }
 func (UnimplementedNoticeAdminServer) mustEmbedUnimplementedNoticeAdminServer() {}
 func (UnimplementedNoticeAdminServer) testEmbeddedByValue()                     {}
@@ -194,6 +242,42 @@ func _NoticeAdmin_RequeueNotice_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NoticeAdmin_BulkRequeueNotices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkRequeueNoticesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NoticeAdminServer).BulkRequeueNotices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NoticeAdmin_BulkRequeueNotices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NoticeAdminServer).BulkRequeueNotices(ctx, req.(*BulkRequeueNoticesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NoticeAdmin_BulkSkipNotices_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BulkSkipNoticesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NoticeAdminServer).BulkSkipNotices(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NoticeAdmin_BulkSkipNotices_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NoticeAdminServer).BulkSkipNotices(ctx, req.(*BulkSkipNoticesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NoticeAdmin_ServiceDesc is the grpc.ServiceDesc for NoticeAdmin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -212,6 +296,14 @@ var NoticeAdmin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequeueNotice",
 			Handler:    _NoticeAdmin_RequeueNotice_Handler,
+		},
+		{
+			MethodName: "BulkRequeueNotices",
+			Handler:    _NoticeAdmin_BulkRequeueNotices_Handler,
+		},
+		{
+			MethodName: "BulkSkipNotices",
+			Handler:    _NoticeAdmin_BulkSkipNotices_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -98,6 +98,9 @@ type NodeConfig struct {
 	Presence map[string]any `yaml:"presence,omitempty"`
 	IM       map[string]any `yaml:"tencent_im"`
 	Clu      map[string]any `yaml:"cluster"`
+	// Extra holds any other top-level keys a test sets (roles, notice,
+	// retention, ...).
+	Extra map[string]any `yaml:",inline"`
 }
 
 // Cluster is a set of roomcell processes sharing one MariaDB database and

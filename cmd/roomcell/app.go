@@ -184,6 +184,13 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 	a.owners = owners
+	ownMetrics, err := ownership.NewMetrics(a.registry)
+	if err != nil {
+		return nil, err
+	}
+	if t, ok := owners.(interface{ SetMetrics(*ownership.Metrics) }); ok {
+		t.SetMetrics(ownMetrics) // etcd leases; dev's static view loses none
+	}
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
 		pubMetrics, err := room.NewPublishMetrics(a.registry)

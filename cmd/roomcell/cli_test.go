@@ -16,7 +16,7 @@ func runCell(args ...string) (int, string, string) {
 // bad flag or argument printed with the usage and exit 2.
 func TestRoomcellCommandLine(t *testing.T) {
 	code, out, errOut := runCell("--version")
-	if code != 0 || !strings.HasPrefix(out, "roomcell ") || errOut != "" {
+	if code != 0 || !strings.HasPrefix(out, "roomcell dev ") || errOut != "" {
 		t.Fatalf("--version: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, _ = runCell("--help")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,6 +20,10 @@ var storeWide = []string{
 	"wallet_gift_holds_open", "wallet_gift_hold_oldest_age_ms",
 	"retention_table_rows_estimate", "retention_oldest_row_age_ms",
 }
+
+// mysqlOnly are the families only the MySQL room store registers (the
+// dev process the dashboard test starts runs on memdb).
+var mysqlOnly = []string{"roomcell_mysql_group_commit_batch_size", "roomcell_mysql_group_commit_seconds"}
 
 // The Grafana dashboard reads right with N nodes and covers what roomcell
 // exports: every metric it queries is registered by a process running
@@ -70,6 +75,9 @@ func TestGrafanaDashboardQueriesExistingMetrics(t *testing.T) {
 			for _, m := range name.FindAllString(tg.Expr, -1) {
 				m = strings.TrimSuffix(m, "_bucket")
 				queried[m] = true
+				if slices.Contains(mysqlOnly, strings.TrimSuffix(strings.TrimSuffix(m, "_sum"), "_count")) {
+					continue // TestMySQLPoolMetrics checks these on a MySQL node
+				}
 				probe := prometheus.NewGauge(prometheus.GaugeOpts{Name: m, Help: "probe"})
 				if err := app.registry.Register(probe); err == nil {
 					app.registry.Unregister(probe)

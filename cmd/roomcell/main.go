@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/buildinfo"
 	"github.com/hyapp/roomcell/internal/gcfloor"
 	"github.com/hyapp/roomcell/internal/logthrottle"
 )
@@ -35,36 +35,6 @@ type flags struct {
 	// The MySQL database names (override mysql.*_database), so two
 	// checkouts or a test can share one server.
 	roomDB, walletDB, noticeDB string
-}
-
-// version is set at build time (-ldflags "-X main.version=v1.2.3"); without
-// it --version prints the module version and VCS revision Go recorded.
-var version = ""
-
-func versionString() string {
-	v := version
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return cmp.Or(v, "unknown")
-	}
-	if v == "" {
-		v = bi.Main.Version
-	}
-	var rev, modified string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = " (modified)"
-			}
-		}
-	}
-	if rev != "" {
-		v += " " + rev + modified
-	}
-	return v + " " + bi.GoVersion
 }
 
 // usageError is a mistake on the command line: printed with the usage,
@@ -96,7 +66,7 @@ func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
 		Short: "roomcell serves voice-chat rooms over gRPC",
 		Long: "roomcell runs the server: --dev is one node with everything in memory and a fake\n" +
 			"Tencent IM; --config FILE runs the roles the file names against MySQL, Redis, etcd.",
-		Version:       versionString(),
+		Version:       buildinfo.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          noArgs,

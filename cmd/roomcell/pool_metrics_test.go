@@ -46,4 +46,10 @@ func TestMySQLPoolMetrics(t *testing.T) {
 			t.Errorf("no go_sql_open_connections{db_name=%q}: pools %v (%d series)", want, pools, n)
 		}
 	}
+	// The dashboard's MySQL-only families are registered by a MySQL node.
+	for _, name := range mysqlOnly {
+		if n, err := testutil.GatherAndCount(app.registry, name); err != nil || n == 0 {
+			t.Errorf("a MySQL node does not export %s (%d series, %v)", name, n, err)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
@@ -36,7 +37,11 @@ import (
 func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, error) {
 	imLog := a.log.With("component", "im")
 	imCfg := a.cfg.TencentIM
-	imOpts := []tencentim.Option{tencentim.WithLogger(imLog)}
+	imMetrics, err := tencentim.NewMetrics(a.registry)
+	if err != nil {
+		return nil, err
+	}
+	imOpts := []tencentim.Option{tencentim.WithLogger(imLog), tencentim.WithMetrics(imMetrics)}
 	if !imCfg.Enabled {
 		fake, fakeCfg, err := imfake.StartDev(imLog.With("fake", true))
 		if err != nil {
@@ -247,6 +252,14 @@ func (a *App) registerPoolMetrics() error {
 		}
 		if err := a.registry.Register(collectors.NewDBStatsCollector(p.DB(), s.name)); err != nil {
 			return fmt.Errorf("metrics of the %s pool: %w", s.name, err)
+		}
+		// The room store's group commit: batch sizes and transaction times.
+		if c, ok := s.store.(interface{ Collectors() []prometheus.Collector }); ok {
+			for _, col := range c.Collectors() {
+				if err := a.registry.Register(col); err != nil {
+					return fmt.Errorf("metrics of the %s store: %w", s.name, err)
+				}
+			}
 		}
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/internal/buildinfo"
 )
 
 // command is one subcommand, e.g. name "outbox list". A file adds its
@@ -208,11 +209,13 @@ func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		Long: "roomctl talks to a roomcell node over gRPC: one subcommand per RPC, operator commands\n" +
 			"(outbox, notice, wallet, cluster, purge) and a load generator (bench).\n" +
 			"Human output by default; --json prints JSON, errors included.",
+		Version:       buildinfo.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Args:          noSubcommand,
 		RunE:          groupHelp,
 	}
+	root.SetVersionTemplate("roomctl {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

@@ -24,7 +24,7 @@ func init() {
 		name:  "notice list",
 		usage: "list notice_delivery_events rows (--status failed|retryable|delivering|delivered|all) with retry_count and last_error",
 		flags: func(fs *flag.FlagSet) {
-			fs.String("status", "failed", "failed (dead letters), retryable, delivering, delivered or all")
+			fs.String("status", "failed", "failed (dead letters), retryable, delivering, delivered, skipped (given up by an operator) or all")
 			fs.String("source", "", "only this source: wallet_outbox or room_outbox")
 			fs.Int32("limit", 50, "rows to show (at most 1000)")
 		},

@@ -324,6 +324,9 @@ var flagOfField = map[string]string{
 	"app_code": "--app", "room_id": "--room", "user_id": "--user", "command_id": "--command-id",
 	"to_user_id": "--to", "gift_id": "--gift", "target_user_id": "--target", "page_token": "--page-token",
 	"key.source_event_id": "the event id argument", "event_id": "the event id argument",
+	"selector.app_code": "--app", "selector.room_id": "--room", "selector.user_id": "--user", "selector.status": "--status",
+	"selector.source_name": "--source", "selector.event_type": "--event-type", "selector.error_contains": "--error",
+	"created_to_ms": "--until", "limit": "--limit",
 }
 
 // rpcError turns a gRPC status into an rpcErr.

@@ -106,7 +106,7 @@ func (c *Client) SendGroupMsg(ctx context.Context, m GroupMessage) (GroupSendRes
 			return GroupSendResult{}, err
 		}
 	}
-	if err := c.wait(ctx, APISendGroupMsg, c.groupLimiter(m.GroupID)); err != nil {
+	if err := c.wait(ctx, APISendGroupMsg, LimiterGroup, c.groupLimiter(m.GroupID)); err != nil {
 		return GroupSendResult{}, err
 	}
 	req := sendGroupReq{

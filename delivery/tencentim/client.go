@@ -57,6 +57,7 @@ type Client struct {
 	groupBurst int
 
 	accounts *IDSet
+	metrics  *Metrics
 }
 
 // Option configures a Client.
@@ -207,8 +208,11 @@ func (c *Client) groupLimiter(groupID string) *rate.Limiter {
 
 // wait blocks until lim grants a call or ctx ends; it never fails a call
 // for being over budget, it only delays it.
-func (c *Client) wait(ctx context.Context, api string, lim *rate.Limiter) error {
-	if err := lim.Wait(ctx); err != nil {
+func (c *Client) wait(ctx context.Context, api, limiter string, lim *rate.Limiter) error {
+	start := time.Now()
+	err := lim.Wait(ctx)
+	c.metrics.waited(api, limiter, start, err != nil)
+	if err != nil {
 		// rate.Limiter refuses up front when the wait would outlive the
 		// deadline; that is still the caller's deadline, not Tencent's.
 		cause := ctx.Err()
@@ -231,17 +235,21 @@ type envelope struct {
 // call waits for the API's rate budget and performs one request. On
 // 70001/70052 it issues a fresh UserSig and repeats the request once.
 func (c *Client) call(ctx context.Context, api string, req, resp any) error {
-	if err := c.wait(ctx, api, c.apiLimiter(api)); err != nil {
+	if err := c.wait(ctx, api, LimiterAPI, c.apiLimiter(api)); err != nil {
 		return err
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return &Error{API: api, Class: ClassBadRequest, Reason: "encode request", cause: err}
 	}
+	start := time.Now()
 	err = c.do(ctx, api, body, resp, false)
+	c.metrics.called(api, start, err)
 	if sigExpiredCode(CodeOf(err)) {
 		c.log.Warn("tencent im usersig rejected; issuing a new one", "api", api, "code", CodeOf(err))
+		start = time.Now()
 		err = c.do(ctx, api, body, resp, true)
+		c.metrics.called(api, start, err)
 	}
 	return err
 }

@@ -384,7 +384,7 @@ func (s *NoticeStore) List(ctx context.Context, f persistence.NoticeFilter) ([]p
 	}
 	statuses := []string{f.Status}
 	if f.Status == "" {
-		statuses = []string{persistence.NoticeDelivered, persistence.NoticeDelivering, persistence.NoticeFailed, persistence.NoticeRetryable}
+		statuses = []string{persistence.NoticeDelivered, persistence.NoticeDelivering, persistence.NoticeFailed, persistence.NoticeRetryable, persistence.NoticeSkipped}
 	}
 	txn := s.db.Txn(false)
 	var out []persistence.NoticeDelivery

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -37,6 +39,9 @@ type groupCommitter struct {
 	finished chan struct{} // closed (and replaced) each time a writer's transaction ends
 
 	batches, appends atomic.Int64
+	// sizes and took observe every batch (live appends; the shared
+	// transactions' time), exported by Store.Collectors.
+	sizes, took prometheus.Histogram
 }
 
 // States of a queued append. The writer and the caller race to move it out
@@ -61,6 +66,16 @@ func newGroupCommitter(s *Store, maxBatch int, linger time.Duration, writers int
 		linger:   linger,
 		queue:    make(chan *queuedAppend, maxBatch*writers),
 		finished: make(chan struct{}),
+		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomcell_mysql_group_commit_batch_size",
+			Help:    "Room appends written per group-commit batch (MySQL room store; mysql.group_commit.max_batch caps it).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "roomcell_mysql_group_commit_seconds",
+			Help:    "Time one group-commit batch spent writing its shared transactions (MySQL room store).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}),
 	}
 	for range writers {
 		g.wg.Add(1)
@@ -199,7 +214,10 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 		deadline = latest
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	start := time.Now()
 	g.s.writeBatch(ctx, ps)
+	g.took.Observe(time.Since(start).Seconds())
+	g.sizes.Observe(float64(len(ps)))
 	cancel()
 	g.busy.Add(-1)
 	g.finMu.Lock()
@@ -234,6 +252,15 @@ func (g *groupCommitter) close() {
 type GroupCommitStats struct {
 	Batches int64 // batches written (each one transaction on the fast path)
 	Appends int64 // appends written in them
+}
+
+// Collectors are the store's Prometheus instruments: the group commit's
+// batch sizes and transaction times (none when group commit is off).
+func (s *Store) Collectors() []prometheus.Collector {
+	if s.gc == nil {
+		return nil
+	}
+	return []prometheus.Collector{s.gc.sizes, s.gc.took}
 }
 
 // GroupCommitStats returns the counters; zero when group commit is off.

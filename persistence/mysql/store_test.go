@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
@@ -181,6 +184,23 @@ func TestFencingTwoWritersOneRoom(t *testing.T) {
 	st := stores[0].GroupCommitStats()
 	if st.Appends == 0 || st.Batches >= st.Appends {
 		t.Fatalf("group commit never shared a transaction: %+v", st)
+	}
+	// The batch-size histogram sees every batch and every append the
+	// counters do.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(stores[0].Collectors()...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes *dto.Histogram
+	for _, mf := range mfs {
+		if mf.GetName() == "roomcell_mysql_group_commit_batch_size" {
+			sizes = mf.GetMetric()[0].GetHistogram()
+		}
+	}
+	if sizes == nil || int64(sizes.GetSampleCount()) != st.Batches || int64(sizes.GetSampleSum()) != st.Appends {
+		t.Fatalf("batch size histogram %v, counters %+v: want count = batches and sum = appends", sizes, st)
 	}
 }
 

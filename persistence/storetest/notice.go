@@ -37,6 +37,9 @@ func RunNoticeStore(t *testing.T, newStore func(t *testing.T) persistence.Notice
 		{"SourcesIsolated", testNoticeSources},
 		{"CursorLease", testNoticeCursor},
 		{"ConcurrentClaimsNeverOverlap", testNoticeConcurrentClaims},
+		{"BulkRequeue", testNoticeBulk},
+		{"BulkRequeueMany", testNoticeBulkMany},
+		{"BulkSkip", testNoticeBulkSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))

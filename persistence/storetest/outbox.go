@@ -34,6 +34,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ReleaseOutboxBatch", testReleaseOutboxBatch},
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
+		{"BulkRequeueSkip", testOutboxBulk},
 	})
 }
 

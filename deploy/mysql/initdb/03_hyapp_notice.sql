@@ -85,3 +85,12 @@ CREATE TABLE IF NOT EXISTS notice_source_cursors (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('notice', 1, '001_notice_tables', 'b691c79cdf3515155528e4f81a8801234480502ac6d34755a45f833831bcda8e', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/notice/002_notice_skipped.sql ----
+-- skipped: a dead letter an operator gave up (roomctl notice bulk-skip):
+-- it is no longer failed, so it stops counting as a dead letter, and it
+-- is never sent. last_error records who, why and the error it died of.
+ALTER TABLE notice_delivery_events DROP CONSTRAINT ck_notice_status,
+  ADD CONSTRAINT ck_notice_status CHECK (status IN ('delivering', 'retryable', 'delivered', 'failed', 'skipped'));
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('notice', 2, '002_notice_skipped', '3a5ef2d2a9d96f0abeccf6a0d4571aab709fbf9144c3acd8eb72354935bd48bf', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
