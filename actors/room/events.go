@@ -102,9 +102,15 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 		limit = DefaultEventsLimit
 	}
 	limit = min(limit, MaxEventsLimit)
-	d, key, sender, sys := g.deps, g.key(), ctx.Sender(), ctx.ActorSystem()
+	if reply := g.tailRead(after, head, limit); reply != nil { // eventtail.go
+		ctx.Respond(&v1.RoomEventsResponse{Reply: reply})
+		return
+	}
+	d, key, sender, self, sys := g.deps, g.key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 	go func() {
-		sys.Root.Send(sender, d.readEvents(key, after, head, limit))
+		res := d.readEvents(key, after, head, limit)
+		sys.Root.Send(sender, res)
+		sendFill(sys, self, after, res.Reply)
 	}()
 }
 
@@ -171,9 +177,10 @@ func logEvents(envs []persistence.Envelope) []*v1.RoomLogEvent {
 }
 
 // watchRooms holds the feeds subscribed to each room of the node (one
-// per node, in Deps): the grain has no field for them, so a room nobody
-// watches pays nothing (the grain fills its size class), and a commit
-// looks them up only while the node has any.
+// per node, in Deps) and the tails of the rooms being read: the grain has
+// no field for them, so a room nobody watches or reads pays nothing (the
+// grain fills its size class), and a commit looks them up only while the
+// node has any.
 type watchRooms struct {
 	n     atomic.Int64 // rooms with feeds
 	seq   atomic.Uint64
@@ -184,6 +191,9 @@ type watchRooms struct {
 type roomFeeds struct {
 	activation string
 	feeds      []*actor.PID
+	// tail: the room's recent events while anyone reads it (eventtail.go);
+	// the grain's alone.
+	tail *eventTail
 }
 
 func (w *watchRooms) get(identity string) *roomFeeds {
@@ -221,9 +231,12 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 	w.mu.Lock()
 	rf := w.rooms[g.identity]
 	if rf == nil {
-		rf = &roomFeeds{activation: ctx.Self().Address + "#" + strconv.FormatUint(w.seq.Add(1), 10)}
+		rf = &roomFeeds{}
 		w.rooms[g.identity] = rf
 		w.n.Add(1)
+	}
+	if rf.activation == "" {
+		rf.activation = ctx.Self().Address + "#" + strconv.FormatUint(w.seq.Add(1), 10)
 	}
 	known := false
 	for _, p := range rf.feeds {
@@ -241,18 +254,26 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 		GrainAddress: ctx.Self().Address, GrainId: ctx.Self().Id}
 }
 
-// watchPush sends a committed command's events to the room's feeds. A
-// send never blocks: a feed's mailbox is unbounded and the feed cuts its
-// own slow readers.
+// watchPush sends a committed command's events to the room's feeds and
+// appends them to its tail: one set of messages for both. A send never
+// blocks: a feed's mailbox is unbounded and the feed cuts its own slow
+// readers.
 func (g *grain) watchPush(ctx actor.Context, seq int64, envs []persistence.Envelope) {
 	rf := g.deps.watch.get(g.identity)
-	if rf == nil || len(envs) == 0 {
+	if rf == nil {
 		return
 	}
 	g.deps.watch.mu.Lock()
-	feeds, activation := rf.feeds, rf.activation
+	feeds, activation, tail := rf.feeds, rf.activation, rf.tail
 	g.deps.watch.mu.Unlock()
-	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: logEvents(envs)}
+	events := logEvents(envs)
+	if tail != nil {
+		tail.add(seq, events)
+	}
+	if len(events) == 0 || len(feeds) == 0 {
+		return
+	}
+	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: events}
 	for _, pid := range feeds {
 		ctx.Send(pid, push)
 	}
@@ -274,14 +295,14 @@ func (g *grain) watchTerminated(who *actor.PID) {
 		}
 	}
 	rf.feeds = feeds
-	if len(feeds) == 0 {
+	if len(feeds) == 0 && rf.tail == nil {
 		delete(w.rooms, g.identity)
 		w.n.Add(-1)
 	}
 }
 
 // watchEnd tells the feeds this activation stops: they end their
-// streams with the seq to resume from.
+// streams with the seq to resume from. The room's tail goes with it.
 func (g *grain) watchEnd(ctx actor.Context) {
 	w := g.deps.watch
 	if w.n.Load() == 0 {

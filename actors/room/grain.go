@@ -81,6 +81,10 @@ type Deps struct {
 	// under way (events.go). Made by setDefaults.
 	watch *watchRooms
 	reads chan struct{}
+	// Retention is retention.command_log: the event tail serves nothing
+	// older (eventtail.go). Below a minute (the least the config allows):
+	// a minute.
+	Retention time.Duration
 }
 
 func (d *Deps) setDefaults() {
@@ -185,6 +189,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *v1.ListRoomEventsRequest:
 		g.listEvents(ctx, msg) // events.go
+	case *tailFill:
+		g.fillTail(msg) // eventtail.go
 	case *v1.RoomWatchSubscribe:
 		ctx.Respond(g.watchSubscribe(ctx, msg))
 	case *actor.Terminated:
@@ -271,6 +277,7 @@ func (g *grain) load() error {
 	if err := g.claim(ctx); err != nil {
 		return err
 	}
+	g.dropTail() // eventtail.go: the reloaded state may be past it
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
 	g.snapSeq = 0

@@ -186,7 +186,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		kinds = append(kinds, grainkind.New(room.Kind, room.GrainProps(room.Deps{
 			Store: a.store, Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
-			PublishMetrics: pubMetrics,
+			PublishMetrics: pubMetrics, Retention: cfg.Retention.CommandLog,
 		})))
 	}
 	a.member, err = cluster.Start(cluster.Options{
