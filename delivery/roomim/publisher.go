@@ -348,12 +348,17 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 		first.enc, first.batch = cb.add(first.env, p.maxBytes), cb
 		// An event that does not encode (Enqueue checked its payload, so
 		// never in practice) goes alone, as its full envelope.
-		// An event with effects ends its batch: the events after it are
+		// An event with effects travels alone. The events after it are
 		// sent only once its effects are done, so a kick's ban or a close's
-		// teardown is in room order with the messages around it.
-		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !q.pending[n-1].effects.any() {
+		// teardown is in room order with the messages around it. And its
+		// message is always the same one (its own envelope, the Random of
+		// its event id): a retry after a failed effect, by this process
+		// (which skips the message, messageSent) or by any other within
+		// Tencent's 5-minute dedupe, does not show it to the room twice;
+		// a batch cut differently on the retry would have.
+		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !first.effects.any() {
 			next := q.pending[n]
-			if next.kind != kindSend {
+			if next.kind != kindSend || next.effects.any() {
 				break
 			}
 			enc := cb.add(next.env, p.maxBytes)
