@@ -508,10 +508,12 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 			return nil, err
 		}
 	}
+	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
 	sctx, cancel := g.storeCtx()
 	err = g.deps.Store.Append(sctx, a)
 	cancel()
 	if err != nil {
+		g.groupAbandoned(group, err)
 		return g.appendFailed(cmd, seq, err)
 	}
 	before := g.dirBefore(events) // directory hook
@@ -520,7 +522,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
-	groupReady := g.publish(cmd, envs, a.Lease)
+	groupReady := g.publish(envs, a.Lease, group)
 	g.watchPush(ctx, seq, envs)         // events.go
 	g.dirCommitted(cmd, before, events) // directory hook
 	ids, changes := replyEvents(envs)

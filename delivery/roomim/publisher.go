@@ -552,11 +552,12 @@ func (p *Publisher) GroupKnown(appCode, roomID string) bool {
 
 // EnsureGroup creates the room's IM group if it does not exist yet
 // (idempotent: Tencent's "already exists" is success). The room grain
-// calls it on CreateRoom's path, after the command is stored and before
+// calls it on CreateRoom's path, beside the command's append and before
 // the reply, through PublishRoomEvent(RoomCreated) under
-// room.create_group_timeout; the same RoomCreated row, left pending when
-// that failed, repeats it from the room's publisher or the relay until
-// IM answers. ownerUserID may be empty (the app admin then manages the
+// room.create_group_timeout (should the append fail, it takes the group
+// back: DropGroup); the same RoomCreated row, left pending when the call
+// failed, repeats it from the room's publisher or the relay until IM
+// answers. ownerUserID may be empty (the app admin then manages the
 // group).
 func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserID, name string) error {
 	gid := GroupID(appCode, roomID)
@@ -570,6 +571,15 @@ func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserI
 	}
 	p.known.Add(gid)
 	return nil
+}
+
+// DropGroup destroys the room's group and forgets it (a group already
+// gone is success): CreateRoom made it beside an append that failed, and
+// the room it was made for does not exist.
+func (p *Publisher) DropGroup(ctx context.Context, appCode, roomID string) error {
+	gid := GroupID(appCode, roomID)
+	p.known.Remove(gid)
+	return p.client.DestroyGroup(ctx, gid)
 }
 
 // SendNotice sends a private notice (seed 003: Ext "wallet_notice",
