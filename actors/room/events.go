@@ -238,6 +238,11 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 	if rf.activation == "" {
 		rf.activation = ctx.Self().Address + "#" + strconv.FormatUint(w.seq.Add(1), 10)
 	}
+	if rf.tail == nil {
+		// Watchers catch up through ListEvents (a cut one, a late push):
+		// from the commits' own messages, not the store.
+		rf.tail = &eventTail{base: g.state.Seq}
+	}
 	known := false
 	for _, p := range rf.feeds {
 		known = known || p.Equal(pid)
