@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hyapp/roomcell/errclass"
@@ -119,7 +120,7 @@ type pushItem struct {
 }
 
 type sub struct {
-	next uint64        // the feed's log index of the next item to read; under the feed's mu
+	next atomic.Uint64 // the feed's log index of the next item to read
 	wake chan struct{} // cap 1: a pending wake-up stands for any number of pushes
 	end  chan struct{}
 	once sync.Once
@@ -133,6 +134,16 @@ func (s *sub) stop(why string) {
 	})
 }
 
+// feedLog is a feed's recent items: items[0] is item number first. A
+// new feedLog is stored for each push; its items are only appended to
+// past every published length, or copied: a reader's view never changes.
+type feedLog struct {
+	first uint64
+	items []*pushItem
+}
+
+func (l *feedLog) end() uint64 { return l.first + uint64(len(l.items)) }
+
 type feed struct {
 	w        *Watcher
 	identity string
@@ -140,11 +151,10 @@ type feed struct {
 	mu       sync.Mutex
 	subs     map[*sub]struct{}
 	head     int64 // newest head the feed knows
-	// log holds the feed's recent items; log[0] is item number first.
-	// Only appended to, and trimmed into a new array: a watcher reads a
-	// slice of it outside the lock.
-	log      []*pushItem
-	first    uint64
+	// log holds the feed's recent items, written under mu and read by
+	// the watchers without it: each wake-up of a thousand watchers
+	// queued on mu behind the fanout that woke them.
+	log      atomic.Pointer[feedLog]
 	done     bool
 	stopTick chan struct{}
 	// ready closes when the first subscription answered; startErr is
@@ -320,7 +330,9 @@ func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64
 	// s, so the read and the pushes overlap and nothing falls between.
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
-	s.next = f.first + uint64(len(f.log))
+	if l := f.log.Load(); l != nil {
+		s.next.Store(l.end())
+	}
 	f.mu.Unlock()
 	w.mu.Unlock()
 	if fresh {
@@ -395,11 +407,16 @@ func (f *feed) fanout(it *pushItem) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.head = max(f.head, it.seq)
-	f.log = append(f.log, it)
-	end := f.first + uint64(len(f.log))
+	l := &feedLog{}
+	if old := f.log.Load(); old != nil {
+		*l = *old
+	}
+	l.items = append(l.items, it)
+	end := l.end()
 	read := end // the least place of a watcher
 	for s := range f.subs {
-		if end-s.next > uint64(f.w.Buffer) {
+		next := s.next.Load()
+		if end-next > uint64(f.w.Buffer) {
 			delete(f.subs, s)
 			s.stop(EndCut)
 			if f.w.Metrics != nil {
@@ -409,28 +426,33 @@ func (f *feed) fanout(it *pushItem) {
 			}
 			continue
 		}
-		read = min(read, s.next)
+		// A watcher reading now moves only forward, past read: what it
+		// still needs stays.
+		read = min(read, next)
+	}
+	if drop := int(read - l.first); drop > 0 && 2*drop >= len(l.items) {
+		l.items = append([]*pushItem(nil), l.items[drop:]...)
+		l.first = read
+	}
+	f.log.Store(l)
+	for s := range f.subs {
 		select {
 		case s.wake <- struct{}{}:
 		default: // a wake-up is pending already
 		}
 	}
-	if drop := int(read - f.first); drop > 0 && 2*drop >= len(f.log) {
-		f.log = append([]*pushItem(nil), f.log[drop:]...)
-		f.first = read
-	}
 }
 
 // take returns the items s has not read (shared: never changed) and moves
-// its place past them.
+// its place past them. Without the feed's lock.
 func (f *feed) take(s *sub) []*pushItem {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s.next < f.first {
-		return nil // cut: its end is closed, the loop sees it next
+	l := f.log.Load()
+	next := s.next.Load()
+	if l == nil || next < l.first {
+		return nil // nothing yet, or cut: its end is closed, the loop sees it next
 	}
-	items := f.log[s.next-f.first:]
-	s.next = f.first + uint64(len(f.log))
+	items := l.items[next-l.first:]
+	s.next.Store(l.end())
 	return items[:len(items):len(items)]
 }
 
