@@ -106,17 +106,31 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 		ctx.Respond(&v1.RoomEventsResponse{Reply: reply})
 		return
 	}
+	// The store read also reaches up to the tail, when it is near, so
+	// the tail can grow back over this read (eventtail.go).
+	fillTo := int64(0)
+	if t := g.tail(false); t != nil && after < t.base && t.base-after <= 2*tailKeep {
+		fillTo = t.base
+	}
 	d, key, sender, self, sys := g.deps, g.key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 	go func() {
-		res := d.readEvents(key, after, head, limit)
+		res, fill, next := d.readEventsFill(key, after, head, limit, fillTo)
 		sys.Root.Send(sender, res)
-		sendFill(sys, self, after, res.Reply)
+		sendFill(sys, self, after, next, fill)
 	}()
 }
 
 // readEvents reads the log rows after after, up to head, whole commands
 // only, about limit events.
 func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int) *v1.RoomEventsResponse {
+	res, _, _ := d.readEventsFill(key, after, head, limit, 0)
+	return res
+}
+
+// readEventsFill is readEvents that also reads on to fillTo (0: not):
+// fill holds the events of every commit read after after, up to next,
+// the reply's among them (the same messages).
+func (d *Deps) readEventsFill(key persistence.RoomKey, after, head int64, limit int, fillTo int64) (res *v1.RoomEventsResponse, fill []*v1.RoomLogEvent, next int64) {
 	unavailable := func(err error) *v1.RoomEventsResponse {
 		d.Logger.Warn("room event log read failed", "app_code", key.AppCode, "room_id", key.RoomID, "error", err)
 		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: errclass.NameUnavailable, Message: "room event log could not be read; retry"}}
@@ -127,11 +141,15 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 	case d.reads <- struct{}{}:
 		defer func() { <-d.reads }()
 	case <-ctx.Done():
-		return unavailable(ctx.Err())
+		return unavailable(ctx.Err()), nil, 0
 	}
 	// A command has at least one event as a rule, so limit rows hold at
 	// least limit events, or the rest of the log.
-	rows := min(int64(limit), head-after)
+	pageRows := min(int64(limit), head-after)
+	rows := pageRows
+	if fillTo > after {
+		rows = max(rows, min(fillTo, head)-after)
+	}
 	var recs []persistence.CommandRecord
 	var err error
 	if rl, ok := d.Store.(rangeLoader); ok {
@@ -140,7 +158,7 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 		recs = recs[:rows]
 	}
 	if err != nil {
-		return unavailable(err)
+		return unavailable(err), nil, 0
 	}
 	if len(recs) == 0 || recs[0].Seq != after+1 {
 		// Purged (the log keeps whole prefixes: rows at or below the
@@ -150,20 +168,28 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 			oldest = recs[0].Seq - 1
 		}
 		te := &TrimmedError{After: after, OldestAfterSeq: oldest, HeadSeq: head}
-		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}
+		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}, nil, 0
 	}
 	reply := &v1.ListRoomEventsReply{NextAfterSeq: after, HeadSeq: head}
-	for _, rec := range recs {
-		if rec.Seq != reply.NextAfterSeq+1 || rec.Seq > head {
+	paged, inPage := 0, true // events of the page, in fill
+	next = after
+	for i, rec := range recs {
+		if rec.Seq != next+1 || rec.Seq > head {
 			break // a hole or a row past the head this answer stands for
 		}
-		if len(reply.Events) > 0 && len(reply.Events)+len(rec.Events) > limit {
-			break
+		if inPage && (int64(i) >= pageRows || (paged > 0 && paged+len(rec.Events) > limit)) {
+			inPage = false
 		}
-		reply.Events = append(reply.Events, logEvents(rec.Events)...)
-		reply.NextAfterSeq = rec.Seq
+		fill = append(fill, logEvents(rec.Events)...)
+		next = rec.Seq
+		if inPage {
+			paged, reply.NextAfterSeq = len(fill), rec.Seq
+		}
 	}
-	return &v1.RoomEventsResponse{Reply: reply}
+	if paged > 0 {
+		reply.Events = fill[:paged:paged]
+	}
+	return &v1.RoomEventsResponse{Reply: reply}, fill, next
 }
 
 // logEvents is the wire form of a command's envelopes.

@@ -239,12 +239,13 @@ func (g *grain) fillTail(f *tailFill) {
 	t.prepend(f.after, f.events)
 }
 
-// sendFill sends the grain a store read's events for its tail.
-func sendFill(sys *actor.ActorSystem, grain *actor.PID, after int64, r *v1.ListRoomEventsReply) {
-	if r == nil || r.NextAfterSeq <= after {
+// sendFill sends the grain a store read's events (the commits after
+// after, up to next) for its tail.
+func sendFill(sys *actor.ActorSystem, grain *actor.PID, after, next int64, events []*v1.RoomLogEvent) {
+	if next <= after {
 		return
 	}
-	sys.Root.Send(grain, &tailFill{after: after, next: r.NextAfterSeq, events: r.Events})
+	sys.Root.Send(grain, &tailFill{after: after, next: next, events: events})
 }
 
 // retention is the age past which the tail leaves reads to the store.

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -213,5 +214,47 @@ func TestListEventsSeesTheCommitJustMade(t *testing.T) {
 		if got.HeadSeq != reply.RoomSeq || got.NextAfterSeq != reply.RoomSeq || len(got.Events) != 1 || got.Events[0].EventId != reply.EventIds[0] {
 			t.Fatalf("after commit %d: head %d next %d events %v", reply.RoomSeq, got.HeadSeq, got.NextAfterSeq, got.Events)
 		}
+	}
+}
+
+// A read that ends short of the head still grows the tail back over it
+// (its store read goes on to the tail), so the same read again is a slice
+// of the tail: the same messages.
+func TestListEventsShortOfTheHeadFillsTheTail(t *testing.T) {
+	n := startEventsNode(t, nil, 0)
+	n.do(t, createCmd("r1", "c0"))
+	for i := range 300 {
+		rc := joinCmd("r1", fmt.Sprint("c", i+1), "bob")
+		if i%2 == 1 {
+			rc = leaveCmd("r1", fmt.Sprint("c", i+1), "bob")
+		}
+		n.do(t, rc)
+	}
+	ctx := context.Background()
+	req := &v1.ListRoomEventsRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: 150, Limit: 100}
+	first, err := n.client.ListEvents(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.NextAfterSeq != 250 || len(first.Events) != 100 {
+		t.Fatalf("first read: %d events to %d", len(first.Events), first.NextAfterSeq)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		again, err := n.client.ListEvents(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(again, first) {
+			t.Fatalf("the read changed: %d events to %d", len(again.Events), again.NextAfterSeq)
+		}
+		third, _ := n.client.ListEvents(ctx, req)
+		if third.Events[0] == again.Events[0] {
+			return // served from the tail
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a read 50 commits short of the head never came from the tail")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
