@@ -11,6 +11,8 @@ type WatchConfig struct {
 	MaxStreams int `yaml:"max_streams"`
 	// Buffer is how many commits a stream may have waiting for its
 	// reader; a reader a whole buffer behind is cut with its resume seq.
+	// The commits are the node's feed's, shared by the room's streams: a
+	// stream holds only its place in them.
 	Buffer int `yaml:"buffer"`
 	// CheckInterval is how often a node's feed of a room asks the room's
 	// owner for its activation and head: a silent owner (frozen, cut off)
@@ -20,7 +22,7 @@ type WatchConfig struct {
 
 func (c *WatchConfig) setDefaults() {
 	c.MaxStreams = intOr(c.MaxStreams, 10000)
-	c.Buffer = intOr(c.Buffer, 128)
+	c.Buffer = intOr(c.Buffer, 1024)
 	c.CheckInterval = durationOr(c.CheckInterval, 2*time.Second)
 }
 

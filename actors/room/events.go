@@ -102,15 +102,35 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 		limit = DefaultEventsLimit
 	}
 	limit = min(limit, MaxEventsLimit)
-	d, key, sender, sys := g.deps, g.key(), ctx.Sender(), ctx.ActorSystem()
+	if reply := g.tailRead(after, head, limit); reply != nil { // eventtail.go
+		ctx.Respond(&v1.RoomEventsResponse{Reply: reply})
+		return
+	}
+	// The store read also reaches up to the tail, when it is near, so
+	// the tail can grow back over this read (eventtail.go).
+	fillTo := int64(0)
+	if t := g.tail(false); t != nil && after < t.base && t.base-after <= 2*tailKeep {
+		fillTo = t.base
+	}
+	d, key, sender, self, sys := g.deps, g.key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 	go func() {
-		sys.Root.Send(sender, d.readEvents(key, after, head, limit))
+		res, fill, next := d.readEventsFill(key, after, head, limit, fillTo)
+		sys.Root.Send(sender, res)
+		sendFill(sys, self, after, next, fill)
 	}()
 }
 
 // readEvents reads the log rows after after, up to head, whole commands
 // only, about limit events.
 func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int) *v1.RoomEventsResponse {
+	res, _, _ := d.readEventsFill(key, after, head, limit, 0)
+	return res
+}
+
+// readEventsFill is readEvents that also reads on to fillTo (0: not):
+// fill holds the events of every commit read after after, up to next,
+// the reply's among them (the same messages).
+func (d *Deps) readEventsFill(key persistence.RoomKey, after, head int64, limit int, fillTo int64) (res *v1.RoomEventsResponse, fill []*v1.RoomLogEvent, next int64) {
 	unavailable := func(err error) *v1.RoomEventsResponse {
 		d.Logger.Warn("room event log read failed", "app_code", key.AppCode, "room_id", key.RoomID, "error", err)
 		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: errclass.NameUnavailable, Message: "room event log could not be read; retry"}}
@@ -121,11 +141,15 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 	case d.reads <- struct{}{}:
 		defer func() { <-d.reads }()
 	case <-ctx.Done():
-		return unavailable(ctx.Err())
+		return unavailable(ctx.Err()), nil, 0
 	}
 	// A command has at least one event as a rule, so limit rows hold at
 	// least limit events, or the rest of the log.
-	rows := min(int64(limit), head-after)
+	pageRows := min(int64(limit), head-after)
+	rows := pageRows
+	if fillTo > after {
+		rows = max(rows, min(fillTo, head)-after)
+	}
 	var recs []persistence.CommandRecord
 	var err error
 	if rl, ok := d.Store.(rangeLoader); ok {
@@ -134,7 +158,7 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 		recs = recs[:rows]
 	}
 	if err != nil {
-		return unavailable(err)
+		return unavailable(err), nil, 0
 	}
 	if len(recs) == 0 || recs[0].Seq != after+1 {
 		// Purged (the log keeps whole prefixes: rows at or below the
@@ -144,20 +168,28 @@ func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int)
 			oldest = recs[0].Seq - 1
 		}
 		te := &TrimmedError{After: after, OldestAfterSeq: oldest, HeadSeq: head}
-		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}
+		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}, nil, 0
 	}
 	reply := &v1.ListRoomEventsReply{NextAfterSeq: after, HeadSeq: head}
-	for _, rec := range recs {
-		if rec.Seq != reply.NextAfterSeq+1 || rec.Seq > head {
+	paged, inPage := 0, true // events of the page, in fill
+	next = after
+	for i, rec := range recs {
+		if rec.Seq != next+1 || rec.Seq > head {
 			break // a hole or a row past the head this answer stands for
 		}
-		if len(reply.Events) > 0 && len(reply.Events)+len(rec.Events) > limit {
-			break
+		if inPage && (int64(i) >= pageRows || (paged > 0 && paged+len(rec.Events) > limit)) {
+			inPage = false
 		}
-		reply.Events = append(reply.Events, logEvents(rec.Events)...)
-		reply.NextAfterSeq = rec.Seq
+		fill = append(fill, logEvents(rec.Events)...)
+		next = rec.Seq
+		if inPage {
+			paged, reply.NextAfterSeq = len(fill), rec.Seq
+		}
 	}
-	return &v1.RoomEventsResponse{Reply: reply}
+	if paged > 0 {
+		reply.Events = fill[:paged:paged]
+	}
+	return &v1.RoomEventsResponse{Reply: reply}, fill, next
 }
 
 // logEvents is the wire form of a command's envelopes.
@@ -171,9 +203,10 @@ func logEvents(envs []persistence.Envelope) []*v1.RoomLogEvent {
 }
 
 // watchRooms holds the feeds subscribed to each room of the node (one
-// per node, in Deps): the grain has no field for them, so a room nobody
-// watches pays nothing (the grain fills its size class), and a commit
-// looks them up only while the node has any.
+// per node, in Deps) and the tails of the rooms being read: the grain has
+// no field for them, so a room nobody watches or reads pays nothing (the
+// grain fills its size class), and a commit looks them up only while the
+// node has any.
 type watchRooms struct {
 	n     atomic.Int64 // rooms with feeds
 	seq   atomic.Uint64
@@ -184,6 +217,9 @@ type watchRooms struct {
 type roomFeeds struct {
 	activation string
 	feeds      []*actor.PID
+	// tail: the room's recent events while anyone reads it (eventtail.go);
+	// the grain's alone.
+	tail *eventTail
 }
 
 func (w *watchRooms) get(identity string) *roomFeeds {
@@ -221,9 +257,17 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 	w.mu.Lock()
 	rf := w.rooms[g.identity]
 	if rf == nil {
-		rf = &roomFeeds{activation: ctx.Self().Address + "#" + strconv.FormatUint(w.seq.Add(1), 10)}
+		rf = &roomFeeds{}
 		w.rooms[g.identity] = rf
 		w.n.Add(1)
+	}
+	if rf.activation == "" {
+		rf.activation = ctx.Self().Address + "#" + strconv.FormatUint(w.seq.Add(1), 10)
+	}
+	if rf.tail == nil {
+		// Watchers catch up through ListEvents (a cut one, a late push):
+		// from the commits' own messages, not the store.
+		rf.tail = &eventTail{base: g.state.Seq}
 	}
 	known := false
 	for _, p := range rf.feeds {
@@ -241,18 +285,26 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 		GrainAddress: ctx.Self().Address, GrainId: ctx.Self().Id}
 }
 
-// watchPush sends a committed command's events to the room's feeds. A
-// send never blocks: a feed's mailbox is unbounded and the feed cuts its
-// own slow readers.
+// watchPush sends a committed command's events to the room's feeds and
+// appends them to its tail: one set of messages for both. A send never
+// blocks: a feed's mailbox is unbounded and the feed cuts its own slow
+// readers.
 func (g *grain) watchPush(ctx actor.Context, seq int64, envs []persistence.Envelope) {
 	rf := g.deps.watch.get(g.identity)
-	if rf == nil || len(envs) == 0 {
+	if rf == nil {
 		return
 	}
 	g.deps.watch.mu.Lock()
-	feeds, activation := rf.feeds, rf.activation
+	feeds, activation, tail := rf.feeds, rf.activation, rf.tail
 	g.deps.watch.mu.Unlock()
-	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: logEvents(envs)}
+	events := logEvents(envs)
+	if tail != nil {
+		tail.add(seq, events)
+	}
+	if len(events) == 0 || len(feeds) == 0 {
+		return
+	}
+	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: events}
 	for _, pid := range feeds {
 		ctx.Send(pid, push)
 	}
@@ -274,14 +326,14 @@ func (g *grain) watchTerminated(who *actor.PID) {
 		}
 	}
 	rf.feeds = feeds
-	if len(feeds) == 0 {
+	if len(feeds) == 0 && rf.tail == nil {
 		delete(w.rooms, g.identity)
 		w.n.Add(-1)
 	}
 }
 
 // watchEnd tells the feeds this activation stops: they end their
-// streams with the seq to resume from.
+// streams with the seq to resume from. The room's tail goes with it.
 func (g *grain) watchEnd(ctx actor.Context) {
 	w := g.deps.watch
 	if w.n.Load() == 0 {

@@ -90,6 +90,10 @@ type Deps struct {
 	// pick, set by ShardedGrainProps, is the Deps of a room's database,
 	// chosen by the room's identity when it starts (shards.go).
 	pick func(identity string) *Deps
+	// Retention is retention.command_log: the event tail serves nothing
+	// older (eventtail.go). Below a minute (the least the config allows):
+	// a minute.
+	Retention time.Duration
 }
 
 func (d *Deps) setDefaults() {
@@ -210,6 +214,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *v1.ListRoomEventsRequest:
 		g.listEvents(ctx, msg) // events.go
+	case *tailFill:
+		g.fillTail(msg) // eventtail.go
 	case *v1.RoomWatchSubscribe:
 		ctx.Respond(g.watchSubscribe(ctx, msg))
 	case *actor.Terminated:
@@ -298,6 +304,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	if err := g.claim(ctx); err != nil {
 		return err
 	}
+	g.dropTail() // eventtail.go: the reloaded state may be past it
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
 	g.snapSeq = 0
@@ -539,11 +546,14 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 			return nil, err
 		}
 	}
+	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
 	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
 	if errors.Is(err, errStoreDown) {
+		g.groupAbandoned(group, err)
 		return nil, err // not sent: the state is the store's
 	}
 	if err != nil {
+		g.groupAbandoned(group, err)
 		return g.appendFailed(cmd, seq, err)
 	}
 	before := g.dirBefore(events) // directory hook
@@ -553,7 +563,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
-	groupReady := g.publish(cmd, envs, a.Lease)
+	groupReady := g.publish(envs, a.Lease, group)
 	g.watchPush(ctx, seq, envs)         // events.go
 	g.dirCommitted(cmd, before, events) // directory hook
 	ids, changes := replyEvents(envs)

@@ -255,15 +255,73 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 	return &persistence.OutboxLease{Owner: g.pub.owner, UntilMs: g.deps.Clock().Add(leaseTTL(g.deps)).UnixMilli()}
 }
 
+// startGroup begins CreateRoom's group step (seed 003: the IM group is
+// created on CreateRoom's path, its RoomCreated outbox row only
+// compensates) beside the command's append, so the reply waits for the
+// slower of the two instead of their sum; publish waits for it before the
+// reply, so the group exists before the client is told the room does and
+// before anything is sent to it. nil when there is no step: no IM, the
+// rows left to the relay, or not a new room's RoomCreated. A new room has
+// nothing pending before it, so its RoomCreated may go first.
+func (g *grain) startGroup(cmd room.Command, envs []persistence.Envelope, lease *persistence.OutboxLease) <-chan error {
+	if g.deps.Publisher == nil || lease == nil || cmd.Type != room.CmdCreateRoom || len(envs) == 0 ||
+		envs[0].EventType != room.TypeRoomCreated || !g.pub.order.ordered() {
+		return nil
+	}
+	done := make(chan error, 1)
+	pub, env, timeout, metrics := g.deps.Publisher, envs[0], g.deps.createGroupTimeout(), g.deps.PublishMetrics
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		start := time.Now()
+		err := pub.PublishRoomEvent(ctx, env)
+		metrics.sent(start, err)
+		done <- err
+	}()
+	return done
+}
+
+// GroupDropper is a Publisher that can take back a group made for a
+// CreateRoom whose append failed.
+type GroupDropper interface {
+	DropGroup(ctx context.Context, appCode, roomID string) error
+}
+
+// groupAbandoned settles CreateRoom's group step when the append failed.
+// A conflict means the room exists (this command stored before, or
+// another owner's CreateRoom): its group is wanted, and stays. Any other
+// failure leaves the room unstored as far as anyone knows: the group made
+// beside it is destroyed (after its create, in the mailbox, so a retry of
+// the command cannot overtake the destroy), and the publisher forgets it.
+// If the append did commit after all (its acknowledgement lost), the
+// retry the caller was told to make answers from the log and makes the
+// group again (groupReady), as does the RoomCreated row.
+func (g *grain) groupAbandoned(group <-chan error, err error) {
+	if group == nil {
+		return
+	}
+	// Waited for either way: the reply follows the step's end.
+	if cerr := <-group; cerr != nil || errors.Is(err, persistence.ErrConflict) {
+		return
+	}
+	d, ok := g.deps.Publisher.(GroupDropper)
+	if !ok {
+		return
+	}
+	k := g.key()
+	ctx, cancel := context.WithTimeout(context.Background(), g.deps.createGroupTimeout())
+	defer cancel()
+	if derr := d.DropGroup(ctx, k.AppCode, k.RoomID); derr != nil {
+		g.log.Warn("im group made for a CreateRoom that was not stored could not be destroyed", "error", derr)
+	}
+}
+
 // publish hands the command's events to the room's publisher, off the
-// command path. CreateRoom's RoomCreated is published inline first,
-// before the caller replies (seed 003: the group is created on
-// CreateRoom's path, its outbox row only compensates), so the IM group
-// exists before the client is told the room does and before anything is
-// sent to it. groupReady reports that the inline create succeeded; when
-// it did not (IM off, down, or slower than create_group_timeout) the row
-// goes on with the rest and the publisher, then the relay, retry it.
-func (g *grain) publish(cmd room.Command, envs []persistence.Envelope, lease *persistence.OutboxLease) (groupReady bool) {
+// command path, after CreateRoom's group step (startGroup) has answered.
+// groupReady reports that the step succeeded; when it did not (IM off,
+// down, or slower than create_group_timeout) the RoomCreated row goes on
+// with the rest and the publisher, then the relay, retry it.
+func (g *grain) publish(envs []persistence.Envelope, lease *persistence.OutboxLease, group <-chan error) (groupReady bool) {
 	if g.deps.Publisher == nil || len(envs) == 0 {
 		return false
 	}
@@ -276,12 +334,11 @@ func (g *grain) publish(cmd room.Command, envs []persistence.Envelope, lease *pe
 		return false
 	}
 	g.pub.handed.Store(envs[len(envs)-1].RoomSeq)
-	if cmd.Type == room.CmdCreateRoom && envs[0].EventType == room.TypeRoomCreated && g.pub.order.ordered() {
-		// Safe only in order: a new room has nothing pending before it.
+	if group != nil {
 		// A copy: the publisher's own lastSeq must not count this send
 		// (the command's other events share its seq).
 		p := publisher{deps: g.deps, key: g.key(), link: g.pub, log: g.log}
-		if p.publishOne(envs[0], g.deps.createGroupTimeout()) {
+		if p.settleOne(envs[0], <-group) {
 			envs, groupReady = envs[1:], true
 		}
 	}
@@ -575,14 +632,9 @@ func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
 	return !failed
 }
 
-// publishOne publishes one event inline (CreateRoom's group) and marks it;
-// false when it failed (the row then goes with the rest).
-func (p *publisher) publishOne(env persistence.Envelope, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	start := time.Now()
-	err := p.deps.Publisher.PublishRoomEvent(ctx, env)
-	cancel()
-	p.deps.PublishMetrics.sent(start, err)
+// settleOne records an event published inline (CreateRoom's group) and
+// marks it; false when it failed (the row then goes with the rest).
+func (p *publisher) settleOne(env persistence.Envelope, err error) bool {
 	if err != nil {
 		p.failed(env, "sync publish failed (inline); it goes to the room's publisher", err)
 		return false

@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		kinds = append(kinds, grainkind.New(room.Kind, a.roomGrainProps(room.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
-			PublishMetrics: pubMetrics,
+			PublishMetrics: pubMetrics, Retention: cfg.Retention.CommandLog,
 		})))
 	}
 	a.member, err = cluster.Start(cluster.Options{

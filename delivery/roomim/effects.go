@@ -106,9 +106,9 @@ func (p *Publisher) sent(batch []*item) {
 	}
 }
 
-// messageSent: the batch is one event with effects whose message this
-// process already sent (an effect failed after it): only the effects
-// are left to do.
+// messageSent: the batch is one event with effects (they always travel
+// alone, take) whose message this process already sent (an effect failed
+// after it): only the effects are left to do.
 func (p *Publisher) messageSent(batch []*item) bool {
 	return len(batch) == 1 && batch[0].effects.any() && p.effectsDone.Has(batch[0].env.EventID+stepMessage)
 }

@@ -266,3 +266,67 @@ func TestEffectRefusedIsPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRetriedKickMessageShownOnce: a kick travels alone, never in a batch
+// with the events queued around it, so its message is always the same
+// one. When its audio step fails after the message went out and another
+// process (nothing remembered) retries it alone, Tencent's dedupe drops
+// the second send: the room sees the kick message once. (In a batch with
+// the event before it, the first message and the lone retry differed and
+// the room saw the kick twice.) The events around it still go in order.
+func TestRetriedKickMessageShownOnce(t *testing.T) {
+	ctx := ctxT(t)
+	tfake, tclient := audio(t)
+	f := setup(t, nil, roomim.WithAudio(tclient))
+	gid := roomim.GroupID("lalu", "once")
+	if err := f.pub.EnsureGroup(ctx, "lalu", "once", "", "once"); err != nil {
+		t.Fatal(err)
+	}
+	tfake.EnterRoom(gid, "bad")
+	before := envelope(t, "lalu", "once", 6, room.RoomMicTaken{UserID: "x", Seat: 0})
+	kick := envelope(t, "lalu", "once", 7, room.RoomUserKicked{TargetUserID: "bad", BanUntilMs: time.Now().Add(time.Hour).UnixMilli()})
+	after := envelope(t, "lalu", "once", 8, room.RoomMicTaken{UserID: "y", Seat: 1})
+	tfake.SetFailing("InternalError")
+	b, k, a := f.pub.Enqueue(ctx, before), f.pub.Enqueue(ctx, kick), f.pub.Enqueue(ctx, after)
+	if err := <-b; err != nil {
+		t.Fatalf("event before the kick: %v", err)
+	}
+	if err := <-k; trtc.CodeOf(err) != "InternalError" {
+		t.Fatalf("kick with TRTC failing: %v", err)
+	}
+	if err := <-a; !errors.Is(err, roomim.ErrHeldBack) {
+		t.Fatalf("event after the failed kick: %v, want held back", err)
+	}
+	tfake.SetFailing("")
+	// Another process: the same IM and TRTC, nothing remembered.
+	other := roomim.New(f.client, roomim.WithLogger(quiet), roomim.WithAudio(tclient))
+	t.Cleanup(other.Close)
+	if err := other.PublishRoomEvent(ctx, kick); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.PublishRoomEvent(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	var got [][]string
+	shown := 0
+	for _, m := range f.fake.GroupMessages(gid) {
+		got = append(got, m.EventIDs)
+		for _, id := range m.EventIDs {
+			if id == kick.EventID {
+				shown++
+			}
+		}
+	}
+	if shown != 1 {
+		t.Fatalf("the kick message reached the room %d times, want once: %v", shown, got)
+	}
+	if want := fmt.Sprint([][]string{{before.EventID}, {kick.EventID}, {after.EventID}}); fmt.Sprint(got) != want {
+		t.Fatalf("messages %v, want %s", got, want)
+	}
+	if f.fake.Duplicates() != 1 {
+		t.Fatalf("Tencent dropped %d repeats, want the retried kick's one", f.fake.Duplicates())
+	}
+	if tfake.InRoom(gid, "bad") {
+		t.Fatal("the retried kick must remove the user from the audio room")
+	}
+}

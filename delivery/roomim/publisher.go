@@ -350,12 +350,17 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 		first.enc, first.batch = cb.add(first.env, p.maxBytes), cb
 		// An event that does not encode (Enqueue checked its payload, so
 		// never in practice) goes alone, as its full envelope.
-		// An event with effects ends its batch: the events after it are
+		// An event with effects travels alone. The events after it are
 		// sent only once its effects are done, so a kick's ban or a close's
-		// teardown is in room order with the messages around it.
-		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !q.pending[n-1].effects.any() {
+		// teardown is in room order with the messages around it. And its
+		// message is always the same one (its own envelope, the Random of
+		// its event id): a retry after a failed effect, by this process
+		// (which skips the message, messageSent) or by any other within
+		// Tencent's 5-minute dedupe, does not show it to the room twice;
+		// a batch cut differently on the retry would have.
+		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !first.effects.any() {
 			next := q.pending[n]
-			if next.kind != kindSend {
+			if next.kind != kindSend || next.effects.any() {
 				break
 			}
 			enc := cb.add(next.env, p.maxBytes)
@@ -553,11 +558,12 @@ func (p *Publisher) GroupKnown(appCode, roomID string) bool {
 
 // EnsureGroup creates the room's IM group if it does not exist yet
 // (idempotent: Tencent's "already exists" is success). The room grain
-// calls it on CreateRoom's path, after the command is stored and before
+// calls it on CreateRoom's path, beside the command's append and before
 // the reply, through PublishRoomEvent(RoomCreated) under
-// room.create_group_timeout; the same RoomCreated row, left pending when
-// that failed, repeats it from the room's publisher or the relay until
-// IM answers. ownerUserID may be empty (the app admin then manages the
+// room.create_group_timeout (should the append fail, it takes the group
+// back: DropGroup); the same RoomCreated row, left pending when the call
+// failed, repeats it from the room's publisher or the relay until IM
+// answers. ownerUserID may be empty (the app admin then manages the
 // group).
 func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserID, name string) error {
 	gid := GroupID(appCode, roomID)
@@ -571,6 +577,15 @@ func (p *Publisher) EnsureGroup(ctx context.Context, appCode, roomID, ownerUserI
 	}
 	p.known.Add(gid)
 	return nil
+}
+
+// DropGroup destroys the room's group and forgets it (a group already
+// gone is success): CreateRoom made it beside an append that failed, and
+// the room it was made for does not exist.
+func (p *Publisher) DropGroup(ctx context.Context, appCode, roomID string) error {
+	gid := GroupID(appCode, roomID)
+	p.known.Remove(gid)
+	return p.client.DestroyGroup(ctx, gid)
 }
 
 // SendNotice sends a private notice (seed 003: Ext "wallet_notice",
