@@ -127,7 +127,7 @@ func (p *automanagedProvider) serveHealth(w http.ResponseWriter, _ *http.Request
 		http.Error(w, "leaving", http.StatusServiceUnavailable)
 		return
 	}
-	doc.Blocked = p.c.GetBlockedMembers().ToSlice()
+	doc.Blocked = blockedMembers(p.c)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(doc)
 }
@@ -234,7 +234,7 @@ func (p *automanagedProvider) publish() {
 	for _, id := range ids {
 		ms = append(ms, byID[id].member())
 	}
-	p.c.MemberList.UpdateClusterTopology(ms)
+	updateTopology(p.c, ms)
 }
 
 // Rejoin takes a new membership id; the others admit it on their next

@@ -356,7 +356,7 @@ func (p *etcdProvider) publish() {
 	for _, id := range ids {
 		ms = append(ms, p.members[id].member())
 	}
-	p.c.MemberList.UpdateClusterTopology(ms)
+	updateTopology(p.c, ms)
 }
 
 // Leave deletes this member's key and revokes its lease; the watch keeps

@@ -458,3 +458,24 @@ func (h *levelHandler) WithGroup(n string) slog.Handler {
 func refuseRemoteUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
 	return nil, status.Error(codes.Unimplemented, "roomcell members only stream messages on this port")
 }
+
+// topology serialises this package's writes of the cluster topology
+// (MemberList.UpdateClusterTopology, which adds departed members to the
+// remote's block list) with its reads of the block list: Proto.Actor's
+// BlockList.BlockedMembers reads the set without the lock its Block
+// takes, which the race detector reports.
+var topology sync.Mutex
+
+// blockedMembers reads the block list under topology.
+func blockedMembers(c *pcluster.Cluster) []string {
+	topology.Lock()
+	defer topology.Unlock()
+	return c.GetBlockedMembers().ToSlice()
+}
+
+// updateTopology publishes a member view under topology.
+func updateTopology(c *pcluster.Cluster, ms []*pcluster.Member) {
+	topology.Lock()
+	defer topology.Unlock()
+	c.MemberList.UpdateClusterTopology(ms)
+}

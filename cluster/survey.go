@@ -62,7 +62,7 @@ func (m *Member) report(p *v1.MemberProbe) *v1.MemberReport {
 		r.Activations[k] = m.activations(k)
 	}
 	if m.Cluster.Remote != nil {
-		r.Blocked = m.Cluster.GetBlockedMembers().ToSlice()
+		r.Blocked = blockedMembers(m.Cluster)
 		sort.Strings(r.Blocked)
 	}
 	if p.GetIdentity() != "" {
