@@ -28,42 +28,11 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	t := s.outbox
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Candidate rooms a chunk at a time, then claimed: a B-tree must not
-	// be walked across writes to it. A row claimed meanwhile keeps its
-	// place in the mq set (its creation time is unchanged), so the next
-	// chunk goes on from the last row looked at. At most claimScanRooms
-	// rooms per row of limit are tried.
-	var out []persistence.OutboxRow
-	seen := map[persistence.RoomKey]bool{}
-	from := pivot("", math.MinInt64, "")
-	budget := limit * claimScanRooms
-	for len(out) < limit && budget > 0 {
-		var rooms []persistence.RoomKey
-		want := limit - len(out)
-		t.mq.Ascend(from, func(e *outboxEntry) bool {
-			from = e
-			if e.mqLockUntilMs() > nowMs {
-				return true
-			}
-			key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
-			if !seen[key] {
-				seen[key] = true
-				rooms = append(rooms, key)
-				budget--
-			}
-			return len(rooms) < want && budget > 0
-		})
-		if len(rooms) == 0 {
-			break
-		}
-		for _, key := range rooms {
-			if len(out) >= limit {
-				break
-			}
-			out = append(out, t.claimRoomMQ(key, owner, nowMs, leaseMs, limit-len(out))...)
-		}
-	}
-	return out, nil
+	return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
+		func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
+		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+			return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
+		}), nil
 }
 
 // claimRoomMQ leases the lowest MQ-pending rows of one room to owner,

@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"math"
@@ -232,12 +231,7 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 		if slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs }) {
 			continue
 		}
-		slices.SortFunc(rs, func(a, b persistence.OutboxRow) int {
-			if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Envelope.EventID, b.Envelope.EventID)
-		})
+		sortRoomSeq(rs)
 		out = append(out, rs...)
 	}
 	return out, nil
