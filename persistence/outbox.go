@@ -152,10 +152,16 @@ type OutboxStore interface {
 // otherwise, so a deployment without the fanout never accumulates rows
 // that retention must keep.
 type OutboxMQStore interface {
-	// ClaimOutboxMQ leases to owner until nowMs+leaseMs up to limit rows
-	// whose MQStatus is pending and that are under no live MQ lease (the
-	// owner's own included: a claimer marks or releases what it took), oldest first (created_at_ms, event_id; a room's rows in
-	// room_seq order). The IM status plays no part.
+	// ClaimOutboxMQ leases MQ-pending rows to owner until nowMs+leaseMs,
+	// room by room, as ClaimPendingOutbox does: a room is taken only when
+	// none of its MQ-pending rows is under a live MQ lease (the owner's
+	// own included: a claimer marks or releases what it took), and then
+	// its lowest MQ-pending rows are leased together. Rooms come oldest
+	// first (by the creation time of their oldest free MQ-pending row); at
+	// most limit rows in all, grouped by room, each room's rows in
+	// ascending room_seq. Two owners never hold rows of one room at the
+	// same time, so a room's events reach the topic in room_seq order
+	// whichever nodes run the fanout. The IM status plays no part.
 	ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]OutboxRow, error)
 	// MarkOutboxMQPublished sets MQStatus published and MQPublishedAtMs on
 	// the pending ones of eventIDs and clears their MQ lease, in one write.

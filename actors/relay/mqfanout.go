@@ -235,17 +235,18 @@ func processMQBatch(ctx context.Context, d MQDeps, owner string, hold *mqHold) (
 const mqMaxClaim = 20000
 
 // claimMQ claims a round's rows so that each room's rows in it are the
-// lowest of its pending ones. The store claims by (created_at_ms,
-// event_id), and event ids do not sort by room_seq ("...:10:0" before
-// "...:9:0"): a claim that is full may have cut a room's rows of its last
-// millisecond after a later room_seq, and the row it left would go to the
-// topic after it. So the rows of a full claim's last millisecond are
-// given back (held) for the next round, which claims them together; a
-// claim that is all one millisecond is given back and taken again wider,
-// up to mqMaxClaim rows (beyond that a room's order across the cut is not
-// guarded). A room's rows are created in room_seq order (its commands
-// commit one after the other), so before the last millisecond the claim
-// holds all of them.
+// lowest of its pending ones. The store now claims whole rooms (a room's
+// lowest MQ-pending rows in room_seq order, never a room another owner or
+// this one still holds), which guarantees that by itself; the give-back
+// below dates from the claim by (created_at_ms, event_id), where event ids
+// do not sort by room_seq ("...:10:0" before "...:9:0") and a full claim
+// could cut a room's rows of its last millisecond after a later room_seq.
+// It is kept as a second guard: the rows of a full claim's last
+// millisecond are given back (held) for the next round, which claims them
+// together; a claim that is all one millisecond is given back and taken
+// again wider, up to mqMaxClaim rows. A room's rows are created in
+// room_seq order (its commands commit one after the other), so what is
+// given back is the end of each room's part and the rest stays a prefix.
 func claimMQ(ctx context.Context, d MQDeps, owner string, hold *mqHold) (rows, held []persistence.OutboxRow, err error) {
 	limit := d.Config.BatchSize
 	for {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tidwall/btree"
+
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -40,33 +42,51 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
-	var out []persistence.OutboxRow
 	if limit <= 0 {
-		return out, nil
+		return nil, nil
 	}
 	t := s.outbox
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	// Candidate rooms are collected a chunk at a time, only as many as
-	// the claim can still take, then claimed: a B-tree must not be walked
-	// across writes to it. The next chunk goes on from the last row
-	// looked at; a row claimed meanwhile keeps its place (its status and
-	// creation time are unchanged) and its room is seen. At most
-	// claimScanRooms rooms per row of limit are tried: a claim behind
-	// many rooms that cannot be taken (their lowest row waits for a
-	// retry) ends instead of trying all of them.
+	return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
+		func(e *outboxEntry) (bool, bool) {
+			if e.Status != persistence.OutboxPending {
+				return false, false
+			}
+			return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
+		},
+		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+			return t.claimRoom(key, owner, nowMs, leaseMs, n)
+		}), nil
+}
+
+// claimByRoom is the claims' walk: candidate rooms in set's order from
+// from (a row for which candidate says take is a candidate of its room;
+// more false ends the walk), each then claimed (claim, with the rows the
+// claim can still take), until limit rows. Candidates are collected a
+// chunk at a time, only as many as the claim can still take, then claimed:
+// a B-tree must not be walked across writes to it. The next chunk goes on
+// from the last row looked at; a row claimed meanwhile keeps its place
+// (the sets' orders do not read the lease) and its room is seen. At most
+// claimScanRooms rooms per row of limit are tried: a claim behind many
+// rooms that cannot be taken ends instead of trying all of them. Callers
+// hold mu for writing.
+func (t *outboxTable) claimByRoom(set *btree.BTreeG[*outboxEntry], from *outboxEntry, limit int,
+	candidate func(*outboxEntry) (take, more bool),
+	claim func(key persistence.RoomKey, n int) []persistence.OutboxRow) []persistence.OutboxRow {
+	var out []persistence.OutboxRow
 	seen := map[persistence.RoomKey]bool{}
-	from := pivot(persistence.OutboxPending, math.MinInt64, "")
 	budget := limit * claimScanRooms
 	for len(out) < limit && budget > 0 {
 		var rooms []persistence.RoomKey
 		want := limit - len(out)
-		t.status.Ascend(from, func(e *outboxEntry) bool {
-			if e.Status != persistence.OutboxPending {
+		set.Ascend(from, func(e *outboxEntry) bool {
+			take, more := candidate(e)
+			if !more {
 				return false
 			}
 			from = e
-			if e.NextRetryAtMs > nowMs || e.LockUntilMs > nowMs {
+			if !take {
 				return true
 			}
 			key := persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}
@@ -84,10 +104,10 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			if len(out) >= limit {
 				break
 			}
-			out = append(out, t.claimRoom(key, owner, nowMs, leaseMs, limit-len(out))...)
+			out = append(out, claim(key, limit-len(out))...)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // claimScanRooms is how many rooms a claim tries per row it may take

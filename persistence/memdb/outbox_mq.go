@@ -2,6 +2,7 @@ package memdb
 
 import (
 	"context"
+	"math"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -9,7 +10,14 @@ import (
 // The MQ fanout's side of room_outbox (persistence.OutboxMQStore): only
 // the MQ fields of a row change here, never Status or the IM lease.
 
-// ClaimOutboxMQ implements persistence.OutboxMQStore.
+// ClaimOutboxMQ implements persistence.OutboxMQStore room by room, as
+// ClaimPendingOutbox does for the IM relay: a room is taken only when
+// none of its MQ-pending rows is under a live MQ lease (a claim by time
+// let a second fanout take a room's later rows while the first still held
+// its earlier ones, and publish them first), and then its lowest rows are
+// leased together. Rooms come in the order of their oldest free MQ-pending
+// row. The scan and the lease writes are under one write lock, so two
+// owners never both see a room as free.
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
@@ -20,24 +28,45 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 	t := s.outbox
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var claimed []*outboxEntry
-	t.mq.Scan(func(e *outboxEntry) bool {
-		if e.mqLockUntilMs() <= nowMs {
-			claimed = append(claimed, e)
+	return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
+		func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
+		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+			return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
+		}), nil
+}
+
+// claimRoomMQ leases the lowest MQ-pending rows of one room to owner,
+// unless any of them is under a live MQ lease (the owner's own too: a
+// claimer marks or releases what it took, and rows it could not release
+// keep the room until their lease ends). Callers hold mu for writing.
+func (t *outboxTable) claimRoomMQ(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
+	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
+	var rows []*outboxEntry
+	held := false
+	t.mqRoom.Ascend(from, func(e *outboxEntry) bool {
+		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
+			return false
 		}
-		return len(claimed) < limit
+		if e.mqLockUntilMs() > nowMs {
+			held = true
+			return false
+		}
+		if len(rows) < limit {
+			rows = append(rows, e)
+		}
+		return true
 	})
-	// Written after the walk: a B-tree must not be walked across writes
-	// to it.
-	out := make([]persistence.OutboxRow, 0, len(claimed))
-	for _, e := range claimed {
+	if held {
+		return nil
+	}
+	out := make([]persistence.OutboxRow, 0, len(rows))
+	for _, e := range rows {
 		row := e.row()
 		row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs
 		t.put(newOutboxEntry(e.Envelope, row))
 		out = append(out, row)
 	}
-	persistence.GroupByRoom(out)
-	return out, nil
+	return out
 }
 
 // mqUpdate applies change to the MQ-pending rows of eventIDs under one

@@ -10,7 +10,7 @@ import (
 )
 
 // outboxTable is room_outbox in the dev store: the rows by event id and
-// four ordered sets of them, changed in place under one lock. It is not a
+// five ordered sets of them, changed in place under one lock. It is not a
 // go-memdb table because a row went through about nine copy-on-write radix
 // writes between its append and its mark, each copying a path of nodes
 // with a fresh watch channel: 17% of a dev-mode join's CPU and most of the
@@ -38,8 +38,11 @@ type outboxTable struct {
 	// mq holds the MQ-pending rows by (created_at_ms, event_id): the MQ
 	// fanout's claim and backlog.
 	mq *btree.BTreeG[*outboxEntry]
-	// sets lists the four with the rows each holds.
-	sets [4]orderedSet
+	// mqRoom holds the MQ-pending rows by (app_code, room_id, room_seq,
+	// event_id): the MQ claim's per-room step.
+	mqRoom *btree.BTreeG[*outboxEntry]
+	// sets lists the five with the rows each holds.
+	sets [5]orderedSet
 }
 
 type orderedSet struct {
@@ -55,12 +58,14 @@ func newOutboxTable() *outboxTable {
 		due:    btree.NewBTreeGOptions(dueLess, opts),
 		room:   btree.NewBTreeGOptions(roomLess, opts),
 		mq:     btree.NewBTreeGOptions(createdLess, opts),
+		mqRoom: btree.NewBTreeGOptions(roomLess, opts),
 	}
 	t.sets = [...]orderedSet{
 		{t.status, func(*outboxEntry) bool { return true }},
 		{t.due, (*outboxEntry).pending},
 		{t.room, (*outboxEntry).pending},
 		{t.mq, (*outboxEntry).mqPending},
+		{t.mqRoom, (*outboxEntry).mqPending},
 	}
 	return t
 }

@@ -396,12 +396,7 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	var out []persistence.OutboxRow
 	for _, t := range take {
 		rs := byRoom[t.key]
-		slices.SortFunc(rs, func(a, b persistence.OutboxRow) int {
-			if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Envelope.EventID, b.Envelope.EventID)
-		})
+		sortRoomSeq(rs)
 		if len(rs) == 0 || rs[0].NextRetryAtMs > nowMs || slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
 			return r.LockUntilMs > nowMs && r.LockedBy != owner
 		}) {
@@ -410,6 +405,16 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// sortRoomSeq sorts one room's rows by (room_seq, event_id).
+func sortRoomSeq(rows []persistence.OutboxRow) {
+	slices.SortFunc(rows, func(a, b persistence.OutboxRow) int {
+		if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Envelope.EventID, b.Envelope.EventID)
+	})
 }
 
 // lease writes owner's lease into rows (in the store and in the slice).

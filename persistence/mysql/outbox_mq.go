@@ -2,6 +2,8 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
+	"math"
 	"slices"
 	"strings"
 
@@ -10,14 +12,26 @@ import (
 
 // The MQ fanout's side of room_outbox (persistence.OutboxMQStore): its own
 // columns (mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms)
-// and index (idx_room_outbox_mq). Nothing here reads or writes status,
-// locked_by or lock_until_ms, the IM relay's.
+// and indexes (idx_room_outbox_mq, idx_room_outbox_room_mq). Nothing here
+// reads or writes status, locked_by or lock_until_ms, the IM relay's.
 
-// ClaimOutboxMQ implements persistence.OutboxMQStore: one transaction that
-// walks idx_room_outbox_mq from the oldest pending row, skipping rows
-// locked by a concurrent claim (SKIP LOCKED: order across claimers does
-// not matter to the fanout) and rows under another live MQ lease, and
-// leases what it found.
+// ClaimOutboxMQ implements persistence.OutboxMQStore room by room, in one
+// transaction of a few statements, as claimRooms does for the IM relay:
+//
+//  1. plain reads of idx_room_outbox_mq find the rooms of the oldest free
+//     MQ-pending rows, a page at a time; per chunk of them, one read of
+//     idx_room_outbox_room_mq (index only) gives each room's MQ-pending
+//     depth and whether one of its rows is under a live MQ lease; leased
+//     rooms are left out; pages are read until the plan fills limit;
+//  2. a plain read of each planned room's lowest MQ-pending event ids,
+//     then one locking read of those rows (FOR UPDATE, not SKIP LOCKED:
+//     skipping a locked row could hand out a room's later row before an
+//     earlier one), checked again as they are now (a claim that committed
+//     after step 1's reads is seen);
+//  3. one UPDATE writing the lease, then COMMIT.
+//
+// A deadlock or lock-wait victim claims nothing this time (the next round
+// tries again).
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
@@ -35,31 +49,201 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 		return nil, s.wrap("claim outbox mq", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := s.queryOutbox(ctx, tx, "claim outbox mq", "SELECT "+outboxColumns+" FROM room_outbox"+
-		" WHERE mq_status = 'pending' AND mq_lock_until_ms <= ?"+
-		" ORDER BY created_at_ms, event_id LIMIT ? FOR UPDATE SKIP LOCKED", nowMs, limit)
-	if err != nil || len(rows) == 0 {
-		if isDeadlock(err) {
-			return nil, nil
+	var (
+		take    []roomTake
+		afterMs int64 = math.MinInt64
+		afterID string
+		seen    = map[persistence.RoomKey]bool{}
+	)
+	for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
+		rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
+		if err != nil {
+			return mqClaimFailed(err)
 		}
-		return nil, err
+		for chunk := 16; len(rooms) > 0 && left > 0; chunk *= 4 {
+			n := min(chunk, len(rooms))
+			part, err := s.planRoomsMQ(ctx, tx, rooms[:n], nowMs, left)
+			if err != nil {
+				return mqClaimFailed(err)
+			}
+			for _, t := range part {
+				left -= t.n
+			}
+			take = append(take, part...)
+			rooms = rooms[n:]
+		}
+		if !more {
+			break
+		}
+	}
+	if len(take) == 0 {
+		return nil, nil
+	}
+	out, err := s.lockRoomsMQ(ctx, tx, take, nowMs)
+	if err != nil || len(out) == 0 {
+		return mqClaimFailed(err)
 	}
 	until := nowMs + leaseMs
-	ids := make([]any, 0, len(rows)+2)
-	ids = append(ids, owner, until)
-	for i := range rows {
-		rows[i].MQLockedBy, rows[i].MQLockUntilMs = owner, until
-		ids = append(ids, rows[i].Envelope.EventID)
+	args := make([]any, 0, len(out)+2)
+	args = append(args, owner, until)
+	for i := range out {
+		out[i].MQLockedBy, out[i].MQLockUntilMs = owner, until
+		args = append(args, out[i].Envelope.EventID)
 	}
 	if _, err := tx.ExecContext(ctx, "UPDATE room_outbox SET mq_locked_by = ?, mq_lock_until_ms = ?"+
-		" WHERE event_id IN ("+placeholders(len(rows))+")", ids...); err != nil {
-		return nil, s.wrap("claim outbox mq", err)
+		" WHERE event_id IN ("+placeholders(len(out))+")", args...); err != nil {
+		return mqClaimFailed(s.wrap("claim outbox mq", err))
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, s.wrap("claim outbox mq: commit", err)
 	}
-	persistence.GroupByRoom(rows)
-	return rows, nil
+	return out, nil
+}
+
+// mqRoomsPage reads one page of the oldest free MQ-pending rows after
+// (*afterMs, *afterID) and returns the rooms not seen before, in order,
+// and whether the page was full (more may follow).
+func (s *Store) mqRoomsPage(ctx context.Context, tx *sql.Tx, nowMs int64, want int, afterMs *int64, afterID *string,
+	seen map[persistence.RoomKey]bool) ([]persistence.RoomKey, bool, error) {
+	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, created_at_ms, event_id FROM room_outbox FORCE INDEX (idx_room_outbox_mq)"+
+		" WHERE mq_status = 'pending' AND (created_at_ms > ? OR (created_at_ms = ? AND event_id > ?)) AND mq_lock_until_ms <= ?"+
+		" ORDER BY created_at_ms, event_id LIMIT ?", *afterMs, *afterMs, *afterID, nowMs, want)
+	if err != nil {
+		return nil, false, s.wrap("claim outbox mq", err)
+	}
+	defer rs.Close()
+	var rooms []persistence.RoomKey
+	n := 0
+	for rs.Next() {
+		var k persistence.RoomKey
+		if err := rs.Scan(&k.AppCode, &k.RoomID, afterMs, afterID); err != nil {
+			return nil, false, s.wrap("claim outbox mq", err)
+		}
+		n++
+		if !seen[k] && len(rooms) < maxClaimRooms {
+			seen[k] = true
+			rooms = append(rooms, k)
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, s.wrap("claim outbox mq", err)
+	}
+	return rooms, n == want, nil
+}
+
+// planRoomsMQ is step 1's per-room read: the rooms, in the given order,
+// with none of their MQ-pending rows under a live lease, each with the
+// rows it can give, at most limit in all.
+func (s *Store) planRoomsMQ(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, nowMs int64, limit int) ([]roomTake, error) {
+	in, args := roomArgs(rooms, []any{nowMs})
+	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(mq_lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room_mq)"+
+		" WHERE mq_status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id", args...)
+	if err != nil {
+		return nil, s.wrap("claim outbox mq", err)
+	}
+	defer rs.Close()
+	free := make(map[persistence.RoomKey]int, len(rooms))
+	for rs.Next() {
+		var (
+			k       persistence.RoomKey
+			n, live int
+		)
+		if err := rs.Scan(&k.AppCode, &k.RoomID, &n, &live); err != nil {
+			return nil, s.wrap("claim outbox mq", err)
+		}
+		if live == 0 {
+			free[k] = n
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.wrap("claim outbox mq", err)
+	}
+	var take []roomTake
+	for _, k := range rooms {
+		if limit <= 0 {
+			break
+		}
+		if n := free[k]; n > 0 {
+			take = append(take, roomTake{k, min(n, limit)})
+			limit -= min(n, limit)
+		}
+	}
+	return take, nil
+}
+
+// lockRoomsMQ is step 2: a plain read of each planned room's lowest
+// MQ-pending event ids (index only, a UNION ALL of one part per room),
+// then one locking read of those rows by primary key, then the rooms none
+// of whose rows is under a live MQ lease now, in plan order, each in
+// room_seq order. The rows are locked by primary key, in its order, as
+// MarkOutboxMQPublished and ReleaseOutboxMQ lock them: a locking read in
+// room_seq order met a concurrent mark of the same room in the opposite
+// order and one of them died in a deadlock. A row published or parked
+// between the two reads is left out (the rest are still the room's
+// lowest: rows only leave MQ-pending, and new ones come after); a claim
+// that committed in between is seen by its lease.
+func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, nowMs int64) ([]persistence.OutboxRow, error) {
+	var (
+		q    strings.Builder
+		args []any
+	)
+	for i, t := range take {
+		if i > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		q.WriteString("(SELECT event_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_mq)" +
+			" WHERE app_code = ? AND room_id = ? AND mq_status = 'pending' ORDER BY room_seq, event_id LIMIT ?)")
+		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
+	}
+	rs, err := tx.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.wrap("claim outbox mq", err)
+	}
+	var ids []any
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return nil, s.wrap("claim outbox mq", err)
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, s.wrap("claim outbox mq", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.queryOutbox(ctx, tx, "claim outbox mq", "SELECT "+outboxColumns+" FROM room_outbox"+
+		" WHERE event_id IN ("+placeholders(len(ids))+") AND mq_status = 'pending' ORDER BY event_id FOR UPDATE", ids...)
+	if err != nil {
+		return nil, err
+	}
+	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
+	for _, r := range rows {
+		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
+		byRoom[k] = append(byRoom[k], r)
+	}
+	var out []persistence.OutboxRow
+	for _, t := range take {
+		rs := byRoom[t.key]
+		if slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs }) {
+			continue
+		}
+		sortRoomSeq(rs)
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// mqClaimFailed: a deadlock or lock-wait victim claims nothing this time
+// (InnoDB may have rolled the transaction back: nothing more is run in it).
+func mqClaimFailed(err error) ([]persistence.OutboxRow, error) {
+	if isDeadlock(err) {
+		return nil, nil
+	}
+	return nil, err
 }
 
 // MarkOutboxMQPublished implements persistence.OutboxMQStore.

@@ -21,6 +21,7 @@ func RunOutboxMQ(t *testing.T, newStore, newPlain func(t *testing.T) persistence
 		{"IndependentOfIM", testMQIndependentOfIM},
 		{"ClaimLeaseAndRelease", testMQClaimLease},
 		{"ClaimConcurrentOwnersDisjoint", testMQClaimConcurrent},
+		{"ClaimWholeRooms", testMQClaimWholeRooms},
 		{"ParkAndUnknown", testMQPark},
 	})
 	t.Run("FanoutOffWritesNone", func(t *testing.T) {
@@ -112,19 +113,20 @@ func testMQClaimLease(t *testing.T, s persistence.Store) {
 	b := seedOutbox(t, s, roomB, 200, 400)
 	rows, err := s.ClaimOutboxMQ(ctx, "mq-a", 1000, 500, 4)
 	mustNoErr(t, "ClaimOutboxMQ", err)
-	// The four oldest, grouped by room, each room in room_seq order.
-	wantIDs(t, "first claim", eventIDs(rows), []string{a[0], a[1], b[0], b[1]})
+	// Rooms oldest first, each room's lowest rows in room_seq order, at
+	// most limit rows in all.
+	wantIDs(t, "first claim", eventIDs(rows), []string{a[0], a[1], a[2], b[0]})
 	rows, err = s.ClaimOutboxMQ(ctx, "mq-b", 1200, 500, 10)
 	mustNoErr(t, "ClaimOutboxMQ", err)
-	wantIDs(t, "claim while mq-a's lease lives", eventIDs(rows), []string{a[2]})
-	mustNoErr(t, "ReleaseOutboxMQ", s.ReleaseOutboxMQ(ctx, []string{b[1]}))
+	wantIDs(t, "claim while mq-a holds both rooms", eventIDs(rows), nil)
+	mustNoErr(t, "ReleaseOutboxMQ", s.ReleaseOutboxMQ(ctx, []string{b[0]}))
 	rows, err = s.ClaimOutboxMQ(ctx, "mq-b", 1300, 500, 10)
 	mustNoErr(t, "ClaimOutboxMQ", err)
-	wantIDs(t, "claim after a release", eventIDs(rows), []string{b[1]})
+	wantIDs(t, "claim after a release", eventIDs(rows), []string{b[0], b[1]})
 	// mq-a's lease expires at 1500: its rows come back to anyone.
 	rows, err = s.ClaimOutboxMQ(ctx, "mq-c", 1500, 500, 10)
 	mustNoErr(t, "ClaimOutboxMQ", err)
-	wantIDs(t, "claim after mq-a's lease expired", eventIDs(rows), []string{a[0], a[1], b[0]})
+	wantIDs(t, "claim after mq-a's lease expired", eventIDs(rows), []string{a[0], a[1], a[2]})
 	mustNoErr(t, "MarkOutboxMQPublished", s.MarkOutboxMQPublished(ctx, slices.Concat(a, b), 1600))
 	rows, err = s.ClaimOutboxMQ(ctx, "mq-d", 1_000_000, 500, 10)
 	mustNoErr(t, "ClaimOutboxMQ", err)
@@ -134,6 +136,41 @@ func testMQClaimLease(t *testing.T, s persistence.Store) {
 	if rows, err := s.ClaimOutboxMQ(ctx, "mq-d", 0, 500, 0); err != nil || len(rows) != 0 {
 		t.Fatalf("limit 0: %d rows, %v", len(rows), err)
 	}
+}
+
+// A room has one MQ sender: while owner A holds a room's first rows, no
+// other owner gets any later row of it (it would reach the topic before
+// A's), until A's rows are published, released or their lease ends;
+// other rooms stay claimable.
+func testMQClaimWholeRooms(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	roomB := persistence.RoomKey{AppCode: "app1", RoomID: "room-b"}
+	a := seedOutbox(t, s, roomA, 100, 200, 300, 400)
+	b := seedOutbox(t, s, roomB, 250, 350)
+	rows, err := s.ClaimOutboxMQ(ctx, "mq-a", 1000, 500, 2)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-a's claim", eventIDs(rows), a[:2])
+	rows, err = s.ClaimOutboxMQ(ctx, "mq-b", 1100, 500, 10)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-b's claim while mq-a holds room-a's first rows", eventIDs(rows), b)
+	mustNoErr(t, "MarkOutboxMQPublished", s.MarkOutboxMQPublished(ctx, b, 1150))
+	// One of mq-a's rows published, the other still leased: the room is
+	// still mq-a's.
+	mustNoErr(t, "MarkOutboxMQPublished", s.MarkOutboxMQPublished(ctx, a[:1], 1200))
+	rows, err = s.ClaimOutboxMQ(ctx, "mq-b", 1200, 500, 10)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-b's claim while mq-a holds room-a's second row", eventIDs(rows), nil)
+	mustNoErr(t, "ReleaseOutboxMQ", s.ReleaseOutboxMQ(ctx, a[1:2]))
+	rows, err = s.ClaimOutboxMQ(ctx, "mq-b", 1300, 500, 2)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-b's claim after mq-a released", eventIDs(rows), a[1:3])
+	// mq-b's lease ends at 1800; until then room-a is its own.
+	rows, err = s.ClaimOutboxMQ(ctx, "mq-c", 1799, 500, 10)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-c's claim while mq-b's lease lives", eventIDs(rows), nil)
+	rows, err = s.ClaimOutboxMQ(ctx, "mq-c", 1800, 500, 10)
+	mustNoErr(t, "ClaimOutboxMQ", err)
+	wantIDs(t, "mq-c's claim after mq-b's lease ended", eventIDs(rows), a[1:])
 }
 
 // Concurrent claimers never hold the same row, and together they take
@@ -170,6 +207,12 @@ func testMQClaimConcurrent(t *testing.T, s persistence.Store) {
 					got[r.Envelope.EventID] = owner
 				}
 				mu.Unlock()
+				// A claimer publishes what it took: a room's later rows
+				// wait for its earlier ones.
+				if err := s.MarkOutboxMQPublished(ctx, eventIDs(rows), 1000); err != nil {
+					errs <- err
+					return
+				}
 			}
 		}()
 	}

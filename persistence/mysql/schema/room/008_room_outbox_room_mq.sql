@@ -1,0 +1,11 @@
+-- The MQ fanout's claim takes whole rooms, as the IM relay's does: a room
+-- is claimed only when none of its MQ-pending rows is under a live MQ
+-- lease, and then its lowest MQ-pending rows in room_seq order (a claim by
+-- time let a second fanout publish a room's later rows before the first
+-- had published its earlier ones). This index answers both from the index
+-- alone: per room, how many rows are MQ-pending and whether one is leased
+-- (mq_lock_until_ms is in the entry), and its lowest MQ-pending rows in
+-- (room_seq, event_id) order without a sort and without reading the room's
+-- published history. event_id is the primary key, which InnoDB appends to
+-- every entry anyway; naming it before mq_lock_until_ms keeps the order.
+ALTER TABLE room_outbox ADD KEY idx_room_outbox_room_mq (app_code, room_id, mq_status, room_seq, event_id, mq_lock_until_ms);
