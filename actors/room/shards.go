@@ -6,23 +6,35 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
+// ShardDB is one room database of ShardedGrainProps: its store and the
+// publish metrics of its rooms (labelled with the database, like its
+// relay's).
+type ShardDB struct {
+	Store          Store
+	PublishMetrics *PublishMetrics
+}
+
 // ShardedGrainProps is GrainProps over several room databases: a room
-// uses stores[pick(identity)], chosen once when it starts (a shard does
+// uses dbs[pick(identity)], chosen once when it starts (a shard does
 // not change database while the process runs). Each database has its
 // own mark batcher and its own event-read slots, so a database that
 // hangs holds up only its own rooms' marks and log reads: with one
 // batcher, a flush stuck on the paused database held every other room's
 // marks behind it. The rest (directory, joins, watch feeds, seat
 // timers) stays one per node; each database has its own store gate
-// (storegate.go) too. d.Store is ignored; stores must not be
-// empty and pick must return an index into it.
-func ShardedGrainProps(d Deps, stores []Store, pick func(identity string) int) *actor.Props {
+// (storegate.go) too. d.Store is ignored; dbs must not be empty
+// and pick must return an index into it.
+func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {
 	d.setDefaults()
 	d.dir = &sharedDir{}
-	per := make([]*Deps, len(stores))
-	for i, s := range stores {
+	per := make([]*Deps, len(dbs))
+	for i, db := range dbs {
+		s := db.Store
 		c := d
 		c.Store = s
+		if db.PublishMetrics != nil {
+			c.PublishMetrics = db.PublishMetrics
+		}
 		c.marks = newMarkBatcher(s, c.Clock, c.Config.StoreTimeout, c.Logger, c.NodeID)
 		c.reads = make(chan struct{}, eventReads)
 		// A gate per database: one that stops answering refuses only its

@@ -83,7 +83,7 @@ func TestShardedGrainsUseTheirDatabaseAndAHungOneHoldsOnlyItsRooms(t *testing.T)
 	healthy, hung := memdb.New(), newHangingStore()
 	f.deps.Config.StoreTimeout = 2 * time.Second
 	onDB := map[string]int{"app/a": 0, "app/b": 1}
-	props := ShardedGrainProps(f.deps, []Store{healthy, hung}, func(id string) int { return onDB[id] })
+	props := ShardedGrainProps(f.deps, []ShardDB{{Store: healthy}, {Store: hung}}, func(id string) int { return onDB[id] })
 	activate := func(id string) *actor.PID {
 		pid := f.sys.Root.Spawn(props)
 		f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: id, Kind: Kind}})

@@ -193,15 +193,15 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	}
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
-		pubMetrics, err := room.NewPublishMetrics(a.registry)
+		props, err := a.roomGrainProps(room.Deps{
+			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
+			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
+			Retention: cfg.Retention.CommandLog,
+		})
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, grainkind.New(room.Kind, a.roomGrainProps(room.Deps{
-			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
-			PublishMetrics: pubMetrics, Retention: cfg.Retention.CommandLog,
-		})))
+		kinds = append(kinds, grainkind.New(room.Kind, props))
 	}
 	a.member, err = cluster.Start(cluster.Options{
 		Config: cfg.Cluster, NodeID: cfg.NodeID, Kinds: kinds, Logger: log.With("component", "cluster"),

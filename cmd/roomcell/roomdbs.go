@@ -61,16 +61,27 @@ func (a *App) roomStoreOf(key persistence.RoomKey) persistence.Store {
 
 // roomGrainProps builds the room grains over the room databases: a room
 // takes its shard's store when it starts.
-func (a *App) roomGrainProps(d room.Deps) *actor.Props {
+// Each database's rooms count their publishes on its registerer (with
+// several databases, labelled room_db like its relay's: one family, one
+// label set).
+func (a *App) roomGrainProps(d room.Deps) (*actor.Props, error) {
 	if !a.multiRoomDB() {
-		d.Store = a.store
-		return room.GrainProps(d)
+		m, err := room.NewPublishMetrics(a.roomDBs[0].reg)
+		if err != nil {
+			return nil, err
+		}
+		d.Store, d.PublishMetrics = a.store, m
+		return room.GrainProps(d), nil
 	}
-	stores := make([]room.Store, len(a.roomDBs))
+	dbs := make([]room.ShardDB, len(a.roomDBs))
 	for i, db := range a.roomDBs {
-		stores[i] = db.store
+		m, err := room.NewPublishMetrics(db.reg)
+		if err != nil {
+			return nil, err
+		}
+		dbs[i] = room.ShardDB{Store: db.store, PublishMetrics: m}
 	}
-	return room.ShardedGrainProps(d, stores, a.roomShards.Index)
+	return room.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
 }
 
 // kickMQFanouts wakes every database's MQ fanout (a room handed over an

@@ -236,6 +236,7 @@ func (a *App) registerPoolMetrics() error {
 	type named struct {
 		name  string
 		store any
+		key   string // the room database's key; "" for wallet and notice
 	}
 	var pools []named
 	for _, db := range a.roomDBs {
@@ -243,9 +244,9 @@ func (a *App) registerPoolMetrics() error {
 		if db.key != configs.DefaultRoomDB {
 			name = "room_" + db.key
 		}
-		pools = append(pools, named{name, db.store})
+		pools = append(pools, named{name, db.store, db.key})
 	}
-	for _, s := range append(pools, named{"wallet", a.stores.Wallet}, named{"notice", a.stores.Notice}) {
+	for _, s := range append(pools, named{"wallet", a.stores.Wallet, ""}, named{"notice", a.stores.Notice, ""}) {
 		p, ok := s.store.(pooled)
 		if !ok || p.DB() == nil {
 			continue
@@ -253,10 +254,13 @@ func (a *App) registerPoolMetrics() error {
 		if err := a.registry.Register(collectors.NewDBStatsCollector(p.DB(), s.name)); err != nil {
 			return fmt.Errorf("metrics of the %s pool: %w", s.name, err)
 		}
-		// The room store's group commit: batch sizes and transaction times.
-		if c, ok := s.store.(interface{ Collectors() []prometheus.Collector }); ok {
+		// The room store's group commit: batch sizes and transaction times,
+		// one series per room database (room_db: its key in mysql.room_dbs,
+		// "default" for mysql.dsn).
+		if c, ok := s.store.(interface{ Collectors() []prometheus.Collector }); ok && s.key != "" {
+			reg := prometheus.WrapRegistererWith(prometheus.Labels{"room_db": s.key}, a.registry)
 			for _, col := range c.Collectors() {
-				if err := a.registry.Register(col); err != nil {
+				if err := reg.Register(col); err != nil {
 					return fmt.Errorf("metrics of the %s store: %w", s.name, err)
 				}
 			}

@@ -101,7 +101,7 @@ func TestRoomctlEventsPagesToTheHead(t *testing.T) {
 func TestRoomctlWatchResumesWithoutRepeats(t *testing.T) {
 	l := &logEvents{head: 12, cut: 5}
 	addr := startEventsTestServer(t, l)
-	code, out, errOut := runCtl(t, addr, "watch", "--app", "a", "--room", "r", "--after", "2", "--for", "5s")
+	code, out, errOut := runCtl(t, addr, "watch", "--app", "a", "--room", "r", "--after", "2", "--for", "3s")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
