@@ -29,6 +29,8 @@ import (
 type outboxFault struct {
 	name             string
 	start, recovered time.Time
+	// restarted is when a killed node was ready again (zero for a pause).
+	restarted time.Time
 }
 
 // outboxFaultRepeats is how many times the outbox fault test pauses the
@@ -122,7 +124,7 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 		ready := victim.WaitReady(t, 60*time.Second)
 		t.Logf("kill %d (%s): every room answered through the others %s after the kill; restarted, ready %s after start",
 			r+1, victim.ID, answered.Round(time.Millisecond), ready.Round(time.Millisecond))
-		faults = append(faults, outboxFault{name: fmt.Sprintf("kill %d", r+1), start: start, recovered: back})
+		faults = append(faults, outboxFault{name: fmt.Sprintf("kill %d", r+1), start: start, recovered: back, restarted: time.Now()})
 		time.Sleep(settle)
 	}
 	load.Stop()
@@ -289,7 +291,8 @@ func checkOutboxDelivery(t *testing.T, c *Cluster, fake *imfake.Server, faults [
 	var worstID, worstFault string
 	var markedLate int // by the store's published_at_ms (the mark after the send) instead
 	buckets := map[time.Duration]int{time.Second: 0, 5 * time.Second: 0, late: 0}
-	lateByFault := map[string]int{}
+	lateByFault, over5ByFault := map[string]int{}, map[string]int{}
+	var slow []string // up to 10 rows over 5 s, for the log
 	for id, r := range rows {
 		if r.status != "published" {
 			notPublished++
@@ -324,6 +327,13 @@ func checkOutboxDelivery(t *testing.T, c *Cluster, fake *imfake.Server, faults [
 				buckets[b]++
 			}
 		}
+		if d > 5*time.Second {
+			over5ByFault[fault]++
+			if len(slow) < 10 {
+				slow = append(slow, fmt.Sprintf("%s written %s, at IM %s (%s after %s; fault: %s)", id,
+					r.created.Format("15:04:05.000"), at.Format("15:04:05.000"), d.Round(time.Millisecond), ref.Format("15:04:05.000"), fault))
+			}
+		}
 		if d > late {
 			lateRows++
 			lateByFault[fault]++
@@ -337,10 +347,14 @@ func checkOutboxDelivery(t *testing.T, c *Cluster, fake *imfake.Server, faults [
 	}
 	t.Logf("outbox: %d rows (%d RoomCreated: a group at IM), %d not published, %d resolved (skipped/parked), %d never at IM; at IM: %d messages, %d repeated events, %d events of no row, %d out of room order",
 		len(rows), groups, notPublished, resolved, missing, len(msgs), repeats, unknown, outOfOrder)
-	t.Logf("first arrival at IM after the later of the write and the fault's recovery: > 1 s: %d, > 5 s: %d, > %s: %d (by fault: %v; %d by published_at_ms); worst %s (%s, fault: %s)",
-		buckets[time.Second], buckets[5*time.Second], late, lateRows, lateByFault, markedLate, worst.Round(time.Millisecond), worstID, worstFault)
+	t.Logf("first arrival at IM after the later of the write and the fault's recovery: > 1 s: %d, > 5 s: %d (by fault: %v), > %s: %d (by fault: %v; %d by published_at_ms); worst %s (%s, fault: %s)",
+		buckets[time.Second], buckets[5*time.Second], over5ByFault, late, lateRows, lateByFault, markedLate, worst.Round(time.Millisecond), worstID, worstFault)
+	if len(slow) > 0 {
+		t.Logf("rows over 5 s:\n%s", strings.Join(slow, "\n"))
+	}
 	for _, f := range faults {
-		t.Logf("%s: %s → %s (%s)", f.name, f.start.Format("15:04:05.000"), f.recovered.Format("15:04:05.000"), f.recovered.Sub(f.start).Round(time.Millisecond))
+		t.Logf("%s: %s → %s (%s); restarted node ready %s", f.name, f.start.Format("15:04:05.000"), f.recovered.Format("15:04:05.000"),
+			f.recovered.Sub(f.start).Round(time.Millisecond), f.restarted.Format("15:04:05.000"))
 	}
 	if notPublished != 0 || missing != 0 {
 		t.Errorf("%d outbox rows not published, %d never reached IM", notPublished, missing)
