@@ -76,14 +76,17 @@ test-gift-chaos-long: services
 # The long form of the multi-process failure tests (docs/cluster.md, "Show"):
 # SIGKILL, SIGSTOP 15 s and 30 s, a 15 s network partition (a network
 # namespace per node; needs root), rolling SIGTERM restart, duplicate
-# activation, 3 repeats each, under load. `make multimember` runs each once
-# (SIGSTOP 15 s). Every passing run appends its table row to CHAOS_TABLE,
-# printed at the end. About 20 minutes on two cores.
+# activation, 3 repeats each, under load; then the outbox catch-up run
+# (a private MariaDB paused 10 s and a node SIGKILLed, 3 times each).
+# `make multimember` runs each once (SIGSTOP 15 s; one pause, one kill).
+# Every passing Show run appends its table row to CHAOS_TABLE, printed at
+# the end. About 20 minutes on two cores.
 CHAOS_TABLE ?= /tmp/roomcell-chaos-table.md
 chaos: services
 	rm -f $(CHAOS_TABLE)
 	ROOMCELL_CHAOS_TABLE=$(CHAOS_TABLE) $(GO) test -count=3 -timeout 60m -v -run '^TestMultiMemberProcess' ./cluster/clustertest/
 	ROOMCELL_CHAOS_TABLE=$(CHAOS_TABLE) ROOMCELL_CHAOS_PAUSE=30s $(GO) test -count=3 -timeout 20m -v -run '^TestMultiMemberProcessPauseUnderLoad$$' ./cluster/clustertest/
+	ROOMCELL_OUTBOX_FAULT_REPEATS=3 $(GO) test -count=1 -timeout 15m -v -run '^TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill$$' ./cluster/clustertest/
 	@echo "rows of the Show table ($(CHAOS_TABLE)):"; cat $(CHAOS_TABLE)
 
 unit:

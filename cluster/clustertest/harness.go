@@ -72,6 +72,10 @@ type Options struct {
 	// EtcdCluster, when set, is the test's own etcd cluster: every node
 	// gets all its members as etcd_endpoints (Etcd is ignored).
 	EtcdCluster *EtcdCluster
+	// MySQLDSN, when set, is the MariaDB server the nodes use (a DSN
+	// without a database name, e.g. a mysqltest.Server of the test's own
+	// that it may pause); by default the shared server.
+	MySQLDSN string
 	// Netns puts every node in a network namespace of its own (Network:
 	// needs root), so Node.Partition can cut it off. Without it the nodes
 	// share the loopback.
@@ -157,7 +161,13 @@ func New(t testing.TB, o Options) *Cluster {
 		o.BinDir = t.TempDir()
 	}
 	c := &Cluster{t: t, bin: Binary(t, o.BinDir), dir: t.TempDir()}
-	mcfg, database := mysqltest.NewDatabase(t)
+	var mcfg configs.MySQLConfig
+	var database string
+	if o.MySQLDSN != "" {
+		mcfg, database = mysqltest.NewDatabaseOn(t, o.MySQLDSN)
+	} else {
+		mcfg, database = mysqltest.NewDatabase(t)
+	}
 	c.Database = database
 	dc, err := driverMySQL.ParseDSN(mcfg.DSN)
 	if err != nil {
