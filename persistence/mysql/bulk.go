@@ -13,36 +13,57 @@ import (
 // thousands of row locks against the relay's marks.
 const bulkChunk = 1000
 
+// where builds a bulk operation's WHERE clause: its conditions joined by
+// AND, empty filters left out.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds, w.args = append(w.conds, cond), append(w.args, args...)
+}
+
+// eq adds col = v unless v is empty.
+func (w *where) eq(col, v string) {
+	if v != "" {
+		w.add(col+" = ?", v)
+	}
+}
+
+// between adds col in [fromMs, toMs), each bound only when set.
+func (w *where) between(col string, fromMs, toMs int64) {
+	if fromMs != 0 {
+		w.add(col+" >= ?", fromMs)
+	}
+	if toMs != 0 {
+		w.add(col+" < ?", toMs)
+	}
+}
+
+// errorContains adds a case-insensitive substring match on last_error.
+// LOCATE, not LIKE: the operator's text is matched as it is, with no
+// wildcard to escape; LOWER on both sides ignores case under the table's
+// binary collation.
+func (w *where) errorContains(text string) {
+	if text != "" {
+		w.add("LOCATE(LOWER(?), LOWER(COALESCE(last_error, ''))) > 0", text)
+	}
+}
+
+func (w *where) sql() (string, []any) { return strings.Join(w.conds, " AND "), w.args }
+
 // outboxWhere is sel's WHERE clause on room_outbox. statusCond says which
 // statuses the operation may change; sel.Status narrows them.
 func outboxWhere(sel persistence.OutboxSelector, statusCond string, statusArgs ...any) (string, []any) {
-	where := []string{"(" + statusCond + ")"}
-	args := append([]any{}, statusArgs...)
-	add := func(cond string, v any) {
-		where, args = append(where, cond), append(args, v)
-	}
-	if sel.Status != "" {
-		add("status = ?", sel.Status)
-	}
-	if sel.AppCode != "" {
-		add("app_code = ?", sel.AppCode)
-	}
-	if sel.RoomID != "" {
-		add("room_id = ?", sel.RoomID)
-	}
-	if sel.CreatedFromMs != 0 {
-		add("created_at_ms >= ?", sel.CreatedFromMs)
-	}
-	if sel.CreatedToMs != 0 {
-		add("created_at_ms < ?", sel.CreatedToMs)
-	}
-	if sel.ErrorContains != "" {
-		// LOCATE, not LIKE: the operator's text is matched as it is, with
-		// no wildcard to escape; LOWER on both sides ignores case under
-		// the table's binary collation.
-		add("LOCATE(LOWER(?), LOWER(COALESCE(last_error, ''))) > 0", sel.ErrorContains)
-	}
-	return strings.Join(where, " AND "), args
+	w := &where{}
+	w.add("("+statusCond+")", statusArgs...)
+	w.eq("status", sel.Status)
+	w.eq("app_code", sel.AppCode)
+	w.eq("room_id", sel.RoomID)
+	w.between("created_at_ms", sel.CreatedFromMs, sel.CreatedToMs)
+	w.errorContains(sel.ErrorContains)
+	return w.sql()
 }
 
 // requeueCond: a parked row, or a pending row not yet due (one already
@@ -143,33 +164,15 @@ func (s *Store) BulkSkipOutbox(ctx context.Context, sel persistence.OutboxSelect
 // noticeWhere is sel's WHERE clause on notice_delivery_events: failed
 // rows only.
 func noticeWhere(sel persistence.NoticeSelector) (string, []any) {
-	where := []string{"status = ?"}
-	args := []any{persistence.NoticeFailed}
-	add := func(cond string, v any) {
-		where, args = append(where, cond), append(args, v)
-	}
-	if sel.SourceName != "" {
-		add("source_name = ?", sel.SourceName)
-	}
-	if sel.AppCode != "" {
-		add("app_code = ?", sel.AppCode)
-	}
-	if sel.UserID != "" {
-		add("user_id = ?", sel.UserID)
-	}
-	if sel.EventType != "" {
-		add("event_type = ?", sel.EventType)
-	}
-	if sel.CreatedFromMs != 0 {
-		add("source_created_at_ms >= ?", sel.CreatedFromMs)
-	}
-	if sel.CreatedToMs != 0 {
-		add("source_created_at_ms < ?", sel.CreatedToMs)
-	}
-	if sel.ErrorContains != "" {
-		add("LOCATE(LOWER(?), LOWER(COALESCE(last_error, ''))) > 0", sel.ErrorContains)
-	}
-	return strings.Join(where, " AND "), args
+	w := &where{}
+	w.add("status = ?", persistence.NoticeFailed)
+	w.eq("source_name", sel.SourceName)
+	w.eq("app_code", sel.AppCode)
+	w.eq("user_id", sel.UserID)
+	w.eq("event_type", sel.EventType)
+	w.between("source_created_at_ms", sel.CreatedFromMs, sel.CreatedToMs)
+	w.errorContains(sel.ErrorContains)
+	return w.sql()
 }
 
 // CountRequeue implements persistence.NoticeBulkStore.
