@@ -15,7 +15,8 @@
 # events=100000/rooms=1000/relays=1/claim=grows (the whole relay, through
 # the Tencent IM client into the fake IM over loopback HTTP, so not a no-op
 # sink).
-# Prints rows/s of each, A÷B per pair, the medians and the load average.
+# Prints rows/s of each, A÷B (and C÷B) per pair, the medians and the load
+# average.
 #
 # Watermill is never part of roomcell's module: the forwarder program is
 # written into a scratch module (WM_DIR, default /tmp/roomcell-watermill)
@@ -145,23 +146,24 @@ go test -c -o "$RC_TEST" ./persistence/mysql
 
 metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-A_ALL= B_ALL= C_ALL= R_ALL=
+A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL=
 for p in $(seq "$PAIRS"); do
 	A=$(cd persistence/mysql && "$RC_TEST" -test.run '^$' -test.bench 'OutboxClaimDrain/claim=now' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
 	CL=$(metric_of claim-ms/op </tmp/watermill-ratio-a.log)
 	B=$("$WM_DIR/wmbench" -dsn "$MYSQL_DSN" | metric_of rows/s)
-	C=-
+	C=- CR=-
 	if [ "${RELAY:-0}" = 1 ]; then
 		C=$(cd actors/relay && "$RELAY_TEST" -test.run '^$' -test.bench 'RelayBacklogMariaDB/events=100000/rooms=1000/relays=1/claim=grows' -test.benchtime 1x 2>&1 | awk '{for (i = 2; i <= NF; i++) if ($i ~ /events\/s$/) print $(i-1)}' | head -1)
-		C_ALL="$C_ALL $C"
+		CR=$(awk -v c="$C" -v b="$B" 'BEGIN {printf "%.2f", c/b}')
+		C_ALL="$C_ALL $C" CR_ALL="$CR_ALL $CR"
 	fi
 	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log)" >&2; exit 1; }
 	R=$(awk -v a="$A" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
 	A_ALL="$A_ALL $A" B_ALL="$B_ALL $B" R_ALL="$R_ALL $R"
-	printf 'pair %d  roomcell claim drain %6.0f rows/s (claim %s ms)  watermill forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s  load %s\n' \
-		"$p" "$A" "$CL" "$B" "$R" "$C" "$(cut -d' ' -f1 /proc/loadavg)"
+	printf 'pair %d  roomcell claim drain %6.0f rows/s (claim %s ms)  watermill forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
+		"$p" "$A" "$CL" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 printf 'median  roomcell %s rows/s  watermill %s rows/s  ratio %s' \
 	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
-[ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s' "$(echo $C_ALL | tr ' ' '\n' | median)"
+[ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s, ÷B %s' "$(echo $C_ALL | tr ' ' '\n' | median)" "$(echo $CR_ALL | tr ' ' '\n' | median)"
 printf '  (uptime: %s)\n' "$(uptime | sed 's/.*load/load/')"
