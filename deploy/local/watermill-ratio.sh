@@ -1,0 +1,169 @@
+#!/bin/bash
+# watermill-ratio.sh: the outbox drain beside Watermill's SQL forwarder, on
+# the same MariaDB in the same run. Each pair runs, in this order:
+#   A  roomcell: BenchmarkOutboxClaimDrain/claim=now (persistence/mysql):
+#      100,000 pending rows in 1,000 rooms, claimed 500 at a time and marked
+#      published, into a no-op sink (the relay's claim loop without the
+#      actor and the IM client);
+#   B  Watermill: 100,000 messages for 1,000 room topics published through
+#      forwarder.Publisher into one forwarder topic (watermill-sql
+#      DefaultMySQLSchema, MySQL offsets adapter; the MySQL schema has no
+#      per-key ordering, one table is one ordered stream), then drained by
+#      forwarder.Forwarder (SQL subscriber, SubscribeBatchSize 500, poll
+#      50 ms) into a no-op publisher. Seeding is not timed on either side.
+# With RELAY=1 each pair also runs C: BenchmarkRelayBacklogMariaDB
+# events=100000/rooms=1000/relays=1/claim=grows (the whole relay, through
+# the Tencent IM client into the fake IM over loopback HTTP, so not a no-op
+# sink).
+# Prints rows/s of each, A÷B (and C÷B) per pair, the medians and the load
+# average.
+#
+# Watermill is never part of roomcell's module: the forwarder program is
+# written into a scratch module (WM_DIR, default /tmp/roomcell-watermill)
+# and Watermill fetched there with go get at run time.
+#
+#	PAIRS=3 deploy/local/watermill-ratio.sh
+#
+# Needs MariaDB on 127.0.0.1:3306 as root without a password (MYSQL_DSN for
+# the Watermill side; roomcell's side uses its test defaults). Drops and
+# creates the database watermill_ratio.
+set -eu
+cd "$(dirname "$0")/../.."
+PAIRS=${PAIRS:-3}
+WM_DIR=${WM_DIR:-/tmp/roomcell-watermill}
+WM_VERSION=${WM_VERSION:-v1.4.7}
+WM_SQL_VERSION=${WM_SQL_VERSION:-v3.1.0}
+MYSQL_DSN=${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/}
+RC_TEST=${RC_TEST:-/tmp/watermill-ratio-mysql.test}
+RELAY_TEST=${RELAY_TEST:-/tmp/watermill-ratio-relay.test}
+
+mkdir -p "$WM_DIR"
+cat >"$WM_DIR/main.go" <<'GO'
+// Drains a backlog through Watermill's SQL forwarder into a no-op publisher.
+package main
+
+import (
+	"context"
+	stdsql "database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	_ "github.com/go-sql-driver/mysql"
+)
+
+type noop struct {
+	n    atomic.Int64
+	want int64
+	done chan struct{}
+}
+
+func (p *noop) Publish(topic string, msgs ...*message.Message) error {
+	if p.n.Add(int64(len(msgs))) == p.want {
+		close(p.done)
+	}
+	return nil
+}
+func (p *noop) Close() error { return nil }
+
+func main() {
+	dsn := flag.String("dsn", "root@tcp(127.0.0.1:3306)/", "server DSN without a database")
+	dbName := flag.String("db", "watermill_ratio", "database to drop and create")
+	rows := flag.Int("rows", 100_000, "backlog messages")
+	rooms := flag.Int("rooms", 1000, "rooms (one destination topic each)")
+	batch := flag.Int("batch", 500, "SubscribeBatchSize")
+	flag.Parse()
+	ctx := context.Background()
+
+	admin, err := stdsql.Open("mysql", *dsn)
+	must(err)
+	_, err = admin.ExecContext(ctx, "DROP DATABASE IF EXISTS "+*dbName)
+	must(err)
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+*dbName)
+	must(err)
+	admin.Close()
+	db, err := stdsql.Open("mysql", *dsn+*dbName+"?parseTime=true")
+	must(err)
+	db.SetMaxOpenConns(8)
+	logger := watermill.NopLogger{}
+	schema := wsql.DefaultMySQLSchema{SubscribeBatchSize: *batch}
+
+	sqlPub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
+	must(err)
+	fwdPub := forwarder.NewPublisher(sqlPub, forwarder.PublisherConfig{})
+	// 100 messages per publish (one multi-row INSERT), rooms interleaved as
+	// in roomcell's backlog benchmarks.
+	const perPublish = 100
+	t0 := time.Now()
+	for n := 0; n < *rows; n += perPublish {
+		msgs := make([]*message.Message, perPublish)
+		for i := range msgs {
+			msgs[i] = message.NewMessage(watermill.NewUUID(), []byte(fmt.Sprintf(`{"user_id":"u%d","joined_at_ms":%d}`, n+i, n)))
+		}
+		must(fwdPub.Publish(fmt.Sprint("r", (n/perPublish)%*rooms), msgs...))
+	}
+	seed := time.Since(t0)
+
+	sink := &noop{want: int64(*rows), done: make(chan struct{})}
+	sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{ConsumerGroup: "bench", PollInterval: 50 * time.Millisecond,
+		SchemaAdapter: schema, OffsetsAdapter: wsql.DefaultMySQLOffsetsAdapter{}, InitializeSchema: true}, logger)
+	must(err)
+	fwd, err := forwarder.NewForwarder(sub, sink, logger, forwarder.Config{})
+	must(err)
+	start := time.Now()
+	go func() { _ = fwd.Run(ctx) }()
+	select {
+	case <-sink.done:
+	case <-time.After(10 * time.Minute):
+		log.Fatalf("drained %d of %d in 10 minutes", sink.n.Load(), *rows)
+	}
+	el := time.Since(start)
+	_ = fwd.Close()
+	fmt.Printf("seed %.1f s, drain %.2f s, %.0f rows/s\n", seed.Seconds(), el.Seconds(), float64(*rows)/el.Seconds())
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+GO
+(
+	cd "$WM_DIR"
+	[ -f go.mod ] || go mod init watermillratio >/dev/null 2>&1
+	go get "github.com/ThreeDotsLabs/watermill@$WM_VERSION" "github.com/ThreeDotsLabs/watermill-sql/v3@$WM_SQL_VERSION" github.com/go-sql-driver/mysql >/dev/null 2>&1
+	go mod tidy >/dev/null 2>&1
+	go build -o wmbench .
+)
+go test -c -o "$RC_TEST" ./persistence/mysql
+[ "${RELAY:-0}" != 1 ] || go test -c -o "$RELAY_TEST" ./actors/relay
+
+metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
+median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL=
+for p in $(seq "$PAIRS"); do
+	A=$(cd persistence/mysql && "$RC_TEST" -test.run '^$' -test.bench 'OutboxClaimDrain/claim=now' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
+	CL=$(metric_of claim-ms/op </tmp/watermill-ratio-a.log)
+	B=$("$WM_DIR/wmbench" -dsn "$MYSQL_DSN" | metric_of rows/s)
+	C=- CR=-
+	if [ "${RELAY:-0}" = 1 ]; then
+		C=$(cd actors/relay && "$RELAY_TEST" -test.run '^$' -test.bench 'RelayBacklogMariaDB/events=100000/rooms=1000/relays=1/claim=grows' -test.benchtime 1x 2>&1 | awk '{for (i = 2; i <= NF; i++) if ($i ~ /events\/s$/) print $(i-1)}' | head -1)
+		CR=$(awk -v c="$C" -v b="$B" 'BEGIN {printf "%.2f", c/b}')
+		C_ALL="$C_ALL $C" CR_ALL="$CR_ALL $CR"
+	fi
+	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log)" >&2; exit 1; }
+	R=$(awk -v a="$A" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
+	A_ALL="$A_ALL $A" B_ALL="$B_ALL $B" R_ALL="$R_ALL $R"
+	printf 'pair %d  roomcell claim drain %6.0f rows/s (claim %s ms)  watermill forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
+		"$p" "$A" "$CL" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
+done
+printf 'median  roomcell %s rows/s  watermill %s rows/s  ratio %s' \
+	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
+[ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s, ÷B %s' "$(echo $C_ALL | tr ' ' '\n' | median)" "$(echo $CR_ALL | tr ' ' '\n' | median)"
+printf '  (uptime: %s)\n' "$(uptime | sed 's/.*load/load/')"
