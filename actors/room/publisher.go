@@ -263,22 +263,27 @@ func (g *grain) publishLease(seq int64) *persistence.OutboxLease {
 // before anything is sent to it. nil when there is no step: no IM, the
 // rows left to the relay, or not a new room's RoomCreated. A new room has
 // nothing pending before it, so its RoomCreated may go first.
-func (g *grain) startGroup(cmd room.Command, envs []persistence.Envelope, lease *persistence.OutboxLease) <-chan error {
+func (g *grain) startGroup(cmd room.Command, envs []persistence.Envelope, lease *persistence.OutboxLease) <-chan groupStep {
 	if g.deps.Publisher == nil || lease == nil || cmd.Type != room.CmdCreateRoom || len(envs) == 0 ||
 		envs[0].EventType != room.TypeRoomCreated || !g.pub.order.ordered() {
 		return nil
 	}
-	done := make(chan error, 1)
-	pub, env, timeout, metrics := g.deps.Publisher, envs[0], g.deps.createGroupTimeout(), g.deps.PublishMetrics
+	done := make(chan groupStep, 1)
+	pub, env, timeout := g.deps.Publisher, envs[0], g.deps.createGroupTimeout()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		start := time.Now()
 		err := pub.PublishRoomEvent(ctx, env)
-		metrics.sent(start, err)
-		done <- err
+		done <- groupStep{err: err, took: time.Since(start)}
 	}()
 	return done
+}
+
+// groupStep is the outcome of CreateRoom's group step and how long it took.
+type groupStep struct {
+	err  error
+	took time.Duration
 }
 
 // GroupDropper is a Publisher that can take back a group made for a
@@ -296,12 +301,12 @@ type GroupDropper interface {
 // If the append did commit after all (its acknowledgement lost), the
 // retry the caller was told to make answers from the log and makes the
 // group again (groupReady), as does the RoomCreated row.
-func (g *grain) groupAbandoned(group <-chan error, err error) {
+func (g *grain) groupAbandoned(group <-chan groupStep, err error) {
 	if group == nil {
 		return
 	}
 	// Waited for either way: the reply follows the step's end.
-	if cerr := <-group; cerr != nil || errors.Is(err, persistence.ErrConflict) {
+	if step := <-group; step.err != nil || errors.Is(err, persistence.ErrConflict) {
 		return
 	}
 	d, ok := g.deps.Publisher.(GroupDropper)
@@ -321,7 +326,7 @@ func (g *grain) groupAbandoned(group <-chan error, err error) {
 // groupReady reports that the step succeeded; when it did not (IM off,
 // down, or slower than create_group_timeout) the RoomCreated row goes on
 // with the rest and the publisher, then the relay, retry it.
-func (g *grain) publish(envs []persistence.Envelope, lease *persistence.OutboxLease, group <-chan error) (groupReady bool) {
+func (g *grain) publish(envs []persistence.Envelope, lease *persistence.OutboxLease, group <-chan groupStep) (groupReady bool) {
 	if g.deps.Publisher == nil || len(envs) == 0 {
 		return false
 	}
@@ -338,7 +343,12 @@ func (g *grain) publish(envs []persistence.Envelope, lease *persistence.OutboxLe
 		// A copy: the publisher's own lastSeq must not count this send
 		// (the command's other events share its seq).
 		p := publisher{deps: g.deps, key: g.key(), link: g.pub, log: g.log}
-		if p.settleOne(envs[0], <-group) {
+		// Counted as the row's send only now that the row is stored: a
+		// group made for an append that failed (a rival CreateRoom's
+		// conflict) is no send of any row.
+		step := <-group
+		g.deps.PublishMetrics.sent(time.Now().Add(-step.took), step.err)
+		if p.settleOne(envs[0], step.err) {
 			envs, groupReady = envs[1:], true
 		}
 	}
