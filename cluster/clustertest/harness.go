@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -285,15 +287,37 @@ func atoi(s string) int {
 	return n
 }
 
-// freeAddr is a loopback address nobody listens on right now.
+// handedOut are the ports freeAddr gave this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freeAddr is a loopback address nobody listens on right now, below
+// Linux's ephemeral range (32768–60999): a port the kernel picked for
+// :0 is also a candidate source port of outgoing connections, and the
+// many connections of a multi-process test took one before its node
+// bound it ("bind: address already in use"). Never the same port twice
+// in one process.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if handedOut.ports[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut.ports[p] = true
+		return l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
 
 // Start runs the process (again, after Kill or Term).
