@@ -200,7 +200,7 @@ func TestK8sEtcdAndNATSOverTLS(t *testing.T) {
 func genCerts(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("openssl"); err != nil {
-		t.Skip("openssl not installed")
+		t.Fatal("openssl not installed (the machine's base image has it)")
 	}
 	dir := t.TempDir()
 	out, err := exec.Command("sh", filepath.Join(repoRoot, "deploy", "tls", "gen-certs.sh"), dir).CombinedOutput()
@@ -239,7 +239,7 @@ func startLocal(t *testing.T, bin string, args []string) {
 	t.Helper()
 	path, err := exec.LookPath(bin)
 	if err != nil {
-		t.Skipf("%s not installed (deploy/local/services.sh installs it)", bin)
+		t.Fatalf("%s not installed (deploy/local/services.sh installs it)", bin)
 	}
 	cmd := exec.Command(path, args...)
 	logf, _ := os.Create(filepath.Join(t.TempDir(), bin+".log"))

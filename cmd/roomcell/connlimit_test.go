@@ -132,7 +132,7 @@ const floodHelperEnv = "ROOMCELL_FLOOD_HELPER"
 func TestFloodHelperProcess(t *testing.T) {
 	spec := os.Getenv(floodHelperEnv)
 	if spec == "" {
-		t.Skip("a helper process of TestIdleConnectionFloodFull")
+		return // only a child of TestIdleConnectionFloodFull does anything
 	}
 	parts := strings.SplitN(spec, ";", 3)
 	n, err := strconv.Atoi(parts[1])
