@@ -24,6 +24,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/trtc"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/redis"
@@ -63,7 +64,10 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if err != nil {
 		return nil, err
 	}
-	opts := []roomim.Option{roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat)}
+	opts := []roomim.Option{roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat),
+		// A kick's or close's steps done are kept in its outbox row, in the
+		// room's database, so a retry on any node does only what is left.
+		roomim.WithEffectSteps(func(k persistence.RoomKey) roomim.EffectSteps { return a.roomStoreOf(k) }, a.cfg.Room.StoreTimeout)}
 	audio, err := a.openAudio(dev)
 	if err != nil {
 		return nil, err
