@@ -158,11 +158,11 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	obs      *[]Observer      // observer.go; nil without observers
+	obs      *Observer        // the first of nobs observers (observer.go)
 	epoch    int64            // lease epoch the state was loaded under (lease.go)
 	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
-	// idleByWheel: the room passivates on the node's refresh wheel
-	// (startIdle); lastActiveMs is when it last had a message that keeps
+	// idleByWheel: the room passivates on an observer's ticks (the
+	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
 	lastActiveMs int64
 	idleByWheel  bool
@@ -171,6 +171,7 @@ type grain struct {
 	// have committed): reads answer from the state, which holds every
 	// acknowledged write, but the next write reloads first.
 	unsure bool
+	nobs   uint8 // observers at obs
 }
 
 // key is the room's key: identity's two halves (no copies). A field of

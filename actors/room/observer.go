@@ -2,7 +2,9 @@ package room
 
 import (
 	"log/slog"
+	"math"
 	"time"
+	"unsafe"
 
 	"github.com/hyapp/roomcell/room"
 
@@ -113,23 +115,27 @@ func (g *grain) observe(ctx actor.Context, c *cluster.Cluster) {
 		return
 	}
 	a := Activation{Room: Room{g}, Self: ctx.Self(), Root: ctx.ActorSystem().Root, Cluster: c}
-	list := make([]Observer, 0, len(g.deps.Observers))
+	list := make([]Observer, 0, min(len(g.deps.Observers), math.MaxUint8))
 	for _, newObserver := range g.deps.Observers {
-		if o := newObserver(a); o != nil {
+		if o := newObserver(a); o != nil && len(list) < cap(list) {
 			list = append(list, o)
 		}
 	}
 	if len(list) > 0 {
-		g.obs = &list
+		g.obs, g.nobs = &list[0], uint8(len(list))
 	}
 }
 
-// observers is the activation's observers, in Deps.Observers order.
+// observers is the activation's observers, in Deps.Observers order. The
+// grain keeps their array's first element and their count, which fits
+// in the grain's padding: a slice header would take the grain past its
+// size class (grainsize_test.go), and a pointer to one is an allocation
+// more per room.
 func (g *grain) observers() []Observer {
 	if g.obs == nil {
 		return nil
 	}
-	return *g.obs
+	return unsafe.Slice(g.obs, g.nobs)
 }
 
 // stopObservers ends the activation's observers: on stop and on restart
@@ -138,7 +144,7 @@ func (g *grain) stopObservers() {
 	for _, o := range g.observers() {
 		o.Stopped()
 	}
-	g.obs = nil
+	g.obs, g.nobs = nil, 0
 }
 
 // commitObserved commits an observer's Commit.

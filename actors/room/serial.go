@@ -7,15 +7,17 @@ import (
 	"sync"
 )
 
-// Serial runs one room's background work (its publisher's, an observer's
-// such as the directory worker) in the order it was posted, one item at a time, on a goroutine
-// of roomDispatcher only while it has work.
+// Serial runs one room's background work (its publisher's, an
+// observer's such as the directory worker) in the order it was posted,
+// one item at a time, on a goroutine of roomDispatcher only while it has
+// work.
 //
-// Both were child actors of the grain: a PID, a mailbox and its ring
-// buffer, an actor context, a process-registry entry and a place in the
-// grain's child set each, ~3.7 KB of a one-member room's 12.9 KB live
-// heap, kept for as long as the room is active although an idle room has
-// nothing for them to do. An idle serial is this struct.
+// The publisher and the directory worker were child actors of the
+// grain: a PID, a mailbox and its ring buffer, an actor context, a
+// process-registry entry and a place in the grain's child set each,
+// ~3.7 KB of a one-member room's 12.9 KB live heap, kept for as long as
+// the room is active although an idle room has nothing for them to do.
+// An idle Serial is this struct.
 //
 // What the actors gave, it keeps: order (one runner at a time, FIFO),
 // work off the grain's mailbox, and a stop after which nothing queued
