@@ -173,3 +173,31 @@ func TestObserverCommitIsCommittedOnceWhileOpen(t *testing.T) {
 		t.Fatalf("observer did not see the commit: %q", a.seen())
 	}
 }
+
+// A write after an append whose outcome was unknown reloads the state
+// first, and the observers are told (Loaded) before the write is checked;
+// Room.State reads the reloaded state from then on.
+func TestObserversAreToldOfAReload(t *testing.T) {
+	f := newFixture(t)
+	flaky := &flakyStore{Store: f.store}
+	f.deps.Store = flaky
+	a, b := &recorder{name: "a"}, &recorder{name: "b"}
+	observeWith(f, a, b)
+	pid := f.activate("app/r1")
+	f.mustDo(pid, rcCreate("c1", "owner"))
+	flaky.down.Store(true)
+	if _, err := f.do(pid, rcJoin("j1", "bob")); !errors.Is(err, errclass.Unavailable) {
+		t.Fatalf("join with the store down: %v, want unavailable", err)
+	}
+	flaky.down.Store(false)
+	f.mustDo(pid, rcJoin("j1", "bob"))
+	got := a.seen()
+	i := slices.Index(got, "a:loaded")
+	if i < 0 || !slices.Equal(got[i:], []string{"a:loaded", "a:check JoinRoom", "a:applying members=1 seq=1", "a:committed JoinRoom members=2 seq=2"}) {
+		t.Fatalf("observer saw %q, want a reload (loaded) before the join is checked and committed", got)
+	}
+	f.mustDo(pid, rcGet()) // the room's goroutine is done with the join
+	if m := a.r.State().Members; len(m) != 2 {
+		t.Fatalf("observer reads members %v after the reload and join, want owner and bob", m)
+	}
+}
