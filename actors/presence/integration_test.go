@@ -25,6 +25,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/presence"
 	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -56,11 +57,11 @@ func startNode(t *testing.T, dir persistence.Directory, pcfg configs.PresenceCon
 		t.Fatal(err)
 	}
 	n := &node{t: t, store: memdb.New(), dir: dir}
-	hosted := roomgrain.NewHosted()
+	hosted := directory.NewHosted()
 	logger := slog.New(slog.DiscardHandler)
 	kind := grainkind.New(roomgrain.Kind, roomgrain.GrainProps(roomgrain.Deps{
 		Store: n.store, Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room, Logger: logger,
-		Dir: roomgrain.DirectoryDeps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second},
+		Observers: []roomgrain.NewObserver{directory.New(directory.Deps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second})},
 	}))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	n.c = cluster.New(sys, cluster.Configure("presence-it", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),

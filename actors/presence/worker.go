@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/supervise"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
@@ -37,9 +37,9 @@ type Directory interface {
 // required.
 type Deps struct {
 	Directory Directory
-	Hosted    *roomgrain.Hosted
+	Hosted    *directory.Hosted
 	// Rooms sends the leaves (a *roomgrain.Client in production).
-	Rooms  roomgrain.Commander
+	Rooms  directory.Commander
 	Config configs.PresenceConfig
 	NodeID string
 	Logger *slog.Logger // default slog.Default()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -64,7 +64,7 @@ var (
 func testDeps(t *testing.T) (Deps, *memdb.Directory, *fakeRooms) {
 	dir := memdb.NewDirectory(memdb.DirectoryOptions{})
 	rooms := &fakeRooms{errs: map[string]error{}, dup: map[string]bool{}}
-	h := roomgrain.NewHosted()
+	h := directory.NewHosted()
 	h.Add(keyR1)
 	h.Add(keyR2)
 	d := Deps{
@@ -306,7 +306,7 @@ func (l *leavingRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Com
 // once, fresh members never, whatever room a budget runs out in.
 func TestScanReadsRoomsInBatchesAndLeavesEachStaleMemberOnce(t *testing.T) {
 	d, dir, rooms := testDeps(t)
-	h := roomgrain.NewHosted()
+	h := directory.NewHosted()
 	cd := &countingDir{Directory: dir}
 	lr := &leavingRooms{fakeRooms: rooms, dir: dir}
 	d.Hosted, d.Directory, d.Rooms = h, cd, lr

@@ -20,13 +20,12 @@ type ShardDB struct {
 // own mark batcher and its own event-read slots, so a database that
 // hangs holds up only its own rooms' marks and log reads: with one
 // batcher, a flush stuck on the paused database held every other room's
-// marks behind it. The rest (directory, joins, watch feeds, seat
+// marks behind it. The rest (observers, joins, watch feeds, seat
 // timers) stays one per node; each database has its own store gate
 // (storegate.go) too. d.Store is ignored; dbs must not be empty
 // and pick must return an index into it.
 func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {
 	d.setDefaults()
-	d.dir = &sharedDir{}
 	per := make([]*Deps, len(dbs))
 	for i, db := range dbs {
 		s := db.Store

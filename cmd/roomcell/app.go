@@ -24,6 +24,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -65,7 +66,7 @@ type App struct {
 	// directory is the room directory (Redis, or memdb in dev); hosted
 	// lists the rooms active on this node for the presence worker.
 	directory      persistence.Directory
-	hosted         *room.Hosted
+	hosted         *directory.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service       // nil when the wallet is remote
 	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
@@ -195,7 +196,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(room.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), Observers: []room.NewObserver{directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
 			Retention: cfg.Retention.CommandLog,
 		})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
@@ -136,12 +137,12 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 // openDirectory builds the room directory: Redis when redis.enabled, else
 // the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
 // the source of truth and re-register when it is back.
-func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
+func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
 	if a.cfg.Redis.Enabled {
 		redisTLS, err := a.cfg.Redis.TLS.Load()
 		if err != nil {
-			return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+			return directory.Deps{}, fmt.Errorf("redis.tls: %w", err)
 		}
 		if redisTLS != nil {
 			// A TLS mistake never heals: refuse to start, as MySQL's does,
@@ -150,7 +151,7 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 			err := redis.CheckTLS(cctx, a.cfg.Redis.Addr, redisTLS)
 			cancel()
 			if errors.Is(err, redis.ErrTLSMistake) {
-				return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+				return directory.Deps{}, fmt.Errorf("redis.tls: %w", err)
 			}
 		}
 		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom, TLS: redisTLS})
@@ -164,12 +165,12 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 		md := memdb.NewDirectory(memdb.DirectoryOptions{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
 		a.directory, a.closeDirectory = md, md.Close
 	}
-	metrics, err := room.NewDirectoryMetrics(a.registry)
+	metrics, err := directory.NewMetrics(a.registry)
 	if err != nil {
-		return room.DirectoryDeps{}, err
+		return directory.Deps{}, err
 	}
-	a.hosted = room.NewHosted()
-	return room.DirectoryDeps{Directory: a.directory, Hosted: a.hosted,
+	a.hosted = directory.NewHosted()
+	return directory.Deps{Directory: a.directory, Hosted: a.hosted,
 		RefreshInterval: a.cfg.Presence.RefreshInterval, Metrics: metrics}, nil
 }
 
