@@ -29,9 +29,14 @@ type Stores struct {
 	// Room is Rooms[0], the store of the first database of the map.
 	Rooms      []persistence.Store
 	RoomShards *shardmap.Map
-	Room       persistence.Store
-	Wallet     persistence.WalletStore
-	Notice     persistence.NoticeStore
+	// RoomsPending[i] is true when room database i (never mysql.dsn's)
+	// did not answer at open: Rooms[i] is then a *mysql.Store of
+	// mysql.OpenUnconnected, neither migrated nor reached; its user
+	// calls Attach until the database answers. nil when none is pending.
+	RoomsPending []bool
+	Room         persistence.Store
+	Wallet       persistence.WalletStore
+	Notice       persistence.NoticeStore
 	// WalletOutbox and RoomOutbox are what the notice workers scan. On
 	// MySQL they read the configured wallet and room databases through the
 	// notice pool; on go-memdb they are this process's own wallet and room
@@ -113,6 +118,19 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 			l = log.With("room_db", rm.Keys[i])
 		}
 		room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+		if err != nil && rm.Keys[i] != configs.DefaultRoomDB && mysql.Unreachable(err) {
+			// Only this database's rooms need it: they wait for it
+			// while the others serve. mysql.dsn's server is required
+			// (wallet, notice tables, MigrateAll).
+			l.Warn("room database unreachable at start: its rooms are refused until it answers", "room_db", rm.Keys[i], "error", err)
+			room, err = mysql.OpenUnconnected(rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+			if err == nil {
+				if s.RoomsPending == nil {
+					s.RoomsPending = make([]bool, len(rm.Keys))
+				}
+				s.RoomsPending[i] = true
+			}
+		}
 		if err != nil {
 			if !rm.Single() {
 				return fmt.Errorf("room database %q: %w", rm.Keys[i], err)
