@@ -655,3 +655,87 @@ func TestRoomDatabaseDownAtStart(t *testing.T) {
 		}
 	}
 }
+
+// One of two room databases paused (SIGSTOP of its own mariadbd): the
+// other database's kicks still reach their users promptly, since the
+// room notice worker scans each database on its own; after the resume a
+// kick in the paused database's room is delivered too, and every kicked
+// user gets exactly one room_notice.
+func TestKickNoticesWhileOneRoomDatabaseIsPaused(t *testing.T) {
+	srv := mysqltest.StartServer(t)
+	_, dbB := mysqltest.NewDatabaseOn(t, srv.DSN)
+	edit := twoDBConfig(t, srv.DSN, dbB)
+	app, rc := startDevB(t, func(c *configs.Config) {
+		edit(c)
+		withNotices(c)
+	})
+	kickIn := func(roomID, user string) time.Time {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create-" + user, AppCode: "sh", RoomId: roomID, UserId: roomID + "-owner", Name: "n"}); err != nil {
+			t.Fatalf("create %s: %v", roomID, err)
+		}
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "join-" + user, AppCode: "sh", RoomId: roomID, UserId: user}); err != nil {
+			t.Fatalf("join %s: %v", roomID, err)
+		}
+		if _, err := rc.KickUser(ctx, &v1.KickUserRequest{CommandId: "kick-" + user, AppCode: "sh", RoomId: roomID, UserId: roomID + "-owner", TargetUserId: user, Reason: "spam"}); err != nil {
+			t.Fatalf("kick in %s: %v", roomID, err)
+		}
+		return time.Now()
+	}
+	notices := func(user string) int {
+		n := 0
+		for _, m := range app.fakeIM.C2CMessages(user) {
+			if m.Ext == "room_notice" {
+				n++
+			}
+		}
+		return n
+	}
+	onA, onB := roomsOn(4, 0, 511), roomsOn(2, 512, 1023)
+	var users []string
+	kickIn(onA[0], "a0-bob")
+	kickIn(onB[0], "b0-bob")
+	users = append(users, "a0-bob", "b0-bob")
+	for _, u := range users {
+		waitUntil(t, 10*time.Second, u+"'s room_notice", func() bool { return notices(u) > 0 })
+	}
+
+	srv.Pause()
+	paused := time.Now()
+	time.Sleep(500 * time.Millisecond) // the paused database's reads are hanging now
+	for i, r := range onA[1:] {
+		u := fmt.Sprint("a", i+1, "-bob")
+		users = append(users, u)
+		at := kickIn(r, u)
+		waitUntil(t, 3*time.Second, u+"'s room_notice while the other database is paused", func() bool { return notices(u) > 0 })
+		t.Logf("kick in a room of the database that answers: notice %v after the kick, %v into the other's pause",
+			time.Since(at).Round(time.Millisecond), time.Since(paused).Round(time.Millisecond))
+	}
+	srv.Resume()
+
+	// The paused database's room: a kick after the resume reaches its user.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create-b1-bob", AppCode: "sh", RoomId: onB[1], UserId: onB[1] + "-owner", Name: "n"})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("database b's room after the resume: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	kickIn(onB[1], "b1-bob")
+	users = append(users, "b1-bob")
+	waitUntil(t, 10*time.Second, "b1-bob's room_notice after the resume", func() bool { return notices("b1-bob") > 0 })
+	time.Sleep(time.Second) // a second copy would come with the next scans
+	for _, u := range users {
+		if n := notices(u); n != 1 {
+			t.Errorf("%s got %d room_notice messages, want 1", u, n)
+		}
+	}
+}
