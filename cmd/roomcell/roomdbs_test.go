@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -525,6 +527,33 @@ func TestRoomDatabaseDownAtStart(t *testing.T) {
 		return code == 200 && strings.Contains(body, "degraded: room_db@b")
 	})
 
+	// purge status lists both databases' room tables; b's are marked.
+	conn, err := grpc.NewClient(app.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	purgeLines := func() map[string]*v1.PurgeTableStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := v1.NewPurgeAdminClient(conn).PurgeStatus(ctx, &v1.PurgeStatusRequest{})
+		if err != nil {
+			t.Fatalf("purge status: %v", err)
+		}
+		out := map[string]*v1.PurgeTableStatus{}
+		for _, l := range r.GetTables() {
+			out[l.GetRoomDb()+" "+l.GetTable()] = l
+		}
+		return out
+	}
+	lines := purgeLines()
+	if l := lines["default room_outbox"]; l == nil || !l.GetHeld() || l.GetStatusError() != "" {
+		t.Fatalf("purge status: default's room_outbox %v", l)
+	}
+	if l := lines["b room_outbox"]; l == nil || !l.GetHeld() || l.GetStatusError() == "" {
+		t.Fatalf("purge status: b's room_outbox %v, want it listed and marked incomplete", l)
+	}
+
 	healthy, absent := roomsOn(3, 0, 511), roomsOn(3, 512, 1023)
 	acks := map[string]map[string]int64{}
 	cmd := func(roomID, id string, n int) (int64, error) {
@@ -611,6 +640,9 @@ func TestRoomDatabaseDownAtStart(t *testing.T) {
 	}
 	if !hasSeries(t, app, "room_outbox_pending_total", "room_db", "b") {
 		t.Fatal("database b's relay did not start when it came back")
+	}
+	if l := purgeLines()["b room_outbox"]; l == nil || l.GetStatusError() != "" || l.GetRowEstimate() == 0 && l.GetOldestCreatedAtMs() == 0 {
+		t.Fatalf("purge status: b's room_outbox after it came back %v", l)
 	}
 	waitUntil(t, 5*time.Second, "/readyz ready without degradation", func() bool {
 		code, body := opsGet(t, app, "/readyz")
