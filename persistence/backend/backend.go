@@ -157,9 +157,10 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 		s.Notice, s.WalletOutbox, s.RoomOutbox = ns, ns.WalletOutbox(), ns.RoomOutbox()
 		s.closers = append(s.closers, ns.Close)
 		if len(rm.Keys) > 1 || rm.Keys[0] != configs.DefaultRoomDB {
-			// The room notice worker reads every room database as one:
-			// mysql.dsn's through the notice pool, the others through
-			// their room store's pool.
+			// The room notice worker reads every room database, each
+			// on its own (roomnotice.PartsScanner): mysql.dsn's through
+			// the notice pool, the others through their room store's
+			// pool.
 			all := shardmap.RoomOutboxes{Keys: rm.Keys}
 			for i, k := range rm.Keys {
 				var r persistence.RoomOutboxReader = rooms[i].RoomOutbox()
