@@ -506,18 +506,29 @@ func TestKickNoticesFromEveryRoomDatabase(t *testing.T) {
 // rooms work within seconds and its relay runs, and no acknowledged
 // command is lost or doubled. The database is "down" behind a cut proxy
 // to a private mariadbd (connections refused, as with a stopped server);
-// its database is empty until the node migrates it.
+// its database is empty until the node migrates it. "stalled" is a
+// server that accepts connections and never answers.
 func TestRoomDatabaseDownAtStart(t *testing.T) {
+	for _, mode := range []string{"refused", "stalled"} {
+		t.Run(mode, func(t *testing.T) { testRoomDatabaseDownAtStart(t, mode == "stalled") })
+	}
+}
+
+func testRoomDatabaseDownAtStart(t *testing.T, stalled bool) {
 	srv := mysqltest.StartServer(t)
 	_, dbB := mysqltest.NewDatabaseOn(t, srv.DSN)
 	proxy := mysqltest.StartProxy(t, srv.DSN)
-	proxy.Cut()
+	if stalled {
+		proxy.Stall()
+	} else {
+		proxy.Cut()
+	}
 	edit := twoDBConfig(t, proxy.DSN(), dbB)
 	began := time.Now()
 	app, rc := startDevB(t, edit)
 	t.Logf("started in %v with database b down", time.Since(began).Round(time.Millisecond))
 	if app.roomDBs[1].key != "b" || app.roomDBs[1].attached.Load() {
-		t.Fatalf("database b attached at start though its server refused connections")
+		t.Fatalf("database b attached at start though its server did not answer")
 	}
 	if slices.Contains(app.started, "worker room_outbox@b") || !slices.Contains(app.started, "worker room_outbox@default") {
 		t.Fatalf("start steps %v: want default's relay started and b's waiting", app.started)
