@@ -206,7 +206,7 @@ func (a *App) attachPending(sup *supervise.Supervisor, in workerInputs) worker {
 				return
 			}
 			if attempt == 1 || attempt%20 == 0 {
-				log.Warn("room database still unreachable; its rooms are refused", "attempts", attempt, "error", err)
+				log.Warn("room database not attached yet; its rooms are refused", "attempts", attempt, "error", err)
 			}
 			select {
 			case <-ctx.Done():
