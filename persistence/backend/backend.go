@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -111,34 +112,54 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 	if err != nil {
 		return err
 	}
-	var rooms []*mysql.Store
+	// The databases are opened at once: one that does not answer costs
+	// the start its dial and query timeouts once, not once per database.
+	type opened struct {
+		store   *mysql.Store
+		pending bool
+		err     error
+	}
+	res := make([]opened, len(rm.Configs))
+	var wg sync.WaitGroup
 	for i, rc := range rm.Configs {
 		l := log
 		if !rm.Single() {
 			l = log.With("room_db", rm.Keys[i])
 		}
-		room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
-		if err != nil && rm.Keys[i] != configs.DefaultRoomDB && mysql.Unreachable(err) {
-			// Only this database's rooms need it: they wait for it
-			// while the others serve. mysql.dsn's server is required
-			// (wallet, notice tables, MigrateAll).
-			l.Warn("room database unreachable at start: its rooms are refused until it answers", "room_db", rm.Keys[i], "error", err)
-			room, err = mysql.OpenUnconnected(rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
-			if err == nil {
-				if s.RoomsPending == nil {
-					s.RoomsPending = make([]bool, len(rm.Keys))
-				}
-				s.RoomsPending[i] = true
+		wg.Go(func() {
+			room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+			if err != nil && rm.Keys[i] != configs.DefaultRoomDB && mysql.Unreachable(err) {
+				// Only this database's rooms need it: they wait for it
+				// while the others serve. mysql.dsn's server is required
+				// (wallet, notice tables, MigrateAll).
+				l.Warn("room database unreachable at start: its rooms are refused until it answers", "error", err)
+				room, err = mysql.OpenUnconnected(rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+				res[i].pending = err == nil
 			}
+			res[i].store, res[i].err = room, err
+		})
+	}
+	wg.Wait()
+	var rooms []*mysql.Store
+	for _, r := range res {
+		if r.store != nil {
+			s.closers = append(s.closers, r.store.Close)
 		}
-		if err != nil {
+	}
+	for i, r := range res {
+		if r.err != nil {
 			if !rm.Single() {
-				return fmt.Errorf("room database %q: %w", rm.Keys[i], err)
+				return fmt.Errorf("room database %q: %w", rm.Keys[i], r.err)
 			}
-			return err
+			return r.err
 		}
-		s.Rooms, rooms = append(s.Rooms, room), append(rooms, room)
-		s.closers = append(s.closers, room.Close)
+		if r.pending {
+			if s.RoomsPending == nil {
+				s.RoomsPending = make([]bool, len(rm.Keys))
+			}
+			s.RoomsPending[i] = true
+		}
+		s.Rooms, rooms = append(s.Rooms, r.store), append(rooms, r.store)
 	}
 	s.Room, s.RoomShards = s.Rooms[0], shardmap.New(rm)
 	if want.Wallet {
