@@ -50,7 +50,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, unavailableMsg)
+		return status.Error(codes.Unavailable, unavailableMsg+roomDBSuffix(err))
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

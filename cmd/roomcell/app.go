@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -154,7 +155,9 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 	a.store = a.stores.Room
-	a.openRoomDBs()
+	if err = a.openRoomDBs(); err != nil {
+		return nil, err
+	}
 	if err = a.registerPoolMetrics(); err != nil {
 		return nil, err
 	}
@@ -333,6 +336,11 @@ func (a *App) serveHTTP() error {
 		}
 		if why := a.readiness.failing(time.Now()); why != "" {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		if dbs := a.readiness.degraded(); len(dbs) > 0 {
+			// Ready: the other databases' rooms are served here.
+			fmt.Fprintln(w, "ready; degraded: "+strings.Join(dbs, ", ")+" failing (those rooms are refused)")
 			return
 		}
 		fmt.Fprintln(w, "ready")

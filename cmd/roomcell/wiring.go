@@ -184,7 +184,7 @@ func (a *App) registerServices() {
 		return a.kickRelays()
 	}, log))
 	if a.purge != nil {
-		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
+		v1.RegisterPurgeAdminServer(a.grpcServer, a.purgeAdmin(log))
 	}
 	if a.notices.store != nil {
 		v1.RegisterNoticeAdminServer(a.grpcServer, grpcapi.NewNoticeAdminServer(a.notices.store, func(source string) bool {
