@@ -33,8 +33,8 @@ type Directory interface {
 	ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error
 }
 
-// Deps is everything the worker uses. Directory, Hosted and Rooms are
-// required.
+// Deps is everything the worker uses. Directory, Hosted, Rooms and a
+// complete Config (as Load gives it, or configs.WithDefaults) are required.
 type Deps struct {
 	Directory Directory
 	Hosted    *roomgrain.Hosted
@@ -49,15 +49,16 @@ type Deps struct {
 	Metrics *Metrics // nil: not counted
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Directory == nil || d.Hosted == nil || d.Rooms == nil {
 		return d, errors.New("presence: Directory, Hosted and Rooms are required")
 	}
-	cfg, err := d.Config.Normalized()
-	if err != nil {
+	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	d.Config = cfg
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -101,7 +102,7 @@ func LeaveCommandID(key persistence.RoomKey, user string, lastSeenMs int64) stri
 // their next heartbeat answers "not a member" and the client rejoins, as
 // after a kick.
 func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return Result{}, start, err
 	}
@@ -279,7 +280,7 @@ func round(d Deps) supervise.Round[ScanResult] {
 // progress (between leaves; a leave in flight gets its timeout): call it
 // before the cluster leaves and before the directory closes.
 func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[ScanResult], error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func startPurgeTestServer(t *testing.T) (addr string, store *memdb.Store) {
 			}
 		}
 	}
-	svc, err := purge.NewService(purge.Deps{Purgers: []persistence.Purger{store}, Config: configs.RetentionConfig{}, NodeID: "node-a",
+	svc, err := purge.NewService(purge.Deps{Purgers: []persistence.Purger{store}, Config: configs.WithDefaults(configs.RetentionConfig{}), NodeID: "node-a",
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

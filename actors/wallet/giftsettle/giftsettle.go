@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -30,48 +31,46 @@ type Rooms interface {
 	VoidGift(ctx context.Context, key persistence.RoomKey, commandID string, nowMs int64) (bool, error)
 }
 
-// Deps configures a reconciler.
+// Deps configures a reconciler. Wallet, Rooms, a complete Config (as
+// Load gives it, or configs.WithDefaults) and Timeout are required.
 type Deps struct {
 	Wallet Wallet
 	Rooms  Rooms
-	// After is the age at which an open reservation is settled here. The
-	// void fence keeps any age correct; a short one only refunds gifts a
-	// slow room write would still have delivered.
-	After     time.Duration
-	Interval  time.Duration
-	BatchSize int
-	// Timeout bounds each store call.
+	// Config is wallet.gift_reconciler. SettleAfter is the age at which an
+	// open reservation is settled here: the void fence keeps any age
+	// correct; a short one only refunds gifts a slow room write would
+	// still have delivered. A reservation whose settlement failed
+	// ParkAfter times is parked; MaxBackoff caps the wait between its
+	// tries.
+	Config configs.GiftReconcilerConfig
+	// Timeout bounds each store call (room.store_timeout).
 	Timeout time.Duration
 	Clock   func() time.Time
 	Logger  *slog.Logger
 	Metrics *Metrics // nil records nothing
-	// ParkAfter is how many failed settlements park a reservation
-	// (default 10); MaxBackoff caps the wait between its tries (default
-	// 5m). Stuck remembers the failures across passes and actor restarts
+	// Stuck remembers the failures across passes and actor restarts
 	// (Start makes one); the park itself is kept in the wallet store.
-	ParkAfter  int
-	MaxBackoff time.Duration
-	Stuck      *Stuck
+	Stuck *Stuck
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Wallet == nil || d.Rooms == nil {
 		return d, errors.New("giftsettle: wallet and room store are required")
 	}
-	if d.After <= 0 || d.Interval <= 0 || d.BatchSize <= 0 || d.Timeout <= 0 {
-		return d, fmt.Errorf("giftsettle: after %s, interval %s, batch %d and timeout %s must be positive", d.After, d.Interval, d.BatchSize, d.Timeout)
+	if err := d.Config.Validate(); err != nil {
+		return d, err
+	}
+	if d.Timeout <= 0 {
+		return d, fmt.Errorf("giftsettle: timeout %s must be positive (room.store_timeout)", d.Timeout)
 	}
 	if d.Clock == nil {
 		d.Clock = time.Now
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
-	}
-	if d.ParkAfter <= 0 {
-		d.ParkAfter = 10
-	}
-	if d.MaxBackoff <= 0 {
-		d.MaxBackoff = 5 * time.Minute
 	}
 	if d.Stuck == nil {
 		d.Stuck = NewStuck()
@@ -85,28 +84,28 @@ type Result struct {
 	Confirmed, Refunded, Failed, Parked, Skipped int
 }
 
-// RunOnce settles up to BatchSize open reservations older than After and
+// RunOnce settles up to BatchSize open reservations older than SettleAfter and
 // refreshes the gauges. A reservation that fails stays open, backs off
 // and, after ParkAfter failures, is parked in the wallet store (Stuck);
 // the store's scan no longer returns it, and this one reads past the ones
 // it skips. The error of the first failure is returned with the counts.
 func RunOnce(ctx context.Context, d Deps) (Result, error) {
-	d, err := d.normalized()
+	d, err := d.checked()
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
 	now := d.Clock()
 	remembered, _ := d.Stuck.size()
-	limit := d.BatchSize + remembered
+	limit := d.Config.BatchSize + remembered
 	lctx, cancel := context.WithTimeout(ctx, d.Timeout)
-	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.After).UnixMilli(), limit)
+	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.Config.SettleAfter).UnixMilli(), limit)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("list open gift holds: %w", err)
 	}
 	var first error
-	try, repark := d.Stuck.order(holds, d.Clock(), d.BatchSize, &res.Skipped)
+	try, repark := d.Stuck.order(holds, d.Clock(), d.Config.BatchSize, &res.Skipped)
 	for _, h := range repark {
 		if ctx.Err() != nil {
 			break
@@ -128,7 +127,7 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 			if first == nil {
 				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
 			}
-			fails, parked := d.Stuck.failed(id, d.Clock(), d.Interval, d.MaxBackoff, d.ParkAfter, err.Error())
+			fails, parked := d.Stuck.failed(id, d.Clock(), d.Config.PollInterval, d.Config.MaxBackoff, d.Config.ParkAfter, err.Error())
 			attrs = append(attrs, "outcome", outcome, "failures", fails, "error", err)
 			if parked {
 				res.Parked++
