@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/internal/promset"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -204,22 +204,16 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "presence")
 	m := &Metrics{
-		Scans: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_stale_scans_total", Help: "Scans of the presence stale worker.",
-		}),
-		ScanErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_stale_scan_errors_total", Help: "Rooms whose presence the stale worker could not read.",
-		}),
-		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_stale_members_total",
-			Help: "Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
-		}, []string{"result"}),
+		Scans:      s.Counter("presence_stale_scans_total", "Scans of the presence stale worker."),
+		ScanErrors: s.Counter("presence_stale_scan_errors_total", "Rooms whose presence the stale worker could not read."),
+		Leaves: s.CounterVec("presence_stale_members_total",
+			"Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
+			"result"),
 	}
-	for _, c := range []prometheus.Collector{m.Scans, m.ScanErrors, m.Leaves} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("presence: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	for _, r := range []string{"left", "cleared", "failed"} {
 		m.Leaves.WithLabelValues(r) // at zero from the start

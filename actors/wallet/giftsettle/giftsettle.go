@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/promset"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -231,36 +232,22 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "giftsettle")
 	m := &Metrics{
-		Open: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_holds_open",
-			Help: "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass.",
-		}),
-		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_hold_oldest_age_ms",
-			Help: "Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass.",
-		}),
-		Refunds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_refunds_total",
-			Help: "Gift reservations the reconciler refunded (their room never logged the gift).",
-		}),
-		Confirms: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_confirms_total",
-			Help: "Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened).",
-		}),
-		Failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_failures_total",
-			Help: "Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures).",
-		}),
-		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_holds_parked",
-			Help: "Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund).",
-		}),
+		Open: s.Gauge("wallet_gift_holds_open", "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass."),
+		OldestAge: s.Gauge("wallet_gift_hold_oldest_age_ms",
+			"Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass."),
+		Refunds: s.Counter("wallet_gift_reconciler_refunds_total",
+			"Gift reservations the reconciler refunded (their room never logged the gift)."),
+		Confirms: s.Counter("wallet_gift_reconciler_confirms_total",
+			"Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened)."),
+		Failures: s.Counter("wallet_gift_reconciler_failures_total",
+			"Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures)."),
+		Parked: s.Gauge("wallet_gift_holds_parked",
+			"Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund)."),
 	}
-	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures, m.Parked} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("giftsettle: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
