@@ -59,14 +59,9 @@ func (d Deps) checked() (Deps, error) {
 	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Timeout <= 0 {
 		d.Timeout = 5 * time.Second
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
 	}
 	return d, nil
 }

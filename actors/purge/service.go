@@ -88,12 +88,7 @@ func NewService(deps Deps) (*Service, error) {
 		return nil, err
 	}
 	cfg := deps.Config
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
+	supervise.Fallbacks(&deps.Logger, &deps.Now)
 	s := &Service{deps: deps, owner: supervise.LeaseOwner(deps.NodeID), last: map[string]TableRound{},
 		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}, behindLog: map[string]time.Time{}}
 	for _, t := range persistence.PurgeTables {

@@ -81,12 +81,7 @@ func (d MQDeps) checked() (MQDeps, error) {
 	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	return d, nil
 }
 

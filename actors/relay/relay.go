@@ -77,12 +77,7 @@ func (d Deps) checked() (Deps, error) {
 	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Owner == "" {
 		d.Owner = supervise.LeaseOwner(d.NodeID)
 	}

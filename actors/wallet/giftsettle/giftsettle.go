@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/internal/promset"
@@ -67,12 +68,7 @@ func (d Deps) checked() (Deps, error) {
 	if d.Timeout <= 0 {
 		return d, fmt.Errorf("giftsettle: timeout %s must be positive (room.store_timeout)", d.Timeout)
 	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Stuck == nil {
 		d.Stuck = NewStuck()
 	}
