@@ -341,10 +341,8 @@ func startGiftReconciler(a *App, sup *supervise.Supervisor, _ workerInputs) (sto
 	if err != nil {
 		return nil, err
 	}
-	rc := a.cfg.Wallet.GiftReconciler
 	return giftsettle.Start(sup, giftsettle.Deps{
-		Wallet: wal, Rooms: roomVoids{a}, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
+		Wallet: wal, Rooms: roomVoids{a}, Config: a.cfg.Wallet.GiftReconciler,
 		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
-		ParkAfter: rc.ParkAfter, MaxBackoff: rc.MaxBackoff,
 	})
 }

@@ -30,7 +30,7 @@ func startPurgeTestServer(t *testing.T) (addr string, store *memdb.Store) {
 
 func purgeTestService(t *testing.T, purgers ...persistence.Purger) *purge.Service {
 	t.Helper()
-	svc, err := purge.NewService(purge.Deps{Purgers: purgers, Config: configs.RetentionConfig{}, NodeID: "node-a",
+	svc, err := purge.NewService(purge.Deps{Purgers: purgers, Config: configs.WithDefaults(configs.RetentionConfig{}), NodeID: "node-a",
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
