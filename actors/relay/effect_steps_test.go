@@ -168,8 +168,8 @@ func (w *stepsWorld) relayUntilDone() {
 	w.t.Helper()
 	pub := w.publisher()
 	defer pub.Close()
-	cfg := configs.OutboxWorkerConfig{PollInterval: 100 * time.Millisecond, BatchSize: 100, PublishTimeout: 2 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second}
+	cfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 100 * time.Millisecond, BatchSize: 100, PublishTimeout: 2 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second})
 	w.waitFor("the relay to publish every row", func() bool {
 		if _, err := relay.ProcessBatch(context.Background(), relay.Deps{Store: w.store, Publisher: pub, Config: cfg, NodeID: "n2",
 			Logger: slog.New(slog.DiscardHandler)}); err != nil {
