@@ -25,11 +25,10 @@ import (
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
-// The events' encodings reach only a caller on the owner's node (they
-// are no message); a caller on another node gets the same events
-// without them, from the tail and from the store alike.
-func TestListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
-	store := memdb.New()
+// startTwoMembers starts two members on store that see each other (the
+// caller stops them).
+func startTwoMembers(t *testing.T, store *memdb.Store) (a, b *cluster.Member) {
+	t.Helper()
 	agent := test.NewInMemAgent()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
@@ -42,17 +41,29 @@ func TestListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
 		}
 		return m
 	}
-	a, b := start(), start()
-	defer b.Stop(false)
-	defer a.Stop(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	a, b = start(), start()
+	deadline := time.Now().Add(30 * time.Second)
 	for a.Cluster.MemberList.Length() < 2 || b.Cluster.MemberList.Length() < 2 {
-		if ctx.Err() != nil {
+		if time.Now().After(deadline) {
+			a.Stop(false)
+			b.Stop(false)
 			t.Fatal("members did not see each other")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return a, b
+}
+
+// The events' encodings reach only a caller on the owner's node (they
+// are no message); a caller on another node gets the same events
+// without them, from the tail and from the store alike.
+func TestListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
+	store := memdb.New()
+	a, b := startTwoMembers(t, store)
+	defer b.Stop(false)
+	defer a.Stop(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	ca := &Client{Cluster: a.Cluster, AttemptTimeout: 5 * time.Second}
 	cb := &Client{Cluster: b.Cluster, AttemptTimeout: 5 * time.Second}
 	nb := &eventsNode{store: store, member: b, client: cb}
