@@ -29,12 +29,13 @@ import (
 // Each event is kept with its protobuf encoding, made once off the
 // reply path (at commit, or by the store read that fills the tail): the
 // gRPC layer sends a reply's events as those bytes instead of encoding
-// 100 messages per read (grpcapi's wire codec).
+// 100 messages per read (grpcapi's eventsCodec).
 
 // tailKeep is about how many events the tail keeps: it is trimmed to the
-// newest tailKeep once it holds twice as many. ~200 bytes an event, so a
-// read room holds at most ~100 KB of messages; a hot room's tail is its
-// last ~0.1 s at 3,000 events/s (watchers further behind read the store).
+// newest tailKeep once it holds twice as many. ~200 bytes an event and
+// ~130 its encoding, so a read room holds at most ~170 KB; a hot room's
+// tail is its last ~0.1 s at 3,000 events/s (watchers further behind
+// read the store).
 const tailKeep = 256
 
 // minTailRetention is the least retention.command_log the config allows:
