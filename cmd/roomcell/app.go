@@ -281,7 +281,7 @@ func (a *App) serveGRPC() error {
 	}
 	rs.SetGifts(gifts)
 	rs.SetLimiter(ratelimit.New(a.cfg.RateLimits))
-	v1.RegisterRoomServiceServer(a.grpcServer, rs)
+	grpcapi.RegisterRoomService(a.grpcServer, rs)
 	a.registerServices()
 	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {
 		return fmt.Errorf("grpc: methods without an access class in grpcapi's table: %v", un)
