@@ -103,7 +103,7 @@ func TestOutboxCatchesUpAfterDatabasePauseUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ocfg configs.OutboxWorkerConfig // production defaults
+	ocfg := configs.WithDefaults(configs.OutboxWorkerConfig{}) // production defaults
 	rl, err := relay.Start(sup, relay.Deps{Store: store, Publisher: im, Config: ocfg, NodeID: "n1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
