@@ -489,6 +489,10 @@ type Call struct {
 	At   time.Time
 	Took time.Duration
 	Code codes.Code
+	// Reason is the error's code name (ErrorInfo), RetryAfter its
+	// RetryInfo delay: "" and 0 when the status has none.
+	Reason     string
+	RetryAfter time.Duration
 }
 
 // noteAnswer records the outcome of a client call to the node sent at
@@ -496,7 +500,7 @@ type Call struct {
 func (n *Node) noteAnswer(start time.Time, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.calls = append(n.calls, Call{At: start, Took: time.Since(start), Code: status.Code(err)})
+	n.calls = append(n.calls, Call{At: start, Took: time.Since(start), Code: status.Code(err), Reason: Reason(err), RetryAfter: RetryDelay(err)})
 	switch {
 	case err == nil:
 		n.answers = append(n.answers, time.Now())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +40,29 @@ func Retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// RetryDelay is the delay of the google.rpc.RetryInfo err's status
+// carries (0 when none): the harness's clients, like a well-behaved
+// client, wait at least that long before they retry.
+func RetryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			return r.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// Reason is the reason of the roomcell google.rpc.ErrorInfo err's status
+// carries (the error's code name, such as NO_COORDINATOR), "" when none.
+func Reason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "roomcell" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // Ack is one acknowledged command.
@@ -138,7 +162,7 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 		if st, _ := status.FromError(err); strings.Contains(st.Message(), "retry with the same command_id") {
 			l.byServer.Add(1)
 		}
-		time.Sleep(backoff)
+		time.Sleep(max(backoff, RetryDelay(err)))
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 }
@@ -213,7 +237,7 @@ func callRetrying(t testing.TB, nodes []*Node, deadline time.Time, do func(ctx c
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(backoff)
+		time.Sleep(max(backoff, RetryDelay(err)))
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 }
