@@ -53,7 +53,7 @@ rocketmq:
 # measure. The race stage runs the in-process short form (6,000 + 2,500).
 # About 15 s.
 flood:
-	ROOMCELL_FLOOD_FULL=1 $(GO) test -count=1 -timeout 5m -run '^TestIdleConnectionFloodFull$$' -v ./cmd/roomcell
+	$(GO) test -tags flood -count=1 -timeout 5m -run '^TestIdleConnectionFloodFull$$' -v ./cmd/roomcell
 
 # Coverage-guided fuzzing of every RoomService RPC over gRPC against a dev
 # process (cmd/roomcell FuzzRoomServiceOverGRPC: no Internal, refused

@@ -73,9 +73,7 @@ func errorf(key, format string, args ...any) error {
 // Default returns the configuration used when no file is given: the
 // embedded dev setup (go-memdb, fake IM, single node).
 func Default() Config {
-	var c Config
-	c.setDefaults()
-	return c
+	return WithDefaults(Config{})
 }
 
 // HasRole reports whether the process runs role.
@@ -179,11 +177,11 @@ func (c Config) Validate() error {
 		c.Log.validate, c.GRPC.validate, c.HTTP.validate, c.Store.validate,
 		c.MySQL.validate, c.Redis.validate, c.Room.validate,
 		func() error { return validateGifts(c.Gifts) },
-		c.Wallet.validate, c.OutboxWorker.validate, c.TencentIM.validate, c.TRTC.validate,
-		c.Cluster.validate, c.Presence.validate, c.Notice.validate,
+		c.Wallet.validate, c.OutboxWorker.Validate, c.TencentIM.validate, c.TRTC.validate,
+		c.Cluster.validate, c.Presence.Validate, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
 		c.Cluster.TLS.validate,
-		c.Retention.validate, c.Runtime.validate, c.Watch.validate,
+		c.Retention.Validate, c.Runtime.validate, c.Watch.validate,
 		func() error { return c.Gateway.validate(c.GRPC) },
 		c.RateLimits.validate,
 	}

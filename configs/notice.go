@@ -114,7 +114,20 @@ func (c *NoticeWorkerConfig) setDefaults() {
 	c.SendConcurrency = intOr(c.SendConcurrency, 16)
 }
 
-func (c NoticeWorkerConfig) validate(key string) error {
+// Validate checks the worker's section as it is, applying no default; key
+// is its dotted name ("notice.wallet_notice_worker"), which the error
+// names. The notice workers run it on the section they are given.
+func (c NoticeWorkerConfig) Validate(key string) error {
+	if err := firstError(
+		mustBePositive(key+".poll_interval", c.PollInterval),
+		mustBePositive(key+".batch_size", c.BatchSize),
+		mustBePositive(key+".lock_ttl", c.LockTTL),
+		mustBePositive(key+".max_retry_count", c.MaxRetryCount),
+		mustBePositive(key+".send_timeout", c.SendTimeout),
+		mustBePositive(key+".send_concurrency", c.SendConcurrency),
+	); err != nil {
+		return err
+	}
 	if c.LockTTL <= c.SendTimeout {
 		return errorf(key+".lock_ttl", "%s must be longer than %s.send_timeout (%s)", c.LockTTL, key, c.SendTimeout)
 	}
@@ -125,16 +138,6 @@ func (c NoticeWorkerConfig) validate(key string) error {
 		return errorf(key+".batch_size", "%d is more than 10000", c.BatchSize)
 	}
 	return nil
-}
-
-// Normalized returns c with its defaults applied and validated, for callers
-// that build the section in code (the workers' Start, tests).
-func (c NoticeWorkerConfig) Normalized() (NoticeWorkerConfig, error) {
-	c.setDefaults()
-	if err := c.validate("notice.worker"); err != nil {
-		return NoticeWorkerConfig{}, err
-	}
-	return c, nil
 }
 
 func (c *NoticeConfig) setDefaults() {
@@ -233,10 +236,10 @@ func (c MQConfig) validate() error {
 }
 
 func (c NoticeConfig) validate() error {
-	if err := c.WalletNoticeWorker.validate("notice.wallet_notice_worker"); err != nil {
+	if err := c.WalletNoticeWorker.Validate("notice.wallet_notice_worker"); err != nil {
 		return err
 	}
-	if err := c.RoomNoticeWorker.validate("notice.room_notice_worker"); err != nil {
+	if err := c.RoomNoticeWorker.Validate("notice.room_notice_worker"); err != nil {
 		return err
 	}
 	if err := c.MQ.validate(); err != nil {

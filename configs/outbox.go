@@ -44,7 +44,18 @@ func (c *OutboxWorkerConfig) setDefaults() {
 	c.HotRoomBatch = intOr(c.HotRoomBatch, max(2000, c.BatchSize))
 }
 
-func (c OutboxWorkerConfig) validate() error {
+// Validate checks the section as it is, applying no default; the error
+// names the offending key like Load's do. The relay and the MQ fanout run
+// it on the section they are given.
+func (c OutboxWorkerConfig) Validate() error {
+	if err := firstError(
+		mustBePositive("outbox_worker.poll_interval", c.PollInterval),
+		mustBePositive("outbox_worker.batch_size", c.BatchSize),
+		mustBePositive("outbox_worker.publish_timeout", c.PublishTimeout),
+		mustBePositive("outbox_worker.max_backoff", c.MaxBackoff),
+	); err != nil {
+		return err
+	}
 	switch c.RetryStrategy {
 	case RetryFixedInterval, RetryExponential:
 	default:
@@ -57,15 +68,4 @@ func (c OutboxWorkerConfig) validate() error {
 		return errorf("outbox_worker.lease_ttl", "%s must be longer than outbox_worker.publish_timeout (%s)", c.LeaseTTL, c.PublishTimeout)
 	}
 	return nil
-}
-
-// Normalized returns c with its defaults applied and validated, for callers
-// that build the section in code (the relay's Start, tests) instead of
-// through Load. The error names the offending key like Load's do.
-func (c OutboxWorkerConfig) Normalized() (OutboxWorkerConfig, error) {
-	c.setDefaults()
-	if err := c.validate(); err != nil {
-		return OutboxWorkerConfig{}, err
-	}
-	return c, nil
 }

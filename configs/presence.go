@@ -32,20 +32,20 @@ func (c *PresenceConfig) setDefaults() {
 	c.RefreshInterval = durationOr(c.RefreshInterval, 30*time.Second)
 }
 
-func (c PresenceConfig) validate() error {
+// Validate checks the section as it is, applying no default; the error
+// names the offending key. The stale worker runs it on the section it is
+// given.
+func (c PresenceConfig) Validate() error {
+	if err := firstError(
+		mustBePositive("presence.scan_interval", c.ScanInterval),
+		mustBePositive("presence.stale_after", c.StaleAfter),
+		mustBePositive("presence.batch_size", c.BatchSize),
+		mustBePositive("presence.refresh_interval", c.RefreshInterval),
+	); err != nil {
+		return err
+	}
 	if c.StaleAfter < c.ScanInterval {
 		return errorf("presence.stale_after", "%s is shorter than presence.scan_interval (%s)", c.StaleAfter, c.ScanInterval)
 	}
 	return nil
-}
-
-// Normalized returns c with its defaults applied and validated, for callers
-// that build the section in code (the stale worker's Start, tests) instead
-// of through Load. The error names the offending key like Load's do.
-func (c PresenceConfig) Normalized() (PresenceConfig, error) {
-	c.setDefaults()
-	if err := c.validate(); err != nil {
-		return PresenceConfig{}, err
-	}
-	return c, nil
 }

@@ -84,7 +84,10 @@ func (c *RetentionConfig) setDefaults() {
 	c.LeaseTTL = zeroOr(c.LeaseTTL, 5*time.Minute)
 }
 
-func (c RetentionConfig) validate() error {
+// Validate checks the section as it is, applying no default; the error
+// names the offending key. The purge service runs it on the section it is
+// given.
+func (c RetentionConfig) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   time.Duration
@@ -97,8 +100,8 @@ func (c RetentionConfig) validate() error {
 		{"retention.batch_pause", c.BatchPause},
 		{"retention.lease_ttl", c.LeaseTTL},
 	} {
-		if d.v < 0 {
-			return errorf(d.key, "%s is negative", d.v)
+		if d.v <= 0 {
+			return errorf(d.key, "%s is not positive (zero takes the default only through Load or WithDefaults)", d.v)
 		}
 	}
 	if c.CommandLog < minCommandLog {
@@ -114,15 +117,4 @@ func (c RetentionConfig) validate() error {
 		return errorf("retention.duty_cycle", "%v is outside (0, 1]", c.DutyCycle)
 	}
 	return nil
-}
-
-// Normalized returns c with its defaults applied and validated, for callers
-// that build the section in code (the purge worker's Start, tests). The
-// error names the offending key like Load's do.
-func (c RetentionConfig) Normalized() (RetentionConfig, error) {
-	c.setDefaults()
-	if err := c.validate(); err != nil {
-		return RetentionConfig{}, err
-	}
-	return c, nil
 }

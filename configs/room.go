@@ -121,6 +121,27 @@ type GiftReconcilerConfig struct {
 // On reports whether the reconciler runs.
 func (c GiftReconcilerConfig) On() bool { return c.Enabled == nil || *c.Enabled }
 
+func (c *GiftReconcilerConfig) setDefaults() {
+	c.SettleAfter = durationOr(c.SettleAfter, 30*time.Second)
+	c.PollInterval = durationOr(c.PollInterval, 5*time.Second)
+	c.BatchSize = intOr(c.BatchSize, 100)
+	c.ParkAfter = intOr(c.ParkAfter, 10)
+	c.MaxBackoff = durationOr(c.MaxBackoff, 5*time.Minute)
+}
+
+// Validate checks the section as it is, applying no default; the error
+// names the offending key. The reconciler runs it on the section it is
+// given.
+func (c GiftReconcilerConfig) Validate() error {
+	return firstError(
+		mustBePositive("wallet.gift_reconciler.settle_after", c.SettleAfter),
+		mustBePositive("wallet.gift_reconciler.poll_interval", c.PollInterval),
+		mustBePositive("wallet.gift_reconciler.batch_size", c.BatchSize),
+		mustBePositive("wallet.gift_reconciler.park_after", c.ParkAfter),
+		mustBePositive("wallet.gift_reconciler.max_backoff", c.MaxBackoff),
+	)
+}
+
 // VipPlanConfig is one VIP level on sale.
 type VipPlanConfig struct {
 	Level int32  `yaml:"level"`
@@ -149,17 +170,16 @@ func (c *WalletConfig) setDefaults() {
 	if c.DiamondPercent <= 0 {
 		c.DiamondPercent = 100
 	}
-	c.GiftReconciler.SettleAfter = durationOr(c.GiftReconciler.SettleAfter, 30*time.Second)
-	c.GiftReconciler.PollInterval = durationOr(c.GiftReconciler.PollInterval, 5*time.Second)
-	c.GiftReconciler.BatchSize = intOr(c.GiftReconciler.BatchSize, 100)
-	c.GiftReconciler.ParkAfter = intOr(c.GiftReconciler.ParkAfter, 10)
-	c.GiftReconciler.MaxBackoff = durationOr(c.GiftReconciler.MaxBackoff, 5*time.Minute)
+	c.GiftReconciler.setDefaults()
 	if c.VipPlans == nil {
 		c.VipPlans = DefaultVipPlans()
 	}
 }
 
 func (c WalletConfig) validate() error {
+	if err := c.GiftReconciler.Validate(); err != nil {
+		return err
+	}
 	if c.DiamondPercent > 10000 {
 		return errorf("wallet.diamond_percent", "must be at most 10000, got %d", c.DiamondPercent)
 	}

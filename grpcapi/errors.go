@@ -52,8 +52,9 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		// The text may name a server; the code and the delay may not.
-		return withRetry(withCode(status.New(codes.Unavailable, unavailableMsg), err), err).Err()
+		// The text may name a server (only a room database's key is
+		// added); the code and the delay may not.
+		return withRetry(withCode(status.New(codes.Unavailable, unavailableMsg+roomDBSuffix(err)), err), err).Err()
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	roomgrain "github.com/hyapp/roomcell/actors/room"
@@ -23,10 +24,12 @@ import (
 // resume signals.
 
 // RoomEvents is what ListRoomEvents and WatchRoom use; actors/room's
-// Client and Watcher provide it (RoomEventsOf).
+// Client and Watcher provide it (RoomEventsOf). A page's Wire, when set,
+// is sent as its events' encoding (eventsCodec). Watch calls accepted
+// once the room's owner has taken the watch, before any event.
 type RoomEvents interface {
-	ListEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error)
-	Watch(ctx context.Context, app, roomID string, after int64, send func(*roomcellv1.WatchRoomReply) error) error
+	ListEventsPage(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error)
+	Watch(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error
 }
 
 // RoomEventsOf joins a room client (reads) and a node's watcher.
@@ -37,6 +40,10 @@ func RoomEventsOf(c *roomgrain.Client, w *roomgrain.Watcher) RoomEvents {
 type roomEvents struct {
 	*roomgrain.Client
 	*roomgrain.Watcher
+}
+
+func (e roomEvents) Watch(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error {
+	return e.Watcher.WatchAccepted(ctx, app, roomID, after, accepted, send)
 }
 
 // ErrorInfo reasons of the event log (domain "roomcell").
@@ -86,23 +93,30 @@ func checkEventsRequest(requestID, app, roomID string, after int64) error {
 }
 
 func (s *RoomServer) ListRoomEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
+	p, err := s.listRoomEvents(ctx, r)
+	return p.Reply, err
+}
+
+// listRoomEvents is ListRoomEvents with the events' encodings, when the
+// room had them (RegisterRoomService sends them).
+func (s *RoomServer) listRoomEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
 	if s.events == nil {
-		return nil, errNoEvents
+		return roomgrain.EventsPage{}, errNoEvents
 	}
 	if err := checkEventsRequest(r.GetRequestId(), r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq()); err != nil {
-		return nil, s.invalid(ctx, err)
+		return roomgrain.EventsPage{}, s.invalid(ctx, err)
 	}
 	if l := r.GetLimit(); l < 0 || l > roomgrain.MaxEventsLimit {
-		return nil, s.invalid(ctx, errclass.Invalidf("limit must be between 0 (default %d) and %d, got %d", roomgrain.DefaultEventsLimit, roomgrain.MaxEventsLimit, l))
+		return roomgrain.EventsPage{}, s.invalid(ctx, errclass.Invalidf("limit must be between 0 (default %d) and %d, got %d", roomgrain.DefaultEventsLimit, roomgrain.MaxEventsLimit, l))
 	}
 	setRequestID(ctx, r)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	reply, err := s.events.ListEvents(cctx, r)
+	p, err := s.events.ListEventsPage(cctx, r)
 	if err != nil {
-		return nil, s.eventsStatus(cctx, err)
+		return roomgrain.EventsPage{}, s.eventsStatus(cctx, err)
 	}
-	return reply, nil
+	return p, nil
 }
 
 func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.ServerStreamingServer[roomcellv1.WatchRoomReply]) error {
@@ -120,7 +134,12 @@ func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.Serve
 		return st.Err()
 	}
 	defer s.watching.Add(-1)
-	err := s.events.Watch(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), stream.Send)
+	// The header goes out once the owner has taken the watch: a client
+	// of an idle room tells "accepted, nothing happened yet" from a node
+	// that does not answer without waiting for the first event or for
+	// keepalive.
+	accepted := func() error { return stream.SendHeader(metadata.MD{}) }
+	err := s.events.Watch(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), accepted, stream.Send)
 	if err == nil || ctx.Err() != nil {
 		return nil // the client went away
 	}

@@ -14,24 +14,51 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 
 	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/room"
 )
 
-// fakeEvents answers ListEvents with list and serves Watch with watch.
+// fakeEvents answers ListEvents with list and serves Watch with watch,
+// accepting each watch first as the room's owner does. With wire, each
+// page carries wire's encoding of each event (the room's tail: an
+// event's own encoding).
 type fakeEvents struct {
 	list  func(r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error)
 	watch func(ctx context.Context, after int64, send func(*roomcellv1.WatchRoomReply) error) error
+	wire  func(*roomcellv1.RoomLogEvent) []byte
 }
 
-func (f *fakeEvents) ListEvents(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
-	return f.list(r)
+func (f *fakeEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
+	reply, err := f.list(r)
+	if err != nil {
+		return roomgrain.EventsPage{}, err
+	}
+	p := roomgrain.EventsPage{Reply: reply}
+	if f.wire != nil {
+		for _, e := range reply.Events {
+			p.Wire = append(p.Wire, f.wire(e))
+		}
+	}
+	return p, nil
 }
 
-func (f *fakeEvents) Watch(ctx context.Context, _, _ string, after int64, send func(*roomcellv1.WatchRoomReply) error) error {
+func (f *fakeEvents) Watch(ctx context.Context, _, _ string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error {
+	if err := accepted(); err != nil {
+		return err
+	}
 	return f.watch(ctx, after, send)
+}
+
+// marshalEvent is an event's own encoding.
+func marshalEvent(e *roomcellv1.RoomLogEvent) []byte {
+	b, err := proto.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func startEventsServer(t *testing.T, o Options, e RoomEvents, maxStreams int) roomcellv1.RoomServiceClient {
@@ -41,7 +68,7 @@ func startEventsServer(t *testing.T, o Options, e RoomEvents, maxStreams int) ro
 	srv, _ := NewServer(o)
 	rs := NewRoomServer(&fakeBackend{}, o.Logger, 0)
 	rs.SetEvents(e, maxStreams)
-	roomcellv1.RegisterRoomServiceServer(srv, rs)
+	RegisterRoomService(srv, rs)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet",

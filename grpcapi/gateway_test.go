@@ -25,9 +25,9 @@ func startGateway(t *testing.T) (string, *fakeBackend) {
 			if r.AfterRoomSeq < 10 {
 				return nil, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: 10, HeadSeq: 12}
 			}
-			return &roomcellv1.ListRoomEventsReply{NextAfterSeq: 12, HeadSeq: 12, Events: []*roomcellv1.RoomLogEvent{
-				{RoomSeq: 11, EventId: "a:r1:11:0", EventType: "RoomUserJoined", Payload: `{"user_id":"u2"}`}}}, nil
+			return gatewayEventsReply(), nil
 		},
+		wire: marshalEvent,
 		watch: func(ctx context.Context, after int64, send func(*roomcellv1.WatchRoomReply) error) error {
 			for s := after + 1; s <= after+2; s++ {
 				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s}); err != nil {
@@ -37,13 +37,20 @@ func startGateway(t *testing.T) (string, *fakeBackend) {
 			return &roomgrain.WatchEndedError{ResumeAfter: after + 2, Reason: roomgrain.EndMoved}
 		},
 	}, 10)
-	roomcellv1.RegisterRoomServiceServer(srv, rs)
+	RegisterRoomService(srv, rs)
 	g, err := StartGateway(srv, GatewayOptions{Addr: "127.0.0.1:0", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Shutdown(context.Background()); srv.Stop() })
 	return "http://" + g.Addr(), b
+}
+
+// gatewayEventsReply is the fake room's events after seq 10.
+func gatewayEventsReply() *roomcellv1.ListRoomEventsReply {
+	return &roomcellv1.ListRoomEventsReply{NextAfterSeq: 12, HeadSeq: 12, Events: []*roomcellv1.RoomLogEvent{
+		{RoomSeq: 11, EventId: "a:r1:11:0", EventType: "RoomUserJoined", Payload: `{"user_id":"u2"}`, CommandId: "c11", CreatedAtMs: 1700000000000},
+		{RoomSeq: 12, EventId: "a:r1:12:0", EventType: "RoomGiftSent", Payload: `{"gift_id":"rose","count":3}`, CommandId: "c12", CreatedAtMs: 1700000000001}}}
 }
 
 func httpDo(t *testing.T, method, url, token, body string) (int, string, http.Header) {

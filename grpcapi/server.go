@@ -141,7 +141,7 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(maxMsg),
 		grpc.MaxSendMsgSize(maxMsg),
-		grpc.ForceServerCodecV2(badBodyCodec{base: serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}}),
+		grpc.ForceServerCodecV2(eventsCodec{base: badBodyCodec{base: serverCodec{base: encoding.GetCodecV2(grpcproto.Name)}}}),
 		// A goroutine per request grew its stack through the handler, the
 		// room client and the cluster request on every call (runtime.newstack
 		// ~5% of a command's CPU); kept workers keep their stacks.

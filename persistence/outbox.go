@@ -51,6 +51,12 @@ type OutboxRow struct {
 	MQPublishedAtMs int64
 	MQLockedBy      string
 	MQLockUntilMs   int64
+	// EffectsDone is the set of the event's effect steps at Tencent (its
+	// group message, a kick's ban, the audio room's removal, ...) that a
+	// sender finished, as bits the sender defines (delivery/roomim): a
+	// sender retrying the row, in any process, skips them. 0 for a new row
+	// and for events without effects.
+	EffectsDone uint32
 }
 
 // MQ fanout statuses of a room_outbox row (OutboxRow.MQStatus). They move
@@ -135,6 +141,11 @@ type OutboxStore interface {
 	// would otherwise cost a commit a row. Rows no longer pending and
 	// unknown ids are skipped, not errors.
 	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
+	// MarkOutboxEffectsDone adds steps (bits) to the row's EffectsDone,
+	// keeping the ones already there, whatever the row's status: a step
+	// done stays done (a requeued row skips it too). Nothing else of the
+	// row changes. ErrNotFound for an unknown event.
+	MarkOutboxEffectsDone(ctx context.Context, eventID string, steps uint32) error
 	// GetOutbox returns one row, or ErrNotFound.
 	GetOutbox(ctx context.Context, eventID string) (OutboxRow, error)
 	// ListOutbox returns rows for operators, oldest first.

@@ -61,7 +61,7 @@ func nextDelay(d Deps, r Result, err error) time.Duration {
 // send_timeout and their marks; claimed rows not started are released
 // (wait send_timeout plus a few seconds, before the store closes).
 func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[RoundResult], error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func delivery(id, user string, createdMs int64) persistence.NoticeDelivery {
 }
 
 func workerConfig() configs.NoticeWorkerConfig {
-	return configs.NoticeWorkerConfig{
+	return configs.WithDefaults(configs.NoticeWorkerConfig{
 		Enabled:         true,
 		PollInterval:    20 * time.Millisecond,
 		BatchSize:       100,
@@ -175,7 +175,7 @@ func workerConfig() configs.NoticeWorkerConfig {
 		MaxBackoff:      time.Second,
 		SendTimeout:     time.Second,
 		SendConcurrency: 4,
-	}
+	})
 }
 
 func newSystem(t *testing.T) *actor.ActorSystem {

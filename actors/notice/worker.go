@@ -24,8 +24,10 @@ const storeTimeout = 5 * time.Second
 // the open rows, which a backlog makes expensive to do every round.
 const statsEvery = time.Second
 
-// Deps is everything a worker uses. Store, Publisher and Module (Name,
-// Source) are required; the rest have defaults.
+// Deps is everything a worker uses. Store, Publisher, Module (Name,
+// Source) and a complete Config (as Load gives it, or
+// configs.WithDefaults) are required; Logger, Clock and Owner have
+// fallbacks.
 type Deps struct {
 	Store     persistence.NoticeStore
 	Publisher Publisher
@@ -42,21 +44,17 @@ type Deps struct {
 	Owner string
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Store == nil || d.Publisher == nil || d.Module.Name == "" || d.Module.Source == "" {
 		return d, errors.New("notice: Store, Publisher, Module.Name and Module.Source are required")
 	}
-	cfg, err := d.Config.Normalized()
-	if err != nil {
+	if err := d.Config.Validate("notice." + d.Module.Name); err != nil {
 		return d, err
 	}
-	d.Config = cfg
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Owner == "" {
 		d.Owner = supervise.LeaseOwner(d.NodeID)
 	}
@@ -92,7 +90,7 @@ type Worker struct {
 
 // NewWorker validates deps (a bad config names its key).
 func NewWorker(deps Deps) (*Worker, error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,9 @@ import (
 
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
 type fixture struct {
@@ -342,6 +344,30 @@ func TestBackoff(t *testing.T) {
 			if got < want/2 || got >= want {
 				t.Fatalf("backoff(%d) = %s, want in [%s, %s)", n, got, want/2, want)
 			}
+		}
+	}
+}
+
+// A worker takes its section as given: a field left unset in a section
+// built in code is refused, naming the worker's key, rather than run as
+// zero or quietly defaulted a second time.
+func TestUnsetConfigIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		key   string
+		unset func(*configs.NoticeWorkerConfig)
+	}{
+		{"notice.wallet_notice_worker.poll_interval", func(c *configs.NoticeWorkerConfig) { c.PollInterval = 0 }},
+		{"notice.wallet_notice_worker.batch_size", func(c *configs.NoticeWorkerConfig) { c.BatchSize = 0 }},
+		{"notice.wallet_notice_worker.max_retry_count", func(c *configs.NoticeWorkerConfig) { c.MaxRetryCount = 0 }},
+		{"notice.wallet_notice_worker.send_concurrency", func(c *configs.NoticeWorkerConfig) { c.SendConcurrency = 0 }},
+	} {
+		cfg := workerConfig()
+		tc.unset(&cfg)
+		_, err := notice.NewWorker(notice.Deps{Store: memdb.NewNoticeStore(), Publisher: &fakePublisher{}, Config: cfg,
+			Module: notice.Module{Name: "wallet_notice_worker", Source: persistence.SourceWalletOutbox, Scanner: &listScanner{}}})
+		var ce *configs.Error
+		if !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("NewWorker: %v, want a config error on %s", err, tc.key)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package presence is the per-node presence stale worker: a supervised
 // actor that every presence.scan_interval asks the room directory which
-// members of the rooms this node hosts (room.Hosted) have not heartbeated
+// members of the rooms this node hosts (directory.Hosted) have not heartbeated
 // for presence.stale_after (256 rooms per directory read), and sends each
 // such room a LeaveRoom (reason
 // heartbeat_timeout) through the cluster, so the leave goes through the

@@ -25,6 +25,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/presence"
 	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -51,16 +52,15 @@ type node struct {
 // first, then the cluster (rooms snapshot), as cmd/roomcell does.
 func startNode(t *testing.T, dir persistence.Directory, pcfg configs.PresenceConfig) *node {
 	t.Helper()
-	pcfg, err := pcfg.Normalized()
-	if err != nil {
+	if err := pcfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	n := &node{t: t, store: memdb.New(), dir: dir}
-	hosted := roomgrain.NewHosted()
+	hosted := directory.NewHosted()
 	logger := slog.New(slog.DiscardHandler)
 	kind := grainkind.New(roomgrain.Kind, roomgrain.GrainProps(roomgrain.Deps{
 		Store: n.store, Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room, Logger: logger,
-		Dir: roomgrain.DirectoryDeps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second},
+		Observers: []roomgrain.NewObserver{directory.New(directory.Deps{Directory: dir, Hosted: hosted, RefreshInterval: pcfg.RefreshInterval, Timeout: time.Second})},
 	}))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	n.c = cluster.New(sys, cluster.Configure("presence-it", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
@@ -146,7 +146,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 func TestStaleMemberLeavesThroughTheRoom(t *testing.T) {
 	dir := redis.Open(redistest.Config(t, ""), redis.Options{})
 	t.Cleanup(func() { _ = dir.Close() })
-	pcfg := configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 250 * time.Millisecond, RefreshInterval: time.Minute}
+	pcfg := configs.WithDefaults(configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 250 * time.Millisecond, RefreshInterval: time.Minute})
 	n := startNode(t, dir, pcfg)
 	n.must(createRoom("r1", "owner"))
 	n.must(joinRoom("r1", "j1", "bob"))
@@ -213,7 +213,7 @@ func TestOneUserJoins20RoomsConcurrently(t *testing.T) {
 	dir := redis.Open(redistest.Config(t, ""), redis.Options{})
 	t.Cleanup(func() { _ = dir.Close() })
 	off := false
-	n := startNode(t, dir, configs.PresenceConfig{Enabled: &off, RefreshInterval: time.Minute})
+	n := startNode(t, dir, configs.WithDefaults(configs.PresenceConfig{Enabled: &off, RefreshInterval: time.Minute}))
 	const rooms = 20
 	for i := range rooms {
 		n.must(createRoom(fmt.Sprintf("r%02d", i), fmt.Sprintf("owner%02d", i)))
@@ -292,7 +292,7 @@ func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
 	dir := redis.Open(cfg, redis.Options{})
 	t.Cleanup(func() { _ = dir.Close() })
 	off := false
-	n := startNode(t, dir, configs.PresenceConfig{Enabled: &off, RefreshInterval: 300 * time.Millisecond})
+	n := startNode(t, dir, configs.WithDefaults(configs.PresenceConfig{Enabled: &off, RefreshInterval: 300 * time.Millisecond}))
 	const roomsN, usersN = 4, 12
 	roomIDs := make([]string, roomsN)
 	for i := range roomIDs {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -13,11 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/supervise"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/internal/promset"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -33,13 +33,13 @@ type Directory interface {
 	ClearUserRoom(ctx context.Context, key persistence.RoomKey, userID string) error
 }
 
-// Deps is everything the worker uses. Directory, Hosted and Rooms are
-// required.
+// Deps is everything the worker uses. Directory, Hosted, Rooms and a
+// complete Config (as Load gives it, or configs.WithDefaults) are required.
 type Deps struct {
 	Directory Directory
-	Hosted    *roomgrain.Hosted
+	Hosted    *directory.Hosted
 	// Rooms sends the leaves (a *roomgrain.Client in production).
-	Rooms  roomgrain.Commander
+	Rooms  directory.Commander
 	Config configs.PresenceConfig
 	NodeID string
 	Logger *slog.Logger // default slog.Default()
@@ -49,23 +49,19 @@ type Deps struct {
 	Metrics *Metrics // nil: not counted
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Directory == nil || d.Hosted == nil || d.Rooms == nil {
 		return d, errors.New("presence: Directory, Hosted and Rooms are required")
 	}
-	cfg, err := d.Config.Normalized()
-	if err != nil {
+	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	d.Config = cfg
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Timeout <= 0 {
 		d.Timeout = 5 * time.Second
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
 	}
 	return d, nil
 }
@@ -101,7 +97,7 @@ func LeaveCommandID(key persistence.RoomKey, user string, lastSeenMs int64) stri
 // their next heartbeat answers "not a member" and the client rejoins, as
 // after a kick.
 func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return Result{}, start, err
 	}
@@ -203,22 +199,16 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "presence")
 	m := &Metrics{
-		Scans: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_stale_scans_total", Help: "Scans of the presence stale worker.",
-		}),
-		ScanErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "presence_stale_scan_errors_total", Help: "Rooms whose presence the stale worker could not read.",
-		}),
-		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "presence_stale_members_total",
-			Help: "Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
-		}, []string{"result"}),
+		Scans:      s.Counter("presence_stale_scans_total", "Scans of the presence stale worker."),
+		ScanErrors: s.Counter("presence_stale_scan_errors_total", "Rooms whose presence the stale worker could not read."),
+		Leaves: s.CounterVec("presence_stale_members_total",
+			"Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
+			"result"),
 	}
-	for _, c := range []prometheus.Collector{m.Scans, m.ScanErrors, m.Leaves} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("presence: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	for _, r := range []string{"left", "cleared", "failed"} {
 		m.Leaves.WithLabelValues(r) // at zero from the start
@@ -279,7 +269,7 @@ func round(d Deps) supervise.Round[ScanResult] {
 // progress (between leaves; a leave in flight gets its timeout): call it
 // before the cluster leaves and before the directory closes.
 func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[ScanResult], error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package presence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -64,12 +65,12 @@ var (
 func testDeps(t *testing.T) (Deps, *memdb.Directory, *fakeRooms) {
 	dir := memdb.NewDirectory(memdb.DirectoryOptions{})
 	rooms := &fakeRooms{errs: map[string]error{}, dup: map[string]bool{}}
-	h := roomgrain.NewHosted()
+	h := directory.NewHosted()
 	h.Add(keyR1)
 	h.Add(keyR2)
 	d := Deps{
 		Directory: dir, Hosted: h, Rooms: rooms, NodeID: "n1",
-		Config: configs.PresenceConfig{StaleAfter: 60 * time.Second, ScanInterval: 5 * time.Second},
+		Config: configs.WithDefaults(configs.PresenceConfig{StaleAfter: 60 * time.Second, ScanInterval: 5 * time.Second}),
 		Logger: slog.New(slog.DiscardHandler),
 		Clock:  func() time.Time { return t0 },
 	}
@@ -180,7 +181,7 @@ func TestStartValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _, _ := testDeps(t)
-	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Second}
+	d.Config = configs.WithDefaults(configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Second})
 	if _, err := Start(sup, d); err == nil || !contains(err.Error(), "presence.stale_after") {
 		t.Fatalf("stale_after < scan_interval: %v, want an error naming presence.stale_after", err)
 	}
@@ -199,7 +200,7 @@ func TestWorkerActorScansOnItsTimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, dir, rooms := testDeps(t)
-	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 50 * time.Millisecond}
+	d.Config = configs.WithDefaults(configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 50 * time.Millisecond})
 	w, err := Start(sup, d)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +256,7 @@ func TestWorkerSurvivesRepeatedPanics(t *testing.T) {
 	d, dir, fr := testDeps(t)
 	rooms := &panickyRooms{fakeRooms: fr, n: panics}
 	d.Rooms = rooms
-	d.Config = configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Millisecond}
+	d.Config = configs.WithDefaults(configs.PresenceConfig{StaleAfter: time.Second, ScanInterval: 5 * time.Millisecond})
 	beat(t, dir, keyR1, "u1", time.Minute)
 	stopWatch := supervisetest.WatchDown(sup.Health(), WorkerName)
 	w, err := Start(sup, d)
@@ -306,7 +307,7 @@ func (l *leavingRooms) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.Com
 // once, fresh members never, whatever room a budget runs out in.
 func TestScanReadsRoomsInBatchesAndLeavesEachStaleMemberOnce(t *testing.T) {
 	d, dir, rooms := testDeps(t)
-	h := roomgrain.NewHosted()
+	h := directory.NewHosted()
 	cd := &countingDir{Directory: dir}
 	lr := &leavingRooms{fakeRooms: rooms, dir: dir}
 	d.Hosted, d.Directory, d.Rooms = h, cd, lr
@@ -346,5 +347,32 @@ func TestScanReadsRoomsInBatchesAndLeavesEachStaleMemberOnce(t *testing.T) {
 	res, _, err = ScanOnce(context.Background(), d, 0)
 	if err != nil || res.Rooms != 1000 || res.Stale != 0 || cd.reads.Load() != 4 {
 		t.Fatalf("scan of 1,000 clean rooms: %+v, %d reads, %v; want 1,000 rooms in 4 reads", res, cd.reads.Load(), err)
+	}
+}
+
+// The stale worker takes presence as given: a field left unset in a
+// section built in code is refused, naming its key, rather than run as
+// zero or quietly defaulted a second time.
+func TestUnsetConfigIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		key   string
+		unset func(*configs.PresenceConfig)
+	}{
+		{"presence.scan_interval", func(c *configs.PresenceConfig) { c.ScanInterval = 0 }},
+		{"presence.stale_after", func(c *configs.PresenceConfig) { c.StaleAfter = 0 }},
+		{"presence.batch_size", func(c *configs.PresenceConfig) { c.BatchSize = 0 }},
+	} {
+		d, _, _ := testDeps(t)
+		tc.unset(&d.Config)
+		var ce *configs.Error
+		if _, _, err := ScanOnce(context.Background(), d, 0); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("ScanOnce: %v, want a config error on %s", err, tc.key)
+		}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		t.Cleanup(sys.Shutdown)
+		sup, _ := supervisetest.NewSupervisor(t, sys)
+		if _, err := Start(sup, d); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("Start: %v, want a config error on %s", err, tc.key)
+		}
 	}
 }

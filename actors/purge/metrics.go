@@ -1,10 +1,9 @@
 package purge
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomcell/internal/promset"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -25,32 +24,18 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "purge")
 	m := &Metrics{
-		RowsPurged: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retention_rows_purged_total",
-			Help: "Rows the purge worker of this node deleted, per table.",
-		}, []string{"table"}),
-		OldestAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "retention_oldest_row_age_ms",
-			Help: "Age in milliseconds of the oldest row still stored (0 when empty), per table, as of the last purge round.",
-		}, []string{"table"}),
-		RowEstimate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "retention_table_rows_estimate",
-			Help: "The store's estimate of the table's rows (exact in go-memdb), as of the last purge round.",
-		}, []string{"table"}),
-		Rounds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "retention_purge_rounds_total",
-			Help: "Purge rounds this node finished.",
-		}),
-		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retention_purge_errors_total",
-			Help: "Table rounds of the purge worker that stopped on an error, per table.",
-		}, []string{"table"}),
+		RowsPurged: s.CounterVec("retention_rows_purged_total", "Rows the purge worker of this node deleted, per table.", "table"),
+		OldestAge: s.GaugeVec("retention_oldest_row_age_ms",
+			"Age in milliseconds of the oldest row still stored (0 when empty), per table, as of the last purge round.", "table"),
+		RowEstimate: s.GaugeVec("retention_table_rows_estimate",
+			"The store's estimate of the table's rows (exact in go-memdb), as of the last purge round.", "table"),
+		Rounds: s.Counter("retention_purge_rounds_total", "Purge rounds this node finished."),
+		Errors: s.CounterVec("retention_purge_errors_total", "Table rounds of the purge worker that stopped on an error, per table.", "table"),
 	}
-	for _, c := range []prometheus.Collector{m.RowsPurged, m.OldestAge, m.RowEstimate, m.Rounds, m.Errors} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("purge: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	for _, table := range persistence.PurgeTables {
 		m.RowsPurged.WithLabelValues(table) // at zero from the start

@@ -228,7 +228,7 @@ func benchWindow(b *testing.B, store *mysql.Store, rate int, duty float64, batch
 	if rate > 0 {
 		svc, err := NewService(Deps{Purgers: []persistence.Purger{store}, NodeID: "bench", Logger: quiet,
 			// A 1 s budget per table: both tables get their turn in a window.
-			Config: configs.RetentionConfig{RowsPerSecond: rate, DutyCycle: duty, BatchSize: batch, Interval: time.Second}})
+			Config: configs.WithDefaults(configs.RetentionConfig{RowsPerSecond: rate, DutyCycle: duty, BatchSize: batch, Interval: time.Second})})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -52,8 +52,8 @@ func compactionProperty(t *testing.T, seed uint64) error {
 	now := propT0
 	svc, err := NewService(Deps{
 		Purgers: []persistence.Purger{store},
-		Config: configs.RetentionConfig{CommandLog: time.Minute, OutboxPublished: time.Minute,
-			BatchSize: 1 + r.IntN(7), BatchPause: time.Microsecond, RowsPerSecond: 1 << 30, Interval: time.Hour},
+		Config: configs.WithDefaults(configs.RetentionConfig{CommandLog: time.Minute, OutboxPublished: time.Minute,
+			BatchSize: 1 + r.IntN(7), BatchPause: time.Microsecond, RowsPerSecond: 1 << 30, Interval: time.Hour}),
 		NodeID: "prop", Now: func() time.Time { return time.UnixMilli(now) },
 	})
 	if err != nil {

@@ -80,20 +80,15 @@ type Service struct {
 	behindLog map[string]time.Time // table → when it was last said to fall behind
 }
 
-// NewService validates deps (a bad retention block is an error naming the
-// key).
+// NewService validates deps: Config must be complete (as Load gives it,
+// or configs.WithDefaults); an unset or bad retention key is an error
+// naming it.
 func NewService(deps Deps) (*Service, error) {
-	cfg, err := deps.Config.Normalized()
-	if err != nil {
+	if err := deps.Config.Validate(); err != nil {
 		return nil, err
 	}
-	deps.Config = cfg
-	if deps.Logger == nil {
-		deps.Logger = slog.Default()
-	}
-	if deps.Now == nil {
-		deps.Now = time.Now
-	}
+	cfg := deps.Config
+	supervise.Fallbacks(&deps.Logger, &deps.Now)
 	s := &Service{deps: deps, owner: supervise.LeaseOwner(deps.NodeID), last: map[string]TableRound{},
 		limiters: map[string]*rate.Limiter{}, errLog: map[string]time.Time{}, behindLog: map[string]time.Time{}}
 	for _, t := range persistence.PurgeTables {

@@ -40,8 +40,8 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 
 // fastConfig purges at once and without pauses worth measuring.
 func fastConfig(batch int) configs.RetentionConfig {
-	return configs.RetentionConfig{OutboxPublished: time.Minute, CommandLog: time.Minute, WalletOutbox: time.Minute,
-		NoticesDelivered: time.Minute, BatchSize: batch, BatchPause: time.Microsecond, RowsPerSecond: 1 << 30, Interval: time.Hour}
+	return configs.WithDefaults(configs.RetentionConfig{OutboxPublished: time.Minute, CommandLog: time.Minute, WalletOutbox: time.Minute,
+		NoticesDelivered: time.Minute, BatchSize: batch, BatchPause: time.Microsecond, RowsPerSecond: 1 << 30, Interval: time.Hour})
 }
 
 // seedRoom appends n commands of key (one event each) at t0+i ms, marks
@@ -374,8 +374,15 @@ func TestWorkerStartsAndStops(t *testing.T) {
 	if err := w.Stop(5 * time.Second); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	if _, err := Start(sup, Deps{Config: configs.RetentionConfig{BatchSize: 5000}}); err == nil {
+	if _, err := Start(sup, Deps{Config: configs.WithDefaults(configs.RetentionConfig{BatchSize: 5000})}); err == nil {
 		t.Fatalf("a bad retention block started")
+	}
+	// The section is taken as given: an unset key is refused by name, not
+	// defaulted a second time.
+	unset := configs.WithDefaults(configs.RetentionConfig{})
+	unset.Interval = 0
+	if _, err := NewService(Deps{Config: unset}); err == nil || !strings.Contains(err.Error(), "retention.interval") {
+		t.Fatalf("an unset retention.interval: %v, want an error naming it", err)
 	}
 }
 

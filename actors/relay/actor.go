@@ -81,7 +81,7 @@ func nextLimit(cfg configs.OutboxWorkerConfig, last Result, err error) int {
 // released; then the actor stops (wait publish_timeout plus a few seconds
 // for the store, before the store closes).
 func Start(sup *supervise.Supervisor, deps Deps) (*supervise.Poller[RunNowResult], error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -110,8 +110,8 @@ func benchBacklog(b *testing.B, events, rooms, relays int, tencentQuota, fixedCl
 
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	defer sys.Shutdown()
-	rcfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 500, PublishTimeout: 3 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 30 * time.Second}
+	rcfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 500, PublishTimeout: 3 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 30 * time.Second})
 	if fixedClaim {
 		rcfg.HotRoomBatch = rcfg.BatchSize
 	}

@@ -31,6 +31,8 @@ func newMemDB(t *testing.T) persistence.Store {
 	return s
 }
 
+// testConfig is a fast relay section: mods set fields, the rest take the
+// loader's defaults.
 func testConfig(mods ...func(*configs.OutboxWorkerConfig)) configs.OutboxWorkerConfig {
 	c := configs.OutboxWorkerConfig{
 		PollInterval:   20 * time.Millisecond,
@@ -42,7 +44,7 @@ func testConfig(mods ...func(*configs.OutboxWorkerConfig)) configs.OutboxWorkerC
 	for _, m := range mods {
 		m(&c)
 	}
-	return c
+	return configs.WithDefaults(c)
 }
 
 func newSystem(t *testing.T) *actor.ActorSystem {

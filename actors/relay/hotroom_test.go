@@ -101,7 +101,7 @@ func TestHotRoomClaimStaysWithoutBacklogOrAfterFailure(t *testing.T) {
 		}
 	})
 	t.Run("failure resets", func(t *testing.T) {
-		cfg, _ := testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize, c.HotRoomBatch = 10, 80 }).Normalized()
+		cfg := testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize, c.HotRoomBatch = 10, 80 })
 		grown := Result{Limit: 40, Published: 40, HotRoomRows: 40}
 		if n := nextLimit(cfg, grown, nil); n != 80 {
 			t.Fatalf("after a full hot batch of 40: %d, want 80", n)

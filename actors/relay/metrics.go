@@ -1,11 +1,10 @@
 package relay
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomcell/actors/outboxsend"
+	"github.com/hyapp/roomcell/internal/promset"
 )
 
 // Metrics are the relay's Prometheus instruments: the five of seed 000's
@@ -34,32 +33,18 @@ type Metrics struct {
 // NewMetrics creates the instruments and registers them on reg. Wrap reg
 // with prometheus.WrapRegistererWith for constant labels such as node_id.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "relay")
 	m := &Metrics{
-		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_pending_total",
-			Help: "room_outbox rows with status pending, as of the relay's last batch.",
-		}),
-		OldestPendingAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_oldest_pending_age_ms",
-			Help: "Age in milliseconds of the oldest pending room_outbox row (0 when none), as of the relay's last batch.",
-		}),
-		Batches: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_relay_batches_total",
-			Help: "Batches the relay ran (one per poll, plus operator retries).",
-		}),
-		Parked: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_parked_total",
-			Help: "room_outbox rows the relay parked (corrupt envelope or a permanent IM error); they wait for roomctl outbox requeue/skip.",
-		}),
-		ParkedRows: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_parked_rows",
-			Help: "room_outbox rows with status parked, as of the relay's last batch.",
-		}),
+		Pending: s.Gauge("room_outbox_pending_total", "room_outbox rows with status pending, as of the relay's last batch."),
+		OldestPendingAge: s.Gauge("room_outbox_oldest_pending_age_ms",
+			"Age in milliseconds of the oldest pending room_outbox row (0 when none), as of the relay's last batch."),
+		Batches: s.Counter("room_outbox_relay_batches_total", "Batches the relay ran (one per poll, plus operator retries)."),
+		Parked: s.Counter("room_outbox_parked_total",
+			"room_outbox rows the relay parked (corrupt envelope or a permanent IM error); they wait for roomctl outbox requeue/skip."),
+		ParkedRows: s.Gauge("room_outbox_parked_rows", "room_outbox rows with status parked, as of the relay's last batch."),
 	}
-	for _, c := range []prometheus.Collector{m.Pending, m.OldestPendingAge, m.Batches, m.Parked, m.ParkedRows} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("relay: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	sends, err := outboxsend.For(reg, outboxsend.Relay)
 	if err != nil {
@@ -81,29 +66,17 @@ type MQMetrics struct {
 
 // NewMQMetrics creates the fanout's instruments and registers them on reg.
 func NewMQMetrics(reg prometheus.Registerer) (*MQMetrics, error) {
+	s := promset.New(reg, "relay: mq")
 	m := &MQMetrics{
-		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "room_outbox_mq_pending_total",
-			Help: "room_outbox rows the MQ fanout has still to publish, as of its last round.",
-		}),
-		Success: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_mq_publish_success_total",
-			Help: "room_outbox rows the MQ fanout published to the topic.",
-		}),
-		Failure: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_outbox_mq_publish_failure_total",
-			Help: "MQ fanout publishes that failed (the row stays MQ-pending; its IM status is not touched).",
-		}),
-		Latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "room_outbox_mq_publish_latency_ms",
-			Help:    "Duration of one MQ publish of the fanout, in milliseconds.",
-			Buckets: []float64{1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000},
-		}),
+		Pending: s.Gauge("room_outbox_mq_pending_total", "room_outbox rows the MQ fanout has still to publish, as of its last round."),
+		Success: s.Counter("room_outbox_mq_publish_success_total", "room_outbox rows the MQ fanout published to the topic."),
+		Failure: s.Counter("room_outbox_mq_publish_failure_total",
+			"MQ fanout publishes that failed (the row stays MQ-pending; its IM status is not touched)."),
+		Latency: s.Histogram("room_outbox_mq_publish_latency_ms", "Duration of one MQ publish of the fanout, in milliseconds.",
+			[]float64{1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000}),
 	}
-	for _, c := range []prometheus.Collector{m.Pending, m.Success, m.Failure, m.Latency} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("relay: register mq metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

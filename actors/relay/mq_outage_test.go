@@ -170,8 +170,8 @@ func runMQAndIMIndependent(t *testing.T, s mqOutageStore) {
 	// publish_timeout is generous: a send the fake accepted after the
 	// relay gave up would be sent again, a duplicate this test would
 	// (wrongly) blame on the MQ outage.
-	cfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 5 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second}
+	cfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 5 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second})
 	r, err := relay.Start(sup, relay.Deps{Store: s, Publisher: pub, Config: cfg, NodeID: "n1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -52,8 +52,8 @@ type MQBatchPublisher interface {
 	PublishOrderedBatch(ctx context.Context, topic, orderKey string, msgs []mq.Outgoing) (int, error)
 }
 
-// MQDeps is everything the MQ fanout worker uses. Store, MQ, Topic and
-// Config are required.
+// MQDeps is everything the MQ fanout worker uses. Store, MQ, Topic and a
+// complete Config (as Load gives it, or configs.WithDefaults) are required.
 type MQDeps struct {
 	Store persistence.OutboxMQStore
 	MQ    MQPublisher
@@ -71,21 +71,17 @@ type MQDeps struct {
 	Name string
 }
 
-func (d MQDeps) normalized() (MQDeps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d MQDeps) checked() (MQDeps, error) {
 	if d.Store == nil || d.MQ == nil || d.Topic == "" {
 		return d, errors.New("relay: the MQ fanout needs Store, MQ and Topic")
 	}
-	cfg, err := d.Config.Normalized()
-	if err != nil {
+	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	d.Config = cfg
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	return d, nil
 }
 
@@ -122,7 +118,7 @@ type MQResult struct {
 // An envelope that can never be published (corrupt, or refused by the
 // broker as too large) is parked for the MQ channel only.
 func ProcessMQBatch(ctx context.Context, deps MQDeps, owner string) (MQResult, error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return MQResult{}, err
 	}
@@ -583,7 +579,7 @@ func (f *mqBatch) settle(res *MQResult) {
 // while one is queued are merged); Stop lets publishes in flight have
 // their publish_timeout and their marks.
 func StartMQ(sup *supervise.Supervisor, deps MQDeps) (*supervise.Poller[MQResult], error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return nil, err
 	}

@@ -266,7 +266,7 @@ func TestMQFailedReleaseHoldsTheRoom(t *testing.T) {
 		}
 		return len(keys), nil
 	}}
-	d, err := MQDeps{Store: s, MQ: q, Topic: "t", Config: testConfig(), Clock: func() time.Time { return now }}.normalized()
+	d, err := MQDeps{Store: s, MQ: q, Topic: "t", Config: testConfig(), Clock: func() time.Time { return now }}.checked()
 	if err != nil {
 		t.Fatal(err)
 	}

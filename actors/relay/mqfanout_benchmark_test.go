@@ -92,7 +92,7 @@ func drainBacklog(b *testing.B, pub relay.MQPublisher, topic string, events, roo
 		}
 	}
 	deps := relay.MQDeps{Store: s, MQ: pub, Topic: topic, NodeID: "bench", Logger: slog.New(slog.DiscardHandler),
-		Config: configs.OutboxWorkerConfig{BatchSize: 500, PublishTimeout: 5 * time.Second, LeaseTTL: 30 * time.Second}}
+		Config: configs.WithDefaults(configs.OutboxWorkerConfig{BatchSize: 500, PublishTimeout: 5 * time.Second, LeaseTTL: 30 * time.Second})}
 	// One message first: the client's first publish to a topic looks up
 	// its route (RocketMQ) or stream (JetStream), a one-off cost that is
 	// not the fanout's rate.

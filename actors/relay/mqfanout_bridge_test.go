@@ -102,8 +102,8 @@ func TestRocketMQIMBridgeSendsEachEventOnce(t *testing.T) {
 
 	// The fanout puts the rows on the topic; the bridge alone sends them
 	// to IM (the relay is not running yet).
-	cfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 200, PublishTimeout: 5 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second}
+	cfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 200, PublishTimeout: 5 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second})
 	fanout := relay.MQDeps{Store: s, MQ: c, Topic: topic, NodeID: "n1", Logger: quiet, Config: cfg}
 	for {
 		res, err := relay.ProcessMQBatch(ctx, fanout, "fanout")

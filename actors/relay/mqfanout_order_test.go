@@ -115,8 +115,8 @@ func TestRocketMQFanoutOrderPerRoomUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := relay.StartMQ(sup, relay.MQDeps{Store: s, MQ: pub, Topic: topic, NodeID: "n1", Logger: quiet,
-		Config: configs.OutboxWorkerConfig{PollInterval: 20 * time.Millisecond, BatchSize: 150, PublishTimeout: 5 * time.Second,
-			LeaseTTL: 10 * time.Second}})
+		Config: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 20 * time.Millisecond, BatchSize: 150, PublishTimeout: 5 * time.Second,
+			LeaseTTL: 10 * time.Second})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,8 +137,8 @@ func testTwoFanouts(t *testing.T, s persistence.Store) {
 			t.Fatal(err)
 		}
 		f, err := StartMQ(sup, MQDeps{Store: s, MQ: client, Topic: "t", NodeID: node, Logger: quiet,
-			Config: configs.OutboxWorkerConfig{PollInterval: 10 * time.Millisecond, BatchSize: 20, PublishTimeout: 5 * time.Second,
-				LeaseTTL: 10 * time.Second}})
+			Config: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 10 * time.Millisecond, BatchSize: 20, PublishTimeout: 5 * time.Second,
+				LeaseTTL: 10 * time.Second})})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -88,8 +88,8 @@ func newChaosNode(t *testing.T, name string, fake *imfake.Server, s chaosStore) 
 		t.Fatal(err)
 	}
 	n := &chaosNode{sys: sys, sup: sup, pub: pub, deps: relay.Deps{Store: s, Publisher: pub, NodeID: name, Logger: quiet,
-		Config: configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 40,
-			PublishTimeout: 300 * time.Millisecond, LeaseTTL: 3 * time.Second, RetryStrategy: configs.RetryFixedInterval}}}
+		Config: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 40,
+			PublishTimeout: 300 * time.Millisecond, LeaseTTL: 3 * time.Second, RetryStrategy: configs.RetryFixedInterval})}}
 	n.start(t)
 	t.Cleanup(func() { n.stop(t) })
 	return n

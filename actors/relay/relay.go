@@ -45,8 +45,9 @@ type Publisher interface {
 	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
 }
 
-// Deps is everything the relay uses. Store, Publisher and Config are
-// required; the rest have defaults.
+// Deps is everything the relay uses. Store, Publisher and a complete
+// Config (as Load gives it, or configs.WithDefaults) are required;
+// Logger, Clock and Owner have fallbacks.
 type Deps struct {
 	Store     persistence.OutboxStore
 	Publisher Publisher
@@ -66,21 +67,17 @@ type Deps struct {
 	Name string
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Store == nil || d.Publisher == nil {
 		return d, errors.New("relay: Store and Publisher are required")
 	}
-	cfg, err := d.Config.Normalized()
-	if err != nil {
+	if err := d.Config.Validate(); err != nil {
 		return d, err
 	}
-	d.Config = cfg
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.Clock == nil {
-		d.Clock = time.Now
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Owner == "" {
 		d.Owner = supervise.LeaseOwner(d.NodeID)
 	}
@@ -125,10 +122,10 @@ type Result struct {
 // to the actor's supervisor. The row that panicked keeps its lease, so it
 // comes back after lease_ttl instead of crash-looping the relay.
 //
-// ProcessBatch normalizes deps itself (callers that build them in code);
-// the relay actor normalizes once in Start and runs processBatch.
+// ProcessBatch checks deps itself (callers that build them in code); the
+// relay actor checks them once in Start and runs processBatch.
 func ProcessBatch(ctx context.Context, deps Deps) (Result, error) {
-	d, err := deps.normalized()
+	d, err := deps.checked()
 	if err != nil {
 		return Result{}, err
 	}
@@ -154,7 +151,7 @@ type carry struct {
 	lastGauge time.Time
 }
 
-// processBatch is one batch with deps already normalized (the running
+// processBatch is one batch with deps already checked (the running
 // relay never re-applies defaults), claiming up to limit rows.
 func processBatch(ctx context.Context, d Deps, limit int, c *carry) (Result, error) {
 	b := &batch{Deps: d, ctx: ctx, res: Result{Limit: limit}, carry: c}

@@ -46,7 +46,7 @@ func benchmarkDrain(b *testing.B, rows int, newStore func(b *testing.B) persiste
 		b.StartTimer()
 		start := time.Now()
 		r, err := Start(sup, Deps{Store: s, Publisher: noopPublisher{}, NodeID: "bench",
-			Config: configs.OutboxWorkerConfig{PollInterval: time.Second, BatchSize: 100}})
+			Config: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: time.Second, BatchSize: 100})})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func benchmarkDrain(b *testing.B, rows int, newStore func(b *testing.B) persiste
 func BenchmarkProcessBatch(b *testing.B) {
 	s := newMemDBB(b)
 	backlog(b, s, 100*(b.N+1))
-	deps := Deps{Store: s, Publisher: noopPublisher{}, NodeID: "bench", Config: configs.OutboxWorkerConfig{BatchSize: 100}}
+	deps := Deps{Store: s, Publisher: noopPublisher{}, NodeID: "bench", Config: configs.WithDefaults(configs.OutboxWorkerConfig{BatchSize: 100})}
 	b.ResetTimer()
 	for range b.N {
 		res, err := ProcessBatch(context.Background(), deps)

@@ -42,15 +42,46 @@ func TestUnknownStrategyRejected(t *testing.T) {
 	}
 }
 
-// Seed 000: non-positive poll_interval, batch_size, publish_timeout fall
-// back to the defaults instead of busy-looping or scanning everything.
+// Seed 000: a non-positive poll_interval, batch_size or publish_timeout
+// in the file falls back to the default instead of busy-looping or
+// scanning everything; the loader applies it. A section built in code with
+// such a field unset is refused by the relay and the MQ fanout, naming the
+// key, instead of being defaulted a second time.
 func TestNonPositiveConfigFallsBack(t *testing.T) {
-	c, err := configs.OutboxWorkerConfig{PollInterval: -1, BatchSize: 0, PublishTimeout: -time.Second}.Normalized()
+	loaded, err := configs.Parse([]byte("outbox_worker: {poll_interval: -1s, batch_size: 0, publish_timeout: -1s}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := loaded.OutboxWorker
 	if c.PollInterval != time.Second || c.BatchSize != 100 || c.PublishTimeout != 3*time.Second || c.RetryStrategy != configs.RetryFixedInterval || !c.On() {
 		t.Fatalf("defaults = %+v", c)
+	}
+	for _, tc := range []struct {
+		key   string
+		unset func(*configs.OutboxWorkerConfig)
+	}{
+		{"outbox_worker.poll_interval", func(c *configs.OutboxWorkerConfig) { c.PollInterval = 0 }},
+		{"outbox_worker.batch_size", func(c *configs.OutboxWorkerConfig) { c.BatchSize = 0 }},
+		{"outbox_worker.publish_timeout", func(c *configs.OutboxWorkerConfig) { c.PublishTimeout = -time.Second }},
+	} {
+		cfg := testConfig()
+		tc.unset(&cfg)
+		s := newMemDB(t)
+		var ce *configs.Error
+		deps := Deps{Store: s, Publisher: newPublisher(nil), NodeID: "n1", Config: cfg}
+		if _, err := Start(newSupervisor(t, newSystem(t), "workers"), deps); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("Start: %v, want a config error on %s", err, tc.key)
+		}
+		if _, err := ProcessBatch(context.Background(), deps); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("ProcessBatch: %v, want a config error on %s", err, tc.key)
+		}
+		mq := MQDeps{Store: s, MQ: newFakeMQ(nil), Topic: "t", NodeID: "n1", Config: cfg}
+		if _, err := StartMQ(newSupervisor(t, newSystem(t), "workers"), mq); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("StartMQ: %v, want a config error on %s", err, tc.key)
+		}
+		if _, err := ProcessMQBatch(context.Background(), mq, "mq-1"); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("ProcessMQBatch: %v, want a config error on %s", err, tc.key)
+		}
 	}
 }
 

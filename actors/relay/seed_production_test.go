@@ -70,8 +70,8 @@ func newSeedFixture(t *testing.T, s chaosStore) *seedFixture {
 	pid := sys.Root.Spawn(props)
 	sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: "seed/r1", Kind: roomgrain.Kind}})
 	return &seedFixture{t: t, store: s, fake: fake, pub: pub, sys: sys, room: pid, sup: sup,
-		cfg: configs.OutboxWorkerConfig{PollInterval: 100 * time.Millisecond, BatchSize: 100, PublishTimeout: 500 * time.Millisecond,
-			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second}}
+		cfg: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 100 * time.Millisecond, BatchSize: 100, PublishTimeout: 500 * time.Millisecond,
+			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 5 * time.Second})}
 }
 
 func (f *seedFixture) do(rc *v1.RoomCommand) *v1.CommandReply {

@@ -270,12 +270,31 @@ func errorOf(e *v1.RoomError) error {
 // room's owner (events.go). A read below the retained log fails with a
 // *TrimmedError.
 func (c *Client) ListEvents(ctx context.Context, r *v1.ListRoomEventsRequest) (*v1.ListRoomEventsReply, error) {
+	p, err := c.ListEventsPage(ctx, r)
+	return p.Reply, err
+}
+
+// EventsPage is a ListRoomEvents reply and, when the owner is on this
+// node and had them, its events' protobuf encodings: Wire[i] is what
+// proto.Marshal answers for Reply.Events[i] (nil: none). Both are shared
+// and never changed.
+type EventsPage struct {
+	Reply *v1.ListRoomEventsReply
+	Wire  [][]byte
+}
+
+// ListEventsPage is ListEvents with the events' encodings.
+func (c *Client) ListEventsPage(ctx context.Context, r *v1.ListRoomEventsRequest) (EventsPage, error) {
 	identity, err := roomIdentity(r.GetAppCode(), r.GetRoomId())
 	if err != nil {
-		return nil, err
+		return EventsPage{}, err
 	}
-	var reply *v1.ListRoomEventsReply
+	var page EventsPage
 	err = c.call(ctx, identity, r, func(res any) error {
+		var wire [][]byte
+		if a, ok := res.(*eventsAnswer); ok {
+			res, wire = a.res, a.wire
+		}
 		m, ok := res.(*v1.RoomEventsResponse)
 		switch {
 		case !ok:
@@ -287,10 +306,10 @@ func (c *Client) ListEvents(ctx context.Context, r *v1.ListRoomEventsRequest) (*
 		case m.Reply == nil:
 			return fmt.Errorf("room grain answered neither events nor an error")
 		}
-		reply = m.Reply
+		page = EventsPage{Reply: m.Reply, Wire: wire}
 		return nil
 	})
-	return reply, err
+	return page, err
 }
 
 // subscribe asks the room's owner to push its events to a feed.

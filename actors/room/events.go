@@ -102,8 +102,8 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 		limit = DefaultEventsLimit
 	}
 	limit = min(limit, MaxEventsLimit)
-	if reply := g.tailRead(after, head, limit); reply != nil { // eventtail.go
-		ctx.Respond(&v1.RoomEventsResponse{Reply: reply})
+	if reply, wire := g.tailRead(after, head, limit); reply != nil { // eventtail.go
+		ctx.Respond(answerEvents(ctx.Sender(), ctx.Self(), &v1.RoomEventsResponse{Reply: reply}, wire))
 		return
 	}
 	// The store read also reaches up to the tail, when it is near, so
@@ -115,9 +115,32 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 	d, key, sender, self, sys := g.deps, g.key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 	go func() {
 		res, fill, next := d.readEventsFill(key, after, head, limit, fillTo)
-		sys.Root.Send(sender, res)
-		sendFill(sys, self, after, next, fill)
+		wire := encodeEvents(fill)
+		var page [][]byte
+		if res.Reply != nil {
+			page = wire[:len(res.Reply.Events):len(res.Reply.Events)]
+		}
+		sys.Root.Send(sender, answerEvents(sender, self, res, page))
+		sendFill(sys, self, after, next, fill, wire)
 	}()
+}
+
+// eventsAnswer is a RoomEventsResponse with the encodings of its reply's
+// events (wire[i] encodes Reply.Events[i]), for a caller on this node:
+// the gRPC layer sends them as they are. It is no message, so a caller
+// on another node gets the response alone (answerEvents).
+type eventsAnswer struct {
+	res  *v1.RoomEventsResponse
+	wire [][]byte
+}
+
+// answerEvents is what the grain answers to sender: res, with the
+// events' encodings when sender is on this node.
+func answerEvents(sender, self *actor.PID, res *v1.RoomEventsResponse, wire [][]byte) any {
+	if res.Reply == nil || len(wire) != len(res.Reply.Events) || len(wire) == 0 || sender == nil || sender.Address != self.Address {
+		return res
+	}
+	return &eventsAnswer{res: res, wire: wire}
 }
 
 // readEvents reads the log rows after after, up to head, whole commands
@@ -299,7 +322,7 @@ func (g *grain) watchPush(ctx actor.Context, seq int64, envs []persistence.Envel
 	g.deps.watch.mu.Unlock()
 	events := logEvents(envs)
 	if tail != nil {
-		tail.add(seq, events)
+		tail.add(seq, events, encodeEvents(events))
 	}
 	if len(events) == 0 || len(feeds) == 0 {
 		return

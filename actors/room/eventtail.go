@@ -6,6 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"google.golang.org/protobuf/proto"
+
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -24,10 +26,16 @@ import (
 // are shared with every reply and push and never changed after they are
 // built: an append writes past every slice handed out, a trim copies.
 
+// Each event is kept with its protobuf encoding, made once off the
+// reply path (at commit, or by the store read that fills the tail): the
+// gRPC layer sends a reply's events as those bytes instead of encoding
+// 100 messages per read (grpcapi's eventsCodec).
+
 // tailKeep is about how many events the tail keeps: it is trimmed to the
-// newest tailKeep once it holds twice as many. ~200 bytes an event, so a
-// read room holds at most ~100 KB of messages; a hot room's tail is its
-// last ~0.1 s at 3,000 events/s (watchers further behind read the store).
+// newest tailKeep once it holds twice as many. ~200 bytes an event and
+// ~130 its encoding, so a read room holds at most ~170 KB; a hot room's
+// tail is its last ~0.1 s at 3,000 events/s (watchers further behind
+// read the store).
 const tailKeep = 256
 
 // minTailRetention is the least retention.command_log the config allows:
@@ -40,6 +48,7 @@ const minTailRetention = time.Minute
 type eventTail struct {
 	base   int64
 	events []*v1.RoomLogEvent // the commits' events, in room_seq order
+	wire   [][]byte           // wire[i] is events[i]'s encoding
 	// ends[i] is len(events) after commit base+1+i (a commit may carry no
 	// events, so the seqs are not read off the events).
 	ends []int
@@ -49,11 +58,13 @@ func (t *eventTail) head() int64 { return t.base + int64(len(t.ends)) }
 
 // add appends the commit at seq. A seq that does not follow the tail
 // (never expected: every commit passes here) restarts it at seq.
-func (t *eventTail) add(seq int64, events []*v1.RoomLogEvent) {
+// wire holds the events' encodings (encodeEvents).
+func (t *eventTail) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte) {
 	if seq != t.head()+1 {
-		t.base, t.events, t.ends = seq-1, nil, nil
+		t.reset(seq - 1)
 	}
 	t.events = append(t.events, events...)
+	t.wire = append(t.wire, wire...)
 	t.ends = append(t.ends, len(t.events))
 	if len(t.events) > 2*tailKeep {
 		t.trim(tailKeep)
@@ -79,23 +90,30 @@ func (t *eventTail) trim(keep int) {
 	}
 	events := make([]*v1.RoomLogEvent, total-cut, 2*tailKeep)
 	copy(events, t.events[cut:])
+	wire := make([][]byte, total-cut, 2*tailKeep)
+	copy(wire, t.wire[cut:])
 	ends := make([]int, 0, len(t.ends)-i-1+tailKeep)
 	for _, e := range t.ends[i+1:] {
 		ends = append(ends, e-cut)
 	}
 	t.base += int64(i + 1)
-	t.events, t.ends = events, ends
+	t.events, t.wire, t.ends = events, wire, ends
+}
+
+// reset empties the tail at base.
+func (t *eventTail) reset(base int64) {
+	t.base, t.events, t.wire, t.ends = base, nil, nil, nil
 }
 
 // read answers the events after after, about limit, as the store read
 // would: whole commits, at least one event (when there is one), at most
-// limit commits. ok is false
-// when the tail does not reach back to after, or when its first event to
-// serve is older than minAgeMs (the store answers then).
-func (t *eventTail) read(after int64, limit int, minAgeMs int64) (events []*v1.RoomLogEvent, next int64, ok bool) {
+// limit commits; wire holds their encodings. ok is false when the tail
+// does not reach back to after, or when its first event to serve is older
+// than minAgeMs (the store answers then).
+func (t *eventTail) read(after int64, limit int, minAgeMs int64) (events []*v1.RoomLogEvent, wire [][]byte, next int64, ok bool) {
 	head := t.head()
 	if after < t.base || after >= head {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
 	k0 := int(after - t.base)
 	from := 0
@@ -103,7 +121,7 @@ func (t *eventTail) read(after int64, limit int, minAgeMs int64) (events []*v1.R
 		from = t.ends[k0-1]
 	}
 	if from < len(t.events) && t.events[from].CreatedAtMs < minAgeMs {
-		return nil, 0, false
+		return nil, nil, 0, false
 	}
 	last := min(len(t.ends), k0+limit) - 1
 	// The last commit within limit events of from; and the first commit
@@ -115,13 +133,13 @@ func (t *eventTail) read(after int64, limit int, minAgeMs int64) (events []*v1.R
 	}
 	to := t.ends[k]
 	// Capped: an append to the reply's slice cannot write into the tail.
-	return t.events[from:to:to], t.base + int64(k) + 1, true
+	return t.events[from:to:to], t.wire[from:to:to], t.base + int64(k) + 1, true
 }
 
 // prepend puts the commits after..t.base (events: theirs, in order, every
-// seq a commit) before the tail, the newest that fit within twice
-// tailKeep events.
-func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent) {
+// seq a commit; wire: their encodings) before the tail, the newest that
+// fit within twice tailKeep events.
+func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent, wire [][]byte) {
 	if after >= t.base || len(t.events) >= 2*tailKeep {
 		return
 	}
@@ -148,6 +166,9 @@ func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent) {
 	merged := make([]*v1.RoomLogEvent, 0, max(2*tailKeep, take+len(t.events)))
 	merged = append(merged, events[skip:skip+take]...)
 	merged = append(merged, t.events...)
+	mergedWire := make([][]byte, 0, cap(merged))
+	mergedWire = append(mergedWire, wire[skip:skip+take]...)
+	mergedWire = append(mergedWire, t.wire...)
 	ends := make([]int, 0, n-first+len(t.ends)+tailKeep)
 	sum := 0
 	for _, c := range counts[first:] {
@@ -158,7 +179,7 @@ func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent) {
 		ends = append(ends, e+take)
 	}
 	t.base = after + int64(first)
-	t.events, t.ends = merged, ends
+	t.events, t.wire, t.ends = merged, mergedWire, ends
 }
 
 // tailFill hands a store read's events to the grain, to extend its tail
@@ -166,6 +187,7 @@ func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent) {
 type tailFill struct {
 	after, next int64
 	events      []*v1.RoomLogEvent
+	wire        [][]byte
 }
 
 func (*tailFill) NotInfluenceReceiveTimeout() {}
@@ -215,19 +237,19 @@ func (g *grain) dropTail() {
 }
 
 // tailRead answers a read from the tail (made here if the room has none),
-// or nil when the store must.
-func (g *grain) tailRead(after, head int64, limit int) *v1.ListRoomEventsReply {
+// with the events' encodings, or nil when the store must.
+func (g *grain) tailRead(after, head int64, limit int) (*v1.ListRoomEventsReply, [][]byte) {
 	t := g.tail(true)
 	if t.head() != head {
 		// A commit that did not pass through the tail: start over.
-		t.base, t.events, t.ends = head, nil, nil
-		return nil
+		t.reset(head)
+		return nil, nil
 	}
-	events, next, ok := t.read(after, limit, g.deps.Clock().Add(-g.deps.retention()).UnixMilli())
+	events, wire, next, ok := t.read(after, limit, g.deps.Clock().Add(-g.deps.retention()).UnixMilli())
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	return &v1.ListRoomEventsReply{Events: events, NextAfterSeq: next, HeadSeq: head}
+	return &v1.ListRoomEventsReply{Events: events, NextAfterSeq: next, HeadSeq: head}, wire
 }
 
 // fillTail extends the tail backwards with a store read that reaches it.
@@ -236,16 +258,41 @@ func (g *grain) fillTail(f *tailFill) {
 	if t == nil || t.head() != g.state.Seq || f.after >= t.base || f.next < t.base {
 		return
 	}
-	t.prepend(f.after, f.events)
+	t.prepend(f.after, f.events, f.wire)
 }
 
 // sendFill sends the grain a store read's events (the commits after
-// after, up to next) for its tail.
-func sendFill(sys *actor.ActorSystem, grain *actor.PID, after, next int64, events []*v1.RoomLogEvent) {
+// after, up to next) and their encodings for its tail.
+func sendFill(sys *actor.ActorSystem, grain *actor.PID, after, next int64, events []*v1.RoomLogEvent, wire [][]byte) {
 	if next <= after {
 		return
 	}
-	sys.Root.Send(grain, &tailFill{after: after, next: next, events: events})
+	sys.Root.Send(grain, &tailFill{after: after, next: next, events: events, wire: wire})
+}
+
+// encodeEvents is each event's protobuf encoding (what proto.Marshal
+// answers), in one buffer.
+func encodeEvents(events []*v1.RoomLogEvent) [][]byte {
+	if len(events) == 0 {
+		return nil
+	}
+	size := 0
+	for _, e := range events {
+		size += proto.Size(e)
+	}
+	buf := make([]byte, 0, size)
+	ends := make([]int, len(events))
+	for i, e := range events {
+		buf, _ = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, e)
+		ends[i] = len(buf)
+	}
+	wire := make([][]byte, len(events))
+	from := 0
+	for i, end := range ends {
+		wire[i] = buf[from:end:end]
+		from = end
+	}
+	return wire
 }
 
 // retention is the age past which the tail leaves reads to the store.

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -36,8 +37,8 @@ func (m tailModel) read(after int64, limit int) ([]*v1.RoomLogEvent, int64) {
 // TestEventTailReadsAsTheLogDoes: under random commits (0 to 3 events,
 // some past the trim), backward fills and reads at random seqs and
 // limits, every read the tail answers is what the log answers, and it
-// answers every read it reaches back to; an append never shows in a
-// slice handed out before.
+// answers every read it reaches back to, each event with its own
+// encoding; an append never shows in a slice handed out before.
 func TestEventTailReadsAsTheLogDoes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 50 {
@@ -64,13 +65,13 @@ func TestEventTailReadsAsTheLogDoes(t *testing.T) {
 			switch op := rng.IntN(10); {
 			case op < 4:
 				evs := commit()
-				tl.add(int64(len(m)), evs)
+				tl.add(int64(len(m)), evs, encodeEvents(evs))
 			case op < 5 && tl.base > 0:
 				// A store read that reaches the tail fills it.
 				after := rng.Int64N(tl.base)
 				evs, next := m.read(after, 1+rng.IntN(MaxEventsLimit))
 				if next >= tl.base {
-					tl.prepend(after, evs)
+					tl.prepend(after, evs, encodeEvents(evs))
 				}
 			default:
 				if len(m) == 0 {
@@ -78,7 +79,7 @@ func TestEventTailReadsAsTheLogDoes(t *testing.T) {
 				}
 				after := rng.Int64N(int64(len(m)))
 				limit := 1 + rng.IntN(300)
-				got, next, ok := tl.read(after, limit, 0)
+				got, wire, next, ok := tl.read(after, limit, 0)
 				if !ok {
 					if after >= tl.base {
 						t.Fatalf("round %d: tail (%d, %d] refused a read after %d", round, tl.base, tl.head(), after)
@@ -90,13 +91,21 @@ func TestEventTailReadsAsTheLogDoes(t *testing.T) {
 				if next != wantNext || !slices.Equal(got, want) {
 					t.Fatalf("round %d: after %d limit %d: tail %d events to %d, log %d to %d", round, after, limit, len(got), next, len(want), wantNext)
 				}
-				if len(got) != cap(got) {
-					t.Fatalf("a reply's slice may grow into the tail: len %d cap %d", len(got), cap(got))
+				if len(got) != cap(got) || len(wire) != cap(wire) {
+					t.Fatalf("a reply's slice may grow into the tail: len %d cap %d, wire len %d cap %d", len(got), cap(got), len(wire), cap(wire))
 				}
-				before := slices.Clone(got)
+				if len(wire) != len(got) {
+					t.Fatalf("%d events, %d encodings", len(got), len(wire))
+				}
+				for i, e := range got {
+					if b, _ := proto.Marshal(e); !bytes.Equal(b, wire[i]) {
+						t.Fatalf("round %d: event %s kept with another's encoding", round, e.EventId)
+					}
+				}
+				before, beforeWire := slices.Clone(got), slices.Clone(wire)
 				evs := commit()
-				tl.add(int64(len(m)), evs)
-				if !slices.Equal(got, before) {
+				tl.add(int64(len(m)), evs, encodeEvents(evs))
+				if !slices.Equal(got, before) || !slices.EqualFunc(wire, beforeWire, bytes.Equal) {
 					t.Fatal("an append changed a slice handed out")
 				}
 			}
@@ -117,12 +126,13 @@ func TestEventTailReadsAsTheLogDoes(t *testing.T) {
 func TestEventTailServesNothingPastRetention(t *testing.T) {
 	tl := &eventTail{}
 	for seq := int64(1); seq <= 10; seq++ {
-		tl.add(seq, []*v1.RoomLogEvent{{RoomSeq: seq, CreatedAtMs: seq * 1000}})
+		evs := []*v1.RoomLogEvent{{RoomSeq: seq, CreatedAtMs: seq * 1000}}
+		tl.add(seq, evs, encodeEvents(evs))
 	}
-	if _, _, ok := tl.read(2, 5, 3001); ok {
+	if _, _, _, ok := tl.read(2, 5, 3001); ok {
 		t.Fatal("served an event older than the retention")
 	}
-	if evs, next, ok := tl.read(3, 5, 3001); !ok || len(evs) != 5 || next != 8 {
+	if evs, _, next, ok := tl.read(3, 5, 3001); !ok || len(evs) != 5 || next != 8 {
 		t.Fatalf("after 3: %d events to %d, ok %v", len(evs), next, ok)
 	}
 }
@@ -132,7 +142,8 @@ func TestEventTailServesNothingPastRetention(t *testing.T) {
 // random seqs and limits while it keeps committing: every answer equals
 // the store path's read of the same range, whether the tail or the store
 // answered, and reads near the head were answered by the tail (the same
-// messages twice).
+// messages twice). Every page carries each event's own encoding, as
+// proto.Marshal makes it (the caller is on the owner's node).
 func TestListEventsFromTheTailEqualsTheStore(t *testing.T) {
 	n := startEventsNode(t, nil, 0)
 	n.do(t, createCmd("r1", "c0"))
@@ -170,9 +181,18 @@ func TestListEventsFromTheTailEqualsTheStore(t *testing.T) {
 		}
 		limit := int32(1 + rng.IntN(200))
 		req := &v1.ListRoomEventsRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: after, Limit: limit}
-		got, err := n.client.ListEvents(ctx, req)
+		page, err := n.client.ListEventsPage(ctx, req)
 		if err != nil {
 			t.Fatal(err)
+		}
+		got := page.Reply
+		if len(page.Wire) != len(got.Events) {
+			t.Fatalf("after %d: %d events, %d encodings", after, len(got.Events), len(page.Wire))
+		}
+		for i, e := range got.Events {
+			if b, _ := proto.Marshal(e); !bytes.Equal(b, page.Wire[i]) {
+				t.Fatalf("after %d: event %s sent with another encoding", after, e.EventId)
+			}
 		}
 		want := storeRead.readEvents(key, after, got.HeadSeq, int(limit))
 		if want.Error != nil {

@@ -57,17 +57,14 @@ type Deps struct {
 	// publisher, new events are left to the outbox relay alone, so an IM
 	// outage cannot grow a mailbox without bound.
 	MaxPublishBacklog int64
-	// Dir connects rooms to the room directory (directory.go); the zero
-	// value means none.
-	Dir DirectoryDeps
+	// Observers make each activation's observers (observer.go), such as
+	// the room directory's; called in order on every activation.
+	Observers []NewObserver
 	// PublishMetrics: nil means none.
 	PublishMetrics *PublishMetrics
 	// marks batches the publishers' marks (marks.go): one per node, made
 	// by GrainProps; nil gives each publisher its own.
 	marks *markBatcher
-	// dir is Dir with its defaults, made once by the node's first room
-	// (directory.go); GrainProps makes it, nil gives each room its own.
-	dir *sharedDir
 	// joins orders one user's joins on this node (joinclock.go); made by
 	// setDefaults, nil: not ordered.
 	joins *joinClock
@@ -135,7 +132,6 @@ func GrainProps(d Deps) *actor.Props {
 		// write too.
 		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
 	}
-	d.dir = &sharedDir{}
 	// Every grain of the kind reads the one Deps: a copy per room was
 	// ~300 bytes of each active room.
 	return grainProps(&d)
@@ -162,11 +158,11 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	dir      *dirLink         // directory.go; nil without a directory
+	obs      *Observer        // the first of nobs observers (observer.go)
 	epoch    int64            // lease epoch the state was loaded under (lease.go)
 	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
-	// idleByWheel: the room passivates on the node's refresh wheel
-	// (startIdle); lastActiveMs is when it last had a message that keeps
+	// idleByWheel: the room passivates on an observer's ticks (the
+	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
 	lastActiveMs int64
 	idleByWheel  bool
@@ -175,6 +171,7 @@ type grain struct {
 	// have committed): reads answer from the state, which holds every
 	// acknowledged write, but the next write reloads first.
 	unsure bool
+	nobs   uint8 // observers at obs
 }
 
 // key is the room's key: identity's two halves (no copies). A field of
@@ -197,7 +194,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			g.deps = g.deps.pick(msg.Identity.Identity) // its database's (shards.go)
 		}
 		g.init(ctx, msg.Identity.Identity)
-		g.dirStart(ctx, msg.Cluster) // directory hook
+		g.observe(ctx, msg.Cluster)
 		g.startIdle(ctx)
 		g.armSeatDeadline(ctx)
 	case *v1.RoomCommand:
@@ -230,38 +227,40 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
-		g.dirStop() // directory hook
+		g.stopObservers()
 	case *actor.Restarting:
 		g.watchEnd(ctx)
 		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
-		g.dirStop() // directory hook
-	case *dirRefresh:
+		g.stopObservers()
+	case *tick:
 		if g.idleByWheel && g.deps.Clock().UnixMilli()-g.lastActiveMs >= g.deps.Config.IdleTimeout.Milliseconds() {
 			g.passivate(ctx)
 			return
 		}
-		g.dirReceive(ctx) // directory hook
-	case *rankChanged:
-		g.dirReceive(ctx) // directory hook
+		if !g.loaded && g.load() != nil {
+			return // the store is away too; the next tick or command retries
+		}
+		for _, o := range g.observers() {
+			o.Tick()
+		}
+	case *Commit:
+		g.commitObserved(ctx, msg)
 	}
 }
 
 // startIdle arms the room's passivation after Config.IdleTimeout without
-// a command. A room the node's refresh wheel visits (Hosted) checks its
-// idleness on each visit, when the timeout is at least the refresh
-// interval: passivation comes up to one interval late (10 min 30 s at
-// the defaults) but the room keeps no timer of its own, which Proto.Actor's
-// receive timeout is (~140 bytes a room, reset on every message). A room
-// without the wheel, or with a timeout shorter than its interval, keeps
-// the receive timeout.
+// a command. A room an observer sends Tick at most that far apart
+// (Room.TicksEvery: the node's refresh wheel) checks its idleness on each
+// tick instead: passivation comes up to one interval late (10 min 30 s at
+// the defaults) but the room keeps no timer of its own. Any other room
+// keeps Proto.Actor's receive timeout.
 func (g *grain) startIdle(ctx actor.Context) {
-	idle := g.deps.Config.IdleTimeout
-	if d := g.dir; d != nil && d.deps.Hosted != nil && idle >= d.deps.RefreshInterval {
-		g.idleByWheel, g.lastActiveMs = true, g.deps.Clock().UnixMilli()
+	if g.idleByWheel {
+		g.lastActiveMs = g.deps.Clock().UnixMilli()
 		return
 	}
-	ctx.SetReceiveTimeout(idle)
+	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
 }
 
 // passivate stops an idle room: its snapshot first, and out of the listing.
@@ -277,7 +276,9 @@ func (g *grain) passivate(ctx actor.Context) {
 		return
 	}
 	g.flushSnapshot()
-	g.dirUnlist() // directory hook
+	for _, o := range g.observers() {
+		o.Passivating()
+	}
 	ctx.Poison(ctx.Self())
 }
 
@@ -333,10 +334,8 @@ func (g *grain) loadIn(ctx context.Context) error {
 	}
 	g.state, g.loaded, g.unsure = s, true, false
 	g.members.Reset()
-	if g.dir != nil { // a reload: the directory follows the reloaded members
-		g.dir.joins.mu.Lock()
-		g.dir.joins.members = s.Members
-		g.dir.joins.mu.Unlock()
+	for _, o := range g.observers() { // a reload: observers follow it
+		o.Loaded()
 	}
 	return nil
 }
@@ -410,14 +409,18 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 		if _, err := room.Decide(g.state, cmd); err != nil {
 			return nil, err
 		}
-		g.dirHeartbeat(cmd) // directory hook
+		for _, o := range g.observers() {
+			o.Passed(cmd)
+		}
 		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: room.Summary(g.state)}, nil
 	}
 	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
 	}
-	if err := g.dirCheck(cmd); err != nil { // directory hook
-		return nil, err
+	for _, o := range g.observers() {
+		if err := o.Check(cmd); err != nil {
+			return nil, err
+		}
 	}
 	events, err := room.Decide(g.state, cmd)
 	if err != nil {
@@ -556,16 +559,14 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		g.groupAbandoned(group, err)
 		return g.appendFailed(cmd, seq, err)
 	}
-	before := g.dirBefore(events) // directory hook
-	g.applyCommitted(seq, events)
+	g.applyCommitted(cmd, seq, events)
 	g.deps.departures.committed(g.identity, cmd.NowMs, events)
 	g.recent.add(cmd.CommandID)
 	if a.Snapshot != nil {
 		g.snapSeq = seq
 	}
 	groupReady := g.publish(envs, a.Lease, group)
-	g.watchPush(ctx, seq, envs)         // events.go
-	g.dirCommitted(cmd, before, events) // directory hook
+	g.watchPush(ctx, seq, envs) // events.go
 	ids, changes := replyEvents(envs)
 	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: room.Summary(g.state),
 		ImGroupReady: groupReady && cmd.Type == room.CmdCreateRoom}, nil
@@ -583,20 +584,19 @@ func replyEvents(envs []persistence.Envelope) ([]string, []*v1.RoomEvent) {
 }
 
 // applyCommitted applies a stored command to the state in place: no copy
-// of the member map per command. The room's directory worker reads the
-// member map from its own goroutine (joinTimes), so the change is made
-// under its lock.
-func (g *grain) applyCommitted(seq int64, events []room.Event) {
-	if g.dir != nil {
-		j := &g.dir.joins
-		j.mu.Lock()
-		defer func() {
-			j.members = g.state.Members
-			j.mu.Unlock()
-		}()
+// of the member map per command. Observers are told before and after
+// (one may read the member map from a goroutine of its own, under a lock
+// it takes in Applying).
+func (g *grain) applyCommitted(cmd room.Command, seq int64, events []room.Event) {
+	obs := g.observers()
+	for _, o := range obs {
+		o.Applying(events)
 	}
 	g.state.ApplyInPlace(seq, events)
 	g.members.Apply(g.state, events)
+	for _, o := range obs {
+		o.Committed(cmd, events)
+	}
 }
 
 // appendFailed turns a failed append into the caller's answer. Any

@@ -7,17 +7,13 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// A grain is 384 bytes at most, its directory link 208 and its publisher
-// link 224: size classes
-// of Go's allocator, which every active room pays (the heap per
-// room). A new field belongs in a part made on first use, as the
-// publisher and directory links are.
+// A grain is 384 bytes at most and its publisher link 224: size classes
+// of Go's allocator, which every active room pays (the heap per room). A
+// new field belongs in a part made on first use, as the publisher link
+// and the observers are.
 func TestGrainFitsItsSizeClass(t *testing.T) {
 	if n := unsafe.Sizeof(grain{}); n > 384 {
 		t.Errorf("grain is %d bytes, over the 384-byte size class", n)
-	}
-	if n := unsafe.Sizeof(dirLink{}); n > 208 {
-		t.Errorf("dirLink is %d bytes, over the 208-byte size class", n)
 	}
 	if n := unsafe.Sizeof(pubLink{}); n > 224 {
 		t.Errorf("pubLink is %d bytes, over the 224-byte size class", n)

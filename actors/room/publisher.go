@@ -47,7 +47,7 @@ var errNotSent = errors.New("not sent: an earlier event of the room failed")
 type pubLink struct {
 	// run is the publisher's queue: its work runs there in order, off the
 	// grain's mailbox (serial.go).
-	run     serial
+	run     Serial
 	pub     publisher // one allocation with its link
 	marks   *markBatcher
 	owner   string // lease owner: this activation's publisher
@@ -209,7 +209,7 @@ func (g *grain) startPublisher() {
 	}
 	link.pub = publisher{deps: g.deps, key: g.key(), link: link, log: g.log}
 	log := g.log
-	link.run.panicked = func(p any, stack []byte) {
+	link.run.Panicked = func(p any, stack []byte) {
 		// What the item was doing is unknown: the next events go through
 		// a catch-up, which reads the pending rows from the store.
 		link.order.breakOrder()
@@ -222,7 +222,7 @@ func (g *grain) startPublisher() {
 // rows stay leased until their lease ends, then the relay sends them).
 func (g *grain) stopPublisher() {
 	if g.pub != nil {
-		g.pub.run.stop()
+		g.pub.run.Stop()
 	}
 }
 
@@ -357,7 +357,7 @@ func (g *grain) publish(envs []persistence.Envelope, lease *persistence.OutboxLe
 	}
 	g.pub.backlog.Add(int64(len(envs)))
 	m, p := &publishEvents{envs: envs, untilMs: lease.UntilMs}, &g.pub.pub
-	if !g.pub.run.post(func() { p.handle(m) }) {
+	if !g.pub.run.Post(func() { p.handle(m) }) {
 		g.pub.backlog.Add(-int64(len(envs)))
 	}
 	return groupReady
@@ -478,7 +478,7 @@ func (p *publisher) settle(env persistence.Envelope, start time.Time, err error)
 		first := p.link.order.failUnsent(env.EventID)
 		p.failed(env, "sync publish failed; event stays pending for the outbox relay", err)
 		if first {
-			p.link.run.post(func() { p.release(p.link.order.takeUnsent()) })
+			p.link.run.Post(func() { p.release(p.link.order.takeUnsent()) })
 		}
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -99,4 +100,10 @@ func TestOverflowLogCountsHeldEvents(t *testing.T) {
 	if n, ok := o.note(t0.Add(overflowLogEvery), 1); !ok || n != 201 {
 		t.Fatalf("after the interval: %d %v, want a line for 201 events", n, ok)
 	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	_ = c.Write(&m)
+	return m.GetCounter().GetValue()
 }

@@ -7,33 +7,35 @@ import (
 	"sync"
 )
 
-// serial runs one room's background work (its publisher's, its directory
-// worker's) in the order it was posted, one item at a time, on a goroutine
-// of roomDispatcher only while it has work.
+// Serial runs one room's background work (its publisher's, an
+// observer's such as the directory worker) in the order it was posted,
+// one item at a time, on a goroutine of roomDispatcher only while it has
+// work.
 //
-// Both were child actors of the grain: a PID, a mailbox and its ring
-// buffer, an actor context, a process-registry entry and a place in the
-// grain's child set each, ~3.7 KB of a one-member room's 12.9 KB live
-// heap, kept for as long as the room is active although an idle room has
-// nothing for them to do. An idle serial is this struct.
+// The publisher and the directory worker were child actors of the
+// grain: a PID, a mailbox and its ring buffer, an actor context, a
+// process-registry entry and a place in the grain's child set each,
+// ~3.7 KB of a one-member room's 12.9 KB live heap, kept for as long as
+// the room is active although an idle room has nothing for them to do.
+// An idle Serial is this struct.
 //
 // What the actors gave, it keeps: order (one runner at a time, FIFO),
 // work off the grain's mailbox, and a stop after which nothing queued
 // runs (a child's queued messages went to dead letters). A panicking item
 // is recovered and reported, and the items after it still run, as after
 // a child's restart.
-type serial struct {
+type Serial struct {
 	mu      sync.Mutex
 	queue   []func()
 	running bool
 	stopped bool
-	// panicked is called (on the runner's goroutine) after an item
-	// panicked, with the panic and its stack.
-	panicked func(p any, stack []byte)
+	// Panicked is called (on the runner's goroutine) after an item
+	// panicked, with the panic and its stack. Set it before the first Post.
+	Panicked func(p any, stack []byte)
 }
 
-// post queues fn; false once stopped (fn will not run).
-func (s *serial) post(fn func()) bool {
+// Post queues fn; false once stopped (fn will not run).
+func (s *Serial) Post(fn func()) bool {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
@@ -49,8 +51,8 @@ func (s *serial) post(fn func()) bool {
 	return true
 }
 
-// stop drops what is queued; an item already running finishes.
-func (s *serial) stop() {
+// Stop drops what is queued; an item already running finishes.
+func (s *Serial) Stop() {
 	s.mu.Lock()
 	s.stopped = true
 	clear(s.queue)
@@ -58,7 +60,7 @@ func (s *serial) stop() {
 	s.mu.Unlock()
 }
 
-func (s *serial) drain() {
+func (s *Serial) drain() {
 	for {
 		s.mu.Lock()
 		if len(s.queue) == 0 || s.stopped {
@@ -75,11 +77,11 @@ func (s *serial) drain() {
 	}
 }
 
-func (s *serial) run(fn func()) {
+func (s *Serial) run(fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
-			if s.panicked != nil {
-				s.panicked(p, debug.Stack())
+			if s.Panicked != nil {
+				s.Panicked(p, debug.Stack())
 				return
 			}
 			slog.Error("room background work panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))

@@ -10,7 +10,7 @@ import (
 // Items posted from many goroutines each run once, one at a time, in the
 // order each goroutine posted them.
 func TestSerialRunsEachItemOnceInPostOrder(t *testing.T) {
-	var s serial
+	var s Serial
 	const posters, each = 16, 500
 	var mu sync.Mutex
 	got := make([][]int, posters)
@@ -23,7 +23,7 @@ func TestSerialRunsEachItemOnceInPostOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if !s.post(func() {
+				if !s.Post(func() {
 					if running.Add(1) > 1 {
 						overlap.Add(1)
 					}
@@ -74,22 +74,22 @@ func TestSerialRunsEachItemOnceInPostOrder(t *testing.T) {
 // After stop nothing queued runs and new posts are refused; the item that
 // was running finishes.
 func TestSerialStopDropsQueuedWork(t *testing.T) {
-	var s serial
+	var s Serial
 	release := make(chan struct{})
 	started := make(chan struct{})
 	var ran, finished atomic.Int32
-	s.post(func() {
+	s.Post(func() {
 		close(started)
 		<-release
 		finished.Add(1)
 	})
 	<-started
 	for range 10 {
-		s.post(func() { ran.Add(1) })
+		s.Post(func() { ran.Add(1) })
 	}
-	s.stop()
+	s.Stop()
 	close(release)
-	if s.post(func() { ran.Add(1) }) {
+	if s.Post(func() { ran.Add(1) }) {
 		t.Fatal("post accepted after stop")
 	}
 	deadline := time.Now().Add(2 * time.Second)
@@ -107,17 +107,17 @@ func TestSerialStopDropsQueuedWork(t *testing.T) {
 
 // A panicking item is reported and the items after it still run.
 func TestSerialPanicIsReportedAndWorkGoesOn(t *testing.T) {
-	var s serial
+	var s Serial
 	panics := make(chan any, 1)
-	s.panicked = func(p any, stack []byte) {
+	s.Panicked = func(p any, stack []byte) {
 		if len(stack) == 0 {
 			t.Error("no stack")
 		}
 		panics <- p
 	}
 	after := make(chan struct{})
-	s.post(func() { panic("boom") })
-	s.post(func() { close(after) })
+	s.Post(func() { panic("boom") })
+	s.Post(func() { close(after) })
 	select {
 	case <-after:
 	case <-time.After(2 * time.Second):

@@ -12,6 +12,14 @@ import (
 type ShardDB struct {
 	Store          Store
 	PublishMetrics *PublishMetrics
+	// Name is the database's key in the shard map, for refusals and
+	// logs ("" = its index).
+	Name string
+	// Attached, when set, says whether the store may be used yet: false
+	// while a database that was unreachable at start has not come back
+	// (and been migrated); its rooms' commands are refused at once
+	// meanwhile, naming the database.
+	Attached func() bool
 }
 
 // ShardedGrainProps is GrainProps over several room databases: a room
@@ -20,13 +28,12 @@ type ShardDB struct {
 // own mark batcher and its own event-read slots, so a database that
 // hangs holds up only its own rooms' marks and log reads: with one
 // batcher, a flush stuck on the paused database held every other room's
-// marks behind it. The rest (directory, joins, watch feeds, seat
+// marks behind it. The rest (observers, joins, watch feeds, seat
 // timers) stays one per node; each database has its own store gate
 // (storegate.go) too. d.Store is ignored; dbs must not be empty
 // and pick must return an index into it.
 func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {
 	d.setDefaults()
-	d.dir = &sharedDir{}
 	per := make([]*Deps, len(dbs))
 	for i, db := range dbs {
 		s := db.Store
@@ -39,7 +46,12 @@ func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *a
 		c.reads = make(chan struct{}, eventReads)
 		// A gate per database: one that stops answering refuses only its
 		// own rooms' writes.
-		c.store = newStoreGate(s, c.Config.StoreTimeout, c.Logger.With("component", "room", "room_db", strconv.Itoa(i)))
+		name := db.Name
+		if name == "" {
+			name = strconv.Itoa(i)
+		}
+		c.store = newStoreGate(s, c.Config.StoreTimeout, c.Logger.With("component", "room", "room_db", name))
+		c.store.forDatabase(name, db.Attached)
 		per[i] = &c
 	}
 	// Before its ClusterInit a grain reads the first database's Deps;

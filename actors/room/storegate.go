@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync/atomic"
@@ -30,7 +31,15 @@ type storeGate struct {
 	inflight   atomic.Int64 // store calls under way
 	lastDone   atomic.Int64 // unix nanos of the last call's end (or of the first start after a quiet spell)
 	// probe asks the store something cheap; nil never closes the gate.
-	probe   func(ctx context.Context) error
+	probe func(ctx context.Context) error
+	// attached, when set, says whether the store may be used at all (a
+	// room database that was unreachable when the node started is
+	// attached once it answers and has its schema): until then the gate
+	// stays closed whatever the probe says.
+	attached func() bool
+	// refusal is what a refused call gets (nil: errStoreDown): it
+	// names the room database when the node has several.
+	refusal error
 	timeout time.Duration
 	log     *slog.Logger
 }
@@ -74,7 +83,7 @@ func (s *storeGate) admit() error {
 		return nil
 	}
 	if s.down.Load() {
-		return errStoreDown
+		return s.refused()
 	}
 	now := time.Now().UnixNano()
 	if s.inflight.Load() > 0 && now-s.lastDone.Load() >= int64(storeStallAfter) && s.confirming.CompareAndSwap(false, true) {
@@ -83,7 +92,7 @@ func (s *storeGate) admit() error {
 		s.confirming.Store(false)
 		if down {
 			s.close("no store call finished for a second", nil)
-			return errStoreDown
+			return s.refused()
 		}
 		s.lastDone.Store(time.Now().UnixNano())
 	}
@@ -115,6 +124,9 @@ func (s *storeGate) stillUnreachable() bool {
 	if s.probe == nil {
 		return false
 	}
+	if s.attached != nil && !s.attached() {
+		return true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeConfirmTimeout)
 	defer cancel()
 	err := s.probe(ctx)
@@ -138,6 +150,10 @@ func (s *storeGate) close(why string, err error) {
 func (s *storeGate) probeUntilUp() {
 	start := time.Now()
 	for {
+		if s.attached != nil && !s.attached() {
+			time.Sleep(storeProbeEvery)
+			continue
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 		err := s.probe(ctx)
 		cancel()
@@ -150,6 +166,28 @@ func (s *storeGate) probeUntilUp() {
 			return
 		}
 		time.Sleep(storeProbeEvery)
+	}
+}
+
+// refused is the error of a refused call.
+func (s *storeGate) refused() error {
+	if s.refusal == nil {
+		return errStoreDown
+	}
+	return s.refusal
+}
+
+// forDatabase names the gate's room database in its refusals and, with
+// attached, keeps it closed from the start until attached says yes: the
+// node started while that database did not answer.
+func (s *storeGate) forDatabase(name string, attached func() bool) {
+	s.refusal = fmt.Errorf("%w (room database %q)", errStoreDown, name)
+	if attached == nil {
+		return
+	}
+	s.attached = attached
+	if !attached() {
+		s.close("the room database did not answer when the node started", nil)
 	}
 }
 

@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,6 +66,33 @@ func TestStoreGateClosesOnlyOnAConfirmedOutage(t *testing.T) {
 	for g.admit() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the gate did not open after the store answered again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.done(nil)
+}
+
+// A room database that did not answer when the node started: its gate is
+// closed from the first call, the refusal names the database, and it
+// stays closed while the store answers but is not attached (its schema
+// may not be there yet); once attached it opens within a probe or two.
+func TestStoreGateOfADatabaseNotYetAttached(t *testing.T) {
+	var attached atomic.Bool
+	g := &storeGate{timeout: time.Second, probe: func(context.Context) error { return nil }}
+	g.forDatabase("b", attached.Load)
+	err := g.admit()
+	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), `room database "b"`) {
+		t.Fatalf("first call: %v, want errStoreDown naming room database \"b\"", err)
+	}
+	time.Sleep(3 * storeProbeEvery)
+	if err := g.admit(); !errors.Is(err, errStoreDown) {
+		t.Fatalf("a store that answers but is not attached opened the gate: %v", err)
+	}
+	attached.Store(true)
+	deadline := time.Now().Add(3 * storeProbeEvery)
+	for g.admit() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate did not open once the database was attached")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -185,6 +185,13 @@ func (w *Watcher) defaults() {
 // the stream is ended (a *WatchEndedError or a *TrimmedError). send is
 // called from this goroutine only, one room_seq at a time.
 func (w *Watcher) Watch(ctx context.Context, app, roomID string, after int64, send func(*v1.WatchRoomReply) error) error {
+	return w.WatchAccepted(ctx, app, roomID, after, nil, send)
+}
+
+// WatchAccepted is Watch that calls accepted (when not nil) once the
+// room's owner has taken the watch, before the catch-up and any event:
+// an error from it ends the watch.
+func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*v1.WatchRoomReply) error) error {
 	identity, err := roomIdentity(app, roomID)
 	if err != nil {
 		return err
@@ -201,6 +208,11 @@ func (w *Watcher) Watch(ctx context.Context, app, roomID string, after int64, se
 		defer w.Metrics.Open.Dec()
 	}
 	defer f.leave(s)
+	if accepted != nil {
+		if err := accepted(); err != nil {
+			return err
+		}
+	}
 	last := after
 	// fill sends the log after last up to at least upTo.
 	fill := func(upTo int64) error {

@@ -9,17 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	grainkind "github.com/hyapp/roomcell/cluster/kind"
-
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-
-	"github.com/hyapp/roomcell/cluster"
-	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -31,29 +23,11 @@ func TestWatchResumesAcrossAnOwnerChange(t *testing.T) {
 	for _, graceful := range []bool{true, false} {
 		t.Run(fmt.Sprintf("graceful=%v", graceful), func(t *testing.T) {
 			store := memdb.New()
-			agent := test.NewInMemAgent()
-			cfg := configs.Default()
-			cfg.Cluster.Port = 0
-			start := func() *cluster.Member {
-				deps := Deps{Store: store, Gifts: fixedHeat(5), Config: cfg.Room}
-				m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
-					Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-			a, b := start(), start()
+			a, b := startTwoMembers(t, store)
 			defer b.Stop(true)
 			defer a.Stop(false)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			for a.Cluster.MemberList.Length() < 2 || b.Cluster.MemberList.Length() < 2 {
-				if ctx.Err() != nil {
-					t.Fatal("members did not see each other")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
 			cb := &Client{Cluster: b.Cluster, AttemptTimeout: 2 * time.Second}
 			nb := &eventsNode{store: store, member: b, client: cb}
 			// A room whose grain lives on a.

@@ -171,3 +171,20 @@ func TestTickerSinglePendingAndOwnership(t *testing.T) {
 		t.Fatal("a Ticker that never scheduled owns nothing")
 	}
 }
+
+// Fallbacks fills only what is unset: a given logger and clock are kept.
+func TestFallbacks(t *testing.T) {
+	var l *slog.Logger
+	var c func() time.Time
+	Fallbacks(&l, &c)
+	if l != slog.Default() || c == nil || time.Since(c()) > time.Minute {
+		t.Fatalf("unset: logger %p (want slog.Default()), clock set %v", l, c != nil)
+	}
+	mine := slog.New(slog.DiscardHandler)
+	fixed := time.UnixMilli(42)
+	l, c = mine, func() time.Time { return fixed }
+	Fallbacks(&l, &c)
+	if l != mine || !c().Equal(fixed) {
+		t.Fatal("a given logger or clock was replaced")
+	}
+}

@@ -86,8 +86,16 @@ type PurgeTableStatus struct {
 	LastRoundDone    bool   `protobuf:"varint,11,opt,name=last_round_done,json=lastRoundDone,proto3" json:"last_round_done,omitempty"`
 	LastRoundSkipped string `protobuf:"bytes,12,opt,name=last_round_skipped,json=lastRoundSkipped,proto3" json:"last_round_skipped,omitempty"` // e.g. "lease held by another node"
 	LastRoundError   string `protobuf:"bytes,13,opt,name=last_round_error,json=lastRoundError,proto3" json:"last_round_error,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The room database of the line when rooms are spread over several
+	// (mysql.room_shards): each has its own room tables and purge worker,
+	// and every one is listed. Empty with one database, and for the wallet
+	// and notice tables.
+	RoomDb string `protobuf:"bytes,14,opt,name=room_db,json=roomDb,proto3" json:"room_db,omitempty"`
+	// Why this line is incomplete now: its database did not answer the
+	// status read (empty when it did).
+	StatusError   string `protobuf:"bytes,15,opt,name=status_error,json=statusError,proto3" json:"status_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurgeTableStatus) Reset() {
@@ -211,6 +219,20 @@ func (x *PurgeTableStatus) GetLastRoundError() string {
 	return ""
 }
 
+func (x *PurgeTableStatus) GetRoomDb() string {
+	if x != nil {
+		return x.RoomDb
+	}
+	return ""
+}
+
+func (x *PurgeTableStatus) GetStatusError() string {
+	if x != nil {
+		return x.StatusError
+	}
+	return ""
+}
+
 type PurgeStatusReply struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -279,7 +301,7 @@ const file_roomcellv1_purge_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x1croomcellv1/purge_admin.proto\x12\vroomcell.v1\x1a\x18roomcellv1/options.proto\"-\n" +
 	"\x12PurgeStatusRequest\x12\x17\n" +
-	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xea\x03\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"\xa6\x04\n" +
 	"\x10PurgeTableStatus\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12!\n" +
 	"\fretention_ms\x18\x02 \x01(\x03R\vretentionMs\x12\x1b\n" +
@@ -294,7 +316,9 @@ const file_roomcellv1_purge_admin_proto_rawDesc = "" +
 	" \x01(\x03R\rlastRoundRows\x12&\n" +
 	"\x0flast_round_done\x18\v \x01(\bR\rlastRoundDone\x12,\n" +
 	"\x12last_round_skipped\x18\f \x01(\tR\x10lastRoundSkipped\x12(\n" +
-	"\x10last_round_error\x18\r \x01(\tR\x0elastRoundError\"|\n" +
+	"\x10last_round_error\x18\r \x01(\tR\x0elastRoundError\x12\x17\n" +
+	"\aroom_db\x18\x0e \x01(\tR\x06roomDb\x12!\n" +
+	"\fstatus_error\x18\x0f \x01(\tR\vstatusError\"|\n" +
 	"\x10PurgeStatusReply\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aenabled\x18\x02 \x01(\bR\aenabled\x125\n" +

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -65,7 +67,7 @@ type App struct {
 	// directory is the room directory (Redis, or memdb in dev); hosted
 	// lists the rooms active on this node for the presence worker.
 	directory      persistence.Directory
-	hosted         *room.Hosted
+	hosted         *directory.Hosted
 	closeDirectory func() error
 	wallet         *wallet.Service       // nil when the wallet is remote
 	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
@@ -153,7 +155,9 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 		return nil, err
 	}
 	a.store = a.stores.Room
-	a.openRoomDBs()
+	if err = a.openRoomDBs(); err != nil {
+		return nil, err
+	}
 	if err = a.registerPoolMetrics(); err != nil {
 		return nil, err
 	}
@@ -195,7 +199,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(room.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Dir: dirDeps, NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), Observers: []room.NewObserver{directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
 			Retention: cfg.Retention.CommandLog,
 		})
 		if err != nil {
@@ -277,7 +281,7 @@ func (a *App) serveGRPC() error {
 	}
 	rs.SetGifts(gifts)
 	rs.SetLimiter(ratelimit.New(a.cfg.RateLimits))
-	v1.RegisterRoomServiceServer(a.grpcServer, rs)
+	grpcapi.RegisterRoomService(a.grpcServer, rs)
 	a.registerServices()
 	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {
 		return fmt.Errorf("grpc: methods without an access class in grpcapi's table: %v", un)
@@ -332,6 +336,11 @@ func (a *App) serveHTTP() error {
 		}
 		if why := a.readiness.failing(time.Now()); why != "" {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		if dbs := a.readiness.degraded(); len(dbs) > 0 {
+			// Ready: the other databases' rooms are served here.
+			fmt.Fprintln(w, "ready; degraded: "+strings.Join(dbs, ", ")+" failing (those rooms are refused)")
 			return
 		}
 		fmt.Fprintln(w, "ready")

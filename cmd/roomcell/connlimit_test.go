@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -215,28 +214,6 @@ type floodPlan struct {
 // total. TestIdleConnectionFloodFull runs the numbers.
 func TestIdleConnectionFloodLeavesTheNodeServing(t *testing.T) {
 	runIdleFlood(t, floodPlan{oneAddr: 6000, many: 2500, manyAddrs: 250})
-}
-
-// The numbers: 20,000 idle HTTP/2 connections from one address
-// and 5,000 from 250 others, with the absolute p99 bound (100 ms). The
-// flooding ends live in child processes (5,000 connections each), so the
-// node's process holds only what it admits. ROOMCELL_FLOOD_FULL=1 runs
-// it, without the race detector (make flood, a stage of make test; about
-// 15 s on two busy cores): under it the node's GC over the admitted
-// connections' buffers (~45 KiB each) makes the p99 a measure of the
-// detector.
-func TestIdleConnectionFloodFull(t *testing.T) {
-	if os.Getenv("ROOMCELL_FLOOD_FULL") != "1" {
-		t.Skip("ROOMCELL_FLOOD_FULL=1 (make flood) runs the 20,000 + 5,000 flood")
-	}
-	if raceBuild {
-		t.Skip("the full flood's latency is measured without the race detector (make flood)")
-	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
-		t.Logf("RLIMIT_NOFILE of this process: soft %d, hard %d (each flood helper has its own)", lim.Cur, lim.Max)
-	}
-	runIdleFlood(t, floodPlan{oneAddr: 20000, many: 5000, manyAddrs: 250, shares: 4})
 }
 
 func runIdleFlood(t *testing.T, plan floodPlan) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +43,17 @@ func TestEndToEndRoomEventsWatchAndGateway(t *testing.T) {
 	if resp.StatusCode != 200 || strings.Count(string(body), `"event_type":"RoomUserJoined"`) != 2 {
 		t.Fatalf("gateway events: %d %s", resp.StatusCode, body)
 	}
+	// A watch of the idle room gets its header (the request id) as soon
+	// as the owner took it, with no event to send.
+	idleCtx, idleCancel := context.WithTimeout(ctx, 5*time.Second)
+	idle, err := c.WatchRoom(idleCtx, &v1.WatchRoomRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := idle.Header(); err != nil || len(md.Get(grpcapi.RequestIDHeader)) != 1 {
+		t.Fatalf("idle watch: header %v, %v (%v)", md, err, idleCtx.Err())
+	}
+	idleCancel()
 	s, err := c.WatchRoom(ctx, &v1.WatchRoomRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: 3})
 	if err != nil {
 		t.Fatal(err)

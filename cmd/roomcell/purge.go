@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/mysql"
 )
@@ -75,4 +77,20 @@ func (a *App) openPurge() error {
 		}
 	}
 	return nil
+}
+
+// purgeAdmin is the PurgeAdmin RPC's server: with several room databases
+// it lists every database's room tables (each has its own service).
+func (a *App) purgeAdmin(log *slog.Logger) *grpcapi.PurgeAdminServer {
+	s := grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log)
+	if !a.multiRoomDB() {
+		return s
+	}
+	dbs := make([]grpcapi.PurgeDB, 0, len(a.roomDBs))
+	for _, db := range a.roomDBs {
+		if db.purge != nil {
+			dbs = append(dbs, grpcapi.PurgeDB{Key: db.key, Source: db.purge})
+		}
+	}
+	return s.WithRoomDBs(dbs)
 }

@@ -21,6 +21,10 @@ import (
 type probe struct {
 	name  string
 	check func(ctx context.Context) error
+	// roomDB marks one room database of several: its failure degrades
+	// the node (its rooms are refused, the others serve) and only all of
+	// them failing makes it unready.
+	roomDB bool
 }
 
 // readyRound is the outcome of one round of probes.
@@ -109,7 +113,9 @@ func (r *readiness) round() {
 			// The error goes to the log only: /readyz names the probe.
 			cur.failed = append(cur.failed, p.name)
 			r.ok.WithLabelValues(p.name).Set(0)
-			if was {
+			if was && p.roomDB {
+				r.log.Warn("room database failing: /readyz reports it degraded; its rooms are refused, the others serve", "probe", p.name, "error", errs[i])
+			} else if was {
 				r.log.Warn("readiness probe failing: /readyz answers 503 until it recovers", "probe", p.name, "error", errs[i])
 			}
 			continue
@@ -140,7 +146,8 @@ func (r *readiness) run(p probe) error {
 }
 
 // failing is what keeps the node unready ("" = nothing): a probe that
-// failed in the last round, or a last round too old to trust (the loop is
+// failed in the last round (a room database's only when every room
+// database failed), or a last round too old to trust (the loop is
 // stuck).
 func (r *readiness) failing(now time.Time) string {
 	rd := r.last.Load()
@@ -150,10 +157,44 @@ func (r *readiness) failing(now time.Time) string {
 	if stale := 2*r.interval + r.timeout; now.Sub(rd.at) > stale {
 		return fmt.Sprintf("readiness probes last ran %s ago (more than %s)", now.Sub(rd.at).Round(time.Millisecond), stale)
 	}
-	if len(rd.failed) > 0 {
-		return "probe failing: " + strings.Join(rd.failed, ", ")
+	var hard []string
+	dbs, dbsFailed := 0, 0
+	for _, p := range r.probes {
+		failed := failedIn(rd, p.name)
+		if p.roomDB {
+			dbs++
+			if failed {
+				dbsFailed++
+			}
+			continue
+		}
+		if failed {
+			hard = append(hard, p.name)
+		}
+	}
+	if dbs > 0 && dbsFailed == dbs {
+		hard = append(hard, "every room database")
+	}
+	if len(hard) > 0 {
+		return "probe failing: " + strings.Join(hard, ", ")
 	}
 	return ""
+}
+
+// degraded lists the room databases that failed the last round while
+// others answered: the node is ready, but their rooms are refused.
+func (r *readiness) degraded() []string {
+	rd := r.last.Load()
+	if rd == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range r.probes {
+		if p.roomDB && failedIn(rd, p.name) {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }
 
 // readinessProbes are the dependencies a command needs on this node: the
@@ -162,10 +203,31 @@ func (r *readiness) failing(now time.Time) string {
 // draining) and, with etcd ownership, this node's shard lease is renewed.
 // The wallet, IM, MQ and directory are left out: a command that needs
 // one fails on its own and the others keep working.
+//
+// With several room databases each is a probe of its own, room_db@<key>
+// (pinged; one that did not answer at start fails until it is attached):
+// one that fails leaves the node ready, reported as degraded in /readyz's
+// body and in roomcell_readiness_probe_ok, since every node shares the
+// databases and taking this one out of service would refuse the other
+// databases' rooms too; all of them failing makes it unready.
 func (a *App) readinessProbes() []probe {
 	var ps []probe
-	if db, ok := a.store.(interface{ DB() *sql.DB }); ok {
-		ps = append(ps, probe{name: "store", check: func(ctx context.Context) error { return db.DB().PingContext(ctx) }})
+	if !a.multiRoomDB() {
+		if db, ok := a.store.(interface{ DB() *sql.DB }); ok {
+			ps = append(ps, probe{name: "store", check: func(ctx context.Context) error { return db.DB().PingContext(ctx) }})
+		}
+	}
+	for _, rdb := range a.roomDBs {
+		db, ok := rdb.store.(interface{ DB() *sql.DB })
+		if !a.multiRoomDB() || !ok {
+			continue
+		}
+		ps = append(ps, probe{name: "room_db@" + rdb.key, roomDB: true, check: func(ctx context.Context) error {
+			if !rdb.attached.Load() {
+				return errors.New("unreachable since the node started; its rooms are refused until it answers")
+			}
+			return db.DB().PingContext(ctx)
+		}})
 	}
 	ps = append(ps, probe{name: "cluster", check: func(context.Context) error {
 		if !a.member.Ready() {

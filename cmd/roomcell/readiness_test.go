@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,4 +309,48 @@ func TestReadyzFollowsTheShardLease(t *testing.T) {
 	await("etcd cut", ttl+2*time.Second, func(code int, _, metrics string) bool { return code == 503 && leaseIs(metrics, "0") })
 	relay.Restore()
 	await("etcd back", 20*time.Second, func(code int, _, metrics string) bool { return code == 200 && leaseIs(metrics, "1") })
+}
+
+// With several room databases one that fails leaves the node ready and
+// is listed as degraded; every one failing makes it unready; a probe
+// that is not a room database's still does on its own.
+func TestReadinessRoomDatabasesDegradeBeforeUnready(t *testing.T) {
+	var aDown, bDown, clusterDown atomic.Bool
+	check := func(down *atomic.Bool) func(context.Context) error {
+		return func(context.Context) error {
+			if down.Load() {
+				return errors.New("down")
+			}
+			return nil
+		}
+	}
+	r, err := newReadiness([]probe{
+		{name: "room_db@a", roomDB: true, check: check(&aDown)},
+		{name: "room_db@b", roomDB: true, check: check(&bDown)},
+		{name: "cluster", check: check(&clusterDown)},
+	}, time.Hour, time.Second, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.round()
+	if why, deg := r.failing(time.Now()), r.degraded(); why != "" || len(deg) != 0 {
+		t.Fatalf("all answer: failing %q, degraded %v", why, deg)
+	}
+	bDown.Store(true)
+	r.round()
+	if why, deg := r.failing(time.Now()), r.degraded(); why != "" || !slices.Equal(deg, []string{"room_db@b"}) {
+		t.Fatalf("b down: failing %q, degraded %v; want ready, degraded by b", why, deg)
+	}
+	aDown.Store(true)
+	r.round()
+	if why := r.failing(time.Now()); why != "probe failing: every room database" {
+		t.Fatalf("both down: failing %q, want unready", why)
+	}
+	aDown.Store(false)
+	bDown.Store(false)
+	clusterDown.Store(true)
+	r.round()
+	if why := r.failing(time.Now()); why != "probe failing: cluster" {
+		t.Fatalf("cluster down: failing %q", why)
+	}
 }

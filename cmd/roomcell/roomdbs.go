@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,24 +24,47 @@ import (
 type roomDB struct {
 	key   string
 	store persistence.Store
+	// cfg is the database's MySQL config (mysql with its DSN and
+	// database); zero on go-memdb.
+	cfg configs.MySQLConfig
+	// attached is false while a database that did not answer at start
+	// has not come back: its rooms are refused (their store gate stays
+	// closed) and its workers wait (attachPending).
+	attached atomic.Bool
 	// reg registers the database's worker metrics: the process registry,
 	// labelled room_db=<key> when there are several databases.
 	reg      prometheus.Registerer
-	relay    *supervise.Poller[relay.RunNowResult]
+	relay    atomic.Pointer[supervise.Poller[relay.RunNowResult]]
 	mqFanout atomic.Pointer[supervise.Poller[relay.MQResult]] // while it runs; the rooms' kicks read it
 	purge    *purge.Service                                   // nil: no purge service
+	// deferred are the per-database workers waiting for the database
+	// to be attached (startWorkers, attachPending).
+	deferred []workerSpec
 }
 
 // openRoomDBs lists the room databases backend.Open opened.
-func (a *App) openRoomDBs() {
+func (a *App) openRoomDBs() error {
 	a.roomShards = a.stores.RoomShards
+	var cfgs []configs.MySQLConfig
+	if a.cfg.Store.Kind == configs.StoreMySQL {
+		rm, err := a.cfg.RoomShardMap()
+		if err != nil {
+			return err
+		}
+		cfgs = rm.Configs
+	}
 	for i, s := range a.stores.Rooms {
 		db := &roomDB{key: a.roomShards.Key(i), store: s, reg: a.registry}
+		if i < len(cfgs) {
+			db.cfg = cfgs[i]
+		}
+		db.attached.Store(a.stores.RoomsPending == nil || !a.stores.RoomsPending[i])
 		if len(a.stores.Rooms) > 1 {
 			db.reg = prometheus.WrapRegistererWith(prometheus.Labels{"room_db": db.key}, a.registry)
 		}
 		a.roomDBs = append(a.roomDBs, db)
 	}
+	return nil
 }
 
 // multiRoomDB reports whether rooms are spread over several databases.
@@ -79,7 +104,7 @@ func (a *App) roomGrainProps(d room.Deps) (*actor.Props, error) {
 		if err != nil {
 			return nil, err
 		}
-		dbs[i] = room.ShardDB{Store: db.store, PublishMetrics: m}
+		dbs[i] = room.ShardDB{Store: db.store, PublishMetrics: m, Name: db.key, Attached: db.attached.Load}
 	}
 	return room.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
 }
@@ -99,8 +124,8 @@ func (a *App) kickMQFanouts() {
 func (a *App) kickRelays() bool {
 	kicked := false
 	for _, db := range a.roomDBs {
-		if db.relay != nil {
-			db.relay.Kick()
+		if r := db.relay.Load(); r != nil {
+			r.Kick()
 			kicked = true
 		}
 	}
@@ -131,4 +156,91 @@ func migrateRoomDBs(ctx context.Context, cfg configs.Config, migrate func(contex
 		}
 	}
 	return nil
+}
+
+// attacher is a store that may have been opened without reaching its
+// server (mysql.OpenUnconnected).
+type attacher interface {
+	Attach(ctx context.Context, cfg configs.MySQLConfig) error
+}
+
+// Backoff of attachPending between attempts.
+const (
+	attachFirstWait = 250 * time.Millisecond
+	attachMaxWait   = 5 * time.Second
+	// attachTimeout bounds one attempt, migrations included.
+	attachTimeout = time.Minute
+)
+
+// attachPending runs for a room database that did not answer when the
+// process started: it asks it again, with backoff, until it answers
+// (migrating it first with mysql.auto_migrate, as a start would have),
+// then marks it attached (its rooms' store gate opens on its next probe)
+// and starts its deferred workers (relay, MQ fanout, purge). The
+// returned worker's stop ends the attempts and stops what it started.
+func (a *App) attachPending(sup *supervise.Supervisor, in workerInputs) worker {
+	db := in.db
+	name := a.workerName("room_db_attach", db)
+	log := a.dbLog("room_db_attach", db)
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var started []worker
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st, ok := db.store.(attacher)
+		if !ok {
+			log.Error("room database cannot be attached: not a MySQL store")
+			return
+		}
+		since := time.Now()
+		wait := attachFirstWait
+		for attempt := 1; ; attempt++ {
+			actx, acancel := context.WithTimeout(ctx, attachTimeout)
+			err := st.Attach(actx, db.cfg)
+			acancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if attempt == 1 || attempt%20 == 0 {
+				log.Warn("room database not attached yet; its rooms are refused", "attempts", attempt, "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, attachMaxWait)
+		}
+		db.attached.Store(true)
+		log.Info("room database answers: its rooms and workers start", "waited", time.Since(since).Round(time.Millisecond))
+		for _, spec := range db.deferred {
+			mu.Lock()
+			if ctx.Err() != nil {
+				mu.Unlock()
+				return
+			}
+			w, err := a.startWorker(spec, sup, in)
+			if w != nil {
+				started = append(started, *w)
+			}
+			mu.Unlock()
+			if err != nil {
+				log.Error("room database worker did not start", "error", err)
+			}
+		}
+	}()
+	return worker{name: name, stop: func() {
+		mu.Lock()
+		cancel()
+		mu.Unlock()
+		<-done
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].stop()
+			a.step("worker " + started[i].name)
+		}
+	}}
 }

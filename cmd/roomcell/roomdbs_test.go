@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -25,20 +29,7 @@ func twoRoomDBs(t testing.TB) (*App, v1.RoomServiceClient, *mysqltest.Server) {
 	t.Helper()
 	srv := mysqltest.StartServer(t)
 	_, dbB := mysqltest.NewDatabaseOn(t, srv.DSN)
-	mcfg, db := mysqltest.NewDatabase(t)
-	app, rc := startDevB(t, func(c *configs.Config) {
-		c.Roles = []string{configs.RoleRoom, configs.RoleWallet, configs.RoleRelay}
-		c.Notice.WalletNoticeWorker.Enabled, c.Notice.RoomNoticeWorker.Enabled = false, false
-		c.Store.Kind = configs.StoreMySQL
-		c.MySQL.DSN = mcfg.DSN
-		c.MySQL.RoomDatabase, c.MySQL.WalletDatabase, c.MySQL.NoticeDatabase = db, db, db
-		c.MySQL.AutoMigrate = true
-		c.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: srv.DSN, Database: dbB}}
-		c.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
-		c.TencentIM.AllowFake = true
-		c.Room.StoreTimeout = 2 * time.Second
-		c.OutboxWorker.PollInterval = 200 * time.Millisecond
-	})
+	app, rc := startDevB(t, twoDBConfig(t, srv.DSN, dbB))
 	if len(app.roomDBs) != 2 || app.roomDBs[0].key != "default" || app.roomDBs[1].key != "b" {
 		t.Fatalf("room databases %d, want default and b", len(app.roomDBs))
 	}
@@ -58,6 +49,26 @@ func twoRoomDBs(t testing.TB) (*App, v1.RoomServiceClient, *mysqltest.Server) {
 		}
 	}
 	return app, rc, srv
+}
+
+// twoDBConfig is the configuration of twoRoomDBs: shards 0-511 on a new
+// database of the shared MariaDB ("default"), 512-1023 on database dbB of
+// dsnB ("b"); room, wallet and relay roles, no notice workers.
+func twoDBConfig(t testing.TB, dsnB, dbB string) func(*configs.Config) {
+	mcfg, db := mysqltest.NewDatabase(t)
+	return func(c *configs.Config) {
+		c.Roles = []string{configs.RoleRoom, configs.RoleWallet, configs.RoleRelay}
+		c.Notice.WalletNoticeWorker.Enabled, c.Notice.RoomNoticeWorker.Enabled = false, false
+		c.Store.Kind = configs.StoreMySQL
+		c.MySQL.DSN = mcfg.DSN
+		c.MySQL.RoomDatabase, c.MySQL.WalletDatabase, c.MySQL.NoticeDatabase = db, db, db
+		c.MySQL.AutoMigrate = true
+		c.MySQL.RoomDBs = map[string]configs.RoomDB{"b": {DSN: dsnB, Database: dbB}}
+		c.MySQL.RoomShards = map[string][]string{"default": {"0-511"}, "b": {"512-1023"}}
+		c.TencentIM.AllowFake = true
+		c.Room.StoreTimeout = 2 * time.Second
+		c.OutboxWorker.PollInterval = 200 * time.Millisecond
+	}
 }
 
 func hasSeries(t testing.TB, app *App, name, label, value string) bool {
@@ -405,6 +416,290 @@ func TestKickNoticesFromEveryRoomDatabase(t *testing.T) {
 		}
 		if n != 1 {
 			t.Fatalf("%s-bob (room on database %s) got %d room_notice messages, want 1", r, app.roomShards.Key(app.roomShards.Index("sh/"+r)), n)
+		}
+	}
+}
+
+// A room database that does not answer when the node starts: the node
+// starts and is ready (reporting the database degraded), the other
+// database's rooms work, the absent database's rooms are refused at once
+// with a retryable error naming it; once it answers it is migrated, its
+// rooms work within seconds and its relay runs, and no acknowledged
+// command is lost or doubled. The database is "down" behind a cut proxy
+// to a private mariadbd (connections refused, as with a stopped server);
+// its database is empty until the node migrates it. "stalled" is a
+// server that accepts connections and never answers.
+func TestRoomDatabaseDownAtStart(t *testing.T) {
+	for _, mode := range []string{"refused", "stalled"} {
+		t.Run(mode, func(t *testing.T) { testRoomDatabaseDownAtStart(t, mode == "stalled") })
+	}
+}
+
+func testRoomDatabaseDownAtStart(t *testing.T, stalled bool) {
+	srv := mysqltest.StartServer(t)
+	_, dbB := mysqltest.NewDatabaseOn(t, srv.DSN)
+	proxy := mysqltest.StartProxy(t, srv.DSN)
+	if stalled {
+		proxy.Stall()
+	} else {
+		proxy.Cut()
+	}
+	edit := twoDBConfig(t, proxy.DSN(), dbB)
+	began := time.Now()
+	app, rc := startDevB(t, edit)
+	t.Logf("started in %v with database b down", time.Since(began).Round(time.Millisecond))
+	if app.roomDBs[1].key != "b" || app.roomDBs[1].attached.Load() {
+		t.Fatalf("database b attached at start though its server did not answer")
+	}
+	if slices.Contains(app.started, "worker room_outbox@b") || !slices.Contains(app.started, "worker room_outbox@default") {
+		t.Fatalf("start steps %v: want default's relay started and b's waiting", app.started)
+	}
+	waitUntil(t, 5*time.Second, "/readyz ready and degraded by b", func() bool {
+		code, body := opsGet(t, app, "/readyz")
+		return code == 200 && strings.Contains(body, "degraded: room_db@b")
+	})
+
+	// purge status lists both databases' room tables; b's are marked.
+	conn, err := grpc.NewClient(app.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	purgeLines := func() map[string]*v1.PurgeTableStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := v1.NewPurgeAdminClient(conn).PurgeStatus(ctx, &v1.PurgeStatusRequest{})
+		if err != nil {
+			t.Fatalf("purge status: %v", err)
+		}
+		out := map[string]*v1.PurgeTableStatus{}
+		for _, l := range r.GetTables() {
+			out[l.GetRoomDb()+" "+l.GetTable()] = l
+		}
+		return out
+	}
+	lines := purgeLines()
+	if l := lines["default room_outbox"]; l == nil || !l.GetHeld() || l.GetStatusError() != "" {
+		t.Fatalf("purge status: default's room_outbox %v", l)
+	}
+	if l := lines["b room_outbox"]; l == nil || !l.GetHeld() || l.GetStatusError() == "" {
+		t.Fatalf("purge status: b's room_outbox %v, want it listed and marked incomplete", l)
+	}
+
+	healthy, absent := roomsOn(3, 0, 511), roomsOn(3, 512, 1023)
+	acks := map[string]map[string]int64{}
+	cmd := func(roomID, id string, n int) (int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if n == 0 {
+			r, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: id, AppCode: "sh", RoomId: roomID, UserId: roomID + "-owner", Name: "n"})
+			return r.GetRoomSeq(), err
+		}
+		r, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id, AppCode: "sh", RoomId: roomID, UserId: fmt.Sprint(roomID, "-u", n)})
+		return r.GetRoomSeq(), err
+	}
+	for _, r := range append(slices.Clone(healthy), absent...) {
+		acks[r] = map[string]int64{}
+	}
+	for _, r := range healthy {
+		for n := range 3 {
+			id := fmt.Sprint("c", n)
+			seq, err := cmd(r, id, n)
+			if err != nil {
+				t.Fatalf("room %s on the database that answers: %v", r, err)
+			}
+			acks[r][id] = seq
+		}
+	}
+	for _, r := range absent {
+		start := time.Now()
+		_, err := cmd(r, "c0", 0)
+		took := time.Since(start)
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `room database "b"`) {
+			t.Fatalf("room %s on the absent database: %v, want Unavailable naming room database \"b\"", r, err)
+		}
+		if took > time.Second {
+			t.Fatalf("room %s on the absent database refused after %v, want at once", r, took)
+		}
+	}
+
+	tables := func() int {
+		conn, err := sql.Open("mysql", srv.DSN+dbB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var n int
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?", dbB).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := tables(); n != 0 {
+		t.Fatalf("database b has %d tables before it came back", n)
+	}
+
+	// The database comes back: its rooms answer within seconds.
+	proxy.Restore()
+	back := time.Now()
+	for _, r := range absent {
+		for n := range 3 {
+			id := fmt.Sprint("c", n)
+			for {
+				seq, err := cmd(r, id, n)
+				if err == nil {
+					acks[r][id] = seq
+					break
+				}
+				if status.Code(err) != codes.Unavailable {
+					t.Fatalf("room %s after database b came back: %v", r, err)
+				}
+				if time.Since(back) > 15*time.Second {
+					t.Fatalf("room %s still refused 15 s after database b came back: %v", r, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	t.Logf("database b's rooms answered %v after it came back", time.Since(back).Round(time.Millisecond))
+	if took := time.Since(back); took > 8*time.Second {
+		t.Errorf("database b's rooms took %v to answer after it came back, want a few seconds", took)
+	}
+	if n := tables(); n == 0 {
+		t.Fatal("database b was not migrated when it came back")
+	}
+	if !hasSeries(t, app, "room_outbox_pending_total", "room_db", "b") {
+		t.Fatal("database b's relay did not start when it came back")
+	}
+	if l := purgeLines()["b room_outbox"]; l == nil || l.GetStatusError() != "" || l.GetRowEstimate() == 0 && l.GetOldestCreatedAtMs() == 0 {
+		t.Fatalf("purge status: b's room_outbox after it came back %v", l)
+	}
+	waitUntil(t, 5*time.Second, "/readyz ready without degradation", func() bool {
+		code, body := opsGet(t, app, "/readyz")
+		return code == 200 && strings.TrimSpace(body) == "ready"
+	})
+
+	// Every event of b reaches IM (its relay runs), and every
+	// acknowledged command is in its room's log once.
+	for _, d := range app.roomDBs {
+		st := d.store.(interface {
+			OutboxStats(context.Context) (persistence.OutboxStats, error)
+		})
+		waitUntil(t, 30*time.Second, d.key+"'s outbox drained", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := st.OutboxStats(ctx)
+			return err == nil && s.Pending == 0 && s.Parked == 0
+		})
+	}
+	for r, want := range acks {
+		key := persistence.RoomKey{AppCode: "sh", RoomID: r}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		recs, err := app.roomStoreOf(key).LoadCommands(ctx, key, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("log of %s: %v", r, err)
+		}
+		seen := map[string]int64{}
+		for _, rec := range recs {
+			if _, dup := seen[rec.CommandID]; dup {
+				t.Errorf("room %s: %s twice in its log", r, rec.CommandID)
+			}
+			seen[rec.CommandID] = rec.Seq
+		}
+		if len(recs) != len(want) {
+			t.Errorf("room %s: %d commands in its log, %d acknowledged", r, len(recs), len(want))
+		}
+		for id, seq := range want {
+			if seen[id] != seq {
+				t.Errorf("room %s: %s acknowledged at seq %d, log has %d", r, id, seq, seen[id])
+			}
+		}
+	}
+}
+
+// One of two room databases paused (SIGSTOP of its own mariadbd): the
+// other database's kicks still reach their users promptly, since the
+// room notice worker scans each database on its own; after the resume a
+// kick in the paused database's room is delivered too, and every kicked
+// user gets exactly one room_notice.
+func TestKickNoticesWhileOneRoomDatabaseIsPaused(t *testing.T) {
+	srv := mysqltest.StartServer(t)
+	_, dbB := mysqltest.NewDatabaseOn(t, srv.DSN)
+	edit := twoDBConfig(t, srv.DSN, dbB)
+	app, rc := startDevB(t, func(c *configs.Config) {
+		edit(c)
+		withNotices(c)
+	})
+	kickIn := func(roomID, user string) time.Time {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create-" + user, AppCode: "sh", RoomId: roomID, UserId: roomID + "-owner", Name: "n"}); err != nil {
+			t.Fatalf("create %s: %v", roomID, err)
+		}
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "join-" + user, AppCode: "sh", RoomId: roomID, UserId: user}); err != nil {
+			t.Fatalf("join %s: %v", roomID, err)
+		}
+		if _, err := rc.KickUser(ctx, &v1.KickUserRequest{CommandId: "kick-" + user, AppCode: "sh", RoomId: roomID, UserId: roomID + "-owner", TargetUserId: user, Reason: "spam"}); err != nil {
+			t.Fatalf("kick in %s: %v", roomID, err)
+		}
+		return time.Now()
+	}
+	notices := func(user string) int {
+		n := 0
+		for _, m := range app.fakeIM.C2CMessages(user) {
+			if m.Ext == "room_notice" {
+				n++
+			}
+		}
+		return n
+	}
+	onA, onB := roomsOn(4, 0, 511), roomsOn(2, 512, 1023)
+	var users []string
+	kickIn(onA[0], "a0-bob")
+	kickIn(onB[0], "b0-bob")
+	users = append(users, "a0-bob", "b0-bob")
+	for _, u := range users {
+		waitUntil(t, 10*time.Second, u+"'s room_notice", func() bool { return notices(u) > 0 })
+	}
+
+	srv.Pause()
+	paused := time.Now()
+	time.Sleep(500 * time.Millisecond) // the paused database's reads are hanging now
+	for i, r := range onA[1:] {
+		u := fmt.Sprint("a", i+1, "-bob")
+		users = append(users, u)
+		at := kickIn(r, u)
+		waitUntil(t, 3*time.Second, u+"'s room_notice while the other database is paused", func() bool { return notices(u) > 0 })
+		t.Logf("kick in a room of the database that answers: notice %v after the kick, %v into the other's pause",
+			time.Since(at).Round(time.Millisecond), time.Since(paused).Round(time.Millisecond))
+	}
+	srv.Resume()
+
+	// The paused database's room: a kick after the resume reaches its user.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create-b1-bob", AppCode: "sh", RoomId: onB[1], UserId: onB[1] + "-owner", Name: "n"})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("database b's room after the resume: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	kickIn(onB[1], "b1-bob")
+	users = append(users, "b1-bob")
+	waitUntil(t, 10*time.Second, "b1-bob's room_notice after the resume", func() bool { return notices("b1-bob") > 0 })
+	time.Sleep(time.Second) // a second copy would come with the next scans
+	for _, u := range users {
+		if n := notices(u); n != 1 {
+			t.Errorf("%s got %d room_notice messages, want 1", u, n)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 
+	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
@@ -24,6 +25,7 @@ import (
 	"github.com/hyapp/roomcell/delivery/trtc"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/redis"
@@ -63,7 +65,10 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if err != nil {
 		return nil, err
 	}
-	opts := []roomim.Option{roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat)}
+	opts := []roomim.Option{roomim.WithLogger(imLog), roomim.WithBatchFormat(imCfg.BatchFormat),
+		// A kick's or close's steps done are kept in its outbox row, in the
+		// room's database, so a retry on any node does only what is left.
+		roomim.WithEffectSteps(func(k persistence.RoomKey) roomim.EffectSteps { return a.roomStoreOf(k) }, a.cfg.Room.StoreTimeout)}
 	audio, err := a.openAudio(dev)
 	if err != nil {
 		return nil, err
@@ -132,12 +137,12 @@ func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
 // openDirectory builds the room directory: Redis when redis.enabled, else
 // the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
 // the source of truth and re-register when it is back.
-func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
+func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
 	if a.cfg.Redis.Enabled {
 		redisTLS, err := a.cfg.Redis.TLS.Load()
 		if err != nil {
-			return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+			return directory.Deps{}, fmt.Errorf("redis.tls: %w", err)
 		}
 		if redisTLS != nil {
 			// A TLS mistake never heals: refuse to start, as MySQL's does,
@@ -146,7 +151,7 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 			err := redis.CheckTLS(cctx, a.cfg.Redis.Addr, redisTLS)
 			cancel()
 			if errors.Is(err, redis.ErrTLSMistake) {
-				return room.DirectoryDeps{}, fmt.Errorf("redis.tls: %w", err)
+				return directory.Deps{}, fmt.Errorf("redis.tls: %w", err)
 			}
 		}
 		rd := redis.Open(a.cfg.Redis, redis.Options{PresenceTTL: ttlPresence, RoomTTL: ttlRoom, TLS: redisTLS})
@@ -160,12 +165,12 @@ func (a *App) openDirectory(ctx context.Context) (room.DirectoryDeps, error) {
 		md := memdb.NewDirectory(memdb.DirectoryOptions{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
 		a.directory, a.closeDirectory = md, md.Close
 	}
-	metrics, err := room.NewDirectoryMetrics(a.registry)
+	metrics, err := directory.NewMetrics(a.registry)
 	if err != nil {
-		return room.DirectoryDeps{}, err
+		return directory.Deps{}, err
 	}
-	a.hosted = room.NewHosted()
-	return room.DirectoryDeps{Directory: a.directory, Hosted: a.hosted,
+	a.hosted = directory.NewHosted()
+	return directory.Deps{Directory: a.directory, Hosted: a.hosted,
 		RefreshInterval: a.cfg.Presence.RefreshInterval, Metrics: metrics}, nil
 }
 
@@ -179,7 +184,7 @@ func (a *App) registerServices() {
 		return a.kickRelays()
 	}, log))
 	if a.purge != nil {
-		v1.RegisterPurgeAdminServer(a.grpcServer, grpcapi.NewPurgeAdminServer(a.purge, a.cfg.NodeID, a.cfg.Retention.On(), log))
+		v1.RegisterPurgeAdminServer(a.grpcServer, a.purgeAdmin(log))
 	}
 	if a.notices.store != nil {
 		v1.RegisterNoticeAdminServer(a.grpcServer, grpcapi.NewNoticeAdminServer(a.notices.store, func(source string) bool {

@@ -168,28 +168,53 @@ func (a *App) startWorkers(in workerInputs) error {
 			dbs = a.roomDBs
 		}
 		for _, db := range dbs {
-			in.db = db
-			name := spec.name
-			if db != nil {
-				name = a.workerName(name, db)
-			}
-			w, err := spec.start(a, sup, in)
-			if err != nil {
-				return fmt.Errorf("worker %s: %w", name, err)
-			}
-			if w == nil {
+			if db != nil && !db.attached.Load() {
+				// Started by attachPending once the database answers.
+				db.deferred = append(db.deferred, spec)
 				continue
 			}
-			timeout := spec.stopTimeout(a)
-			a.workers = append(a.workers, worker{name: name, stop: func() {
-				if err := w.Stop(timeout); err != nil {
-					a.log.Warn("worker stop", "worker", name, "error", err)
-				}
-			}})
-			a.began("worker " + name)
+			in.db = db
+			w, err := a.startWorker(spec, sup, in)
+			if err != nil {
+				return err
+			}
+			if w != nil {
+				a.workers = append(a.workers, *w)
+				a.began("worker " + w.name)
+			}
+		}
+	}
+	for _, db := range a.roomDBs {
+		if !db.attached.Load() {
+			in.db = db
+			a.workers = append(a.workers, a.attachPending(sup, in))
+			a.began("worker " + a.workerName("room_db_attach", db))
 		}
 	}
 	return nil
+}
+
+// startWorker starts one worker of spec (in.db's when perRoomDB); a nil
+// result means there was nothing to run. The worker's stop waits at most
+// its stopTimeout and logs a failure.
+func (a *App) startWorker(spec workerSpec, sup *supervise.Supervisor, in workerInputs) (*worker, error) {
+	name := spec.name
+	if in.db != nil {
+		name = a.workerName(name, in.db)
+	}
+	w, err := spec.start(a, sup, in)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", name, err)
+	}
+	if w == nil {
+		return nil, nil
+	}
+	timeout := spec.stopTimeout(a)
+	return &worker{name: name, stop: func() {
+		if err := w.Stop(timeout); err != nil {
+			a.log.Warn("worker stop", "worker", name, "error", err)
+		}
+	}}, nil
 }
 
 // dbLog is a per-database worker's logger: room_db=<key> with several
@@ -225,7 +250,7 @@ func startRelay(a *App, sup *supervise.Supervisor, in workerInputs) (stopper, er
 	if err != nil {
 		return nil, err
 	}
-	in.db.relay = r
+	in.db.relay.Store(r)
 	return r, nil
 }
 
@@ -316,10 +341,8 @@ func startGiftReconciler(a *App, sup *supervise.Supervisor, _ workerInputs) (sto
 	if err != nil {
 		return nil, err
 	}
-	rc := a.cfg.Wallet.GiftReconciler
 	return giftsettle.Start(sup, giftsettle.Deps{
-		Wallet: wal, Rooms: roomVoids{a}, After: rc.SettleAfter, Interval: rc.PollInterval, BatchSize: rc.BatchSize,
+		Wallet: wal, Rooms: roomVoids{a}, Config: a.cfg.Wallet.GiftReconciler,
 		Timeout: a.cfg.Room.StoreTimeout, Logger: a.log.With("component", "gift_reconciler"), Metrics: metrics,
-		ParkAfter: rc.ParkAfter, MaxBackoff: rc.MaxBackoff,
 	})
 }

@@ -79,8 +79,12 @@ func runWatch(ctx context.Context, e *env, fs *flag.FlagSet) error {
 	// A watch outlives the global --timeout: --for and an interrupt end it.
 	ctx = context.WithoutCancel(ctx)
 	if d, _ := fs.GetDuration("for"); d > 0 {
+		// A timer, not a deadline: a deadline travels to the server as
+		// grpc-timeout, which can end the stream with DeadlineExceeded
+		// a moment before this side's context reports it is done.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithCancel(ctx)
+		defer time.AfterFunc(d, cancel).Stop()
 		defer cancel()
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)

@@ -26,20 +26,23 @@ func (l *logEvents) event(seq int64) *roomcellv1.RoomLogEvent {
 	return &roomcellv1.RoomLogEvent{RoomSeq: seq, EventId: fmt.Sprintf("a:r:%d:0", seq), EventType: "RoomUserJoined", Payload: `{}`, CommandId: fmt.Sprint("c", seq)}
 }
 
-func (l *logEvents) ListEvents(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
+func (l *logEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
 	if r.AfterRoomSeq < l.trimmedBelow {
-		return nil, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: l.trimmedBelow, HeadSeq: l.head}
+		return roomgrain.EventsPage{}, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: l.trimmedBelow, HeadSeq: l.head}
 	}
 	reply := &roomcellv1.ListRoomEventsReply{NextAfterSeq: r.AfterRoomSeq, HeadSeq: l.head}
 	for s := r.AfterRoomSeq + 1; s <= l.head && len(reply.Events) < int(r.Limit); s++ {
 		reply.Events = append(reply.Events, l.event(s))
 		reply.NextAfterSeq = s
 	}
-	return reply, nil
+	return roomgrain.EventsPage{Reply: reply}, nil
 }
 
-func (l *logEvents) Watch(ctx context.Context, _, _ string, after int64, send func(*roomcellv1.WatchRoomReply) error) error {
+func (l *logEvents) Watch(ctx context.Context, _, _ string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error {
 	l.streams.Add(1)
+	if err := accepted(); err != nil {
+		return err
+	}
 	for s, n := after+1, 0; s <= l.head; s, n = s+1, n+1 {
 		if n == l.cut {
 			return &roomgrain.WatchEndedError{ResumeAfter: s - 1, Reason: roomgrain.EndMoved}

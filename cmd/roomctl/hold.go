@@ -35,7 +35,10 @@ func init() {
 			older, _ := fs.GetDuration("older-than")
 			parked, _ := fs.GetBool("parked")
 			reply, err := walletClient(e).ListOpenGiftHolds(ctx, &roomcellv1.WalletListOpenGiftHoldsRequest{
-				BeforeMs: time.Now().Add(-older).UnixMilli(), Limit: i32(fs, "limit"), Parked: parked})
+				// The store lists created_at_ms < BeforeMs; "at least this old"
+				// includes a reservation exactly --older-than old (with 0s, one
+				// made this millisecond).
+				BeforeMs: time.Now().Add(-older).UnixMilli() + 1, Limit: i32(fs, "limit"), Parked: parked})
 			if err != nil {
 				return rpcError(err)
 			}

@@ -56,14 +56,32 @@ func printPurgeStatus(w io.Writer, r *roomcellv1.PurgeStatusReply, dryRun bool, 
 	}
 	fmt.Fprintf(w, "node %s  purge worker %s\n", r.GetNodeId(), state)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// With several room databases every one's room tables are listed,
+	// each line with its database ("-": the wallet and notice tables).
+	dbs := false
+	for _, t := range r.GetTables() {
+		dbs = dbs || t.GetRoomDb() != ""
+	}
+	db := func(t *roomcellv1.PurgeTableStatus) string {
+		if !dbs {
+			return ""
+		}
+		if t.GetRoomDb() == "" {
+			return "-\t"
+		}
+		return t.GetRoomDb() + "\t"
+	}
 	head := "TABLE\tRETENTION\tROWS~\tOLDEST\tLAST ROUND\tLAST ROWS\tNOTE"
+	if dbs {
+		head = "ROOM DB\t" + head
+	}
 	if dryRun {
 		head += "\tWOULD DELETE"
 	}
 	fmt.Fprintln(tw, head)
 	for _, t := range r.GetTables() {
 		if !t.GetHeld() {
-			line := fmt.Sprintf("%s\t%s\t-\t-\t-\t-\tnot held on this node", t.GetTable(), time.Duration(t.GetRetentionMs())*time.Millisecond)
+			line := fmt.Sprintf("%s%s\t%s\t-\t-\t-\t-\tnot held on this node", db(t), t.GetTable(), time.Duration(t.GetRetentionMs())*time.Millisecond)
 			if dryRun {
 				line += "\t-"
 			}
@@ -72,6 +90,8 @@ func printPurgeStatus(w io.Writer, r *roomcellv1.PurgeStatusReply, dryRun bool, 
 		}
 		note := t.GetLastRoundSkipped()
 		switch {
+		case t.GetStatusError() != "":
+			note = "status incomplete: " + t.GetStatusError()
 		case t.GetLastRoundError() != "":
 			note = "error: " + t.GetLastRoundError()
 		case note == "" && t.GetLastRoundAtMs() > 0 && !t.GetLastRoundDone():
@@ -80,7 +100,7 @@ func printPurgeStatus(w io.Writer, r *roomcellv1.PurgeStatusReply, dryRun bool, 
 		if note == "" {
 			note = "-"
 		}
-		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s ago\t%d\t%s", t.GetTable(), time.Duration(t.GetRetentionMs())*time.Millisecond,
+		line := fmt.Sprintf("%s%s\t%s\t%d\t%s\t%s ago\t%d\t%s", db(t), t.GetTable(), time.Duration(t.GetRetentionMs())*time.Millisecond,
 			t.GetRowEstimate(), ago(t.GetOldestCreatedAtMs(), now), ago(t.GetLastRoundAtMs(), now), t.GetLastRoundRows(), note)
 		if dryRun {
 			n := strconv.FormatInt(t.GetPurgeable(), 10)

@@ -14,7 +14,10 @@
 // forbid_send_msg, for what is left of it, and an unmute lifts it), hot-room coalescing under the per-group rate, and
 // C2C private notices (SendNotice). Effects run in the room's queue after
 // the event's message, as part of its delivery, so they are ordered,
-// retried, parked and repaired with it. Non-IM events succeed without a
-// call so their rows get marked published. It never touches the outbox
+// retried, parked and repaired with it; with WithEffectSteps each step
+// done (the message, then each effect) is recorded in the event's outbox
+// row (EffectsDone), so a retry in any process does only the steps left.
+// Non-IM events succeed without a call so their rows get marked
+// published. Apart from those step records it never touches the outbox
 // or room state: callers own marking and retries.
 package roomim

@@ -89,28 +89,121 @@ func closes(batch []*item) bool {
 	return false
 }
 
-// Steps of an event's delivery remembered in effectsDone, by event id.
+// EffectSteps is where the effect steps an event finished are kept: the
+// store of its outbox row (persistence.OutboxStore has both methods). A
+// retry of the row, by any process, reads them and skips those steps.
+type EffectSteps interface {
+	GetOutbox(ctx context.Context, eventID string) (persistence.OutboxRow, error)
+	MarkOutboxEffectsDone(ctx context.Context, eventID string, steps uint32) error
+}
+
+// WithEffectSteps keeps the steps of an event with effects (its message,
+// then each effect) in its outbox row as they finish (EffectsDone), so a
+// retry in another process, after this one died or the row's lease moved,
+// does not do them again: above all it does not send the message again
+// once Tencent's dedupe window (5 minutes for group messages) is over.
+// stepsOf returns the store of a room's outbox rows (nil: none); timeout
+// bounds each call (default 2s). A read or record that fails only means
+// a step may be done again: every step is idempotent at Tencent.
+func WithEffectSteps(stepsOf func(persistence.RoomKey) EffectSteps, timeout time.Duration) Option {
+	return func(p *Publisher) {
+		p.stepsOf = stepsOf
+		if timeout > 0 {
+			p.stepsTimeout = timeout
+		}
+	}
+}
+
+// defaultStepsTimeout bounds a call to the EffectSteps store.
+const defaultStepsTimeout = 2 * time.Second
+
+// The steps of an event's delivery, as bits of its outbox row's
+// EffectsDone. Stored values: a bit never changes meaning.
 const (
-	stepMessage = "/msg"
-	stepIM      = "/im"
-	stepAudio   = "/audio"
+	stepMessage uint32 = 1 << iota // the event's group message was accepted
+	stepIM                         // its IM effect: ban, removal, mute, destroy
+	stepAudio                      // its audio (TRTC) effect: removal, dismissal
 )
+
+// stepName names a step in logs and in this process's memory of steps
+// done (effectsDone, by event id and name).
+func stepName(step uint32) string {
+	switch step {
+	case stepMessage:
+		return "msg"
+	case stepIM:
+		return "im"
+	default:
+		return "audio"
+	}
+}
+
+// stepsStore is the store of the event's row, or nil.
+func (p *Publisher) stepsStore(it *item) EffectSteps {
+	if p.stepsOf == nil {
+		return nil
+	}
+	return p.stepsOf(persistence.RoomKey{AppCode: it.env.AppCode, RoomID: it.env.RoomID})
+}
+
+// loadSteps reads the steps an event's row records as done (a retry:
+// another process, or this one before, did them). A row that cannot be
+// read leaves what this process remembers.
+func (p *Publisher) loadSteps(it *item) {
+	st := p.stepsStore(it)
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(it.ctx, p.stepsTimeout)
+	defer cancel()
+	row, err := st.GetOutbox(ctx, it.env.EventID)
+	if err != nil {
+		p.log.Info("room effect steps not read; steps done before may be done again", "event_id", it.env.EventID,
+			"event_type", it.env.EventType, "error", err)
+		return
+	}
+	it.stepsDone |= row.EffectsDone
+}
+
+// stepDone reports whether the event's step is done: recorded in its row
+// or remembered by this process.
+func (p *Publisher) stepDone(it *item, step uint32) bool {
+	return it.stepsDone&step != 0 || p.effectsDone.Has(it.env.EventID+"/"+stepName(step))
+}
+
+// record notes a finished step in this process's memory and in the
+// event's row. The record gets its own deadline, even when the event's
+// caller has stopped waiting: the step is done whatever the caller hears.
+func (p *Publisher) record(it *item, step uint32) {
+	it.stepsDone |= step
+	p.effectsDone.Add(it.env.EventID + "/" + stepName(step))
+	st := p.stepsStore(it)
+	if st == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(it.ctx), p.stepsTimeout)
+	defer cancel()
+	if err := st.MarkOutboxEffectsDone(ctx, it.env.EventID, step); err != nil {
+		p.log.Info("room effect step not recorded; a retry elsewhere may do it again", "event_id", it.env.EventID,
+			"event_type", it.env.EventType, "step", stepName(step), "error", err)
+	}
+}
 
 // sent records that the events of a batch with effects had their message
 // accepted: if an effect then fails, the retry does not send it again.
 func (p *Publisher) sent(batch []*item) {
 	for _, it := range batch {
 		if it.effects.any() {
-			p.effectsDone.Add(it.env.EventID + stepMessage)
+			p.record(it, stepMessage)
 		}
 	}
 }
 
 // messageSent: the batch is one event with effects (they always travel
-// alone, take) whose message this process already sent (an effect failed
-// after it): only the effects are left to do.
+// alone, take) whose message was already sent (an effect failed after
+// it, here or in another process): only the effects are left to do.
 func (p *Publisher) messageSent(batch []*item) bool {
-	return len(batch) == 1 && batch[0].effects.any() && p.effectsDone.Has(batch[0].env.EventID+stepMessage)
+	return len(batch) == 1 && batch[0].effects.any() && p.stepDone(batch[0], stepMessage)
 }
 
 // runEffects does an event's effects in order; the first failure stops
@@ -161,19 +254,18 @@ func (p *Publisher) muteInGroup(ctx context.Context, gid string, m chatMute) err
 	return err
 }
 
-// step runs one effect unless this process already did it for the event.
-func (p *Publisher) step(it *item, gid, name string, do func(context.Context) error) error {
-	key := it.env.EventID + name
-	if p.effectsDone.Has(key) {
+// step runs one effect unless it is done for the event already.
+func (p *Publisher) step(it *item, gid string, step uint32, do func(context.Context) error) error {
+	if p.stepDone(it, step) {
 		return nil
 	}
 	if err := do(it.ctx); err != nil {
 		p.log.Info("room effect failed; the event stays pending", "group_id", gid, "event_id", it.env.EventID,
-			"event_type", it.env.EventType, "step", name[1:], "error", err)
+			"event_type", it.env.EventType, "step", stepName(step), "error", err)
 		return err
 	}
-	p.effectsDone.Add(key)
-	p.log.Debug("room effect done", slog.String("group_id", gid), slog.String("event_id", it.env.EventID), slog.String("step", name[1:]))
+	p.record(it, step)
+	p.log.Debug("room effect done", slog.String("group_id", gid), slog.String("event_id", it.env.EventID), slog.String("step", stepName(step)))
 	return nil
 }
 

@@ -270,8 +270,10 @@ func TestEffectRefusedIsPermanent(t *testing.T) {
 // TestRetriedKickMessageShownOnce: a kick travels alone, never in a batch
 // with the events queued around it, so its message is always the same
 // one. When its audio step fails after the message went out and another
-// process (nothing remembered) retries it alone, Tencent's dedupe drops
-// the second send: the room sees the kick message once. (In a batch with
+// process retries it alone with no record of the steps done (no
+// WithEffectSteps here: as when recording them failed), Tencent's dedupe
+// drops the second send within its window: the room sees the kick
+// message once. (In a batch with
 // the event before it, the first message and the lone retry differed and
 // the room saw the kick twice.) The events around it still go in order.
 func TestRetriedKickMessageShownOnce(t *testing.T) {

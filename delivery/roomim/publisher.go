@@ -97,9 +97,14 @@ type Publisher struct {
 	audio     Audio // nil: no audio rooms to enforce (trtc off)
 	now       func() time.Time
 	// effectsDone remembers the effect steps (effects.go) this process
-	// completed, so a retried event does not repeat them; a step repeated
-	// after a restart is idempotent at Tencent.
+	// completed, so a retried event does not repeat them when its row's
+	// record of them (stepsOf) is missing or failed.
 	effectsDone *tencentim.IDSet
+	// stepsOf gives the store of a room's outbox rows, where an event's
+	// finished steps are kept for retries in any process (nil: memory
+	// only); stepsTimeout bounds each call to it.
+	stepsOf      func(persistence.RoomKey) EffectSteps
+	stepsTimeout time.Duration
 
 	base   context.Context
 	cancel context.CancelFunc
@@ -170,16 +175,17 @@ func (p *Publisher) newBatch(first persistence.Envelope) batchForm {
 // New returns a publisher sending through client. Close it on shutdown.
 func New(client *tencentim.Client, opts ...Option) *Publisher {
 	p := &Publisher{
-		client:      client,
-		log:         slog.Default(),
-		maxEvents:   DefaultMaxBatchEvents,
-		maxBytes:    DefaultMaxBatchBytes,
-		known:       tencentim.NewIDSet(100_000),
-		groupType:   client.GroupType(),
-		now:         time.Now,
-		effectsDone: tencentim.NewIDSet(100_000),
-		queues:      map[string]*groupQueue{},
-		blocked:     map[string]block{},
+		client:       client,
+		log:          slog.Default(),
+		maxEvents:    DefaultMaxBatchEvents,
+		maxBytes:     DefaultMaxBatchBytes,
+		known:        tencentim.NewIDSet(100_000),
+		groupType:    client.GroupType(),
+		now:          time.Now,
+		effectsDone:  tencentim.NewIDSet(100_000),
+		stepsTimeout: defaultStepsTimeout,
+		queues:       map[string]*groupQueue{},
+		blocked:      map[string]block{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -214,7 +220,10 @@ type item struct {
 	batch   batchForm // that batch
 	created room.RoomCreated
 	effects effects // what the event does at Tencent after its message (effects.go)
-	done    chan error
+	// stepsDone are the effect steps known done (effects.go): read from
+	// the event's row before its turn, added to as they finish.
+	stepsDone uint32
+	done      chan error
 }
 
 type groupQueue struct {
@@ -354,10 +363,11 @@ func (p *Publisher) take(gid string, q *groupQueue) []*item {
 		// sent only once its effects are done, so a kick's ban or a close's
 		// teardown is in room order with the messages around it. And its
 		// message is always the same one (its own envelope, the Random of
-		// its event id): a retry after a failed effect, by this process
-		// (which skips the message, messageSent) or by any other within
-		// Tencent's 5-minute dedupe, does not show it to the room twice;
-		// a batch cut differently on the retry would have.
+		// its event id). A retry after a failed effect skips the message
+		// its row records as sent (messageSent); should that record have
+		// failed, a retry within Tencent's 5-minute dedupe still does not
+		// show it to the room twice, where a batch cut differently on the
+		// retry would have.
 		for first.enc != nil && n < len(q.pending) && n < p.maxEvents && !first.effects.any() {
 			next := q.pending[n]
 			if next.kind != kindSend || next.effects.any() {
@@ -402,6 +412,9 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		// a caller answered first could enqueue its next event in time to
 		// be dropped as if it had been queued behind the failure.
 		var err error
+		if len(batch) == 1 && batch[0].effects.any() {
+			p.loadSteps(batch[0])
+		}
 		if !p.messageSent(batch) {
 			err = p.sendBatch(gid, batch)
 		}
@@ -414,8 +427,8 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		}
 		// The message is out; now what the events do at Tencent, in
 		// room order. The first effect that fails fails its event (the
-		// outbox retries it, message and all: clients drop the repeat by
-		// event_id) and holds back the rest, like a failed send.
+		// outbox retries it, from the first step not done) and holds back
+		// the rest, like a failed send.
 		var ferr error
 		for i, it := range batch {
 			switch {

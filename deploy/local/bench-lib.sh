@@ -1,4 +1,4 @@
-# bench-lib.sh: what the issue-13 measurement scripts (join-ratio.sh,
+# bench-lib.sh: what the measurement scripts (join-ratio.sh,
 # mariadb-ratio.sh, heap-per-room.sh) share; sourced, not run. Each starts
 # a node on 127.0.0.1:13001/13101 and sets PID to it.
 

@@ -9,13 +9,21 @@
 # Needs ghz (go install github.com/bojand/ghz/cmd/ghz@latest) and roomctl
 # (ROOMCTL, default: go run ./cmd/roomctl). ghz runs on the same machine:
 # its decoding of the 100-event replies takes CPU from the server.
+# PIN=1 runs the server on CPU 1 and ghz on CPU 0 with --cpus 1, so each
+# has one core of its own (a 2-core machine).
 set -eu
 BIN=$1 LABEL=$2
 N=${N:-20000}
 GRPC=${GRPC:-127.0.0.1:23471} HTTP=${HTTP:-127.0.0.1:23472}
 GHZ=${GHZ:-$(command -v ghz || echo ~/go/bin/ghz)}
 ROOMCTL=${ROOMCTL:-go run ./cmd/roomctl}
-"$BIN" --dev --grpc-addr "$GRPC" --http-addr "$HTTP" --log-level warn >/tmp/events-ratio-server.log 2>&1 &
+SRVPIN=() GHZPIN=()
+if [ "${PIN:-0}" = 1 ]; then
+	SRVPIN=(taskset -c 1) GHZPIN=(taskset -c 0 "$GHZ" --cpus 1)
+else
+	GHZPIN=("$GHZ")
+fi
+"${SRVPIN[@]}" "$BIN" --dev --grpc-addr "$GRPC" --http-addr "$HTTP" --log-level warn >/tmp/events-ratio-server.log 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true' EXIT
 for _ in $(seq 150); do curl -sf "$HTTP/readyz" >/dev/null && break; sleep 0.2; done
@@ -23,9 +31,9 @@ kill -0 "$PID" 2>/dev/null || { echo "server did not start: /tmp/events-ratio-se
 $ROOMCTL --addr "$GRPC" bench --mode hotroom --rooms 1 --commands 1000 --concurrency 4 --room-prefix ev- >/dev/null
 cpu() { awk '{print $14+$15}' "/proc/$PID/stat"; }
 c0=$(cpu)
-G=$("$GHZ" --insecure --call roomcell.v1.RoomService/GetRoom -c 32 -n "$N" -d '{"app_code":"bench","room_id":"ev-0"}' "$GRPC" | awk '/Requests\/sec/{print $2}')
+G=$("${GHZPIN[@]}" --insecure --call roomcell.v1.RoomService/GetRoom -c 32 -n "$N" -d '{"app_code":"bench","room_id":"ev-0"}' "$GRPC" | awk '/Requests\/sec/{print $2}')
 c1=$(cpu)
-L=$("$GHZ" --insecure --call roomcell.v1.RoomService/ListRoomEvents -c 32 -n "$N" \
+L=$("${GHZPIN[@]}" --insecure --call roomcell.v1.RoomService/ListRoomEvents -c 32 -n "$N" \
 	-d '{"app_code":"bench","room_id":"ev-0","after_room_seq":900,"limit":100}' "$GRPC" | awk '/Requests\/sec/{print $2}')
 c2=$(cpu)
 awk -v l="$LABEL" -v g="$G" -v e="$L" -v c0="$c0" -v c1="$c1" -v c2="$c2" -v n="$N" -v t="$(getconf CLK_TCK)" -v la="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {

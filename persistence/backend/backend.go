@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -29,9 +30,14 @@ type Stores struct {
 	// Room is Rooms[0], the store of the first database of the map.
 	Rooms      []persistence.Store
 	RoomShards *shardmap.Map
-	Room       persistence.Store
-	Wallet     persistence.WalletStore
-	Notice     persistence.NoticeStore
+	// RoomsPending[i] is true when room database i (never mysql.dsn's)
+	// did not answer at open: Rooms[i] is then a *mysql.Store of
+	// mysql.OpenUnconnected, neither migrated nor reached; its user
+	// calls Attach until the database answers. nil when none is pending.
+	RoomsPending []bool
+	Room         persistence.Store
+	Wallet       persistence.WalletStore
+	Notice       persistence.NoticeStore
 	// WalletOutbox and RoomOutbox are what the notice workers scan. On
 	// MySQL they read the configured wallet and room databases through the
 	// notice pool; on go-memdb they are this process's own wallet and room
@@ -106,21 +112,54 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 	if err != nil {
 		return err
 	}
-	var rooms []*mysql.Store
+	// The databases are opened at once: one that does not answer costs
+	// the start its dial and query timeouts once, not once per database.
+	type opened struct {
+		store   *mysql.Store
+		pending bool
+		err     error
+	}
+	res := make([]opened, len(rm.Configs))
+	var wg sync.WaitGroup
 	for i, rc := range rm.Configs {
 		l := log
 		if !rm.Single() {
 			l = log.With("room_db", rm.Keys[i])
 		}
-		room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
-		if err != nil {
-			if !rm.Single() {
-				return fmt.Errorf("room database %q: %w", rm.Keys[i], err)
+		wg.Go(func() {
+			room, err := mysql.Open(ctx, rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+			if err != nil && rm.Keys[i] != configs.DefaultRoomDB && mysql.Unreachable(err) {
+				// Only this database's rooms need it: they wait for it
+				// while the others serve. mysql.dsn's server is required
+				// (wallet, notice tables, MigrateAll).
+				l.Warn("room database unreachable at start: its rooms are refused until it answers", "error", err)
+				room, err = mysql.OpenUnconnected(rc, mysql.WithLogger(l), mysql.WithOutboxMQ(mqOn))
+				res[i].pending = err == nil
 			}
-			return err
+			res[i].store, res[i].err = room, err
+		})
+	}
+	wg.Wait()
+	var rooms []*mysql.Store
+	for _, r := range res {
+		if r.store != nil {
+			s.closers = append(s.closers, r.store.Close)
 		}
-		s.Rooms, rooms = append(s.Rooms, room), append(rooms, room)
-		s.closers = append(s.closers, room.Close)
+	}
+	for i, r := range res {
+		if r.err != nil {
+			if !rm.Single() {
+				return fmt.Errorf("room database %q: %w", rm.Keys[i], r.err)
+			}
+			return r.err
+		}
+		if r.pending {
+			if s.RoomsPending == nil {
+				s.RoomsPending = make([]bool, len(rm.Keys))
+			}
+			s.RoomsPending[i] = true
+		}
+		s.Rooms, rooms = append(s.Rooms, r.store), append(rooms, r.store)
 	}
 	s.Room, s.RoomShards = s.Rooms[0], shardmap.New(rm)
 	if want.Wallet {
@@ -139,9 +178,10 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 		s.Notice, s.WalletOutbox, s.RoomOutbox = ns, ns.WalletOutbox(), ns.RoomOutbox()
 		s.closers = append(s.closers, ns.Close)
 		if len(rm.Keys) > 1 || rm.Keys[0] != configs.DefaultRoomDB {
-			// The room notice worker reads every room database as one:
-			// mysql.dsn's through the notice pool, the others through
-			// their room store's pool.
+			// The room notice worker reads every room database, each
+			// on its own (roomnotice.PartsScanner): mysql.dsn's through
+			// the notice pool, the others through their room store's
+			// pool.
 			all := shardmap.RoomOutboxes{Keys: rm.Keys}
 			for i, k := range rm.Keys {
 				var r persistence.RoomOutboxReader = rooms[i].RoomOutbox()

@@ -322,6 +322,17 @@ func releaseLease(r *persistence.OutboxRow) bool {
 	return true
 }
 
+// MarkOutboxEffectsDone implements persistence.OutboxStore.
+func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps uint32) error {
+	return s.updateOutbox(ctx, "mark effects done", eventID, func(r *persistence.OutboxRow) bool {
+		if r.EffectsDone|steps == r.EffectsDone {
+			return false
+		}
+		r.EffectsDone |= steps
+		return true
+	})
+}
+
 // GetOutbox implements persistence.OutboxStore.
 func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {

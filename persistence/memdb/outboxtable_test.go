@@ -158,6 +158,8 @@ func TestOutboxEntryKeepsEveryField(t *testing.T) {
 				f.SetString(fmt.Sprint("v", n))
 			case reflect.Int, reflect.Int64, reflect.Int32:
 				f.SetInt(int64(n))
+			case reflect.Uint32:
+				f.SetUint(uint64(n))
 			case reflect.Bool:
 				f.SetBool(true)
 			case reflect.Slice:
@@ -196,6 +198,7 @@ func TestOutboxEntryKeepsRareFieldsApart(t *testing.T) {
 		func(r *persistence.OutboxRow) { r.ResolvedAtMs = 9 },
 		func(r *persistence.OutboxRow) { r.MQPublishedAtMs = 9 },
 		func(r *persistence.OutboxRow) { r.MQLockUntilMs = 9 },
+		func(r *persistence.OutboxRow) { r.EffectsDone = 9 },
 	}
 	for i, set := range rare {
 		row := base

@@ -112,6 +112,7 @@ type outboxRare struct {
 	ResolvedAtMs    int64
 	MQPublishedAtMs int64
 	MQLockUntilMs   int64
+	EffectsDone     uint32
 }
 
 // pending: the row waits for IM (the claim's indexes hold only these).
@@ -140,6 +141,7 @@ func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outbo
 	rare := outboxRare{
 		LastError: row.LastError, ResolvedBy: row.ResolvedBy, Resolution: row.Resolution, MQLockedBy: row.MQLockedBy,
 		ResolvedAtMs: row.ResolvedAtMs, MQPublishedAtMs: row.MQPublishedAtMs, MQLockUntilMs: row.MQLockUntilMs,
+		EffectsDone: row.EffectsDone,
 	}
 	if rare != (outboxRare{}) {
 		e.rare = &rare
@@ -159,6 +161,7 @@ func (e *outboxEntry) row() persistence.OutboxRow {
 	if x := e.rare; x != nil {
 		r.LastError, r.ResolvedBy, r.Resolution, r.MQLockedBy = x.LastError, x.ResolvedBy, x.Resolution, x.MQLockedBy
 		r.ResolvedAtMs, r.MQPublishedAtMs, r.MQLockUntilMs = x.ResolvedAtMs, x.MQPublishedAtMs, x.MQLockUntilMs
+		r.EffectsDone = x.EffectsDone
 	}
 	return r
 }

@@ -190,28 +190,10 @@ func openDB(ctx context.Context, cfg configs.MySQLConfig, database string, ioTim
 // openDBInit is openDB with the session statements chosen by the caller
 // (the room store adds its lock and idle-transaction limits).
 func openDBInit(ctx context.Context, cfg configs.MySQLConfig, database string, ioTimeout time.Duration, log *slog.Logger, init []string) (*sql.DB, error) {
-	dc, redacted, err := driverConfig(cfg.DSN, database, cfg.DialTimeout, ioTimeout)
+	db, redacted, err := newPool(cfg, database, ioTimeout, log, init)
 	if err != nil {
 		return nil, err
 	}
-	dc.Logger = driverLogger{log}
-	if cfg.TLS.Enabled {
-		// Set on the driver config, not registered by name: no process-wide
-		// registry, and it wins over any tls= in the DSN. No plaintext
-		// fallback: a server without TLS is refused.
-		if dc.TLS, err = cfg.TLS.Load(); err != nil {
-			return nil, fmt.Errorf("mysql.tls: %w", err)
-		}
-		dc.AllowFallbackToPlaintext = false
-	}
-	conn, err := driverMySQL.NewConnector(dc)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: open %s: %s", redacted, scrub(err.Error(), cfg.DSN))
-	}
-	db := sql.OpenDB(initConnector{Connector: conn, init: init})
-	db.SetMaxOpenConns(cfg.MaxOpenConns)
-	db.SetMaxIdleConns(min(cfg.MaxIdleConns, cfg.MaxOpenConns))
-	db.SetConnMaxLifetime(cfg.ConnMaxLifetime)
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout+cfg.QueryTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
@@ -219,6 +201,34 @@ func openDBInit(ctx context.Context, cfg configs.MySQLConfig, database string, i
 		return nil, wrapErr(fmt.Sprintf("open %s", redacted), cfg.DSN, err)
 	}
 	return db, nil
+}
+
+// newPool builds the pool of openDBInit without dialling: database/sql
+// connects on first use.
+func newPool(cfg configs.MySQLConfig, database string, ioTimeout time.Duration, log *slog.Logger, init []string) (*sql.DB, string, error) {
+	dc, redacted, err := driverConfig(cfg.DSN, database, cfg.DialTimeout, ioTimeout)
+	if err != nil {
+		return nil, "", err
+	}
+	dc.Logger = driverLogger{log}
+	if cfg.TLS.Enabled {
+		// Set on the driver config, not registered by name: no process-wide
+		// registry, and it wins over any tls= in the DSN. No plaintext
+		// fallback: a server without TLS is refused.
+		if dc.TLS, err = cfg.TLS.Load(); err != nil {
+			return nil, "", fmt.Errorf("mysql.tls: %w", err)
+		}
+		dc.AllowFallbackToPlaintext = false
+	}
+	conn, err := driverMySQL.NewConnector(dc)
+	if err != nil {
+		return nil, "", fmt.Errorf("mysql: open %s: %s", redacted, scrub(err.Error(), cfg.DSN))
+	}
+	db := sql.OpenDB(initConnector{Connector: conn, init: init})
+	db.SetMaxOpenConns(cfg.MaxOpenConns)
+	db.SetMaxIdleConns(min(cfg.MaxIdleConns, cfg.MaxOpenConns))
+	db.SetConnMaxLifetime(cfg.ConnMaxLifetime)
+	return db, redacted, nil
 }
 
 // initConnector runs the session settings on every new connection, before
@@ -373,4 +383,19 @@ func isLockWait(err error) bool {
 func isServerError(err error) bool {
 	var me *driverMySQL.MySQLError
 	return errors.As(err, &me) && classify(err) != persistence.ErrUnavailable
+}
+
+// Unreachable reports whether err from Open, OpenDB or Attach means the
+// server could not be reached (refused, reset, timed out), as opposed to
+// one that answered with a refusal (wrong password, unknown database, a
+// failed migration).
+func Unreachable(err error) bool {
+	var ne net.Error
+	var me *driverMySQL.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == erServerShutdown || me.Number == erConCount
+	}
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, driverMySQL.ErrInvalidConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

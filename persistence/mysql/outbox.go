@@ -14,7 +14,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms"
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms, effects_done"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -33,7 +33,7 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	)
 	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
 		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res,
-		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs); err != nil {
+		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs, &r.EffectsDone); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
@@ -573,6 +573,33 @@ func (s *Store) resolveOutbox(ctx context.Context, op, eventID string, from []st
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return fmt.Errorf("mysql: %s %s: row changed meanwhile: %w", op, eventID, persistence.ErrConflict)
+	}
+	return nil
+}
+
+// MarkOutboxEffectsDone implements persistence.OutboxStore: one UPDATE
+// by primary key, whatever the row's status.
+func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps uint32) error {
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := s.opCtx(ctx)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, "UPDATE room_outbox SET effects_done = effects_done | ? WHERE event_id = ?", steps, eventID)
+	if err != nil {
+		return s.wrap("mark effects done "+eventID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n > 0 {
+		return nil
+	}
+	// No row changed: unknown, or the steps were there already.
+	var one int
+	err = s.db.QueryRowContext(ctx, "SELECT 1 FROM room_outbox WHERE event_id = ?", eventID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("mysql: mark effects done: outbox event %q: %w", eventID, persistence.ErrNotFound)
+	}
+	if err != nil {
+		return s.wrap("mark effects done "+eventID, err)
 	}
 	return nil
 }

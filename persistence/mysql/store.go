@@ -108,6 +108,48 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 	if err != nil {
 		return nil, err
 	}
+	return newStore(db, cfg, o), nil
+}
+
+// OpenUnconnected returns the store of cfg without reaching its server:
+// no migration, no ping; the pool connects on first use, and every call
+// fails with ErrUnavailable until the server answers. It is for a room
+// database of several that was unreachable when the process started
+// (its rooms wait for it; the others serve): run Attach before handing
+// the store to anyone that writes.
+func OpenUnconnected(cfg configs.MySQLConfig, opts ...Option) (*Store, error) {
+	o := options{log: slog.Default(), writers: DefaultGroupCommitWriters}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg = withDefaults(cfg)
+	db, _, err := newPool(cfg, cfg.RoomDatabase, cfg.QueryTimeout, o.log, roomSessionInit)
+	if err != nil {
+		return nil, err
+	}
+	return newStore(db, cfg, o), nil
+}
+
+// Attach is what Open does on the server before it returns, for a store
+// of OpenUnconnected: the room schema when cfg.AutoMigrate is set, then a
+// ping of the store's pool. It fails (ErrUnavailable) while the server
+// does not answer; call it again later.
+func (s *Store) Attach(ctx context.Context, cfg configs.MySQLConfig) error {
+	cfg = withDefaults(cfg)
+	if cfg.AutoMigrate {
+		if err := migrateConfig(ctx, cfg, RoomSchema, cfg.RoomDatabase, s.log); err != nil {
+			return err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout+cfg.QueryTimeout)
+	defer cancel()
+	if err := s.db.PingContext(pctx); err != nil {
+		return s.wrap("attach", err)
+	}
+	return nil
+}
+
+func newStore(db *sql.DB, cfg configs.MySQLConfig, o options) *Store {
 	redacted := redactedDSN(cfg.DSN, cfg.RoomDatabase)
 	s := &Store{db: db, dsn: cfg.DSN, queryTimeout: cfg.QueryTimeout, log: o.log.With("component", "persistence/mysql", "database", cfg.RoomDatabase),
 		mqStatus: persistence.OutboxMQNone}
@@ -120,7 +162,7 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 	s.log.Info("room store open", "dsn", redacted, "group_commit", cfg.GroupCommit.On(),
 		"max_batch", cfg.GroupCommit.MaxBatch, "linger", cfg.GroupCommit.Linger, "writers", o.writers,
 		"max_open_conns", cfg.MaxOpenConns, "query_timeout", cfg.QueryTimeout)
-	return s, nil
+	return s
 }
 
 // DB is the store's pool, for tools and tests that read the tables.

@@ -11,6 +11,9 @@ import (
 
 // RoomOutboxes reads room_outbox of every room database as one: the
 // notice workers' cursor ((created_at_ms, event_id)) runs over the union.
+// The room notice worker scans its Parts one by one instead
+// (roomnotice.PartsScanner), so that one database that is slow holds up
+// only its own rows; RoomOutboxAfter is the union read for other readers.
 // Each database returns its first limit rows after the cursor; the first
 // limit of their merge are the union's, since no row of a database can
 // come before that database's own first ones. A database that does not
@@ -38,4 +41,9 @@ func (o RoomOutboxes) RoomOutboxAfter(ctx context.Context, eventType string, aft
 		rows = rows[:limit]
 	}
 	return rows, nil
+}
+
+// Parts returns the databases' keys and readers (roomnotice.PartedSource).
+func (o RoomOutboxes) Parts() ([]string, []persistence.RoomOutboxReader) {
+	return o.Keys, o.Readers
 }

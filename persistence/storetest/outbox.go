@@ -35,6 +35,8 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
 		{"BulkRequeueSkip", testOutboxBulk},
+		{"EffectsDone", testEffectsDone},
+		{"EffectsDoneConcurrent", testEffectsDoneConcurrent},
 	})
 }
 
@@ -581,4 +583,103 @@ func testParkRequeueSkip(t *testing.T, s persistence.Store) {
 	wantIs(t, "ParkOutbox unknown", s.ParkOutbox(ctx, "missing", "x", 1), persistence.ErrNotFound)
 	wantIs(t, "RequeueOutbox unknown", s.RequeueOutbox(ctx, "missing", 1), persistence.ErrNotFound)
 	wantIs(t, "SkipOutbox unknown", s.SkipOutbox(ctx, "missing", "ops", "x", 1), persistence.ErrNotFound)
+}
+
+// testEffectsDone: the effect steps a sender records stay with the row,
+// added to the ones already there, through every claim, failure, release,
+// park and requeue, so a sender retrying the row (another process, its
+// memory gone) reads them; recording touches nothing else of the row.
+func testEffectsDone(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100, 200)
+	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 0 {
+		t.Fatalf("a new row has effects done %b, want none", g.EffectsDone)
+	}
+	claimed, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim", err)
+	wantIDs(t, "claim", eventIDs(claimed), ids)
+	before := getOutbox(t, s, ids[0])
+
+	mustNoErr(t, "MarkOutboxEffectsDone 1", s.MarkOutboxEffectsDone(ctx, ids[0], 1))
+	mustNoErr(t, "MarkOutboxEffectsDone 4", s.MarkOutboxEffectsDone(ctx, ids[0], 4))
+	mustNoErr(t, "MarkOutboxEffectsDone 1 again", s.MarkOutboxEffectsDone(ctx, ids[0], 1))
+	after := getOutbox(t, s, ids[0])
+	if after.EffectsDone != 5 {
+		t.Fatalf("effects done %b, want 101 (the two steps recorded, none lost)", after.EffectsDone)
+	}
+	after.EffectsDone = before.EffectsDone
+	if !reflect.DeepEqual(normRow(after), normRow(before)) {
+		t.Fatalf("recording a step changed the row:\n got %+v\nwant %+v", after, before)
+	}
+	if g := getOutbox(t, s, ids[1]); g.EffectsDone != 0 {
+		t.Fatalf("another row got effects done %b", g.EffectsDone)
+	}
+
+	// The lease moves on (a failure, a release, a stop): whoever claims
+	// the row next reads the steps.
+	mustNoErr(t, "MarkOutboxFailed", s.MarkOutboxFailed(ctx, ids[0], "trtc down", 1100, 1200))
+	mustNoErr(t, "ReleaseOutbox", s.ReleaseOutbox(ctx, ids[1]))
+	claimed, err = s.ClaimPendingOutbox(ctx, "relay-b", 1200, 500, 10)
+	mustNoErr(t, "claim by another relay", err)
+	wantIDs(t, "claim by another relay", eventIDs(claimed), ids)
+	if claimed[0].EffectsDone != 5 || claimed[1].EffectsDone != 0 {
+		t.Fatalf("claimed rows carry effects done %b, %b; want 101, 0", claimed[0].EffectsDone, claimed[1].EffectsDone)
+	}
+	mustNoErr(t, "ReleaseOutboxBatch", s.ReleaseOutboxBatch(ctx, ids))
+	room, err := s.ClaimRoomOutbox(ctx, roomA, "room-publisher", 1300, 500, 10)
+	mustNoErr(t, "ClaimRoomOutbox", err)
+	if len(room) != 2 || room[0].EffectsDone != 5 {
+		t.Fatalf("the room's own claim: %+v", room)
+	}
+
+	// Parked and requeued, the steps stay done; a step recorded on a
+	// parked row too.
+	mustNoErr(t, "ParkOutbox", s.ParkOutbox(ctx, ids[0], "refused", 1400))
+	mustNoErr(t, "MarkOutboxEffectsDone on a parked row", s.MarkOutboxEffectsDone(ctx, ids[0], 2))
+	mustNoErr(t, "RequeueOutbox", s.RequeueOutbox(ctx, ids[0], 1500))
+	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 7 || g.Status != persistence.OutboxPending {
+		t.Fatalf("requeued row: status %s, effects done %b; want pending, 111", g.Status, g.EffectsDone)
+	}
+	listed, err := s.ListOutbox(ctx, persistence.OutboxFilter{Status: persistence.OutboxPending})
+	mustNoErr(t, "ListOutbox", err)
+	if len(listed) != 2 || listed[0].EffectsDone != 7 {
+		t.Fatalf("listed rows: %+v", listed)
+	}
+
+	// Published, the row keeps them (operators see what was done).
+	mustNoErr(t, "MarkOutboxPublished", s.MarkOutboxPublished(ctx, ids[0], 1600))
+	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 7 || g.Status != persistence.OutboxPublished {
+		t.Fatalf("published row: %+v", g)
+	}
+	mustNoErr(t, "MarkOutboxEffectsDone on a published row", s.MarkOutboxEffectsDone(ctx, ids[0], 8))
+	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 15 || g.Status != persistence.OutboxPublished || g.PublishedAtMs != 1600 {
+		t.Fatalf("a step recorded late on a published row: %+v", g)
+	}
+
+	wantIs(t, "MarkOutboxEffectsDone of an unknown event", s.MarkOutboxEffectsDone(ctx, "no-such-event", 1), persistence.ErrNotFound)
+}
+
+// testEffectsDoneConcurrent: steps recorded at once by several callers
+// (a sender and a late one whose lease passed) are all kept: the store
+// adds bits, it never writes a mask it read before.
+func testEffectsDoneConcurrent(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	ids := seedOutbox(t, s, roomA, 100)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for bit := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.MarkOutboxEffectsDone(ctx, ids[0], 1<<bit)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		mustNoErr(t, "MarkOutboxEffectsDone", err)
+	}
+	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 0xFFFFFFFF {
+		t.Fatalf("effects done %032b after 32 concurrent steps, want all", g.EffectsDone)
+	}
 }

@@ -135,6 +135,10 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	// A pending row that failed many times is still pending.
 	mustNoErr(t, "fail", s.Room.MarkOutboxFailed(ctx, ids[1], "boom", old+30, old+31))
 	mustNoErr(t, "park", s.Room.ParkOutbox(ctx, ids[5], "never deliverable", old+40))
+	// Effect steps recorded change nothing: the published row goes, the
+	// pending one stays with its steps.
+	mustNoErr(t, "effects done", s.Room.MarkOutboxEffectsDone(ctx, ids[0], 3))
+	mustNoErr(t, "effects done", s.Room.MarkOutboxEffectsDone(ctx, ids[1], 1))
 
 	r := persistence.PurgeRequest{Table: persistence.PurgeRoomOutbox, CutoffMs: rtT0 - 72*rtHour, Limit: 100}
 	if n := countPurgeable(t, p, r); n != 2 {
@@ -156,7 +160,7 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	if row := getOutbox(t, s.Room, ids[5]); row.Status != persistence.OutboxParked {
 		t.Fatalf("parked row changed by purge: %+v", row)
 	}
-	if row := getOutbox(t, s.Room, ids[1]); row.Status != persistence.OutboxPending || row.RetryCount != 1 {
+	if row := getOutbox(t, s.Room, ids[1]); row.Status != persistence.OutboxPending || row.RetryCount != 1 || row.EffectsDone != 1 {
 		t.Fatalf("pending row changed by purge: %+v", row)
 	}
 	pending, err := s.Room.ListPendingOutbox(ctx, 10)

@@ -142,8 +142,8 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 
 	fake, pub := noticetest.FakeIM(t)
 	sup := newSupervisor(t)
-	relayCfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second}
+	relayCfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second})
 	r, err := relay.Start(sup, relay.Deps{Store: roomStore, Publisher: pub, NodeID: "n1", Logger: noticetest.Quiet, Config: relayCfg})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestPollingAndMQBothOnSendOnce(t *testing.T) {
 
 	store := &offers{NoticeStore: ns, by: map[string]map[string]bool{}}
 	var ncfg configs.NoticeConfig
-	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
+	ncfg.RoomNoticeWorker = configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond})
 	ncfg.MQ = mqCfg
 	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: store, Modules: processModules(nil, ns.RoomOutbox()), Publisher: pub,
 		MQ: js, NodeID: "n1", Logger: noticetest.Quiet})

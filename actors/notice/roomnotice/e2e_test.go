@@ -74,8 +74,8 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := relay.Start(sup, relay.Deps{Store: roomStore, Publisher: pub, NodeID: "e2e", Logger: noticetest.Quiet,
-		Config: configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
-			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second}})
+		Config: configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 100, PublishTimeout: 3 * time.Second,
+			RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 10 * time.Second})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestKickOverGRPCReachesKickedUserAndGroup(t *testing.T) {
 	noticeStore := memdb.NewNoticeStore()
 	t.Cleanup(func() { _ = noticeStore.Close() })
 	var ncfg configs.NoticeConfig
-	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond}
+	ncfg.RoomNoticeWorker = configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond})
 	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: noticeStore, Modules: []noticeapp.Module{walletnotice.App(nil), roomnotice.App(roomStore)}, Publisher: pub,
 		NodeID: "e2e", Logger: noticetest.Quiet})
 	if err != nil {

@@ -90,8 +90,8 @@ func newKickRig(t testing.TB, inst *rocketmqtest.Instance, polling bool) *kickRi
 	// publish_timeout generous: a group send the fake accepted after the
 	// relay gave up would be sent again, a duplicate this test would
 	// wrongly blame on the broker.
-	relayCfg := configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 200, PublishTimeout: 5 * time.Second,
-		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second}
+	relayCfg := configs.WithDefaults(configs.OutboxWorkerConfig{PollInterval: 50 * time.Millisecond, BatchSize: 200, PublishTimeout: 5 * time.Second,
+		RetryStrategy: configs.RetryFixedInterval, LeaseTTL: 20 * time.Second})
 	r, err := relay.Start(sup, relay.Deps{Store: rs, Publisher: pub, NodeID: "n1", Logger: noticetest.Quiet, Config: relayCfg})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func newKickRig(t testing.TB, inst *rocketmqtest.Instance, polling bool) *kickRi
 	}
 	t.Cleanup(func() { _ = f.Stop(10 * time.Second) })
 	var ncfg configs.NoticeConfig
-	ncfg.RoomNoticeWorker = configs.NoticeWorkerConfig{Enabled: polling, PollInterval: 50 * time.Millisecond}
+	ncfg.RoomNoticeWorker = configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: polling, PollInterval: 50 * time.Millisecond})
 	ncfg.MQ = mqCfg
 	svc, err := noticeapp.Start(sup, noticeapp.Deps{Config: ncfg, Store: ns,
 		Modules:   []noticeapp.Module{walletnotice.App(nil), roomnotice.App(ns.RoomOutbox())},

@@ -248,7 +248,8 @@ func (s *Scanner) add(out []persistence.NoticeDelivery, r persistence.OutboxRow)
 
 // App is the room notice module as the notice role runs it (one entry of
 // noticeapp.Deps.Modules). src reads room_outbox; it may be nil when
-// notice.room_notice_worker is off. The worker runs when it scans or when
+// notice.room_notice_worker is off. A PartedSource of several room
+// databases is scanned per database (PartsScanner). The worker runs when it scans or when
 // notice.mq.room_outbox is on: then a consumer group ingests
 // RoomUserKicked messages and the worker only delivers them.
 func App(src Source) noticeapp.Module {
@@ -268,6 +269,13 @@ func App(src Source) noticeapp.Module {
 			opts = append(opts, WithSettle(d.Settle))
 		}
 		p.Worker = Module(scan, opts...)
+		if ps, ok := scan.(PartedSource); ok {
+			if keys, _ := ps.Parts(); len(keys) > 1 {
+				// One scan per room database: a slow one delays only its
+				// own rooms' kicks.
+				p.Worker.Scanner = NewPartsScanner(ps, 0, d.Logger, opts...)
+			}
+		}
 		if mqOn {
 			p.Subscription = func(kick func()) mq.Subscription {
 				return mq.Subscription{

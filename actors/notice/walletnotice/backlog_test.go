@@ -158,8 +158,8 @@ func newBacklog(t testing.TB, events, users int) *backlog {
 
 func backlogConfig() configs.NoticeConfig {
 	var c configs.NoticeConfig
-	c.WalletNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond, BatchSize: 200,
-		LockTTL: 10 * time.Second, MaxRetryCount: 10, MaxBackoff: time.Second, SendTimeout: 2 * time.Second, SendConcurrency: 16}
+	c.WalletNoticeWorker = configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: true, PollInterval: 50 * time.Millisecond, BatchSize: 200,
+		LockTTL: 10 * time.Second, MaxRetryCount: 10, MaxBackoff: time.Second, SendTimeout: 2 * time.Second, SendConcurrency: 16})
 	return c
 }
 

@@ -125,7 +125,7 @@ func TestMySQLRepositoryProcessesRealWalletOutbox(t *testing.T) {
 	pub := &recorder{}
 	w, err := notice.NewWorker(notice.Deps{
 		Store: ns, Publisher: pub, NodeID: "verify", Logger: noticetest.Quiet,
-		Config: configs.NoticeWorkerConfig{Enabled: true, PollInterval: 500 * time.Millisecond, BatchSize: 100, LockTTL: 30 * time.Second, MaxRetryCount: 10},
+		Config: configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: true, PollInterval: 500 * time.Millisecond, BatchSize: 100, LockTTL: 30 * time.Second, MaxRetryCount: 10}),
 		Module: walletnotice.Module(only, walletnotice.WithSourceName(source), walletnotice.WithLogger(noticetest.Quiet)),
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func TestWalletChangesReachUsersAsNotices(t *testing.T) {
 	store := memdb.NewNoticeStore()
 	t.Cleanup(func() { _ = store.Close() })
 	var cfg configs.NoticeConfig
-	cfg.WalletNoticeWorker = configs.NoticeWorkerConfig{Enabled: true, PollInterval: 20 * time.Millisecond}
+	cfg.WalletNoticeWorker = configs.WithDefaults(configs.NoticeWorkerConfig{Enabled: true, PollInterval: 20 * time.Millisecond})
 	app, err := noticeapp.Start(sup, noticeapp.Deps{Config: cfg, Store: store, Modules: []noticeapp.Module{walletnotice.App(ws), roomnotice.App(nil)}, Publisher: pub, NodeID: "dev",
 		Logger: noticetest.Quiet, Metrics: metrics})
 	if err != nil {

@@ -9,7 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/promset"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -30,49 +33,42 @@ type Rooms interface {
 	VoidGift(ctx context.Context, key persistence.RoomKey, commandID string, nowMs int64) (bool, error)
 }
 
-// Deps configures a reconciler.
+// Deps configures a reconciler. Wallet, Rooms, a complete Config (as
+// Load gives it, or configs.WithDefaults) and Timeout are required.
 type Deps struct {
 	Wallet Wallet
 	Rooms  Rooms
-	// After is the age at which an open reservation is settled here. The
-	// void fence keeps any age correct; a short one only refunds gifts a
-	// slow room write would still have delivered.
-	After     time.Duration
-	Interval  time.Duration
-	BatchSize int
-	// Timeout bounds each store call.
+	// Config is wallet.gift_reconciler. SettleAfter is the age at which an
+	// open reservation is settled here: the void fence keeps any age
+	// correct; a short one only refunds gifts a slow room write would
+	// still have delivered. A reservation whose settlement failed
+	// ParkAfter times is parked; MaxBackoff caps the wait between its
+	// tries.
+	Config configs.GiftReconcilerConfig
+	// Timeout bounds each store call (room.store_timeout).
 	Timeout time.Duration
 	Clock   func() time.Time
 	Logger  *slog.Logger
 	Metrics *Metrics // nil records nothing
-	// ParkAfter is how many failed settlements park a reservation
-	// (default 10); MaxBackoff caps the wait between its tries (default
-	// 5m). Stuck remembers the failures across passes and actor restarts
+	// Stuck remembers the failures across passes and actor restarts
 	// (Start makes one); the park itself is kept in the wallet store.
-	ParkAfter  int
-	MaxBackoff time.Duration
-	Stuck      *Stuck
+	Stuck *Stuck
 }
 
-func (d Deps) normalized() (Deps, error) {
+// checked refuses missing dependencies and a Config that is not complete
+// (the error names its key); it applies no configuration default, only the
+// fallbacks that are not configuration.
+func (d Deps) checked() (Deps, error) {
 	if d.Wallet == nil || d.Rooms == nil {
 		return d, errors.New("giftsettle: wallet and room store are required")
 	}
-	if d.After <= 0 || d.Interval <= 0 || d.BatchSize <= 0 || d.Timeout <= 0 {
-		return d, fmt.Errorf("giftsettle: after %s, interval %s, batch %d and timeout %s must be positive", d.After, d.Interval, d.BatchSize, d.Timeout)
+	if err := d.Config.Validate(); err != nil {
+		return d, err
 	}
-	if d.Clock == nil {
-		d.Clock = time.Now
+	if d.Timeout <= 0 {
+		return d, fmt.Errorf("giftsettle: timeout %s must be positive (room.store_timeout)", d.Timeout)
 	}
-	if d.Logger == nil {
-		d.Logger = slog.Default()
-	}
-	if d.ParkAfter <= 0 {
-		d.ParkAfter = 10
-	}
-	if d.MaxBackoff <= 0 {
-		d.MaxBackoff = 5 * time.Minute
-	}
+	supervise.Fallbacks(&d.Logger, &d.Clock)
 	if d.Stuck == nil {
 		d.Stuck = NewStuck()
 	}
@@ -85,28 +81,28 @@ type Result struct {
 	Confirmed, Refunded, Failed, Parked, Skipped int
 }
 
-// RunOnce settles up to BatchSize open reservations older than After and
+// RunOnce settles up to BatchSize open reservations older than SettleAfter and
 // refreshes the gauges. A reservation that fails stays open, backs off
 // and, after ParkAfter failures, is parked in the wallet store (Stuck);
 // the store's scan no longer returns it, and this one reads past the ones
 // it skips. The error of the first failure is returned with the counts.
 func RunOnce(ctx context.Context, d Deps) (Result, error) {
-	d, err := d.normalized()
+	d, err := d.checked()
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
 	now := d.Clock()
 	remembered, _ := d.Stuck.size()
-	limit := d.BatchSize + remembered
+	limit := d.Config.BatchSize + remembered
 	lctx, cancel := context.WithTimeout(ctx, d.Timeout)
-	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.After).UnixMilli(), limit)
+	holds, err := d.Wallet.OpenGiftHolds(lctx, now.Add(-d.Config.SettleAfter).UnixMilli(), limit)
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("list open gift holds: %w", err)
 	}
 	var first error
-	try, repark := d.Stuck.order(holds, d.Clock(), d.BatchSize, &res.Skipped)
+	try, repark := d.Stuck.order(holds, d.Clock(), d.Config.BatchSize, &res.Skipped)
 	for _, h := range repark {
 		if ctx.Err() != nil {
 			break
@@ -128,7 +124,7 @@ func RunOnce(ctx context.Context, d Deps) (Result, error) {
 			if first == nil {
 				first = fmt.Errorf("gift %s/%s: %w", h.AppCode, h.CommandID, err)
 			}
-			fails, parked := d.Stuck.failed(id, d.Clock(), d.Interval, d.MaxBackoff, d.ParkAfter, err.Error())
+			fails, parked := d.Stuck.failed(id, d.Clock(), d.Config.PollInterval, d.Config.MaxBackoff, d.Config.ParkAfter, err.Error())
 			attrs = append(attrs, "outcome", outcome, "failures", fails, "error", err)
 			if parked {
 				res.Parked++
@@ -232,36 +228,22 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	s := promset.New(reg, "giftsettle")
 	m := &Metrics{
-		Open: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_holds_open",
-			Help: "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass.",
-		}),
-		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_hold_oldest_age_ms",
-			Help: "Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass.",
-		}),
-		Refunds: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_refunds_total",
-			Help: "Gift reservations the reconciler refunded (their room never logged the gift).",
-		}),
-		Confirms: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_confirms_total",
-			Help: "Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened).",
-		}),
-		Failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wallet_gift_reconciler_failures_total",
-			Help: "Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures).",
-		}),
-		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "wallet_gift_holds_parked",
-			Help: "Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund).",
-		}),
+		Open: s.Gauge("wallet_gift_holds_open", "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass."),
+		OldestAge: s.Gauge("wallet_gift_hold_oldest_age_ms",
+			"Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass."),
+		Refunds: s.Counter("wallet_gift_reconciler_refunds_total",
+			"Gift reservations the reconciler refunded (their room never logged the gift)."),
+		Confirms: s.Counter("wallet_gift_reconciler_confirms_total",
+			"Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened)."),
+		Failures: s.Counter("wallet_gift_reconciler_failures_total",
+			"Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures)."),
+		Parked: s.Gauge("wallet_gift_holds_parked",
+			"Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund)."),
 	}
-	for _, c := range []prometheus.Collector{m.Open, m.OldestAge, m.Refunds, m.Confirms, m.Failures, m.Parked} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("giftsettle: register metrics: %w", err)
-		}
+	if err := s.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

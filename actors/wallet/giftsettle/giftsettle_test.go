@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{svc: svc, store: store, rooms: memdb.New(), clk: clk, m: m}
-	f.deps = Deps{Wallet: svc, Rooms: f.rooms, After: 30 * time.Second, Interval: time.Second, BatchSize: 100,
+	f.deps = Deps{Wallet: svc, Rooms: f.rooms, Config: configs.WithDefaults(configs.GiftReconcilerConfig{SettleAfter: 30 * time.Second, PollInterval: time.Second, BatchSize: 100}),
 		Timeout: time.Second, Clock: clk.Now, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: m}
 	if _, err := svc.Credit(t.Context(), wallet.CreditRequest{AppCode: "app", CommandID: "c", UserID: "a", AssetType: wallet.AssetCoin, Amount: 1000}); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestRunOnceLeavesReservationsOpenWhenTheRoomStoreIsDown(t *testing.T) {
 // is settled without anyone asking.
 func TestWorkerSettlesOnItsOwn(t *testing.T) {
 	f := newFixture(t)
-	f.deps.After, f.deps.Interval, f.deps.Clock = 50*time.Millisecond, 20*time.Millisecond, time.Now
+	f.deps.Config.SettleAfter, f.deps.Config.PollInterval, f.deps.Clock = 50*time.Millisecond, 20*time.Millisecond, time.Now
 	f.hold(t, "g") // made at the fixture's old fake time, so already old
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(sys.Shutdown)
@@ -184,7 +185,7 @@ func TestWorkerSettlesOnItsOwn(t *testing.T) {
 // counted, listed down while it waits, then running and settling again.
 func TestWorkerRecoversFromPanics(t *testing.T) {
 	f := newFixture(t)
-	f.deps.After, f.deps.Interval, f.deps.Clock = 50*time.Millisecond, 20*time.Millisecond, time.Now
+	f.deps.Config.SettleAfter, f.deps.Config.PollInterval, f.deps.Clock = 50*time.Millisecond, 20*time.Millisecond, time.Now
 	left := &atomic.Int32{}
 	left.Store(2)
 	f.deps.Rooms = panicRooms{Rooms: f.deps.Rooms, left: left}
@@ -231,4 +232,40 @@ func value(c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// The reconciler takes wallet.gift_reconciler as given: a field left
+// unset in a section built in code is refused, naming its key, rather
+// than run as zero or quietly defaulted a second time (park_after and
+// max_backoff once were).
+func TestUnsetConfigIsRefused(t *testing.T) {
+	f := newFixture(t)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	sup, _ := supervisetest.NewSupervisor(t, sys)
+	for _, tc := range []struct {
+		key   string
+		unset func(*configs.GiftReconcilerConfig)
+	}{
+		{"wallet.gift_reconciler.settle_after", func(c *configs.GiftReconcilerConfig) { c.SettleAfter = 0 }},
+		{"wallet.gift_reconciler.poll_interval", func(c *configs.GiftReconcilerConfig) { c.PollInterval = 0 }},
+		{"wallet.gift_reconciler.batch_size", func(c *configs.GiftReconcilerConfig) { c.BatchSize = 0 }},
+		{"wallet.gift_reconciler.park_after", func(c *configs.GiftReconcilerConfig) { c.ParkAfter = 0 }},
+		{"wallet.gift_reconciler.max_backoff", func(c *configs.GiftReconcilerConfig) { c.MaxBackoff = 0 }},
+	} {
+		d := f.deps
+		tc.unset(&d.Config)
+		var ce *configs.Error
+		if _, err := Start(sup, d); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("Start: %v, want a config error on %s", err, tc.key)
+		}
+		if _, err := RunOnce(t.Context(), d); !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("RunOnce: %v, want a config error on %s", err, tc.key)
+		}
+	}
+	d := f.deps
+	d.Timeout = 0
+	if _, err := RunOnce(t.Context(), d); err == nil || !strings.Contains(err.Error(), "room.store_timeout") {
+		t.Errorf("RunOnce without a timeout: %v, want an error naming room.store_timeout", err)
+	}
 }

@@ -25,7 +25,7 @@ type attempt struct {
 }
 
 // Stuck remembers, in this process, the reservations whose settlement
-// failed: each backs off (Interval doubled per failure, up to MaxBackoff)
+// failed: each backs off (PollInterval doubled per failure, up to MaxBackoff)
 // and after ParkAfter failures is parked: RunOnce marks it parked in the
 // wallet store (Wallet.ParkGift), so no reconciler on any node tries it
 // again, before or after a restart; wallet_gift_holds_parked counts it,

@@ -81,9 +81,9 @@ func TestStuckHoldsNeverBlockTheQueue(t *testing.T) {
 	for i := range normal {
 		hold(fmt.Sprint("ok-", i), "b", i%2 == 0) // half logged (confirm), half lost (refund)
 	}
-	f.deps.ParkAfter, f.deps.MaxBackoff = 4, 4*time.Second
+	f.deps.Config.ParkAfter, f.deps.Config.MaxBackoff = 4, 4*time.Second
 	f.deps.Stuck = NewStuck()
-	f.clk.now = f.clk.now.Add(f.deps.After + time.Second)
+	f.clk.now = f.clk.now.Add(f.deps.Config.SettleAfter + time.Second)
 
 	conserved := func(when string) {
 		t.Helper()
@@ -106,7 +106,7 @@ func TestStuckHoldsNeverBlockTheQueue(t *testing.T) {
 	// A clean queue of 1,000 at 100 per pass takes 10 passes; the bad
 	// ones may cost the first pass its slots (they were new then), not
 	// more: their retries wait behind every hold that never failed.
-	bound := normal/f.deps.BatchSize + 1
+	bound := normal/f.deps.Config.BatchSize + 1
 	passes := 0
 	for settledOK() < normal {
 		passes++
@@ -117,20 +117,20 @@ func TestStuckHoldsNeverBlockTheQueue(t *testing.T) {
 			t.Fatalf("pass %d: %v", passes, err)
 		}
 		conserved(fmt.Sprint("pass ", passes))
-		f.clk.now = f.clk.now.Add(f.deps.Interval)
+		f.clk.now = f.clk.now.Add(f.deps.Config.PollInterval)
 	}
 	// The bad ones back off, then park; the passes in between stay cheap.
 	for range 30 {
 		if _, err := RunOnce(t.Context(), f.deps); err != nil && !errors.Is(err, errclass.Invalid) {
 			t.Fatal(err)
 		}
-		f.clk.now = f.clk.now.Add(f.deps.Interval)
+		f.clk.now = f.clk.now.Add(f.deps.Config.PollInterval)
 	}
 	if got := value(f.m.Parked); got != bad {
 		t.Fatalf("parked gauge %v, want %d", got, bad)
 	}
-	if got := value(f.m.Failures); got != bad*float64(f.deps.ParkAfter) {
-		t.Fatalf("failures %v, want %d tries of each bad hold and no more", got, bad*f.deps.ParkAfter)
+	if got := value(f.m.Failures); got != bad*float64(f.deps.Config.ParkAfter) {
+		t.Fatalf("failures %v, want %d tries of each bad hold and no more", got, bad*f.deps.Config.ParkAfter)
 	}
 	res, err := RunOnce(t.Context(), f.deps)
 	if err != nil || res.Failed != 0 || res.Skipped != 0 {
@@ -236,10 +236,10 @@ func (w *failingWallet) ParkGift(ctx context.Context, app, id, reason string) (b
 func TestParkedHoldStaysParkedAcrossARestart(t *testing.T) {
 	f := newFixture(t)
 	w := &failingWallet{Service: f.svc, bad: map[string]bool{"stuck": true}, tries: map[string]int{}}
-	f.deps.Wallet, f.deps.ParkAfter, f.deps.MaxBackoff, f.deps.Stuck = w, 3, time.Second, NewStuck()
+	f.deps.Wallet, f.deps.Config.ParkAfter, f.deps.Config.MaxBackoff, f.deps.Stuck = w, 3, time.Second, NewStuck()
 	f.hold(t, "stuck")
 	f.logGift(t, "stuck", 1)
-	f.clk.now = f.clk.now.Add(f.deps.After + time.Second)
+	f.clk.now = f.clk.now.Add(f.deps.Config.SettleAfter + time.Second)
 	total := func(when string) {
 		t.Helper()
 		coin, frozen, _ := f.balance(t, "a")
@@ -279,7 +279,7 @@ func TestParkedHoldStaysParkedAcrossARestart(t *testing.T) {
 	for i := range 5 {
 		f.hold(t, fmt.Sprint("normal-", i))
 	}
-	f.clk.now = f.clk.now.Add(f.deps.After + time.Second)
+	f.clk.now = f.clk.now.Add(f.deps.Config.SettleAfter + time.Second)
 	for node := range 2 {
 		d := f.deps
 		d.Stuck = NewStuck()

@@ -220,3 +220,14 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
 ALTER TABLE room_outbox ADD KEY idx_room_outbox_room_mq (app_code, room_id, mq_status, room_seq, event_id, mq_lock_until_ms);
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 8, '008_room_outbox_room_mq', '6cf4cfee0ff192c008db8e984be628c29cf59b2f18cb9375a574b4c9a691fee1', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/009_room_outbox_effects_done.sql ----
+-- The effect steps of a row's event that its sender finished at Tencent
+-- (the group message, a kick's ban, the audio room's removal, a close's
+-- teardown), as bits delivery/roomim defines: a sender retrying the row in
+-- another process skips them instead of doing them again (a group message
+-- repeated after Tencent's 5-minute dedupe window reached the room twice).
+-- Most rows have no effects and keep 0; no index reads it.
+ALTER TABLE room_outbox ADD COLUMN effects_done INT UNSIGNED NOT NULL DEFAULT 0;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 9, '009_room_outbox_effects_done', '98c07e09db230bdfe467c69d0521c05efa6628fe8df04c903421aaaa06e0ad8f', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));

@@ -1,4 +1,4 @@
-package room
+package directory
 
 import (
 	"fmt"
@@ -6,17 +6,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DirectoryMetrics count what the grain-side directory work did.
-type DirectoryMetrics struct {
+// Metrics count what the rooms' directory work did.
+type Metrics struct {
 	Errors      *prometheus.CounterVec // by op
 	Dropped     prometheus.Counter
 	Leaves      *prometheus.CounterVec // switched_room leaves sent, by result
 	RankChanges prometheus.Counter
 }
 
-// NewDirectoryMetrics creates the instruments and registers them on reg.
-func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
-	m := &DirectoryMetrics{
+// NewMetrics creates the instruments and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "room_directory_errors_total",
 			Help: "Room directory calls of room grains that failed (the command they followed did not), by operation.",
@@ -36,7 +36,7 @@ func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
 	}
 	for _, c := range []prometheus.Collector{m.Errors, m.Dropped, m.Leaves, m.RankChanges} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("room: register directory metrics: %w", err)
+			return nil, fmt.Errorf("directory: register metrics: %w", err)
 		}
 	}
 	// At zero from the start, so a dashboard shows no errors as 0.
@@ -49,25 +49,25 @@ func NewDirectoryMetrics(reg prometheus.Registerer) (*DirectoryMetrics, error) {
 	return m, nil
 }
 
-func (m *DirectoryMetrics) failed(op string) {
+func (m *Metrics) failed(op string) {
 	if m != nil {
 		m.Errors.WithLabelValues(op).Inc()
 	}
 }
 
-func (m *DirectoryMetrics) dropped() {
+func (m *Metrics) dropped() {
 	if m != nil {
 		m.Dropped.Inc()
 	}
 }
 
-func (m *DirectoryMetrics) leave(result string) {
+func (m *Metrics) leave(result string) {
 	if m != nil {
 		m.Leaves.WithLabelValues(result).Inc()
 	}
 }
 
-func (m *DirectoryMetrics) rankChanged() {
+func (m *Metrics) rankChanged() {
 	if m != nil {
 		m.RankChanges.Inc()
 	}

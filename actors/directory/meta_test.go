@@ -1,4 +1,4 @@
-package room
+package directory
 
 import (
 	"slices"
@@ -16,8 +16,9 @@ func TestDirectoryListsMetadataAcrossAReopen(t *testing.T) {
 	d.room("r1")
 	d.mustExec(create("r1", "c1", "o1"))
 	waitFor(t, func() bool { return len(d.listing()) == 1 })
-	d.mustExec(wrap(&v1.SetRoomMetadataRequest{CommandId: "m1", AppCode: "app", RoomId: "r1", UserId: "o1",
-		Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/r1.png", Visibility: "unlisted"}))
+	d.mustExec(&v1.RoomCommand{Command: &v1.RoomCommand_SetRoomMetadata{SetRoomMetadata: &v1.SetRoomMetadataRequest{
+		CommandId: "m1", AppCode: "app", RoomId: "r1", UserId: "o1",
+		Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/r1.png", Visibility: "unlisted"}}})
 	want := persistence.RoomMeta{Category: "music", Tags: []string{"jazz"}, CoverURL: "https://cdn/r1.png", Visibility: "unlisted"}
 	hasMeta := func() bool {
 		l := d.listing()
@@ -30,6 +31,7 @@ func TestDirectoryListsMetadataAcrossAReopen(t *testing.T) {
 	waitFor(t, hasMeta)
 	d.mustExec(closeRoom("r1", "x1", "o1"))
 	waitFor(t, func() bool { return len(d.listing()) == 0 })
-	d.mustExec(wrap(&v1.ReopenRoomRequest{CommandId: "o1", AppCode: "app", RoomId: "r1", UserId: "o1"}))
+	d.mustExec(&v1.RoomCommand{Command: &v1.RoomCommand_ReopenRoom{ReopenRoom: &v1.ReopenRoomRequest{
+		CommandId: "o1", AppCode: "app", RoomId: "r1", UserId: "o1"}}})
 	waitFor(t, hasMeta)
 }

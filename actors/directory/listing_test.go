@@ -1,4 +1,4 @@
-package room
+package directory
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (d *dirFixture) listing() []persistence.RoomEntry {
 func TestDirectoryListingWritesMergeWithinTheGap(t *testing.T) {
 	const gap = 400 * time.Millisecond
 	d := newDirFixture(t, time.Hour)
-	d.deps.Dir.ListingGap = gap
+	d.opts.ListingGap = gap
 	d.room("r1")
 	d.room("r2")
 

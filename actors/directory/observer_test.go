@@ -1,9 +1,10 @@
-package room
+package directory
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,13 @@ import (
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -150,34 +154,86 @@ func (s *switchable) SyncRoom(ctx context.Context, rs persistence.RoomSync) (per
 	return s.Directory.SyncRoom(ctx, rs)
 }
 
+// dirFixture hosts room grains with the directory's observer, without a
+// cluster: the tests set deps and opts, then activate rooms (room).
 type dirFixture struct {
-	*fixture
+	t       *testing.T
+	sys     *actor.ActorSystem
+	store   *memdb.Store
+	events  chan persistence.Envelope // what the rooms published
+	deps    roomgrain.Deps
+	opts    Deps
+	props   *actor.Props // made by the first room from deps and opts
 	dir     *memdb.Directory
 	sw      *switchable
 	rooms   *pidRooms
 	hosted  *Hosted
-	metrics *DirectoryMetrics
+	metrics *Metrics
+}
+
+// chanPublisher hands every published event to a channel.
+type chanPublisher chan persistence.Envelope
+
+func (c chanPublisher) PublishRoomEvent(_ context.Context, env persistence.Envelope) error {
+	select {
+	case c <- env:
+	default:
+	}
+	return nil
 }
 
 func newDirFixture(t *testing.T, refresh time.Duration) *dirFixture {
-	f := newFixture(t)
-	d := &dirFixture{fixture: f, dir: memdb.NewDirectory(memdb.DirectoryOptions{}), hosted: NewHosted()}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	d := &dirFixture{t: t, sys: sys, store: memdb.New(), events: make(chan persistence.Envelope, 1024),
+		dir: memdb.NewDirectory(memdb.DirectoryOptions{}), hosted: NewHosted()}
+	d.deps = roomgrain.Deps{Store: d.store, Publisher: chanPublisher(d.events), Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room}
 	d.sw = &switchable{Directory: d.dir}
-	d.rooms = &pidRooms{sys: f.sys, pids: map[string]*actor.PID{}}
+	d.rooms = &pidRooms{sys: sys, pids: map[string]*actor.PID{}}
 	var err error
-	if d.metrics, err = NewDirectoryMetrics(prometheus.NewRegistry()); err != nil {
+	if d.metrics, err = NewMetrics(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
-	f.deps.Dir = DirectoryDeps{Directory: d.sw, Hosted: d.hosted, Rooms: d.rooms, RefreshInterval: refresh, Metrics: d.metrics}
+	d.opts = Deps{Directory: d.sw, Hosted: d.hosted, Rooms: d.rooms, RefreshInterval: refresh, Metrics: d.metrics}
 	return d
 }
 
+// room activates a room as the cluster's placement actor would: spawned
+// from the node's one GrainProps and sent ClusterInit.
 func (d *dirFixture) room(id string) *actor.PID {
-	pid := d.activate("app/" + id)
+	if d.props == nil {
+		deps := d.deps
+		deps.Observers = []roomgrain.NewObserver{New(d.opts)}
+		d.props = roomgrain.GrainProps(deps)
+	}
+	pid := d.sys.Root.Spawn(d.props)
+	d.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: "app/" + id, Kind: roomgrain.Kind}})
 	d.rooms.mu.Lock()
 	d.rooms.pids["app/"+id] = pid
 	d.rooms.mu.Unlock()
 	return pid
+}
+
+func replyOf(res any) (*v1.CommandReply, error) {
+	r, ok := res.(*v1.RoomResponse)
+	if !ok {
+		return nil, fmt.Errorf("room grain answered %T", res)
+	}
+	if r.Error != nil {
+		return nil, errclass.FromWire(errclass.Code(r.Error.Code), r.Error.Class, r.Error.Message)
+	}
+	return r.Reply, nil
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 3s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (d *dirFixture) exec(rc *v1.RoomCommand) (*v1.CommandReply, error) {
@@ -372,9 +428,13 @@ func TestDirectoryRankChangeIsCommittedByTheRoom(t *testing.T) {
 	if ev != (room.RoomRankChanged{Rank: 1, PrevRank: 2, Heat: 30}) {
 		t.Fatalf("event %+v, want rank 2 -> 1 at heat 30", ev)
 	}
-	pub := expect[published](t, d.events, 3*time.Second)
-	for pub.env.EventType != room.TypeRoomRankChanged {
-		pub = expect[published](t, d.events, 3*time.Second)
+	for published := false; !published; {
+		select {
+		case env := <-d.events:
+			published = env.EventType == room.TypeRoomRankChanged
+		case <-time.After(3 * time.Second):
+			t.Fatal("RoomRankChanged was not published")
+		}
 	}
 	waitFor(t, func() bool {
 		row, err := d.store.GetOutbox(context.Background(), rec.Events[0].EventID)
@@ -591,31 +651,33 @@ func TestDirectoryLateJoinWriteDoesNotEvictFromNewerRoom(t *testing.T) {
 	}
 }
 
-// The rooms of one node share one DirectoryDeps with its defaults, made
-// once however many rooms start at the same time; without GrainProps's
-// shared one (tests that build grains bare) each room resolves its own.
-func TestDirDepsMadeOncePerNode(t *testing.T) {
-	d := Deps{Dir: DirectoryDeps{Directory: memdb.NewDirectory(memdb.DirectoryOptions{}), Timeout: time.Second}, dir: &sharedDir{}}
-	got := make([]*DirectoryDeps, 16)
+// The rooms of one node share one Deps with its defaults, completed once
+// however many rooms start at the same time.
+func TestDepsMadeOncePerNode(t *testing.T) {
+	n := newNode(Deps{Directory: memdb.NewDirectory(memdb.DirectoryOptions{}), Timeout: time.Second})
+	got := make([]*Deps, 16)
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = d.dirDeps(nil)
+			got[i] = n.deps(roomgrain.Activation{})
 		}()
 	}
 	wg.Wait()
 	for i, p := range got {
 		if p != got[0] {
-			t.Fatalf("room %d got its own DirectoryDeps", i)
+			t.Fatalf("room %d got its own Deps", i)
 		}
 	}
-	if got[0].Timeout != time.Second || got[0].RefreshInterval != 30*time.Second || got[0].MaxBacklog != 1000 {
+	if got[0].Timeout != time.Second || got[0].RefreshInterval != 30*time.Second || got[0].MaxBacklog != 1000 || got[0].ListingGap != 250*time.Millisecond {
 		t.Fatalf("shared deps %+v, want the node's timeout and the defaults", got[0])
 	}
-	bare := Deps{Dir: d.Dir}
-	if a, b := bare.dirDeps(nil), bare.dirDeps(nil); a == b || a.RefreshInterval != 30*time.Second {
-		t.Fatalf("bare deps: shared %v, refresh %s; want one each with the defaults", a == b, a.RefreshInterval)
+}
+
+// Without a directory there is no observer: the rooms run as without one.
+func TestNoDirectoryNoObserver(t *testing.T) {
+	if o := New(Deps{})(roomgrain.Activation{}); o != nil {
+		t.Fatalf("observer %T without a directory, want none", o)
 	}
 }

@@ -1,7 +1,7 @@
-package room
+package directory
 
-// The directory worker: runs a room grain's directory work in order, off
-// the command path, on its own queue (see directory.go, serial.go).
+// The directory worker: runs a room's directory work in order, off the
+// command path, on its own queue (roomgrain.Serial).
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -31,9 +31,9 @@ import (
 // activation (it is not room state).
 //
 // members is the grain's own State.Members, which the grain changes in
-// place once a command is stored (grain.applyCommitted): it does so under
-// mu, and the worker reads under mu. The grain reads without the lock (it
-// is the only writer).
+// place once a command is stored, between the link's Applying and
+// Committed, which hold mu; the worker reads under mu. The room's
+// goroutine reads without the lock (it is the only writer).
 type joinTimes struct {
 	mu       sync.RWMutex
 	members  map[string]int64
@@ -70,19 +70,17 @@ func (j *joinTimes) setRejoined(rejoined map[string]int64) {
 	j.mu.Unlock()
 }
 
-// dirWorker runs a room grain's directory work in order, off the command
-// path. Its fields are its queue's (run): only work on it touches them.
-type dirWorker struct {
-	run serial
-	key persistence.RoomKey
-	// link is the worker's dirLink: the node's settings, the backlog
-	// count, the grain's newest committed membership (joins: read it
-	// through its methods, the grain changes it) and the merged entry and
-	// refresh. Pointers of the worker's own to each were 40 bytes of every
-	// active room.
-	link *dirLink
-	log  *slog.Logger
-	// Listing writes are paced (DirectoryDeps.ListingGap): lastListedNs is
+// worker runs a room's directory work in order, off the command path.
+// Its fields are its queue's (run): only work on it touches them.
+type worker struct {
+	run roomgrain.Serial
+	// link is the worker's link: the node's settings, the room's key and
+	// logger, the backlog count, the grain's newest committed membership
+	// (joins: read it through its methods, the grain changes it) and the
+	// merged entry and refresh. Pointers of the worker's own to each were
+	// 40 bytes of every active room.
+	link *link
+	// Listing writes are paced (Deps.ListingGap): lastListedNs is
 	// when the last one was made (Unix ns), due is set while a write is
 	// scheduled for the end of the gap (the entry stays in link.entry
 	// meanwhile, so the grain queues no more update steps and newer
@@ -97,13 +95,13 @@ type dirWorker struct {
 // joined elsewhere), and acting on the old join would overwrite the
 // directory entry of the room they are in now and evict them from it.
 // join looks again after its write, which closes the gap between the two.
-func (w *dirWorker) current(user string, joinedAtMs int64) bool {
+func (w *worker) current(user string, joinedAtMs int64) bool {
 	at, ok := w.link.joins.at(user)
 	return ok && at == joinedAtMs
 }
 
 // work runs a batch of the grain's steps, in order.
-func (w *dirWorker) work(steps []func(w *dirWorker)) {
+func (w *worker) work(steps []func(w *worker)) {
 	defer w.link.backlog.Add(-1)
 	for _, step := range steps {
 		step(w)
@@ -112,35 +110,35 @@ func (w *dirWorker) work(steps []func(w *dirWorker)) {
 
 // listingDue is the write held back by the gap, at its end (not counted
 // in the backlog: the grain did not queue it).
-func (w *dirWorker) listingDue() {
+func (w *worker) listingDue() {
 	w.due = nil
 	w.writeEntry()
 }
 
-func (w *dirWorker) call() (context.Context, context.CancelFunc) {
+func (w *worker) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), w.link.deps.Timeout)
 }
 
-func (w *dirWorker) failed(op string, err error, attrs ...any) {
+func (w *worker) failed(op string, err error, attrs ...any) {
 	w.link.deps.Metrics.failed(op)
-	w.log.Warn("directory: "+op+" failed; the room's next refresh repairs it", append(attrs, "error", err)...)
+	w.link.room.Log().Warn("directory: "+op+" failed; the room's next refresh repairs it", append(attrs, "error", err)...)
 }
 
-func (w *dirWorker) heartbeat(user string, nowMs int64) {
+func (w *worker) heartbeat(user string, nowMs int64) {
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.link.deps.Directory.Heartbeat(ctx, w.key, user, nowMs); err != nil {
+	if err := w.link.deps.Directory.Heartbeat(ctx, w.link.room.Key(), user, nowMs); err != nil {
 		w.failed("heartbeat", err, "user_id", user)
 	}
 }
 
-func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
+func (w *worker) join(user string, joinedAtMs int64, joinCommandID string) {
 	if !w.current(user, joinedAtMs) {
 		return // the leave that ended it is queued behind and clears up
 	}
 	ctx, cancel := w.call()
 	defer cancel()
-	prev, err := w.link.deps.Directory.SetUserRoom(ctx, w.key, user, joinedAtMs)
+	prev, err := w.link.deps.Directory.SetUserRoom(ctx, w.link.room.Key(), user, joinedAtMs)
 	if err != nil {
 		w.failed("set_user_room", err, "user_id", user)
 		return
@@ -156,19 +154,19 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 	// reply, so before any later join elsewhere could be written.
 	held := w.current(user, joinedAtMs)
 	if prev.JoinedAtMs < joinedAtMs || (prev.JoinedAtMs == joinedAtMs && held) {
-		w.leave(prev.RoomID, user, leaveID("join", joinedAtMs, w.key.RoomID, joinCommandID, user))
+		w.leave(prev.RoomID, user, leaveID("join", joinedAtMs, w.link.room.Key().RoomID, joinCommandID, user))
 		return
 	}
 	// prev holds the newer join (its write landed first), or this join
 	// ended before its write did: prev gets its entry back. A stale entry
 	// of this room goes first, so the claim sees no entry or a newer one.
 	if !held {
-		if err := w.link.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
+		if err := w.link.deps.Directory.ClearUserRoom(ctx, w.link.room.Key(), user); err != nil {
 			w.failed("clear_user_room", err, "user_id", user)
 			return
 		}
 	}
-	prevKey := persistence.RoomKey{AppCode: w.key.AppCode, RoomID: prev.RoomID}
+	prevKey := persistence.RoomKey{AppCode: w.link.room.Key().AppCode, RoomID: prev.RoomID}
 	c, err := w.link.deps.Directory.ClaimUserRoom(ctx, prevKey, user, prev.JoinedAtMs)
 	if err != nil {
 		w.failed("claim_user_room", err, "user_id", user)
@@ -181,7 +179,7 @@ func (w *dirWorker) join(user string, joinedAtMs int64, joinCommandID string) {
 // won over another room's older join, that room lets go; lost to a join as
 // new or newer, roomID lets go. The ids are the same whichever room's
 // worker made the claim, so the rooms dedupe each other's resends.
-func (w *dirWorker) settle(roomID string, joinedAtMs int64, c persistence.Claim) {
+func (w *worker) settle(roomID string, joinedAtMs int64, c persistence.Claim) {
 	switch {
 	case c.Won && c.Other != "":
 		w.leave(c.Other, c.UserID, leaveID("won", joinedAtMs, roomID, fmt.Sprint(joinedAtMs), c.UserID))
@@ -190,19 +188,19 @@ func (w *dirWorker) settle(roomID string, joinedAtMs int64, c persistence.Claim)
 	}
 }
 
-func (w *dirWorker) clear(user string) {
+func (w *worker) clear(user string) {
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.link.deps.Directory.ClearUserRoom(ctx, w.key, user); err != nil {
+	if err := w.link.deps.Directory.ClearUserRoom(ctx, w.link.room.Key(), user); err != nil {
 		w.failed("clear_user_room", err, "user_id", user)
 	}
 }
 
-func (w *dirWorker) removeRoom() {
+func (w *worker) removeRoom() {
 	w.link.entry.Store(nil) // a held-back entry must not list the room again
 	ctx, cancel := w.call()
 	defer cancel()
-	if err := w.link.deps.Directory.RemoveRoom(ctx, w.key); err != nil {
+	if err := w.link.deps.Directory.RemoveRoom(ctx, w.link.room.Key()); err != nil {
 		w.failed("remove_room", err)
 	}
 }
@@ -211,18 +209,18 @@ func (w *dirWorker) removeRoom() {
 // step while none is waiting, so entries of commands committed meanwhile
 // merge into this one. Within ListingGap of the last write it leaves the
 // entry waiting and writes it at the end of the gap instead.
-func (w *dirWorker) update() {
+func (w *worker) update() {
 	if w.due != nil {
 		return // the scheduled write takes the newest entry
 	}
 	if wait := w.link.deps.ListingGap - time.Duration(time.Now().UnixNano()-w.lastListedNs); wait > 0 {
-		w.due = time.AfterFunc(wait, func() { w.run.post(w.listingDue) })
+		w.due = time.AfterFunc(wait, func() { w.run.Post(w.listingDue) })
 		return
 	}
 	w.writeEntry()
 }
 
-func (w *dirWorker) writeEntry() {
+func (w *worker) writeEntry() {
 	u := w.link.entry.Swap(nil)
 	if u == nil {
 		return
@@ -238,13 +236,13 @@ func (w *dirWorker) writeEntry() {
 	w.rank(rc, u.e.Heat, u.seq)
 }
 
-func (w *dirWorker) rank(rc persistence.RankChange, heat, seq int64) {
+func (w *worker) rank(rc persistence.RankChange, heat, seq int64) {
 	if rc.Prev > 0 && rc.Prev != rc.Rank {
-		w.link.tell(&rankChanged{seq: seq, rank: rc, heat: heat})
+		w.link.rankChanged(seq, rc, heat)
 	}
 }
 
-func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
+func (w *worker) sync(s persistence.RoomSync, seq int64) {
 	w.link.syncQueued.Store(false)
 	// A held-back entry no newer than the one synced must not overwrite
 	// it at the end of the gap.
@@ -262,7 +260,7 @@ func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
 	for _, c := range claims {
 		// A lost claim makes this room let go through its own mailbox,
 		// like any leave.
-		w.settle(w.key.RoomID, s.Members[c.UserID], c)
+		w.settle(w.link.room.Key().RoomID, s.Members[c.UserID], c)
 	}
 }
 
@@ -272,15 +270,15 @@ func (w *dirWorker) sync(s persistence.RoomSync, seq int64) {
 // retried here is deduplicated by the room; a user no longer in the room
 // (or a leave refused as stale) ends it. Retries are bounded: a leave that
 // never lands is redone by the next refresh of either room.
-func (w *dirWorker) leave(roomID, user, commandID string) {
-	rooms, m, log := w.link.deps.Rooms, w.link.deps.Metrics, w.log
+func (w *worker) leave(roomID, user, commandID string) {
+	rooms, m, log := w.link.deps.Rooms, w.link.deps.Metrics, w.link.room.Log()
 	if rooms == nil {
 		m.leave("failed")
 		log.Warn("directory: no cluster to send a switched_room leave through", "to_room_id", roomID, "user_id", user)
 		return
 	}
 	rc := &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
-		CommandId: commandID, AppCode: w.key.AppCode, RoomId: roomID, UserId: user, Reason: room.ReasonSwitchedRoom}}}
+		CommandId: commandID, AppCode: w.link.room.Key().AppCode, RoomId: roomID, UserId: user, Reason: room.ReasonSwitchedRoom}}}
 	go func() {
 		backoff := 200 * time.Millisecond
 		var err error
