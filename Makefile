@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember rocketmq flood fuzz-short fuzz chaos bench build proto dev fmt retention-soak test-gift-chaos-long tour
+.PHONY: test services vet unit race multimember multimember-2db rocketmq flood fuzz-short fuzz chaos bench build proto dev fmt retention-soak test-gift-chaos-long tour
 
 test: services vet race multimember rocketmq flood tour fuzz-short
 
@@ -29,6 +29,14 @@ race:
 
 multimember:
 	$(GO) test -count=1 -timeout 10m -run '^TestMultiMember' $(PKGS)
+
+# The multi-process tests (the packages whose TestMultiMember* start
+# roomcell processes through cluster/clustertest) with the rooms' shards
+# split across two room databases, the second on the :3307 MariaDB of
+# deploy/local/services.sh. Not in `make test`: it repeats the slowest
+# part of the suite.
+multimember-2db:
+	ROOMCELL_TEST_ROOM_DBS=2 $(GO) test -count=1 -timeout 20m -run '^TestMultiMember' ./cluster/clustertest ./cmd/roomcell
 
 # The tests on the local RocketMQ broker, built out of -race:
 # rocketmq-client-go's push consumer races with itself (its process

@@ -42,6 +42,9 @@ const (
 	// CodeNoCoordinator: the node answering cannot reach its ownership
 	// coordinator (etcd) and serves no room until it can.
 	CodeNoCoordinator Code = 11003
+	// CodeRoomStoreDown: the node found its room store unreachable and
+	// refuses writes without trying it until a probe finds it back.
+	CodeRoomStoreDown Code = 11004
 
 	CodeCommandReused       Code = 20001
 	CodeWalletUnavailable   Code = 20002
@@ -85,6 +88,7 @@ var codeNames = map[Code]string{
 	CodeGiftRefunded:  "GIFT_REFUNDED",
 	CodeRoomMoved:     "ROOM_MOVED",
 	CodeNoCoordinator: "NO_COORDINATOR",
+	CodeRoomStoreDown: "ROOM_STORE_DOWN",
 
 	CodeCommandReused:       "COMMAND_REUSED",
 	CodeWalletUnavailable:   "WALLET_UNAVAILABLE",

@@ -17,7 +17,9 @@ import (
 // classCodes maps the error vocabulary (errclass) to status codes. Every
 // server of this package returns vocabulary errors (room, wallet, notice
 // and store errors all wrap one class) and toStatus maps them here, once.
-// Unavailable is not in the table: it gets a generic text and a log line.
+// Unavailable is not in the table: it gets a generic text and a log line,
+// and keeps its code and retry hint (a refusal such as NO_COORDINATOR
+// says which and when).
 var classCodes = map[error]codes.Code{
 	errclass.Invalid:      codes.InvalidArgument,
 	errclass.NotFound:     codes.NotFound,
@@ -50,7 +52,9 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	if class == errclass.Unavailable {
 		log.WarnContext(ctx, "command unavailable", "request_id", RequestIDFrom(ctx), "err", err)
-		return status.Error(codes.Unavailable, unavailableMsg+roomDBSuffix(err))
+		// The text may name a server (only a room database's key is
+		// added); the code and the delay may not.
+		return withRetry(withCode(status.New(codes.Unavailable, unavailableMsg+roomDBSuffix(err)), err), err).Err()
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

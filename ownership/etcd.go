@@ -168,6 +168,11 @@ func (e *Etcd) Serving() bool {
 	return time.Now().Before(e.validUntil)
 }
 
+// RenewEvery is how often the node renews its lease (TTL/4, renewals): a
+// node that stopped serving serves again at the first renewal that gets
+// through, so its refusals tell callers to retry after this long.
+func (e *Etcd) RenewEvery() time.Duration { return e.cfg.TTL / 4 }
+
 // Start registers the node and starts the renew/reconcile loop and the
 // watch. It returns once the node is registered and the table read.
 func (e *Etcd) Start(self string, onLost func([]int)) error {
@@ -309,7 +314,7 @@ func (e *Etcd) watch(rev int64) {
 // long reconcile (a thousand shards to take over) never delays one.
 func (e *Etcd) renewals() {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.TTL / 4)
+	t := time.NewTicker(e.RenewEvery())
 	defer t.Stop()
 	for {
 		select {

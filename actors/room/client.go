@@ -49,23 +49,56 @@ type servingOwners interface {
 }
 
 // RetryAfterCoordinator is the retry hint of a refusal while the node
-// cannot reach its ownership coordinator: about one lease renewal.
+// cannot reach its ownership coordinator, when Owners does not say how
+// often it renews its lease (renewingOwners).
 const RetryAfterCoordinator = time.Second
+
+// renewingOwners is an Owners that says how often it renews its lease
+// (ownership.Etcd): a node that lost its coordinator serves again at
+// the first renewal that gets through, so that is when a retry can
+// first succeed.
+type renewingOwners interface {
+	RenewEvery() time.Duration
+}
 
 // ErrNoCoordinator is the refusal while the node's ownership lease is not
 // renewed (errors.Is(err, errclass.Unavailable) holds as well). A grain
 // whose node is in that state answers it too, so a node that still
 // serves but forwards to an owner that does not refuses at once instead
-// of retrying until its own lease lapses.
+// of retrying until its own lease lapses. The client's refusal says when
+// to retry (errclass.RetryAfterOf: one lease renewal).
 var ErrNoCoordinator = errclass.New(errclass.CodeNoCoordinator, errclass.Unavailable,
-	"this node cannot reach the ownership coordinator (etcd): retry in about 1s, on any node")
+	"this node cannot reach the ownership coordinator (etcd): retry after one lease renewal, on any node")
 
 // refuse reports the fast refusal when the node has lost its coordinator.
 func (c *Client) refuse(identity string) error {
 	if s, ok := c.Owners.(servingOwners); ok && !s.Serving() {
-		return fmt.Errorf("room %s: %w", identity, ErrNoCoordinator)
+		return c.withRetryHint(fmt.Errorf("room %s: %w", identity, ErrNoCoordinator))
 	}
 	return nil
+}
+
+// withRetryHint adds to a refusal whose end is known when a retry may
+// succeed (the gRPC layer sends it as a google.rpc.RetryInfo): a node
+// without its coordinator serves again at its next lease renewal at the
+// earliest, a closed store gate opens at its next probe. A refusal that
+// came from another node's grain arrives by its code, without the hint,
+// and gets it here.
+func (c *Client) withRetryHint(err error) error {
+	if _, ok := errclass.RetryAfterOf(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrNoCoordinator):
+		d := RetryAfterCoordinator
+		if r, ok := c.Owners.(renewingOwners); ok && r.RenewEvery() > 0 {
+			d = r.RenewEvery()
+		}
+		return errclass.WithRetryAfter(err, d)
+	case errors.Is(err, errStoreDown):
+		return errclass.WithRetryAfter(err, storeProbeEvery)
+	}
+	return err
 }
 
 // Execute runs one command in its room grain. A retried attempt is safe:
@@ -128,10 +161,10 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 				// The owner lost its coordinator: nothing answers for the
 				// room until it is back or the shard moves. Its grain
 				// stays (and stays cached here) while it keeps the grant.
-				return fmt.Errorf("room %s: owner %w", identity, err)
+				return c.withRetryHint(fmt.Errorf("room %s: owner %w", identity, err))
 			}
 			if !errors.Is(err, errMoved) {
-				return err
+				return c.withRetryHint(err)
 			}
 			// A grain whose node lost the room: it has stopped; ask the
 			// owner again (not the cached grain).
@@ -139,7 +172,7 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 		}
 		lastErr = err
 		if errors.Is(err, ErrNoCoordinator) {
-			return err
+			return c.withRetryHint(err)
 		}
 		if errors.Is(err, errOwnerChanged) {
 			continue

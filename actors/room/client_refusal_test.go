@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
 )
 
 // lapsedOwners is a table whose node's lease is not renewed.
@@ -108,5 +110,64 @@ func TestGrainRefusesAndStaysWhileItsLeaseLapses(t *testing.T) {
 	}
 	if term := expect[*actor.Terminated](t, base.events, 2*time.Second); !term.Who.Equal(g) {
 		t.Fatalf("terminated %v, want the grain %v", term.Who, g)
+	}
+}
+
+// renewingLapsedOwners is lapsedOwners that says how often it renews.
+type renewingLapsedOwners struct {
+	lapsedOwners
+	every time.Duration
+}
+
+func (o renewingLapsedOwners) RenewEvery() time.Duration { return o.every }
+
+// A refusal whose end is known tells the caller when to retry
+// (errclass.RetryAfterOf, sent as a google.rpc.RetryInfo): the client's
+// own coordinator refusal and a grain's, which arrives from another node
+// by its code only, after one lease renewal; a closed store gate's,
+// after one probe. Refusals whose end nobody knows carry no hint, and a
+// hint is never stacked on one already there.
+func TestRefusalsCarryWhenToRetry(t *testing.T) {
+	wire := func(err error) error {
+		return errclass.FromWire(errclass.CodeOf(err), errclass.Name(err), err.Error())
+	}
+	renewing := &Client{Owners: renewingLapsedOwners{every: 750 * time.Millisecond}}
+	plain := &Client{Owners: lapsedOwners{}}
+	for _, tc := range []struct {
+		name string
+		c    *Client
+		err  error
+		want time.Duration // 0: no hint
+	}{
+		{"coordinator refusal, renewal known", renewing, ErrNoCoordinator, 750 * time.Millisecond},
+		{"coordinator refusal, renewal unknown", plain, ErrNoCoordinator, RetryAfterCoordinator},
+		{"coordinator refusal from another node", renewing, wire(ErrNoCoordinator), 750 * time.Millisecond},
+		{"owner's refusal wrapped", renewing, fmt.Errorf("room app/r1: owner %w", wire(ErrNoCoordinator)), 750 * time.Millisecond},
+		{"store gate closed", renewing, errStoreDown, storeProbeEvery},
+		{"store gate closed on another node", plain, wire(errStoreDown), storeProbeEvery},
+		{"hint already there", renewing, errclass.WithRetryAfter(ErrNoCoordinator, 3*time.Second), 3 * time.Second},
+		{"room moved", renewing, wire(errMoved), 0},
+		{"store error", renewing, fmt.Errorf("%w: append: connection refused", errclass.Unavailable), 0},
+		{"rule error", renewing, wire(room.ErrSeatTaken), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.withRetryHint(tc.err)
+			if !errors.Is(err, tc.err) && err.Error() != tc.err.Error() {
+				t.Fatalf("the hint changed the error: %v, was %v", err, tc.err)
+			}
+			d, ok := errclass.RetryAfterOf(err)
+			switch {
+			case tc.want == 0 && ok:
+				t.Fatalf("%v carries a retry hint %s; nobody knows when it ends", tc.err, d)
+			case tc.want != 0 && (!ok || d != tc.want):
+				t.Fatalf("%v: retry hint %s (%v), want %s", tc.err, d, ok, tc.want)
+			}
+		})
+	}
+
+	// The client's own refusal, as Execute returns it.
+	_, err := renewing.Execute(context.Background(), rcJoin("c1", "u1"))
+	if d, ok := errclass.RetryAfterOf(err); !ok || d != 750*time.Millisecond || !errors.Is(err, ErrNoCoordinator) {
+		t.Fatalf("Execute without a coordinator: %v, hint %s (%v); want the refusal after one renewal (750ms)", err, d, ok)
 	}
 }

@@ -50,7 +50,10 @@ const (
 )
 
 // errStoreDown refuses a write while the node's store is unreachable.
-var errStoreDown = fmt.Errorf("%w: the room store is unreachable: command not run, retry", errclass.Unavailable)
+// Its code brings it back as itself from another node, so the room client
+// can tell the caller when to retry (storeProbeEvery: the gate opens at
+// the first probe that finds the store back).
+var errStoreDown = errclass.New(errclass.CodeRoomStoreDown, errclass.Unavailable, "the room store is unreachable: command not run, retry")
 
 // probeKey is a room no command is ever written for: the probe's lookup
 // in it answers "not found" as soon as the store answers at all.

@@ -3,6 +3,7 @@
 package clustertest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -126,7 +127,8 @@ func TestMultiMemberProcessEtcdMemberKilledUnderLoad(t *testing.T) {
 // etcd loses quorum for 10 s (two of three members frozen, the leader
 // running) under the show's load: every attempt sent meanwhile is
 // answered within 1 s (a refusal, Unavailable, or a reply while the lease
-// still ran), none hangs; when quorum returns every room answers within
+// still ran), none hangs, and every refusal carries NO_COORDINATOR and a
+// RetryInfo of one lease renewal; when quorum returns every room answers within
 // the show's bound, nothing is lost or doubled (the show), and the nodes,
 // whose leases survived, keep their shards: every shard key keeps its
 // create revision and every lease is still there.
@@ -183,6 +185,21 @@ func TestMultiMemberProcessEtcdQuorumLostUnderLoad(t *testing.T) {
 				t.Errorf("%d attempts answered %s while etcd had no quorum", n, code)
 			}
 		}
+		// Every refusal says why and when to retry: NO_COORDINATOR with
+		// a RetryInfo of one lease renewal (shard_lease_ttl/4: 500 ms).
+		hints := map[string]int{}
+		for _, n := range c.Nodes {
+			for _, call := range n.Calls(lost, back) {
+				if call.Code == codes.Unavailable {
+					hints[fmt.Sprintf("%s retry after %s", cmp.Or(call.Reason, "no code"), call.RetryAfter)]++
+				}
+			}
+		}
+		for hint, n := range hints {
+			if hint != "NO_COORDINATOR retry after 500ms" {
+				t.Errorf("%d refusals while etcd had no quorum answered %s; want NO_COORDINATOR retry after 500ms (all: %v)", n, hint, hints)
+			}
+		}
 		c.Etcd.WaitHealthy(t, 10*time.Second)
 		after := c.Etcd.ShardKeys(t, leader, c.BaseKey+"/")
 		changed := 0
@@ -210,8 +227,8 @@ func TestMultiMemberProcessEtcdQuorumLostUnderLoad(t *testing.T) {
 			rejoins += n.LogContains("re-registering under a new member id")
 		}
 		return answered, func() string {
-			return fmt.Sprintf("%d attempts during the outage: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); etcd had a leader %.2f s after the resume; %d of %d shard keys changed, %d leases gone, %d rejoins",
-				all, byCode[codes.OK], byCode[codes.Unavailable], hung, slowest.Seconds(), election.Seconds(), changed, len(keys), len(gone), rejoins)
+			return fmt.Sprintf("%d attempts during the outage: %d OK, %d Unavailable (%v), %d over 1 s (slowest %.2f s); etcd had a leader %.2f s after the resume; %d of %d shard keys changed, %d leases gone, %d rejoins",
+				all, byCode[codes.OK], byCode[codes.Unavailable], hints, hung, slowest.Seconds(), election.Seconds(), changed, len(keys), len(gone), rejoins)
 		}
 	}})
 }

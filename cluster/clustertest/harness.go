@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	driverMySQL "github.com/go-sql-driver/mysql"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -31,6 +30,7 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
+	"github.com/hyapp/roomcell/persistence/shardmap"
 )
 
 // Binary builds ./cmd/roomcell once per test process into dir and
@@ -82,6 +82,11 @@ type Options struct {
 	// needs root), so Node.Partition can cut it off. Without it the nodes
 	// share the loopback.
 	Netns bool
+	// RoomDBs is the number of room databases the rooms' shards are
+	// split across (mysql.room_dbs, mysql.room_shards): 0 takes
+	// $ROOMCELL_TEST_ROOM_DBS (default 1), so the whole suite runs on
+	// several databases with `make multimember-2db`. See roomdbs.go.
+	RoomDBs int
 }
 
 // NodeConfig is the YAML written for one node: only the keys the harness
@@ -109,15 +114,21 @@ type NodeConfig struct {
 	Extra map[string]any `yaml:",inline"`
 }
 
-// Cluster is a set of roomcell processes sharing one MariaDB database and
-// one etcd prefix.
+// Cluster is a set of roomcell processes sharing one etcd prefix and
+// one MariaDB database (Database, DB: wallet, notice and mysql.dsn's
+// rooms), or, with Options.RoomDBs, rooms split across several
+// (RoomDBs).
 type Cluster struct {
 	t        testing.TB
 	bin      string
 	dir      string
 	Database string
 	DB       *sql.DB
-	Nodes    []*Node
+	// RoomDBs are the room databases, in the shard map's order: one
+	// (Database) unless Options.RoomDBs asks for more.
+	RoomDBs []*RoomDB
+	roomMap *shardmap.Map
+	Nodes   []*Node
 	// Net is the namespaces' network when Options.Netns is set.
 	Net *Network
 	// Etcd is Options.EtcdCluster; BaseKey the nodes' etcd_base_key.
@@ -171,27 +182,16 @@ func New(t testing.TB, o Options) *Cluster {
 		mcfg, database = mysqltest.NewDatabase(t)
 	}
 	c.Database = database
-	dc, err := driverMySQL.ParseDSN(mcfg.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc.DBName = database
-	db, err := sql.Open("mysql", dc.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	c.DB = db
+	c.DB = openDB(t, mcfg.DSN, database)
+	c.RoomDBs = []*RoomDB{{Key: configs.DefaultRoomDB, Config: mcfg, DB: c.DB}}
 	dsn := mcfg.DSN
 	if o.Netns {
 		// Nodes reach MariaDB and etcd through proxies on the bridge.
 		c.Net = NewNetwork(t)
-		pc := dc.Clone()
-		pc.DBName = ""
-		pc.Addr = c.Net.Proxy(dc.Addr)
-		dsn = pc.FormatDSN()
+		dsn = c.Net.proxyDSN(t, mcfg.DSN)
 		o.Etcd = c.Net.Proxy(o.Etcd)
 	}
+	c.addRoomDBs(t, o)
 	endpoints := []string{o.Etcd}
 	if o.EtcdCluster != nil {
 		endpoints = o.EtcdCluster.Endpoints()
@@ -237,6 +237,7 @@ func New(t testing.TB, o Options) *Cluster {
 		if o.Edit != nil {
 			o.Edit(i, &nc)
 		}
+		c.writeShardMap(t, &nc)
 		b, err := yaml.Marshal(nc)
 		if err != nil {
 			t.Fatal(err)
@@ -244,8 +245,12 @@ func New(t testing.TB, o Options) *Cluster {
 		if err := os.WriteFile(n.cfgPath, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := configs.Load(n.cfgPath); err != nil {
+		cfg, err := configs.Load(n.cfgPath)
+		if err != nil {
 			t.Fatalf("harness wrote a config the loader refuses: %v", err)
+		}
+		if i == 0 {
+			c.readShardMap(t, cfg)
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
@@ -484,6 +489,10 @@ type Call struct {
 	At   time.Time
 	Took time.Duration
 	Code codes.Code
+	// Reason is the error's code name (ErrorInfo), RetryAfter its
+	// RetryInfo delay: "" and 0 when the status has none.
+	Reason     string
+	RetryAfter time.Duration
 }
 
 // noteAnswer records the outcome of a client call to the node sent at
@@ -491,7 +500,7 @@ type Call struct {
 func (n *Node) noteAnswer(start time.Time, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.calls = append(n.calls, Call{At: start, Took: time.Since(start), Code: status.Code(err)})
+	n.calls = append(n.calls, Call{At: start, Took: time.Since(start), Code: status.Code(err), Reason: Reason(err), RetryAfter: RetryDelay(err)})
 	switch {
 	case err == nil:
 		n.answers = append(n.answers, time.Now())

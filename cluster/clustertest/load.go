@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -40,6 +40,29 @@ func Retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// RetryDelay is the delay of the google.rpc.RetryInfo err's status
+// carries (0 when none): the harness's clients, like a well-behaved
+// client, wait at least that long before they retry.
+func RetryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			return r.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
+}
+
+// Reason is the reason of the roomcell google.rpc.ErrorInfo err's status
+// carries (the error's code name, such as NO_COORDINATOR), "" when none.
+func Reason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "roomcell" {
+			return info.GetReason()
+		}
+	}
+	return ""
 }
 
 // Ack is one acknowledged command.
@@ -139,7 +162,7 @@ func (l *Load) Send(t testing.TB, start int, commandID, room string) {
 		if st, _ := status.FromError(err); strings.Contains(st.Message(), "retry with the same command_id") {
 			l.byServer.Add(1)
 		}
-		time.Sleep(backoff)
+		time.Sleep(max(backoff, RetryDelay(err)))
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 }
@@ -214,7 +237,7 @@ func callRetrying(t testing.TB, nodes []*Node, deadline time.Time, do func(ctx c
 		if err == nil || !Retryable(err) || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(backoff)
+		time.Sleep(max(backoff, RetryDelay(err)))
 		backoff = min(backoff*2, 500*time.Millisecond)
 	}
 }
@@ -280,33 +303,49 @@ func (l *Load) Acked() map[string]Ack {
 
 // VerifyLog checks the command log against the acks: every acknowledged
 // command is logged exactly once, at the seq its ack named, and every
-// room's log is gapless from 1 (one writer per seq).
-func VerifyLog(t testing.TB, db *sql.DB, acked map[string]Ack) {
+// room's log is gapless from 1 (one writer per seq). With several room
+// databases it reads them all: every room's log must be in the one
+// database the shard map gives the room, none of it in another, and
+// every database must hold rooms.
+func (c *Cluster) VerifyLog(t testing.TB, acked map[string]Ack) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rows, err := db.QueryContext(ctx, "SELECT room_id, seq, command_id FROM room_command_log WHERE app_code = ?", App)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	type entry struct {
 		room string
 		seq  int64
 	}
 	byCmd := map[string][]entry{}
 	seqs := map[string][]int64{}
-	for rows.Next() {
-		var room, cmd string
-		var seq int64
-		if err := rows.Scan(&room, &seq, &cmd); err != nil {
-			t.Fatal(err)
+	roomsIn := map[*RoomDB]map[string]bool{}
+	c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
+		roomsIn[rdb] = map[string]bool{}
+		rows, err := rdb.DB.QueryContext(ctx, "SELECT room_id, seq, command_id FROM room_command_log WHERE app_code = ?", App)
+		if err != nil {
+			return err
 		}
-		byCmd[cmd] = append(byCmd[cmd], entry{room, seq})
-		seqs[room] = append(seqs[room], seq)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		defer rows.Close()
+		for rows.Next() {
+			var room, cmd string
+			var seq int64
+			if err := rows.Scan(&room, &seq, &cmd); err != nil {
+				return err
+			}
+			if want := c.RoomDBOf(room); want != rdb {
+				t.Fatalf("room %s (seq %d, command %s) is logged in room database %s; the shard map puts it in %s", room, seq, cmd, rdb.Key, want.Key)
+			}
+			byCmd[cmd] = append(byCmd[cmd], entry{room, seq})
+			seqs[room] = append(seqs[room], seq)
+			roomsIn[rdb][room] = true
+		}
+		return rows.Err()
+	})
+	// Rooms spread by hash: with 20 rooms or more, a database holding
+	// none means the nodes did not use the map (a 2^-19 chance for two).
+	if len(c.RoomDBs) > 1 && len(seqs) >= 20 {
+		for _, rdb := range c.RoomDBs {
+			if len(roomsIn[rdb]) == 0 {
+				t.Fatalf("room database %s holds none of the %d rooms", rdb.Key, len(seqs))
+			}
+		}
 	}
 	for id, a := range acked {
 		es := byCmd[id]
@@ -324,25 +363,28 @@ func VerifyLog(t testing.TB, db *sql.DB, acked map[string]Ack) {
 	}
 }
 
-// WaitOutboxPublished waits until no room_outbox row is pending and
-// returns how many rows there are. It fails once the pending count has
-// not gone down for d, or after 10·d in all: a room's rows reach IM at
-// most at the group rate (Tencent's 40 msgs/s), so a test that wrote
-// 1 300 events into one room has a backlog that drains for over 30 s
-// while nothing is wrong (TestMultiMemberProcessDuplicateActivation
+// WaitOutboxPublished waits until no room_outbox row is pending in any
+// room database and returns how many rows there are. It fails once the
+// pending count has not gone down for d, or after 10·d in all: a room's
+// rows reach IM at most at the group rate (Tencent's 40 msgs/s), so a
+// test that wrote 1 300 events into one room has a backlog that drains
+// for over 30 s while nothing is wrong (TestMultiMemberProcessDuplicateActivation
 // failed on a fixed 30 s deadline with 45 rows left, draining).
-func WaitOutboxPublished(t testing.TB, db *sql.DB, d time.Duration) (total int) {
+func (c *Cluster) WaitOutboxPublished(t testing.TB, d time.Duration) (total int) {
 	t.Helper()
 	start := time.Now()
 	lastPending, lastProgress := -1, start
 	for {
 		var pending int
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&total, &pending)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		total = 0
+		c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
+			var n, p int
+			if err := rdb.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&n, &p); err != nil {
+				return err
+			}
+			total, pending = total+n, pending+p
+			return nil
+		})
 		if pending == 0 {
 			return total
 		}

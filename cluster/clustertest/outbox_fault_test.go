@@ -139,14 +139,14 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 	if lres.StaleReads != 0 {
 		t.Errorf("%d read-your-writes reads were stale:\n%s", lres.StaleReads, strings.Join(load.StaleReadErrors(10), "\n"))
 	}
-	VerifyLog(t, c.DB, load.Acked())
+	c.VerifyLog(t, load.Acked())
 	t.Logf("GetRoom during the pauses: %d answered (%d stale: seq below a write acknowledged before the pause), %d refused or timed out",
 		pauseReads.answered.Load(), pauseReads.stale.Load(), pauseReads.refused.Load())
 	if n := pauseReads.stale.Load(); n != 0 {
 		t.Errorf("%d GetRoom answers during the pause were stale:\n%s", n, strings.Join(pauseReads.errors(), "\n"))
 	}
 
-	total := WaitOutboxPublished(t, c.DB, 30*time.Second)
+	total := c.WaitOutboxPublished(t, 30*time.Second)
 	checkOutboxDelivery(t, c, fake, faults, total, late)
 }
 
@@ -230,27 +230,25 @@ type outboxRow struct {
 // write and the recovery of the fault they lived through.
 func checkOutboxDelivery(t *testing.T, c *Cluster, fake *imfake.Server, faults []outboxFault, total int, late time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	q, err := c.DB.QueryContext(ctx, "SELECT event_id, room_id, room_seq, created_at_ms, COALESCE(published_at_ms, 0), status, COALESCE(resolved_by, ''), event_type FROM room_outbox")
-	if err != nil {
-		t.Fatal(err)
-	}
 	rows := map[string]outboxRow{}
-	for q.Next() {
-		var id string
-		var r outboxRow
-		var created, marked int64
-		if err := q.Scan(&id, &r.room, &r.seq, &created, &marked, &r.status, &r.resolvedBy, &r.eventType); err != nil {
-			t.Fatal(err)
+	c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
+		q, err := rdb.DB.QueryContext(ctx, "SELECT event_id, room_id, room_seq, created_at_ms, COALESCE(published_at_ms, 0), status, COALESCE(resolved_by, ''), event_type FROM room_outbox")
+		if err != nil {
+			return err
 		}
-		r.created, r.marked = time.UnixMilli(created), time.UnixMilli(marked)
-		rows[id] = r
-	}
-	if err := q.Err(); err != nil {
-		t.Fatal(err)
-	}
-	q.Close()
+		defer q.Close()
+		for q.Next() {
+			var id string
+			var r outboxRow
+			var created, marked int64
+			if err := q.Scan(&id, &r.room, &r.seq, &created, &marked, &r.status, &r.resolvedBy, &r.eventType); err != nil {
+				return err
+			}
+			r.created, r.marked = time.UnixMilli(created), time.UnixMilli(marked)
+			rows[id] = r
+		}
+		return q.Err()
+	})
 	if len(rows) != total {
 		t.Fatalf("read %d outbox rows, counted %d", len(rows), total)
 	}

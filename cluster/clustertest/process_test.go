@@ -121,8 +121,8 @@ func TestMultiMemberProcessDuplicateActivation(t *testing.T) {
 	for k, v := range both.Acked() {
 		acked[k] = v
 	}
-	VerifyLog(t, c.DB, acked)
-	WaitOutboxPublished(t, c.DB, 30*time.Second)
+	c.VerifyLog(t, acked)
+	c.WaitOutboxPublished(t, 30*time.Second)
 	fenced := frozen.LogContains("room append fenced")
 	rejoined := frozen.LogContains("re-registering under a new member id")
 	t.Logf("frozen node's cluster log:\n%s", frozen.LogGrep(time.Time{}, "fenced", "rejoin", "re-regist", "dropped", "lease"))
@@ -154,8 +154,8 @@ func checkTruth(t *testing.T, label string, c *Cluster, truth *Truth) TruthResul
 	if res.Cycles == 0 {
 		t.Fatal("no cycle completed")
 	}
-	VerifyLog(t, c.DB, truth.Acked())
-	WaitOutboxPublished(t, c.DB, 30*time.Second)
+	c.VerifyLog(t, truth.Acked())
+	c.WaitOutboxPublished(t, 30*time.Second)
 	return res
 }
 

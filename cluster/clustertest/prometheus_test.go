@@ -3,6 +3,7 @@
 package clustertest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -164,20 +165,26 @@ func TestMultiMemberPrometheusScrape(t *testing.T) {
 	load.Stop()
 	res := load.Result()
 	t.Logf("load: %+v", res)
-	published := WaitOutboxPublished(t, c.DB, 60*time.Second)
+	published := c.WaitOutboxPublished(t, 60*time.Second)
 
 	// Parked rows are a store-wide fact every node's relay reports: park
 	// a few published rows' worth by hand and let the relays see them.
-	if _, err := c.DB.Exec("UPDATE room_outbox SET status = 'parked', last_error = 'prometheus test' WHERE status = 'published' ORDER BY created_at_ms LIMIT 5"); err != nil {
-		t.Fatal(err)
-	}
+	// With several room databases each relay reports its own database's
+	// (label room_db).
+	parkedIn := map[string]int{}
 	var parked, publishedNow int
-	if err := c.DB.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE status = 'parked'").Scan(&parked); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.DB.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE status = 'published'").Scan(&publishedNow); err != nil {
-		t.Fatal(err)
-	}
+	c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
+		if _, err := rdb.DB.ExecContext(ctx, "UPDATE room_outbox SET status = 'parked', last_error = 'prometheus test' WHERE status = 'published' ORDER BY created_at_ms LIMIT 5"); err != nil {
+			return err
+		}
+		var p, pub int
+		if err := rdb.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(status = 'parked'), 0), COALESCE(SUM(status = 'published'), 0) FROM room_outbox").Scan(&p, &pub); err != nil {
+			return err
+		}
+		parkedIn[rdb.Key] = p
+		parked, publishedNow = parked+p, publishedNow+pub
+		return nil
+	})
 	// Let every relay run a batch and Prometheus scrape it, and the 5m
 	// rate windows hold at least two samples of everything.
 	time.Sleep(8 * time.Second)
@@ -214,25 +221,37 @@ func TestMultiMemberPrometheusScrape(t *testing.T) {
 		}
 	}
 
-	// Store-wide gauges: each node reads the store's number; max() is it.
-	for q, want := range map[string]float64{
-		"max(room_outbox_parked_rows)":   float64(parked),
-		"min(room_outbox_parked_rows)":   float64(parked),
-		"max(room_outbox_pending_total)": 0,
-	} {
-		got, err := promQuery(t, prom, q)
-		if err != nil || len(got) != 1 {
-			t.Errorf("%s: %v %v", q, got, err)
-			continue
+	// Store-wide gauges: each node reads the store's number; max() is it
+	// (per room database when there are several).
+	multi := len(c.RoomDBs) > 1
+	for _, rdb := range c.RoomDBs {
+		sel, series := "", "map[]"
+		if multi {
+			sel, series = fmt.Sprintf(`{room_db=%q}`, rdb.Key), "map[room_db:"+rdb.Key+"]"
 		}
-		for _, v := range got {
-			if v != want {
-				t.Errorf("%s = %v, the store has %v", q, v, want)
+		for q, want := range map[string]float64{
+			"max(room_outbox_parked_rows" + sel + ")":   float64(parkedIn[rdb.Key]),
+			"min(room_outbox_parked_rows" + sel + ")":   float64(parkedIn[rdb.Key]),
+			"max(room_outbox_pending_total" + sel + ")": 0,
+		} {
+			got, err := promQuery(t, prom, q)
+			if err != nil || len(got) != 1 {
+				t.Errorf("%s: %v %v", q, got, err)
+				continue
+			}
+			for _, v := range got {
+				if v != want {
+					t.Errorf("%s = %v, the store has %v", q, v, want)
+				}
 			}
 		}
-	}
-	if got, _ := promQuery(t, prom, "count(room_outbox_parked_rows)"); fmt.Sprint(got) != "map[map[]:3]" {
-		t.Errorf("count(room_outbox_parked_rows) = %v: want one series per node (3)", got)
+		by := ""
+		if multi {
+			by = " by (room_db)"
+		}
+		if got, _ := promQuery(t, prom, "count"+by+"(room_outbox_parked_rows)"); len(got) != len(c.RoomDBs) || got[series] != 3 {
+			t.Errorf("count%s(room_outbox_parked_rows) = %v: want one series per node (3) for %s", by, got, series)
+		}
 	}
 	// Per-node sends of room_outbox rows (both senders) cover the rows
 	// the store marked published (the parked ones were published too):

@@ -119,7 +119,7 @@ func runShow(t *testing.T, s show) {
 	t.Logf("%s: writers' commands: %d acknowledged, %d needed a retry (%d retried attempts, %d of them answered 'retry' by a live node, the rest could not reach one; %d answered as duplicates)",
 		s.name, lres.Acked, lres.RetriedCommands, lres.RetriedAttempts, lres.ServerRetries, lres.Duplicates)
 	tres := checkTruth(t, s.name, c, truth)
-	VerifyLog(t, c.DB, load.Acked())
+	c.VerifyLog(t, load.Acked())
 	_, hosted := c.WaitEachRoomLiveOnce(t, rooms, 30*time.Second)
 
 	writes := float64(lres.Acked+2*tres.Cycles) / elapsed.Seconds()

@@ -140,6 +140,6 @@ func TestMultiMemberProcessTenMembers(t *testing.T) {
 	if res.StaleReads != 0 {
 		t.Errorf("%d stale reads:\n%s", res.StaleReads, strings.Join(load.StaleReadErrors(5), "\n"))
 	}
-	VerifyLog(t, c.DB, load.Acked())
+	c.VerifyLog(t, load.Acked())
 	t.Logf("load: %d acknowledged (%d needed a retry), %d reads checked, 0 lost / 0 doubled / 0 stale", res.Acked, res.RetriedCommands, res.Reads)
 }

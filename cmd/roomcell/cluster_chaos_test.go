@@ -8,7 +8,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -19,12 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
-
-	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/persistence/mysql"
-	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
 // clusterBinDir holds the roomcell binary clustertest builds, shared by
@@ -69,18 +63,4 @@ func counts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// openStore opens the cluster's database (clustertest.Cluster.Database)
-// as a room store, to read the command log the nodes wrote.
-func openStore(t *testing.T, database string) *mysql.Store {
-	t.Helper()
-	store, err := mysql.Open(context.Background(), configs.MySQLConfig{DSN: mysqltest.DSN(), RoomDatabase: database,
-		WalletDatabase: database, NoticeDatabase: database, MaxOpenConns: 4, MaxIdleConns: 2,
-		DialTimeout: 2 * time.Second, QueryTimeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	return store
 }

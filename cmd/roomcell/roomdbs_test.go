@@ -215,10 +215,10 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 // room, before (8 s), a pause of database b (10 s; none in a control
 // run), after it.
 type pauseRun struct {
-	l                *roomLoad
-	healthy, paused  []string
-	t0, tp, tr, tEnd time.Time
-	recovered        time.Duration // until every paused room answered again; < 0: not within 20 s
+	l               *roomLoad
+	healthy, paused []string
+	t0, tp, tr      time.Time
+	recovered       time.Duration // until every paused room answered again; < 0: not within 20 s
 }
 
 // perRoomInterval paces each room's client: 12 rooms at one command per
@@ -228,25 +228,8 @@ const perRoomInterval = 20 * time.Millisecond
 func runPause(tb testing.TB, rc v1.RoomServiceClient, srv *mysqltest.Server, prefix string, pause bool) pauseRun {
 	tb.Helper()
 	run := pauseRun{healthy: roomsOn(6, 0, 511), paused: roomsOn(6, 512, 1023)}
-	all := append(slices.Clone(run.healthy), run.paused...)
-	for _, r := range all {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "create", AppCode: "sh", RoomId: r, UserId: r + "-owner", Name: "n"})
-		cancel()
-		if err != nil {
-			tb.Fatalf("create %s: %v", r, err)
-		}
-	}
-	l := &roomLoad{rc: rc, prefix: prefix, acks: map[string]map[string]int64{}, lat: map[string][]sample{}, failed: map[string]int{}}
-	for _, r := range all {
-		l.acks[r] = map[string]int64{}
-	}
+	l, stop := startRoomLoad(tb, rc, prefix, append(slices.Clone(run.healthy), run.paused...))
 	run.l = l
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, r := range all {
-		wg.Go(func() { l.run(ctx, r, perRoomInterval) })
-	}
 	time.Sleep(time.Second) // warm: pools, grains
 	run.t0 = time.Now()
 	time.Sleep(8 * time.Second)
@@ -259,32 +242,10 @@ func runPause(tb testing.TB, rc v1.RoomServiceClient, srv *mysqltest.Server, pre
 		srv.Resume()
 	}
 	run.tr = time.Now()
-	// The paused database's rooms answer again: each acknowledges a
-	// command that ended after the resume.
-	run.recovered = -1
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		back := 0
-		for _, r := range run.paused {
-			if len(l.window([]string{r}, run.tr, time.Now().Add(time.Hour))) > 0 {
-				back++
-			}
-		}
-		if back == len(run.paused) {
-			run.recovered = time.Since(run.tr)
-			break
-		}
-	}
+	run.recovered = l.waitBack(run.paused, run.tr)
 	time.Sleep(8 * time.Second)
-	run.tEnd = time.Now()
 	stop()
-	wg.Wait()
 	return run
-}
-
-// healthyP99 is the healthy rooms' p99 before, during and after the pause.
-func (r pauseRun) healthyP99() (before, during, after time.Duration) {
-	return pct(r.l.window(r.healthy, r.t0, r.tp), .99), pct(r.l.window(r.healthy, r.tp, r.tr), .99),
-		pct(r.l.window(r.healthy, r.tr.Add(r.recovered), r.tEnd), .99)
 }
 
 // Two room databases, one paused 10 s under load (SIGSTOP of its own
@@ -405,44 +366,6 @@ func sumFailed(l *roomLoad, rooms []string) int {
 	return n
 }
 
-// BenchmarkTwoRoomDatabasesOnePaused is the target "one of two room
-// databases paused: other rooms' command p99 ≤ 1.2× before". Each
-// iteration runs the scenario twice on one process, interleaved: with
-// database b paused 10 s, then a control run without the pause (the
-// ratio the machine's own noise gives). Reported: the healthy rooms'
-// p99 before and during the pause, the ratio, the control run's ratio,
-// and how long the paused rooms took to answer again. Each iteration
-// takes about a minute: run it with -benchtime=1x.
-func BenchmarkTwoRoomDatabasesOnePaused(b *testing.B) {
-	_, rc, srv := twoRoomDBs(b)
-	var ratio, control, before, during, recovered []float64
-	i := 0
-	for b.Loop() {
-		for _, pause := range []bool{true, false} {
-			run := runPause(b, rc, srv, fmt.Sprintf("b%d%v", i, pause), pause)
-			bp, dp, ap := run.healthyP99()
-			r := float64(dp) / float64(max(bp, 1))
-			b.Logf("run %d pause=%v: healthy rooms p99 before %v, during %v, after %v (×%.2f); paused rooms back %v after the resume",
-				i, pause, bp.Round(time.Millisecond), dp.Round(time.Millisecond), ap.Round(time.Millisecond), r, run.recovered.Round(time.Millisecond))
-			if pause {
-				ratio, before, during = append(ratio, r), append(before, ms(bp)), append(during, ms(dp))
-				recovered = append(recovered, ms(run.recovered))
-				if n := sumFailedHealthy(run); n > 0 {
-					b.Fatalf("%d commands of the healthy database's rooms failed", n)
-				}
-			} else {
-				control = append(control, r)
-			}
-		}
-		i++
-	}
-	b.ReportMetric(median(before), "p99-before-ms")
-	b.ReportMetric(median(during), "p99-during-ms")
-	b.ReportMetric(median(ratio), "p99-ratio")
-	b.ReportMetric(median(control), "control-p99-ratio")
-	b.ReportMetric(median(recovered), "recover-ms")
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func median(v []float64) float64 {
@@ -453,8 +376,6 @@ func median(v []float64) float64 {
 	slices.Sort(v)
 	return v[len(v)/2]
 }
-
-func sumFailedHealthy(run pauseRun) int { return sumFailed(run.l, run.healthy) }
 
 // The room notice worker reads every room database: a kick in a room of
 // each database reaches its user as one room_notice.

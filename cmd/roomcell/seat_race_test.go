@@ -234,8 +234,7 @@ func TestMultiMemberSeatRaceUnderOwnerKill(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	store := openStore(t, c.Database)
-	recs, err := store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: roomID}, 0)
+	recs, err := c.RoomStore(t, roomID).LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: roomID}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,12 +76,11 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 		}
 		return appDeadline, invDeadline
 	}
-	store := openStore(t, c.Database)
 	// expiries checks that each request ended once, expired, by the room's
 	// own command, between its deadline and 3 s after it.
 	expiries := func(roomID string, appDeadline, invDeadline int64, notBefore time.Time) {
 		t.Helper()
-		recs, err := store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: roomID}, 0)
+		recs, err := c.RoomStore(t, roomID).LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: roomID}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +191,7 @@ func TestMultiMemberSeatTimeoutsFireAfterFailoverAndRestart(t *testing.T) {
 	}); rep != nil {
 		t.Errorf("an approval after the deadline was accepted: %v", rep.GetEvents())
 	}
-	idleRecs, err := store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: idle}, 0)
+	idleRecs, err := c.RoomStore(t, idle).LoadCommands(context.Background(), persistence.RoomKey{AppCode: clustertest.App, RoomID: idle}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

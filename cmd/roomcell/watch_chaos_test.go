@@ -153,10 +153,10 @@ func TestMultiMemberWatchResumesGaplessUnderKillPauseAndPartition(t *testing.T) 
 	}
 	acked := maps.Clone(load.acked)
 	load.mu.Unlock()
-	clustertest.VerifyLog(t, c.DB, acked)
+	c.VerifyLog(t, acked)
 
 	logs := readRoomLogs(t, c, rooms)
-	checkLogsAgainstStore(t, c.Database, logs)
+	checkLogsAgainstStore(t, c, logs)
 	waitUntil(t, 60*time.Second, "every watcher reaches its room's last event", func() bool {
 		for _, w := range ws {
 			l := logs[w.room]
@@ -577,12 +577,11 @@ func readRoomLogs(t *testing.T, c *clustertest.Cluster, rooms []string) map[stri
 
 // checkLogsAgainstStore compares the logs ListRoomEvents gave with the
 // store's command log: the same room_seqs with events, the same ids.
-func checkLogsAgainstStore(t *testing.T, database string, logs map[string][]logEntry) {
+func checkLogsAgainstStore(t *testing.T, c *clustertest.Cluster, logs map[string][]logEntry) {
 	t.Helper()
 	ctx := context.Background()
-	store := openStore(t, database)
 	for r, want := range logs {
-		recs, err := store.LoadCommands(ctx, persistence.RoomKey{AppCode: clustertest.App, RoomID: r}, 0)
+		recs, err := c.RoomStore(t, r).LoadCommands(ctx, persistence.RoomKey{AppCode: clustertest.App, RoomID: r}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	flag "github.com/spf13/pflag"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -169,15 +170,28 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchR
 
 // withRetry calls call again while it answers Unavailable (up to 5 more
 // times), counting retries: a retry sends the same command_id, as a real
-// client would, so the command lands exactly once.
+// client would, so the command lands exactly once. It waits 50 ms, or
+// the refusal's RetryInfo delay when that is longer (a node without its
+// coordinator says one lease renewal), up to 2 s.
 func withRetry(retried *atomic.Int64, call func() error) error {
 	err := call()
 	for tries := 0; err != nil && status.Code(err) == codes.Unavailable && tries < 5; tries++ {
 		retried.Add(1)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(min(max(50*time.Millisecond, retryDelay(err)), 2*time.Second))
 		err = call()
 	}
 	return err
+}
+
+// retryDelay is the google.rpc.RetryInfo delay err's status carries, 0
+// when none.
+func retryDelay(err error) time.Duration {
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			return r.GetRetryDelay().AsDuration()
+		}
+	}
+	return 0
 }
 
 // createRooms creates the rooms before a run, o.conc at a time, not

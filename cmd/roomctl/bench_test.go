@@ -3,7 +3,14 @@ package main
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	roomcellv1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
@@ -145,5 +152,45 @@ func TestBenchCreatesRoomsRetryingUnavailable(t *testing.T) {
 		if len(ids) != 2 || ids[0] != ids[1] {
 			t.Fatalf("room %s: creates %v, want one retry with the same command_id", r, ids)
 		}
+	}
+}
+
+// A refusal's RetryInfo is honoured: the retry waits at least its delay
+// (capped at 2 s), never the bare 50 ms; a refusal without one is retried
+// after 50 ms. Either way the retry happens and is counted.
+func TestBenchRetryWaitsTheRefusalsRetryInfo(t *testing.T) {
+	refusal := func(d time.Duration) error {
+		st := status.New(codes.Unavailable, "temporarily unavailable; retry with the same command_id")
+		if d > 0 {
+			st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+		}
+		return st.Err()
+	}
+	for _, tc := range []struct {
+		name     string
+		hint     time.Duration
+		min, max time.Duration
+	}{
+		{"no RetryInfo", 0, 50 * time.Millisecond, 2 * time.Second},
+		{"RetryInfo 400ms", 400 * time.Millisecond, 400 * time.Millisecond, 3 * time.Second},
+		{"RetryInfo 1m (capped)", time.Minute, 2 * time.Second, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var retried atomic.Int64
+			var sent []time.Time
+			err := withRetry(&retried, func() error {
+				sent = append(sent, time.Now())
+				if len(sent) == 1 {
+					return refusal(tc.hint)
+				}
+				return nil
+			})
+			if err != nil || len(sent) != 2 || retried.Load() != 1 {
+				t.Fatalf("err %v after %d calls, %d retried; want one retry that succeeds", err, len(sent), retried.Load())
+			}
+			if gap := sent[1].Sub(sent[0]); gap < tc.min || gap > tc.max {
+				t.Fatalf("retried after %s; want %s to %s", gap, tc.min, tc.max)
+			}
+		})
 	}
 }
