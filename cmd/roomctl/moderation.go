@@ -43,10 +43,7 @@ func init() {
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room"),
 				PageSize: i32(fs, "page-size"), PageToken: str(fs, "page-token")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				if len(reply.GetBans()) == 0 {
 					fmt.Fprintln(w, "no bans in force")
 				}
@@ -86,10 +83,7 @@ func init() {
 		usage: "list the gift catalog SendGift accepts",
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).ListGifts(ctx, &roomcellv1.ListGiftsRequest{})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				for _, g := range reply.GetGifts() {
 					fmt.Fprintf(w, "%s  price %d  heat %d\n", g.GetGiftId(), g.GetPrice(), g.GetHeat())
 				}

@@ -224,10 +224,7 @@ func init() {
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room"),
 				PageSize: i32(fs, "page-size"), PageToken: str(fs, "page-token")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				printRoom(w, reply.GetRoom())
 				if next := reply.GetNextPageToken(); next != "" {
 					fmt.Fprintf(w, "  more members: --page-token %s\n", next)
@@ -348,10 +345,7 @@ func rpcError(err error) error {
 // reads as printReply(e, id)(client.X(ctx, r)).
 func printReply(e *env, commandID string) func(*roomcellv1.CommandReply, error) error {
 	return func(reply *roomcellv1.CommandReply, err error) error {
-		if err != nil {
-			return rpcError(err)
-		}
-		return e.printResult(reply, func(w io.Writer) {
+		return e.show(reply, err, func(w io.Writer) {
 			dup := "no"
 			if reply.GetDuplicate() {
 				dup = "yes (command_id seen before; nothing was written)"

@@ -116,10 +116,7 @@ func init() {
 		flags: roomFlags,
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).ListSeatRequests(ctx, &roomcellv1.ListSeatRequestsRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				fmt.Fprintf(w, "seat mode %s (room seq %d)\n", reply.GetSeatMode(), reply.GetRoomSeq())
 				printSeatRequests(w, "applications", reply.GetApplications())
 				printSeatRequests(w, "invitations", reply.GetInvitations())
