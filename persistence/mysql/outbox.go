@@ -197,6 +197,51 @@ type querier interface {
 // (roomSessionInit).
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
 	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
+	return s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		var take []roomTake
+		for left := limit; left > 0; {
+			rooms, err := next(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			if len(rooms) == 0 {
+				break
+			}
+			part, err := s.claimPlan(ctx, tx, rooms, owner, nowMs, left)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range part {
+				left -= t.n
+			}
+			take = append(take, part...)
+		}
+		if len(take) == 0 {
+			return nil, nil
+		}
+		out, err := s.lockRooms(ctx, tx, take, owner, nowMs)
+		if isDeadlock(err) {
+			return nil, nil
+		}
+		if err != nil || len(out) == 0 {
+			return nil, err
+		}
+		if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
+			if isDeadlock(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		return out, nil
+	})
+}
+
+// claimTx runs one claim of at most limit rows for owner in its own
+// transaction: the checks every claim makes first, then claim, then COMMIT
+// when claim returned rows (with none, or an error, it rolls back). op
+// names the claim in errors.
+func (s *Store) claimTx(ctx context.Context, op, owner string, limit int,
+	claim func(context.Context, *sql.Tx) ([]persistence.OutboxRow, error)) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
 	}
@@ -210,45 +255,15 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, s.wrap("claim outbox", err)
+		return nil, s.wrap(op, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var take []roomTake
-	for left := limit; left > 0; {
-		rooms, err := next(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		if len(rooms) == 0 {
-			break
-		}
-		part, err := s.claimPlan(ctx, tx, rooms, owner, nowMs, left)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range part {
-			left -= t.n
-		}
-		take = append(take, part...)
-	}
-	if len(take) == 0 {
-		return nil, nil
-	}
-	out, err := s.lockRooms(ctx, tx, take, owner, nowMs)
-	if isDeadlock(err) {
-		return nil, nil
-	}
+	out, err := claim(ctx, tx)
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
-	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
-		if isDeadlock(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
 	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("claim outbox: commit", err)
+		return nil, s.wrap(op+": commit", err)
 	}
 	return out, nil
 }

@@ -33,71 +33,54 @@ import (
 // A deadlock or lock-wait victim claims nothing this time (the next round
 // tries again).
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	if err := checkLen("owner", owner, maxLockedBy, true); err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, s.wrap("claim outbox mq", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var (
-		take    []roomTake
-		afterMs int64 = math.MinInt64
-		afterID string
-		seen    = map[persistence.RoomKey]bool{}
-	)
-	for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
-		rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
-		if err != nil {
-			return mqClaimFailed(err)
-		}
-		for chunk := 16; len(rooms) > 0 && left > 0; chunk *= 4 {
-			n := min(chunk, len(rooms))
-			part, err := s.planRoomsMQ(ctx, tx, rooms[:n], nowMs, left)
+	return s.claimTx(ctx, "claim outbox mq", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		var (
+			take    []roomTake
+			afterMs int64 = math.MinInt64
+			afterID string
+			seen    = map[persistence.RoomKey]bool{}
+		)
+		for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
+			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
 			if err != nil {
 				return mqClaimFailed(err)
 			}
-			for _, t := range part {
-				left -= t.n
+			for chunk := 16; len(rooms) > 0 && left > 0; chunk *= 4 {
+				n := min(chunk, len(rooms))
+				part, err := s.planRoomsMQ(ctx, tx, rooms[:n], nowMs, left)
+				if err != nil {
+					return mqClaimFailed(err)
+				}
+				for _, t := range part {
+					left -= t.n
+				}
+				take = append(take, part...)
+				rooms = rooms[n:]
 			}
-			take = append(take, part...)
-			rooms = rooms[n:]
+			if !more {
+				break
+			}
 		}
-		if !more {
-			break
+		if len(take) == 0 {
+			return nil, nil
 		}
-	}
-	if len(take) == 0 {
-		return nil, nil
-	}
-	out, err := s.lockRoomsMQ(ctx, tx, take, nowMs)
-	if err != nil || len(out) == 0 {
-		return mqClaimFailed(err)
-	}
-	until := nowMs + leaseMs
-	args := make([]any, 0, len(out)+2)
-	args = append(args, owner, until)
-	for i := range out {
-		out[i].MQLockedBy, out[i].MQLockUntilMs = owner, until
-		args = append(args, out[i].Envelope.EventID)
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE room_outbox SET mq_locked_by = ?, mq_lock_until_ms = ?"+
-		" WHERE event_id IN ("+placeholders(len(out))+")", args...); err != nil {
-		return mqClaimFailed(s.wrap("claim outbox mq", err))
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("claim outbox mq: commit", err)
-	}
-	return out, nil
+		out, err := s.lockRoomsMQ(ctx, tx, take, nowMs)
+		if err != nil || len(out) == 0 {
+			return mqClaimFailed(err)
+		}
+		until := nowMs + leaseMs
+		args := make([]any, 0, len(out)+2)
+		args = append(args, owner, until)
+		for i := range out {
+			out[i].MQLockedBy, out[i].MQLockUntilMs = owner, until
+			args = append(args, out[i].Envelope.EventID)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE room_outbox SET mq_locked_by = ?, mq_lock_until_ms = ?"+
+			" WHERE event_id IN ("+placeholders(len(out))+")", args...); err != nil {
+			return mqClaimFailed(s.wrap("claim outbox mq", err))
+		}
+		return out, nil
+	})
 }
 
 // mqRoomsPage reads one page of the oldest free MQ-pending rows after
