@@ -487,7 +487,7 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
 // (one commit) per chunk of ids instead of one per row.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", eventIDs,
+	return s.updatePending(ctx, "mark published batch", "status", eventIDs,
 		"status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
 		nowMs, nowMs)
 }
@@ -495,29 +495,25 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
 // chunk like MarkOutboxPublishedBatch.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", eventIDs, "locked_by = NULL, lock_until_ms = 0")
+	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = 0")
 }
 
-// updatePending applies set (with setArgs) to the pending rows among
-// eventIDs, 500 ids a statement; rows not pending and unknown ids are
-// skipped.
-func (s *Store) updatePending(ctx context.Context, op string, eventIDs []string, set string, setArgs ...any) error {
+// updatePending applies set (with setArgs) to the rows among eventIDs
+// whose status column (status for IM, mq_status for MQ) is 'pending', 500
+// ids a statement; other rows and unknown ids are skipped.
+func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs []string, set string, setArgs ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
 	const chunk = 500
-	for len(eventIDs) > 0 {
-		n := min(chunk, len(eventIDs))
-		ids := eventIDs[:n]
-		eventIDs = eventIDs[n:]
-		args := make([]any, 0, n+len(setArgs))
-		args = append(args, setArgs...)
+	for ids := range slices.Chunk(eventIDs, chunk) {
+		args := slices.Clone(setArgs)
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		q := "UPDATE room_outbox SET " + set + " WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", n-1) + ")"
 		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, q, args...)
+		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
+			" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
 		cancel()
 		if err != nil {
 			return s.wrap(op, err)

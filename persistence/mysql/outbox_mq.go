@@ -231,36 +231,13 @@ func mqClaimFailed(err error) ([]persistence.OutboxRow, error) {
 
 // MarkOutboxMQPublished implements persistence.OutboxMQStore.
 func (s *Store) MarkOutboxMQPublished(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.mqUpdateIDs(ctx, "mark outbox mq published", eventIDs,
+	return s.updatePending(ctx, "mark outbox mq published", "mq_status", eventIDs,
 		"mq_status = 'published', mq_published_at_ms = ?, mq_locked_by = NULL, mq_lock_until_ms = 0", nowMs)
 }
 
 // ReleaseOutboxMQ implements persistence.OutboxMQStore.
 func (s *Store) ReleaseOutboxMQ(ctx context.Context, eventIDs []string) error {
-	return s.mqUpdateIDs(ctx, "release outbox mq", eventIDs, "mq_locked_by = NULL, mq_lock_until_ms = 0")
-}
-
-// mqUpdateIDs applies set to the MQ-pending rows of eventIDs, one UPDATE
-// per chunk.
-func (s *Store) mqUpdateIDs(ctx context.Context, op string, eventIDs []string, set string, args ...any) error {
-	if err := ready(ctx); err != nil {
-		return err
-	}
-	const chunk = 500
-	for ids := range slices.Chunk(eventIDs, chunk) {
-		a := slices.Clone(args)
-		for _, id := range ids {
-			a = append(a, id)
-		}
-		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
-			" WHERE mq_status = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", a...)
-		cancel()
-		if err != nil {
-			return s.wrap(op, err)
-		}
-	}
-	return nil
+	return s.updatePending(ctx, "release outbox mq", "mq_status", eventIDs, "mq_locked_by = NULL, mq_lock_until_ms = 0")
 }
 
 // ParkOutboxMQ implements persistence.OutboxMQStore.
@@ -268,5 +245,5 @@ func (s *Store) ParkOutboxMQ(ctx context.Context, eventID string) error {
 	if _, err := s.GetOutbox(ctx, eventID); err != nil {
 		return err
 	}
-	return s.mqUpdateIDs(ctx, "park outbox mq", []string{eventID}, "mq_status = 'parked', mq_locked_by = NULL, mq_lock_until_ms = 0")
+	return s.updatePending(ctx, "park outbox mq", "mq_status", []string{eventID}, "mq_status = 'parked', mq_locked_by = NULL, mq_lock_until_ms = 0")
 }
