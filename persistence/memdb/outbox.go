@@ -131,19 +131,37 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 // another owner holds any of its pending rows or its lowest is not due.
 // Callers hold mu for writing.
 func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
+	return t.leaseRoom(t.room, key, limit,
+		func(e *outboxEntry, first bool) (held, stop bool) {
+			if e.LockUntilMs > nowMs && e.LockedBy != owner {
+				return true, true // held by another sender
+			}
+			return false, first && e.NextRetryAtMs > nowMs // the room waits for its earliest row
+		},
+		func(row *persistence.OutboxRow) { row.LockedBy, row.LockUntilMs = owner, nowMs+leaseMs })
+}
+
+// leaseRoom walks one room's rows in index (IM- or MQ-pending) from its
+// lowest and leases up to limit of them, setting the lease by lease. check
+// sees each row (first: no row is taken yet): a held row leaves the room
+// to its holder (nothing is leased), a stop ends the walk there. Callers
+// hold mu for writing.
+func (t *outboxTable) leaseRoom(index *btree.BTreeG[*outboxEntry], key persistence.RoomKey, limit int,
+	check func(e *outboxEntry, first bool) (held, stop bool), lease func(*persistence.OutboxRow)) []persistence.OutboxRow {
 	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
 	var rows []*outboxEntry
 	held := false
-	t.room.Ascend(from, func(e *outboxEntry) bool {
+	index.Ascend(from, func(e *outboxEntry) bool {
 		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
 			return false
 		}
-		if e.LockUntilMs > nowMs && e.LockedBy != owner {
-			held = true // held by another sender
+		h, stop := check(e, len(rows) == 0)
+		if h {
+			held = true
 			return false
 		}
-		if len(rows) == 0 && e.NextRetryAtMs > nowMs {
-			return false // the room waits for its earliest row
+		if stop {
+			return false
 		}
 		if len(rows) < limit {
 			rows = append(rows, e)
@@ -156,8 +174,7 @@ func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, le
 	out := make([]persistence.OutboxRow, 0, len(rows))
 	for _, e := range rows {
 		row := e.row()
-		row.LockedBy = owner
-		row.LockUntilMs = nowMs + leaseMs
+		lease(&row)
 		t.put(newOutboxEntry(e.Envelope, row))
 		out = append(out, row)
 	}
