@@ -39,25 +39,18 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 // by age instead of queueing behind every row created before the retry
 // came due.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	t := s.outbox
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
-		func(e *outboxEntry) (bool, bool) {
-			if e.Status != persistence.OutboxPending {
-				return false, false
-			}
-			return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
-		},
-		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
-			return t.claimRoom(key, owner, nowMs, leaseMs, n)
-		}), nil
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
+			func(e *outboxEntry) (bool, bool) {
+				if e.Status != persistence.OutboxPending {
+					return false, false
+				}
+				return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
+			},
+			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+				return t.claimRoom(key, owner, nowMs, leaseMs, n)
+			})
+	})
 }
 
 // claimByRoom is the claims' walk: candidate rooms in set's order from
@@ -116,6 +109,14 @@ const claimScanRooms = 16
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimRoom(key, owner, nowMs, leaseMs, limit)
+	})
+}
+
+// claimOutbox runs claim under the outbox's write lock, after the checks
+// every claim makes first.
+func (s *Store) claimOutbox(ctx context.Context, limit int, claim func(t *outboxTable) []persistence.OutboxRow) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 	}
 	s.outbox.mu.Lock()
 	defer s.outbox.mu.Unlock()
-	return s.outbox.claimRoom(key, owner, nowMs, leaseMs, limit), nil
+	return claim(s.outbox), nil
 }
 
 // claimRoom leases the lowest pending rows of one room to owner, unless

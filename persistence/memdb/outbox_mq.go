@@ -19,20 +19,13 @@ import (
 // row. The scan and the lease writes are under one write lock, so two
 // owners never both see a room as free.
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	t := s.outbox
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
-		func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
-		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
-			return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
-		}), nil
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
+			func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
+			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+				return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
+			})
+	})
 }
 
 // claimRoomMQ leases the lowest MQ-pending rows of one room to owner,
