@@ -403,6 +403,17 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	if err != nil {
 		return nil, err
 	}
+	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
+		return len(rs) > 0 && rs[0].NextRetryAtMs <= nowMs && !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
+			return r.LockUntilMs > nowMs && r.LockedBy != owner
+		})
+	}), nil
+}
+
+// takeFree groups the locked rows by room and returns, in plan order, the
+// rows of each planned room that free says may be leased, each room's in
+// room_seq order.
+func takeFree(rows []persistence.OutboxRow, take []roomTake, free func(rs []persistence.OutboxRow) bool) []persistence.OutboxRow {
 	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
 	for _, r := range rows {
 		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
@@ -412,14 +423,11 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	for _, t := range take {
 		rs := byRoom[t.key]
 		sortRoomSeq(rs)
-		if len(rs) == 0 || rs[0].NextRetryAtMs > nowMs || slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
-			return r.LockUntilMs > nowMs && r.LockedBy != owner
-		}) {
-			continue
+		if free(rs) {
+			out = append(out, rs...)
 		}
-		out = append(out, rs...)
 	}
-	return out, nil
+	return out
 }
 
 // sortRoomSeq sorts one room's rows by (room_seq, event_id).

@@ -203,21 +203,9 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 	if err != nil {
 		return nil, err
 	}
-	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
-	for _, r := range rows {
-		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
-		byRoom[k] = append(byRoom[k], r)
-	}
-	var out []persistence.OutboxRow
-	for _, t := range take {
-		rs := byRoom[t.key]
-		if slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs }) {
-			continue
-		}
-		sortRoomSeq(rs)
-		out = append(out, rs...)
-	}
-	return out, nil
+	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
+		return !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs })
+	}), nil
 }
 
 // mqClaimFailed: a deadlock or lock-wait victim claims nothing this time
