@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -49,9 +48,7 @@ type automanagedProvider struct {
 	leaving bool
 	peers   map[string]*peerPoll // by health address
 
-	selfID  atomic.Value // string
-	synced  atomic.Bool
-	rejoins atomic.Int64
+	memberState
 }
 
 // missedPolls failed polls in a row drop a member.
@@ -75,14 +72,6 @@ func newAutomanagedProvider(cfg configs.ClusterConfig, nodeID string, log *slog.
 		http: &http.Client{Timeout: min(cfg.RefreshInterval, 2*time.Second)},
 		ctx:  ctx, cancel: cancel, peers: map[string]*peerPoll{}}
 }
-
-func (p *automanagedProvider) SelfID() string {
-	id, _ := p.selfID.Load().(string)
-	return id
-}
-
-func (p *automanagedProvider) Synced() bool   { return p.synced.Load() }
-func (p *automanagedProvider) Rejoins() int64 { return p.rejoins.Load() }
 
 func (p *automanagedProvider) StartMember(c *pcluster.Cluster) error {
 	self, err := selfRecord(c, p.nodeID)

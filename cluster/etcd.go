@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -49,9 +48,7 @@ type etcdProvider struct {
 	leaving   bool // Leave, Kill or Shutdown ran: never register again
 	rejoining bool
 
-	selfID  atomic.Value // string
-	synced  atomic.Bool
-	rejoins atomic.Int64
+	memberState
 	members map[string]record // the watch goroutine's view, by member id
 }
 
@@ -84,14 +81,6 @@ func newEtcdProvider(cfg configs.ClusterConfig, nodeID string, log *slog.Logger,
 func (p *etcdProvider) prefix() string {
 	return strings.TrimRight(p.cfg.EtcdBaseKey, "/") + "/" + p.cfg.Name + "/"
 }
-
-func (p *etcdProvider) SelfID() string {
-	id, _ := p.selfID.Load().(string)
-	return id
-}
-
-func (p *etcdProvider) Synced() bool   { return p.synced.Load() }
-func (p *etcdProvider) Rejoins() int64 { return p.rejoins.Load() }
 
 func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
 	self, err := selfRecord(c, p.nodeID)

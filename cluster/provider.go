@@ -157,3 +157,20 @@ func NewOwnership(cfg configs.ClusterConfig, nodeID string, hostsRooms bool, log
 		Observer: !hostsRooms,
 	})
 }
+
+// memberState is what the etcd and automanaged providers report alike:
+// the member id this node runs as now, whether the provider has synced
+// its view once, and how many times the node rejoined under a new id.
+type memberState struct {
+	selfID  atomic.Value // string
+	synced  atomic.Bool
+	rejoins atomic.Int64
+}
+
+func (m *memberState) SelfID() string {
+	id, _ := m.selfID.Load().(string)
+	return id
+}
+
+func (m *memberState) Synced() bool   { return m.synced.Load() }
+func (m *memberState) Rejoins() int64 { return m.rejoins.Load() }

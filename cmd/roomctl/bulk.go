@@ -43,10 +43,7 @@ func init() {
 				return err
 			}
 			r, err := outboxClient(e).BulkRequeueOutbox(ctx, &roomcellv1.BulkRequeueOutboxRequest{Selector: sel, DryRun: flagBool(fs, "dry-run")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				switch {
 				case r.GetDryRun():
 					fmt.Fprintf(w, "%d rows would be requeued (dry run: nothing changed)\n", r.GetCount())
@@ -81,10 +78,7 @@ func init() {
 			}
 			r, err := outboxClient(e).BulkSkipOutbox(ctx, &roomcellv1.BulkSkipOutboxRequest{Selector: sel, DryRun: flagBool(fs, "dry-run"),
 				Reason: str(fs, "reason"), Operator: str(fs, "operator")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				if r.GetDryRun() {
 					fmt.Fprintf(w, "%d rows would be skipped (dry run: nothing changed)\n", r.GetCount())
 				} else {
@@ -123,10 +117,7 @@ func init() {
 			}
 			r, err := noticeClient(e).BulkSkipNotices(ctx, &roomcellv1.BulkSkipNoticesRequest{Selector: sel, DryRun: flagBool(fs, "dry-run"),
 				Reason: str(fs, "reason"), Operator: str(fs, "operator")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				if r.GetDryRun() {
 					fmt.Fprintf(w, "%d dead letters would be skipped (dry run: nothing changed)\n", r.GetCount())
 				} else {
@@ -145,10 +136,7 @@ func init() {
 				return err
 			}
 			r, err := noticeClient(e).BulkRequeueNotices(ctx, &roomcellv1.BulkRequeueNoticesRequest{Selector: sel, DryRun: flagBool(fs, "dry-run")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				switch {
 				case r.GetDryRun():
 					fmt.Fprintf(w, "%d dead letters would be requeued (dry run: nothing changed)\n", r.GetCount())

@@ -22,10 +22,7 @@ func init() {
 		usage: "list the cluster members the node sees: status, rooms hosted, view size",
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := clusterClient(e).Members(ctx, &roomcellv1.ClusterMembersRequest{})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printMembers(w, r, time.Now()) })
+			return e.show(r, err, func(w io.Writer) { printMembers(w, r, time.Now()) })
 		},
 	})
 	register(&command{
@@ -38,10 +35,7 @@ func init() {
 				return err
 			}
 			r, err := clusterClient(e).WhereIsRoom(ctx, &roomcellv1.WhereIsRoomRequest{AppCode: app, RoomId: room})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printWhere(w, r) })
+			return e.show(r, err, func(w io.Writer) { printWhere(w, r) })
 		},
 	})
 }

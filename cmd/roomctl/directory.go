@@ -33,10 +33,7 @@ func init() {
 			r, err := client(e).ListRooms(ctx, &roomcellv1.ListRoomsRequest{
 				AppCode: str(fs, "app"), PageSize: i32(fs, "limit"), PageToken: str(fs, "page-token"),
 				Category: str(fs, "category"), OwnerUserId: str(fs, "owner"), Visibility: str(fs, "visibility")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printRoomsTop(w, r) })
+			return e.show(r, err, func(w io.Writer) { printRoomsTop(w, r) })
 		},
 	})
 	register(&command{
@@ -49,10 +46,7 @@ func init() {
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := client(e).GetUserRoom(ctx, &roomcellv1.GetUserRoomRequest{AppCode: str(fs, "app"), UserId: str(fs, "user")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printUserWhere(w, r, time.Now()) })
+			return e.show(r, err, func(w io.Writer) { printUserWhere(w, r, time.Now()) })
 		},
 	})
 }

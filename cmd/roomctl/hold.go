@@ -39,10 +39,7 @@ func init() {
 				// includes a reservation exactly --older-than old (with 0s, one
 				// made this millisecond).
 				BeforeMs: time.Now().Add(-older).UnixMilli() + 1, Limit: i32(fs, "limit"), Parked: parked})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				fmt.Fprintf(w, "open reservations %d  parked %d  oldest_created_at_ms %d\n", reply.GetOpen(), reply.GetParked(), reply.GetOldestCreatedAtMs())
 				for _, h := range reply.GetHolds() {
 					fmt.Fprintf(w, "  %s/%s  room %s  %s -> %s  %d×%s  price %d  diamond %d  created_at_ms %d",
@@ -77,10 +74,7 @@ func init() {
 					settle = walletClient(e).RefundGift
 				}
 				reply, err := settle(ctx, r)
-				if err != nil {
-					return rpcError(err)
-				}
-				return e.printResult(reply, func(w io.Writer) {
+				return e.show(reply, err, func(w io.Writer) {
 					fmt.Fprintf(w, "gift %s/%s %s  transaction %s\n", r.AppCode, r.CommandId, reply.GetState(), reply.GetTransactionId())
 				})
 			},

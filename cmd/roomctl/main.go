@@ -87,6 +87,15 @@ func (e *env) printResult(m proto.Message, human func(w io.Writer)) error {
 	return nil
 }
 
+// show is how a command ends after its RPC: a failed RPC is returned as
+// an rpcErr, a reply is printed as printResult does.
+func (e *env) show(m proto.Message, err error, human func(w io.Writer)) error {
+	if err != nil {
+		return rpcError(err)
+	}
+	return e.printResult(m, human)
+}
+
 // printJSON writes any value as JSON (for results that are not protos).
 func (e *env) printJSON(v any) error {
 	enc := json.NewEncoder(e.out)

@@ -12,26 +12,22 @@ import (
 // Moderation without a kick: ban, unban, the ban list, chat mutes.
 
 func init() {
-	register(&command{
-		name:  "ban",
-		usage: "ban --target from the room for --ban seconds; a member is taken out (--user is the owner or an admin)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+	roomCommand("ban", "ban --target from the room for --ban seconds; a member is taken out (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
 			fs.String("target", "", "user id to ban")
 			fs.Int64("ban", 0, "seconds, 1 to 31536000")
 			fs.String("reason", "", "reason")
 			require(fs, "target", "ban")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.BanUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).BanUser(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.BanUserRequest {
+			return &roomcellv1.BanUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
 		},
-	})
-	targetCommand("unban", "lift --target's ban (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
-			return c.UnbanUser(ctx, &roomcellv1.UnbanUserRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
-		})
+		roomcellv1.RoomServiceClient.BanUser)
+	roomCommand("unban", "lift --target's ban (--user is the owner or an admin)", targetFlag,
+		func(fs *flag.FlagSet) *roomcellv1.UnbanUserRequest {
+			return &roomcellv1.UnbanUserRequest{TargetUserId: str(fs, "target")}
+		},
+		roomcellv1.RoomServiceClient.UnbanUser)
 	register(&command{
 		name:  "bans",
 		usage: "list a room's bans in force, a page at a time",
@@ -43,10 +39,7 @@ func init() {
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room"),
 				PageSize: i32(fs, "page-size"), PageToken: str(fs, "page-token")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				if len(reply.GetBans()) == 0 {
 					fmt.Fprintln(w, "no bans in force")
 				}
@@ -59,25 +52,21 @@ func init() {
 			})
 		},
 	})
-	register(&command{
-		name:  "member mute",
-		usage: "mute --target's chat for --seconds (--user is the owner or an admin)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+	roomCommand("member mute", "mute --target's chat for --seconds (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
 			fs.String("target", "", "member to mute")
 			fs.Int64("seconds", 0, "seconds, 1 to 2592000")
 			require(fs, "target", "seconds")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.MuteMemberRequest{TargetUserId: str(fs, "target"), MuteSeconds: i64(fs, "seconds")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).MuteMember(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.MuteMemberRequest {
+			return &roomcellv1.MuteMemberRequest{TargetUserId: str(fs, "target"), MuteSeconds: i64(fs, "seconds")}
 		},
-	})
-	targetCommand("member unmute", "lift --target's chat mute (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
-			return c.UnmuteMember(ctx, &roomcellv1.UnmuteMemberRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
-		})
+		roomcellv1.RoomServiceClient.MuteMember)
+	roomCommand("member unmute", "lift --target's chat mute (--user is the owner or an admin)", targetFlag,
+		func(fs *flag.FlagSet) *roomcellv1.UnmuteMemberRequest {
+			return &roomcellv1.UnmuteMemberRequest{TargetUserId: str(fs, "target")}
+		},
+		roomcellv1.RoomServiceClient.UnmuteMember)
 }
 
 func init() {
@@ -86,10 +75,7 @@ func init() {
 		usage: "list the gift catalog SendGift accepts",
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).ListGifts(ctx, &roomcellv1.ListGiftsRequest{})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				for _, g := range reply.GetGifts() {
 					fmt.Fprintf(w, "%s  price %d  heat %d\n", g.GetGiftId(), g.GetPrice(), g.GetHeat())
 				}

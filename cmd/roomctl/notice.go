@@ -31,10 +31,7 @@ func init() {
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := noticeClient(e).ListNotices(ctx, &roomcellv1.ListNoticesRequest{Status: str(fs, "status"),
 				SourceName: str(fs, "source"), Limit: i32(fs, "limit")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printNoticeList(w, r.GetEntries(), time.Now()) })
+			return e.show(r, err, func(w io.Writer) { printNoticeList(w, r.GetEntries(), time.Now()) })
 		},
 	})
 	keyFlags := func(fs *flag.FlagSet) {
@@ -59,10 +56,7 @@ func init() {
 				return err
 			}
 			r, err := noticeClient(e).GetNotice(ctx, &roomcellv1.GetNoticeRequest{Key: k})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				for i, n := range r.GetEntries() {
 					if i > 0 {
 						fmt.Fprintln(w)
@@ -82,10 +76,7 @@ func init() {
 				return err
 			}
 			r, err := noticeClient(e).RequeueNotice(ctx, &roomcellv1.RequeueNoticeRequest{Key: k})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				n := r.GetEntry()
 				fmt.Fprintf(w, "%s requeued (requeue #%d): %s, due now\n", n.GetSourceEventId(), n.GetRequeueCount(), n.GetStatus())
 				if r.GetWorkerNotified() {

@@ -30,10 +30,7 @@ func init() {
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			r, err := outboxClient(e).ListOutbox(ctx, &roomcellv1.ListOutboxRequest{Status: str(fs, "status"), Limit: i32(fs, "limit")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) { printOutboxList(w, r, time.Now()) })
+			return e.show(r, err, func(w io.Writer) { printOutboxList(w, r, time.Now()) })
 		},
 	})
 	register(&command{
@@ -45,10 +42,7 @@ func init() {
 				return err
 			}
 			r, err := outboxClient(e).GetOutbox(ctx, &roomcellv1.GetOutboxRequest{EventId: id})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				printOutboxEntry(w, r.GetEntry(), time.Now())
 				var pretty bytes.Buffer
 				if json.Indent(&pretty, []byte(r.GetEnvelopeJson()), "", "  ") != nil {
@@ -69,10 +63,7 @@ func init() {
 					return err
 				}
 				r, err := outboxClient(e).RetryOutbox(ctx, &roomcellv1.RetryOutboxRequest{EventId: id})
-				if err != nil {
-					return rpcError(err)
-				}
-				return e.printResult(r, func(w io.Writer) {
+				return e.show(r, err, func(w io.Writer) {
 					if r.GetRelayNotified() {
 						fmt.Fprintf(w, "%s requeued; the relay is publishing it now\n", id)
 					} else {
@@ -100,10 +91,7 @@ func init() {
 				return usagef("--reason is empty: a skipped event is recorded with why")
 			}
 			r, err := outboxClient(e).SkipOutbox(ctx, &roomcellv1.SkipOutboxRequest{EventId: id, Reason: str(fs, "reason"), Operator: str(fs, "operator")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(r, func(w io.Writer) {
+			return e.show(r, err, func(w io.Writer) {
 				fmt.Fprintf(w, "%s skipped by %s: it will not be sent\n", id, r.GetEntry().GetResolvedBy())
 			})
 		},

@@ -43,10 +43,7 @@ func init() {
 
 func purgeStatus(ctx context.Context, e *env, dryRun bool) error {
 	r, err := roomcellv1.NewPurgeAdminClient(e.conn).PurgeStatus(ctx, &roomcellv1.PurgeStatusRequest{DryRun: dryRun})
-	if err != nil {
-		return rpcError(err)
-	}
-	return e.printResult(r, func(w io.Writer) { printPurgeStatus(w, r, dryRun, time.Now()) })
+	return e.show(r, err, func(w io.Writer) { printPurgeStatus(w, r, dryRun, time.Now()) })
 }
 
 func printPurgeStatus(w io.Writer, r *roomcellv1.PurgeStatusReply, dryRun bool, now time.Time) {

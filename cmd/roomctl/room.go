@@ -10,188 +10,124 @@ import (
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The room subcommands: one per RoomService RPC. Flags are read back from
 // the flag set by name, so each command is a flag list and a request.
 
 func init() {
-	register(&command{
-		name:  "create",
-		usage: "create a room owned by --user",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+	roomCommand("create", "create a room owned by --user",
+		func(fs *flag.FlagSet) {
 			fs.String("name", "", "room name")
 			fs.Int32("seats", 0, "mic seats (0 = server default 8, at most 20)")
 			require(fs, "name")
 			fs.StringSlice("admins", nil, "admin user ids, comma separated")
 			metaFlags(fs)
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.CreateRoomRequest{Name: str(fs, "name"), MicSeats: i32(fs, "seats"), AdminUserIds: strs(fs, "admins"),
+		func(fs *flag.FlagSet) *roomcellv1.CreateRoomRequest {
+			return &roomcellv1.CreateRoomRequest{Name: str(fs, "name"), MicSeats: i32(fs, "seats"), AdminUserIds: strs(fs, "admins"),
 				Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).CreateRoom(ctx, r))
 		},
-	})
-	register(&command{
-		name:  "join",
-		usage: "join --user to a room",
-		flags: commandFlags,
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.JoinRoomRequest{}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).JoinRoom(ctx, r))
-		},
-	})
-	register(&command{
-		name:  "leave",
-		usage: "take --user out of a room",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+		roomcellv1.RoomServiceClient.CreateRoom)
+	roomCommand("join", "join --user to a room", nil, nil, roomcellv1.RoomServiceClient.JoinRoom)
+	roomCommand("leave", "take --user out of a room",
+		func(fs *flag.FlagSet) {
 			fs.String("reason", "", `leave reason (empty = "left")`)
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.LeaveRoomRequest{Reason: str(fs, "reason")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).LeaveRoom(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.LeaveRoomRequest {
+			return &roomcellv1.LeaveRoomRequest{Reason: str(fs, "reason")}
 		},
-	})
-	register(&command{
-		name:  "mic take",
-		usage: "put --user on mic seat --seat",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
-			fs.Int32("seat", 0, "seat index, 0-based")
-			require(fs, "seat")
+		roomcellv1.RoomServiceClient.LeaveRoom)
+	roomCommand("mic take", "put --user on mic seat --seat", seatFlag,
+		func(fs *flag.FlagSet) *roomcellv1.TakeMicRequest {
+			return &roomcellv1.TakeMicRequest{Seat: i32(fs, "seat")}
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.TakeMicRequest{Seat: i32(fs, "seat")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).TakeMic(ctx, r))
-		},
-	})
-	register(&command{
-		name:  "mic release",
-		usage: "free the seat --user holds",
-		flags: commandFlags,
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.ReleaseMicRequest{}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).ReleaseMic(ctx, r))
-		},
-	})
-	register(&command{
-		name:  "gift",
-		usage: "send --count of gift --gift from --user to --to",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+		roomcellv1.RoomServiceClient.TakeMic)
+	roomCommand("mic release", "free the seat --user holds", nil, nil, roomcellv1.RoomServiceClient.ReleaseMic)
+	roomCommand("gift", "send --count of gift --gift from --user to --to",
+		func(fs *flag.FlagSet) {
 			fs.String("to", "", "receiving user id")
 			fs.String("gift", "", "gift id")
 			fs.Int64("count", 1, "how many")
 			require(fs, "to", "gift")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.SendGiftRequest{ToUserId: str(fs, "to"), GiftId: str(fs, "gift"), GiftCount: i64(fs, "count")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).SendGift(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.SendGiftRequest {
+			return &roomcellv1.SendGiftRequest{ToUserId: str(fs, "to"), GiftId: str(fs, "gift"), GiftCount: i64(fs, "count")}
 		},
-	})
-	register(&command{
-		name:  "kick",
-		usage: "kick --target out of a room (--user is the owner or an admin)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+		roomcellv1.RoomServiceClient.SendGift)
+	roomCommand("kick", "kick --target out of a room (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
 			fs.String("target", "", "user id to kick")
 			fs.Int64("ban", 0, "ban from the room for this many seconds (0 = no ban)")
 			fs.String("reason", "", "reason shown to the kicked user")
 			require(fs, "target")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.KickUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).KickUser(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.KickUserRequest {
+			return &roomcellv1.KickUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
 		},
-	})
-	register(&command{
-		name:  "close",
-		usage: "close a room (--user is the owner or an admin)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+		roomcellv1.RoomServiceClient.KickUser)
+	roomCommand("close", "close a room (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
 			fs.String("reason", "", "reason")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.CloseRoomRequest{Reason: str(fs, "reason")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).CloseRoom(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.CloseRoomRequest {
+			return &roomcellv1.CloseRoomRequest{Reason: str(fs, "reason")}
 		},
-	})
-	register(&command{
-		name:  "meta",
-		usage: "set a room's whole metadata: category, tags, cover, visibility (--user is the owner or an admin)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
-			metaFlags(fs)
+		roomcellv1.RoomServiceClient.CloseRoom)
+	roomCommand("meta", "set a room's whole metadata: category, tags, cover, visibility (--user is the owner or an admin)", metaFlags,
+		func(fs *flag.FlagSet) *roomcellv1.SetRoomMetadataRequest {
+			return &roomcellv1.SetRoomMetadataRequest{Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.SetRoomMetadataRequest{Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).SetRoomMetadata(ctx, r))
-		},
-	})
-	register(&command{
-		name:  "reopen",
-		usage: "open a closed room again under the same id (--user is its owner)",
-		flags: func(fs *flag.FlagSet) {
-			commandFlags(fs)
+		roomcellv1.RoomServiceClient.SetRoomMetadata)
+	roomCommand("reopen", "open a closed room again under the same id (--user is its owner)",
+		func(fs *flag.FlagSet) {
 			fs.String("name", "", "new name (empty = keep)")
 		},
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.ReopenRoomRequest{Name: str(fs, "name")}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).ReopenRoom(ctx, r))
+		func(fs *flag.FlagSet) *roomcellv1.ReopenRoomRequest {
+			return &roomcellv1.ReopenRoomRequest{Name: str(fs, "name")}
 		},
-	})
-	register(&command{
-		name:  "heartbeat",
-		usage: "check that --user is still in a room",
-		flags: commandFlags,
-		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			r := &roomcellv1.HeartbeatRequest{}
-			r.CommandId, r.AppCode, r.RoomId, r.UserId = header(fs)
-			return printReply(e, r.CommandId)(client(e).Heartbeat(ctx, r))
+		roomcellv1.RoomServiceClient.ReopenRoom)
+	roomCommand("heartbeat", "check that --user is still in a room", nil, nil, roomcellv1.RoomServiceClient.Heartbeat)
+	roomCommand("admin set", "make --target an admin of the room (--user is the owner)", targetFlag,
+		func(fs *flag.FlagSet) *roomcellv1.SetAdminRequest {
+			return &roomcellv1.SetAdminRequest{TargetUserId: str(fs, "target")}
 		},
-	})
-	targetCommand("admin set", "make --target an admin of the room (--user is the owner)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
-			return c.SetAdmin(ctx, &roomcellv1.SetAdminRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
-		})
-	targetCommand("admin remove", "take admin rights from --target (--user is the owner)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
-			return c.RemoveAdmin(ctx, &roomcellv1.RemoveAdminRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
-		})
-	targetCommand("owner transfer", "hand the room to --target, a member (--user is the owner)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, target string) (*roomcellv1.CommandReply, error) {
-			return c.TransferOwner(ctx, &roomcellv1.TransferOwnerRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, TargetUserId: target})
-		})
-	seatCommand("seat mute", "mute mic seat --seat; its holder stays seated (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
-			return c.MuteSeat(ctx, &roomcellv1.MuteSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
-		})
-	seatCommand("seat unmute", "unmute mic seat --seat (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
-			return c.UnmuteSeat(ctx, &roomcellv1.UnmuteSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
-		})
-	seatCommand("seat lock", "lock mic seat --seat, taking its holder off it (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
-			return c.LockSeat(ctx, &roomcellv1.LockSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
-		})
-	seatCommand("seat unlock", "unlock mic seat --seat (--user is the owner or an admin)",
-		func(ctx context.Context, c roomcellv1.RoomServiceClient, h reqHeader, seat int32) (*roomcellv1.CommandReply, error) {
-			return c.UnlockSeat(ctx, &roomcellv1.UnlockSeatRequest{CommandId: h.id, AppCode: h.app, RoomId: h.room, UserId: h.user, Seat: seat})
-		})
+		roomcellv1.RoomServiceClient.SetAdmin)
+	roomCommand("admin remove", "take admin rights from --target (--user is the owner)", targetFlag,
+		func(fs *flag.FlagSet) *roomcellv1.RemoveAdminRequest {
+			return &roomcellv1.RemoveAdminRequest{TargetUserId: str(fs, "target")}
+		},
+		roomcellv1.RoomServiceClient.RemoveAdmin)
+	roomCommand("owner transfer", "hand the room to --target, a member (--user is the owner)", targetFlag,
+		func(fs *flag.FlagSet) *roomcellv1.TransferOwnerRequest {
+			return &roomcellv1.TransferOwnerRequest{TargetUserId: str(fs, "target")}
+		},
+		roomcellv1.RoomServiceClient.TransferOwner)
+	roomCommand("seat mute", "mute mic seat --seat; its holder stays seated (--user is the owner or an admin)", seatFlag,
+		func(fs *flag.FlagSet) *roomcellv1.MuteSeatRequest {
+			return &roomcellv1.MuteSeatRequest{Seat: i32(fs, "seat")}
+		},
+		roomcellv1.RoomServiceClient.MuteSeat)
+	roomCommand("seat unmute", "unmute mic seat --seat (--user is the owner or an admin)", seatFlag,
+		func(fs *flag.FlagSet) *roomcellv1.UnmuteSeatRequest {
+			return &roomcellv1.UnmuteSeatRequest{Seat: i32(fs, "seat")}
+		},
+		roomcellv1.RoomServiceClient.UnmuteSeat)
+	roomCommand("seat lock", "lock mic seat --seat, taking its holder off it (--user is the owner or an admin)", seatFlag,
+		func(fs *flag.FlagSet) *roomcellv1.LockSeatRequest {
+			return &roomcellv1.LockSeatRequest{Seat: i32(fs, "seat")}
+		},
+		roomcellv1.RoomServiceClient.LockSeat)
+	roomCommand("seat unlock", "unlock mic seat --seat (--user is the owner or an admin)", seatFlag,
+		func(fs *flag.FlagSet) *roomcellv1.UnlockSeatRequest {
+			return &roomcellv1.UnlockSeatRequest{Seat: i32(fs, "seat")}
+		},
+		roomcellv1.RoomServiceClient.UnlockSeat)
 	register(&command{
 		name:  "update",
 		usage: "rename a room (--name) and/or set its --announcement (--user is the owner or an admin)",
@@ -224,10 +160,7 @@ func init() {
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := client(e).GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: str(fs, "app"), RoomId: str(fs, "room"),
 				PageSize: i32(fs, "page-size"), PageToken: str(fs, "page-token")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				printRoom(w, reply.GetRoom())
 				if next := reply.GetNextPageToken(); next != "" {
 					fmt.Fprintf(w, "  more members: --page-token %s\n", next)
@@ -252,38 +185,57 @@ func commandFlags(fs *flag.FlagSet) {
 	require(fs, "user")
 }
 
-type reqHeader struct{ id, app, room, user string }
-
-// sendFunc sends one command built from the common header and the
-// command's one argument.
-type sendFunc[A any] func(context.Context, roomcellv1.RoomServiceClient, reqHeader, A) (*roomcellv1.CommandReply, error)
-
-// seatCommand registers one of the seat commands: the common flags plus a
-// required --seat.
-func seatCommand(name, usage string, send sendFunc[int32]) {
-	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.Int32("seat", 0, "seat index, 0-based") }, "seat", i32, send)
-}
-
-// targetCommand registers a command on another user: --target.
-func targetCommand(name, usage string, send sendFunc[string]) {
-	oneArgCommand(name, usage, func(fs *flag.FlagSet) { fs.String("target", "", "user id") }, "target", str, send)
-}
-
-func oneArgCommand[A any](name, usage string, flags func(*flag.FlagSet), arg string, get func(*flag.FlagSet, string) A, send sendFunc[A]) {
+// roomCommand registers a command a user sends to a room: the common
+// flags plus flags (may be nil), a request build makes from the flags
+// (nil: an empty one) with its header (command_id, app_code, room_id,
+// user_id) filled from the common flags, and send, the RoomService
+// method; the reply is printed by printReply.
+func roomCommand[R proto.Message](name, usage string, flags func(*flag.FlagSet), build func(*flag.FlagSet) R,
+	send func(roomcellv1.RoomServiceClient, context.Context, R, ...grpc.CallOption) (*roomcellv1.CommandReply, error)) {
+	var zero R
+	fields := zero.ProtoReflect().Descriptor().Fields()
+	for _, f := range headerFields {
+		if fd := fields.ByName(f); fd == nil || fd.Kind() != protoreflect.StringKind {
+			panic("roomctl: " + name + ": the request has no string field " + string(f)) // not a room command
+		}
+	}
 	register(&command{
 		name:  name,
 		usage: usage,
 		flags: func(fs *flag.FlagSet) {
 			commandFlags(fs)
-			flags(fs)
-			require(fs, arg)
+			if flags != nil {
+				flags(fs)
+			}
 		},
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
-			var h reqHeader
-			h.id, h.app, h.room, h.user = header(fs)
-			return printReply(e, h.id)(send(ctx, client(e), h, get(fs, arg)))
+			r := zero.ProtoReflect().New().Interface().(R)
+			if build != nil {
+				r = build(fs)
+			}
+			id, app, room, user := header(fs)
+			m := r.ProtoReflect()
+			for i, v := range []string{id, app, room, user} {
+				m.Set(fields.ByName(headerFields[i]), protoreflect.ValueOfString(v))
+			}
+			return printReply(e, id)(send(client(e), ctx, r))
 		},
 	})
+}
+
+// headerFields are the fields every room command request has, in the
+// order header returns them.
+var headerFields = []protoreflect.Name{"command_id", "app_code", "room_id", "user_id"}
+
+// targetFlag and seatFlag are the one argument of many room commands.
+func targetFlag(fs *flag.FlagSet) {
+	fs.String("target", "", "user id")
+	require(fs, "target")
+}
+
+func seatFlag(fs *flag.FlagSet) {
+	fs.Int32("seat", 0, "seat index, 0-based")
+	require(fs, "seat")
 }
 
 // header returns command_id (generated when not given), app, room, user.
@@ -348,10 +300,7 @@ func rpcError(err error) error {
 // reads as printReply(e, id)(client.X(ctx, r)).
 func printReply(e *env, commandID string) func(*roomcellv1.CommandReply, error) error {
 	return func(reply *roomcellv1.CommandReply, err error) error {
-		if err != nil {
-			return rpcError(err)
-		}
-		return e.printResult(reply, func(w io.Writer) {
+		return e.show(reply, err, func(w io.Writer) {
 			dup := "no"
 			if reply.GetDuplicate() {
 				dup = "yes (command_id seen before; nothing was written)"

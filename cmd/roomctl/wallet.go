@@ -34,10 +34,7 @@ func init() {
 				AssetType: str(fs, "asset"), Amount: i64(fs, "amount"), Reason: str(fs, "reason"),
 			}
 			reply, err := walletClient(e).Credit(ctx, r)
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				fmt.Fprintf(w, "credited %d %s to %s/%s  command_id %s  transaction %s%s\n",
 					r.Amount, r.AssetType, r.AppCode, r.UserId, r.CommandId, reply.GetTransactionId(), dupNote(reply.GetDuplicate()))
 				fmt.Fprintf(w, "available %d  balance_version %d\n", reply.GetAvailableAfter(), reply.GetBalanceVersion())
@@ -50,10 +47,7 @@ func init() {
 		flags: func(fs *flag.FlagSet) { walletFlags(fs, false) },
 		run: func(ctx context.Context, e *env, fs *flag.FlagSet) error {
 			reply, err := walletClient(e).GetBalances(ctx, &roomcellv1.WalletGetBalancesRequest{AppCode: str(fs, "app"), UserId: str(fs, "user")})
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				fmt.Fprintf(w, "wallet %s/%s\n", reply.GetAppCode(), reply.GetUserId())
 				for _, a := range reply.GetAccounts() {
 					fmt.Fprintf(w, "  %-8s available %d  frozen %d  balance_version %d\n",
@@ -86,10 +80,7 @@ func init() {
 				Level: i32(fs, "level"), Source: str(fs, "source"),
 			}
 			reply, err := walletClient(e).PurchaseVip(ctx, r)
-			if err != nil {
-				return rpcError(err)
-			}
-			return e.printResult(reply, func(w io.Writer) {
+			return e.show(reply, err, func(w io.Writer) {
 				fmt.Fprintf(w, "%s %s/%s VIP%d -> %s  command_id %s  transaction %s%s\n",
 					reply.GetAction(), r.AppCode, r.UserId, reply.GetPreviousLevel(), reply.GetVipName(), r.CommandId,
 					reply.GetTransactionId(), dupNote(reply.GetDuplicate()))

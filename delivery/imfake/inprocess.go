@@ -22,7 +22,7 @@ var errClosed = errors.New("imfake: server closed")
 // node a server round trip per message. A request for any other host
 // fails.
 func (s *Server) Transport() http.RoundTripper {
-	u, _ := url.Parse(s.url)
+	u, _ := url.Parse(s.URL())
 	return &inProcess{s: s, host: u.Host}
 }
 
@@ -40,7 +40,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("imfake: in-process transport serves %s only, not %s", t.host, req.URL.Host)
 	}
 	select {
-	case <-t.s.done:
+	case <-t.s.srv.Done():
 		return nil, errClosed
 	default:
 	}
@@ -57,7 +57,7 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		sreq.Body = http.NoBody
 	}
 	w := &recorder{header: http.Header{}}
-	t.s.http.Handler.ServeHTTP(w, sreq)
+	t.s.srv.Handler().ServeHTTP(w, sreq)
 	if err := ctx.Err(); err != nil {
 		// A delayed answer past the caller's deadline is lost, as the
 		// connection would have been dropped.

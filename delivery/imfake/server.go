@@ -1,15 +1,12 @@
 package imfake
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/internal/loopserve"
 )
 
 // Defaults of a fake started without options.
@@ -35,10 +33,7 @@ type Server struct {
 	now      func() time.Time
 	log      *slog.Logger
 
-	ln   net.Listener
-	http *http.Server
-	url  string
-	done chan struct{}
+	srv *loopserve.Server
 
 	mu       sync.Mutex
 	accounts map[string]bool
@@ -197,19 +192,14 @@ func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = n
 // Start listens on addr (which must be a loopback address; port 0 picks
 // one) and serves until Close.
 func Start(addr string, opts ...Option) (*Server, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("imfake: %w", err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("imfake: %q is not a loopback address", addr)
+	if err := loopserve.Check("imfake", addr); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		sdkAppID:    DefaultSDKAppID,
 		admins:      map[string]bool{DefaultAdmin: true},
 		now:         time.Now,
 		log:         slog.Default(),
-		done:        make(chan struct{}),
 		accounts:    map[string]bool{},
 		groups:      map[string]*group{},
 		groupDedupe: newDedupe[groupKey](groupDedupeWindow),
@@ -224,21 +214,15 @@ func Start(addr string, opts ...Option) (*Server, error) {
 	if s.secret == "" {
 		s.secret = randomSecret()
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("imfake: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v4/", s.handleAPI)
 	mux.HandleFunc("GET /debug/messages", s.handleDebugMessages)
 	mux.HandleFunc("GET /{$}", s.handleIndex)
-	s.ln = ln
-	s.url = "http://" + ln.Addr().String()
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.done)
-		_ = s.http.Serve(ln)
-	}()
+	srv, err := loopserve.Start("imfake", addr, mux)
+	if err != nil {
+		return nil, err
+	}
+	s.srv = srv
 	return s, nil
 }
 
@@ -269,7 +253,7 @@ func (s *Server) ClientConfig() configs.TencentIMConfig {
 		SDKAppID:        s.sdkAppID,
 		SecretKey:       s.secret,
 		AdminIdentifier: admin,
-		BaseURL:         s.url,
+		BaseURL:         s.URL(),
 		Timeout:         4 * time.Second,
 	}
 }
@@ -281,19 +265,10 @@ func randomSecret() string {
 }
 
 // URL is the fake's base URL (http://127.0.0.1:port).
-func (s *Server) URL() string { return s.url }
+func (s *Server) URL() string { return s.srv.URL() }
 
 // Close stops the server; in-flight requests (even delayed ones) end.
-func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	err := s.http.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = s.http.Close()
-	}
-	<-s.done
-	return err
-}
+func (s *Server) Close() error { return s.srv.Close() }
 
 // apiError is a Tencent-style failure: HTTP 200, envelope with a code.
 type apiError struct {

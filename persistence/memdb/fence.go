@@ -21,19 +21,7 @@ type fence struct {
 
 // roomFencesTable holds *fence rows, one per room that was ever fenced.
 func roomFencesTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableFences,
-		Indexes: map[string]*memdb.IndexSchema{
-			indexID: {
-				Name:   indexID,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-				}},
-			},
-		},
-	}
+	return table(tableFences, index(indexID, true, strField("AppCode"), strField("RoomID")))
 }
 
 // raiseFence checks epoch against the room's fence and raises the fence to

@@ -238,6 +238,21 @@ func (s *NoticeStore) update(ctx context.Context, op string, k persistence.Notic
 
 // MarkDelivered implements persistence.NoticeStore.
 func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []persistence.NoticeKey, nowMs int64) error {
+	return s.updateEach(ctx, "mark delivered", keys, func(d *persistence.NoticeDelivery) bool {
+		if d.Status != persistence.NoticeDelivering && d.Status != persistence.NoticeRetryable {
+			return false
+		}
+		d.Status = persistence.NoticeDelivered
+		d.LockedBy, d.LockUntilMs = "", 0
+		d.NextRetryAtMs, d.DeliveredAtMs, d.UpdatedAtMs = nowMs, nowMs, nowMs
+		return true
+	})
+}
+
+// updateEach applies change to the row of each key in one transaction;
+// malformed and unknown keys, and rows change leaves alone (it returns
+// false), are skipped.
+func (s *NoticeStore) updateEach(ctx context.Context, op string, keys []persistence.NoticeKey, change func(d *persistence.NoticeDelivery) bool) error {
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
@@ -251,15 +266,15 @@ func (s *NoticeStore) MarkDelivered(ctx context.Context, keys []persistence.Noti
 		if err != nil {
 			return err
 		}
-		if e == nil || (e.Status != persistence.NoticeDelivering && e.Status != persistence.NoticeRetryable) {
+		if e == nil {
 			continue
 		}
 		d := e.Row.Clone()
-		d.Status = persistence.NoticeDelivered
-		d.LockedBy, d.LockUntilMs = "", 0
-		d.NextRetryAtMs, d.DeliveredAtMs, d.UpdatedAtMs = nowMs, nowMs, nowMs
+		if !change(&d) {
+			continue
+		}
 		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
-			return fmt.Errorf("memdb: mark delivered %s: %w", k, err)
+			return fmt.Errorf("memdb: %s %s: %w", op, k, err)
 		}
 	}
 	txn.Commit()
@@ -294,31 +309,14 @@ func (s *NoticeStore) MarkFailed(ctx context.Context, k persistence.NoticeKey, o
 
 // Release implements persistence.NoticeStore.
 func (s *NoticeStore) Release(ctx context.Context, keys []persistence.NoticeKey, owner string, nowMs int64) error {
-	if err := s.ready(ctx); err != nil {
-		return err
-	}
-	txn := s.db.Txn(true)
-	defer txn.Abort()
-	for _, k := range keys {
-		if checkNoticeKey(k) != nil {
-			continue
+	return s.updateEach(ctx, "release", keys, func(d *persistence.NoticeDelivery) bool {
+		if d.Status != persistence.NoticeDelivering || d.LockedBy != owner {
+			return false
 		}
-		e, err := getNotice(txn, k)
-		if err != nil {
-			return err
-		}
-		if e == nil || e.Status != persistence.NoticeDelivering || e.Row.LockedBy != owner {
-			continue
-		}
-		d := e.Row.Clone()
 		d.LockedBy, d.LockUntilMs = "", 0
 		d.NextRetryAtMs, d.UpdatedAtMs = nowMs, nowMs
-		if err := txn.Insert(tableNoticeDeliveries, newNoticeEntry(d)); err != nil {
-			return fmt.Errorf("memdb: release %s: %w", k, err)
-		}
-	}
-	txn.Commit()
-	return nil
+		return true
+	})
 }
 
 // Requeue implements persistence.NoticeStore.

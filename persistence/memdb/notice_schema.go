@@ -27,57 +27,23 @@ func noticeSchema() *memdb.DBSchema {
 
 // noticeDeliveriesTable holds *noticeEntry rows.
 func noticeDeliveriesTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableNoticeDeliveries,
-		Indexes: map[string]*memdb.IndexSchema{
-			// id is seed 003's primary key: the idempotency boundary of
-			// Ingest, and every per-row read and mark.
-			indexID: {
-				Name:   indexID,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "SourceName"},
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "SourceEventID"},
-					&memdb.StringFieldIndex{Field: "Channel"},
-				}},
-			},
-			// due serves Claim (the oldest rows of one status and source
-			// by next_retry_at_ms), Stats, and List by status. The key
-			// columns after it make the order total.
-			indexNoticeDue: {
-				Name:   indexNoticeDue,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "Status"},
-					&memdb.StringFieldIndex{Field: "SourceName"},
-					&memdb.IntFieldIndex{Field: "NextRetryAtMs"},
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "SourceEventID"},
-					&memdb.StringFieldIndex{Field: "Channel"},
-				}},
-			},
-			// source_event_id serves FindBySourceEvent (operators who
-			// know only the event id).
-			indexNoticeEvent: {
-				Name:    indexNoticeEvent,
-				Indexer: &memdb.StringFieldIndex{Field: "SourceEventID"},
-			},
-		},
-	}
+	return table(tableNoticeDeliveries,
+		// id is seed 003's primary key: the idempotency boundary of
+		// Ingest, and every per-row read and mark.
+		index(indexID, true, strField("SourceName"), strField("AppCode"), strField("SourceEventID"), strField("Channel")),
+		// due serves Claim (the oldest rows of one status and source
+		// by next_retry_at_ms), Stats, and List by status. The key
+		// columns after it make the order total.
+		index(indexNoticeDue, true, strField("Status"), strField("SourceName"), intField("NextRetryAtMs"),
+			strField("AppCode"), strField("SourceEventID"), strField("Channel")),
+		// source_event_id serves FindBySourceEvent (operators who
+		// know only the event id).
+		index(indexNoticeEvent, false, strField("SourceEventID")))
 }
 
 // noticeCursorsTable holds *noticeCursor rows, one per source.
 func noticeCursorsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableNoticeCursors,
-		Indexes: map[string]*memdb.IndexSchema{
-			// id serves ClaimCursor and SaveCursor.
-			indexID: {
-				Name:    indexID,
-				Unique:  true,
-				Indexer: &memdb.StringFieldIndex{Field: "SourceName"},
-			},
-		},
-	}
+	return table(tableNoticeCursors,
+		// id serves ClaimCursor and SaveCursor.
+		index(indexID, true, strField("SourceName")))
 }

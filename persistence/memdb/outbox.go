@@ -39,25 +39,18 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 // by age instead of queueing behind every row created before the retry
 // came due.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	t := s.outbox
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
-		func(e *outboxEntry) (bool, bool) {
-			if e.Status != persistence.OutboxPending {
-				return false, false
-			}
-			return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
-		},
-		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
-			return t.claimRoom(key, owner, nowMs, leaseMs, n)
-		}), nil
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
+			func(e *outboxEntry) (bool, bool) {
+				if e.Status != persistence.OutboxPending {
+					return false, false
+				}
+				return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
+			},
+			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+				return t.claimRoom(key, owner, nowMs, leaseMs, n)
+			})
+	})
 }
 
 // claimByRoom is the claims' walk: candidate rooms in set's order from
@@ -116,6 +109,14 @@ const claimScanRooms = 16
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimRoom(key, owner, nowMs, leaseMs, limit)
+	})
+}
+
+// claimOutbox runs claim under the outbox's write lock, after the checks
+// every claim makes first.
+func (s *Store) claimOutbox(ctx context.Context, limit int, claim func(t *outboxTable) []persistence.OutboxRow) ([]persistence.OutboxRow, error) {
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -124,26 +125,44 @@ func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, ow
 	}
 	s.outbox.mu.Lock()
 	defer s.outbox.mu.Unlock()
-	return s.outbox.claimRoom(key, owner, nowMs, leaseMs, limit), nil
+	return claim(s.outbox), nil
 }
 
 // claimRoom leases the lowest pending rows of one room to owner, unless
 // another owner holds any of its pending rows or its lowest is not due.
 // Callers hold mu for writing.
 func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
+	return t.leaseRoom(t.room, key, limit,
+		func(e *outboxEntry, first bool) (held, stop bool) {
+			if e.LockUntilMs > nowMs && e.LockedBy != owner {
+				return true, true // held by another sender
+			}
+			return false, first && e.NextRetryAtMs > nowMs // the room waits for its earliest row
+		},
+		func(row *persistence.OutboxRow) { row.LockedBy, row.LockUntilMs = owner, nowMs+leaseMs })
+}
+
+// leaseRoom walks one room's rows in index (IM- or MQ-pending) from its
+// lowest and leases up to limit of them, setting the lease by lease. check
+// sees each row (first: no row is taken yet): a held row leaves the room
+// to its holder (nothing is leased), a stop ends the walk there. Callers
+// hold mu for writing.
+func (t *outboxTable) leaseRoom(index *btree.BTreeG[*outboxEntry], key persistence.RoomKey, limit int,
+	check func(e *outboxEntry, first bool) (held, stop bool), lease func(*persistence.OutboxRow)) []persistence.OutboxRow {
 	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
 	var rows []*outboxEntry
 	held := false
-	t.room.Ascend(from, func(e *outboxEntry) bool {
+	index.Ascend(from, func(e *outboxEntry) bool {
 		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
 			return false
 		}
-		if e.LockUntilMs > nowMs && e.LockedBy != owner {
-			held = true // held by another sender
+		h, stop := check(e, len(rows) == 0)
+		if h {
+			held = true
 			return false
 		}
-		if len(rows) == 0 && e.NextRetryAtMs > nowMs {
-			return false // the room waits for its earliest row
+		if stop {
+			return false
 		}
 		if len(rows) < limit {
 			rows = append(rows, e)
@@ -156,8 +175,7 @@ func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, le
 	out := make([]persistence.OutboxRow, 0, len(rows))
 	for _, e := range rows {
 		row := e.row()
-		row.LockedBy = owner
-		row.LockUntilMs = nowMs + leaseMs
+		lease(&row)
 		t.put(newOutboxEntry(e.Envelope, row))
 		out = append(out, row)
 	}

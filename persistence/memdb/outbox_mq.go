@@ -19,20 +19,13 @@ import (
 // row. The scan and the lease writes are under one write lock, so two
 // owners never both see a room as free.
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := s.ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	t := s.outbox
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
-		func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
-		func(key persistence.RoomKey, n int) []persistence.OutboxRow {
-			return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
-		}), nil
+	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		return t.claimByRoom(t.mq, pivot("", math.MinInt64, ""), limit,
+			func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
+			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
+				return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
+			})
+	})
 }
 
 // claimRoomMQ leases the lowest MQ-pending rows of one room to owner,
@@ -40,33 +33,9 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 // claimer marks or releases what it took, and rows it could not release
 // keep the room until their lease ends). Callers hold mu for writing.
 func (t *outboxTable) claimRoomMQ(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
-	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
-	var rows []*outboxEntry
-	held := false
-	t.mqRoom.Ascend(from, func(e *outboxEntry) bool {
-		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
-			return false
-		}
-		if e.mqLockUntilMs() > nowMs {
-			held = true
-			return false
-		}
-		if len(rows) < limit {
-			rows = append(rows, e)
-		}
-		return true
-	})
-	if held {
-		return nil
-	}
-	out := make([]persistence.OutboxRow, 0, len(rows))
-	for _, e := range rows {
-		row := e.row()
-		row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs
-		t.put(newOutboxEntry(e.Envelope, row))
-		out = append(out, row)
-	}
-	return out
+	return t.leaseRoom(t.mqRoom, key, limit,
+		func(e *outboxEntry, _ bool) (held, stop bool) { return e.mqLockUntilMs() > nowMs, false },
+		func(row *persistence.OutboxRow) { row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs })
 }
 
 // mqUpdate applies change to the MQ-pending rows of eventIDs under one

@@ -45,21 +45,10 @@ func newSchema(tables ...func() *memdb.TableSchema) *memdb.DBSchema {
 
 // roomSnapshotsTable holds *persistence.Snapshot rows, one per room.
 func roomSnapshotsTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableSnapshots,
-		Indexes: map[string]*memdb.IndexSchema{
-			// id serves LoadSnapshot and the newer-only check of
-			// SaveSnapshot and Append.
-			indexID: {
-				Name:   indexID,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-				}},
-			},
-		},
-	}
+	return table(tableSnapshots,
+		// id serves LoadSnapshot and the newer-only check of
+		// SaveSnapshot and Append.
+		index(indexID, true, strField("AppCode"), strField("RoomID")))
 }
 
 // giftOutcome is a room_gift_outcomes row: "sent" or "void" for one gift
@@ -71,18 +60,27 @@ type giftOutcome struct {
 }
 
 func roomGiftOutcomesTable() *memdb.TableSchema {
-	return &memdb.TableSchema{
-		Name: tableGiftOutcomes,
-		Indexes: map[string]*memdb.IndexSchema{
-			indexID: {
-				Name:   indexID,
-				Unique: true,
-				Indexer: &memdb.CompoundIndex{Indexes: []memdb.Indexer{
-					&memdb.StringFieldIndex{Field: "AppCode"},
-					&memdb.StringFieldIndex{Field: "RoomID"},
-					&memdb.StringFieldIndex{Field: "CommandID"},
-				}},
-			},
-		},
-	}
+	return table(tableGiftOutcomes, index(indexID, true, strField("AppCode"), strField("RoomID"), strField("CommandID")))
 }
+
+// table is a table schema with indexes, each under its own name.
+func table(name string, indexes ...*memdb.IndexSchema) *memdb.TableSchema {
+	t := &memdb.TableSchema{Name: name, Indexes: make(map[string]*memdb.IndexSchema, len(indexes))}
+	for _, ix := range indexes {
+		t.Indexes[ix.Name] = ix
+	}
+	return t
+}
+
+// index is an index over fields, in order: one field is indexed by
+// itself, more by a compound index.
+func index(name string, unique bool, fields ...memdb.Indexer) *memdb.IndexSchema {
+	ix := &memdb.IndexSchema{Name: name, Unique: unique, Indexer: &memdb.CompoundIndex{Indexes: fields}}
+	if len(fields) == 1 {
+		ix.Indexer = fields[0]
+	}
+	return ix
+}
+
+func strField(field string) memdb.Indexer { return &memdb.StringFieldIndex{Field: field} }
+func intField(field string) memdb.Indexer { return &memdb.IntFieldIndex{Field: field} }

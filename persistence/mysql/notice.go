@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hyapp/roomcell/configs"
@@ -44,17 +42,9 @@ const noticeMaxAttempts = 5
 // any number of processes never hold one row at once. Safe for concurrent
 // use.
 type NoticeStore struct {
-	db       *sql.DB
-	dsn      string // for scrubbing error messages; never printed
-	timeout  time.Duration
-	log      *slog.Logger
+	pool
 	walletDB string
 	roomDB   string
-	ownDB    bool
-	closed   atomic.Bool
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
 var _ persistence.NoticeStore = (*NoticeStore)(nil)
@@ -96,35 +86,13 @@ func OpenNoticeStore(ctx context.Context, cfg configs.MySQLConfig, opts ...Optio
 // the owner databases (checked identifiers; "" falls back to the
 // configs' defaults). Close does not close db.
 func NewNoticeStore(db *sql.DB, queryTimeout time.Duration, walletDatabase, roomDatabase string, log *slog.Logger) *NoticeStore {
-	if queryTimeout <= 0 {
-		queryTimeout = 3 * time.Second
-	}
-	if log == nil {
-		log = slog.Default()
-	}
 	if checkIdent(walletDatabase, false) != nil {
 		walletDatabase = "hyapp_wallet"
 	}
 	if checkIdent(roomDatabase, false) != nil {
 		roomDatabase = "hyapp_room"
 	}
-	return &NoticeStore{db: db, timeout: queryTimeout, walletDB: walletDatabase, roomDB: roomDatabase,
-		log: log.With("component", "persistence/mysql", "store", "notice")}
-}
-
-// DB is the store's pool, for tools and tests.
-func (s *NoticeStore) DB() *sql.DB { return s.db }
-
-// Close closes the pool if OpenNoticeStore opened it. Later calls fail
-// with ErrUnavailable.
-func (s *NoticeStore) Close() error {
-	s.closed.Store(true)
-	s.closeOnce.Do(func() {
-		if s.ownDB {
-			s.closeErr = s.db.Close()
-		}
-	})
-	return s.closeErr
+	return &NoticeStore{pool: newStorePool(db, queryTimeout, log, "notice"), walletDB: walletDatabase, roomDB: roomDatabase}
 }
 
 var errNoticeClosed = fmt.Errorf("mysql: notice store closed: %w", persistence.ErrUnavailable)

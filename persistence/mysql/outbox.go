@@ -197,6 +197,51 @@ type querier interface {
 // (roomSessionInit).
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
 	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
+	return s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		var take []roomTake
+		for left := limit; left > 0; {
+			rooms, err := next(ctx, tx)
+			if err != nil {
+				return nil, err
+			}
+			if len(rooms) == 0 {
+				break
+			}
+			part, err := s.claimPlan(ctx, tx, rooms, owner, nowMs, left)
+			if err != nil {
+				return nil, err
+			}
+			for _, t := range part {
+				left -= t.n
+			}
+			take = append(take, part...)
+		}
+		if len(take) == 0 {
+			return nil, nil
+		}
+		out, err := s.lockRooms(ctx, tx, take, owner, nowMs)
+		if isDeadlock(err) {
+			return nil, nil
+		}
+		if err != nil || len(out) == 0 {
+			return nil, err
+		}
+		if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
+			if isDeadlock(err) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		return out, nil
+	})
+}
+
+// claimTx runs one claim of at most limit rows for owner in its own
+// transaction: the checks every claim makes first, then claim, then COMMIT
+// when claim returned rows (with none, or an error, it rolls back). op
+// names the claim in errors.
+func (s *Store) claimTx(ctx context.Context, op, owner string, limit int,
+	claim func(context.Context, *sql.Tx) ([]persistence.OutboxRow, error)) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
 	}
@@ -210,45 +255,15 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, s.wrap("claim outbox", err)
+		return nil, s.wrap(op, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var take []roomTake
-	for left := limit; left > 0; {
-		rooms, err := next(ctx, tx)
-		if err != nil {
-			return nil, err
-		}
-		if len(rooms) == 0 {
-			break
-		}
-		part, err := s.claimPlan(ctx, tx, rooms, owner, nowMs, left)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range part {
-			left -= t.n
-		}
-		take = append(take, part...)
-	}
-	if len(take) == 0 {
-		return nil, nil
-	}
-	out, err := s.lockRooms(ctx, tx, take, owner, nowMs)
-	if isDeadlock(err) {
-		return nil, nil
-	}
+	out, err := claim(ctx, tx)
 	if err != nil || len(out) == 0 {
 		return nil, err
 	}
-	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
-		if isDeadlock(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
 	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("claim outbox: commit", err)
+		return nil, s.wrap(op+": commit", err)
 	}
 	return out, nil
 }
@@ -388,6 +403,17 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	if err != nil {
 		return nil, err
 	}
+	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
+		return len(rs) > 0 && rs[0].NextRetryAtMs <= nowMs && !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
+			return r.LockUntilMs > nowMs && r.LockedBy != owner
+		})
+	}), nil
+}
+
+// takeFree groups the locked rows by room and returns, in plan order, the
+// rows of each planned room that free says may be leased, each room's in
+// room_seq order.
+func takeFree(rows []persistence.OutboxRow, take []roomTake, free func(rs []persistence.OutboxRow) bool) []persistence.OutboxRow {
 	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
 	for _, r := range rows {
 		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
@@ -397,14 +423,11 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	for _, t := range take {
 		rs := byRoom[t.key]
 		sortRoomSeq(rs)
-		if len(rs) == 0 || rs[0].NextRetryAtMs > nowMs || slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
-			return r.LockUntilMs > nowMs && r.LockedBy != owner
-		}) {
-			continue
+		if free(rs) {
+			out = append(out, rs...)
 		}
-		out = append(out, rs...)
 	}
-	return out, nil
+	return out
 }
 
 // sortRoomSeq sorts one room's rows by (room_seq, event_id).
@@ -472,7 +495,7 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
 // (one commit) per chunk of ids instead of one per row.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", eventIDs,
+	return s.updatePending(ctx, "mark published batch", "status", eventIDs,
 		"status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
 		nowMs, nowMs)
 }
@@ -480,29 +503,25 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
 // chunk like MarkOutboxPublishedBatch.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", eventIDs, "locked_by = NULL, lock_until_ms = 0")
+	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = 0")
 }
 
-// updatePending applies set (with setArgs) to the pending rows among
-// eventIDs, 500 ids a statement; rows not pending and unknown ids are
-// skipped.
-func (s *Store) updatePending(ctx context.Context, op string, eventIDs []string, set string, setArgs ...any) error {
+// updatePending applies set (with setArgs) to the rows among eventIDs
+// whose status column (status for IM, mq_status for MQ) is 'pending', 500
+// ids a statement; other rows and unknown ids are skipped.
+func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs []string, set string, setArgs ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
 	const chunk = 500
-	for len(eventIDs) > 0 {
-		n := min(chunk, len(eventIDs))
-		ids := eventIDs[:n]
-		eventIDs = eventIDs[n:]
-		args := make([]any, 0, n+len(setArgs))
-		args = append(args, setArgs...)
+	for ids := range slices.Chunk(eventIDs, chunk) {
+		args := slices.Clone(setArgs)
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		q := "UPDATE room_outbox SET " + set + " WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", n-1) + ")"
 		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, q, args...)
+		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
+			" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
 		cancel()
 		if err != nil {
 			return s.wrap(op, err)

@@ -33,71 +33,54 @@ import (
 // A deadlock or lock-wait victim claims nothing this time (the next round
 // tries again).
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	if err := ready(ctx); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, nil
-	}
-	if err := checkLen("owner", owner, maxLockedBy, true); err != nil {
-		return nil, err
-	}
-	ctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, s.wrap("claim outbox mq", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	var (
-		take    []roomTake
-		afterMs int64 = math.MinInt64
-		afterID string
-		seen    = map[persistence.RoomKey]bool{}
-	)
-	for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
-		rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
-		if err != nil {
-			return mqClaimFailed(err)
-		}
-		for chunk := 16; len(rooms) > 0 && left > 0; chunk *= 4 {
-			n := min(chunk, len(rooms))
-			part, err := s.planRoomsMQ(ctx, tx, rooms[:n], nowMs, left)
+	return s.claimTx(ctx, "claim outbox mq", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		var (
+			take    []roomTake
+			afterMs int64 = math.MinInt64
+			afterID string
+			seen    = map[persistence.RoomKey]bool{}
+		)
+		for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
+			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
 			if err != nil {
 				return mqClaimFailed(err)
 			}
-			for _, t := range part {
-				left -= t.n
+			for chunk := 16; len(rooms) > 0 && left > 0; chunk *= 4 {
+				n := min(chunk, len(rooms))
+				part, err := s.planRoomsMQ(ctx, tx, rooms[:n], nowMs, left)
+				if err != nil {
+					return mqClaimFailed(err)
+				}
+				for _, t := range part {
+					left -= t.n
+				}
+				take = append(take, part...)
+				rooms = rooms[n:]
 			}
-			take = append(take, part...)
-			rooms = rooms[n:]
+			if !more {
+				break
+			}
 		}
-		if !more {
-			break
+		if len(take) == 0 {
+			return nil, nil
 		}
-	}
-	if len(take) == 0 {
-		return nil, nil
-	}
-	out, err := s.lockRoomsMQ(ctx, tx, take, nowMs)
-	if err != nil || len(out) == 0 {
-		return mqClaimFailed(err)
-	}
-	until := nowMs + leaseMs
-	args := make([]any, 0, len(out)+2)
-	args = append(args, owner, until)
-	for i := range out {
-		out[i].MQLockedBy, out[i].MQLockUntilMs = owner, until
-		args = append(args, out[i].Envelope.EventID)
-	}
-	if _, err := tx.ExecContext(ctx, "UPDATE room_outbox SET mq_locked_by = ?, mq_lock_until_ms = ?"+
-		" WHERE event_id IN ("+placeholders(len(out))+")", args...); err != nil {
-		return mqClaimFailed(s.wrap("claim outbox mq", err))
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, s.wrap("claim outbox mq: commit", err)
-	}
-	return out, nil
+		out, err := s.lockRoomsMQ(ctx, tx, take, nowMs)
+		if err != nil || len(out) == 0 {
+			return mqClaimFailed(err)
+		}
+		until := nowMs + leaseMs
+		args := make([]any, 0, len(out)+2)
+		args = append(args, owner, until)
+		for i := range out {
+			out[i].MQLockedBy, out[i].MQLockUntilMs = owner, until
+			args = append(args, out[i].Envelope.EventID)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE room_outbox SET mq_locked_by = ?, mq_lock_until_ms = ?"+
+			" WHERE event_id IN ("+placeholders(len(out))+")", args...); err != nil {
+			return mqClaimFailed(s.wrap("claim outbox mq", err))
+		}
+		return out, nil
+	})
 }
 
 // mqRoomsPage reads one page of the oldest free MQ-pending rows after
@@ -220,21 +203,9 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 	if err != nil {
 		return nil, err
 	}
-	byRoom := make(map[persistence.RoomKey][]persistence.OutboxRow, len(take))
-	for _, r := range rows {
-		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
-		byRoom[k] = append(byRoom[k], r)
-	}
-	var out []persistence.OutboxRow
-	for _, t := range take {
-		rs := byRoom[t.key]
-		if slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs }) {
-			continue
-		}
-		sortRoomSeq(rs)
-		out = append(out, rs...)
-	}
-	return out, nil
+	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
+		return !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs })
+	}), nil
 }
 
 // mqClaimFailed: a deadlock or lock-wait victim claims nothing this time
@@ -248,36 +219,13 @@ func mqClaimFailed(err error) ([]persistence.OutboxRow, error) {
 
 // MarkOutboxMQPublished implements persistence.OutboxMQStore.
 func (s *Store) MarkOutboxMQPublished(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.mqUpdateIDs(ctx, "mark outbox mq published", eventIDs,
+	return s.updatePending(ctx, "mark outbox mq published", "mq_status", eventIDs,
 		"mq_status = 'published', mq_published_at_ms = ?, mq_locked_by = NULL, mq_lock_until_ms = 0", nowMs)
 }
 
 // ReleaseOutboxMQ implements persistence.OutboxMQStore.
 func (s *Store) ReleaseOutboxMQ(ctx context.Context, eventIDs []string) error {
-	return s.mqUpdateIDs(ctx, "release outbox mq", eventIDs, "mq_locked_by = NULL, mq_lock_until_ms = 0")
-}
-
-// mqUpdateIDs applies set to the MQ-pending rows of eventIDs, one UPDATE
-// per chunk.
-func (s *Store) mqUpdateIDs(ctx context.Context, op string, eventIDs []string, set string, args ...any) error {
-	if err := ready(ctx); err != nil {
-		return err
-	}
-	const chunk = 500
-	for ids := range slices.Chunk(eventIDs, chunk) {
-		a := slices.Clone(args)
-		for _, id := range ids {
-			a = append(a, id)
-		}
-		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
-			" WHERE mq_status = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", a...)
-		cancel()
-		if err != nil {
-			return s.wrap(op, err)
-		}
-	}
-	return nil
+	return s.updatePending(ctx, "release outbox mq", "mq_status", eventIDs, "mq_locked_by = NULL, mq_lock_until_ms = 0")
 }
 
 // ParkOutboxMQ implements persistence.OutboxMQStore.
@@ -285,5 +233,5 @@ func (s *Store) ParkOutboxMQ(ctx context.Context, eventID string) error {
 	if _, err := s.GetOutbox(ctx, eventID); err != nil {
 		return err
 	}
-	return s.mqUpdateIDs(ctx, "park outbox mq", []string{eventID}, "mq_status = 'parked', mq_locked_by = NULL, mq_lock_until_ms = 0")
+	return s.updatePending(ctx, "park outbox mq", "mq_status", []string{eventID}, "mq_status = 'parked', mq_locked_by = NULL, mq_lock_until_ms = 0")
 }

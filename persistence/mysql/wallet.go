@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hyapp/roomcell/configs"
@@ -31,19 +29,8 @@ const walletMaxAttempts = 8
 // transactions of one user queue on the row and never both read the old
 // balance, across any number of processes. It is safe for concurrent use.
 type WalletStore struct {
-	db      *sql.DB
-	dsn     string // for scrubbing error messages; never printed
-	timeout time.Duration
-	log     *slog.Logger
-	ownDB   bool
-	closed  atomic.Bool
-
-	closeOnce sync.Once
-	closeErr  error
+	pool
 }
-
-// DB is the wallet's pool, for its metrics.
-func (s *WalletStore) DB() *sql.DB { return s.db }
 
 var _ persistence.WalletStore = (*WalletStore)(nil)
 
@@ -75,25 +62,7 @@ func OpenWalletStore(ctx context.Context, cfg configs.MySQLConfig, opts ...Optio
 // wallet schema (tests: mysqltest). queryTimeout bounds one transaction
 // (default 3s). Close does not close db.
 func NewWalletStore(db *sql.DB, queryTimeout time.Duration, log *slog.Logger) *WalletStore {
-	if queryTimeout <= 0 {
-		queryTimeout = 3 * time.Second
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return &WalletStore{db: db, timeout: queryTimeout, log: log.With("component", "persistence/mysql", "store", "wallet")}
-}
-
-// Close closes the pool if OpenWalletStore opened it. Later calls fail
-// with ErrUnavailable.
-func (s *WalletStore) Close() error {
-	s.closed.Store(true)
-	s.closeOnce.Do(func() {
-		if s.ownDB {
-			s.closeErr = s.db.Close()
-		}
-	})
-	return s.closeErr
+	return &WalletStore{pool: newStorePool(db, queryTimeout, log, "wallet")}
 }
 
 func (s *WalletStore) wrap(op string, err error) error { return wrapErr(op, s.dsn, err) }

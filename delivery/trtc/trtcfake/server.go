@@ -10,15 +10,12 @@
 package trtcfake
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -28,6 +25,7 @@ import (
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/trtc"
+	"github.com/hyapp/roomcell/internal/loopserve"
 )
 
 // DefaultSDKAppID is the app id a fake accepts unless told otherwise.
@@ -51,10 +49,7 @@ type Server struct {
 	now       func() time.Time
 	log       *slog.Logger
 
-	ln   net.Listener
-	http *http.Server
-	url  string
-	done chan struct{}
+	srv *loopserve.Server
 
 	mu        sync.Mutex
 	rooms     map[string]map[string]bool // room → users in it
@@ -82,12 +77,8 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
 // Start listens on addr (loopback only; port 0 picks one).
 func Start(addr string, opts ...Option) (*Server, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, fmt.Errorf("trtcfake: %w", err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, fmt.Errorf("trtcfake: %q is not a loopback address", addr)
+	if err := loopserve.Check("trtcfake", addr); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		sdkAppID:  DefaultSDKAppID,
@@ -95,7 +86,6 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		secretKey: random(16),
 		now:       time.Now,
 		log:       slog.Default(),
-		done:      make(chan struct{}),
 		rooms:     map[string]map[string]bool{},
 		removed:   map[string][]string{},
 		dismissed: map[string]int{},
@@ -103,16 +93,11 @@ func Start(addr string, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	ln, err := net.Listen("tcp", addr)
+	srv, err := loopserve.Start("trtcfake", addr, http.HandlerFunc(s.handle))
 	if err != nil {
-		return nil, fmt.Errorf("trtcfake: %w", err)
+		return nil, err
 	}
-	s.ln, s.url = ln, "http://"+ln.Addr().String()
-	s.http = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		defer close(s.done)
-		_ = s.http.Serve(ln)
-	}()
+	s.srv = srv
 	return s, nil
 }
 
@@ -123,26 +108,17 @@ func random(n int) string {
 }
 
 // URL is the fake's endpoint.
-func (s *Server) URL() string { return s.url }
+func (s *Server) URL() string { return s.srv.URL() }
 
 // ClientConfig is a client configuration aimed at this fake with its key
 // pair. Enabled stays false: the process is not talking to Tencent.
 func (s *Server) ClientConfig() configs.TRTCConfig {
 	return configs.TRTCConfig{SDKAppID: s.sdkAppID, SecretID: s.secretID, SecretKey: s.secretKey,
-		Region: "ap-guangzhou", Endpoint: s.url, Timeout: 5 * time.Second, RatePerSecond: 1000}
+		Region: "ap-guangzhou", Endpoint: s.URL(), Timeout: 5 * time.Second, RatePerSecond: 1000}
 }
 
 // Close stops the server.
-func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	err := s.http.Shutdown(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = s.http.Close()
-	}
-	<-s.done
-	return err
-}
+func (s *Server) Close() error { return s.srv.Close() }
 
 type apiError struct{ code, msg string }
 
