@@ -96,7 +96,9 @@ type MQResult struct {
 	// unsent so that the next round takes each room's rows from its
 	// lowest (see claimMQ).
 	HeldBack int
-	// StoreErrors counts marks that did not reach the store; those rows
+	// StoreErrors counts marks that did not reach the store; the fanout
+	// (StartMQ) marks those rows again before its next claim, and a round
+	// does nothing else until that mark succeeds; rows no mark reached
 	// come back when their lease expires (and go to the topic again,
 	// stored once by the broker's duplicate window).
 	StoreErrors int
@@ -128,10 +130,59 @@ func ProcessMQBatch(ctx context.Context, deps MQDeps, owner string) (MQResult, e
 // mqHold remembers the rooms whose rows a fanout could not give back (the
 // store refused the release): those rows keep their lease, and until it
 // runs out the room's later rows must not reach the topic ahead of them.
-// It lives as long as the worker, across its restarts.
+// It also keeps the events the broker stored whose MQ-published mark did
+// not reach the store (a lock wait past innodb_lock_wait_timeout behind
+// the IM relay's writes to the same rows, a database pause): they are
+// marked again before the next claim. Left to their lease, they would hold
+// every room of their batch for lease_ttl, the whole fanout when the batch
+// spanned all rooms. It lives as long as the worker, across its restarts.
 type mqHold struct {
-	mu    sync.Mutex
-	until map[persistence.RoomKey]int64
+	mu       sync.Mutex
+	until    map[persistence.RoomKey]int64
+	unmarked []string
+}
+
+// addUnmarked keeps ids to mark again, at most maxUnmarked (the oldest
+// are dropped: their rows come back after their lease and go to the topic
+// again, stored once per key by the broker).
+func (h *mqHold) addUnmarked(ids []string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unmarked = append(h.unmarked, ids...)
+	if n := len(h.unmarked) - maxUnmarked; n > 0 {
+		h.unmarked = slices.Clone(h.unmarked[n:])
+	}
+}
+
+// remark marks the kept unmarked events MQ-published; false when the
+// store refused (a claim now would most likely fail too).
+func (h *mqHold) remark(ctx context.Context, d MQDeps) bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	ids := slices.Clone(h.unmarked)
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		return true
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	err := d.Store.MarkOutboxMQPublished(mctx, ids, d.Clock().UnixMilli())
+	cancel()
+	if err != nil {
+		d.Logger.Warn("outbox mq mark published failed again; retrying next poll", slog.String("worker", MQWorkerName),
+			slog.String("node_id", d.NodeID), slog.Int("events", len(ids)), slog.String("error", supervise.ErrorText(err)))
+		return false
+	}
+	d.Logger.Info("outbox mq events marked published after the store refused", slog.String("worker", MQWorkerName),
+		slog.String("node_id", d.NodeID), slog.Int("events", len(ids)))
+	h.mu.Lock()
+	h.unmarked = h.unmarked[min(len(ids), len(h.unmarked)):]
+	h.mu.Unlock()
+	return true
 }
 
 func newMQHold() *mqHold { return &mqHold{until: map[persistence.RoomKey]int64{}} }
@@ -145,6 +196,12 @@ func (h *mqHold) add(keys map[persistence.RoomKey]bool, untilMs int64) {
 	for k := range keys {
 		h.until[k] = max(h.until[k], untilMs)
 	}
+}
+
+func (h *mqHold) unmarkedLen() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.unmarked)
 }
 
 // split moves the rows of held rooms out of rows.
@@ -176,6 +233,10 @@ func (h *mqHold) split(rows []persistence.OutboxRow, nowMs int64) (keep, held []
 func processMQBatch(ctx context.Context, d MQDeps, owner string, hold *mqHold) (MQResult, error) {
 	var res MQResult
 	if ctx.Err() != nil {
+		return res, nil
+	}
+	if !hold.remark(ctx, d) {
+		res.StoreErrors = hold.unmarkedLen()
 		return res, nil
 	}
 	rows, held, err := claimMQ(ctx, d, owner, hold)
@@ -551,8 +612,9 @@ func (f *mqBatch) settle(res *MQResult) {
 	if len(f.published) > 0 {
 		if err := f.Store.MarkOutboxMQPublished(ctx, f.published, f.Clock().UnixMilli()); err != nil {
 			res.StoreErrors += len(f.published)
+			f.hold.addUnmarked(f.published)
 			res.NoOp = 0
-			f.Logger.Error("outbox mq mark published failed: the rows go to the topic again after their lease",
+			f.Logger.Error("outbox mq mark published failed: marked again before the next claim (or sent again after their lease)",
 				slog.String("worker", MQWorkerName), slog.String("node_id", f.NodeID), slog.String("error", supervise.ErrorText(err)))
 		} else {
 			res.Published = len(f.published) - res.NoOp

@@ -297,3 +297,63 @@ func TestMQFailedReleaseHoldsTheRoom(t *testing.T) {
 		t.Fatalf("after the lease the queue got %v, want %v then a-3", last, a)
 	}
 }
+
+// markFails is a store whose MQ-published marks fail while fail is set,
+// as a mark does that waits past innodb_lock_wait_timeout behind the IM
+// relay's writes to the same rows.
+type markFails struct {
+	*memdb.Store
+	fail  bool
+	marks int
+}
+
+func (s *markFails) MarkOutboxMQPublished(ctx context.Context, ids []string, nowMs int64) error {
+	s.marks++
+	if s.fail {
+		return errors.New("lock wait timeout")
+	}
+	return s.Store.MarkOutboxMQPublished(ctx, ids, nowMs)
+}
+
+// The broker stored a round's rows but their mark failed: the rows keep
+// their lease, and the store hands out no room with leased rows. The next
+// round marks them again first, so their rooms' later rows go on at once,
+// long before the lease runs out, and nothing is sent twice; while the
+// store still refuses, the round claims nothing (nothing is sent that
+// could not be marked).
+func TestMQFailedMarkDoesNotHoldTheRoomsForTheLease(t *testing.T) {
+	mem := newMQStore(t)
+	s := &markFails{Store: mem}
+	a, b := roomRows(t, mem, "a", 2), roomRows(t, mem, "b", 2)
+	now := time.UnixMilli(clockBase + 1000)
+	q := newFakeMQ(nil)
+	d, err := MQDeps{Store: s, MQ: q, Topic: "t", Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.LeaseTTL = time.Hour }),
+		Clock: func() time.Time { return now }}.checked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := newMQHold()
+	s.fail = true
+	if res, err := processMQBatch(context.Background(), d, "mq-1", hold); err != nil || res.StoreErrors != 4 {
+		t.Fatalf("first round %+v %v: want 4 rows sent and their mark failed", res, err)
+	}
+	a3 := joined(t, "a-3", clockBase+500)
+	a3.RoomID, a3.RoomSeq = "a", 3
+	insert(t, mem, a3)
+	// The store still refuses: the round only tries the marks again.
+	marks := s.marks
+	if res, err := processMQBatch(context.Background(), d, "mq-1", hold); err != nil || res.StoreErrors != 4 || res.Claimed != 0 || s.marks != marks+1 {
+		t.Fatalf("round while the store refuses %+v %v (%d marks): want only the marks tried again", res, err, s.marks-marks)
+	}
+	s.fail = false
+	now = now.Add(d.Config.PollInterval) // far inside the hour-long lease
+	res, err := processMQBatch(context.Background(), d, "mq-1", hold)
+	if err != nil || res.Published != 1 || q.count("a-3") != 1 {
+		t.Fatalf("round after the store came back %+v %v, a-3 sent %d times: the failed mark held room a for its lease", res, err, q.count("a-3"))
+	}
+	for _, id := range append(append(a, b...), "a-3") {
+		if row := get(t, mem, id); row.MQStatus != persistence.OutboxMQPublished || row.MQLockUntilMs != 0 || q.count(id) != 1 {
+			t.Fatalf("%s: row %+v sent %d times, want MQ-published once without a lease", id, row, q.count(id))
+		}
+	}
+}
