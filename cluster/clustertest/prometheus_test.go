@@ -120,9 +120,6 @@ func startPrometheus(t *testing.T, targets []string) string {
 // activations add up to what
 // the members report.
 func TestMultiMemberPrometheusScrape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-process cluster and a Prometheus")
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])

@@ -15,7 +15,7 @@ import (
 )
 
 // outage is how long IM, then TRTC, fail in TestEffectsSurviveOutages:
-// the 30 s, shortened under -short.
+// 30 s, shortened under -short.
 func outage() time.Duration {
 	if testing.Short() {
 		return 3 * time.Second

@@ -255,9 +255,6 @@ func runPause(tb testing.TB, rc v1.RoomServiceClient, srv *mysqltest.Server, pre
 // healthy rooms' latencies are logged; the p99 target (≤ 1.2× before)
 // is BenchmarkTwoRoomDatabasesOnePaused's figure, not asserted here.
 func TestTwoRoomDatabasesOnePausedOnlyItsRoomsWait(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a mariadbd and runs 30 s of load")
-	}
 	app, rc, srv := twoRoomDBs(t)
 	run := runPause(t, rc, srv, "t", true)
 	l, healthy, paused := run.l, run.healthy, run.paused

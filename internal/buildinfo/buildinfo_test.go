@@ -37,9 +37,6 @@ func TestDefaultIsDev(t *testing.T) {
 
 // The -X flag the Makefile passes reaches both binaries' --version.
 func TestLdflagsSetVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds two binaries")
-	}
 	dir := t.TempDir()
 	for _, bin := range []string{"roomcell", "roomctl"} {
 		out := filepath.Join(dir, bin)
