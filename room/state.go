@@ -69,6 +69,8 @@ type Extra struct {
 	Mutes map[string]int64 `json:"mutes,omitempty"`
 	// Metadata (roommeta.go).
 	Meta Meta `json:"meta,omitzero"`
+	// Members' audio presence (audio.go).
+	Audio map[string]AudioMark `json:"audio,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -95,6 +97,7 @@ func (e *Extra) clone() *Extra {
 	c.Applications = maps.Clone(e.Applications)
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
+	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
 }
@@ -104,8 +107,9 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Applications)
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
+	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
-	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero()
+	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Audio == nil && e.Meta.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).
@@ -183,6 +187,7 @@ func (s *State) vacate(user string) {
 	if s.Extra != nil {
 		delete(s.Extra.Applications, user)
 		delete(s.Extra.Invitations, user)
+		delete(s.Extra.Audio, user)
 	}
 	for i, u := range s.Seats {
 		if u == user {
