@@ -283,6 +283,7 @@ func (e RoomUserKicked) apply(s *State) {
 			s.Bans = map[string]int64{}
 		}
 		s.Bans[e.TargetUserID] = e.BanUntilMs
+		s.noteBan(e.TargetUserID, e.OperatorUserID, e.Reason)
 	}
 }
 
