@@ -38,6 +38,11 @@ const (
 	CodeRateLimited         Code = 10024
 	CodeRoomFull            Code = 10025
 
+	// Voice-room features (custom info, password, likes), numbered
+	// apart so parallel additions to the table never collide.
+	CodeTooManyCustomKeys  Code = 10101
+	CodeCustomInfoTooLarge Code = 10102
+
 	CodeGiftRefunded Code = 11001
 	CodeRoomMoved    Code = 11002
 	// CodeNoCoordinator: the node answering cannot reach its ownership
@@ -94,6 +99,9 @@ var codeNames = map[Code]string{
 	CodeTooManyMutes:        "TOO_MANY_MUTES",
 	CodeRateLimited:         "RATE_LIMITED",
 	CodeRoomFull:            "ROOM_FULL",
+
+	CodeTooManyCustomKeys:  "TOO_MANY_CUSTOM_KEYS",
+	CodeCustomInfoTooLarge: "CUSTOM_INFO_TOO_LARGE",
 
 	CodeGiftRefunded:  "GIFT_REFUNDED",
 	CodeRoomMoved:     "ROOM_MOVED",

@@ -74,6 +74,8 @@ type Extra struct {
 	BanNotes map[string]BanNote `json:"ban_notes,omitempty"`
 	// Members' audio presence (audio.go).
 	Audio map[string]AudioMark `json:"audio,omitempty"`
+	// The app's key/value info on the room (custominfo.go).
+	CustomInfo map[string]string `json:"custom_info,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -101,6 +103,7 @@ func (e *Extra) clone() *Extra {
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
 	c.BanNotes = maps.Clone(e.BanNotes)
+	c.CustomInfo = maps.Clone(e.CustomInfo)
 	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
@@ -112,10 +115,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
 	nilIfEmptyMap(&e.BanNotes)
+	nilIfEmptyMap(&e.CustomInfo)
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.Audio == nil
+		e.BanNotes == nil && e.CustomInfo == nil && e.Audio == nil
 }
 
 // Applications returns the pending seat applications by user (read only).

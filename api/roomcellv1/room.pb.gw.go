@@ -778,6 +778,33 @@ func local_request_RoomService_ListBans_0(ctx context.Context, marshaler runtime
 	return msg, metadata, err
 }
 
+func request_RoomService_SetRoomCustomInfo_0(ctx context.Context, marshaler runtime.Marshaler, client RoomServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetRoomCustomInfoRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.SetRoomCustomInfo(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RoomService_SetRoomCustomInfo_0(ctx context.Context, marshaler runtime.Marshaler, server RoomServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq SetRoomCustomInfoRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.SetRoomCustomInfo(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterRoomServiceHandlerServer registers the http handlers for service RoomService to "mux".
 // UnaryRPC     :call RoomServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1291,6 +1318,26 @@ func RegisterRoomServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RoomService_ListBans_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RoomService_SetRoomCustomInfo_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/roomcell.v1.RoomService/SetRoomCustomInfo", runtime.WithHTTPPathPattern("/api/v1/rooms/custom/set"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RoomService_SetRoomCustomInfo_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RoomService_SetRoomCustomInfo_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -1773,63 +1820,82 @@ func RegisterRoomServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RoomService_ListBans_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RoomService_SetRoomCustomInfo_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/roomcell.v1.RoomService/SetRoomCustomInfo", runtime.WithHTTPPathPattern("/api/v1/rooms/custom/set"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RoomService_SetRoomCustomInfo_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RoomService_SetRoomCustomInfo_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_RoomService_CreateRoom_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "create"}, ""))
-	pattern_RoomService_JoinRoom_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "join"}, ""))
-	pattern_RoomService_LeaveRoom_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "leave"}, ""))
-	pattern_RoomService_TakeMic_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "mic", "take"}, ""))
-	pattern_RoomService_ReleaseMic_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "mic", "release"}, ""))
-	pattern_RoomService_SendGift_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "gift", "send"}, ""))
-	pattern_RoomService_KickUser_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "kick"}, ""))
-	pattern_RoomService_CloseRoom_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "close"}, ""))
-	pattern_RoomService_Heartbeat_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "heartbeat"}, ""))
-	pattern_RoomService_GetRoom_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "get"}, ""))
-	pattern_RoomService_ListRooms_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "list"}, ""))
-	pattern_RoomService_GetUserRoom_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "room"}, ""))
-	pattern_RoomService_SetAdmin_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "admin", "set"}, ""))
-	pattern_RoomService_RemoveAdmin_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "admin", "remove"}, ""))
-	pattern_RoomService_MuteSeat_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "mute"}, ""))
-	pattern_RoomService_UnmuteSeat_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "unmute"}, ""))
-	pattern_RoomService_LockSeat_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "lock"}, ""))
-	pattern_RoomService_UnlockSeat_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "unlock"}, ""))
-	pattern_RoomService_UpdateRoom_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "update"}, ""))
-	pattern_RoomService_TransferOwner_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "owner", "transfer"}, ""))
-	pattern_RoomService_ListRoomEvents_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "events"}, ""))
-	pattern_RoomService_WatchRoom_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "watch"}, ""))
-	pattern_RoomService_MoveSeat_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "move"}, ""))
-	pattern_RoomService_BanUser_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "ban"}, ""))
-	pattern_RoomService_UnbanUser_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "unban"}, ""))
-	pattern_RoomService_ListBans_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "bans"}, ""))
+	pattern_RoomService_CreateRoom_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "create"}, ""))
+	pattern_RoomService_JoinRoom_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "join"}, ""))
+	pattern_RoomService_LeaveRoom_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "leave"}, ""))
+	pattern_RoomService_TakeMic_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "mic", "take"}, ""))
+	pattern_RoomService_ReleaseMic_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "mic", "release"}, ""))
+	pattern_RoomService_SendGift_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "gift", "send"}, ""))
+	pattern_RoomService_KickUser_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "kick"}, ""))
+	pattern_RoomService_CloseRoom_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "close"}, ""))
+	pattern_RoomService_Heartbeat_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "heartbeat"}, ""))
+	pattern_RoomService_GetRoom_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "get"}, ""))
+	pattern_RoomService_ListRooms_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "list"}, ""))
+	pattern_RoomService_GetUserRoom_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "room"}, ""))
+	pattern_RoomService_SetAdmin_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "admin", "set"}, ""))
+	pattern_RoomService_RemoveAdmin_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "admin", "remove"}, ""))
+	pattern_RoomService_MuteSeat_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "mute"}, ""))
+	pattern_RoomService_UnmuteSeat_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "unmute"}, ""))
+	pattern_RoomService_LockSeat_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "lock"}, ""))
+	pattern_RoomService_UnlockSeat_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "unlock"}, ""))
+	pattern_RoomService_UpdateRoom_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "update"}, ""))
+	pattern_RoomService_TransferOwner_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "owner", "transfer"}, ""))
+	pattern_RoomService_ListRoomEvents_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "events"}, ""))
+	pattern_RoomService_WatchRoom_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "watch"}, ""))
+	pattern_RoomService_MoveSeat_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "seat", "move"}, ""))
+	pattern_RoomService_BanUser_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "ban"}, ""))
+	pattern_RoomService_UnbanUser_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "user", "unban"}, ""))
+	pattern_RoomService_ListBans_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"api", "v1", "rooms", "bans"}, ""))
+	pattern_RoomService_SetRoomCustomInfo_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3, 2, 4}, []string{"api", "v1", "rooms", "custom", "set"}, ""))
 )
 
 var (
-	forward_RoomService_CreateRoom_0     = runtime.ForwardResponseMessage
-	forward_RoomService_JoinRoom_0       = runtime.ForwardResponseMessage
-	forward_RoomService_LeaveRoom_0      = runtime.ForwardResponseMessage
-	forward_RoomService_TakeMic_0        = runtime.ForwardResponseMessage
-	forward_RoomService_ReleaseMic_0     = runtime.ForwardResponseMessage
-	forward_RoomService_SendGift_0       = runtime.ForwardResponseMessage
-	forward_RoomService_KickUser_0       = runtime.ForwardResponseMessage
-	forward_RoomService_CloseRoom_0      = runtime.ForwardResponseMessage
-	forward_RoomService_Heartbeat_0      = runtime.ForwardResponseMessage
-	forward_RoomService_GetRoom_0        = runtime.ForwardResponseMessage
-	forward_RoomService_ListRooms_0      = runtime.ForwardResponseMessage
-	forward_RoomService_GetUserRoom_0    = runtime.ForwardResponseMessage
-	forward_RoomService_SetAdmin_0       = runtime.ForwardResponseMessage
-	forward_RoomService_RemoveAdmin_0    = runtime.ForwardResponseMessage
-	forward_RoomService_MuteSeat_0       = runtime.ForwardResponseMessage
-	forward_RoomService_UnmuteSeat_0     = runtime.ForwardResponseMessage
-	forward_RoomService_LockSeat_0       = runtime.ForwardResponseMessage
-	forward_RoomService_UnlockSeat_0     = runtime.ForwardResponseMessage
-	forward_RoomService_UpdateRoom_0     = runtime.ForwardResponseMessage
-	forward_RoomService_TransferOwner_0  = runtime.ForwardResponseMessage
-	forward_RoomService_ListRoomEvents_0 = runtime.ForwardResponseMessage
-	forward_RoomService_WatchRoom_0      = runtime.ForwardResponseStream
-	forward_RoomService_MoveSeat_0       = runtime.ForwardResponseMessage
-	forward_RoomService_BanUser_0        = runtime.ForwardResponseMessage
-	forward_RoomService_UnbanUser_0      = runtime.ForwardResponseMessage
-	forward_RoomService_ListBans_0       = runtime.ForwardResponseMessage
+	forward_RoomService_CreateRoom_0        = runtime.ForwardResponseMessage
+	forward_RoomService_JoinRoom_0          = runtime.ForwardResponseMessage
+	forward_RoomService_LeaveRoom_0         = runtime.ForwardResponseMessage
+	forward_RoomService_TakeMic_0           = runtime.ForwardResponseMessage
+	forward_RoomService_ReleaseMic_0        = runtime.ForwardResponseMessage
+	forward_RoomService_SendGift_0          = runtime.ForwardResponseMessage
+	forward_RoomService_KickUser_0          = runtime.ForwardResponseMessage
+	forward_RoomService_CloseRoom_0         = runtime.ForwardResponseMessage
+	forward_RoomService_Heartbeat_0         = runtime.ForwardResponseMessage
+	forward_RoomService_GetRoom_0           = runtime.ForwardResponseMessage
+	forward_RoomService_ListRooms_0         = runtime.ForwardResponseMessage
+	forward_RoomService_GetUserRoom_0       = runtime.ForwardResponseMessage
+	forward_RoomService_SetAdmin_0          = runtime.ForwardResponseMessage
+	forward_RoomService_RemoveAdmin_0       = runtime.ForwardResponseMessage
+	forward_RoomService_MuteSeat_0          = runtime.ForwardResponseMessage
+	forward_RoomService_UnmuteSeat_0        = runtime.ForwardResponseMessage
+	forward_RoomService_LockSeat_0          = runtime.ForwardResponseMessage
+	forward_RoomService_UnlockSeat_0        = runtime.ForwardResponseMessage
+	forward_RoomService_UpdateRoom_0        = runtime.ForwardResponseMessage
+	forward_RoomService_TransferOwner_0     = runtime.ForwardResponseMessage
+	forward_RoomService_ListRoomEvents_0    = runtime.ForwardResponseMessage
+	forward_RoomService_WatchRoom_0         = runtime.ForwardResponseStream
+	forward_RoomService_MoveSeat_0          = runtime.ForwardResponseMessage
+	forward_RoomService_BanUser_0           = runtime.ForwardResponseMessage
+	forward_RoomService_UnbanUser_0         = runtime.ForwardResponseMessage
+	forward_RoomService_ListBans_0          = runtime.ForwardResponseMessage
+	forward_RoomService_SetRoomCustomInfo_0 = runtime.ForwardResponseMessage
 )
