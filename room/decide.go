@@ -147,7 +147,7 @@ func checkReason(cmd Command) error { return checkText("reason", cmd.Reason, Max
 // directory: switched_room). A client claiming one would make its own
 // leave look like a timeout or a kick to every IM client.
 var systemReasons = []string{ReasonHeartbeatTimeout, ReasonSwitchedRoom, ReasonKicked, ReasonSeatLocked,
-	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved, ReasonAudioLeft}
+	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved, ReasonAudioLeft, ReasonDisplaced, ReasonSwapped}
 
 // Command ids the room and its workers derive for the commands they send
 // themselves. They are reserved: a client that spent one first (the ids
