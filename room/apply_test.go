@@ -112,10 +112,18 @@ func TestApplyEffects(t *testing.T) {
 	}{
 		{"joined: added with the join time; own ban and expired bans go, live bans stay",
 			room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0 + 10_000},
-			func(s *room.State) { s.Members["carol"] = t0 + 10_000; delete(s.Bans, "carol") }},
+			func(s *room.State) {
+				s.Members["carol"] = t0 + 10_000
+				delete(s.Bans, "carol")
+				delete(s.Extra.BanBy, "carol")
+			}},
 		{"joined: a ban ending exactly at the join time is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 10_000},
-			func(s *room.State) { s.Members["erin"] = t0 + 10_000; delete(s.Bans, "carol") }},
+			func(s *room.State) {
+				s.Members["erin"] = t0 + 10_000
+				delete(s.Bans, "carol")
+				delete(s.Extra.BanBy, "carol")
+			}},
 		{"joined: before any ban ends nothing is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 9_999},
 			func(s *room.State) { s.Members["erin"] = t0 + 9_999 }},
@@ -145,7 +153,20 @@ func TestApplyEffects(t *testing.T) {
 			func(s *room.State) { delete(s.Members, "bob"); s.Seats[3] = "" }},
 		{"kicked with ban: leaves and is banned until",
 			room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", BanUntilMs: t0 + 5},
-			func(s *room.State) { delete(s.Members, "alice"); s.Seats[0] = ""; s.Bans["alice"] = t0 + 5 }},
+			func(s *room.State) {
+				delete(s.Members, "alice")
+				s.Seats[0] = ""
+				s.Bans["alice"] = t0 + 5
+				s.Extra.BanBy["alice"] = room.Imposer{UserID: "owner", Role: room.RoleOwner}
+			}},
+		{"kicked with ban by an admin: the ban is an admin's",
+			room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "admin", BanUntilMs: t0 + 5},
+			func(s *room.State) {
+				delete(s.Members, "alice")
+				s.Seats[0] = ""
+				s.Bans["alice"] = t0 + 5
+				s.Extra.BanBy["alice"] = room.Imposer{UserID: "admin", Role: room.RoleAdmin}
+			}},
 		{"closed: nobody left in it, seats free, the rest kept",
 			room.RoomClosed{OperatorUserID: "owner"},
 			func(s *room.State) {
@@ -215,6 +236,8 @@ func TestApplyBusyFixture(t *testing.T) {
 		Announcement: "hi",
 		MutedSeats:   []int{3},
 		LockedSeats:  []int{6},
+		Extra: &room.Extra{BanBy: map[string]room.Imposer{
+			"carol": {UserID: "owner", Role: room.RoleOwner}, "dave": {UserID: "owner", Role: room.RoleOwner}}},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("busy\n got  %+v\n want %+v", s, want)

@@ -10,10 +10,89 @@ import (
 
 // Moderation without a kick: a ban of a user who need not be in the
 // room, its lifting, and a chat mute of a member for a while.
+//
+// Nobody undoes what they could not do: a ban or mute in force records
+// who imposed it and with what authority (Imposer), and only someone with
+// at least that authority lifts, shortens or replaces it. The owner
+// outranks every admin, so an owner's ban or mute is the owner's alone
+// (whoever owns the room then: a transfer hands it on with the room).
+//
+// The lists are bounded: MaxBans bans and MaxMutes mutes in force. Ended
+// entries are not counted; they go at the next ban, mute or join (the
+// events carry their time), and lifting an ended one clears it.
 const (
 	MaxMuteSeconds = 30 * 24 * 3600
-	MaxMutes       = 1000 // muted users per room
+	MaxMutes       = 1000 // chat mutes in force per room
+	// MaxBans caps the bans in force per room (BanUser and KickUser with a
+	// ban alike). A room at both caps with ids of MaxIDLen has a snapshot
+	// under 4 MiB (TestSnapshotAtTheCaps).
+	MaxBans = 5000
 )
+
+// The authority an imposer acted with.
+const (
+	RoleOwner = "owner"
+	RoleAdmin = "admin"
+)
+
+// Imposer is who imposed a ban or a chat mute, and as what.
+type Imposer struct {
+	UserID string `json:"by"`
+	Role   string `json:"role"`
+}
+
+// imposer is the authority op acts with in s. It is read when the event
+// is applied, on the state the command was decided on (no event of a
+// moderation command changes the owner), so replay records the same.
+func imposer(s *State, op string) Imposer {
+	if op == s.Owner {
+		return Imposer{UserID: op, Role: RoleOwner}
+	}
+	return Imposer{UserID: op, Role: RoleAdmin}
+}
+
+// mayChange: op may lift or change target's entry in until (imposed as
+// by says): an entry in force the owner imposed is the owner's alone.
+// An ended entry undoes nothing and any operator clears it.
+func mayChange(s State, op, target string, until map[string]int64, by map[string]Imposer, nowMs int64) error {
+	if end, ok := until[target]; !ok || end <= nowMs {
+		return nil
+	}
+	if by[target].Role == RoleOwner && op != s.Owner {
+		return ErrOutranked
+	}
+	return nil
+}
+
+// inForce counts the entries of until not over at nowMs.
+func inForce(until map[string]int64, nowMs int64) int {
+	n := 0
+	for _, end := range until {
+		if end > nowMs {
+			n++
+		}
+	}
+	return n
+}
+
+// roomForBan: a new ban needs a place under MaxBans; a ban of the banned
+// replaces theirs.
+func roomForBan(s State, target string, nowMs int64) error {
+	if !s.BannedAt(target, nowMs) && inForce(s.Bans, nowMs) >= MaxBans {
+		return ErrTooManyBans
+	}
+	return nil
+}
+
+// adminLoss: an admin the owner kicks or bans is no admin any more, so a
+// kicked admin does not come back with an admin's rights (and a banned one
+// does not stay on the list).
+func adminLoss(s State, cmd Command) []Event {
+	if !slices.Contains(s.Admins, cmd.TargetUserID) {
+		return nil
+	}
+	return []Event{RoomAdminRemoved{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}
+}
 
 func checkBan(cmd Command) error {
 	if err := checkKick(cmd); err != nil {
@@ -42,25 +121,36 @@ func moderate(s State, cmd Command) error {
 
 // decideBan bans target until now + ban_seconds. A member is taken out as
 // by a kick with that ban (no banned user stays a member after the ban's
-// seq); anyone else is banned as they are, so they cannot join.
+// seq); anyone else is banned as they are, so they cannot join. A ban in
+// force is replaced only by someone who could lift it.
 func decideBan(s State, cmd Command) ([]Event, error) {
 	if err := moderate(s, cmd); err != nil {
 		return nil, err
 	}
-	until := cmd.NowMs + cmd.BanSeconds*1000
 	if s.IsMember(cmd.TargetUserID) {
 		return decideKick(s, cmd)
 	}
-	return []Event{RoomUserBanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs}}, nil
-}
-
-// decideUnban lifts target's ban; no ban in force is a no-op.
-func decideUnban(s State, cmd Command) ([]Event, error) {
-	if err := checkOperator(s, cmd.UserID); err != nil {
+	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.Bans, s.x().BanBy, cmd.NowMs); err != nil {
 		return nil, err
 	}
-	if !s.BannedAt(cmd.TargetUserID, cmd.NowMs) {
+	if err := roomForBan(s, cmd.TargetUserID, cmd.NowMs); err != nil {
+		return nil, err
+	}
+	until := cmd.NowMs + cmd.BanSeconds*1000
+	return append(adminLoss(s, cmd), RoomUserBanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs}), nil
+}
+
+// decideUnban lifts target's ban, or clears an ended one; no ban at all
+// is a no-op.
+func decideUnban(s State, cmd Command) ([]Event, error) {
+	if err := moderate(s, cmd); err != nil {
+		return nil, err
+	}
+	if _, ok := s.Bans[cmd.TargetUserID]; !ok {
 		return nil, nil
+	}
+	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.Bans, s.x().BanBy, cmd.NowMs); err != nil {
+		return nil, err
 	}
 	return []Event{RoomUserUnbanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
 }
@@ -80,7 +170,8 @@ func checkMute(cmd Command) error {
 
 // decideMuteMember: the target may not send chat messages until the end.
 // The mute is the room's, not the membership's: leaving and joining again
-// does not end it. A new mute replaces the old one's end.
+// does not end it. A new mute replaces the old one's end (only for
+// someone who could lift the old one).
 func decideMuteMember(s State, cmd Command) ([]Event, error) {
 	if err := moderate(s, cmd); err != nil {
 		return nil, err
@@ -88,18 +179,26 @@ func decideMuteMember(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.TargetUserID) {
 		return nil, ErrNotMember
 	}
-	if _, ok := s.x().Mutes[cmd.TargetUserID]; !ok && len(s.x().Mutes) >= MaxMutes {
+	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.x().Mutes, s.x().MuteBy, cmd.NowMs); err != nil {
+		return nil, err
+	}
+	if !s.MutedAt(cmd.TargetUserID, cmd.NowMs) && inForce(s.x().Mutes, cmd.NowMs) >= MaxMutes {
 		return nil, ErrTooManyMutes
 	}
 	return []Event{RoomMemberMuted{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, MutedUntilMs: cmd.NowMs + cmd.MuteSeconds*1000, AtMs: cmd.NowMs}}, nil
 }
 
+// decideUnmuteMember lifts target's chat mute, or clears an ended one
+// (which frees nothing but the entry); no mute at all is a no-op.
 func decideUnmuteMember(s State, cmd Command) ([]Event, error) {
-	if err := checkOperator(s, cmd.UserID); err != nil {
+	if err := moderate(s, cmd); err != nil {
 		return nil, err
 	}
-	if !s.MutedAt(cmd.TargetUserID, cmd.NowMs) {
+	if _, ok := s.x().Mutes[cmd.TargetUserID]; !ok {
 		return nil, nil
+	}
+	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.x().Mutes, s.x().MuteBy, cmd.NowMs); err != nil {
+		return nil, err
 	}
 	return []Event{RoomMemberUnmuted{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
 }
@@ -136,12 +235,9 @@ type RoomUserBanned struct {
 
 func (RoomUserBanned) EventType() string { return TypeRoomUserBanned }
 func (e RoomUserBanned) apply(s *State) {
-	if s.Bans == nil {
-		s.Bans = map[string]int64{}
-	}
 	// Bans over by now go, as on a join: the list holds bans in force.
-	maps.DeleteFunc(s.Bans, func(_ string, until int64) bool { return until <= e.AtMs })
-	s.Bans[e.TargetUserID] = e.BanUntilMs
+	s.dropBans(func(_ string, until int64) bool { return until <= e.AtMs })
+	s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID)
 }
 
 type RoomUserUnbanned struct {
@@ -150,7 +246,9 @@ type RoomUserUnbanned struct {
 }
 
 func (RoomUserUnbanned) EventType() string { return TypeRoomUserUnbanned }
-func (e RoomUserUnbanned) apply(s *State)  { delete(s.Bans, e.TargetUserID) }
+func (e RoomUserUnbanned) apply(s *State) {
+	s.dropBans(func(u string, _ int64) bool { return u == e.TargetUserID })
+}
 
 // RoomMemberMuted: TargetUserID may not send chat messages until
 // MutedUntilMs. IM enforces it with the group's member mute.
@@ -163,12 +261,17 @@ type RoomMemberMuted struct {
 
 func (RoomMemberMuted) EventType() string { return TypeRoomMemberMuted }
 func (e RoomMemberMuted) apply(s *State) {
+	by := imposer(s, e.OperatorUserID)
 	x := s.mx()
 	if x.Mutes == nil {
 		x.Mutes = map[string]int64{}
 	}
-	maps.DeleteFunc(x.Mutes, func(_ string, until int64) bool { return until <= e.AtMs })
+	if x.MuteBy == nil {
+		x.MuteBy = map[string]Imposer{}
+	}
+	x.dropMutes(func(_ string, until int64) bool { return until <= e.AtMs })
 	x.Mutes[e.TargetUserID] = e.MutedUntilMs
+	x.MuteBy[e.TargetUserID] = by
 }
 
 type RoomMemberUnmuted struct {
@@ -179,6 +282,45 @@ type RoomMemberUnmuted struct {
 func (RoomMemberUnmuted) EventType() string { return TypeRoomMemberUnmuted }
 func (e RoomMemberUnmuted) apply(s *State) {
 	if s.Extra != nil {
-		delete(s.Extra.Mutes, e.TargetUserID)
+		s.Extra.dropMutes(func(u string, _ int64) bool { return u == e.TargetUserID })
 	}
+}
+
+// setBan bans user until untilMs, imposed by op; its imposer entry goes
+// and comes with it.
+func (s *State) setBan(user string, untilMs int64, op string) {
+	by := imposer(s, op)
+	if s.Bans == nil {
+		s.Bans = map[string]int64{}
+	}
+	s.Bans[user] = untilMs
+	x := s.mx()
+	if x.BanBy == nil {
+		x.BanBy = map[string]Imposer{}
+	}
+	x.BanBy[user] = by
+}
+
+// dropBans deletes the bans drop picks, with their imposers.
+func (s *State) dropBans(drop func(user string, untilMs int64) bool) {
+	maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
+		if !drop(u, until) {
+			return false
+		}
+		if s.Extra != nil {
+			delete(s.Extra.BanBy, u)
+		}
+		return true
+	})
+}
+
+// dropMutes deletes the mutes drop picks, with their imposers.
+func (x *Extra) dropMutes(drop func(user string, untilMs int64) bool) {
+	maps.DeleteFunc(x.Mutes, func(u string, until int64) bool {
+		if !drop(u, until) {
+			return false
+		}
+		delete(x.MuteBy, u)
+		return true
+	})
 }

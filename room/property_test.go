@@ -594,6 +594,18 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	return nil
 }
 
+func sameKeys[A, B any](a map[string]A, b map[string]B) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // endedInTime: a request expires only at its deadline, and is answered
 // (approved, rejected, cancelled, accepted, declined) only before it; the
 // other ends (left, closed, seated, seat_removed) come whenever they do.
@@ -633,6 +645,14 @@ func (sm *sim) invariants(s room.State) error {
 		if _, banned := s.Bans[u]; banned {
 			return fmt.Errorf("member %s has a ban entry", u)
 		}
+	}
+	// Every ban and mute has its imposer, and no imposer outlives its entry.
+	var x room.Extra
+	if s.Extra != nil {
+		x = *s.Extra
+	}
+	if !sameKeys(s.Bans, x.BanBy) || !sameKeys(x.Mutes, x.MuteBy) {
+		return fmt.Errorf("bans %v imposed by %v, mutes %v by %v", s.Bans, x.BanBy, x.Mutes, x.MuteBy)
 	}
 	for _, m := range []map[string]room.SeatRequest{s.Applications(), s.Invitations()} {
 		for u, r := range m {

@@ -69,6 +69,12 @@ type Extra struct {
 	Mutes map[string]int64 `json:"mutes,omitempty"`
 	// Metadata (roommeta.go).
 	Meta Meta `json:"meta,omitzero"`
+	// Who imposed each entry of Bans and of Mutes, with the authority they
+	// had (moderation.go): an entry is lifted or changed only with at least
+	// that authority. An entry without one (imposed before they were
+	// recorded) counts as an admin's, the rule it was imposed under.
+	BanBy  map[string]Imposer `json:"ban_by,omitempty"`
+	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -95,6 +101,8 @@ func (e *Extra) clone() *Extra {
 	c.Applications = maps.Clone(e.Applications)
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
+	c.BanBy = maps.Clone(e.BanBy)
+	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
 }
@@ -104,8 +112,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Applications)
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
+	nilIfEmptyMap(&e.BanBy)
+	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmpty(&e.Meta.Tags)
-	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero()
+	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
+		e.BanBy == nil && e.MuteBy == nil
 }
 
 // Applications returns the pending seat applications by user (read only).
