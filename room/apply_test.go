@@ -115,14 +115,14 @@ func TestApplyEffects(t *testing.T) {
 			func(s *room.State) {
 				s.Members["carol"] = t0 + 10_000
 				delete(s.Bans, "carol")
-				delete(s.Extra.BanBy, "carol")
+				delete(s.Extra.BanNotes, "carol") // the note goes with its ban
 			}},
 		{"joined: a ban ending exactly at the join time is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 10_000},
 			func(s *room.State) {
 				s.Members["erin"] = t0 + 10_000
 				delete(s.Bans, "carol")
-				delete(s.Extra.BanBy, "carol")
+				delete(s.Extra.BanNotes, "carol")
 			}},
 		{"joined: before any ban ends nothing is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 9_999},
@@ -157,7 +157,7 @@ func TestApplyEffects(t *testing.T) {
 				delete(s.Members, "alice")
 				s.Seats[0] = ""
 				s.Bans["alice"] = t0 + 5
-				s.Extra.BanBy["alice"] = room.Imposer{UserID: "owner", Role: room.RoleOwner}
+				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "owner", Role: room.RoleOwner}
 			}},
 		{"kicked with ban by an admin: the ban is an admin's",
 			room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "admin", BanUntilMs: t0 + 5},
@@ -165,7 +165,7 @@ func TestApplyEffects(t *testing.T) {
 				delete(s.Members, "alice")
 				s.Seats[0] = ""
 				s.Bans["alice"] = t0 + 5
-				s.Extra.BanBy["alice"] = room.Imposer{UserID: "admin", Role: room.RoleAdmin}
+				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "admin", Role: room.RoleAdmin}
 			}},
 		{"closed: nobody left in it, seats free, the rest kept",
 			room.RoomClosed{OperatorUserID: "owner"},
@@ -236,8 +236,8 @@ func TestApplyBusyFixture(t *testing.T) {
 		Announcement: "hi",
 		MutedSeats:   []int{3},
 		LockedSeats:  []int{6},
-		Extra: &room.Extra{BanBy: map[string]room.Imposer{
-			"carol": {UserID: "owner", Role: room.RoleOwner}, "dave": {UserID: "owner", Role: room.RoleOwner}}},
+		Extra: &room.Extra{BanNotes: map[string]room.BanNote{
+			"carol": {OperatorUserID: "owner", Role: room.RoleOwner}, "dave": {OperatorUserID: "owner", Role: room.RoleOwner}}},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("busy\n got  %+v\n want %+v", s, want)

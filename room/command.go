@@ -94,8 +94,10 @@ type Command struct {
 
 	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
 	BanSeconds   int64  // KickUser, BanUser
-	MuteSeconds  int64  // MuteMember
-	Reason       string // LeaveRoom, KickUser, CloseRoom
+	// TargetUserIDs: BanUser's further targets (banTargets).
+	TargetUserIDs []string
+	MuteSeconds   int64  // MuteMember
+	Reason        string // LeaveRoom, KickUser, CloseRoom
 
 	Category   string   // CreateRoom, SetRoomMetadata
 	Tags       []string // CreateRoom, SetRoomMetadata
@@ -214,7 +216,7 @@ var commands = map[string]commandKind{
 	// Moderation without a kick (moderation.go).
 	CmdBanUser: {
 		fill: fill(func(r *v1.BanUserRequest, c *Command) {
-			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
+			c.TargetUserID, c.BanSeconds, c.Reason, c.TargetUserIDs = r.TargetUserId, r.BanSeconds, r.Reason, r.TargetUserIds
 		}),
 		check: checkBan, decide: decideBan,
 	},

@@ -313,7 +313,7 @@ func checkKick(cmd Command) error {
 // decideKick: the owner kicks anyone but themself; an admin in the room
 // kicks ordinary members but neither the owner nor another admin (only the
 // owner outranks an admin). A kicked admin is an admin no more
-// (adminLoss); a kick with a ban needs a place for the ban (roomForBan).
+// (adminLoss); a kick with a ban needs a place for the ban (roomForBans).
 func decideKick(s State, cmd Command) ([]Event, error) {
 	if err := checkOperator(s, cmd.UserID); err != nil {
 		return nil, err
@@ -328,7 +328,7 @@ func decideKick(s State, cmd Command) ([]Event, error) {
 		return nil, ErrNotMember
 	}
 	if cmd.BanSeconds > 0 {
-		if err := roomForBan(s, cmd.TargetUserID, cmd.NowMs); err != nil {
+		if err := roomForBans(s, []string{cmd.TargetUserID}, cmd.NowMs); err != nil {
 			return nil, err
 		}
 	}

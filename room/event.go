@@ -266,7 +266,7 @@ func (e RoomUserKicked) apply(s *State) {
 	delete(s.Members, e.TargetUserID)
 	s.vacate(e.TargetUserID)
 	if e.BanUntilMs > 0 {
-		s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID)
+		s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID, e.Reason)
 	}
 }
 

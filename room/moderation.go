@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -27,6 +28,9 @@ const (
 	// ban alike). A room at both caps with ids of MaxIDLen has a snapshot
 	// under 4 MiB (TestSnapshotAtTheCaps).
 	MaxBans = 5000
+	// MaxBanTargets bounds one BanUser call: its events are one command's,
+	// written in one append.
+	MaxBanTargets = 20
 )
 
 // The authority an imposer acted with.
@@ -35,33 +39,40 @@ const (
 	RoleAdmin = "admin"
 )
 
-// Imposer is who imposed a ban or a chat mute, and as what.
+// Imposer is who imposed a chat mute, and as what (a ban's is its
+// BanNote).
 type Imposer struct {
-	UserID string `json:"by"`
-	Role   string `json:"role"`
+	OperatorUserID string `json:"operator_user_id"`
+	Role           string `json:"role,omitempty"`
 }
 
-// imposer is the authority op acts with in s. It is read when the event
+// roleOf is the authority op acts with in s. It is read when the event
 // is applied, on the state the command was decided on (no event of a
 // moderation command changes the owner), so replay records the same.
-func imposer(s *State, op string) Imposer {
+func roleOf(s *State, op string) string {
 	if op == s.Owner {
-		return Imposer{UserID: op, Role: RoleOwner}
+		return RoleOwner
 	}
-	return Imposer{UserID: op, Role: RoleAdmin}
+	return RoleAdmin
 }
 
-// mayChange: op may lift or change target's entry in until (imposed as
-// by says): an entry in force the owner imposed is the owner's alone.
-// An ended entry undoes nothing and any operator clears it.
-func mayChange(s State, op, target string, until map[string]int64, by map[string]Imposer, nowMs int64) error {
-	if end, ok := until[target]; !ok || end <= nowMs {
-		return nil
-	}
-	if by[target].Role == RoleOwner && op != s.Owner {
+// mayChange: op may lift or change an entry in force until untilMs
+// imposed with role: one the owner imposed is the owner's alone. An
+// ended entry undoes nothing and any operator clears it.
+func mayChange(s State, op string, untilMs int64, role string, nowMs int64) error {
+	if untilMs > nowMs && role == RoleOwner && op != s.Owner {
 		return ErrOutranked
 	}
 	return nil
+}
+
+// mayChangeBan and mayChangeMute are mayChange on target's ban or mute.
+func mayChangeBan(s State, op, target string, nowMs int64) error {
+	return mayChange(s, op, s.Bans[target], s.x().BanNotes[target].Role, nowMs)
+}
+
+func mayChangeMute(s State, op, target string, nowMs int64) error {
+	return mayChange(s, op, s.x().Mutes[target], s.x().MuteBy[target].Role, nowMs)
 }
 
 // inForce counts the entries of until not over at nowMs.
@@ -75,10 +86,16 @@ func inForce(until map[string]int64, nowMs int64) int {
 	return n
 }
 
-// roomForBan: a new ban needs a place under MaxBans; a ban of the banned
+// roomForBans: new bans need places under MaxBans; a ban of the banned
 // replaces theirs.
-func roomForBan(s State, target string, nowMs int64) error {
-	if !s.BannedAt(target, nowMs) && inForce(s.Bans, nowMs) >= MaxBans {
+func roomForBans(s State, targets []string, nowMs int64) error {
+	fresh := 0
+	for _, u := range targets {
+		if !s.BannedAt(u, nowMs) {
+			fresh++
+		}
+	}
+	if fresh > 0 && inForce(s.Bans, nowMs)+fresh > MaxBans {
 		return ErrTooManyBans
 	}
 	return nil
@@ -94,8 +111,44 @@ func adminLoss(s State, cmd Command) []Event {
 	return []Event{RoomAdminRemoved{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}
 }
 
+// banTargets is who a BanUser names: target_user_id first, then
+// target_user_ids, each once, in the order given.
+func banTargets(cmd Command) []string {
+	out := make([]string, 0, 1+len(cmd.TargetUserIDs))
+	if cmd.TargetUserID != "" {
+		out = append(out, cmd.TargetUserID)
+	}
+	for _, u := range cmd.TargetUserIDs {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 func checkBan(cmd Command) error {
-	if err := checkKick(cmd); err != nil {
+	n := len(cmd.TargetUserIDs)
+	if cmd.TargetUserID != "" || n == 0 {
+		n++
+	}
+	if n > MaxBanTargets {
+		return errclass.Invalidf("at most %d targets (target_user_id and target_user_ids), got %d", MaxBanTargets, n)
+	}
+	for i, u := range cmd.TargetUserIDs {
+		field := fmt.Sprintf("target_user_ids[%d]", i)
+		if err := checkID(field, u); err != nil {
+			return err
+		}
+		if u == cmd.UserID {
+			return errclass.Invalidf("%s must differ from user_id", field)
+		}
+	}
+	// The rest are a kick's checks (target_user_id may be empty in a batch).
+	c := cmd
+	if c.TargetUserID == "" && len(c.TargetUserIDs) > 0 {
+		c.TargetUserID = c.TargetUserIDs[0]
+	}
+	if err := checkKick(c); err != nil {
 		return err
 	}
 	if cmd.BanSeconds == 0 {
@@ -119,25 +172,45 @@ func moderate(s State, cmd Command) error {
 	return nil
 }
 
-// decideBan bans target until now + ban_seconds. A member is taken out as
-// by a kick with that ban (no banned user stays a member after the ban's
-// seq); anyone else is banned as they are, so they cannot join. A ban in
-// force is replaced only by someone who could lift it.
+// decideBan bans each target until now + ban_seconds. A member is taken
+// out as by a kick with that ban (no banned user stays a member after the
+// ban's seq); anyone else is banned as they are, so they cannot join. The
+// targets are distinct, so each one's events read the state before the
+// call and do not touch another's; one target refused refuses them all.
+// A ban in force is replaced only by someone who could lift it, and the
+// new bans need their places under MaxBans.
 func decideBan(s State, cmd Command) ([]Event, error) {
-	if err := moderate(s, cmd); err != nil {
-		return nil, err
-	}
-	if s.IsMember(cmd.TargetUserID) {
-		return decideKick(s, cmd)
-	}
-	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.Bans, s.x().BanBy, cmd.NowMs); err != nil {
-		return nil, err
-	}
-	if err := roomForBan(s, cmd.TargetUserID, cmd.NowMs); err != nil {
-		return nil, err
-	}
+	var evs []Event
 	until := cmd.NowMs + cmd.BanSeconds*1000
-	return append(adminLoss(s, cmd), RoomUserBanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs}), nil
+	targets := banTargets(cmd)
+	for _, target := range targets {
+		c := cmd
+		c.TargetUserID, c.TargetUserIDs = target, nil
+		if err := moderate(s, c); err != nil {
+			return nil, err
+		}
+		if err := mayChangeBan(s, cmd.UserID, target, cmd.NowMs); err != nil {
+			return nil, err
+		}
+	}
+	if err := roomForBans(s, targets, cmd.NowMs); err != nil {
+		return nil, err
+	}
+	for _, target := range targets {
+		c := cmd
+		c.TargetUserID, c.TargetUserIDs = target, nil
+		if s.IsMember(target) {
+			kicked, err := decideKick(s, c)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, kicked...)
+			continue
+		}
+		evs = append(evs, adminLoss(s, c)...)
+		evs = append(evs, RoomUserBanned{TargetUserID: target, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs})
+	}
+	return evs, nil
 }
 
 // decideUnban lifts target's ban, or clears an ended one; no ban at all
@@ -149,7 +222,7 @@ func decideUnban(s State, cmd Command) ([]Event, error) {
 	if _, ok := s.Bans[cmd.TargetUserID]; !ok {
 		return nil, nil
 	}
-	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.Bans, s.x().BanBy, cmd.NowMs); err != nil {
+	if err := mayChangeBan(s, cmd.UserID, cmd.TargetUserID, cmd.NowMs); err != nil {
 		return nil, err
 	}
 	return []Event{RoomUserUnbanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
@@ -179,7 +252,7 @@ func decideMuteMember(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.TargetUserID) {
 		return nil, ErrNotMember
 	}
-	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.x().Mutes, s.x().MuteBy, cmd.NowMs); err != nil {
+	if err := mayChangeMute(s, cmd.UserID, cmd.TargetUserID, cmd.NowMs); err != nil {
 		return nil, err
 	}
 	if !s.MutedAt(cmd.TargetUserID, cmd.NowMs) && inForce(s.x().Mutes, cmd.NowMs) >= MaxMutes {
@@ -197,7 +270,7 @@ func decideUnmuteMember(s State, cmd Command) ([]Event, error) {
 	if _, ok := s.x().Mutes[cmd.TargetUserID]; !ok {
 		return nil, nil
 	}
-	if err := mayChange(s, cmd.UserID, cmd.TargetUserID, s.x().Mutes, s.x().MuteBy, cmd.NowMs); err != nil {
+	if err := mayChangeMute(s, cmd.UserID, cmd.TargetUserID, cmd.NowMs); err != nil {
 		return nil, err
 	}
 	return []Event{RoomMemberUnmuted{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID}}, nil
@@ -218,7 +291,8 @@ func BansPage(s State, nowMs int64, p MembersPage) (bans []*v1.BanEntry, next st
 		if i == p.Size {
 			return bans, MembersToken(users[i-1])
 		}
-		bans = append(bans, &v1.BanEntry{UserId: u, BannedUntilMs: s.Bans[u]})
+		note := s.x().BanNotes[u]
+		bans = append(bans, &v1.BanEntry{UserId: u, BannedUntilMs: s.Bans[u], Reason: note.Reason, OperatorUserId: note.OperatorUserID})
 	}
 	return bans, ""
 }
@@ -237,7 +311,57 @@ func (RoomUserBanned) EventType() string { return TypeRoomUserBanned }
 func (e RoomUserBanned) apply(s *State) {
 	// Bans over by now go, as on a join: the list holds bans in force.
 	s.dropBans(func(_ string, until int64) bool { return until <= e.AtMs })
-	s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID)
+	s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID, e.Reason)
+}
+
+// BanNote is who banned a user, with what authority (Role: RoleOwner or
+// RoleAdmin; "" for a ban noted before roles were, an admin's) and why,
+// kept beside the ban (State.Bans) while it is in force; ListBans shows
+// it.
+type BanNote struct {
+	Reason         string `json:"reason,omitempty"`
+	OperatorUserID string `json:"operator_user_id"`
+	Role           string `json:"role,omitempty"`
+}
+
+// setBan bans user until untilMs, noting who did it, as what, and why.
+func (s *State) setBan(user string, untilMs int64, operator, reason string) {
+	note := BanNote{Reason: reason, OperatorUserID: operator, Role: roleOf(s, operator)}
+	if s.Bans == nil {
+		s.Bans = map[string]int64{}
+	}
+	s.Bans[user] = untilMs
+	x := s.mx()
+	if x.BanNotes == nil {
+		x.BanNotes = map[string]BanNote{}
+	}
+	x.BanNotes[user] = note
+}
+
+// dropBans deletes the bans drop picks, with their notes: every way a ban
+// goes (lifted, over, ended by a join) passes here, so the notes follow
+// State.Bans.
+func (s *State) dropBans(drop func(user string, untilMs int64) bool) {
+	maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
+		if !drop(u, until) {
+			return false
+		}
+		if s.Extra != nil {
+			delete(s.Extra.BanNotes, u)
+		}
+		return true
+	})
+}
+
+// dropMutes deletes the mutes drop picks, with their imposers.
+func (x *Extra) dropMutes(drop func(user string, untilMs int64) bool) {
+	maps.DeleteFunc(x.Mutes, func(u string, until int64) bool {
+		if !drop(u, until) {
+			return false
+		}
+		delete(x.MuteBy, u)
+		return true
+	})
 }
 
 type RoomUserUnbanned struct {
@@ -261,7 +385,7 @@ type RoomMemberMuted struct {
 
 func (RoomMemberMuted) EventType() string { return TypeRoomMemberMuted }
 func (e RoomMemberMuted) apply(s *State) {
-	by := imposer(s, e.OperatorUserID)
+	by := Imposer{OperatorUserID: e.OperatorUserID, Role: roleOf(s, e.OperatorUserID)}
 	x := s.mx()
 	if x.Mutes == nil {
 		x.Mutes = map[string]int64{}
@@ -284,43 +408,4 @@ func (e RoomMemberUnmuted) apply(s *State) {
 	if s.Extra != nil {
 		s.Extra.dropMutes(func(u string, _ int64) bool { return u == e.TargetUserID })
 	}
-}
-
-// setBan bans user until untilMs, imposed by op; its imposer entry goes
-// and comes with it.
-func (s *State) setBan(user string, untilMs int64, op string) {
-	by := imposer(s, op)
-	if s.Bans == nil {
-		s.Bans = map[string]int64{}
-	}
-	s.Bans[user] = untilMs
-	x := s.mx()
-	if x.BanBy == nil {
-		x.BanBy = map[string]Imposer{}
-	}
-	x.BanBy[user] = by
-}
-
-// dropBans deletes the bans drop picks, with their imposers.
-func (s *State) dropBans(drop func(user string, untilMs int64) bool) {
-	maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
-		if !drop(u, until) {
-			return false
-		}
-		if s.Extra != nil {
-			delete(s.Extra.BanBy, u)
-		}
-		return true
-	})
-}
-
-// dropMutes deletes the mutes drop picks, with their imposers.
-func (x *Extra) dropMutes(drop func(user string, untilMs int64) bool) {
-	maps.DeleteFunc(x.Mutes, func(u string, until int64) bool {
-		if !drop(u, until) {
-			return false
-		}
-		delete(x.MuteBy, u)
-		return true
-	})
 }

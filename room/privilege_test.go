@@ -132,7 +132,7 @@ func targetRole(s room.State, cmdType, u string, nowMs int64) string {
 		return tMutedOwner
 	case mutes && s.MutedAt(u, nowMs):
 		return tMutedAdmin
-	case s.BannedAt(u, nowMs) && x.BanBy[u].Role == room.RoleOwner:
+	case s.BannedAt(u, nowMs) && x.BanNotes[u].Role == room.RoleOwner:
 		return tBannedOwner
 	case s.BannedAt(u, nowMs):
 		return tBannedAdmin
@@ -318,7 +318,7 @@ func ownersEntriesKept(s, next room.State, now int64) error {
 	if next.Extra != nil {
 		mutes = next.Extra.Mutes
 	}
-	for u, by := range s.Extra.BanBy {
+	for u, by := range s.Extra.BanNotes {
 		if by.Role == room.RoleOwner && s.BannedAt(u, now) && next.Bans[u] != s.Bans[u] {
 			return fmt.Errorf("the owner's ban of %s (until %d) is now %d", u, s.Bans[u], next.Bans[u])
 		}

@@ -334,7 +334,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
-	case k < 150 && r.IntN(3) == 0:
+	case k < 150 && r.IntN(2) == 0:
 		c.Type, c.UserID = room.CmdSetRoomMetadata, op()
 		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
 		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
@@ -360,6 +360,17 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		switch r.IntN(10) {
 		case 0, 4:
 			c.Type, c.BanSeconds = room.CmdBanUser, r.Int64N(60) // 0 is invalid
+			c.Reason = sm.pick([]string{"", "spam", "abuse"})
+			// Now and then a batch: more targets (repeats among them), or
+			// only target_user_ids.
+			if r.IntN(3) == 0 {
+				for range 1 + r.IntN(4) {
+					c.TargetUserIDs = append(c.TargetUserIDs, sm.pick(sm.users))
+				}
+				if r.IntN(2) == 0 {
+					c.TargetUserID = ""
+				}
+			}
 		case 1, 5:
 			c.Type = room.CmdUnbanUser
 			if banned := slices.Sorted(maps.Keys(s.Bans)); len(banned) > 0 && r.IntN(4) > 0 {
@@ -646,13 +657,23 @@ func (sm *sim) invariants(s room.State) error {
 			return fmt.Errorf("member %s has a ban entry", u)
 		}
 	}
-	// Every ban and mute has its imposer, and no imposer outlives its entry.
+	// A ban's note (reason, operator, role) lives exactly as long as the
+	// ban, and a mute's imposer as long as the mute.
+	bans, _ := room.BansPage(s, 0, room.MembersPage{Size: len(s.Bans) + 1})
+	for _, b := range bans {
+		if b.OperatorUserId == "" {
+			return fmt.Errorf("ban of %s without its operator", b.UserId)
+		}
+	}
+	if n := room.BanNoteCount(s); n != len(s.Bans) {
+		return fmt.Errorf("%d ban notes for %d bans", n, len(s.Bans))
+	}
 	var x room.Extra
 	if s.Extra != nil {
 		x = *s.Extra
 	}
-	if !sameKeys(s.Bans, x.BanBy) || !sameKeys(x.Mutes, x.MuteBy) {
-		return fmt.Errorf("bans %v imposed by %v, mutes %v by %v", s.Bans, x.BanBy, x.Mutes, x.MuteBy)
+	if !sameKeys(s.Bans, x.BanNotes) || !sameKeys(x.Mutes, x.MuteBy) {
+		return fmt.Errorf("bans %v noted %v, mutes %v imposed by %v", s.Bans, x.BanNotes, x.Mutes, x.MuteBy)
 	}
 	for _, m := range []map[string]room.SeatRequest{s.Applications(), s.Invitations()} {
 		for u, r := range m {

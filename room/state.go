@@ -69,11 +69,14 @@ type Extra struct {
 	Mutes map[string]int64 `json:"mutes,omitempty"`
 	// Metadata (roommeta.go).
 	Meta Meta `json:"meta,omitzero"`
-	// Who imposed each entry of Bans and of Mutes, with the authority they
-	// had (moderation.go): an entry is lifted or changed only with at least
-	// that authority. An entry without one (imposed before they were
-	// recorded) counts as an admin's, the rule it was imposed under.
-	BanBy  map[string]Imposer `json:"ban_by,omitempty"`
+	// Who banned each user of State.Bans and why (moderation.go); a ban
+	// written before notes were kept has none.
+	BanNotes map[string]BanNote `json:"ban_notes,omitempty"`
+	// Who imposed each chat mute of Mutes, with the authority they had
+	// (moderation.go): a mute is lifted or changed only with at least
+	// that authority, as a ban is (BanNote.Role). A mute without one
+	// (imposed before they were recorded) counts as an admin's, the rule
+	// it was imposed under.
 	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 }
 
@@ -101,7 +104,7 @@ func (e *Extra) clone() *Extra {
 	c.Applications = maps.Clone(e.Applications)
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
-	c.BanBy = maps.Clone(e.BanBy)
+	c.BanNotes = maps.Clone(e.BanNotes)
 	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
@@ -112,11 +115,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Applications)
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
-	nilIfEmptyMap(&e.BanBy)
+	nilIfEmptyMap(&e.BanNotes)
 	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanBy == nil && e.MuteBy == nil
+		e.BanNotes == nil && e.MuteBy == nil
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -5144,20 +5144,24 @@ func (x *SetSeatCountRequest) GetMicSeats() int32 {
 	return 0
 }
 
-// BanUserRequest: the owner or an admin bans target_user_id for
-// ban_seconds. A member is taken out as by KickUser with that ban
-// (RoomUserKicked); anyone else gets RoomUserBanned and cannot join until
-// the ban ends. Only the owner bans an admin; nobody the owner.
+// BanUserRequest: the owner or an admin bans target_user_id and the
+// users of target_user_ids (together 1 to 20 distinct users) for
+// ban_seconds, with reason. Each member is taken out as by KickUser with
+// that ban (RoomUserKicked); anyone else gets RoomUserBanned and cannot
+// join until the ban ends: one event per target, in the order given. Only
+// the owner bans an admin; nobody the owner. One target refused refuses
+// the whole call (nothing is written).
 type BanUserRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
 	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
-	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`
-	BanSeconds    int64                  `protobuf:"varint,7,opt,name=ban_seconds,json=banSeconds,proto3" json:"ban_seconds,omitempty"` // 1 .. 31536000
-	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                        // owner or admin
+	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`    // may be empty when target_user_ids is not
+	BanSeconds    int64                  `protobuf:"varint,7,opt,name=ban_seconds,json=banSeconds,proto3" json:"ban_seconds,omitempty"`           // 1 .. 31536000
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                      // shown in ListBans
+	TargetUserIds []string               `protobuf:"bytes,9,rep,name=target_user_ids,json=targetUserIds,proto3" json:"target_user_ids,omitempty"` // more targets: at most 20 with target_user_id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5246,6 +5250,13 @@ func (x *BanUserRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *BanUserRequest) GetTargetUserIds() []string {
+	if x != nil {
+		return x.TargetUserIds
+	}
+	return nil
 }
 
 // UnbanUserRequest lifts a ban in force (RoomUserUnbanned); none is a no-op.
@@ -5411,11 +5422,13 @@ func (x *ListBansRequest) GetPageToken() string {
 }
 
 type BanEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	BannedUntilMs int64                  `protobuf:"varint,2,opt,name=banned_until_ms,json=bannedUntilMs,proto3" json:"banned_until_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	UserId         string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	BannedUntilMs  int64                  `protobuf:"varint,2,opt,name=banned_until_ms,json=bannedUntilMs,proto3" json:"banned_until_ms,omitempty"`
+	Reason         string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`                                         // the ban's (BanUser) or the kick's (KickUser with ban_seconds)
+	OperatorUserId string                 `protobuf:"bytes,4,opt,name=operator_user_id,json=operatorUserId,proto3" json:"operator_user_id,omitempty"` // who banned
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BanEntry) Reset() {
@@ -5460,6 +5473,20 @@ func (x *BanEntry) GetBannedUntilMs() int64 {
 		return x.BannedUntilMs
 	}
 	return 0
+}
+
+func (x *BanEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BanEntry) GetOperatorUserId() string {
+	if x != nil {
+		return x.OperatorUserId
+	}
+	return ""
 }
 
 type ListBansReply struct {
@@ -6547,7 +6574,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1b\n" +
-	"\tmic_seats\x18\x06 \x01(\x05R\bmicSeats\"\xfa\x01\n" +
+	"\tmic_seats\x18\x06 \x01(\x05R\bmicSeats\"\xa2\x02\n" +
 	"\x0eBanUserRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6559,7 +6586,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\x12\x1f\n" +
 	"\vban_seconds\x18\a \x01(\x03R\n" +
 	"banSeconds\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\xc3\x01\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12&\n" +
+	"\x0ftarget_user_ids\x18\t \x03(\tR\rtargetUserIds\"\xc3\x01\n" +
 	"\x10UnbanUserRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6576,10 +6604,12 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"K\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x8d\x01\n" +
 	"\bBanEntry\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12&\n" +
-	"\x0fbanned_until_ms\x18\x02 \x01(\x03R\rbannedUntilMs\"}\n" +
+	"\x0fbanned_until_ms\x18\x02 \x01(\x03R\rbannedUntilMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12(\n" +
+	"\x10operator_user_id\x18\x04 \x01(\tR\x0eoperatorUserId\"}\n" +
 	"\rListBansReply\x12)\n" +
 	"\x04bans\x18\x01 \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x19\n" +
