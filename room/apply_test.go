@@ -57,6 +57,9 @@ func allEvents() []room.Event {
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
 		room.RoomMetadataChanged{Meta: room.Meta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://c/1.png", Visibility: room.VisibilityUnlisted}, OperatorUserID: "owner"},
 		room.RoomCreated{OwnerUserID: "x", Name: "n", MicSeats: 2, CreatedAtMs: 1, Reopened: true, Meta: room.Meta{Category: "talk"}},
+		room.RoomAudioSeen{UserID: "alice", Kind: room.AudioExit, EventMs: t0, ReleaseAtMs: t0 + 10_000, Reason: "timeout"},
+		room.RoomAudioRemoved{UserID: "carol", Reason: room.AudioRemovedNotMember, Kind: room.AudioEnter},
+		room.RoomAudioDismissed{EventMs: t0},
 	}
 }
 

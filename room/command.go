@@ -104,6 +104,10 @@ type Command struct {
 	CoverURL   string   // CreateRoom, SetRoomMetadata
 	Visibility string   // CreateRoom, SetRoomMetadata
 
+	AudioKind   string // AudioPresence: enter, exit, start_audio, dismiss (audio.go)
+	EventTimeMs int64  // AudioPresence: Tencent's event time
+	SeatGraceMs int64  // AudioPresence: trtc.seat_grace, set by the sender
+
 	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
 	// room.max_members, set by the grain, never by a client. A limit
 	// changed later does not change what the log says was decided.
@@ -232,6 +236,13 @@ var commands = map[string]commandKind{
 	CmdReopenRoom: {
 		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
 		check: checkReopen, decide: decideReopen, reopens: true,
+	},
+	// Tencent's audio side reports (audio.go): the room's own.
+	CmdAudioPresence: {
+		fill: fill(func(r *v1.AudioPresenceRequest, c *Command) {
+			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs
+		}),
+		check: checkAudio, client: refuseClient, decide: decideAudio,
 	},
 	// Metadata (roommeta.go).
 	CmdSetRoomMetadata: {

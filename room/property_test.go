@@ -78,7 +78,9 @@ type sim struct {
 	ended    int            // ... and ended
 	reopens  int            // reopened RoomCreated events
 	closedAt int            // step of the last accepted close (-1: none)
-	step     int
+
+	audioReleased int // seats released at the end of an audio grace
+	step          int
 }
 
 func replayProperty(seed uint64, n int) (summary string, err error) {
@@ -152,6 +154,9 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	// A room closed with time to spare is opened again (ReopenRoom is
 	// tried at one step in ten while it is closed).
+	if sm.audioReleased == 0 {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("no seat released at the end of an audio grace")
+	}
 	if sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
@@ -162,7 +167,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		room.TypeRoomSeatModeChanged, room.TypeRoomSeatApplied, room.TypeRoomSeatApplicationEnded,
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
-		room.TypeRoomMetadataChanged} {
+		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -290,7 +295,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(330); {
+	switch k := r.IntN(360); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 		if r.IntN(3) == 0 {
@@ -355,6 +360,8 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
+	case k >= 330:
+		sm.audio(&c, s)
 	default:
 		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
 		switch r.IntN(10) {
@@ -393,6 +400,25 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		}
 	}
 	return c
+}
+
+// audio makes the callback endpoint's command: Tencent's reports arrive
+// late, twice and out of order, so event times wander around now.
+func (sm *sim) audio(c *room.Command, s room.State) {
+	r := sm.r
+	c.Type, c.SeatGraceMs = room.CmdAudioPresence, r.Int64N(4)*2000
+	c.EventTimeMs = c.NowMs - r.Int64N(8000)
+	c.AudioKind = sm.pick([]string{room.AudioEnter, room.AudioExit, room.AudioExit, room.AudioStart, room.AudioDismiss})
+	if seated := slices.DeleteFunc(slices.Clone(s.Seats), func(u string) bool { return u == "" }); len(seated) > 0 && r.IntN(2) == 0 {
+		c.UserID, c.AudioKind = sm.pick(seated), room.AudioExit // a ghost seat in the making
+	}
+	if m, ok := s.AudioMarks()[c.UserID]; ok && r.IntN(6) == 0 {
+		c.EventTimeMs = m.LastMs // a retry of the newest
+	}
+	c.CommandID = fmt.Sprintf("trtc-%s-%d", c.AudioKind, sm.step)
+	if r.IntN(40) == 0 {
+		c.AudioKind = "bad"
+	}
 }
 
 // seatMove makes one of the seat move commands.
@@ -594,6 +620,28 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				return fmt.Errorf("seat count change against the rules: %+v, seats before %v", e, cur.Seats)
 			}
 			sm.seats = e.MicSeats
+		case room.RoomMicReleased:
+			if e.Reason == room.ReasonAudioLeft {
+				m := cur.AudioMarks()[e.UserID]
+				if c.Type != room.CmdExpireSeatRequests || m.ReleaseAtMs == 0 || m.ReleaseAtMs > c.NowMs || !m.Out {
+					return fmt.Errorf("audio release against the rules: %+v (mark %+v) at %d", e, m, c.NowMs)
+				}
+				sm.audioReleased++
+			}
+		case room.RoomAudioSeen:
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && e.EventMs <= m.LastMs {
+				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
+			}
+			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {
+				return fmt.Errorf("audio mark against the rules: %+v", e)
+			}
+		case room.RoomAudioRemoved:
+			u := e.UserID
+			seat := cur.SeatOf(u)
+			ok := !cur.IsMember(u) || c.AudioKind == room.AudioStart && (seat < 0 || cur.SeatMuted(seat) || cur.SeatLocked(seat))
+			if !ok || c.Type != room.CmdAudioPresence {
+				return fmt.Errorf("audio removal of someone entitled: %+v", e)
+			}
 		case room.RoomGiftSent:
 			if !s.IsMember(e.FromUserID) || !s.IsMember(e.ToUserID) || e.GiftCount <= 0 {
 				return fmt.Errorf("gift against the rules: %+v", e)
@@ -684,6 +732,11 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if pending := len(s.Applications()) + len(s.Invitations()); sm.requests != sm.ended+pending {
 		return fmt.Errorf("%d seat requests made, %d ended, %d pending", sm.requests, sm.ended, pending)
+	}
+	for u, m := range s.AudioMarks() {
+		if !s.IsMember(u) || m.ReleaseAtMs > 0 && (s.SeatOf(u) < 0 || !m.Out) {
+			return fmt.Errorf("audio mark of %s (%+v) while a non-member or unseated", u, m)
+		}
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)

@@ -78,6 +78,8 @@ type Extra struct {
 	// (imposed before they were recorded) counts as an admin's, the rule
 	// it was imposed under.
 	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
+	// Members' audio presence (audio.go).
+	Audio map[string]AudioMark `json:"audio,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -106,6 +108,7 @@ func (e *Extra) clone() *Extra {
 	c.Mutes = maps.Clone(e.Mutes)
 	c.BanNotes = maps.Clone(e.BanNotes)
 	c.MuteBy = maps.Clone(e.MuteBy)
+	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
 }
@@ -117,9 +120,10 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Mutes)
 	nilIfEmptyMap(&e.BanNotes)
 	nilIfEmptyMap(&e.MuteBy)
+	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil
+		e.BanNotes == nil && e.MuteBy == nil && e.Audio == nil
 }
 
 // Applications returns the pending seat applications by user (read only).
@@ -197,6 +201,7 @@ func (s *State) vacate(user string) {
 	if s.Extra != nil {
 		delete(s.Extra.Applications, user)
 		delete(s.Extra.Invitations, user)
+		delete(s.Extra.Audio, user)
 	}
 	for i, u := range s.Seats {
 		if u == user {
