@@ -348,7 +348,9 @@ func (sm *sim) next(step int, s room.State) room.Command {
 			c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
 		}
 	case k < 150:
-		c.Type, c.UserID = room.CmdUpdateRoom, op()
+		// Mostly the owner: the admins come and go (a kick by the owner
+		// takes the rank away), and this band is narrow.
+		c.Type, c.UserID = room.CmdUpdateRoom, sm.pick([]string{"owner", "owner", op()})
 		if r.IntN(2) == 0 {
 			c.Name = sm.pick([]string{"prop", "renamed", "again", " "}) // blank is invalid
 		}
