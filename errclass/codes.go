@@ -37,6 +37,11 @@ const (
 	CodeTooManyMutes        Code = 10023
 	CodeRateLimited         Code = 10024
 	CodeRoomFull            Code = 10025
+	// CodeTooManyBans: the room's ban list is at room.MaxBans bans in force.
+	CodeTooManyBans Code = 10041
+	// CodeOutranked: a ban or chat mute in force was imposed by the owner;
+	// only the owner lifts, shortens or replaces it.
+	CodeOutranked Code = 10042
 
 	// Voice-room features (custom info, password, likes), numbered
 	// apart so parallel additions to the table never collide.
@@ -99,6 +104,8 @@ var codeNames = map[Code]string{
 	CodeTooManyMutes:        "TOO_MANY_MUTES",
 	CodeRateLimited:         "RATE_LIMITED",
 	CodeRoomFull:            "ROOM_FULL",
+	CodeTooManyBans:         "TOO_MANY_BANS",
+	CodeOutranked:           "OUTRANKED",
 
 	CodeTooManyCustomKeys:  "TOO_MANY_CUSTOM_KEYS",
 	CodeCustomInfoTooLarge: "CUSTOM_INFO_TOO_LARGE",
