@@ -40,7 +40,9 @@ func (r JoinRights) Proto() *v1.JoinRights {
 // banned, their seat muted, or taken off their seat by someone else (a
 // kick off the seat, the seat locked or removed). A move counts too: the
 // seat it lands on may be muted or locked, which the event does not say,
-// so a moved user re-enters with a ticket for the new seat. ok is false for every
+// so a moved user re-enters with a ticket for the new seat. A seat freed
+// because its holder left the audio room counts as well: their old ticket
+// still says send audio, and they may come back with it. ok is false for every
 // other event: a user's own leave or release needs no enforcing, a close
 // dismisses the whole audio room, and rights that grow need a new ticket
 // the client asks for.
@@ -54,7 +56,7 @@ func AudioRevoked(ev Event) (user string, ok bool) {
 		return e.UserID, e.UserID != ""
 	case RoomMicReleased:
 		switch e.Reason {
-		case ReasonKickedOffSeat, ReasonSeatLocked, ReasonSeatRemoved, ReasonMoved:
+		case ReasonKickedOffSeat, ReasonSeatLocked, ReasonSeatRemoved, ReasonMoved, ReasonAudioLeft:
 			return e.UserID, true
 		}
 	}

@@ -207,6 +207,8 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", MicSeats: 12}}}},
 		{[]string{"ban", "--target", "u2", "--ban", "60"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", BanSeconds: 60}}}},
+		{[]string{"ban", "--targets", "u2,u3", "--ban", "60", "--reason", "raid"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserIds: []string{"u2", "u3"}, BanSeconds: 60, Reason: "raid"}}}},
 		{[]string{"unban", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnbanUser{UnbanUser: &roomcellv1.UnbanUserRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{[]string{"member", "mute", "--target", "u2", "--seconds", "30"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteMember{MuteMember: &roomcellv1.MuteMemberRequest{
