@@ -189,10 +189,13 @@ func (s *storeGate) done(err error) {
 	}
 }
 
-// storeConfirmTimeout bounds the look that confirms one failed call: a
-// single call can time out (an acknowledgement lost, a lock held long)
-// while the store answers everyone else.
-const storeConfirmTimeout = 100 * time.Millisecond
+// storeConfirmTimeout bounds the look that confirms a stall or one
+// failed call: a single call can time out (an acknowledgement lost, a
+// lock held long) while the store answers everyone else, and a point
+// read answers in milliseconds on a store that answers at all (150 ms
+// leaves room for a CPU-starved server; with storeStallAfter the gate
+// closes 0.45 s into an outage).
+const storeConfirmTimeout = 150 * time.Millisecond
 
 // stillUnreachable asks the store once, briefly, whether it answers.
 func (s *storeGate) stillUnreachable() bool {
