@@ -147,7 +147,7 @@ func checkReason(cmd Command) error { return checkText("reason", cmd.Reason, Max
 // directory: switched_room). A client claiming one would make its own
 // leave look like a timeout or a kick to every IM client.
 var systemReasons = []string{ReasonHeartbeatTimeout, ReasonSwitchedRoom, ReasonKicked, ReasonSeatLocked,
-	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved}
+	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved, ReasonAudioLeft, ReasonDisplaced, ReasonSwapped}
 
 // Command ids the room and its workers derive for the commands they send
 // themselves. They are reserved: a client that spent one first (the ids
@@ -161,7 +161,7 @@ const (
 	SeatExpireIDPrefix       = "seat-expire-" // ExpireSeatRequests (the room itself)
 )
 
-var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix, SeatExpireIDPrefix}
+var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix, SeatExpireIDPrefix, AudioIDPrefix}
 
 // SystemIDPrefix returns the reserved prefix id starts with, if any: the
 // room's own commands carry one, a client's never does.
