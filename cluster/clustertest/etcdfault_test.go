@@ -173,17 +173,17 @@ func moved(before, after map[string]shard) (movedOwner, newEpoch int) {
 
 // leaderAmong is the member of ms that is the etcd leader now, or nil.
 func leaderAmong(t *testing.T, ms []*EtcdMember) *EtcdMember {
-	for _, m := range ms {
-		cli := etcdClient(t, m)
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		st, err := cli.Status(ctx, m.ClientURL)
-		cancel()
-		cli.Close()
-		if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
-			return m
-		}
+	return leaderOf(t, ms, 300*time.Millisecond)
+}
+
+// leaderAndRest are the etcd leader and the other members, with the
+// shard keys as they are before a fault.
+func leaderAndRest(t *testing.T, c *Cluster) (leader *EtcdMember, rest []*EtcdMember, owners map[string]shard) {
+	leader = leaderAmong(t, c.Etcd.Members)
+	if leader == nil {
+		t.Fatal("the etcd cluster has no leader")
 	}
-	return nil
+	return leader, others(c.Etcd.Members, leader), shardOwners(t, c, leader)
 }
 
 // waitLeader waits until one of ms is the leader and returns when.
@@ -233,12 +233,7 @@ func slowAfter(t *testing.T, nodes []*Node, from, to time.Time) int {
 func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 	const outage = 10 * time.Second
 	runShow(t, show{name: "etcd leader SIGSTOP 10 s (3 members)", etcd: 3, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
-		leader := leaderAmong(t, c.Etcd.Members)
-		if leader == nil {
-			t.Fatal("the etcd cluster has no leader")
-		}
-		rest := others(c.Etcd.Members, leader)
-		owners := shardOwners(t, c, leader)
+		leader, rest, owners := leaderAndRest(t, c)
 		rejoins0, lost0 := faultLogs(c.Nodes)
 		mon := monitorLive(t, c.Nodes)
 		paused := time.Now()
@@ -288,13 +283,8 @@ func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 func TestMultiMemberProcessEtcdLeaderQuorumLostUnderLoad(t *testing.T) {
 	const outage = 10 * time.Second
 	runShow(t, show{name: "etcd leader + follower SIGSTOP 10 s (quorum lost)", etcd: 3, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
-		leader := leaderAmong(t, c.Etcd.Members)
-		if leader == nil {
-			t.Fatal("the etcd cluster has no leader")
-		}
-		rest := others(c.Etcd.Members, leader)
+		leader, rest, owners := leaderAndRest(t, c)
 		frozen := []*EtcdMember{leader, rest[0]}
-		owners := shardOwners(t, c, leader)
 		rejoins0, lost0 := faultLogs(c.Nodes)
 		mon := monitorLive(t, c.Nodes)
 		paused := time.Now()
