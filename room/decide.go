@@ -312,7 +312,8 @@ func checkKick(cmd Command) error {
 
 // decideKick: the owner kicks anyone but themself; an admin in the room
 // kicks ordinary members but neither the owner nor another admin (only the
-// owner outranks an admin).
+// owner outranks an admin). A kicked admin is an admin no more
+// (adminLoss); a kick with a ban needs a place for the ban (roomForBans).
 func decideKick(s State, cmd Command) ([]Event, error) {
 	if err := checkOperator(s, cmd.UserID); err != nil {
 		return nil, err
@@ -326,11 +327,17 @@ func decideKick(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.TargetUserID) {
 		return nil, ErrNotMember
 	}
+	if cmd.BanSeconds > 0 {
+		if err := roomForBans(s, []string{cmd.TargetUserID}, cmd.NowMs); err != nil {
+			return nil, err
+		}
+	}
 	var evs []Event
 	if seat := s.SeatOf(cmd.TargetUserID); seat >= 0 {
 		evs = append(evs, RoomMicReleased{UserID: cmd.TargetUserID, Seat: seat, Reason: ReasonKicked})
 	}
 	evs = append(evs, endRequests(s, cmd.TargetUserID, OutcomeLeft, false, false)...)
+	evs = append(evs, adminLoss(s, cmd)...)
 	var until int64
 	if cmd.BanSeconds > 0 {
 		until = cmd.NowMs + cmd.BanSeconds*1000
@@ -543,7 +550,37 @@ func checkName(field, v string) error {
 	if strings.TrimFunc(v, unicode.IsSpace) == "" {
 		return errclass.Invalidf("%s is blank", field)
 	}
+	return checkVisible(field, v)
+}
+
+// checkVisible refuses what a reader cannot see but a renderer obeys:
+// bidirectional controls (which reorder what follows: a name that reads
+// as another) and zero-width characters (two names that look the same).
+// A zero-width joiner between two symbols stays: it builds one emoji
+// (a family, a flag) out of several.
+func checkVisible(field, v string) error {
+	runes := []rune(v)
+	for i, r := range runes {
+		if unicode.Is(unicode.Bidi_Control, r) {
+			return errclass.Invalidf("%s has a bidirectional control character (U+%04X)", field, r)
+		}
+		switch r {
+		case '\u200b', '\u200c', '\u2060', '\ufeff', '\u180e', '\u2061', '\u2062', '\u2063', '\u2064':
+			return errclass.Invalidf("%s has a zero-width character (U+%04X)", field, r)
+		case '\u200d':
+			if i == 0 || i == len(runes)-1 || !emojiPart(runes[i-1]) || !emojiPart(runes[i+1]) {
+				return errclass.Invalidf("%s has a zero-width joiner (U+200D) outside an emoji", field)
+			}
+		}
+	}
 	return nil
+}
+
+// emojiPart says whether r may stand beside a zero-width joiner inside
+// an emoji sequence: a symbol, a modifier, or the emoji presentation
+// selector.
+func emojiPart(r rune) bool {
+	return r == '\ufe0f' || unicode.In(r, unicode.So, unicode.Sk)
 }
 
 // checkText checks one-line free text (names, reasons).

@@ -32,8 +32,9 @@ type CreateRoomRequest struct {
 	MicSeats     int32                  `protobuf:"varint,7,opt,name=mic_seats,json=micSeats,proto3" json:"mic_seats,omitempty"` // 0 = default (8); at most 20
 	AdminUserIds []string               `protobuf:"bytes,8,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
 	// Metadata (SetRoomMetadata changes it): category (an id, empty =
-	// none), tags (at most 10, each at most 32 bytes), cover_url (http or
-	// https, at most 512 bytes), visibility ("" or "public": in the app's
+	// none), tags (at most 10 distinct, each at most 32 bytes, no
+	// bidirectional or zero-width characters), cover_url (https with a
+	// host and no credentials, at most 512 bytes), visibility ("" or "public": in the app's
 	// room list; "unlisted": reachable by id and in its owner's list only).
 	Category      string   `protobuf:"bytes,9,opt,name=category,proto3" json:"category,omitempty"`
 	Tags          []string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
