@@ -340,7 +340,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
-	case k < 150 && r.IntN(3) == 0, k >= 367:
+	case k < 150 && r.IntN(2) == 0, k >= 367:
 		sm.meta(&c, op)
 	case k < 150:
 		// Mostly the owner: the admins come and go (a kick by the owner
@@ -447,7 +447,7 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 
 // meta sets the room's metadata (now and then an invalid category).
 func (sm *sim) meta(c *room.Command, op func() string) {
-	c.Type, c.UserID = room.CmdSetRoomMetadata, op()
+	c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom
 	c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
 	c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
 	c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
