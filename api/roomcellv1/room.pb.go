@@ -2857,12 +2857,14 @@ func (*RoomCommand_SetRoomMetadata) isRoomCommand_Command() {}
 // RoomError is a failed command's class, text and code, between cluster
 // members. The receiver finds the error by its code (errclass's code
 // table), so errors.Is works whichever member ran the command; an error
-// without a code (0) comes back as its class with its text.
+// without a code (0) comes back as its class with its text. metadata are
+// the error's facts for the client (its row's keys in docs/errors.md).
 type RoomError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Code          uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2916,6 +2918,13 @@ func (x *RoomError) GetCode() uint32 {
 		return x.Code
 	}
 	return 0
+}
+
+func (x *RoomError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 // RoomResponse is what the room grain answers: a reply or an error.
@@ -6328,11 +6337,15 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\vreopen_room\x188 \x01(\v2\x1e.roomcell.v1.ReopenRoomRequestH\x00R\n" +
 	"reopenRoom\x12Q\n" +
 	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadataB\t\n" +
-	"\acommand\"O\n" +
+	"\acommand\"\xce\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
-	"\x04code\x18\x03 \x01(\rR\x04code\"m\n" +
+	"\x04code\x18\x03 \x01(\rR\x04code\x12@\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\fRoomResponse\x12/\n" +
 	"\x05reply\x18\x01 \x01(\v2\x19.roomcell.v1.CommandReplyR\x05reply\x12,\n" +
 	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error\"\xe8\x01\n" +
@@ -6698,7 +6711,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -6768,154 +6781,156 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ListGiftsReply)(nil),                // 65: roomcell.v1.ListGiftsReply
 	(*ReopenRoomRequest)(nil),             // 66: roomcell.v1.ReopenRoomRequest
 	(*SetRoomMetadataRequest)(nil),        // 67: roomcell.v1.SetRoomMetadataRequest
+	nil,                                   // 68: roomcell.v1.RoomError.MetadataEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
-	18, // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
-	21, // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
-	21, // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
-	20, // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	19, // 4: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
-	22, // 5: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
-	59, // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
-	19, // 7: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
-	0,  // 8: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
-	1,  // 9: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
-	2,  // 10: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
-	3,  // 11: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
-	4,  // 12: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
-	5,  // 13: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
-	6,  // 14: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
-	7,  // 15: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
-	8,  // 16: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	17, // 17: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	9,  // 18: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
-	11, // 19: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
-	12, // 20: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
-	13, // 21: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
-	14, // 22: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
-	15, // 23: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
-	16, // 24: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
-	10, // 25: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
-	43, // 26: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
-	44, // 27: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
-	45, // 28: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
-	46, // 29: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
-	47, // 30: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
-	48, // 31: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
-	49, // 32: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
-	50, // 33: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
-	53, // 34: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
-	54, // 35: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
-	55, // 36: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
-	56, // 37: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
-	57, // 38: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
-	58, // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
-	61, // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
-	62, // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	66, // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
-	67, // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
-	23, // 44: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	26, // 45: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	29, // 46: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	34, // 47: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	34, // 48: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	35, // 49: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	26, // 50: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	26, // 51: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	34, // 52: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21, // 53: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21, // 54: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	59, // 55: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	64, // 56: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,  // 57: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,  // 58: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,  // 59: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,  // 60: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,  // 61: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,  // 62: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,  // 63: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,  // 64: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,  // 65: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17, // 66: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	28, // 67: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	31, // 68: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,  // 69: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11, // 70: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12, // 71: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13, // 72: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14, // 73: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15, // 74: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16, // 75: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10, // 76: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	33, // 77: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	36, // 78: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	43, // 79: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	44, // 80: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	45, // 81: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	46, // 82: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	47, // 83: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	48, // 84: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	49, // 85: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	50, // 86: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	51, // 87: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	53, // 88: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	54, // 89: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	55, // 90: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	56, // 91: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	57, // 92: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	58, // 93: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	61, // 94: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	62, // 95: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	63, // 96: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	66, // 97: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	67, // 98: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	23, // 99: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 100: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23, // 101: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23, // 102: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23, // 103: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23, // 104: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23, // 105: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23, // 106: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23, // 107: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	24, // 108: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	30, // 109: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	32, // 110: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23, // 111: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 112: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23, // 113: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 114: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23, // 115: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 116: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23, // 117: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23, // 118: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	35, // 119: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	37, // 120: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23, // 121: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23, // 122: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23, // 123: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 124: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 125: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23, // 126: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23, // 127: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23, // 128: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	52, // 129: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23, // 130: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23, // 131: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23, // 132: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23, // 133: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23, // 134: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	60, // 135: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	23, // 136: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23, // 137: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	65, // 138: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23, // 139: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23, // 140: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	99, // [99:141] is the sub-list for method output_type
-	57, // [57:99] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
+	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
+	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
+	19,  // 4: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
+	22,  // 5: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
+	59,  // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
+	19,  // 7: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	0,   // 8: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
+	1,   // 9: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
+	2,   // 10: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
+	3,   // 11: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
+	4,   // 12: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
+	5,   // 13: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
+	6,   // 14: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
+	7,   // 15: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
+	8,   // 16: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
+	17,  // 17: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,   // 18: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	11,  // 19: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	12,  // 20: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	13,  // 21: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	14,  // 22: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	15,  // 23: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	16,  // 24: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	10,  // 25: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
+	43,  // 26: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
+	44,  // 27: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
+	45,  // 28: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
+	46,  // 29: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
+	47,  // 30: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
+	48,  // 31: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
+	49,  // 32: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
+	50,  // 33: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 34: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
+	54,  // 35: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
+	55,  // 36: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
+	56,  // 37: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
+	57,  // 38: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
+	58,  // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
+	61,  // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
+	62,  // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
+	66,  // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	67,  // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	68,  // 44: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 45: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	26,  // 46: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	29,  // 47: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	34,  // 48: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	34,  // 49: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	35,  // 50: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	26,  // 51: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	26,  // 52: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	34,  // 53: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 54: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 55: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	59,  // 56: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	64,  // 57: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	0,   // 58: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 59: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 60: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 61: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 62: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 63: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 64: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 65: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 66: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 67: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	28,  // 68: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	31,  // 69: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 70: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 71: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 72: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 73: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 74: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 75: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 76: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 77: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	33,  // 78: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	36,  // 79: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	43,  // 80: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	44,  // 81: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	45,  // 82: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	46,  // 83: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	47,  // 84: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	48,  // 85: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	49,  // 86: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	50,  // 87: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	51,  // 88: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	53,  // 89: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	54,  // 90: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	55,  // 91: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	56,  // 92: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	57,  // 93: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	58,  // 94: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	61,  // 95: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	62,  // 96: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	63,  // 97: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	66,  // 98: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	67,  // 99: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	23,  // 100: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 101: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 102: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 103: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 104: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 105: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 106: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 107: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 108: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	24,  // 109: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	30,  // 110: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	32,  // 111: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 112: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 113: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 114: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 117: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 118: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 119: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	35,  // 120: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	37,  // 121: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 122: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	52,  // 130: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 131: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 132: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	60,  // 136: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	23,  // 137: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 138: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	65,  // 139: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 140: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 141: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	100, // [100:142] is the sub-list for method output_type
+	58,  // [58:100] is the sub-list for method input_type
+	58,  // [58:58] is the sub-list for extension type_name
+	58,  // [58:58] is the sub-list for extension extendee
+	0,   // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -6969,7 +6984,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

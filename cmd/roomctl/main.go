@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/internal/buildinfo"
 )
@@ -141,8 +142,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &re) && re.code == codes.Unavailable {
 		err = fmt.Errorf("%w (is a roomcell node serving gRPC at --addr %s?)", err, g.addr)
 	}
-	if re != nil && re.code == codes.FailedPrecondition && strings.Contains(re.msg, "not a member of the room") {
-		// The server does not say why yet; these are the ways out of a room.
+	if re != nil && re.reason == errclass.CodeNotMember.String() && re.meta["removed_reason"] == "" {
+		// The server does not know why (the removal is not remembered on
+		// the room's node); these are the ways out of a room.
 		err = fmt.Errorf("%w (a user leaves a room by leave, by a kick, by joining another room, or when no heartbeat came for presence.stale_after: 60s by default, 24h with --dev; roomctl user where shows the user's room)", err)
 	}
 	var ue usageError
