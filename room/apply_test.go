@@ -57,6 +57,9 @@ func allEvents() []room.Event {
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
 		room.RoomMetadataChanged{Meta: room.Meta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://c/1.png", Visibility: room.VisibilityUnlisted}, OperatorUserID: "owner"},
 		room.RoomCreated{OwnerUserID: "x", Name: "n", MicSeats: 2, CreatedAtMs: 1, Reopened: true, Meta: room.Meta{Category: "talk"}},
+		room.RoomAudioSeen{UserID: "alice", Kind: room.AudioExit, EventMs: t0, ReleaseAtMs: t0 + 10_000, Reason: "timeout"},
+		room.RoomAudioRemoved{UserID: "carol", Reason: room.AudioRemovedNotMember, Kind: room.AudioEnter},
+		room.RoomAudioDismissed{EventMs: t0},
 	}
 }
 
@@ -112,10 +115,18 @@ func TestApplyEffects(t *testing.T) {
 	}{
 		{"joined: added with the join time; own ban and expired bans go, live bans stay",
 			room.RoomUserJoined{UserID: "carol", JoinedAtMs: t0 + 10_000},
-			func(s *room.State) { s.Members["carol"] = t0 + 10_000; delete(s.Bans, "carol") }},
+			func(s *room.State) {
+				s.Members["carol"] = t0 + 10_000
+				delete(s.Bans, "carol")
+				delete(s.Extra.BanNotes, "carol") // the note goes with its ban
+			}},
 		{"joined: a ban ending exactly at the join time is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 10_000},
-			func(s *room.State) { s.Members["erin"] = t0 + 10_000; delete(s.Bans, "carol") }},
+			func(s *room.State) {
+				s.Members["erin"] = t0 + 10_000
+				delete(s.Bans, "carol")
+				delete(s.Extra.BanNotes, "carol")
+			}},
 		{"joined: before any ban ends nothing is pruned",
 			room.RoomUserJoined{UserID: "erin", JoinedAtMs: t0 + 9_999},
 			func(s *room.State) { s.Members["erin"] = t0 + 9_999 }},
@@ -145,7 +156,12 @@ func TestApplyEffects(t *testing.T) {
 			func(s *room.State) { delete(s.Members, "bob"); s.Seats[3] = "" }},
 		{"kicked with ban: leaves and is banned until",
 			room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "owner", BanUntilMs: t0 + 5},
-			func(s *room.State) { delete(s.Members, "alice"); s.Seats[0] = ""; s.Bans["alice"] = t0 + 5 }},
+			func(s *room.State) {
+				delete(s.Members, "alice")
+				s.Seats[0] = ""
+				s.Bans["alice"] = t0 + 5
+				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "owner"}
+			}},
 		{"closed: nobody left in it, seats free, the rest kept",
 			room.RoomClosed{OperatorUserID: "owner"},
 			func(s *room.State) {
@@ -215,6 +231,7 @@ func TestApplyBusyFixture(t *testing.T) {
 		Announcement: "hi",
 		MutedSeats:   []int{3},
 		LockedSeats:  []int{6},
+		Extra:        &room.Extra{BanNotes: map[string]room.BanNote{"carol": {OperatorUserID: "owner"}, "dave": {OperatorUserID: "owner"}}},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("busy\n got  %+v\n want %+v", s, want)

@@ -94,13 +94,20 @@ type Command struct {
 
 	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
 	BanSeconds   int64  // KickUser, BanUser
-	MuteSeconds  int64  // MuteMember
-	Reason       string // LeaveRoom, KickUser, CloseRoom
+	MovePolicy   string // MoveSeat: "" (abort), force, swap
+	// TargetUserIDs: BanUser's further targets (banTargets).
+	TargetUserIDs []string
+	MuteSeconds   int64  // MuteMember
+	Reason        string // LeaveRoom, KickUser, CloseRoom
 
 	Category   string   // CreateRoom, SetRoomMetadata
 	Tags       []string // CreateRoom, SetRoomMetadata
 	CoverURL   string   // CreateRoom, SetRoomMetadata
 	Visibility string   // CreateRoom, SetRoomMetadata
+
+	AudioKind   string // AudioPresence: enter, exit, start_audio, dismiss (audio.go)
+	EventTimeMs int64  // AudioPresence: Tencent's event time
+	SeatGraceMs int64  // AudioPresence: trtc.seat_grace, set by the sender
 
 	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
 	// room.max_members, set by the grain, never by a client. A limit
@@ -203,7 +210,7 @@ var commands = map[string]commandKind{
 	CmdKickOffSeat: {fill: fillTarget[*v1.KickOffSeatRequest], check: checkTarget, decide: decideKickOffSeat},
 	CmdMoveSeat: {
 		fill: fill(func(r *v1.MoveSeatRequest, c *Command) {
-			c.Seat, c.TargetUserID = int(r.Seat), r.TargetUserId
+			c.Seat, c.TargetUserID, c.MovePolicy = int(r.Seat), r.TargetUserId, r.Policy
 		}),
 		check: checkMove, decide: decideMoveSeat,
 	},
@@ -214,7 +221,7 @@ var commands = map[string]commandKind{
 	// Moderation without a kick (moderation.go).
 	CmdBanUser: {
 		fill: fill(func(r *v1.BanUserRequest, c *Command) {
-			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
+			c.TargetUserID, c.BanSeconds, c.Reason, c.TargetUserIDs = r.TargetUserId, r.BanSeconds, r.Reason, r.TargetUserIds
 		}),
 		check: checkBan, decide: decideBan,
 	},
@@ -230,6 +237,13 @@ var commands = map[string]commandKind{
 	CmdReopenRoom: {
 		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
 		check: checkReopen, decide: decideReopen, reopens: true,
+	},
+	// Tencent's audio side reports (audio.go): the room's own.
+	CmdAudioPresence: {
+		fill: fill(func(r *v1.AudioPresenceRequest, c *Command) {
+			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs
+		}),
+		check: checkAudio, client: refuseClient, decide: decideAudio,
 	},
 	// Metadata (roommeta.go).
 	CmdSetRoomMetadata: {

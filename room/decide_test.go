@@ -509,6 +509,7 @@ func rules() []rule {
 	rs = append(rs, moderationRules()...)
 	rs = append(rs, lifecycleRules()...)
 	rs = append(rs, metaRules()...)
+	rs = append(rs, audioRules()...)
 
 	// Nothing but CreateRoom finds a room nobody created.
 	notCreated := []room.Command{

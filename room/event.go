@@ -39,6 +39,9 @@ const (
 	TypeRoomMemberMuted          = "RoomMemberMuted"
 	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
 	TypeRoomMetadataChanged      = "RoomMetadataChanged"
+	TypeRoomAudioSeen            = "RoomAudioSeen"
+	TypeRoomAudioRemoved         = "RoomAudioRemoved"
+	TypeRoomAudioDismissed       = "RoomAudioDismissed"
 )
 
 // Event is one fact a command produced. Its JSON form is the envelope
@@ -117,6 +120,12 @@ var eventKinds = map[string]eventKind{
 	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true}),
 	// Clients show the new cover and tags from the envelope.
 	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true}),
+	// Tencent's audio reports (audio.go): the room's bookkeeping stays
+	// inside; a removal is sent (the removed client learns why) and
+	// enforced at TRTC (delivery/roomim effects).
+	TypeRoomAudioSeen:      kind[RoomAudioSeen](EventInfo{}),
+	TypeRoomAudioRemoved:   kind[RoomAudioRemoved](EventInfo{IM: true}),
+	TypeRoomAudioDismissed: kind[RoomAudioDismissed](EventInfo{}),
 }
 
 // EventTypes returns every registered event type, sorted.
@@ -231,6 +240,10 @@ func (e RoomMicReleased) apply(s *State) {
 	if e.Seat >= 0 && e.Seat < len(s.Seats) && s.Seats[e.Seat] == e.UserID {
 		s.Seats[e.Seat] = ""
 	}
+	// A move keeps the user seated: a pending audio grace goes with them.
+	if e.Reason != ReasonMoved {
+		s.clearAudioRelease(e.UserID)
+	}
 }
 
 type RoomGiftSent struct {
@@ -270,6 +283,7 @@ func (e RoomUserKicked) apply(s *State) {
 			s.Bans = map[string]int64{}
 		}
 		s.Bans[e.TargetUserID] = e.BanUntilMs
+		s.noteBan(e.TargetUserID, e.OperatorUserID, e.Reason)
 	}
 }
 
@@ -286,7 +300,7 @@ func (RoomClosed) EventType() string { return TypeRoomClosed }
 func (RoomClosed) apply(s *State) {
 	s.Status = StatusClosed
 	if s.Extra != nil {
-		s.Extra.Applications, s.Extra.Invitations = nil, nil
+		s.Extra.Applications, s.Extra.Invitations, s.Extra.Audio = nil, nil, nil
 	}
 	for i := range s.Seats {
 		s.Seats[i] = ""

@@ -122,6 +122,9 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomSeatInvited:          true,
 		room.TypeRoomSeatInvitationEnded:  true,
 		room.TypeRoomMetadataChanged:      true,
+		room.TypeRoomAudioSeen:            false,
+		room.TypeRoomAudioRemoved:         true,
+		room.TypeRoomAudioDismissed:       false,
 		"":                                false,
 		"SomethingElse":                   false,
 	}

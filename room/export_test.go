@@ -4,3 +4,6 @@ import "slices"
 
 // RuleErrors exposes the registered rule errors to the external tests.
 func RuleErrors() []error { return slices.Clone(ruleErrors) }
+
+// BanNoteCount counts the ban notes kept beside State.Bans.
+func BanNoteCount(s State) int { return len(s.x().BanNotes) }

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -13,10 +14,49 @@ import (
 const (
 	MaxMuteSeconds = 30 * 24 * 3600
 	MaxMutes       = 1000 // muted users per room
+	// MaxBanTargets bounds one BanUser call: its events are one command's,
+	// written in one append.
+	MaxBanTargets = 20
 )
 
+// banTargets is who a BanUser names: target_user_id first, then
+// target_user_ids, each once, in the order given.
+func banTargets(cmd Command) []string {
+	out := make([]string, 0, 1+len(cmd.TargetUserIDs))
+	if cmd.TargetUserID != "" {
+		out = append(out, cmd.TargetUserID)
+	}
+	for _, u := range cmd.TargetUserIDs {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 func checkBan(cmd Command) error {
-	if err := checkKick(cmd); err != nil {
+	n := len(cmd.TargetUserIDs)
+	if cmd.TargetUserID != "" || n == 0 {
+		n++
+	}
+	if n > MaxBanTargets {
+		return errclass.Invalidf("at most %d targets (target_user_id and target_user_ids), got %d", MaxBanTargets, n)
+	}
+	for i, u := range cmd.TargetUserIDs {
+		field := fmt.Sprintf("target_user_ids[%d]", i)
+		if err := checkID(field, u); err != nil {
+			return err
+		}
+		if u == cmd.UserID {
+			return errclass.Invalidf("%s must differ from user_id", field)
+		}
+	}
+	// The rest are a kick's checks (target_user_id may be empty in a batch).
+	c := cmd
+	if c.TargetUserID == "" && len(c.TargetUserIDs) > 0 {
+		c.TargetUserID = c.TargetUserIDs[0]
+	}
+	if err := checkKick(c); err != nil {
 		return err
 	}
 	if cmd.BanSeconds == 0 {
@@ -40,18 +80,31 @@ func moderate(s State, cmd Command) error {
 	return nil
 }
 
-// decideBan bans target until now + ban_seconds. A member is taken out as
-// by a kick with that ban (no banned user stays a member after the ban's
-// seq); anyone else is banned as they are, so they cannot join.
+// decideBan bans each target until now + ban_seconds. A member is taken
+// out as by a kick with that ban (no banned user stays a member after the
+// ban's seq); anyone else is banned as they are, so they cannot join. The
+// targets are distinct, so each one's events read the state before the
+// call and do not touch another's; one target refused refuses them all.
 func decideBan(s State, cmd Command) ([]Event, error) {
-	if err := moderate(s, cmd); err != nil {
-		return nil, err
-	}
+	var evs []Event
 	until := cmd.NowMs + cmd.BanSeconds*1000
-	if s.IsMember(cmd.TargetUserID) {
-		return decideKick(s, cmd)
+	for _, target := range banTargets(cmd) {
+		c := cmd
+		c.TargetUserID, c.TargetUserIDs = target, nil
+		if err := moderate(s, c); err != nil {
+			return nil, err
+		}
+		if s.IsMember(target) {
+			kicked, err := decideKick(s, c)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, kicked...)
+			continue
+		}
+		evs = append(evs, RoomUserBanned{TargetUserID: target, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs})
 	}
-	return []Event{RoomUserBanned{TargetUserID: cmd.TargetUserID, OperatorUserID: cmd.UserID, Reason: cmd.Reason, BanUntilMs: until, AtMs: cmd.NowMs}}, nil
+	return evs, nil
 }
 
 // decideUnban lifts target's ban; no ban in force is a no-op.
@@ -119,7 +172,8 @@ func BansPage(s State, nowMs int64, p MembersPage) (bans []*v1.BanEntry, next st
 		if i == p.Size {
 			return bans, MembersToken(users[i-1])
 		}
-		bans = append(bans, &v1.BanEntry{UserId: u, BannedUntilMs: s.Bans[u]})
+		note := s.x().BanNotes[u]
+		bans = append(bans, &v1.BanEntry{UserId: u, BannedUntilMs: s.Bans[u], Reason: note.Reason, OperatorUserId: note.OperatorUserID})
 	}
 	return bans, ""
 }
@@ -142,6 +196,34 @@ func (e RoomUserBanned) apply(s *State) {
 	// Bans over by now go, as on a join: the list holds bans in force.
 	maps.DeleteFunc(s.Bans, func(_ string, until int64) bool { return until <= e.AtMs })
 	s.Bans[e.TargetUserID] = e.BanUntilMs
+	s.noteBan(e.TargetUserID, e.OperatorUserID, e.Reason)
+}
+
+// BanNote is who banned a user and why, kept beside the ban (State.Bans)
+// while it is in force; ListBans shows it.
+type BanNote struct {
+	Reason         string `json:"reason,omitempty"`
+	OperatorUserID string `json:"operator_user_id"`
+}
+
+func (s *State) noteBan(user, operator, reason string) {
+	x := s.mx()
+	if x.BanNotes == nil {
+		x.BanNotes = map[string]BanNote{}
+	}
+	x.BanNotes[user] = BanNote{Reason: reason, OperatorUserID: operator}
+}
+
+// pruneBanNotes drops the notes of bans that are gone (lifted, over, or
+// ended by a join), wherever they went: the notes follow State.Bans.
+func (s *State) pruneBanNotes() {
+	if s.Extra == nil || len(s.Extra.BanNotes) == 0 {
+		return
+	}
+	maps.DeleteFunc(s.Extra.BanNotes, func(u string, _ BanNote) bool {
+		_, ok := s.Bans[u]
+		return !ok
+	})
 }
 
 type RoomUserUnbanned struct {

@@ -13,6 +13,25 @@ import (
 func banUser(op, target string, secs int64, opts ...opt) room.Command {
 	return cmd(room.CmdBanUser, op, append([]opt{withTarget(target), ban(secs)}, opts...)...)
 }
+func targets(ids ...string) opt { return func(c *room.Command) { c.TargetUserIDs = ids } }
+
+// batch names users x<from>..x<to-1>.
+func batch(from, to int) []string {
+	var ids []string
+	for i := from; i < to; i++ {
+		ids = append(ids, fmt.Sprintf("x%02d", i))
+	}
+	return ids
+}
+
+func bannedEvents(op string, secs int64, users ...string) []room.Event {
+	var evs []room.Event
+	for _, u := range users {
+		evs = append(evs, room.RoomUserBanned{TargetUserID: u, OperatorUserID: op, BanUntilMs: t0 + secs*1000, AtMs: t0})
+	}
+	return evs
+}
+
 func unbanUser(op, target string, opts ...opt) room.Command {
 	return cmd(room.CmdUnbanUser, op, append([]opt{withTarget(target)}, opts...)...)
 }
@@ -43,6 +62,28 @@ func moderationRules() []rule {
 		invalid("ban: no duration", aRoom, banUser("owner", "carol", 0), "ban_seconds"),
 		invalid("ban: too long", aRoom, banUser("owner", "carol", room.MaxBanSeconds+1), "ban_seconds"),
 		invalid("ban: oneself", aRoom, banUser("owner", "owner", 60), "target_user_id"),
+		// A batch: one event per target, in the order given, repeats once.
+		{name: "ban: a batch bans each target once, members taken out", given: then(aRoom, takeMic("alice", 2)),
+			cmd: banUser("admin", "carol", 60, reason("raid"), targets("alice", "dave", "carol")),
+			want: []room.Event{
+				room.RoomUserBanned{TargetUserID: "carol", OperatorUserID: "admin", Reason: "raid", BanUntilMs: t0 + 60_000, AtMs: t0},
+				released("alice", 2, room.ReasonKicked),
+				room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "admin", Reason: "raid", BanUntilMs: t0 + 60_000},
+				room.RoomUserBanned{TargetUserID: "dave", OperatorUserID: "admin", Reason: "raid", BanUntilMs: t0 + 60_000, AtMs: t0},
+			}},
+		{name: "ban: target_user_ids alone", given: aRoom, cmd: banUser("owner", "", 60, targets("carol")),
+			want: []room.Event{room.RoomUserBanned{TargetUserID: "carol", OperatorUserID: "owner", BanUntilMs: t0 + 60_000, AtMs: t0}}},
+		{name: "ban: one target refused refuses the batch (the owner)", given: aRoom, cmd: banUser("admin", "carol", 60, targets("dave", "owner")),
+			err: room.ErrKickOwner, class: errclass.Precondition},
+		{name: "ban: one target refused refuses the batch (an admin, by an admin)", given: aRoom, cmd: banUser("admin", "carol", 60, targets("admin2")),
+			err: room.ErrKickAdmin, class: errclass.Permission},
+		{name: "ban: 20 targets at once", given: aRoom, cmd: banUser("owner", "x00", 60, targets(batch(1, room.MaxBanTargets)...)),
+			want: bannedEvents("owner", 60, batch(0, room.MaxBanTargets)...)},
+		invalid("ban: 21 targets", aRoom, banUser("owner", "x00", 60, targets(batch(1, room.MaxBanTargets+1)...)), "at most 20 targets"),
+		invalid("ban: 21 in target_user_ids alone", aRoom, banUser("owner", "", 60, targets(batch(0, room.MaxBanTargets+1)...)), "at most 20 targets"),
+		invalid("ban: a bad id in the batch", aRoom, banUser("owner", "carol", 60, targets("dave", "a b")), "target_user_ids[1]"),
+		invalid("ban: oneself in the batch", aRoom, banUser("admin", "carol", 60, targets("admin")), "target_user_ids[0]"),
+		invalid("ban: no target at all", aRoom, banUser("owner", "", 60), "target_user_id"),
 
 		// UnbanUser
 		{name: "unban: lifts a ban", given: then(aRoom, banUser("owner", "carol", 60)), cmd: unbanUser("admin", "carol"),
@@ -74,6 +115,30 @@ func TestMuteOutlivesRejoin(t *testing.T) {
 	}
 	if v := room.View(s).MutedMembers; len(v) != 1 || v[0].UserId != "alice" || v[0].MutedUntilMs != t0+30_000 {
 		t.Fatalf("view %v", v)
+	}
+}
+
+// The ban list shows who banned and why, for bans and kicks with a ban
+// alike; a lifted ban takes its note with it.
+func TestBansShowReasonAndOperator(t *testing.T) {
+	s := given(t, then(aRoom, banUser("admin", "carol", 60, reason("spam"), targets("dave")),
+		kick("owner", "alice", ban(60), reason("rude")), unbanUser("owner", "dave"))...)
+	bans, _ := room.BansPage(s, t0, room.MembersPage{Size: 10})
+	got := map[string][2]string{}
+	for _, b := range bans {
+		got[b.UserId] = [2]string{b.Reason, b.OperatorUserId}
+	}
+	want := map[string][2]string{"alice": {"rude", "owner"}, "carol": {"spam", "admin"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("bans %v, want %v", got, want)
+	}
+	if n := room.BanNoteCount(s); n != 2 {
+		t.Fatalf("%d notes kept, want 2 (dave's went with the unban)", n)
+	}
+	// carol joins once her ban is over: her note goes with the ban.
+	s = given(t, then(aRoom, banUser("admin", "carol", 60, reason("spam")), join("carol", at(t0+60_000)))...)
+	if n := room.BanNoteCount(s); n != 0 || len(s.Bans) != 0 {
+		t.Fatalf("after the ban ended and carol joined: %d notes, bans %v", n, s.Bans)
 	}
 }
 

@@ -78,7 +78,9 @@ type sim struct {
 	ended    int            // ... and ended
 	reopens  int            // reopened RoomCreated events
 	closedAt int            // step of the last accepted close (-1: none)
-	step     int
+
+	audioReleased int // seats released at the end of an audio grace
+	step          int
 }
 
 func replayProperty(seed uint64, n int) (summary string, err error) {
@@ -152,6 +154,9 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	// A room closed with time to spare is opened again (ReopenRoom is
 	// tried at one step in ten while it is closed).
+	if sm.audioReleased == 0 {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("no seat released at the end of an audio grace")
+	}
 	if sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
@@ -162,7 +167,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		room.TypeRoomSeatModeChanged, room.TypeRoomSeatApplied, room.TypeRoomSeatApplicationEnded,
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
-		room.TypeRoomMetadataChanged} {
+		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -290,7 +295,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(330); {
+	switch k := r.IntN(360); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 		if r.IntN(3) == 0 {
@@ -334,7 +339,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
-	case k < 150 && r.IntN(3) == 0:
+	case k < 150 && r.IntN(2) == 0:
 		c.Type, c.UserID = room.CmdSetRoomMetadata, op()
 		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
 		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
@@ -355,11 +360,24 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
+	case k >= 330:
+		sm.audio(&c, s)
 	default:
 		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
 		switch r.IntN(10) {
 		case 0, 4:
 			c.Type, c.BanSeconds = room.CmdBanUser, r.Int64N(60) // 0 is invalid
+			c.Reason = sm.pick([]string{"", "spam", "abuse"})
+			// Now and then a batch: more targets (repeats among them), or
+			// only target_user_ids.
+			if r.IntN(3) == 0 {
+				for range 1 + r.IntN(4) {
+					c.TargetUserIDs = append(c.TargetUserIDs, sm.pick(sm.users))
+				}
+				if r.IntN(2) == 0 {
+					c.TargetUserID = ""
+				}
+			}
 		case 1, 5:
 			c.Type = room.CmdUnbanUser
 			if banned := slices.Sorted(maps.Keys(s.Bans)); len(banned) > 0 && r.IntN(4) > 0 {
@@ -384,6 +402,25 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	return c
 }
 
+// audio makes the callback endpoint's command: Tencent's reports arrive
+// late, twice and out of order, so event times wander around now.
+func (sm *sim) audio(c *room.Command, s room.State) {
+	r := sm.r
+	c.Type, c.SeatGraceMs = room.CmdAudioPresence, r.Int64N(4)*2000
+	c.EventTimeMs = c.NowMs - r.Int64N(8000)
+	c.AudioKind = sm.pick([]string{room.AudioEnter, room.AudioExit, room.AudioExit, room.AudioStart, room.AudioDismiss})
+	if seated := slices.DeleteFunc(slices.Clone(s.Seats), func(u string) bool { return u == "" }); len(seated) > 0 && r.IntN(2) == 0 {
+		c.UserID, c.AudioKind = sm.pick(seated), room.AudioExit // a ghost seat in the making
+	}
+	if m, ok := s.AudioMarks()[c.UserID]; ok && r.IntN(6) == 0 {
+		c.EventTimeMs = m.LastMs // a retry of the newest
+	}
+	c.CommandID = fmt.Sprintf("trtc-%s-%d", c.AudioKind, sm.step)
+	if r.IntN(40) == 0 {
+		c.AudioKind = "bad"
+	}
+}
+
 // seatMove makes one of the seat move commands.
 func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat func() int) {
 	r := sm.r
@@ -400,6 +437,7 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 		if r.IntN(3) == 0 {
 			c.UserID, c.TargetUserID = op(), target
 		}
+		c.MovePolicy = sm.pick([]string{"", "", room.MoveAbort, room.MoveForce, room.MoveSwap, room.MoveSwap})
 	default:
 		c.Type, c.UserID, c.MicSeats = room.CmdSetSeatCount, op(), 1+r.IntN(10)
 		if r.IntN(20) == 0 {
@@ -583,6 +621,28 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				return fmt.Errorf("seat count change against the rules: %+v, seats before %v", e, cur.Seats)
 			}
 			sm.seats = e.MicSeats
+		case room.RoomMicReleased:
+			if e.Reason == room.ReasonAudioLeft {
+				m := cur.AudioMarks()[e.UserID]
+				if c.Type != room.CmdExpireSeatRequests || m.ReleaseAtMs == 0 || m.ReleaseAtMs > c.NowMs || !m.Out {
+					return fmt.Errorf("audio release against the rules: %+v (mark %+v) at %d", e, m, c.NowMs)
+				}
+				sm.audioReleased++
+			}
+		case room.RoomAudioSeen:
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && e.EventMs <= m.LastMs {
+				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
+			}
+			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {
+				return fmt.Errorf("audio mark against the rules: %+v", e)
+			}
+		case room.RoomAudioRemoved:
+			u := e.UserID
+			seat := cur.SeatOf(u)
+			ok := !cur.IsMember(u) || c.AudioKind == room.AudioStart && (seat < 0 || cur.SeatMuted(seat) || cur.SeatLocked(seat))
+			if !ok || c.Type != room.CmdAudioPresence {
+				return fmt.Errorf("audio removal of someone entitled: %+v", e)
+			}
 		case room.RoomGiftSent:
 			if !s.IsMember(e.FromUserID) || !s.IsMember(e.ToUserID) || e.GiftCount <= 0 {
 				return fmt.Errorf("gift against the rules: %+v", e)
@@ -634,6 +694,16 @@ func (sm *sim) invariants(s room.State) error {
 			return fmt.Errorf("member %s has a ban entry", u)
 		}
 	}
+	// A ban's note (reason, operator) lives exactly as long as the ban.
+	bans, _ := room.BansPage(s, 0, room.MembersPage{Size: len(s.Bans) + 1})
+	for _, b := range bans {
+		if b.OperatorUserId == "" {
+			return fmt.Errorf("ban of %s without its operator", b.UserId)
+		}
+	}
+	if n := room.BanNoteCount(s); n != len(s.Bans) {
+		return fmt.Errorf("%d ban notes for %d bans", n, len(s.Bans))
+	}
 	for _, m := range []map[string]room.SeatRequest{s.Applications(), s.Invitations()} {
 		for u, r := range m {
 			if !s.IsMember(u) || s.SeatOf(u) >= 0 || r.Seat < 0 || r.Seat >= len(s.Seats) {
@@ -643,6 +713,11 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if pending := len(s.Applications()) + len(s.Invitations()); sm.requests != sm.ended+pending {
 		return fmt.Errorf("%d seat requests made, %d ended, %d pending", sm.requests, sm.ended, pending)
+	}
+	for u, m := range s.AudioMarks() {
+		if !s.IsMember(u) || m.ReleaseAtMs > 0 && (s.SeatOf(u) < 0 || !m.Out) {
+			return fmt.Errorf("audio mark of %s (%+v) while a non-member or unseated", u, m)
+		}
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)

@@ -52,10 +52,11 @@ type SeatRequest struct {
 // committed.
 func (r SeatRequest) live(nowMs int64) bool { return r.ExpiresAtMs > nowMs }
 
-// NextSeatDeadline is the earliest deadline of a pending seat request,
-// 0 for none: when the room must commit an expiry next.
+// NextSeatDeadline is the earliest deadline of a pending seat request or
+// of a seat's audio grace (audio.go), 0 for none: when the room must
+// commit its deadline command (CmdExpireSeatRequests) next.
 func (s State) NextSeatDeadline() int64 {
-	var next int64
+	next := s.nextAudioDeadline()
 	for _, m := range []map[string]SeatRequest{s.x().Applications, s.x().Invitations} {
 		for _, r := range m {
 			if next == 0 || r.ExpiresAtMs < next {
@@ -274,7 +275,7 @@ func decideExpireSeatRequests(s State, cmd Command) ([]Event, error) {
 			evs = append(evs, RoomSeatInvitationEnded{UserID: u, Seat: inv.Seat, Outcome: OutcomeExpired})
 		}
 	}
-	return evs, nil
+	return append(evs, audioReleases(s, cmd.NowMs)...), nil
 }
 
 // seatedEvents seats user on seat and ends the user's other pending

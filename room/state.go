@@ -69,6 +69,11 @@ type Extra struct {
 	Mutes map[string]int64 `json:"mutes,omitempty"`
 	// Metadata (roommeta.go).
 	Meta Meta `json:"meta,omitzero"`
+	// Who banned each user of State.Bans and why (moderation.go); a ban
+	// written before notes were kept has none.
+	BanNotes map[string]BanNote `json:"ban_notes,omitempty"`
+	// Members' audio presence (audio.go).
+	Audio map[string]AudioMark `json:"audio,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -95,6 +100,8 @@ func (e *Extra) clone() *Extra {
 	c.Applications = maps.Clone(e.Applications)
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
+	c.BanNotes = maps.Clone(e.BanNotes)
+	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
 }
@@ -104,8 +111,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Applications)
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
+	nilIfEmptyMap(&e.BanNotes)
+	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
-	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero()
+	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
+		e.BanNotes == nil && e.Audio == nil
 }
 
 // Applications returns the pending seat applications by user (read only).
@@ -183,6 +193,7 @@ func (s *State) vacate(user string) {
 	if s.Extra != nil {
 		delete(s.Extra.Applications, user)
 		delete(s.Extra.Invitations, user)
+		delete(s.Extra.Audio, user)
 	}
 	for i, u := range s.Seats {
 		if u == user {
@@ -197,6 +208,7 @@ func (s *State) vacate(user string) {
 func (s *State) canonical() {
 	nilIfEmptyMap(&s.Members)
 	nilIfEmptyMap(&s.Bans)
+	s.pruneBanNotes()
 	if s.Extra != nil && s.Extra.canonical() {
 		s.Extra = nil
 	}

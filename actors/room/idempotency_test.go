@@ -97,6 +97,8 @@ func idemCases(roomID string) map[string]idemCase {
 		"set_seat_count": {setup: with(), cmd: cmd(&v1.SetSeatCountRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", MicSeats: 12})},
 		"reopen_room": {setup: with(cmd(&v1.CloseRoomRequest{CommandId: "s-close", AppCode: "app", RoomId: roomID, UserId: "owner"})),
 			cmd: cmd(&v1.ReopenRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Name: "Again"})},
+		"audio_presence": {setup: with(bobSeated), cmd: cmd(&v1.AudioPresenceRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob",
+			Kind: "enter", EventTimeMs: 1_700_000_000_000, Reason: "r", SeatGraceMs: 10_000})},
 		"set_room_metadata": {setup: with(), cmd: cmd(&v1.SetRoomMetadataRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
 			Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/x.png", Visibility: "unlisted"})},
 	}

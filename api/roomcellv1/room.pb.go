@@ -32,8 +32,9 @@ type CreateRoomRequest struct {
 	MicSeats     int32                  `protobuf:"varint,7,opt,name=mic_seats,json=micSeats,proto3" json:"mic_seats,omitempty"` // 0 = default (8); at most 20
 	AdminUserIds []string               `protobuf:"bytes,8,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
 	// Metadata (SetRoomMetadata changes it): category (an id, empty =
-	// none), tags (at most 10, each at most 32 bytes), cover_url (http or
-	// https, at most 512 bytes), visibility ("" or "public": in the app's
+	// none), tags (at most 10 distinct, each at most 32 bytes, no
+	// bidirectional or zero-width characters), cover_url (https with a
+	// host and no credentials, at most 512 bytes), visibility ("" or "public": in the app's
 	// room list; "unlisted": reachable by id and in its owner's list only).
 	Category      string   `protobuf:"bytes,9,opt,name=category,proto3" json:"category,omitempty"`
 	Tags          []string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
@@ -2268,6 +2269,7 @@ type RoomCommand struct {
 	//	*RoomCommand_UnmuteMember
 	//	*RoomCommand_ReopenRoom
 	//	*RoomCommand_SetRoomMetadata
+	//	*RoomCommand_AudioPresence
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2634,6 +2636,15 @@ func (x *RoomCommand) GetSetRoomMetadata() *SetRoomMetadataRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetAudioPresence() *AudioPresenceRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_AudioPresence); ok {
+			return x.AudioPresence
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2782,6 +2793,10 @@ type RoomCommand_SetRoomMetadata struct {
 	SetRoomMetadata *SetRoomMetadataRequest `protobuf:"bytes,57,opt,name=set_room_metadata,json=setRoomMetadata,proto3,oneof"`
 }
 
+type RoomCommand_AudioPresence struct {
+	AudioPresence *AudioPresenceRequest `protobuf:"bytes,58,opt,name=audio_presence,json=audioPresence,proto3,oneof"` // the room's own (Tencent callbacks)
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2854,6 +2869,120 @@ func (*RoomCommand_ReopenRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_SetRoomMetadata) isRoomCommand_Command() {}
 
+func (*RoomCommand_AudioPresence) isRoomCommand_Command() {}
+
+// AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
+// audio side (TRTC room & media callbacks) reported about user_id, sent
+// by the callback endpoint under a command id derived from the event's
+// identity, so a retried or duplicated callback is one command.
+type AudioPresenceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                   // the TRTC user the event is about
+	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`                                     // enter, exit, start_audio, dismiss
+	EventTimeMs   int64                  `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"` // Tencent's EventMsTs: events are ordered per user by it
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                 // exit: Tencent's reason, for the log
+	SeatGraceMs   int64                  `protobuf:"varint,9,opt,name=seat_grace_ms,json=seatGraceMs,proto3" json:"seat_grace_ms,omitempty"` // exit: how long a seat waits for the user to come back (trtc.seat_grace)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AudioPresenceRequest) Reset() {
+	*x = AudioPresenceRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AudioPresenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AudioPresenceRequest) ProtoMessage() {}
+
+func (x *AudioPresenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AudioPresenceRequest.ProtoReflect.Descriptor instead.
+func (*AudioPresenceRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AudioPresenceRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetEventTimeMs() int64 {
+	if x != nil {
+		return x.EventTimeMs
+	}
+	return 0
+}
+
+func (x *AudioPresenceRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AudioPresenceRequest) GetSeatGraceMs() int64 {
+	if x != nil {
+		return x.SeatGraceMs
+	}
+	return 0
+}
+
 // RoomError is a failed command's class, text and code, between cluster
 // members. The receiver finds the error by its code (errclass's code
 // table), so errors.Is works whichever member ran the command; an error
@@ -2871,7 +3000,7 @@ type RoomError struct {
 
 func (x *RoomError) Reset() {
 	*x = RoomError{}
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3012,7 @@ func (x *RoomError) String() string {
 func (*RoomError) ProtoMessage() {}
 
 func (x *RoomError) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3025,7 @@ func (x *RoomError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomError.ProtoReflect.Descriptor instead.
 func (*RoomError) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RoomError) GetClass() string {
@@ -2938,7 +3067,7 @@ type RoomResponse struct {
 
 func (x *RoomResponse) Reset() {
 	*x = RoomResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3079,7 @@ func (x *RoomResponse) String() string {
 func (*RoomResponse) ProtoMessage() {}
 
 func (x *RoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3092,7 @@ func (x *RoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomResponse.ProtoReflect.Descriptor instead.
 func (*RoomResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RoomResponse) GetReply() *CommandReply {
@@ -2998,7 +3127,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3139,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3152,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRoomsRequest) GetRequestId() string {
@@ -3095,7 +3224,7 @@ type RoomListing struct {
 
 func (x *RoomListing) Reset() {
 	*x = RoomListing{}
-	mi := &file_roomcellv1_room_proto_msgTypes[29]
+	mi := &file_roomcellv1_room_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3236,7 @@ func (x *RoomListing) String() string {
 func (*RoomListing) ProtoMessage() {}
 
 func (x *RoomListing) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[29]
+	mi := &file_roomcellv1_room_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3249,7 @@ func (x *RoomListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomListing.ProtoReflect.Descriptor instead.
 func (*RoomListing) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{29}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RoomListing) GetAppCode() string {
@@ -3218,7 +3347,7 @@ type ListRoomsReply struct {
 
 func (x *ListRoomsReply) Reset() {
 	*x = ListRoomsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[30]
+	mi := &file_roomcellv1_room_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3230,7 +3359,7 @@ func (x *ListRoomsReply) String() string {
 func (*ListRoomsReply) ProtoMessage() {}
 
 func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[30]
+	mi := &file_roomcellv1_room_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3243,7 +3372,7 @@ func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{30}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRoomsReply) GetRooms() []*RoomListing {
@@ -3278,7 +3407,7 @@ type GetUserRoomRequest struct {
 
 func (x *GetUserRoomRequest) Reset() {
 	*x = GetUserRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[31]
+	mi := &file_roomcellv1_room_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3290,7 +3419,7 @@ func (x *GetUserRoomRequest) String() string {
 func (*GetUserRoomRequest) ProtoMessage() {}
 
 func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[31]
+	mi := &file_roomcellv1_room_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3303,7 +3432,7 @@ func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{31}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetUserRoomRequest) GetRequestId() string {
@@ -3341,7 +3470,7 @@ type GetUserRoomReply struct {
 
 func (x *GetUserRoomReply) Reset() {
 	*x = GetUserRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[32]
+	mi := &file_roomcellv1_room_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3482,7 @@ func (x *GetUserRoomReply) String() string {
 func (*GetUserRoomReply) ProtoMessage() {}
 
 func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[32]
+	mi := &file_roomcellv1_room_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3495,7 @@ func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomReply.ProtoReflect.Descriptor instead.
 func (*GetUserRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{32}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetUserRoomReply) GetAppCode() string {
@@ -3424,7 +3553,7 @@ type ListRoomEventsRequest struct {
 
 func (x *ListRoomEventsRequest) Reset() {
 	*x = ListRoomEventsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[33]
+	mi := &file_roomcellv1_room_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3565,7 @@ func (x *ListRoomEventsRequest) String() string {
 func (*ListRoomEventsRequest) ProtoMessage() {}
 
 func (x *ListRoomEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[33]
+	mi := &file_roomcellv1_room_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3578,7 @@ func (x *ListRoomEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomEventsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{33}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRoomEventsRequest) GetRequestId() string {
@@ -3503,7 +3632,7 @@ type RoomLogEvent struct {
 
 func (x *RoomLogEvent) Reset() {
 	*x = RoomLogEvent{}
-	mi := &file_roomcellv1_room_proto_msgTypes[34]
+	mi := &file_roomcellv1_room_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3644,7 @@ func (x *RoomLogEvent) String() string {
 func (*RoomLogEvent) ProtoMessage() {}
 
 func (x *RoomLogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[34]
+	mi := &file_roomcellv1_room_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3657,7 @@ func (x *RoomLogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomLogEvent.ProtoReflect.Descriptor instead.
 func (*RoomLogEvent) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{34}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RoomLogEvent) GetRoomSeq() int64 {
@@ -3587,7 +3716,7 @@ type ListRoomEventsReply struct {
 
 func (x *ListRoomEventsReply) Reset() {
 	*x = ListRoomEventsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[35]
+	mi := &file_roomcellv1_room_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3728,7 @@ func (x *ListRoomEventsReply) String() string {
 func (*ListRoomEventsReply) ProtoMessage() {}
 
 func (x *ListRoomEventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[35]
+	mi := &file_roomcellv1_room_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3741,7 @@ func (x *ListRoomEventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomEventsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomEventsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{35}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListRoomEventsReply) GetEvents() []*RoomLogEvent {
@@ -3648,7 +3777,7 @@ type WatchRoomRequest struct {
 
 func (x *WatchRoomRequest) Reset() {
 	*x = WatchRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[36]
+	mi := &file_roomcellv1_room_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3660,7 +3789,7 @@ func (x *WatchRoomRequest) String() string {
 func (*WatchRoomRequest) ProtoMessage() {}
 
 func (x *WatchRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[36]
+	mi := &file_roomcellv1_room_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3673,7 +3802,7 @@ func (x *WatchRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoomRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{36}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WatchRoomRequest) GetRequestId() string {
@@ -3715,7 +3844,7 @@ type WatchRoomReply struct {
 
 func (x *WatchRoomReply) Reset() {
 	*x = WatchRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[37]
+	mi := &file_roomcellv1_room_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3727,7 +3856,7 @@ func (x *WatchRoomReply) String() string {
 func (*WatchRoomReply) ProtoMessage() {}
 
 func (x *WatchRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[37]
+	mi := &file_roomcellv1_room_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3740,7 +3869,7 @@ func (x *WatchRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoomReply.ProtoReflect.Descriptor instead.
 func (*WatchRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{37}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchRoomReply) GetRoomSeq() int64 {
@@ -3772,7 +3901,7 @@ type RoomEventsResponse struct {
 
 func (x *RoomEventsResponse) Reset() {
 	*x = RoomEventsResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[38]
+	mi := &file_roomcellv1_room_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3784,7 +3913,7 @@ func (x *RoomEventsResponse) String() string {
 func (*RoomEventsResponse) ProtoMessage() {}
 
 func (x *RoomEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[38]
+	mi := &file_roomcellv1_room_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3797,7 +3926,7 @@ func (x *RoomEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomEventsResponse.ProtoReflect.Descriptor instead.
 func (*RoomEventsResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{38}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RoomEventsResponse) GetReply() *ListRoomEventsReply {
@@ -3840,7 +3969,7 @@ type RoomWatchSubscribe struct {
 
 func (x *RoomWatchSubscribe) Reset() {
 	*x = RoomWatchSubscribe{}
-	mi := &file_roomcellv1_room_proto_msgTypes[39]
+	mi := &file_roomcellv1_room_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3852,7 +3981,7 @@ func (x *RoomWatchSubscribe) String() string {
 func (*RoomWatchSubscribe) ProtoMessage() {}
 
 func (x *RoomWatchSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[39]
+	mi := &file_roomcellv1_room_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3865,7 +3994,7 @@ func (x *RoomWatchSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchSubscribe.ProtoReflect.Descriptor instead.
 func (*RoomWatchSubscribe) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{39}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RoomWatchSubscribe) GetAddress() string {
@@ -3896,7 +4025,7 @@ type RoomWatchAck struct {
 
 func (x *RoomWatchAck) Reset() {
 	*x = RoomWatchAck{}
-	mi := &file_roomcellv1_room_proto_msgTypes[40]
+	mi := &file_roomcellv1_room_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4037,7 @@ func (x *RoomWatchAck) String() string {
 func (*RoomWatchAck) ProtoMessage() {}
 
 func (x *RoomWatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[40]
+	mi := &file_roomcellv1_room_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4050,7 @@ func (x *RoomWatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchAck.ProtoReflect.Descriptor instead.
 func (*RoomWatchAck) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{40}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RoomWatchAck) GetActivation() string {
@@ -3971,7 +4100,7 @@ type RoomWatchPush struct {
 
 func (x *RoomWatchPush) Reset() {
 	*x = RoomWatchPush{}
-	mi := &file_roomcellv1_room_proto_msgTypes[41]
+	mi := &file_roomcellv1_room_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4112,7 @@ func (x *RoomWatchPush) String() string {
 func (*RoomWatchPush) ProtoMessage() {}
 
 func (x *RoomWatchPush) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[41]
+	mi := &file_roomcellv1_room_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4125,7 @@ func (x *RoomWatchPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchPush.ProtoReflect.Descriptor instead.
 func (*RoomWatchPush) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{41}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RoomWatchPush) GetActivation() string {
@@ -4031,7 +4160,7 @@ type RoomWatchEnd struct {
 
 func (x *RoomWatchEnd) Reset() {
 	*x = RoomWatchEnd{}
-	mi := &file_roomcellv1_room_proto_msgTypes[42]
+	mi := &file_roomcellv1_room_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4043,7 +4172,7 @@ func (x *RoomWatchEnd) String() string {
 func (*RoomWatchEnd) ProtoMessage() {}
 
 func (x *RoomWatchEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[42]
+	mi := &file_roomcellv1_room_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4056,7 +4185,7 @@ func (x *RoomWatchEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchEnd.ProtoReflect.Descriptor instead.
 func (*RoomWatchEnd) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{42}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RoomWatchEnd) GetActivation() string {
@@ -4090,7 +4219,7 @@ type SetSeatModeRequest struct {
 
 func (x *SetSeatModeRequest) Reset() {
 	*x = SetSeatModeRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[43]
+	mi := &file_roomcellv1_room_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4102,7 +4231,7 @@ func (x *SetSeatModeRequest) String() string {
 func (*SetSeatModeRequest) ProtoMessage() {}
 
 func (x *SetSeatModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[43]
+	mi := &file_roomcellv1_room_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4115,7 +4244,7 @@ func (x *SetSeatModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSeatModeRequest.ProtoReflect.Descriptor instead.
 func (*SetSeatModeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{43}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetSeatModeRequest) GetCommandId() string {
@@ -4179,7 +4308,7 @@ type ApplySeatRequest struct {
 
 func (x *ApplySeatRequest) Reset() {
 	*x = ApplySeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[44]
+	mi := &file_roomcellv1_room_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4320,7 @@ func (x *ApplySeatRequest) String() string {
 func (*ApplySeatRequest) ProtoMessage() {}
 
 func (x *ApplySeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[44]
+	mi := &file_roomcellv1_room_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4333,7 @@ func (x *ApplySeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySeatRequest.ProtoReflect.Descriptor instead.
 func (*ApplySeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{44}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ApplySeatRequest) GetCommandId() string {
@@ -4269,7 +4398,7 @@ type CancelSeatApplicationRequest struct {
 
 func (x *CancelSeatApplicationRequest) Reset() {
 	*x = CancelSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[45]
+	mi := &file_roomcellv1_room_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4281,7 +4410,7 @@ func (x *CancelSeatApplicationRequest) String() string {
 func (*CancelSeatApplicationRequest) ProtoMessage() {}
 
 func (x *CancelSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[45]
+	mi := &file_roomcellv1_room_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4294,7 +4423,7 @@ func (x *CancelSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*CancelSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{45}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CancelSeatApplicationRequest) GetCommandId() string {
@@ -4348,7 +4477,7 @@ type ApproveSeatApplicationRequest struct {
 
 func (x *ApproveSeatApplicationRequest) Reset() {
 	*x = ApproveSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[46]
+	mi := &file_roomcellv1_room_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4360,7 +4489,7 @@ func (x *ApproveSeatApplicationRequest) String() string {
 func (*ApproveSeatApplicationRequest) ProtoMessage() {}
 
 func (x *ApproveSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[46]
+	mi := &file_roomcellv1_room_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4373,7 +4502,7 @@ func (x *ApproveSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*ApproveSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{46}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ApproveSeatApplicationRequest) GetCommandId() string {
@@ -4432,7 +4561,7 @@ type RejectSeatApplicationRequest struct {
 
 func (x *RejectSeatApplicationRequest) Reset() {
 	*x = RejectSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[47]
+	mi := &file_roomcellv1_room_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4444,7 +4573,7 @@ func (x *RejectSeatApplicationRequest) String() string {
 func (*RejectSeatApplicationRequest) ProtoMessage() {}
 
 func (x *RejectSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[47]
+	mi := &file_roomcellv1_room_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4457,7 +4586,7 @@ func (x *RejectSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RejectSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{47}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RejectSeatApplicationRequest) GetCommandId() string {
@@ -4521,7 +4650,7 @@ type InviteToSeatRequest struct {
 
 func (x *InviteToSeatRequest) Reset() {
 	*x = InviteToSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[48]
+	mi := &file_roomcellv1_room_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +4662,7 @@ func (x *InviteToSeatRequest) String() string {
 func (*InviteToSeatRequest) ProtoMessage() {}
 
 func (x *InviteToSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[48]
+	mi := &file_roomcellv1_room_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +4675,7 @@ func (x *InviteToSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InviteToSeatRequest.ProtoReflect.Descriptor instead.
 func (*InviteToSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{48}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *InviteToSeatRequest) GetCommandId() string {
@@ -4618,7 +4747,7 @@ type AcceptSeatInvitationRequest struct {
 
 func (x *AcceptSeatInvitationRequest) Reset() {
 	*x = AcceptSeatInvitationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[49]
+	mi := &file_roomcellv1_room_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4630,7 +4759,7 @@ func (x *AcceptSeatInvitationRequest) String() string {
 func (*AcceptSeatInvitationRequest) ProtoMessage() {}
 
 func (x *AcceptSeatInvitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[49]
+	mi := &file_roomcellv1_room_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4643,7 +4772,7 @@ func (x *AcceptSeatInvitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSeatInvitationRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSeatInvitationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{49}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AcceptSeatInvitationRequest) GetCommandId() string {
@@ -4694,7 +4823,7 @@ type DeclineSeatInvitationRequest struct {
 
 func (x *DeclineSeatInvitationRequest) Reset() {
 	*x = DeclineSeatInvitationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[50]
+	mi := &file_roomcellv1_room_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4706,7 +4835,7 @@ func (x *DeclineSeatInvitationRequest) String() string {
 func (*DeclineSeatInvitationRequest) ProtoMessage() {}
 
 func (x *DeclineSeatInvitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[50]
+	mi := &file_roomcellv1_room_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4719,7 +4848,7 @@ func (x *DeclineSeatInvitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineSeatInvitationRequest.ProtoReflect.Descriptor instead.
 func (*DeclineSeatInvitationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{50}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeclineSeatInvitationRequest) GetCommandId() string {
@@ -4768,7 +4897,7 @@ type ListSeatRequestsRequest struct {
 
 func (x *ListSeatRequestsRequest) Reset() {
 	*x = ListSeatRequestsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[51]
+	mi := &file_roomcellv1_room_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4780,7 +4909,7 @@ func (x *ListSeatRequestsRequest) String() string {
 func (*ListSeatRequestsRequest) ProtoMessage() {}
 
 func (x *ListSeatRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[51]
+	mi := &file_roomcellv1_room_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4793,7 +4922,7 @@ func (x *ListSeatRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSeatRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListSeatRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{51}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListSeatRequestsRequest) GetRequestId() string {
@@ -4829,7 +4958,7 @@ type ListSeatRequestsReply struct {
 
 func (x *ListSeatRequestsReply) Reset() {
 	*x = ListSeatRequestsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[52]
+	mi := &file_roomcellv1_room_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4970,7 @@ func (x *ListSeatRequestsReply) String() string {
 func (*ListSeatRequestsReply) ProtoMessage() {}
 
 func (x *ListSeatRequestsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[52]
+	mi := &file_roomcellv1_room_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4983,7 @@ func (x *ListSeatRequestsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSeatRequestsReply.ProtoReflect.Descriptor instead.
 func (*ListSeatRequestsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{52}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListSeatRequestsReply) GetSeatMode() string {
@@ -4902,7 +5031,7 @@ type KickOffSeatRequest struct {
 
 func (x *KickOffSeatRequest) Reset() {
 	*x = KickOffSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[53]
+	mi := &file_roomcellv1_room_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4914,7 +5043,7 @@ func (x *KickOffSeatRequest) String() string {
 func (*KickOffSeatRequest) ProtoMessage() {}
 
 func (x *KickOffSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[53]
+	mi := &file_roomcellv1_room_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4927,7 +5056,7 @@ func (x *KickOffSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickOffSeatRequest.ProtoReflect.Descriptor instead.
 func (*KickOffSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{53}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *KickOffSeatRequest) GetCommandId() string {
@@ -4974,7 +5103,13 @@ func (x *KickOffSeatRequest) GetTargetUserId() string {
 
 // MoveSeatRequest: a seated user moves to a free, unlocked seat
 // (RoomMicReleased reason "moved", then RoomMicTaken). With
-// target_user_id, the owner or an admin moves that user.
+// target_user_id, the owner or an admin moves that user. policy says what
+// happens when the seat is taken: "" or "abort" refuses (SEAT_TAKEN);
+// "force" takes its holder off it (RoomMicReleased reason "displaced")
+// before the move; "swap" moves the holder to the mover's seat in the
+// same command (both released with reason "swapped", then both taken).
+// force and swap on a taken seat are the owner's or an admin's, and only
+// the owner displaces an admin; nobody displaces the owner.
 type MoveSeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
@@ -4984,13 +5119,14 @@ type MoveSeatRequest struct {
 	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`                                      // the seat to move to
 	TargetUserId  string                 `protobuf:"bytes,7,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"` // empty = user_id moves
+	Policy        string                 `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`                                   // "" = abort, "force", "swap"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MoveSeatRequest) Reset() {
 	*x = MoveSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[54]
+	mi := &file_roomcellv1_room_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5002,7 +5138,7 @@ func (x *MoveSeatRequest) String() string {
 func (*MoveSeatRequest) ProtoMessage() {}
 
 func (x *MoveSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[54]
+	mi := &file_roomcellv1_room_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5015,7 +5151,7 @@ func (x *MoveSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveSeatRequest.ProtoReflect.Descriptor instead.
 func (*MoveSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{54}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MoveSeatRequest) GetCommandId() string {
@@ -5067,6 +5203,13 @@ func (x *MoveSeatRequest) GetTargetUserId() string {
 	return ""
 }
 
+func (x *MoveSeatRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
 // SetSeatCountRequest: the owner or an admin changes the number of seats;
 // users on removed seats are taken off them first (reason "seat_removed").
 type SetSeatCountRequest struct {
@@ -5083,7 +5226,7 @@ type SetSeatCountRequest struct {
 
 func (x *SetSeatCountRequest) Reset() {
 	*x = SetSeatCountRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[55]
+	mi := &file_roomcellv1_room_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5238,7 @@ func (x *SetSeatCountRequest) String() string {
 func (*SetSeatCountRequest) ProtoMessage() {}
 
 func (x *SetSeatCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[55]
+	mi := &file_roomcellv1_room_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5251,7 @@ func (x *SetSeatCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSeatCountRequest.ProtoReflect.Descriptor instead.
 func (*SetSeatCountRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{55}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetSeatCountRequest) GetCommandId() string {
@@ -5153,27 +5296,31 @@ func (x *SetSeatCountRequest) GetMicSeats() int32 {
 	return 0
 }
 
-// BanUserRequest: the owner or an admin bans target_user_id for
-// ban_seconds. A member is taken out as by KickUser with that ban
-// (RoomUserKicked); anyone else gets RoomUserBanned and cannot join until
-// the ban ends. Only the owner bans an admin; nobody the owner.
+// BanUserRequest: the owner or an admin bans target_user_id and the
+// users of target_user_ids (together 1 to 20 distinct users) for
+// ban_seconds, with reason. Each member is taken out as by KickUser with
+// that ban (RoomUserKicked); anyone else gets RoomUserBanned and cannot
+// join until the ban ends: one event per target, in the order given. Only
+// the owner bans an admin; nobody the owner. One target refused refuses
+// the whole call (nothing is written).
 type BanUserRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
 	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
 	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
-	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`
-	BanSeconds    int64                  `protobuf:"varint,7,opt,name=ban_seconds,json=banSeconds,proto3" json:"ban_seconds,omitempty"` // 1 .. 31536000
-	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                        // owner or admin
+	TargetUserId  string                 `protobuf:"bytes,6,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"`    // may be empty when target_user_ids is not
+	BanSeconds    int64                  `protobuf:"varint,7,opt,name=ban_seconds,json=banSeconds,proto3" json:"ban_seconds,omitempty"`           // 1 .. 31536000
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                      // shown in ListBans
+	TargetUserIds []string               `protobuf:"bytes,9,rep,name=target_user_ids,json=targetUserIds,proto3" json:"target_user_ids,omitempty"` // more targets: at most 20 with target_user_id
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BanUserRequest) Reset() {
 	*x = BanUserRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[56]
+	mi := &file_roomcellv1_room_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5185,7 +5332,7 @@ func (x *BanUserRequest) String() string {
 func (*BanUserRequest) ProtoMessage() {}
 
 func (x *BanUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[56]
+	mi := &file_roomcellv1_room_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5198,7 +5345,7 @@ func (x *BanUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanUserRequest.ProtoReflect.Descriptor instead.
 func (*BanUserRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{56}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BanUserRequest) GetCommandId() string {
@@ -5257,6 +5404,13 @@ func (x *BanUserRequest) GetReason() string {
 	return ""
 }
 
+func (x *BanUserRequest) GetTargetUserIds() []string {
+	if x != nil {
+		return x.TargetUserIds
+	}
+	return nil
+}
+
 // UnbanUserRequest lifts a ban in force (RoomUserUnbanned); none is a no-op.
 type UnbanUserRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5272,7 +5426,7 @@ type UnbanUserRequest struct {
 
 func (x *UnbanUserRequest) Reset() {
 	*x = UnbanUserRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[57]
+	mi := &file_roomcellv1_room_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5284,7 +5438,7 @@ func (x *UnbanUserRequest) String() string {
 func (*UnbanUserRequest) ProtoMessage() {}
 
 func (x *UnbanUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[57]
+	mi := &file_roomcellv1_room_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5297,7 +5451,7 @@ func (x *UnbanUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbanUserRequest.ProtoReflect.Descriptor instead.
 func (*UnbanUserRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{57}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UnbanUserRequest) GetCommandId() string {
@@ -5356,7 +5510,7 @@ type ListBansRequest struct {
 
 func (x *ListBansRequest) Reset() {
 	*x = ListBansRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[58]
+	mi := &file_roomcellv1_room_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5522,7 @@ func (x *ListBansRequest) String() string {
 func (*ListBansRequest) ProtoMessage() {}
 
 func (x *ListBansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[58]
+	mi := &file_roomcellv1_room_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5535,7 @@ func (x *ListBansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBansRequest.ProtoReflect.Descriptor instead.
 func (*ListBansRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{58}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListBansRequest) GetRequestId() string {
@@ -5420,16 +5574,18 @@ func (x *ListBansRequest) GetPageToken() string {
 }
 
 type BanEntry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	BannedUntilMs int64                  `protobuf:"varint,2,opt,name=banned_until_ms,json=bannedUntilMs,proto3" json:"banned_until_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	UserId         string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	BannedUntilMs  int64                  `protobuf:"varint,2,opt,name=banned_until_ms,json=bannedUntilMs,proto3" json:"banned_until_ms,omitempty"`
+	Reason         string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`                                         // the ban's (BanUser) or the kick's (KickUser with ban_seconds)
+	OperatorUserId string                 `protobuf:"bytes,4,opt,name=operator_user_id,json=operatorUserId,proto3" json:"operator_user_id,omitempty"` // who banned
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BanEntry) Reset() {
 	*x = BanEntry{}
-	mi := &file_roomcellv1_room_proto_msgTypes[59]
+	mi := &file_roomcellv1_room_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5441,7 +5597,7 @@ func (x *BanEntry) String() string {
 func (*BanEntry) ProtoMessage() {}
 
 func (x *BanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[59]
+	mi := &file_roomcellv1_room_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5454,7 +5610,7 @@ func (x *BanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanEntry.ProtoReflect.Descriptor instead.
 func (*BanEntry) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{59}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *BanEntry) GetUserId() string {
@@ -5471,6 +5627,20 @@ func (x *BanEntry) GetBannedUntilMs() int64 {
 	return 0
 }
 
+func (x *BanEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BanEntry) GetOperatorUserId() string {
+	if x != nil {
+		return x.OperatorUserId
+	}
+	return ""
+}
+
 type ListBansReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Bans          []*BanEntry            `protobuf:"bytes,1,rep,name=bans,proto3" json:"bans,omitempty"`
@@ -5482,7 +5652,7 @@ type ListBansReply struct {
 
 func (x *ListBansReply) Reset() {
 	*x = ListBansReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[60]
+	mi := &file_roomcellv1_room_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5494,7 +5664,7 @@ func (x *ListBansReply) String() string {
 func (*ListBansReply) ProtoMessage() {}
 
 func (x *ListBansReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[60]
+	mi := &file_roomcellv1_room_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5507,7 +5677,7 @@ func (x *ListBansReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBansReply.ProtoReflect.Descriptor instead.
 func (*ListBansReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{60}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListBansReply) GetBans() []*BanEntry {
@@ -5549,7 +5719,7 @@ type MuteMemberRequest struct {
 
 func (x *MuteMemberRequest) Reset() {
 	*x = MuteMemberRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[61]
+	mi := &file_roomcellv1_room_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5561,7 +5731,7 @@ func (x *MuteMemberRequest) String() string {
 func (*MuteMemberRequest) ProtoMessage() {}
 
 func (x *MuteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[61]
+	mi := &file_roomcellv1_room_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5574,7 +5744,7 @@ func (x *MuteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MuteMemberRequest.ProtoReflect.Descriptor instead.
 func (*MuteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{61}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MuteMemberRequest) GetCommandId() string {
@@ -5640,7 +5810,7 @@ type UnmuteMemberRequest struct {
 
 func (x *UnmuteMemberRequest) Reset() {
 	*x = UnmuteMemberRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[62]
+	mi := &file_roomcellv1_room_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5652,7 +5822,7 @@ func (x *UnmuteMemberRequest) String() string {
 func (*UnmuteMemberRequest) ProtoMessage() {}
 
 func (x *UnmuteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[62]
+	mi := &file_roomcellv1_room_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5665,7 +5835,7 @@ func (x *UnmuteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnmuteMemberRequest.ProtoReflect.Descriptor instead.
 func (*UnmuteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{62}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UnmuteMemberRequest) GetCommandId() string {
@@ -5719,7 +5889,7 @@ type ListGiftsRequest struct {
 
 func (x *ListGiftsRequest) Reset() {
 	*x = ListGiftsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	mi := &file_roomcellv1_room_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5731,7 +5901,7 @@ func (x *ListGiftsRequest) String() string {
 func (*ListGiftsRequest) ProtoMessage() {}
 
 func (x *ListGiftsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	mi := &file_roomcellv1_room_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5744,7 +5914,7 @@ func (x *ListGiftsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGiftsRequest.ProtoReflect.Descriptor instead.
 func (*ListGiftsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{63}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListGiftsRequest) GetRequestId() string {
@@ -5765,7 +5935,7 @@ type Gift struct {
 
 func (x *Gift) Reset() {
 	*x = Gift{}
-	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	mi := &file_roomcellv1_room_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5777,7 +5947,7 @@ func (x *Gift) String() string {
 func (*Gift) ProtoMessage() {}
 
 func (x *Gift) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	mi := &file_roomcellv1_room_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5790,7 +5960,7 @@ func (x *Gift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gift.ProtoReflect.Descriptor instead.
 func (*Gift) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{64}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Gift) GetGiftId() string {
@@ -5823,7 +5993,7 @@ type ListGiftsReply struct {
 
 func (x *ListGiftsReply) Reset() {
 	*x = ListGiftsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[65]
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5835,7 +6005,7 @@ func (x *ListGiftsReply) String() string {
 func (*ListGiftsReply) ProtoMessage() {}
 
 func (x *ListGiftsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[65]
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5848,7 +6018,7 @@ func (x *ListGiftsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGiftsReply.ProtoReflect.Descriptor instead.
 func (*ListGiftsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{65}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListGiftsReply) GetGifts() []*Gift {
@@ -5872,7 +6042,7 @@ type ReopenRoomRequest struct {
 
 func (x *ReopenRoomRequest) Reset() {
 	*x = ReopenRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5884,7 +6054,7 @@ func (x *ReopenRoomRequest) String() string {
 func (*ReopenRoomRequest) ProtoMessage() {}
 
 func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5897,7 +6067,7 @@ func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRoomRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ReopenRoomRequest) GetCommandId() string {
@@ -5961,7 +6131,7 @@ type SetRoomMetadataRequest struct {
 
 func (x *SetRoomMetadataRequest) Reset() {
 	*x = SetRoomMetadataRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	mi := &file_roomcellv1_room_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5973,7 +6143,7 @@ func (x *SetRoomMetadataRequest) String() string {
 func (*SetRoomMetadataRequest) ProtoMessage() {}
 
 func (x *SetRoomMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	mi := &file_roomcellv1_room_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5986,7 +6156,7 @@ func (x *SetRoomMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoomMetadataRequest.ProtoReflect.Descriptor instead.
 func (*SetRoomMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{67}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetRoomMetadataRequest) GetCommandId() string {
@@ -6287,7 +6457,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x14\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd7\x14\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -6336,8 +6506,21 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\runmute_member\x187 \x01(\v2 .roomcell.v1.UnmuteMemberRequestH\x00R\funmuteMember\x12A\n" +
 	"\vreopen_room\x188 \x01(\v2\x1e.roomcell.v1.ReopenRoomRequestH\x00R\n" +
 	"reopenRoom\x12Q\n" +
-	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadataB\t\n" +
-	"\acommand\"\xce\x01\n" +
+	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadata\x12J\n" +
+	"\x0eaudio_presence\x18: \x01(\v2!.roomcell.v1.AudioPresenceRequestH\x00R\raudioPresenceB\t\n" +
+	"\acommand\"\x95\x02\n" +
+	"\x14AudioPresenceRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\"\n" +
+	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
+	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\"\xce\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -6541,7 +6724,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12$\n" +
-	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xd6\x01\n" +
+	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xee\x01\n" +
 	"\x0fMoveSeatRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6551,7 +6734,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04seat\x18\x06 \x01(\x05R\x04seat\x12$\n" +
-	"\x0etarget_user_id\x18\a \x01(\tR\ftargetUserId\"\xbd\x01\n" +
+	"\x0etarget_user_id\x18\a \x01(\tR\ftargetUserId\x12\x16\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\"\xbd\x01\n" +
 	"\x13SetSeatCountRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6560,7 +6744,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1b\n" +
-	"\tmic_seats\x18\x06 \x01(\x05R\bmicSeats\"\xfa\x01\n" +
+	"\tmic_seats\x18\x06 \x01(\x05R\bmicSeats\"\xa2\x02\n" +
 	"\x0eBanUserRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6572,7 +6756,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\x12\x1f\n" +
 	"\vban_seconds\x18\a \x01(\x03R\n" +
 	"banSeconds\x12\x16\n" +
-	"\x06reason\x18\b \x01(\tR\x06reason\"\xc3\x01\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12&\n" +
+	"\x0ftarget_user_ids\x18\t \x03(\tR\rtargetUserIds\"\xc3\x01\n" +
 	"\x10UnbanUserRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6589,10 +6774,12 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12\x1b\n" +
 	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x05 \x01(\tR\tpageToken\"K\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x8d\x01\n" +
 	"\bBanEntry\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12&\n" +
-	"\x0fbanned_until_ms\x18\x02 \x01(\x03R\rbannedUntilMs\"}\n" +
+	"\x0fbanned_until_ms\x18\x02 \x01(\x03R\rbannedUntilMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12(\n" +
+	"\x10operator_user_id\x18\x04 \x01(\tR\x0eoperatorUserId\"}\n" +
 	"\rListBansReply\x12)\n" +
 	"\x04bans\x18\x01 \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x19\n" +
@@ -6711,7 +6898,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -6739,49 +6926,50 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*CommandReply)(nil),                  // 23: roomcell.v1.CommandReply
 	(*GetRoomReply)(nil),                  // 24: roomcell.v1.GetRoomReply
 	(*RoomCommand)(nil),                   // 25: roomcell.v1.RoomCommand
-	(*RoomError)(nil),                     // 26: roomcell.v1.RoomError
-	(*RoomResponse)(nil),                  // 27: roomcell.v1.RoomResponse
-	(*ListRoomsRequest)(nil),              // 28: roomcell.v1.ListRoomsRequest
-	(*RoomListing)(nil),                   // 29: roomcell.v1.RoomListing
-	(*ListRoomsReply)(nil),                // 30: roomcell.v1.ListRoomsReply
-	(*GetUserRoomRequest)(nil),            // 31: roomcell.v1.GetUserRoomRequest
-	(*GetUserRoomReply)(nil),              // 32: roomcell.v1.GetUserRoomReply
-	(*ListRoomEventsRequest)(nil),         // 33: roomcell.v1.ListRoomEventsRequest
-	(*RoomLogEvent)(nil),                  // 34: roomcell.v1.RoomLogEvent
-	(*ListRoomEventsReply)(nil),           // 35: roomcell.v1.ListRoomEventsReply
-	(*WatchRoomRequest)(nil),              // 36: roomcell.v1.WatchRoomRequest
-	(*WatchRoomReply)(nil),                // 37: roomcell.v1.WatchRoomReply
-	(*RoomEventsResponse)(nil),            // 38: roomcell.v1.RoomEventsResponse
-	(*RoomWatchSubscribe)(nil),            // 39: roomcell.v1.RoomWatchSubscribe
-	(*RoomWatchAck)(nil),                  // 40: roomcell.v1.RoomWatchAck
-	(*RoomWatchPush)(nil),                 // 41: roomcell.v1.RoomWatchPush
-	(*RoomWatchEnd)(nil),                  // 42: roomcell.v1.RoomWatchEnd
-	(*SetSeatModeRequest)(nil),            // 43: roomcell.v1.SetSeatModeRequest
-	(*ApplySeatRequest)(nil),              // 44: roomcell.v1.ApplySeatRequest
-	(*CancelSeatApplicationRequest)(nil),  // 45: roomcell.v1.CancelSeatApplicationRequest
-	(*ApproveSeatApplicationRequest)(nil), // 46: roomcell.v1.ApproveSeatApplicationRequest
-	(*RejectSeatApplicationRequest)(nil),  // 47: roomcell.v1.RejectSeatApplicationRequest
-	(*InviteToSeatRequest)(nil),           // 48: roomcell.v1.InviteToSeatRequest
-	(*AcceptSeatInvitationRequest)(nil),   // 49: roomcell.v1.AcceptSeatInvitationRequest
-	(*DeclineSeatInvitationRequest)(nil),  // 50: roomcell.v1.DeclineSeatInvitationRequest
-	(*ListSeatRequestsRequest)(nil),       // 51: roomcell.v1.ListSeatRequestsRequest
-	(*ListSeatRequestsReply)(nil),         // 52: roomcell.v1.ListSeatRequestsReply
-	(*KickOffSeatRequest)(nil),            // 53: roomcell.v1.KickOffSeatRequest
-	(*MoveSeatRequest)(nil),               // 54: roomcell.v1.MoveSeatRequest
-	(*SetSeatCountRequest)(nil),           // 55: roomcell.v1.SetSeatCountRequest
-	(*BanUserRequest)(nil),                // 56: roomcell.v1.BanUserRequest
-	(*UnbanUserRequest)(nil),              // 57: roomcell.v1.UnbanUserRequest
-	(*ListBansRequest)(nil),               // 58: roomcell.v1.ListBansRequest
-	(*BanEntry)(nil),                      // 59: roomcell.v1.BanEntry
-	(*ListBansReply)(nil),                 // 60: roomcell.v1.ListBansReply
-	(*MuteMemberRequest)(nil),             // 61: roomcell.v1.MuteMemberRequest
-	(*UnmuteMemberRequest)(nil),           // 62: roomcell.v1.UnmuteMemberRequest
-	(*ListGiftsRequest)(nil),              // 63: roomcell.v1.ListGiftsRequest
-	(*Gift)(nil),                          // 64: roomcell.v1.Gift
-	(*ListGiftsReply)(nil),                // 65: roomcell.v1.ListGiftsReply
-	(*ReopenRoomRequest)(nil),             // 66: roomcell.v1.ReopenRoomRequest
-	(*SetRoomMetadataRequest)(nil),        // 67: roomcell.v1.SetRoomMetadataRequest
-	nil,                                   // 68: roomcell.v1.RoomError.MetadataEntry
+	(*AudioPresenceRequest)(nil),          // 26: roomcell.v1.AudioPresenceRequest
+	(*RoomError)(nil),                     // 27: roomcell.v1.RoomError
+	(*RoomResponse)(nil),                  // 28: roomcell.v1.RoomResponse
+	(*ListRoomsRequest)(nil),              // 29: roomcell.v1.ListRoomsRequest
+	(*RoomListing)(nil),                   // 30: roomcell.v1.RoomListing
+	(*ListRoomsReply)(nil),                // 31: roomcell.v1.ListRoomsReply
+	(*GetUserRoomRequest)(nil),            // 32: roomcell.v1.GetUserRoomRequest
+	(*GetUserRoomReply)(nil),              // 33: roomcell.v1.GetUserRoomReply
+	(*ListRoomEventsRequest)(nil),         // 34: roomcell.v1.ListRoomEventsRequest
+	(*RoomLogEvent)(nil),                  // 35: roomcell.v1.RoomLogEvent
+	(*ListRoomEventsReply)(nil),           // 36: roomcell.v1.ListRoomEventsReply
+	(*WatchRoomRequest)(nil),              // 37: roomcell.v1.WatchRoomRequest
+	(*WatchRoomReply)(nil),                // 38: roomcell.v1.WatchRoomReply
+	(*RoomEventsResponse)(nil),            // 39: roomcell.v1.RoomEventsResponse
+	(*RoomWatchSubscribe)(nil),            // 40: roomcell.v1.RoomWatchSubscribe
+	(*RoomWatchAck)(nil),                  // 41: roomcell.v1.RoomWatchAck
+	(*RoomWatchPush)(nil),                 // 42: roomcell.v1.RoomWatchPush
+	(*RoomWatchEnd)(nil),                  // 43: roomcell.v1.RoomWatchEnd
+	(*SetSeatModeRequest)(nil),            // 44: roomcell.v1.SetSeatModeRequest
+	(*ApplySeatRequest)(nil),              // 45: roomcell.v1.ApplySeatRequest
+	(*CancelSeatApplicationRequest)(nil),  // 46: roomcell.v1.CancelSeatApplicationRequest
+	(*ApproveSeatApplicationRequest)(nil), // 47: roomcell.v1.ApproveSeatApplicationRequest
+	(*RejectSeatApplicationRequest)(nil),  // 48: roomcell.v1.RejectSeatApplicationRequest
+	(*InviteToSeatRequest)(nil),           // 49: roomcell.v1.InviteToSeatRequest
+	(*AcceptSeatInvitationRequest)(nil),   // 50: roomcell.v1.AcceptSeatInvitationRequest
+	(*DeclineSeatInvitationRequest)(nil),  // 51: roomcell.v1.DeclineSeatInvitationRequest
+	(*ListSeatRequestsRequest)(nil),       // 52: roomcell.v1.ListSeatRequestsRequest
+	(*ListSeatRequestsReply)(nil),         // 53: roomcell.v1.ListSeatRequestsReply
+	(*KickOffSeatRequest)(nil),            // 54: roomcell.v1.KickOffSeatRequest
+	(*MoveSeatRequest)(nil),               // 55: roomcell.v1.MoveSeatRequest
+	(*SetSeatCountRequest)(nil),           // 56: roomcell.v1.SetSeatCountRequest
+	(*BanUserRequest)(nil),                // 57: roomcell.v1.BanUserRequest
+	(*UnbanUserRequest)(nil),              // 58: roomcell.v1.UnbanUserRequest
+	(*ListBansRequest)(nil),               // 59: roomcell.v1.ListBansRequest
+	(*BanEntry)(nil),                      // 60: roomcell.v1.BanEntry
+	(*ListBansReply)(nil),                 // 61: roomcell.v1.ListBansReply
+	(*MuteMemberRequest)(nil),             // 62: roomcell.v1.MuteMemberRequest
+	(*UnmuteMemberRequest)(nil),           // 63: roomcell.v1.UnmuteMemberRequest
+	(*ListGiftsRequest)(nil),              // 64: roomcell.v1.ListGiftsRequest
+	(*Gift)(nil),                          // 65: roomcell.v1.Gift
+	(*ListGiftsReply)(nil),                // 66: roomcell.v1.ListGiftsReply
+	(*ReopenRoomRequest)(nil),             // 67: roomcell.v1.ReopenRoomRequest
+	(*SetRoomMetadataRequest)(nil),        // 68: roomcell.v1.SetRoomMetadataRequest
+	nil,                                   // 69: roomcell.v1.RoomError.MetadataEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
@@ -6790,7 +6978,7 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
 	19,  // 4: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 5: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
-	59,  // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
+	60,  // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
 	19,  // 7: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
 	0,   // 8: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
 	1,   // 9: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
@@ -6810,127 +6998,128 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	15,  // 23: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
 	16,  // 24: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
 	10,  // 25: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
-	43,  // 26: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
-	44,  // 27: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
-	45,  // 28: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
-	46,  // 29: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
-	47,  // 30: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
-	48,  // 31: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
-	49,  // 32: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
-	50,  // 33: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 34: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
-	54,  // 35: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
-	55,  // 36: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
-	56,  // 37: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
-	57,  // 38: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
-	58,  // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
-	61,  // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
-	62,  // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	66,  // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
-	67,  // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
-	68,  // 44: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 45: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	26,  // 46: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	29,  // 47: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	34,  // 48: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	34,  // 49: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	35,  // 50: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	26,  // 51: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	26,  // 52: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	34,  // 53: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 54: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 55: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	59,  // 56: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	64,  // 57: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,   // 58: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 59: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 60: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 61: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 62: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 63: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 64: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 65: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 66: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 67: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	28,  // 68: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	31,  // 69: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 70: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 71: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 72: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 73: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 74: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 75: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 76: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 77: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	33,  // 78: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	36,  // 79: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	43,  // 80: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	44,  // 81: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	45,  // 82: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	46,  // 83: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	47,  // 84: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	48,  // 85: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	49,  // 86: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	50,  // 87: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	51,  // 88: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	53,  // 89: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	54,  // 90: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	55,  // 91: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	56,  // 92: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	57,  // 93: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	58,  // 94: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	61,  // 95: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	62,  // 96: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	63,  // 97: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	66,  // 98: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	67,  // 99: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	23,  // 100: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 101: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 102: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 103: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 104: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 105: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 106: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 107: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 108: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	24,  // 109: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	30,  // 110: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	32,  // 111: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 112: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 113: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 114: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 115: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 116: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 117: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 118: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	35,  // 120: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	37,  // 121: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 122: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 124: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 129: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	52,  // 130: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 131: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 132: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 134: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	60,  // 136: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	23,  // 137: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	65,  // 139: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 140: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	100, // [100:142] is the sub-list for method output_type
-	58,  // [58:100] is the sub-list for method input_type
-	58,  // [58:58] is the sub-list for extension type_name
-	58,  // [58:58] is the sub-list for extension extendee
-	0,   // [0:58] is the sub-list for field type_name
+	44,  // 26: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
+	45,  // 27: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
+	46,  // 28: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
+	47,  // 29: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
+	48,  // 30: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
+	49,  // 31: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
+	50,  // 32: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
+	51,  // 33: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
+	54,  // 34: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
+	55,  // 35: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
+	56,  // 36: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
+	57,  // 37: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
+	58,  // 38: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
+	59,  // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
+	62,  // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
+	63,  // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
+	67,  // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	68,  // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	26,  // 44: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
+	69,  // 45: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 46: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	27,  // 47: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	30,  // 48: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	35,  // 49: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	35,  // 50: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 51: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	27,  // 52: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	27,  // 53: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	35,  // 54: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 55: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 56: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	60,  // 57: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	65,  // 58: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	0,   // 59: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 60: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 61: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 62: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 63: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 64: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 65: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 66: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 67: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 68: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	29,  // 69: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	32,  // 70: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 71: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 72: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 73: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 74: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 75: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 76: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 77: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 78: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	34,  // 79: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	37,  // 80: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	44,  // 81: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	45,  // 82: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	46,  // 83: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	47,  // 84: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	48,  // 85: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	49,  // 86: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	50,  // 87: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	51,  // 88: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	52,  // 89: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	54,  // 90: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	55,  // 91: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	56,  // 92: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	57,  // 93: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	58,  // 94: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	59,  // 95: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	62,  // 96: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	63,  // 97: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	64,  // 98: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	67,  // 99: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	68,  // 100: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	23,  // 101: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 102: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 103: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 104: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 105: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 106: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 107: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 108: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 109: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	24,  // 110: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	31,  // 111: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	33,  // 112: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 113: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 114: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 117: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 118: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 119: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 120: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	36,  // 121: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	38,  // 122: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 123: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 130: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	53,  // 131: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 132: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	61,  // 137: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	23,  // 138: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	66,  // 140: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 141: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	101, // [101:143] is the sub-list for method output_type
+	59,  // [59:101] is the sub-list for method input_type
+	59,  // [59:59] is the sub-list for extension type_name
+	59,  // [59:59] is the sub-list for extension extendee
+	0,   // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -6977,6 +7166,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_UnmuteMember)(nil),
 		(*RoomCommand_ReopenRoom)(nil),
 		(*RoomCommand_SetRoomMetadata)(nil),
+		(*RoomCommand_AudioPresence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6984,7 +7174,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

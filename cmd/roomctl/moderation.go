@@ -12,15 +12,16 @@ import (
 // Moderation without a kick: ban, unban, the ban list, chat mutes.
 
 func init() {
-	roomCommand("ban", "ban --target from the room for --ban seconds; a member is taken out (--user is the owner or an admin)",
+	roomCommand("ban", "ban --target and/or --targets (at most 20) from the room for --ban seconds; members are taken out (--user is the owner or an admin)",
 		func(fs *flag.FlagSet) {
 			fs.String("target", "", "user id to ban")
+			fs.StringSlice("targets", nil, "more user ids to ban, comma separated")
 			fs.Int64("ban", 0, "seconds, 1 to 31536000")
-			fs.String("reason", "", "reason")
-			require(fs, "target", "ban")
+			fs.String("reason", "", "reason (shown in the ban list)")
+			require(fs, "ban")
 		},
 		func(fs *flag.FlagSet) *roomcellv1.BanUserRequest {
-			return &roomcellv1.BanUserRequest{TargetUserId: str(fs, "target"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
+			return &roomcellv1.BanUserRequest{TargetUserId: str(fs, "target"), TargetUserIds: strs(fs, "targets"), BanSeconds: i64(fs, "ban"), Reason: str(fs, "reason")}
 		},
 		roomcellv1.RoomServiceClient.BanUser)
 	roomCommand("unban", "lift --target's ban (--user is the owner or an admin)", targetFlag,
@@ -44,7 +45,7 @@ func init() {
 					fmt.Fprintln(w, "no bans in force")
 				}
 				for _, b := range reply.GetBans() {
-					fmt.Fprintf(w, "%s banned until %d ms\n", b.GetUserId(), b.GetBannedUntilMs())
+					fmt.Fprintf(w, "%s banned until %d ms by %s: %q\n", b.GetUserId(), b.GetBannedUntilMs(), b.GetOperatorUserId(), b.GetReason())
 				}
 				if next := reply.GetNextPageToken(); next != "" {
 					fmt.Fprintf(w, "more: --page-token %s\n", next)

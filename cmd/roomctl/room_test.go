@@ -203,10 +203,14 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{[]string{"seat", "move", "--seat", "6"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 6}}}},
+		{[]string{"seat", "move", "--seat", "2", "--target", "u2", "--policy", "swap"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 2, TargetUserId: "u2", Policy: "swap"}}}},
 		{[]string{"seat", "count", "--seats", "12"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatCount{SetSeatCount: &roomcellv1.SetSeatCountRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", MicSeats: 12}}}},
 		{[]string{"ban", "--target", "u2", "--ban", "60"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", BanSeconds: 60}}}},
+		{[]string{"ban", "--targets", "u2,u3", "--ban", "60", "--reason", "raid"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserIds: []string{"u2", "u3"}, BanSeconds: 60, Reason: "raid"}}}},
 		{[]string{"unban", "--target", "u2"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnbanUser{UnbanUser: &roomcellv1.UnbanUserRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{[]string{"member", "mute", "--target", "u2", "--seconds", "30"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MuteMember{MuteMember: &roomcellv1.MuteMemberRequest{

@@ -38,10 +38,13 @@ func WithClock(now func() time.Time) Option { return func(p *Publisher) { p.now 
 //   - RoomClosed: the audio room dismissed, then the IM group destroyed.
 //   - RoomMemberMuted / RoomMemberUnmuted: Tencent's member mute
 //     (forbid_send_msg) set for what is left of the room's mute, or lifted.
+//   - RoomAudioRemoved: the user out of the audio room (entered or
+//     published without the room's leave, as TRTC's callback told).
 type effects struct {
-	kick  *room.RoomUserKicked
-	close bool
-	mute  *chatMute
+	kick     *room.RoomUserKicked
+	close    bool
+	mute     *chatMute
+	audioOut string
 }
 
 // chatMute is a member mute to enforce: until 0 lifts it.
@@ -50,7 +53,7 @@ type chatMute struct {
 	untilMs int64
 }
 
-func (f effects) any() bool { return f.kick != nil || f.close || f.mute != nil }
+func (f effects) any() bool { return f.kick != nil || f.close || f.mute != nil || f.audioOut != "" }
 
 // effectsOf reads an IM event's effects from its envelope.
 func effectsOf(env persistence.Envelope) (effects, error) {
@@ -64,6 +67,12 @@ func effectsOf(env persistence.Envelope) (effects, error) {
 		return effects{kick: &k}, nil
 	case room.TypeRoomClosed:
 		return effects{close: true}, nil
+	case room.TypeRoomAudioRemoved:
+		ev, err := room.DecodeEvent(env.EventType, env.Payload)
+		if err != nil {
+			return effects{}, err
+		}
+		return effects{audioOut: ev.(room.RoomAudioRemoved).UserID}, nil
 	case room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted:
 		ev, err := room.DecodeEvent(env.EventType, env.Payload)
 		if err != nil {
@@ -234,6 +243,9 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 	case fx.mute != nil:
 		m := *fx.mute
 		return p.step(it, gid, stepIM, func(ctx context.Context) error { return p.muteInGroup(ctx, gid, m) })
+	case fx.audioOut != "" && p.audio != nil:
+		u := fx.audioOut
+		return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, u) })
 	}
 	return nil
 }

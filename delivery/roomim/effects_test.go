@@ -332,3 +332,32 @@ func TestRetriedKickMessageShownOnce(t *testing.T) {
 		t.Fatal("the retried kick must remove the user from the audio room")
 	}
 }
+
+// TestAudioRemovalTakesUserOutOfAudioRoom: a RoomAudioRemoved (a user in
+// the audio room or publishing against the room's word) is sent to the
+// group, then the user is out of the audio room; the others stay, and the
+// IM group's membership is not touched.
+func TestAudioRemovalTakesUserOutOfAudioRoom(t *testing.T) {
+	ctx := ctxT(t)
+	tfake, tclient := audio(t)
+	f := setup(t, nil, roomim.WithAudio(tclient))
+	gid := roomim.GroupID("lalu", "aud")
+	if err := f.pub.EnsureGroup(ctx, "lalu", "aud", "", "aud"); err != nil {
+		t.Fatal(err)
+	}
+	tfake.EnterRoom(gid, "sneaky")
+	tfake.EnterRoom(gid, "seated")
+	ev := envelope(t, "lalu", "aud", 4, room.RoomAudioRemoved{UserID: "sneaky", Reason: room.AudioRemovedNoSeat, Kind: room.AudioStart})
+	if err := f.pub.PublishRoomEvent(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if tfake.InRoom(gid, "sneaky") || !tfake.InRoom(gid, "seated") {
+		t.Fatal("the removed user must be out of the audio room, the other in")
+	}
+	if n := f.fake.CallCount(tencentim.APIBanGroupMember) + f.fake.CallCount(tencentim.APIDeleteGroupMember); n != 0 {
+		t.Fatalf("%d IM member calls for an audio removal", n)
+	}
+	if n := f.fake.CallCount(tencentim.APISendGroupMsg); n != 1 {
+		t.Fatalf("%d group messages, want the removal's one", n)
+	}
+}

@@ -1,17 +1,15 @@
 package tencentim
 
 import (
-	"bytes"
-	"compress/zlib"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/hyapp/roomcell/internal/tlssig"
 )
 
 // UserSig verification failures, one per check, so the fake server can
@@ -34,13 +32,6 @@ type sigDoc struct {
 	Time       int64  `json:"TLS.time"`
 	Sig        string `json:"TLS.sig"`
 }
-
-// sigReplacer maps standard base64 onto the UserSig alphabet, which is
-// safe in a query string without escaping.
-var (
-	sigEncode = strings.NewReplacer("+", "*", "/", "-", "=", "_")
-	sigDecode = strings.NewReplacer("*", "+", "-", "/", "_", "=")
-)
 
 func sigHMAC(key, identifier string, sdkAppID, now, expire int64) string {
 	h := hmac.New(sha256.New, []byte(key))
@@ -70,20 +61,7 @@ func GenUserSig(sdkAppID int64, key, identifier string, expire time.Duration, no
 	if err != nil {
 		return "", err
 	}
-	var b bytes.Buffer
-	// Level 0 (stored) like Tencent's Go package: the document is tiny and
-	// compressing it buys nothing.
-	w, err := zlib.NewWriterLevel(&b, zlib.NoCompression)
-	if err != nil {
-		return "", err
-	}
-	if _, err := w.Write(js); err != nil {
-		return "", err
-	}
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	return sigEncode.Replace(base64.StdEncoding.EncodeToString(b.Bytes())), nil
+	return tlssig.Encode(js)
 }
 
 // SigInfo is what a UserSig claims about itself.
@@ -109,20 +87,8 @@ func ParseUserSig(sig string) (SigInfo, error) {
 }
 
 func parseSig(sig string) (sigDoc, error) {
-	raw, err := base64.StdEncoding.DecodeString(sigDecode.Replace(sig))
-	if err != nil {
-		return sigDoc{}, ErrSigMalformed
-	}
-	r, err := zlib.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return sigDoc{}, ErrSigMalformed
-	}
-	js, err := io.ReadAll(io.LimitReader(r, 4096))
-	if err != nil {
-		return sigDoc{}, ErrSigMalformed
-	}
 	var doc sigDoc
-	if err := json.Unmarshal(js, &doc); err != nil || doc.Sig == "" {
+	if err := tlssig.Decode(sig, &doc); err != nil || doc.Sig == "" {
 		return sigDoc{}, ErrSigMalformed
 	}
 	return doc, nil

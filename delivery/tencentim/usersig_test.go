@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/internal/tlssig"
 )
 
 // The key is the sample key of Tencent's tls-sig-api-v2 SDK tests. The
@@ -110,7 +112,7 @@ func TestUserSigTamperedDocumentFails(t *testing.T) {
 	w := zlib.NewWriter(&b) // a compressed (level > 0) sig must parse too
 	w.Write(js)
 	w.Close()
-	forged := sigEncode.Replace(base64.StdEncoding.EncodeToString(b.Bytes()))
+	forged := tlssig.Encoding.EncodeToString(b.Bytes())
 	if err := VerifyUserSig(forged, goldenAppID, goldenKey, "administrator", issued.Add(time.Hour)); !errors.Is(err, ErrSigMismatch) {
 		t.Fatalf("forged expire: %v, want ErrSigMismatch", err)
 	}

@@ -10,6 +10,11 @@
 // 20 calls/s per action. The audio room of a room is its string room id,
 // the same id as its IM group (delivery/roomim.GroupID).
 //
+// privatemapkey.go issues and verifies PrivateMapKeys, the per-room
+// permission tickets of TRTC's advanced permission control (Tencent's
+// GenPrivateMapKeyWithStringRoomID; byte for byte the output of Tencent's
+// library, checked against its vectors in testdata/privatemapkey).
+//
 // It owns no event semantics (delivery/roomim runs these calls as the
 // effects of RoomUserKicked and RoomClosed, through the outbox) and never
 // logs or returns the secret key or a signature. trtcfake is a fake

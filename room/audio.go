@@ -1,0 +1,227 @@
+package room
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/hyapp/roomcell/errclass"
+)
+
+// Audio presence: what Tencent's audio side (TRTC) reports about the
+// room's audio room reaches the room as the room's own command
+// AudioPresence (sent by the callback endpoint, never by a client), under
+// a command id derived from the report's identity, so a retried or
+// duplicated report is one command.
+//
+// The room keeps, per member, the newest enter/exit it accepted (its
+// event time) and, for a seated member who left the audio room, when the
+// seat is released if they do not come back (a grace). An enter or exit
+// older than the one kept is ignored: Tencent retries for a minute and
+// does not keep order, and a late exit must not undo a newer enter. The
+// grace's deadline is counted from the exit's event time, so a late
+// report gives the same result as a punctual one; the room commits the
+// release itself when the deadline passes (decideExpireSeatRequests, the
+// room's deadline command, run by the same timer as seat requests).
+//
+// Removals (an enter by a user who is not a member or is banned, audio
+// started without a seat or on a muted or locked seat) are decided on
+// the room's current state, which is what matters whenever the report
+// arrives: they need no order.
+const CmdAudioPresence = "AudioPresence"
+
+// Audio presence kinds (TRTC event types 103, 104, 203, 102).
+const (
+	AudioEnter   = "enter"
+	AudioExit    = "exit"
+	AudioStart   = "start_audio"
+	AudioDismiss = "dismiss"
+)
+
+// ReasonAudioLeft releases the seat of a member who left the audio room
+// and did not come back within the grace.
+const ReasonAudioLeft = "audio_left"
+
+// Why a user is removed from the audio room (RoomAudioRemoved.Reason).
+const (
+	AudioRemovedNotMember  = "not_member"
+	AudioRemovedBanned     = "banned"
+	AudioRemovedNoSeat     = "no_seat"
+	AudioRemovedSeatMuted  = "seat_muted"
+	AudioRemovedSeatLocked = "seat_locked"
+)
+
+// MaxSeatGraceMs bounds trtc.seat_grace.
+const MaxSeatGraceMs = 10 * 60 * 1000
+
+// AudioIDPrefix starts the command ids of AudioPresence (reserved).
+const AudioIDPrefix = "trtc-"
+
+// AudioMark is what the room keeps about a member's audio presence.
+type AudioMark struct {
+	LastMs      int64 `json:"last_ms"`                 // event time of the newest enter/exit accepted
+	Out         bool  `json:"out,omitempty"`           // that one was an exit
+	ReleaseAtMs int64 `json:"release_at_ms,omitempty"` // seated and out: the seat goes at this time
+}
+
+// AudioMarks returns the members' audio marks (read only).
+func (s State) AudioMarks() map[string]AudioMark { return s.x().Audio }
+
+// nextAudioDeadline is the earliest pending seat release, 0 for none.
+func (s State) nextAudioDeadline() int64 {
+	var next int64
+	for _, m := range s.x().Audio {
+		if m.ReleaseAtMs > 0 && (next == 0 || m.ReleaseAtMs < next) {
+			next = m.ReleaseAtMs
+		}
+	}
+	return next
+}
+
+func checkAudio(cmd Command) error {
+	switch cmd.AudioKind {
+	case AudioEnter, AudioExit, AudioStart, AudioDismiss:
+	default:
+		return errclass.Invalidf("kind must be %s, %s, %s or %s, got %q", AudioEnter, AudioExit, AudioStart, AudioDismiss, cmd.AudioKind)
+	}
+	if cmd.EventTimeMs <= 0 {
+		return errclass.Invalidf("event_time_ms must be positive, got %d", cmd.EventTimeMs)
+	}
+	if cmd.SeatGraceMs < 0 || cmd.SeatGraceMs > MaxSeatGraceMs {
+		return errclass.Invalidf("seat_grace_ms must be between 0 and %d, got %d", MaxSeatGraceMs, cmd.SeatGraceMs)
+	}
+	return checkReason(cmd)
+}
+
+func decideAudio(s State, cmd Command) ([]Event, error) {
+	u := cmd.UserID
+	switch cmd.AudioKind {
+	case AudioDismiss:
+		// Tencent dismissed the audio room of an open room (its last user
+		// left, or an operator did it in the console): nothing to undo,
+		// clients enter it again and TRTC creates it; the fact is kept.
+		return []Event{RoomAudioDismissed{EventMs: cmd.EventTimeMs}}, nil
+	case AudioStart:
+		if r := audioRefusal(s, u, cmd.NowMs, true); r != "" {
+			return []Event{RoomAudioRemoved{UserID: u, Reason: r, Kind: cmd.AudioKind}}, nil
+		}
+		return nil, nil
+	}
+	if cmd.AudioKind == AudioEnter {
+		if r := audioRefusal(s, u, cmd.NowMs, false); r != "" {
+			return []Event{RoomAudioRemoved{UserID: u, Reason: r, Kind: cmd.AudioKind}}, nil
+		}
+	}
+	if !s.IsMember(u) {
+		return nil, nil // an exit of someone who is gone: nothing to keep
+	}
+	mark, ok := s.x().Audio[u]
+	if ok && cmd.EventTimeMs <= mark.LastMs {
+		return nil, nil // older than what the room knows: a retry or a reorder
+	}
+	seen := RoomAudioSeen{UserID: u, Kind: cmd.AudioKind, EventMs: cmd.EventTimeMs, Reason: cmd.Reason}
+	if cmd.AudioKind == AudioExit && s.SeatOf(u) >= 0 {
+		seen.ReleaseAtMs = cmd.EventTimeMs + cmd.SeatGraceMs
+	}
+	return []Event{seen}, nil
+}
+
+// audioRefusal says why u may not be in the audio room (enter) or publish
+// in it (publish), "" when they may.
+func audioRefusal(s State, u string, nowMs int64, publish bool) string {
+	switch {
+	case s.BannedAt(u, nowMs):
+		return AudioRemovedBanned
+	case !s.IsMember(u):
+		return AudioRemovedNotMember
+	case !publish:
+		return ""
+	}
+	seat := s.SeatOf(u)
+	switch {
+	case seat < 0:
+		return AudioRemovedNoSeat
+	case s.SeatMuted(seat):
+		return AudioRemovedSeatMuted
+	case s.SeatLocked(seat):
+		return AudioRemovedSeatLocked
+	}
+	return ""
+}
+
+// audioReleases are the seat releases whose grace is over at nowMs, part
+// of the room's deadline command. A mark whose user holds no seat any more
+// only loses its deadline.
+func audioReleases(s State, nowMs int64) []Event {
+	var evs []Event
+	marks := s.x().Audio
+	for _, u := range slices.Sorted(maps.Keys(marks)) {
+		m := marks[u]
+		if m.ReleaseAtMs == 0 || m.ReleaseAtMs > nowMs {
+			continue
+		}
+		if seat := s.SeatOf(u); seat >= 0 {
+			evs = append(evs, RoomMicReleased{UserID: u, Seat: seat, Reason: ReasonAudioLeft})
+		} else {
+			evs = append(evs, RoomAudioSeen{UserID: u, Kind: AudioExit, EventMs: m.LastMs})
+		}
+	}
+	return evs
+}
+
+// RoomAudioSeen: the room accepted an enter or exit of a member's audio,
+// at EventMs; ReleaseAtMs > 0: they hold a seat, which goes then unless
+// they come back. Not sent to IM: a client sees the release, if any.
+type RoomAudioSeen struct {
+	UserID      string `json:"user_id"`
+	Kind        string `json:"kind"`
+	EventMs     int64  `json:"event_ms"`
+	ReleaseAtMs int64  `json:"release_at_ms,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+func (RoomAudioSeen) EventType() string { return TypeRoomAudioSeen }
+func (e RoomAudioSeen) apply(s *State) {
+	if !s.IsMember(e.UserID) {
+		return
+	}
+	x := s.mx()
+	if x.Audio == nil {
+		x.Audio = map[string]AudioMark{}
+	}
+	x.Audio[e.UserID] = AudioMark{LastMs: e.EventMs, Out: e.Kind == AudioExit, ReleaseAtMs: e.ReleaseAtMs}
+}
+
+// RoomAudioRemoved: UserID must leave the room's audio room (the effect:
+// TRTC's removal), because of Reason, seen on a report of Kind.
+type RoomAudioRemoved struct {
+	UserID string `json:"user_id"`
+	Reason string `json:"reason"`
+	Kind   string `json:"kind"`
+}
+
+func (RoomAudioRemoved) EventType() string { return TypeRoomAudioRemoved }
+func (RoomAudioRemoved) apply(*State)      {}
+
+// RoomAudioDismissed: Tencent dismissed the audio room of the open room.
+type RoomAudioDismissed struct {
+	EventMs int64 `json:"event_ms"`
+}
+
+func (RoomAudioDismissed) EventType() string { return TypeRoomAudioDismissed }
+func (RoomAudioDismissed) apply(*State)      {}
+
+// clearAudioRelease drops user's pending seat release (their seat went).
+func (s *State) clearAudioRelease(user string) {
+	if s.Extra == nil {
+		return
+	}
+	if m, ok := s.Extra.Audio[user]; ok && m.ReleaseAtMs != 0 {
+		m.ReleaseAtMs = 0
+		s.Extra.Audio[user] = m
+	}
+}
+
+// refuseClient: only the callback endpoint reports what Tencent saw.
+func refuseClient(cmd Command) error {
+	return errclass.Invalidf("%s is the room's own command (Tencent's callbacks), not a client's", cmd.Type)
+}
