@@ -20,7 +20,8 @@ import (
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
-// Gateway serves the client API (RoomService) as HTTP/JSON: the handlers
+// Gateway serves the client API (RoomService and WalletService's client
+// RPCs) as HTTP/JSON: the handlers
 // grpc-gateway generated from the proto (routes in
 // api/roomcellv1/gateway.yaml) call the node's own gRPC server over an
 // in-process pipe, so every request passes the same interceptors (bearer
@@ -68,6 +69,34 @@ func gatewayHeader(key string) (string, bool) {
 	return runtime.DefaultHeaderMatcher(key)
 }
 
+// newGatewayMux routes the HTTP/JSON requests of every client service
+// (the rules of api/roomcellv1/gateway.yaml) to conn. A service whose role
+// this node does not run answers Unimplemented (501), as over gRPC.
+func newGatewayMux(conn *grpc.ClientConn, opts ...runtime.ServeMuxOption) (*runtime.ServeMux, error) {
+	mux := runtime.NewServeMux(append([]runtime.ServeMuxOption{
+		runtime.WithIncomingHeaderMatcher(gatewayHeader),
+		runtime.WithOutgoingHeaderMatcher(func(key string) (string, bool) {
+			if key == RequestIDHeader {
+				return "X-Request-Id", true
+			}
+			return "", false
+		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{},
+		}),
+	}, opts...)...)
+	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		roomcellv1.RegisterRoomServiceHandler,
+		roomcellv1.RegisterWalletServiceHandler,
+	} {
+		if err := register(context.Background(), mux, conn); err != nil {
+			return nil, err
+		}
+	}
+	return mux, nil
+}
+
 // StartGateway serves srv's RoomService on o.Addr as HTTP/JSON.
 func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
 	lis := o.Listener
@@ -106,18 +135,7 @@ func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
 		lis.Close()
 		return nil, err
 	}
-	mux := runtime.NewServeMux(
-		runtime.WithIncomingHeaderMatcher(gatewayHeader),
-		runtime.WithOutgoingHeaderMatcher(func(key string) (string, bool) {
-			if key == RequestIDHeader {
-				return "X-Request-Id", true
-			}
-			return "", false
-		}),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{},
-		}),
+	mux, err := newGatewayMux(g.conn,
 		runtime.WithMiddlewares(d.middleware),
 		runtime.WithErrorHandler(d.errorHandler),
 		runtime.WithRoutingErrorHandler(d.routingError),
@@ -126,7 +144,7 @@ func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
 		runtime.WithDisableHTTPMethodOverride(),
 	)
 	d.mux = mux
-	if err := roomcellv1.RegisterRoomServiceHandler(context.Background(), mux, g.conn); err != nil {
+	if err != nil {
 		g.conn.Close()
 		lis.Close()
 		return nil, err

@@ -266,10 +266,11 @@ func i64(fs *flag.FlagSet, name string) int64     { v, _ := fs.GetInt64(name); r
 type rpcErr struct {
 	code codes.Code
 	msg  string
-	// reason and meta are the status's roomcell ErrorInfo (docs/errors.md):
-	// what roomctl branches on, never the message.
+	// reason is the server's error code name (the ErrorInfo detail of
+	// domain "roomcell": BANNED, NOT_MEMBER, ...); "" when it sent none.
 	reason string
-	meta   map[string]string
+	// meta is that detail's metadata (docs/errors.md).
+	meta map[string]string
 }
 
 func (e *rpcErr) Error() string { return fmt.Sprintf("%s: %s", e.code, e.msg) }
@@ -298,13 +299,13 @@ func rpcError(err error) error {
 			msg = f + " (" + field + ") " + rest
 		}
 	}
-	re := &rpcErr{code: st.Code(), msg: msg}
+	e := &rpcErr{code: st.Code(), msg: msg}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "roomcell" {
-			re.reason, re.meta = info.GetReason(), info.GetMetadata()
+			e.reason, e.meta = info.GetReason(), info.GetMetadata()
 		}
 	}
-	return re
+	return e
 }
 
 // printReply returns a function taking an RPC's results, so a command
