@@ -31,6 +31,8 @@ const (
 	CodeTooManyMutes        Code = 10023
 	CodeRateLimited         Code = 10024
 	CodeRoomFull            Code = 10025
+	CodeTooManyBans         Code = 10041
+	CodeOutranked           Code = 10042
 	CodeGiftRefunded        Code = 11001
 	CodeRoomMoved           Code = 11002
 	CodeNoCoordinator       Code = 11003
@@ -81,6 +83,8 @@ var table = map[Code]Row{
 	CodeTooManyMutes:        {Name: "TOO_MANY_MUTES", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room already has %d muted members", Doc: "The room has as many muted members as it may."},
 	CodeRateLimited:         {Name: "RATE_LIMITED", Class: "resource_exhausted", GRPC: "RESOURCE_EXHAUSTED", Retryable: true, Message: "rate limit exceeded; retry after the delay in the status's RetryInfo", Doc: "The user's or app's command rate is exceeded; retry after the google.rpc.RetryInfo delay."},
 	CodeRoomFull:            {Name: "ROOM_FULL", Class: "resource_exhausted", GRPC: "RESOURCE_EXHAUSTED", Retryable: false, Message: "the room is full (room.max_members)", Doc: "The room has room.max_members members; nothing changed."},
+	CodeTooManyBans:         {Name: "TOO_MANY_BANS", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room already has %d bans in force", Doc: "The room's ban list is at its limit of bans in force; lift one first."},
+	CodeOutranked:           {Name: "OUTRANKED", Class: "permission_denied", GRPC: "PERMISSION_DENIED", Retryable: false, Message: "the owner imposed this ban or mute: only the owner may lift or change it", Doc: "A ban or chat mute in force was imposed by the owner; only the owner lifts, shortens or replaces it."},
 	CodeGiftRefunded:        {Name: "GIFT_REFUNDED", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "gift was not delivered and its charge is returned to the sender; send it again under a new command_id", Doc: "The gift's room write failed for good and its charge is returned; send it again under a new command_id."},
 	CodeRoomMoved:           {Name: "ROOM_MOVED", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "room is not served by this node (its shard lease is elsewhere); retry", Doc: "The room is served by another node now (its lease moved); retry, the client finds the new owner."},
 	CodeNoCoordinator:       {Name: "NO_COORDINATOR", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "this node cannot reach the ownership coordinator (etcd): retry after one lease renewal, on any node", Doc: "The node cannot reach its ownership coordinator (etcd); retry after the RetryInfo delay, on any node."},

@@ -32,6 +32,8 @@ var (
 	ErrTooManyMutes        = ruleErr(errclass.CodeTooManyMutes, MaxMutes)
 	ErrTooManySeatRequests = ruleErr(errclass.CodeTooManySeatRequests, MaxSeatRequests)
 	ErrRoomFull            = ruleErr(errclass.CodeRoomFull)
+	ErrTooManyBans         = ruleErr(errclass.CodeTooManyBans, MaxBans)
+	ErrOutranked           = ruleErr(errclass.CodeOutranked)
 )
 
 // ErrGiftRefunded is the grain's answer (not a rule of Decide) for a gift
