@@ -23,8 +23,8 @@ const (
 const CmdSetRoomCustomInfo = "SetRoomCustomInfo"
 
 var (
-	ErrTooManyCustomKeys  = ruleErr(errclass.CodeTooManyCustomKeys, errclass.Precondition, fmt.Sprintf("the room's custom info would have more than %d keys", MaxCustomKeys))
-	ErrCustomInfoTooLarge = ruleErr(errclass.CodeCustomInfoTooLarge, errclass.Precondition, fmt.Sprintf("the room's custom info would be larger than %d bytes", MaxCustomInfoLen))
+	ErrTooManyCustomKeys  = ruleErr(errclass.CodeTooManyCustomKeys, MaxCustomKeys)
+	ErrCustomInfoTooLarge = ruleErr(errclass.CodeCustomInfoTooLarge, MaxCustomInfoLen)
 )
 
 // CustomInfo returns the room's custom info (read only).
