@@ -629,7 +629,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.audioReleased++
 			}
 		case room.RoomAudioSeen:
-			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && e.EventMs <= m.LastMs {
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (m.Out || e.Kind != room.AudioExit)) {
 				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
 			}
 			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {

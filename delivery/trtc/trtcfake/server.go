@@ -61,6 +61,8 @@ type Server struct {
 	failing   string // every call fails with this code until cleared
 	status    int
 	requests  int
+
+	cb *Callbacks // reports the rooms' events (callbacks.go); nil: none
 }
 
 // Option configures a Server.
