@@ -134,7 +134,7 @@ proto:
 		--grpc-gateway_out=api --grpc-gateway_opt=paths=source_relative \
 		--grpc-gateway_opt=grpc_api_configuration=api/roomcellv1/gateway.yaml \
 		--grpc-gateway_opt=standalone=false \
-		api/roomcellv1/room.proto
+		api/roomcellv1/room.proto api/roomcellv1/wallet.proto
 
 # The retention soak: a --dev node with short retention beside one without,
 # under roomctl bench for 10 minutes; prints heap and table sizes

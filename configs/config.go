@@ -1,16 +1,9 @@
 package configs
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"reflect"
-	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Config is the whole configuration of one roomcell process.
@@ -99,35 +92,7 @@ func Load(path string) (Config, error) {
 
 // Parse is Load on bytes.
 func Parse(b []byte) (Config, error) {
-	b, err := expandEnv(b)
-	if err != nil {
-		return Config{}, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return Config{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if err := checkDocument(&doc, reflect.TypeOf(file{})); err != nil {
-		return Config{}, err
-	}
-	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, withPath(&doc, err)
-	}
-	if err := checkSeedShape(&doc); err != nil {
-		return Config{}, err
-	}
-	c := f.Config
-	if err := applySeedShape(&doc, &c); err != nil {
-		return Config{}, err
-	}
-	c.setDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return Build(Layers{File: b})
 }
 
 func (c *Config) setDefaults() {

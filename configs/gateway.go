@@ -13,12 +13,34 @@ import (
 type GatewayConfig struct {
 	// Addr is the HTTP listener; "" = off (the default).
 	Addr string `yaml:"addr"`
-	// ReadHeaderTimeout bounds a request's headers (slow-header clients).
+	// MaxBodyBytes bounds a request's body: past it the answer is 413
+	// REQUEST_TOO_LARGE, before anything is decoded. Default 64 KiB, at
+	// most 4 MiB (the gRPC message limit).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds a request's headers (slow-header clients),
+	// ReadTimeout the whole request with its body (a slower body is
+	// answered 408 REQUEST_TIMEOUT and its connection closed).
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds a reply (a WatchRoom stream is exempt); it must
+	// exceed grpc.command_timeout.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 }
 
+// maxGatewayBody is the gRPC server's message limit: a larger body could
+// pass the gateway only to be refused by grpc-go.
+const maxGatewayBody = 4 << 20
+
 func (c *GatewayConfig) setDefaults() {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 64 << 10
+	}
 	c.ReadHeaderTimeout = durationOr(c.ReadHeaderTimeout, 5*time.Second)
+	c.ReadTimeout = durationOr(c.ReadTimeout, 10*time.Second)
+	c.WriteTimeout = durationOr(c.WriteTimeout, 30*time.Second)
+	c.IdleTimeout = durationOr(c.IdleTimeout, time.Minute)
 }
 
 // validate fails closed: the gateway speaks plain HTTP, so beyond
@@ -27,6 +49,12 @@ func (c *GatewayConfig) setDefaults() {
 func (c GatewayConfig) validate(g GRPCConfig) error {
 	if c.Addr == "" {
 		return nil
+	}
+	if c.MaxBodyBytes < 0 || c.MaxBodyBytes > maxGatewayBody {
+		return errorf("gateway.max_body_bytes", "%d is outside 1..%d", c.MaxBodyBytes, maxGatewayBody)
+	}
+	if c.WriteTimeout <= g.CommandTimeout {
+		return errorf("gateway.write_timeout", "%s is not above grpc.command_timeout %s: replies would be cut", c.WriteTimeout, g.CommandTimeout)
 	}
 	auth := g.Auth
 	if g.TLS.ClientCAFile != "" {

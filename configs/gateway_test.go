@@ -34,3 +34,23 @@ func TestGatewayFailsClosed(t *testing.T) {
 		}
 	}
 }
+
+// The door's limits: defaults set, a body cap past the gRPC message limit
+// and a write timeout that would cut a command's reply refused by key.
+func TestGatewayLimits(t *testing.T) {
+	c := Default()
+	if c.Gateway.MaxBodyBytes != 64<<10 || c.Gateway.ReadTimeout <= 0 || c.Gateway.WriteTimeout <= c.GRPC.CommandTimeout || c.Gateway.IdleTimeout <= 0 {
+		t.Fatalf("defaults %+v", c.Gateway)
+	}
+	for key, edit := range map[string]func(*Config){
+		"gateway.max_body_bytes": func(c *Config) { c.Gateway.MaxBodyBytes = 5 << 20 },
+		"gateway.write_timeout":  func(c *Config) { c.Gateway.WriteTimeout = c.GRPC.CommandTimeout },
+	} {
+		c := Default()
+		c.Gateway.Addr = "127.0.0.1:13201"
+		edit(&c)
+		if err := c.Gateway.validate(c.GRPC); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+}

@@ -8,7 +8,8 @@ package errclass
 // renumbered or reused; a removed error's code stays retired.
 type Code uint32
 
-// The table: room rules 10xxx, the room grain 11xxx, the wallet 20xxx.
+// The table: room rules 10xxx, the room grain 11xxx, the API's door
+// (tokens, the HTTP gateway's limits) 12xxx, the wallet 20xxx.
 const (
 	CodeRoomNotFound   Code = 10001
 	CodeRoomExists     Code = 10002
@@ -45,6 +46,15 @@ const (
 	// CodeRoomStoreDown: the node found its room store unreachable and
 	// refuses writes without trying it until a probe finds it back.
 	CodeRoomStoreDown Code = 11004
+
+	// The door: refusals before a request reaches a service.
+	CodeUnauthenticated  Code = 12001
+	CodeOperatorOnly     Code = 12002
+	CodeRequestTooLarge  Code = 12003
+	CodeMethodNotAllowed Code = 12004
+	CodeNoRoute          Code = 12005
+	CodeBadBody          Code = 12006
+	CodeRequestTimeout   Code = 12007
 
 	CodeCommandReused       Code = 20001
 	CodeWalletUnavailable   Code = 20002
@@ -89,6 +99,14 @@ var codeNames = map[Code]string{
 	CodeRoomMoved:     "ROOM_MOVED",
 	CodeNoCoordinator: "NO_COORDINATOR",
 	CodeRoomStoreDown: "ROOM_STORE_DOWN",
+
+	CodeUnauthenticated:  "UNAUTHENTICATED",
+	CodeOperatorOnly:     "OPERATOR_ONLY",
+	CodeRequestTooLarge:  "REQUEST_TOO_LARGE",
+	CodeMethodNotAllowed: "METHOD_NOT_ALLOWED",
+	CodeNoRoute:          "NO_ROUTE",
+	CodeBadBody:          "BAD_BODY",
+	CodeRequestTimeout:   "REQUEST_TIMEOUT",
 
 	CodeCommandReused:       "COMMAND_REUSED",
 	CodeWalletUnavailable:   "WALLET_UNAVAILABLE",

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -142,11 +143,17 @@ func newTokenAuth(client, operator []string) *tokenAuth {
 }
 
 // callerClass is the strongest class a presented token opens, ClassNone
-// for no or an unknown token. Every configured token is compared, so the
-// time taken does not tell which list matched.
+// for no or an unknown token.
 func (a *tokenAuth) callerClass(ctx context.Context) Class {
+	return a.classOf(metadata.ValueFromIncomingContext(ctx, "authorization"))
+}
+
+// classOf is the strongest class the authorization values open (gRPC
+// metadata or HTTP headers). Every configured token is compared, so the
+// time taken does not tell which list matched.
+func (a *tokenAuth) classOf(authorization []string) Class {
 	got := ClassNone
-	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
+	for _, v := range authorization {
 		scheme, token, ok := strings.Cut(v, " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") {
 			continue
@@ -166,26 +173,34 @@ func (a *tokenAuth) callerClass(ctx context.Context) Class {
 	return got
 }
 
+// The door's refusals: coded like every other error (errclass), so a
+// client branches on the reason whether it came by gRPC or HTTP.
 var (
-	errNoToken     = status.Error(codes.Unauthenticated, "missing or invalid bearer token (metadata authorization: Bearer <token>)")
-	errNotOperator = status.Error(codes.PermissionDenied, "this call needs an operator token; a client token cannot make it")
+	errNoToken     = errclass.New(errclass.CodeUnauthenticated, errclass.Permission, "missing or invalid bearer token (authorization: Bearer <token>)")
+	errNotOperator = errclass.New(errclass.CodeOperatorOnly, errclass.Permission, "this call needs an operator token; a client token cannot make it")
 	errNoClass     = status.Error(codes.PermissionDenied, "this method has no access class; nobody may call it")
 )
 
-func (a *tokenAuth) check(ctx context.Context, need Class) error {
-	switch need {
-	case ClassPublic:
+// refusal is the status of a class check's failure, nil when it passed.
+func refusal(need, have Class) error {
+	switch {
+	case need == ClassPublic:
 		return nil
-	case ClassNone:
+	case need == ClassNone:
 		return errNoClass
-	}
-	switch have := a.callerClass(ctx); {
 	case have == ClassNone:
-		return errNoToken
+		return toStatus(context.Background(), nil, errNoToken)
 	case have < need:
-		return errNotOperator
+		return toStatus(context.Background(), nil, errNotOperator)
 	}
 	return nil
+}
+
+func (a *tokenAuth) check(ctx context.Context, need Class) error {
+	if need == ClassPublic {
+		return nil
+	}
+	return refusal(need, a.callerClass(ctx))
 }
 
 func (a *tokenAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

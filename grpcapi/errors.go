@@ -46,6 +46,11 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return nil
 	}
 	class := errclass.Of(err)
+	if errors.Is(err, errNoToken) {
+		// Permission by class, but the caller showed no identity at all:
+		// Unauthenticated (HTTP 401), the code clients retry with a token.
+		return withCode(status.New(codes.Unauthenticated, strings.TrimPrefix(err.Error(), class.Error()+": ")), err).Err()
+	}
 	if code, ok := classCodes[class]; ok {
 		// The code already says "not found"; the caller wants the rest.
 		return withRetry(withCode(status.New(code, strings.TrimPrefix(err.Error(), class.Error()+": ")), err), err).Err()

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -14,7 +15,18 @@ import (
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
+// slowWatchAfter makes the fake watch send slowWatchEvents events 200ms
+// apart.
+const slowWatchAfter, slowWatchEvents = 1000, 6
+
 func startGateway(t *testing.T) (string, *fakeBackend) {
+	t.Helper()
+	return startGatewayWith(t, nil)
+}
+
+// startGatewayWith starts the gateway as the process does (the server's
+// tokens checked at the door too), edit changing its options.
+func startGatewayWith(t *testing.T, edit func(*GatewayOptions)) (string, *fakeBackend) {
 	t.Helper()
 	log := discardLogger()
 	srv, _ := NewServer(Options{Logger: log, ClientTokens: []string{clientTok}, OperatorTokens: []string{operatorTok}})
@@ -29,6 +41,17 @@ func startGateway(t *testing.T) (string, *fakeBackend) {
 		},
 		wire: marshalEvent,
 		watch: func(ctx context.Context, after int64, send func(*roomcellv1.WatchRoomReply) error) error {
+			if after == slowWatchAfter {
+				// A stream that outlives the gateway's read and write
+				// timeouts of TestGatewayStreamOutlivesTimeouts.
+				for s := after + 1; s <= after+slowWatchEvents; s++ {
+					time.Sleep(200 * time.Millisecond)
+					if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s}); err != nil {
+						return err
+					}
+				}
+				return &roomgrain.WatchEndedError{ResumeAfter: after + slowWatchEvents, Reason: roomgrain.EndMoved}
+			}
 			for s := after + 1; s <= after+2; s++ {
 				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s}); err != nil {
 					return err
@@ -38,7 +61,11 @@ func startGateway(t *testing.T) (string, *fakeBackend) {
 		},
 	}, 10)
 	RegisterRoomService(srv, rs)
-	g, err := StartGateway(srv, GatewayOptions{Addr: "127.0.0.1:0", Logger: log})
+	o := GatewayOptions{Addr: "127.0.0.1:0", Logger: log, ClientTokens: []string{clientTok}, OperatorTokens: []string{operatorTok}}
+	if edit != nil {
+		edit(&o)
+	}
+	g, err := StartGateway(srv, o)
 	if err != nil {
 		t.Fatal(err)
 	}

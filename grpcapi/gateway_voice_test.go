@@ -23,6 +23,9 @@ func TestGatewayVoiceRoutes(t *testing.T) {
 		{"POST", "/api/v1/rooms/user/unban", `{"command_id":"b2","app_code":"app1","room_id":"r1","user_id":"u1","target_user_id":"u2"}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_UnbanUser{UnbanUser: &roomcellv1.UnbanUserRequest{
 				CommandId: "b2", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
+		{"POST", "/api/v1/rooms/seat/move", `{"command_id":"m1","app_code":"app1","room_id":"r1","user_id":"u1","target_user_id":"u2","seat":3,"policy":"swap"}`,
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
+				CommandId: "m1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", Seat: 3, Policy: "swap"}}}},
 		{"GET", "/api/v1/rooms/bans?app_code=app1&room_id=r1&page_size=5", "",
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: &roomcellv1.ListBansRequest{
 				RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", PageSize: 5}}}},

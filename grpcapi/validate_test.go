@@ -153,6 +153,18 @@ func badInputCases() []badCase {
 			_, err := c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: room.ReasonSwitchedRoom})
 			return err
 		}},
+		{"leave reason displaced", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: room.ReasonDisplaced})
+			return err
+		}},
+		{"leave reason swapped", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.LeaveRoom(ctx, &roomcellv1.LeaveRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: room.ReasonSwapped})
+			return err
+		}},
+		{"move seat unknown policy", "policy", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
+			_, err := c.MoveSeat(ctx, &roomcellv1.MoveSeatRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Seat: 1, Policy: "shove"})
+			return err
+		}},
 		{"close reason with a newline", "reason", func(ctx context.Context, c roomcellv1.RoomServiceClient) error {
 			_, err := c.CloseRoom(ctx, &roomcellv1.CloseRoomRequest{CommandId: "c", AppCode: "a", RoomId: "r", UserId: "u", Reason: "a\nb"})
 			return err

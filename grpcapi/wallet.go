@@ -304,6 +304,10 @@ func (w *WalletClient) listHolds(ctx context.Context, beforeMs int64, limit int)
 func walletError(err error) error {
 	st, _ := status.FromError(err)
 	msg := st.Message()
+	if c := codeOf(st); c == errclass.CodeUnauthenticated || c == errclass.CodeOperatorOnly {
+		// The wallet's door refused this node, not the call: a setting.
+		return fmt.Errorf("%w: the wallet service refused this node's credential (check wallet.auth_token is one of its grpc.auth.operator_tokens): %s: %s", wallet.ErrUnavailable, st.Code(), msg)
+	}
 	if e := errclass.FromCode(codeOf(st), msg); e != nil {
 		return e
 	}

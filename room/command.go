@@ -94,6 +94,7 @@ type Command struct {
 
 	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
 	BanSeconds   int64  // KickUser, BanUser
+	MovePolicy   string // MoveSeat: "" (abort), force, swap
 	// TargetUserIDs: BanUser's further targets (banTargets).
 	TargetUserIDs []string
 	MuteSeconds   int64  // MuteMember
@@ -209,7 +210,7 @@ var commands = map[string]commandKind{
 	CmdKickOffSeat: {fill: fillTarget[*v1.KickOffSeatRequest], check: checkTarget, decide: decideKickOffSeat},
 	CmdMoveSeat: {
 		fill: fill(func(r *v1.MoveSeatRequest, c *Command) {
-			c.Seat, c.TargetUserID = int(r.Seat), r.TargetUserId
+			c.Seat, c.TargetUserID, c.MovePolicy = int(r.Seat), r.TargetUserId, r.Policy
 		}),
 		check: checkMove, decide: decideMoveSeat,
 	},

@@ -147,7 +147,7 @@ func checkReason(cmd Command) error { return checkText("reason", cmd.Reason, Max
 // directory: switched_room). A client claiming one would make its own
 // leave look like a timeout or a kick to every IM client.
 var systemReasons = []string{ReasonHeartbeatTimeout, ReasonSwitchedRoom, ReasonKicked, ReasonSeatLocked,
-	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved, ReasonAudioLeft}
+	ReasonKickedOffSeat, ReasonMoved, ReasonSeatRemoved, ReasonAudioLeft, ReasonDisplaced, ReasonSwapped}
 
 // Command ids the room and its workers derive for the commands they send
 // themselves. They are reserved: a client that spent one first (the ids
@@ -543,7 +543,37 @@ func checkName(field, v string) error {
 	if strings.TrimFunc(v, unicode.IsSpace) == "" {
 		return errclass.Invalidf("%s is blank", field)
 	}
+	return checkVisible(field, v)
+}
+
+// checkVisible refuses what a reader cannot see but a renderer obeys:
+// bidirectional controls (which reorder what follows: a name that reads
+// as another) and zero-width characters (two names that look the same).
+// A zero-width joiner between two symbols stays: it builds one emoji
+// (a family, a flag) out of several.
+func checkVisible(field, v string) error {
+	runes := []rune(v)
+	for i, r := range runes {
+		if unicode.Is(unicode.Bidi_Control, r) {
+			return errclass.Invalidf("%s has a bidirectional control character (U+%04X)", field, r)
+		}
+		switch r {
+		case '\u200b', '\u200c', '\u2060', '\ufeff', '\u180e', '\u2061', '\u2062', '\u2063', '\u2064':
+			return errclass.Invalidf("%s has a zero-width character (U+%04X)", field, r)
+		case '\u200d':
+			if i == 0 || i == len(runes)-1 || !emojiPart(runes[i-1]) || !emojiPart(runes[i+1]) {
+				return errclass.Invalidf("%s has a zero-width joiner (U+200D) outside an emoji", field)
+			}
+		}
+	}
 	return nil
+}
+
+// emojiPart says whether r may stand beside a zero-width joiner inside
+// an emoji sequence: a symbol, a modifier, or the emoji presentation
+// selector.
+func emojiPart(r rune) bool {
+	return r == '\ufe0f' || unicode.In(r, unicode.So, unicode.Sk)
 }
 
 // checkText checks one-line free text (names, reasons).

@@ -437,6 +437,7 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 		if r.IntN(3) == 0 {
 			c.UserID, c.TargetUserID = op(), target
 		}
+		c.MovePolicy = sm.pick([]string{"", "", room.MoveAbort, room.MoveForce, room.MoveSwap, room.MoveSwap})
 	default:
 		c.Type, c.UserID, c.MicSeats = room.CmdSetSeatCount, op(), 1+r.IntN(10)
 		if r.IntN(20) == 0 {

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"net/url"
 	"slices"
 	"strings"
 
@@ -65,15 +66,17 @@ func metaOf(cmd Command) Meta {
 }
 
 // checkMeta: a category is an id (it keys lists), tags are short
-// one-line labels, the cover is an http(s) URL without spaces.
+// one-line labels (counted once each: the stored form keeps one of a
+// repeated tag), the cover is an https URL to a host, without
+// credentials or spaces.
 func checkMeta(cmd Command) error {
 	if cmd.Category != "" {
 		if err := checkID("category", cmd.Category); err != nil {
 			return err
 		}
 	}
-	if len(cmd.Tags) > MaxTags {
-		return errclass.Invalidf("at most %d tags, got %d", MaxTags, len(cmd.Tags))
+	if n := len(metaOf(cmd).Tags); n > MaxTags {
+		return errclass.Invalidf("at most %d distinct tags, got %d", MaxTags, n)
 	}
 	for _, t := range cmd.Tags {
 		if err := checkName("tags", t); err != nil {
@@ -87,14 +90,35 @@ func checkMeta(cmd Command) error {
 		if len(c) > MaxCoverURLLen {
 			return errclass.Invalidf("cover_url is longer than %d bytes", MaxCoverURLLen)
 		}
-		if !strings.HasPrefix(c, "https://") && !strings.HasPrefix(c, "http://") || strings.ContainsFunc(c, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			return errclass.Invalidf("cover_url must be an http or https URL without spaces or control characters")
+		if err := checkCoverURL(c); err != nil {
+			return err
 		}
 	}
 	switch cmd.Visibility {
 	case "", VisibilityPublic, VisibilityUnlisted:
 	default:
 		return errclass.Invalidf("visibility must be %q or %q, got %q", VisibilityPublic, VisibilityUnlisted, cmd.Visibility)
+	}
+	return nil
+}
+
+// checkCoverURL: clients load the cover as it is, so it must name a host
+// over https (a scheme in any case), carry no user:password (which
+// clients would send, or show) and no space or control character.
+func checkCoverURL(c string) error {
+	if strings.ContainsFunc(c, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return errclass.Invalidf("cover_url has a space or a control character")
+	}
+	u, err := url.Parse(c)
+	switch {
+	case err != nil:
+		return errclass.Invalidf("cover_url is not a URL")
+	case !strings.EqualFold(u.Scheme, "https"):
+		return errclass.Invalidf("cover_url must be an https URL")
+	case u.User != nil:
+		return errclass.Invalidf("cover_url must not carry credentials")
+	case u.Hostname() == "":
+		return errclass.Invalidf("cover_url has no host")
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package room_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +40,26 @@ func metaRules() []rule {
 		invalid("metadata: blank tag", aRoom, setMeta("owner", meta("", "", "", " ")), "tags"),
 		invalid("metadata: cover not http", aRoom, setMeta("owner", meta("", "javascript:alert(1)", "")), "cover_url"),
 		invalid("metadata: cover with a space", aRoom, setMeta("owner", meta("", "https://a b", "")), "cover_url"),
+		invalid("metadata: cover over http", aRoom, setMeta("owner", meta("", "http://cdn/c.png", "")), "cover_url"),
+		invalid("metadata: cover with credentials", aRoom, setMeta("owner", meta("", "https://user:pass@cdn/c.png", "")), "cover_url"),
+		invalid("metadata: cover with a user only", aRoom, setMeta("owner", meta("", "https://user@cdn/c.png", "")), "cover_url"),
+		invalid("metadata: cover without a host", aRoom, setMeta("owner", meta("", "https:///c.png", "")), "cover_url"),
+		invalid("metadata: cover with only a port", aRoom, setMeta("owner", meta("", "https://:443/c.png", "")), "cover_url"),
+		invalid("metadata: cover scheme only", aRoom, setMeta("owner", meta("", "https:", "")), "cover_url"),
+		{name: "metadata: the cover's scheme in any case", given: aRoom, cmd: setMeta("owner", meta("", "HTTPS://cdn/c.png", "")),
+			want: []room.Event{room.RoomMetadataChanged{Meta: room.Meta{CoverURL: "HTTPS://cdn/c.png"}, OperatorUserID: "owner"}}},
+		{name: "metadata: 20 copies of one tag are one tag", given: aRoom, cmd: setMeta("owner", meta("", "", "", slices.Repeat([]string{"jazz"}, 20)...)),
+			want: []room.Event{room.RoomMetadataChanged{Meta: room.Meta{Tags: []string{"jazz"}}, OperatorUserID: "owner"}}},
+		invalid("metadata: 11 distinct tags among repeats", aRoom, setMeta("owner", meta("", "", "", append(slices.Repeat([]string{"1"}, 5), "2", "3", "4", "5", "6", "7", "8", "9", "10", "11")...)), "tags"),
+		invalid("metadata: a tag with a right-to-left override", aRoom, setMeta("owner", meta("", "", "", "jazz\u202egnp")), "tags"),
+		invalid("metadata: a tag with a zero-width space", aRoom, setMeta("owner", meta("", "", "", "ja\u200bzz")), "tags"),
+		invalid("metadata: a tag with a bare zero-width joiner", aRoom, setMeta("owner", meta("", "", "", "ja\u200dzz")), "tags"),
+		invalid("metadata: a tag with a byte order mark", aRoom, setMeta("owner", meta("", "", "", "\ufeffjazz")), "tags"),
+		invalid("metadata: a tag with an isolate", aRoom, setMeta("owner", meta("", "", "", "\u2067jazz\u2069")), "tags"),
+		{name: "metadata: an emoji joined by a zero-width joiner is one tag", given: aRoom, cmd: setMeta("owner", meta("", "", "", "👨\u200d👩\u200d👧", "🏳\ufe0f\u200d🌈")),
+			want: []room.Event{room.RoomMetadataChanged{Meta: room.Meta{Tags: []string{"🏳\ufe0f\u200d🌈", "👨\u200d👩\u200d👧"}}, OperatorUserID: "owner"}}},
+		invalid("create: a name with a left-to-right mark", nil, create("owner", named("Friday\u200enight")), "name"),
+		invalid("create: a name with a zero-width space", nil, create("owner", named("Friday\u200b night")), "name"),
 	}
 }
 

@@ -16,6 +16,10 @@ const (
 	ReasonKickedOffSeat = "kicked_off_seat"
 	ReasonMoved         = "moved"
 	ReasonSeatRemoved   = "seat_removed"
+	// ReasonDisplaced: a forced move took the holder off their seat.
+	ReasonDisplaced = "displaced"
+	// ReasonSwapped: two users traded seats in one move.
+	ReasonSwapped = "swapped"
 	// OutcomeSeatRemoved: a request for a seat the room no longer has.
 	OutcomeSeatRemoved = "seat_removed"
 )
@@ -50,13 +54,44 @@ func moveTarget(cmd Command) string {
 	return cmd.UserID
 }
 
+// What MoveSeat does when the seat is taken (Command.MovePolicy).
+const (
+	MoveAbort = "abort" // refuse: ErrSeatTaken (also "")
+	MoveForce = "force" // take the holder off the seat first
+	MoveSwap  = "swap"  // the holder moves to the mover's seat
+)
+
 func checkMove(cmd Command) error {
 	if cmd.TargetUserID != "" {
 		if err := checkTarget(cmd); err != nil {
 			return err
 		}
 	}
+	switch cmd.MovePolicy {
+	case "", MoveAbort, MoveForce, MoveSwap:
+	default:
+		return errclass.Invalidf("policy must be %q, %q or %q, got %q", MoveAbort, MoveForce, MoveSwap, cmd.MovePolicy)
+	}
 	return checkSeat(cmd)
+}
+
+// displace checks that the operator may move holder off their seat (as
+// KickOffSeat would): an operator; nobody moves the owner but the owner;
+// only the owner moves an admin.
+func displace(s State, operator, holder string) error {
+	if err := checkOperator(s, operator); err != nil {
+		return err
+	}
+	if holder == operator {
+		return nil
+	}
+	if holder == s.Owner {
+		return ErrKickOwner
+	}
+	if operator != s.Owner && s.IsAdmin(holder) {
+		return ErrKickAdmin
+	}
+	return nil
 }
 
 // decideMoveSeat: a seated user moves to a free, unlocked seat; moving
@@ -81,6 +116,10 @@ func decideMoveSeat(s State, cmd Command) ([]Event, error) {
 	if from == cmd.Seat {
 		return nil, nil
 	}
+	holder := s.Seats[cmd.Seat]
+	if holder != "" && (cmd.MovePolicy == MoveForce || cmd.MovePolicy == MoveSwap) {
+		return decideMoveOnto(s, cmd, user, from, holder)
+	}
 	if err := seatFree(s, cmd.Seat); err != nil {
 		return nil, err
 	}
@@ -90,6 +129,30 @@ func decideMoveSeat(s State, cmd Command) ([]Event, error) {
 	return []Event{
 		RoomMicReleased{UserID: user, Seat: from, Reason: ReasonMoved},
 		RoomMicTaken{UserID: user, Seat: cmd.Seat},
+	}, nil
+}
+
+// decideMoveOnto moves user from seat from onto the seat holder holds:
+// force takes the holder off first (they stay in the room), swap seats
+// the holder on from. Every seat is released before it is taken, in one
+// command, so no reader of the log ever sees two users on a seat or one
+// user on two. A taken seat is never locked (locking frees it).
+func decideMoveOnto(s State, cmd Command, user string, from int, holder string) ([]Event, error) {
+	if err := displace(s, cmd.UserID, holder); err != nil {
+		return nil, err
+	}
+	if cmd.MovePolicy == MoveForce {
+		return []Event{
+			RoomMicReleased{UserID: holder, Seat: cmd.Seat, Reason: ReasonDisplaced},
+			RoomMicReleased{UserID: user, Seat: from, Reason: ReasonMoved},
+			RoomMicTaken{UserID: user, Seat: cmd.Seat},
+		}, nil
+	}
+	return []Event{
+		RoomMicReleased{UserID: user, Seat: from, Reason: ReasonSwapped},
+		RoomMicReleased{UserID: holder, Seat: cmd.Seat, Reason: ReasonSwapped},
+		RoomMicTaken{UserID: user, Seat: cmd.Seat},
+		RoomMicTaken{UserID: holder, Seat: from},
 	}, nil
 }
 

@@ -14,6 +14,7 @@ func kickOffSeat(op, target string) room.Command {
 func moveSeat(user string, seat int, opts ...opt) room.Command {
 	return cmd(room.CmdMoveSeat, user, append([]opt{func(c *room.Command) { c.Seat = seat }}, opts...)...)
 }
+func policy(p string) opt                     { return func(c *room.Command) { c.MovePolicy = p } }
 func seatCount(op string, n int) room.Command { return cmd(room.CmdSetSeatCount, op, seats(n)) }
 
 func released(user string, seat int, reason string) room.Event {
@@ -50,6 +51,32 @@ func seatMoveRules() []rule {
 		{name: "move: a member may not move another", given: then(aRoom, takeMic("alice", 3)), cmd: moveSeat("bob", 6, withTarget("alice")),
 			err: room.ErrNotOwner, class: errclass.Permission},
 		invalid("move: seat out of the room", then(aRoom, takeMic("alice", 3)), moveSeat("alice", 8), "seat"),
+		// Policies for a taken seat.
+		{name: "move abort: a taken seat is refused", given: then(aRoom, takeMic("alice", 3), takeMic("bob", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveAbort)),
+			err: room.ErrSeatTaken, class: errclass.Precondition},
+		{name: "move force: the holder is taken off (displaced), then the move", given: then(aRoom, takeMic("alice", 3), takeMic("bob", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveForce)),
+			want: []room.Event{released("bob", 5, room.ReasonDisplaced), released("alice", 3, room.ReasonMoved), room.RoomMicTaken{UserID: "alice", Seat: 5}}},
+		{name: "move swap: both released, both taken", given: then(aRoom, takeMic("alice", 3), takeMic("bob", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveSwap)),
+			want: []room.Event{released("alice", 3, room.ReasonSwapped), released("bob", 5, room.ReasonSwapped),
+				room.RoomMicTaken{UserID: "alice", Seat: 5}, room.RoomMicTaken{UserID: "bob", Seat: 3}}},
+		{name: "move swap: an operator swaps themself with a member", given: then(aRoom, takeMic("admin", 1), takeMic("bob", 5)), cmd: moveSeat("admin", 5, policy(room.MoveSwap)),
+			want: []room.Event{released("admin", 1, room.ReasonSwapped), released("bob", 5, room.ReasonSwapped),
+				room.RoomMicTaken{UserID: "admin", Seat: 5}, room.RoomMicTaken{UserID: "bob", Seat: 1}}},
+		{name: "move force: onto a free seat is a plain move", given: then(aRoom, takeMic("alice", 3)), cmd: moveSeat("alice", 4, policy(room.MoveForce)),
+			want: []room.Event{released("alice", 3, room.ReasonMoved), room.RoomMicTaken{UserID: "alice", Seat: 4}}},
+		{name: "move force: a member may not displace", given: then(aRoom, takeMic("alice", 3), takeMic("bob", 5)), cmd: moveSeat("alice", 5, policy(room.MoveForce)),
+			err: room.ErrNotOwner, class: errclass.Permission},
+		{name: "move swap: a member may not swap", given: then(aRoom, takeMic("alice", 3), takeMic("bob", 5)), cmd: moveSeat("alice", 5, policy(room.MoveSwap)),
+			err: room.ErrNotOwner, class: errclass.Permission},
+		{name: "move force: nobody displaces the owner", given: then(aRoom, takeMic("alice", 3), takeMic("owner", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveForce)),
+			err: room.ErrKickOwner, class: errclass.Precondition},
+		{name: "move swap: an admin may not move another admin off", given: then(aRoom, takeMic("alice", 3), takeMic("admin2", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveSwap)),
+			err: room.ErrKickAdmin, class: errclass.Permission},
+		{name: "move force: the owner displaces an admin", given: then(aRoom, takeMic("alice", 3), takeMic("admin2", 5)), cmd: moveSeat("owner", 5, withTarget("alice"), policy(room.MoveForce)),
+			want: []room.Event{released("admin2", 5, room.ReasonDisplaced), released("alice", 3, room.ReasonMoved), room.RoomMicTaken{UserID: "alice", Seat: 5}}},
+		{name: "move force: onto a locked seat is refused", given: then(aRoom, takeMic("alice", 3), lockSeat("owner", 5)), cmd: moveSeat("admin", 5, withTarget("alice"), policy(room.MoveForce)),
+			err: room.ErrSeatLocked, class: errclass.Precondition},
+		invalid("move: unknown policy", then(aRoom, takeMic("alice", 3)), moveSeat("alice", 5, policy("shove")), "policy"),
 
 		// SetSeatCount
 		{name: "seat count: grow", given: aRoom, cmd: seatCount("owner", 12),

@@ -208,6 +208,11 @@ func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after i
 		defer w.Metrics.Open.Dec()
 	}
 	defer f.leave(s)
+	if after > head {
+		// As ListRoomEvents refuses it: a cursor from nowhere would skip
+		// the events up to it without a word.
+		return errclass.Invalidf("after_room_seq %d is past the room's head %d", after, head)
+	}
 	if accepted != nil {
 		if err := accepted(); err != nil {
 			return err

@@ -3,11 +3,13 @@ package room
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -112,4 +114,48 @@ func TestWatchIsAcceptedBeforeAnyEvent(t *testing.T) {
 			t.Fatalf("watch ended with %v", err)
 		}
 	}
+}
+
+// A cursor past the room's head (or MaxInt64) is refused before the watch
+// is accepted, as ListRoomEvents refuses it, instead of silently skipping
+// the events up to it; the head itself is a valid cursor.
+func TestWatchRefusesACursorPastTheHead(t *testing.T) {
+	n := startEventsNode(t, nil, 0)
+	w := &Watcher{Client: n.client}
+	defer w.Close()
+	n.do(t, createCmd("r1", "c0"))
+	head := n.do(t, joinCmd("r1", "c1", "bob")).RoomSeq
+	for _, after := range []int64{head + 1, head + 100, math.MaxInt64} {
+		l := newAcceptLog()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := w.WatchAccepted(ctx, "app", "r1", after, l.accept, l.send)
+		cancel()
+		if !errors.Is(err, errclass.Invalid) || len(l.snapshot()) != 0 {
+			t.Fatalf("after %d (head %d): %v, steps %v; want Invalid before any accept", after, head, err, l.snapshot())
+		}
+		if _, lerr := n.client.ListEvents(context.Background(), &v1.ListRoomEventsRequest{AppCode: "app", RoomId: "r1", AfterRoomSeq: after}); !errors.Is(lerr, errclass.Invalid) {
+			t.Fatalf("ListRoomEvents after %d: %v, want the same refusal", after, lerr)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := newAcceptLog()
+	done := make(chan error, 1)
+	go func() { done <- w.WatchAccepted(ctx, "app", "r1", head, l.accept, l.send) }()
+	select {
+	case <-l.accepted:
+	case err := <-done:
+		t.Fatalf("a watch from the head ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a watch from the head was not accepted in 10 s")
+	}
+	next := n.do(t, joinCmd("r1", "c2", "carol")).RoomSeq
+	deadline := time.Now().Add(10 * time.Second)
+	for got := l.snapshot(); got[len(got)-1] != next; got = l.snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch from the head got %v, want seq %d next", got, next)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
 }

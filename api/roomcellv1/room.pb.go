@@ -32,8 +32,9 @@ type CreateRoomRequest struct {
 	MicSeats     int32                  `protobuf:"varint,7,opt,name=mic_seats,json=micSeats,proto3" json:"mic_seats,omitempty"` // 0 = default (8); at most 20
 	AdminUserIds []string               `protobuf:"bytes,8,rep,name=admin_user_ids,json=adminUserIds,proto3" json:"admin_user_ids,omitempty"`
 	// Metadata (SetRoomMetadata changes it): category (an id, empty =
-	// none), tags (at most 10, each at most 32 bytes), cover_url (http or
-	// https, at most 512 bytes), visibility ("" or "public": in the app's
+	// none), tags (at most 10 distinct, each at most 32 bytes, no
+	// bidirectional or zero-width characters), cover_url (https with a
+	// host and no credentials, at most 512 bytes), visibility ("" or "public": in the app's
 	// room list; "unlisted": reachable by id and in its owner's list only).
 	Category      string   `protobuf:"bytes,9,opt,name=category,proto3" json:"category,omitempty"`
 	Tags          []string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
@@ -5093,7 +5094,13 @@ func (x *KickOffSeatRequest) GetTargetUserId() string {
 
 // MoveSeatRequest: a seated user moves to a free, unlocked seat
 // (RoomMicReleased reason "moved", then RoomMicTaken). With
-// target_user_id, the owner or an admin moves that user.
+// target_user_id, the owner or an admin moves that user. policy says what
+// happens when the seat is taken: "" or "abort" refuses (SEAT_TAKEN);
+// "force" takes its holder off it (RoomMicReleased reason "displaced")
+// before the move; "swap" moves the holder to the mover's seat in the
+// same command (both released with reason "swapped", then both taken).
+// force and swap on a taken seat are the owner's or an admin's, and only
+// the owner displaces an admin; nobody displaces the owner.
 type MoveSeatRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
@@ -5103,6 +5110,7 @@ type MoveSeatRequest struct {
 	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Seat          int32                  `protobuf:"varint,6,opt,name=seat,proto3" json:"seat,omitempty"`                                      // the seat to move to
 	TargetUserId  string                 `protobuf:"bytes,7,opt,name=target_user_id,json=targetUserId,proto3" json:"target_user_id,omitempty"` // empty = user_id moves
+	Policy        string                 `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`                                   // "" = abort, "force", "swap"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5182,6 +5190,13 @@ func (x *MoveSeatRequest) GetSeat() int32 {
 func (x *MoveSeatRequest) GetTargetUserId() string {
 	if x != nil {
 		return x.TargetUserId
+	}
+	return ""
+}
+
+func (x *MoveSeatRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
 	}
 	return ""
 }
@@ -6696,7 +6711,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12$\n" +
-	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xd6\x01\n" +
+	"\x0etarget_user_id\x18\x06 \x01(\tR\ftargetUserId\"\xee\x01\n" +
 	"\x0fMoveSeatRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6706,7 +6721,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04seat\x18\x06 \x01(\x05R\x04seat\x12$\n" +
-	"\x0etarget_user_id\x18\a \x01(\tR\ftargetUserId\"\xbd\x01\n" +
+	"\x0etarget_user_id\x18\a \x01(\tR\ftargetUserId\x12\x16\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\"\xbd\x01\n" +
 	"\x13SetSeatCountRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +

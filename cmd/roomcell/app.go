@@ -299,8 +299,11 @@ func (a *App) serveGRPC() error {
 		if lerr != nil {
 			return lerr
 		}
-		a.gateway, err = grpcapi.StartGateway(a.grpcServer, grpcapi.GatewayOptions{Addr: a.cfg.Gateway.Addr, Listener: glis,
-			TLS: a.cfg.GRPC.TLS.Enabled(), ReadHeaderTimeout: a.cfg.Gateway.ReadHeaderTimeout, Logger: a.log.With("component", "gateway")})
+		gw := a.cfg.Gateway
+		a.gateway, err = grpcapi.StartGateway(a.grpcServer, grpcapi.GatewayOptions{Addr: gw.Addr, Listener: glis,
+			TLS: a.cfg.GRPC.TLS.Enabled(), ClientTokens: opts.ClientTokens, OperatorTokens: opts.OperatorTokens,
+			MaxBodyBytes: gw.MaxBodyBytes, ReadHeaderTimeout: gw.ReadHeaderTimeout, ReadTimeout: gw.ReadTimeout,
+			WriteTimeout: gw.WriteTimeout, IdleTimeout: gw.IdleTimeout, Logger: a.log.With("component", "gateway")})
 		if err != nil {
 			return fmt.Errorf("gateway.addr %s: %w", a.cfg.Gateway.Addr, err)
 		}

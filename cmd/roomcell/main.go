@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/internal/buildinfo"
@@ -32,6 +34,8 @@ type flags struct {
 	httpAddr string
 	logLevel string
 	nodeID   string
+	// gatewayAddr overrides gateway.addr (the HTTP/JSON client API).
+	gatewayAddr string
 	// The MySQL database names (override mysql.*_database), so two
 	// checkouts or a test can share one server.
 	roomDB, walletDB, noticeDB string
@@ -85,11 +89,13 @@ func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&f.config, "config", "", "YAML configuration file (see configs/config.yaml)")
 	pf.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address (overrides grpc.addr)")
 	pf.StringVar(&f.httpAddr, "http-addr", "", "ops HTTP listen address for /healthz /readyz /metrics (overrides http.addr)")
+	pf.StringVar(&f.gatewayAddr, "gateway-addr", "", "HTTP/JSON client API listen address (overrides gateway.addr; off by default)")
 	pf.StringVar(&f.logLevel, "log-level", "", "debug|info|warn|error (overrides log.level)")
 	pf.StringVar(&f.nodeID, "node-id", "", "node id (overrides node_id)")
-	pf.StringVar(&f.roomDB, "room-database", os.Getenv("ROOMCELL_ROOM_DATABASE"), "MySQL database of the rooms (overrides mysql.room_database; env ROOMCELL_ROOM_DATABASE)")
-	pf.StringVar(&f.walletDB, "wallet-database", os.Getenv("ROOMCELL_WALLET_DATABASE"), "MySQL database of the wallet (overrides mysql.wallet_database; env ROOMCELL_WALLET_DATABASE)")
-	pf.StringVar(&f.noticeDB, "notice-database", os.Getenv("ROOMCELL_NOTICE_DATABASE"), "MySQL database of the notices (overrides mysql.notice_database; env ROOMCELL_NOTICE_DATABASE)")
+	pf.StringVar(&f.roomDB, "room-database", "", "MySQL database of the rooms (overrides mysql.room_database)")
+	pf.StringVar(&f.walletDB, "wallet-database", "", "MySQL database of the wallet (overrides mysql.wallet_database)")
+	pf.StringVar(&f.noticeDB, "notice-database", "", "MySQL database of the notices (overrides mysql.notice_database)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return flagsFromEnv(cmd.Flags(), os.LookupEnv) }
 	root.AddCommand(&cobra.Command{
 		Use:   "migrate --config FILE",
 		Short: "apply the MySQL schemas of the configuration and exit",
@@ -99,6 +105,31 @@ func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
 		},
 	})
 	return root
+}
+
+// FlagEnv is the environment variable of a flag: ROOMCELL_ and its name
+// in capitals with "_" for "-" (--gateway-addr: ROOMCELL_GATEWAY_ADDR).
+func FlagEnv(name string) string {
+	return configs.EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// flagsFromEnv gives each flag not on the command line its variable's
+// value: a flag beats its variable, the variable beats the file.
+func flagsFromEnv(fs *pflag.FlagSet, env func(string) (string, bool)) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if err != nil || fl.Changed || fl.Name == "help" || fl.Name == "version" {
+			return
+		}
+		v, ok := env(FlagEnv(fl.Name))
+		if !ok {
+			return
+		}
+		if serr := fs.Set(fl.Name, v); serr != nil {
+			err = usageError{fmt.Errorf("environment variable %s: %w", FlagEnv(fl.Name), serr)}
+		}
+	})
+	return err
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {
@@ -142,24 +173,31 @@ func withConfig(cmd *cobra.Command, f flags, stderr io.Writer, what string, work
 	return nil
 }
 
-// loadConfig builds the configuration from the file (or dev defaults) and
-// the flags.
+// loadConfig builds the configuration in layers, each over the one
+// before: the defaults, --dev's settings, the file, the ROOMCELL_*
+// variables of the config keys, the flags (whose own variables cobra's
+// pre-run has read).
 func loadConfig(f flags) (configs.Config, error) {
-	var cfg configs.Config
+	l := configs.Layers{Env: os.LookupEnv}
 	switch {
+	case f.config == "" && !f.dev:
+		return configs.Config{}, errors.New("give --dev, or --config FILE (or ROOMCELL_DEV=true, ROOMCELL_CONFIG=FILE)")
 	case f.config != "":
-		c, err := configs.Load(f.config)
+		b, err := os.ReadFile(f.config)
 		if err != nil {
-			return cfg, err
+			return configs.Config{}, fmt.Errorf("config: %w", err)
 		}
-		cfg = c
-	case f.dev:
-		cfg = configs.Default()
-		devTour(&cfg)
-	default:
-		return cfg, errors.New("give --dev, or --config FILE")
+		l.File = b
 	}
 	if f.dev {
+		l.Base = []byte(devTour)
+	}
+	cfg, err := configs.Assemble(l)
+	if err != nil {
+		return cfg, err
+	}
+	if f.dev {
+		// What --dev means, whatever the file says: no server needed.
 		cfg.Store.Kind = configs.StoreMemdb
 		cfg.Cluster.Provider = configs.ProviderSingle
 		cfg.TencentIM.Enabled = false
@@ -170,6 +208,9 @@ func loadConfig(f flags) (configs.Config, error) {
 	}
 	if f.httpAddr != "" {
 		cfg.HTTP.Addr, cfg.Notice.HTTPAddr = f.httpAddr, f.httpAddr
+	}
+	if f.gatewayAddr != "" {
+		cfg.Gateway.Addr = f.gatewayAddr
 	}
 	if f.logLevel != "" {
 		cfg.Log.Level = f.logLevel
@@ -187,15 +228,18 @@ func loadConfig(f flags) (configs.Config, error) {
 // a person trying the README at their own pace is not a client that died.
 const DevStaleAfter = 24 * time.Hour
 
-// devTour makes --dev (without a file) run every README section on one
-// node: all four roles, both notice workers, and members kept for
-// DevStaleAfter without heartbeats.
-func devTour(cfg *configs.Config) {
-	cfg.Roles = []string{configs.RoleRoom, configs.RoleWallet, configs.RoleRelay, configs.RoleNotice}
-	cfg.Notice.WalletNoticeWorker.Enabled = true
-	cfg.Notice.RoomNoticeWorker.Enabled = true
-	cfg.Presence.StaleAfter = DevStaleAfter
-}
+// devTour is --dev's layer under the file: every README section on one
+// node (all four roles, both notice workers) and members kept for
+// DevStaleAfter without heartbeats. A file given with --dev changes what
+// it sets and keeps the rest.
+const devTour = `
+roles: [room, wallet, relay, notice]
+notice:
+  wallet_notice_worker: {enabled: true}
+  room_notice_worker: {enabled: true}
+presence:
+  stale_after: 24h
+`
 
 // newLogger writes every repeated line, at any level, once per
 // log.repeat_interval: a store or IM outage fails every command, and one

@@ -29,8 +29,9 @@ import (
 // (while the owner has the room in free mode), move, release, and answer
 // the invitations they get (accept or decline, sometimes too late);
 // operators approve and reject pending applications, invite, kick users
-// off seats, move them, take seats themselves, and the owner switches the
-// seat mode every few seconds. Every client retries retryable errors
+// off seats, move them (onto taken seats too, with force or swap), take
+// seats themselves, and the owner switches the seat mode every few
+// seconds. Every client retries retryable errors
 // with the same command_id on another node. Mid-run the room's owner
 // node is SIGKILLed (and started again later), then the new owner is
 // frozen (SIGSTOP) past its lease and continued, its stale activation
@@ -464,8 +465,11 @@ func (sc *seatClients) operatorAct(roomID, op string, k, seats int, userIDs []st
 		})
 	case p < 90 && len(seated) > 0:
 		target := seated[rand.IntN(len(seated))]
+		// Onto a taken seat too: the policies displace or swap its holder
+		// (chosen once: a retry sends the same request).
+		policy := []string{"", room.MoveForce, room.MoveSwap}[rand.IntN(3)]
 		sc.do(id, "MoveSeat", func(ctx context.Context, rc v1.RoomServiceClient, id string) (*v1.CommandReply, error) {
-			return rc.MoveSeat(ctx, &v1.MoveSeatRequest{CommandId: id, AppCode: clustertest.App, RoomId: roomID, UserId: op, TargetUserId: target, Seat: seat})
+			return rc.MoveSeat(ctx, &v1.MoveSeatRequest{CommandId: id, AppCode: clustertest.App, RoomId: roomID, UserId: op, TargetUserId: target, Seat: seat, Policy: policy})
 		})
 	case p < 95:
 		sc.do(id, "TakeMic", func(ctx context.Context, rc v1.RoomServiceClient, id string) (*v1.CommandReply, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestEveryCommandExplainsBadInput(t *testing.T) {
 		}
 		var required []string
 		c.Flags().VisitAll(func(f *flag.Flag) {
-			if _, ok := f.Annotations[requiredKey]; ok {
+			if _, ok := f.Annotations[cobra.BashCompOneRequiredFlag]; ok {
 				required = append(required, "--"+f.Name)
 			}
 		})
@@ -191,5 +192,55 @@ func TestNotAMemberSaysWhy(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "FailedPrecondition: user is not a member of the room") ||
 		!strings.Contains(errOut, "presence.stale_after") || !strings.Contains(errOut, "roomctl user where") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// A misspelt command is reported as such, with suggestions by edit
+// distance, whatever flags follow it; completion refuses a shell it has
+// no script for.
+func TestUnknownCommandsAndShells(t *testing.T) {
+	addr := deadAddr(t)
+	for _, args := range [][]string{
+		{"jion"},
+		{"jion", "--app", "demo"},
+		{"--json=false", "jion", "--app", "demo", "--room=r"},
+		{"--timeout", "3s", "jion", "-h"},
+	} {
+		code, out, errOut := runCtl(t, addr, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "jion" for "roomctl"`) ||
+			!strings.Contains(errOut, "did you mean join") || strings.Contains(errOut, "unknown flag") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2, unknown command jion, did you mean join", args, code, out, errOut)
+		}
+	}
+	code, _, errOut := runCtl(t, addr, "mic", "tkae", "--room", "r")
+	if code != 2 || !strings.Contains(errOut, `unknown command "tkae"`) || !strings.Contains(errOut, "did you mean take") {
+		t.Errorf("mic tkae --room r: exit %d %q", code, errOut)
+	}
+	code, _, errOut = runCtl(t, addr, "walet", "balance")
+	if code != 2 || !strings.Contains(errOut, "did you mean wallet") {
+		t.Errorf("walet balance: exit %d %q", code, errOut)
+	}
+	code, out, errOut := runCtl(t, addr, "completion", "tcsh")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "tcsh" for "roomctl completion"`) {
+		t.Errorf("completion tcsh: exit %d, stdout %d bytes, stderr %q", code, len(out), errOut)
+	}
+	code, out, _ = runCtl(t, addr, "completion", "fish")
+	if code != 0 || !strings.Contains(out, "roomctl") {
+		t.Errorf("completion fish: exit %d", code)
+	}
+}
+
+// --json errors carry the server's reason code from the status details
+// beside the gRPC code.
+func TestJSONErrorsCarryTheReason(t *testing.T) {
+	addr, b := startRoomTestServer(t)
+	b.notMember = true
+	code, _, errOut := runCtl(t, addr, "--json", "gift", "--app", "a", "--room", "r", "--user", "u1", "--to", "u2", "--gift", "rose")
+	var got struct{ Code, Reason, Error string }
+	if err := json.Unmarshal([]byte(errOut), &got); err != nil {
+		t.Fatalf("stderr is not one JSON object: %q (%v)", errOut, err)
+	}
+	if code != 1 || got.Code != "FailedPrecondition" || got.Reason != "NOT_MEMBER" || !strings.Contains(got.Error, "not a member") {
+		t.Fatalf("exit %d, %+v", code, got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/internal/buildinfo"
 )
@@ -131,7 +132,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var g globals
 	root := newRoot(&g, stdout, stderr)
 	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
+	cmd, err := unknownCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteC()
+	}
 	if err == nil {
 		return 0
 	}
@@ -141,9 +145,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &re) && re.code == codes.Unavailable {
 		err = fmt.Errorf("%w (is a roomcell node serving gRPC at --addr %s?)", err, g.addr)
 	}
-	if re != nil && re.code == codes.FailedPrecondition && strings.Contains(re.msg, "not a member of the room") {
-		// The server does not say why yet; these are the ways out of a room.
-		err = fmt.Errorf("%w (a user leaves a room by leave, by a kick, by joining another room, or when no heartbeat came for presence.stale_after: 60s by default, 24h with --dev; roomctl user where shows the user's room)", err)
+	if re != nil && re.reason == errclass.CodeNotMember.String() {
+		// These are the ways out of a room.
+		err = fmt.Errorf("%w (a user leaves a room by leave, by a kick, by joining another room, or when no heartbeat came for the node's presence.stale_after, 60s unless its config or ROOMCELL_PRESENCE_STALE_AFTER says otherwise; roomctl user where shows the user's room)", err)
 	}
 	var ue usageError
 	isUsage := errors.As(err, &ue)
@@ -159,6 +163,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 1
+}
+
+// unknownCommand reports a first word that names no subcommand of the
+// group it follows, before cobra parses the flags after it: cobra would
+// blame the flags ("roomctl jion --app demo": unknown flag --app), the
+// flags being the misspelt command's.
+func unknownCommand(root *cobra.Command, args []string) (*cobra.Command, error) {
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	cmd, rest, err := root.Find(args)
+	if err != nil || !cmd.HasAvailableSubCommands() {
+		return cmd, nil
+	}
+	cmd.InheritedFlags() // merges the parents' persistent flags into Flags
+	fs := cmd.Flags()
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			return cmd, nil
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if f := fs.Lookup(name); !hasValue && (f == nil || f.NoOptDefVal == "") {
+				i++ // the flag's value
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if f := fs.ShorthandLookup(a[1:2]); len(a) == 2 && (f == nil || f.NoOptDefVal == "") {
+				i++
+			}
+		default:
+			return cmd, noSubcommand(cmd, []string{a})
+		}
+	}
+	return cmd, nil
 }
 
 // shortUsage is the command's usage line and own flags; the global flags
@@ -198,12 +236,14 @@ func writeJSONError(w io.Writer, cmd *cobra.Command, err error, isUsage bool) {
 		Command string `json:"command"`
 		Error   string `json:"error"`
 		Code    string `json:"code,omitempty"`
+		Reason  string `json:"reason,omitempty"`
 		Usage   bool   `json:"usage_error,omitempty"`
 	}{Command: cmd.CommandPath(), Error: err.Error(), Usage: isUsage}
 	var re *rpcErr
 	if errors.As(err, &re) {
 		// The message without the code, which has its own field.
 		out.Code, out.Error = re.code.String(), strings.Replace(out.Error, re.Error(), re.msg, 1)
+		out.Reason = re.reason
 	}
 	b, _ := json.Marshal(out)
 	fmt.Fprintln(w, string(b))
@@ -224,6 +264,9 @@ func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		Args:          noSubcommand,
 		RunE:          groupHelp,
 	}
+	// cobra suggests only prefixes unless a distance is set: "jion" gets
+	// join, "tkae" take.
+	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("roomctl {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -263,8 +306,25 @@ func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
 			c.flags(leaf.Flags())
 		}
 		leaf.RunE = leafRun(c, g, stdout, stderr)
+		// Before cobra's own check of MarkFlagRequired's flags, to name
+		// them with their dashes, all at once.
+		leaf.PreRunE = func(cmd *cobra.Command, _ []string) error { return checkRequired(cmd.Flags()) }
 	}
+	strictCompletion(root)
 	return root
+}
+
+// strictCompletion makes "completion SHELL" refuse a shell cobra does not
+// generate (tcsh): cobra's own prints its help and exits 0.
+func strictCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = noSubcommand
+			c.RunE = groupHelp
+			c.SuggestionsMinimumDistance = 2
+		}
+	}
 }
 
 // group returns parent's subcommand word, adding a group command that
@@ -277,7 +337,7 @@ func group(parent *cobra.Command, word string) *cobra.Command {
 	if short == "" {
 		short = "the " + word + " commands"
 	}
-	c := &cobra.Command{Use: word, Short: short, Args: noSubcommand, RunE: groupHelp}
+	c := &cobra.Command{Use: word, Short: short, Args: noSubcommand, RunE: groupHelp, SuggestionsMinimumDistance: 2}
 	parent.AddCommand(c)
 	return c
 }
@@ -310,9 +370,6 @@ func groupHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 func leafRun(c *command, g *globals, stdout, stderr io.Writer) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, _ []string) error {
 		fs := cmd.Flags()
-		if err := checkRequired(fs); err != nil {
-			return err
-		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 		defer cancel()
 		opts, err := dialOptions(g.tls, g.token, g.opToken)
@@ -328,15 +385,12 @@ func leafRun(c *command, g *globals, stdout, stderr io.Writer) func(*cobra.Comma
 	}
 }
 
-// requiredKey marks, in a flag's annotations, a flag its command needs.
-// cobra's own MarkFlagRequired words its error without the dashes.
-const requiredKey = "roomctl_required"
-
-// require marks flags a command cannot run without: roomctl says so
+// require marks flags a command cannot run without (cobra's
+// MarkFlagRequired, which shell completion reads too): roomctl says so
 // itself ("--user is required") before any RPC.
 func require(fs *flag.FlagSet, names ...string) {
 	for _, n := range names {
-		if err := fs.SetAnnotation(n, requiredKey, []string{"true"}); err != nil {
+		if err := cobra.MarkFlagRequired(fs, n); err != nil {
 			panic("roomctl: require " + n + ": " + err.Error()) // a typo in a command's flag list
 		}
 		if f := fs.Lookup(n); f != nil && !strings.HasSuffix(f.Usage, "(required)") {
@@ -345,10 +399,11 @@ func require(fs *flag.FlagSet, names ...string) {
 	}
 }
 
+// checkRequired names every required flag missing.
 func checkRequired(fs *flag.FlagSet) error {
 	var missing []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := f.Annotations[requiredKey]; ok && !f.Changed {
+		if req := f.Annotations[cobra.BashCompOneRequiredFlag]; len(req) > 0 && req[0] == "true" && !f.Changed {
 			missing = append(missing, "--"+f.Name)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -265,6 +266,9 @@ func i64(fs *flag.FlagSet, name string) int64     { v, _ := fs.GetInt64(name); r
 type rpcErr struct {
 	code codes.Code
 	msg  string
+	// reason is the server's error code name (the ErrorInfo detail of
+	// domain "roomcell": BANNED, NOT_MEMBER, ...); "" when it sent none.
+	reason string
 }
 
 func (e *rpcErr) Error() string { return fmt.Sprintf("%s: %s", e.code, e.msg) }
@@ -293,7 +297,13 @@ func rpcError(err error) error {
 			msg = f + " (" + field + ") " + rest
 		}
 	}
-	return &rpcErr{code: st.Code(), msg: msg}
+	e := &rpcErr{code: st.Code(), msg: msg}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "roomcell" {
+			e.reason = info.GetReason()
+		}
+	}
+	return e
 }
 
 // printReply returns a function taking an RPC's results, so a command

@@ -203,6 +203,8 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{[]string{"seat", "move", "--seat", "6"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 6}}}},
+		{[]string{"seat", "move", "--seat", "2", "--target", "u2", "--policy", "swap"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Seat: 2, TargetUserId: "u2", Policy: "swap"}}}},
 		{[]string{"seat", "count", "--seats", "12"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetSeatCount{SetSeatCount: &roomcellv1.SetSeatCountRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", MicSeats: 12}}}},
 		{[]string{"ban", "--target", "u2", "--ban", "60"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_BanUser{BanUser: &roomcellv1.BanUserRequest{

@@ -64,10 +64,11 @@ func init() {
 		func(fs *flag.FlagSet) {
 			fs.Int32("seat", 0, "seat index to move to, 0-based")
 			fs.String("target", "", "user to move (empty = --user)")
+			fs.String("policy", "", "when the seat is taken: abort (default), force (take its holder off) or swap")
 			require(fs, "seat")
 		},
 		func(fs *flag.FlagSet) *roomcellv1.MoveSeatRequest {
-			return &roomcellv1.MoveSeatRequest{Seat: i32(fs, "seat"), TargetUserId: str(fs, "target")}
+			return &roomcellv1.MoveSeatRequest{Seat: i32(fs, "seat"), TargetUserId: str(fs, "target"), Policy: str(fs, "policy")}
 		},
 		roomcellv1.RoomServiceClient.MoveSeat)
 	roomCommand("seat count", "set the room's number of mic seats to --seats; users on removed seats are taken off them (--user is the owner or an admin)",

@@ -110,7 +110,10 @@ if [ "${TOUR_MYSQL:-0}" = 1 ]; then
   trap 'drop; cleanup' EXIT
   export MYSQL_PASSWORD=${MYSQL_PASSWORD:-}
   block tour-mysql >"$WORK/mysql.sh"
-  # The migrate line runs as written; the server line is this script's node.
+  # The export and migrate lines run as written; the server line is this
+  # script's node.
+  grep -F 'export ROOMCELL_' "$WORK/mysql.sh" >"$WORK/env.sh"
+  . "$WORK/env.sh"
   grep -F 'migrate' "$WORK/mysql.sh" >"$WORK/migrate.sh"
   PRELUDE=""
   GRPC=unused HTTP=unused
