@@ -37,6 +37,11 @@ const (
 	CodeTooManyMutes        Code = 10023
 	CodeRateLimited         Code = 10024
 	CodeRoomFull            Code = 10025
+	// CodeTooManyBans: the room's ban list is at room.MaxBans bans in force.
+	CodeTooManyBans Code = 10041
+	// CodeOutranked: a ban or chat mute in force was imposed by the owner;
+	// only the owner lifts, shortens or replaces it.
+	CodeOutranked Code = 10042
 
 	CodeGiftRefunded Code = 11001
 	CodeRoomMoved    Code = 11002
@@ -94,6 +99,8 @@ var codeNames = map[Code]string{
 	CodeTooManyMutes:        "TOO_MANY_MUTES",
 	CodeRateLimited:         "RATE_LIMITED",
 	CodeRoomFull:            "ROOM_FULL",
+	CodeTooManyBans:         "TOO_MANY_BANS",
+	CodeOutranked:           "OUTRANKED",
 
 	CodeGiftRefunded:  "GIFT_REFUNDED",
 	CodeRoomMoved:     "ROOM_MOVED",

@@ -35,6 +35,8 @@ var (
 	ErrNoSeatRequest       = ruleErr(errclass.CodeNoSeatRequest, errclass.Precondition, "no pending seat request (none was made, or it ended or expired)")
 	ErrTooManyMutes        = ruleErr(errclass.CodeTooManyMutes, errclass.Precondition, fmt.Sprintf("the room already has %d muted members", MaxMutes))
 	ErrTooManySeatRequests = ruleErr(errclass.CodeTooManySeatRequests, errclass.Precondition, fmt.Sprintf("the room already has %d pending seat requests of this kind", MaxSeatRequests))
+	ErrTooManyBans         = ruleErr(errclass.CodeTooManyBans, errclass.Precondition, fmt.Sprintf("the room already has %d bans in force", MaxBans))
+	ErrOutranked           = ruleErr(errclass.CodeOutranked, errclass.Permission, "the owner imposed this ban or mute: only the owner may lift or change it")
 	ErrRoomFull            = ruleErr(errclass.CodeRoomFull, errclass.Exhausted, "the room is full (room.max_members)")
 )
 
