@@ -295,7 +295,11 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(360); {
+	if r.IntN(16) == 0 {
+		sm.audio(&c, s)
+		return c
+	}
+	switch k := r.IntN(330); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 		if r.IntN(3) == 0 {
@@ -362,8 +366,6 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
-	case k >= 330:
-		sm.audio(&c, s)
 	default:
 		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
 		switch r.IntN(10) {
