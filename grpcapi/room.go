@@ -41,6 +41,7 @@ type RoomServer struct {
 	watching atomic.Int64
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
 	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
+	tickets  TicketSigner       // ticket.go; nil: tickets carry no signatures
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
