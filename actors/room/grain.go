@@ -360,7 +360,7 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 			return &v1.RoomResponse{Reply: reply}
 		}
 	}
-	return &v1.RoomResponse{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}}
+	return &v1.RoomResponse{Error: roomError(err)}
 }
 
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
