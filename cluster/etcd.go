@@ -14,9 +14,9 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/ownership"
 )
 
 // etcdProvider keeps one key per member under
@@ -60,16 +60,7 @@ func newEtcdProvider(cfg configs.ClusterConfig, nodeID string, log *slog.Logger,
 	if err != nil {
 		return nil, fmt.Errorf("cluster.etcd_tls: %w", err)
 	}
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.EtcdEndpoints,
-		TLS:         tc,
-		Username:    cfg.EtcdUsername,
-		Password:    cfg.EtcdPassword,
-		DialTimeout: etcdOpTimeout,
-		// The client's zap logger warns on every retried call; the
-		// provider logs what matters through slog.
-		Logger: zap.NewNop(),
-	})
+	client, err := clientv3.New(ownership.EtcdClientConfig(cfg.EtcdEndpoints, tc, cfg.EtcdUsername, cfg.EtcdPassword, etcdOpTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: etcd client: %w", err)
 	}
@@ -128,71 +119,44 @@ func (p *etcdProvider) registerLocked() error {
 		return fmt.Errorf("cluster: etcd register: %w", err)
 	}
 	kaCtx, kaCancel := context.WithCancel(p.ctx)
-	ch, err := p.client.KeepAlive(kaCtx, grant.ID)
-	if err != nil {
-		kaCancel()
-		return fmt.Errorf("cluster: etcd keepalive: %w", err)
-	}
 	p.lease, p.kaCancel = grant.ID, kaCancel
 	p.wg.Add(1)
-	go p.keepAlive(kaCtx, p.self.ID, grant.ID, ch)
+	go p.keepAlive(kaCtx, p.self.ID, grant.ID)
 	return nil
 }
 
-// keepAlive follows the lease's renewals until ctx ends. The client
-// closes the channel when the lease expired, but also when no renewal
-// got through within the TTL (etcd without quorum, or unreachable): then
-// the lease may well have survived (etcd extends every lease when a new
-// leader is elected) and nobody saw this member leave, so it asks etcd
-// until etcd answers, and only a lease that is gone starts a rejoin under
-// a new id. A rejoin after every etcd outage would change every member's
-// id at once as quorum returns, and the actor cluster's topology with it.
-func (p *etcdProvider) keepAlive(ctx context.Context, id string, lease clientv3.LeaseID, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+// keepAlive renews the member's lease every third of its TTL until ctx
+// ends, one KeepAliveOnce at a time with a short deadline, retried at
+// once on another member when it fails (ownership.RenewLease). The
+// client's KeepAlive stream is not used: it stays on one connection, and
+// when that member freezes (SIGSTOP, a VM pause) the stream waits on it,
+// sending renewals nobody answers, until the new leader lets the lease
+// expire (every member re-registered 5 s into a 10 s leader pause). Only
+// etcd saying the lease is gone starts a rejoin under a new id; a renewal
+// that fails during an election or a quorum loss does not (the new leader
+// extends every lease), so the member keeps its id and the actor
+// cluster's topology does not churn as etcd recovers.
+func (p *etcdProvider) keepAlive(ctx context.Context, id string, lease clientv3.LeaseID) {
 	defer p.wg.Done()
+	every := max(p.cfg.EtcdLeaseTTL/3, 100*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
 	for {
-		for range ch {
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		alive, ok := p.leaseAlive(ctx, lease)
-		if !ok {
-			return // stopping
-		}
-		if !alive {
-			p.lost(id, "etcd lease expired")
-			return
-		}
-		var err error
-		ch, err = p.client.KeepAlive(ctx, lease)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.lost(id, "etcd keepalive: "+err.Error())
-			return
-		}
-		p.log.Info("cluster member lease survived an etcd outage; member id kept", "member_id", id)
-	}
-}
-
-// leaseAlive asks etcd, until it answers or ctx ends (ok false), whether
-// the lease still exists.
-func (p *etcdProvider) leaseAlive(ctx context.Context, lease clientv3.LeaseID) (alive, ok bool) {
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		r, err := p.client.TimeToLive(cctx, lease)
-		cancel()
-		switch {
-		case err == nil:
-			return r.TTL > 0, true
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return false, true
-		}
 		select {
 		case <-ctx.Done():
-			return false, false
-		case <-time.After(200 * time.Millisecond):
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		_, _, tries, err := ownership.RenewLease(ctx, p.client, lease, every/2)
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			p.lost(id, "etcd lease expired")
+			return
+		case err != nil:
+			return // stopping
+		case tries > 1:
+			p.log.Warn("cluster member lease renewed after failed tries", "member_id", id, "tries", tries, "took", time.Since(start).Round(time.Millisecond))
 		}
 	}
 }

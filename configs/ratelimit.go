@@ -16,13 +16,17 @@ type RateLimitConfig struct {
 	Nodes int `yaml:"nodes"`
 	// The command classes: create (CreateRoom, ReopenRoom), join
 	// (JoinRoom, LeaveRoom), gift (SendGift), moderation (kicks, bans,
-	// mutes, admins, owner transfer, close) and command (every other
-	// room command and read).
+	// mutes, admins, owner transfer, close), command (every other room
+	// command) and read (GetRoom, ListBans, ListSeatRequests,
+	// ListRooms): its user_* rates are per caller (the x-user-id header,
+	// else the bearer token, else the client address; README "Rate
+	// limits").
 	Create     RateClassConfig `yaml:"create"`
 	Join       RateClassConfig `yaml:"join"`
 	Gift       RateClassConfig `yaml:"gift"`
 	Moderation RateClassConfig `yaml:"moderation"`
 	Command    RateClassConfig `yaml:"command"`
+	Read       RateClassConfig `yaml:"read"`
 }
 
 // RateClassConfig is one class's limits: a token bucket per user (within
@@ -43,6 +47,7 @@ func DefaultRateLimits() RateLimitConfig {
 		Gift:       RateClassConfig{UserPerSecond: 10, UserBurst: 30, AppPerSecond: 5000, AppBurst: 10000},
 		Moderation: RateClassConfig{UserPerSecond: 2, UserBurst: 20, AppPerSecond: 500, AppBurst: 1000},
 		Command:    RateClassConfig{UserPerSecond: 10, UserBurst: 30, AppPerSecond: 20000, AppBurst: 40000},
+		Read:       RateClassConfig{UserPerSecond: 20, UserBurst: 40, AppPerSecond: 20000, AppBurst: 40000},
 	}
 }
 
@@ -54,6 +59,7 @@ func (c *RateLimitConfig) setDefaults() {
 	c.Gift.setDefaults(d.Gift)
 	c.Moderation.setDefaults(d.Moderation)
 	c.Command.setDefaults(d.Command)
+	c.Read.setDefaults(d.Read)
 }
 
 func (c *RateClassConfig) setDefaults(d RateClassConfig) {
@@ -69,7 +75,7 @@ func (c *RateClassConfig) setDefaults(d RateClassConfig) {
 
 // Classes returns the classes by name.
 func (c RateLimitConfig) Classes() map[string]RateClassConfig {
-	return map[string]RateClassConfig{"create": c.Create, "join": c.Join, "gift": c.Gift, "moderation": c.Moderation, "command": c.Command}
+	return map[string]RateClassConfig{"create": c.Create, "join": c.Join, "gift": c.Gift, "moderation": c.Moderation, "command": c.Command, "read": c.Read}
 }
 
 func (c RateLimitConfig) validate() error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -123,9 +124,9 @@ func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsReque
 	if s.dir == nil {
 		return nil, errNoDirectory
 	}
-	// A filtered page may scan up to MaxRoomsScan entries: the app's
-	// command bucket bounds how often.
-	if err := s.allow(ctx, r.GetAppCode(), "", "ListRooms"); err != nil {
+	// A filtered page may scan up to MaxRoomsScan entries: the caller's
+	// share of the app's read bucket bounds how often.
+	if err := s.allow(ctx, r.GetAppCode(), callerOf(ctx), ratelimit.ReadListRooms); err != nil {
 		return nil, err
 	}
 	dctx, cancel := s.callCtx(ctx)

@@ -60,11 +60,14 @@ type GatewayOptions struct {
 }
 
 // gatewayHeader passes the headers the gRPC API reads: Authorization (as
-// grpc-gateway always does) and the request id; the rest get
-// grpc-gateway's prefix.
+// grpc-gateway always does), the request id and the end user's id (the
+// reads' rate limits); the rest get grpc-gateway's prefix.
 func gatewayHeader(key string) (string, bool) {
-	if textproto.CanonicalMIMEHeaderKey(key) == textproto.CanonicalMIMEHeaderKey(RequestIDHeader) {
+	switch textproto.CanonicalMIMEHeaderKey(key) {
+	case textproto.CanonicalMIMEHeaderKey(RequestIDHeader):
 		return RequestIDHeader, true
+	case textproto.CanonicalMIMEHeaderKey(UserIDHeader):
+		return UserIDHeader, true
 	}
 	return runtime.DefaultHeaderMatcher(key)
 }

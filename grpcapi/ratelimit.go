@@ -2,8 +2,14 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"strings"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
@@ -11,15 +17,21 @@ import (
 	"github.com/hyapp/roomcell/room"
 )
 
+// UserIDHeader names the end user an app backend calls for (gRPC
+// metadata, or the HTTP header of the gateway): reads are charged to that
+// user's share of the app's read bucket.
+const UserIDHeader = "x-user-id"
+
 // SetLimiter makes the room commands pass l's rate limits (nil: none).
 // A refused command never reaches its room: RESOURCE_EXHAUSTED with the
 // code RATE_LIMITED and a google.rpc.RetryInfo saying when to retry.
 func (s *RoomServer) SetLimiter(l *ratelimit.Limiter) { s.limiter = l }
 
-// limit takes a token for rc from its user's and app's buckets.
-func (s *RoomServer) limit(ctx context.Context, rc *roomcellv1.RoomCommand) error {
+// limit takes a token for rc: a command's from its user's share and its
+// app's bucket, a read's from its caller's (callerOf).
+func (s *RoomServer) limit(ctx context.Context, rc *roomcellv1.RoomCommand) (ratelimit.Token, error) {
 	if s.limiter == nil {
-		return nil
+		return ratelimit.Token{}, nil
 	}
 	req := room.Request(rc)
 	typ := strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
@@ -27,8 +39,15 @@ func (s *RoomServer) limit(ctx context.Context, rc *roomcellv1.RoomCommand) erro
 	if u, ok := req.(interface{ GetUserId() string }); ok {
 		user = u.GetUserId()
 	}
+	if user == "" || ratelimit.ClassOf(typ) == ratelimit.ClassRead {
+		user = callerOf(ctx)
+	}
 	app, _ := room.KeyOf(rc)
-	return s.allow(ctx, app, user, typ)
+	tok, r, ok := s.limiter.Take(app, user, typ)
+	if ok {
+		return tok, nil
+	}
+	return tok, s.refused(ctx, r)
 }
 
 // allow takes a token of typ's class for user (may be "") in app.
@@ -36,10 +55,45 @@ func (s *RoomServer) allow(ctx context.Context, app, user, typ string) error {
 	if s.limiter == nil {
 		return nil
 	}
-	r, ok := s.limiter.Allow(app, user, typ)
-	if ok {
-		return nil
+	if r, ok := s.limiter.Allow(app, user, typ); !ok {
+		return s.refused(ctx, r)
 	}
+	return nil
+}
+
+func (s *RoomServer) refused(ctx context.Context, r ratelimit.Refusal) error {
 	err := errclass.WithRetryAfter(fmt.Errorf("%w (%s commands, per %s)", room.ErrRateLimited, r.Class, r.Scope), r.RetryAfter)
 	return toStatus(ctx, s.log, err)
+}
+
+// callerOf names who makes a call that carries no user of its own (a
+// read): the user its app backend names in x-user-id, else the bearer
+// token it shows (by a hash: the key is never the secret), else its
+// address (for the gateway, the client's, which grpc-gateway appends to
+// x-forwarded-for last). The prefixes keep the kinds apart: a user id
+// cannot hold ':'.
+func callerOf(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, UserIDHeader); len(v) > 0 && room.CheckID(UserIDHeader, v[0]) == nil {
+		return v[0]
+	}
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
+		if scheme, token, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "bearer") {
+			h := sha256.Sum256([]byte(strings.TrimSpace(token)))
+			return "token:" + hex.EncodeToString(h[:8])
+		}
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "addr:unknown"
+	}
+	if tcp, ok := p.Addr.(*net.TCPAddr); ok {
+		return "addr:" + tcp.IP.String()
+	}
+	// The gateway's in-process pipe: the HTTP client's address is the
+	// last hop grpc-gateway added.
+	if v := metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"); len(v) > 0 {
+		hops := strings.Split(v[len(v)-1], ",")
+		return "addr:" + strings.TrimSpace(hops[len(hops)-1])
+	}
+	return "addr:" + p.Addr.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/internal/ratelimit"
+	"github.com/hyapp/roomcell/room"
 )
 
 func limitedClient(t *testing.T, b RoomBackend, l *ratelimit.Limiter) roomcellv1.RoomServiceClient {
@@ -111,11 +114,11 @@ func TestRateLimitOverGRPC(t *testing.T) {
 	t.Logf("2 s at 10x: %d joins through, %d refused (last RetryInfo %v); calm users never refused", heavyOK, refused, retry.GetRetryDelay().AsDuration())
 }
 
-// ListRooms (a scan of the directory) passes the app's command bucket.
+// ListRooms (a scan of the directory) passes the app's read bucket.
 func TestRateLimitListRooms(t *testing.T) {
 	cfg := configs.DefaultRateLimits()
 	cfg.Enabled = true
-	cfg.Command = configs.RateClassConfig{UserPerSecond: 1, UserBurst: 1, AppPerSecond: 1, AppBurst: 3}
+	cfg.Read = configs.RateClassConfig{UserPerSecond: 1, UserBurst: 3, AppPerSecond: 1, AppBurst: 3}
 	var now atomic.Int64
 	lis := bufconn.Listen(1 << 20)
 	srv, _ := NewServer(Options{Logger: discardLogger()})
@@ -144,4 +147,80 @@ func TestRateLimitListRooms(t *testing.T) {
 	if _, err := c.ListRooms(testCtx(t), &roomcellv1.ListRoomsRequest{AppCode: "app2"}); err != nil {
 		t.Fatalf("another app's list: %v", err)
 	}
+}
+
+// A poller reading one room at ten times the app's read rate, beside 100
+// honest users sending commands, reading with their x-user-id and
+// retrying answered command_ids: the honest users are never refused, the
+// poller is refused by its own share (its bearer token) and gets no more
+// than that share, and a retry of an answered command_id costs nothing.
+func TestPollerCannotStarveHonestUsers(t *testing.T) {
+	cfg := configs.DefaultRateLimits()
+	cfg.Enabled = true
+	cfg.Read = configs.RateClassConfig{UserPerSecond: 10, UserBurst: 20, AppPerSecond: 100, AppBurst: 200}
+	cfg.Command = configs.RateClassConfig{UserPerSecond: 2, UserBurst: 3, AppPerSecond: 200, AppBurst: 400}
+	var now atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	now.Store(start)
+	var mu sync.Mutex
+	answered := map[string]bool{}
+	b := &fakeBackend{reply: func(_ context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		r := cannedReply()
+		if id := room.Request(cmd).ProtoReflect(); id.Descriptor().Fields().ByName("command_id") != nil {
+			cid := id.Get(id.Descriptor().Fields().ByName("command_id")).String()
+			mu.Lock()
+			r.Duplicate = answered[cid]
+			answered[cid] = true
+			mu.Unlock()
+		}
+		return r, nil
+	}}
+	c := limitedClient(t, b, ratelimit.New(cfg).WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
+	pollerCtx := metadata.AppendToOutgoingContext(testCtx(t), "authorization", "Bearer app-backend-token")
+	const steps = 6000 // 6 s at 1000 reads a second: ten times the app's 100
+	var pollerOK, pollerRefused, honestCmds, honestReads, retries int
+	var refusedHonest []string
+	for i := range steps {
+		now.Add(int64(time.Millisecond))
+		switch _, err := c.GetRoom(pollerCtx, &roomcellv1.GetRoomRequest{AppCode: "app1", RoomId: "r1"}); status.Code(err) {
+		case codes.OK:
+			pollerOK++
+		case codes.ResourceExhausted:
+			pollerRefused++
+		default:
+			t.Fatalf("poller: %v", err)
+		}
+		if i%30 != 0 {
+			continue
+		}
+		// Every 30 ms one of 100 users, each once every 3 s: a command, a
+		// read as itself, and five retries of that command_id, answered.
+		u := fmt.Sprint("u", (i/30)%100)
+		n := i / 3000
+		uctx := metadata.AppendToOutgoingContext(testCtx(t), "authorization", "Bearer app-backend-token", UserIDHeader, u)
+		name := fmt.Sprint("room ", n)
+		if _, err := c.UpdateRoom(uctx, &roomcellv1.UpdateRoomRequest{CommandId: fmt.Sprintf("%s-%d", u, n), AppCode: "app1", RoomId: "r1", UserId: u, Name: name}); err != nil {
+			refusedHonest = append(refusedHonest, fmt.Sprintf("%s UpdateRoom: %v", u, err))
+		}
+		honestCmds++
+		if _, err := c.GetRoom(uctx, &roomcellv1.GetRoomRequest{AppCode: "app1", RoomId: "r1"}); err != nil {
+			refusedHonest = append(refusedHonest, fmt.Sprintf("%s GetRoom: %v", u, err))
+		}
+		honestReads++
+		for range 5 {
+			if _, err := c.UpdateRoom(uctx, &roomcellv1.UpdateRoomRequest{CommandId: fmt.Sprintf("%s-%d", u, n), AppCode: "app1", RoomId: "r1", UserId: u, Name: name}); err != nil {
+				refusedHonest = append(refusedHonest, fmt.Sprintf("%s retry: %v", u, err))
+			}
+			retries++
+		}
+	}
+	if len(refusedHonest) > 0 {
+		t.Fatalf("%d of the honest users' calls refused, want 0; first: %s", len(refusedHonest), refusedHonest[0])
+	}
+	// The poller's share: its burst and its rate over the 6 s.
+	if share := 20 + 10*6 + 1; pollerOK > share || pollerRefused == 0 {
+		t.Fatalf("poller: %d through, %d refused; want at most its share %d", pollerOK, pollerRefused, share)
+	}
+	t.Logf("6 s: poller %d reads through, %d refused; honest users %d commands, %d reads, %d retries of answered ids: 0 refused",
+		pollerOK, pollerRefused, honestCmds, honestReads, retries)
 }

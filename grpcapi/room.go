@@ -41,6 +41,7 @@ type RoomServer struct {
 	watching atomic.Int64
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
 	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
+	tickets  TicketSigner       // ticket.go; nil: tickets carry no signatures
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
@@ -120,11 +121,18 @@ func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*
 	if err := room.CheckClientCommand(rc); err != nil {
 		return nil, s.invalid(ctx, err)
 	}
-	if err := s.limit(ctx, rc); err != nil {
+	tok, err := s.limit(ctx, rc)
+	if err != nil {
 		return nil, err
 	}
 	setRequestID(ctx, room.Request(rc))
-	return s.execute(ctx, rc)
+	reply, err := s.execute(ctx, rc)
+	if err == nil && reply.GetDuplicate() {
+		// An answered command_id again: the room wrote nothing, so the
+		// retry costs its caller nothing either.
+		tok.Refund()
+	}
+	return reply, err
 }
 
 // setRequestID fills the request_id field every room request has.

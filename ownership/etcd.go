@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +15,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // EtcdConfig configures an Etcd table.
@@ -72,6 +72,17 @@ type Etcd struct {
 	nodes      map[string]bool
 	owners     []grant
 	releasing  map[int]bool // given up locally, key delete in flight
+	// After this node lost its lease, until graceUntil it takes only the
+	// shards it would own with graceNodes (the nodes registered then, and
+	// those whose keys went within a TTL before: departed) still
+	// registered: when etcd revoked every node's lease at once (an old
+	// leader resuming after a quorum loss), the first node back would
+	// otherwise take every shard and hand most of them back a moment
+	// later, moving rooms twice. The watch may show the others' keys gone
+	// just before this node learns that its own lease is, hence departed.
+	graceUntil time.Time
+	graceNodes map[string]bool
+	departed   map[string]time.Time
 
 	closeOnce sync.Once
 	freeze    chan time.Duration // tests: stop renewing for a while, as a paused process would
@@ -99,14 +110,13 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	cfg.Prefix = strings.TrimRight(cfg.Prefix, "/")
 	// The dial includes the TLS handshake and, with etcd auth, the
 	// password check (bcrypt on the server): more than one call's bound.
-	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: dialTimeout, Logger: zap.NewNop(),
-		TLS: cfg.TLS, Username: cfg.Username, Password: cfg.Password})
+	client, err := clientv3.New(EtcdClientConfig(cfg.Endpoints, cfg.TLS, cfg.Username, cfg.Password, dialTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("ownership: etcd client: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Etcd{cfg: cfg, client: client, log: cfg.Logger.With("component", "ownership"), ctx: ctx, cancel: cancel,
-		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
+		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
 }
 
 // opTimeout bounds every etcd call; dialTimeout the client's first
@@ -236,44 +246,92 @@ func (e *Etcd) resync() (int64, error) {
 		return 0, fmt.Errorf("ownership: read table: %w", err)
 	}
 	e.mu.Lock()
+	before, nodesBefore := e.owners, e.nodes
 	e.nodes = map[string]bool{}
 	e.owners = make([]grant, e.cfg.Shards)
 	for _, kv := range resp.Kvs {
 		e.applyLocked(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease), false)
 	}
+	for n := range nodesBefore {
+		if !e.nodes[n] {
+			e.departLocked(n)
+		}
+	}
+	var lost []int
+	for s, g := range before {
+		if e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && e.owners[s] != g {
+			lost = append(lost, s)
+		}
+	}
 	e.mu.Unlock()
+	e.lostUnreleased(lost)
 	e.sig.fire()
 	return resp.Header.Revision, nil
 }
 
-// applyLocked records one key's put or delete.
-func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseID, deleted bool) {
+// lostUnreleased stops the grains of shards whose keys went without this
+// node releasing them (its lease expired or was revoked), as soon as the
+// table shows it: a grain left in memory answers nothing without the
+// lease, but it would be a second live copy of its room until its next
+// message.
+func (e *Etcd) lostUnreleased(shards []int) {
+	if len(shards) == 0 {
+		return
+	}
+	e.metrics.shardsLost(ReasonLeaseLost, len(shards))
+	e.mu.RLock()
+	onLost := e.onLost
+	e.mu.RUnlock()
+	if onLost != nil {
+		onLost(shards)
+	}
+}
+
+// departLocked records that a node's key went.
+func (e *Etcd) departLocked(addr string) {
+	delete(e.nodes, addr)
+	now := time.Now()
+	for n, at := range e.departed {
+		if now.Sub(at) >= e.cfg.TTL {
+			delete(e.departed, n)
+		}
+	}
+	e.departed[addr] = now
+}
+
+// applyLocked records one key's put or delete; lost reports a shard of
+// this node's whose key went without its release.
+func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseID, deleted bool) (lost int, ok bool) {
 	rest := strings.TrimPrefix(key, e.cfg.Prefix+"/")
 	switch {
 	case strings.HasPrefix(rest, "nodes/"):
 		addr := strings.TrimPrefix(rest, "nodes/")
 		if deleted {
-			delete(e.nodes, addr)
+			e.departLocked(addr)
 		} else {
 			e.nodes[addr] = true
+			delete(e.departed, addr)
 		}
 	case strings.HasPrefix(rest, "shards/"):
 		s, err := strconv.Atoi(strings.TrimPrefix(rest, "shards/"))
 		if err != nil || s < 0 || s >= e.cfg.Shards {
-			return
+			return 0, false
 		}
+		// Our key went (or changed) without our release: the lease
+		// expired (dropAll counts the ones the watch has not seen go).
+		g := e.owners[s]
+		mine := g.owner == e.self && e.self != "" && g.lease == e.lease && !e.releasing[s]
 		if deleted {
-			if g := e.owners[s]; g.owner == e.self && e.self != "" && !e.releasing[s] {
-				// Our key went without our release: the lease expired
-				// (dropAll counts the ones the watch has not seen go).
-				e.metrics.shardsLost(ReasonLeaseLost, 1)
-			}
 			e.owners[s] = grant{}
 			delete(e.releasing, s)
 		} else {
 			e.owners[s] = grant{owner: val, epoch: created, lease: lease}
 		}
+		if mine && e.owners[s] != g {
+			return s, true
+		}
 	}
+	return 0, false
 }
 
 func (e *Etcd) watch(rev int64) {
@@ -285,11 +343,15 @@ func (e *Etcd) watch(rev int64) {
 				e.log.Warn("ownership watch interrupted; resyncing", "error", resp.Err())
 				break
 			}
+			var lost []int
 			e.mu.Lock()
 			for _, ev := range resp.Events {
-				e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete)
+				if s, ok := e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete); ok {
+					lost = append(lost, s)
+				}
 			}
 			e.mu.Unlock()
+			e.lostUnreleased(lost)
 			rev = resp.Header.Revision
 			e.sig.fire()
 			e.poke()
@@ -311,7 +373,9 @@ func (e *Etcd) watch(rev int64) {
 }
 
 // renewals renews the lease every TTL/4, on its own goroutine so that a
-// long reconcile (a thousand shards to take over) never delays one.
+// long reconcile (a thousand shards to take over) never delays one. A
+// renewal that fails is retried at once, on another member (RenewLease),
+// not at the next tick.
 func (e *Etcd) renewals() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.RenewEvery())
@@ -343,40 +407,57 @@ func (e *Etcd) loop() {
 	}
 }
 
+// renewTry bounds one try of a renewal: short enough that a try stuck
+// on a frozen member leaves time for two more before the node stops
+// serving (TTL − margin after the last renewal's send).
+func (e *Etcd) renewTry() time.Duration { return e.cfg.TTL / 6 }
+
 func (e *Etcd) renew() {
 	e.mu.RLock()
 	lease := e.lease
 	e.mu.RUnlock()
-	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.TTL/4)
-	defer cancel()
-	t0 := time.Now()
-	resp, err := e.client.KeepAliveOnce(ctx, lease)
+	if lease == 0 {
+		// A re-register that failed: try it again.
+		if err := e.register(); err != nil && e.ctx.Err() == nil {
+			e.log.Warn("ownership re-register failed; retrying", "error", err)
+		}
+		return
+	}
+	start := time.Now()
+	t0, ttl, tries, err := RenewLease(e.ctx, e.client, lease, e.renewTry())
 	switch {
-	case err == nil && resp.TTL > 0:
+	case err == nil:
 		e.mu.Lock()
 		if e.lease == lease {
-			e.validUntil = t0.Add(time.Duration(resp.TTL)*time.Second - e.cfg.Margin)
+			e.validUntil = t0.Add(time.Duration(ttl)*time.Second - e.cfg.Margin)
 		}
 		e.mu.Unlock()
-		return
-	case err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound):
-		// Expired while this node was frozen or cut off: every shard it
-		// had may have a new owner already. Start over under a new lease.
-		e.log.Warn("ownership lease lost; re-registering", "lease", int64(lease))
+		if tries > 1 {
+			e.log.Warn("ownership lease renewed after failed tries", "tries", tries, "took", time.Since(start).Round(time.Millisecond))
+		}
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Expired or revoked while this node was frozen or cut off, or
+		// while etcd had no quorum: every shard it had may have a new
+		// owner already. Start over under a new lease.
+		e.log.Warn("ownership lease lost; re-registering", "lease", int64(lease), "tries", tries)
 		e.metrics.leaseLost()
+		e.mu.Lock()
+		now := time.Now()
+		e.graceNodes = maps.Clone(e.nodes)
+		for n, at := range e.departed {
+			if now.Sub(at) < e.cfg.TTL {
+				e.graceNodes[n] = true
+			}
+		}
+		e.graceUntil = now.Add(e.cfg.TTL)
+		e.mu.Unlock()
 		e.dropAll()
 		if err := e.register(); err != nil {
 			e.log.Warn("ownership re-register failed; retrying", "error", err)
 		}
-	case e.ctx.Err() == nil:
-		e.log.Warn("ownership lease renewal failed", "error", err, "serving_until", e.validUntilString())
+		// The grace ends: reconcile over the nodes registered then.
+		time.AfterFunc(e.cfg.TTL, e.poke)
 	}
-}
-
-func (e *Etcd) validUntilString() string {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.validUntil.Format(time.RFC3339Nano)
 }
 
 // dropAll forgets the node's grants (their keys went with the lease).
@@ -413,6 +494,13 @@ func (e *Etcd) reconcile() {
 	nodes := make([]string, 0, len(e.nodes))
 	for n := range e.nodes {
 		nodes = append(nodes, n)
+	}
+	if time.Now().Before(e.graceUntil) {
+		for n := range e.graceNodes {
+			if !e.nodes[n] {
+				nodes = append(nodes, n)
+			}
+		}
 	}
 	want := Assign(nodes, e.cfg.Shards)
 	lease, self := e.lease, e.self

@@ -160,7 +160,15 @@ func TestApplyEffects(t *testing.T) {
 				delete(s.Members, "alice")
 				s.Seats[0] = ""
 				s.Bans["alice"] = t0 + 5
-				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "owner"}
+				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "owner", Role: room.RoleOwner}
+			}},
+		{"kicked with ban by an admin: the ban is an admin's",
+			room.RoomUserKicked{TargetUserID: "alice", OperatorUserID: "admin", BanUntilMs: t0 + 5},
+			func(s *room.State) {
+				delete(s.Members, "alice")
+				s.Seats[0] = ""
+				s.Bans["alice"] = t0 + 5
+				s.Extra.BanNotes["alice"] = room.BanNote{OperatorUserID: "admin", Role: room.RoleAdmin}
 			}},
 		{"closed: nobody left in it, seats free, the rest kept",
 			room.RoomClosed{OperatorUserID: "owner"},
@@ -231,7 +239,8 @@ func TestApplyBusyFixture(t *testing.T) {
 		Announcement: "hi",
 		MutedSeats:   []int{3},
 		LockedSeats:  []int{6},
-		Extra:        &room.Extra{BanNotes: map[string]room.BanNote{"carol": {OperatorUserID: "owner"}, "dave": {OperatorUserID: "owner"}}},
+		Extra: &room.Extra{BanNotes: map[string]room.BanNote{
+			"carol": {OperatorUserID: "owner", Role: room.RoleOwner}, "dave": {OperatorUserID: "owner", Role: room.RoleOwner}}},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("busy\n got  %+v\n want %+v", s, want)

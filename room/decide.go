@@ -312,7 +312,8 @@ func checkKick(cmd Command) error {
 
 // decideKick: the owner kicks anyone but themself; an admin in the room
 // kicks ordinary members but neither the owner nor another admin (only the
-// owner outranks an admin).
+// owner outranks an admin). A kicked admin is an admin no more
+// (adminLoss); a kick with a ban needs a place for the ban (roomForBans).
 func decideKick(s State, cmd Command) ([]Event, error) {
 	if err := checkOperator(s, cmd.UserID); err != nil {
 		return nil, err
@@ -326,11 +327,17 @@ func decideKick(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.TargetUserID) {
 		return nil, ErrNotMember
 	}
+	if cmd.BanSeconds > 0 {
+		if err := roomForBans(s, []string{cmd.TargetUserID}, cmd.NowMs); err != nil {
+			return nil, err
+		}
+	}
 	var evs []Event
 	if seat := s.SeatOf(cmd.TargetUserID); seat >= 0 {
 		evs = append(evs, RoomMicReleased{UserID: cmd.TargetUserID, Seat: seat, Reason: ReasonKicked})
 	}
 	evs = append(evs, endRequests(s, cmd.TargetUserID, OutcomeLeft, false, false)...)
+	evs = append(evs, adminLoss(s, cmd)...)
 	var until int64
 	if cmd.BanSeconds > 0 {
 		until = cmd.NowMs + cmd.BanSeconds*1000

@@ -201,7 +201,7 @@ func (e RoomUserJoined) apply(s *State) {
 	// A join carries the decision time, so bans that ended by then can
 	// go: it keeps the snapshot from growing with every kick ever made,
 	// and replay prunes at the same events.
-	maps.DeleteFunc(s.Bans, func(u string, until int64) bool {
+	s.dropBans(func(u string, until int64) bool {
 		return u == e.UserID || until <= e.JoinedAtMs
 	})
 }
@@ -279,11 +279,7 @@ func (e RoomUserKicked) apply(s *State) {
 	delete(s.Members, e.TargetUserID)
 	s.vacate(e.TargetUserID)
 	if e.BanUntilMs > 0 {
-		if s.Bans == nil {
-			s.Bans = map[string]int64{}
-		}
-		s.Bans[e.TargetUserID] = e.BanUntilMs
-		s.noteBan(e.TargetUserID, e.OperatorUserID, e.Reason)
+		s.setBan(e.TargetUserID, e.BanUntilMs, e.OperatorUserID, e.Reason)
 	}
 }
 

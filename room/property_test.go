@@ -340,7 +340,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
 	case k < 150 && r.IntN(2) == 0:
-		c.Type, c.UserID = room.CmdSetRoomMetadata, op()
+		c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom below
 		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
 		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
 		c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
@@ -348,7 +348,9 @@ func (sm *sim) next(step int, s room.State) room.Command {
 			c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
 		}
 	case k < 150:
-		c.Type, c.UserID = room.CmdUpdateRoom, op()
+		// Mostly the owner: the admins come and go (a kick by the owner
+		// takes the rank away), and this band is narrow.
+		c.Type, c.UserID = room.CmdUpdateRoom, sm.pick([]string{"owner", "owner", op()})
 		if r.IntN(2) == 0 {
 			c.Name = sm.pick([]string{"prop", "renamed", "again", " "}) // blank is invalid
 		}
@@ -654,6 +656,18 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	return nil
 }
 
+func sameKeys[A, B any](a map[string]A, b map[string]B) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // endedInTime: a request expires only at its deadline, and is answered
 // (approved, rejected, cancelled, accepted, declined) only before it; the
 // other ends (left, closed, seated, seat_removed) come whenever they do.
@@ -694,7 +708,8 @@ func (sm *sim) invariants(s room.State) error {
 			return fmt.Errorf("member %s has a ban entry", u)
 		}
 	}
-	// A ban's note (reason, operator) lives exactly as long as the ban.
+	// A ban's note (reason, operator, role) lives exactly as long as the
+	// ban, and a mute's imposer as long as the mute.
 	bans, _ := room.BansPage(s, 0, room.MembersPage{Size: len(s.Bans) + 1})
 	for _, b := range bans {
 		if b.OperatorUserId == "" {
@@ -703,6 +718,13 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if n := room.BanNoteCount(s); n != len(s.Bans) {
 		return fmt.Errorf("%d ban notes for %d bans", n, len(s.Bans))
+	}
+	var x room.Extra
+	if s.Extra != nil {
+		x = *s.Extra
+	}
+	if !sameKeys(s.Bans, x.BanNotes) || !sameKeys(x.Mutes, x.MuteBy) {
+		return fmt.Errorf("bans %v noted %v, mutes %v imposed by %v", s.Bans, x.BanNotes, x.Mutes, x.MuteBy)
 	}
 	for _, m := range []map[string]room.SeatRequest{s.Applications(), s.Invitations()} {
 		for u, r := range m {

@@ -74,6 +74,13 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 // through the internal path, which does not call this). Every error is
 // errclass.Invalid naming the field.
 func CheckClientCommand(rc *v1.RoomCommand) error {
+	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
+		r := j.GetJoinTicket
+		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
+			return err
+		}
+		return checkID("user_id", r.GetUserId())
+	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		r := l.ListBans
 		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {

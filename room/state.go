@@ -72,6 +72,12 @@ type Extra struct {
 	// Who banned each user of State.Bans and why (moderation.go); a ban
 	// written before notes were kept has none.
 	BanNotes map[string]BanNote `json:"ban_notes,omitempty"`
+	// Who imposed each chat mute of Mutes, with the authority they had
+	// (moderation.go): a mute is lifted or changed only with at least
+	// that authority, as a ban is (BanNote.Role). A mute without one
+	// (imposed before they were recorded) counts as an admin's, the rule
+	// it was imposed under.
+	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 	// Members' audio presence (audio.go).
 	Audio map[string]AudioMark `json:"audio,omitempty"`
 }
@@ -101,6 +107,7 @@ func (e *Extra) clone() *Extra {
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
 	c.BanNotes = maps.Clone(e.BanNotes)
+	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	return &c
@@ -112,10 +119,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
 	nilIfEmptyMap(&e.BanNotes)
+	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.Audio == nil
+		e.BanNotes == nil && e.MuteBy == nil && e.Audio == nil
 }
 
 // Applications returns the pending seat applications by user (read only).
@@ -208,7 +216,6 @@ func (s *State) vacate(user string) {
 func (s *State) canonical() {
 	nilIfEmptyMap(&s.Members)
 	nilIfEmptyMap(&s.Bans)
-	s.pruneBanNotes()
 	if s.Extra != nil && s.Extra.canonical() {
 		s.Extra = nil
 	}

@@ -98,3 +98,87 @@ func TestStoreGateOfADatabaseNotYetAttached(t *testing.T) {
 	}
 	g.done(nil)
 }
+
+// The store stops answering while calls are in flight and no new call
+// comes: the watchdog alone notices, confirms and closes the gate within
+// storeStallAfter + storeConfirmTimeout (plus scheduling), and the calls
+// waiting on the store are abandoned then, not at their own deadline. A
+// call that is merely slow on a store that answers is neither refused
+// nor abandoned.
+func TestStoreGateWatchdogClosesAndAbandonsStalledCalls(t *testing.T) {
+	var storeDown atomic.Bool
+	g := &storeGate{timeout: time.Second, probe: func(ctx context.Context) error {
+		if storeDown.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	// inFlight admits one call and waits on it as a store call would:
+	// until its 3 s deadline or until the gate abandons it.
+	inFlight := func() (took chan time.Duration) {
+		if err := g.admit(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		stop := context.AfterFunc(g.openCtx(), cancel)
+		took = make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			defer stop()
+			defer cancel()
+			<-ctx.Done()
+			g.done(ctx.Err())
+			took <- time.Since(start)
+		}()
+		return took
+	}
+
+	// Slow on a store that answers: 3 × storeStallAfter with no call
+	// finishing, the gate stays open and the call is not abandoned.
+	slow, cancelSlow := context.WithCancel(context.Background())
+	if err := g.admit(); err != nil {
+		t.Fatal(err)
+	}
+	abandoned := context.AfterFunc(g.openCtx(), func() { t.Error("a slow call on a store that answers was abandoned") })
+	time.Sleep(3 * storeStallAfter)
+	if g.down.Load() {
+		t.Fatal("the watchdog closed the gate on a store that answers")
+	}
+	abandoned()
+	cancelSlow()
+	<-slow.Done()
+	g.done(nil)
+
+	storeDown.Store(true)
+	start := time.Now()
+	calls := []chan time.Duration{inFlight(), inFlight(), inFlight()}
+	bound := storeStallAfter + storeConfirmTimeout + 250*time.Millisecond
+	for i, c := range calls {
+		select {
+		case d := <-c:
+			if d > bound {
+				t.Errorf("call %d waited %s on the stalled store; want abandoned within %s", i, d, bound)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d was never abandoned", i)
+		}
+	}
+	if !g.down.Load() {
+		t.Fatal("the calls ended but the gate is open")
+	}
+	if err := g.admit(); !errors.Is(err, errStoreDown) {
+		t.Fatalf("after the watchdog closed the gate: admit %v, want errStoreDown", err)
+	}
+	t.Logf("gate closed and 3 stalled calls abandoned %s after the store stopped answering (bound %s)", time.Since(start).Round(time.Millisecond), bound)
+
+	storeDown.Store(false)
+	deadline := time.Now().Add(3 * time.Second)
+	for g.admit() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the gate did not open after the store answered again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.done(nil)
+}

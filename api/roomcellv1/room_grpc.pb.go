@@ -56,6 +56,7 @@ const (
 	RoomService_BanUser_FullMethodName                = "/roomcell.v1.RoomService/BanUser"
 	RoomService_UnbanUser_FullMethodName              = "/roomcell.v1.RoomService/UnbanUser"
 	RoomService_ListBans_FullMethodName               = "/roomcell.v1.RoomService/ListBans"
+	RoomService_GetJoinTicket_FullMethodName          = "/roomcell.v1.RoomService/GetJoinTicket"
 	RoomService_MuteMember_FullMethodName             = "/roomcell.v1.RoomService/MuteMember"
 	RoomService_UnmuteMember_FullMethodName           = "/roomcell.v1.RoomService/UnmuteMember"
 	RoomService_ListGifts_FullMethodName              = "/roomcell.v1.RoomService/ListGifts"
@@ -138,6 +139,15 @@ type RoomServiceClient interface {
 	BanUser(ctx context.Context, in *BanUserRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	UnbanUser(ctx context.Context, in *UnbanUserRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	ListBans(ctx context.Context, in *ListBansRequest, opts ...grpc.CallOption) (*ListBansReply, error)
+	// GetJoinTicket answers, from the room's current state, what the user
+	// needs to enter Tencent's side of the room: the TRTC room id, a
+	// UserSig and a PrivateMapKey whose bits follow the room (a member
+	// who is not banned: enter + receive audio; seated on a seat neither
+	// muted nor locked: also send audio). Anybody else is refused
+	// (FAILED_PRECONDITION with NOT_MEMBER, BANNED, ROOM_CLOSED). A read:
+	// nothing is logged; fetch a new one freely (docs/client-protocol.md
+	// says when).
+	GetJoinTicket(ctx context.Context, in *GetJoinTicketRequest, opts ...grpc.CallOption) (*GetJoinTicketReply, error)
 	MuteMember(ctx context.Context, in *MuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	UnmuteMember(ctx context.Context, in *UnmuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
@@ -538,6 +548,16 @@ func (c *roomServiceClient) ListBans(ctx context.Context, in *ListBansRequest, o
 	return out, nil
 }
 
+func (c *roomServiceClient) GetJoinTicket(ctx context.Context, in *GetJoinTicketRequest, opts ...grpc.CallOption) (*GetJoinTicketReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetJoinTicketReply)
+	err := c.cc.Invoke(ctx, RoomService_GetJoinTicket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roomServiceClient) MuteMember(ctx context.Context, in *MuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommandReply)
@@ -663,6 +683,15 @@ type RoomServiceServer interface {
 	BanUser(context.Context, *BanUserRequest) (*CommandReply, error)
 	UnbanUser(context.Context, *UnbanUserRequest) (*CommandReply, error)
 	ListBans(context.Context, *ListBansRequest) (*ListBansReply, error)
+	// GetJoinTicket answers, from the room's current state, what the user
+	// needs to enter Tencent's side of the room: the TRTC room id, a
+	// UserSig and a PrivateMapKey whose bits follow the room (a member
+	// who is not banned: enter + receive audio; seated on a seat neither
+	// muted nor locked: also send audio). Anybody else is refused
+	// (FAILED_PRECONDITION with NOT_MEMBER, BANNED, ROOM_CLOSED). A read:
+	// nothing is logged; fetch a new one freely (docs/client-protocol.md
+	// says when).
+	GetJoinTicket(context.Context, *GetJoinTicketRequest) (*GetJoinTicketReply, error)
 	MuteMember(context.Context, *MuteMemberRequest) (*CommandReply, error)
 	UnmuteMember(context.Context, *UnmuteMemberRequest) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
@@ -794,6 +823,9 @@ func (UnimplementedRoomServiceServer) UnbanUser(context.Context, *UnbanUserReque
 }
 func (UnimplementedRoomServiceServer) ListBans(context.Context, *ListBansRequest) (*ListBansReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBans not implemented")
+}
+func (UnimplementedRoomServiceServer) GetJoinTicket(context.Context, *GetJoinTicketRequest) (*GetJoinTicketReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJoinTicket not implemented")
 }
 func (UnimplementedRoomServiceServer) MuteMember(context.Context, *MuteMemberRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method MuteMember not implemented")
@@ -1490,6 +1522,24 @@ func _RoomService_ListBans_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_GetJoinTicket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJoinTicketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).GetJoinTicket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_GetJoinTicket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).GetJoinTicket(ctx, req.(*GetJoinTicketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoomService_MuteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MuteMemberRequest)
 	if err := dec(in); err != nil {
@@ -1730,6 +1780,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBans",
 			Handler:    _RoomService_ListBans_Handler,
+		},
+		{
+			MethodName: "GetJoinTicket",
+			Handler:    _RoomService_GetJoinTicket_Handler,
 		},
 		{
 			MethodName: "MuteMember",

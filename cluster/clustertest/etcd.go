@@ -188,9 +188,16 @@ func etcdClient(t testing.TB, ms ...*EtcdMember) *clientv3.Client {
 // Leader returns the member that is the leader now, or nil.
 func (c *EtcdCluster) Leader(t testing.TB) *EtcdMember {
 	t.Helper()
-	for _, m := range c.Members {
+	return leaderOf(t, c.Members, time.Second)
+}
+
+// leaderOf is the member of ms that is the leader now, or nil; wait
+// bounds each member's answer (a frozen member never answers).
+func leaderOf(t testing.TB, ms []*EtcdMember, wait time.Duration) *EtcdMember {
+	t.Helper()
+	for _, m := range ms {
 		cli := etcdClient(t, m)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		st, err := cli.Status(ctx, m.ClientURL)
 		cancel()
 		cli.Close()

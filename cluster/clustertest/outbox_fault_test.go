@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -110,6 +112,7 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 		readers()
 		answered := AllRoomsAnswer(t, c.Nodes, rooms, 30*time.Second)
 		t.Logf("pause %d: every room answered %s after the resume", r+1, answered.Round(time.Millisecond))
+		checkPauseCalls(t, c.Nodes, start, resumed)
 		faults = append(faults, outboxFault{name: fmt.Sprintf("pause %d", r+1), start: start, recovered: resumed})
 		time.Sleep(settle)
 
@@ -148,6 +151,41 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 
 	total := c.WaitOutboxPublished(t, 30*time.Second)
 	checkOutboxDelivery(t, c, fake, faults, total, late)
+}
+
+// checkPauseCalls: while the database is frozen, the nodes' store gates
+// close within half a second of the first stalled call and abandon the
+// calls waiting on it, so no attempt sent during the pause waits for the
+// 3 s store timeout (none takes over 1 s); the attempts over 0.5 s (the
+// ones caught in flight by the pause) are counted and reported.
+func checkPauseCalls(t *testing.T, nodes []*Node, from, to time.Time) {
+	t.Helper()
+	all, overHalf, overOne, hung := 0, 0, 0, 0
+	var slowest time.Duration
+	byCode := map[codes.Code]int{}
+	for _, n := range nodes {
+		for _, c := range n.Calls(from, to) {
+			all++
+			byCode[c.Code]++
+			slowest = max(slowest, c.Took)
+			switch {
+			case c.Took >= 2500*time.Millisecond:
+				hung++
+				fallthrough
+			case c.Took > time.Second:
+				overOne++
+				fallthrough
+			case c.Took > 500*time.Millisecond:
+				overHalf++
+			}
+		}
+	}
+	t.Logf("attempts sent during the database pause: %d (by code %v), %d over 0.5 s, %d over 1 s, %d hung to the deadline (slowest %s)",
+		all, byCode, overHalf, overOne, hung, slowest.Round(time.Millisecond))
+	if overOne != 0 {
+		t.Errorf("%d attempts sent during the database pause took over 1 s (%d hung to the deadline, slowest %s): the store gate closes within 0.5 s",
+			overOne, hung, slowest)
+	}
 }
 
 // maxAckedSeq is the highest acknowledged seq of each room.

@@ -108,6 +108,25 @@ func (a *App) openAudio(dev bool) (roomim.Audio, error) {
 	return c, nil
 }
 
+// openTickets returns the signer of GetJoinTicket: with trtc.sig_key;
+// in dev mode without one, the fake TRTC's key (so dev tickets pass the
+// fake); otherwise nil (tickets carry the room and the rights unsigned).
+func (a *App) openTickets() (*trtc.Tickets, error) {
+	cfg := a.cfg.TRTC
+	if cfg.SigKey == "" && a.fakeTRTC != nil {
+		fc := a.fakeTRTC.ClientConfig()
+		cfg.SDKAppID, cfg.SigKey = fc.SDKAppID, fc.SigKey
+	}
+	if cfg.SigKey == "" {
+		return nil, nil
+	}
+	t, err := trtc.NewTickets(trtc.TicketConfig{SDKAppID: cfg.SDKAppID, SigKey: cfg.SigKey, TTL: cfg.TicketTTL, UserSigTTL: cfg.UserSigTTL})
+	if err != nil {
+		return nil, fmt.Errorf("trtc.sig_key: %w", err)
+	}
+	return t, nil
+}
+
 // openWallet returns the gift debiter of the room grains: the wallet in
 // process over a.stores.Wallet (memdb, or hyapp_wallet on MySQL), or a
 // remote WalletService when wallet.addr is set.

@@ -269,6 +269,8 @@ type rpcErr struct {
 	// reason is the server's error code name (the ErrorInfo detail of
 	// domain "roomcell": BANNED, NOT_MEMBER, ...); "" when it sent none.
 	reason string
+	// meta is that detail's metadata (docs/errors.md).
+	meta map[string]string
 }
 
 func (e *rpcErr) Error() string { return fmt.Sprintf("%s: %s", e.code, e.msg) }
@@ -300,7 +302,7 @@ func rpcError(err error) error {
 	e := &rpcErr{code: st.Code(), msg: msg}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "roomcell" {
-			e.reason = info.GetReason()
+			e.reason, e.meta = info.GetReason(), info.GetMetadata()
 		}
 	}
 	return e

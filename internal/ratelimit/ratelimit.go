@@ -19,6 +19,18 @@ const (
 	ClassGift       = "gift"
 	ClassModeration = "moderation"
 	ClassCommand    = "command"
+	// ClassRead: the reads that cost a room or the directory a look
+	// (GetRoom, ListBans, ListSeatRequests, ListRooms). Apart from the
+	// commands, so a client polling a room spends no command's token.
+	ClassRead = "read"
+)
+
+// The read types (RPC names; they are no room.Cmd*).
+const (
+	ReadGetRoom          = "GetRoom"
+	ReadListBans         = "ListBans"
+	ReadListRooms        = "ListRooms"
+	ReadListSeatRequests = "ListSeatRequests"
 )
 
 var classOf = map[string]string{
@@ -29,6 +41,7 @@ var classOf = map[string]string{
 	room.CmdMuteMember: ClassModeration, room.CmdUnmuteMember: ClassModeration, room.CmdKickOffSeat: ClassModeration,
 	room.CmdSetAdmin: ClassModeration, room.CmdRemoveAdmin: ClassModeration, room.CmdTransferOwner: ClassModeration,
 	room.CmdCloseRoom: ClassModeration,
+	ReadGetRoom:       ClassRead, ReadListBans: ClassRead, ReadListRooms: ClassRead, ReadListSeatRequests: ClassRead,
 }
 
 // ClassOf returns the class of a command type (room.Cmd*).
@@ -39,7 +52,9 @@ func ClassOf(cmdType string) string {
 	return ClassCommand
 }
 
-// Scopes a refusal names.
+// Scopes a refusal names: the caller's share (a user, or for a read
+// without one the identity the server found: see grpcapi) or the app's
+// whole bucket.
 const (
 	ScopeUser = "user"
 	ScopeApp  = "app"
@@ -106,32 +121,68 @@ func New(cfg configs.RateLimitConfig) *Limiter {
 func (l *Limiter) WithClock(now func() time.Time) *Limiter { l.now = now; return l }
 
 // Allow takes one token of cmdType's class from user's bucket and app's,
-// or neither: ok false says which refused and when to retry. user "" (a
-// read without one) is checked against the app's bucket alone.
+// or neither: ok false says which refused and when to retry. user "" is
+// checked against the app's bucket alone; a caller always names one.
 func (l *Limiter) Allow(appCode, user, cmdType string) (Refusal, bool) {
+	_, r, ok := l.Take(appCode, user, cmdType)
+	return r, ok
+}
+
+// Token is what Take took; Refund gives it back.
+type Token struct {
+	l         *Limiter
+	user, app *rate.Limiter
+	set       bool
+}
+
+// Take is Allow that also returns the token taken, for a call that turns
+// out to have cost nothing (a command_id already answered).
+func (l *Limiter) Take(appCode, user, cmdType string) (Token, Refusal, bool) {
 	if l == nil {
-		return Refusal{}, true
+		return Token{}, Refusal{}, true
 	}
 	class := ClassOf(cmdType)
 	lim := l.classes[class]
 	now := l.now()
+	var ub *rate.Limiter
 	var ur *rate.Reservation
 	if user != "" {
-		ur = l.bucket(key{class, appCode, user}, lim.user, lim.userBurst, now).ReserveN(now, 1)
+		// The caller's share first: refused there, it never touches the
+		// app's bucket, so one caller cannot drain it for the others.
+		ub = l.bucket(key{class, appCode, user}, lim.user, lim.userBurst, now)
+		ur = ub.ReserveN(now, 1)
 		if d := ur.DelayFrom(now); !ur.OK() || d > 0 {
 			ur.CancelAt(now)
-			return Refusal{Class: class, Scope: ScopeUser, RetryAfter: retry(d)}, false
+			return Token{}, Refusal{Class: class, Scope: ScopeUser, RetryAfter: retry(d)}, false
 		}
 	}
-	ar := l.bucket(key{class: class, app: appCode}, lim.app, lim.appBurst, now).ReserveN(now, 1)
+	ab := l.bucket(key{class: class, app: appCode}, lim.app, lim.appBurst, now)
+	ar := ab.ReserveN(now, 1)
 	if d := ar.DelayFrom(now); !ar.OK() || d > 0 {
 		ar.CancelAt(now)
 		if ur != nil {
 			ur.CancelAt(now) // refused: the user's token goes back
 		}
-		return Refusal{Class: class, Scope: ScopeApp, RetryAfter: retry(d)}, false
+		return Token{}, Refusal{Class: class, Scope: ScopeApp, RetryAfter: retry(d)}, false
 	}
-	return Refusal{}, true
+	return Token{l: l, user: ub, app: ab, set: true}, Refusal{}, true
+}
+
+// Refund puts the token back in the buckets it came from (never past a
+// bucket's burst). A zero Token, or a second Refund, does nothing.
+func (t *Token) Refund() {
+	if !t.set {
+		return
+	}
+	t.set = false
+	now := t.l.now()
+	for _, b := range []*rate.Limiter{t.user, t.app} {
+		if b != nil && b.TokensAt(now) <= float64(b.Burst())-1 {
+			// A negative take adds a token: x/time/rate has no refund for
+			// a reservation already used.
+			b.AllowN(now, -1)
+		}
+	}
 }
 
 // retry rounds a wait up to whole milliseconds, at least one.

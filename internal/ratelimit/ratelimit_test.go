@@ -143,9 +143,80 @@ func TestOffAllowsAll(t *testing.T) {
 
 func TestClasses(t *testing.T) {
 	for cmd, want := range map[string]string{room.CmdCreateRoom: "create", room.CmdReopenRoom: "create", room.CmdJoinRoom: "join",
-		room.CmdSendGift: "gift", room.CmdBanUser: "moderation", room.CmdTakeMic: "command", "GetRoom": "command"} {
+		room.CmdSendGift: "gift", room.CmdBanUser: "moderation", room.CmdTakeMic: "command",
+		// Reads are a class apart: polling spends no command's token.
+		"GetRoom": "read", "ListBans": "read", "ListRooms": "read", "ListSeatRequests": "read", room.CmdSetRoomMetadata: "command"} {
 		if got := ratelimit.ClassOf(cmd); got != want {
 			t.Errorf("ClassOf(%s) = %s, want %s", cmd, got, want)
+		}
+	}
+}
+
+// A refunded token is back in both buckets (a command_id already
+// answered costs nothing): a caller retrying one answered command a
+// thousand times keeps its whole burst; a refund never lifts a bucket
+// past its burst, and a second refund of one token does nothing.
+func TestRefundGivesTheTokenBack(t *testing.T) {
+	cfg := configs.DefaultRateLimits()
+	cfg.Enabled = true
+	cfg.Command = configs.RateClassConfig{UserPerSecond: 1, UserBurst: 5, AppPerSecond: 2, AppBurst: 8}
+	now := time.Unix(1_700_000_000, 0)
+	l := ratelimit.New(cfg).WithClock(func() time.Time { return now })
+	for range 1000 {
+		tok, _, ok := l.Take("app", "u1", room.CmdTakeMic)
+		if !ok {
+			t.Fatal("a retry of an answered command was refused: the refunds did not come back")
+		}
+		tok.Refund()
+		tok.Refund() // the second does nothing
+	}
+	for i := range 5 {
+		if _, ok := l.Allow("app", "u1", room.CmdTakeMic); !ok {
+			t.Fatalf("call %d of the burst of 5 refused", i)
+		}
+	}
+	if r, ok := l.Allow("app", "u1", room.CmdTakeMic); ok || r.Scope != ratelimit.ScopeUser {
+		t.Fatalf("the 6th call: %+v %v, want refused by the user's bucket", r, ok)
+	}
+	// The app's bucket holds 8 - 5 = 3: a refund on a full bucket added
+	// nothing beyond its burst.
+	for i := range 3 {
+		if _, ok := l.Allow("app", fmt.Sprint("v", i), room.CmdTakeMic); !ok {
+			t.Fatalf("app call %d refused", i)
+		}
+	}
+	if r, ok := l.Allow("app", "w", room.CmdTakeMic); ok || r.Scope != ratelimit.ScopeApp {
+		t.Fatalf("past the app's burst: %+v %v", r, ok)
+	}
+}
+
+// One caller at ten times the app's read rate is refused by its own share
+// and leaves the app's read bucket to everyone else; commands are apart.
+func TestOneReaderCannotDrainTheApp(t *testing.T) {
+	cfg := configs.DefaultRateLimits()
+	cfg.Enabled = true
+	cfg.Read = configs.RateClassConfig{UserPerSecond: 10, UserBurst: 10, AppPerSecond: 100, AppBurst: 100}
+	cfg.Command = configs.RateClassConfig{UserPerSecond: 1, UserBurst: 1, AppPerSecond: 10, AppBurst: 10}
+	now := time.Unix(1_700_000_000, 0)
+	l := ratelimit.New(cfg).WithClock(func() time.Time { return now })
+	poller := 0
+	for range 1000 { // 10 s at 1000/s, ten times the app's rate
+		now = now.Add(time.Millisecond)
+		if _, ok := l.Allow("app", "token:poller", "GetRoom"); ok {
+			poller++
+		}
+	}
+	if poller > 10+10*10+1 {
+		t.Fatalf("the poller got %d reads through, more than its share", poller)
+	}
+	for i := range 89 {
+		if _, ok := l.Allow("app", fmt.Sprint("u", i), "ListRooms"); !ok {
+			t.Fatalf("honest read %d refused after the poller", i)
+		}
+	}
+	for i := range 10 {
+		if _, ok := l.Allow("app", fmt.Sprint("u", i), room.CmdTakeMic); !ok {
+			t.Fatalf("honest command %d refused after the poller", i)
 		}
 	}
 }

@@ -1,0 +1,132 @@
+package ownership
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Every node's lease revoked at once, as an etcd leader that resumes
+// after a quorum loss does with every lease that ran out on its clock:
+// the nodes' renewals stop getting through (frozen here) until each
+// stopped serving, then the leases are revoked and the renewals resume;
+// each node learns it from the watch and stops its grains (onLost gets
+// its shards) before its own renewal is refused, then re-registers, and
+// the nodes come back where they were: each takes only its own shards
+// again (under new epochs), none takes another's for a moment (without
+// the re-registration grace the first node back took every shard and
+// handed two thirds back), and no room is ever held by two nodes.
+func TestEtcdAllLeasesRevokedEachNodeRetakesItsOwn(t *testing.T) {
+	tables := startTables(t, 3)
+	rooms := shardRooms()
+	waitConverged(t, tables, rooms, 10*time.Second)
+	lostTo := make([]chan []int, len(tables))
+	for i, e := range tables {
+		ch := make(chan []int, 64)
+		lostTo[i] = ch
+		e.mu.Lock()
+		e.onLost = func(s []int) { ch <- s }
+		e.mu.Unlock()
+	}
+	owner := make([]int, len(rooms))
+	for r, id := range rooms {
+		for i, e := range tables {
+			if _, ok := e.Hold(id); ok {
+				owner[r] = i
+			}
+		}
+	}
+	_, before := holders(tables, rooms)
+
+	// A foreign hold: a table holding a room another table held before.
+	var foreign atomic.Int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			for r, id := range rooms {
+				for i, e := range tables {
+					if _, ok := e.Hold(id); ok && i != owner[r] {
+						foreign.Add(1)
+					}
+				}
+			}
+		}
+	}()
+	stopDoubles := watchdog(tables, rooms)
+
+	outage := testTTL + 500*time.Millisecond
+	for _, e := range tables {
+		e.freeze <- outage
+	}
+	frozen := time.Now()
+	time.Sleep(testTTL - testMargin + 100*time.Millisecond)
+	for i, e := range tables {
+		if e.Serving() {
+			t.Fatalf("node %d still serves %s after its renewals stopped", i, time.Since(frozen))
+		}
+	}
+	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	for _, e := range tables {
+		e.mu.RLock()
+		lease := e.lease
+		e.mu.RUnlock()
+		if _, err := cli.Revoke(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	revoked := time.Now()
+
+	for i, ch := range lostTo {
+		got := 0
+		deadline := time.After(testTTL)
+		for got < tables[i].cfg.Shards/3-1 {
+			select {
+			case s := <-ch:
+				got += len(s)
+			case <-deadline:
+				t.Fatalf("node %d was told of %d lost shards within %s of the revocation; want its share", i, got, testTTL)
+			}
+		}
+	}
+	told := time.Since(revoked)
+	waitAllHeld(t, tables, rooms, 3*testTTL)
+	back := time.Since(revoked)
+	time.Sleep(testTTL + 500*time.Millisecond) // past the grace: nothing moves then either
+	waitConverged(t, tables, rooms, 5*time.Second)
+	close(done)
+	wg.Wait()
+	if n := stopDoubles(); n != 0 {
+		t.Errorf("%d observations of a room held by two nodes", n)
+	}
+	if n := foreign.Load(); n != 0 {
+		t.Errorf("%d observations of a node holding a room another node held before the revocation; want 0", n)
+	}
+	_, after := holders(tables, rooms)
+	for r, id := range rooms {
+		if _, ok := tables[owner[r]].Hold(id); !ok {
+			t.Errorf("room %s is no longer on node %d", id, owner[r])
+		} else if after[r] <= before[r] {
+			t.Errorf("room %s retaken under epoch %d, not above %d", id, after[r], before[r])
+		}
+	}
+	t.Logf("every node told of its lost shards %s after the revocation; every room held again %s after it, each by its old node",
+		told.Round(time.Millisecond), back.Round(time.Millisecond))
+}
