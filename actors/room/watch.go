@@ -74,8 +74,19 @@ func (e *WatchEndedError) Error() string {
 	return fmt.Sprintf("room watch ended (%s); resume with after_room_seq %d", e.Reason, e.ResumeAfter)
 }
 
-// Unwrap: retryable, like every outage.
-func (e *WatchEndedError) Unwrap() error { return errclass.Unavailable }
+// Unwrap: retryable, like every outage; the code says whether the reader
+// was cut (ROOM_WATCH_CUT) or the stream ended (ROOM_WATCH_ENDED).
+func (e *WatchEndedError) Unwrap() error {
+	if e.Cut {
+		return errWatchCut
+	}
+	return errWatchEnded
+}
+
+var (
+	errWatchEnded = errclass.New(errclass.CodeRoomWatchEnded)
+	errWatchCut   = errclass.New(errclass.CodeRoomWatchCut)
+)
 
 // WatchMetrics counts the node's open streams and their ends.
 type WatchMetrics struct {

@@ -280,6 +280,13 @@ func (a *App) serveGRPC() error {
 		gifts[i] = &v1.Gift{GiftId: g.ID, Price: g.Price, Heat: g.Heat}
 	}
 	rs.SetGifts(gifts)
+	tickets, err := a.openTickets()
+	if err != nil {
+		return err
+	}
+	if tickets != nil {
+		rs.SetTickets(tickets)
+	}
 	rs.SetLimiter(ratelimit.New(a.cfg.RateLimits))
 	grpcapi.RegisterRoomService(a.grpcServer, rs)
 	a.registerServices()
