@@ -50,7 +50,7 @@ func (a *App) reportFakeTRTC() {
 // fakeTRTCCut is the dev switch that cuts a user's audio connection
 // (?app_code=&room_id=&user_id=): the fake TRTC drops them from the
 // room's audio room and reports the exit (reason timeout), as TRTC does
-// for an app that died or lost the network.
+// for an app that died or lost the network, without TRTC's 30 s wait.
 func (a *App) fakeTRTCCut(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	app, roomID, user := q.Get("app_code"), q.Get("room_id"), q.Get("user_id")
@@ -59,7 +59,7 @@ func (a *App) fakeTRTCCut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gid := roomim.GroupID(app, roomID)
-	a.fakeTRTC.CutAudio(gid, user)
+	a.fakeTRTC.UserExits(gid, user, trtcfake.ExitTimeout)
 	a.log.Warn("fake TRTC: audio cut", "app_code", app, "room_id", roomID, "user_id", user)
 	fmt.Fprintf(w, "%s dropped from audio room %s at %s\n", user, gid, time.Now().UTC().Format(time.RFC3339))
 }

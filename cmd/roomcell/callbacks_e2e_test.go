@@ -85,11 +85,11 @@ func TestTRTCCallbackFreesGhostSeatEndToEnd(t *testing.T) {
 		tencent.UserEnters(gid, u)
 	}
 	dropped := time.Now()
-	tencent.CutAudio(gid, "alice")
-	tencent.CutAudio(gid, "bob")
+	tencent.UserExits(gid, "alice", trtcfake.ExitTimeout)
+	tencent.UserExits(gid, "bob", trtcfake.ExitTimeout)
 	time.Sleep(50 * time.Millisecond)
-	tencent.UserEnters(gid, "bob") // back within the grace
-	tencent.StartAudio(gid, "carol")
+	tencent.UserEnters(gid, "bob")                       // back within the grace
+	cb.Report(trtcfake.EventStartAudio, gid, "carol", 0) // publishing without a seat
 	cb.Wait()
 	if cb.GaveUp() != 0 {
 		t.Fatalf("%d callbacks never taken", cb.GaveUp())

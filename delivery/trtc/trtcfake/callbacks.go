@@ -25,13 +25,6 @@ const (
 	EventStopAudio   = 204
 )
 
-// Exit reasons of a 104 the fake uses: a user's own exit, and TRTC's
-// timeout for a client that stopped answering.
-const (
-	ExitNormal  = 1
-	ExitTimeout = 2
-)
-
 // Callbacks posts TRTC's room & media callbacks to a URL the way Tencent
 // does: a POST of a JSON body with the headers Sign (base64 of the
 // HMAC-SHA256 of the body's bytes under the console's callback key) and
@@ -201,41 +194,41 @@ func (c *Callbacks) Close() {
 	c.wg.Wait()
 }
 
-// WithCallbacks makes the fake report its audio rooms' events through cb
-// (UserEnters, UserExits, StartAudio, CutAudio).
+// exitReasons are the 104 Reason codes the fake reports for its exits
+// (TRTC "Room&Media Webhooks": 1 a normal exit, 2 a timeout, 3 kicked
+// out; a dismissal is reported here as 3 too).
+var exitReasons = map[string]int{ExitLeft: 1, ExitTimeout: 2, ExitRemoved: 3, ExitDismissed: 3}
+
+var activityEvents = map[string]int{ActEnter: EventEnterRoom, ActExit: EventExitRoom, ActStartAudio: EventStartAudio, ActStopAudio: EventStopAudio}
+
+// activity posts what a user did in an audio room as its callback.
+func (c *Callbacks) activity(a Activity) {
+	if t, ok := activityEvents[a.Kind]; ok {
+		c.Report(t, a.RoomID, a.UserID, exitReasons[a.Reason])
+	}
+}
+
+// WithCallbacks makes the fake report every Activity of its audio rooms
+// (enters, exits, audio started and stopped) through cb.
 func WithCallbacks(cb *Callbacks) Option { return func(s *Server) { s.cb = cb } }
 
-// UserEnters is a client entering the audio room (EnterRoom), reported
-// as a 103.
+// UserEnters puts a user in the audio room without the client side's
+// checks (EnterRoom) and reports the enter (a 103).
 func (s *Server) UserEnters(roomID, userID string) {
 	s.EnterRoom(roomID, userID)
-	s.report(EventEnterRoom, roomID, userID, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emitLocked(Activity{RoomID: roomID, UserID: userID, Kind: ActEnter, At: s.now()})
 }
 
-// UserExits takes a user out of the audio room, reported as a 104 with
-// reason.
-func (s *Server) UserExits(roomID, userID string, reason int) {
+// UserExits takes a user out of the audio room at once, for reason (one
+// of the Exit* reasons), and reports the exit (a 104): what TRTC does at
+// the end of CutAudio's silence timeout, without the wait.
+func (s *Server) UserExits(roomID, userID, reason string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leftLocked(roomID, userID, reason)
 	delete(s.rooms[roomID], userID)
-	s.mu.Unlock()
-	s.report(EventExitRoom, roomID, userID, reason)
-}
-
-// CutAudio is the dev switch for a user whose app died or lost the
-// network: TRTC drops them (after its timeout, here at once) and reports
-// a 104 with reason timeout.
-func (s *Server) CutAudio(roomID, userID string) { s.UserExits(roomID, userID, ExitTimeout) }
-
-// StartAudio is a user in the room starting to publish audio (a 203).
-func (s *Server) StartAudio(roomID, userID string) { s.report(EventStartAudio, roomID, userID, 0) }
-
-func (s *Server) report(eventType int, roomID, userID string, reason int) {
-	s.mu.Lock()
-	cb := s.cb
-	s.mu.Unlock()
-	if cb != nil {
-		cb.Report(eventType, roomID, userID, reason)
-	}
 }
 
 // StartFake starts a fake on loopback for a test, closed at its end.
