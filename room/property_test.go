@@ -341,7 +341,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
 	case k < 150 && r.IntN(2) == 0:
 		c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom below
-		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+		c.Category = sm.pick([]string{"", "music", "talk", "bad category"})                   // a space is invalid
 		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
 		c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
 		for range r.IntN(4) {
