@@ -10,7 +10,7 @@ export ROOMCELL_TEST_ETCD ?= 127.0.0.1:23790
 export NOTICE_REAL_MYSQL_DSN ?= root@tcp(127.0.0.1:3306)/hyapp_notice?parseTime=true&charset=utf8mb4&loc=UTC
 export NOTICE_REAL_WALLET_DATABASE ?= hyapp_wallet
 
-.PHONY: test services vet unit race multimember multimember-2db rocketmq flood fuzz-short fuzz chaos bench build proto dev fmt retention-soak test-gift-chaos-long tour
+.PHONY: test errors services vet unit race multimember multimember-2db rocketmq flood fuzz-short fuzz chaos bench build proto dev fmt retention-soak test-gift-chaos-long tour
 
 test: services vet race multimember rocketmq flood tour fuzz-short
 
@@ -117,6 +117,11 @@ dev:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Regenerate errclass's code table (codes_gen.go) and docs/errors.md from
+# errclass/errors.json, the one record of every error code.
+errors:
+	$(GO) generate ./errclass
 
 # Regenerate the committed protobuf code (protoc from Debian's
 # protobuf-compiler; plugins pinned below).

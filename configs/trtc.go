@@ -28,6 +28,24 @@ type TRTCConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// RatePerSecond per action (Tencent: 20).
 	RatePerSecond int `yaml:"rate_per_second"`
+	// SigKey signs GetJoinTicket's UserSig and PrivateMapKey: the TRTC
+	// application's SDKSecretKey (console: Application Management), not
+	// the Cloud API key pair; use ${TRTC_SIG_KEY}; never logged. Empty:
+	// tickets carry the audio room and the rights, unsigned (the app
+	// signs its users itself). Needs sdk_app_id; trtc.enabled is not
+	// required (signing calls nobody).
+	SigKey string `yaml:"sig_key"`
+	// TicketTTL is a PrivateMapKey's life: short, because rights change
+	// and a key cannot be taken back (default 5m).
+	TicketTTL time.Duration `yaml:"ticket_ttl"`
+	// UserSigTTL is the life of a ticket's UserSig, cached per user and
+	// signed again at half-life (default 24h).
+	UserSigTTL time.Duration `yaml:"user_sig_ttl"`
+	// EnforceTickets: the deployment runs TRTC's advanced permission
+	// control, so rights that shrink (kicked off a seat, seat muted or
+	// locked, banned) also remove the user from the audio room, and they
+	// re-enter with a new ticket. Needs enabled and sig_key.
+	EnforceTickets bool `yaml:"enforce_tickets"`
 }
 
 func (c *TRTCConfig) setDefaults() {
@@ -39,11 +57,28 @@ func (c *TRTCConfig) setDefaults() {
 	}
 	c.Timeout = durationOr(c.Timeout, 5*time.Second)
 	c.RatePerSecond = intOr(c.RatePerSecond, 20)
+	c.TicketTTL = durationOr(c.TicketTTL, 5*time.Minute)
+	c.UserSigTTL = durationOr(c.UserSigTTL, 24*time.Hour)
 }
 
 func (c TRTCConfig) validate() error {
 	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return errorf("trtc.endpoint", "must be an http(s) URL, got %q", c.Endpoint)
+	}
+	if c.TicketTTL < 10*time.Second || c.TicketTTL > 24*time.Hour {
+		return errorf("trtc.ticket_ttl", "must be between 10s and 24h, got %s", c.TicketTTL)
+	}
+	if c.UserSigTTL < 2*c.TicketTTL {
+		return errorf("trtc.user_sig_ttl", "must be at least twice trtc.ticket_ttl (%s), got %s", c.TicketTTL, c.UserSigTTL)
+	}
+	if c.SigKey != "" && c.SDKAppID <= 0 {
+		return errorf("trtc.sdk_app_id", "required when trtc.sig_key is set")
+	}
+	if c.EnforceTickets && c.SigKey == "" {
+		return errorf("trtc.sig_key", "required when trtc.enforce_tickets is true: with advanced permission control on, nobody enters without a signed ticket")
+	}
+	if c.EnforceTickets && !c.Enabled {
+		return errorf("trtc.enforce_tickets", "needs trtc.enabled: removing a user whose rights shrank is a TRTC call")
 	}
 	if !c.Enabled {
 		return nil

@@ -3,6 +3,7 @@ package errclass
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // coded is an error with a code: a domain's sentinel (room.ErrSeatTaken,
@@ -20,17 +21,31 @@ func (e *coded) Unwrap() error { return e.class }
 // their sentinels.
 var registry = map[Code]*coded{}
 
-// New declares the error of code: in class, with the text
-// "<class text>: <text>". A code outside the table or declared twice
-// panics at start, so two errors can never share a code.
-func New(code Code, class error, text string) error {
-	if code.String() == "" {
+// New declares the error of code, in the class and with the message its
+// row of errors.json gives ("<class text>: <message>"; args fill the
+// message's template). A code outside the table, declared twice, or with
+// arguments its template does not take panics at start, so two errors
+// can never share a code and no text drifts from the table.
+func New(code Code, args ...any) error {
+	row, ok := table[code]
+	if !ok {
 		panic(fmt.Sprintf("errclass: code %d is not in the code table", code))
 	}
 	if _, taken := registry[code]; taken {
 		panic(fmt.Sprintf("errclass: code %s (%d) declared twice", code, code))
 	}
-	e := &coded{code: code, class: class, text: class.Error() + ": " + text}
+	class := FromName(row.Class)
+	if class == nil {
+		panic(fmt.Sprintf("errclass: code %s has no class %q", code, row.Class))
+	}
+	msg := row.Message
+	if len(args) > 0 {
+		msg = fmt.Sprintf(row.Message, args...)
+	}
+	if strings.Contains(msg, "%!") {
+		panic(fmt.Sprintf("errclass: code %s: arguments %v do not fit its message %q", code, args, row.Message))
+	}
+	e := &coded{code: code, class: class, text: class.Error() + ": " + msg}
 	registry[code] = e
 	return e
 }

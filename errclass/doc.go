@@ -8,10 +8,14 @@
 // one, Errorf wraps a class with detail.
 //
 // It owns the classes, their names for crossing process boundaries, the
-// rule "which class is this error in", and the one table of error codes
-// (codes.go): every room, grain and wallet error is declared with New and
-// its code, and crosses processes by it (FromWire, FromCode), never by
-// its text; turning a class into a gRPC status is
+// rule "which class is this error in", and the one table of error codes:
+// errors.json holds each code's name, class, gRPC status, retryability,
+// message and doc line; errgen (`make errors`) generates codes_gen.go and
+// docs/errors.md from it, and its test fails while they differ. Every
+// room, grain and wallet error is declared with New and its code (class
+// and text come from its row), and crosses processes by it (FromWire,
+// FromCode), never by its text; the facts of a refusal ride as metadata
+// (WithMeta), not in its text. Turning an error into a gRPC status is
 // grpcapi's job (toStatus), the only place that does. It imports the
 // standard library only, so every package, storage included, may use it.
 package errclass

@@ -139,3 +139,27 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// withMeta is an error with facts for a client (google.rpc.ErrorInfo
+// metadata): who removed a user and when, which database is down.
+type withMeta struct {
+	error
+	meta map[string]string
+}
+
+func (e *withMeta) Unwrap() error { return e.error }
+
+// WithMeta returns err carrying meta, the keys of its code's row in
+// errors.json (Row.Metadata); err's text, class and code are unchanged.
+func WithMeta(err error, meta map[string]string) error {
+	return &withMeta{error: err, meta: meta}
+}
+
+// MetaOf returns the facts err carries (WithMeta), nil when none.
+func MetaOf(err error) map[string]string {
+	var m *withMeta
+	if errors.As(err, &m) {
+		return m.meta
+	}
+	return nil
+}

@@ -75,7 +75,7 @@ func TestTwoClassesResolveByOrder(t *testing.T) {
 
 func TestCodedErrors(t *testing.T) {
 	// Wrapping keeps the code; a received text keeps the error.
-	e := errclass.New(errclass.CodeKickAdmin, errclass.Permission, "only the owner may kick an admin")
+	e := errclass.New(errclass.CodeKickAdmin)
 	if got := errclass.CodeOf(fmt.Errorf("kick: %w", e)); got != errclass.CodeKickAdmin {
 		t.Fatalf("CodeOf wrapped = %d", got)
 	}
@@ -101,14 +101,27 @@ func TestCodedErrors(t *testing.T) {
 		}
 		names[c.String()] = true
 	}
+	// The class and the text are the table's.
+	if row, ok := errclass.Info(errclass.CodeKickAdmin); !ok || row.Class != errclass.Name(e) || e.Error() != errclass.Permission.Error()+": "+row.Message {
+		t.Fatalf("row %+v, error %q in class %s", row, e, errclass.Name(e))
+	}
+	// A template fills with the declaration's arguments.
+	if e := errclass.New(errclass.CodeTooManyAdmins, 7); e.Error() != "failed precondition: the room already has 7 admins" {
+		t.Fatalf("templated text %q", e.Error())
+	}
 	// A code outside the table, or declared twice, stops the start.
 	for name, declare := range map[string]func(){
-		"outside the table": func() { errclass.New(99999, errclass.Invalid, "x") },
+		"outside the table": func() { errclass.New(99999) },
 		// This test binary declares no domain's errors: the first
 		// declaration takes the code, the second must fail.
 		"twice": func() {
-			errclass.New(errclass.CodeSeatTaken, errclass.Precondition, "seat is taken")
-			errclass.New(errclass.CodeSeatTaken, errclass.Precondition, "seat is taken again")
+			errclass.New(errclass.CodeSeatTaken)
+			errclass.New(errclass.CodeSeatTaken)
+		},
+		// The table's message takes no argument: one passed would
+		// change the text the table says.
+		"with arguments its message does not take": func() {
+			errclass.New(errclass.CodeSeatLocked, 3)
 		},
 	} {
 		func() {

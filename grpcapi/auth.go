@@ -176,8 +176,8 @@ func (a *tokenAuth) classOf(authorization []string) Class {
 // The door's refusals: coded like every other error (errclass), so a
 // client branches on the reason whether it came by gRPC or HTTP.
 var (
-	errNoToken     = errclass.New(errclass.CodeUnauthenticated, errclass.Permission, "missing or invalid bearer token (authorization: Bearer <token>)")
-	errNotOperator = errclass.New(errclass.CodeOperatorOnly, errclass.Permission, "this call needs an operator token; a client token cannot make it")
+	errNoToken     = errclass.New(errclass.CodeUnauthenticated)
+	errNotOperator = errclass.New(errclass.CodeOperatorOnly)
 	errNoClass     = status.Error(codes.PermissionDenied, "this method has no access class; nobody may call it")
 )
 

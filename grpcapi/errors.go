@@ -3,11 +3,13 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -82,17 +84,26 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 const errorDomain = "roomcell"
 
 // withCode adds err's code to st as an ErrorInfo detail: reason the code's
-// name, metadata "code" its number. A caller (a room node with a remote
+// name, metadata "code" its number and the facts the error carries
+// (errclass.WithMeta, the room database of an outage: docs/errors.md). A caller (a room node with a remote
 // wallet, an app backend) branches on it, never on the text.
 func withCode(st *status.Status, err error) *status.Status {
 	code := errclass.CodeOf(err)
 	if code == 0 {
 		return st
 	}
-	d, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason: code.String(), Domain: errorDomain,
-		Metadata: map[string]string{"code": strconv.FormatUint(uint64(code), 10)},
-	})
+	md := map[string]string{"code": strconv.FormatUint(uint64(code), 10)}
+	for k, v := range errclass.MetaOf(err) {
+		if k != "code" {
+			md[k] = v
+		}
+	}
+	if key := roomDBOf(err); key != "" {
+		md[persistence.RoomDBMetaKey] = key
+	} else {
+		delete(md, persistence.RoomDBMetaKey) // not a key a caller may learn
+	}
+	d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: code.String(), Domain: errorDomain, Metadata: md})
 	if derr != nil {
 		return st
 	}
@@ -112,6 +123,37 @@ func withRetry(st *status.Status, err error) *status.Status {
 		return st
 	}
 	return r
+}
+
+// rowStatus is the status of code's row of errclass's table: its gRPC
+// code, its message (args fill the template) and an ErrorInfo with its
+// reason, its number and meta. For the refusals that are not an error
+// value of a class (the event log's resync and resume signals).
+func rowStatus(code errclass.Code, meta map[string]string, args ...any) *status.Status {
+	row, _ := errclass.Info(code)
+	msg := row.Message
+	if len(args) > 0 {
+		msg = fmt.Sprintf(row.Message, args...)
+	}
+	md := map[string]string{"code": strconv.FormatUint(uint64(code), 10)}
+	for k, v := range meta {
+		md[k] = v
+	}
+	st := status.New(grpcCode(row.GRPC), msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: row.Name, Domain: errorDomain, Metadata: md}); err == nil {
+		return d
+	}
+	return st
+}
+
+// grpcCode is the status code of a row's GRPC name ("OUT_OF_RANGE");
+// Unknown for a name grpc does not know (errgen admits none).
+func grpcCode(name string) codes.Code {
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(strconv.Quote(name))); err != nil {
+		return codes.Unknown
+	}
+	return c
 }
 
 // codeOf returns the code a status carries (withCode), 0 when none.

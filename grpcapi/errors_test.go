@@ -8,11 +8,14 @@ import (
 	"testing"
 
 	"github.com/hyapp/roomcell/actors/notice"
+	roomgrain "github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -164,3 +167,60 @@ func TestEveryCodeCrossesAStatus(t *testing.T) {
 		}
 	}
 }
+
+// Every row of the code table is answered with the status and the reason
+// the table (and docs/errors.md) says, whichever path answers it: the
+// class mapping for the errors of a class, the event log's own statuses
+// for its resync and resume signals.
+func TestEveryRowAnswersItsStatus(t *testing.T) {
+	s := &RoomServer{log: discardLogger()}
+	watchLimit := func() error {
+		s := &RoomServer{log: discardLogger(), events: roomEvents{}, maxWatch: 0}
+		return s.WatchRoom(&roomcellv1.WatchRoomRequest{AppCode: "a", RoomId: "r"}, bareStream{})
+	}
+	for _, code := range errclass.Codes() {
+		row, _ := errclass.Info(code)
+		var err error
+		switch code {
+		case errclass.CodeRoomEventsTrimmed:
+			err = s.eventsStatus(context.Background(), &roomgrain.TrimmedError{After: 1, OldestAfterSeq: 5, HeadSeq: 9})
+		case errclass.CodeRoomWatchEnded:
+			err = s.eventsStatus(context.Background(), &roomgrain.WatchEndedError{ResumeAfter: 3, Reason: roomgrain.EndMoved})
+		case errclass.CodeRoomWatchCut:
+			err = s.eventsStatus(context.Background(), &roomgrain.WatchEndedError{ResumeAfter: 3, Cut: true, Reason: roomgrain.EndCut})
+		case errclass.CodeRoomWatchLimit:
+			err = watchLimit()
+		default:
+			err = toStatus(context.Background(), discardLogger(), fmt.Errorf("detail: %w", errclass.Lookup(code)))
+		}
+		st := status.Convert(err)
+		if st.Code() != grpcCode(row.GRPC) || grpcCode(row.GRPC) == codes.Unknown {
+			t.Errorf("%s: answered %s, the table says %s", row.Name, st.Code(), row.GRPC)
+		}
+		if got := codeOf(st); got != code {
+			t.Errorf("%s: status carries code %d", row.Name, got)
+		}
+		var reason string
+		for _, d := range st.Details() {
+			if info, ok := d.(*errdetails.ErrorInfo); ok {
+				reason = info.GetReason()
+				for _, k := range row.Metadata {
+					if _, ok := info.GetMetadata()[k]; !ok && (code == errclass.CodeRoomEventsTrimmed || code == errclass.CodeRoomWatchEnded || code == errclass.CodeRoomWatchCut) {
+						t.Errorf("%s: metadata %q missing from %v", row.Name, k, info.GetMetadata())
+					}
+				}
+			}
+		}
+		if reason != row.Name {
+			t.Errorf("%s: reason %q", row.Name, reason)
+		}
+	}
+}
+
+// bareStream is a WatchRoom stream that has only a context: enough for a
+// refusal before the first send.
+type bareStream struct {
+	grpc.ServerStreamingServer[roomcellv1.WatchRoomReply]
+}
+
+func (bareStream) Context() context.Context { return context.Background() }

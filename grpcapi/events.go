@@ -46,22 +46,28 @@ func (e roomEvents) Watch(ctx context.Context, app, roomID string, after int64, 
 	return e.Watcher.WatchAccepted(ctx, app, roomID, after, accepted, send)
 }
 
-// ErrorInfo reasons of the event log (domain "roomcell").
-const (
-	ErrorDomain = "roomcell"
+// ErrorInfo reasons of the event log (domain "roomcell"), rows of
+// errclass's table (docs/errors.md).
+var (
+	ErrorDomain = errorDomain
 	// ReasonEventsTrimmed (OUT_OF_RANGE): the events after after_room_seq
 	// are past retention; metadata oldest_after_seq, head_seq.
-	ReasonEventsTrimmed = "ROOM_EVENTS_TRIMMED"
+	ReasonEventsTrimmed = errclass.CodeRoomEventsTrimmed.String()
 	// ReasonWatchEnded (UNAVAILABLE): the room moved, the owner stopped
 	// answering or the node drains; metadata resume_after_seq, cause.
-	ReasonWatchEnded = "ROOM_WATCH_ENDED"
+	ReasonWatchEnded = errclass.CodeRoomWatchEnded.String()
 	// ReasonWatchCut (RESOURCE_EXHAUSTED): the reader fell a whole buffer
 	// behind; metadata resume_after_seq.
-	ReasonWatchCut = "ROOM_WATCH_CUT"
+	ReasonWatchCut = errclass.CodeRoomWatchCut.String()
 	// ReasonWatchLimit (RESOURCE_EXHAUSTED): the node serves its
 	// grpc.max_watch_streams; try another node.
-	ReasonWatchLimit = "ROOM_WATCH_LIMIT"
+	ReasonWatchLimit = errclass.CodeRoomWatchLimit.String()
 )
+
+// errWatchLimit is the error of ROOM_WATCH_LIMIT, declared so that every
+// code of the table names an error (errclass.Lookup); WatchRoom answers
+// it as its row's status (rowStatus).
+var errWatchLimit = errclass.New(errclass.CodeRoomWatchLimit)
 
 // SetEvents gives the server the event log; maxStreams caps the
 // WatchRoom streams open at once on this server (0: none allowed). Call
@@ -129,9 +135,7 @@ func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.Serve
 	}
 	if n := s.watching.Add(1); n > s.maxWatch {
 		s.watching.Add(-1)
-		st, _ := status.New(codes.ResourceExhausted, "this node serves as many room watches as it may (grpc.max_watch_streams); retry on another node").
-			WithDetails(&errdetails.ErrorInfo{Reason: ReasonWatchLimit, Domain: ErrorDomain})
-		return st.Err()
+		return rowStatus(errclass.CodeRoomWatchLimit, nil).Err()
 	}
 	defer s.watching.Add(-1)
 	// The header goes out once the owner has taken the watch: a client
@@ -152,24 +156,20 @@ func (s *RoomServer) eventsStatus(ctx context.Context, err error) error {
 	var we *roomgrain.WatchEndedError
 	switch {
 	case errors.As(err, &te):
-		st, _ := status.New(codes.OutOfRange, "the room's events after after_room_seq are past retention; resync with GetRoom and read on from its room seq").
-			WithDetails(&errdetails.ErrorInfo{Reason: ReasonEventsTrimmed, Domain: ErrorDomain, Metadata: map[string]string{
-				"after_room_seq":   strconv.FormatInt(te.After, 10),
-				"oldest_after_seq": strconv.FormatInt(te.OldestAfterSeq, 10),
-				"head_seq":         strconv.FormatInt(te.HeadSeq, 10),
-			}})
-		return st.Err()
+		return rowStatus(errclass.CodeRoomEventsTrimmed, map[string]string{
+			"after_room_seq":   strconv.FormatInt(te.After, 10),
+			"oldest_after_seq": strconv.FormatInt(te.OldestAfterSeq, 10),
+			"head_seq":         strconv.FormatInt(te.HeadSeq, 10),
+		}).Err()
 	case errors.As(err, &we):
-		code, reason := codes.Unavailable, ReasonWatchEnded
+		code := errclass.CodeRoomWatchEnded
 		if we.Cut {
-			code, reason = codes.ResourceExhausted, ReasonWatchCut
+			code = errclass.CodeRoomWatchCut
 		}
-		st, _ := status.New(code, "room watch ended ("+we.Reason+"); watch again with after_room_seq = resume_after_seq, on any node").
-			WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{
-				"resume_after_seq": strconv.FormatInt(we.ResumeAfter, 10),
-				"cause":            we.Reason,
-			}})
-		return st.Err()
+		return rowStatus(code, map[string]string{
+			"resume_after_seq": strconv.FormatInt(we.ResumeAfter, 10),
+			"cause":            we.Reason,
+		}, we.Reason).Err()
 	}
 	return toStatus(ctx, s.log, err)
 }

@@ -33,11 +33,11 @@ const maxHeaderBytes = 32 << 10
 
 // The gateway's own refusals, before a request reaches the gRPC server.
 var (
-	errTooLarge      = errclass.New(errclass.CodeRequestTooLarge, errclass.Invalid, "request body over the gateway's limit (gateway.max_body_bytes)")
-	errWrongMethod   = errclass.New(errclass.CodeMethodNotAllowed, errclass.Invalid, "method not allowed on this route (the Allow header lists those that are)")
-	errNoRoute       = errclass.New(errclass.CodeNoRoute, errclass.NotFound, "no such route")
-	errBadBody       = errclass.New(errclass.CodeBadBody, errclass.Invalid, "request body or query is not the request's JSON")
-	errSlowBody      = errclass.New(errclass.CodeRequestTimeout, errclass.Invalid, "request body not received within gateway.read_timeout")
+	errTooLarge      = errclass.New(errclass.CodeRequestTooLarge)
+	errWrongMethod   = errclass.New(errclass.CodeMethodNotAllowed)
+	errNoRoute       = errclass.New(errclass.CodeNoRoute)
+	errBadBody       = errclass.New(errclass.CodeBadBody)
+	errSlowBody      = errclass.New(errclass.CodeRequestTimeout)
 	errGatewayBroken = errors.New("gateway: call failed before reaching the server")
 )
 

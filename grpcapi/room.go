@@ -41,6 +41,7 @@ type RoomServer struct {
 	watching atomic.Int64
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
 	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
+	tickets  TicketSigner       // ticket.go; nil: tickets carry no signatures
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
@@ -302,6 +303,11 @@ func (s *RoomServer) ReopenRoom(ctx context.Context, r *roomcellv1.ReopenRoomReq
 // visibility.
 func (s *RoomServer) SetRoomMetadata(ctx context.Context, r *roomcellv1.SetRoomMetadataRequest) (*roomcellv1.CommandReply, error) {
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: r}})
+}
+
+// SetRoomCustomInfo sets and deletes keys of the room's custom info.
+func (s *RoomServer) SetRoomCustomInfo(ctx context.Context, r *roomcellv1.SetRoomCustomInfoRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: r}})
 }
 
 // ListBans reads one page of the room's bans in force from its grain.

@@ -147,6 +147,12 @@ func happyCases() []rpcCase {
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: &roomcellv1.LeaveRoomRequest{
 				CommandId: "c16", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u2", Reason: room.ReasonLeft}}}},
+		{"GetJoinTicket",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.GetJoinTicket(ctx, &roomcellv1.GetJoinTicketRequest{AppCode: "app1", RoomId: "r1", UserId: "u1"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetJoinTicket{GetJoinTicket: &roomcellv1.GetJoinTicketRequest{
+				RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1"}}}},
 		{"GetRoom",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.GetRoom(ctx, &roomcellv1.GetRoomRequest{AppCode: "app1", RoomId: "r1"})
@@ -180,6 +186,9 @@ func TestRoomRPCsReachBackend(t *testing.T) {
 				want = &roomcellv1.GetRoomReply{Room: cannedReply().GetRoom()}
 			case "ListBans":
 				want = &roomcellv1.ListBansReply{RoomSeq: cannedReply().GetRoomSeq()}
+			case "GetJoinTicket":
+				// No signer on this server: the room and the rights only.
+				want = &roomcellv1.GetJoinTicketReply{TrtcRoomId: "app1_r1", Privileges: 2 | 4 | 8, SendAudio: true, RoomSeq: cannedReply().GetRoomSeq()}
 			case "ListSeatRequests":
 				want = &roomcellv1.ListSeatRequestsReply{SeatMode: cannedReply().GetRoom().GetSeatMode(), RoomSeq: cannedReply().GetRoom().GetSeq()}
 			}

@@ -56,6 +56,7 @@ func cannedReply() *roomcellv1.CommandReply {
 			Seats:   []*roomcellv1.Seat{{Seat: 0, UserId: "u1"}, {Seat: 1}},
 			Heat:    42,
 		},
+		JoinRights: &roomcellv1.JoinRights{SendAudio: true, Seat: 0},
 	}
 }
 
@@ -70,9 +71,15 @@ func startServer(t *testing.T, o Options, b RoomBackend) *grpc.ClientConn {
 	if o.Logger == nil {
 		o.Logger = discardLogger()
 	}
+	return serveRoomServer(t, o, NewRoomServer(b, o.Logger, 0))
+}
+
+// serveRoomServer serves rs on an in-memory listener.
+func serveRoomServer(t *testing.T, o Options, rs *RoomServer) *grpc.ClientConn {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv, _ := NewServer(o)
-	roomcellv1.RegisterRoomServiceServer(srv, NewRoomServer(b, o.Logger, 0))
+	roomcellv1.RegisterRoomServiceServer(srv, rs)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet",

@@ -74,6 +74,13 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 // through the internal path, which does not call this). Every error is
 // errclass.Invalid naming the field.
 func CheckClientCommand(rc *v1.RoomCommand) error {
+	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
+		r := j.GetJoinTicket
+		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
+			return err
+		}
+		return checkID("user_id", r.GetUserId())
+	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		r := l.ListBans
 		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
@@ -160,8 +167,16 @@ func Summary(s State) *v1.RoomView {
 // View is the whole room, every member listed in order: GetRoom's answer
 // for a room that fits one page, and what tests compare a room with.
 func View(s State) *v1.RoomView {
-	v := Summary(s)
+	v := Details(Summary(s), s)
 	v.Members = s.SortedMembers()
+	return v
+}
+
+// Details adds to a room's summary what GetRoom shows and command
+// replies leave out (they would cost up to MaxCustomInfoLen each): the
+// custom info.
+func Details(v *v1.RoomView, s State) *v1.RoomView {
+	v.CustomInfo = maps.Clone(s.CustomInfo())
 	return v
 }
 

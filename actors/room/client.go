@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -67,8 +69,7 @@ type renewingOwners interface {
 // serves but forwards to an owner that does not refuses at once instead
 // of retrying until its own lease lapses. The client's refusal says when
 // to retry (errclass.RetryAfterOf: one lease renewal).
-var ErrNoCoordinator = errclass.New(errclass.CodeNoCoordinator, errclass.Unavailable,
-	"this node cannot reach the ownership coordinator (etcd): retry after one lease renewal, on any node")
+var ErrNoCoordinator = errclass.New(errclass.CodeNoCoordinator)
 
 // refuse reports the fast refusal when the node has lost its coordinator.
 func (c *Client) refuse(identity string) error {
@@ -256,14 +257,32 @@ func replyOf(res any) (*v1.CommandReply, error) {
 		return nil, fmt.Errorf("room grain answered %T", res)
 	}
 	if r.Error != nil {
-		return nil, errclass.FromWire(errclass.Code(r.Error.Code), r.Error.Class, r.Error.Message)
+		return nil, errorOf(r.Error)
 	}
 	return r.Reply, nil
 }
 
 // errorOf rebuilds a grain's error; errMoved comes back as itself.
 func errorOf(e *v1.RoomError) error {
-	return errclass.FromWire(errclass.Code(e.Code), e.Class, e.Message)
+	err := errclass.FromWire(errclass.Code(e.Code), e.Class, e.Message)
+	if len(e.Metadata) > 0 {
+		err = errclass.WithMeta(err, e.Metadata)
+	}
+	return err
+}
+
+// roomError is err as it crosses to another member (errorOf rebuilds it):
+// its facts, the room database it is of among them, as metadata.
+func roomError(err error) *v1.RoomError {
+	meta := errclass.MetaOf(err)
+	if key, ok := persistence.RoomDBOf(err); ok {
+		meta = maps.Clone(meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[persistence.RoomDBMetaKey] = key
+	}
+	return &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err)), Metadata: meta}
 }
 
 // ListEvents reads the room's event log after r.after_room_seq from the
@@ -299,7 +318,7 @@ func (c *Client) ListEventsPage(ctx context.Context, r *v1.ListRoomEventsRequest
 		switch {
 		case !ok:
 			return fmt.Errorf("room grain answered %T", res)
-		case m.Error != nil && m.Error.Class == ClassTrimmed:
+		case m.Error != nil && (errclass.Code(m.Error.Code) == errclass.CodeRoomEventsTrimmed || m.Error.Class == ClassTrimmed):
 			return &TrimmedError{After: r.GetAfterRoomSeq(), OldestAfterSeq: m.OldestAfterSeq, HeadSeq: m.HeadSeq}
 		case m.Error != nil:
 			return errorOf(m.Error)

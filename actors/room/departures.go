@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -156,5 +157,25 @@ func (d *departures) explain(identity string, s room.State, user string, nowMs i
 	if dep.banUntilMs <= nowMs {
 		b.WriteString("; JoinRoom to come back")
 	}
-	return &removedError{err: err, text: b.String()}
+	return errclass.WithMeta(&removedError{err: err, text: b.String()}, dep.meta(nowMs))
+}
+
+// meta is the departure as the refusal's ErrorInfo metadata (NOT_MEMBER's
+// keys in errclass/errors.json): the facts a client branches on, apart
+// from the text written for people.
+func (dep departure) meta(nowMs int64) map[string]string {
+	m := map[string]string{
+		"removed_reason": dep.reason,
+		"removed_at":     time.UnixMilli(dep.atMs).UTC().Format(time.RFC3339Nano),
+	}
+	if dep.operator != "" {
+		m["removed_by"] = dep.operator
+	}
+	if dep.note != "" {
+		m["removed_note"] = dep.note
+	}
+	if dep.banUntilMs > nowMs {
+		m["ban_until"] = time.UnixMilli(dep.banUntilMs).UTC().Format(time.RFC3339Nano)
+	}
+	return m
 }

@@ -55,6 +55,22 @@ func TestNotMemberRefusalSaysWhenAndWhy(t *testing.T) {
 			}
 		}
 	}
+	// The facts travel as the error's metadata (ErrorInfo on the API),
+	// for a client to read without parsing the text.
+	meta := func(user string) map[string]string {
+		t.Helper()
+		_, err := f.do(pid, rcGift("gift-meta-"+user, user, "owner"))
+		return errclass.MetaOf(err)
+	}
+	if m := meta("u2"); m["removed_reason"] != room.ReasonKicked || m["removed_by"] != "owner" || m["removed_note"] != "spam" || m["ban_until"] == "" || m["removed_at"] == "" {
+		t.Errorf("kicked user's refusal metadata %v", m)
+	}
+	if m := meta("u1"); m["removed_reason"] != room.ReasonHeartbeatTimeout || m["ban_until"] != "" || m["removed_by"] != "" {
+		t.Errorf("timed-out user's refusal metadata %v", m)
+	}
+	if m := meta("stranger"); m != nil {
+		t.Errorf("a user who never joined has removal metadata %v", m)
+	}
 	if msg := refused("u2"); strings.Contains(msg, "JoinRoom to come back") {
 		t.Errorf("a banned user is told to join again: %q", msg)
 	}

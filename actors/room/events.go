@@ -29,7 +29,9 @@ const (
 	MaxEventsLimit     = 1000
 )
 
-// ClassTrimmed is the RoomError class of a read below the retained log.
+// ClassTrimmed is the RoomError class an older member sends for a read
+// below the retained log; a member of this version sends the code
+// (ROOM_EVENTS_TRIMMED) and this class, and reads the code.
 const ClassTrimmed = "events_trimmed"
 
 // TrimmedError: the events right after After are no longer kept
@@ -45,9 +47,11 @@ func (e *TrimmedError) Error() string {
 		e.After, e.OldestAfterSeq, e.HeadSeq)
 }
 
-// Unwrap puts the error in the precondition class for callers that know
-// only the vocabulary.
-func (e *TrimmedError) Unwrap() error { return errclass.Precondition }
+// Unwrap gives the error its code (ROOM_EVENTS_TRIMMED), in the
+// precondition class for callers that know only the vocabulary.
+func (e *TrimmedError) Unwrap() error { return errTrimmed }
+
+var errTrimmed = errclass.New(errclass.CodeRoomEventsTrimmed)
 
 // rangeLoader is the bounded read of the command log that memdb and MySQL
 // offer; a store without it is read whole after the seq and cut.
@@ -63,7 +67,7 @@ const eventReads = 64
 // the mailbox; the rows after a goroutine's store read.
 func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 	fail := func(err error) {
-		ctx.Respond(&v1.RoomEventsResponse{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}})
+		ctx.Respond(&v1.RoomEventsResponse{Error: roomError(err)})
 	}
 	if err := g.gate(ctx); err != nil {
 		fail(err)
@@ -191,7 +195,7 @@ func (d *Deps) readEventsFill(key persistence.RoomKey, after, head int64, limit 
 			oldest = recs[0].Seq - 1
 		}
 		te := &TrimmedError{After: after, OldestAfterSeq: oldest, HeadSeq: head}
-		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}, nil, 0
+		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: ClassTrimmed, Code: uint32(errclass.CodeRoomEventsTrimmed), Message: te.Error()}, OldestAfterSeq: oldest, HeadSeq: head}, nil, 0
 	}
 	reply := &v1.ListRoomEventsReply{NextAfterSeq: after, HeadSeq: head}
 	paged, inPage := 0, true // events of the page, in fill
@@ -258,7 +262,7 @@ func (w *watchRooms) get(identity string) *roomFeeds {
 // and answers the activation that holds it, with the head.
 func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.RoomWatchAck {
 	fail := func(err error) *v1.RoomWatchAck {
-		return &v1.RoomWatchAck{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}}
+		return &v1.RoomWatchAck{Error: roomError(err)}
 	}
 	if err := g.gate(ctx); err != nil {
 		return fail(err)

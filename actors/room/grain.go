@@ -366,7 +366,7 @@ func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
 			return &v1.RoomResponse{Reply: reply}
 		}
 	}
-	return &v1.RoomResponse{Error: &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err))}}
+	return &v1.RoomResponse{Error: roomError(err)}
 }
 
 func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
@@ -374,7 +374,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	// (g.unsure); anything else reloads first.
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
 	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
-	if !g.loaded || (g.unsure && !isGet && !isBans) {
+	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
+	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket) {
 		if err := g.load(); err != nil {
 			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
 				return nil, err
@@ -388,6 +389,14 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		return g.listBans(l.ListBans)
+	}
+	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
+		// A read of the rights; the node that answers the client signs.
+		rights, err := room.JoinRightsOf(g.state, j.GetJoinTicket.GetUserId(), g.deps.Clock().UnixMilli())
+		if err != nil {
+			return nil, err
+		}
+		return &v1.CommandReply{RoomSeq: g.state.Seq, JoinRights: rights.Proto()}, nil
 	}
 	cmd, ok := room.CommandFromProto(rc, g.deps.Clock().UnixMilli())
 	if !ok {
@@ -459,7 +468,7 @@ func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := room.Summary(g.state)
+	v := room.Details(room.Summary(g.state), g.state)
 	var next string
 	v.Members, next = g.members.Page(g.state, p)
 	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil

@@ -34,7 +34,7 @@ type lapsingLease interface {
 // retries it on the current owner.
 // It is not a rule error (no Decide row breaks it); its code brings it
 // back as itself through replyOf.
-var errMoved = errclass.New(errclass.CodeRoomMoved, errclass.Unavailable, "room is not served by this node (its shard lease is elsewhere); retry")
+var errMoved = errclass.New(errclass.CodeRoomMoved)
 
 // gate checks the lease before a command is handled. Without the lease
 // the grain answers errMoved and stops (the next command activates the

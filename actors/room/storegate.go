@@ -3,7 +3,6 @@ package room
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -71,7 +70,7 @@ const (
 // Its code brings it back as itself from another node, so the room client
 // can tell the caller when to retry (storeProbeEvery: the gate opens at
 // the first probe that finds the store back).
-var errStoreDown = errclass.New(errclass.CodeRoomStoreDown, errclass.Unavailable, "the room store is unreachable: command not run, retry")
+var errStoreDown = errclass.New(errclass.CodeRoomStoreDown)
 
 // probeKey is a room no command is ever written for: the probe's lookup
 // in it answers "not found" as soon as the store answers at all.
@@ -260,7 +259,7 @@ func (s *storeGate) refused() error {
 // attached, keeps it closed from the start until attached says yes: the
 // node started while that database did not answer.
 func (s *storeGate) forDatabase(name string, attached func() bool) {
-	s.refusal = fmt.Errorf("%w (room database %q)", errStoreDown, name)
+	s.refusal = persistence.InRoomDB(name, errStoreDown)
 	if attached == nil {
 		return
 	}

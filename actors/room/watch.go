@@ -74,8 +74,19 @@ func (e *WatchEndedError) Error() string {
 	return fmt.Sprintf("room watch ended (%s); resume with after_room_seq %d", e.Reason, e.ResumeAfter)
 }
 
-// Unwrap: retryable, like every outage.
-func (e *WatchEndedError) Unwrap() error { return errclass.Unavailable }
+// Unwrap: retryable, like every outage; the code says whether the reader
+// was cut (ROOM_WATCH_CUT) or the stream ended (ROOM_WATCH_ENDED).
+func (e *WatchEndedError) Unwrap() error {
+	if e.Cut {
+		return errWatchCut
+	}
+	return errWatchEnded
+}
+
+var (
+	errWatchEnded = errclass.New(errclass.CodeRoomWatchEnded)
+	errWatchCut   = errclass.New(errclass.CodeRoomWatchCut)
+)
 
 // WatchMetrics counts the node's open streams and their ends.
 type WatchMetrics struct {
@@ -93,6 +104,11 @@ func NewWatchMetrics(reg prometheus.Registerer) (*WatchMetrics, error) {
 			Help: "WatchRoom streams cut because the reader fell a whole buffer behind."}),
 		Ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcell_watch_ended_total",
 			Help: "WatchRoom streams ended by the server with a resume seq, by reason."}, []string{"reason"}),
+	}
+	// Every reason's series exists at zero from the start: a panel shows
+	// no ends as 0, not as no data.
+	for _, r := range []string{EndMoved, EndCut, EndDraining, EndLost} {
+		m.Ended.WithLabelValues(r)
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Open, m.Cuts, m.Ended} {

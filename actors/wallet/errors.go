@@ -12,24 +12,24 @@ var (
 	// ErrCommandReused: the command_id was already used for a different
 	// request. Nothing was written. Its class is Exists (the id is taken),
 	// not Conflict: retrying cannot help.
-	ErrCommandReused = errclass.New(errclass.CodeCommandReused, errclass.Exists, "command_id reused")
+	ErrCommandReused = errclass.New(errclass.CodeCommandReused)
 	// ErrUnavailable: the store could not be reached or timed out. The
 	// change may or may not have committed; retry with the same
 	// command_id to find out without charging twice.
-	ErrUnavailable = errclass.New(errclass.CodeWalletUnavailable, errclass.Unavailable, "wallet unavailable")
+	ErrUnavailable = errclass.New(errclass.CodeWalletUnavailable)
 )
 
 // Rule errors: the request is well formed but the wallet's state refuses
 // it. Nothing was written.
 var (
-	ErrInsufficientBalance = errclass.New(errclass.CodeInsufficientBalance, errclass.Precondition, "insufficient balance")
-	ErrVipDowngrade        = errclass.New(errclass.CodeVipDowngrade, errclass.Precondition, "a lower VIP level cannot replace an active higher one")
+	ErrInsufficientBalance = errclass.New(errclass.CodeInsufficientBalance)
+	ErrVipDowngrade        = errclass.New(errclass.CodeVipDowngrade)
 	// ErrGiftRefunded: the gift's reservation was returned; its
 	// command_id cannot charge again.
-	ErrGiftRefunded = errclass.New(errclass.CodeWalletGiftRefunded, errclass.Precondition, "gift was not delivered and its charge was returned; send it again under a new command_id")
+	ErrGiftRefunded = errclass.New(errclass.CodeWalletGiftRefunded)
 	// ErrGiftNotReserved: a confirm for a gift that holds no reservation.
-	ErrGiftNotReserved = errclass.New(errclass.CodeGiftNotReserved, errclass.Precondition, "gift has no reservation")
+	ErrGiftNotReserved = errclass.New(errclass.CodeGiftNotReserved)
 	// ErrGiftSettled: a confirm or refund for a gift already settled the
 	// other way.
-	ErrGiftSettled = errclass.New(errclass.CodeGiftSettled, errclass.Precondition, "gift is already settled")
+	ErrGiftSettled = errclass.New(errclass.CodeGiftSettled)
 )

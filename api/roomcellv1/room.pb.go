@@ -1698,8 +1698,11 @@ type RoomView struct {
 	Tags             []string       `protobuf:"bytes,51,rep,name=tags,proto3" json:"tags,omitempty"`                                                 // sorted
 	CoverUrl         string         `protobuf:"bytes,52,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
 	Visibility       string         `protobuf:"bytes,53,opt,name=visibility,proto3" json:"visibility,omitempty"` // public | unlisted
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The room's custom key/value info (SetRoomCustomInfo): in GetRoom's
+	// answer only, not in command replies.
+	CustomInfo    map[string]string `protobuf:"bytes,70,rep,name=custom_info,json=customInfo,proto3" json:"custom_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomView) Reset() {
@@ -1877,6 +1880,13 @@ func (x *RoomView) GetVisibility() string {
 		return x.Visibility
 	}
 	return ""
+}
+
+func (x *RoomView) GetCustomInfo() map[string]string {
+	if x != nil {
+		return x.CustomInfo
+	}
+	return nil
 }
 
 type MutedMember struct {
@@ -2084,7 +2094,10 @@ type CommandReply struct {
 	ImGroupReady bool `protobuf:"varint,7,opt,name=im_group_ready,json=imGroupReady,proto3" json:"im_group_ready,omitempty"`
 	// Grain protocol only (ListBans): one page of bans; next_page_token
 	// names the next.
-	Bans          []*BanEntry `protobuf:"bytes,40,rep,name=bans,proto3" json:"bans,omitempty"`
+	Bans []*BanEntry `protobuf:"bytes,40,rep,name=bans,proto3" json:"bans,omitempty"`
+	// Grain protocol only (GetJoinTicket): the user's rights in the audio
+	// room; the node that answers the client signs them.
+	JoinRights    *JoinRights `protobuf:"bytes,41,opt,name=join_rights,json=joinRights,proto3" json:"join_rights,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2175,6 +2188,67 @@ func (x *CommandReply) GetBans() []*BanEntry {
 	return nil
 }
 
+func (x *CommandReply) GetJoinRights() *JoinRights {
+	if x != nil {
+		return x.JoinRights
+	}
+	return nil
+}
+
+// JoinRights is the room's word on a user's audio-room ticket (the grain
+// protocol's part of GetJoinTicket): entering and hearing are implied.
+type JoinRights struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SendAudio     bool                   `protobuf:"varint,1,opt,name=send_audio,json=sendAudio,proto3" json:"send_audio,omitempty"`
+	Seat          int32                  `protobuf:"varint,2,opt,name=seat,proto3" json:"seat,omitempty"` // -1: not seated
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinRights) Reset() {
+	*x = JoinRights{}
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinRights) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinRights) ProtoMessage() {}
+
+func (x *JoinRights) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinRights.ProtoReflect.Descriptor instead.
+func (*JoinRights) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *JoinRights) GetSendAudio() bool {
+	if x != nil {
+		return x.SendAudio
+	}
+	return false
+}
+
+func (x *JoinRights) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
 type GetRoomReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Room          *RoomView              `protobuf:"bytes,1,opt,name=room,proto3" json:"room,omitempty"`                                          // members: this page
@@ -2185,7 +2259,7 @@ type GetRoomReply struct {
 
 func (x *GetRoomReply) Reset() {
 	*x = GetRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2271,7 @@ func (x *GetRoomReply) String() string {
 func (*GetRoomReply) ProtoMessage() {}
 
 func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[24]
+	mi := &file_roomcellv1_room_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2284,7 @@ func (x *GetRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoomReply.ProtoReflect.Descriptor instead.
 func (*GetRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{24}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRoomReply) GetRoom() *RoomView {
@@ -2270,6 +2344,8 @@ type RoomCommand struct {
 	//	*RoomCommand_ReopenRoom
 	//	*RoomCommand_SetRoomMetadata
 	//	*RoomCommand_AudioPresence
+	//	*RoomCommand_GetJoinTicket
+	//	*RoomCommand_SetRoomCustomInfo
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2277,7 +2353,7 @@ type RoomCommand struct {
 
 func (x *RoomCommand) Reset() {
 	*x = RoomCommand{}
-	mi := &file_roomcellv1_room_proto_msgTypes[25]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2365,7 @@ func (x *RoomCommand) String() string {
 func (*RoomCommand) ProtoMessage() {}
 
 func (x *RoomCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[25]
+	mi := &file_roomcellv1_room_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2378,7 @@ func (x *RoomCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomCommand.ProtoReflect.Descriptor instead.
 func (*RoomCommand) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{25}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RoomCommand) GetCommand() isRoomCommand_Command {
@@ -2645,6 +2721,24 @@ func (x *RoomCommand) GetAudioPresence() *AudioPresenceRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetGetJoinTicket() *GetJoinTicketRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_GetJoinTicket); ok {
+			return x.GetJoinTicket
+		}
+	}
+	return nil
+}
+
+func (x *RoomCommand) GetSetRoomCustomInfo() *SetRoomCustomInfoRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetRoomCustomInfo); ok {
+			return x.SetRoomCustomInfo
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2797,6 +2891,14 @@ type RoomCommand_AudioPresence struct {
 	AudioPresence *AudioPresenceRequest `protobuf:"bytes,58,opt,name=audio_presence,json=audioPresence,proto3,oneof"` // the room's own (Tencent callbacks)
 }
 
+type RoomCommand_GetJoinTicket struct {
+	GetJoinTicket *GetJoinTicketRequest `protobuf:"bytes,59,opt,name=get_join_ticket,json=getJoinTicket,proto3,oneof"` // a read, as get_room
+}
+
+type RoomCommand_SetRoomCustomInfo struct {
+	SetRoomCustomInfo *SetRoomCustomInfoRequest `protobuf:"bytes,70,opt,name=set_room_custom_info,json=setRoomCustomInfo,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2871,6 +2973,10 @@ func (*RoomCommand_SetRoomMetadata) isRoomCommand_Command() {}
 
 func (*RoomCommand_AudioPresence) isRoomCommand_Command() {}
 
+func (*RoomCommand_GetJoinTicket) isRoomCommand_Command() {}
+
+func (*RoomCommand_SetRoomCustomInfo) isRoomCommand_Command() {}
+
 // AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
 // audio side (TRTC room & media callbacks) reported about user_id, sent
 // by the callback endpoint under a command id derived from the event's
@@ -2892,7 +2998,7 @@ type AudioPresenceRequest struct {
 
 func (x *AudioPresenceRequest) Reset() {
 	*x = AudioPresenceRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3010,7 @@ func (x *AudioPresenceRequest) String() string {
 func (*AudioPresenceRequest) ProtoMessage() {}
 
 func (x *AudioPresenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[26]
+	mi := &file_roomcellv1_room_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3023,7 @@ func (x *AudioPresenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AudioPresenceRequest.ProtoReflect.Descriptor instead.
 func (*AudioPresenceRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{26}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AudioPresenceRequest) GetCommandId() string {
@@ -2986,19 +3092,21 @@ func (x *AudioPresenceRequest) GetSeatGraceMs() int64 {
 // RoomError is a failed command's class, text and code, between cluster
 // members. The receiver finds the error by its code (errclass's code
 // table), so errors.Is works whichever member ran the command; an error
-// without a code (0) comes back as its class with its text.
+// without a code (0) comes back as its class with its text. metadata are
+// the error's facts for the client (its row's keys in docs/errors.md).
 type RoomError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Code          uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomError) Reset() {
 	*x = RoomError{}
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3118,7 @@ func (x *RoomError) String() string {
 func (*RoomError) ProtoMessage() {}
 
 func (x *RoomError) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[27]
+	mi := &file_roomcellv1_room_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3131,7 @@ func (x *RoomError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomError.ProtoReflect.Descriptor instead.
 func (*RoomError) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{27}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RoomError) GetClass() string {
@@ -3047,6 +3155,13 @@ func (x *RoomError) GetCode() uint32 {
 	return 0
 }
 
+func (x *RoomError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 // RoomResponse is what the room grain answers: a reply or an error.
 type RoomResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3058,7 +3173,7 @@ type RoomResponse struct {
 
 func (x *RoomResponse) Reset() {
 	*x = RoomResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3185,7 @@ func (x *RoomResponse) String() string {
 func (*RoomResponse) ProtoMessage() {}
 
 func (x *RoomResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[28]
+	mi := &file_roomcellv1_room_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3198,7 @@ func (x *RoomResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomResponse.ProtoReflect.Descriptor instead.
 func (*RoomResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{28}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RoomResponse) GetReply() *CommandReply {
@@ -3118,7 +3233,7 @@ type ListRoomsRequest struct {
 
 func (x *ListRoomsRequest) Reset() {
 	*x = ListRoomsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[29]
+	mi := &file_roomcellv1_room_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3130,7 +3245,7 @@ func (x *ListRoomsRequest) String() string {
 func (*ListRoomsRequest) ProtoMessage() {}
 
 func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[29]
+	mi := &file_roomcellv1_room_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3143,7 +3258,7 @@ func (x *ListRoomsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{29}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRoomsRequest) GetRequestId() string {
@@ -3215,7 +3330,7 @@ type RoomListing struct {
 
 func (x *RoomListing) Reset() {
 	*x = RoomListing{}
-	mi := &file_roomcellv1_room_proto_msgTypes[30]
+	mi := &file_roomcellv1_room_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3342,7 @@ func (x *RoomListing) String() string {
 func (*RoomListing) ProtoMessage() {}
 
 func (x *RoomListing) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[30]
+	mi := &file_roomcellv1_room_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3355,7 @@ func (x *RoomListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomListing.ProtoReflect.Descriptor instead.
 func (*RoomListing) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{30}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RoomListing) GetAppCode() string {
@@ -3338,7 +3453,7 @@ type ListRoomsReply struct {
 
 func (x *ListRoomsReply) Reset() {
 	*x = ListRoomsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[31]
+	mi := &file_roomcellv1_room_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +3465,7 @@ func (x *ListRoomsReply) String() string {
 func (*ListRoomsReply) ProtoMessage() {}
 
 func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[31]
+	mi := &file_roomcellv1_room_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +3478,7 @@ func (x *ListRoomsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{31}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRoomsReply) GetRooms() []*RoomListing {
@@ -3398,7 +3513,7 @@ type GetUserRoomRequest struct {
 
 func (x *GetUserRoomRequest) Reset() {
 	*x = GetUserRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[32]
+	mi := &file_roomcellv1_room_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3525,7 @@ func (x *GetUserRoomRequest) String() string {
 func (*GetUserRoomRequest) ProtoMessage() {}
 
 func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[32]
+	mi := &file_roomcellv1_room_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3538,7 @@ func (x *GetUserRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{32}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetUserRoomRequest) GetRequestId() string {
@@ -3461,7 +3576,7 @@ type GetUserRoomReply struct {
 
 func (x *GetUserRoomReply) Reset() {
 	*x = GetUserRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[33]
+	mi := &file_roomcellv1_room_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3473,7 +3588,7 @@ func (x *GetUserRoomReply) String() string {
 func (*GetUserRoomReply) ProtoMessage() {}
 
 func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[33]
+	mi := &file_roomcellv1_room_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3486,7 +3601,7 @@ func (x *GetUserRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRoomReply.ProtoReflect.Descriptor instead.
 func (*GetUserRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{33}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetUserRoomReply) GetAppCode() string {
@@ -3544,7 +3659,7 @@ type ListRoomEventsRequest struct {
 
 func (x *ListRoomEventsRequest) Reset() {
 	*x = ListRoomEventsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[34]
+	mi := &file_roomcellv1_room_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3556,7 +3671,7 @@ func (x *ListRoomEventsRequest) String() string {
 func (*ListRoomEventsRequest) ProtoMessage() {}
 
 func (x *ListRoomEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[34]
+	mi := &file_roomcellv1_room_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3569,7 +3684,7 @@ func (x *ListRoomEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListRoomEventsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{34}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListRoomEventsRequest) GetRequestId() string {
@@ -3623,7 +3738,7 @@ type RoomLogEvent struct {
 
 func (x *RoomLogEvent) Reset() {
 	*x = RoomLogEvent{}
-	mi := &file_roomcellv1_room_proto_msgTypes[35]
+	mi := &file_roomcellv1_room_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3635,7 +3750,7 @@ func (x *RoomLogEvent) String() string {
 func (*RoomLogEvent) ProtoMessage() {}
 
 func (x *RoomLogEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[35]
+	mi := &file_roomcellv1_room_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3648,7 +3763,7 @@ func (x *RoomLogEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomLogEvent.ProtoReflect.Descriptor instead.
 func (*RoomLogEvent) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{35}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RoomLogEvent) GetRoomSeq() int64 {
@@ -3707,7 +3822,7 @@ type ListRoomEventsReply struct {
 
 func (x *ListRoomEventsReply) Reset() {
 	*x = ListRoomEventsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[36]
+	mi := &file_roomcellv1_room_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3834,7 @@ func (x *ListRoomEventsReply) String() string {
 func (*ListRoomEventsReply) ProtoMessage() {}
 
 func (x *ListRoomEventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[36]
+	mi := &file_roomcellv1_room_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3847,7 @@ func (x *ListRoomEventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoomEventsReply.ProtoReflect.Descriptor instead.
 func (*ListRoomEventsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{36}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListRoomEventsReply) GetEvents() []*RoomLogEvent {
@@ -3768,7 +3883,7 @@ type WatchRoomRequest struct {
 
 func (x *WatchRoomRequest) Reset() {
 	*x = WatchRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[37]
+	mi := &file_roomcellv1_room_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3895,7 @@ func (x *WatchRoomRequest) String() string {
 func (*WatchRoomRequest) ProtoMessage() {}
 
 func (x *WatchRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[37]
+	mi := &file_roomcellv1_room_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3908,7 @@ func (x *WatchRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoomRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{37}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchRoomRequest) GetRequestId() string {
@@ -3835,7 +3950,7 @@ type WatchRoomReply struct {
 
 func (x *WatchRoomReply) Reset() {
 	*x = WatchRoomReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[38]
+	mi := &file_roomcellv1_room_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3847,7 +3962,7 @@ func (x *WatchRoomReply) String() string {
 func (*WatchRoomReply) ProtoMessage() {}
 
 func (x *WatchRoomReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[38]
+	mi := &file_roomcellv1_room_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3860,7 +3975,7 @@ func (x *WatchRoomReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoomReply.ProtoReflect.Descriptor instead.
 func (*WatchRoomReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{38}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WatchRoomReply) GetRoomSeq() int64 {
@@ -3892,7 +4007,7 @@ type RoomEventsResponse struct {
 
 func (x *RoomEventsResponse) Reset() {
 	*x = RoomEventsResponse{}
-	mi := &file_roomcellv1_room_proto_msgTypes[39]
+	mi := &file_roomcellv1_room_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +4019,7 @@ func (x *RoomEventsResponse) String() string {
 func (*RoomEventsResponse) ProtoMessage() {}
 
 func (x *RoomEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[39]
+	mi := &file_roomcellv1_room_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +4032,7 @@ func (x *RoomEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomEventsResponse.ProtoReflect.Descriptor instead.
 func (*RoomEventsResponse) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{39}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RoomEventsResponse) GetReply() *ListRoomEventsReply {
@@ -3960,7 +4075,7 @@ type RoomWatchSubscribe struct {
 
 func (x *RoomWatchSubscribe) Reset() {
 	*x = RoomWatchSubscribe{}
-	mi := &file_roomcellv1_room_proto_msgTypes[40]
+	mi := &file_roomcellv1_room_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4087,7 @@ func (x *RoomWatchSubscribe) String() string {
 func (*RoomWatchSubscribe) ProtoMessage() {}
 
 func (x *RoomWatchSubscribe) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[40]
+	mi := &file_roomcellv1_room_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4100,7 @@ func (x *RoomWatchSubscribe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchSubscribe.ProtoReflect.Descriptor instead.
 func (*RoomWatchSubscribe) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{40}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RoomWatchSubscribe) GetAddress() string {
@@ -4016,7 +4131,7 @@ type RoomWatchAck struct {
 
 func (x *RoomWatchAck) Reset() {
 	*x = RoomWatchAck{}
-	mi := &file_roomcellv1_room_proto_msgTypes[41]
+	mi := &file_roomcellv1_room_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4143,7 @@ func (x *RoomWatchAck) String() string {
 func (*RoomWatchAck) ProtoMessage() {}
 
 func (x *RoomWatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[41]
+	mi := &file_roomcellv1_room_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4156,7 @@ func (x *RoomWatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchAck.ProtoReflect.Descriptor instead.
 func (*RoomWatchAck) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{41}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RoomWatchAck) GetActivation() string {
@@ -4091,7 +4206,7 @@ type RoomWatchPush struct {
 
 func (x *RoomWatchPush) Reset() {
 	*x = RoomWatchPush{}
-	mi := &file_roomcellv1_room_proto_msgTypes[42]
+	mi := &file_roomcellv1_room_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4218,7 @@ func (x *RoomWatchPush) String() string {
 func (*RoomWatchPush) ProtoMessage() {}
 
 func (x *RoomWatchPush) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[42]
+	mi := &file_roomcellv1_room_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4231,7 @@ func (x *RoomWatchPush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchPush.ProtoReflect.Descriptor instead.
 func (*RoomWatchPush) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{42}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RoomWatchPush) GetActivation() string {
@@ -4151,7 +4266,7 @@ type RoomWatchEnd struct {
 
 func (x *RoomWatchEnd) Reset() {
 	*x = RoomWatchEnd{}
-	mi := &file_roomcellv1_room_proto_msgTypes[43]
+	mi := &file_roomcellv1_room_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4163,7 +4278,7 @@ func (x *RoomWatchEnd) String() string {
 func (*RoomWatchEnd) ProtoMessage() {}
 
 func (x *RoomWatchEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[43]
+	mi := &file_roomcellv1_room_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4176,7 +4291,7 @@ func (x *RoomWatchEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoomWatchEnd.ProtoReflect.Descriptor instead.
 func (*RoomWatchEnd) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{43}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RoomWatchEnd) GetActivation() string {
@@ -4210,7 +4325,7 @@ type SetSeatModeRequest struct {
 
 func (x *SetSeatModeRequest) Reset() {
 	*x = SetSeatModeRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[44]
+	mi := &file_roomcellv1_room_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4222,7 +4337,7 @@ func (x *SetSeatModeRequest) String() string {
 func (*SetSeatModeRequest) ProtoMessage() {}
 
 func (x *SetSeatModeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[44]
+	mi := &file_roomcellv1_room_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4235,7 +4350,7 @@ func (x *SetSeatModeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSeatModeRequest.ProtoReflect.Descriptor instead.
 func (*SetSeatModeRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{44}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetSeatModeRequest) GetCommandId() string {
@@ -4299,7 +4414,7 @@ type ApplySeatRequest struct {
 
 func (x *ApplySeatRequest) Reset() {
 	*x = ApplySeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[45]
+	mi := &file_roomcellv1_room_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4311,7 +4426,7 @@ func (x *ApplySeatRequest) String() string {
 func (*ApplySeatRequest) ProtoMessage() {}
 
 func (x *ApplySeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[45]
+	mi := &file_roomcellv1_room_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4324,7 +4439,7 @@ func (x *ApplySeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplySeatRequest.ProtoReflect.Descriptor instead.
 func (*ApplySeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{45}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ApplySeatRequest) GetCommandId() string {
@@ -4389,7 +4504,7 @@ type CancelSeatApplicationRequest struct {
 
 func (x *CancelSeatApplicationRequest) Reset() {
 	*x = CancelSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[46]
+	mi := &file_roomcellv1_room_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4516,7 @@ func (x *CancelSeatApplicationRequest) String() string {
 func (*CancelSeatApplicationRequest) ProtoMessage() {}
 
 func (x *CancelSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[46]
+	mi := &file_roomcellv1_room_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4529,7 @@ func (x *CancelSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*CancelSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{46}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelSeatApplicationRequest) GetCommandId() string {
@@ -4468,7 +4583,7 @@ type ApproveSeatApplicationRequest struct {
 
 func (x *ApproveSeatApplicationRequest) Reset() {
 	*x = ApproveSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[47]
+	mi := &file_roomcellv1_room_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4480,7 +4595,7 @@ func (x *ApproveSeatApplicationRequest) String() string {
 func (*ApproveSeatApplicationRequest) ProtoMessage() {}
 
 func (x *ApproveSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[47]
+	mi := &file_roomcellv1_room_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4493,7 +4608,7 @@ func (x *ApproveSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*ApproveSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{47}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApproveSeatApplicationRequest) GetCommandId() string {
@@ -4552,7 +4667,7 @@ type RejectSeatApplicationRequest struct {
 
 func (x *RejectSeatApplicationRequest) Reset() {
 	*x = RejectSeatApplicationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[48]
+	mi := &file_roomcellv1_room_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4564,7 +4679,7 @@ func (x *RejectSeatApplicationRequest) String() string {
 func (*RejectSeatApplicationRequest) ProtoMessage() {}
 
 func (x *RejectSeatApplicationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[48]
+	mi := &file_roomcellv1_room_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4577,7 +4692,7 @@ func (x *RejectSeatApplicationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectSeatApplicationRequest.ProtoReflect.Descriptor instead.
 func (*RejectSeatApplicationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{48}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RejectSeatApplicationRequest) GetCommandId() string {
@@ -4641,7 +4756,7 @@ type InviteToSeatRequest struct {
 
 func (x *InviteToSeatRequest) Reset() {
 	*x = InviteToSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[49]
+	mi := &file_roomcellv1_room_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4653,7 +4768,7 @@ func (x *InviteToSeatRequest) String() string {
 func (*InviteToSeatRequest) ProtoMessage() {}
 
 func (x *InviteToSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[49]
+	mi := &file_roomcellv1_room_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4666,7 +4781,7 @@ func (x *InviteToSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InviteToSeatRequest.ProtoReflect.Descriptor instead.
 func (*InviteToSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{49}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *InviteToSeatRequest) GetCommandId() string {
@@ -4738,7 +4853,7 @@ type AcceptSeatInvitationRequest struct {
 
 func (x *AcceptSeatInvitationRequest) Reset() {
 	*x = AcceptSeatInvitationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[50]
+	mi := &file_roomcellv1_room_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4750,7 +4865,7 @@ func (x *AcceptSeatInvitationRequest) String() string {
 func (*AcceptSeatInvitationRequest) ProtoMessage() {}
 
 func (x *AcceptSeatInvitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[50]
+	mi := &file_roomcellv1_room_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4763,7 +4878,7 @@ func (x *AcceptSeatInvitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSeatInvitationRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSeatInvitationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{50}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AcceptSeatInvitationRequest) GetCommandId() string {
@@ -4814,7 +4929,7 @@ type DeclineSeatInvitationRequest struct {
 
 func (x *DeclineSeatInvitationRequest) Reset() {
 	*x = DeclineSeatInvitationRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[51]
+	mi := &file_roomcellv1_room_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4826,7 +4941,7 @@ func (x *DeclineSeatInvitationRequest) String() string {
 func (*DeclineSeatInvitationRequest) ProtoMessage() {}
 
 func (x *DeclineSeatInvitationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[51]
+	mi := &file_roomcellv1_room_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4839,7 +4954,7 @@ func (x *DeclineSeatInvitationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineSeatInvitationRequest.ProtoReflect.Descriptor instead.
 func (*DeclineSeatInvitationRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{51}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeclineSeatInvitationRequest) GetCommandId() string {
@@ -4888,7 +5003,7 @@ type ListSeatRequestsRequest struct {
 
 func (x *ListSeatRequestsRequest) Reset() {
 	*x = ListSeatRequestsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[52]
+	mi := &file_roomcellv1_room_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4900,7 +5015,7 @@ func (x *ListSeatRequestsRequest) String() string {
 func (*ListSeatRequestsRequest) ProtoMessage() {}
 
 func (x *ListSeatRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[52]
+	mi := &file_roomcellv1_room_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4913,7 +5028,7 @@ func (x *ListSeatRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSeatRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListSeatRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{52}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListSeatRequestsRequest) GetRequestId() string {
@@ -4949,7 +5064,7 @@ type ListSeatRequestsReply struct {
 
 func (x *ListSeatRequestsReply) Reset() {
 	*x = ListSeatRequestsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[53]
+	mi := &file_roomcellv1_room_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4961,7 +5076,7 @@ func (x *ListSeatRequestsReply) String() string {
 func (*ListSeatRequestsReply) ProtoMessage() {}
 
 func (x *ListSeatRequestsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[53]
+	mi := &file_roomcellv1_room_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4974,7 +5089,7 @@ func (x *ListSeatRequestsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSeatRequestsReply.ProtoReflect.Descriptor instead.
 func (*ListSeatRequestsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{53}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListSeatRequestsReply) GetSeatMode() string {
@@ -5022,7 +5137,7 @@ type KickOffSeatRequest struct {
 
 func (x *KickOffSeatRequest) Reset() {
 	*x = KickOffSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[54]
+	mi := &file_roomcellv1_room_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5034,7 +5149,7 @@ func (x *KickOffSeatRequest) String() string {
 func (*KickOffSeatRequest) ProtoMessage() {}
 
 func (x *KickOffSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[54]
+	mi := &file_roomcellv1_room_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5047,7 +5162,7 @@ func (x *KickOffSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickOffSeatRequest.ProtoReflect.Descriptor instead.
 func (*KickOffSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{54}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *KickOffSeatRequest) GetCommandId() string {
@@ -5117,7 +5232,7 @@ type MoveSeatRequest struct {
 
 func (x *MoveSeatRequest) Reset() {
 	*x = MoveSeatRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[55]
+	mi := &file_roomcellv1_room_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5129,7 +5244,7 @@ func (x *MoveSeatRequest) String() string {
 func (*MoveSeatRequest) ProtoMessage() {}
 
 func (x *MoveSeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[55]
+	mi := &file_roomcellv1_room_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5142,7 +5257,7 @@ func (x *MoveSeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveSeatRequest.ProtoReflect.Descriptor instead.
 func (*MoveSeatRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{55}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MoveSeatRequest) GetCommandId() string {
@@ -5217,7 +5332,7 @@ type SetSeatCountRequest struct {
 
 func (x *SetSeatCountRequest) Reset() {
 	*x = SetSeatCountRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[56]
+	mi := &file_roomcellv1_room_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5229,7 +5344,7 @@ func (x *SetSeatCountRequest) String() string {
 func (*SetSeatCountRequest) ProtoMessage() {}
 
 func (x *SetSeatCountRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[56]
+	mi := &file_roomcellv1_room_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5242,7 +5357,7 @@ func (x *SetSeatCountRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSeatCountRequest.ProtoReflect.Descriptor instead.
 func (*SetSeatCountRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{56}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetSeatCountRequest) GetCommandId() string {
@@ -5311,7 +5426,7 @@ type BanUserRequest struct {
 
 func (x *BanUserRequest) Reset() {
 	*x = BanUserRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[57]
+	mi := &file_roomcellv1_room_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5438,7 @@ func (x *BanUserRequest) String() string {
 func (*BanUserRequest) ProtoMessage() {}
 
 func (x *BanUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[57]
+	mi := &file_roomcellv1_room_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5451,7 @@ func (x *BanUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanUserRequest.ProtoReflect.Descriptor instead.
 func (*BanUserRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{57}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BanUserRequest) GetCommandId() string {
@@ -5417,7 +5532,7 @@ type UnbanUserRequest struct {
 
 func (x *UnbanUserRequest) Reset() {
 	*x = UnbanUserRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[58]
+	mi := &file_roomcellv1_room_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5429,7 +5544,7 @@ func (x *UnbanUserRequest) String() string {
 func (*UnbanUserRequest) ProtoMessage() {}
 
 func (x *UnbanUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[58]
+	mi := &file_roomcellv1_room_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5442,7 +5557,7 @@ func (x *UnbanUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnbanUserRequest.ProtoReflect.Descriptor instead.
 func (*UnbanUserRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{58}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UnbanUserRequest) GetCommandId() string {
@@ -5501,7 +5616,7 @@ type ListBansRequest struct {
 
 func (x *ListBansRequest) Reset() {
 	*x = ListBansRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[59]
+	mi := &file_roomcellv1_room_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5513,7 +5628,7 @@ func (x *ListBansRequest) String() string {
 func (*ListBansRequest) ProtoMessage() {}
 
 func (x *ListBansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[59]
+	mi := &file_roomcellv1_room_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5526,7 +5641,7 @@ func (x *ListBansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBansRequest.ProtoReflect.Descriptor instead.
 func (*ListBansRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{59}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListBansRequest) GetRequestId() string {
@@ -5576,7 +5691,7 @@ type BanEntry struct {
 
 func (x *BanEntry) Reset() {
 	*x = BanEntry{}
-	mi := &file_roomcellv1_room_proto_msgTypes[60]
+	mi := &file_roomcellv1_room_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5588,7 +5703,7 @@ func (x *BanEntry) String() string {
 func (*BanEntry) ProtoMessage() {}
 
 func (x *BanEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[60]
+	mi := &file_roomcellv1_room_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5601,7 +5716,7 @@ func (x *BanEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanEntry.ProtoReflect.Descriptor instead.
 func (*BanEntry) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{60}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *BanEntry) GetUserId() string {
@@ -5643,7 +5758,7 @@ type ListBansReply struct {
 
 func (x *ListBansReply) Reset() {
 	*x = ListBansReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[61]
+	mi := &file_roomcellv1_room_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5655,7 +5770,7 @@ func (x *ListBansReply) String() string {
 func (*ListBansReply) ProtoMessage() {}
 
 func (x *ListBansReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[61]
+	mi := &file_roomcellv1_room_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5668,7 +5783,7 @@ func (x *ListBansReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBansReply.ProtoReflect.Descriptor instead.
 func (*ListBansReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{61}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListBansReply) GetBans() []*BanEntry {
@@ -5686,6 +5801,189 @@ func (x *ListBansReply) GetNextPageToken() string {
 }
 
 func (x *ListBansReply) GetRoomSeq() int64 {
+	if x != nil {
+		return x.RoomSeq
+	}
+	return 0
+}
+
+// GetJoinTicketRequest asks for user_id's ticket to the room's audio room.
+type GetJoinTicketRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJoinTicketRequest) Reset() {
+	*x = GetJoinTicketRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJoinTicketRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJoinTicketRequest) ProtoMessage() {}
+
+func (x *GetJoinTicketRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJoinTicketRequest.ProtoReflect.Descriptor instead.
+func (*GetJoinTicketRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GetJoinTicketRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *GetJoinTicketRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *GetJoinTicketRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *GetJoinTicketRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// GetJoinTicketReply: enter TRTC's room trtc_room_id (a string room id)
+// as user_id with user_sig and private_map_key before expires_at_ms.
+type GetJoinTicketReply struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TrtcRoomId string                 `protobuf:"bytes,1,opt,name=trtc_room_id,json=trtcRoomId,proto3" json:"trtc_room_id,omitempty"`
+	SdkAppId   int64                  `protobuf:"varint,2,opt,name=sdk_app_id,json=sdkAppId,proto3" json:"sdk_app_id,omitempty"` // the TRTC app; 0 when this deployment signs nothing
+	// Empty when this deployment holds no signing key (trtc.sig_key): the
+	// app signs its users itself.
+	UserSig       string `protobuf:"bytes,3,opt,name=user_sig,json=userSig,proto3" json:"user_sig,omitempty"`
+	PrivateMapKey string `protobuf:"bytes,4,opt,name=private_map_key,json=privateMapKey,proto3" json:"private_map_key,omitempty"`
+	// The PrivateMapKey's bits (TRTC's numbering: 2 enter, 4 send audio,
+	// 8 receive audio).
+	Privileges    uint32 `protobuf:"varint,5,opt,name=privileges,proto3" json:"privileges,omitempty"`
+	SendAudio     bool   `protobuf:"varint,6,opt,name=send_audio,json=sendAudio,proto3" json:"send_audio,omitempty"`
+	Seat          int32  `protobuf:"varint,7,opt,name=seat,proto3" json:"seat,omitempty"`                                    // -1: not seated
+	ExpiresAtMs   int64  `protobuf:"varint,8,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"` // the PrivateMapKey's expiry
+	RoomSeq       int64  `protobuf:"varint,9,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`               // the room state the rights were read from
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJoinTicketReply) Reset() {
+	*x = GetJoinTicketReply{}
+	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJoinTicketReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJoinTicketReply) ProtoMessage() {}
+
+func (x *GetJoinTicketReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJoinTicketReply.ProtoReflect.Descriptor instead.
+func (*GetJoinTicketReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetJoinTicketReply) GetTrtcRoomId() string {
+	if x != nil {
+		return x.TrtcRoomId
+	}
+	return ""
+}
+
+func (x *GetJoinTicketReply) GetSdkAppId() int64 {
+	if x != nil {
+		return x.SdkAppId
+	}
+	return 0
+}
+
+func (x *GetJoinTicketReply) GetUserSig() string {
+	if x != nil {
+		return x.UserSig
+	}
+	return ""
+}
+
+func (x *GetJoinTicketReply) GetPrivateMapKey() string {
+	if x != nil {
+		return x.PrivateMapKey
+	}
+	return ""
+}
+
+func (x *GetJoinTicketReply) GetPrivileges() uint32 {
+	if x != nil {
+		return x.Privileges
+	}
+	return 0
+}
+
+func (x *GetJoinTicketReply) GetSendAudio() bool {
+	if x != nil {
+		return x.SendAudio
+	}
+	return false
+}
+
+func (x *GetJoinTicketReply) GetSeat() int32 {
+	if x != nil {
+		return x.Seat
+	}
+	return 0
+}
+
+func (x *GetJoinTicketReply) GetExpiresAtMs() int64 {
+	if x != nil {
+		return x.ExpiresAtMs
+	}
+	return 0
+}
+
+func (x *GetJoinTicketReply) GetRoomSeq() int64 {
 	if x != nil {
 		return x.RoomSeq
 	}
@@ -5710,7 +6008,7 @@ type MuteMemberRequest struct {
 
 func (x *MuteMemberRequest) Reset() {
 	*x = MuteMemberRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[62]
+	mi := &file_roomcellv1_room_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5722,7 +6020,7 @@ func (x *MuteMemberRequest) String() string {
 func (*MuteMemberRequest) ProtoMessage() {}
 
 func (x *MuteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[62]
+	mi := &file_roomcellv1_room_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5735,7 +6033,7 @@ func (x *MuteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MuteMemberRequest.ProtoReflect.Descriptor instead.
 func (*MuteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{62}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MuteMemberRequest) GetCommandId() string {
@@ -5801,7 +6099,7 @@ type UnmuteMemberRequest struct {
 
 func (x *UnmuteMemberRequest) Reset() {
 	*x = UnmuteMemberRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5813,7 +6111,7 @@ func (x *UnmuteMemberRequest) String() string {
 func (*UnmuteMemberRequest) ProtoMessage() {}
 
 func (x *UnmuteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[63]
+	mi := &file_roomcellv1_room_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5826,7 +6124,7 @@ func (x *UnmuteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnmuteMemberRequest.ProtoReflect.Descriptor instead.
 func (*UnmuteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{63}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UnmuteMemberRequest) GetCommandId() string {
@@ -5880,7 +6178,7 @@ type ListGiftsRequest struct {
 
 func (x *ListGiftsRequest) Reset() {
 	*x = ListGiftsRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5892,7 +6190,7 @@ func (x *ListGiftsRequest) String() string {
 func (*ListGiftsRequest) ProtoMessage() {}
 
 func (x *ListGiftsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[64]
+	mi := &file_roomcellv1_room_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5905,7 +6203,7 @@ func (x *ListGiftsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGiftsRequest.ProtoReflect.Descriptor instead.
 func (*ListGiftsRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{64}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListGiftsRequest) GetRequestId() string {
@@ -5926,7 +6224,7 @@ type Gift struct {
 
 func (x *Gift) Reset() {
 	*x = Gift{}
-	mi := &file_roomcellv1_room_proto_msgTypes[65]
+	mi := &file_roomcellv1_room_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5938,7 +6236,7 @@ func (x *Gift) String() string {
 func (*Gift) ProtoMessage() {}
 
 func (x *Gift) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[65]
+	mi := &file_roomcellv1_room_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5951,7 +6249,7 @@ func (x *Gift) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gift.ProtoReflect.Descriptor instead.
 func (*Gift) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{65}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Gift) GetGiftId() string {
@@ -5984,7 +6282,7 @@ type ListGiftsReply struct {
 
 func (x *ListGiftsReply) Reset() {
 	*x = ListGiftsReply{}
-	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	mi := &file_roomcellv1_room_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5996,7 +6294,7 @@ func (x *ListGiftsReply) String() string {
 func (*ListGiftsReply) ProtoMessage() {}
 
 func (x *ListGiftsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[66]
+	mi := &file_roomcellv1_room_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6009,7 +6307,7 @@ func (x *ListGiftsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGiftsReply.ProtoReflect.Descriptor instead.
 func (*ListGiftsReply) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{66}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListGiftsReply) GetGifts() []*Gift {
@@ -6033,7 +6331,7 @@ type ReopenRoomRequest struct {
 
 func (x *ReopenRoomRequest) Reset() {
 	*x = ReopenRoomRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	mi := &file_roomcellv1_room_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6045,7 +6343,7 @@ func (x *ReopenRoomRequest) String() string {
 func (*ReopenRoomRequest) ProtoMessage() {}
 
 func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[67]
+	mi := &file_roomcellv1_room_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6058,7 +6356,7 @@ func (x *ReopenRoomRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReopenRoomRequest.ProtoReflect.Descriptor instead.
 func (*ReopenRoomRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{67}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ReopenRoomRequest) GetCommandId() string {
@@ -6122,7 +6420,7 @@ type SetRoomMetadataRequest struct {
 
 func (x *SetRoomMetadataRequest) Reset() {
 	*x = SetRoomMetadataRequest{}
-	mi := &file_roomcellv1_room_proto_msgTypes[68]
+	mi := &file_roomcellv1_room_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6134,7 +6432,7 @@ func (x *SetRoomMetadataRequest) String() string {
 func (*SetRoomMetadataRequest) ProtoMessage() {}
 
 func (x *SetRoomMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_roomcellv1_room_proto_msgTypes[68]
+	mi := &file_roomcellv1_room_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6147,7 +6445,7 @@ func (x *SetRoomMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoomMetadataRequest.ProtoReflect.Descriptor instead.
 func (*SetRoomMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_roomcellv1_room_proto_rawDescGZIP(), []int{68}
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SetRoomMetadataRequest) GetCommandId() string {
@@ -6211,6 +6509,106 @@ func (x *SetRoomMetadataRequest) GetVisibility() string {
 		return x.Visibility
 	}
 	return ""
+}
+
+// SetRoomCustomInfoRequest sets the keys of set and deletes the keys of
+// delete_keys in one change (RoomCustomInfoChanged carries the keys that
+// changed). Keys are ids (1 to 64 bytes of printable ASCII without
+// space, ':' or '/'), values UTF-8 up to 2048 bytes; the room keeps at
+// most 32 keys and 16384 bytes of keys and values together: a change
+// past either is refused whole (TOO_MANY_CUSTOM_KEYS,
+// CUSTOM_INFO_TOO_LARGE) and nothing is written. Setting a key to its
+// value and deleting an absent key change nothing.
+type SetRoomCustomInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Set           map[string]string      `protobuf:"bytes,6,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DeleteKeys    []string               `protobuf:"bytes,7,rep,name=delete_keys,json=deleteKeys,proto3" json:"delete_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoomCustomInfoRequest) Reset() {
+	*x = SetRoomCustomInfoRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoomCustomInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoomCustomInfoRequest) ProtoMessage() {}
+
+func (x *SetRoomCustomInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoomCustomInfoRequest.ProtoReflect.Descriptor instead.
+func (*SetRoomCustomInfoRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetRoomCustomInfoRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *SetRoomCustomInfoRequest) GetDeleteKeys() []string {
+	if x != nil {
+		return x.DeleteKeys
+	}
+	return nil
 }
 
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
@@ -6398,7 +6796,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xdd\x05\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe4\x06\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -6423,7 +6821,12 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tcover_url\x184 \x01(\tR\bcoverUrl\x12\x1e\n" +
 	"\n" +
 	"visibility\x185 \x01(\tR\n" +
-	"visibility\"L\n" +
+	"visibility\x12F\n" +
+	"\vcustom_info\x18F \x03(\v2%.roomcell.v1.RoomView.CustomInfoEntryR\n" +
+	"customInfo\x1a=\n" +
+	"\x0fCustomInfoEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
 	"\vMutedMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12$\n" +
 	"\x0emuted_until_ms\x18\x02 \x01(\x03R\fmutedUntilMs\"\x88\x01\n" +
@@ -6436,7 +6839,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\tR\apayload\"\xb8\x02\n" +
+	"\apayload\x18\x03 \x01(\tR\apayload\"\xf2\x02\n" +
 	"\fCommandReply\x12\x19\n" +
 	"\broom_seq\x18\x01 \x01(\x03R\aroomSeq\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\x12\x1c\n" +
@@ -6445,10 +6848,17 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x06events\x18\x05 \x03(\v2\x16.roomcell.v1.RoomEventR\x06events\x12&\n" +
 	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\x12$\n" +
 	"\x0eim_group_ready\x18\a \x01(\bR\fimGroupReady\x12)\n" +
-	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\"a\n" +
+	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\x128\n" +
+	"\vjoin_rights\x18) \x01(\v2\x17.roomcell.v1.JoinRightsR\n" +
+	"joinRights\"?\n" +
+	"\n" +
+	"JoinRights\x12\x1d\n" +
+	"\n" +
+	"send_audio\x18\x01 \x01(\bR\tsendAudio\x12\x12\n" +
+	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd7\x14\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfe\x15\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -6498,7 +6908,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\vreopen_room\x188 \x01(\v2\x1e.roomcell.v1.ReopenRoomRequestH\x00R\n" +
 	"reopenRoom\x12Q\n" +
 	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadata\x12J\n" +
-	"\x0eaudio_presence\x18: \x01(\v2!.roomcell.v1.AudioPresenceRequestH\x00R\raudioPresenceB\t\n" +
+	"\x0eaudio_presence\x18: \x01(\v2!.roomcell.v1.AudioPresenceRequestH\x00R\raudioPresence\x12K\n" +
+	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
+	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfoB\t\n" +
 	"\acommand\"\x95\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -6511,11 +6923,15 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\"\n" +
 	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
-	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\"O\n" +
+	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\"\xce\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
-	"\x04code\x18\x03 \x01(\rR\x04code\"m\n" +
+	"\x04code\x18\x03 \x01(\rR\x04code\x12@\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\fRoomResponse\x12/\n" +
 	"\x05reply\x18\x01 \x01(\v2\x19.roomcell.v1.CommandReplyR\x05reply\x12,\n" +
 	"\x05error\x18\x02 \x01(\v2\x16.roomcell.v1.RoomErrorR\x05error\"\xe8\x01\n" +
@@ -6770,7 +7186,28 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\rListBansReply\x12)\n" +
 	"\x04bans\x18\x01 \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x19\n" +
-	"\broom_seq\x18\x03 \x01(\x03R\aroomSeq\"\xe7\x01\n" +
+	"\broom_seq\x18\x03 \x01(\x03R\aroomSeq\"\x82\x01\n" +
+	"\x14GetJoinTicketRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\"\xa9\x02\n" +
+	"\x12GetJoinTicketReply\x12 \n" +
+	"\ftrtc_room_id\x18\x01 \x01(\tR\n" +
+	"trtcRoomId\x12\x1c\n" +
+	"\n" +
+	"sdk_app_id\x18\x02 \x01(\x03R\bsdkAppId\x12\x19\n" +
+	"\buser_sig\x18\x03 \x01(\tR\auserSig\x12&\n" +
+	"\x0fprivate_map_key\x18\x04 \x01(\tR\rprivateMapKey\x12\x1e\n" +
+	"\n" +
+	"privileges\x18\x05 \x01(\rR\n" +
+	"privileges\x12\x1d\n" +
+	"\n" +
+	"send_audio\x18\x06 \x01(\bR\tsendAudio\x12\x12\n" +
+	"\x04seat\x18\a \x01(\x05R\x04seat\x12\"\n" +
+	"\rexpires_at_ms\x18\b \x01(\x03R\vexpiresAtMs\x12\x19\n" +
+	"\broom_seq\x18\t \x01(\x03R\aroomSeq\"\xe7\x01\n" +
 	"\x11MuteMemberRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6821,7 +7258,21 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tcover_url\x18\b \x01(\tR\bcoverUrl\x12\x1e\n" +
 	"\n" +
 	"visibility\x18\t \x01(\tR\n" +
-	"visibility2\x84\x1b\n" +
+	"visibility\"\xc0\x02\n" +
+	"\x18SetRoomCustomInfoRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12@\n" +
+	"\x03set\x18\x06 \x03(\v2..roomcell.v1.SetRoomCustomInfoRequest.SetEntryR\x03set\x12\x1f\n" +
+	"\vdelete_keys\x18\a \x03(\tR\n" +
+	"deleteKeys\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xbc\x1c\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -6864,14 +7315,16 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\fSetSeatCount\x12 .roomcell.v1.SetSeatCountRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12G\n" +
 	"\aBanUser\x12\x1b.roomcell.v1.BanUserRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12K\n" +
 	"\tUnbanUser\x12\x1d.roomcell.v1.UnbanUserRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12J\n" +
-	"\bListBans\x12\x1c.roomcell.v1.ListBansRequest\x1a\x1a.roomcell.v1.ListBansReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
+	"\bListBans\x12\x1c.roomcell.v1.ListBansRequest\x1a\x1a.roomcell.v1.ListBansReply\"\x04\xc8\xf3\x18\x02\x12Y\n" +
+	"\rGetJoinTicket\x12!.roomcell.v1.GetJoinTicketRequest\x1a\x1f.roomcell.v1.GetJoinTicketReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
 	"\n" +
 	"MuteMember\x12\x1e.roomcell.v1.MuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12Q\n" +
 	"\fUnmuteMember\x12 .roomcell.v1.UnmuteMemberRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
 	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
 	"\n" +
 	"ReopenRoom\x12\x1e.roomcell.v1.ReopenRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12[\n" +
+	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -6885,7 +7338,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -6911,200 +7364,217 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*SeatRequest)(nil),                   // 21: roomcell.v1.SeatRequest
 	(*RoomEvent)(nil),                     // 22: roomcell.v1.RoomEvent
 	(*CommandReply)(nil),                  // 23: roomcell.v1.CommandReply
-	(*GetRoomReply)(nil),                  // 24: roomcell.v1.GetRoomReply
-	(*RoomCommand)(nil),                   // 25: roomcell.v1.RoomCommand
-	(*AudioPresenceRequest)(nil),          // 26: roomcell.v1.AudioPresenceRequest
-	(*RoomError)(nil),                     // 27: roomcell.v1.RoomError
-	(*RoomResponse)(nil),                  // 28: roomcell.v1.RoomResponse
-	(*ListRoomsRequest)(nil),              // 29: roomcell.v1.ListRoomsRequest
-	(*RoomListing)(nil),                   // 30: roomcell.v1.RoomListing
-	(*ListRoomsReply)(nil),                // 31: roomcell.v1.ListRoomsReply
-	(*GetUserRoomRequest)(nil),            // 32: roomcell.v1.GetUserRoomRequest
-	(*GetUserRoomReply)(nil),              // 33: roomcell.v1.GetUserRoomReply
-	(*ListRoomEventsRequest)(nil),         // 34: roomcell.v1.ListRoomEventsRequest
-	(*RoomLogEvent)(nil),                  // 35: roomcell.v1.RoomLogEvent
-	(*ListRoomEventsReply)(nil),           // 36: roomcell.v1.ListRoomEventsReply
-	(*WatchRoomRequest)(nil),              // 37: roomcell.v1.WatchRoomRequest
-	(*WatchRoomReply)(nil),                // 38: roomcell.v1.WatchRoomReply
-	(*RoomEventsResponse)(nil),            // 39: roomcell.v1.RoomEventsResponse
-	(*RoomWatchSubscribe)(nil),            // 40: roomcell.v1.RoomWatchSubscribe
-	(*RoomWatchAck)(nil),                  // 41: roomcell.v1.RoomWatchAck
-	(*RoomWatchPush)(nil),                 // 42: roomcell.v1.RoomWatchPush
-	(*RoomWatchEnd)(nil),                  // 43: roomcell.v1.RoomWatchEnd
-	(*SetSeatModeRequest)(nil),            // 44: roomcell.v1.SetSeatModeRequest
-	(*ApplySeatRequest)(nil),              // 45: roomcell.v1.ApplySeatRequest
-	(*CancelSeatApplicationRequest)(nil),  // 46: roomcell.v1.CancelSeatApplicationRequest
-	(*ApproveSeatApplicationRequest)(nil), // 47: roomcell.v1.ApproveSeatApplicationRequest
-	(*RejectSeatApplicationRequest)(nil),  // 48: roomcell.v1.RejectSeatApplicationRequest
-	(*InviteToSeatRequest)(nil),           // 49: roomcell.v1.InviteToSeatRequest
-	(*AcceptSeatInvitationRequest)(nil),   // 50: roomcell.v1.AcceptSeatInvitationRequest
-	(*DeclineSeatInvitationRequest)(nil),  // 51: roomcell.v1.DeclineSeatInvitationRequest
-	(*ListSeatRequestsRequest)(nil),       // 52: roomcell.v1.ListSeatRequestsRequest
-	(*ListSeatRequestsReply)(nil),         // 53: roomcell.v1.ListSeatRequestsReply
-	(*KickOffSeatRequest)(nil),            // 54: roomcell.v1.KickOffSeatRequest
-	(*MoveSeatRequest)(nil),               // 55: roomcell.v1.MoveSeatRequest
-	(*SetSeatCountRequest)(nil),           // 56: roomcell.v1.SetSeatCountRequest
-	(*BanUserRequest)(nil),                // 57: roomcell.v1.BanUserRequest
-	(*UnbanUserRequest)(nil),              // 58: roomcell.v1.UnbanUserRequest
-	(*ListBansRequest)(nil),               // 59: roomcell.v1.ListBansRequest
-	(*BanEntry)(nil),                      // 60: roomcell.v1.BanEntry
-	(*ListBansReply)(nil),                 // 61: roomcell.v1.ListBansReply
-	(*MuteMemberRequest)(nil),             // 62: roomcell.v1.MuteMemberRequest
-	(*UnmuteMemberRequest)(nil),           // 63: roomcell.v1.UnmuteMemberRequest
-	(*ListGiftsRequest)(nil),              // 64: roomcell.v1.ListGiftsRequest
-	(*Gift)(nil),                          // 65: roomcell.v1.Gift
-	(*ListGiftsReply)(nil),                // 66: roomcell.v1.ListGiftsReply
-	(*ReopenRoomRequest)(nil),             // 67: roomcell.v1.ReopenRoomRequest
-	(*SetRoomMetadataRequest)(nil),        // 68: roomcell.v1.SetRoomMetadataRequest
+	(*JoinRights)(nil),                    // 24: roomcell.v1.JoinRights
+	(*GetRoomReply)(nil),                  // 25: roomcell.v1.GetRoomReply
+	(*RoomCommand)(nil),                   // 26: roomcell.v1.RoomCommand
+	(*AudioPresenceRequest)(nil),          // 27: roomcell.v1.AudioPresenceRequest
+	(*RoomError)(nil),                     // 28: roomcell.v1.RoomError
+	(*RoomResponse)(nil),                  // 29: roomcell.v1.RoomResponse
+	(*ListRoomsRequest)(nil),              // 30: roomcell.v1.ListRoomsRequest
+	(*RoomListing)(nil),                   // 31: roomcell.v1.RoomListing
+	(*ListRoomsReply)(nil),                // 32: roomcell.v1.ListRoomsReply
+	(*GetUserRoomRequest)(nil),            // 33: roomcell.v1.GetUserRoomRequest
+	(*GetUserRoomReply)(nil),              // 34: roomcell.v1.GetUserRoomReply
+	(*ListRoomEventsRequest)(nil),         // 35: roomcell.v1.ListRoomEventsRequest
+	(*RoomLogEvent)(nil),                  // 36: roomcell.v1.RoomLogEvent
+	(*ListRoomEventsReply)(nil),           // 37: roomcell.v1.ListRoomEventsReply
+	(*WatchRoomRequest)(nil),              // 38: roomcell.v1.WatchRoomRequest
+	(*WatchRoomReply)(nil),                // 39: roomcell.v1.WatchRoomReply
+	(*RoomEventsResponse)(nil),            // 40: roomcell.v1.RoomEventsResponse
+	(*RoomWatchSubscribe)(nil),            // 41: roomcell.v1.RoomWatchSubscribe
+	(*RoomWatchAck)(nil),                  // 42: roomcell.v1.RoomWatchAck
+	(*RoomWatchPush)(nil),                 // 43: roomcell.v1.RoomWatchPush
+	(*RoomWatchEnd)(nil),                  // 44: roomcell.v1.RoomWatchEnd
+	(*SetSeatModeRequest)(nil),            // 45: roomcell.v1.SetSeatModeRequest
+	(*ApplySeatRequest)(nil),              // 46: roomcell.v1.ApplySeatRequest
+	(*CancelSeatApplicationRequest)(nil),  // 47: roomcell.v1.CancelSeatApplicationRequest
+	(*ApproveSeatApplicationRequest)(nil), // 48: roomcell.v1.ApproveSeatApplicationRequest
+	(*RejectSeatApplicationRequest)(nil),  // 49: roomcell.v1.RejectSeatApplicationRequest
+	(*InviteToSeatRequest)(nil),           // 50: roomcell.v1.InviteToSeatRequest
+	(*AcceptSeatInvitationRequest)(nil),   // 51: roomcell.v1.AcceptSeatInvitationRequest
+	(*DeclineSeatInvitationRequest)(nil),  // 52: roomcell.v1.DeclineSeatInvitationRequest
+	(*ListSeatRequestsRequest)(nil),       // 53: roomcell.v1.ListSeatRequestsRequest
+	(*ListSeatRequestsReply)(nil),         // 54: roomcell.v1.ListSeatRequestsReply
+	(*KickOffSeatRequest)(nil),            // 55: roomcell.v1.KickOffSeatRequest
+	(*MoveSeatRequest)(nil),               // 56: roomcell.v1.MoveSeatRequest
+	(*SetSeatCountRequest)(nil),           // 57: roomcell.v1.SetSeatCountRequest
+	(*BanUserRequest)(nil),                // 58: roomcell.v1.BanUserRequest
+	(*UnbanUserRequest)(nil),              // 59: roomcell.v1.UnbanUserRequest
+	(*ListBansRequest)(nil),               // 60: roomcell.v1.ListBansRequest
+	(*BanEntry)(nil),                      // 61: roomcell.v1.BanEntry
+	(*ListBansReply)(nil),                 // 62: roomcell.v1.ListBansReply
+	(*GetJoinTicketRequest)(nil),          // 63: roomcell.v1.GetJoinTicketRequest
+	(*GetJoinTicketReply)(nil),            // 64: roomcell.v1.GetJoinTicketReply
+	(*MuteMemberRequest)(nil),             // 65: roomcell.v1.MuteMemberRequest
+	(*UnmuteMemberRequest)(nil),           // 66: roomcell.v1.UnmuteMemberRequest
+	(*ListGiftsRequest)(nil),              // 67: roomcell.v1.ListGiftsRequest
+	(*Gift)(nil),                          // 68: roomcell.v1.Gift
+	(*ListGiftsReply)(nil),                // 69: roomcell.v1.ListGiftsReply
+	(*ReopenRoomRequest)(nil),             // 70: roomcell.v1.ReopenRoomRequest
+	(*SetRoomMetadataRequest)(nil),        // 71: roomcell.v1.SetRoomMetadataRequest
+	(*SetRoomCustomInfoRequest)(nil),      // 72: roomcell.v1.SetRoomCustomInfoRequest
+	nil,                                   // 73: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 74: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 75: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	19,  // 4: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
-	22,  // 5: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
-	60,  // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
-	19,  // 7: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
-	0,   // 8: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
-	1,   // 9: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
-	2,   // 10: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
-	3,   // 11: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
-	4,   // 12: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
-	5,   // 13: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
-	6,   // 14: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
-	7,   // 15: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
-	8,   // 16: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	17,  // 17: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	9,   // 18: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
-	11,  // 19: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
-	12,  // 20: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
-	13,  // 21: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
-	14,  // 22: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
-	15,  // 23: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
-	16,  // 24: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
-	10,  // 25: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
-	44,  // 26: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
-	45,  // 27: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
-	46,  // 28: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
-	47,  // 29: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
-	48,  // 30: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
-	49,  // 31: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
-	50,  // 32: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
-	51,  // 33: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
-	54,  // 34: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
-	55,  // 35: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
-	56,  // 36: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
-	57,  // 37: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
-	58,  // 38: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
-	59,  // 39: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
-	62,  // 40: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
-	63,  // 41: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	67,  // 42: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
-	68,  // 43: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
-	26,  // 44: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
-	23,  // 45: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	27,  // 46: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	30,  // 47: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	35,  // 48: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	35,  // 49: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 50: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	27,  // 51: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	27,  // 52: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	35,  // 53: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 54: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 55: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	60,  // 56: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	65,  // 57: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,   // 58: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 59: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 60: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 61: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 62: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 63: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 64: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 65: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 66: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 67: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	29,  // 68: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	32,  // 69: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 70: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 71: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 72: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 73: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 74: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 75: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 76: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 77: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	34,  // 78: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	37,  // 79: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	44,  // 80: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	45,  // 81: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	46,  // 82: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	47,  // 83: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	48,  // 84: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	49,  // 85: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	50,  // 86: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	51,  // 87: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	52,  // 88: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	54,  // 89: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	55,  // 90: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	56,  // 91: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	57,  // 92: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	58,  // 93: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	59,  // 94: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	62,  // 95: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	63,  // 96: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	64,  // 97: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	67,  // 98: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	68,  // 99: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	23,  // 100: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 101: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 102: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 103: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 104: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 105: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 106: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 107: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 108: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	24,  // 109: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	31,  // 110: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	33,  // 111: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 112: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 113: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 114: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 115: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 116: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 117: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 118: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	36,  // 120: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	38,  // 121: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 122: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 124: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 129: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	53,  // 130: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 131: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 132: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 134: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	61,  // 136: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	23,  // 137: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	66,  // 139: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 140: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	100, // [100:142] is the sub-list for method output_type
-	58,  // [58:100] is the sub-list for method input_type
-	58,  // [58:58] is the sub-list for extension type_name
-	58,  // [58:58] is the sub-list for extension extendee
-	0,   // [0:58] is the sub-list for field type_name
+	73,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
+	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
+	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
+	24,  // 8: roomcell.v1.CommandReply.join_rights:type_name -> roomcell.v1.JoinRights
+	19,  // 9: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	0,   // 10: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
+	1,   // 11: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
+	2,   // 12: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
+	3,   // 13: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
+	4,   // 14: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
+	5,   // 15: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
+	6,   // 16: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
+	7,   // 17: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
+	8,   // 18: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
+	17,  // 19: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,   // 20: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	11,  // 21: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	12,  // 22: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	13,  // 23: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	14,  // 24: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	15,  // 25: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	16,  // 26: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	10,  // 27: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
+	45,  // 28: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
+	46,  // 29: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
+	47,  // 30: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 31: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 32: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 33: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
+	51,  // 34: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 35: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
+	55,  // 36: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
+	56,  // 37: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
+	57,  // 38: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
+	58,  // 39: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
+	59,  // 40: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
+	60,  // 41: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
+	65,  // 42: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
+	66,  // 43: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
+	70,  // 44: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	71,  // 45: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	27,  // 46: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
+	63,  // 47: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
+	72,  // 48: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
+	74,  // 49: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 50: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 51: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 52: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 53: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 54: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 55: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 56: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 57: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 58: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 59: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 60: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 61: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 62: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	75,  // 63: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	0,   // 64: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 65: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 66: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 67: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 68: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 69: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 70: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 71: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 72: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 73: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 74: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 75: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 76: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 77: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 78: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 79: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 80: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 81: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 82: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 83: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 84: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 85: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 86: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 87: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 88: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 89: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 90: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 91: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 92: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 93: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 94: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 95: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 96: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 97: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 98: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 99: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 100: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 101: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 102: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 103: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 104: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 105: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 106: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 107: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	23,  // 108: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 109: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 110: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 111: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 112: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 113: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 114: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 117: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 118: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 119: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 120: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 121: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 128: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 129: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 130: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 131: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 132: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 138: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 139: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 140: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 141: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 144: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 145: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 146: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 147: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 148: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 149: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 150: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 151: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	108, // [108:152] is the sub-list for method output_type
+	64,  // [64:108] is the sub-list for method input_type
+	64,  // [64:64] is the sub-list for extension type_name
+	64,  // [64:64] is the sub-list for extension extendee
+	0,   // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -7114,7 +7584,7 @@ func file_roomcellv1_room_proto_init() {
 	}
 	file_roomcellv1_options_proto_init()
 	file_roomcellv1_room_proto_msgTypes[16].OneofWrappers = []any{}
-	file_roomcellv1_room_proto_msgTypes[25].OneofWrappers = []any{
+	file_roomcellv1_room_proto_msgTypes[26].OneofWrappers = []any{
 		(*RoomCommand_CreateRoom)(nil),
 		(*RoomCommand_JoinRoom)(nil),
 		(*RoomCommand_LeaveRoom)(nil),
@@ -7152,6 +7622,8 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_ReopenRoom)(nil),
 		(*RoomCommand_SetRoomMetadata)(nil),
 		(*RoomCommand_AudioPresence)(nil),
+		(*RoomCommand_GetJoinTicket)(nil),
+		(*RoomCommand_SetRoomCustomInfo)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7159,7 +7631,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   69,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,11 +56,13 @@ const (
 	RoomService_BanUser_FullMethodName                = "/roomcell.v1.RoomService/BanUser"
 	RoomService_UnbanUser_FullMethodName              = "/roomcell.v1.RoomService/UnbanUser"
 	RoomService_ListBans_FullMethodName               = "/roomcell.v1.RoomService/ListBans"
+	RoomService_GetJoinTicket_FullMethodName          = "/roomcell.v1.RoomService/GetJoinTicket"
 	RoomService_MuteMember_FullMethodName             = "/roomcell.v1.RoomService/MuteMember"
 	RoomService_UnmuteMember_FullMethodName           = "/roomcell.v1.RoomService/UnmuteMember"
 	RoomService_ListGifts_FullMethodName              = "/roomcell.v1.RoomService/ListGifts"
 	RoomService_ReopenRoom_FullMethodName             = "/roomcell.v1.RoomService/ReopenRoom"
 	RoomService_SetRoomMetadata_FullMethodName        = "/roomcell.v1.RoomService/SetRoomMetadata"
+	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -138,6 +140,15 @@ type RoomServiceClient interface {
 	BanUser(ctx context.Context, in *BanUserRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	UnbanUser(ctx context.Context, in *UnbanUserRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	ListBans(ctx context.Context, in *ListBansRequest, opts ...grpc.CallOption) (*ListBansReply, error)
+	// GetJoinTicket answers, from the room's current state, what the user
+	// needs to enter Tencent's side of the room: the TRTC room id, a
+	// UserSig and a PrivateMapKey whose bits follow the room (a member
+	// who is not banned: enter + receive audio; seated on a seat neither
+	// muted nor locked: also send audio). Anybody else is refused
+	// (FAILED_PRECONDITION with NOT_MEMBER, BANNED, ROOM_CLOSED). A read:
+	// nothing is logged; fetch a new one freely (docs/client-protocol.md
+	// says when).
+	GetJoinTicket(ctx context.Context, in *GetJoinTicketRequest, opts ...grpc.CallOption) (*GetJoinTicketReply, error)
 	MuteMember(ctx context.Context, in *MuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	UnmuteMember(ctx context.Context, in *UnmuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
@@ -149,6 +160,9 @@ type RoomServiceClient interface {
 	// SetRoomMetadata replaces the room's category, tags, cover and
 	// visibility (owner, or an admin in the room).
 	SetRoomMetadata(ctx context.Context, in *SetRoomMetadataRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetRoomCustomInfo sets and deletes keys of the room's custom
+	// key/value info (owner, or an admin in the room); GetRoom shows it.
+	SetRoomCustomInfo(ctx context.Context, in *SetRoomCustomInfoRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -538,6 +552,16 @@ func (c *roomServiceClient) ListBans(ctx context.Context, in *ListBansRequest, o
 	return out, nil
 }
 
+func (c *roomServiceClient) GetJoinTicket(ctx context.Context, in *GetJoinTicketRequest, opts ...grpc.CallOption) (*GetJoinTicketReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetJoinTicketReply)
+	err := c.cc.Invoke(ctx, RoomService_GetJoinTicket_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roomServiceClient) MuteMember(ctx context.Context, in *MuteMemberRequest, opts ...grpc.CallOption) (*CommandReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommandReply)
@@ -582,6 +606,16 @@ func (c *roomServiceClient) SetRoomMetadata(ctx context.Context, in *SetRoomMeta
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommandReply)
 	err := c.cc.Invoke(ctx, RoomService_SetRoomMetadata_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *roomServiceClient) SetRoomCustomInfo(ctx context.Context, in *SetRoomCustomInfoRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetRoomCustomInfo_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -663,6 +697,15 @@ type RoomServiceServer interface {
 	BanUser(context.Context, *BanUserRequest) (*CommandReply, error)
 	UnbanUser(context.Context, *UnbanUserRequest) (*CommandReply, error)
 	ListBans(context.Context, *ListBansRequest) (*ListBansReply, error)
+	// GetJoinTicket answers, from the room's current state, what the user
+	// needs to enter Tencent's side of the room: the TRTC room id, a
+	// UserSig and a PrivateMapKey whose bits follow the room (a member
+	// who is not banned: enter + receive audio; seated on a seat neither
+	// muted nor locked: also send audio). Anybody else is refused
+	// (FAILED_PRECONDITION with NOT_MEMBER, BANNED, ROOM_CLOSED). A read:
+	// nothing is logged; fetch a new one freely (docs/client-protocol.md
+	// says when).
+	GetJoinTicket(context.Context, *GetJoinTicketRequest) (*GetJoinTicketReply, error)
 	MuteMember(context.Context, *MuteMemberRequest) (*CommandReply, error)
 	UnmuteMember(context.Context, *UnmuteMemberRequest) (*CommandReply, error)
 	// ListGifts lists the gift catalog SendGift accepts (the node's config).
@@ -674,6 +717,9 @@ type RoomServiceServer interface {
 	// SetRoomMetadata replaces the room's category, tags, cover and
 	// visibility (owner, or an admin in the room).
 	SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error)
+	// SetRoomCustomInfo sets and deletes keys of the room's custom
+	// key/value info (owner, or an admin in the room); GetRoom shows it.
+	SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -795,6 +841,9 @@ func (UnimplementedRoomServiceServer) UnbanUser(context.Context, *UnbanUserReque
 func (UnimplementedRoomServiceServer) ListBans(context.Context, *ListBansRequest) (*ListBansReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBans not implemented")
 }
+func (UnimplementedRoomServiceServer) GetJoinTicket(context.Context, *GetJoinTicketRequest) (*GetJoinTicketReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJoinTicket not implemented")
+}
 func (UnimplementedRoomServiceServer) MuteMember(context.Context, *MuteMemberRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method MuteMember not implemented")
 }
@@ -809,6 +858,9 @@ func (UnimplementedRoomServiceServer) ReopenRoom(context.Context, *ReopenRoomReq
 }
 func (UnimplementedRoomServiceServer) SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoomMetadata not implemented")
+}
+func (UnimplementedRoomServiceServer) SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoomCustomInfo not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1490,6 +1542,24 @@ func _RoomService_ListBans_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_GetJoinTicket_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJoinTicketRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).GetJoinTicket(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_GetJoinTicket_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).GetJoinTicket(ctx, req.(*GetJoinTicketRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoomService_MuteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MuteMemberRequest)
 	if err := dec(in); err != nil {
@@ -1576,6 +1646,24 @@ func _RoomService_SetRoomMetadata_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RoomServiceServer).SetRoomMetadata(ctx, req.(*SetRoomMetadataRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RoomService_SetRoomCustomInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoomCustomInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetRoomCustomInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetRoomCustomInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetRoomCustomInfo(ctx, req.(*SetRoomCustomInfoRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1732,6 +1820,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RoomService_ListBans_Handler,
 		},
 		{
+			MethodName: "GetJoinTicket",
+			Handler:    _RoomService_GetJoinTicket_Handler,
+		},
+		{
 			MethodName: "MuteMember",
 			Handler:    _RoomService_MuteMember_Handler,
 		},
@@ -1750,6 +1842,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoomMetadata",
 			Handler:    _RoomService_SetRoomMetadata_Handler,
+		},
+		{
+			MethodName: "SetRoomCustomInfo",
+			Handler:    _RoomService_SetRoomCustomInfo_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

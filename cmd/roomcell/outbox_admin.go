@@ -25,7 +25,7 @@ type roomOutboxes struct {
 func (o roomOutboxes) each(ctx context.Context, f func(*roomDB) error) error {
 	for _, db := range o.dbs {
 		if err := f(db); err != nil {
-			return fmt.Errorf("room database %q: %w", db.key, err)
+			return persistence.InRoomDB(db.key, err)
 		}
 	}
 	return nil
@@ -75,7 +75,7 @@ func (o roomOutboxes) holder(ctx context.Context, eventID string) (*roomDB, pers
 			return db, row, nil
 		}
 		if !errors.Is(err, persistence.ErrNotFound) {
-			return nil, row, fmt.Errorf("room database %q: %w", db.key, err)
+			return nil, row, persistence.InRoomDB(db.key, err)
 		}
 	}
 	return nil, persistence.OutboxRow{}, fmt.Errorf("outbox row %s: %w", eventID, persistence.ErrNotFound)

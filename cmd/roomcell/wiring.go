@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -76,6 +78,9 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if audio != nil {
 		opts = append(opts, roomim.WithAudio(audio))
 	}
+	if a.cfg.TRTC.EnforceTickets {
+		opts = append(opts, roomim.WithTicketEnforcement())
+	}
 	pub := roomim.New(client, opts...)
 	a.closers = append(a.closers, pub.Close)
 	return pub, nil
@@ -106,6 +111,25 @@ func (a *App) openAudio(dev bool) (roomim.Audio, error) {
 		return nil, fmt.Errorf("trtc: %w", err)
 	}
 	return c, nil
+}
+
+// openTickets returns the signer of GetJoinTicket: with trtc.sig_key;
+// in dev mode without one, the fake TRTC's key (so dev tickets pass the
+// fake); otherwise nil (tickets carry the room and the rights unsigned).
+func (a *App) openTickets() (*trtc.Tickets, error) {
+	cfg := a.cfg.TRTC
+	if cfg.SigKey == "" && a.fakeTRTC != nil {
+		fc := a.fakeTRTC.ClientConfig()
+		cfg.SDKAppID, cfg.SigKey = fc.SDKAppID, fc.SigKey
+	}
+	if cfg.SigKey == "" {
+		return nil, nil
+	}
+	t, err := trtc.NewTickets(trtc.TicketConfig{SDKAppID: cfg.SDKAppID, SigKey: cfg.SigKey, TTL: cfg.TicketTTL, UserSigTTL: cfg.UserSigTTL})
+	if err != nil {
+		return nil, fmt.Errorf("trtc.sig_key: %w", err)
+	}
+	return t, nil
 }
 
 // openWallet returns the gift debiter of the room grains: the wallet in
@@ -211,6 +235,48 @@ func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("migrations applied", "schemas", mysql.Schemas())
+	return nil
+}
+
+// checkMigrations prints, for every embedded schema and every database
+// it lives in, whether the database is at this binary's schema; an error
+// when one is behind or ahead (roomcell migrate --check).
+func checkMigrations(ctx context.Context, cfg configs.Config, out io.Writer) error {
+	if cfg.MySQL.DSN == "" {
+		return errors.New("migrate --check: mysql.dsn is empty")
+	}
+	type target struct {
+		cfg              configs.MySQLConfig
+		schema, database string
+	}
+	var targets []target
+	for _, schema := range mysql.Schemas() {
+		database, err := mysql.DatabaseFor(cfg.MySQL, schema)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{cfg.MySQL, schema, database})
+	}
+	if err := migrateRoomDBs(ctx, cfg, func(_ context.Context, c configs.MySQLConfig) error {
+		targets = append(targets, target{c, mysql.RoomSchema, c.RoomDatabase})
+		return nil
+	}); err != nil {
+		return err
+	}
+	var off []string
+	for _, tg := range targets {
+		st, err := mysql.CheckConfig(ctx, tg.cfg, tg.schema, tg.database)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, st.String())
+		if !st.UpToDate() {
+			off = append(off, tg.schema+" in "+tg.database)
+		}
+	}
+	if len(off) > 0 {
+		return fmt.Errorf("migrate --check: not at this binary's schema: %s", strings.Join(off, ", "))
+	}
 	return nil
 }
 

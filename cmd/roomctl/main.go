@@ -145,8 +145,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &re) && re.code == codes.Unavailable {
 		err = fmt.Errorf("%w (is a roomcell node serving gRPC at --addr %s?)", err, g.addr)
 	}
-	if re != nil && re.reason == errclass.CodeNotMember.String() {
-		// These are the ways out of a room.
+	if re != nil && re.reason == errclass.CodeNotMember.String() && re.meta["removed_reason"] == "" {
+		// The server does not know why (the removal is not remembered on
+		// the room's node); these are the ways out of a room.
 		err = fmt.Errorf("%w (a user leaves a room by leave, by a kick, by joining another room, or when no heartbeat came for the node's presence.stale_after, 60s unless its config or ROOMCELL_PRESENCE_STALE_AFTER says otherwise; roomctl user where shows the user's room)", err)
 	}
 	var ue usageError

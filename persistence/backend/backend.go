@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -149,7 +148,7 @@ func (s *Stores) openMySQL(ctx context.Context, full configs.Config, want Want, 
 	for i, r := range res {
 		if r.err != nil {
 			if !rm.Single() {
-				return fmt.Errorf("room database %q: %w", rm.Keys[i], r.err)
+				return persistence.InRoomDB(rm.Keys[i], r.err)
 			}
 			return r.err
 		}

@@ -3,7 +3,6 @@ package shardmap
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/hyapp/roomcell/persistence"
@@ -30,7 +29,7 @@ func (o RoomOutboxes) RoomOutboxAfter(ctx context.Context, eventType string, aft
 	for i, r := range o.Readers {
 		part, err := r.RoomOutboxAfter(ctx, eventType, afterMs, afterID, limit)
 		if err != nil {
-			return nil, fmt.Errorf("room database %q: %w", o.Keys[i], err)
+			return nil, persistence.InRoomDB(o.Keys[i], err)
 		}
 		rows = append(rows, part...)
 	}

@@ -3,7 +3,6 @@ package roomnotice
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -149,7 +148,7 @@ func (m *PartsScanner) Scan(ctx context.Context, nowMs int64, limit int) (notice
 			continue
 		}
 		if r.err != nil {
-			errs = append(errs, fmt.Errorf("room database %q: %w", p.key, r.err))
+			errs = append(errs, persistence.InRoomDB(p.key, r.err))
 			p.sc.Reset(p.safe) // its state is unknown: from its last safe position
 			if !p.failing {
 				p.failing = true

@@ -46,6 +46,7 @@ type Server struct {
 	sdkAppID  int64
 	secretID  string
 	secretKey string
+	sigKey    string // the app's UserSig key: signs and checks tickets
 	now       func() time.Time
 	log       *slog.Logger
 
@@ -84,6 +85,7 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		sdkAppID:  DefaultSDKAppID,
 		secretID:  "AKIDfake" + random(8),
 		secretKey: random(16),
+		sigKey:    random(32),
 		now:       time.Now,
 		log:       slog.Default(),
 		rooms:     map[string]map[string]bool{},
@@ -111,10 +113,11 @@ func random(n int) string {
 func (s *Server) URL() string { return s.srv.URL() }
 
 // ClientConfig is a client configuration aimed at this fake with its key
-// pair. Enabled stays false: the process is not talking to Tencent.
+// pair and its app's UserSig key (tickets signed with it pass the fake). Enabled stays false: the process is not talking to Tencent.
 func (s *Server) ClientConfig() configs.TRTCConfig {
 	return configs.TRTCConfig{SDKAppID: s.sdkAppID, SecretID: s.secretID, SecretKey: s.secretKey,
-		Region: "ap-guangzhou", Endpoint: s.URL(), Timeout: 5 * time.Second, RatePerSecond: 1000}
+		Region: "ap-guangzhou", Endpoint: s.URL(), Timeout: 5 * time.Second, RatePerSecond: 1000,
+		SigKey: s.sigKey, TicketTTL: 5 * time.Minute, UserSigTTL: 24 * time.Hour}
 }
 
 // Close stops the server.
