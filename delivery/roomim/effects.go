@@ -221,7 +221,9 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 	case fx.Has(room.IMBan):
 		im = func(ctx context.Context) error { return p.kickFromGroup(ctx, gid, t) }
 	case fx.Has(room.IMMute):
-		im = func(ctx context.Context) error { return p.muteInGroup(ctx, gid, chatMute{user: t.UserID, untilMs: t.UntilMs}) }
+		im = func(ctx context.Context) error {
+			return p.muteInGroup(ctx, gid, chatMute{user: t.UserID, untilMs: t.UntilMs})
+		}
 	case fx.Has(room.IMDestroy):
 		// Gone already (10010) is success in the client.
 		im = func(ctx context.Context) error { return p.client.DestroyGroup(ctx, gid) }
