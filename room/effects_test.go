@@ -16,35 +16,25 @@ import (
 // a row in the registry: an event without one would decode as unknown and
 // cause nothing anywhere.
 func TestEveryEventHasARow(t *testing.T) {
-	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	declared := 0
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, d := range f.Decls {
-				fn, ok := d.(*ast.FuncDecl)
-				if !ok || fn.Recv == nil || fn.Name.Name != "EventType" || fn.Body == nil || len(fn.Body.List) != 1 {
-					continue
-				}
-				ret, ok := fn.Body.List[0].(*ast.ReturnStmt)
-				if !ok || len(ret.Results) != 1 {
-					continue
-				}
-				id, ok := ret.Results[0].(*ast.Ident)
-				if !ok {
-					t.Errorf("an EventType method returns %T, not a Type constant", ret.Results[0])
-					continue
-				}
-				declared++
-				typ := strings.TrimPrefix(id.Name, "Type")
-				if _, ok := room.EventInfoOf(typ); !ok {
-					t.Errorf("event %s has no row in the registry (room/event.go eventKinds)", typ)
-				}
-			}
+	for _, d := range sourceDecls(t) {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Recv == nil || fn.Name.Name != "EventType" || fn.Body == nil || len(fn.Body.List) != 1 {
+			continue
+		}
+		ret, ok := fn.Body.List[0].(*ast.ReturnStmt)
+		if !ok || len(ret.Results) != 1 {
+			continue
+		}
+		id, ok := ret.Results[0].(*ast.Ident)
+		if !ok {
+			t.Errorf("an EventType method returns %T, not a Type constant", ret.Results[0])
+			continue
+		}
+		declared++
+		typ := strings.TrimPrefix(id.Name, "Type")
+		if _, ok := room.EventInfoOf(typ); !ok {
+			t.Errorf("event %s has no row in the registry (room/event.go eventKinds)", typ)
 		}
 	}
 	if declared != len(room.EventTypes()) || declared < 30 {
@@ -104,4 +94,21 @@ func TestEffectRows(t *testing.T) {
 	if room.Causes("NoSuchEvent", room.MQ) || room.CausesAny("NoSuchEvent", room.AtTencent) || room.Effect(0).Has(0) {
 		t.Fatal("an unknown type or no effect causes something")
 	}
+}
+
+// sourceDecls are the top-level declarations of the package's non-test
+// files.
+func sourceDecls(t *testing.T) []ast.Decl {
+	t.Helper()
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []ast.Decl
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			out = append(out, f.Decls...)
+		}
+	}
+	return out
 }
