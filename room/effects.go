@@ -17,10 +17,14 @@ type Effect uint32
 const (
 	// IMCreate: the room's IM group is made (again, on a reopen).
 	IMCreate Effect = 1 << iota
-	// IMBan: the target leaves the IM group: an AVChatRoom bans them for
-	// what is left of UntilMs, other group types remove the member.
+	// IMRemove: the target leaves the IM group: an AVChatRoom bans them
+	// for what is left of UntilMs, other group types remove the member.
+	IMRemove
+	// IMBan: the target is banned from an AVChatRoom for what is left of
+	// UntilMs (anyone may enter one from the client); other group types
+	// keep member lists the room's kicks and joins keep.
 	IMBan
-	// IMUnban: the target's IM ban is lifted.
+	// IMUnban: the target's AVChatRoom ban is lifted.
 	IMUnban
 	// IMMute: the target's IM member mute is set until UntilMs, or lifted
 	// (UntilMs 0).
@@ -29,6 +33,11 @@ const (
 	IMDestroy
 	// TRTCRemove: the target is removed from the audio room.
 	TRTCRemove
+	// TRTCRevoke: with ticket enforcement (trtc.enforce_tickets), the
+	// user whose audio rights the event takes away (AudioRevoked) is
+	// removed from the audio room, to come back with a ticket of their
+	// new rights.
+	TRTCRevoke
 	// TRTCDismiss: the audio room is dismissed.
 	TRTCDismiss
 	// Notice: a private notice to the target (actors/notice/roomnotice);
@@ -41,20 +50,20 @@ const (
 )
 
 var effectNames = map[Effect]string{
-	IMCreate: "im_create", IMBan: "im_ban", IMUnban: "im_unban", IMMute: "im_mute", IMDestroy: "im_destroy",
-	TRTCRemove: "trtc_remove", TRTCDismiss: "trtc_dismiss", Notice: "notice", MQ: "mq", IMMessage: "im_message",
+	IMCreate: "im_create", IMRemove: "im_remove", IMBan: "im_ban", IMUnban: "im_unban", IMMute: "im_mute",
+	IMDestroy: "im_destroy", TRTCRemove: "trtc_remove", TRTCRevoke: "trtc_revoke", TRTCDismiss: "trtc_dismiss", Notice: "notice", MQ: "mq", IMMessage: "im_message",
 }
 
 // Targeted are the effects that act on one user: the event says whom
-// (TargetOf).
-const Targeted = IMBan | IMUnban | IMMute | TRTCRemove | Notice
+// (TargetOf). TRTCRevoke names its user by AudioRevoked.
+const Targeted = IMRemove | IMBan | IMUnban | IMMute | TRTCRemove | Notice
 
 // IMSide and AudioSide are the effects done at Tencent after an event's
 // message, on the IM group and on the audio room. A row has at most one
 // of each: delivery/roomim records one step per side.
 const (
-	IMSide    = IMBan | IMUnban | IMMute | IMDestroy
-	AudioSide = TRTCRemove | TRTCDismiss
+	IMSide    = IMRemove | IMBan | IMUnban | IMMute | IMDestroy
+	AudioSide = TRTCRemove | TRTCRevoke | TRTCDismiss
 )
 
 // AtTencent are the effects delivery/roomim does: an event with none of

@@ -59,6 +59,9 @@ func TestEffectRows(t *testing.T) {
 				t.Errorf("%s causes %s but names no target (%+v, %v)", typ, fx&room.Targeted, tg, ok)
 			}
 		}
+		if fx.Has(room.TRTCRevoke) && fx&room.Targeted != 0 {
+			t.Errorf("%s: a revocation names its user by AudioRevoked, a target by TargetOf: not both (%s)", typ, fx)
+		}
 		for _, side := range []room.Effect{room.IMSide, room.AudioSide} {
 			if n := fx & side; n&(n-1) != 0 {
 				t.Errorf("%s has two effects on one side: %s", typ, n)
@@ -73,14 +76,17 @@ func TestEffectRows(t *testing.T) {
 	}
 	// The rows that answer "what does a kick cause?".
 	for typ, want := range map[string]room.Effect{
-		room.TypeRoomUserKicked:      room.IMMessage | room.IMBan | room.TRTCRemove | room.Notice | room.MQ,
+		room.TypeRoomUserKicked:      room.IMMessage | room.IMRemove | room.TRTCRemove | room.Notice | room.MQ,
+		room.TypeRoomUserBanned:      room.IMMessage | room.IMBan | room.TRTCRemove | room.MQ,
+		room.TypeRoomUserUnbanned:    room.IMMessage | room.IMUnban | room.MQ,
+		room.TypeRoomMicReleased:     room.IMMessage | room.TRTCRevoke | room.MQ,
 		room.TypeRoomClosed:          room.IMMessage | room.TRTCDismiss | room.IMDestroy | room.MQ,
 		room.TypeRoomCreated:         room.IMCreate | room.MQ,
 		room.TypeRoomMemberMuted:     room.IMMessage | room.IMMute | room.MQ,
 		room.TypeRoomHeatChanged:     0,
 		room.TypeRoomRankChanged:     0,
 		room.TypeRoomAudioRemoved:    room.IMMessage | room.TRTCRemove | room.MQ,
-		room.TypeRoomSeatMuted:       room.IMMessage | room.MQ,
+		room.TypeRoomSeatMuted:       room.IMMessage | room.TRTCRevoke | room.MQ,
 		room.TypeRoomMetadataChanged: room.IMMessage | room.MQ,
 	} {
 		info, _ := room.EventInfoOf(typ)

@@ -39,6 +39,7 @@ const (
 	TypeRoomMemberMuted          = "RoomMemberMuted"
 	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
 	TypeRoomMetadataChanged      = "RoomMetadataChanged"
+	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -99,10 +100,10 @@ var eventKinds = map[string]eventKind{
 	TypeRoomUserJoined:  kind[RoomUserJoined](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomUserLeft:    kind[RoomUserLeft](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomMicTaken:    kind[RoomMicTaken](EventInfo{IM: true, Effects: MQ}),
-	TypeRoomMicReleased: kind[RoomMicReleased](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomMicReleased: kind[RoomMicReleased](EventInfo{IM: true, Effects: TRTCRevoke | MQ}),
 	TypeRoomGiftSent:    kind[RoomGiftSent](EventInfo{IM: true, High: true, Effects: MQ}),
 	TypeRoomHeatChanged: kind[RoomHeatChanged](EventInfo{}),
-	TypeRoomUserKicked:  kind[RoomUserKicked](EventInfo{IM: true, High: true, Effects: IMBan | TRTCRemove | Notice | MQ}),
+	TypeRoomUserKicked:  kind[RoomUserKicked](EventInfo{IM: true, High: true, Effects: IMRemove | TRTCRemove | Notice | MQ}),
 	TypeRoomClosed:      kind[RoomClosed](EventInfo{IM: true, High: true, Effects: TRTCDismiss | IMDestroy | MQ}),
 	// Emitted by the directory integration; never changes room state.
 	TypeRoomRankChanged:  kind[RoomRankChanged](EventInfo{}),
@@ -110,7 +111,7 @@ var eventKinds = map[string]eventKind{
 	TypeRoomAdminRemoved: kind[RoomAdminRemoved](EventInfo{IM: true, Effects: MQ}),
 	// A muted seat's client must stop sending audio: losing the message
 	// would leave the seat audible.
-	TypeRoomSeatMuted:    kind[RoomSeatMuted](EventInfo{IM: true, High: true, Effects: MQ}),
+	TypeRoomSeatMuted:    kind[RoomSeatMuted](EventInfo{IM: true, High: true, Effects: TRTCRevoke | MQ}),
 	TypeRoomSeatUnmuted:  kind[RoomSeatUnmuted](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomSeatLocked:   kind[RoomSeatLocked](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomSeatUnlocked: kind[RoomSeatUnlocked](EventInfo{IM: true, Effects: MQ}),
@@ -125,14 +126,16 @@ var eventKinds = map[string]eventKind{
 	TypeRoomSeatInvited:          kind[RoomSeatInvited](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomSeatInvitationEnded:  kind[RoomSeatInvitationEnded](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomSeatCountChanged:     kind[RoomSeatCountChanged](EventInfo{IM: true, Effects: MQ}),
-	TypeRoomUserBanned:           kind[RoomUserBanned](EventInfo{IM: true, Effects: MQ}),
-	TypeRoomUserUnbanned:         kind[RoomUserUnbanned](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomUserBanned:           kind[RoomUserBanned](EventInfo{IM: true, Effects: IMBan | TRTCRemove | MQ}),
+	TypeRoomUserUnbanned:         kind[RoomUserUnbanned](EventInfo{IM: true, Effects: IMUnban | MQ}),
 	// A muted member's client must stop sending chat (IM enforces it with
 	// the group's member mute too): High, as a seat mute.
 	TypeRoomMemberMuted:   kind[RoomMemberMuted](EventInfo{IM: true, High: true, Effects: IMMute | MQ}),
 	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true, Effects: IMMute | MQ}),
 	// Clients show the new cover and tags from the envelope.
 	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true, Effects: MQ}),
+	// Clients merge the changed keys into the custom info they hold.
+	TypeRoomCustomInfoChanged: kind[RoomCustomInfoChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).

@@ -14,8 +14,6 @@ import (
 
 	grainkind "github.com/hyapp/roomcell/cluster/kind"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -48,7 +46,7 @@ import (
 type App struct {
 	cfg      configs.Config
 	log      *slog.Logger
-	registry *prometheus.Registry
+	registry *metricsRegistry
 
 	// stores is every store this process opened; store is its room store.
 	stores  *backend.Stores
@@ -134,8 +132,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err := cfg.CheckStart(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
-	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &App{cfg: cfg, log: log, registry: newMetricsRegistry()}
 	defer func() {
 		if err != nil {
 			a.Shutdown()
@@ -148,7 +145,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(otelResource()))
 
 	want := backend.Want{Wallet: cfg.Wallet.Addr == "", Notice: cfg.HasRole(configs.RoleNotice)}
 	if a.stores, err = backend.Open(ctx, cfg, want, log); err != nil {

@@ -96,14 +96,25 @@ func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVar(&f.walletDB, "wallet-database", "", "MySQL database of the wallet (overrides mysql.wallet_database)")
 	pf.StringVar(&f.noticeDB, "notice-database", "", "MySQL database of the notices (overrides mysql.notice_database)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return flagsFromEnv(cmd.Flags(), os.LookupEnv) }
-	root.AddCommand(&cobra.Command{
-		Use:   "migrate --config FILE",
+	var check bool
+	mig := &cobra.Command{
+		Use:   "migrate --config FILE [--check]",
 		Short: "apply the MySQL schemas of the configuration and exit",
-		Args:  noArgs,
+		Long: "migrate applies the MySQL schemas of the configuration and exits. With --check it\n" +
+			"changes nothing: it prints each database's state and exits 1 when one is behind\n" +
+			"the binary (migrations to apply) or ahead of it (migrations it does not know).",
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if check {
+				return withConfig(cmd, *f, stderr, "migrate --check", func(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
+					return checkMigrations(ctx, cfg, stdout)
+				})
+			}
 			return withConfig(cmd, *f, stderr, "migrate", migrate)
 		},
-	})
+	}
+	mig.Flags().BoolVar(&check, "check", false, "change nothing; exit 1 when a database's schema is behind or ahead of this binary (deploy pipelines)")
+	root.AddCommand(mig)
 	return root
 }
 

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +77,9 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	}
 	if audio != nil {
 		opts = append(opts, roomim.WithAudio(audio))
+	}
+	if a.cfg.TRTC.EnforceTickets {
+		opts = append(opts, roomim.WithTicketEnforcement())
 	}
 	pub := roomim.New(client, opts...)
 	a.closers = append(a.closers, pub.Close)
@@ -230,6 +235,48 @@ func migrate(ctx context.Context, cfg configs.Config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("migrations applied", "schemas", mysql.Schemas())
+	return nil
+}
+
+// checkMigrations prints, for every embedded schema and every database
+// it lives in, whether the database is at this binary's schema; an error
+// when one is behind or ahead (roomcell migrate --check).
+func checkMigrations(ctx context.Context, cfg configs.Config, out io.Writer) error {
+	if cfg.MySQL.DSN == "" {
+		return errors.New("migrate --check: mysql.dsn is empty")
+	}
+	type target struct {
+		cfg              configs.MySQLConfig
+		schema, database string
+	}
+	var targets []target
+	for _, schema := range mysql.Schemas() {
+		database, err := mysql.DatabaseFor(cfg.MySQL, schema)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{cfg.MySQL, schema, database})
+	}
+	if err := migrateRoomDBs(ctx, cfg, func(_ context.Context, c configs.MySQLConfig) error {
+		targets = append(targets, target{c, mysql.RoomSchema, c.RoomDatabase})
+		return nil
+	}); err != nil {
+		return err
+	}
+	var off []string
+	for _, tg := range targets {
+		st, err := mysql.CheckConfig(ctx, tg.cfg, tg.schema, tg.database)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, st.String())
+		if !st.UpToDate() {
+			off = append(off, tg.schema+" in "+tg.database)
+		}
+	}
+	if len(off) > 0 {
+		return fmt.Errorf("migrate --check: not at this binary's schema: %s", strings.Join(off, ", "))
+	}
 	return nil
 }
 

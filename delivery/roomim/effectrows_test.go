@@ -25,14 +25,23 @@ func TestEveryRowsEffectIsDoneHere(t *testing.T) {
 	}
 	// A row's effects come back from its envelope with their target.
 	fx, err := effectsOf(persistence.Envelope{EventType: room.TypeRoomUserKicked,
-		Payload: []byte(`{"target_user_id":"u2","ban_until_ms":5000,"reason":"spam"}`)})
-	if err != nil || fx.causes != room.IMBan|room.TRTCRemove || fx.target != (room.Target{UserID: "u2", UntilMs: 5000, Reason: "spam"}) {
+		Payload: []byte(`{"target_user_id":"u2","ban_until_ms":5000,"reason":"spam"}`)}, false)
+	if err != nil || fx.causes != room.IMRemove|room.TRTCRemove || fx.target != (room.Target{UserID: "u2", UntilMs: 5000, Reason: "spam"}) {
 		t.Fatalf("kick effects %+v, %v", fx, err)
 	}
-	if _, err := effectsOf(persistence.Envelope{EventType: room.TypeRoomMemberMuted, Payload: []byte(`{}`)}); err == nil {
+	if _, err := effectsOf(persistence.Envelope{EventType: room.TypeRoomMemberMuted, Payload: []byte(`{}`)}, false); err == nil {
 		t.Fatal("a mute without a target was accepted")
 	}
-	if fx, err := effectsOf(persistence.Envelope{EventType: room.TypeRoomSeatMuted, Payload: []byte(`{}`)}); err != nil || fx.any() {
-		t.Fatalf("a seat mute has effects at Tencent: %+v, %v", fx, err)
+	// A seat mute revokes the user's audio only with ticket enforcement.
+	seatMuted := persistence.Envelope{EventType: room.TypeRoomSeatMuted, Payload: []byte(`{"seat":2,"user_id":"u3"}`)}
+	if fx, err := effectsOf(seatMuted, false); err != nil || fx.any() {
+		t.Fatalf("a seat mute without enforcement has effects at Tencent: %+v, %v", fx, err)
+	}
+	if fx, err := effectsOf(seatMuted, true); err != nil || fx.causes != room.TRTCRevoke || fx.target.UserID != "u3" {
+		t.Fatalf("a seat mute with enforcement: %+v, %v", fx, err)
+	}
+	// A release of one's own seat revokes nothing (room.AudioRevoked).
+	if fx, err := effectsOf(persistence.Envelope{EventType: room.TypeRoomMicReleased, Payload: []byte(`{"seat":2,"user_id":"u3"}`)}, true); err != nil || fx.any() {
+		t.Fatalf("an own release has effects: %+v, %v", fx, err)
 	}
 }

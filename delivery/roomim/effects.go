@@ -30,17 +30,19 @@ func WithClock(now func() time.Time) Option { return func(p *Publisher) { p.now 
 
 // effects is what an event does at Tencent besides its group message,
 // after it: the room's word enforced at the edges, as the event's row in
-// the registry says (room.EventInfo.Effects: IMBan, IMUnban, IMMute,
-// IMDestroy, TRTCRemove, TRTCDismiss; room/effects.go). They run in the
-// room's queue, in room order, as part of the event's delivery: the
-// outbox row is published only once its message and its effects are
+// the registry says (room.EventInfo.Effects; room/effects.go names each
+// kind: a kick's removal from the group and the audio room, a ban's and
+// an unban's AVChatRoom ban, a member mute, a close's dismissal and
+// destruction, the audio removal of a user whose rights shrank). They run
+// in the room's queue, in room order, as part of the event's delivery:
+// the outbox row is published only once its message and its effects are
 // done, so they are retried, parked and repaired like any event. Their
-// order (runEffects): the IM side first (the user out of the group, or
-// muted), then the audio side, except that a group's audio room is
-// dismissed before the group is destroyed.
+// order (runEffects): the IM side first (the user out of the group,
+// banned or muted), then the audio side, except that a group's audio room
+// is dismissed before the group is destroyed.
 type effects struct {
-	causes room.Effect // the row's effects done at Tencent (IMSide, AudioSide)
-	target room.Target // whom a targeted effect acts on
+	causes room.Effect // the row's effects done here (doneHere)
+	target room.Target // whom a targeted effect (or a revocation) acts on
 }
 
 func (f effects) any() bool { return f.causes != 0 }
@@ -51,31 +53,57 @@ type chatMute struct {
 	untilMs int64
 }
 
+// chatBan is an IM group ban to set (untilMs > 0) or lift (0).
+type chatBan struct {
+	user    string
+	untilMs int64
+	reason  string
+}
+
+// WithTicketEnforcement removes users whose rights shrank from the audio
+// room (trtc.enforce_tickets: TRTC's advanced permission control is on,
+// and the room's tickets are the only way in): the rows' TRTCRevoke.
+func WithTicketEnforcement() Option { return func(p *Publisher) { p.enforceTickets = true } }
+
 // doneHere are the effects at Tencent this publisher does (runEffects).
 // A row with another (a kind added to room/effects.go without its step
 // here) is refused rather than published without it.
-const doneHere = room.IMBan | room.IMMute | room.IMDestroy | room.TRTCRemove | room.TRTCDismiss
+const doneHere = room.IMRemove | room.IMBan | room.IMUnban | room.IMMute | room.IMDestroy |
+	room.TRTCRemove | room.TRTCRevoke | room.TRTCDismiss
 
 // effectsOf reads an IM event's effects from its row, and their target
-// from its envelope.
-func effectsOf(env persistence.Envelope) (effects, error) {
+// from its envelope; without enforce a revocation (TRTCRevoke) is not
+// done, with it only when room.AudioRevoked names a user.
+func effectsOf(env persistence.Envelope, enforce bool) (effects, error) {
 	info, _ := room.EventInfoOf(env.EventType)
 	fx := effects{causes: info.Effects & (room.IMSide | room.AudioSide)}
 	if missing := fx.causes &^ doneHere; missing != 0 {
 		return effects{}, fmt.Errorf("%s causes %s, which this publisher does not do", env.EventType, missing)
 	}
-	if fx.causes&room.Targeted == 0 {
+	if !enforce {
+		fx.causes &^= room.TRTCRevoke
+	}
+	if fx.causes&(room.Targeted|room.TRTCRevoke) == 0 {
 		return fx, nil
 	}
 	ev, err := room.DecodeEvent(env.EventType, env.Payload)
 	if err != nil {
 		return effects{}, err
 	}
-	t, ok := room.TargetOf(ev)
-	if !ok || t.UserID == "" {
-		return effects{}, fmt.Errorf("%s has targeted effects (%s) but names no target", env.EventType, fx.causes)
+	if fx.causes.Has(room.TRTCRevoke) {
+		u, ok := room.AudioRevoked(ev)
+		if !ok {
+			fx.causes &^= room.TRTCRevoke
+		}
+		fx.target.UserID = u
 	}
-	fx.target = t
+	if fx.causes&room.Targeted != 0 {
+		t, ok := room.TargetOf(ev)
+		if !ok || t.UserID == "" {
+			return effects{}, fmt.Errorf("%s has targeted effects (%s) but names no target", env.EventType, fx.causes&room.Targeted)
+		}
+		fx.target = t
+	}
 	return fx, nil
 }
 
@@ -218,8 +246,14 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 	}
 	var im func(context.Context) error
 	switch {
-	case fx.Has(room.IMBan):
+	case fx.Has(room.IMRemove):
 		im = func(ctx context.Context) error { return p.kickFromGroup(ctx, gid, t) }
+	case fx.Has(room.IMBan):
+		im = func(ctx context.Context) error {
+			return p.banInGroup(ctx, gid, chatBan{user: t.UserID, untilMs: t.UntilMs, reason: t.Reason})
+		}
+	case fx.Has(room.IMUnban):
+		im = func(ctx context.Context) error { return p.banInGroup(ctx, gid, chatBan{user: t.UserID}) }
 	case fx.Has(room.IMMute):
 		im = func(ctx context.Context) error {
 			return p.muteInGroup(ctx, gid, chatMute{user: t.UserID, untilMs: t.UntilMs})
@@ -236,10 +270,35 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 			p.known.Remove(gid)
 		}
 	}
-	if fx.Has(room.TRTCRemove) && p.audio != nil {
+	if fx&(room.TRTCRemove|room.TRTCRevoke) != 0 && p.audio != nil {
 		return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, t.UserID) })
 	}
 	return nil
+}
+
+// banInGroup sets a room ban in an AVChatRoom for what is left of it
+// (from now, as kickFromGroup does), or lifts it (untilMs 0). Only an
+// AVChatRoom takes anyone from the client; the other types have member
+// lists the room's kicks and joins keep. A ban already over, or a group
+// that is gone, has nothing to enforce.
+func (p *Publisher) banInGroup(ctx context.Context, gid string, b chatBan) error {
+	if p.groupType != "AVChatRoom" {
+		return nil
+	}
+	var err error
+	if b.untilMs == 0 {
+		err = p.client.UnbanGroupMember(ctx, gid, []string{b.user})
+	} else {
+		left := (b.untilMs - p.now().UnixMilli() + 999) / 1000
+		if left <= 0 {
+			return nil
+		}
+		err = p.client.BanGroupMember(ctx, gid, []string{b.user}, left, b.reason)
+	}
+	if tencentim.CodeOf(err) == 10010 {
+		return nil
+	}
+	return err
 }
 
 // muteInGroup sets a member's IM mute to what is left of the room's (from

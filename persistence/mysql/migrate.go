@@ -163,22 +163,18 @@ func migrate(ctx context.Context, db *sql.DB, schema, database string, log *slog
 			return fail("prepare", err)
 		}
 	}
-	applied := map[int]string{}
-	rows, err := conn.QueryContext(ctx, "SELECT version, checksum FROM schema_migrations WHERE schema_name = ?", schema)
+	recorded, err := readRecorded(ctx, conn, "schema_migrations", schema)
 	if err != nil {
 		return fail("read versions", err)
 	}
-	for rows.Next() {
-		var v int
-		var sum string
-		if err := rows.Scan(&v, &sum); err != nil {
-			rows.Close()
-			return fail("read versions", err)
-		}
-		applied[v] = sum
+	if st := compare(schema, database, ms, recorded); len(st.Unknown) > 0 {
+		// Never migrate under a newer binary's schema: what it added may
+		// be what this binary's statements would break.
+		return st.aheadError()
 	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return fail("read versions", err)
+	applied := map[int]string{}
+	for _, r := range recorded {
+		applied[r.Version] = r.Checksum
 	}
 	for _, m := range ms {
 		if sum, ok := applied[m.Version]; ok {
@@ -205,6 +201,157 @@ func migrate(ctx context.Context, db *sql.DB, schema, database string, log *slog
 	return nil
 }
 
+// ErrSchemaAhead: the database records a migration of the schema this
+// binary does not have; a newer binary migrated it. Serving on it could
+// write what the newer schema forbids, or miss what it requires.
+var ErrSchemaAhead = errors.New("schema ahead of the binary")
+
+// Recorded is a row of schema_migrations.
+type Recorded struct {
+	Version  int
+	Name     string
+	Checksum string
+}
+
+// SchemaStatus compares a database's recorded migrations of a schema with
+// the binary's.
+type SchemaStatus struct {
+	Schema, Database string
+	// Newest is the binary's newest migration of the schema.
+	Newest string
+	// Pending are the binary's migrations not recorded (the database is
+	// behind); Unknown are recorded ones the binary does not have (ahead).
+	Pending []Migration
+	Unknown []Recorded
+}
+
+// UpToDate says whether the database is at the binary's schema.
+func (s SchemaStatus) UpToDate() bool { return len(s.Pending) == 0 && len(s.Unknown) == 0 }
+
+func (s SchemaStatus) aheadError() error {
+	names := make([]string, len(s.Unknown))
+	for i, r := range s.Unknown {
+		names[i] = fmt.Sprintf("%s (version %d)", r.Name, r.Version)
+	}
+	return fmt.Errorf("mysql: database %s: %w: schema %s has migration %s recorded, unknown to this binary (its newest is %s); run the binary that applied it, or restore the database",
+		s.Database, ErrSchemaAhead, s.Schema, strings.Join(names, ", "), s.Newest)
+}
+
+// String is one line for `roomcell migrate --check`.
+func (s SchemaStatus) String() string {
+	switch {
+	case len(s.Unknown) > 0:
+		return s.aheadError().Error()
+	case len(s.Pending) > 0:
+		names := make([]string, len(s.Pending))
+		for i, m := range s.Pending {
+			names[i] = m.Name
+		}
+		return fmt.Sprintf("database %s: schema %s is behind the binary: %s not applied", s.Database, s.Schema, strings.Join(names, ", "))
+	}
+	return fmt.Sprintf("database %s: schema %s up to date (%s)", s.Database, s.Schema, s.Newest)
+}
+
+func compare(schema, database string, ms []Migration, recorded []Recorded) SchemaStatus {
+	st := SchemaStatus{Schema: schema, Database: database, Newest: ms[len(ms)-1].Name}
+	known := map[int]bool{}
+	for _, m := range ms {
+		known[m.Version] = true
+	}
+	have := map[int]bool{}
+	for _, r := range recorded {
+		have[r.Version] = true
+		if !known[r.Version] {
+			st.Unknown = append(st.Unknown, r)
+		}
+	}
+	for _, m := range ms {
+		if !have[m.Version] {
+			st.Pending = append(st.Pending, m)
+		}
+	}
+	return st
+}
+
+// readRecorded reads schema's rows of table (schema_migrations, qualified
+// or not), in version order.
+func readRecorded(ctx context.Context, q querier, table, schema string) ([]Recorded, error) {
+	rows, err := q.QueryContext(ctx, "SELECT version, name, checksum FROM "+table+" WHERE schema_name = ? ORDER BY version", schema)
+	if err != nil {
+		return nil, err
+	}
+	var out []Recorded
+	for rows.Next() {
+		var r Recorded
+		if err := rows.Scan(&r.Version, &r.Name, &r.Checksum); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// CheckSchema compares database's migrations of schema with the binary's,
+// on db (any default database), changing nothing. A database (or one
+// without schema_migrations) that does not exist has every migration
+// pending.
+func CheckSchema(ctx context.Context, db *sql.DB, schema, database string) (SchemaStatus, error) {
+	if err := checkIdent(database, false); err != nil {
+		return SchemaStatus{}, err
+	}
+	ms, err := Migrations(schema)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'schema_migrations'", database).Scan(&n); err != nil {
+		return SchemaStatus{}, wrapErr("check schema of "+database, "", err)
+	}
+	var recorded []Recorded
+	if n > 0 {
+		if recorded, err = readRecorded(ctx, db, "`"+database+"`.schema_migrations", schema); err != nil {
+			return SchemaStatus{}, wrapErr("check schema of "+database, "", err)
+		}
+	}
+	return compare(schema, database, ms, recorded), nil
+}
+
+// refuseAhead is the start's check of a store opened without migrating:
+// a schema ahead of the binary is an error, one behind a warning (the
+// statements that need the missing migration will fail).
+func refuseAhead(ctx context.Context, db *sql.DB, schema, database string, log *slog.Logger) error {
+	st, err := CheckSchema(ctx, db, schema, database)
+	if err != nil {
+		return err
+	}
+	if len(st.Unknown) > 0 {
+		return st.aheadError()
+	}
+	if len(st.Pending) > 0 {
+		log.Warn("schema behind the binary: run roomcell migrate", "component", "persistence/mysql",
+			"schema", schema, "database", database, "pending", st.Pending[0].Name, "pending_count", len(st.Pending))
+	}
+	return nil
+}
+
+// CheckConfig opens a short-lived pool on cfg's server and runs
+// CheckSchema (`roomcell migrate --check`).
+func CheckConfig(ctx context.Context, cfg configs.MySQLConfig, schema, database string) (SchemaStatus, error) {
+	cfg = withDefaults(cfg)
+	cfg.MaxOpenConns, cfg.MaxIdleConns = 2, 1
+	db, err := openDB(ctx, cfg, "", cfg.QueryTimeout, slog.Default())
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	defer db.Close()
+	st, err := CheckSchema(ctx, db, schema, database)
+	if err != nil {
+		return st, errors.New(scrub(err.Error(), cfg.DSN))
+	}
+	return st, nil
+}
+
 // MigrateConfig opens a short-lived pool on cfg's server and runs Migrate.
 // The pool has no I/O timeout: a migration of a big table may run for
 // long, and ctx bounds it.
@@ -221,7 +368,12 @@ func migrateConfig(ctx context.Context, cfg configs.MySQLConfig, schema, databas
 	}
 	defer db.Close()
 	if err := migrate(ctx, db, schema, database, log); err != nil {
-		return errors.New(scrub(err.Error(), cfg.DSN)) // belt and braces: the DSN never reaches Migrate's errors
+		// Belt and braces: the DSN never reaches Migrate's errors; one
+		// without it keeps its identity (ErrSchemaAhead).
+		if text := scrub(err.Error(), cfg.DSN); text != err.Error() {
+			return errors.New(text)
+		}
+		return err
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -262,5 +263,96 @@ func TestInitDBScriptsInSync(t *testing.T) {
 	}
 	if ms, _ := Migrations(NoticeSchema); !slices.ContainsFunc(ms, func(m Migration) bool { return strings.Contains(m.SQL, "notice_source_cursors") }) {
 		t.Error("notice schema lacks the cursor table")
+	}
+}
+
+// A database on which a newer binary recorded a migration this one does
+// not have is refused, by the start (with or without auto_migrate) and by
+// Migrate, with an error naming the database and the migration; the
+// check (roomcell migrate --check) tells ahead, behind and up to date
+// apart, changing nothing.
+func TestSchemaAheadOfTheBinaryIsRefused(t *testing.T) {
+	cfg, database := mysqltest.NewDatabase(t)
+	for _, schema := range []string{RoomSchema, WalletSchema, NoticeSchema} {
+		if err := MigrateConfig(t.Context(), cfg, schema, database); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := rawDB(t)
+	open := map[string]func(configs.MySQLConfig) error{
+		RoomSchema: func(c configs.MySQLConfig) error {
+			s, err := Open(t.Context(), c)
+			if err == nil {
+				_ = s.Close()
+			}
+			return err
+		},
+		WalletSchema: func(c configs.MySQLConfig) error {
+			s, err := OpenWalletStore(t.Context(), c)
+			if err == nil {
+				_ = s.Close()
+			}
+			return err
+		},
+		NoticeSchema: func(c configs.MySQLConfig) error {
+			s, err := OpenNoticeStore(t.Context(), c)
+			if err == nil {
+				_ = s.Close()
+			}
+			return err
+		},
+	}
+	for schema, openStore := range open {
+		ms, _ := Migrations(schema)
+		future := ms[len(ms)-1].Version + 1
+		name := fmt.Sprintf("%03d_from_a_newer_binary", future)
+		if st, err := CheckConfig(t.Context(), cfg, schema, database); err != nil || !st.UpToDate() {
+			t.Fatalf("%s before: %v %v", schema, st, err)
+		}
+		if _, err := db.ExecContext(t.Context(), "INSERT INTO `"+database+"`.schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, REPEAT('a', 64), 0)",
+			schema, future, name); err != nil {
+			t.Fatal(err)
+		}
+		ahead := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, ErrSchemaAhead) || !strings.Contains(err.Error(), database) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s %s with migration %s recorded: %v, want ErrSchemaAhead naming %s and the migration", schema, what, name, err, database)
+			}
+		}
+		manual := cfg
+		manual.AutoMigrate = false
+		ahead("start without auto_migrate", openStore(manual))
+		ahead("start with auto_migrate", openStore(cfg))
+		ahead("migrate", MigrateConfig(t.Context(), cfg, schema, database))
+		st, err := CheckConfig(t.Context(), cfg, schema, database)
+		if err != nil || st.UpToDate() || len(st.Unknown) != 1 || st.Unknown[0].Name != name || !strings.Contains(st.String(), name) {
+			t.Fatalf("%s check when ahead: %+v %v", schema, st, err)
+		}
+		// Behind: the binary's newest migration not recorded.
+		if _, err := db.ExecContext(t.Context(), "DELETE FROM `"+database+"`.schema_migrations WHERE schema_name = ? AND version >= ?", schema, future-1); err != nil {
+			t.Fatal(err)
+		}
+		st, err = CheckConfig(t.Context(), cfg, schema, database)
+		if err != nil || st.UpToDate() || len(st.Pending) != 1 || st.Pending[0].Version != future-1 || !strings.Contains(st.String(), "behind") {
+			t.Fatalf("%s check when behind: %+v %v", schema, st, err)
+		}
+		if err := openStore(manual); err != nil {
+			t.Fatalf("%s start without auto_migrate, behind: %v (a warning, not an error)", schema, err)
+		}
+		// Its tables are in fact there: record it again as Migrate did.
+		last := ms[len(ms)-1]
+		if _, err := db.ExecContext(t.Context(), "INSERT INTO `"+database+"`.schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
+			schema, last.Version, last.Name, last.Checksum); err != nil {
+			t.Fatal(err)
+		}
+		if err := openStore(cfg); err != nil {
+			t.Fatalf("%s start with auto_migrate, up to date again: %v", schema, err)
+		}
+		if st, err := CheckConfig(t.Context(), cfg, schema, database); err != nil || !st.UpToDate() {
+			t.Fatalf("%s after migrating: %v %v", schema, st, err)
+		}
+	}
+	if st, err := CheckConfig(t.Context(), cfg, RoomSchema, database+"_none"); err != nil || len(st.Pending) == 0 {
+		t.Fatalf("a database that does not exist: %+v %v, want every migration pending", st, err)
 	}
 }

@@ -74,6 +74,12 @@ func OpenNoticeStore(ctx context.Context, cfg configs.MySQLConfig, opts ...Optio
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.AutoMigrate {
+		if err := refuseAhead(ctx, db, NoticeSchema, cfg.NoticeDatabase, o.log); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	s := NewNoticeStore(db, cfg.QueryTimeout, cfg.WalletDatabase, cfg.RoomDatabase, o.log)
 	s.dsn, s.ownDB = cfg.DSN, true
 	s.log.Info("notice store open", "dsn", redactedDSN(cfg.DSN, cfg.NoticeDatabase),

@@ -108,6 +108,12 @@ func Open(ctx context.Context, cfg configs.MySQLConfig, opts ...Option) (*Store,
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.AutoMigrate {
+		if err := refuseAhead(ctx, db, RoomSchema, cfg.RoomDatabase, o.log); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	return newStore(db, cfg, o), nil
 }
 
@@ -145,6 +151,9 @@ func (s *Store) Attach(ctx context.Context, cfg configs.MySQLConfig) error {
 	defer cancel()
 	if err := s.db.PingContext(pctx); err != nil {
 		return s.wrap("attach", err)
+	}
+	if !cfg.AutoMigrate {
+		return refuseAhead(pctx, s.db, RoomSchema, cfg.RoomDatabase, s.log)
 	}
 	return nil
 }

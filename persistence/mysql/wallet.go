@@ -53,6 +53,12 @@ func OpenWalletStore(ctx context.Context, cfg configs.MySQLConfig, opts ...Optio
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.AutoMigrate {
+		if err := refuseAhead(ctx, db, WalletSchema, cfg.WalletDatabase, o.log); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	}
 	s := NewWalletStore(db, cfg.QueryTimeout, o.log)
 	s.dsn, s.ownDB = cfg.DSN, true
 	return s, nil
