@@ -478,7 +478,7 @@ func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
 	n, err := bp.PublishOrderedBatch(pctx, f.Topic, OrderKey(send[0].Envelope), msgs)
 	cancel()
 	if f.Metrics != nil {
-		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+		f.Metrics.Latency.Observe(time.Since(start).Seconds())
 	}
 	n = max(0, min(n, len(send)))
 	for _, row := range send[:n] {
@@ -510,12 +510,10 @@ func (f *mqBatch) prepare(env persistence.Envelope) (data []byte, send bool, err
 	return data, true, err
 }
 
-// fannedOut reports whether env goes to the topic: the events that reach
-// IM and RoomCreated; the others (RoomHeatChanged, RoomRankChanged) are
-// marked without a send.
-func fannedOut(env persistence.Envelope) bool {
-	return room.IsIMEvent(env.EventType) || env.EventType == room.TypeRoomCreated
-}
+// fannedOut reports whether env goes to the topic: its row in the event
+// registry says MQ (room/event.go); the others (RoomHeatChanged,
+// RoomRankChanged, Tencent's audio bookkeeping) are marked without a send.
+func fannedOut(env persistence.Envelope) bool { return room.Causes(env.EventType, room.MQ) }
 
 type failure struct {
 	env persistence.Envelope
@@ -547,7 +545,7 @@ func (f *mqBatch) publish(env persistence.Envelope, data []byte) error {
 		err = f.MQ.Publish(pctx, f.Topic, env.EventType, env.EventID, data)
 	}
 	if f.Metrics != nil {
-		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+		f.Metrics.Latency.Observe(time.Since(start).Seconds())
 	}
 	return err
 }
