@@ -111,7 +111,7 @@ type GiftReconcilerConfig struct {
 	BatchSize    int           `yaml:"batch_size"`
 	// ParkAfter: a reservation whose settlement failed this many times is
 	// parked in the wallet store (no node's reconciler tries it again,
-	// across restarts; wallet_gift_holds_parked, an ERROR line) for an
+	// across restarts; roomcell_wallet_gift_holds_parked, an ERROR line) for an
 	// operator to resolve from any node; MaxBackoff caps the wait between
 	// its tries (poll_interval doubled per failure).
 	ParkAfter  int           `yaml:"park_after"`

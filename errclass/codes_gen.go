@@ -33,6 +33,8 @@ const (
 	CodeRoomFull            Code = 10025
 	CodeTooManyBans         Code = 10041
 	CodeOutranked           Code = 10042
+	CodeTooManyCustomKeys   Code = 10101
+	CodeCustomInfoTooLarge  Code = 10102
 	CodeGiftRefunded        Code = 11001
 	CodeRoomMoved           Code = 11002
 	CodeNoCoordinator       Code = 11003
@@ -85,6 +87,8 @@ var table = map[Code]Row{
 	CodeRoomFull:            {Name: "ROOM_FULL", Class: "resource_exhausted", GRPC: "RESOURCE_EXHAUSTED", Retryable: false, Message: "the room is full (room.max_members)", Doc: "The room has room.max_members members; nothing changed."},
 	CodeTooManyBans:         {Name: "TOO_MANY_BANS", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room already has %d bans in force", Doc: "The room's ban list is at its limit of bans in force; lift one first."},
 	CodeOutranked:           {Name: "OUTRANKED", Class: "permission_denied", GRPC: "PERMISSION_DENIED", Retryable: false, Message: "the owner imposed this ban or mute: only the owner may lift or change it", Doc: "A ban or chat mute in force was imposed by the owner; only the owner lifts, shortens or replaces it."},
+	CodeTooManyCustomKeys:   {Name: "TOO_MANY_CUSTOM_KEYS", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room's custom info would have more than %d keys", Doc: "SetRoomCustomInfo would leave the room more custom info keys than it may keep; delete some in the same call. Nothing was written."},
+	CodeCustomInfoTooLarge:  {Name: "CUSTOM_INFO_TOO_LARGE", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room's custom info would be larger than %d bytes", Doc: "SetRoomCustomInfo would leave the room's custom info (keys and values together) over its size; delete or shorten values. Nothing was written."},
 	CodeGiftRefunded:        {Name: "GIFT_REFUNDED", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "gift was not delivered and its charge is returned to the sender; send it again under a new command_id", Doc: "The gift's room write failed for good and its charge is returned; send it again under a new command_id."},
 	CodeRoomMoved:           {Name: "ROOM_MOVED", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "room is not served by this node (its shard lease is elsewhere); retry", Doc: "The room is served by another node now (its lease moved); retry, the client finds the new owner."},
 	CodeNoCoordinator:       {Name: "NO_COORDINATOR", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "this node cannot reach the ownership coordinator (etcd): retry after one lease renewal, on any node", Doc: "The node cannot reach its ownership coordinator (etcd); retry after the RetryInfo delay, on any node."},

@@ -26,6 +26,9 @@ func TestGatewayVoiceRoutes(t *testing.T) {
 		{"POST", "/api/v1/rooms/seat/move", `{"command_id":"m1","app_code":"app1","room_id":"r1","user_id":"u1","target_user_id":"u2","seat":3,"policy":"swap"}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_MoveSeat{MoveSeat: &roomcellv1.MoveSeatRequest{
 				CommandId: "m1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2", Seat: 3, Policy: "swap"}}}},
+		{"POST", "/api/v1/rooms/custom/set", `{"command_id":"i1","app_code":"app1","room_id":"r1","user_id":"u1","set":{"theme":"dark"},"delete_keys":["pin"]}`,
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{
+				CommandId: "i1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}}}}},
 		{"GET", "/api/v1/rooms/bans?app_code=app1&room_id=r1&page_size=5", "",
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: &roomcellv1.ListBansRequest{
 				RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", PageSize: 5}}}},

@@ -305,6 +305,11 @@ func (s *RoomServer) SetRoomMetadata(ctx context.Context, r *roomcellv1.SetRoomM
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: r}})
 }
 
+// SetRoomCustomInfo sets and deletes keys of the room's custom info.
+func (s *RoomServer) SetRoomCustomInfo(ctx context.Context, r *roomcellv1.SetRoomCustomInfoRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

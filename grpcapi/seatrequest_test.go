@@ -111,6 +111,11 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.SetRoomMetadata(ctx, &roomcellv1.SetRoomMetadataRequest{CommandId: "m1", AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: &roomcellv1.SetRoomMetadataRequest{CommandId: "m1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"}}}},
+		{"SetRoomCustomInfo",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetRoomCustomInfo(ctx, &roomcellv1.SetRoomCustomInfoRequest{CommandId: "i1", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{CommandId: "i1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}}}}},
 		{"ListBans",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: "app1", RoomId: "r1", PageSize: 10})

@@ -92,9 +92,11 @@ type Command struct {
 	GiftCount int64
 	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
 
-	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
-	BanSeconds   int64  // KickUser, BanUser
-	MovePolicy   string // MoveSeat: "" (abort), force, swap
+	TargetUserID string            // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
+	BanSeconds   int64             // KickUser, BanUser
+	MovePolicy   string            // MoveSeat: "" (abort), force, swap
+	CustomSet    map[string]string // SetRoomCustomInfo
+	CustomDelete []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
 	TargetUserIDs []string
 	MuteSeconds   int64  // MuteMember
@@ -251,6 +253,13 @@ var commands = map[string]commandKind{
 			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkMeta, decide: decideSetMeta,
+	},
+	// Custom info (custominfo.go).
+	CmdSetRoomCustomInfo: {
+		fill: fill(func(r *v1.SetRoomCustomInfoRequest, c *Command) {
+			c.CustomSet, c.CustomDelete = r.Set, r.DeleteKeys
+		}),
+		check: checkCustomInfo, decide: decideSetCustomInfo,
 	},
 }
 

@@ -39,6 +39,7 @@ const (
 	TypeRoomMemberMuted          = "RoomMemberMuted"
 	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
 	TypeRoomMetadataChanged      = "RoomMetadataChanged"
+	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -120,6 +121,8 @@ var eventKinds = map[string]eventKind{
 	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true}),
 	// Clients show the new cover and tags from the envelope.
 	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true}),
+	// Clients merge the changed keys into the custom info they hold.
+	TypeRoomCustomInfoChanged: kind[RoomCustomInfoChanged](EventInfo{IM: true}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).

@@ -122,6 +122,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomSeatInvited:          true,
 		room.TypeRoomSeatInvitationEnded:  true,
 		room.TypeRoomMetadataChanged:      true,
+		room.TypeRoomCustomInfoChanged:    true,
 		room.TypeRoomAudioSeen:            false,
 		room.TypeRoomAudioRemoved:         true,
 		room.TypeRoomAudioDismissed:       false,

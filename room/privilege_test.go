@@ -68,15 +68,16 @@ var privileges = map[string]map[string]string{
 	room.CmdRejectSeatApplication:  {aOwner: everyTarget, aAdmin: everyTarget},
 	room.CmdInviteToSeat:           {aOwner: everyTarget, aAdmin: everyTarget},
 	// An operator's, with no target.
-	room.CmdCloseRoom:       {aOwner: tNone, aAdmin: tNone},
-	room.CmdLockSeat:        {aOwner: tNone, aAdmin: tNone},
-	room.CmdUnlockSeat:      {aOwner: tNone, aAdmin: tNone},
-	room.CmdMuteSeat:        {aOwner: tNone, aAdmin: tNone},
-	room.CmdUnmuteSeat:      {aOwner: tNone, aAdmin: tNone},
-	room.CmdSetSeatCount:    {aOwner: tNone, aAdmin: tNone},
-	room.CmdSetSeatMode:     {aOwner: tNone, aAdmin: tNone},
-	room.CmdUpdateRoom:      {aOwner: tNone, aAdmin: tNone},
-	room.CmdSetRoomMetadata: {aOwner: tNone, aAdmin: tNone},
+	room.CmdCloseRoom:         {aOwner: tNone, aAdmin: tNone},
+	room.CmdLockSeat:          {aOwner: tNone, aAdmin: tNone},
+	room.CmdUnlockSeat:        {aOwner: tNone, aAdmin: tNone},
+	room.CmdMuteSeat:          {aOwner: tNone, aAdmin: tNone},
+	room.CmdUnmuteSeat:        {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetSeatCount:      {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetSeatMode:       {aOwner: tNone, aAdmin: tNone},
+	room.CmdUpdateRoom:        {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetRoomMetadata:   {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetRoomCustomInfo: {aOwner: tNone, aAdmin: tNone},
 }
 
 // selfService are the commands that act on the sender only (or the room's
@@ -170,6 +171,8 @@ func matrixCommand(r *rand.Rand, s room.State, cmdType, actor, target string, no
 		c.Name = fmt.Sprintf("n%d", r.IntN(9))
 	case room.CmdSetRoomMetadata:
 		c.Category = fmt.Sprintf("c%d", r.IntN(9))
+	case room.CmdSetRoomCustomInfo:
+		c.CustomSet = map[string]string{"k": fmt.Sprintf("v%d", r.IntN(9))}
 	case room.CmdLockSeat, room.CmdUnlockSeat, room.CmdMuteSeat, room.CmdUnmuteSeat:
 		c.Seat = seat
 	case room.CmdCloseRoom, room.CmdReopenRoom:

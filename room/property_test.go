@@ -167,7 +167,8 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		room.TypeRoomSeatModeChanged, room.TypeRoomSeatApplied, room.TypeRoomSeatApplicationEnded,
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
-		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed} {
+		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
+		room.TypeRoomCustomInfoChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -295,7 +296,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(360); {
+	switch k := r.IntN(372); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 		if r.IntN(3) == 0 {
@@ -339,14 +340,8 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
-	case k < 150 && r.IntN(2) == 0:
-		c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom below
-		c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
-		c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
-		c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
-		for range r.IntN(4) {
-			c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
-		}
+	case k < 150 && r.IntN(2) == 0, k >= 367:
+		sm.meta(&c, op)
 	case k < 150:
 		// Mostly the owner: the admins come and go (a kick by the owner
 		// takes the rank away), and this band is narrow.
@@ -362,8 +357,12 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
-	case k >= 330:
+	case k >= 360 && k < 367:
+		sm.customInfo(&c, op)
+	case k >= 330 && r.IntN(2) == 0:
 		sm.audio(&c, s)
+	case k >= 330: // half of the audio draw goes to the rarest events' commands
+		sm.seatRequest(&c, s, op, seat)
 	default:
 		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
 		switch r.IntN(10) {
@@ -445,6 +444,34 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 		if r.IntN(20) == 0 {
 			c.MicSeats = 0 // invalid
 		}
+	}
+}
+
+// meta sets the room's metadata (now and then an invalid category).
+func (sm *sim) meta(c *room.Command, op func() string) {
+	c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom
+	c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+	c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
+	c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
+	for range sm.r.IntN(4) {
+		c.Tags = append(c.Tags, sm.pick([]string{"jazz", "chill", "kpop", "jazz"}))
+	}
+}
+
+// customInfo sets and deletes a few keys of a small set (now and then an
+// invalid one), values up to 1500 bytes so the total's limit is reached.
+func (sm *sim) customInfo(c *room.Command, op func() string) {
+	r := sm.r
+	c.Type, c.UserID = room.CmdSetRoomCustomInfo, op()
+	keys := []string{"theme", "pin", "game", "lang", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11", "bad key"} // a space is invalid
+	for range r.IntN(4) {
+		if c.CustomSet == nil {
+			c.CustomSet = map[string]string{}
+		}
+		c.CustomSet[sm.pick(keys)] = sm.pick([]string{"", "a", "b", strings.Repeat("v", 1500)})
+	}
+	for range r.IntN(2) {
+		c.CustomDelete = append(c.CustomDelete, sm.pick(keys))
 	}
 }
 
@@ -577,7 +604,8 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				}
 				sm.reopens++
 			}
-		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged:
+		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged,
+			room.RoomCustomInfoChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}
@@ -632,7 +660,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.audioReleased++
 			}
 		case room.RoomAudioSeen:
-			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && e.EventMs <= m.LastMs {
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (m.Out || e.Kind != room.AudioExit)) {
 				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
 			}
 			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {
@@ -743,6 +771,13 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	size := 0
+	for k, v := range s.CustomInfo() {
+		size += len(k) + len(v)
+	}
+	if len(s.CustomInfo()) > room.MaxCustomKeys || size > room.MaxCustomInfoLen {
+		return fmt.Errorf("custom info of %d keys, %d bytes", len(s.CustomInfo()), size)
 	}
 	if m := s.Metadata(); !slices.IsSorted(m.Tags) || len(slices.Compact(slices.Clone(m.Tags))) != len(m.Tags) ||
 		m.Visibility == room.VisibilityPublic || strings.Contains(m.Category, " ") {

@@ -167,8 +167,16 @@ func Summary(s State) *v1.RoomView {
 // View is the whole room, every member listed in order: GetRoom's answer
 // for a room that fits one page, and what tests compare a room with.
 func View(s State) *v1.RoomView {
-	v := Summary(s)
+	v := Details(Summary(s), s)
 	v.Members = s.SortedMembers()
+	return v
+}
+
+// Details adds to a room's summary what GetRoom shows and command
+// replies leave out (they would cost up to MaxCustomInfoLen each): the
+// custom info.
+func Details(v *v1.RoomView, s State) *v1.RoomView {
+	v.CustomInfo = maps.Clone(s.CustomInfo())
 	return v
 }
 

@@ -80,6 +80,8 @@ type Extra struct {
 	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 	// Members' audio presence (audio.go).
 	Audio map[string]AudioMark `json:"audio,omitempty"`
+	// The app's key/value info on the room (custominfo.go).
+	CustomInfo map[string]string `json:"custom_info,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -107,6 +109,7 @@ func (e *Extra) clone() *Extra {
 	c.Invitations = maps.Clone(e.Invitations)
 	c.Mutes = maps.Clone(e.Mutes)
 	c.BanNotes = maps.Clone(e.BanNotes)
+	c.CustomInfo = maps.Clone(e.CustomInfo)
 	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
@@ -119,11 +122,12 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Invitations)
 	nilIfEmptyMap(&e.Mutes)
 	nilIfEmptyMap(&e.BanNotes)
+	nilIfEmptyMap(&e.CustomInfo)
 	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil && e.Audio == nil
+		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil
 }
 
 // Applications returns the pending seat applications by user (read only).

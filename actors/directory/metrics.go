@@ -18,19 +18,19 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_directory_errors_total",
+			Name: "roomcell_room_directory_errors_total",
 			Help: "Room directory calls of room grains that failed (the command they followed did not), by operation.",
 		}, []string{"op"}),
 		Dropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_directory_dropped_total",
+			Name: "roomcell_room_directory_dropped_total",
 			Help: "Directory work items dropped because a room's directory backlog was full; the room's next refresh redoes them.",
 		}),
 		Leaves: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "room_directory_switch_leaves_total",
+			Name: "roomcell_room_directory_switch_leaves_total",
 			Help: "switched_room leaves sent to a user's previous room, by result (left, noop, failed).",
 		}, []string{"result"}),
 		RankChanges: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "room_directory_rank_changes_total",
+			Name: "roomcell_room_directory_rank_changes_total",
 			Help: "RoomRankChanged events committed by rooms of this node.",
 		}),
 	}

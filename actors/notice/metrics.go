@@ -30,25 +30,25 @@ type Metrics struct {
 
 // NewMetrics creates the instruments and registers them on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	ms := []float64{5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
+	secs := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	s := promset.New(reg, "notice")
 	m := &Metrics{
-		Delivered: s.CounterVec("notice_delivered_total", "Notices marked delivered.", "source"),
-		Retryable: s.CounterVec("notice_retryable_total",
+		Delivered: s.CounterVec("roomcell_notice_delivered_total", "Notices marked delivered.", "source"),
+		Retryable: s.CounterVec("roomcell_notice_retryable_total",
 			"Failed notice attempts that left the row retryable (backoff in next_retry_at_ms).", "source"),
-		Failed: s.CounterVec("notice_failed_total",
+		Failed: s.CounterVec("roomcell_notice_failed_total",
 			"Notices that became dead letters (past max_retry_count, or a corrupt source event).", "source"),
-		Ingested: s.CounterVec("notice_ingested_total",
+		Ingested: s.CounterVec("roomcell_notice_ingested_total",
 			"New notice_delivery_events rows, by how the fact arrived (poll or mq).", "source", "ingress"),
-		SendLatency: s.HistogramVec("notice_send_latency_ms", "Duration of one IM C2C send, in milliseconds.", ms, "source"),
-		DeliveryLag: s.HistogramVec("notice_delivery_latency_ms",
-			"Time from the source event's created_at_ms to its delivered mark, in milliseconds.", append(ms, 30000, 60000, 300000), "source"),
-		OldestDueAge: s.GaugeVec("notice_oldest_due_age_ms",
-			"Age in milliseconds of the oldest notice that is due for an attempt (0 when none).", "source"),
-		DeadLetters: s.GaugeVec("notice_dead_letters",
+		SendLatency: s.HistogramVec("roomcell_notice_send_latency_seconds", "Duration of one IM C2C send, in seconds.", secs, "source"),
+		DeliveryLag: s.HistogramVec("roomcell_notice_delivery_latency_seconds",
+			"Time from the source event's created_at_ms to its delivered mark, in seconds.", append(secs, 30, 60, 300), "source"),
+		OldestDueAge: s.GaugeVec("roomcell_notice_oldest_due_age_seconds",
+			"Age in seconds of the oldest notice that is due for an attempt (0 when none).", "source"),
+		DeadLetters: s.GaugeVec("roomcell_notice_dead_letters",
 			"Failed notice rows waiting for an operator (roomctl notice list --status failed).", "source"),
-		Open:    s.GaugeVec("notice_open", "Notice rows still to deliver (delivering + retryable).", "source"),
-		Batches: s.CounterVec("notice_worker_batches_total", "Rounds a notice worker ran.", "source"),
+		Open:    s.GaugeVec("roomcell_notice_open", "Notice rows still to deliver (delivering + retryable).", "source"),
+		Batches: s.CounterVec("roomcell_notice_worker_batches_total", "Rounds a notice worker ran.", "source"),
 	}
 	if err := s.Err(); err != nil {
 		return nil, err

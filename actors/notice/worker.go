@@ -321,7 +321,7 @@ func (w *Worker) sendAll(ctx context.Context, rows []persistence.NoticeDelivery)
 		h := w.d.Metrics.SendLatency.WithLabelValues(w.d.Module.Source)
 		for _, o := range outs {
 			if o.started {
-				h.Observe(float64(o.took.Microseconds()) / 1000)
+				h.Observe(o.took.Seconds())
 			}
 		}
 	}
@@ -399,7 +399,7 @@ func (w *Worker) delivered(rows []persistence.NoticeDelivery) {
 		if w.d.Metrics != nil {
 			w.d.Metrics.Delivered.WithLabelValues(w.d.Module.Source).Inc()
 			if d.SourceCreatedAtMs > 0 {
-				w.d.Metrics.DeliveryLag.WithLabelValues(w.d.Module.Source).Observe(float64(max(0, now.UnixMilli()-d.SourceCreatedAtMs)))
+				w.d.Metrics.DeliveryLag.WithLabelValues(w.d.Module.Source).Observe(float64(max(0, now.UnixMilli()-d.SourceCreatedAtMs)) / 1000)
 			}
 		}
 		// A compensation after failures is news; a first-try success is
@@ -430,7 +430,7 @@ func (w *Worker) refreshGauges(ctx context.Context) {
 	src := w.d.Module.Source
 	age := 0.0
 	if st.OldestDueMs > 0 {
-		age = float64(max(0, now-st.OldestDueMs))
+		age = float64(max(0, now-st.OldestDueMs)) / 1000
 	}
 	w.d.Metrics.OldestDueAge.WithLabelValues(src).Set(age)
 	w.d.Metrics.DeadLetters.WithLabelValues(src).Set(float64(st.Failed))

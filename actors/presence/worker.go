@@ -201,9 +201,9 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	s := promset.New(reg, "presence")
 	m := &Metrics{
-		Scans:      s.Counter("presence_stale_scans_total", "Scans of the presence stale worker."),
-		ScanErrors: s.Counter("presence_stale_scan_errors_total", "Rooms whose presence the stale worker could not read."),
-		Leaves: s.CounterVec("presence_stale_members_total",
+		Scans:      s.Counter("roomcell_presence_stale_scans_total", "Scans of the presence stale worker."),
+		ScanErrors: s.Counter("roomcell_presence_stale_scan_errors_total", "Rooms whose presence the stale worker could not read."),
+		Leaves: s.CounterVec("roomcell_presence_stale_members_total",
 			"Stale members handled by the stale worker, by result (left: LeaveRoom heartbeat_timeout; cleared: orphan entry; failed: retried next scan).",
 			"result"),
 	}

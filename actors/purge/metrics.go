@@ -26,13 +26,13 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	s := promset.New(reg, "purge")
 	m := &Metrics{
-		RowsPurged: s.CounterVec("retention_rows_purged_total", "Rows the purge worker of this node deleted, per table.", "table"),
-		OldestAge: s.GaugeVec("retention_oldest_row_age_ms",
-			"Age in milliseconds of the oldest row still stored (0 when empty), per table, as of the last purge round.", "table"),
-		RowEstimate: s.GaugeVec("retention_table_rows_estimate",
+		RowsPurged: s.CounterVec("roomcell_retention_rows_purged_total", "Rows the purge worker of this node deleted, per table.", "table"),
+		OldestAge: s.GaugeVec("roomcell_retention_oldest_row_age_seconds",
+			"Age in seconds of the oldest row still stored (0 when empty), per table, as of the last purge round.", "table"),
+		RowEstimate: s.GaugeVec("roomcell_retention_table_rows_estimate",
 			"The store's estimate of the table's rows (exact in go-memdb), as of the last purge round.", "table"),
-		Rounds: s.Counter("retention_purge_rounds_total", "Purge rounds this node finished."),
-		Errors: s.CounterVec("retention_purge_errors_total", "Table rounds of the purge worker that stopped on an error, per table.", "table"),
+		Rounds: s.Counter("roomcell_retention_purge_rounds_total", "Purge rounds this node finished."),
+		Errors: s.CounterVec("roomcell_retention_purge_errors_total", "Table rounds of the purge worker that stopped on an error, per table.", "table"),
 	}
 	if err := s.Err(); err != nil {
 		return nil, err

@@ -292,7 +292,7 @@ func (s *Service) observe(ctx context.Context, p persistence.Purger, tr TableRou
 	if ret.OldestCreatedAtMs > 0 {
 		age = max(0, s.deps.Now().UnixMilli()-ret.OldestCreatedAtMs)
 	}
-	s.deps.Metrics.OldestAge.WithLabelValues(table).Set(float64(age))
+	s.deps.Metrics.OldestAge.WithLabelValues(table).Set(float64(age) / 1000)
 	s.deps.Metrics.RowEstimate.WithLabelValues(table).Set(float64(ret.RowEstimate))
 	// A round that ended with rows still eligible while the oldest row is
 	// twice the retention old: the purge deletes slower than rows arrive

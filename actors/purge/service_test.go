@@ -109,7 +109,7 @@ func TestRoundPurgesInBatchesAndCountsRows(t *testing.T) {
 	if v := metricValue(t, m.RowEstimate.WithLabelValues(persistence.PurgeRoomOutbox)); v != float64(len(pending)) {
 		t.Fatalf("row estimate %v, want %d", v, len(pending))
 	}
-	if v := metricValue(t, m.OldestAge.WithLabelValues(persistence.PurgeCommandLog)); v != float64(now.UnixMilli()-(old+31)) {
+	if v := metricValue(t, m.OldestAge.WithLabelValues(persistence.PurgeCommandLog)); v != float64(now.UnixMilli()-(old+31))/1000 {
 		t.Fatalf("oldest log row age %v", v)
 	}
 	for _, id := range pending {

@@ -38,10 +38,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Pending: s.Gauge("room_outbox_pending_total", "room_outbox rows with status pending, as of the relay's last batch."),
 		OldestPendingAge: s.Gauge("room_outbox_oldest_pending_age_ms",
 			"Age in milliseconds of the oldest pending room_outbox row (0 when none), as of the relay's last batch."),
-		Batches: s.Counter("room_outbox_relay_batches_total", "Batches the relay ran (one per poll, plus operator retries)."),
-		Parked: s.Counter("room_outbox_parked_total",
+		Batches: s.Counter("roomcell_room_outbox_relay_batches_total", "Batches the relay ran (one per poll, plus operator retries)."),
+		Parked: s.Counter("roomcell_room_outbox_parked_total",
 			"room_outbox rows the relay parked (corrupt envelope or a permanent IM error); they wait for roomctl outbox requeue/skip."),
-		ParkedRows: s.Gauge("room_outbox_parked_rows", "room_outbox rows with status parked, as of the relay's last batch."),
+		ParkedRows: s.Gauge("roomcell_room_outbox_parked_rows", "room_outbox rows with status parked, as of the relay's last batch."),
 	}
 	if err := s.Err(); err != nil {
 		return nil, err
@@ -68,12 +68,12 @@ type MQMetrics struct {
 func NewMQMetrics(reg prometheus.Registerer) (*MQMetrics, error) {
 	s := promset.New(reg, "relay: mq")
 	m := &MQMetrics{
-		Pending: s.Gauge("room_outbox_mq_pending_total", "room_outbox rows the MQ fanout has still to publish, as of its last round."),
-		Success: s.Counter("room_outbox_mq_publish_success_total", "room_outbox rows the MQ fanout published to the topic."),
-		Failure: s.Counter("room_outbox_mq_publish_failure_total",
+		Pending: s.Gauge("roomcell_room_outbox_mq_pending", "room_outbox rows the MQ fanout has still to publish, as of its last round."),
+		Success: s.Counter("roomcell_room_outbox_mq_publish_success_total", "room_outbox rows the MQ fanout published to the topic."),
+		Failure: s.Counter("roomcell_room_outbox_mq_publish_failure_total",
 			"MQ fanout publishes that failed (the row stays MQ-pending; its IM status is not touched)."),
-		Latency: s.Histogram("room_outbox_mq_publish_latency_ms", "Duration of one MQ publish of the fanout, in milliseconds.",
-			[]float64{1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000}),
+		Latency: s.Histogram("roomcell_room_outbox_mq_publish_latency_seconds", "Duration of one MQ publish of the fanout, in seconds.",
+			[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, 1, 5}),
 	}
 	if err := s.Err(); err != nil {
 		return nil, err

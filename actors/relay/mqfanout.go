@@ -478,7 +478,7 @@ func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
 	n, err := bp.PublishOrderedBatch(pctx, f.Topic, OrderKey(send[0].Envelope), msgs)
 	cancel()
 	if f.Metrics != nil {
-		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+		f.Metrics.Latency.Observe(time.Since(start).Seconds())
 	}
 	n = max(0, min(n, len(send)))
 	for _, row := range send[:n] {
@@ -547,7 +547,7 @@ func (f *mqBatch) publish(env persistence.Envelope, data []byte) error {
 		err = f.MQ.Publish(pctx, f.Topic, env.EventType, env.EventID, data)
 	}
 	if f.Metrics != nil {
-		f.Metrics.Latency.Observe(float64(time.Since(start).Microseconds()) / 1000)
+		f.Metrics.Latency.Observe(time.Since(start).Seconds())
 	}
 	return err
 }

@@ -187,7 +187,7 @@ func TestMetricsExposed(t *testing.T) {
 		`room_outbox_publish_failure_total{sender="relay"} 1`,
 		`room_outbox_publish_latency_ms_count{sender="relay"} 2`,
 		"room_outbox_oldest_pending_age_ms 59999",
-		"room_outbox_relay_batches_total 1",
+		"roomcell_room_outbox_relay_batches_total 1",
 	} {
 		if !strings.Contains(string(body), line+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", line, body)

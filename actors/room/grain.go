@@ -462,7 +462,7 @@ func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := room.Summary(g.state)
+	v := room.Details(room.Summary(g.state), g.state)
 	var next string
 	v.Members, next = g.members.Page(g.state, p)
 	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil

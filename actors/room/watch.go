@@ -105,6 +105,11 @@ func NewWatchMetrics(reg prometheus.Registerer) (*WatchMetrics, error) {
 		Ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcell_watch_ended_total",
 			Help: "WatchRoom streams ended by the server with a resume seq, by reason."}, []string{"reason"}),
 	}
+	// Every reason's series exists at zero from the start: a panel shows
+	// no ends as 0, not as no data.
+	for _, r := range []string{EndMoved, EndCut, EndDraining, EndLost} {
+		m.Ended.WithLabelValues(r)
+	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.Open, m.Cuts, m.Ended} {
 			if err := reg.Register(c); err != nil {

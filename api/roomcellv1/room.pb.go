@@ -1698,8 +1698,11 @@ type RoomView struct {
 	Tags             []string       `protobuf:"bytes,51,rep,name=tags,proto3" json:"tags,omitempty"`                                                 // sorted
 	CoverUrl         string         `protobuf:"bytes,52,opt,name=cover_url,json=coverUrl,proto3" json:"cover_url,omitempty"`
 	Visibility       string         `protobuf:"bytes,53,opt,name=visibility,proto3" json:"visibility,omitempty"` // public | unlisted
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The room's custom key/value info (SetRoomCustomInfo): in GetRoom's
+	// answer only, not in command replies.
+	CustomInfo    map[string]string `protobuf:"bytes,70,rep,name=custom_info,json=customInfo,proto3" json:"custom_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RoomView) Reset() {
@@ -1877,6 +1880,13 @@ func (x *RoomView) GetVisibility() string {
 		return x.Visibility
 	}
 	return ""
+}
+
+func (x *RoomView) GetCustomInfo() map[string]string {
+	if x != nil {
+		return x.CustomInfo
+	}
+	return nil
 }
 
 type MutedMember struct {
@@ -2335,6 +2345,7 @@ type RoomCommand struct {
 	//	*RoomCommand_SetRoomMetadata
 	//	*RoomCommand_AudioPresence
 	//	*RoomCommand_GetJoinTicket
+	//	*RoomCommand_SetRoomCustomInfo
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2719,6 +2730,15 @@ func (x *RoomCommand) GetGetJoinTicket() *GetJoinTicketRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetSetRoomCustomInfo() *SetRoomCustomInfoRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetRoomCustomInfo); ok {
+			return x.SetRoomCustomInfo
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2875,6 +2895,10 @@ type RoomCommand_GetJoinTicket struct {
 	GetJoinTicket *GetJoinTicketRequest `protobuf:"bytes,59,opt,name=get_join_ticket,json=getJoinTicket,proto3,oneof"` // a read, as get_room
 }
 
+type RoomCommand_SetRoomCustomInfo struct {
+	SetRoomCustomInfo *SetRoomCustomInfoRequest `protobuf:"bytes,70,opt,name=set_room_custom_info,json=setRoomCustomInfo,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2950,6 +2974,8 @@ func (*RoomCommand_SetRoomMetadata) isRoomCommand_Command() {}
 func (*RoomCommand_AudioPresence) isRoomCommand_Command() {}
 
 func (*RoomCommand_GetJoinTicket) isRoomCommand_Command() {}
+
+func (*RoomCommand_SetRoomCustomInfo) isRoomCommand_Command() {}
 
 // AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
 // audio side (TRTC room & media callbacks) reported about user_id, sent
@@ -6485,6 +6511,106 @@ func (x *SetRoomMetadataRequest) GetVisibility() string {
 	return ""
 }
 
+// SetRoomCustomInfoRequest sets the keys of set and deletes the keys of
+// delete_keys in one change (RoomCustomInfoChanged carries the keys that
+// changed). Keys are ids (1 to 64 bytes of printable ASCII without
+// space, ':' or '/'), values UTF-8 up to 2048 bytes; the room keeps at
+// most 32 keys and 16384 bytes of keys and values together: a change
+// past either is refused whole (TOO_MANY_CUSTOM_KEYS,
+// CUSTOM_INFO_TOO_LARGE) and nothing is written. Setting a key to its
+// value and deleting an absent key change nothing.
+type SetRoomCustomInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Set           map[string]string      `protobuf:"bytes,6,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DeleteKeys    []string               `protobuf:"bytes,7,rep,name=delete_keys,json=deleteKeys,proto3" json:"delete_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoomCustomInfoRequest) Reset() {
+	*x = SetRoomCustomInfoRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoomCustomInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoomCustomInfoRequest) ProtoMessage() {}
+
+func (x *SetRoomCustomInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoomCustomInfoRequest.ProtoReflect.Descriptor instead.
+func (*SetRoomCustomInfoRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetRoomCustomInfoRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetRoomCustomInfoRequest) GetSet() map[string]string {
+	if x != nil {
+		return x.Set
+	}
+	return nil
+}
+
+func (x *SetRoomCustomInfoRequest) GetDeleteKeys() []string {
+	if x != nil {
+		return x.DeleteKeys
+	}
+	return nil
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -6670,7 +6796,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xdd\x05\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe4\x06\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -6695,7 +6821,12 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tcover_url\x184 \x01(\tR\bcoverUrl\x12\x1e\n" +
 	"\n" +
 	"visibility\x185 \x01(\tR\n" +
-	"visibility\"L\n" +
+	"visibility\x12F\n" +
+	"\vcustom_info\x18F \x03(\v2%.roomcell.v1.RoomView.CustomInfoEntryR\n" +
+	"customInfo\x1a=\n" +
+	"\x0fCustomInfoEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
 	"\vMutedMember\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12$\n" +
 	"\x0emuted_until_ms\x18\x02 \x01(\x03R\fmutedUntilMs\"\x88\x01\n" +
@@ -6727,7 +6858,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa4\x15\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfe\x15\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -6778,7 +6909,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"reopenRoom\x12Q\n" +
 	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadata\x12J\n" +
 	"\x0eaudio_presence\x18: \x01(\v2!.roomcell.v1.AudioPresenceRequestH\x00R\raudioPresence\x12K\n" +
-	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicketB\t\n" +
+	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
+	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfoB\t\n" +
 	"\acommand\"\x95\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -7126,7 +7258,21 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tcover_url\x18\b \x01(\tR\bcoverUrl\x12\x1e\n" +
 	"\n" +
 	"visibility\x18\t \x01(\tR\n" +
-	"visibility2\xdf\x1b\n" +
+	"visibility\"\xc0\x02\n" +
+	"\x18SetRoomCustomInfoRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12@\n" +
+	"\x03set\x18\x06 \x03(\v2..roomcell.v1.SetRoomCustomInfoRequest.SetEntryR\x03set\x12\x1f\n" +
+	"\vdelete_keys\x18\a \x03(\tR\n" +
+	"deleteKeys\x1a6\n" +
+	"\bSetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xbc\x1c\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -7177,7 +7323,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tListGifts\x12\x1d.roomcell.v1.ListGiftsRequest\x1a\x1b.roomcell.v1.ListGiftsReply\"\x04\xc8\xf3\x18\x02\x12M\n" +
 	"\n" +
 	"ReopenRoom\x12\x1e.roomcell.v1.ReopenRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12[\n" +
+	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -7191,7 +7338,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -7265,161 +7412,169 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ListGiftsReply)(nil),                // 69: roomcell.v1.ListGiftsReply
 	(*ReopenRoomRequest)(nil),             // 70: roomcell.v1.ReopenRoomRequest
 	(*SetRoomMetadataRequest)(nil),        // 71: roomcell.v1.SetRoomMetadataRequest
-	nil,                                   // 72: roomcell.v1.RoomError.MetadataEntry
+	(*SetRoomCustomInfoRequest)(nil),      // 72: roomcell.v1.SetRoomCustomInfoRequest
+	nil,                                   // 73: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 74: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 75: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	19,  // 4: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
-	22,  // 5: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
-	61,  // 6: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
-	24,  // 7: roomcell.v1.CommandReply.join_rights:type_name -> roomcell.v1.JoinRights
-	19,  // 8: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
-	0,   // 9: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
-	1,   // 10: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
-	2,   // 11: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
-	3,   // 12: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
-	4,   // 13: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
-	5,   // 14: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
-	6,   // 15: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
-	7,   // 16: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
-	8,   // 17: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	17,  // 18: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	9,   // 19: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
-	11,  // 20: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
-	12,  // 21: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
-	13,  // 22: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
-	14,  // 23: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
-	15,  // 24: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
-	16,  // 25: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
-	10,  // 26: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
-	45,  // 27: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
-	46,  // 28: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
-	47,  // 29: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 30: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 31: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 32: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
-	51,  // 33: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 34: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
-	55,  // 35: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
-	56,  // 36: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
-	57,  // 37: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
-	58,  // 38: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
-	59,  // 39: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
-	60,  // 40: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
-	65,  // 41: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
-	66,  // 42: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	70,  // 43: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
-	71,  // 44: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
-	27,  // 45: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
-	63,  // 46: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
-	72,  // 47: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 48: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	28,  // 49: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	31,  // 50: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	36,  // 51: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 52: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	37,  // 53: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	28,  // 54: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	28,  // 55: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	36,  // 56: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 57: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 58: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	61,  // 59: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	68,  // 60: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	0,   // 61: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 62: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 63: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 64: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 65: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 66: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 67: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 68: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 69: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 70: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	30,  // 71: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	33,  // 72: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 73: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 74: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 75: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 76: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 77: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 78: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 79: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 80: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	35,  // 81: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	38,  // 82: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	45,  // 83: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	46,  // 84: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	47,  // 85: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 86: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 87: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 88: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	51,  // 89: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 90: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 91: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	55,  // 92: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	56,  // 93: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	57,  // 94: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	58,  // 95: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	59,  // 96: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	60,  // 97: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	63,  // 98: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
-	65,  // 99: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	66,  // 100: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	67,  // 101: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	70,  // 102: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	71,  // 103: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	23,  // 104: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 105: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 106: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 107: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 108: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 109: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 110: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 111: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 112: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 113: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 114: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 115: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 116: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 117: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 118: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 120: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 121: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 122: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 124: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 125: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 126: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 129: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 130: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 131: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 132: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 134: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 135: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 139: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 140: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 141: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 142: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 143: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 144: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 145: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 146: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	104, // [104:147] is the sub-list for method output_type
-	61,  // [61:104] is the sub-list for method input_type
-	61,  // [61:61] is the sub-list for extension type_name
-	61,  // [61:61] is the sub-list for extension extendee
-	0,   // [0:61] is the sub-list for field type_name
+	73,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
+	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
+	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
+	24,  // 8: roomcell.v1.CommandReply.join_rights:type_name -> roomcell.v1.JoinRights
+	19,  // 9: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	0,   // 10: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
+	1,   // 11: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
+	2,   // 12: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
+	3,   // 13: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
+	4,   // 14: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
+	5,   // 15: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
+	6,   // 16: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
+	7,   // 17: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
+	8,   // 18: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
+	17,  // 19: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,   // 20: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	11,  // 21: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	12,  // 22: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	13,  // 23: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	14,  // 24: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	15,  // 25: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	16,  // 26: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	10,  // 27: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
+	45,  // 28: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
+	46,  // 29: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
+	47,  // 30: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 31: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 32: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 33: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
+	51,  // 34: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 35: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
+	55,  // 36: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
+	56,  // 37: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
+	57,  // 38: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
+	58,  // 39: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
+	59,  // 40: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
+	60,  // 41: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
+	65,  // 42: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
+	66,  // 43: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
+	70,  // 44: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	71,  // 45: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	27,  // 46: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
+	63,  // 47: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
+	72,  // 48: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
+	74,  // 49: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 50: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 51: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 52: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 53: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 54: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 55: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 56: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 57: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 58: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 59: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 60: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 61: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 62: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	75,  // 63: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	0,   // 64: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 65: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 66: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 67: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 68: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 69: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 70: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 71: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 72: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 73: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 74: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 75: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 76: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 77: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 78: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 79: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 80: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 81: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 82: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 83: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 84: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 85: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 86: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 87: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 88: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 89: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 90: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 91: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 92: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 93: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 94: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 95: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 96: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 97: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 98: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 99: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 100: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 101: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 102: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 103: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 104: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 105: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 106: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 107: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	23,  // 108: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 109: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 110: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 111: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 112: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 113: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 114: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 117: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 118: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 119: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 120: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 121: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 128: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 129: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 130: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 131: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 132: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 138: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 139: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 140: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 141: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 144: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 145: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 146: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 147: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 148: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 149: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 150: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 151: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	108, // [108:152] is the sub-list for method output_type
+	64,  // [64:108] is the sub-list for method input_type
+	64,  // [64:64] is the sub-list for extension type_name
+	64,  // [64:64] is the sub-list for extension extendee
+	0,   // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -7468,6 +7623,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_SetRoomMetadata)(nil),
 		(*RoomCommand_AudioPresence)(nil),
 		(*RoomCommand_GetJoinTicket)(nil),
+		(*RoomCommand_SetRoomCustomInfo)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7475,7 +7631,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

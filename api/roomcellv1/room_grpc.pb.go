@@ -62,6 +62,7 @@ const (
 	RoomService_ListGifts_FullMethodName              = "/roomcell.v1.RoomService/ListGifts"
 	RoomService_ReopenRoom_FullMethodName             = "/roomcell.v1.RoomService/ReopenRoom"
 	RoomService_SetRoomMetadata_FullMethodName        = "/roomcell.v1.RoomService/SetRoomMetadata"
+	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -159,6 +160,9 @@ type RoomServiceClient interface {
 	// SetRoomMetadata replaces the room's category, tags, cover and
 	// visibility (owner, or an admin in the room).
 	SetRoomMetadata(ctx context.Context, in *SetRoomMetadataRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetRoomCustomInfo sets and deletes keys of the room's custom
+	// key/value info (owner, or an admin in the room); GetRoom shows it.
+	SetRoomCustomInfo(ctx context.Context, in *SetRoomCustomInfoRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -608,6 +612,16 @@ func (c *roomServiceClient) SetRoomMetadata(ctx context.Context, in *SetRoomMeta
 	return out, nil
 }
 
+func (c *roomServiceClient) SetRoomCustomInfo(ctx context.Context, in *SetRoomCustomInfoRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetRoomCustomInfo_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -703,6 +717,9 @@ type RoomServiceServer interface {
 	// SetRoomMetadata replaces the room's category, tags, cover and
 	// visibility (owner, or an admin in the room).
 	SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error)
+	// SetRoomCustomInfo sets and deletes keys of the room's custom
+	// key/value info (owner, or an admin in the room); GetRoom shows it.
+	SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -841,6 +858,9 @@ func (UnimplementedRoomServiceServer) ReopenRoom(context.Context, *ReopenRoomReq
 }
 func (UnimplementedRoomServiceServer) SetRoomMetadata(context.Context, *SetRoomMetadataRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoomMetadata not implemented")
+}
+func (UnimplementedRoomServiceServer) SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoomCustomInfo not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1630,6 +1650,24 @@ func _RoomService_SetRoomMetadata_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetRoomCustomInfo_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoomCustomInfoRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetRoomCustomInfo(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetRoomCustomInfo_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetRoomCustomInfo(ctx, req.(*SetRoomCustomInfoRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1804,6 +1842,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoomMetadata",
 			Handler:    _RoomService_SetRoomMetadata_Handler,
+		},
+		{
+			MethodName: "SetRoomCustomInfo",
+			Handler:    _RoomService_SetRoomCustomInfo_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

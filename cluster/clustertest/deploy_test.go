@@ -421,6 +421,61 @@ func TestK8sContainersHoldTheirHeapUnderTheLimit(t *testing.T) {
 	}
 }
 
+// Every workload is scraped and served: its pod template asks
+// Prometheus to scrape the container's http (ops) port at /metrics, and a
+// Service selects its pods on that port, so its alerts and panels get
+// data.
+func TestK8sWorkloadsAreScrapedAndServed(t *testing.T) {
+	docs := k8sDocs(t)
+	checked := 0
+	for name, d := range docs {
+		if kind := get(d, "kind"); kind != "Deployment" && kind != "StatefulSet" {
+			continue
+		}
+		checked++
+		labels, _ := get(d, "spec", "template", "metadata", "labels").(map[string]any)
+		ann, _ := get(d, "spec", "template", "metadata", "annotations").(map[string]any)
+		httpPort := 0
+		for _, p := range get(d, "spec", "template", "spec", "containers", 0, "ports").([]any) {
+			if get(p, "name") == "http" {
+				httpPort = get(p, "containerPort").(int)
+			}
+		}
+		if httpPort == 0 {
+			t.Errorf("%s: no container port named http", name)
+			continue
+		}
+		if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(httpPort) || ann["prometheus.io/path"] != "/metrics" {
+			t.Errorf("%s: scrape annotations %v, want scrape \"true\", port %d, path /metrics", name, ann, httpPort)
+		}
+		served := false
+		for _, svc := range docs {
+			if get(svc, "kind") != "Service" {
+				continue
+			}
+			sel, _ := get(svc, "spec", "selector").(map[string]any)
+			match := len(sel) > 0
+			for k, v := range sel {
+				match = match && labels[k] == v
+			}
+			if !match {
+				continue
+			}
+			for _, p := range get(svc, "spec", "ports").([]any) {
+				if get(p, "targetPort") == "http" {
+					served = true
+				}
+			}
+		}
+		if !served {
+			t.Errorf("%s: no Service selects its pods on the http port", name)
+		}
+	}
+	if checked < 2 {
+		t.Fatalf("checked %d workloads, want the room nodes and the notice service", checked)
+	}
+}
+
 // Every pod passes the Pod Security "restricted" profile
 // (kubernetes.io/docs/concepts/security/pod-security-standards), checked
 // field by field as the admission controller would: a pod it refuses

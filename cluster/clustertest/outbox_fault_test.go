@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/delivery/imfake"
@@ -143,8 +144,8 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 		t.Errorf("%d read-your-writes reads were stale:\n%s", lres.StaleReads, strings.Join(load.StaleReadErrors(10), "\n"))
 	}
 	c.VerifyLog(t, load.Acked())
-	t.Logf("GetRoom during the pauses: %d answered (%d stale: seq below a write acknowledged before the pause), %d refused or timed out",
-		pauseReads.answered.Load(), pauseReads.stale.Load(), pauseReads.refused.Load())
+	t.Logf("GetRoom during the pauses: %d answered (%d stale: seq below a write acknowledged before the pause), %d refused or timed out (%v; %d rooms)",
+		pauseReads.answered.Load(), pauseReads.stale.Load(), pauseReads.refused.Load(), pauseReads.why, len(pauseReads.refusedRooms))
 	if n := pauseReads.stale.Load(); n != 0 {
 		t.Errorf("%d GetRoom answers during the pause were stale:\n%s", n, strings.Join(pauseReads.errors(), "\n"))
 	}
@@ -205,6 +206,11 @@ type pauseReadCount struct {
 	answered, refused, stale atomic.Int64
 	mu                       sync.Mutex
 	errs                     []string
+	// why counts the refusals by code and reason; refusedRooms the rooms
+	// refused at least once (an attempt is retried every 50 ms, so the
+	// count of refusals depends on how fast they come).
+	why          map[string]int
+	refusedRooms map[string]bool
 }
 
 // start runs 8 readers of random rooms through random nodes (1 s
@@ -229,6 +235,13 @@ func (p *pauseReadCount) start(t *testing.T, nodes []*Node, rooms []string, acke
 				cancel()
 				if err != nil {
 					p.refused.Add(1)
+					p.mu.Lock()
+					if p.why == nil {
+						p.why, p.refusedRooms = map[string]int{}, map[string]bool{}
+					}
+					p.why[fmt.Sprintf("%s %s", status.Code(err), Reason(err))]++
+					p.refusedRooms[room] = true
+					p.mu.Unlock()
 					time.Sleep(50 * time.Millisecond)
 					continue
 				}

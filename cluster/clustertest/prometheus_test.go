@@ -227,9 +227,9 @@ func TestMultiMemberPrometheusScrape(t *testing.T) {
 			sel, series = fmt.Sprintf(`{room_db=%q}`, rdb.Key), "map[room_db:"+rdb.Key+"]"
 		}
 		for q, want := range map[string]float64{
-			"max(room_outbox_parked_rows" + sel + ")":   float64(parkedIn[rdb.Key]),
-			"min(room_outbox_parked_rows" + sel + ")":   float64(parkedIn[rdb.Key]),
-			"max(room_outbox_pending_total" + sel + ")": 0,
+			"max(roomcell_room_outbox_parked_rows" + sel + ")": float64(parkedIn[rdb.Key]),
+			"min(roomcell_room_outbox_parked_rows" + sel + ")": float64(parkedIn[rdb.Key]),
+			"max(room_outbox_pending_total" + sel + ")":        0,
 		} {
 			got, err := promQuery(t, prom, q)
 			if err != nil || len(got) != 1 {
@@ -246,8 +246,8 @@ func TestMultiMemberPrometheusScrape(t *testing.T) {
 		if multi {
 			by = " by (room_db)"
 		}
-		if got, _ := promQuery(t, prom, "count"+by+"(room_outbox_parked_rows)"); len(got) != len(c.RoomDBs) || got[series] != 3 {
-			t.Errorf("count%s(room_outbox_parked_rows) = %v: want one series per node (3) for %s", by, got, series)
+		if got, _ := promQuery(t, prom, "count"+by+"(roomcell_room_outbox_parked_rows)"); len(got) != len(c.RoomDBs) || got[series] != 3 {
+			t.Errorf("count%s(roomcell_room_outbox_parked_rows) = %v: want one series per node (3) for %s", by, got, series)
 		}
 	}
 	// Per-node sends of room_outbox rows (both senders) cover the rows

@@ -14,8 +14,6 @@ import (
 
 	grainkind "github.com/hyapp/roomcell/cluster/kind"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -48,7 +46,7 @@ import (
 type App struct {
 	cfg      configs.Config
 	log      *slog.Logger
-	registry *prometheus.Registry
+	registry *metricsRegistry
 
 	// stores is every store this process opened; store is its room store.
 	stores  *backend.Stores
@@ -134,8 +132,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err := cfg.CheckStart(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
-	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &App{cfg: cfg, log: log, registry: newMetricsRegistry()}
 	defer func() {
 		if err != nil {
 			a.Shutdown()
@@ -148,7 +145,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(otelResource()))
 
 	want := backend.Want{Wallet: cfg.Wallet.Addr == "", Notice: cfg.HasRole(configs.RoleNotice)}
 	if a.stores, err = backend.Open(ctx, cfg, want, log); err != nil {
@@ -229,6 +226,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
+	a.reportFakeTRTC()
 	if err = a.startWorkers(workerInputs{pub: roomPub, im: pub}); err != nil {
 		return nil, err
 	}
@@ -264,7 +262,7 @@ func (a *App) serveGRPC() error {
 		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime,
 		MaxStreams: uint32(l.MaxConcurrentStreams)}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
-	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
+	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
 	watchMetrics, err := room.NewWatchMetrics(a.registry)
 	if err != nil {
@@ -357,6 +355,9 @@ func (a *App) serveHTTP() error {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	if err := a.mountCallbacks(mux); err != nil {
+		return err
+	}
 	if a.fakeIM != nil {
 		mux.HandleFunc("POST /debug/fake-im/outage", a.fakeIMOutage)
 	}

@@ -78,6 +78,9 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 	if audio != nil {
 		opts = append(opts, roomim.WithAudio(audio))
 	}
+	if a.cfg.TRTC.EnforceTickets {
+		opts = append(opts, roomim.WithTicketEnforcement())
+	}
 	pub := roomim.New(client, opts...)
 	a.closers = append(a.closers, pub.Close)
 	return pub, nil

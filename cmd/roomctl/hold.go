@@ -14,7 +14,7 @@ import (
 
 // The gift reservation subcommands, for operators: list the open
 // reservations, and end one the gift reconciler parked (its settlement
-// kept failing, wallet_gift_holds_parked counts them, the node's ERROR
+// kept failing, roomcell_wallet_gift_holds_parked counts them, the node's ERROR
 // line names them) by confirming it (the room logged the gift: the
 // sender's frozen COIN is spent and the receiver paid) or refunding it
 // (the sender's COIN comes back). Both are idempotent and only one of

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
@@ -85,6 +87,16 @@ func init() {
 			return &roomcellv1.SetRoomMetadataRequest{Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
 		},
 		roomcellv1.RoomServiceClient.SetRoomMetadata)
+	roomCommand("info", "set (--set k=v,...) and delete (--delete k,...) keys of a room's custom info (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
+			fs.StringToString("set", nil, "keys to set, k=v comma separated")
+			fs.StringSlice("delete", nil, "keys to delete, comma separated")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.SetRoomCustomInfoRequest {
+			set, _ := fs.GetStringToString("set")
+			return &roomcellv1.SetRoomCustomInfoRequest{Set: set, DeleteKeys: strs(fs, "delete")}
+		},
+		roomcellv1.RoomServiceClient.SetRoomCustomInfo)
 	roomCommand("reopen", "open a closed room again under the same id (--user is its owner)",
 		func(fs *flag.FlagSet) {
 			fs.String("name", "", "new name (empty = keep)")
@@ -358,6 +370,9 @@ func printRoom(w io.Writer, r *roomcellv1.RoomView) {
 	}
 	if a := r.GetAnnouncement(); a != "" {
 		fmt.Fprintf(w, "  announcement: %q\n", a)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.GetCustomInfo())) {
+		fmt.Fprintf(w, "  info %s: %q\n", k, r.GetCustomInfo()[k])
 	}
 	switch listed, count := len(r.GetMembers()), r.GetMemberCount(); {
 	case listed == 0 && count > 0: // a command's reply: the count only

@@ -219,6 +219,8 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", TargetUserId: "u2"}}}},
 		{[]string{"meta", "--category", "music", "--tags", "jazz,chill", "--cover", "https://c/x.png", "--visibility", "unlisted"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomMetadata{SetRoomMetadata: &roomcellv1.SetRoomMetadataRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz", "chill"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"}}}},
+		{[]string{"info", "--set", "theme=dark,lang=zh", "--delete", "pin"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark", "lang": "zh"}, DeleteKeys: []string{"pin"}}}}},
 		{[]string{"reopen", "--name", "Again"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: &roomcellv1.ReopenRoomRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "Again"}}}},
 		{[]string{"seat", "decline"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_DeclineSeatInvitation{DeclineSeatInvitation: &roomcellv1.DeclineSeatInvitationRequest{

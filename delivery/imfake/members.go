@@ -164,6 +164,32 @@ func (s *Server) banGroupMember(body []byte) (map[string]any, *apiError) {
 	return map[string]any{}, nil
 }
 
+// unbanGroupMember is Tencent's unban_group_member: the members' bans
+// end now, so they may enter the group again (EnterGroup); a member who
+// is not banned is success.
+func (s *Server) unbanGroupMember(body []byte) (map[string]any, *apiError) {
+	var req struct {
+		GroupID string   `json:"GroupId"`
+		Members []string `json:"Members_Account"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fail(10004, "json fields have the wrong types")
+	}
+	if len(req.Members) == 0 || len(req.Members) > tencentim.MaxBanMembers {
+		return nil, fail(10004, "Members_Account must hold 1..20 accounts")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupID]
+	if g == nil {
+		return nil, fail(10010, "group not found")
+	}
+	for _, m := range req.Members {
+		delete(g.banned, m)
+	}
+	return map[string]any{}, nil
+}
+
 // MutedUntil returns when userID's mute in the group ends, if muted now.
 func (s *Server) MutedUntil(groupID, userID string) (time.Time, bool) {
 	s.mu.Lock()

@@ -449,5 +449,6 @@ var apis = map[string]func(*Server, []byte) (map[string]any, *apiError){
 	tencentim.APIDestroyGroup:              (*Server).destroyGroup,
 	tencentim.APIBanGroupMember:            (*Server).banGroupMember,
 	tencentim.APIForbidSendMsg:             (*Server).forbidSendMsg,
+	tencentim.APIUnbanGroupMember:          (*Server).unbanGroupMember,
 	"group_open_http_svc/add_group_member": (*Server).addGroupMember,
 }

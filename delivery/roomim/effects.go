@@ -40,12 +40,34 @@ func WithClock(now func() time.Time) Option { return func(p *Publisher) { p.now 
 //     (forbid_send_msg) set for what is left of the room's mute, or lifted.
 //   - RoomAudioRemoved: the user out of the audio room (entered or
 //     published without the room's leave, as TRTC's callback told).
+//   - RoomUserBanned (a user who is not in the room): Tencent's member ban
+//     in an AVChatRoom for what is left of the room's ban, since anyone
+//     can enter one from the client; then out of the audio room.
+//   - RoomUserUnbanned: the AVChatRoom ban lifted (unban_group_member),
+//     so an unbanned user can enter the group and receive it again.
+//   - With ticket enforcement (WithTicketEnforcement): every event
+//     room.AudioRevoked names (seat muted, taken off a seat) removes the
+//     user from the audio room, so they re-enter with a ticket of their
+//     new rights; a ticket they held before cannot outlive them.
 type effects struct {
 	kick     *room.RoomUserKicked
 	close    bool
 	mute     *chatMute
 	audioOut string
+	ban      *chatBan
 }
+
+// chatBan is an IM group ban to set (untilMs > 0) or lift (0).
+type chatBan struct {
+	user    string
+	untilMs int64
+	reason  string
+}
+
+// WithTicketEnforcement removes users whose rights shrank from the audio
+// room (trtc.enforce_tickets: TRTC's advanced permission control is on,
+// and the room's tickets are the only way in).
+func WithTicketEnforcement() Option { return func(p *Publisher) { p.enforceTickets = true } }
 
 // chatMute is a member mute to enforce: until 0 lifts it.
 type chatMute struct {
@@ -53,11 +75,35 @@ type chatMute struct {
 	untilMs int64
 }
 
-func (f effects) any() bool { return f.kick != nil || f.close || f.mute != nil || f.audioOut != "" }
+func (f effects) any() bool {
+	return f.kick != nil || f.close || f.mute != nil || f.audioOut != "" || f.ban != nil
+}
 
-// effectsOf reads an IM event's effects from its envelope.
-func effectsOf(env persistence.Envelope) (effects, error) {
+// effectsOf reads an IM event's effects from its envelope; enforce adds
+// the audio removals of shrinking rights.
+func effectsOf(env persistence.Envelope, enforce bool) (effects, error) {
 	switch env.EventType {
+	case room.TypeRoomUserBanned, room.TypeRoomUserUnbanned:
+		ev, err := room.DecodeEvent(env.EventType, env.Payload)
+		if err != nil {
+			return effects{}, err
+		}
+		if b, ok := ev.(room.RoomUserBanned); ok {
+			return effects{ban: &chatBan{user: b.TargetUserID, untilMs: b.BanUntilMs, reason: b.Reason}, audioOut: b.TargetUserID}, nil
+		}
+		return effects{ban: &chatBan{user: ev.(room.RoomUserUnbanned).TargetUserID}}, nil
+	case room.TypeRoomSeatMuted, room.TypeRoomMicReleased:
+		if !enforce {
+			return effects{}, nil
+		}
+		ev, err := room.DecodeEvent(env.EventType, env.Payload)
+		if err != nil {
+			return effects{}, err
+		}
+		if u, ok := room.AudioRevoked(ev); ok {
+			return effects{audioOut: u}, nil
+		}
+		return effects{}, nil
 	case room.TypeRoomUserKicked:
 		ev, err := room.DecodeEvent(env.EventType, env.Payload)
 		if err != nil {
@@ -243,11 +289,45 @@ func (p *Publisher) runEffects(it *item, gid string) error {
 	case fx.mute != nil:
 		m := *fx.mute
 		return p.step(it, gid, stepIM, func(ctx context.Context) error { return p.muteInGroup(ctx, gid, m) })
+	case fx.ban != nil:
+		b := *fx.ban
+		if err := p.step(it, gid, stepIM, func(ctx context.Context) error { return p.banInGroup(ctx, gid, b) }); err != nil {
+			return err
+		}
+		if fx.audioOut != "" && p.audio != nil {
+			u := fx.audioOut
+			return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, u) })
+		}
 	case fx.audioOut != "" && p.audio != nil:
 		u := fx.audioOut
 		return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, u) })
 	}
 	return nil
+}
+
+// banInGroup sets a room ban in an AVChatRoom for what is left of it
+// (from now, as kickFromGroup does), or lifts it (untilMs 0). Only an
+// AVChatRoom takes anyone from the client; the other types have member
+// lists the room's kicks and joins keep. A ban already over, or a group
+// that is gone, has nothing to enforce.
+func (p *Publisher) banInGroup(ctx context.Context, gid string, b chatBan) error {
+	if p.groupType != "AVChatRoom" {
+		return nil
+	}
+	var err error
+	if b.untilMs == 0 {
+		err = p.client.UnbanGroupMember(ctx, gid, []string{b.user})
+	} else {
+		left := (b.untilMs - p.now().UnixMilli() + 999) / 1000
+		if left <= 0 {
+			return nil
+		}
+		err = p.client.BanGroupMember(ctx, gid, []string{b.user}, left, b.reason)
+	}
+	if tencentim.CodeOf(err) == 10010 {
+		return nil
+	}
+	return err
 }
 
 // muteInGroup sets a member's IM mute to what is left of the room's (from

@@ -95,7 +95,10 @@ type Publisher struct {
 	// loses a kicked member by a ban, the other types by removal.
 	groupType string
 	audio     Audio // nil: no audio rooms to enforce (trtc off)
-	now       func() time.Time
+	// enforceTickets: rights that shrink also remove the user from the
+	// audio room (WithTicketEnforcement).
+	enforceTickets bool
+	now            func() time.Time
 	// effectsDone remembers the effect steps (effects.go) this process
 	// completed, so a retried event does not repeat them when its row's
 	// record of them (stepsOf) is missing or failed.
@@ -295,7 +298,7 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		}
 		it.kind, it.created = kindCreate, ev.(room.RoomCreated)
 	case room.IsIMEvent(env.EventType):
-		fx, err := effectsOf(env)
+		fx, err := effectsOf(env, p.enforceTickets)
 		if err != nil {
 			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
 		}

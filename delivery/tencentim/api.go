@@ -358,6 +358,22 @@ func (c *Client) BanGroupMember(ctx context.Context, groupID string, userIDs []s
 	}, nil)
 }
 
+type unbanMemberReq struct {
+	GroupID string   `json:"GroupId"`
+	Members []string `json:"Members_Account"`
+}
+
+// UnbanGroupMember lifts users' group member ban (Tencent's
+// "Unbanning Group Members", unban_group_member, up to 20 accounts): they
+// may enter the group and receive its messages again. A user who is not
+// banned is success.
+func (c *Client) UnbanGroupMember(ctx context.Context, groupID string, userIDs []string) error {
+	if len(userIDs) == 0 || len(userIDs) > MaxBanMembers {
+		return &Error{API: APIUnbanGroupMember, Class: ClassBadRequest, Reason: "1..20 members per call"}
+	}
+	return c.call(ctx, APIUnbanGroupMember, unbanMemberReq{GroupID: groupID, Members: userIDs}, nil)
+}
+
 // MaxMuteMembers is forbid_send_msg's cap on accounts per call.
 const MaxMuteMembers = 500
 

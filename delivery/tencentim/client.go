@@ -32,6 +32,7 @@ const (
 	APIDestroyGroup      = "group_open_http_svc/destroy_group"
 	APIBanGroupMember    = "group_open_http_svc/ban_group_member"
 	APIForbidSendMsg     = "group_open_http_svc/forbid_send_msg"
+	APIUnbanGroupMember  = "group_open_http_svc/unban_group_member"
 )
 
 // maxResponse bounds a response body read: Tencent's answers are a few

@@ -65,8 +65,8 @@ while [ "$(date +%s)" -lt "$end_s" ]; do
     heap=$(metric "$port" go_memstats_heap_inuse_bytes)
     next=$(metric "$port" go_memstats_next_gc_bytes)
     line="$t ${n%%:*} $(awk -v h="${heap:-0}" -v g="${next:-0}" 'BEGIN {printf "%.1f %.1f", h/1048576, g/2/1048576}')"
-    line="$line $(metric "$port" retention_table_rows_estimate room_outbox) $(metric "$port" retention_table_rows_estimate room_command_log)"
-    line="$line $(metric "$port" retention_rows_purged_total room_outbox) $(metric "$port" retention_rows_purged_total room_command_log)"
+    line="$line $(metric "$port" roomcell_retention_table_rows_estimate room_outbox) $(metric "$port" roomcell_retention_table_rows_estimate room_command_log)"
+    line="$line $(metric "$port" roomcell_retention_rows_purged_total room_outbox) $(metric "$port" roomcell_retention_rows_purged_total room_command_log)"
     echo "$line" | tee -a "$OUT/samples.txt"
   done
 done

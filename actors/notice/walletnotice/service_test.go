@@ -146,11 +146,11 @@ func TestWalletChangesReachUsersAsNotices(t *testing.T) {
 			break
 		}
 		if got > 4 || time.Now().After(wait) {
-			t.Fatalf("notice_delivered_total = %v, want 4", got)
+			t.Fatalf("roomcell_notice_delivered_total = %v, want 4", got)
 		}
 	}
 	if got := value(metrics.Ingested.WithLabelValues(persistence.SourceWalletOutbox, persistence.IngressPoll)).GetCounter().GetValue(); got != 4 {
-		t.Fatalf("notice_ingested_total = %v, want 4", got)
+		t.Fatalf("roomcell_notice_ingested_total = %v, want 4", got)
 	}
 	lag := value(metrics.DeliveryLag.WithLabelValues(persistence.SourceWalletOutbox).(prometheus.Metric)).GetHistogram()
 	if lag.GetSampleCount() != 4 {

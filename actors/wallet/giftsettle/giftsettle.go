@@ -230,16 +230,16 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	s := promset.New(reg, "giftsettle")
 	m := &Metrics{
-		Open: s.Gauge("wallet_gift_holds_open", "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass."),
-		OldestAge: s.Gauge("wallet_gift_hold_oldest_age_ms",
-			"Age in milliseconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass."),
-		Refunds: s.Counter("wallet_gift_reconciler_refunds_total",
+		Open: s.Gauge("roomcell_wallet_gift_holds_open", "Gift reservations neither confirmed nor refunded, as of the reconciler's last pass."),
+		OldestAge: s.Gauge("roomcell_wallet_gift_hold_oldest_age_seconds",
+			"Age in seconds of the oldest open gift reservation (0 when none), as of the reconciler's last pass."),
+		Refunds: s.Counter("roomcell_wallet_gift_reconciler_refunds_total",
 			"Gift reservations the reconciler refunded (their room never logged the gift)."),
-		Confirms: s.Counter("wallet_gift_reconciler_confirms_total",
+		Confirms: s.Counter("roomcell_wallet_gift_reconciler_confirms_total",
 			"Gift reservations the reconciler confirmed (the room logged the gift, the confirm had not happened)."),
-		Failures: s.Counter("wallet_gift_reconciler_failures_total",
+		Failures: s.Counter("roomcell_wallet_gift_reconciler_failures_total",
 			"Reservations the reconciler could not settle in a pass (retried after a backoff, parked after gift_reconciler.park_after failures)."),
-		Parked: s.Gauge("wallet_gift_holds_parked",
+		Parked: s.Gauge("roomcell_wallet_gift_holds_parked",
 			"Open gift reservations parked after repeated failed settlements, by any node (from the wallet store, plus parks this node could not record yet): an operator resolves each (roomctl wallet hold confirm|refund)."),
 	}
 	if err := s.Err(); err != nil {
@@ -266,7 +266,7 @@ func (m *Metrics) set(st persistence.HoldStats, now time.Time) {
 	if st.Open > 0 {
 		age = max(0, now.UnixMilli()-st.OldestCreatedAtMs)
 	}
-	m.OldestAge.Set(float64(age))
+	m.OldestAge.Set(float64(age) / 1000)
 }
 
 func (m *Metrics) setParked(n int) {

@@ -28,7 +28,7 @@ type attempt struct {
 // failed: each backs off (PollInterval doubled per failure, up to MaxBackoff)
 // and after ParkAfter failures is parked: RunOnce marks it parked in the
 // wallet store (Wallet.ParkGift), so no reconciler on any node tries it
-// again, before or after a restart; wallet_gift_holds_parked counts it,
+// again, before or after a restart; roomcell_wallet_gift_holds_parked counts it,
 // an ERROR line names it, and an operator resolves it from any node
 // (roomctl wallet hold confirm|refund). Once the store has it, Stuck
 // forgets it. Until then (the park call failed) Stuck keeps it parked
