@@ -85,7 +85,9 @@ func TestFortyAddressIdleFloodKeepsTheDoorOpen(t *testing.T) {
 		defer close(done)
 		var wg sync.WaitGroup
 		for i := range children {
-			wg.Go(func() { floodErrs <- helperFlood(t, app.GRPCAddr(), srcs[i*addrs/children:(i+1)*addrs/children], flood/children) })
+			wg.Go(func() {
+				floodErrs <- helperFlood(t, app.GRPCAddr(), srcs[i*addrs/children:(i+1)*addrs/children], flood/children)
+			})
 		}
 		wg.Wait()
 		close(floodErrs)
