@@ -50,7 +50,7 @@ const (
 	// modeGetRoom and modeTicket are reads, spread over the rooms: GetRoom,
 	// and GetJoinTicket of each room's owner (the ticket's cost next to the
 	// plain read it is made from). A ticket run first joins one member to
-// each room (as bigroom's fill) and reads that member's ticket.
+	// each room (as bigroom's fill) and reads that member's ticket.
 	modeGetRoom = "getroom"
 	modeTicket  = "ticket"
 )
