@@ -450,7 +450,7 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 // meta sets the room's metadata (now and then an invalid category).
 func (sm *sim) meta(c *room.Command, op func() string) {
 	c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom
-	c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+	c.Category = sm.pick([]string{"", "music", "talk", "bad category"})                   // a space is invalid
 	c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
 	c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
 	for range sm.r.IntN(4) {
