@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
@@ -510,12 +511,10 @@ func (f *mqBatch) prepare(env persistence.Envelope) (data []byte, send bool, err
 	return data, true, err
 }
 
-// fannedOut reports whether env goes to the topic: the events that reach
-// IM and RoomCreated; the others (RoomHeatChanged, RoomRankChanged) are
-// marked without a send.
-func fannedOut(env persistence.Envelope) bool {
-	return room.IsIMEvent(env.EventType) || env.EventType == room.TypeRoomCreated
-}
+// fannedOut reports whether env goes to the topic: its row in the event
+// registry says MQ (room/event.go); the others (RoomHeatChanged,
+// RoomRankChanged, Tencent's audio bookkeeping) are marked without a send.
+func fannedOut(env persistence.Envelope) bool { return room.Causes(env.EventType, room.MQ) }
 
 type failure struct {
 	env persistence.Envelope
@@ -684,15 +683,15 @@ func (d MQDeps) refreshGauge(ctx context.Context) {
 // the row is already committed and the two channels are independent. An
 // Enqueuer stays an Enqueuer, so the room keeps its queued, in-order
 // publishing.
-func WithMQKick(p Publisher, kick func()) Publisher {
-	if q, ok := p.(Enqueuer); ok {
+func WithMQKick(p delivery.Publisher, kick func()) delivery.Publisher {
+	if q, ok := p.(delivery.Enqueuer); ok {
 		return kickingEnqueuer{kickingPublisher{p, kick}, q}
 	}
 	return kickingPublisher{p, kick}
 }
 
 type kickingPublisher struct {
-	p    Publisher
+	p    delivery.Publisher
 	kick func()
 }
 
@@ -703,7 +702,7 @@ func (k kickingPublisher) PublishRoomEvent(ctx context.Context, env persistence.
 
 type kickingEnqueuer struct {
 	kickingPublisher
-	q Enqueuer
+	q delivery.Enqueuer
 }
 
 func (k kickingEnqueuer) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {

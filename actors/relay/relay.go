@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -41,18 +42,12 @@ func parkable(err error) bool {
 	return errors.Is(err, ErrCorruptEnvelope) || (errors.As(err, &p) && p.Permanent())
 }
 
-// Publisher sends one room event to the room's IM group. It must honour
-// ctx's deadline: the relay gives each event publish_timeout.
-type Publisher interface {
-	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
-}
-
 // Deps is everything the relay uses. Store, Publisher and a complete
 // Config (as Load gives it, or configs.WithDefaults) are required;
 // Logger, Clock and Owner have fallbacks.
 type Deps struct {
 	Store     persistence.OutboxStore
-	Publisher Publisher
+	Publisher delivery.Publisher
 	Config    configs.OutboxWorkerConfig
 	NodeID    string
 	Logger    *slog.Logger // default: slog.Default()
@@ -366,15 +361,6 @@ func (b *batch) start() (rooms []*roomTurn, err error) {
 
 func sameRoom(a, b persistence.Envelope) bool { return a.AppCode == b.AppCode && a.RoomID == b.RoomID }
 
-// Enqueuer is a Publisher that can queue an event and report later: the
-// relay queues a whole claim at once (rooms in parallel) instead of waiting
-// for each send in turn. Events of one room queued one after another must
-// leave in that order, and once one of them fails, the ones queued behind
-// it must fail too without being sent (delivery/roomim does both).
-type Enqueuer interface {
-	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
-}
-
 // inflight is a queued publish waiting for its result.
 type inflight struct {
 	row    persistence.OutboxRow
@@ -400,7 +386,7 @@ func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
 // them and returns true (settleRooms waits for them); otherwise it sends
 // them one by one and stops at the first failure, releasing the rest.
 func (b *batch) startRoom(t *roomTurn) bool {
-	q, async := b.Publisher.(Enqueuer)
+	q, async := b.Publisher.(delivery.Enqueuer)
 	for i, row := range t.rows {
 		env := row.Envelope
 		log := b.rowLog(env)
@@ -410,10 +396,11 @@ func (b *batch) startRoom(t *roomTurn) bool {
 			b.fail(log, row, err)
 			continue
 		}
-		// RoomCreated is not a message but the IM group's idempotent
-		// creation (seed 003: the outbox compensates a failed create in the
-		// command path), so it goes to the publisher like the IM events.
-		if !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
+		// What the event's row says it causes at Tencent goes to the
+		// publisher: RoomCreated is not a message but the IM group's
+		// idempotent creation (seed 003: the outbox compensates a failed
+		// create in the command path).
+		if !room.CausesAny(env.EventType, room.AtTencent) {
 			// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op
 			// success; they never reach IM, so order does not concern them.
 			if b.markPublished(log, row) {

@@ -12,10 +12,10 @@ import (
 	"github.com/hyapp/roomcell/actors/presence"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet/giftsettle"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/persistence"
@@ -44,9 +44,9 @@ type workerSpec struct {
 
 // workerInputs are what the start steps before the workers built for them.
 type workerInputs struct {
-	pub relay.Publisher   // the rooms' outbox publisher (IM, maybe with the MQ kick)
-	im  *roomim.Publisher // the IM publisher, for the notice workers
-	db  *roomDB           // the room database of a perRoomDB worker
+	pub delivery.Publisher // the rooms' outbox publisher (IM, maybe with the MQ kick)
+	im  *roomim.Publisher  // the IM publisher, for the notice workers
+	db  *roomDB            // the room database of a perRoomDB worker
 }
 
 // stopper is a started worker: every polling worker's
@@ -233,7 +233,7 @@ func startPresence(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, 
 		return nil, err
 	}
 	return presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
-		Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()},
+		Rooms:  a.roomClient(),
 		Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
 }
 

@@ -141,6 +141,9 @@ func (s *Server) startClients() {
 
 // emitLocked queues an Activity (called under s.mu, so in order).
 func (s *Server) emitLocked(a Activity) {
+	if s.cb != nil {
+		s.cb.activity(a) // posts behind, never calls the fake
+	}
 	if s.clients.observer == nil {
 		return
 	}

@@ -65,6 +65,8 @@ type Server struct {
 	status    int
 	requests  int
 	clients   clientSide // the client SDK's side: sessions, keys, publishing (clients.go)
+
+	cb *Callbacks // reports the rooms' events (callbacks.go); nil: none
 }
 
 // Option configures a Server.
