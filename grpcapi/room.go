@@ -315,6 +315,11 @@ func (s *RoomServer) SetRoomPassword(ctx context.Context, r *roomcellv1.SetRoomP
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: r}})
 }
 
+// SetAllMicsMuted turns the room's all-mics-muted switch on or off.
+func (s *RoomServer) SetAllMicsMuted(ctx context.Context, r *roomcellv1.SetAllMicsMutedRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

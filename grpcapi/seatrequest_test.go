@@ -121,6 +121,11 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.SetRoomPassword(ctx, &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"}}}},
+		{"SetAllMicsMuted",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetAllMicsMuted(ctx, &roomcellv1.SetAllMicsMutedRequest{CommandId: "a1", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{CommandId: "a1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},
 		{"ListBans",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: "app1", RoomId: "r1", PageSize: 10})

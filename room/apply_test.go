@@ -55,6 +55,8 @@ func allEvents() []room.Event {
 		room.RoomUserUnbanned{TargetUserID: "carol", OperatorUserID: "owner"},
 		room.RoomMemberMuted{TargetUserID: "alice", OperatorUserID: "owner", MutedUntilMs: t0 + 60_000, AtMs: t0},
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
+		room.RoomAllMicsMutedChanged{Muted: true, OperatorUserID: "owner"},
+		room.RoomSeatMuted{Seat: 1, OperatorUserID: "owner", All: true},
 		room.RoomPasswordChanged{Verifier: room.Verifier{Salt: "s", MAC: "m"}, OperatorUserID: "owner"},
 		room.RoomCustomInfoChanged{Set: map[string]string{"theme": "dark"}, Deleted: []string{"pin"}, OperatorUserID: "owner"},
 		room.RoomMetadataChanged{Meta: room.Meta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://c/1.png", Visibility: room.VisibilityUnlisted}, OperatorUserID: "owner"},

@@ -103,6 +103,7 @@ type Command struct {
 	ClearPassword   bool              // SetRoomPassword
 	PasswordMAC     string            // SetRoomPassword: the new verifier; JoinRoom: the offer's proof
 	PasswordSaltNew string            // SetRoomPassword: the new salt
+	AllMicsMuted    bool              // SetAllMicsMuted
 	CustomSet       map[string]string // SetRoomCustomInfo
 	CustomDelete    []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
@@ -295,6 +296,11 @@ var commands = map[string]commandKind{
 			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkMeta, decide: decideSetMeta,
+	},
+	// The all-mics switch (allmics.go).
+	CmdSetAllMicsMuted: {
+		fill:   fill(func(r *v1.SetAllMicsMutedRequest, c *Command) { c.AllMicsMuted = r.Muted }),
+		decide: decideSetAllMicsMuted,
 	},
 	// Password (password.go).
 	CmdSetRoomPassword: {

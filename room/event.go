@@ -41,6 +41,7 @@ const (
 	TypeRoomMetadataChanged      = "RoomMetadataChanged"
 	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
 	TypeRoomPasswordChanged      = "RoomPasswordChanged"
+	TypeRoomAllMicsMutedChanged  = "RoomAllMicsMutedChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -140,6 +141,9 @@ var eventKinds = map[string]eventKind{
 	// Neither to IM nor MQ: clients learn has_password from GetRoom; the
 	// verifier is no business of theirs (useless without the node's key).
 	TypeRoomPasswordChanged: kind[RoomPasswordChanged](EventInfo{}),
+	// The seat mutes before it are what clients and TRTC obey; this tells
+	// them the switch's state.
+	TypeRoomAllMicsMutedChanged: kind[RoomAllMicsMutedChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).
@@ -360,12 +364,18 @@ type RoomSeatMuted struct {
 	Seat           int    `json:"seat"`
 	UserID         string `json:"user_id"`
 	OperatorUserID string `json:"operator_user_id"`
+	// All: muted by the all-mics switch (allmics.go), which unmutes it
+	// when turned off.
+	All bool `json:"all,omitempty"`
 }
 
 func (RoomSeatMuted) EventType() string { return TypeRoomSeatMuted }
 func (e RoomSeatMuted) apply(s *State) {
 	if e.Seat >= 0 && e.Seat < len(s.Seats) {
 		s.MutedSeats = addSorted(s.MutedSeats, e.Seat)
+		if e.All {
+			s.noteMutedByAll(e.Seat, true)
+		}
 	}
 }
 
@@ -377,6 +387,7 @@ type RoomSeatUnmuted struct {
 func (RoomSeatUnmuted) EventType() string { return TypeRoomSeatUnmuted }
 func (e RoomSeatUnmuted) apply(s *State) {
 	s.MutedSeats = slices.DeleteFunc(s.MutedSeats, func(i int) bool { return i == e.Seat })
+	s.noteMutedByAll(e.Seat, false)
 }
 
 // RoomSeatLocked: seat Seat can't be taken until unlocked. Locking an

@@ -124,6 +124,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomMetadataChanged:      true,
 		room.TypeRoomCustomInfoChanged:    true,
 		room.TypeRoomPasswordChanged:      false,
+		room.TypeRoomAllMicsMutedChanged:  true,
 		room.TypeRoomAudioSeen:            false,
 		room.TypeRoomAudioRemoved:         true,
 		room.TypeRoomAudioDismissed:       false,

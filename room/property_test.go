@@ -171,7 +171,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
-		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged} {
+		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -299,7 +299,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(378); {
+	switch k := r.IntN(382); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
 		// The room's password is p1: mostly offered, now and then a
@@ -365,6 +365,8 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
+	case k >= 378:
+		c.Type, c.UserID, c.AllMicsMuted = room.CmdSetAllMicsMuted, sm.pick([]string{"owner", op()}), r.IntN(2) == 0
 	case k >= 372:
 		c.Type, c.UserID = room.CmdSetRoomPassword, sm.pick([]string{"owner", op()})
 		if r.IntN(2) == 0 {
@@ -625,7 +627,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.reopens++
 			}
 		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged,
-			room.RoomCustomInfoChanged:
+			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}
@@ -791,6 +793,13 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	if x := s.Extra; x != nil {
+		for _, i := range x.MutedByAll {
+			if !x.AllMicsMuted || i >= len(s.Seats) || !s.SeatMuted(i) {
+				return fmt.Errorf("seat %d muted by the switch (on %v) but not muted or gone: seats %d, muted %v", i, x.AllMicsMuted, len(s.Seats), s.MutedSeats)
+			}
+		}
 	}
 	size := 0
 	for k, v := range s.CustomInfo() {

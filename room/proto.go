@@ -139,6 +139,7 @@ func Summary(s State) *v1.RoomView {
 		Announcement: s.Announcement,
 		MemberCount:  int64(len(s.Members)),
 		SeatMode:     s.seatMode(),
+		AllMicsMuted: s.AllMicsMuted(),
 	}
 	if m := s.Metadata(); !m.zero() {
 		v.Category, v.Tags, v.CoverUrl = m.Category, append([]string(nil), m.Tags...), m.CoverURL

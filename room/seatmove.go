@@ -190,7 +190,8 @@ func decideSetSeatCount(s State, cmd Command) ([]Event, error) {
 			evs = append(evs, RoomSeatInvitationEnded{UserID: u, Seat: inv.Seat, Outcome: OutcomeSeatRemoved})
 		}
 	}
-	return append(evs, RoomSeatCountChanged{MicSeats: cmd.MicSeats, OperatorUserID: cmd.UserID}), nil
+	evs = append(evs, RoomSeatCountChanged{MicSeats: cmd.MicSeats, OperatorUserID: cmd.UserID})
+	return append(evs, addedSeatsMuted(s, cmd)...), nil
 }
 
 // RoomSeatCountChanged: the room has MicSeats seats now. Added seats are
@@ -211,4 +212,7 @@ func (e RoomSeatCountChanged) apply(s *State) {
 	gone := func(i int) bool { return i >= n }
 	s.MutedSeats = slices.DeleteFunc(s.MutedSeats, gone)
 	s.LockedSeats = slices.DeleteFunc(s.LockedSeats, gone)
+	if s.Extra != nil {
+		s.Extra.MutedByAll = slices.DeleteFunc(s.Extra.MutedByAll, gone)
+	}
 }

@@ -84,6 +84,9 @@ type Extra struct {
 	CustomInfo map[string]string `json:"custom_info,omitempty"`
 	// The room's password verifier (password.go); zero = none.
 	Password Verifier `json:"password,omitzero"`
+	// The all-mics switch and the seats it muted (allmics.go).
+	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
+	MutedByAll   []int `json:"muted_by_all,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -115,6 +118,7 @@ func (e *Extra) clone() *Extra {
 	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
+	c.MutedByAll = slices.Clone(e.MutedByAll)
 	return &c
 }
 
@@ -128,8 +132,10 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
+	nilIfEmpty(&e.MutedByAll)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set()
+		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set() &&
+		!e.AllMicsMuted && e.MutedByAll == nil
 }
 
 // Applications returns the pending seat applications by user (read only).

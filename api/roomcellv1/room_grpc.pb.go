@@ -64,6 +64,7 @@ const (
 	RoomService_SetRoomMetadata_FullMethodName        = "/roomcell.v1.RoomService/SetRoomMetadata"
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
+	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -167,6 +168,9 @@ type RoomServiceClient interface {
 	// SetRoomPassword sets or clears the password JoinRoom asks of members
 	// (owner, or an admin in the room).
 	SetRoomPassword(ctx context.Context, in *SetRoomPasswordRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
+	// (owner, or an admin in the room).
+	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -636,6 +640,16 @@ func (c *roomServiceClient) SetRoomPassword(ctx context.Context, in *SetRoomPass
 	return out, nil
 }
 
+func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetAllMicsMuted_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -737,6 +751,9 @@ type RoomServiceServer interface {
 	// SetRoomPassword sets or clears the password JoinRoom asks of members
 	// (owner, or an admin in the room).
 	SetRoomPassword(context.Context, *SetRoomPasswordRequest) (*CommandReply, error)
+	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
+	// (owner, or an admin in the room).
+	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -881,6 +898,9 @@ func (UnimplementedRoomServiceServer) SetRoomCustomInfo(context.Context, *SetRoo
 }
 func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomPasswordRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoomPassword not implemented")
+}
+func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1706,6 +1726,24 @@ func _RoomService_SetRoomPassword_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetAllMicsMutedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetAllMicsMuted(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetAllMicsMuted_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetAllMicsMuted(ctx, req.(*SetAllMicsMutedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1888,6 +1926,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoomPassword",
 			Handler:    _RoomService_SetRoomPassword_Handler,
+		},
+		{
+			MethodName: "SetAllMicsMuted",
+			Handler:    _RoomService_SetAllMicsMuted_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

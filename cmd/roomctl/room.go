@@ -104,6 +104,15 @@ func init() {
 			return &roomcellv1.SetRoomCustomInfoRequest{Set: set, DeleteKeys: strs(fs, "delete")}
 		},
 		roomcellv1.RoomServiceClient.SetRoomCustomInfo)
+	roomCommand("mics", "turn the room's all-mics-muted switch --on or off (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
+			fs.Bool("on", false, "mute every seat (false: unmute the seats the switch muted)")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.SetAllMicsMutedRequest {
+			on, _ := fs.GetBool("on")
+			return &roomcellv1.SetAllMicsMutedRequest{Muted: on}
+		},
+		roomcellv1.RoomServiceClient.SetAllMicsMuted)
 	roomCommand("password", "set (--password) or --clear the room's password (--user is the owner or an admin)",
 		func(fs *flag.FlagSet) {
 			fs.String("password", "", "the new password (1 to 64 bytes)")
