@@ -15,6 +15,7 @@ func shippedEnv(t *testing.T) {
 		"TENCENT_IM_SECRET_KEY": "test-secret", "MYSQL_PASSWORD": "pw", "ROOMCELL_NODE_ID": "node-7",
 		"ROOMCELL_CLIENT_TOKENS": "c1,c2", "ROOMCELL_OPERATOR_TOKENS": "o1", "ROOMCELL_ADVERTISED_HOST": "node-7:7000",
 		"ROOMCELL_TLS_CERT": "/tls/crt", "ROOMCELL_TLS_KEY": "/tls/key", "REDIS_PASSWORD": "rpw", "ETCD_PASSWORD": "epw",
+		"TENCENT_IM_CALLBACK_TOKEN": "im-token", "TRTC_CALLBACK_KEY": "cbKey1",
 	} {
 		t.Setenv(k, v)
 	}

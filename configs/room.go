@@ -7,9 +7,15 @@ import (
 
 // RoomConfig tunes the room grain.
 type RoomConfig struct {
-	// SnapshotEvery: a snapshot is written in the same transaction as every
-	// Nth command.
+	// SnapshotEvery: a room writes its snapshot every Nth command, in a
+	// store call of its own after the command's append (a snapshot that
+	// fails never fails a command).
 	SnapshotEvery int `yaml:"snapshot_every"`
+	// SnapshotMaxBytes: a snapshot bigger than this is not written (the
+	// room replays from the last one; roomcell_room_snapshot_failures_total
+	// {reason="too_big"}). At most MaxSnapshotBytes, the room_snapshots
+	// column; keep it under the database's max_allowed_packet.
+	SnapshotMaxBytes int `yaml:"snapshot_max_bytes"`
 	// IdleTimeout: a room with no command for this long writes a snapshot
 	// and passivates.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
@@ -29,6 +35,7 @@ type RoomConfig struct {
 
 func (c *RoomConfig) setDefaults() {
 	c.SnapshotEvery = intOr(c.SnapshotEvery, 100)
+	c.SnapshotMaxBytes = intOr(c.SnapshotMaxBytes, DefaultSnapshotMaxBytes)
 	c.IdleTimeout = durationOr(c.IdleTimeout, 10*time.Minute)
 	c.PublishTimeout = durationOr(c.PublishTimeout, 3*time.Second)
 	c.StoreTimeout = durationOr(c.StoreTimeout, 3*time.Second)
@@ -39,7 +46,21 @@ func (c *RoomConfig) setDefaults() {
 // DefaultMaxMembers is room.max_members when the file sets none.
 const DefaultMaxMembers = 100_000
 
-func (c RoomConfig) validate() error { return nil }
+// DefaultSnapshotMaxBytes is room.snapshot_max_bytes when the file sets
+// none: under MariaDB's default max_allowed_packet (16 MiB) with room
+// for the statement around it.
+const DefaultSnapshotMaxBytes = 15 << 20
+
+// MaxSnapshotBytes is the most the room_snapshots.state column holds
+// (MEDIUMBLOB).
+const MaxSnapshotBytes = 1<<24 - 1
+
+func (c RoomConfig) validate() error {
+	if c.SnapshotMaxBytes < 0 || c.SnapshotMaxBytes > MaxSnapshotBytes {
+		return errorf("room.snapshot_max_bytes", "must be between 1 and %d (the room_snapshots column), got %d", MaxSnapshotBytes, c.SnapshotMaxBytes)
+	}
+	return nil
+}
 
 // GiftConfig is one entry of the gift catalog.
 type GiftConfig struct {

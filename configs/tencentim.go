@@ -32,6 +32,8 @@ type TencentIMConfig struct {
 	// "envelopes" (room_events, full envelopes: for clients that do not
 	// read the compact form yet). docs/client-protocol.md has both.
 	BatchFormat string `yaml:"batch_format"`
+	// Callback: the endpoint of IM's third-party callbacks (callbacks.go).
+	Callback IMCallbackConfig `yaml:"callback"`
 }
 
 func (c *TencentIMConfig) setDefaults() {
@@ -51,12 +53,16 @@ func (c *TencentIMConfig) setDefaults() {
 	if c.BatchFormat == "" {
 		c.BatchFormat = "compact"
 	}
+	c.Callback.setDefaults()
 }
 
 func (c TencentIMConfig) validate() error {
 	// Checked also while IM is off, so a typo shows before it is turned on.
 	if c.BatchFormat != "compact" && c.BatchFormat != "envelopes" {
 		return errorf("tencent_im.batch_format", "must be compact or envelopes, got %q", c.BatchFormat)
+	}
+	if err := c.Callback.validate(); err != nil {
+		return err
 	}
 	if !c.Enabled {
 		return nil

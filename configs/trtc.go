@@ -28,6 +28,11 @@ type TRTCConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// RatePerSecond per action (Tencent: 20).
 	RatePerSecond int `yaml:"rate_per_second"`
+	// Callback: the endpoint of TRTC's room & media callbacks (callbacks.go).
+	Callback TRTCCallbackConfig `yaml:"callback"`
+	// SeatGrace: how long the seat of a member whose audio dropped (TRTC
+	// exit) waits for them to enter again before it is freed (default 10s).
+	SeatGrace time.Duration `yaml:"seat_grace"`
 	// SigKey signs GetJoinTicket's UserSig and PrivateMapKey: the TRTC
 	// application's SDKSecretKey (console: Application Management), not
 	// the Cloud API key pair; use ${TRTC_SIG_KEY}; never logged. Empty:
@@ -57,6 +62,8 @@ func (c *TRTCConfig) setDefaults() {
 	}
 	c.Timeout = durationOr(c.Timeout, 5*time.Second)
 	c.RatePerSecond = intOr(c.RatePerSecond, 20)
+	c.Callback.setDefaults()
+	c.SeatGrace = durationOr(c.SeatGrace, 10*time.Second)
 	c.TicketTTL = durationOr(c.TicketTTL, 5*time.Minute)
 	c.UserSigTTL = durationOr(c.UserSigTTL, 24*time.Hour)
 }
@@ -64,6 +71,12 @@ func (c *TRTCConfig) setDefaults() {
 func (c TRTCConfig) validate() error {
 	if u, err := url.Parse(c.Endpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return errorf("trtc.endpoint", "must be an http(s) URL, got %q", c.Endpoint)
+	}
+	if err := c.Callback.validate(); err != nil {
+		return err
+	}
+	if c.SeatGrace > 10*time.Minute {
+		return errorf("trtc.seat_grace", "at most 10m, got %s", c.SeatGrace)
 	}
 	if c.TicketTTL < 10*time.Second || c.TicketTTL > 24*time.Hour {
 		return errorf("trtc.ticket_ttl", "must be between 10s and 24h, got %s", c.TicketTTL)

@@ -115,7 +115,7 @@ func decideAudio(s State, cmd Command) ([]Event, error) {
 		return nil, nil // an exit of someone who is gone: nothing to keep
 	}
 	mark, ok := s.x().Audio[u]
-	if ok && cmd.EventTimeMs <= mark.LastMs {
+	if ok && !newer(cmd.EventTimeMs, cmd.AudioKind == AudioExit, mark) {
 		return nil, nil // older than what the room knows: a retry or a reorder
 	}
 	seen := RoomAudioSeen{UserID: u, Kind: cmd.AudioKind, EventMs: cmd.EventTimeMs, Reason: cmd.Reason}
@@ -123,6 +123,14 @@ func decideAudio(s State, cmd Command) ([]Event, error) {
 		seen.ReleaseAtMs = cmd.EventTimeMs + cmd.SeatGraceMs
 	}
 	return []Event{seen}, nil
+}
+
+// newer reports whether a report at atMs (an exit or not) comes after the
+// one the mark keeps. Of an enter and an exit in the same millisecond the
+// exit counts as the later, whichever arrives first, so every arrival
+// order ends the same way (and a real re-enter comes later still).
+func newer(atMs int64, exit bool, m AudioMark) bool {
+	return atMs > m.LastMs || atMs == m.LastMs && exit && !m.Out
 }
 
 // audioRefusal says why u may not be in the audio room (enter) or publish

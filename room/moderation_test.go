@@ -239,8 +239,8 @@ func TestBansPage(t *testing.T) {
 
 // A room with every list at its cap, ids and text at their longest, has a
 // snapshot under 4 MiB: the bound the snapshot path is sized for
-// (docs/client-protocol.md, "Limits"). Built through Decide, as a room
-// gets there.
+// (docs/client-protocol.md, "Rate limits and full rooms"). Built through
+// Decide, as a room gets there.
 func TestSnapshotAtTheCaps(t *testing.T) {
 	id := func(prefix string, i int) string { return fmt.Sprintf("%s%0*d", prefix, room.MaxIDLen-len(prefix), i) }
 	owner := id("o", 0)

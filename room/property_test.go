@@ -359,8 +359,10 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatMove(&c, s, op, seat)
 	case k >= 360 && k < 367:
 		sm.customInfo(&c, op)
-	case k >= 330:
+	case k >= 330 && r.IntN(2) == 0:
 		sm.audio(&c, s)
+	case k >= 330: // half of the audio draw goes to the rarest events' commands
+		sm.seatRequest(&c, s, op, seat)
 	default:
 		c.UserID, c.TargetUserID = op(), sm.pick(sm.users)
 		switch r.IntN(10) {
@@ -448,7 +450,7 @@ func (sm *sim) seatMove(c *room.Command, s room.State, op func() string, seat fu
 // meta sets the room's metadata (now and then an invalid category).
 func (sm *sim) meta(c *room.Command, op func() string) {
 	c.Type, c.UserID = room.CmdSetRoomMetadata, sm.pick([]string{"owner", "owner", op()}) // as UpdateRoom
-	c.Category = sm.pick([]string{"", "music", "talk", "bad category"}) // a space is invalid
+	c.Category = sm.pick([]string{"", "music", "talk", "bad category"})                   // a space is invalid
 	c.Visibility = sm.pick([]string{"", room.VisibilityPublic, room.VisibilityUnlisted})
 	c.CoverURL = sm.pick([]string{"", "https://cdn/1.png", "https://cdn/2.png"})
 	for range sm.r.IntN(4) {
@@ -658,7 +660,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.audioReleased++
 			}
 		case room.RoomAudioSeen:
-			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && e.EventMs <= m.LastMs {
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (m.Out || e.Kind != room.AudioExit)) {
 				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
 			}
 			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {

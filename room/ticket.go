@@ -56,7 +56,7 @@ func AudioRevoked(ev Event) (user string, ok bool) {
 		return e.UserID, e.UserID != ""
 	case RoomMicReleased:
 		switch e.Reason {
-		case ReasonKickedOffSeat, ReasonSeatLocked, ReasonSeatRemoved, ReasonMoved, ReasonAudioLeft:
+		case ReasonKickedOffSeat, ReasonSeatLocked, ReasonSeatRemoved, ReasonMoved, ReasonAudioLeft, ReasonDisplaced, ReasonSwapped:
 			return e.UserID, true
 		}
 	}

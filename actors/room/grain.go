@@ -172,6 +172,11 @@ type grain struct {
 	// acknowledged write, but the next write reloads first.
 	unsure bool
 	nobs   uint8 // observers at obs
+	// snapTried: the last snapshot tried was at snapSeq + snapTried
+	// (snapshot.go), so one the store refused is tried again
+	// SnapshotEvery commands later, not on every message. 32 bits, in
+	// the padding after the flags: the grain keeps its size class.
+	snapTried uint32
 }
 
 // key is the room's key: identity's two halves (no copies). A field of
@@ -247,6 +252,7 @@ func (g *grain) Receive(ctx actor.Context) {
 	case *Commit:
 		g.commitObserved(ctx, msg)
 	}
+	g.snapshotIfDue() // after the reply: snapshot.go
 }
 
 // startIdle arms the room's passivation after Config.IdleTimeout without
@@ -308,7 +314,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	g.dropTail() // eventtail.go: the reloaded state may be past it
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
-	g.snapSeq = 0
+	g.snapSeq, g.snapTried = 0, 0
 	snap, err := g.deps.Store.LoadSnapshot(ctx, k)
 	switch {
 	case err == nil:
@@ -550,14 +556,6 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
-	if every := int64(g.deps.Config.SnapshotEvery); every > 0 && seq%every == 0 {
-		// The snapshot is the state after the command, stored with it; the
-		// live state changes only once the append has committed, so this
-		// is the one copy of it, every SnapshotEvery commands.
-		if a.Snapshot, err = g.snapshotOf(room.ApplyCommand(g.state, seq, events)); err != nil {
-			return nil, err
-		}
-	}
 	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
 	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
 	if errors.Is(err, errStoreDown) {
@@ -571,9 +569,6 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	g.applyCommitted(cmd, seq, events)
 	g.deps.departures.committed(g.identity, cmd.NowMs, events)
 	g.recent.add(cmd.CommandID)
-	if a.Snapshot != nil {
-		g.snapSeq = seq
-	}
 	groupReady := g.publish(envs, a.Lease, group)
 	g.watchPush(ctx, seq, envs) // events.go
 	ids, changes := replyEvents(envs)
@@ -633,31 +628,4 @@ func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.Comman
 	}
 	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
 	return nil, fmt.Errorf("%w: room was changed by another writer, retry", errclass.Unavailable)
-}
-
-func (g *grain) snapshotOf(s room.State) (*persistence.Snapshot, error) {
-	b, err := s.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return &persistence.Snapshot{AppCode: s.AppCode, RoomID: s.RoomID, Seq: s.Seq, State: b, UpdatedAtMs: g.deps.Clock().UnixMilli()}, nil
-}
-
-// flushSnapshot stores the state if it moved past the stored snapshot.
-// Failure only costs a longer replay on the next activation.
-func (g *grain) flushSnapshot() {
-	if !g.loaded || g.state.Seq <= g.snapSeq {
-		return
-	}
-	snap, err := g.snapshotOf(g.state)
-	if err == nil {
-		ctx, cancel := g.storeCtx()
-		err = g.deps.Store.SaveSnapshot(ctx, *snap)
-		cancel()
-	}
-	if err != nil {
-		g.log.Warn("room snapshot on stop failed", "seq", g.state.Seq, "error", err)
-		return
-	}
-	g.snapSeq = g.state.Seq
 }

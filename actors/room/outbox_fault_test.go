@@ -3,8 +3,6 @@ package room
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -20,7 +18,6 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
-	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
@@ -86,16 +83,7 @@ func (r *imRecorder) PublishRoomEvent(ctx context.Context, env persistence.Envel
 // leases).
 func TestOutboxCatchesUpAfterDatabasePauseUnderLoad(t *testing.T) {
 	srv := mysqltest.StartServer(t)
-	cfg, _ := mysqltest.NewDatabaseOn(t, srv.DSN)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := mysql.Open(context.Background(), cfg, mysql.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	t.Cleanup(sys.Shutdown)
+	store, sys, quiet := mysqlRooms(t, srv.DSN)
 	im := newIMRecorder(20 * time.Millisecond)
 	d := Deps{Store: store, Publisher: im, Gifts: FreeGifts(1), Config: configs.Default().Room, Logger: quiet}
 	d.setDefaults()

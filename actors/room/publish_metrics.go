@@ -9,7 +9,8 @@ import (
 	"github.com/hyapp/roomcell/actors/outboxsend"
 )
 
-// PublishMetrics count what room publishers could not take on.
+// PublishMetrics count what room publishers could not take on, and the
+// rooms' snapshots (snapshot.go).
 type PublishMetrics struct {
 	// Overflow counts events left to the outbox relay because their
 	// room's publish backlog was full (Deps.MaxPublishBacklog).
@@ -18,6 +19,8 @@ type PublishMetrics struct {
 	// relay's families, so room_outbox_publish_success_total counts every
 	// published row whichever sender published it.
 	Sends *outboxsend.Metrics
+	// Snapshots: their sizes and failures.
+	Snapshots *SnapshotMetrics
 }
 
 // NewPublishMetrics creates the instruments and registers them on reg.
@@ -36,7 +39,16 @@ func NewPublishMetrics(reg prometheus.Registerer) (*PublishMetrics, error) {
 		return nil, err
 	}
 	m.Sends = sends
+	if m.Snapshots, err = newSnapshotMetrics(reg); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+func (m *PublishMetrics) snapshot(size int, err error) {
+	if m != nil {
+		m.Snapshots.observe(size, err)
+	}
 }
 
 // sent records one IM publish call that started at start: its latency,

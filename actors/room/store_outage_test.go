@@ -3,8 +3,6 @@ package room
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -19,7 +17,6 @@ import (
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
-	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
@@ -47,15 +44,7 @@ type outageCall struct {
 // write is in the log once, at its acknowledged seq.
 func TestGetRoomAnswersDuringStorePause(t *testing.T) {
 	srv := mysqltest.StartServer(t)
-	cfg, _ := mysqltest.NewDatabaseOn(t, srv.DSN)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := mysql.Open(context.Background(), cfg, mysql.WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	t.Cleanup(sys.Shutdown)
+	store, sys, quiet := mysqlRooms(t, srv.DSN)
 	d := Deps{Store: store, Publisher: newIMRecorder(time.Millisecond), Gifts: FreeGifts(1), Config: configs.Default().Room, Logger: quiet}
 	d.setDefaults()
 

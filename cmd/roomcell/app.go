@@ -226,6 +226,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err = a.serveHTTP(); err != nil {
 		return nil, err
 	}
+	a.reportFakeTRTC()
 	if err = a.startWorkers(workerInputs{pub: roomPub, im: pub}); err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func (a *App) serveGRPC() error {
 	opts.Conn = grpcapi.ConnOptions{MaxIdle: l.MaxConnectionIdle, MaxAge: l.MaxConnectionAge, MaxAgeGrace: l.MaxConnectionAgeGrace,
 		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
-	backend := &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
+	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
 	watchMetrics, err := room.NewWatchMetrics(a.registry)
 	if err != nil {
@@ -353,6 +354,9 @@ func (a *App) serveHTTP() error {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+	if err := a.mountCallbacks(mux); err != nil {
+		return err
+	}
 	if a.fakeIM != nil {
 		mux.HandleFunc("POST /debug/fake-im/outage", a.fakeIMOutage)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/hyapp/roomcell/actors/presence"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet/giftsettle"
 	"github.com/hyapp/roomcell/configs"
@@ -233,7 +232,7 @@ func startPresence(a *App, sup *supervise.Supervisor, _ workerInputs) (stopper, 
 		return nil, err
 	}
 	return presence.Start(sup, presence.Deps{Directory: a.directory, Hosted: a.hosted,
-		Rooms:  &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()},
+		Rooms:  a.roomClient(),
 		Config: a.cfg.Presence, NodeID: a.cfg.NodeID, Logger: a.log.With("component", "presence"), Metrics: pm})
 }
 

@@ -47,6 +47,12 @@ const (
 	// modeHotRoom: every worker joins and leaves one room: one grain
 	// serialises the whole load.
 	modeHotRoom = "hotroom"
+	// modeGetRoom and modeTicket are reads, spread over the rooms: GetRoom,
+	// and GetJoinTicket of each room's owner (the ticket's cost next to the
+	// plain read it is made from). A ticket run first joins one member to
+// each room (as bigroom's fill) and reads that member's ticket.
+	modeGetRoom = "getroom"
+	modeTicket  = "ticket"
 )
 
 // benchOpts are the flags of `roomctl bench`.
@@ -64,9 +70,9 @@ func init() {
 	var total int64
 	register(&command{
 		name:  "bench",
-		usage: "load a running server (--mode joinleave|bigroom|hotroom); prints commands/s and latency",
+		usage: "load a running server (--mode joinleave|bigroom|hotroom|getroom|ticket); prints commands/s and latency",
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&mode, "mode", modeJoinLeave, "joinleave: each worker is a user joining and leaving rooms; bigroom: fill rooms to --members, then join new users; hotroom: every worker joins and leaves one room")
+			fs.StringVar(&mode, "mode", modeJoinLeave, "joinleave: each worker is a user joining and leaving rooms; bigroom: fill rooms to --members, then join new users; hotroom: every worker joins and leaves one room; getroom: GetRoom; ticket: GetJoinTicket of the rooms' owner")
 			fs.IntVar(&members, "members", 1000, "bigroom: members each room gets before the measured run")
 			fs.StringVar(&app, "app", "bench", "app_code")
 			fs.StringVar(&prefix, "room-prefix", "bench-", "room ids are <prefix><n>")
@@ -81,7 +87,9 @@ func init() {
 			}
 			o := benchOpts{mode: mode, app: app, prefix: prefix, rooms: rooms, conc: conc, dur: dur, total: total}
 			switch mode {
-			case modeJoinLeave:
+			case modeJoinLeave, modeGetRoom:
+			case modeTicket:
+				o.filled = 1 // the member whose ticket is read: bench-fill-<room>-0
 			case modeHotRoom:
 				o.rooms = 1
 			case modeBigRoom:
@@ -90,7 +98,7 @@ func init() {
 				}
 				o.filled = members
 			default:
-				return usagef("--mode %q: want joinleave, bigroom or hotroom", mode)
+				return usagef("--mode %q: want joinleave, bigroom, hotroom, getroom or ticket", mode)
 			}
 			r, err := runBench(ctx, v1.NewRoomServiceClient(e.conn), o)
 			if err != nil {
@@ -141,7 +149,17 @@ func runBench(ctx context.Context, rc v1.RoomServiceClient, o benchOpts) (benchR
 				id := fmt.Sprintf("%s-%d-%d", run, w, k)
 				t0 := time.Now()
 				cmdCtx, cmdCancel := context.WithTimeout(base, 5*time.Second)
-				err := withRetry(&retried, func() error { return benchCommand(cmdCtx, rc, app, room, user, id, join) })
+				err := withRetry(&retried, func() error {
+					switch o.mode {
+					case modeGetRoom:
+						_, err := rc.GetRoom(cmdCtx, &v1.GetRoomRequest{AppCode: app, RoomId: room})
+						return err
+					case modeTicket:
+						_, err := rc.GetJoinTicket(cmdCtx, &v1.GetJoinTicketRequest{AppCode: app, RoomId: room, UserId: fmt.Sprintf("bench-fill-%d-0", (w+k/2)%rooms)})
+						return err
+					}
+					return benchCommand(cmdCtx, rc, app, room, user, id, join)
+				})
 				cmdCancel()
 				if err != nil {
 					if errs.Add(1) <= 3 {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/delivery/trtc"
+	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -109,6 +111,71 @@ func TestShrinkingRightsLeaveTheAudioRoom(t *testing.T) {
 		}
 		if !tfake.InRoom(gid, "leaver") {
 			t.Fatalf("enforce=%v: a user who released their own seat was removed", enforce)
+		}
+	}
+}
+
+// A user whose rights shrink while they hold a ticket (kicked, banned,
+// taken off their seat, their seat muted) is out of the permission-
+// controlled audio room within a second of the event's delivery, and a
+// ticket issued from their new rights (a listener's) cannot publish.
+func TestRevokedTicketHolderRemovedWithinASecond(t *testing.T) {
+	ctx := ctxT(t)
+	tfake, err := trtcfake.Start("127.0.0.1:0", trtcfake.WithLogger(quiet), trtcfake.WithAdvancedPermission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tfake.Close() })
+	cfg := tfake.ClientConfig()
+	tclient, err := trtc.New(cfg, trtc.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets, err := trtc.NewTickets(trtc.TicketConfig{SDKAppID: cfg.SDKAppID, SigKey: cfg.SigKey, TTL: cfg.TicketTTL, UserSigTTL: cfg.UserSigTTL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := setup(t, nil, roomim.WithAudio(tclient), roomim.WithTicketEnforcement())
+	gid := roomim.GroupID("lalu", "revoke")
+	if err := f.pub.EnsureGroup(ctx, "lalu", "revoke", "host", "revoke"); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour).UnixMilli()
+	for i, c := range []struct {
+		user string
+		ev   room.Event
+	}{
+		{"kicked", room.RoomUserKicked{TargetUserID: "kicked", OperatorUserID: "host", BanUntilMs: until}},
+		{"banned", room.RoomUserBanned{TargetUserID: "banned", OperatorUserID: "host", BanUntilMs: until}},
+		{"unseated", room.RoomMicReleased{UserID: "unseated", Seat: 1, Reason: room.ReasonKickedOffSeat}},
+		{"muted", room.RoomSeatMuted{Seat: 2, UserID: "muted", OperatorUserID: "host"}},
+	} {
+		old, err := tickets.Issue(c.user, gid, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tfake.Join(gid, c.user, old.UserSig, old.PrivateMapKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := tfake.StartAudio(gid, c.user); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		if err := f.pub.PublishRoomEvent(ctx, envelope(t, "lalu", "revoke", int64(i+2), c.ev)); err != nil {
+			t.Fatal(err)
+		}
+		for tfake.InRoom(gid, c.user) && time.Since(at) < time.Second {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if tfake.InRoom(gid, c.user) || tfake.Publishing(gid, c.user) {
+			t.Fatalf("%s still in the audio room a second after the event", c.user)
+		}
+		fresh, _ := tickets.Issue(c.user, gid, false)
+		if err := tfake.Join(gid, c.user, fresh.UserSig, fresh.PrivateMapKey); err != nil {
+			t.Fatal(err)
+		}
+		if err := tfake.StartAudio(gid, c.user); !errors.Is(err, trtcfake.ErrNoPermission) {
+			t.Fatalf("%s publishing on a listener's ticket: %v", c.user, err)
 		}
 	}
 }

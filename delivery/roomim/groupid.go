@@ -3,6 +3,7 @@ package roomim
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // maxGroupID is Tencent's GroupId limit in bytes.
@@ -23,6 +24,19 @@ func GroupID(appCode, roomID string) string {
 	}
 	h := sha256.Sum256([]byte(appCode + "\x00" + roomID))
 	return "h-" + hex.EncodeToString(h[:20])
+}
+
+// RoomOfGroup is GroupID backwards: the room whose group (and audio room,
+// the same id) gid is. ok is false for an id GroupID does not make in its
+// readable form: a hashed id ("h-...") names its room one way only, so a
+// callback about it cannot be routed (rooms whose app_code and room_id fit
+// the readable form are the ones Tencent's callbacks reach).
+func RoomOfGroup(gid string) (appCode, roomID string, ok bool) {
+	app, rid, found := strings.Cut(gid, "_")
+	if !found || GroupID(app, rid) != gid {
+		return "", "", false
+	}
+	return app, rid, true
 }
 
 func plain(s string, underscore bool) bool {

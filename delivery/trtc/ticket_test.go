@@ -65,3 +65,13 @@ func TestTicketsCacheUserSigs(t *testing.T) {
 		t.Fatal("a signer without a key")
 	}
 }
+
+func BenchmarkTicketIssue(b *testing.B) {
+	tk, _ := NewTickets(TicketConfig{SDKAppID: 1400000001, SigKey: "k", TTL: time.Minute, UserSigTTL: time.Hour})
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := tk.Issue("user-"+string(rune('a'+i%26)), "app_room-1", i%2 == 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

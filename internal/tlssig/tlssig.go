@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Encoding is the signatures' base64 alphabet.
@@ -23,13 +24,20 @@ var ErrMalformed = errors.New("tls signature malformed")
 // maxDocument bounds what a decoded signature may expand to.
 const maxDocument = 8192
 
+// writers are reused: a zlib writer allocates ~700 KB of compressor
+// state, a hundred times the cost of the signature it wraps.
+var writers = sync.Pool{New: func() any {
+	w, _ := zlib.NewWriterLevel(nil, zlib.NoCompression)
+	return w
+}}
+
 // Encode wraps the JSON document js.
 func Encode(js []byte) (string, error) {
 	var b bytes.Buffer
-	w, err := zlib.NewWriterLevel(&b, zlib.NoCompression)
-	if err != nil {
-		return "", err
-	}
+	b.Grow(len(js) + 64)
+	w := writers.Get().(*zlib.Writer)
+	defer writers.Put(w)
+	w.Reset(&b)
 	if _, err := w.Write(js); err != nil {
 		return "", err
 	}

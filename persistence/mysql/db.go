@@ -281,6 +281,7 @@ const (
 	erTooManyUserConns  = 1203
 	erReadOnly          = 1290 // --read-only: a failover in progress
 	erOptionPreventsRun = 1836 // super_read_only on a replica
+	erNetPacketTooLarge = 1153 // a statement over max_allowed_packet; the server closes the connection
 )
 
 // errDBClosed is database/sql's "sql: database is closed", which it does
@@ -375,6 +376,13 @@ func isTxDeadlock(err error) bool {
 func isLockWait(err error) bool {
 	var me *driverMySQL.MySQLError
 	return errors.As(err, &me) && me.Number == erLockWaitTimeout
+}
+
+// isPacketTooBig: the server refused a statement bigger than its
+// max_allowed_packet, and closed the connection it came on.
+func isPacketTooBig(err error) bool {
+	var me *driverMySQL.MySQLError
+	return errors.As(err, &me) && me.Number == erNetPacketTooLarge
 }
 
 // isServerError reports whether the server rejected one statement with the

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -749,9 +750,21 @@ func (s *Store) SaveSnapshot(ctx context.Context, snap persistence.Snapshot) err
 	if state == nil {
 		state = []byte{}
 	}
-	_, err := s.db.ExecContext(ctx, upsertSnapshot+"(?,?,?,?,?)"+snapshotNewerOnly,
+	// On a connection of its own: a snapshot over the server's
+	// max_allowed_packet is refused and its connection closed by the
+	// server, and that connection must not go back to the pool for the
+	// next append to fail on.
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.wrap("save snapshot "+snap.Key().String(), err)
+	}
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, upsertSnapshot+"(?,?,?,?,?)"+snapshotNewerOnly,
 		snap.AppCode, snap.RoomID, snap.Seq, state, snap.UpdatedAtMs)
 	if err != nil {
+		if isPacketTooBig(err) {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // closed, not pooled
+		}
 		return s.wrap("save snapshot "+snap.Key().String(), err)
 	}
 	return nil

@@ -3,7 +3,9 @@
 // gateway does (POST JSON, the X-TC-* headers, the TC3-HMAC-SHA256
 // signature with the fake's key pair, a timestamp within five minutes),
 // implements RemoveUserByStrRoomId and DismissRoomByStrRoomId over its
-// own audio rooms (which users enter as the client SDK would, EnterRoom),
+// own audio rooms (which users enter as the client SDK would: Join with
+// their UserSig and PrivateMapKey, checked when advanced permission
+// control is on, then StartAudio; clients.go),
 // records every call and takes injected faults (error codes, a failing
 // period, HTTP statuses). It is never a production path, never listens
 // off loopback, and touches nothing but its own memory.
@@ -62,6 +64,9 @@ type Server struct {
 	failing   string // every call fails with this code until cleared
 	status    int
 	requests  int
+	clients   clientSide // the client SDK's side: sessions, keys, publishing (clients.go)
+
+	cb *Callbacks // reports the rooms' events (callbacks.go); nil: none
 }
 
 // Option configures a Server.
@@ -92,6 +97,7 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		removed:   map[string][]string{},
 		dismissed: map[string]int{},
 	}
+	s.clients.init()
 	for _, o := range opts {
 		o(s)
 	}
@@ -100,6 +106,7 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	s.srv = srv
+	s.startClients()
 	return s, nil
 }
 
@@ -121,7 +128,10 @@ func (s *Server) ClientConfig() configs.TRTCConfig {
 }
 
 // Close stops the server.
-func (s *Server) Close() error { return s.srv.Close() }
+func (s *Server) Close() error {
+	s.clients.stop()
+	return s.srv.Close()
+}
 
 type apiError struct{ code, msg string }
 
@@ -259,6 +269,9 @@ func (s *Server) removeUsers(roomID string, users []string) *apiError {
 		return &apiError{trtc.CodeRoomNotExist, "room does not exist"}
 	}
 	for _, u := range users {
+		if in[u] {
+			s.leftLocked(roomID, u, ExitRemoved)
+		}
 		delete(in, u)
 		s.removed[roomID] = append(s.removed[roomID], u)
 	}
@@ -271,6 +284,9 @@ func (s *Server) dismiss(roomID string) *apiError {
 	if s.rooms[roomID] == nil {
 		return &apiError{trtc.CodeRoomNotExist, "room does not exist"}
 	}
+	for u := range s.rooms[roomID] {
+		s.leftLocked(roomID, u, ExitDismissed)
+	}
 	delete(s.rooms, roomID)
 	s.dismissed[roomID]++
 	return nil
@@ -281,6 +297,11 @@ func (s *Server) dismiss(roomID string) *apiError {
 func (s *Server) EnterRoom(roomID, userID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.enterLocked(roomID, userID)
+}
+
+// enterLocked puts userID in the room, making it (under s.mu).
+func (s *Server) enterLocked(roomID, userID string) {
 	in := s.rooms[roomID]
 	if in == nil {
 		in = map[string]bool{}

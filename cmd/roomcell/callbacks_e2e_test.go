@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
+	"github.com/hyapp/roomcell/room"
+)
+
+const cbKey = "e2eCallbackKey1"
+
+// audioLeftReleases counts the room's seat releases for a lost audio.
+func audioLeftReleases(t *testing.T, rc v1.RoomServiceClient, app, roomID string) int {
+	t.Helper()
+	reply, err := rc.ListRoomEvents(ctxT(t), &v1.ListRoomEventsRequest{AppCode: app, RoomId: roomID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range reply.Events {
+		if e.EventType == room.TypeRoomMicReleased && strings.Contains(e.Payload, room.ReasonAudioLeft) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestTRTCCallbackFreesGhostSeatEndToEnd: a dev process with the TRTC
+// callback endpoint on its HTTP listener, and Tencent's poster (the fake's,
+// signing with the console key, every callback sent twice): a seated
+// member's audio drops (104, reason timeout) and the seat is freed once,
+// within seat_grace + 1 s; another who drops and comes back within the
+// grace keeps the seat; a member publishing without a seat is removed
+// from the audio room; an unsigned post is refused and changes nothing.
+func TestTRTCCallbackFreesGhostSeatEndToEnd(t *testing.T) {
+	const grace = 500 * time.Millisecond
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.TRTC.Callback = configs.TRTCCallbackConfig{Enabled: true, Key: cbKey}
+		c.TRTC.Callback.Path, c.TRTC.Callback.MaxBody, c.TRTC.Callback.AnswerTimeout = "/callbacks/trtc", 64<<10, 3*time.Second
+		c.TRTC.SeatGrace = grace
+	})
+	ctx := ctxT(t)
+	const a, r = "demo", "cb-1"
+	gid := roomim.GroupID(a, r)
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "owner", Name: "cb"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range []string{"alice", "bob", "carol"} {
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: fmt.Sprintf("j%d", i), AppCode: a, RoomId: r, UserId: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, u := range []string{"alice", "bob"} {
+		if _, err := rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: fmt.Sprintf("m%d", i), AppCode: a, RoomId: r, UserId: u, Seat: int32(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "http://" + app.HTTPAddr() + "/callbacks/trtc"
+
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"EventType":104,"EventInfo":{"RoomId":"`+gid+`","UserId":"alice","EventMsTs":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unsigned callback: %d, want 401", resp.StatusCode)
+	}
+
+	cb := trtcfake.NewCallbacks(url, cbKey, 0, trtcfake.WithRetry(100*time.Millisecond, 5*time.Second))
+	defer cb.Close()
+	cb.SetDuplicate(true)
+	tencent := app.fakeTRTC
+	tencent.SetCallbacks(cb)
+	for _, u := range []string{"alice", "bob", "carol"} {
+		tencent.UserEnters(gid, u)
+	}
+	dropped := time.Now()
+	tencent.UserExits(gid, "alice", trtcfake.ExitTimeout)
+	tencent.UserExits(gid, "bob", trtcfake.ExitTimeout)
+	time.Sleep(50 * time.Millisecond)
+	tencent.UserEnters(gid, "bob")                       // back within the grace
+	cb.Report(trtcfake.EventStartAudio, gid, "carol", 0) // publishing without a seat
+	cb.Wait()
+	if cb.GaveUp() != 0 {
+		t.Fatalf("%d callbacks never taken", cb.GaveUp())
+	}
+	eventually(t, grace+time.Second, "alice's seat freed", func() bool {
+		g, err := rc.GetRoom(ctx, &v1.GetRoomRequest{AppCode: a, RoomId: r})
+		return err == nil && g.Room.Seats[1].UserId == ""
+	})
+	if took := time.Since(dropped); took > grace+time.Second {
+		t.Fatalf("seat freed %s after the drop, want within %s", took, grace+time.Second)
+	}
+	time.Sleep(2 * grace)
+	g, err := rc.GetRoom(ctx, &v1.GetRoomRequest{AppCode: a, RoomId: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Room.Seats[2].UserId != "bob" {
+		t.Fatalf("bob came back within the grace and lost the seat: %v", g.Room.Seats)
+	}
+	if n := audioLeftReleases(t, rc, a, r); n != 1 {
+		t.Fatalf("%d audio_left releases, want alice's alone", n)
+	}
+	eventually(t, 3*time.Second, "carol out of the audio room", func() bool { return !app.fakeTRTC.InRoom(gid, "carol") && inRemoved(app, gid, "carol") })
+}
+
+func inRemoved(app *App, gid, user string) bool {
+	for _, u := range app.fakeTRTC.Removed(gid) {
+		if u == user {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDevAudioCutSwitch: in --dev with the callback endpoint on, the fake
+// TRTC reports to the node itself, and the dev switch that cuts a user's
+// audio frees their seat after the grace.
+func TestDevAudioCutSwitch(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.TRTC.Callback.Enabled, c.TRTC.Callback.Key = true, cbKey
+		c.TRTC.SeatGrace = grace
+	})
+	ctx := ctxT(t)
+	const a, r = "demo", "cut-1"
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "owner", Name: "cut"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: "m1", AppCode: a, RoomId: r, UserId: "owner", Seat: 0}); err != nil {
+		t.Fatal(err)
+	}
+	app.fakeTRTC.UserEnters(roomim.GroupID(a, r), "owner")
+	resp, err := http.Post("http://"+app.HTTPAddr()+"/debug/fake-trtc/cut?app_code="+a+"&room_id="+r+"&user_id=owner", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("cut: %d", resp.StatusCode)
+	}
+	eventually(t, grace+time.Second, "the cut user's seat freed", func() bool {
+		g, err := rc.GetRoom(context.Background(), &v1.GetRoomRequest{AppCode: a, RoomId: r})
+		return err == nil && g.Room.Seats[0].UserId == ""
+	})
+}
