@@ -176,7 +176,7 @@ func OutboxRowPurgeable(row OutboxRow, r PurgeRequest) bool {
 		row.MQStatus == OutboxMQPending {
 		return false
 	}
-	return row.Envelope.EventType != room.TypeRoomUserKicked || r.Consumer.Passed(row.CreatedAtMs, row.Envelope.EventID)
+	return !room.Causes(row.Envelope.EventType, room.Notice) || r.Consumer.Passed(row.CreatedAtMs, row.Envelope.EventID)
 }
 
 // Resume tokens of the walks that may pass rows they keep: room_outbox

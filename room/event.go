@@ -55,15 +55,28 @@ type Event interface {
 	apply(s *State)
 }
 
-// EventInfo is what delivery needs to know about an event type.
+// EventInfo is what an event type causes outside the room: the one
+// answer to "what does a kick do?" (effects.go). Every event is in the
+// room's own log and feed (ListRoomEvents, WatchRoom) whatever its row.
 type EventInfo struct {
-	// IM: published to the room's IM group. The others are marked
-	// published without a send.
+	// IM: published to the room's IM group (the IMMessage effect). The
+	// others are marked published without a send.
 	IM bool
 	// High: sent with Tencent's High priority. Tencent drops lower
 	// priorities first when a group is over its rate; these are the
 	// events a room's clients cannot do without.
 	High bool
+	// Effects: what else the event causes (IM group changes, TRTC,
+	// notices, the MQ topic), each done by the consumer of its kind.
+	Effects Effect
+}
+
+// Causes is every effect of the row, the IM message included.
+func (i EventInfo) Causes() Effect {
+	if i.IM {
+		return i.Effects | IMMessage
+	}
+	return i.Effects
 }
 
 type eventKind struct {
@@ -83,51 +96,51 @@ func kind[E Event](info EventInfo) eventKind {
 
 // eventKinds is the event registry: one row per event type.
 var eventKinds = map[string]eventKind{
-	TypeRoomCreated:     kind[RoomCreated](EventInfo{}), // creates the IM group instead (delivery/roomim)
-	TypeRoomUserJoined:  kind[RoomUserJoined](EventInfo{IM: true}),
-	TypeRoomUserLeft:    kind[RoomUserLeft](EventInfo{IM: true}),
-	TypeRoomMicTaken:    kind[RoomMicTaken](EventInfo{IM: true}),
-	TypeRoomMicReleased: kind[RoomMicReleased](EventInfo{IM: true}),
-	TypeRoomGiftSent:    kind[RoomGiftSent](EventInfo{IM: true, High: true}),
+	TypeRoomCreated:     kind[RoomCreated](EventInfo{Effects: IMCreate | MQ}),
+	TypeRoomUserJoined:  kind[RoomUserJoined](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomUserLeft:    kind[RoomUserLeft](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomMicTaken:    kind[RoomMicTaken](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomMicReleased: kind[RoomMicReleased](EventInfo{IM: true, Effects: TRTCRevoke | MQ}),
+	TypeRoomGiftSent:    kind[RoomGiftSent](EventInfo{IM: true, High: true, Effects: MQ}),
 	TypeRoomHeatChanged: kind[RoomHeatChanged](EventInfo{}),
-	TypeRoomUserKicked:  kind[RoomUserKicked](EventInfo{IM: true, High: true}),
-	TypeRoomClosed:      kind[RoomClosed](EventInfo{IM: true, High: true}),
+	TypeRoomUserKicked:  kind[RoomUserKicked](EventInfo{IM: true, High: true, Effects: IMRemove | TRTCRemove | Notice | MQ}),
+	TypeRoomClosed:      kind[RoomClosed](EventInfo{IM: true, High: true, Effects: TRTCDismiss | IMDestroy | MQ}),
 	// Emitted by the directory integration; never changes room state.
 	TypeRoomRankChanged:  kind[RoomRankChanged](EventInfo{}),
-	TypeRoomAdminSet:     kind[RoomAdminSet](EventInfo{IM: true}),
-	TypeRoomAdminRemoved: kind[RoomAdminRemoved](EventInfo{IM: true}),
+	TypeRoomAdminSet:     kind[RoomAdminSet](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomAdminRemoved: kind[RoomAdminRemoved](EventInfo{IM: true, Effects: MQ}),
 	// A muted seat's client must stop sending audio: losing the message
 	// would leave the seat audible.
-	TypeRoomSeatMuted:    kind[RoomSeatMuted](EventInfo{IM: true, High: true}),
-	TypeRoomSeatUnmuted:  kind[RoomSeatUnmuted](EventInfo{IM: true}),
-	TypeRoomSeatLocked:   kind[RoomSeatLocked](EventInfo{IM: true}),
-	TypeRoomSeatUnlocked: kind[RoomSeatUnlocked](EventInfo{IM: true}),
-	TypeRoomUpdated:      kind[RoomUpdated](EventInfo{IM: true}),
-	TypeRoomOwnerChanged: kind[RoomOwnerChanged](EventInfo{IM: true}),
+	TypeRoomSeatMuted:    kind[RoomSeatMuted](EventInfo{IM: true, High: true, Effects: TRTCRevoke | MQ}),
+	TypeRoomSeatUnmuted:  kind[RoomSeatUnmuted](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatLocked:   kind[RoomSeatLocked](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatUnlocked: kind[RoomSeatUnlocked](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomUpdated:      kind[RoomUpdated](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomOwnerChanged: kind[RoomOwnerChanged](EventInfo{IM: true, Effects: MQ}),
 	// Seat requests (seatrequest.go): admins see applications arrive and
 	// an invitee sees the invitation in the group; the ends are Normal,
 	// a client that missed one reads the pending lists from the room view.
-	TypeRoomSeatModeChanged:      kind[RoomSeatModeChanged](EventInfo{IM: true}),
-	TypeRoomSeatApplied:          kind[RoomSeatApplied](EventInfo{IM: true}),
-	TypeRoomSeatApplicationEnded: kind[RoomSeatApplicationEnded](EventInfo{IM: true}),
-	TypeRoomSeatInvited:          kind[RoomSeatInvited](EventInfo{IM: true}),
-	TypeRoomSeatInvitationEnded:  kind[RoomSeatInvitationEnded](EventInfo{IM: true}),
-	TypeRoomSeatCountChanged:     kind[RoomSeatCountChanged](EventInfo{IM: true}),
-	TypeRoomUserBanned:           kind[RoomUserBanned](EventInfo{IM: true}),
-	TypeRoomUserUnbanned:         kind[RoomUserUnbanned](EventInfo{IM: true}),
+	TypeRoomSeatModeChanged:      kind[RoomSeatModeChanged](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatApplied:          kind[RoomSeatApplied](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatApplicationEnded: kind[RoomSeatApplicationEnded](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatInvited:          kind[RoomSeatInvited](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatInvitationEnded:  kind[RoomSeatInvitationEnded](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomSeatCountChanged:     kind[RoomSeatCountChanged](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomUserBanned:           kind[RoomUserBanned](EventInfo{IM: true, Effects: IMBan | TRTCRemove | MQ}),
+	TypeRoomUserUnbanned:         kind[RoomUserUnbanned](EventInfo{IM: true, Effects: IMUnban | MQ}),
 	// A muted member's client must stop sending chat (IM enforces it with
 	// the group's member mute too): High, as a seat mute.
-	TypeRoomMemberMuted:   kind[RoomMemberMuted](EventInfo{IM: true, High: true}),
-	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true}),
+	TypeRoomMemberMuted:   kind[RoomMemberMuted](EventInfo{IM: true, High: true, Effects: IMMute | MQ}),
+	TypeRoomMemberUnmuted: kind[RoomMemberUnmuted](EventInfo{IM: true, Effects: IMMute | MQ}),
 	// Clients show the new cover and tags from the envelope.
-	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true}),
+	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true, Effects: MQ}),
 	// Clients merge the changed keys into the custom info they hold.
-	TypeRoomCustomInfoChanged: kind[RoomCustomInfoChanged](EventInfo{IM: true}),
+	TypeRoomCustomInfoChanged: kind[RoomCustomInfoChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).
 	TypeRoomAudioSeen:      kind[RoomAudioSeen](EventInfo{}),
-	TypeRoomAudioRemoved:   kind[RoomAudioRemoved](EventInfo{IM: true}),
+	TypeRoomAudioRemoved:   kind[RoomAudioRemoved](EventInfo{IM: true, Effects: TRTCRemove | MQ}),
 	TypeRoomAudioDismissed: kind[RoomAudioDismissed](EventInfo{}),
 }
 

@@ -53,6 +53,12 @@ func (m *memRooms) exec(cmd room.Command, rc *v1.RoomCommand) (*v1.CommandReply,
 	if m.ids[key] == nil {
 		m.ids[key] = map[string]string{}
 	}
+	if !room.Mutates(cmd.Type) { // Heartbeat: a check, nothing written
+		if _, err := room.Decide(m.states[key], cmd); err != nil {
+			return nil, err
+		}
+		return &v1.CommandReply{Room: room.Summary(m.states[key])}, nil
+	}
 	if h, seen := m.ids[key][cmd.CommandID]; seen {
 		if h != hash {
 			return nil, errclass.Errorf(errclass.Exists, "command_id %q reused for another request", cmd.CommandID)

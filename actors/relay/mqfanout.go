@@ -510,12 +510,10 @@ func (f *mqBatch) prepare(env persistence.Envelope) (data []byte, send bool, err
 	return data, true, err
 }
 
-// fannedOut reports whether env goes to the topic: the events that reach
-// IM and RoomCreated; the others (RoomHeatChanged, RoomRankChanged) are
-// marked without a send.
-func fannedOut(env persistence.Envelope) bool {
-	return room.IsIMEvent(env.EventType) || env.EventType == room.TypeRoomCreated
-}
+// fannedOut reports whether env goes to the topic: its row in the event
+// registry says MQ (room/event.go); the others (RoomHeatChanged,
+// RoomRankChanged, Tencent's audio bookkeeping) are marked without a send.
+func fannedOut(env persistence.Envelope) bool { return room.Causes(env.EventType, room.MQ) }
 
 type failure struct {
 	env persistence.Envelope

@@ -295,10 +295,11 @@ func (b *batch) startRoom(t *roomTurn) bool {
 			b.fail(log, row, err)
 			continue
 		}
-		// RoomCreated is not a message but the IM group's idempotent
-		// creation (seed 003: the outbox compensates a failed create in the
-		// command path), so it goes to the publisher like the IM events.
-		if !room.IsIMEvent(env.EventType) && env.EventType != room.TypeRoomCreated {
+		// What the event's row says it causes at Tencent goes to the
+		// publisher: RoomCreated is not a message but the IM group's
+		// idempotent creation (seed 003: the outbox compensates a failed
+		// create in the command path).
+		if !room.CausesAny(env.EventType, room.AtTencent) {
 			// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op
 			// success; they never reach IM, so order does not concern them.
 			if b.markPublished(log, row) {

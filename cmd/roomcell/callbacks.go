@@ -29,6 +29,14 @@ func (a *App) mountCallbacks(mux *http.ServeMux) error {
 		mux.Handle(c.Path, h)
 		a.log.Info("trtc callbacks served", "path", c.Path)
 	}
+	if c := a.cfg.TencentIM.Callback; c.Enabled {
+		h, err := tencentcb.NewIM(c, a.cfg.TencentIM.SDKAppID, a.roomClient(), a.log.With("component", "im_callback"), a.registry)
+		if err != nil {
+			return fmt.Errorf("tencent_im.callback: %w", err)
+		}
+		mux.Handle(c.Path, h)
+		a.log.Info("tencent im callbacks served", "path", c.Path)
+	}
 	if a.fakeTRTC != nil {
 		mux.HandleFunc("POST /debug/fake-trtc/cut", a.fakeTRTCCut)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -154,4 +156,42 @@ func TestDevAudioCutSwitch(t *testing.T) {
 		g, err := rc.GetRoom(context.Background(), &v1.GetRoomRequest{AppCode: a, RoomId: r})
 		return err == nil && g.Room.Seats[0].UserId == ""
 	})
+}
+
+// TestIMBeforeSendMsgEndToEnd: through a dev process, the IM callback
+// endpoint answers Tencent from the room's own state: a member speaks, a
+// stranger is refused; a callback without the token's signature is 401.
+func TestIMBeforeSendMsgEndToEnd(t *testing.T) {
+	const token = "e2e-im-token"
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.TencentIM.Callback.Enabled, c.TencentIM.Callback.Token = true, token
+	})
+	ctx := ctxT(t)
+	const a, r = "demo", "im-1"
+	gid := roomim.GroupID(a, r)
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "owner", Name: "im"}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(from, tok string) (int, string) {
+		rt := fmt.Sprint(time.Now().Unix())
+		sum := sha256.Sum256([]byte(tok + rt))
+		u := "http://" + app.HTTPAddr() + "/callbacks/im?SdkAppid=0&CallbackCommand=Group.CallbackBeforeSendMsg&contenttype=json&ClientIP=1.2.3.4&OptPlatform=Android&Sign=" +
+			hex.EncodeToString(sum[:]) + "&RequestTime=" + rt
+		resp, err := http.Post(u, "application/json", strings.NewReader(`{"CallbackCommand":"Group.CallbackBeforeSendMsg","GroupId":"`+gid+`","Type":"AVChatRoom","From_Account":"`+from+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ask("owner", token); code != 200 || !strings.Contains(body, `"ErrorCode":0`) {
+		t.Fatalf("member: %d %s", code, body)
+	}
+	if code, body := ask("stranger", token); code != 200 || !strings.Contains(body, `"ErrorCode":1`) {
+		t.Fatalf("stranger: %d %s", code, body)
+	}
+	if code, _ := ask("owner", "forged"); code != http.StatusUnauthorized {
+		t.Fatalf("forged: %d", code)
+	}
 }

@@ -2,6 +2,7 @@ package roomim
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -28,33 +29,28 @@ func WithAudio(a Audio) Option { return func(p *Publisher) { p.audio = a } }
 func WithClock(now func() time.Time) Option { return func(p *Publisher) { p.now = now } }
 
 // effects is what an event does at Tencent besides its group message,
-// after it: the room's word enforced at the edges. They run in the
-// room's queue, in room order, as part of the event's delivery: the
-// outbox row is published only once its message and its effects are
-// done, so they are retried, parked and repaired like any event.
-//   - RoomUserKicked: the user out of the IM group (an AVChatRoom bans
-//     them for what is left of the room's ban; other types remove them),
-//     then out of the audio room.
-//   - RoomClosed: the audio room dismissed, then the IM group destroyed.
-//   - RoomMemberMuted / RoomMemberUnmuted: Tencent's member mute
-//     (forbid_send_msg) set for what is left of the room's mute, or lifted.
-//   - RoomAudioRemoved: the user out of the audio room (entered or
-//     published without the room's leave, as TRTC's callback told).
-//   - RoomUserBanned (a user who is not in the room): Tencent's member ban
-//     in an AVChatRoom for what is left of the room's ban, since anyone
-//     can enter one from the client; then out of the audio room.
-//   - RoomUserUnbanned: the AVChatRoom ban lifted (unban_group_member),
-//     so an unbanned user can enter the group and receive it again.
-//   - With ticket enforcement (WithTicketEnforcement): every event
-//     room.AudioRevoked names (seat muted, taken off a seat) removes the
-//     user from the audio room, so they re-enter with a ticket of their
-//     new rights; a ticket they held before cannot outlive them.
+// after it: the room's word enforced at the edges, as the event's row in
+// the registry says (room.EventInfo.Effects; room/effects.go names each
+// kind: a kick's removal from the group and the audio room, a ban's and
+// an unban's AVChatRoom ban, a member mute, a close's dismissal and
+// destruction, the audio removal of a user whose rights shrank). They run
+// in the room's queue, in room order, as part of the event's delivery:
+// the outbox row is published only once its message and its effects are
+// done, so they are retried, parked and repaired like any event. Their
+// order (runEffects): the IM side first (the user out of the group,
+// banned or muted), then the audio side, except that a group's audio room
+// is dismissed before the group is destroyed.
 type effects struct {
-	kick     *room.RoomUserKicked
-	close    bool
-	mute     *chatMute
-	audioOut string
-	ban      *chatBan
+	causes room.Effect // the row's effects done here (doneHere)
+	target room.Target // whom a targeted effect (or a revocation) acts on
+}
+
+func (f effects) any() bool { return f.causes != 0 }
+
+// chatMute is a member mute to enforce: until 0 lifts it.
+type chatMute struct {
+	user    string
+	untilMs int64
 }
 
 // chatBan is an IM group ban to set (untilMs > 0) or lift (0).
@@ -66,78 +62,55 @@ type chatBan struct {
 
 // WithTicketEnforcement removes users whose rights shrank from the audio
 // room (trtc.enforce_tickets: TRTC's advanced permission control is on,
-// and the room's tickets are the only way in).
+// and the room's tickets are the only way in): the rows' TRTCRevoke.
 func WithTicketEnforcement() Option { return func(p *Publisher) { p.enforceTickets = true } }
 
-// chatMute is a member mute to enforce: until 0 lifts it.
-type chatMute struct {
-	user    string
-	untilMs int64
-}
+// doneHere are the effects at Tencent this publisher does (runEffects).
+// A row with another (a kind added to room/effects.go without its step
+// here) is refused rather than published without it.
+const doneHere = room.IMRemove | room.IMBan | room.IMUnban | room.IMMute | room.IMDestroy |
+	room.TRTCRemove | room.TRTCRevoke | room.TRTCDismiss
 
-func (f effects) any() bool {
-	return f.kick != nil || f.close || f.mute != nil || f.audioOut != "" || f.ban != nil
-}
-
-// effectsOf reads an IM event's effects from its envelope; enforce adds
-// the audio removals of shrinking rights.
+// effectsOf reads an IM event's effects from its row, and their target
+// from its envelope; without enforce a revocation (TRTCRevoke) is not
+// done, with it only when room.AudioRevoked names a user.
 func effectsOf(env persistence.Envelope, enforce bool) (effects, error) {
-	switch env.EventType {
-	case room.TypeRoomUserBanned, room.TypeRoomUserUnbanned:
-		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return effects{}, err
-		}
-		if b, ok := ev.(room.RoomUserBanned); ok {
-			return effects{ban: &chatBan{user: b.TargetUserID, untilMs: b.BanUntilMs, reason: b.Reason}, audioOut: b.TargetUserID}, nil
-		}
-		return effects{ban: &chatBan{user: ev.(room.RoomUserUnbanned).TargetUserID}}, nil
-	case room.TypeRoomSeatMuted, room.TypeRoomMicReleased:
-		if !enforce {
-			return effects{}, nil
-		}
-		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return effects{}, err
-		}
-		if u, ok := room.AudioRevoked(ev); ok {
-			return effects{audioOut: u}, nil
-		}
-		return effects{}, nil
-	case room.TypeRoomUserKicked:
-		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return effects{}, err
-		}
-		k := ev.(room.RoomUserKicked)
-		return effects{kick: &k}, nil
-	case room.TypeRoomClosed:
-		return effects{close: true}, nil
-	case room.TypeRoomAudioRemoved:
-		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return effects{}, err
-		}
-		return effects{audioOut: ev.(room.RoomAudioRemoved).UserID}, nil
-	case room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted:
-		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return effects{}, err
-		}
-		switch e := ev.(type) {
-		case room.RoomMemberMuted:
-			return effects{mute: &chatMute{user: e.TargetUserID, untilMs: e.MutedUntilMs}}, nil
-		case room.RoomMemberUnmuted:
-			return effects{mute: &chatMute{user: e.TargetUserID}}, nil
-		}
+	info, _ := room.EventInfoOf(env.EventType)
+	fx := effects{causes: info.Effects & (room.IMSide | room.AudioSide)}
+	if missing := fx.causes &^ doneHere; missing != 0 {
+		return effects{}, fmt.Errorf("%s causes %s, which this publisher does not do", env.EventType, missing)
 	}
-	return effects{}, nil
+	if !enforce {
+		fx.causes &^= room.TRTCRevoke
+	}
+	if fx.causes&(room.Targeted|room.TRTCRevoke) == 0 {
+		return fx, nil
+	}
+	ev, err := room.DecodeEvent(env.EventType, env.Payload)
+	if err != nil {
+		return effects{}, err
+	}
+	if fx.causes.Has(room.TRTCRevoke) {
+		u, ok := room.AudioRevoked(ev)
+		if !ok {
+			fx.causes &^= room.TRTCRevoke
+		}
+		fx.target.UserID = u
+	}
+	if fx.causes&room.Targeted != 0 {
+		t, ok := room.TargetOf(ev)
+		if !ok || t.UserID == "" {
+			return effects{}, fmt.Errorf("%s has targeted effects (%s) but names no target", env.EventType, fx.causes&room.Targeted)
+		}
+		fx.target = t
+	}
+	return fx, nil
 }
 
 // closes reports whether a batch carries a close.
 func closes(batch []*item) bool {
 	for _, it := range batch {
-		if it.effects.close {
+		if it.effects.causes.Has(room.IMDestroy) {
 			return true
 		}
 	}
@@ -262,45 +235,43 @@ func (p *Publisher) messageSent(batch []*item) bool {
 }
 
 // runEffects does an event's effects in order; the first failure stops
-// them and is the event's result.
+// them and is the event's result. A row has at most one effect of each
+// side (room.IMSide, room.AudioSide: one recorded step each).
 func (p *Publisher) runEffects(it *item, gid string) error {
-	fx := it.effects
-	switch {
-	case fx.kick != nil:
-		k := *fx.kick
-		if err := p.step(it, gid, stepIM, func(ctx context.Context) error { return p.kickFromGroup(ctx, gid, k) }); err != nil {
+	fx, t := it.effects.causes, it.effects.target
+	if fx.Has(room.TRTCDismiss) && p.audio != nil {
+		if err := p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.DismissRoom(ctx, gid) }); err != nil {
 			return err
 		}
-		if p.audio != nil {
-			return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, k.TargetUserID) })
+	}
+	var im func(context.Context) error
+	switch {
+	case fx.Has(room.IMRemove):
+		im = func(ctx context.Context) error { return p.kickFromGroup(ctx, gid, t) }
+	case fx.Has(room.IMBan):
+		im = func(ctx context.Context) error {
+			return p.banInGroup(ctx, gid, chatBan{user: t.UserID, untilMs: t.UntilMs, reason: t.Reason})
 		}
-	case fx.close:
-		if p.audio != nil {
-			if err := p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.DismissRoom(ctx, gid) }); err != nil {
-				return err
-			}
+	case fx.Has(room.IMUnban):
+		im = func(ctx context.Context) error { return p.banInGroup(ctx, gid, chatBan{user: t.UserID}) }
+	case fx.Has(room.IMMute):
+		im = func(ctx context.Context) error {
+			return p.muteInGroup(ctx, gid, chatMute{user: t.UserID, untilMs: t.UntilMs})
 		}
+	case fx.Has(room.IMDestroy):
 		// Gone already (10010) is success in the client.
-		err := p.step(it, gid, stepIM, func(ctx context.Context) error { return p.client.DestroyGroup(ctx, gid) })
-		if err == nil {
+		im = func(ctx context.Context) error { return p.client.DestroyGroup(ctx, gid) }
+	}
+	if im != nil {
+		if err := p.step(it, gid, stepIM, im); err != nil {
+			return err
+		}
+		if fx.Has(room.IMDestroy) {
 			p.known.Remove(gid)
 		}
-		return err
-	case fx.mute != nil:
-		m := *fx.mute
-		return p.step(it, gid, stepIM, func(ctx context.Context) error { return p.muteInGroup(ctx, gid, m) })
-	case fx.ban != nil:
-		b := *fx.ban
-		if err := p.step(it, gid, stepIM, func(ctx context.Context) error { return p.banInGroup(ctx, gid, b) }); err != nil {
-			return err
-		}
-		if fx.audioOut != "" && p.audio != nil {
-			u := fx.audioOut
-			return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, u) })
-		}
-	case fx.audioOut != "" && p.audio != nil:
-		u := fx.audioOut
-		return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, u) })
+	}
+	if fx&(room.TRTCRemove|room.TRTCRevoke) != 0 && p.audio != nil {
+		return p.step(it, gid, stepAudio, func(ctx context.Context) error { return p.audio.RemoveUser(ctx, gid, t.UserID) })
 	}
 	return nil
 }
@@ -379,16 +350,16 @@ func (p *Publisher) step(it *item, gid string, step uint32, do func(context.Cont
 //
 // A group that is gone (10010: the room was closed meanwhile) has nobody
 // left to remove.
-func (p *Publisher) kickFromGroup(ctx context.Context, gid string, k room.RoomUserKicked) error {
+func (p *Publisher) kickFromGroup(ctx context.Context, gid string, t room.Target) error {
 	var err error
 	if p.groupType == "AVChatRoom" {
-		left := (k.BanUntilMs - p.now().UnixMilli() + 999) / 1000
-		if k.BanUntilMs <= 0 || left <= 0 {
+		left := (t.UntilMs - p.now().UnixMilli() + 999) / 1000
+		if t.UntilMs <= 0 || left <= 0 {
 			return nil
 		}
-		err = p.client.BanGroupMember(ctx, gid, []string{k.TargetUserID}, left, k.Reason)
+		err = p.client.BanGroupMember(ctx, gid, []string{t.UserID}, left, t.Reason)
 	} else {
-		err = p.client.DeleteGroupMember(ctx, gid, []string{k.TargetUserID}, k.Reason)
+		err = p.client.DeleteGroupMember(ctx, gid, []string{t.UserID}, t.Reason)
 	}
 	if tencentim.CodeOf(err) == 10010 {
 		return nil

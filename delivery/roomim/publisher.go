@@ -286,17 +286,18 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 	it := &item{ctx: ctx, env: env, done: make(chan error, 1)}
 	gid := GroupID(env.AppCode, env.RoomID)
 	switch {
-	case env.EventType == room.TypeRoomCreated:
+	case room.Causes(env.EventType, room.IMCreate):
 		ev, err := room.DecodeEvent(env.EventType, env.Payload)
-		if err != nil {
-			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+		created, ok := ev.(room.RoomCreated)
+		if err != nil || !ok {
+			return resolved(fmt.Errorf("%w: %s: %v (a group is made from a RoomCreated)", ErrInvalidEnvelope, env.EventID, err))
 		}
 		// A reopen makes the group again: this node may have known it
 		// before another node's close destroyed it.
-		if p.known.Has(gid) && !ev.(room.RoomCreated).Reopened {
+		if p.known.Has(gid) && !created.Reopened {
 			return resolved(nil)
 		}
-		it.kind, it.created = kindCreate, ev.(room.RoomCreated)
+		it.kind, it.created = kindCreate, created
 	case room.IsIMEvent(env.EventType):
 		fx, err := effectsOf(env, p.enforceTickets)
 		if err != nil {

@@ -193,14 +193,21 @@ func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persiste
 	return s.purgeCommandLog(ctx, r)
 }
 
-// kickedHeld is the SQL form of the room notice cursor rule: a
-// RoomUserKicked row stays until the cursor has passed it.
+// kickedHeld is the SQL form of the room notice cursor rule: a row of an
+// event that causes a notice (room.Notice: RoomUserKicked) stays until
+// the cursor has passed it.
 func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
-	if !c.Found {
-		return " AND event_type <> ?", []any{room.TypeRoomUserKicked}
+	types := room.TypesCausing(room.Notice)
+	in := strings.TrimSuffix(strings.Repeat("?,", len(types)), ",")
+	args := make([]any, 0, len(types)+3)
+	for _, t := range types {
+		args = append(args, t)
 	}
-	return " AND (event_type <> ? OR created_at_ms < ? OR (created_at_ms = ? AND event_id <= ?))",
-		[]any{room.TypeRoomUserKicked, c.Num, c.Num, c.Key}
+	if !c.Found {
+		return " AND event_type NOT IN (" + in + ")", args
+	}
+	return " AND (event_type NOT IN (" + in + ") OR created_at_ms < ? OR (created_at_ms = ? AND event_id <= ?))",
+		append(args, c.Num, c.Num, c.Key)
 }
 
 // purgeOutbox walks the published rows by idx_room_outbox_pending (status,

@@ -59,7 +59,7 @@ type Source = persistence.RoomOutboxReader
 // types. A kick whose payload does not decode comes back failed (a dead
 // letter with LastError), to the envelope's own key.
 func FromEnvelope(env persistence.Envelope) (d persistence.NoticeDelivery, ok bool) {
-	if env.EventType != room.TypeRoomUserKicked {
+	if !room.Causes(env.EventType, room.Notice) {
 		return persistence.NoticeDelivery{}, false
 	}
 	d = persistence.NoticeDelivery{
@@ -70,8 +70,11 @@ func FromEnvelope(env persistence.Envelope) (d persistence.NoticeDelivery, ok bo
 		SourceCreatedAtMs: env.CreatedAtMs,
 	}
 	ev, err := room.DecodeEvent(env.EventType, env.Payload)
+	k, isKick := ev.(room.RoomUserKicked)
+	if err == nil && !isKick {
+		err = fmt.Errorf("no notice is written for %s yet", env.EventType)
+	}
 	if err == nil {
-		k := ev.(room.RoomUserKicked)
 		d.UserID = k.TargetUserID
 		if k.TargetUserID == "" || env.RoomID == "" {
 			err = errors.New("kick without target_user_id or room_id")
@@ -160,6 +163,20 @@ func Module(src Source, opts ...Option) notice.Module {
 	return m
 }
 
+// noticeType is the event type whose row causes a notice (room.Notice):
+// the outbox is read, and its MQ messages taken, by it. One type: a
+// second would need the scan to read by several (it panics at start
+// rather than miss its notices; the test says the same).
+var noticeType = onlyNoticeType()
+
+func onlyNoticeType() string {
+	types := room.TypesCausing(room.Notice)
+	if len(types) != 1 {
+		panic(fmt.Sprintf("roomnotice: the scan reads one event type, the registry has %d causing a notice: %v", len(types), types))
+	}
+	return types[0]
+}
+
 // Reset implements notice.Scanner.
 func (s *Scanner) Reset(from persistence.NoticeCursor) {
 	s.high = from
@@ -170,7 +187,7 @@ func (s *Scanner) Reset(from persistence.NoticeCursor) {
 // Scan implements notice.Scanner.
 func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.ScanResult, error) {
 	var res notice.ScanResult
-	rows, err := s.src.RoomOutboxAfter(ctx, room.TypeRoomUserKicked, s.high.Num, s.high.Key, limit)
+	rows, err := s.src.RoomOutboxAfter(ctx, noticeType, s.high.Num, s.high.Key, limit)
 	if err != nil {
 		return res, err
 	}
@@ -189,7 +206,7 @@ func (s *Scanner) Scan(ctx context.Context, nowMs int64, limit int) (notice.Scan
 		pos := persistence.NoticeCursor{Num: s.lastScanMs - s.settle.Milliseconds() - 1, Key: "\xff"}
 		complete = false
 		for page := 0; page < maxWindowPages && pos.Less(s.high); page++ {
-			late, err := s.src.RoomOutboxAfter(ctx, room.TypeRoomUserKicked, pos.Num, pos.Key, limit)
+			late, err := s.src.RoomOutboxAfter(ctx, noticeType, pos.Num, pos.Key, limit)
 			if err != nil {
 				return notice.ScanResult{}, err
 			}
@@ -280,7 +297,7 @@ func App(src Source) noticeapp.Module {
 			p.Subscription = func(kick func()) mq.Subscription {
 				return mq.Subscription{
 					Topic: cfg.MQ.RoomOutbox.Topic, Group: cfg.MQ.RoomOutbox.ConsumerGroup,
-					Tags: []string{room.TypeRoomUserKicked}, MaxRedeliver: cfg.MQ.RoomOutbox.MaxRedeliver,
+					Tags: []string{noticeType}, MaxRedeliver: cfg.MQ.RoomOutbox.MaxRedeliver,
 					Handler: OutboxHandler(d.Store, kick, d.Metrics),
 				}
 			}

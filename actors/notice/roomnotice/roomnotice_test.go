@@ -206,3 +206,17 @@ func TestScannerPagesAndRestart(t *testing.T) {
 		t.Fatalf("after restart %v", ids)
 	}
 }
+
+// The scan reads the outbox by the one event type whose row causes a
+// notice; FromEnvelope takes exactly the types the rows say.
+func TestNoticeTypeIsTheRows(t *testing.T) {
+	if noticeType != room.TypeRoomUserKicked {
+		t.Fatalf("notice type %q", noticeType)
+	}
+	for _, typ := range room.EventTypes() {
+		_, ok := FromEnvelope(persistence.Envelope{EventID: "e1", EventType: typ, AppCode: "a", RoomID: "r", Payload: []byte(`{"target_user_id":"u"}`)})
+		if ok != room.Causes(typ, room.Notice) {
+			t.Errorf("%s: FromEnvelope took it %v, its row says notice %v", typ, ok, room.Causes(typ, room.Notice))
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package tencentcb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/roomim"
+	"github.com/hyapp/roomcell/internal/promset"
+	"github.com/hyapp/roomcell/room"
+)
+
+// IM callback commands this endpoint acts on (IM "Callback Command
+// List"). Every other command is answered OK and counted.
+const (
+	IMStateChange     = "State.StateChange"                  // IM "State.StateChange" (cloud.tencent.com 269/2570)
+	IMBeforeSendMsg   = "Group.CallbackBeforeSendMsg"        // IM "Before a Group Message Is Sent" (269/1619)
+	IMBeforeApplyJoin = "Group.CallbackBeforeApplyJoinGroup" // IM "Before Applying to Join a Group" (269/1665)
+	imRefuse          = 1                                    // a "before" callback's ErrorCode that refuses the request
+	imRESTAPI         = "RESTAPI"                            // OptPlatform of a request the app's server made
+	imMaxViews        = 1 << 16                              // user verdicts kept per node
+)
+
+// IM serves Tencent IM's third-party callbacks.
+type IM struct {
+	cfg      configs.IMCallbackConfig
+	sdkAppID string // "" = any
+	rooms    Rooms
+	log      *slog.Logger
+	now      func() time.Time
+	m        imMetrics
+
+	mu    sync.Mutex
+	views map[string]imView // group + NUL + user → the room's word, for view_ttl
+}
+
+// imView is the room's word about a user: "" = may speak/join.
+type imView struct {
+	refusal string
+	mutedMs int64 // chat-muted until (ms), 0 none
+	at      time.Time
+}
+
+type imMetrics struct {
+	callbacks *prometheus.CounterVec // command, outcome
+	states    *prometheus.CounterVec // action
+}
+
+// NewIM builds the endpoint; sdkAppID (0: any) is checked against the
+// SdkAppid query parameter, as Tencent asks an app to.
+func NewIM(cfg configs.IMCallbackConfig, sdkAppID int64, rooms Rooms, log *slog.Logger, reg prometheus.Registerer) (*IM, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("tencent_im.callback.token: required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	h := &IM{cfg: cfg, rooms: rooms, log: log, now: time.Now, views: map[string]imView{}}
+	if sdkAppID > 0 {
+		h.sdkAppID = strconv.FormatInt(sdkAppID, 10)
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := promset.New(reg, "im callbacks")
+	h.m = imMetrics{
+		callbacks: s.CounterVec("roomcell_im_callbacks_total", "Tencent IM callbacks by command and outcome: allowed, refused, ok, unsigned, malformed, too_large.", "command", "outcome"),
+		states:    s.CounterVec("roomcell_im_state_changes_total", "IM State.StateChange callbacks by action (Login, Logout, Disconnect).", "action"),
+	}
+	return h, s.Err()
+}
+
+// imAnswer is the answer every IM callback takes.
+type imAnswer struct {
+	ActionStatus string `json:"ActionStatus"`
+	ErrorCode    int    `json:"ErrorCode"`
+	ErrorInfo    string `json:"ErrorInfo"`
+}
+
+func (h *IM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	cmd := q.Get("CallbackCommand")
+	status, outcome, ans := h.serve(r, cmd, q)
+	if len(cmd) > 64 {
+		cmd = "long"
+	}
+	h.m.callbacks.WithLabelValues(cmd, outcome).Inc()
+	if status != http.StatusOK {
+		http.Error(w, outcome, status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ans)
+}
+
+var imOK = imAnswer{ActionStatus: "OK"}
+
+func (h *IM) serve(r *http.Request, cmd string, q map[string][]string) (int, string, imAnswer) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	if r.Method != http.MethodPost {
+		return http.StatusMethodNotAllowed, "method", imAnswer{}
+	}
+	// Authentication before the body is read.
+	if ok, _ := imSigned(h.cfg.Token, get("Sign"), get("RequestTime"), h.now(), h.cfg.MaxSkew); !ok {
+		return http.StatusUnauthorized, OutcomeUnsigned, imAnswer{}
+	}
+	if h.sdkAppID != "" && get("SdkAppid") != h.sdkAppID {
+		return http.StatusUnauthorized, OutcomeUnsigned, imAnswer{}
+	}
+	if r.ContentLength > int64(h.cfg.MaxBody) {
+		return http.StatusRequestEntityTooLarge, OutcomeTooLarge, imAnswer{}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(h.cfg.MaxBody)+1))
+	if err != nil {
+		return http.StatusBadRequest, OutcomeMalformed, imAnswer{}
+	}
+	if len(body) > h.cfg.MaxBody {
+		return http.StatusRequestEntityTooLarge, OutcomeTooLarge, imAnswer{}
+	}
+	var ev struct {
+		GroupID   string `json:"GroupId"`
+		From      string `json:"From_Account"`
+		Requestor string `json:"Requestor_Account"`
+		EventTime int64  `json:"EventTime"`
+		Info      struct {
+			Action    string `json:"Action"`
+			ToAccount string `json:"To_Account"`
+			Reason    string `json:"Reason"`
+		} `json:"Info"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return http.StatusBadRequest, OutcomeMalformed, imAnswer{}
+	}
+	switch cmd {
+	case IMStateChange:
+		h.m.states.WithLabelValues(imAction(ev.Info.Action)).Inc()
+		h.log.Debug("im state change", "user_id", ev.Info.ToAccount, "action", ev.Info.Action, "reason", ev.Info.Reason)
+		return http.StatusOK, "ok", imOK
+	case IMBeforeSendMsg:
+		if get("OptPlatform") == imRESTAPI {
+			return http.StatusOK, "allowed", imOK // the app's own server (room events)
+		}
+		return h.decide(r.Context(), ev.GroupID, ev.From, true)
+	case IMBeforeApplyJoin:
+		return h.decide(r.Context(), ev.GroupID, ev.Requestor, false)
+	}
+	return http.StatusOK, "ok", imOK
+}
+
+func imAction(a string) string {
+	switch a {
+	case "Login", "Logout", "Disconnect":
+		return a
+	}
+	return "other"
+}
+
+// decide answers a "before" callback from the room's word about user:
+// not a member (banned included: a banned user is never a member) →
+// refused; speaking while chat-muted → refused. A group that is not a
+// room's is none of the room's business; a room that does not answer in
+// time lets the request through, as Tencent itself does when an answer
+// is late.
+func (h *IM) decide(ctx context.Context, gid, user string, speak bool) (int, string, imAnswer) {
+	app, roomID, ok := roomim.RoomOfGroup(gid)
+	if !ok || user == "" {
+		return http.StatusOK, "allowed", imOK
+	}
+	v, ok := h.view(ctx, app, roomID, gid, user)
+	if !ok {
+		return http.StatusOK, "allowed", imOK
+	}
+	refusal := v.refusal
+	if refusal == "" && speak && v.mutedMs > h.now().UnixMilli() {
+		refusal = "muted in the room"
+	}
+	if refusal == "" {
+		return http.StatusOK, "allowed", imOK
+	}
+	return http.StatusOK, "refused", imAnswer{ActionStatus: "OK", ErrorCode: imRefuse, ErrorInfo: refusal}
+}
+
+// view is the room's word about user, at most view_ttl old; ok false when
+// the room did not answer.
+func (h *IM) view(ctx context.Context, app, roomID, gid, user string) (imView, bool) {
+	key := gid + "\x00" + user
+	now := h.now()
+	h.mu.Lock()
+	v, hit := h.views[key]
+	h.mu.Unlock()
+	if hit && now.Sub(v.at) < h.cfg.ViewTTL {
+		return v, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.AnswerTimeout)
+	defer cancel()
+	// Heartbeat is the room's unlogged membership check; its reply
+	// carries the room's chat mutes.
+	reply, err := h.rooms.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_Heartbeat{Heartbeat: &v1.HeartbeatRequest{
+		AppCode: app, RoomId: roomID, UserId: user}}})
+	v = imView{at: now}
+	switch {
+	case err == nil:
+		for _, m := range reply.GetRoom().GetMutedMembers() {
+			if m.GetUserId() == user {
+				v.mutedMs = m.GetMutedUntilMs()
+			}
+		}
+	case errors.Is(err, room.ErrNotMember), errors.Is(err, room.ErrBanned):
+		v.refusal = "not a member of the room"
+	case errors.Is(err, room.ErrRoomNotFound), errors.Is(err, room.ErrRoomClosed):
+		v.refusal = "the room is closed"
+	default:
+		h.log.Warn("im callback: the room did not answer; the request goes through", "group_id", gid, "user_id", user, "error", err)
+		return imView{}, false
+	}
+	h.mu.Lock()
+	if len(h.views) >= imMaxViews {
+		clear(h.views) // a burst of distinct users: start over rather than grow
+	}
+	h.views[key] = v
+	h.mu.Unlock()
+	return v, true
+}
