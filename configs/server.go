@@ -65,9 +65,13 @@ type GRPCConfig struct {
 	Limits GRPCLimits `yaml:"limits"`
 }
 
-// ListenerLimits cap a listener's connections: past either cap a new
-// connection is closed at once (metric roomcell_listener_refused_total, a
-// WARN at most every 10s). A value <= 0 falls back to the default.
+// ListenerLimits cap a listener's connections. Past the per-address cap
+// a new connection is closed at once (roomcell_listener_refused_total);
+// at the total cap, when its address holds fewer than the address holding
+// the most, that address's least recently active one is closed for it
+// instead (shed: roomcell_listener_shed_total), so an idle flood cannot
+// lock newcomers out;
+// a WARN at most every 10s. A value <= 0 falls back to the default.
 type ListenerLimits struct {
 	MaxConnections           int `yaml:"max_connections"`
 	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
@@ -97,6 +101,9 @@ type GRPCLimits struct {
 	// (too_many_pings); pings without an RPC in flight are allowed.
 	// Default 10s.
 	KeepaliveMinTime time.Duration `yaml:"keepalive_min_time"`
+	// MaxConcurrentStreams caps the RPCs in flight on one connection
+	// (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); default 128.
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
 }
 
 func (c *GRPCLimits) setDefaults() {
@@ -109,6 +116,7 @@ func (c *GRPCLimits) setDefaults() {
 	c.KeepaliveTime = durationOr(c.KeepaliveTime, time.Minute)
 	c.KeepaliveTimeout = durationOr(c.KeepaliveTimeout, 20*time.Second)
 	c.KeepaliveMinTime = durationOr(c.KeepaliveMinTime, 10*time.Second)
+	c.MaxConcurrentStreams = intOr(c.MaxConcurrentStreams, 128)
 }
 
 // HTTPLimits are http.limits: the ops listener's caps and timeouts.

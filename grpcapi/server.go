@@ -81,14 +81,26 @@ type ConnOptions struct {
 	// (too_many_pings); pings without an RPC in flight are allowed, so an
 	// idle gateway may keep its connection checked.
 	MinPingInterval time.Duration
+	// MaxStreams caps the RPCs in flight on one connection (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS); 0 = grpc-go's (unbounded).
+	MaxStreams uint32
 }
 
+// connReadBuffer is a connection's read buffer: room requests are small,
+// and grpc-go's 32 KiB a connection is most of what an idle one holds.
+const connReadBuffer = 8 << 10
+
 func (c ConnOptions) serverOptions() []grpc.ServerOption {
-	var out []grpc.ServerOption
+	// An idle connection gives its write buffer back to a shared pool
+	// after each flush instead of holding 32 KiB of its own.
+	out := []grpc.ServerOption{grpc.SharedWriteBuffer(true), grpc.ReadBufferSize(connReadBuffer)}
+	if c.MaxStreams > 0 {
+		out = append(out, grpc.MaxConcurrentStreams(c.MaxStreams))
+	}
 	if c.Handshake > 0 {
 		out = append(out, grpc.ConnectionTimeout(c.Handshake))
 	}
-	if c != (ConnOptions{Handshake: c.Handshake}) {
+	if c != (ConnOptions{Handshake: c.Handshake, MaxStreams: c.MaxStreams}) {
 		out = append(out,
 			grpc.KeepaliveParams(keepalive.ServerParameters{
 				MaxConnectionIdle: c.MaxIdle, MaxConnectionAge: c.MaxAge, MaxConnectionAgeGrace: c.MaxAgeGrace,

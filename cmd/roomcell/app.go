@@ -259,7 +259,8 @@ func (a *App) serveGRPC() error {
 	}
 	l := a.cfg.GRPC.Limits
 	opts.Conn = grpcapi.ConnOptions{MaxIdle: l.MaxConnectionIdle, MaxAge: l.MaxConnectionAge, MaxAgeGrace: l.MaxConnectionAgeGrace,
-		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime}
+		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime,
+		MaxStreams: uint32(l.MaxConcurrentStreams)}
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)

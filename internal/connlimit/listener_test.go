@@ -2,6 +2,7 @@ package connlimit
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -71,21 +72,41 @@ func TestCapsPerAddressAndInTotal(t *testing.T) {
 			t.Fatalf("connection %d from one address: closed %v, want %v", i, !want, want)
 		}
 	}
-	// Other addresses fill the total: 3 more, then one more is refused.
-	for i := range 4 {
-		c := dialFrom(t, fmt.Sprintf("127.0.3.%d", i+1), addr)
-		if want := i == 3; closedByPeer(c) != want {
-			t.Fatalf("connection from address %d: closed %v, want %v", i, !want, want)
+	// Other addresses fill the total: 3 more; the one after is not
+	// refused: the address holding the most gives up its least recently
+	// active connection (the first: the others wrote since).
+	for _, c := range first[1:3] {
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if total, from := l.Open("127.0.0.2"); total != 6 || from != 3 {
-		t.Fatalf("open %d total, %d from the first address; want 6 and 3", total, from)
+	time.Sleep(20 * time.Millisecond) // the server's side reads them
+	for i := range 3 {
+		c := dialFrom(t, fmt.Sprintf("127.0.3.%d", i+1), addr)
+		if closedByPeer(c) {
+			t.Fatalf("connection from address %d closed within the total", i)
+		}
+	}
+	for range 3 {
+		srv := <-accepted
+		go func() { _, _ = io.Copy(io.Discard, srv) }() // the server's reads record activity
+	}
+	time.Sleep(20 * time.Millisecond)
+	newcomer := dialFrom(t, "127.0.3.4", addr)
+	if closedByPeer(newcomer) {
+		t.Fatal("a newcomer at the total cap was refused; want a flood's connection shed for it")
+	}
+	if !closedByPeer(first[0]) || closedByPeer(first[1]) || closedByPeer(first[2]) {
+		t.Fatal("the shed connection is not the flooding address's least recently active one")
+	}
+	if total, from := l.Open("127.0.0.2"); total != 6 || from != 2 {
+		t.Fatalf("open %d total, %d from the first address; want 6 and 2", total, from)
 	}
 	if got := value(m.open.WithLabelValues("grpc")); got != 6 {
 		t.Fatalf("open gauge %v", got)
 	}
-	if p, tot := value(m.refused.WithLabelValues("grpc", "per_address")), value(m.refused.WithLabelValues("grpc", "total")); p != 2 || tot != 1 {
-		t.Fatalf("refused per_address %v total %v; want 2 and 1", p, tot)
+	if p, tot, shed := value(m.refused.WithLabelValues("grpc", "per_address")), value(m.refused.WithLabelValues("grpc", "total")), value(m.shed.WithLabelValues("grpc")); p != 2 || tot != 0 || shed != 1 {
+		t.Fatalf("refused per_address %v total %v, shed %v; want 2, 0 and 1", p, tot, shed)
 	}
 	// One line for the period, however many were refused.
 	if n := strings.Count(logs.String(), "listener connection limit reached"); n != 1 {
@@ -94,12 +115,53 @@ func TestCapsPerAddressAndInTotal(t *testing.T) {
 	// A closed connection gives its slot back.
 	(<-accepted).Close()
 	time.Sleep(10 * time.Millisecond)
-	if total, _ := l.Open(""); total != 5 {
-		t.Fatalf("open after a close: %d, want 5", total)
+	(<-accepted).Close() // two of the other addresses' connections
+	time.Sleep(10 * time.Millisecond)
+	if total, _ := l.Open(""); total != 4 {
+		t.Fatalf("open after two closes: %d, want 4", total)
 	}
 	c := dialFrom(t, "127.0.4.1", addr)
 	if closedByPeer(c) {
 		t.Fatal("a freed slot was not given to the next connection")
+	}
+}
+
+// When every address holds one connection, the cap sheds the least
+// recently active one only once it has been idle ShedIdleAfter; before,
+// the newcomer is refused (a busy connection is never cut for it).
+func TestShedsOnlyIdleWhenEveryAddressHoldsOne(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	l := Wrap(inner, "grpc", Limits{MaxConnections: 2, ShedIdleAfter: time.Second}, nil, slog.New(slog.DiscardHandler))
+	now := time.Unix(100, 0)
+	l.now = func() time.Time { return now }
+	a, b := &conn{l: l, addr: "a"}, &conn{l: l, addr: "b"}
+	a.last.Store(now.UnixNano())
+	b.last.Store(now.Add(300 * time.Millisecond).UnixNano())
+	for _, c := range []*conn{a, b} {
+		if limit, _ := l.admitConn(c); limit != "" {
+			t.Fatalf("within the cap: %s", limit)
+		}
+	}
+	now = now.Add(900 * time.Millisecond)
+	if limit, v := l.admitConn(&conn{l: l, addr: "c"}); limit != "total" || v != nil {
+		t.Fatalf("all active within ShedIdleAfter: %q, shed %v; want refused", limit, v)
+	}
+	now = now.Add(200 * time.Millisecond) // a idle 1.1 s, b 0.8 s
+	c := &conn{l: l, addr: "c"}
+	c.last.Store(now.UnixNano())
+	if limit, v := l.admitConn(c); limit != "" || v != a {
+		t.Fatalf("a idle past ShedIdleAfter: %q, shed %v; want a shed for the newcomer", limit, v)
+	}
+	if total, fromA := l.Open("a"); total != 2 || fromA != 0 {
+		t.Fatalf("after the shed: %d open, %d from a", total, fromA)
+	}
+	l.release(a) // the victim's own Close later changes nothing
+	if total, _ := l.Open(""); total != 2 {
+		t.Fatalf("a shed connection's close freed a slot twice: %d open", total)
 	}
 }
 
@@ -134,4 +196,39 @@ func value(c prometheus.Metric) float64 {
 		return m.Gauge.GetValue()
 	}
 	return m.Counter.GetValue()
+}
+
+// At the total cap a newcomer from the address holding the most is
+// refused (churning a flood would cost a handshake each), one from an
+// address holding fewer takes the slot of that address's least recently
+// active connection.
+func TestFloodingAddressNewcomerRefusedOthersShed(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	l := Wrap(inner, "grpc", Limits{MaxConnections: 3}, nil, slog.New(slog.DiscardHandler))
+	now := time.Unix(100, 0)
+	l.now = func() time.Time { return now }
+	a1, a2, b1 := &conn{l: l, addr: "a"}, &conn{l: l, addr: "a"}, &conn{l: l, addr: "b"}
+	a1.last.Store(now.Add(time.Second).UnixNano())
+	a2.last.Store(now.UnixNano()) // a's least recently active
+	for _, c := range []*conn{a1, a2, b1} {
+		if limit, _ := l.admitConn(c); limit != "" {
+			t.Fatal(limit)
+		}
+	}
+	if limit, v := l.admitConn(&conn{l: l, addr: "a"}); limit != "total" || v != nil {
+		t.Fatalf("newcomer from the top address: %q, shed %v; want refused", limit, v)
+	}
+	if limit, v := l.admitConn(&conn{l: l, addr: "b"}); limit != "total" || v != nil {
+		t.Fatalf("newcomer that would tie the top address: %q, shed %v; want refused", limit, v)
+	}
+	if limit, v := l.admitConn(&conn{l: l, addr: "c"}); limit != "" || v != a2 {
+		t.Fatalf("newcomer from a new address: %q, shed %v; want a's least recently active shed", limit, v)
+	}
+	if total, fromA := l.Open("a"); total != 3 || fromA != 1 {
+		t.Fatalf("after: %d open, %d from a", total, fromA)
+	}
 }
