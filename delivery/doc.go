@@ -5,7 +5,12 @@
 // IM message mapping, hot-room coalescing, room groups and C2C notices) and mq
 // (the message-queue fanout of room_outbox: JetStream here, RocketMQ in the
 // seed's production).
-// These packages read configuration from configs, event types from
-// actors/room and the envelope from persistence; they never write to a
-// store, never decide room state, and never log the secret key or a UserSig.
+// The package itself declares the contract the room grain and the outbox
+// relay call (contract.go: Publisher, Enqueuer), once.
+// These packages read configuration from configs, what an event causes
+// from its row in room's registry and the envelope from persistence; they
+// never decide room state and never log the secret key or a UserSig. The
+// one store they write is the outbox row's own progress: roomim records
+// an event's finished effect steps (EffectSteps) so a retry elsewhere
+// does not repeat them.
 package delivery

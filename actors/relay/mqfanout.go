@@ -14,6 +14,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
@@ -682,15 +683,15 @@ func (d MQDeps) refreshGauge(ctx context.Context) {
 // the row is already committed and the two channels are independent. An
 // Enqueuer stays an Enqueuer, so the room keeps its queued, in-order
 // publishing.
-func WithMQKick(p Publisher, kick func()) Publisher {
-	if q, ok := p.(Enqueuer); ok {
+func WithMQKick(p delivery.Publisher, kick func()) delivery.Publisher {
+	if q, ok := p.(delivery.Enqueuer); ok {
 		return kickingEnqueuer{kickingPublisher{p, kick}, q}
 	}
 	return kickingPublisher{p, kick}
 }
 
 type kickingPublisher struct {
-	p    Publisher
+	p    delivery.Publisher
 	kick func()
 }
 
@@ -701,7 +702,7 @@ func (k kickingPublisher) PublishRoomEvent(ctx context.Context, env persistence.
 
 type kickingEnqueuer struct {
 	kickingPublisher
-	q Enqueuer
+	q delivery.Enqueuer
 }
 
 func (k kickingEnqueuer) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {

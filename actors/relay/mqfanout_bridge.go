@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/supervise"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -28,7 +29,7 @@ type IMBridgeDeps struct {
 	// StoreOf, when set, is the store of a room's database (several room
 	// databases); Store is then unused.
 	StoreOf        func(persistence.RoomKey) IMBridgeStore
-	Publisher      Publisher
+	Publisher      delivery.Publisher
 	PublishTimeout time.Duration
 	NodeID         string
 	Logger         *slog.Logger

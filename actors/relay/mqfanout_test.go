@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/actors/supervise/supervisetest"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
@@ -187,13 +188,13 @@ func TestWithMQKick(t *testing.T) {
 	kick := func() { kicks.Add(1) }
 	failing := newPublisher(func(context.Context, persistence.Envelope, int) error { return context.DeadlineExceeded })
 	plain := WithMQKick(failing, kick)
-	if _, ok := plain.(Enqueuer); ok {
+	if _, ok := plain.(delivery.Enqueuer); ok {
 		t.Fatal("a plain publisher became an Enqueuer")
 	}
 	if err := plain.PublishRoomEvent(context.Background(), joined(t, "a", clockBase)); err == nil || kicks.Load() != 1 {
 		t.Fatalf("plain: err %v, %d kicks; want IM's error and one kick", err, kicks.Load())
 	}
-	q, ok := WithMQKick(queueingPublisher{newPublisher(nil)}, kick).(Enqueuer)
+	q, ok := WithMQKick(queueingPublisher{newPublisher(nil)}, kick).(delivery.Enqueuer)
 	if !ok {
 		t.Fatal("an Enqueuer lost Enqueue")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -39,18 +40,12 @@ func parkable(err error) bool {
 	return errors.Is(err, ErrCorruptEnvelope) || (errors.As(err, &p) && p.Permanent())
 }
 
-// Publisher sends one room event to the room's IM group. It must honour
-// ctx's deadline: the relay gives each event publish_timeout.
-type Publisher interface {
-	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
-}
-
 // Deps is everything the relay uses. Store, Publisher and a complete
 // Config (as Load gives it, or configs.WithDefaults) are required;
 // Logger, Clock and Owner have fallbacks.
 type Deps struct {
 	Store     persistence.OutboxStore
-	Publisher Publisher
+	Publisher delivery.Publisher
 	Config    configs.OutboxWorkerConfig
 	NodeID    string
 	Logger    *slog.Logger // default: slog.Default()
@@ -251,15 +246,6 @@ func (b *batch) run() error {
 
 func sameRoom(a, b persistence.Envelope) bool { return a.AppCode == b.AppCode && a.RoomID == b.RoomID }
 
-// Enqueuer is a Publisher that can queue an event and report later: the
-// relay queues a whole claim at once (rooms in parallel) instead of waiting
-// for each send in turn. Events of one room queued one after another must
-// leave in that order, and once one of them fails, the ones queued behind
-// it must fail too without being sent (delivery/roomim does both).
-type Enqueuer interface {
-	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
-}
-
 // inflight is a queued publish waiting for its result.
 type inflight struct {
 	row    persistence.OutboxRow
@@ -285,7 +271,7 @@ func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
 // them and returns true (settleRooms waits for them); otherwise it sends
 // them one by one and stops at the first failure, releasing the rest.
 func (b *batch) startRoom(t *roomTurn) bool {
-	q, async := b.Publisher.(Enqueuer)
+	q, async := b.Publisher.(delivery.Enqueuer)
 	for i, row := range t.rows {
 		env := row.Envelope
 		log := b.rowLog(env)

@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/cluster"
 	grainkind "github.com/hyapp/roomcell/cluster/kind"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
@@ -88,7 +89,7 @@ func benchCreate(b *testing.B, store Store, newOwner, after bool) {
 	}
 	im := roomim.New(client, roomim.WithLogger(quiet))
 	defer im.Close()
-	var pub Publisher = im
+	var pub delivery.Publisher = im
 	if after {
 		pub = afterReply{im}
 	}

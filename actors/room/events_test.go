@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/errclass"
 
 	grainkind "github.com/hyapp/roomcell/cluster/kind"
@@ -34,7 +35,7 @@ type eventsNode struct {
 	client *Client
 }
 
-func startEventsNode(t testing.TB, pub Publisher, snapshotEvery int) *eventsNode {
+func startEventsNode(t testing.TB, pub delivery.Publisher, snapshotEvery int) *eventsNode {
 	t.Helper()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0

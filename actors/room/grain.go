@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 
@@ -37,16 +38,10 @@ type Store interface {
 	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 }
 
-// Publisher sends one room event to IM. Non-IM events succeed without a
-// send.
-type Publisher interface {
-	PublishRoomEvent(ctx context.Context, env persistence.Envelope) error
-}
-
 // Deps is what every room grain of a node shares.
 type Deps struct {
 	Store     Store
-	Publisher Publisher
+	Publisher delivery.Publisher
 	Gifts     GiftDebiter
 	Config    configs.RoomConfig
 	Logger    *slog.Logger

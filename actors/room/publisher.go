@@ -11,20 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
 )
-
-// Enqueuer is a Publisher that can queue an event without waiting for the
-// send: events queued one after another keep their order, a busy room's
-// queued events may be sent as one message (Tencent allows 40 messages/s
-// per group), and once one fails the ones queued behind it fail unsent.
-// The channel receives exactly one result.
-type Enqueuer interface {
-	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
-}
 
 // publishEvents is a batch the grain hands to its publisher.
 type publishEvents struct {
@@ -430,7 +422,7 @@ func (p *publisher) deadline(untilMs int64) (context.Context, context.CancelFunc
 // (and coalesce); a failure switches the publisher to catch-up and gives
 // the rows back.
 func (p *publisher) sendInOrder(m *publishEvents) {
-	q, async := p.deps.Publisher.(Enqueuer)
+	q, async := p.deps.Publisher.(delivery.Enqueuer)
 	// A command's events share its seq, so only a seq a catch-up sent
 	// before this message means "already sent": comparing with lastSeq as
 	// it moves would skip every event after a command's first (a seat's
@@ -588,7 +580,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 // per row (one room gets 40 messages/s: a catch-up of 1,000 rows took 25 s
 // when each waited for its own send).
 func (p *publisher) sendRows(rows []persistence.OutboxRow, untilMs int64) bool {
-	q, async := p.deps.Publisher.(Enqueuer)
+	q, async := p.deps.Publisher.(delivery.Enqueuer)
 	results := make([]<-chan error, 0, len(rows))
 	start := time.Now() // a row's latency counts from the catch-up's start
 	for _, row := range rows {

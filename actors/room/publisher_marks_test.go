@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -80,7 +81,7 @@ func (s *markAudit) ReleaseOutboxBatch(ctx context.Context, ids []string) error 
 // auditedRoom starts room app/r1 with its owner, publishing through pub
 // (which delivers to im) and storing through a markAudit checked against
 // im; set adjusts the node's deps before the room starts.
-func auditedRoom(t *testing.T, pub Publisher, im *orderPublisher, set ...func(*Deps)) (*fixture, *actor.PID, *markAudit) {
+func auditedRoom(t *testing.T, pub delivery.Publisher, im *orderPublisher, set ...func(*Deps)) (*fixture, *actor.PID, *markAudit) {
 	t.Helper()
 	f := newFixture(t)
 	audit := &markAudit{Store: f.store, pub: im}

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/notice/roomnotice"
 	"github.com/hyapp/roomcell/actors/notice/walletnotice"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/mq/rocketmq"
 	"github.com/hyapp/roomcell/delivery/roomim"
@@ -33,7 +33,7 @@ type noticeParts struct {
 // without waiting for a poll. The two channels keep their own progress
 // per row: an MQ outage never re-sends IM messages and an IM
 // outage never holds the topic back.
-func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (room.Publisher, error) {
+func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (delivery.Publisher, error) {
 	mqCfg := a.cfg.Notice.MQ
 	if !mqCfg.RoomOutboxOn() {
 		return im, nil

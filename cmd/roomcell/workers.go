@@ -15,6 +15,7 @@ import (
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet/giftsettle"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/persistence"
@@ -43,9 +44,9 @@ type workerSpec struct {
 
 // workerInputs are what the start steps before the workers built for them.
 type workerInputs struct {
-	pub relay.Publisher   // the rooms' outbox publisher (IM, maybe with the MQ kick)
-	im  *roomim.Publisher // the IM publisher, for the notice workers
-	db  *roomDB           // the room database of a perRoomDB worker
+	pub delivery.Publisher // the rooms' outbox publisher (IM, maybe with the MQ kick)
+	im  *roomim.Publisher  // the IM publisher, for the notice workers
+	db  *roomDB            // the room database of a perRoomDB worker
 }
 
 // stopper is a started worker: every polling worker's

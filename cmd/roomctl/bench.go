@@ -48,9 +48,9 @@ const (
 	// serialises the whole load.
 	modeHotRoom = "hotroom"
 	// modeGetRoom and modeTicket are reads, spread over the rooms: GetRoom,
-	// and GetJoinTicket of each room's owner (the ticket's cost next to the
+	// and GetJoinTicket of a member of each room (the ticket's cost next to the
 	// plain read it is made from). A ticket run first joins one member to
-// each room (as bigroom's fill) and reads that member's ticket.
+	// each room (as bigroom's fill) and reads that member's ticket.
 	modeGetRoom = "getroom"
 	modeTicket  = "ticket"
 )
