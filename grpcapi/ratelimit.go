@@ -39,11 +39,12 @@ func (s *RoomServer) limit(ctx context.Context, rc *roomcellv1.RoomCommand) (rat
 	if u, ok := req.(interface{ GetUserId() string }); ok {
 		user = u.GetUserId()
 	}
-	if user == "" || ratelimit.ClassOf(typ) == ratelimit.ClassRead {
+	class := rateClass(typ)
+	if user == "" || class == ratelimit.ClassRead {
 		user = callerOf(ctx)
 	}
 	app, _ := room.KeyOf(rc)
-	tok, r, ok := s.limiter.Take(app, user, typ)
+	tok, r, ok := s.limiter.Take(app, user, class)
 	if ok {
 		return tok, nil
 	}
@@ -55,10 +56,19 @@ func (s *RoomServer) allow(ctx context.Context, app, user, typ string) error {
 	if s.limiter == nil {
 		return nil
 	}
-	if r, ok := s.limiter.Allow(app, user, typ); !ok {
+	if r, ok := s.limiter.Allow(app, user, rateClass(typ)); !ok {
 		return s.refused(ctx, r)
 	}
 	return nil
+}
+
+// rateClass is the rate class of a call: a read's, or its command's row
+// in room's command table.
+func rateClass(typ string) string {
+	if ratelimit.IsRead(typ) {
+		return ratelimit.ClassRead
+	}
+	return room.RateClassOf(typ)
 }
 
 func (s *RoomServer) refused(ctx context.Context, r ratelimit.Refusal) error {

@@ -224,3 +224,22 @@ func TestPollerCannotStarveHonestUsers(t *testing.T) {
 	t.Logf("6 s: poller %d reads through, %d refused; honest users %d commands, %d reads, %d retries of answered ids: 0 refused",
 		pollerOK, pollerRefused, honestCmds, honestReads, retries)
 }
+
+// A call's rate class: a command's from its row in room's command table,
+// a read's apart. Every class a row names is a bucket of rate_limits.
+func TestRateClasses(t *testing.T) {
+	for cmd, want := range map[string]string{room.CmdCreateRoom: "create", room.CmdReopenRoom: "create", room.CmdJoinRoom: "join",
+		room.CmdSendGift: "gift", room.CmdBanUser: "moderation", room.CmdTakeMic: "command",
+		// Reads are a class apart: polling spends no command's token.
+		"GetRoom": "read", "ListBans": "read", "ListRooms": "read", "ListSeatRequests": "read", room.CmdSetRoomMetadata: "command"} {
+		if got := rateClass(cmd); got != want {
+			t.Errorf("rateClass(%s) = %s, want %s", cmd, got, want)
+		}
+	}
+	classes := configs.DefaultRateLimits().Classes()
+	for _, cmd := range room.CommandTypes() {
+		if _, ok := classes[rateClass(cmd)]; !ok {
+			t.Errorf("%s's rate class %q is no bucket of rate_limits", cmd, rateClass(cmd))
+		}
+	}
+}

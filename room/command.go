@@ -136,43 +136,70 @@ type commandKind struct {
 	// reopens: decided on a closed room too (every other command is
 	// refused there with ErrRoomClosed).
 	reopens bool
+	// rate is the command's rate class (RateClassOf); "" is RateCommand.
+	rate string
+}
+
+// Rate classes of commands: each is a bucket of rate_limits
+// (internal/ratelimit), so a flood of cheap commands cannot spend the
+// tokens of joins, gifts or moderation.
+const (
+	RateCreate     = "create"
+	RateJoin       = "join"
+	RateGift       = "gift"
+	RateModeration = "moderation"
+	RateCommand    = "command"
+)
+
+// RateClassOf returns the rate class of a command type, RateCommand for
+// a row that names none (or a type that is not a command).
+func RateClassOf(cmdType string) string {
+	if r := commands[cmdType].rate; r != "" {
+		return r
+	}
+	return RateCommand
 }
 
 // commands is the command table: one row per command type.
 var commands = map[string]commandKind{
 	CmdCreateRoom: {
+		rate: RateCreate,
 		fill: fill(func(r *v1.CreateRoomRequest, c *Command) {
 			c.Name, c.MicSeats, c.Admins = r.Name, int(r.MicSeats), r.AdminUserIds
 			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkCreate, decide: decideCreate,
 	},
-	CmdJoinRoom: {decide: decideJoin},
+	CmdJoinRoom: {rate: RateJoin, decide: decideJoin},
 	CmdLeaveRoom: {
+		rate:  RateJoin,
 		fill:  fill(func(r *v1.LeaveRoomRequest, c *Command) { c.Reason = r.Reason }),
 		check: checkReason, client: checkClientReason, decide: decideLeave,
 	},
 	CmdTakeMic:    {fill: fillSeat[*v1.TakeMicRequest], check: checkSeat, decide: decideTakeMic},
 	CmdReleaseMic: {decide: decideReleaseMic},
 	CmdSendGift: {
+		rate: RateGift,
 		fill: fill(func(r *v1.SendGiftRequest, c *Command) {
 			c.ToUserID, c.GiftID, c.GiftCount = r.ToUserId, r.GiftId, r.GiftCount
 		}),
 		check: checkGift, decide: decideGift,
 	},
 	CmdKickUser: {
+		rate: RateModeration,
 		fill: fill(func(r *v1.KickUserRequest, c *Command) {
 			c.TargetUserID, c.BanSeconds, c.Reason = r.TargetUserId, r.BanSeconds, r.Reason
 		}),
 		check: checkKick, decide: decideKick,
 	},
 	CmdCloseRoom: {
+		rate:  RateModeration,
 		fill:  fill(func(r *v1.CloseRoomRequest, c *Command) { c.Reason = r.Reason }),
 		check: checkReason, decide: decideClose,
 	},
 	CmdHeartbeat:   {decide: decideHeartbeat, unlogged: true},
-	CmdSetAdmin:    {fill: fillTarget[*v1.SetAdminRequest], check: checkTarget, decide: decideSetAdmin},
-	CmdRemoveAdmin: {fill: fillTarget[*v1.RemoveAdminRequest], check: checkTarget, decide: decideRemoveAdmin},
+	CmdSetAdmin:    {rate: RateModeration, fill: fillTarget[*v1.SetAdminRequest], check: checkTarget, decide: decideSetAdmin},
+	CmdRemoveAdmin: {rate: RateModeration, fill: fillTarget[*v1.RemoveAdminRequest], check: checkTarget, decide: decideRemoveAdmin},
 	CmdMuteSeat:    {fill: fillSeat[*v1.MuteSeatRequest], check: checkSeat, decide: decideMuteSeat},
 	CmdUnmuteSeat:  {fill: fillSeat[*v1.UnmuteSeatRequest], check: checkSeat, decide: decideUnmuteSeat},
 	CmdLockSeat:    {fill: fillSeat[*v1.LockSeatRequest], check: checkSeat, decide: decideLockSeat},
@@ -183,7 +210,7 @@ var commands = map[string]commandKind{
 		}),
 		check: checkUpdate, decide: decideUpdate,
 	},
-	CmdTransferOwner: {fill: fillTarget[*v1.TransferOwnerRequest], check: checkTransfer, decide: decideTransferOwner},
+	CmdTransferOwner: {rate: RateModeration, fill: fillTarget[*v1.TransferOwnerRequest], check: checkTransfer, decide: decideTransferOwner},
 	// Seat applications and invitations (seatrequest.go).
 	CmdSetSeatMode: {
 		fill:  fill(func(r *v1.SetSeatModeRequest, c *Command) { c.SeatMode = r.SeatMode }),
@@ -209,7 +236,7 @@ var commands = map[string]commandKind{
 	// The room's own: no request message maps to it (CommandFromProto).
 	CmdExpireSeatRequests: {decide: decideExpireSeatRequests},
 	// Seat moves (seatmove.go).
-	CmdKickOffSeat: {fill: fillTarget[*v1.KickOffSeatRequest], check: checkTarget, decide: decideKickOffSeat},
+	CmdKickOffSeat: {rate: RateModeration, fill: fillTarget[*v1.KickOffSeatRequest], check: checkTarget, decide: decideKickOffSeat},
 	CmdMoveSeat: {
 		fill: fill(func(r *v1.MoveSeatRequest, c *Command) {
 			c.Seat, c.TargetUserID, c.MovePolicy = int(r.Seat), r.TargetUserId, r.Policy
@@ -222,21 +249,24 @@ var commands = map[string]commandKind{
 	},
 	// Moderation without a kick (moderation.go).
 	CmdBanUser: {
+		rate: RateModeration,
 		fill: fill(func(r *v1.BanUserRequest, c *Command) {
 			c.TargetUserID, c.BanSeconds, c.Reason, c.TargetUserIDs = r.TargetUserId, r.BanSeconds, r.Reason, r.TargetUserIds
 		}),
 		check: checkBan, decide: decideBan,
 	},
-	CmdUnbanUser: {fill: fillTarget[*v1.UnbanUserRequest], check: checkTarget, decide: decideUnban},
+	CmdUnbanUser: {rate: RateModeration, fill: fillTarget[*v1.UnbanUserRequest], check: checkTarget, decide: decideUnban},
 	CmdMuteMember: {
+		rate: RateModeration,
 		fill: fill(func(r *v1.MuteMemberRequest, c *Command) {
 			c.TargetUserID, c.MuteSeconds = r.TargetUserId, r.MuteSeconds
 		}),
 		check: checkMute, decide: decideMuteMember,
 	},
-	CmdUnmuteMember: {fill: fillTarget[*v1.UnmuteMemberRequest], check: checkTarget, decide: decideUnmuteMember},
+	CmdUnmuteMember: {rate: RateModeration, fill: fillTarget[*v1.UnmuteMemberRequest], check: checkTarget, decide: decideUnmuteMember},
 	// Lifecycles (lifecycle.go).
 	CmdReopenRoom: {
+		rate:  RateCreate,
 		fill:  fill(func(r *v1.ReopenRoomRequest, c *Command) { c.Name = r.Name }),
 		check: checkReopen, decide: decideReopen, reopens: true,
 	},

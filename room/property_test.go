@@ -43,10 +43,13 @@ func TestReplayEqualsLive(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			summary, err := replayProperty(seed, propCommands)
+			// The fixed seeds hold the generator to its coverage; the
+			// random one explores, and a thin draw of one kind of change
+			// there says nothing about the rules.
+			summary, err := replayProperty(seed, propCommands, seed <= propSeeds)
 			t.Log(summary)
 			if err != nil {
-				t.Fatalf("%v\nrerun: go test ./actors/room/ -run 'TestReplayEqualsLive' -room.seed=%d", err, seed)
+				t.Fatalf("%v\nrerun: go test ./room/ -run 'TestReplayEqualsLive' -room.seed=%d", err, seed)
 			}
 		})
 	}
@@ -83,7 +86,7 @@ type sim struct {
 	step          int
 }
 
-func replayProperty(seed uint64, n int) (summary string, err error) {
+func replayProperty(seed uint64, n int, coverage bool) (summary string, err error) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	sm := &sim{
 		r:        r,
@@ -154,10 +157,10 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 	}
 	// A room closed with time to spare is opened again (ReopenRoom is
 	// tried at one step in ten while it is closed).
-	if sm.audioReleased == 0 {
+	if coverage && sm.audioReleased == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("no seat released at the end of an audio grace")
 	}
-	if sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
+	if coverage && sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
 	for _, typ := range []string{room.TypeRoomUserJoined, room.TypeRoomUserLeft, room.TypeRoomMicTaken,
@@ -175,7 +178,7 @@ func replayProperty(seed uint64, n int) (summary string, err error) {
 		if typ == room.TypeRoomUserUnbanned || typ == room.TypeRoomMemberUnmuted {
 			least = 2
 		}
-		if sm.seen[typ] < least {
+		if coverage && sm.seen[typ] < least {
 			return sm.summary(len(recs), len(snaps)), fmt.Errorf("only %d %s events in %d commands (%d logged): the generator does not exercise the room", sm.seen[typ], typ, n, len(recs))
 		}
 	}

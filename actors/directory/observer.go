@@ -10,15 +10,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/room"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	roomgrain "github.com/hyapp/roomcell/actors/room"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
 )
 
 // Directory is what a room needs of the room directory;
@@ -53,7 +53,7 @@ type Deps struct {
 	// cluster the first room was activated in.
 	Rooms Commander
 	// RefreshInterval: how often a live room re-registers
-	// (presence.refresh_interval; default 30s).
+	// (presence.refresh_interval; zero: its configs default).
 	RefreshInterval time.Duration
 	// Timeout bounds one directory call (default 2s).
 	Timeout time.Duration
@@ -71,7 +71,7 @@ type Deps struct {
 
 func (d *Deps) setDefaults() {
 	if d.RefreshInterval <= 0 {
-		d.RefreshInterval = 30 * time.Second
+		d.RefreshInterval = configs.Default().Presence.RefreshInterval
 	}
 	if d.Timeout <= 0 {
 		d.Timeout = 2 * time.Second

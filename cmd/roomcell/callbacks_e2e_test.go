@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/room"
@@ -194,4 +196,35 @@ func TestIMBeforeSendMsgEndToEnd(t *testing.T) {
 	if code, _ := ask("owner", "forged"); code != http.StatusUnauthorized {
 		t.Fatalf("forged: %d", code)
 	}
+
+	// The fake IM asks the same endpoint the way Tencent does, before a
+	// client's join and message: the member joins and speaks; a stranger
+	// is refused the join, and a member muted in the room cannot speak.
+	app.fakeIM.SetCallbacks(&imfake.Callbacks{URL: "http://" + app.HTTPAddr() + "/callbacks/im", Token: token})
+	if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "j1", AppCode: a, RoomId: r, UserId: "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"owner", "bob"} {
+		if err := app.fakeIM.JoinFromClient(gid, u); err != nil {
+			t.Fatalf("%s joins the group: %v", u, err)
+		}
+	}
+	if err := app.fakeIM.JoinFromClient(gid, "stranger"); !errors.Is(err, imfake.ErrRefusedByApp) {
+		t.Fatalf("a stranger's join: %v", err)
+	}
+	if err := app.fakeIM.SendFromClient(gid, "bob", "hello"); err != nil {
+		t.Fatalf("a member's message: %v", err)
+	}
+	if _, err := rc.MuteMember(ctx, &v1.MuteMemberRequest{CommandId: "mute1", AppCode: a, RoomId: r, UserId: "owner", TargetUserId: "bob", MuteSeconds: 600}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the endpoint's view of bob is at most view_ttl (1s) old
+	err := app.fakeIM.SendFromClient(gid, "bob", "still here")
+	if !errors.Is(err, imfake.ErrRefusedByApp) && !errors.Is(err, imfake.ErrMuted) {
+		t.Fatalf("a muted member's message: %v", err)
+	}
+	if got := app.fakeIM.ClientMessages(); len(got) != 1 || got[0].Text != "hello" {
+		t.Fatalf("messages out: %+v", got)
+	}
+	app.fakeIM.StateChange("bob", "Disconnect", "LinkClose")
 }

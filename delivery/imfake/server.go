@@ -51,6 +51,10 @@ type Server struct {
 	goodSigs      map[string]tencentim.SigInfo
 	// viewers: group → users a test put in through EnterGroup (members.go).
 	viewers map[string]map[string]*viewer
+	// cb and clientMsgs: the app's callbacks and the messages clients
+	// sent through them (callbacks.go).
+	cb         *Callbacks
+	clientMsgs []ClientMessage
 }
 
 type group struct {

@@ -15,7 +15,8 @@ const module = "github.com/hyapp/roomcell/"
 
 // rules: a package under (or equal to) the first path may not import,
 // directly or through any of this module's packages, a package under any
-// of the others. The layers, bottom up: api and errclass (leaves), room
+// of the others. The layers, bottom up: configs, internal and ownership
+// (leaves besides configs), api and errclass (leaves), room
 // (the rules), persistence and delivery (storage and the outside world,
 // which name events through room), actors (grains and workers), cluster,
 // grpcapi, cmd.

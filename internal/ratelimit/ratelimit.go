@@ -9,10 +9,11 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/room"
 )
 
-// Classes of commands; every command type not listed is ClassCommand.
+// Classes: the buckets of rate_limits. A command's class is its row's in
+// room's command table (room.RateClassOf); a class this package does not
+// know is ClassCommand.
 const (
 	ClassCreate     = "create"
 	ClassJoin       = "join"
@@ -25,7 +26,7 @@ const (
 	ClassRead = "read"
 )
 
-// The read types (RPC names; they are no room.Cmd*).
+// The read types (RPC names; they are no room command).
 const (
 	ReadGetRoom          = "GetRoom"
 	ReadListBans         = "ListBans"
@@ -33,23 +34,13 @@ const (
 	ReadListSeatRequests = "ListSeatRequests"
 )
 
-var classOf = map[string]string{
-	room.CmdCreateRoom: ClassCreate, room.CmdReopenRoom: ClassCreate,
-	room.CmdJoinRoom: ClassJoin, room.CmdLeaveRoom: ClassJoin,
-	room.CmdSendGift: ClassGift,
-	room.CmdKickUser: ClassModeration, room.CmdBanUser: ClassModeration, room.CmdUnbanUser: ClassModeration,
-	room.CmdMuteMember: ClassModeration, room.CmdUnmuteMember: ClassModeration, room.CmdKickOffSeat: ClassModeration,
-	room.CmdSetAdmin: ClassModeration, room.CmdRemoveAdmin: ClassModeration, room.CmdTransferOwner: ClassModeration,
-	room.CmdCloseRoom: ClassModeration,
-	ReadGetRoom:       ClassRead, ReadListBans: ClassRead, ReadListRooms: ClassRead, ReadListSeatRequests: ClassRead,
-}
-
-// ClassOf returns the class of a command type (room.Cmd*).
-func ClassOf(cmdType string) string {
-	if c, ok := classOf[cmdType]; ok {
-		return c
+// IsRead reports whether an RPC is one of the reads of ClassRead.
+func IsRead(rpc string) bool {
+	switch rpc {
+	case ReadGetRoom, ReadListBans, ReadListRooms, ReadListSeatRequests:
+		return true
 	}
-	return ClassCommand
+	return false
 }
 
 // Scopes a refusal names: the caller's share (a user, or for a read
@@ -120,11 +111,11 @@ func New(cfg configs.RateLimitConfig) *Limiter {
 // WithClock replaces time.Now (tests).
 func (l *Limiter) WithClock(now func() time.Time) *Limiter { l.now = now; return l }
 
-// Allow takes one token of cmdType's class from user's bucket and app's,
+// Allow takes one token of class from user's bucket and app's,
 // or neither: ok false says which refused and when to retry. user "" is
 // checked against the app's bucket alone; a caller always names one.
-func (l *Limiter) Allow(appCode, user, cmdType string) (Refusal, bool) {
-	_, r, ok := l.Take(appCode, user, cmdType)
+func (l *Limiter) Allow(appCode, user, class string) (Refusal, bool) {
+	_, r, ok := l.Take(appCode, user, class)
 	return r, ok
 }
 
@@ -137,12 +128,14 @@ type Token struct {
 
 // Take is Allow that also returns the token taken, for a call that turns
 // out to have cost nothing (a command_id already answered).
-func (l *Limiter) Take(appCode, user, cmdType string) (Token, Refusal, bool) {
+func (l *Limiter) Take(appCode, user, class string) (Token, Refusal, bool) {
 	if l == nil {
 		return Token{}, Refusal{}, true
 	}
-	class := ClassOf(cmdType)
-	lim := l.classes[class]
+	lim, ok := l.classes[class]
+	if !ok {
+		class, lim = ClassCommand, l.classes[ClassCommand]
+	}
 	now := l.now()
 	var ub *rate.Limiter
 	var ur *rate.Reservation

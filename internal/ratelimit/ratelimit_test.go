@@ -7,7 +7,6 @@ import (
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/internal/ratelimit"
-	"github.com/hyapp/roomcell/room"
 )
 
 type clock struct{ t time.Time }
@@ -34,7 +33,7 @@ func TestTenTimesTheLimit(t *testing.T) {
 	others := map[string]int{}
 	for step := range seconds * heavyRate {
 		c.advance(time.Second / heavyRate)
-		if r, ok := l.Allow("app", "heavy", room.CmdSendGift); ok {
+		if r, ok := l.Allow("app", "heavy", ratelimit.ClassGift); ok {
 			heavyOK++
 		} else {
 			heavyRefused++
@@ -45,7 +44,7 @@ func TestTenTimesTheLimit(t *testing.T) {
 		if step%10 == 0 { // 5/s each
 			for i := range 5 {
 				u := fmt.Sprintf("u%d", i)
-				if r, ok := l.Allow("app", u, room.CmdSendGift); !ok {
+				if r, ok := l.Allow("app", u, ratelimit.ClassGift); !ok {
 					t.Fatalf("%s at its own limit refused: %+v", u, r)
 				}
 				others[u]++
@@ -59,19 +58,19 @@ func TestTenTimesTheLimit(t *testing.T) {
 		t.Fatalf("heavy client refused %d of %d", heavyRefused, seconds*heavyRate)
 	}
 	// Waiting out the retry-after lets the next call through.
-	r, ok := l.Allow("app", "heavy", room.CmdSendGift)
+	r, ok := l.Allow("app", "heavy", ratelimit.ClassGift)
 	if ok {
 		t.Fatal("still under the limit after the burst")
 	}
 	c.advance(r.RetryAfter)
-	if _, ok := l.Allow("app", "heavy", room.CmdSendGift); !ok {
+	if _, ok := l.Allow("app", "heavy", ratelimit.ClassGift); !ok {
 		t.Fatalf("refused again after waiting the retry-after %v", r.RetryAfter)
 	}
 	// Another class and another app are buckets of their own.
-	if _, ok := l.Allow("app", "heavy", room.CmdJoinRoom); !ok {
+	if _, ok := l.Allow("app", "heavy", ratelimit.ClassJoin); !ok {
 		t.Fatal("a gift limit refused a join")
 	}
-	if _, ok := l.Allow("other-app", "heavy", room.CmdSendGift); !ok {
+	if _, ok := l.Allow("other-app", "heavy", ratelimit.ClassGift); !ok {
 		t.Fatal("one app's limit refused the same user id in another app")
 	}
 	t.Logf("heavy: %d through, %d refused; others %v", heavyOK, heavyRefused, others)
@@ -84,9 +83,9 @@ func TestAppLimit(t *testing.T) {
 	l := ratelimit.New(giftLimits(1)).WithClock(c.now)
 	ok := 0
 	for i := range 300 { // 300 users, one gift each, at one instant
-		if _, pass := l.Allow("app", fmt.Sprintf("u%d", i), room.CmdSendGift); pass {
+		if _, pass := l.Allow("app", fmt.Sprintf("u%d", i), ratelimit.ClassGift); pass {
 			ok++
-		} else if r, _ := l.Allow("app", fmt.Sprintf("u%d", i), room.CmdSendGift); r.Scope != ratelimit.ScopeApp {
+		} else if r, _ := l.Allow("app", fmt.Sprintf("u%d", i), ratelimit.ClassGift); r.Scope != ratelimit.ScopeApp {
 			t.Fatalf("refusal %+v, want the app's", r)
 		}
 	}
@@ -96,7 +95,7 @@ func TestAppLimit(t *testing.T) {
 	c.advance(time.Second)
 	// u299 was refused twice by the app: its own bucket is still full.
 	for i := range 10 {
-		if r, pass := l.Allow("app", "u299", room.CmdSendGift); !pass {
+		if r, pass := l.Allow("app", "u299", ratelimit.ClassGift); !pass {
 			t.Fatalf("call %d of a user the app refused: %+v (its bucket was charged)", i, r)
 		}
 	}
@@ -115,10 +114,10 @@ func TestSpreadOverNodes(t *testing.T) {
 	spread, pinned := 0, 0
 	for step := range seconds * heavyRate {
 		c.advance(time.Second / heavyRate)
-		if _, ok := nodes[step%3].Allow("app", "spread", room.CmdSendGift); ok {
+		if _, ok := nodes[step%3].Allow("app", "spread", ratelimit.ClassGift); ok {
 			spread++
 		}
-		if _, ok := nodes[0].Allow("app", "pinned", room.CmdSendGift); ok {
+		if _, ok := nodes[0].Allow("app", "pinned", ratelimit.ClassGift); ok {
 			pinned++
 		}
 	}
@@ -135,20 +134,27 @@ func TestSpreadOverNodes(t *testing.T) {
 func TestOffAllowsAll(t *testing.T) {
 	var l *ratelimit.Limiter = ratelimit.New(configs.DefaultRateLimits())
 	for range 1000 {
-		if _, ok := l.Allow("app", "u", room.CmdCreateRoom); !ok {
+		if _, ok := l.Allow("app", "u", ratelimit.ClassCreate); !ok {
 			t.Fatal("a limiter that is off refused")
 		}
 	}
 }
 
-func TestClasses(t *testing.T) {
-	for cmd, want := range map[string]string{room.CmdCreateRoom: "create", room.CmdReopenRoom: "create", room.CmdJoinRoom: "join",
-		room.CmdSendGift: "gift", room.CmdBanUser: "moderation", room.CmdTakeMic: "command",
-		// Reads are a class apart: polling spends no command's token.
-		"GetRoom": "read", "ListBans": "read", "ListRooms": "read", "ListSeatRequests": "read", room.CmdSetRoomMetadata: "command"} {
-		if got := ratelimit.ClassOf(cmd); got != want {
-			t.Errorf("ClassOf(%s) = %s, want %s", cmd, got, want)
+// An unknown class is charged as a command, never let through free.
+func TestUnknownClassIsACommand(t *testing.T) {
+	cfg := configs.DefaultRateLimits()
+	cfg.Enabled = true
+	l := ratelimit.New(cfg)
+	for {
+		if _, ok := l.Allow("app", "u", ratelimit.ClassCommand); !ok {
+			break
 		}
+	}
+	if r, ok := l.Allow("app", "u", "no-such-class"); ok || r.Class != ratelimit.ClassCommand {
+		t.Fatalf("an unknown class after the command bucket ran dry: %+v, %v", r, ok)
+	}
+	if !ratelimit.IsRead(ratelimit.ReadGetRoom) || ratelimit.IsRead("JoinRoom") {
+		t.Fatal("IsRead")
 	}
 }
 
@@ -163,7 +169,7 @@ func TestRefundGivesTheTokenBack(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	l := ratelimit.New(cfg).WithClock(func() time.Time { return now })
 	for range 1000 {
-		tok, _, ok := l.Take("app", "u1", room.CmdTakeMic)
+		tok, _, ok := l.Take("app", "u1", ratelimit.ClassCommand)
 		if !ok {
 			t.Fatal("a retry of an answered command was refused: the refunds did not come back")
 		}
@@ -171,21 +177,21 @@ func TestRefundGivesTheTokenBack(t *testing.T) {
 		tok.Refund() // the second does nothing
 	}
 	for i := range 5 {
-		if _, ok := l.Allow("app", "u1", room.CmdTakeMic); !ok {
+		if _, ok := l.Allow("app", "u1", ratelimit.ClassCommand); !ok {
 			t.Fatalf("call %d of the burst of 5 refused", i)
 		}
 	}
-	if r, ok := l.Allow("app", "u1", room.CmdTakeMic); ok || r.Scope != ratelimit.ScopeUser {
+	if r, ok := l.Allow("app", "u1", ratelimit.ClassCommand); ok || r.Scope != ratelimit.ScopeUser {
 		t.Fatalf("the 6th call: %+v %v, want refused by the user's bucket", r, ok)
 	}
 	// The app's bucket holds 8 - 5 = 3: a refund on a full bucket added
 	// nothing beyond its burst.
 	for i := range 3 {
-		if _, ok := l.Allow("app", fmt.Sprint("v", i), room.CmdTakeMic); !ok {
+		if _, ok := l.Allow("app", fmt.Sprint("v", i), ratelimit.ClassCommand); !ok {
 			t.Fatalf("app call %d refused", i)
 		}
 	}
-	if r, ok := l.Allow("app", "w", room.CmdTakeMic); ok || r.Scope != ratelimit.ScopeApp {
+	if r, ok := l.Allow("app", "w", ratelimit.ClassCommand); ok || r.Scope != ratelimit.ScopeApp {
 		t.Fatalf("past the app's burst: %+v %v", r, ok)
 	}
 }
@@ -202,7 +208,7 @@ func TestOneReaderCannotDrainTheApp(t *testing.T) {
 	poller := 0
 	for range 1000 { // 10 s at 1000/s, ten times the app's rate
 		now = now.Add(time.Millisecond)
-		if _, ok := l.Allow("app", "token:poller", "GetRoom"); ok {
+		if _, ok := l.Allow("app", "token:poller", ratelimit.ClassRead); ok {
 			poller++
 		}
 	}
@@ -210,12 +216,12 @@ func TestOneReaderCannotDrainTheApp(t *testing.T) {
 		t.Fatalf("the poller got %d reads through, more than its share", poller)
 	}
 	for i := range 89 {
-		if _, ok := l.Allow("app", fmt.Sprint("u", i), "ListRooms"); !ok {
+		if _, ok := l.Allow("app", fmt.Sprint("u", i), ratelimit.ClassRead); !ok {
 			t.Fatalf("honest read %d refused after the poller", i)
 		}
 	}
 	for i := range 10 {
-		if _, ok := l.Allow("app", fmt.Sprint("u", i), room.CmdTakeMic); !ok {
+		if _, ok := l.Allow("app", fmt.Sprint("u", i), ratelimit.ClassCommand); !ok {
 			t.Fatalf("honest command %d refused after the poller", i)
 		}
 	}
