@@ -3223,7 +3223,8 @@ type ListRoomsRequest struct {
 	PageToken string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
 	// Filters, all optional, still in heat order. visibility: "" or
 	// "public" (the app's room list), "unlisted" or "all" (with
-	// owner_user_id only: "my rooms").
+	// owner_user_id only: "my rooms"; a client token must name that owner
+	// in x-user-id; an operator token may send "all" alone: every room).
 	Category      string `protobuf:"bytes,5,opt,name=category,proto3" json:"category,omitempty"`
 	Visibility    string `protobuf:"bytes,6,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	OwnerUserId   string `protobuf:"bytes,7,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`

@@ -55,6 +55,9 @@ func (b *roomTestBackend) Execute(_ context.Context, cmd *roomcellv1.RoomCommand
 			AdminUserIds: []string{"u9"}, Heat: 120, Announcement: "be nice\nno spam",
 		},
 	}
+	if cmd.GetGetJoinTicket() != nil { // a read: the rights only
+		return &roomcellv1.CommandReply{RoomSeq: 3, JoinRights: &roomcellv1.JoinRights{SendAudio: true, Seat: 2}}, nil
+	}
 	if g := cmd.GetGetRoom(); g != nil { // a page of members, as the room answers
 		reply.Room.Members = []string{"u1", "u2"}
 		if g.PageSize == 1 {
