@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/supervise"
@@ -144,10 +146,22 @@ type carry struct {
 	// are held by this relay and they would be sent again.
 	unmarked  []string
 	lastGauge time.Time
+	// mu guards unmarked: a pipelined claim and the settle of the claim
+	// before it both record marks that failed.
+	mu sync.Mutex
+	// clean: the last round claimed rows and nothing of it failed. Only
+	// then does a round claim ahead: a claim sent before the one before it
+	// is settled would, in an IM outage, send a second claim's worth of
+	// rows into it before the relay sees the failures and waits for the
+	// poll.
+	clean bool
 }
 
-// processBatch is one batch with deps already checked (the running
-// relay never re-applies defaults), claiming up to limit rows.
+// processBatch is one round with deps already checked (the running
+// relay never re-applies defaults), claiming up to limit rows a claim.
+// While a full claim spread over many rooms is being settled (results read,
+// published marks written) the next claim runs: a pipeline of up to
+// pipelineDepth claims, one settling while the next is sent.
 func processBatch(ctx context.Context, d Deps, limit int, c *carry) (Result, error) {
 	b := &batch{Deps: d, ctx: ctx, res: Result{Limit: limit}, carry: c}
 	if d.Metrics != nil {
@@ -159,9 +173,108 @@ func processBatch(ctx context.Context, d Deps, limit int, c *carry) (Result, err
 		b.refreshGauges()
 		return b.res, nil
 	}
-	err := b.run()
+	rooms, err := b.start()
+	if err != nil {
+		b.settleRooms(rooms)
+		b.refreshGauges()
+		return b.res, err
+	}
+	total := b.pipeline(rooms, c.clean)
+	c.clean = total.Claimed > 0 && total.Failed+total.StoreErrors+total.Unattempted == 0
 	b.refreshGauges()
-	return b.res, err
+	return total, nil
+}
+
+// pipelineDepth bounds the claims of one round; the round's result then
+// goes to the poller, which starts the next round at once after a clean
+// one.
+const pipelineDepth = 8
+
+// pipeline settles the claim b started; while it settles, the next claim
+// is taken and sent under an owner of its own (the relay's owner with the
+// claim's number), so it takes no room b still holds: the store gives a
+// room to one owner at a time, and b's rows stay leased to b's owner until
+// marked, failed or released. A room's rows are therefore never in two
+// claims at once, and once b's marks are in, its rooms' later rows are
+// claimed in order. A claim goes ahead only after a full claim that no
+// single room dominated (a hot room's next rows are held by the claim
+// before, so a claim ahead would find nothing) and only while nothing
+// failed, in this round and the last (ahead). The result adds up the
+// claims that took rows.
+func (b *batch) pipeline(rooms []*roomTurn, ahead bool) Result {
+	total := Result{Limit: b.res.Limit}
+	cur, curRooms := b, rooms
+	for n := 1; ; n++ {
+		ahead := ahead && n < pipelineDepth && cur.ctx.Err() == nil && cur.res.Claimed >= cur.res.Limit &&
+			2*cur.res.HotRoomRows < cur.res.Limit && cur.res.Unattempted == 0
+		if !ahead {
+			cur.settleRooms(curRooms)
+			total.add(cur.res, n == 1)
+			return total
+		}
+		settled := make(chan *supervise.PanicError, 1)
+		go func() {
+			defer func() {
+				var p *supervise.PanicError
+				if r := recover(); r != nil {
+					p = &supervise.PanicError{Value: r, Stack: debug.Stack()}
+				}
+				settled <- p
+			}()
+			cur.settleRooms(curRooms)
+		}()
+		d := cur.Deps
+		d.Owner = fmt.Sprintf("%s/%d", b.Owner, n)
+		next := &batch{Deps: d, ctx: cur.ctx, res: Result{Limit: cur.res.Limit}, carry: cur.carry}
+		if d.Metrics != nil {
+			d.Metrics.Batches.Inc()
+		}
+		nextRooms, err := func() (r []*roomTurn, err error) {
+			// A panic sending the next claim waits for the settle in
+			// flight, so its marks are written before the actor restarts.
+			defer func() {
+				if p := recover(); p != nil {
+					<-settled
+					supervise.Repanic(p)
+				}
+			}()
+			return next.start()
+		}()
+		if p := <-settled; p != nil {
+			next.settleRooms(nextRooms)
+			supervise.Repanic(p)
+		}
+		total.add(cur.res, n == 1)
+		if err != nil || cur.res.Failed+cur.res.StoreErrors+cur.res.Unattempted > 0 {
+			// The claim ahead failed (logged; the next round tries again)
+			// or the one before did: settle what was sent and stop.
+			next.settleRooms(nextRooms)
+			total.add(next.res, false)
+			return total
+		}
+		cur, curRooms = next, nextRooms
+	}
+}
+
+// add counts r, a claim of the same round, into t. A claim that took no
+// rows adds nothing: its limit does not make the round look partial.
+func (t *Result) add(r Result, first bool) {
+	if first {
+		*t = r
+		return
+	}
+	if r.Claimed == 0 {
+		return
+	}
+	t.Claimed += r.Claimed
+	t.Published += r.Published
+	t.NoOp += r.NoOp
+	t.Failed += r.Failed
+	t.Parked += r.Parked
+	t.Unattempted += r.Unattempted
+	t.StoreErrors += r.StoreErrors
+	t.Limit += r.Limit
+	t.HotRoomRows = max(t.HotRoomRows, r.HotRoomRows)
 }
 
 // remark marks the carried unmarked events published; false when the
@@ -194,16 +307,22 @@ type batch struct {
 	unstarted []persistence.OutboxRow
 }
 
-func (b *batch) run() error {
+// start claims rows and hands them to the publisher room by room; the
+// rooms queued with an Enqueuer are returned for settleRooms. A panic
+// releases the rows not yet attempted and settles what was queued (those
+// events are in the publisher's hands and get their marks) before it goes
+// on.
+func (b *batch) start() (rooms []*roomTurn, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			b.release(b.unstarted)
+			b.settleRooms(rooms)
 			supervise.Repanic(r)
 		}
 	}()
 	cfg := b.Config
 	if b.ctx.Err() != nil {
-		return nil
+		return nil, nil
 	}
 	now := b.Clock()
 	cctx, cancel := context.WithTimeout(b.ctx, storeTimeout)
@@ -211,24 +330,20 @@ func (b *batch) run() error {
 	cancel()
 	if err != nil {
 		if b.ctx.Err() != nil {
-			return nil
+			return nil, nil
 		}
 		b.Logger.Error("outbox claim failed", slog.String("worker", WorkerName),
 			slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
-		return fmt.Errorf("relay: claim pending outbox: %w", err)
+		return nil, fmt.Errorf("relay: claim pending outbox: %w", err)
 	}
 	b.res.Claimed = len(rows)
 	b.unstarted = rows
-	var rooms []*roomTurn
-	// A panic or an early return must still settle what was queued: those
-	// events are in the publisher's hands and get their marks.
-	defer func() { b.settleRooms(rooms) }()
 	for len(b.unstarted) > 0 {
 		if b.ctx.Err() != nil {
 			b.res.Unattempted += len(b.unstarted)
 			b.release(b.unstarted)
 			b.unstarted = nil
-			return nil
+			return rooms, nil
 		}
 		n := 1
 		for n < len(b.unstarted) && sameRoom(b.unstarted[n].Envelope, b.unstarted[0].Envelope) {
@@ -241,7 +356,7 @@ func (b *batch) run() error {
 			rooms = append(rooms, turn)
 		}
 	}
-	return nil
+	return rooms, nil
 }
 
 func sameRoom(a, b persistence.Envelope) bool { return a.AppCode == b.AppCode && a.RoomID == b.RoomID }
@@ -416,10 +531,12 @@ func (b *batch) markPublished(log *slog.Logger, row persistence.OutboxRow) bool 
 
 func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, err error) {
 	b.res.StoreErrors++
+	b.carry.mu.Lock()
 	b.carry.unmarked = append(b.carry.unmarked, row.Envelope.EventID)
 	if n := len(b.carry.unmarked) - maxUnmarked; n > 0 {
 		b.carry.unmarked = b.carry.unmarked[n:]
 	}
+	b.carry.mu.Unlock()
 	log.Error("outbox mark published failed: marked again before the next claim (or published again after its lease)",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
 		slog.String("error", supervise.ErrorText(err)))

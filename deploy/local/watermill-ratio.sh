@@ -1,22 +1,27 @@
 #!/bin/bash
-# watermill-ratio.sh: the outbox drain beside Watermill's SQL forwarder, on
-# the same MariaDB in the same run. Each pair runs, in this order:
-#   A  roomcell: BenchmarkOutboxClaimDrain/claim=now (persistence/mysql):
-#      100,000 pending rows in 1,000 rooms, claimed 500 at a time and marked
-#      published, into a no-op sink (the relay's claim loop without the
-#      actor and the IM client);
+# watermill-ratio.sh: the relay's drain beside Watermill's SQL forwarder in
+# its fastest ordered configuration, on the same MariaDB in the same run.
+# Each pair runs, in this order:
+#   A  roomcell: BenchmarkRelayDrainMariaDB (actors/relay): 100,000 pending
+#      rows in 1,000 rooms drained by the whole relay actor (claim, envelope
+#      checks, send, published mark, batch sizes as configured by default)
+#      into a sink that accepts every event at once;
 #   B  Watermill: 100,000 messages for 1,000 room topics published through
-#      forwarder.Publisher into one forwarder topic (watermill-sql
-#      DefaultMySQLSchema, MySQL offsets adapter; the MySQL schema has no
-#      per-key ordering, one table is one ordered stream), then drained by
-#      forwarder.Forwarder (SQL subscriber, SubscribeBatchSize 500, poll
-#      50 ms) into a no-op publisher. Seeding is not timed on either side.
+#      forwarder.Publisher into one forwarder topic on watermill-sql's
+#      queue schema (MySQLQueueSchema, MySQLQueueOffsetsAdapter with
+#      DeleteOnAck, one subscriber, no consumer group: one table read in
+#      offset order, so one subscriber keeps order as the relay keeps each
+#      room's), then drained by forwarder.Forwarder (SubscribeBatchSize 500,
+#      poll 50 ms, as the relay's batch_size and poll_interval) into a
+#      no-op publisher. The queue schema is Watermill's fastest SQL
+#      configuration; its offsets schema (DefaultMySQLSchema) is slower.
+# Seeding is not timed on either side.
 # With RELAY=1 each pair also runs C: BenchmarkRelayBacklogMariaDB
-# events=100000/rooms=1000/relays=1/claim=grows (the whole relay, through
-# the Tencent IM client into the fake IM over loopback HTTP, so not a no-op
-# sink).
+# events=100000/rooms=1000/relays=1/claim=grows (the relay through the
+# Tencent IM client into the fake IM over loopback HTTP, not a no-op sink).
 # Prints rows/s of each, A÷B (and C÷B) per pair, the medians and the load
-# average.
+# average (on a shared machine the load moves both sides; compare ratios
+# within a pair).
 #
 # Watermill is never part of roomcell's module: the forwarder program is
 # written into a scratch module (WM_DIR, default /tmp/roomcell-watermill)
@@ -31,15 +36,15 @@ set -eu
 cd "$(dirname "$0")/../.."
 PAIRS=${PAIRS:-3}
 WM_DIR=${WM_DIR:-/tmp/roomcell-watermill}
-WM_VERSION=${WM_VERSION:-v1.4.7}
-WM_SQL_VERSION=${WM_SQL_VERSION:-v3.1.0}
+WM_VERSION=${WM_VERSION:-v1.5.1}
+WM_SQL_VERSION=${WM_SQL_VERSION:-v4.1.2}
 MYSQL_DSN=${MYSQL_DSN:-root@tcp(127.0.0.1:3306)/}
-RC_TEST=${RC_TEST:-/tmp/watermill-ratio-mysql.test}
-RELAY_TEST=${RELAY_TEST:-/tmp/watermill-ratio-relay.test}
+RC_TEST=${RC_TEST:-/tmp/watermill-ratio-relay.test}
 
 mkdir -p "$WM_DIR"
 cat >"$WM_DIR/main.go" <<'GO'
-// Drains a backlog through Watermill's SQL forwarder into a no-op publisher.
+// Drains a backlog through Watermill's SQL forwarder (queue schema,
+// delete on ack, one subscriber) into a no-op publisher.
 package main
 
 import (
@@ -52,7 +57,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	_ "github.com/go-sql-driver/mysql"
@@ -92,9 +97,10 @@ func main() {
 	must(err)
 	db.SetMaxOpenConns(8)
 	logger := watermill.NopLogger{}
-	schema := wsql.DefaultMySQLSchema{SubscribeBatchSize: *batch}
+	schema := wsql.MySQLQueueSchema{SubscribeBatchSize: *batch}
+	offsets := wsql.MySQLQueueOffsetsAdapter{DeleteOnAck: true}
 
-	sqlPub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
+	sqlPub, err := wsql.NewPublisher(wsql.BeginnerFromStdSQL(db), wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
 	must(err)
 	fwdPub := forwarder.NewPublisher(sqlPub, forwarder.PublisherConfig{})
 	// 100 messages per publish (one multi-row INSERT), rooms interleaved as
@@ -111,8 +117,8 @@ func main() {
 	seed := time.Since(t0)
 
 	sink := &noop{want: int64(*rows), done: make(chan struct{})}
-	sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{ConsumerGroup: "bench", PollInterval: 50 * time.Millisecond,
-		SchemaAdapter: schema, OffsetsAdapter: wsql.DefaultMySQLOffsetsAdapter{}, InitializeSchema: true}, logger)
+	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{PollInterval: 50 * time.Millisecond,
+		SchemaAdapter: schema, OffsetsAdapter: offsets, InitializeSchema: true}, logger)
 	must(err)
 	fwd, err := forwarder.NewForwarder(sub, sink, logger, forwarder.Config{})
 	must(err)
@@ -137,33 +143,31 @@ GO
 (
 	cd "$WM_DIR"
 	[ -f go.mod ] || go mod init watermillratio >/dev/null 2>&1
-	go get "github.com/ThreeDotsLabs/watermill@$WM_VERSION" "github.com/ThreeDotsLabs/watermill-sql/v3@$WM_SQL_VERSION" github.com/go-sql-driver/mysql >/dev/null 2>&1
+	go get "github.com/ThreeDotsLabs/watermill@$WM_VERSION" "github.com/ThreeDotsLabs/watermill-sql/v4@$WM_SQL_VERSION" github.com/go-sql-driver/mysql >/dev/null 2>&1
 	go mod tidy >/dev/null 2>&1
 	go build -o wmbench .
 )
-go test -c -o "$RC_TEST" ./persistence/mysql
-[ "${RELAY:-0}" != 1 ] || go test -c -o "$RELAY_TEST" ./actors/relay
+go test -c -o "$RC_TEST" ./actors/relay
 
 metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL=
 for p in $(seq "$PAIRS"); do
-	A=$(cd persistence/mysql && "$RC_TEST" -test.run '^$' -test.bench 'OutboxClaimDrain/claim=now' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
-	CL=$(metric_of claim-ms/op </tmp/watermill-ratio-a.log)
-	B=$("$WM_DIR/wmbench" -dsn "$MYSQL_DSN" | metric_of rows/s)
+	A=$(cd actors/relay && "$RC_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
+	B=$("$WM_DIR/wmbench" -dsn "$MYSQL_DSN" | tee /tmp/watermill-ratio-b.log | metric_of rows/s)
 	C=- CR=-
 	if [ "${RELAY:-0}" = 1 ]; then
-		C=$(cd actors/relay && "$RELAY_TEST" -test.run '^$' -test.bench 'RelayBacklogMariaDB/events=100000/rooms=1000/relays=1/claim=grows' -test.benchtime 1x 2>&1 | awk '{for (i = 2; i <= NF; i++) if ($i ~ /events\/s$/) print $(i-1)}' | head -1)
+		C=$(cd actors/relay && "$RC_TEST" -test.run '^$' -test.bench 'RelayBacklogMariaDB/events=100000/rooms=1000/relays=1/claim=grows' -test.benchtime 1x 2>&1 | metric_of events/s)
 		CR=$(awk -v c="$C" -v b="$B" 'BEGIN {printf "%.2f", c/b}')
 		C_ALL="$C_ALL $C" CR_ALL="$CR_ALL $CR"
 	fi
-	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log)" >&2; exit 1; }
+	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log, -b.log)" >&2; exit 1; }
 	R=$(awk -v a="$A" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
 	A_ALL="$A_ALL $A" B_ALL="$B_ALL $B" R_ALL="$R_ALL $R"
-	printf 'pair %d  roomcell claim drain %6.0f rows/s (claim %s ms)  watermill forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
-		"$p" "$A" "$CL" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
+	printf 'pair %d  relay drain (no-op sink) %6.0f rows/s  watermill queue-schema forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
+		"$p" "$A" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
 done
-printf 'median  roomcell %s rows/s  watermill %s rows/s  ratio %s' \
+printf 'median  relay drain %s rows/s  watermill queue schema %s rows/s  ratio %s' \
 	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
 [ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s, ÷B %s' "$(echo $C_ALL | tr ' ' '\n' | median)" "$(echo $CR_ALL | tr ' ' '\n' | median)"
 printf '  (uptime: %s)\n' "$(uptime | sed 's/.*load/load/')"
