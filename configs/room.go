@@ -31,6 +31,12 @@ type RoomConfig struct {
 	// MaxMembers caps a room's members: a JoinRoom past it is refused
 	// with RESOURCE_EXHAUSTED (ROOM_FULL); the owner always gets in.
 	MaxMembers int `yaml:"max_members"`
+	// PasswordKey keys the rooms' password verifiers (HMAC-SHA256; see
+	// room/password.go): a secret, the same on every node, at least 32
+	// bytes; from the environment ("${ROOMCELL_ROOM_PASSWORD_KEY}").
+	// Empty: SetRoomPassword is refused (PASSWORDS_OFF) and a room that
+	// has a password admits only its owner and admins.
+	PasswordKey string `yaml:"password_key"`
 }
 
 func (c *RoomConfig) setDefaults() {
@@ -46,6 +52,10 @@ func (c *RoomConfig) setDefaults() {
 // DefaultMaxMembers is room.max_members when the file sets none.
 const DefaultMaxMembers = 100_000
 
+// MinPasswordKeyLen is the shortest room.password_key: a short key would
+// let anyone who reads a room's events guess its password offline.
+const MinPasswordKeyLen = 32
+
 // DefaultSnapshotMaxBytes is room.snapshot_max_bytes when the file sets
 // none: under MariaDB's default max_allowed_packet (16 MiB) with room
 // for the statement around it.
@@ -58,6 +68,9 @@ const MaxSnapshotBytes = 1<<24 - 1
 func (c RoomConfig) validate() error {
 	if c.SnapshotMaxBytes < 0 || c.SnapshotMaxBytes > MaxSnapshotBytes {
 		return errorf("room.snapshot_max_bytes", "must be between 1 and %d (the room_snapshots column), got %d", MaxSnapshotBytes, c.SnapshotMaxBytes)
+	}
+	if n := len(c.PasswordKey); n > 0 && n < MinPasswordKeyLen {
+		return errorf("room.password_key", "must be at least %d bytes, got %d", MinPasswordKeyLen, n)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ const (
 	CodeOutranked           Code = 10042
 	CodeTooManyCustomKeys   Code = 10101
 	CodeCustomInfoTooLarge  Code = 10102
+	CodeWrongPassword       Code = 10103
+	CodePasswordsOff        Code = 10104
 	CodeGiftRefunded        Code = 11001
 	CodeRoomMoved           Code = 11002
 	CodeNoCoordinator       Code = 11003
@@ -89,6 +91,8 @@ var table = map[Code]Row{
 	CodeOutranked:           {Name: "OUTRANKED", Class: "permission_denied", GRPC: "PERMISSION_DENIED", Retryable: false, Message: "the owner imposed this ban or mute: only the owner may lift or change it", Doc: "A ban or chat mute in force was imposed by the owner; only the owner lifts, shortens or replaces it."},
 	CodeTooManyCustomKeys:   {Name: "TOO_MANY_CUSTOM_KEYS", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room's custom info would have more than %d keys", Doc: "SetRoomCustomInfo would leave the room more custom info keys than it may keep; delete some in the same call. Nothing was written."},
 	CodeCustomInfoTooLarge:  {Name: "CUSTOM_INFO_TOO_LARGE", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "the room's custom info would be larger than %d bytes", Doc: "SetRoomCustomInfo would leave the room's custom info (keys and values together) over its size; delete or shorten values. Nothing was written."},
+	CodeWrongPassword:       {Name: "WRONG_PASSWORD", Class: "permission_denied", GRPC: "PERMISSION_DENIED", Retryable: false, Message: "the room's password is missing or wrong", Doc: "JoinRoom of a room with a password (GetRoom's has_password) came without it or with a wrong one. A few wrong tries in a row are refused with RATE_LIMITED for a while."},
+	CodePasswordsOff:        {Name: "PASSWORDS_OFF", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "room passwords are off on this node: room.password_key is not set", Doc: "SetRoomPassword reached a node without room.password_key (the key its password hashes are made with); nothing was written."},
 	CodeGiftRefunded:        {Name: "GIFT_REFUNDED", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "gift was not delivered and its charge is returned to the sender; send it again under a new command_id", Doc: "The gift's room write failed for good and its charge is returned; send it again under a new command_id."},
 	CodeRoomMoved:           {Name: "ROOM_MOVED", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "room is not served by this node (its shard lease is elsewhere); retry", Doc: "The room is served by another node now (its lease moved); retry, the client finds the new owner."},
 	CodeNoCoordinator:       {Name: "NO_COORDINATOR", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "this node cannot reach the ownership coordinator (etcd): retry after one lease renewal, on any node", Doc: "The node cannot reach its ownership coordinator (etcd); retry after the RetryInfo delay, on any node."},

@@ -203,11 +203,28 @@ func (a *tokenAuth) check(ctx context.Context, need Class) error {
 	return refusal(need, a.callerClass(ctx))
 }
 
+type callerClassKey struct{}
+
+// CallerClass is the class the caller's token opened, as the auth
+// interceptor found it; ok false on a server without tokens (every call
+// open, nobody identified).
+func CallerClass(ctx context.Context) (c Class, ok bool) {
+	c, ok = ctx.Value(callerClassKey{}).(Class)
+	return c, ok
+}
+
 func (a *tokenAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := a.check(ctx, RequestClass(info.FullMethod, req)); err != nil {
+	need := RequestClass(info.FullMethod, req)
+	if need == ClassPublic {
+		return handler(ctx, req)
+	}
+	have := a.callerClass(ctx)
+	if err := refusal(need, have); err != nil {
 		return nil, err
 	}
-	return handler(ctx, req)
+	// The handler may narrow what a client sees (ListRooms' unlisted
+	// rooms) by who asks.
+	return handler(context.WithValue(ctx, callerClassKey{}, have), req)
 }
 
 // Streams are checked by method alone: WatchRoom's class does not depend

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
@@ -52,7 +53,33 @@ func init() {
 
 var errNoDirectory = status.Error(codes.Unimplemented, "the room directory is not configured on this server")
 
-func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, f persistence.RoomFilter, err error) {
+// errUnlistedNotYours: a client's "my rooms" must be its own.
+var errUnlistedNotYours = errclass.Errorf(errclass.Permission, "unlisted rooms are listed to their owner only: send the owner's id as x-user-id, equal to owner_user_id (an operator token lists any owner's)")
+
+// listScope is who asks for a list: on a server with tokens, a client
+// sees unlisted rooms of the user it names in x-user-id only, an operator
+// any owner's, and may list the whole app with visibility "all" and no
+// owner. On a server without tokens every call is open (loopback, dev)
+// and nobody is identified: an owner's list is trusted.
+type listScope struct {
+	operator bool   // an operator token
+	user     string // a client's x-user-id; checked only when client is set
+	client   bool   // a client token on a server with tokens
+}
+
+func listScopeOf(ctx context.Context) listScope {
+	c, ok := CallerClass(ctx)
+	if !ok {
+		return listScope{}
+	}
+	sc := listScope{operator: c == ClassOperator, client: c != ClassOperator}
+	if v := metadata.ValueFromIncomingContext(ctx, UserIDHeader); len(v) > 0 {
+		sc.user = v[0]
+	}
+	return sc
+}
+
+func validateListRooms(r *roomcellv1.ListRoomsRequest, sc listScope) (offset, size int, f persistence.RoomFilter, err error) {
 	if err := room.CheckID("app_code", r.GetAppCode()); err != nil {
 		return 0, 0, f, err
 	}
@@ -66,12 +93,17 @@ func validateListRooms(r *roomcellv1.ListRoomsRequest) (offset, size int, f pers
 		return 0, 0, f, err
 	}
 	f = persistence.RoomFilter{Category: r.GetCategory(), Owner: r.GetOwnerUserId()}
-	// Unlisted rooms are listed by their owner only.
+	// Unlisted rooms are listed to their owner only (operators: all).
 	switch v := r.GetVisibility(); v {
 	case "", room.VisibilityPublic:
 	case room.VisibilityUnlisted, "all":
-		if f.Owner == "" {
-			return 0, 0, f, errclass.Invalidf("visibility %q needs owner_user_id", v)
+		switch {
+		case f.Owner == "" && v == "all" && sc.operator:
+			// The operator's form: every room of the app.
+		case f.Owner == "":
+			return 0, 0, f, errclass.Invalidf("visibility %q needs owner_user_id (or an operator token, for \"all\")", v)
+		case sc.client && sc.user != f.Owner:
+			return 0, 0, f, errUnlistedNotYours
 		}
 		f.Visibility, f.AnyVisibility = room.VisibilityUnlisted, v == "all"
 	default:
@@ -117,7 +149,7 @@ func directoryErr(err error, notFound string) error {
 
 // ListRooms implements roomcell.v1.RoomService.
 func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsRequest) (*roomcellv1.ListRoomsReply, error) {
-	offset, size, filter, err := validateListRooms(r)
+	offset, size, filter, err := validateListRooms(r, listScopeOf(ctx))
 	if err != nil {
 		return nil, s.invalid(ctx, err)
 	}

@@ -29,6 +29,9 @@ func TestGatewayVoiceRoutes(t *testing.T) {
 		{"POST", "/api/v1/rooms/custom/set", `{"command_id":"i1","app_code":"app1","room_id":"r1","user_id":"u1","set":{"theme":"dark"},"delete_keys":["pin"]}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{
 				CommandId: "i1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}}}}},
+		{"POST", "/api/v1/rooms/password/set", `{"command_id":"p1","app_code":"app1","room_id":"r1","user_id":"u1","clear":true}`,
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
+				CommandId: "p1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Clear: true}}}},
 		{"GET", "/api/v1/rooms/bans?app_code=app1&room_id=r1&page_size=5", "",
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: &roomcellv1.ListBansRequest{
 				RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", PageSize: 5}}}},

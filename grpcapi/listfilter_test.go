@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
@@ -129,5 +130,62 @@ func TestListRoomsScanIsBounded(t *testing.T) {
 	got, pages := listAll(t, c, &roomcellv1.ListRoomsRequest{AppCode: "app1", Category: "rare", PageSize: 10})
 	if fmt.Sprint(got) != "[r2400]" || pages != 3 {
 		t.Fatalf("found %v in %d pages, want [r2400] in 3", got, pages)
+	}
+}
+
+// On a server with tokens, the caller's identity decides who sees an
+// unlisted room: a client sees the unlisted rooms of the user it names
+// in x-user-id only; an
+// operator token sees any owner's, and lists the whole app with
+// visibility "all" and no owner; a client cannot.
+func TestUnlistedRoomsByCallerIdentity(t *testing.T) {
+	rs := NewRoomServer(&fakeBackend{}, discardLogger(), 0)
+	rs.SetDirectory(metaDirectory(t))
+	c := roomcellv1.NewRoomServiceClient(serveRoomServer(t,
+		Options{Logger: discardLogger(), ClientTokens: []string{clientTok}, OperatorTokens: []string{operatorTok}}, rs))
+	as := func(token, user string) context.Context {
+		md := []string{"authorization", "Bearer " + token}
+		if user != "" {
+			md = append(md, UserIDHeader, user)
+		}
+		return metadata.AppendToOutgoingContext(testCtx(t), md...)
+	}
+	count := func(ctx context.Context, req *roomcellv1.ListRoomsRequest) (rooms, unlisted int, err error) {
+		req.AppCode, req.PageSize = "app1", 100
+		for {
+			r, err := c.ListRooms(ctx, req)
+			if err != nil {
+				return 0, 0, err
+			}
+			for _, l := range r.Rooms {
+				rooms++
+				if l.Visibility == "unlisted" {
+					unlisted++
+				}
+			}
+			if req.PageToken = r.NextPageToken; req.PageToken == "" {
+				return rooms, unlisted, nil
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name              string
+		ctx               context.Context
+		req               *roomcellv1.ListRoomsRequest
+		code              codes.Code
+		rooms, unlistedOf int
+	}{
+		{"client, app list", as(clientTok, "o3"), &roomcellv1.ListRoomsRequest{}, codes.OK, 270, 0},
+		{"client naming no user, an owner's unlisted", as(clientTok, ""), &roomcellv1.ListRoomsRequest{OwnerUserId: "o0", Visibility: "all"}, codes.PermissionDenied, 0, 0},
+		{"client as another user", as(clientTok, "o1"), &roomcellv1.ListRoomsRequest{OwnerUserId: "o0", Visibility: "unlisted"}, codes.PermissionDenied, 0, 0},
+		{"client as the owner", as(clientTok, "o0"), &roomcellv1.ListRoomsRequest{OwnerUserId: "o0", Visibility: "all"}, codes.OK, 60, 30},
+		{"client, the whole app", as(clientTok, "o0"), &roomcellv1.ListRoomsRequest{Visibility: "all"}, codes.InvalidArgument, 0, 0},
+		{"operator, an owner's unlisted", as(operatorTok, ""), &roomcellv1.ListRoomsRequest{OwnerUserId: "o0", Visibility: "unlisted"}, codes.OK, 30, 30},
+		{"operator, the whole app", as(operatorTok, ""), &roomcellv1.ListRoomsRequest{Visibility: "all"}, codes.OK, 300, 30},
+	} {
+		rooms, unlisted, err := count(tc.ctx, tc.req)
+		if status.Code(err) != tc.code || rooms != tc.rooms || unlisted != tc.unlistedOf {
+			t.Errorf("%s: %d rooms, %d unlisted, %v; want %s, %d and %d", tc.name, rooms, unlisted, err, tc.code, tc.rooms, tc.unlistedOf)
+		}
 	}
 }

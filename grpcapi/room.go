@@ -310,6 +310,11 @@ func (s *RoomServer) SetRoomCustomInfo(ctx context.Context, r *roomcellv1.SetRoo
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: r}})
 }
 
+// SetRoomPassword sets or clears the room's password.
+func (s *RoomServer) SetRoomPassword(ctx context.Context, r *roomcellv1.SetRoomPasswordRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

@@ -116,6 +116,11 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.SetRoomCustomInfo(ctx, &roomcellv1.SetRoomCustomInfoRequest{CommandId: "i1", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{CommandId: "i1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}}}}},
+		{"SetRoomPassword",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetRoomPassword(ctx, &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"}}}},
 		{"ListBans",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: "app1", RoomId: "r1", PageSize: 10})

@@ -55,6 +55,7 @@ func allEvents() []room.Event {
 		room.RoomUserUnbanned{TargetUserID: "carol", OperatorUserID: "owner"},
 		room.RoomMemberMuted{TargetUserID: "alice", OperatorUserID: "owner", MutedUntilMs: t0 + 60_000, AtMs: t0},
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
+		room.RoomPasswordChanged{Verifier: room.Verifier{Salt: "s", MAC: "m"}, OperatorUserID: "owner"},
 		room.RoomCustomInfoChanged{Set: map[string]string{"theme": "dark"}, Deleted: []string{"pin"}, OperatorUserID: "owner"},
 		room.RoomMetadataChanged{Meta: room.Meta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://c/1.png", Visibility: room.VisibilityUnlisted}, OperatorUserID: "owner"},
 		room.RoomCreated{OwnerUserID: "x", Name: "n", MicSeats: 2, CreatedAtMs: 1, Reopened: true, Meta: room.Meta{Category: "talk"}},

@@ -92,11 +92,19 @@ type Command struct {
 	GiftCount int64
 	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
 
-	TargetUserID string            // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
-	BanSeconds   int64             // KickUser, BanUser
-	MovePolicy   string            // MoveSeat: "" (abort), force, swap
-	CustomSet    map[string]string // SetRoomCustomInfo
-	CustomDelete []string          // SetRoomCustomInfo
+	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
+	BanSeconds   int64  // KickUser, BanUser
+	MovePolicy   string // MoveSeat: "" (abort), force, swap
+	// Password: SetRoomPassword's new one, JoinRoom's offer, as the
+	// client sent it. The grain replaces it before Decide (and before
+	// anything is logged) with PasswordMAC (and, for SetRoomPassword,
+	// PasswordSaltNew): see password.go.
+	Password        string
+	ClearPassword   bool              // SetRoomPassword
+	PasswordMAC     string            // SetRoomPassword: the new verifier; JoinRoom: the offer's proof
+	PasswordSaltNew string            // SetRoomPassword: the new salt
+	CustomSet       map[string]string // SetRoomCustomInfo
+	CustomDelete    []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
 	TargetUserIDs []string
 	MuteSeconds   int64  // MuteMember
@@ -170,7 +178,11 @@ var commands = map[string]commandKind{
 		}),
 		check: checkCreate, decide: decideCreate,
 	},
-	CmdJoinRoom: {rate: RateJoin, decide: decideJoin},
+	CmdJoinRoom: {
+		rate:  RateJoin,
+		fill:  fill(func(r *v1.JoinRoomRequest, c *Command) { c.Password = r.Password }),
+		check: checkJoinPassword, decide: decideJoin,
+	},
 	CmdLeaveRoom: {
 		rate:  RateJoin,
 		fill:  fill(func(r *v1.LeaveRoomRequest, c *Command) { c.Reason = r.Reason }),
@@ -283,6 +295,13 @@ var commands = map[string]commandKind{
 			c.Category, c.Tags, c.CoverURL, c.Visibility = r.Category, r.Tags, r.CoverUrl, r.Visibility
 		}),
 		check: checkMeta, decide: decideSetMeta,
+	},
+	// Password (password.go).
+	CmdSetRoomPassword: {
+		fill: fill(func(r *v1.SetRoomPasswordRequest, c *Command) {
+			c.Password, c.ClearPassword = r.Password, r.Clear
+		}),
+		check: checkPassword, decide: decideSetPassword,
 	},
 	// Custom info (custominfo.go).
 	CmdSetRoomCustomInfo: {

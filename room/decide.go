@@ -133,6 +133,9 @@ func decideJoin(s State, cmd Command) ([]Event, error) {
 	if s.BannedAt(cmd.UserID, cmd.NowMs) {
 		return nil, ErrBanned
 	}
+	if err := passwordRefused(s, cmd); err != nil {
+		return nil, err
+	}
 	// The owner always gets into their own room, full or not.
 	if cmd.MaxMembers > 0 && len(s.Members) >= cmd.MaxMembers && cmd.UserID != s.Owner {
 		return nil, ErrRoomFull

@@ -40,6 +40,7 @@ const (
 	TypeRoomMemberUnmuted        = "RoomMemberUnmuted"
 	TypeRoomMetadataChanged      = "RoomMetadataChanged"
 	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
+	TypeRoomPasswordChanged      = "RoomPasswordChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -136,6 +137,9 @@ var eventKinds = map[string]eventKind{
 	TypeRoomMetadataChanged: kind[RoomMetadataChanged](EventInfo{IM: true, Effects: MQ}),
 	// Clients merge the changed keys into the custom info they hold.
 	TypeRoomCustomInfoChanged: kind[RoomCustomInfoChanged](EventInfo{IM: true, Effects: MQ}),
+	// Neither to IM nor MQ: clients learn has_password from GetRoom; the
+	// verifier is no business of theirs (useless without the node's key).
+	TypeRoomPasswordChanged: kind[RoomPasswordChanged](EventInfo{}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).

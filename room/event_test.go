@@ -123,6 +123,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomSeatInvitationEnded:  true,
 		room.TypeRoomMetadataChanged:      true,
 		room.TypeRoomCustomInfoChanged:    true,
+		room.TypeRoomPasswordChanged:      false,
 		room.TypeRoomAudioSeen:            false,
 		room.TypeRoomAudioRemoved:         true,
 		room.TypeRoomAudioDismissed:       false,

@@ -78,6 +78,7 @@ var privileges = map[string]map[string]string{
 	room.CmdUpdateRoom:        {aOwner: tNone, aAdmin: tNone},
 	room.CmdSetRoomMetadata:   {aOwner: tNone, aAdmin: tNone},
 	room.CmdSetRoomCustomInfo: {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetRoomPassword:   {aOwner: tNone, aAdmin: tNone},
 }
 
 // selfService are the commands that act on the sender only (or the room's
@@ -171,6 +172,8 @@ func matrixCommand(r *rand.Rand, s room.State, cmdType, actor, target string, no
 		c.Name = fmt.Sprintf("n%d", r.IntN(9))
 	case room.CmdSetRoomMetadata:
 		c.Category = fmt.Sprintf("c%d", r.IntN(9))
+	case room.CmdSetRoomPassword:
+		c.ClearPassword = true
 	case room.CmdSetRoomCustomInfo:
 		c.CustomSet = map[string]string{"k": fmt.Sprintf("v%d", r.IntN(9))}
 	case room.CmdLockSeat, room.CmdUnlockSeat, room.CmdMuteSeat, room.CmdUnmuteSeat:

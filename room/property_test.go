@@ -171,7 +171,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
-		room.TypeRoomCustomInfoChanged} {
+		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -299,9 +299,14 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	if r.IntN(3) > 0 {
 		seat = func() int { return r.IntN(max(len(s.Seats), 1)) }
 	}
-	switch k := r.IntN(372); {
+	switch k := r.IntN(378); {
 	case k < 22:
 		c.Type = room.CmdJoinRoom
+		// The room's password is p1: mostly offered, now and then a
+		// wrong one or none.
+		if s.HasPassword() && r.IntN(16) > 0 {
+			c.PasswordMAC = room.PasswordMAC(testKey, s.PasswordSalt(), sm.pick([]string{"p1", "p1", "p1", "p1", "p1", "p1", "p1", "p2"}))
+		}
 		if r.IntN(3) == 0 {
 			c.MaxMembers = 3 + r.IntN(3) // a node's room.max_members
 		}
@@ -343,7 +348,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 	case k < 140:
 		c.UserID, c.Seat = op(), seat()
 		c.Type = toggle(r, s.SeatLocked(c.Seat), room.CmdLockSeat, room.CmdUnlockSeat)
-	case k < 150 && r.IntN(2) == 0, k >= 367:
+	case k < 150 && r.IntN(2) == 0, k >= 367 && k < 372:
 		sm.meta(&c, op)
 	case k < 150:
 		// Mostly the owner: the admins come and go (a kick by the owner
@@ -360,6 +365,14 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatRequest(&c, s, op, seat)
 	case k < 270:
 		sm.seatMove(&c, s, op, seat)
+	case k >= 372:
+		c.Type, c.UserID = room.CmdSetRoomPassword, sm.pick([]string{"owner", op()})
+		if r.IntN(2) == 0 {
+			c.ClearPassword = true
+		} else {
+			c.PasswordSaltNew = fmt.Sprintf("salt%d", step)
+			c.PasswordMAC = room.PasswordMAC(testKey, c.PasswordSaltNew, "p1")
+		}
 	case k >= 360 && k < 367:
 		sm.customInfo(&c, op)
 	case k >= 330 && r.IntN(2) == 0:
@@ -585,6 +598,10 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		case room.RoomUserJoined:
 			if s.BannedAt(e.UserID, c.NowMs) || s.IsMember(e.UserID) {
 				return fmt.Errorf("join of a banned user or member %s", e.UserID)
+			}
+			if c.Type == room.CmdJoinRoom && s.HasPassword() && !s.IsAdmin(e.UserID) &&
+				c.PasswordMAC != room.PasswordMAC(testKey, s.PasswordSalt(), "p1") {
+				return fmt.Errorf("join of %s without the password", e.UserID)
 			}
 			if c.MaxMembers > 0 && len(cur.Members) >= c.MaxMembers && e.UserID != s.Owner {
 				return fmt.Errorf("join of %s past the cap %d (%d members)", e.UserID, c.MaxMembers, len(cur.Members))

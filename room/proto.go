@@ -177,6 +177,7 @@ func View(s State) *v1.RoomView {
 // custom info.
 func Details(v *v1.RoomView, s State) *v1.RoomView {
 	v.CustomInfo = maps.Clone(s.CustomInfo())
+	v.HasPassword = s.HasPassword()
 	return v
 }
 

@@ -82,6 +82,8 @@ type Extra struct {
 	Audio map[string]AudioMark `json:"audio,omitempty"`
 	// The app's key/value info on the room (custominfo.go).
 	CustomInfo map[string]string `json:"custom_info,omitempty"`
+	// The room's password verifier (password.go); zero = none.
+	Password Verifier `json:"password,omitzero"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -127,7 +129,7 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil
+		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -98,6 +98,10 @@ func (c *Client) withRetryHint(err error) error {
 		return errclass.WithRetryAfter(err, d)
 	case errors.Is(err, errStoreDown):
 		return errclass.WithRetryAfter(err, storeProbeEvery)
+	case errors.Is(err, room.ErrRateLimited):
+		// A grain's password-guess bucket (password.go): it gives a try
+		// back every interval, so one interval is always enough.
+		return errclass.WithRetryAfter(err, passwordGuessEvery)
 	}
 	return err
 }

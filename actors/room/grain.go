@@ -66,6 +66,9 @@ type Deps struct {
 	// departures: users removed lately from this node's rooms, to say
 	// when and why in a refusal (departures.go); made by setDefaults.
 	departures *departures
+	// guesses: the password-guess buckets (password.go); made by
+	// setDefaults.
+	guesses *guesses
 	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
 	// made by setDefaults, nil: requests expire only when decided on.
 	seatTimers *seatTimers
@@ -115,6 +118,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.departures == nil {
 		d.departures = newDepartures()
+	}
+	if d.guesses == nil {
+		d.guesses = newGuesses()
 	}
 }
 
@@ -406,6 +412,11 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 		return nil, errclass.Invalidf("command for %s/%s sent to room %s", app, roomID, k)
 	}
 	cmd.MaxMembers = g.deps.Config.MaxMembers
+	// The password leaves the command here: nothing after sees it.
+	guessKey, err := g.passwordEdge(&cmd)
+	if err != nil {
+		return nil, err
+	}
 	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
 		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
 	}
@@ -433,6 +444,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 		}
 	}
 	events, err := room.Decide(g.state, cmd)
+	if errors.Is(err, room.ErrWrongPassword) && guessKey != "" {
+		g.deps.guesses.wrong(guessKey, g.deps.Clock())
+	}
 	if err != nil {
 		// A retry of an old command can break a rule that its first run
 		// did not (CreateRoom twice): answer it from the log if it is there.

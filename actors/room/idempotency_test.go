@@ -101,6 +101,10 @@ func idemCases(roomID string) map[string]idemCase {
 			Kind: "enter", EventTimeMs: 1_700_000_000_000, Reason: "r", SeatGraceMs: 10_000})},
 		"set_room_metadata": {setup: with(), cmd: cmd(&v1.SetRoomMetadataRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
 			Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/x.png", Visibility: "unlisted"})},
+		"set_room_custom_info": {setup: with(), cmd: cmd(&v1.SetRoomCustomInfoRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
+			Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}})},
+		"set_room_password": {setup: with(), cmd: cmd(&v1.SetRoomPasswordRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
+			Password: "pw"})},
 	}
 }
 
@@ -130,6 +134,8 @@ func variants(rc *v1.RoomCommand) map[string]*v1.RoomCommand {
 		switch {
 		case cf.IsList():
 			m.Mutable(cf).List().Append(protoreflect.ValueOfString("someone-else"))
+		case cf.IsMap():
+			m.Mutable(cf).Map().Set(protoreflect.ValueOfString("other-key").MapKey(), protoreflect.ValueOfString("other"))
 		case cf.Kind() == protoreflect.StringKind:
 			m.Set(cf, protoreflect.ValueOfString(m.Get(cf).String()+"-other"))
 		case cf.Kind() == protoreflect.Int32Kind:
@@ -172,6 +178,7 @@ func TestIdempotencyKeyBoundToRequestEveryCommandType(t *testing.T) {
 					f := newFixture(t)
 					f.deps.Store = store
 					f.deps.Config.SnapshotEvery = 0
+					f.deps.Config.PasswordKey = strings.Repeat("k", 32) // SetRoomPassword's
 					roomID := "idem-" + name
 					runIdemCase(t, f, store, roomID, idemCases(roomID)[name])
 				})

@@ -159,12 +159,17 @@ func (x *CreateRoomRequest) GetVisibility() string {
 }
 
 type JoinRoomRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CommandId string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode   string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId    string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The room's password, when it has one (GetRoom's has_password); the
+	// owner and the admins need none. A wrong or missing one is refused
+	// with WRONG_PASSWORD; after a few wrong ones the user's tries are
+	// refused with RATE_LIMITED for a while.
+	Password      string `protobuf:"bytes,6,opt,name=password,proto3" json:"password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +235,13 @@ func (x *JoinRoomRequest) GetRoomId() string {
 func (x *JoinRoomRequest) GetUserId() string {
 	if x != nil {
 		return x.UserId
+	}
+	return ""
+}
+
+func (x *JoinRoomRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
 	}
 	return ""
 }
@@ -1701,6 +1713,7 @@ type RoomView struct {
 	// The room's custom key/value info (SetRoomCustomInfo): in GetRoom's
 	// answer only, not in command replies.
 	CustomInfo    map[string]string `protobuf:"bytes,70,rep,name=custom_info,json=customInfo,proto3" json:"custom_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	HasPassword   bool              `protobuf:"varint,71,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"` // JoinRoom asks for the password (SetRoomPassword)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1887,6 +1900,13 @@ func (x *RoomView) GetCustomInfo() map[string]string {
 		return x.CustomInfo
 	}
 	return nil
+}
+
+func (x *RoomView) GetHasPassword() bool {
+	if x != nil {
+		return x.HasPassword
+	}
+	return false
 }
 
 type MutedMember struct {
@@ -2346,6 +2366,7 @@ type RoomCommand struct {
 	//	*RoomCommand_AudioPresence
 	//	*RoomCommand_GetJoinTicket
 	//	*RoomCommand_SetRoomCustomInfo
+	//	*RoomCommand_SetRoomPassword
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2739,6 +2760,15 @@ func (x *RoomCommand) GetSetRoomCustomInfo() *SetRoomCustomInfoRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetSetRoomPassword() *SetRoomPasswordRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetRoomPassword); ok {
+			return x.SetRoomPassword
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2899,6 +2929,10 @@ type RoomCommand_SetRoomCustomInfo struct {
 	SetRoomCustomInfo *SetRoomCustomInfoRequest `protobuf:"bytes,70,opt,name=set_room_custom_info,json=setRoomCustomInfo,proto3,oneof"`
 }
 
+type RoomCommand_SetRoomPassword struct {
+	SetRoomPassword *SetRoomPasswordRequest `protobuf:"bytes,71,opt,name=set_room_password,json=setRoomPassword,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -2976,6 +3010,8 @@ func (*RoomCommand_AudioPresence) isRoomCommand_Command() {}
 func (*RoomCommand_GetJoinTicket) isRoomCommand_Command() {}
 
 func (*RoomCommand_SetRoomCustomInfo) isRoomCommand_Command() {}
+
+func (*RoomCommand_SetRoomPassword) isRoomCommand_Command() {}
 
 // AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
 // audio side (TRTC room & media callbacks) reported about user_id, sent
@@ -3223,7 +3259,8 @@ type ListRoomsRequest struct {
 	PageToken string                 `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page; empty = first page
 	// Filters, all optional, still in heat order. visibility: "" or
 	// "public" (the app's room list), "unlisted" or "all" (with
-	// owner_user_id only: "my rooms").
+	// owner_user_id only: "my rooms"; a client token must name that owner
+	// in x-user-id; an operator token may send "all" alone: every room).
 	Category      string `protobuf:"bytes,5,opt,name=category,proto3" json:"category,omitempty"`
 	Visibility    string `protobuf:"bytes,6,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	OwnerUserId   string `protobuf:"bytes,7,opt,name=owner_user_id,json=ownerUserId,proto3" json:"owner_user_id,omitempty"`
@@ -6611,6 +6648,104 @@ func (x *SetRoomCustomInfoRequest) GetDeleteKeys() []string {
 	return nil
 }
 
+// SetRoomPasswordRequest sets the room's password (1 to 64 bytes of
+// UTF-8) or, with clear, removes it. The room keeps only a keyed hash of
+// it (HMAC-SHA256 with a per-room random salt and the node's
+// room.password_key), never the password: not in events, logs or
+// replies. A node without room.password_key refuses to set one
+// (PASSWORDS_OFF).
+type SetRoomPasswordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Password      string                 `protobuf:"bytes,6,opt,name=password,proto3" json:"password,omitempty"`
+	Clear         bool                   `protobuf:"varint,7,opt,name=clear,proto3" json:"clear,omitempty"` // remove the password (password must be empty)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoomPasswordRequest) Reset() {
+	*x = SetRoomPasswordRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoomPasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoomPasswordRequest) ProtoMessage() {}
+
+func (x *SetRoomPasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoomPasswordRequest.ProtoReflect.Descriptor instead.
+func (*SetRoomPasswordRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *SetRoomPasswordRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *SetRoomPasswordRequest) GetClear() bool {
+	if x != nil {
+		return x.Clear
+	}
+	return false
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -6633,7 +6768,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\tcover_url\x18\v \x01(\tR\bcoverUrl\x12\x1e\n" +
 	"\n" +
 	"visibility\x18\f \x01(\tR\n" +
-	"visibility\"\x9c\x01\n" +
+	"visibility\"\xb8\x01\n" +
 	"\x0fJoinRoomRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6641,7 +6776,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
-	"\auser_id\x18\x05 \x01(\tR\x06userId\"\xb5\x01\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bpassword\x18\x06 \x01(\tR\bpassword\"\xb5\x01\n" +
 	"\x10LeaveRoomRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -6796,7 +6932,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe4\x06\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\x87\a\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -6823,7 +6959,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"visibility\x185 \x01(\tR\n" +
 	"visibility\x12F\n" +
 	"\vcustom_info\x18F \x03(\v2%.roomcell.v1.RoomView.CustomInfoEntryR\n" +
-	"customInfo\x1a=\n" +
+	"customInfo\x12!\n" +
+	"\fhas_password\x18G \x01(\bR\vhasPassword\x1a=\n" +
 	"\x0fCustomInfoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
@@ -6858,7 +6995,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfe\x15\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd1\x16\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -6910,7 +7047,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x11set_room_metadata\x189 \x01(\v2#.roomcell.v1.SetRoomMetadataRequestH\x00R\x0fsetRoomMetadata\x12J\n" +
 	"\x0eaudio_presence\x18: \x01(\v2!.roomcell.v1.AudioPresenceRequestH\x00R\raudioPresence\x12K\n" +
 	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
-	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfoB\t\n" +
+	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfo\x12Q\n" +
+	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPasswordB\t\n" +
 	"\acommand\"\x95\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -7272,7 +7410,17 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"deleteKeys\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xbc\x1c\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd5\x01\n" +
+	"\x16SetRoomPasswordRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bpassword\x18\x06 \x01(\tR\bpassword\x12\x14\n" +
+	"\x05clear\x18\a \x01(\bR\x05clear2\x95\x1d\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -7324,7 +7472,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\n" +
 	"ReopenRoom\x12\x1e.roomcell.v1.ReopenRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12[\n" +
-	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
+	"\x0fSetRoomPassword\x12#.roomcell.v1.SetRoomPasswordRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -7338,7 +7487,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -7413,16 +7562,17 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ReopenRoomRequest)(nil),             // 70: roomcell.v1.ReopenRoomRequest
 	(*SetRoomMetadataRequest)(nil),        // 71: roomcell.v1.SetRoomMetadataRequest
 	(*SetRoomCustomInfoRequest)(nil),      // 72: roomcell.v1.SetRoomCustomInfoRequest
-	nil,                                   // 73: roomcell.v1.RoomView.CustomInfoEntry
-	nil,                                   // 74: roomcell.v1.RoomError.MetadataEntry
-	nil,                                   // 75: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	(*SetRoomPasswordRequest)(nil),        // 73: roomcell.v1.SetRoomPasswordRequest
+	nil,                                   // 74: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 75: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 76: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	73,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	74,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
 	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
 	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
@@ -7467,114 +7617,117 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	27,  // 46: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
 	63,  // 47: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
 	72,  // 48: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
-	74,  // 49: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 50: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	28,  // 51: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	31,  // 52: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	36,  // 53: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 54: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	37,  // 55: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	28,  // 56: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	28,  // 57: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	36,  // 58: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 59: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 60: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	61,  // 61: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	68,  // 62: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	75,  // 63: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
-	0,   // 64: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 65: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 66: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 67: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 68: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 69: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 70: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 71: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 72: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 73: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	30,  // 74: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	33,  // 75: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 76: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 77: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 78: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 79: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 80: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 81: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 82: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 83: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	35,  // 84: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	38,  // 85: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	45,  // 86: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	46,  // 87: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	47,  // 88: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 89: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 90: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 91: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	51,  // 92: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 93: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 94: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	55,  // 95: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	56,  // 96: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	57,  // 97: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	58,  // 98: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	59,  // 99: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	60,  // 100: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	63,  // 101: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
-	65,  // 102: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	66,  // 103: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	67,  // 104: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	70,  // 105: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	71,  // 106: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	72,  // 107: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
-	23,  // 108: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 109: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 110: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 111: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 112: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 113: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 114: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 115: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 116: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 117: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 118: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 119: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 120: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 121: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 122: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 124: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 128: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 129: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 130: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 131: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 132: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 134: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 138: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 139: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 140: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 142: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 143: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 144: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 145: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 146: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 147: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 148: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 149: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 150: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	23,  // 151: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
-	108, // [108:152] is the sub-list for method output_type
-	64,  // [64:108] is the sub-list for method input_type
-	64,  // [64:64] is the sub-list for extension type_name
-	64,  // [64:64] is the sub-list for extension extendee
-	0,   // [0:64] is the sub-list for field type_name
+	73,  // 49: roomcell.v1.RoomCommand.set_room_password:type_name -> roomcell.v1.SetRoomPasswordRequest
+	75,  // 50: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 51: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 52: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 53: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 54: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 55: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 56: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 57: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 58: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 59: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 60: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 61: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 62: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 63: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	76,  // 64: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	0,   // 65: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 66: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 67: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 68: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 69: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 70: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 71: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 72: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 73: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 74: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 75: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 76: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 77: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 78: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 79: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 80: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 81: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 82: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 83: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 84: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 85: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 86: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 87: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 88: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 89: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 90: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 91: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 92: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 93: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 94: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 95: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 96: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 97: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 98: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 99: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 100: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 101: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 102: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 103: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 104: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 105: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 106: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 107: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 108: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	73,  // 109: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
+	23,  // 110: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 111: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 112: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 113: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 114: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 117: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 118: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 119: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 120: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 121: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 122: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 130: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 131: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 132: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 138: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 140: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 141: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 144: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 145: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 146: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 147: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 148: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 149: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 150: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 151: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 152: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 153: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	23,  // 154: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
+	110, // [110:155] is the sub-list for method output_type
+	65,  // [65:110] is the sub-list for method input_type
+	65,  // [65:65] is the sub-list for extension type_name
+	65,  // [65:65] is the sub-list for extension extendee
+	0,   // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -7624,6 +7777,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_AudioPresence)(nil),
 		(*RoomCommand_GetJoinTicket)(nil),
 		(*RoomCommand_SetRoomCustomInfo)(nil),
+		(*RoomCommand_SetRoomPassword)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7631,7 +7785,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

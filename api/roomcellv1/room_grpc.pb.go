@@ -63,6 +63,7 @@ const (
 	RoomService_ReopenRoom_FullMethodName             = "/roomcell.v1.RoomService/ReopenRoom"
 	RoomService_SetRoomMetadata_FullMethodName        = "/roomcell.v1.RoomService/SetRoomMetadata"
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
+	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -163,6 +164,9 @@ type RoomServiceClient interface {
 	// SetRoomCustomInfo sets and deletes keys of the room's custom
 	// key/value info (owner, or an admin in the room); GetRoom shows it.
 	SetRoomCustomInfo(ctx context.Context, in *SetRoomCustomInfoRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetRoomPassword sets or clears the password JoinRoom asks of members
+	// (owner, or an admin in the room).
+	SetRoomPassword(ctx context.Context, in *SetRoomPasswordRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -622,6 +626,16 @@ func (c *roomServiceClient) SetRoomCustomInfo(ctx context.Context, in *SetRoomCu
 	return out, nil
 }
 
+func (c *roomServiceClient) SetRoomPassword(ctx context.Context, in *SetRoomPasswordRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetRoomPassword_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -720,6 +734,9 @@ type RoomServiceServer interface {
 	// SetRoomCustomInfo sets and deletes keys of the room's custom
 	// key/value info (owner, or an admin in the room); GetRoom shows it.
 	SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error)
+	// SetRoomPassword sets or clears the password JoinRoom asks of members
+	// (owner, or an admin in the room).
+	SetRoomPassword(context.Context, *SetRoomPasswordRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -861,6 +878,9 @@ func (UnimplementedRoomServiceServer) SetRoomMetadata(context.Context, *SetRoomM
 }
 func (UnimplementedRoomServiceServer) SetRoomCustomInfo(context.Context, *SetRoomCustomInfoRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoomCustomInfo not implemented")
+}
+func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomPasswordRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoomPassword not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1668,6 +1688,24 @@ func _RoomService_SetRoomCustomInfo_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetRoomPassword_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoomPasswordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetRoomPassword(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetRoomPassword_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetRoomPassword(ctx, req.(*SetRoomPasswordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1846,6 +1884,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoomCustomInfo",
 			Handler:    _RoomService_SetRoomCustomInfo_Handler,
+		},
+		{
+			MethodName: "SetRoomPassword",
+			Handler:    _RoomService_SetRoomPassword_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -37,7 +37,14 @@ func init() {
 				Category: str(fs, "category"), Tags: strs(fs, "tags"), CoverUrl: str(fs, "cover"), Visibility: str(fs, "visibility")}
 		},
 		roomcellv1.RoomServiceClient.CreateRoom)
-	roomCommand("join", "join --user to a room", nil, nil, roomcellv1.RoomServiceClient.JoinRoom)
+	roomCommand("join", "join --user to a room (--password when it has one)",
+		func(fs *flag.FlagSet) {
+			fs.String("password", "", "the room's password (the owner and admins need none)")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.JoinRoomRequest {
+			return &roomcellv1.JoinRoomRequest{Password: str(fs, "password")}
+		},
+		roomcellv1.RoomServiceClient.JoinRoom)
 	roomCommand("leave", "take --user out of a room",
 		func(fs *flag.FlagSet) {
 			fs.String("reason", "", `leave reason (empty = "left")`)
@@ -97,6 +104,16 @@ func init() {
 			return &roomcellv1.SetRoomCustomInfoRequest{Set: set, DeleteKeys: strs(fs, "delete")}
 		},
 		roomcellv1.RoomServiceClient.SetRoomCustomInfo)
+	roomCommand("password", "set (--password) or --clear the room's password (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
+			fs.String("password", "", "the new password (1 to 64 bytes)")
+			fs.Bool("clear", false, "remove the password")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.SetRoomPasswordRequest {
+			clear, _ := fs.GetBool("clear")
+			return &roomcellv1.SetRoomPasswordRequest{Password: str(fs, "password"), Clear: clear}
+		},
+		roomcellv1.RoomServiceClient.SetRoomPassword)
 	roomCommand("reopen", "open a closed room again under the same id (--user is its owner)",
 		func(fs *flag.FlagSet) {
 			fs.String("name", "", "new name (empty = keep)")

@@ -224,6 +224,10 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Category: "music", Tags: []string{"jazz", "chill"}, CoverUrl: "https://c/x.png", Visibility: "unlisted"}}}},
 		{[]string{"info", "--set", "theme=dark,lang=zh", "--delete", "pin"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomCustomInfo{SetRoomCustomInfo: &roomcellv1.SetRoomCustomInfoRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark", "lang": "zh"}, DeleteKeys: []string{"pin"}}}}},
+		{[]string{"password", "--password", "pw1"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw1"}}}},
+		{[]string{"password", "--clear"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Clear: true}}}},
 		{[]string{"reopen", "--name", "Again"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: &roomcellv1.ReopenRoomRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Name: "Again"}}}},
 		{[]string{"seat", "decline"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_DeclineSeatInvitation{DeclineSeatInvitation: &roomcellv1.DeclineSeatInvitationRequest{
