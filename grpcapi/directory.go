@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -41,6 +43,13 @@ const (
 	// an empty one) with a next_page_token where the scan stopped.
 	MaxRoomsScan   = 1000
 	roomsScanChunk = 100
+	// A walk through the pages reads one snapshot of the ranking
+	// (persistence.RankingSnapshots): walks started within
+	// RoomsSnapshotWindow of each other share a copy (so a first page is
+	// at most that stale, and an app keeps at most TTL/window copies),
+	// and a snapshot lives RoomsSnapshotTTL after its last page read.
+	RoomsSnapshotWindow = time.Second
+	RoomsSnapshotTTL    = time.Minute
 )
 
 // SetDirectory gives the server the directory ListRooms and GetUserRoom
@@ -52,6 +61,33 @@ func init() {
 }
 
 var errNoDirectory = status.Error(codes.Unimplemented, "the room directory is not configured on this server")
+
+// roomsToken is where a walk resumes: an offset in the snapshot named
+// by snap ("<snap>.<offset>"), or, for a directory without snapshots, in
+// the live ranking ("<offset>").
+type roomsToken struct {
+	snap   string
+	offset int
+}
+
+func parseRoomsToken(tok string) (roomsToken, bool) {
+	snap, off, hasSnap := strings.Cut(tok, ".")
+	if !hasSnap {
+		off, snap = snap, ""
+	}
+	n, err := strconv.Atoi(off)
+	if err != nil || n < 0 || n > maxRoomsOffset || hasSnap && (snap == "" || room.CheckID("page_token", snap) != nil) {
+		return roomsToken{}, false
+	}
+	return roomsToken{snap: snap, offset: n}, true
+}
+
+func (t roomsToken) String() string {
+	if t.snap == "" {
+		return strconv.Itoa(t.offset)
+	}
+	return t.snap + "." + strconv.Itoa(t.offset)
+}
 
 // errUnlistedNotYours: a client's "my rooms" must be its own.
 var errUnlistedNotYours = errclass.Errorf(errclass.Permission, "unlisted rooms are listed to their owner only: send the owner's id as x-user-id, equal to owner_user_id (an operator token lists any owner's)")
@@ -79,18 +115,18 @@ func listScopeOf(ctx context.Context) listScope {
 	return sc
 }
 
-func validateListRooms(r *roomcellv1.ListRoomsRequest, sc listScope) (offset, size int, f persistence.RoomFilter, err error) {
+func validateListRooms(r *roomcellv1.ListRoomsRequest, sc listScope) (tok roomsToken, size int, f persistence.RoomFilter, err error) {
 	if err := room.CheckID("app_code", r.GetAppCode()); err != nil {
-		return 0, 0, f, err
+		return tok, 0, f, err
 	}
 	if err := checkOptionalID("request_id", r.GetRequestId()); err != nil {
-		return 0, 0, f, err
+		return tok, 0, f, err
 	}
 	if err := checkOptionalID("category", r.GetCategory()); err != nil {
-		return 0, 0, f, err
+		return tok, 0, f, err
 	}
 	if err := checkOptionalID("owner_user_id", r.GetOwnerUserId()); err != nil {
-		return 0, 0, f, err
+		return tok, 0, f, err
 	}
 	f = persistence.RoomFilter{Category: r.GetCategory(), Owner: r.GetOwnerUserId()}
 	// Unlisted rooms are listed to their owner only (operators: all).
@@ -101,29 +137,28 @@ func validateListRooms(r *roomcellv1.ListRoomsRequest, sc listScope) (offset, si
 		case f.Owner == "" && v == "all" && sc.operator:
 			// The operator's form: every room of the app.
 		case f.Owner == "":
-			return 0, 0, f, errclass.Invalidf("visibility %q needs owner_user_id (or an operator token, for \"all\")", v)
+			return tok, 0, f, errclass.Invalidf("visibility %q needs owner_user_id (or an operator token, for \"all\")", v)
 		case sc.client && sc.user != f.Owner:
-			return 0, 0, f, errUnlistedNotYours
+			return tok, 0, f, errUnlistedNotYours
 		}
 		f.Visibility, f.AnyVisibility = room.VisibilityUnlisted, v == "all"
 	default:
-		return 0, 0, f, errclass.Invalidf("visibility must be public, unlisted or all, got %q", v)
+		return tok, 0, f, errclass.Invalidf("visibility must be public, unlisted or all, got %q", v)
 	}
 	size = int(r.GetPageSize())
 	switch {
 	case size < 0 || size > MaxRoomsPageSize:
-		return 0, 0, f, errclass.Invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
+		return tok, 0, f, errclass.Invalidf("page_size must be between 0 (default %d) and %d, got %d", DefaultRoomsPageSize, MaxRoomsPageSize, size)
 	case size == 0:
 		size = DefaultRoomsPageSize
 	}
-	if tok := r.GetPageToken(); tok != "" {
-		n, err := strconv.Atoi(tok)
-		if err != nil || n < 0 || n > maxRoomsOffset {
-			return 0, 0, f, errclass.Invalidf("page_token is not one this server returned")
+	if t := r.GetPageToken(); t != "" {
+		var ok bool
+		if tok, ok = parseRoomsToken(t); !ok {
+			return tok, 0, f, errclass.Invalidf("page_token is not one this server returned")
 		}
-		offset = n
 	}
-	return offset, size, f, nil
+	return tok, size, f, nil
 }
 
 func validateGetUserRoom(r *roomcellv1.GetUserRoomRequest) error {
@@ -149,7 +184,7 @@ func directoryErr(err error, notFound string) error {
 
 // ListRooms implements roomcell.v1.RoomService.
 func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsRequest) (*roomcellv1.ListRoomsReply, error) {
-	offset, size, filter, err := validateListRooms(r, listScopeOf(ctx))
+	tok, size, filter, err := validateListRooms(r, listScopeOf(ctx))
 	if err != nil {
 		return nil, s.invalid(ctx, err)
 	}
@@ -163,15 +198,35 @@ func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsReque
 	}
 	dctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	// The ranking is read in heat order from the token's position and
+	// A walk reads one snapshot of the ranking, taken at its first page:
+	// heat moving underneath changes the fields shown, not the order, so
+	// no room comes twice and none ranked when the walk began is left
+	// out. A directory without snapshots pages the live ranking.
+	read := func(pos, n int) (persistence.RoomPage, error) {
+		return s.dir.ListRooms(dctx, r.GetAppCode(), pos, n)
+	}
+	if snaps, ok := s.dir.(persistence.RankingSnapshots); ok {
+		if r.GetPageToken() == "" {
+			if tok.snap, err = snaps.SnapshotRanking(dctx, r.GetAppCode(), RoomsSnapshotWindow, RoomsSnapshotTTL); err != nil {
+				return nil, toStatus(ctx, s.log, directoryErr(err, "no ranking"))
+			}
+		}
+		if tok.snap != "" {
+			read = func(pos, n int) (persistence.RoomPage, error) {
+				return snaps.ListSnapshot(dctx, r.GetAppCode(), tok.snap, pos, n, RoomsSnapshotTTL)
+			}
+		}
+	}
+	// The ranking is read in order from the token's position and
 	// filtered here: the token is a position in the ranking, so filtered
 	// pages stay in heat order and resume where the last one stopped.
 	out := &roomcellv1.ListRoomsReply{}
-	pos, chunk, more := offset, size, true
+	pos, chunk, more := tok.offset, size, true
 	for scanned := 0; more && len(out.Rooms) < size && scanned < MaxRoomsScan; {
-		page, err := s.dir.ListRooms(dctx, r.GetAppCode(), pos, chunk)
+		page, err := read(pos, chunk)
 		if err != nil {
-			return nil, toStatus(ctx, s.log, directoryErr(err, "no such page"))
+			return nil, toStatus(ctx, s.log, directoryErr(err, fmt.Sprintf(
+				"page_token expired (a walk's tokens last %s after its last page): list again from the first page", RoomsSnapshotTTL)))
 		}
 		out.Total = page.Total
 		next := pos + chunk
@@ -187,10 +242,10 @@ func (s *RoomServer) ListRooms(ctx context.Context, r *roomcellv1.ListRoomsReque
 		}
 		scanned += chunk
 		pos, chunk = next, roomsScanChunk
-		more = len(page.Rooms) > 0 && int64(pos) < page.Total
+		more = int64(pos) < page.Total && (len(page.Rooms) > 0 || tok.snap != "")
 	}
 	if more && pos <= maxRoomsOffset {
-		out.NextPageToken = strconv.Itoa(pos)
+		out.NextPageToken = roomsToken{snap: tok.snap, offset: pos}.String()
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -112,29 +113,16 @@ func logAccess(ctx context.Context, log *slog.Logger, method string, err error, 
 		"request_id", RequestIDFrom(ctx))
 }
 
-// recoveryUnary turns a panic below it into Internal: one broken request
-// must not take the process and every room on it down.
-func recoveryUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = panicStatus(ctx, log, info.FullMethod, r)
-				resp = nil
-			}
-		}()
-		return handler(ctx, req)
-	}
-}
-
-func recoveryStream(log *slog.Logger) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				err = panicStatus(ss.Context(), log, info.FullMethod, r)
-			}
-		}()
-		return handler(srv, ss)
-	}
+// recovery turns a panic below it into Internal (go-grpc-middleware's
+// recovery, unary and stream): one broken request must not take the
+// process and every room on it down. The panic is logged with its stack
+// and the request id the answer names.
+func recovery(log *slog.Logger) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	handler := grpcrecovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		method, _ := grpc.Method(ctx)
+		return panicStatus(ctx, log, method, p)
+	})
+	return grpcrecovery.UnaryServerInterceptor(handler), grpcrecovery.StreamServerInterceptor(handler)
 }
 
 func panicStatus(ctx context.Context, log *slog.Logger, method string, r any) error {

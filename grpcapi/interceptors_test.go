@@ -158,7 +158,8 @@ func TestStreamInterceptors(t *testing.T) {
 		t.Fatalf("stream header %v, want req-s1", got)
 	}
 
-	err = recoveryStream(discardLogger())(nil, ss, info, func(any, grpc.ServerStream) error { panic("stream boom") })
+	_, recoverStream := recovery(discardLogger())
+	err = recoverStream(nil, ss, info, func(any, grpc.ServerStream) error { panic("stream boom") })
 	assertCode(t, err, codes.Internal)
 
 	// A stream of a method in no table is refused even with a token;

@@ -125,8 +125,9 @@ func interceptors(o Options, log *slog.Logger) ([]grpc.UnaryServerInterceptor, [
 		unary = append(unary, o.Metrics.UnaryServerInterceptor())
 		stream = append(stream, o.Metrics.StreamServerInterceptor())
 	}
-	unary = append(unary, accessLogUnary(log), recoveryUnary(log))
-	stream = append(stream, accessLogStream(log), recoveryStream(log))
+	recoverUnary, recoverStream := recovery(log)
+	unary = append(unary, accessLogUnary(log), recoverUnary)
+	stream = append(stream, accessLogStream(log), recoverStream)
 	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
 		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
 		unary = append(unary, a.unary)

@@ -1,6 +1,9 @@
 package persistence
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The room directory is a read model beside the room grains: who was seen
 // where and when (presence), which room a user is in (user → room), and
@@ -174,4 +177,21 @@ type Directory interface {
 	// room); naming a room with a join as new or newer, it is kept (!Won,
 	// Other = that room). Atomic against concurrent joins and claims.
 	ClaimUserRoom(ctx context.Context, key RoomKey, userID string, joinedAtMs int64) (Claim, error)
+}
+
+// RankingSnapshots are frozen copies of an app's heat ranking, one per
+// window of a few seconds, so a walk through ListRooms pages reads one
+// order while heat moves underneath: no room twice, none of those ranked
+// when the walk began left out. The entries' fields (heat, members,
+// name) are read live; the order and the ranks are the snapshot's.
+type RankingSnapshots interface {
+	// SnapshotRanking returns the id of the app's current snapshot,
+	// copying the ranking when the window has none yet. It lives ttl
+	// after its last read.
+	SnapshotRanking(ctx context.Context, appCode string, window, ttl time.Duration) (string, error)
+	// ListSnapshot reads limit entries from offset of snapshot id and
+	// keeps it ttl longer; a room that stopped since is left out (the
+	// page is then shorter). Total is the snapshot's size. ErrNotFound
+	// when the snapshot expired.
+	ListSnapshot(ctx context.Context, appCode, id string, offset, limit int, ttl time.Duration) (RoomPage, error)
 }

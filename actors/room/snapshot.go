@@ -52,6 +52,10 @@ func newSnapshotMetrics(reg prometheus.Registerer) (*SnapshotMetrics, error) {
 			return nil, fmt.Errorf("room: register snapshot metrics: %w", err)
 		}
 	}
+	// Both reasons' series exist at zero from the start: a panel shows
+	// no failures as 0, not as no data.
+	m.Failed.WithLabelValues("too_big")
+	m.Failed.WithLabelValues("store")
 	return m, nil
 }
 

@@ -58,10 +58,12 @@ func TestRoomsTop(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "RANK") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "1 r1 Room 1 o 3 300") ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "2 r2 Room 2 o 4 120") ||
-		lines[3] != "3 rooms ranked; next page: --page-token 2" {
+		!strings.HasPrefix(lines[3], "3 rooms ranked; next page: --page-token ") {
 		t.Fatalf("output:\n%s", out)
 	}
-	code, out, _ = runCtl(t, addr, "--json", "rooms", "top", "--app", "app1", "--page-token", "2")
+	// The token is opaque (a position in the walk's snapshot).
+	token := strings.TrimPrefix(lines[3], "3 rooms ranked; next page: --page-token ")
+	code, out, _ = runCtl(t, addr, "--json", "rooms", "top", "--app", "app1", "--page-token", token)
 	var page struct {
 		Rooms []struct {
 			RoomID string `json:"room_id"`

@@ -59,6 +59,8 @@ type Directory struct {
 	rooms  map[persistence.RoomKey]*roomRow
 	ranks  map[string]*btree.BTreeG[rankItem]
 	expiry *btree.BTreeG[expiryItem]
+	// snaps are the ListRooms walks' frozen rankings (snapshot.go).
+	snaps map[snapKey]*rankSnapshot
 }
 
 type userKey struct{ appCode, userID string }

@@ -423,11 +423,17 @@ func (d *Directory) ListRooms(ctx context.Context, appCode string, offset, limit
 }
 
 func (d *Directory) listOnce(ctx context.Context, appCode string, offset, limit int) (persistence.RoomPage, []string, error) {
+	return d.listKey(ctx, d.rankKey(appCode), appCode, offset, limit)
+}
+
+// listKey reads a page of the ranking (or a snapshot of it) at key; the
+// rooms whose entry is gone come back apart.
+func (d *Directory) listKey(ctx context.Context, key, appCode string, offset, limit int) (persistence.RoomPage, []string, error) {
 	var ids *goredis.StringSliceCmd
 	var total *goredis.IntCmd
 	_, err := d.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		ids = p.ZRange(ctx, d.rankKey(appCode), int64(offset), int64(offset+limit-1))
-		total = p.ZCard(ctx, d.rankKey(appCode))
+		ids = p.ZRange(ctx, key, int64(offset), int64(offset+limit-1))
+		total = p.ZCard(ctx, key)
 		return nil
 	})
 	if err != nil {
