@@ -176,7 +176,10 @@ func TestPollerCannotStarveHonestUsers(t *testing.T) {
 		return r, nil
 	}}
 	c := limitedClient(t, b, ratelimit.New(cfg).WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
-	pollerCtx := metadata.AppendToOutgoingContext(testCtx(t), "authorization", "Bearer app-backend-token")
+	// Thousands of calls: longer than testCtx under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pollerCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer app-backend-token")
 	const steps = 6000 // 6 s at 1000 reads a second: ten times the app's 100
 	var pollerOK, pollerRefused, honestCmds, honestReads, retries int
 	var refusedHonest []string
@@ -197,7 +200,7 @@ func TestPollerCannotStarveHonestUsers(t *testing.T) {
 		// read as itself, and five retries of that command_id, answered.
 		u := fmt.Sprint("u", (i/30)%100)
 		n := i / 3000
-		uctx := metadata.AppendToOutgoingContext(testCtx(t), "authorization", "Bearer app-backend-token", UserIDHeader, u)
+		uctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer app-backend-token", UserIDHeader, u)
 		name := fmt.Sprint("room ", n)
 		if _, err := c.UpdateRoom(uctx, &roomcellv1.UpdateRoomRequest{CommandId: fmt.Sprintf("%s-%d", u, n), AppCode: "app1", RoomId: "r1", UserId: u, Name: name}); err != nil {
 			refusedHonest = append(refusedHonest, fmt.Sprintf("%s UpdateRoom: %v", u, err))
