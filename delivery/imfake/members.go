@@ -239,3 +239,48 @@ func (s *Server) forbidSendMsg(body []byte) (map[string]any, *apiError) {
 	}
 	return map[string]any{}, nil
 }
+
+// getGroupBanMember is Tencent's get_group_ban_member: the bans in force,
+// Limit (1..100) from Offset, ordered by account so paging is stable;
+// NextOffset is where the next page starts, 0 once the list is complete.
+// BannedUntil is unix seconds.
+func (s *Server) getGroupBanMember(body []byte) (map[string]any, *apiError) {
+	var req struct {
+		GroupID string `json:"GroupId"`
+		Limit   *int   `json:"Limit"`
+		Offset  int    `json:"Offset"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fail(10004, "json fields have the wrong types")
+	}
+	if req.Limit == nil || *req.Limit <= 0 || *req.Limit > tencentim.MaxBanListPage {
+		return nil, fail(10004, "Limit must be 1..100")
+	}
+	if req.Offset < 0 {
+		return nil, fail(10004, "Offset must not be negative")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[req.GroupID]
+	if g == nil {
+		return nil, fail(10010, "group not found")
+	}
+	now := s.now()
+	users := make([]string, 0, len(g.banned))
+	for u, until := range g.banned {
+		if now.Before(until) {
+			users = append(users, u)
+		}
+	}
+	slices.Sort(users)
+	list := []map[string]any{}
+	next := 0
+	for i := req.Offset; i < len(users); i++ {
+		if len(list) == *req.Limit {
+			next = i
+			break
+		}
+		list = append(list, map[string]any{"Member_Account": users[i], "BannedUntil": g.banned[users[i]].Unix()})
+	}
+	return map[string]any{"BannedAccountList": list, "NextOffset": next}, nil
+}

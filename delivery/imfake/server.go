@@ -454,5 +454,6 @@ var apis = map[string]func(*Server, []byte) (map[string]any, *apiError){
 	tencentim.APIBanGroupMember:            (*Server).banGroupMember,
 	tencentim.APIForbidSendMsg:             (*Server).forbidSendMsg,
 	tencentim.APIUnbanGroupMember:          (*Server).unbanGroupMember,
+	tencentim.APIGetGroupBanMember:         (*Server).getGroupBanMember,
 	"group_open_http_svc/add_group_member": (*Server).addGroupMember,
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 	"unicode/utf8"
 )
 
@@ -407,4 +408,65 @@ func cutUTF8(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// MaxBanListPage is get_group_ban_member's cap on entries per page.
+const MaxBanListPage = 100
+
+// maxBanListPages bounds one listing: 100 000 bans, far above any room's,
+// so a server that never ends its list cannot keep the caller forever.
+const maxBanListPages = 1000
+
+// BannedMember is one entry of a group's ban list.
+type BannedMember struct {
+	UserID string
+	Until  time.Time // whole seconds, as Tencent reports it
+}
+
+type banListReq struct {
+	GroupID string `json:"GroupId"`
+	Limit   int    `json:"Limit"`
+	Offset  int    `json:"Offset"`
+}
+
+type banListResp struct {
+	BannedAccountList []struct {
+		MemberAccount string `json:"Member_Account"`
+		BannedUntil   int64  `json:"BannedUntil"`
+	} `json:"BannedAccountList"`
+	NextOffset int `json:"NextOffset"`
+}
+
+// GetGroupBanMembers lists a group's banned members (Tencent's "Getting
+// the List of Banned Group Members", get_group_ban_member, documented for
+// AVChatRoom), paging by NextOffset until it is 0. Each page is one call
+// with the client's deadline and rate budget; ctx bounds the whole
+// listing. A NextOffset that does not move forward is an error (retryable:
+// the list changed under the paging, or the server misbehaves) rather
+// than a loop.
+func (c *Client) GetGroupBanMembers(ctx context.Context, groupID string) ([]BannedMember, error) {
+	if groupID == "" {
+		return nil, &Error{API: APIGetGroupBanMember, Class: ClassBadRequest, Reason: "empty group id"}
+	}
+	var out []BannedMember
+	offset := 0
+	for range maxBanListPages {
+		var resp banListResp
+		if err := c.call(ctx, APIGetGroupBanMember, banListReq{GroupID: groupID, Limit: MaxBanListPage, Offset: offset}, &resp); err != nil {
+			return nil, err
+		}
+		for _, b := range resp.BannedAccountList {
+			out = append(out, BannedMember{UserID: b.MemberAccount, Until: time.Unix(b.BannedUntil, 0)})
+		}
+		if resp.NextOffset == 0 {
+			return out, nil
+		}
+		if resp.NextOffset <= offset {
+			return nil, &Error{API: APIGetGroupBanMember, Class: ClassUnknown, Retryable: true,
+				Reason: fmt.Sprintf("NextOffset %d does not move past %d", resp.NextOffset, offset)}
+		}
+		offset = resp.NextOffset
+	}
+	return nil, &Error{API: APIGetGroupBanMember, Class: ClassUnknown, Retryable: true,
+		Reason: fmt.Sprintf("ban list longer than %d pages", maxBanListPages)}
 }

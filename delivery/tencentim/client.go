@@ -33,6 +33,7 @@ const (
 	APIBanGroupMember    = "group_open_http_svc/ban_group_member"
 	APIForbidSendMsg     = "group_open_http_svc/forbid_send_msg"
 	APIUnbanGroupMember  = "group_open_http_svc/unban_group_member"
+	APIGetGroupBanMember = "group_open_http_svc/get_group_ban_member"
 )
 
 // maxResponse bounds a response body read: Tencent's answers are a few
