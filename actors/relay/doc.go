@@ -25,6 +25,12 @@
 // half of) makes the next claim double, up to hot_room_batch, and any
 // other batch returns the claim to batch_size: a hot room's backlog then
 // costs fewer claims and fuller coalesced messages (docs/benchmarks.md).
+// After a clean round, a full claim spread over many rooms is settled
+// (with an Enqueuer: its results read, its published marks written) while
+// the next claim is taken and sent, up to 8 claims a round: each claim has
+// its own lease owner, so the store never gives a room held by the claim
+// still settling to the next one, and a room's rows are never in two
+// claims at once.
 //
 // The MQ fanout (MQWorkerName, StartMQ, mqfanout.go) is a second worker
 // beside the relay when the room_outbox topic is configured: it publishes
