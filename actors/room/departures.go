@@ -50,6 +50,37 @@ func newDepartures() *departures {
 	return &departures{m: map[string]departure{}, ring: make([]ringSlot, maxDepartures)}
 }
 
+// ObserveDepartures makes the observer of the node's rooms that remembers
+// their removals (one memory for the node, made here: call it once per
+// node) and explains a not-member refusal with them. The node's wiring
+// lists it in Deps.Observers.
+func ObserveDepartures() NewObserver {
+	d := newDepartures()
+	return func(a Activation) Observer { return departuresObserver{d: d, room: a.Room} }
+}
+
+// departuresObserver is one room's view of the node's departures.
+type departuresObserver struct {
+	d    *departures
+	room Room
+}
+
+func (o departuresObserver) Committed(cmd room.Command, events []room.Event) {
+	o.d.committed(o.room.g.identity, cmd.NowMs, events)
+}
+
+func (o departuresObserver) Explain(cmd room.Command, err error) error {
+	return o.d.explain(o.room.g.identity, *o.room.State(), cmd.UserID, cmd.NowMs, err)
+}
+
+func (departuresObserver) Loaded()                  {}
+func (departuresObserver) Check(room.Command) error { return nil }
+func (departuresObserver) Passed(room.Command)      {}
+func (departuresObserver) Applying([]room.Event)    {}
+func (departuresObserver) Tick()                    {}
+func (departuresObserver) Passivating()             {}
+func (departuresObserver) Stopped()                 {}
+
 func departKey(identity, user string) string { return identity + "\x00" + user }
 
 // committed notes the membership changes of a stored command's events,

@@ -17,6 +17,7 @@ import (
 // who never was a member gets the plain refusal.
 func TestNotMemberRefusalSaysWhenAndWhy(t *testing.T) {
 	f := newFixture(t)
+	f.deps.Observers = []NewObserver{ObserveDepartures()}
 	pid := f.activate("app/r1")
 	f.mustDo(pid, rcCreate("c1", "owner"))
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {

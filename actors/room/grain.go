@@ -63,9 +63,6 @@ type Deps struct {
 	// joins orders one user's joins on this node (joinclock.go); made by
 	// setDefaults, nil: not ordered.
 	joins *joinClock
-	// departures: users removed lately from this node's rooms, to say
-	// when and why in a refusal (departures.go); made by setDefaults.
-	departures *departures
 	// guesses: the password-guess buckets (password.go); made by
 	// setDefaults.
 	guesses *guesses
@@ -115,9 +112,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.store == nil {
 		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
-	}
-	if d.departures == nil {
-		d.departures = newDepartures()
 	}
 	if d.guesses == nil {
 		d.guesses = newGuesses()
@@ -404,8 +398,16 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 		return nil, errclass.Invalidf("empty command")
 	}
 	defer func() {
-		// A user no longer in the room is told when and why they left.
-		err = g.deps.departures.explain(g.identity, g.state, cmd.UserID, cmd.NowMs, err)
+		// An observer may say more (a user no longer in the room is told
+		// when and why they left: departures.go).
+		if err == nil {
+			return
+		}
+		for _, o := range g.observers() {
+			if e, ok := o.(Explainer); ok {
+				err = e.Explain(cmd, err)
+			}
+		}
 	}()
 	k := g.key()
 	if app, roomID := room.KeyOf(rc); app != k.AppCode || roomID != k.RoomID {
@@ -576,7 +578,6 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		return g.appendFailed(cmd, seq, err)
 	}
 	g.applyCommitted(cmd, seq, events)
-	g.deps.departures.committed(g.identity, cmd.NowMs, events)
 	g.recent.add(cmd.CommandID)
 	groupReady := g.publish(envs, a.Lease, group)
 	g.watchPush(ctx, seq, envs) // events.go

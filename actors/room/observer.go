@@ -42,6 +42,14 @@ type Observer interface {
 	Stopped()
 }
 
+// Explainer is an Observer that adds what it knows to a refusal of a
+// command (when and why its user left the room): Explain returns err
+// enriched, or as it is. The grain asks every observer that is one, in
+// order, for each refused command.
+type Explainer interface {
+	Explain(cmd room.Command, err error) error
+}
+
 // NewObserver makes the observer of a starting activation (its state is
 // loaded if the store answered); nil: none. Deps.Observers lists them.
 type NewObserver func(a Activation) Observer

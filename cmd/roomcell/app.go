@@ -196,7 +196,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(room.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Observers: []room.NewObserver{directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), Observers: []room.NewObserver{room.ObserveDepartures(), directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
 			Retention: cfg.Retention.CommandLog,
 		})
 		if err != nil {

@@ -12,7 +12,9 @@
 // from the audio room through Audio; a close dismisses the audio room and
 // destroys the group; a member's chat mute is Tencent's member mute,
 // forbid_send_msg, for what is left of it, and an unmute lifts it), hot-room coalescing under the per-group rate, and
-// C2C private notices (SendNotice). Effects run in the room's queue after
+// C2C private notices (SendNotice), and the repair of an AVChatRoom's
+// ban list that drifted from the room's beyond what the outbox keeps
+// (reconcile.go: DiffBans, ReconcileBans). Effects run in the room's queue after
 // the event's message, as part of its delivery, so they are ordered,
 // retried, parked and repaired with it; with WithEffectSteps each step
 // done (the message, then each effect) is recorded in the event's outbox
