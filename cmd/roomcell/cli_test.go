@@ -53,4 +53,8 @@ func TestRoomcellCommandLine(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "roomcell") {
 		t.Fatalf("completion zsh: exit %d", code)
 	}
+	code, out, errOut = runCell("completion", "tcsh")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown subcommand "tcsh"`) {
+		t.Fatalf("completion tcsh: exit %d, stdout %d bytes, stderr %q", code, len(out), errOut)
+	}
 }

@@ -115,6 +115,15 @@ func newRoot(f *flags, stdout, stderr io.Writer) *cobra.Command {
 	}
 	mig.Flags().BoolVar(&check, "check", false, "change nothing; exit 1 when a database's schema is behind or ahead of this binary (deploy pipelines)")
 	root.AddCommand(mig)
+	// "completion SHELL" for a shell cobra has no script for (tcsh) is a
+	// mistake, not a request for help.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = noArgs
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+	}
 	return root
 }
 
