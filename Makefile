@@ -23,7 +23,7 @@ vet:
 
 # Every test under the race detector. Multi-member cluster tests are built
 # out of -race (Proto.Actor's own start-up race, see
-# actors/room/multimember_test.go) and run in the next target.
+# actors/roomgrain/multimember_test.go) and run in the next target.
 race:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 

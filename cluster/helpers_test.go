@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
@@ -32,7 +32,7 @@ import (
 type node struct {
 	id     string
 	m      *cluster.Member
-	client *room.Client
+	client *roomgrain.Client
 	reg    *prometheus.Registry
 }
 
@@ -53,7 +53,7 @@ type memberOpts struct {
 
 func startNode(t *testing.T, id string, o memberOpts) *node {
 	t.Helper()
-	deps := room.Deps{Store: o.store, Gifts: room.FreeGifts(1), Config: configs.Default().Room}
+	deps := roomgrain.Deps{Store: o.store, Gifts: roomgrain.FreeGifts(1), Config: configs.Default().Room}
 	if o.idle > 0 {
 		deps.Config.IdleTimeout = o.idle
 	}
@@ -77,7 +77,7 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 		}
 		meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
 	}
-	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{grainkind.New(room.Kind, room.GrainProps(deps))},
+	m, err := cluster.Start(cluster.Options{Config: o.cfg, NodeID: id, Kinds: []*pcluster.Kind{grainkind.New(roomgrain.Kind, roomgrain.GrainProps(deps))},
 		Logger: o.log, Registerer: reg, Agent: o.agent, Ownership: owners, MeterProvider: meters})
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
@@ -87,7 +87,7 @@ func startNode(t *testing.T, id string, o memberOpts) *node {
 	// gRPC server goroutine, whose reads of grpclog's global logger raced
 	// with the next member's Remote.Start writing it (failed make test).
 	t.Cleanup(func() { m.Stop(false) })
-	client := &room.Client{Cluster: m.Cluster, AttemptTimeout: 2 * time.Second}
+	client := &roomgrain.Client{Cluster: m.Cluster, AttemptTimeout: 2 * time.Second}
 	if owners != nil {
 		client.Owners = owners
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -18,7 +18,7 @@ import (
 func activeSomewhere(ns []*node) int {
 	n := 0
 	for _, x := range ns {
-		n += x.m.Activations(room.Kind)
+		n += x.m.Activations(roomgrain.Kind)
 	}
 	return n
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/memdb"
@@ -33,15 +33,15 @@ func TestSingleMemberReadyReportDrain(t *testing.T) {
 		exec(t, n, create(id))
 		exec(t, n, join(id, "bob", "j1"))
 	}
-	if got := n.m.Activations(room.Kind); got != rooms {
+	if got := n.m.Activations(roomgrain.Kind); got != rooms {
 		t.Fatalf("activations = %d, want %d", got, rooms)
 	}
-	if got := n.m.Owner(room.Kind, "app/r1"); got != n.m.Address() {
+	if got := n.m.Owner(roomgrain.Kind, "app/r1"); got != n.m.Address() {
 		t.Fatalf("owner = %q, want this member %q", got, n.m.Address())
 	}
-	reps := n.m.Survey(context.Background(), room.Kind, "app/r1")
+	reps := n.m.Survey(context.Background(), roomgrain.Kind, "app/r1")
 	if len(reps) != 1 || !reps[0].Self || reps[0].Report.GetNodeId() != "solo" ||
-		reps[0].Report.GetActivations()[room.Kind] != rooms || reps[0].Report.GetOwnerAddress() != n.m.Address() ||
+		reps[0].Report.GetActivations()[roomgrain.Kind] != rooms || reps[0].Report.GetOwnerAddress() != n.m.Address() ||
 		reps[0].Report.GetStatus() != cluster.StatusServing {
 		t.Fatalf("survey = %+v", reps)
 	}
@@ -54,15 +54,15 @@ func TestSingleMemberReadyReportDrain(t *testing.T) {
 	if v := metricValue(t, n, "roomcell_cluster_membership_changes_total", "change", "joined"); v != 1 {
 		t.Fatalf("joined counter = %v", v)
 	}
-	if v := metricValue(t, n, "roomcell_cluster_activations", "kind", room.Kind); v != rooms {
+	if v := metricValue(t, n, "roomcell_cluster_activations", "kind", roomgrain.Kind); v != rooms {
 		t.Fatalf("activations gauge = %v", v)
 	}
 
 	start := time.Now()
 	n.m.Stop(true)
 	t.Logf("graceful stop took %s", time.Since(start).Round(time.Millisecond))
-	if n.m.Status() != cluster.StatusStopped || n.m.Activations(room.Kind) != 0 {
-		t.Fatalf("after stop: status %s, %d rooms active", n.m.Status(), n.m.Activations(room.Kind))
+	if n.m.Status() != cluster.StatusStopped || n.m.Activations(roomgrain.Kind) != 0 {
+		t.Fatalf("after stop: status %s, %d rooms active", n.m.Status(), n.m.Activations(roomgrain.Kind))
 	}
 	// The drain stopped every room, and each flushed a snapshot.
 	for i := range rooms {
@@ -99,20 +99,20 @@ func TestSingleMemberForgetsPassivatedGrainsByName(t *testing.T) {
 			}
 			exec(t, n, join(id, fmt.Sprint("bob", round), fmt.Sprint("j", round)))
 		}
-		if got := n.m.Activations(room.Kind); got != len(ids) {
+		if got := n.m.Activations(roomgrain.Kind); got != len(ids) {
 			t.Fatalf("round %d: %d activations with every room just used, want %d", round, got, len(ids))
 		}
 		deadline := time.Now().Add(20 * time.Second)
-		for n.m.Activations(room.Kind) != 0 {
+		for n.m.Activations(roomgrain.Kind) != 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: %d activations left after the rooms passivated, want 0", round, n.m.Activations(room.Kind))
+				t.Fatalf("round %d: %d activations left after the rooms passivated, want 0", round, n.m.Activations(roomgrain.Kind))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		// The placement clears a stopped grain from the pid cache (the
 		// library's kind middleware is not there to do it).
 		for _, id := range ids {
-			if pid, ok := n.m.Cluster.PidCache.Get(id, room.Kind); ok {
+			if pid, ok := n.m.Cluster.PidCache.Get(id, roomgrain.Kind); ok {
 				t.Fatalf("round %d: %s passivated but the pid cache still names %s", round, id, pid)
 			}
 		}

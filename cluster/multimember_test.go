@@ -17,7 +17,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/memdb"
@@ -70,21 +70,21 @@ func addresses(ns []*node) []string {
 
 // checkPlacement asserts that every node computes the same owner for
 // every room, that every owner is a live node, and that each node's active
-// room count is what it owns after a command to every room.
+// room count is what it owns after a command to every roomgrain.
 func checkPlacement(t *testing.T, ns []*node, rooms []string) map[string]int {
 	t.Helper()
 	owned := map[string]int{}
 	for _, r := range rooms {
-		owner := ns[0].m.Owner(room.Kind, r)
+		owner := ns[0].m.Owner(roomgrain.Kind, r)
 		for _, n := range ns[1:] {
-			if got := n.m.Owner(room.Kind, r); got != owner {
+			if got := n.m.Owner(roomgrain.Kind, r); got != owner {
 				t.Fatalf("room %s: %s places it on %s, %s on %s", r, ns[0].id, owner, n.id, got)
 			}
 		}
 		owned[owner]++
 	}
 	for _, n := range ns {
-		if got := n.m.Activations(room.Kind); got != owned[n.m.Address()] {
+		if got := n.m.Activations(roomgrain.Kind); got != owned[n.m.Address()] {
 			t.Errorf("%s hosts %d rooms, owns %d", n.id, got, owned[n.m.Address()])
 		}
 	}
@@ -92,7 +92,7 @@ func checkPlacement(t *testing.T, ns []*node, rooms []string) map[string]int {
 }
 
 // touchAll sends one JoinRoom per room through rotating nodes and checks
-// the room's seq moved by exactly one; it returns the new seq per room.
+// the room's seq moved by exactly one; it returns the new seq per roomgrain.
 func touchAll(t *testing.T, ns []*node, rooms []string, seqs map[string]int64, round string) {
 	t.Helper()
 	for i, r := range rooms {
@@ -144,15 +144,15 @@ func TestMultiMemberEtcdPlacementLeaveCrashRejoin(t *testing.T) {
 	touchAll(t, live, rooms, seqs, "1")
 
 	// ClusterAdmin's view: every member answers, all serving, same view.
-	for _, r := range a.m.Survey(context.Background(), room.Kind, rooms[0]) {
+	for _, r := range a.m.Survey(context.Background(), roomgrain.Kind, rooms[0]) {
 		if r.Err != nil || r.Report.GetStatus() != cluster.StatusServing || len(r.Report.GetMemberAddresses()) != 3 ||
-			r.Report.GetOwnerAddress() != a.m.Owner(room.Kind, rooms[0]) {
+			r.Report.GetOwnerAddress() != a.m.Owner(roomgrain.Kind, rooms[0]) {
 			t.Fatalf("survey entry %+v", r)
 		}
 	}
 
 	// Graceful leave of b.
-	bRooms := b.m.Activations(room.Kind)
+	bRooms := b.m.Activations(roomgrain.Kind)
 	start := time.Now()
 	b.m.Stop(true)
 	t.Logf("b drained %d rooms and left in %s", bRooms, time.Since(start).Round(time.Millisecond))
@@ -210,7 +210,7 @@ func TestMultiMemberEtcdLeaseLossRejoins(t *testing.T) {
 	waitReady(t, a, b)
 	rooms := roomIDs(20)
 	seqs := createAll(t, a, rooms)
-	if b.m.Activations(room.Kind) == 0 {
+	if b.m.Activations(roomgrain.Kind) == 0 {
 		t.Fatal("b hosts no room")
 	}
 	oldID := b.m.MemberID()

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
@@ -39,7 +39,7 @@ func (f *fakeView) Survey(_ context.Context, kind, identity string) []cluster.Pe
 
 func report(node, addr, owner string, rooms int32, view ...string) *roomcellv1.MemberReport {
 	return &roomcellv1.MemberReport{MemberId: "id-" + node, NodeId: node, Address: addr, Status: cluster.StatusServing,
-		Activations: map[string]int32{room.Kind: rooms}, MemberAddresses: view, OwnerAddress: owner, Rejoins: 1}
+		Activations: map[string]int32{roomgrain.Kind: rooms}, MemberAddresses: view, OwnerAddress: owner, Rejoins: 1}
 }
 
 func serveClusterAdmin(t *testing.T, view grpcapi.ClusterView) roomcellv1.ClusterAdminClient {
@@ -105,7 +105,7 @@ func TestClusterAdminWhereIsRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if view.kind != room.Kind || view.ident != "app/r1" {
+	if view.kind != roomgrain.Kind || view.ident != "app/r1" {
 		t.Fatalf("probe asked about %s %s", view.kind, view.ident)
 	}
 	if r.GetOwnerAddress() != "10.0.0.2:7000" || r.GetOwnerNodeId() != "b" || r.GetOwnerMemberId() != "id-b" || !r.GetSettled() || len(r.GetViews()) != 2 {
@@ -129,7 +129,7 @@ func TestClusterAdminWhereIsRoom(t *testing.T) {
 func TestClusterAdminOverRealMember(t *testing.T) {
 	cfg := configs.Default().Cluster
 	cfg.Port = 0
-	kind := grainkind.New(room.Kind, room.GrainProps(room.Deps{Store: memdb.New(), Config: configs.Default().Room}))
+	kind := grainkind.New(roomgrain.Kind, roomgrain.GrainProps(roomgrain.Deps{Store: memdb.New(), Config: configs.Default().Room}))
 	m, err := cluster.Start(cluster.Options{Config: cfg, NodeID: "solo", Kinds: []*pcluster.Kind{kind}})
 	if err != nil {
 		t.Fatal(err)

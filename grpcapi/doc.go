@@ -6,7 +6,7 @@
 // recovery, bearer auth by caller class from the one method table in
 // auth.go, the bad-body check of codec.go), TLS, health and reflection,
 // and the one mapping from error classes to gRPC status codes (errors.go). It holds
-// no room rules (those live in actors/room) and must not touch a store,
+// no room rules (those live in actors/roomgrain) and must not touch a store,
 // cluster or delivery package: it reaches rooms only through a RoomBackend
 // that the process wiring supplies.
 package grpcapi

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hyapp/roomcell/actors/notice"
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/room"
 )
@@ -23,7 +23,7 @@ import (
 // room's owner; the error details below are the protocol's resync and
 // resume signals.
 
-// RoomEvents is what ListRoomEvents and WatchRoom use; actors/room's
+// RoomEvents is what ListRoomEvents and WatchRoom use; actors/roomgrain's
 // Client and Watcher provide it (RoomEventsOf). A page's Wire, when set,
 // is sent as its events' encoding (eventsCodec). Watch calls accepted
 // once the room's owner has taken the watch, before any event.

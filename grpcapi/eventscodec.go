@@ -9,13 +9,13 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // A ListRoomEvents reply is ~100 events: encoding them was most of the
 // server's CPU per read, for messages the room had already encoded once
-// at commit (actors/room's event tail keeps each event's encoding). So
+// at commit (actors/roomgrain's event tail keeps each event's encoding). So
 // the reply goes out as those bytes: ListRoomEvents' handler answers an
 // encodedEvents, and eventsCodec writes the kept encodings with the
 // reply's other fields around them, byte for byte what proto.Marshal

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
 	"github.com/hyapp/roomcell/api/roomcellv1"
@@ -182,8 +182,8 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 	svc, wstore := newWallet(t)
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
-	deps := room.Deps{Store: memdb.New(), Publisher: nopPublisher{}, Gifts: giftdebit.New(svc), Config: cfg.Room, Logger: quiet}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(room.Kind, room.GrainProps(deps))}, Logger: quiet})
+	deps := roomgrain.Deps{Store: memdb.New(), Publisher: nopPublisher{}, Gifts: giftdebit.New(svc), Config: cfg.Room, Logger: quiet}
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(roomgrain.Kind, roomgrain.GrainProps(deps))}, Logger: quiet})
 	if err != nil {
 		t.Fatalf("cluster: %v", err)
 	}
@@ -194,7 +194,7 @@ func TestWalletSendGiftEndToEnd(t *testing.T) {
 		t.Fatalf("cluster ready: %v", err)
 	}
 	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: quiet})
-	roomcellv1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(&room.Client{Cluster: m.Cluster}, quiet, 5*time.Second))
+	roomcellv1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(&roomgrain.Client{Cluster: m.Cluster}, quiet, 5*time.Second))
 	roomcellv1.RegisterWalletServiceServer(srv, grpcapi.NewWalletServer(svc, quiet))
 	conn := serve(t, srv)
 	rooms, wallets := roomcellv1.NewRoomServiceClient(conn), roomcellv1.NewWalletServiceClient(conn)

@@ -10,5 +10,5 @@
 // and so no fencing). See docs/cluster.md for why etcd and not MySQL.
 //
 // It knows nothing of actors, grains or stores: cluster/ routes and
-// activates by it, actors/room gates answers by it.
+// activates by it, actors/roomgrain gates answers by it.
 package ownership

@@ -9,5 +9,5 @@
 // It is pure: no clock, no I/O, no actor. It imports only errclass and
 // the generated API, so storage, delivery, the relay and the notice
 // modules can name an event without pulling in Proto.Actor. The grain
-// that runs these rules lives in actors/room.
+// that runs these rules lives in actors/roomgrain.
 package room

@@ -53,7 +53,7 @@ type State struct {
 	MutedSeats   []int  `json:"muted_seats,omitempty"`  // sorted seat indexes
 	LockedSeats  []int  `json:"locked_seats,omitempty"` // sorted seat indexes
 	// Extra holds what was added after the grain reached its size class
-	// (actors/room/grainsize_test.go): one pointer, nil for a room that
+	// (actors/roomgrain/grainsize_test.go): one pointer, nil for a room that
 	// uses none of it, so a new field costs an active room nothing.
 	Extra *Extra `json:"extra,omitempty"`
 }

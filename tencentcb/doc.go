@@ -9,7 +9,7 @@
 // changes nothing and is answered 401 or 400.
 //
 // What Tencent reports becomes the room's own command (room.CmdAudioPresence)
-// sent to the room's owner through Rooms (actors/room.Client: any node
+// sent to the room's owner through Rooms (actors/roomgrain.Client: any node
 // may receive a callback), under a command id derived from the event's
 // identity: a retry, a duplicate or a replay of a callback, on any node,
 // is one command, and the room orders a member's reports by their event

@@ -26,7 +26,7 @@ import (
 )
 
 // Rooms runs a command in its room wherever the room is served
-// (actors/room.Client).
+// (actors/roomgrain.Client).
 type Rooms interface {
 	Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error)
 }

@@ -1,6 +1,6 @@
 // Package directory keeps the room directory (presence, user → room, heat
 // ranking; persistence.Directory) in step with the rooms of a node. It is
-// one of the room grain's observers (actors/room Observer): New returns
+// one of the room grain's observers (actors/roomgrain Observer): New returns
 // the observer each activation gets, cmd/roomcell puts it in the grain's
 // Deps.Observers, and it reaches the grain through those calls, the
 // grain's Tick and Commit messages and nothing else. The grain never

@@ -13,7 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"

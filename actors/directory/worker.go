@@ -18,7 +18,7 @@ import (
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )

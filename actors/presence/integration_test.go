@@ -27,7 +27,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/presence"
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"

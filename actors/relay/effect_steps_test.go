@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"

@@ -19,7 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"

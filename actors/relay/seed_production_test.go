@@ -14,7 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyapp/roomcell/actors/relay"
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
@@ -158,7 +158,7 @@ func (f *seedFixture) startRelay() (*supervise.Poller[relay.RunNowResult], *rela
 // production publisher path (room grain publisher child + relay, both
 // through delivery/roomim and the real Tencent IM client, into the fake
 // IM), on go-memdb and on MariaDB. The same rows also run with fake
-// publishers (actors/room.TestSeedSyncPublishRows, TestRelay*); these
+// publishers (actors/roomgrain.TestSeedSyncPublishRows, TestRelay*); these
 // prove the Enqueue path keeps them.
 func TestSeedRowsProductionPath(t *testing.T) {
 	stores := []struct {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/purge"
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -56,7 +56,7 @@ type App struct {
 	// fakeTRTC is dev mode's fake TRTC (trtc off); nil otherwise.
 	fakeTRTC *trtcfake.Server
 	// roomDBs are the room databases of the shard map with their
-	// workers (roomdbs.go); roomShards says which holds a room.
+	// workers (roomdbs.go); roomShards says which holds a roomgrain.
 	roomDBs    []*roomDB
 	roomShards *shardmap.Map
 	// workerHealth lists polling workers waiting for their restart.
@@ -80,8 +80,8 @@ type App struct {
 
 	connMetrics *connlimit.Metrics // the listeners' (listen)
 	grpcServer  *grpc.Server
-	watcher     *room.Watcher    // WatchRoom streams of this node; ended first on drain
-	gateway     *grpcapi.Gateway // HTTP/JSON client API (gateway.addr); nil when off
+	watcher     *roomgrain.Watcher // WatchRoom streams of this node; ended first on drain
+	gateway     *grpcapi.Gateway   // HTTP/JSON client API (gateway.addr); nil when off
 	health      *health.Server
 	grpcLis     net.Listener
 	httpServer  *http.Server
@@ -194,15 +194,15 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	}
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
-		props, err := a.roomGrainProps(room.Deps{
+		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Observers: []room.NewObserver{room.ObserveDepartures(), directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
 			Retention: cfg.Retention.CommandLog,
 		})
 		if err != nil {
 			return nil, err
 		}
-		kinds = append(kinds, grainkind.New(room.Kind, props))
+		kinds = append(kinds, grainkind.New(roomgrain.Kind, props))
 	}
 	a.member, err = cluster.Start(cluster.Options{
 		Config: cfg.Cluster, NodeID: cfg.NodeID, Kinds: kinds, Logger: log.With("component", "cluster"),
@@ -264,11 +264,11 @@ func (a *App) serveGRPC() error {
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
-	watchMetrics, err := room.NewWatchMetrics(a.registry)
+	watchMetrics, err := roomgrain.NewWatchMetrics(a.registry)
 	if err != nil {
 		return err
 	}
-	a.watcher = &room.Watcher{Client: backend, Buffer: a.cfg.Watch.Buffer, CheckInterval: a.cfg.Watch.CheckInterval,
+	a.watcher = &roomgrain.Watcher{Client: backend, Buffer: a.cfg.Watch.Buffer, CheckInterval: a.cfg.Watch.CheckInterval,
 		Metrics: watchMetrics, Logger: a.log.With("component", "watch")}
 	rs.SetEvents(grpcapi.RoomEventsOf(backend, a.watcher), a.cfg.Watch.MaxStreams)
 	if a.directory != nil {
@@ -453,9 +453,9 @@ func (a *App) Shutdown() {
 
 // clientOwners is the owner feed the room clients follow. A single node
 // owns every room and its view does not change once started: following
-// it cost every command a goroutine and a channel (room.Client.attempt)
+// it cost every command a goroutine and a channel (roomgrain.Client.attempt)
 // for a change that cannot come.
-func (a *App) clientOwners() room.Owners {
+func (a *App) clientOwners() roomgrain.Owners {
 	if a.cfg.Cluster.Provider == configs.ProviderSingle {
 		return nil
 	}

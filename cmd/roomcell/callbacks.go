@@ -5,15 +5,15 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/tencentcb"
 )
 
 // roomClient reaches any room from this node, wherever it is served.
-func (a *App) roomClient() *room.Client {
-	return &room.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
+func (a *App) roomClient() *roomgrain.Client {
+	return &roomgrain.Client{Cluster: a.member.Cluster, AttemptTimeout: a.cfg.Cluster.RequestTimeout, Owners: a.clientOwners()}
 }
 
 // mountCallbacks puts Tencent's callback endpoints on the HTTP listener

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -89,24 +89,24 @@ func (a *App) roomStoreOf(key persistence.RoomKey) persistence.Store {
 // Each database's rooms count their publishes on its registerer (with
 // several databases, labelled room_db like its relay's: one family, one
 // label set).
-func (a *App) roomGrainProps(d room.Deps) (*actor.Props, error) {
+func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 	if !a.multiRoomDB() {
-		m, err := room.NewPublishMetrics(a.roomDBs[0].reg)
+		m, err := roomgrain.NewPublishMetrics(a.roomDBs[0].reg)
 		if err != nil {
 			return nil, err
 		}
 		d.Store, d.PublishMetrics = a.store, m
-		return room.GrainProps(d), nil
+		return roomgrain.GrainProps(d), nil
 	}
-	dbs := make([]room.ShardDB, len(a.roomDBs))
+	dbs := make([]roomgrain.ShardDB, len(a.roomDBs))
 	for i, db := range a.roomDBs {
-		m, err := room.NewPublishMetrics(db.reg)
+		m, err := roomgrain.NewPublishMetrics(db.reg)
 		if err != nil {
 			return nil, err
 		}
-		dbs[i] = room.ShardDB{Store: db.store, PublishMetrics: m, Name: db.key, Attached: db.attached.Load}
+		dbs[i] = roomgrain.ShardDB{Store: db.store, PublishMetrics: m, Name: db.key, Attached: db.attached.Load}
 	}
-	return room.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
+	return roomgrain.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
 }
 
 // kickMQFanouts wakes every database's MQ fanout (a room handed over an

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 )
@@ -83,7 +83,7 @@ func hammerUnknownRooms(t testing.TB, app *App, rc v1.RoomServiceClient, n int) 
 func waitActivations(app *App, want int, bound time.Duration) int {
 	deadline := time.Now().Add(bound)
 	for {
-		n := app.member.Activations(room.Kind)
+		n := app.member.Activations(roomgrain.Kind)
 		if n <= want || time.Now().After(deadline) {
 			return n
 		}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/hyapp/roomcell/actors/directory"
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/actors/wallet/giftdebit"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -135,7 +135,7 @@ func (a *App) openTickets() (*trtc.Tickets, error) {
 // openWallet returns the gift debiter of the room grains: the wallet in
 // process over a.stores.Wallet (memdb, or hyapp_wallet on MySQL), or a
 // remote WalletService when wallet.addr is set.
-func (a *App) openWallet(ctx context.Context) (room.GiftDebiter, error) {
+func (a *App) openWallet(ctx context.Context) (roomgrain.GiftDebiter, error) {
 	if a.cfg.Wallet.Addr != "" {
 		opts, err := walletDialOptions(a.cfg.Wallet)
 		if err != nil {

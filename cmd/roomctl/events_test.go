@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/grpcapi"
 )

@@ -33,11 +33,11 @@ var rules = []struct {
 	{"actors", []string{"grpcapi", "cmd", "cluster"}, nil},
 	// The relay and the notice modules read room events; they never need
 	// the grain runtime.
-	{"actors/relay", []string{"actors/room"}, nil},
-	{"actors/notice", []string{"actors/room"}, nil},
+	{"actors/relay", []string{"actors/roomgrain"}, nil},
+	{"actors/notice", []string{"actors/roomgrain"}, nil},
 	// The room directory reaches the grain through the grain's Observer
 	// interface: the grain never knows it.
-	{"actors/room", []string{"actors/directory"}, nil},
+	{"actors/roomgrain", []string{"actors/directory"}, nil},
 	// clustertest drives whole processes against a real database.
 	{"cluster", []string{"actors", "grpcapi", "cmd", "delivery", "persistence"}, []string{"cluster/clustertest"}},
 	{"grpcapi", []string{"cmd"}, nil},

@@ -44,7 +44,7 @@ func createRoom(ctx context.Context, s *Store, i int, nowMs int64) error {
 		ev(0, "RoomCreated", fmt.Sprintf(`{"owner_user_id":%q,"name":"bench","mic_seats":8,"admin_user_ids":null,"created_at_ms":%d}`, owner, nowMs)),
 		ev(1, "RoomUserJoined", fmt.Sprintf(`{"user_id":%q,"joined_at_ms":%d}`, owner, nowMs)),
 	}
-	// The stored reply is the seq alone, as actors/room marshals it
+	// The stored reply is the seq alone, as actors/roomgrain marshals it
 	// (RoomSeq 1: two bytes).
 	reply := []byte{0x08, 0x01}
 	err := s.Append(ctx, persistence.Append{

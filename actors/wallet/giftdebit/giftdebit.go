@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/errclass"
 )
@@ -18,15 +18,15 @@ type Wallet interface {
 	RefundGift(ctx context.Context, appCode, commandID string) (wallet.SettleResult, error)
 }
 
-// Adapter implements room.GiftDebiter over the in-process wallet.
+// Adapter implements roomgrain.GiftDebiter over the in-process wallet.
 type Adapter struct{ W Wallet }
 
-var _ room.GiftDebiter = Adapter{}
+var _ roomgrain.GiftDebiter = Adapter{}
 
 // New returns the room's view of w.
 func New(w Wallet) Adapter { return Adapter{W: w} }
 
-func request(d room.GiftDebit) wallet.DebitGiftRequest {
+func request(d roomgrain.GiftDebit) wallet.DebitGiftRequest {
 	return wallet.DebitGiftRequest{
 		AppCode: d.AppCode, CommandID: d.CommandID, RoomID: d.RoomID,
 		FromUserID: d.FromUserID, ToUserID: d.ToUserID, GiftID: d.GiftID, Count: d.Count,
@@ -35,7 +35,7 @@ func request(d room.GiftDebit) wallet.DebitGiftRequest {
 
 // HoldGift reserves the gift under the room command's command_id and
 // returns the heat the wallet priced it at.
-func (a Adapter) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
+func (a Adapter) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (int64, error) {
 	res, err := a.W.HoldGift(ctx, request(d))
 	if err != nil {
 		return 0, unavailableIfContext(err)
@@ -43,19 +43,19 @@ func (a Adapter) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) 
 	return res.HeatValue, nil
 }
 
-// ConfirmGift implements room.GiftDebiter.
+// ConfirmGift implements roomgrain.GiftDebiter.
 func (a Adapter) ConfirmGift(ctx context.Context, appCode, commandID string) error {
 	_, err := a.W.ConfirmGift(ctx, appCode, commandID)
 	return unavailableIfContext(err)
 }
 
-// RefundGift implements room.GiftDebiter.
+// RefundGift implements roomgrain.GiftDebiter.
 func (a Adapter) RefundGift(ctx context.Context, appCode, commandID string) error {
 	_, err := a.W.RefundGift(ctx, appCode, commandID)
 	return unavailableIfContext(err)
 }
 
-// Remote implements room.GiftDebiter over a remote WalletService
+// Remote implements roomgrain.GiftDebiter over a remote WalletService
 // (*grpcapi.WalletClient, which speaks the same three steps as the
 // in-process wallet and maps statuses back to the vocabulary). Each call
 // is bounded by Timeout on top of the caller's deadline, so a wallet
@@ -65,7 +65,7 @@ type Remote struct {
 	Timeout time.Duration // 0: the caller's deadline only
 }
 
-var _ room.GiftDebiter = Remote{}
+var _ roomgrain.GiftDebiter = Remote{}
 
 func (r Remote) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if r.Timeout <= 0 {
@@ -75,20 +75,20 @@ func (r Remote) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // HoldGift reserves the gift in the remote wallet.
-func (r Remote) HoldGift(ctx context.Context, d room.GiftDebit) (int64, error) {
+func (r Remote) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (int64, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	return Adapter{W: r.W}.HoldGift(ctx, d)
 }
 
-// ConfirmGift implements room.GiftDebiter.
+// ConfirmGift implements roomgrain.GiftDebiter.
 func (r Remote) ConfirmGift(ctx context.Context, appCode, commandID string) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	return Adapter{W: r.W}.ConfirmGift(ctx, appCode, commandID)
 }
 
-// RefundGift implements room.GiftDebiter.
+// RefundGift implements roomgrain.GiftDebiter.
 func (r Remote) RefundGift(ctx context.Context, appCode, commandID string) error {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	roomgrain "github.com/hyapp/roomcell/actors/room"
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/errclass"
 )

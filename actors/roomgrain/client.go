@@ -1,0 +1,353 @@
+package roomgrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/room"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// Client sends commands to room grains wherever the cluster placed them.
+// It wraps cluster.Request with the caller's deadline and its own backoff:
+// cluster.RequestFuture leaks options process-wide and the library's retry
+// sleeps nanoseconds.
+type Client struct {
+	Cluster *cluster.Cluster
+	// AttemptTimeout bounds one attempt (default 3s); the caller's
+	// deadline bounds them all (default 5s when it has none).
+	AttemptTimeout time.Duration
+	// Owners, when set, cuts an attempt short as soon as the room's owner
+	// changes (the node it was sent to died, froze or gave the room up):
+	// the attempt is retried on the new owner at once instead of waiting
+	// out AttemptTimeout. Its answer, if it ever comes, is dropped; a
+	// retry is safe (command_id), and an old owner cannot write once the
+	// new one has claimed the room (epoch fence).
+	Owners Owners
+}
+
+// Owners is the part of the ownership table the client follows.
+type Owners interface {
+	Owner(identity string) string
+	Changed() <-chan struct{}
+}
+
+// servingOwners is an Owners that knows whether its node's ownership lease
+// is renewed (ownership.Etcd). While it is not (etcd lost quorum, or the
+// node is cut off from it), no grain of this node answers and the table
+// may be stale: the client refuses at once, class unavailable, instead of
+// retrying until the caller's deadline.
+type servingOwners interface {
+	Serving() bool
+}
+
+// RetryAfterCoordinator is the retry hint of a refusal while the node
+// cannot reach its ownership coordinator, when Owners does not say how
+// often it renews its lease (renewingOwners).
+const RetryAfterCoordinator = time.Second
+
+// renewingOwners is an Owners that says how often it renews its lease
+// (ownership.Etcd): a node that lost its coordinator serves again at
+// the first renewal that gets through, so that is when a retry can
+// first succeed.
+type renewingOwners interface {
+	RenewEvery() time.Duration
+}
+
+// ErrNoCoordinator is the refusal while the node's ownership lease is not
+// renewed (errors.Is(err, errclass.Unavailable) holds as well). A grain
+// whose node is in that state answers it too, so a node that still
+// serves but forwards to an owner that does not refuses at once instead
+// of retrying until its own lease lapses. The client's refusal says when
+// to retry (errclass.RetryAfterOf: one lease renewal).
+var ErrNoCoordinator = errclass.New(errclass.CodeNoCoordinator)
+
+// refuse reports the fast refusal when the node has lost its coordinator.
+func (c *Client) refuse(identity string) error {
+	if s, ok := c.Owners.(servingOwners); ok && !s.Serving() {
+		return c.withRetryHint(fmt.Errorf("room %s: %w", identity, ErrNoCoordinator))
+	}
+	return nil
+}
+
+// withRetryHint adds to a refusal whose end is known when a retry may
+// succeed (the gRPC layer sends it as a google.rpc.RetryInfo): a node
+// without its coordinator serves again at its next lease renewal at the
+// earliest, a closed store gate opens at its next probe. A refusal that
+// came from another node's grain arrives by its code, without the hint,
+// and gets it here.
+func (c *Client) withRetryHint(err error) error {
+	if _, ok := errclass.RetryAfterOf(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrNoCoordinator):
+		d := RetryAfterCoordinator
+		if r, ok := c.Owners.(renewingOwners); ok && r.RenewEvery() > 0 {
+			d = r.RenewEvery()
+		}
+		return errclass.WithRetryAfter(err, d)
+	case errors.Is(err, errStoreDown):
+		return errclass.WithRetryAfter(err, storeProbeEvery)
+	case errors.Is(err, room.ErrRateLimited):
+		// A grain's password-guess bucket (password.go): it gives a try
+		// back every interval, so one interval is always enough.
+		return errclass.WithRetryAfter(err, passwordGuessEvery)
+	}
+	return err
+}
+
+// Execute runs one command in its room grain. A retried attempt is safe:
+// commands are idempotent by command_id.
+func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	app, roomID := room.KeyOf(rc)
+	identity, err := roomIdentity(app, roomID)
+	if err != nil {
+		return nil, err
+	}
+	var reply *v1.CommandReply
+	err = c.call(ctx, identity, rc, func(res any) (err error) {
+		reply, err = replyOf(res)
+		return err
+	})
+	return reply, err
+}
+
+// roomIdentity is the grain identity of a room, its ids checked.
+func roomIdentity(app, roomID string) (string, error) {
+	if err := room.CheckID("app_code", app); err != nil {
+		return "", err
+	}
+	if err := room.CheckID("room_id", roomID); err != nil {
+		return "", err
+	}
+	return app + "/" + roomID, nil
+}
+
+// call sends msg to the room's grain until answer accepts an answer or
+// the deadline passes; answer returns errMoved for an answer of a grain
+// whose node lost the room.
+func (c *Client) call(ctx context.Context, identity string, msg any, answer func(res any) error) error {
+	attemptMax := c.AttemptTimeout
+	if attemptMax <= 0 {
+		attemptMax = 3 * time.Second
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(5 * time.Second)
+	}
+	backoff := 20 * time.Millisecond
+	var lastErr error
+	var changed <-chan struct{} // nil (never ready) without Owners
+	for {
+		if c.Owners != nil {
+			changed = c.Owners.Changed()
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 || ctx.Err() != nil {
+			break
+		}
+		if err := c.refuse(identity); err != nil {
+			return err
+		}
+		res, err := c.attempt(identity, msg, min(remaining, attemptMax))
+		if err == nil {
+			err := answer(res)
+			if errors.Is(err, ErrNoCoordinator) {
+				// The owner lost its coordinator: nothing answers for the
+				// room until it is back or the shard moves. Its grain
+				// stays (and stays cached here) while it keeps the grant.
+				return c.withRetryHint(fmt.Errorf("room %s: owner %w", identity, err))
+			}
+			if !errors.Is(err, errMoved) {
+				return c.withRetryHint(err)
+			}
+			// A grain whose node lost the room: it has stopped; ask the
+			// owner again (not the cached grain).
+			c.Cluster.PidCache.Remove(identity, Kind)
+		}
+		lastErr = err
+		if errors.Is(err, ErrNoCoordinator) {
+			return c.withRetryHint(err)
+		}
+		if errors.Is(err, errOwnerChanged) {
+			continue
+		}
+		// An ownership change ends the wait: the room may have just
+		// found its new owner (a failover is over the moment it does).
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case <-time.After(min(backoff, time.Until(deadline))):
+		}
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	if lastErr == nil {
+		lastErr = context.DeadlineExceeded
+	}
+	return fmt.Errorf("%w: room %s did not answer in time: %v", errclass.Unavailable, identity, lastErr)
+}
+
+// errOwnerChanged: the room changed owner during the attempt.
+var errOwnerChanged = errors.New("room changed owner during the request")
+
+// attempt is one cluster.Request, abandoned early when the room's owner
+// changes meanwhile (with Owners set).
+func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, error) {
+	call := func() (any, error) {
+		return c.Cluster.Request(identity, Kind, msg, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
+	}
+	if c.Owners == nil {
+		return call()
+	}
+	changed := c.Owners.Changed()
+	owner := c.Owners.Owner(identity)
+	// A grain cached on a node that no longer owns the room (it died or
+	// gave the room up) would cost this attempt a dead letter or a
+	// timeout: ask the owner instead.
+	if pid, ok := c.Cluster.PidCache.Get(identity, Kind); ok && owner != "" && pid.Address != owner {
+		c.Cluster.PidCache.Remove(identity, Kind)
+	}
+	type result struct {
+		res any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := call()
+		done <- result{res, err}
+	}()
+	// While the node's lease lapses mid-attempt, no answer is coming from
+	// its grains: look every 100 ms and give up then, not at the timeout.
+	var check <-chan time.Time
+	if _, ok := c.Owners.(servingOwners); ok {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		check = t.C
+	}
+	for {
+		select {
+		case r := <-done:
+			return r.res, r.err
+		case <-check:
+			if err := c.refuse(identity); err != nil {
+				return nil, err
+			}
+		case <-changed:
+			changed = c.Owners.Changed()
+			if now := c.Owners.Owner(identity); now != owner && now != "" {
+				c.Cluster.PidCache.Remove(identity, Kind)
+				return nil, errOwnerChanged
+			}
+		}
+	}
+}
+
+func replyOf(res any) (*v1.CommandReply, error) {
+	r, ok := res.(*v1.RoomResponse)
+	if !ok {
+		return nil, fmt.Errorf("room grain answered %T", res)
+	}
+	if r.Error != nil {
+		return nil, errorOf(r.Error)
+	}
+	return r.Reply, nil
+}
+
+// errorOf rebuilds a grain's error; errMoved comes back as itself.
+func errorOf(e *v1.RoomError) error {
+	err := errclass.FromWire(errclass.Code(e.Code), e.Class, e.Message)
+	if len(e.Metadata) > 0 {
+		err = errclass.WithMeta(err, e.Metadata)
+	}
+	return err
+}
+
+// roomError is err as it crosses to another member (errorOf rebuilds it):
+// its facts, the room database it is of among them, as metadata.
+func roomError(err error) *v1.RoomError {
+	meta := errclass.MetaOf(err)
+	if key, ok := persistence.RoomDBOf(err); ok {
+		meta = maps.Clone(meta)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		meta[persistence.RoomDBMetaKey] = key
+	}
+	return &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err)), Metadata: meta}
+}
+
+// ListEvents reads the room's event log after r.after_room_seq from the
+// room's owner (events.go). A read below the retained log fails with a
+// *TrimmedError.
+func (c *Client) ListEvents(ctx context.Context, r *v1.ListRoomEventsRequest) (*v1.ListRoomEventsReply, error) {
+	p, err := c.ListEventsPage(ctx, r)
+	return p.Reply, err
+}
+
+// EventsPage is a ListRoomEvents reply and, when the owner is on this
+// node and had them, its events' protobuf encodings: Wire[i] is what
+// proto.Marshal answers for Reply.Events[i] (nil: none). Both are shared
+// and never changed.
+type EventsPage struct {
+	Reply *v1.ListRoomEventsReply
+	Wire  [][]byte
+}
+
+// ListEventsPage is ListEvents with the events' encodings.
+func (c *Client) ListEventsPage(ctx context.Context, r *v1.ListRoomEventsRequest) (EventsPage, error) {
+	identity, err := roomIdentity(r.GetAppCode(), r.GetRoomId())
+	if err != nil {
+		return EventsPage{}, err
+	}
+	var page EventsPage
+	err = c.call(ctx, identity, r, func(res any) error {
+		var wire [][]byte
+		if a, ok := res.(*eventsAnswer); ok {
+			res, wire = a.res, a.wire
+		}
+		m, ok := res.(*v1.RoomEventsResponse)
+		switch {
+		case !ok:
+			return fmt.Errorf("room grain answered %T", res)
+		case m.Error != nil && (errclass.Code(m.Error.Code) == errclass.CodeRoomEventsTrimmed || m.Error.Class == ClassTrimmed):
+			return &TrimmedError{After: r.GetAfterRoomSeq(), OldestAfterSeq: m.OldestAfterSeq, HeadSeq: m.HeadSeq}
+		case m.Error != nil:
+			return errorOf(m.Error)
+		case m.Reply == nil:
+			return fmt.Errorf("room grain answered neither events nor an error")
+		}
+		page = EventsPage{Reply: m.Reply, Wire: wire}
+		return nil
+	})
+	return page, err
+}
+
+// subscribe asks the room's owner to push its events to a feed.
+func (c *Client) subscribe(ctx context.Context, identity string, feed *actor.PID) (*v1.RoomWatchAck, error) {
+	var ack *v1.RoomWatchAck
+	err := c.call(ctx, identity, &v1.RoomWatchSubscribe{Address: feed.Address, Id: feed.Id}, func(res any) error {
+		m, ok := res.(*v1.RoomWatchAck)
+		switch {
+		case !ok:
+			return fmt.Errorf("room grain answered %T", res)
+		case m.Error != nil:
+			return errorOf(m.Error)
+		}
+		ack = m
+		return nil
+	})
+	return ack, err
+}

@@ -1,0 +1,641 @@
+package roomgrain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hyapp/roomcell/delivery"
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Kind is the cluster kind of room grains; identities are
+// "<app_code>/<room_id>".
+const Kind = "room"
+
+// Store is what a room grain needs from persistence.
+type Store interface {
+	persistence.RoomStore
+	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
+	// The room's publisher marks what it sent in batches (marks.go).
+	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
+	// The room's publisher catching up (publisher.go).
+	ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
+	// Rows a publisher gives back unsent, in one write.
+	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
+}
+
+// Deps is what every room grain of a node shares.
+type Deps struct {
+	Store     Store
+	Publisher delivery.Publisher
+	Gifts     GiftDebiter
+	Config    configs.RoomConfig
+	Logger    *slog.Logger
+	Clock     func() time.Time
+	// NodeID is this process's node_id, for the publisher's log lines.
+	NodeID string
+	// MaxPublishBacklog: above this many events waiting in a room's
+	// publisher, new events are left to the outbox relay alone, so an IM
+	// outage cannot grow a mailbox without bound.
+	MaxPublishBacklog int64
+	// Observers make each activation's observers (observer.go), such as
+	// the room directory's; called in order on every activation.
+	Observers []NewObserver
+	// PublishMetrics: nil means none.
+	PublishMetrics *PublishMetrics
+	// marks batches the publishers' marks (marks.go): one per node, made
+	// by GrainProps; nil gives each publisher its own.
+	marks *markBatcher
+	// joins orders one user's joins on this node (joinclock.go); made by
+	// setDefaults, nil: not ordered.
+	joins *joinClock
+	// guesses: the password-guess buckets (password.go); made by
+	// setDefaults.
+	guesses *guesses
+	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
+	// made by setDefaults, nil: requests expire only when decided on.
+	seatTimers *seatTimers
+	// Lease gates every answer on the node's lease of the room (lease.go);
+	// nil: always served, appends not fenced by epoch.
+	Lease Lease
+	// watch: the watch feeds of the node's rooms; reads: the log reads
+	// under way (events.go). Made by setDefaults.
+	watch *watchRooms
+	reads chan struct{}
+	// store gates the rooms' store calls on whether the store answers
+	// (storegate.go); made by setDefaults.
+	store *storeGate
+	// pick, set by ShardedGrainProps, is the Deps of a room's database,
+	// chosen by the room's identity when it starts (shards.go).
+	pick func(identity string) *Deps
+	// Retention is retention.command_log: the event tail serves nothing
+	// older (eventtail.go). Below a minute (the least the config allows):
+	// a minute.
+	Retention time.Duration
+}
+
+func (d *Deps) setDefaults() {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Clock == nil {
+		d.Clock = time.Now
+	}
+	if d.MaxPublishBacklog <= 0 {
+		d.MaxPublishBacklog = 1000
+	}
+	if d.joins == nil {
+		d.joins = newJoinClock()
+	}
+	if d.watch == nil {
+		d.watch = &watchRooms{rooms: map[string]*roomFeeds{}}
+	}
+	if d.reads == nil {
+		d.reads = make(chan struct{}, eventReads)
+	}
+	if d.seatTimers == nil {
+		d.seatTimers = newSeatTimers()
+	}
+	if d.store == nil {
+		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
+	}
+	if d.guesses == nil {
+		d.guesses = newGuesses()
+	}
+}
+
+// GrainProps is a room grain without the cluster's middleware: a test
+// hosts grains itself by spawning these and sending each a ClusterInit.
+func GrainProps(d Deps) *actor.Props {
+	d.setDefaults()
+	if d.marks == nil && d.Store != nil {
+		// Shared by every room of the node, so marks of many rooms share a
+		// write too.
+		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
+	}
+	// Every grain of the kind reads the one Deps: a copy per room was
+	// ~300 bytes of each active room.
+	return grainProps(&d)
+}
+
+func grainProps(shared *Deps) *actor.Props {
+	// The lock-free mailbox: two small queues, where the default one starts
+	// a ring of ten slots for user messages (~200 bytes a room).
+	return actor.PropsFromProducer(func() actor.Actor { return &grain{deps: shared} },
+		actor.WithDispatcher(roomDispatcher), actor.WithMailbox(actor.UnboundedLockfree()))
+}
+
+// recentIDs bounds the in-memory command_id cache; older ids are found
+// through the store's command_id fence.
+const recentIDs = 4096
+
+type grain struct {
+	deps *Deps
+	// identity is "<app_code>/<room_id>" (the room's key as one string,
+	// without an allocation per command); key() reads it back.
+	identity string
+	state    room.State
+	snapSeq  int64          // seq of the newest stored snapshot
+	recent   recentCommands // command_ids of this activation and the replayed tail
+	pub      *pubLink       // publisher.go
+	log      *slog.Logger
+	obs      *Observer        // the first of nobs observers (observer.go)
+	epoch    int64            // lease epoch the state was loaded under (lease.go)
+	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
+	// idleByWheel: the room passivates on an observer's ticks (the
+	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
+	// a room active.
+	lastActiveMs int64
+	idleByWheel  bool
+	loaded       bool
+	// unsure: an append failed without an answer from the store (it may
+	// have committed): reads answer from the state, which holds every
+	// acknowledged write, but the next write reloads first.
+	unsure bool
+	nobs   uint8 // observers at obs
+	// snapTried: the last snapshot tried was at snapSeq + snapTried
+	// (snapshot.go), so one the store refused is tried again
+	// SnapshotEvery commands later, not on every message. 32 bits, in
+	// the padding after the flags: the grain keeps its size class.
+	snapTried uint32
+}
+
+// key is the room's key: identity's two halves (no copies). A field of
+// its own was 32 bytes of every active room, and with it the grain fell
+// in the next size class up.
+func (g *grain) key() persistence.RoomKey {
+	app, roomID, _ := strings.Cut(g.identity, "/")
+	return persistence.RoomKey{AppCode: app, RoomID: roomID}
+}
+
+func (g *grain) Receive(ctx actor.Context) {
+	if g.idleByWheel {
+		if _, quiet := ctx.Message().(actor.NotInfluenceReceiveTimeout); !quiet {
+			g.lastActiveMs = g.deps.Clock().UnixMilli()
+		}
+	}
+	switch msg := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		if g.deps.pick != nil {
+			g.deps = g.deps.pick(msg.Identity.Identity) // its database's (shards.go)
+		}
+		g.init(ctx, msg.Identity.Identity)
+		g.observe(ctx, msg.Cluster)
+		g.startIdle(ctx)
+		g.armSeatDeadline(ctx)
+	case *v1.RoomCommand:
+		wasLoaded, deadline := g.loaded, g.state.NextSeatDeadline()
+		ctx.Respond(g.handle(ctx, msg))
+		if !wasLoaded || g.state.NextSeatDeadline() != deadline {
+			g.armSeatDeadline(ctx)
+		}
+		// A room nobody created holds nothing worth keeping: stop now
+		// rather than at the idle timeout, so random ids cannot pin
+		// actors. Commands already queued are still answered first.
+		if g.loaded && !g.state.Exists {
+			ctx.Poison(ctx.Self())
+		}
+	case *v1.ListRoomEventsRequest:
+		g.listEvents(ctx, msg) // events.go
+	case *tailFill:
+		g.fillTail(msg) // eventtail.go
+	case *v1.RoomWatchSubscribe:
+		ctx.Respond(g.watchSubscribe(ctx, msg))
+	case *actor.Terminated:
+		g.watchTerminated(msg.Who)
+	case *actor.ReceiveTimeout:
+		g.passivate(ctx)
+	case *seatDeadline:
+		g.expireSeatRequests(ctx)
+	case *actor.Stopping:
+		// Passivation, rebalance and cluster shutdown all pass here.
+		g.watchEnd(ctx)
+		g.disarmSeatDeadline(ctx)
+		g.flushSnapshot()
+		g.stopPublisher()
+		g.stopObservers()
+	case *actor.Restarting:
+		g.watchEnd(ctx)
+		g.disarmSeatDeadline(ctx)
+		g.stopPublisher()
+		g.stopObservers()
+	case *tick:
+		if g.idleByWheel && g.deps.Clock().UnixMilli()-g.lastActiveMs >= g.deps.Config.IdleTimeout.Milliseconds() {
+			g.passivate(ctx)
+			return
+		}
+		if !g.loaded && g.load() != nil {
+			return // the store is away too; the next tick or command retries
+		}
+		for _, o := range g.observers() {
+			o.Tick()
+		}
+	case *Commit:
+		g.commitObserved(ctx, msg)
+	}
+	g.snapshotIfDue() // after the reply: snapshot.go
+}
+
+// startIdle arms the room's passivation after Config.IdleTimeout without
+// a command. A room an observer sends Tick at most that far apart
+// (Room.TicksEvery: the node's refresh wheel) checks its idleness on each
+// tick instead: passivation comes up to one interval late (10 min 30 s at
+// the defaults) but the room keeps no timer of its own. Any other room
+// keeps Proto.Actor's receive timeout.
+func (g *grain) startIdle(ctx actor.Context) {
+	if g.idleByWheel {
+		g.lastActiveMs = g.deps.Clock().UnixMilli()
+		return
+	}
+	ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
+}
+
+// passivate stops an idle room: its snapshot first, and out of the listing.
+func (g *grain) passivate(ctx actor.Context) {
+	if g.loaded && g.state.NextSeatDeadline() != 0 {
+		// A pending seat request keeps its room active until it ends (at
+		// most room.MaxSeatRequestSeconds): its expiry is the room's own
+		// command, and a passive room commits nothing. The receive
+		// timeout cancels itself when it fires: set it again.
+		if !g.idleByWheel {
+			ctx.SetReceiveTimeout(g.deps.Config.IdleTimeout)
+		}
+		return
+	}
+	g.flushSnapshot()
+	for _, o := range g.observers() {
+		o.Passivating()
+	}
+	ctx.Poison(ctx.Self())
+}
+
+func (g *grain) init(ctx actor.Context, identity string) {
+	g.identity = identity
+	g.log = roomLogger(g.deps.Logger, g.key())
+	g.startPublisher()
+	if err := g.load(); err != nil {
+		g.log.Warn("room load failed; will retry on next command", "error", err)
+	}
+}
+
+func (g *grain) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), g.deps.Config.StoreTimeout)
+}
+
+// load rebuilds the state from the newest snapshot plus the events
+// recorded after it. Commands are never re-executed.
+func (g *grain) load() error {
+	return g.storeCall(g.loadIn)
+}
+
+func (g *grain) loadIn(ctx context.Context) error {
+	if err := g.claim(ctx); err != nil {
+		return err
+	}
+	g.dropTail() // eventtail.go: the reloaded state may be past it
+	k := g.key()
+	s := room.NewState(k.AppCode, k.RoomID)
+	g.snapSeq, g.snapTried = 0, 0
+	snap, err := g.deps.Store.LoadSnapshot(ctx, k)
+	switch {
+	case err == nil:
+		if s, err = room.UnmarshalState(snap.State); err != nil {
+			return fmt.Errorf("decode snapshot at seq %d: %w", snap.Seq, err)
+		}
+		g.snapSeq = snap.Seq
+	case !errors.Is(err, persistence.ErrNotFound):
+		return err
+	}
+	recs, err := g.deps.Store.LoadCommands(ctx, k, s.Seq)
+	if err != nil {
+		return err
+	}
+	g.recent = recentCommands{}
+	for _, r := range recs {
+		evs, err := decodeEvents(r.Events)
+		if err != nil {
+			return fmt.Errorf("seq %d: %w", r.Seq, err)
+		}
+		s.ApplyInPlace(r.Seq, evs)
+		g.recent.add(r.CommandID)
+	}
+	g.state, g.loaded, g.unsure = s, true, false
+	g.members.Reset()
+	for _, o := range g.observers() { // a reload: observers follow it
+		o.Loaded()
+	}
+	return nil
+}
+
+func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
+	evs := make([]room.Event, 0, len(envs))
+	for _, e := range envs {
+		ev, err := room.DecodeEvent(e.EventType, e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
+	err := g.gate(ctx)
+	if err == nil {
+		var reply *v1.CommandReply
+		if reply, err = g.execute(ctx, rc); err == nil {
+			return &v1.RoomResponse{Reply: reply}
+		}
+	}
+	return &v1.RoomResponse{Error: roomError(err)}
+}
+
+func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
+	// A read answers from the state while an append's outcome is unknown
+	// (g.unsure); anything else reloads first.
+	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
+	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
+	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
+	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket) {
+		if err := g.load(); err != nil {
+			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
+				return nil, err
+			}
+			g.log.Warn("room load failed", "error", err)
+			return nil, fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+		}
+	}
+	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
+		return g.getRoom(get.GetRoom)
+	}
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
+		return g.listBans(l.ListBans)
+	}
+	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
+		// A read of the rights; the node that answers the client signs.
+		rights, err := room.JoinRightsOf(g.state, j.GetJoinTicket.GetUserId(), g.deps.Clock().UnixMilli())
+		if err != nil {
+			return nil, err
+		}
+		return &v1.CommandReply{RoomSeq: g.state.Seq, JoinRights: rights.Proto()}, nil
+	}
+	cmd, ok := room.CommandFromProto(rc, g.deps.Clock().UnixMilli())
+	if !ok {
+		return nil, errclass.Invalidf("empty command")
+	}
+	defer func() {
+		// An observer may say more (a user no longer in the room is told
+		// when and why they left: departures.go).
+		if err == nil {
+			return
+		}
+		for _, o := range g.observers() {
+			if e, ok := o.(Explainer); ok {
+				err = e.Explain(cmd, err)
+			}
+		}
+	}()
+	k := g.key()
+	if app, roomID := room.KeyOf(rc); app != k.AppCode || roomID != k.RoomID {
+		return nil, errclass.Invalidf("command for %s/%s sent to room %s", app, roomID, k)
+	}
+	cmd.MaxMembers = g.deps.Config.MaxMembers
+	// The password leaves the command here: nothing after sees it.
+	guessKey, err := g.passwordEdge(&cmd)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
+		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
+	}
+	if room.Mutates(cmd.Type) {
+		var err error
+		if cmd.RequestHash, err = room.RequestHash(rc); err != nil {
+			return nil, err
+		}
+	}
+	if !room.Mutates(cmd.Type) {
+		if _, err := room.Decide(g.state, cmd); err != nil {
+			return nil, err
+		}
+		for _, o := range g.observers() {
+			o.Passed(cmd)
+		}
+		return &v1.CommandReply{RoomSeq: g.state.Seq, Room: room.Summary(g.state)}, nil
+	}
+	if g.recent.has(cmd.CommandID) {
+		return g.recorded(cmd)
+	}
+	for _, o := range g.observers() {
+		if err := o.Check(cmd); err != nil {
+			return nil, err
+		}
+	}
+	events, err := room.Decide(g.state, cmd)
+	if errors.Is(err, room.ErrWrongPassword) && guessKey != "" {
+		g.deps.guesses.wrong(guessKey, g.deps.Clock())
+	}
+	if err != nil {
+		// A retry of an old command can break a rule that its first run
+		// did not (CreateRoom twice): answer it from the log if it is there.
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
+			return reply, dupErr
+		}
+		return nil, err
+	}
+	if cmd.Type == room.CmdSendGift {
+		// A key older than the cached ones is looked up before any money
+		// moves: its reuse must not reach the wallet.
+		if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
+			return reply, dupErr
+		} else if !errors.Is(dupErr, persistence.ErrNotFound) {
+			return nil, dupErr
+		}
+		return g.sendGift(ctx, cmd)
+	}
+	return g.commit(ctx, cmd, events)
+}
+
+// getRoom answers GetRoom: the room with one page of its members.
+func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, room.ErrRoomNotFound
+	}
+	p, err := room.ParseMembersPage(r)
+	if err != nil {
+		return nil, err
+	}
+	v := room.Details(room.Summary(g.state), g.state)
+	var next string
+	v.Members, next = g.members.Page(g.state, p)
+	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
+}
+
+// listBans answers ListBans: one page of the bans in force.
+func (g *grain) listBans(r *v1.ListBansRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, room.ErrRoomNotFound
+	}
+	p, err := room.ParseBansPage(r)
+	if err != nil {
+		return nil, err
+	}
+	bans, next := room.BansPage(g.state, g.deps.Clock().UnixMilli(), p)
+	return &v1.CommandReply{RoomSeq: g.state.Seq, Bans: bans, NextPageToken: next}, nil
+}
+
+// recorded returns the stored reply of cmd's command_id, marked
+// duplicate, or ErrExists if the command_id was recorded for a different
+// request: a key names one command, and a second command under it would
+// otherwise be dropped while its caller is told it happened.
+func (g *grain) recorded(cmd room.Command) (*v1.CommandReply, error) {
+	commandID := cmd.CommandID
+	var rec persistence.CommandRecord
+	err := g.storeCall(func(ctx context.Context) (err error) {
+		rec, err = g.deps.Store.FindCommand(ctx, g.key(), commandID)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", errclass.Unavailable, err)
+	}
+	// Rows written before fingerprints were stored have none to compare.
+	if rec.RequestHash != "" && rec.RequestHash != cmd.RequestHash {
+		if rec.CommandType != cmd.Type {
+			return nil, fmt.Errorf("%w: command_id %q was already used for a %s, this is a %s", errclass.Exists, commandID, rec.CommandType, cmd.Type)
+		}
+		return nil, fmt.Errorf("%w: command_id %q was already used for a %s with different fields", errclass.Exists, commandID, rec.CommandType)
+	}
+	var reply v1.CommandReply
+	if err := proto.Unmarshal(rec.Reply, &reply); err != nil {
+		return nil, fmt.Errorf("decode recorded reply of %s: %w", commandID, err)
+	}
+	reply.Duplicate = true
+	if len(reply.EventIds) == 0 && len(rec.Events) > 0 {
+		// Stored as its seq alone (commit): the events are the log row's.
+		reply.EventIds, reply.Events = replyEvents(rec.Events)
+	}
+	if rec.CommandType == room.CmdCreateRoom {
+		reply.ImGroupReady = g.groupReady(rec)
+	}
+	if reply.Room == nil && g.state.Exists {
+		// Recorded without a view (commit): the room as it is now, which
+		// includes the command's effect.
+		reply.Room = room.Summary(g.state)
+	}
+	return &reply, nil
+}
+
+func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event) (*v1.CommandReply, error) {
+	seq := g.state.Seq + 1
+	envs := make([]persistence.Envelope, len(events))
+	for i, ev := range events {
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", ev.EventType(), err)
+		}
+		envs[i] = persistence.Envelope{
+			EventID: room.EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
+			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
+		}
+	}
+	// The stored reply is the command's seq alone: its events are the log
+	// row's own, and the room summary is rebuilt from state when a
+	// duplicate is answered (recorded). Storing the events a second time
+	// in the reply was a third of what the dev store kept per room.
+	replyBytes, err := proto.Marshal(&v1.CommandReply{RoomSeq: seq})
+	if err != nil {
+		return nil, err
+	}
+	a := persistence.Append{Command: persistence.CommandRecord{
+		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
+		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
+	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
+	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
+	if errors.Is(err, errStoreDown) {
+		g.groupAbandoned(group, err)
+		return nil, err // not sent: the state is the store's
+	}
+	if err != nil {
+		g.groupAbandoned(group, err)
+		return g.appendFailed(cmd, seq, err)
+	}
+	g.applyCommitted(cmd, seq, events)
+	g.recent.add(cmd.CommandID)
+	groupReady := g.publish(envs, a.Lease, group)
+	g.watchPush(ctx, seq, envs) // events.go
+	ids, changes := replyEvents(envs)
+	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: room.Summary(g.state),
+		ImGroupReady: groupReady && cmd.Type == room.CmdCreateRoom}, nil
+}
+
+// replyEvents is a reply's event ids and events, from a command's envelopes.
+func replyEvents(envs []persistence.Envelope) ([]string, []*v1.RoomEvent) {
+	ids := make([]string, len(envs))
+	changes := make([]*v1.RoomEvent, len(envs))
+	for i, e := range envs {
+		ids[i] = e.EventID
+		changes[i] = &v1.RoomEvent{EventId: e.EventID, EventType: e.EventType, Payload: string(e.Payload)}
+	}
+	return ids, changes
+}
+
+// applyCommitted applies a stored command to the state in place: no copy
+// of the member map per command. Observers are told before and after
+// (one may read the member map from a goroutine of its own, under a lock
+// it takes in Applying).
+func (g *grain) applyCommitted(cmd room.Command, seq int64, events []room.Event) {
+	obs := g.observers()
+	for _, o := range obs {
+		o.Applying(events)
+	}
+	g.state.ApplyInPlace(seq, events)
+	g.members.Apply(g.state, events)
+	for _, o := range obs {
+		o.Committed(cmd, events)
+	}
+}
+
+// appendFailed turns a failed append into the caller's answer. Any
+// failure may hide a write that did happen (a commit whose ack was lost),
+// so the state is reloaded before the next write either way (reads go
+// on answering from it: it holds every acknowledged write).
+func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.CommandReply, error) {
+	if cmd.Type == room.CmdSendGift {
+		g.loaded = false
+		return g.giftAppendFailed(cmd, seq, err)
+	}
+	if !errors.Is(err, persistence.ErrConflict) {
+		// The state in memory is still every acknowledged write (the
+		// failed one was not acknowledged), so reads keep answering from
+		// it while the store is away; the next write reloads first.
+		g.unsure = true
+		g.log.Warn("room append failed", "seq", seq, "command_id", cmd.CommandID, "error", err)
+		return nil, fmt.Errorf("%w: command not stored, retry", errclass.Unavailable)
+	}
+	g.loaded = false
+	// The command_id fence caught a retry of a command older than the
+	// in-memory cache: answer it from the log.
+	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {
+		return reply, dupErr
+	}
+	g.log.Warn("room append fenced: seq taken by another writer; reloading", "seq", seq, "command_id", cmd.CommandID)
+	return nil, fmt.Errorf("%w: room was changed by another writer, retry", errclass.Unavailable)
+}

@@ -1,0 +1,168 @@
+package roomgrain
+
+import (
+	"log/slog"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/hyapp/roomcell/room"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/hyapp/roomcell/persistence"
+)
+
+// Observer follows one activation of a room: what it loads, checks and
+// commits, and its end. Read models of the room (the room directory,
+// actors/directory) keep in step with it through these calls and nothing
+// else. Every call is made on the room's goroutine, so an observer reads
+// the room (Room) there without a lock; anything slow belongs on a queue
+// of its own (Serial). Only Check can change a command's outcome.
+type Observer interface {
+	// Loaded: the state was loaded again from the store (a reload after an
+	// append whose outcome was unknown, or that was fenced), replacing
+	// State's member map.
+	Loaded()
+	// Check runs before a command that changes the room is decided; an
+	// error refuses the command.
+	Check(cmd room.Command) error
+	// Passed: a command that changes nothing (a heartbeat) passed Decide.
+	Passed(cmd room.Command)
+	// Applying: cmd's events are stored and about to change the state in
+	// place; Committed follows at once, with the state after them.
+	Applying(events []room.Event)
+	Committed(cmd room.Command, events []room.Event)
+	// Tick: Tick reached the room, and its state is loaded.
+	Tick()
+	// Passivating: the room stops for being idle; Stopped follows.
+	Passivating()
+	// Stopped: the activation ended (stop, restart); no call follows.
+	Stopped()
+}
+
+// Explainer is an Observer that adds what it knows to a refusal of a
+// command (when and why its user left the room): Explain returns err
+// enriched, or as it is. The grain asks every observer that is one, in
+// order, for each refused command.
+type Explainer interface {
+	Explain(cmd room.Command, err error) error
+}
+
+// NewObserver makes the observer of a starting activation (its state is
+// loaded if the store answered); nil: none. Deps.Observers lists them.
+type NewObserver func(a Activation) Observer
+
+// Activation is a starting activation, as its observers get it.
+type Activation struct {
+	Room Room
+	Self *actor.PID // the grain
+	Root *actor.RootContext
+	// Cluster is the cluster the room was activated in; nil where grains
+	// are hosted without one (tests).
+	Cluster *cluster.Cluster
+}
+
+// Room is a room activation as its observers read it. State, Loaded and
+// Now read the grain's live fields: call them on the room's goroutine (in
+// an Observer call); Key and Log never change and may be read anywhere.
+type Room struct{ g *grain }
+
+// Key is the room's key.
+func (r Room) Key() persistence.RoomKey { return r.g.key() }
+
+// Log is the room's logger.
+func (r Room) Log() *slog.Logger { return r.g.log }
+
+// State is the room's state, changed in place by each commit: read it,
+// never change it.
+func (r Room) State() *room.State { return &r.g.state }
+
+// Loaded reports whether the state was loaded (the store answered).
+func (r Room) Loaded() bool { return r.g.loaded }
+
+// Now is the node's clock.
+func (r Room) Now() time.Time { return r.g.deps.Clock() }
+
+// TicksEvery says that the observer sends the room Tick every d from
+// outside it (the node's refresh wheel). A room whose idle timeout is at
+// least d then checks its idleness on those ticks and keeps no timer of
+// its own: passivation comes up to d late, and Proto.Actor's receive
+// timeout (~140 bytes a room, reset on every message) is not armed.
+// Called from NewObserver.
+func (r Room) TicksEvery(d time.Duration) {
+	if d > 0 && r.g.deps.Config.IdleTimeout >= d {
+		r.g.idleByWheel = true
+	}
+}
+
+// Tick is the periodic message an observer has a room sent (its directory
+// refresh). It does not keep an idle room from passivating.
+var Tick any = &tick{}
+
+type tick struct{}
+
+func (*tick) NotInfluenceReceiveTimeout() {}
+
+// Commit asks the room to commit events an observer learned outside it
+// (the directory's rank): through the command path (command log, outbox,
+// publish), only while the room is loaded and open, and once per
+// CommandID. A failure is logged; nothing answers the sender.
+type Commit struct {
+	Type      string // the command_type in the command log
+	CommandID string
+	Events    []room.Event
+}
+
+func (*Commit) NotInfluenceReceiveTimeout() {}
+
+// observe makes the activation's observers (Deps.Observers).
+func (g *grain) observe(ctx actor.Context, c *cluster.Cluster) {
+	if len(g.deps.Observers) == 0 {
+		return
+	}
+	a := Activation{Room: Room{g}, Self: ctx.Self(), Root: ctx.ActorSystem().Root, Cluster: c}
+	list := make([]Observer, 0, min(len(g.deps.Observers), math.MaxUint8))
+	for _, newObserver := range g.deps.Observers {
+		if o := newObserver(a); o != nil && len(list) < cap(list) {
+			list = append(list, o)
+		}
+	}
+	if len(list) > 0 {
+		g.obs, g.nobs = &list[0], uint8(len(list))
+	}
+}
+
+// observers is the activation's observers, in Deps.Observers order. The
+// grain keeps their array's first element and their count, which fits
+// in the grain's padding: a slice header would take the grain past its
+// size class (grainsize_test.go), and a pointer to one is an allocation
+// more per room.
+func (g *grain) observers() []Observer {
+	if g.obs == nil {
+		return nil
+	}
+	return unsafe.Slice(g.obs, g.nobs)
+}
+
+// stopObservers ends the activation's observers: on stop and on restart
+// (a restarted grain makes new ones in its ClusterInit).
+func (g *grain) stopObservers() {
+	for _, o := range g.observers() {
+		o.Stopped()
+	}
+	g.obs, g.nobs = nil, 0
+}
+
+// commitObserved commits an observer's Commit.
+func (g *grain) commitObserved(ctx actor.Context, m *Commit) {
+	if !g.loaded || !g.state.Exists || g.state.Status != room.StatusOpen || g.recent.has(m.CommandID) {
+		return
+	}
+	k := g.key()
+	cmd := room.Command{Type: m.Type, CommandID: m.CommandID, AppCode: k.AppCode, RoomID: k.RoomID, NowMs: g.deps.Clock().UnixMilli()}
+	if _, err := g.commit(ctx, cmd, m.Events); err != nil {
+		g.log.Warn("observer's command not committed", "command_type", m.Type, "command_id", m.CommandID, "error", err)
+	}
+}

@@ -1,0 +1,577 @@
+package roomgrain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hyapp/roomcell/errclass"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+)
+
+// Watcher serves WatchRoom on one node. All watchers of one room on the
+// node share one feed: a local actor subscribed to the room's owner grain,
+// which pushes each commit's events to it (events.go). The feed appends
+// every push to its own bounded log, shared by its watchers, and wakes
+// them without ever waiting; each watcher reads on from its own place in
+// it, and one that falls more than Buffer commits behind is cut. Each watcher checks its own
+// sequence: a push that does not follow the last seq it sent, and every
+// head the feed learns, is filled from the log (ListEvents), so a lost
+// push costs a read, never a gap.
+//
+// The stream ends with a *WatchEndedError (retryable, with the seq to
+// resume after) when the room's activation stops or moves, the owner
+// stops answering the feed's periodic check, or the node closes the
+// Watcher (drain).
+type Watcher struct {
+	Client *Client
+	// Buffer is how many commits a watcher may have waiting; default
+	// 1024. The commits are the feed's, one copy for all its watchers:
+	// a watcher holds only its place. (Its own channel of 128 was 1 KB a
+	// watcher, and too short for a burst: a feed goroutine the scheduler
+	// held back 50 ms at 3,000 commits/s handed over more at once, and
+	// cut watchers that were keeping up.)
+	Buffer int
+	// CheckInterval is how often a feed asks the room for its activation
+	// and head (default 2s): it finds an owner gone silent (frozen, cut
+	// off) and pushes lost at the tail.
+	CheckInterval time.Duration
+	// Page is the most events one catch-up read asks for (default 500).
+	Page int
+	// Linger is how long a watcher waits after sending before it looks
+	// for more (default 5ms; negative: never): a hot room's commits then
+	// reach each watcher a few at a time, one wake-up of its goroutine
+	// for them all, instead of one per commit. At 3,000 commits/s, 1,000
+	// watchers woken per commit were 3M wake-ups a second, and their run
+	// queue stood in front of the room's own commands. A quiet room's
+	// event still goes out at once (the wait follows a send).
+	Linger  time.Duration
+	Metrics *WatchMetrics // nil: none
+	Logger  *slog.Logger
+
+	mu     sync.Mutex
+	feeds  map[string]*feed
+	closed bool
+}
+
+// WatchEndedError ends a stream that the client resumes with
+// after_room_seq = ResumeAfter, on any node.
+type WatchEndedError struct {
+	ResumeAfter int64
+	Cut         bool // the reader was too slow for its buffer
+	Reason      string
+}
+
+func (e *WatchEndedError) Error() string {
+	return fmt.Sprintf("room watch ended (%s); resume with after_room_seq %d", e.Reason, e.ResumeAfter)
+}
+
+// Unwrap: retryable, like every outage; the code says whether the reader
+// was cut (ROOM_WATCH_CUT) or the stream ended (ROOM_WATCH_ENDED).
+func (e *WatchEndedError) Unwrap() error {
+	if e.Cut {
+		return errWatchCut
+	}
+	return errWatchEnded
+}
+
+var (
+	errWatchEnded = errclass.New(errclass.CodeRoomWatchEnded)
+	errWatchCut   = errclass.New(errclass.CodeRoomWatchCut)
+)
+
+// WatchMetrics counts the node's open streams and their ends.
+type WatchMetrics struct {
+	Open  prometheus.Gauge
+	Cuts  prometheus.Counter
+	Ended *prometheus.CounterVec
+}
+
+// NewWatchMetrics registers the watch metrics on reg (nil: unregistered).
+func NewWatchMetrics(reg prometheus.Registerer) (*WatchMetrics, error) {
+	m := &WatchMetrics{
+		Open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "roomcell_watch_streams_open",
+			Help: "WatchRoom streams open on this node."}),
+		Cuts: prometheus.NewCounter(prometheus.CounterOpts{Name: "roomcell_watch_cuts_total",
+			Help: "WatchRoom streams cut because the reader fell a whole buffer behind."}),
+		Ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcell_watch_ended_total",
+			Help: "WatchRoom streams ended by the server with a resume seq, by reason."}, []string{"reason"}),
+	}
+	// Every reason's series exists at zero from the start: a panel shows
+	// no ends as 0, not as no data.
+	for _, r := range []string{EndMoved, EndCut, EndDraining, EndLost} {
+		m.Ended.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.Open, m.Cuts, m.Ended} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// Reasons a stream ends (WatchEndedError.Reason, the metric's label).
+const (
+	EndMoved    = "room_moved"
+	EndCut      = "slow_reader"
+	EndDraining = "node_draining"
+	EndLost     = "owner_unreachable"
+)
+
+// pushItem is one commit (events set) or a head the feed learned (events
+// nil); shared by every watcher of the feed, never changed.
+type pushItem struct {
+	seq    int64
+	events []*v1.RoomLogEvent
+}
+
+type sub struct {
+	next atomic.Uint64 // the feed's log index of the next item to read
+	wake chan struct{} // cap 1: a pending wake-up stands for any number of pushes
+	end  chan struct{}
+	once sync.Once
+	why  string // set before end closes
+}
+
+func (s *sub) stop(why string) {
+	s.once.Do(func() {
+		s.why = why
+		close(s.end)
+	})
+}
+
+// feedLog is a feed's recent items: items[0] is item number first. A
+// new feedLog is stored for each push; its items are only appended to
+// past every published length, or copied: a reader's view never changes.
+type feedLog struct {
+	first uint64
+	items []*pushItem
+}
+
+func (l *feedLog) end() uint64 { return l.first + uint64(len(l.items)) }
+
+type feed struct {
+	w        *Watcher
+	identity string
+	pid      *actor.PID
+	mu       sync.Mutex
+	subs     map[*sub]struct{}
+	head     int64 // newest head the feed knows
+	// log holds the feed's recent items, written under mu and read by
+	// the watchers without it: each wake-up of a thousand watchers
+	// queued on mu behind the fanout that woke them.
+	log      atomic.Pointer[feedLog]
+	done     bool
+	stopTick chan struct{}
+	// ready closes when the first subscription answered; startErr is
+	// its error.
+	ready    chan struct{}
+	startErr error
+}
+
+func (w *Watcher) defaults() {
+	if w.Buffer <= 0 {
+		w.Buffer = 1024
+	}
+	if w.CheckInterval <= 0 {
+		w.CheckInterval = 2 * time.Second
+	}
+	if w.Page <= 0 {
+		w.Page = 500
+	}
+	if w.Linger == 0 {
+		w.Linger = 5 * time.Millisecond
+	}
+	if w.Logger == nil {
+		w.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Watch streams the room's events after after to send until ctx ends or
+// the stream is ended (a *WatchEndedError or a *TrimmedError). send is
+// called from this goroutine only, one room_seq at a time.
+func (w *Watcher) Watch(ctx context.Context, app, roomID string, after int64, send func(*v1.WatchRoomReply) error) error {
+	return w.WatchAccepted(ctx, app, roomID, after, nil, send)
+}
+
+// WatchAccepted is Watch that calls accepted (when not nil) once the
+// room's owner has taken the watch, before the catch-up and any event:
+// an error from it ends the watch.
+func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*v1.WatchRoomReply) error) error {
+	identity, err := roomIdentity(app, roomID)
+	if err != nil {
+		return err
+	}
+	if after < 0 {
+		return errclass.Invalidf("after_room_seq %d is negative", after)
+	}
+	f, s, head, err := w.join(ctx, identity)
+	if err != nil {
+		return err
+	}
+	if w.Metrics != nil {
+		w.Metrics.Open.Inc()
+		defer w.Metrics.Open.Dec()
+	}
+	defer f.leave(s)
+	if after > head {
+		// As ListRoomEvents refuses it: a cursor from nowhere would skip
+		// the events up to it without a word.
+		return errclass.Invalidf("after_room_seq %d is past the room's head %d", after, head)
+	}
+	if accepted != nil {
+		if err := accepted(); err != nil {
+			return err
+		}
+	}
+	last := after
+	// fill sends the log after last up to at least upTo.
+	fill := func(upTo int64) error {
+		for last < upTo {
+			reply, err := w.Client.ListEvents(ctx, &v1.ListRoomEventsRequest{AppCode: app, RoomId: roomID, AfterRoomSeq: last, Limit: int32(w.Page)})
+			if err != nil {
+				if !errors.Is(err, errclass.Unavailable) || ctx.Err() != nil {
+					return err // trimmed, not found, canceled: said as it is
+				}
+				return w.ended(last, EndLost)
+			}
+			if reply.NextAfterSeq <= last {
+				// The owner's head is below what was pushed: a new owner
+				// that has not yet seen it cannot be; end and let the
+				// client resume.
+				return w.ended(last, EndMoved)
+			}
+			if err := sendGroups(reply.Events, last, send); err != nil {
+				return err
+			}
+			last = reply.NextAfterSeq
+		}
+		return nil
+	}
+	if err := fill(head); err != nil {
+		return err
+	}
+	// deliver sends one item, filling from the log what it skips.
+	deliver := func(it *pushItem) error {
+		if it.events == nil || it.seq > last+1 {
+			upTo := it.seq
+			if it.events != nil {
+				upTo = it.seq - 1
+			}
+			if err := fill(upTo); err != nil {
+				return err
+			}
+		}
+		if it.events == nil || it.seq <= last {
+			return nil
+		}
+		if err := send(&v1.WatchRoomReply{RoomSeq: it.seq, Events: it.events}); err != nil {
+			return err
+		}
+		last = it.seq
+		return nil
+	}
+	var linger *time.Timer // made on the first wait: an idle watcher has none
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.end:
+			return w.ended(last, s.why)
+		case <-s.wake:
+		}
+		for _, it := range f.take(s) {
+			if err := deliver(it); err != nil {
+				return err
+			}
+		}
+		if w.Linger <= 0 {
+			continue
+		}
+		if linger == nil {
+			linger = time.NewTimer(w.Linger)
+			defer linger.Stop()
+		} else {
+			linger.Reset(w.Linger)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.end:
+			return w.ended(last, s.why)
+		case <-linger.C:
+		}
+	}
+}
+
+func (w *Watcher) ended(last int64, why string) error {
+	if w.Metrics != nil {
+		w.Metrics.Ended.WithLabelValues(why).Inc()
+	}
+	return &WatchEndedError{ResumeAfter: last, Cut: why == EndCut, Reason: why}
+}
+
+// sendGroups sends events (in room_seq order) after last, one message
+// per room_seq.
+func sendGroups(events []*v1.RoomLogEvent, last int64, send func(*v1.WatchRoomReply) error) error {
+	for i := 0; i < len(events); {
+		j := i + 1
+		for j < len(events) && events[j].RoomSeq == events[i].RoomSeq {
+			j++
+		}
+		if seq := events[i].RoomSeq; seq > last {
+			if err := send(&v1.WatchRoomReply{RoomSeq: seq, Events: events[i:j]}); err != nil {
+				return err
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+// join adds a watcher to the room's feed on this node, starting the feed
+// (and its subscription at the owner) if it has none. It answers the
+// head the watcher must catch up to.
+func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64, error) {
+	w.mu.Lock()
+	w.defaults()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, nil, 0, &WatchEndedError{Reason: EndDraining}
+	}
+	if w.feeds == nil {
+		w.feeds = map[string]*feed{}
+	}
+	f := w.feeds[identity]
+	fresh := f == nil
+	if fresh {
+		f = &feed{w: w, identity: identity, subs: map[*sub]struct{}{}, stopTick: make(chan struct{}), ready: make(chan struct{})}
+		w.feeds[identity] = f
+	}
+	s := &sub{wake: make(chan struct{}, 1), end: make(chan struct{})}
+	// Registered before the catch-up read: every push from now on reaches
+	// s, so the read and the pushes overlap and nothing falls between.
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	if l := f.log.Load(); l != nil {
+		s.next.Store(l.end())
+	}
+	f.mu.Unlock()
+	w.mu.Unlock()
+	if fresh {
+		f.startErr = f.start(ctx)
+		close(f.ready)
+	}
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		f.leave(s)
+		return nil, nil, 0, ctx.Err()
+	}
+	if f.startErr != nil {
+		f.finish(EndLost)
+		return nil, nil, 0, f.startErr
+	}
+	// A feed that ended meanwhile has ended s too, with its reason.
+	f.mu.Lock()
+	head := f.head
+	f.mu.Unlock()
+	return f, s, head, nil
+}
+
+// start spawns the feed's actor and subscribes it at the room's owner.
+func (f *feed) start(ctx context.Context) error {
+	sys := f.w.Client.Cluster.ActorSystem
+	f.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &feedActor{f: f} }))
+	ack, err := f.w.Client.subscribe(ctx, f.identity, f.pid)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.head = max(f.head, ack.HeadSeq)
+	f.mu.Unlock()
+	sys.Root.Send(f.pid, &watchGrain{pid: actor.NewPID(ack.GrainAddress, ack.GrainId), activation: ack.Activation})
+	go f.check(ack.Activation)
+	return nil
+}
+
+// check asks the owner every CheckInterval for the activation and head:
+// another activation (or none answering) ends the feed; a head past the
+// pushes is handed to the watchers, who fill it from the log.
+func (f *feed) check(activation string) {
+	t := time.NewTicker(f.w.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stopTick:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), f.w.CheckInterval)
+		ack, err := f.w.Client.subscribe(ctx, f.identity, f.pid)
+		cancel()
+		switch {
+		case err != nil:
+			f.finish(EndLost)
+			return
+		case ack.Activation != activation:
+			f.finish(EndMoved)
+			return
+		}
+		f.fanout(&pushItem{seq: ack.HeadSeq})
+	}
+}
+
+// fanout appends it to the feed's log and wakes every watcher without
+// waiting: one left more than Buffer items behind is cut. Items every
+// watcher has read are dropped, into a new array once they are half the
+// log: the old one may be read by watchers still.
+func (f *feed) fanout(it *pushItem) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.head = max(f.head, it.seq)
+	l := &feedLog{}
+	if old := f.log.Load(); old != nil {
+		*l = *old
+	}
+	l.items = append(l.items, it)
+	end := l.end()
+	read := end // the least place of a watcher
+	for s := range f.subs {
+		next := s.next.Load()
+		if end-next > uint64(f.w.Buffer) {
+			delete(f.subs, s)
+			s.stop(EndCut)
+			if f.w.Metrics != nil {
+				// Counted when it happens: the stream's goroutine may be
+				// stuck in its send for a while yet.
+				f.w.Metrics.Cuts.Inc()
+			}
+			continue
+		}
+		// A watcher reading now moves only forward, past read: what it
+		// still needs stays.
+		read = min(read, next)
+	}
+	if drop := int(read - l.first); drop > 0 && 2*drop >= len(l.items) {
+		l.items = append([]*pushItem(nil), l.items[drop:]...)
+		l.first = read
+	}
+	f.log.Store(l)
+	for s := range f.subs {
+		select {
+		case s.wake <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
+
+// take returns the items s has not read (shared: never changed) and moves
+// its place past them. Without the feed's lock.
+func (f *feed) take(s *sub) []*pushItem {
+	l := f.log.Load()
+	next := s.next.Load()
+	if l == nil || next < l.first {
+		return nil // nothing yet, or cut: its end is closed, the loop sees it next
+	}
+	items := l.items[next-l.first:]
+	s.next.Store(l.end())
+	return items[:len(items):len(items)]
+}
+
+// finish ends every watcher of the feed and the feed itself.
+func (f *feed) finish(why string) {
+	f.w.mu.Lock()
+	if f.w.feeds[f.identity] == f {
+		delete(f.w.feeds, f.identity)
+	}
+	f.w.mu.Unlock()
+	f.mu.Lock()
+	if f.done {
+		f.mu.Unlock()
+		return
+	}
+	f.done = true
+	subs := f.subs
+	f.subs = map[*sub]struct{}{}
+	f.mu.Unlock()
+	for s := range subs {
+		s.stop(why)
+	}
+	close(f.stopTick)
+	if f.pid != nil {
+		f.w.Client.Cluster.ActorSystem.Root.Stop(f.pid)
+	}
+}
+
+// leave removes a watcher; the last one out stops the feed.
+func (f *feed) leave(s *sub) {
+	f.mu.Lock()
+	delete(f.subs, s)
+	empty := len(f.subs) == 0 && !f.done
+	f.mu.Unlock()
+	if !empty {
+		return
+	}
+	f.w.mu.Lock()
+	f.mu.Lock()
+	// A watcher may have joined between the two locks.
+	empty = len(f.subs) == 0
+	f.mu.Unlock()
+	f.w.mu.Unlock()
+	if empty {
+		f.finish(EndMoved)
+	}
+}
+
+// Close ends every stream of the node (drain): each with its resume seq.
+func (w *Watcher) Close() {
+	w.mu.Lock()
+	w.closed = true
+	feeds := make([]*feed, 0, len(w.feeds))
+	for _, f := range w.feeds {
+		feeds = append(feeds, f)
+	}
+	w.mu.Unlock()
+	for _, f := range feeds {
+		f.finish(EndDraining)
+	}
+}
+
+type watchGrain struct {
+	pid        *actor.PID
+	activation string
+}
+
+// feedActor receives the room's pushes for a feed.
+type feedActor struct {
+	f          *feed
+	activation string
+}
+
+func (a *feedActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *watchGrain:
+		a.activation = m.activation
+		ctx.Watch(m.pid)
+	case *v1.RoomWatchPush:
+		a.f.fanout(&pushItem{seq: m.RoomSeq, events: m.Events})
+	case *v1.RoomWatchEnd:
+		if a.activation == "" || m.Activation == a.activation {
+			a.f.finish(EndMoved)
+		}
+	case *actor.Terminated:
+		// The grain stopped, or its node is gone.
+		a.f.finish(EndMoved)
+	}
+}
