@@ -104,6 +104,7 @@ type Command struct {
 	PasswordMAC     string            // SetRoomPassword: the new verifier; JoinRoom: the offer's proof
 	PasswordSaltNew string            // SetRoomPassword: the new salt
 	AllMicsMuted    bool              // SetAllMicsMuted
+	LikeCount       int64             // LikeRoom
 	CustomSet       map[string]string // SetRoomCustomInfo
 	CustomDelete    []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
@@ -301,6 +302,11 @@ var commands = map[string]commandKind{
 	CmdSetAllMicsMuted: {
 		fill:   fill(func(r *v1.SetAllMicsMutedRequest, c *Command) { c.AllMicsMuted = r.Muted }),
 		decide: decideSetAllMicsMuted,
+	},
+	// Likes (likes.go): gathered by the grain into one row per window.
+	CmdLikeRoom: {
+		fill:  fill(func(r *v1.LikeRoomRequest, c *Command) { c.LikeCount = r.Count }),
+		check: checkLike, decide: decideLikeRoom,
 	},
 	// Password (password.go).
 	CmdSetRoomPassword: {

@@ -87,6 +87,10 @@ type Extra struct {
 	// The all-mics switch and the seats it muted (allmics.go).
 	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
+	// The running like total and the users' recent like receipts
+	// (likes.go).
+	Likes        int64                   `json:"likes,omitempty"`
+	LikeReceipts map[string]LikeReceipts `json:"like_receipts,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -119,6 +123,7 @@ func (e *Extra) clone() *Extra {
 	c.Audio = maps.Clone(e.Audio)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
+	c.LikeReceipts = maps.Clone(e.LikeReceipts)
 	return &c
 }
 
@@ -133,9 +138,10 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Audio)
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
+	nilIfEmptyMap(&e.LikeReceipts)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil
+		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -65,6 +65,7 @@ const (
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
+	RoomService_LikeRoom_FullMethodName               = "/roomcell.v1.RoomService/LikeRoom"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -171,6 +172,11 @@ type RoomServiceClient interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// LikeRoom adds count likes to the room from a member. Likes are
+	// coalesced: the room writes one RoomLiked per window (room.like_window)
+	// with the window's total, the room's running total and the top likers,
+	// and answers every like of the window once that row is stored.
+	LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -650,6 +656,16 @@ func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsM
 	return out, nil
 }
 
+func (c *roomServiceClient) LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_LikeRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -754,6 +770,11 @@ type RoomServiceServer interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
+	// LikeRoom adds count likes to the room from a member. Likes are
+	// coalesced: the room writes one RoomLiked per window (room.like_window)
+	// with the window's total, the room's running total and the top likers,
+	// and answers every like of the window once that row is stored.
+	LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -901,6 +922,9 @@ func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomP
 }
 func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
+}
+func (UnimplementedRoomServiceServer) LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method LikeRoom not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1744,6 +1768,24 @@ func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_LikeRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LikeRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).LikeRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_LikeRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).LikeRoom(ctx, req.(*LikeRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1930,6 +1972,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAllMicsMuted",
 			Handler:    _RoomService_SetAllMicsMuted_Handler,
+		},
+		{
+			MethodName: "LikeRoom",
+			Handler:    _RoomService_LikeRoom_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
