@@ -58,8 +58,48 @@ type LikeReceipts struct {
 // keeps thousands) and the count it asked for, which tells a retry from
 // another like under a reused id.
 func likeReceipt(commandID string, count int64) string {
+	return LikeID(commandID) + ":" + strconv.FormatInt(count, 10)
+}
+
+// LikeID is the part of a like's receipt that names its command_id.
+func LikeID(commandID string) string {
 	sum := sha256.Sum256([]byte(commandID))
-	return hex.EncodeToString(sum[:8]) + ":" + strconv.FormatInt(count, 10)
+	return hex.EncodeToString(sum[:8])
+}
+
+// LikeReceiptOf is the receipt c's like leaves.
+func LikeReceiptOf(c Command) string { return likeReceipt(c.CommandID, c.LikeCount) }
+
+// LikeRef is whose like a receipt is, and the receipt.
+type LikeRef struct{ UserID, Receipt string }
+
+// LikeIDs indexes the room's receipts by LikeID: a command_id that named
+// a like of one user is refused for another user's like or another
+// command (the grain asks; the receipts are kept per user).
+func LikeIDs(s State) map[string]LikeRef {
+	rs := s.x().LikeReceipts
+	n := 0
+	for _, r := range rs {
+		n += len(r.IDs)
+	}
+	idx := make(map[string]LikeRef, n)
+	for u, r := range rs {
+		for _, rc := range r.IDs {
+			id, _, _ := strings.Cut(rc, ":")
+			idx[id] = LikeRef{UserID: u, Receipt: rc}
+		}
+	}
+	return idx
+}
+
+// LikeConflict reports whether c may not be counted under its command_id
+// because the id named another request: ref is the like it named (the
+// same user and count: a retry, no conflict).
+func LikeConflict(c Command, ref LikeRef) error {
+	if ref.UserID == c.UserID && ref.Receipt == likeReceipt(c.CommandID, c.LikeCount) {
+		return nil
+	}
+	return errclass.Errorf(errclass.Exists, "command_id %q was already used for another LikeRoom", c.CommandID)
 }
 
 func checkLike(c Command) error {
@@ -127,7 +167,7 @@ func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event
 	out := make([]LikeOutcome, len(cmds))
 	byUser := map[string]int64{}
 	receipts := map[string][]string{}
-	seen := map[string]string{} // receipt id part → receipt, in this window
+	seen := map[string]LikeRef{} // LikeID → the like counted under it in this window
 	var count int64
 	for i, c := range cmds {
 		if invalid[i] != nil {
@@ -144,12 +184,9 @@ func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event
 		}
 		rec, err := LikeRecorded(s, c)
 		if err == nil && !rec {
-			r := likeReceipt(c.CommandID, c.LikeCount)
-			id, _, _ := strings.Cut(r, ":")
-			if prev, ok := seen[c.UserID+"\x00"+id]; ok {
-				rec = prev == r
-				if !rec {
-					err = errclass.Errorf(errclass.Exists, "command_id %q was already used for a LikeRoom with another count", c.CommandID)
+			if prev, ok := seen[LikeID(c.CommandID)]; ok {
+				if err = LikeConflict(c, prev); err == nil {
+					rec = true
 				}
 			}
 		}
@@ -168,8 +205,7 @@ func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event
 			continue
 		}
 		r := likeReceipt(c.CommandID, c.LikeCount)
-		id, _, _ := strings.Cut(r, ":")
-		seen[c.UserID+"\x00"+id] = r
+		seen[LikeID(c.CommandID)] = LikeRef{UserID: c.UserID, Receipt: r}
 		byUser[c.UserID] += c.LikeCount
 		receipts[c.UserID] = append(receipts[c.UserID], r)
 		count += c.LikeCount

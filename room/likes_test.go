@@ -23,10 +23,10 @@ func likeRules() []rule {
 	return []rule{
 		{name: "like: a member's likes are counted", given: aRoom, cmd: like("alice", 5),
 			want: []room.Event{liked(5, 5, room.LikeUser{UserID: "alice", Count: 5}),
-				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": {room.LikeReceiptOf("cmd-1", 5)}}}}},
+				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": {room.LikeReceiptFor("cmd-1", 5)}}}}},
 		{name: "like: the total runs on", given: aLiked, cmd: like("bob", 2, commandID("l-2")),
 			want: []room.Event{liked(2, 5, room.LikeUser{UserID: "bob", Count: 2}),
-				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"bob": {room.LikeReceiptOf("l-2", 2)}}}}},
+				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"bob": {room.LikeReceiptFor("l-2", 2)}}}}},
 		{name: "like: a retry of a counted like counts nothing", given: aLiked, cmd: like("alice", 3, commandID("l-1"))},
 		{name: "like: its id with another count is refused", given: aLiked, cmd: like("alice", 4, commandID("l-1")),
 			err: errclass.Exists, class: errclass.Exists, msg: "l-1"},
@@ -62,6 +62,7 @@ func TestDecideLikesWindow(t *testing.T) {
 		like("carol", 1, commandID("c-1")),   // not a member
 		like("bob", 0, commandID("b-0")),     // invalid
 		like("bob", 1, commandID("likes-9")), // validated as any like; the prefix is refused at the door
+		like("bob", 3, commandID("u01-a")),   // another user's id in this window
 	)
 	evs, out := room.DecideLikes(s, window, t0+1000)
 	n := room.MaxLikeUsers + 5
@@ -72,6 +73,9 @@ func TestDecideLikesWindow(t *testing.T) {
 	}
 	if !out[2*n].Recorded || out[2*n].Err != nil || !out[2*n+1].Recorded {
 		t.Fatalf("retries: %+v %+v", out[2*n], out[2*n+1])
+	}
+	if !errors.Is(out[2*n+6].Err, errclass.Exists) {
+		t.Fatalf("another user's id: %+v", out[2*n+6])
 	}
 	if !errors.Is(out[2*n+2].Err, errclass.Exists) || !errors.Is(out[2*n+3].Err, room.ErrNotMember) || !errors.Is(out[2*n+4].Err, errclass.Invalid) {
 		t.Fatalf("refusals: %+v", out[2*n+2:2*n+5])
@@ -96,7 +100,7 @@ func TestDecideLikesWindow(t *testing.T) {
 		t.Fatalf("named %d + others %d != %d", named, l.Others, l.Count)
 	}
 	r := evs[1].(room.RoomLikeReceipts)
-	if got := r.Users["u03"]; !reflect.DeepEqual(got, []string{room.LikeReceiptOf("u03-a", int64(n-3)), room.LikeReceiptOf("u03-b", 1)}) || r.AtMs != t0+1000 {
+	if got := r.Users["u03"]; !reflect.DeepEqual(got, []string{room.LikeReceiptFor("u03-a", int64(n-3)), room.LikeReceiptFor("u03-b", 1)}) || r.AtMs != t0+1000 {
 		t.Fatalf("receipts of u03 %v at %d", got, r.AtMs)
 	}
 	// The same likes in another order decide the same RoomLiked (of a

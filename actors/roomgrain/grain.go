@@ -76,6 +76,9 @@ type Deps struct {
 	// under way (events.go). Made by setDefaults.
 	watch *watchRooms
 	reads chan struct{}
+	// likes: the rooms' open like windows (likes.go); made by
+	// setDefaults.
+	likes *likeWindows
 	// store gates the rooms' store calls on whether the store answers
 	// (storegate.go); made by setDefaults.
 	store *storeGate
@@ -115,6 +118,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.guesses == nil {
 		d.guesses = newGuesses()
+	}
+	if d.likes == nil {
+		d.likes = &likeWindows{rooms: map[*grain]*likeRoom{}}
 	}
 }
 
@@ -198,6 +204,10 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.startIdle(ctx)
 		g.armSeatDeadline(ctx)
 	case *v1.RoomCommand:
+		if _, ok := msg.GetCommand().(*v1.RoomCommand_LikeRoom); ok {
+			g.like(ctx, msg) // likes.go: answered when its window is stored
+			break
+		}
 		wasLoaded, deadline := g.loaded, g.state.NextSeatDeadline()
 		ctx.Respond(g.handle(ctx, msg))
 		if !wasLoaded || g.state.NextSeatDeadline() != deadline {
@@ -221,14 +231,21 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.passivate(ctx)
 	case *seatDeadline:
 		g.expireSeatRequests(ctx)
+	case *likesDue:
+		g.likesDue(ctx, msg)
 	case *actor.Stopping:
-		// Passivation, rebalance and cluster shutdown all pass here.
+		// Passivation, rebalance and cluster shutdown all pass here. The
+		// open like window is written first, so its likes are answered.
+		g.flushLikes(ctx)
+		g.deps.likes.forget(g)
 		g.watchEnd(ctx)
 		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
+		g.dropLikes(ctx, fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))
+		g.deps.likes.forget(g)
 		g.watchEnd(ctx)
 		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
@@ -341,6 +358,18 @@ func (g *grain) loadIn(ctx context.Context) error {
 	return nil
 }
 
+// reload loads the state for a command, as the caller's error.
+func (g *grain) reload() error {
+	if err := g.load(); err != nil {
+		if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
+			return err
+		}
+		g.log.Warn("room load failed", "error", err)
+		return fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+	}
+	return nil
+}
+
 func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
 	evs := make([]room.Event, 0, len(envs))
 	for _, e := range envs {
@@ -371,12 +400,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
 	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
 	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket) {
-		if err := g.load(); err != nil {
-			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
-				return nil, err
-			}
-			g.log.Warn("room load failed", "error", err)
-			return nil, fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+		if err := g.reload(); err != nil {
+			return nil, err
 		}
 	}
 	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
@@ -439,6 +464,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	}
 	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
+	}
+	if err := g.likeIDTaken(cmd); err != nil { // likes.go
+		return nil, err
 	}
 	for _, o := range g.observers() {
 		if err := o.Check(cmd); err != nil {
