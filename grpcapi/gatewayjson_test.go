@@ -101,7 +101,9 @@ func TestGatewayEventPayloadsAreObjects(t *testing.T) {
 	canned := cannedReply()
 	canned.Events = []*roomcellv1.RoomEvent{{EventId: "app1:r1:7:0", EventType: "RoomUserKicked", Payload: `{"target_user_id":"u2","ban_until_ms":0}`}}
 	b.mu.Lock()
-	b.reply = func(_ context.Context, _ *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) { return canned, nil }
+	b.reply = func(_ context.Context, _ *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+		return canned, nil
+	}
 	b.mu.Unlock()
 	code, out, _ = httpDo(t, "POST", base+"/api/v1/rooms/user/kick", clientTok,
 		`{"command_id":"k1","app_code":"app1","room_id":"r1","user_id":"u1","target_user_id":"u2"}`)
