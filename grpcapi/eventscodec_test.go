@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -92,7 +92,7 @@ func TestEventsCodecWritesWhatTheProtoCodecWrites(t *testing.T) {
 func TestPageWithoutEveryEncodingIsMarshalled(t *testing.T) {
 	reply := randomReply(rand.New(rand.NewPCG(7, 8)), 3)
 	for _, wire := range [][][]byte{nil, {marshalEvent(reply.Events[0])}} {
-		if got, ok := pageReply(roomgrain.EventsPage{Reply: reply, Wire: wire}).(*roomcellv1.ListRoomEventsReply); !ok || got != reply {
+		if got, ok := pageReply(roomfeed.EventsPage{Reply: reply, Wire: wire}).(*roomcellv1.ListRoomEventsReply); !ok || got != reply {
 			t.Fatalf("%d encodings for %d events: answered %T", len(wire), len(reply.Events), got)
 		}
 	}
