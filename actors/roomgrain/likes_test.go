@@ -58,7 +58,7 @@ func (p *imClock) maxPerSecond() int {
 
 // likeRows counts the room's log rows that hold likes, and checks that
 // each holds one RoomLiked.
-func likeRows(t *testing.T, store Store, roomID string) int {
+func likeRows(t testing.TB, store Store, roomID string) int {
 	t.Helper()
 	recs, err := store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: roomID}, 0)
 	if err != nil {
