@@ -3,13 +3,20 @@ package roomgrain
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/cluster"
+	grainkind "github.com/hyapp/roomcell/cluster/kind"
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -21,15 +28,30 @@ import (
 // Reported: the median ratio of reads/s, ListContributors ÷ GetRoom
 // (target ≥ 0.8). Run with -benchtime 1x.
 func BenchmarkListContributorsVsGetRoom(b *testing.B) {
-	n := startEventsNode(b, nil, 0)
-	n.do(b, createCmd("r1", "c0"))
+	cfg := configs.Default()
+	cfg.Cluster.Port = 0
+	deps := Deps{Store: memdb.New(), Gifts: FreeGifts(3), Config: cfg.Room}
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Stop(false)
+	c := &Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}
+	do := func(rc *v1.RoomCommand) *v1.CommandReply {
+		r, err := c.Execute(context.Background(), rc)
+		if err != nil {
+			b.Fatalf("%v: %v", rc, err)
+		}
+		return r
+	}
+	do(&v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{CommandId: "c0", AppCode: "app", RoomId: "r1", UserId: "owner", Name: "n"}}})
 	for i := range room.MaxTrackedSenders {
 		u := fmt.Sprintf("u%04d", i)
-		n.do(b, joinCmd("r1", "j"+u, u))
-		n.do(b, &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
+		do(&v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{CommandId: "j" + u, AppCode: "app", RoomId: "r1", UserId: u}}})
+		do(&v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
 			CommandId: "g" + u, AppCode: "app", RoomId: "r1", UserId: u, ToUserId: "owner", GiftId: "rose", GiftCount: int64(1 + i%97)}}})
 	}
-	mid := n.do(b, &v1.RoomCommand{Command: &v1.RoomCommand_ListContributors{ListContributors: &v1.ListContributorsRequest{
+	mid := do(&v1.RoomCommand{Command: &v1.RoomCommand_ListContributors{ListContributors: &v1.ListContributorsRequest{
 		AppCode: "app", RoomId: "r1", PageSize: 100}}}).GetNextPageToken()
 	reads := map[string]*v1.RoomCommand{
 		"GetRoom":               {Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: "r1"}}},
@@ -47,7 +69,7 @@ func BenchmarkListContributorsVsGetRoom(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for time.Now().Before(stop) {
-					r, err := n.client.Execute(ctx, reads[read])
+					r, err := c.Execute(ctx, reads[read])
 					if err == nil && read != "GetRoom" && len(r.GetContributors()) != room.DefaultContributorsPageSize {
 						err = fmt.Errorf("%d contributors", len(r.GetContributors()))
 					}
