@@ -334,7 +334,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.ToUserID, c.GiftID = sm.pick(sm.users), "rose"
 		c.GiftCount = r.Int64N(4) // 0 is invalid
 		c.HeatValue = r.Int64N(3) * r.Int64N(500)
-		c.GiftValue, c.Day = sm.ranks.gift(r, sm.now)
+		c.GiftValue, c.Day = sm.ranks.gift(sm.now)
 	case k < 92:
 		c.Type = room.CmdKickUser
 		c.UserID = sm.pick([]string{"owner", "admin", "u1", "u2"})

@@ -23,8 +23,11 @@ type rankSim struct {
 }
 
 // gift gives a SendGift its wallet value and day: days pass 50 times
-// faster than the commands' clock, so a run crosses several.
-func (rs *rankSim) gift(r *rand.Rand, now int64) (value int64, day string) {
+// faster than the commands' clock, so a run crosses several. The value
+// comes from a source of its own, seeded by the command's time, so the
+// generator's other draws are what they were without the ranking.
+func (rs *rankSim) gift(now int64) (value int64, day string) {
+	r := rand.New(rand.NewPCG(uint64(now), 0x5eed))
 	return r.Int64N(3) * r.Int64N(700), time.UnixMilli(t0 + (now-t0)*50).UTC().Format(room.DayLayout)
 }
 
