@@ -3,6 +3,9 @@ package configs
 import (
 	"fmt"
 	"time"
+	// The zone database inside the binary: room.ranking.zone must mean
+	// the same on every node, whatever the host has installed.
+	_ "time/tzdata"
 )
 
 // RoomConfig tunes the room grain.
@@ -42,6 +45,17 @@ type RoomConfig struct {
 	// stored: a like's reply comes up to this late, and a liked room sends
 	// at most one like message per window.
 	LikeWindow time.Duration `yaml:"like_window"`
+	// Ranking: the contribution ranking (room/ranking.go).
+	Ranking RankingConfig `yaml:"ranking"`
+}
+
+// RankingConfig tunes the rooms' contribution ranking.
+type RankingConfig struct {
+	// Zone: the time zone whose calendar days the day ranking counts
+	// (an IANA name such as "Asia/Shanghai"); empty is UTC. Every node
+	// must have the same: the day a gift counts for is decided by the
+	// node that decides the gift.
+	Zone string `yaml:"zone"`
 }
 
 func (c *RoomConfig) setDefaults() {
@@ -90,6 +104,12 @@ func (c RoomConfig) validate() error {
 	}
 	if n := len(c.PasswordKey); n > 0 && n < MinPasswordKeyLen {
 		return errorf("room.password_key", "must be at least %d bytes, got %d", MinPasswordKeyLen, n)
+	}
+	if z := c.Ranking.Zone; z != "" {
+		// "Local" would make the day depend on each node's own setting.
+		if _, err := time.LoadLocation(z); err != nil || z == "Local" {
+			return errorf("room.ranking.zone", "must be an IANA time zone name such as Asia/Shanghai (or empty for UTC), got %q", z)
+		}
 	}
 	return nil
 }

@@ -93,6 +93,8 @@ type Extra struct {
 	// (likes.go).
 	Likes        int64                   `json:"likes,omitempty"`
 	LikeReceipts map[string]LikeReceipts `json:"like_receipts,omitempty"`
+	// Contribution ranking (ranking.go).
+	Ranks Ranks `json:"ranks,omitzero"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -127,6 +129,7 @@ func (e *Extra) clone() *Extra {
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
 	c.LikeReceipts = maps.Clone(e.LikeReceipts)
+	c.Ranks = e.Ranks.clone()
 	return &c
 }
 
@@ -143,9 +146,10 @@ func (e *Extra) canonical() bool {
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
 	nilIfEmptyMap(&e.LikeReceipts)
+	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil
+		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -66,6 +66,7 @@ const (
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
 	RoomService_LikeRoom_FullMethodName               = "/roomcell.v1.RoomService/LikeRoom"
+	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -177,6 +178,10 @@ type RoomServiceClient interface {
 	// with the window's total, the room's running total and the top likers,
 	// and answers every like of the window once that row is stored.
 	LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// ListContributors reads one page of the room's contribution ranking:
+	// its senders by the gift value (COIN) they sent, over the room's
+	// lifecycle or today (README "Contribution ranking").
+	ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error)
 }
 
 type roomServiceClient struct {
@@ -666,6 +671,16 @@ func (c *roomServiceClient) LikeRoom(ctx context.Context, in *LikeRoomRequest, o
 	return out, nil
 }
 
+func (c *roomServiceClient) ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListContributorsReply)
+	err := c.cc.Invoke(ctx, RoomService_ListContributors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -775,6 +790,10 @@ type RoomServiceServer interface {
 	// with the window's total, the room's running total and the top likers,
 	// and answers every like of the window once that row is stored.
 	LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error)
+	// ListContributors reads one page of the room's contribution ranking:
+	// its senders by the gift value (COIN) they sent, over the room's
+	// lifecycle or today (README "Contribution ranking").
+	ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -925,6 +944,9 @@ func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMi
 }
 func (UnimplementedRoomServiceServer) LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method LikeRoom not implemented")
+}
+func (UnimplementedRoomServiceServer) ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListContributors not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1786,6 +1808,24 @@ func _RoomService_LikeRoom_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_ListContributors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListContributorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).ListContributors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_ListContributors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).ListContributors(ctx, req.(*ListContributorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1976,6 +2016,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LikeRoom",
 			Handler:    _RoomService_LikeRoom_Handler,
+		},
+		{
+			MethodName: "ListContributors",
+			Handler:    _RoomService_ListContributors_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
