@@ -132,7 +132,7 @@ func TestListRoomEventsSendsTheKeptEncodings(t *testing.T) {
 }
 
 // The gateway's JSON of a reply sent from the kept encodings is the JSON
-// of the reply.
+// of the reply (its payloads as objects: payloadsAsText turns them back).
 func TestGatewayEventsJSONFromKeptEncodings(t *testing.T) {
 	base, _ := startGateway(t)
 	code, out, _ := httpDo(t, "GET", base+"/api/v1/rooms/events?app_code=app1&room_id=r1&after_room_seq=10", clientTok, "")
@@ -140,7 +140,7 @@ func TestGatewayEventsJSONFromKeptEncodings(t *testing.T) {
 		t.Fatalf("events: %d %s", code, out)
 	}
 	got := &roomcellv1.ListRoomEventsReply{}
-	if err := protojson.Unmarshal([]byte(out), got); err != nil {
+	if err := protojson.Unmarshal(payloadsAsText(t, out), got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if want := gatewayEventsReply(); !proto.Equal(got, want) {

@@ -53,7 +53,7 @@ func startGatewayWith(t *testing.T, edit func(*GatewayOptions)) (string, *fakeBa
 				return &roomfeed.WatchEndedError{ResumeAfter: after + slowWatchEvents, Reason: roomfeed.EndMoved}
 			}
 			for s := after + 1; s <= after+2; s++ {
-				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s}); err != nil {
+				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s, Events: watchEvents(after, s)}); err != nil {
 					return err
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,14 +223,14 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 type noopSink struct {
 	mu       sync.Mutex
 	seen     map[string]int
-	last     map[string]int64 // room -> room_seq of its last event
+	last     map[string][2]int64 // room -> (room_seq, index in its command) of its last event
 	reorders int
 	want     int           // distinct events expected
 	all      chan struct{} // closed when want distinct events came
 }
 
 func newNoopSink(events int) *noopSink {
-	return &noopSink{seen: map[string]int{}, last: map[string]int64{}, want: events, all: make(chan struct{})}
+	return &noopSink{seen: map[string]int{}, last: map[string][2]int64{}, want: events, all: make(chan struct{})}
 }
 
 var closedNil = func() <-chan error { c := make(chan error, 1); c <- nil; close(c); return c }()
@@ -240,12 +242,20 @@ func (s *noopSink) Enqueue(ctx context.Context, env persistence.Envelope) <-chan
 	if s.seen[env.EventID] == 1 && len(s.seen) == s.want {
 		close(s.all)
 	}
-	// The store's order is room_seq's (events of one command share it).
-	if prev, ok := s.last[env.RoomID]; ok && s.seen[env.EventID] == 1 && prev > env.RoomSeq {
+	// A room's order is (room_seq, the event's index in its command): the
+	// seeded ids are room.EventID's, which end with the index.
+	at := [2]int64{env.RoomSeq, eventIndex(env.EventID)}
+	if prev, ok := s.last[env.RoomID]; ok && s.seen[env.EventID] == 1 && (prev[0] > at[0] || prev[0] == at[0] && prev[1] > at[1]) {
 		s.reorders++
 	}
-	s.last[env.RoomID] = env.RoomSeq
+	s.last[env.RoomID] = at
 	return closedNil
+}
+
+// eventIndex is the index room.EventID ends an event id with.
+func eventIndex(id string) int64 {
+	n, _ := strconv.ParseInt(id[strings.LastIndexByte(id, ':')+1:], 10, 64)
+	return n
 }
 
 func (s *noopSink) PublishRoomEvent(ctx context.Context, env persistence.Envelope) error {

@@ -175,7 +175,7 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT event_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_mq)" +
-			" WHERE app_code = ? AND room_id = ? AND mq_status = 'pending' ORDER BY room_seq, event_id LIMIT ?)")
+			" WHERE app_code = ? AND room_id = ? AND mq_status = 'pending' ORDER BY room_seq, event_index LIMIT ?)")
 		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
 	}
 	rs, err := tx.QueryContext(ctx, q.String(), args...)
