@@ -115,6 +115,34 @@ func decideLikeRoom(s State, c Command) ([]Event, error) {
 	return evs, out[0].Err
 }
 
+// CheckLike is the rules one like must pass, without counting it (nor
+// looking at retries): the grain refuses at once what they refuse, and
+// its window decides the like again at its end.
+func CheckLike(s State, c Command) error {
+	if _, err := validate(c); err != nil {
+		return err
+	}
+	if c.Type != CmdLikeRoom {
+		return errclass.Invalidf("%s is not a LikeRoom", c.Type)
+	}
+	return likeRefused(s, c, c.NowMs)
+}
+
+// likeRefused: the room open, the user a member and not banned.
+func likeRefused(s State, c Command, nowMs int64) error {
+	switch {
+	case !s.Exists:
+		return ErrRoomNotFound
+	case s.Status == StatusClosed:
+		return ErrRoomClosed
+	case s.BannedAt(c.UserID, nowMs):
+		return ErrBanned
+	case !s.IsMember(c.UserID):
+		return ErrNotMember
+	}
+	return nil
+}
+
 // LikeOutcome is what became of one like of a window: counted (zero),
 // a retry of a like counted before (Recorded: nothing more is counted),
 // or refused (Err).
@@ -174,12 +202,8 @@ func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event
 			out[i].Err = invalid[i]
 			continue
 		}
-		switch {
-		case !s.Exists:
-			out[i].Err = ErrRoomNotFound
-			continue
-		case s.Status == StatusClosed:
-			out[i].Err = ErrRoomClosed
+		if !s.Exists || s.Status == StatusClosed {
+			out[i].Err = likeRefused(s, c, nowMs)
 			continue
 		}
 		rec, err := LikeRecorded(s, c)
@@ -197,11 +221,9 @@ func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event
 		case rec:
 			out[i].Recorded = true
 			continue
-		case s.BannedAt(c.UserID, nowMs):
-			out[i].Err = ErrBanned
-			continue
-		case !s.IsMember(c.UserID):
-			out[i].Err = ErrNotMember
+		}
+		if err := likeRefused(s, c, nowMs); err != nil {
+			out[i].Err = err
 			continue
 		}
 		r := likeReceipt(c.CommandID, c.LikeCount)

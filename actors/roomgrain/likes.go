@@ -209,7 +209,7 @@ func (g *grain) like(ctx actor.Context, rc *v1.RoomCommand) {
 	}
 	// The rules now, so what they refuse is refused at once, with
 	// nothing written; the window decides them again at its end.
-	if _, err := room.Decide(g.state, cmd); err != nil {
+	if err := room.CheckLike(g.state, cmd); err != nil {
 		refuse(g.explain(cmd, err))
 		return
 	}
