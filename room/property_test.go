@@ -171,7 +171,8 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
-		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged} {
+		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
+		room.TypeRoomChatDisabledChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -367,6 +368,10 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		sm.seatMove(&c, s, op, seat)
 	case k >= 378:
 		c.Type, c.UserID, c.AllMicsMuted = room.CmdSetAllMicsMuted, sm.pick([]string{"owner", op()}), r.IntN(2) == 0
+	case k >= 375: // a share of the password's draw, drawing as it does
+		// Mostly a change (on when off, off when on), now and then on again.
+		c.Type, c.UserID = room.CmdSetChatDisabled, sm.pick([]string{"owner", op()})
+		c.ChatDisabled = r.IntN(2) == 0 || !s.ChatDisabled()
 	case k >= 372:
 		c.Type, c.UserID = room.CmdSetRoomPassword, sm.pick([]string{"owner", op()})
 		if r.IntN(2) == 0 {
@@ -627,7 +632,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.reopens++
 			}
 		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged,
-			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged:
+			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged, room.RoomChatDisabledChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}

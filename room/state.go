@@ -87,6 +87,8 @@ type Extra struct {
 	// The all-mics switch and the seats it muted (allmics.go).
 	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
+	// The chat-disabled switch (chatdisabled.go).
+	ChatDisabled bool `json:"chat_disabled,omitempty"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -135,7 +137,7 @@ func (e *Extra) canonical() bool {
 	nilIfEmpty(&e.MutedByAll)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil
+		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -1715,6 +1715,7 @@ type RoomView struct {
 	CustomInfo    map[string]string `protobuf:"bytes,70,rep,name=custom_info,json=customInfo,proto3" json:"custom_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	HasPassword   bool              `protobuf:"varint,71,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"`      // JoinRoom asks for the password (SetRoomPassword)
 	AllMicsMuted  bool              `protobuf:"varint,72,opt,name=all_mics_muted,json=allMicsMuted,proto3" json:"all_mics_muted,omitempty"` // the all-mics switch is on (SetAllMicsMuted); seats show their own muted
+	ChatDisabled  bool              `protobuf:"varint,80,opt,name=chat_disabled,json=chatDisabled,proto3" json:"chat_disabled,omitempty"`   // only the owner and admins may send chat messages (SetChatDisabled)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1913,6 +1914,13 @@ func (x *RoomView) GetHasPassword() bool {
 func (x *RoomView) GetAllMicsMuted() bool {
 	if x != nil {
 		return x.AllMicsMuted
+	}
+	return false
+}
+
+func (x *RoomView) GetChatDisabled() bool {
+	if x != nil {
+		return x.ChatDisabled
 	}
 	return false
 }
@@ -2376,6 +2384,7 @@ type RoomCommand struct {
 	//	*RoomCommand_SetRoomCustomInfo
 	//	*RoomCommand_SetRoomPassword
 	//	*RoomCommand_SetAllMicsMuted
+	//	*RoomCommand_SetChatDisabled
 	Command       isRoomCommand_Command `protobuf_oneof:"command"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2787,6 +2796,15 @@ func (x *RoomCommand) GetSetAllMicsMuted() *SetAllMicsMutedRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetSetChatDisabled() *SetChatDisabledRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_SetChatDisabled); ok {
+			return x.SetChatDisabled
+		}
+	}
+	return nil
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -2955,6 +2973,10 @@ type RoomCommand_SetAllMicsMuted struct {
 	SetAllMicsMuted *SetAllMicsMutedRequest `protobuf:"bytes,72,opt,name=set_all_mics_muted,json=setAllMicsMuted,proto3,oneof"`
 }
 
+type RoomCommand_SetChatDisabled struct {
+	SetChatDisabled *SetChatDisabledRequest `protobuf:"bytes,80,opt,name=set_chat_disabled,json=setChatDisabled,proto3,oneof"`
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -3036,6 +3058,8 @@ func (*RoomCommand_SetRoomCustomInfo) isRoomCommand_Command() {}
 func (*RoomCommand_SetRoomPassword) isRoomCommand_Command() {}
 
 func (*RoomCommand_SetAllMicsMuted) isRoomCommand_Command() {}
+
+func (*RoomCommand_SetChatDisabled) isRoomCommand_Command() {}
 
 // AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
 // audio side (TRTC room & media callbacks) reported about user_id, sent
@@ -6860,6 +6884,95 @@ func (x *SetAllMicsMutedRequest) GetMuted() bool {
 	return false
 }
 
+// SetChatDisabledRequest: disabled true lets only the room's owner and
+// admins send chat messages in its IM group (RoomChatDisabledChanged;
+// refused by the BeforeSendMsg callback for everyone else); false lets
+// every member send again (per-member mutes stay). The same state again
+// is a no-op.
+type SetChatDisabledRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // owner or admin
+	Disabled      bool                   `protobuf:"varint,6,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetChatDisabledRequest) Reset() {
+	*x = SetChatDisabledRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetChatDisabledRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetChatDisabledRequest) ProtoMessage() {}
+
+func (x *SetChatDisabledRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetChatDisabledRequest.ProtoReflect.Descriptor instead.
+func (*SetChatDisabledRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *SetChatDisabledRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *SetChatDisabledRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetChatDisabledRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *SetChatDisabledRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *SetChatDisabledRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetChatDisabledRequest) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -7046,7 +7159,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xad\a\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xd2\a\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -7075,7 +7188,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\vcustom_info\x18F \x03(\v2%.roomcell.v1.RoomView.CustomInfoEntryR\n" +
 	"customInfo\x12!\n" +
 	"\fhas_password\x18G \x01(\bR\vhasPassword\x12$\n" +
-	"\x0eall_mics_muted\x18H \x01(\bR\fallMicsMuted\x1a=\n" +
+	"\x0eall_mics_muted\x18H \x01(\bR\fallMicsMuted\x12#\n" +
+	"\rchat_disabled\x18P \x01(\bR\fchatDisabled\x1a=\n" +
 	"\x0fCustomInfoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
@@ -7110,7 +7224,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa5\x17\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf8\x17\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7164,7 +7278,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
 	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfo\x12Q\n" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
-	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMutedB\t\n" +
+	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12Q\n" +
+	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabledB\t\n" +
 	"\acommand\"\x95\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -7545,7 +7660,16 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05muted\x18\x06 \x01(\bR\x05muted2\xee\x1d\n" +
+	"\x05muted\x18\x06 \x01(\bR\x05muted\"\xbf\x01\n" +
+	"\x16SetChatDisabledRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bdisabled\x18\x06 \x01(\bR\bdisabled2\xc7\x1e\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -7599,7 +7723,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12[\n" +
 	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetRoomPassword\x12#.roomcell.v1.SetRoomPasswordRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
+	"\x0fSetChatDisabled\x12#.roomcell.v1.SetChatDisabledRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -7613,7 +7738,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -7690,16 +7815,17 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*SetRoomCustomInfoRequest)(nil),      // 72: roomcell.v1.SetRoomCustomInfoRequest
 	(*SetRoomPasswordRequest)(nil),        // 73: roomcell.v1.SetRoomPasswordRequest
 	(*SetAllMicsMutedRequest)(nil),        // 74: roomcell.v1.SetAllMicsMutedRequest
-	nil,                                   // 75: roomcell.v1.RoomView.CustomInfoEntry
-	nil,                                   // 76: roomcell.v1.RoomError.MetadataEntry
-	nil,                                   // 77: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	(*SetChatDisabledRequest)(nil),        // 75: roomcell.v1.SetChatDisabledRequest
+	nil,                                   // 76: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 77: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 78: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	75,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	76,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
 	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
 	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
@@ -7746,118 +7872,121 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	72,  // 48: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
 	73,  // 49: roomcell.v1.RoomCommand.set_room_password:type_name -> roomcell.v1.SetRoomPasswordRequest
 	74,  // 50: roomcell.v1.RoomCommand.set_all_mics_muted:type_name -> roomcell.v1.SetAllMicsMutedRequest
-	76,  // 51: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 52: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	28,  // 53: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	31,  // 54: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	36,  // 55: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 56: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	37,  // 57: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	28,  // 58: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	28,  // 59: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	36,  // 60: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 61: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 62: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	61,  // 63: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	68,  // 64: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	77,  // 65: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
-	0,   // 66: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 67: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 68: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 69: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 70: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 71: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 72: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 73: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 74: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 75: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	30,  // 76: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	33,  // 77: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 78: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 79: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 80: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 81: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 82: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 83: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 84: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 85: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	35,  // 86: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	38,  // 87: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	45,  // 88: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	46,  // 89: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	47,  // 90: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 91: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 92: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 93: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	51,  // 94: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 95: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 96: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	55,  // 97: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	56,  // 98: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	57,  // 99: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	58,  // 100: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	59,  // 101: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	60,  // 102: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	63,  // 103: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
-	65,  // 104: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	66,  // 105: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	67,  // 106: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	70,  // 107: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	71,  // 108: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	72,  // 109: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
-	73,  // 110: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
-	74,  // 111: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
-	23,  // 112: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 113: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 114: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 115: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 116: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 117: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 118: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 120: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 121: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 122: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 123: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 124: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 129: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 130: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 131: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 132: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 133: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 134: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 139: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 140: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 142: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 143: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 144: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 145: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 146: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 147: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 148: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 149: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 150: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 151: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 152: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 153: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 154: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	23,  // 155: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
-	23,  // 156: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
-	23,  // 157: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
-	112, // [112:158] is the sub-list for method output_type
-	66,  // [66:112] is the sub-list for method input_type
-	66,  // [66:66] is the sub-list for extension type_name
-	66,  // [66:66] is the sub-list for extension extendee
-	0,   // [0:66] is the sub-list for field type_name
+	75,  // 51: roomcell.v1.RoomCommand.set_chat_disabled:type_name -> roomcell.v1.SetChatDisabledRequest
+	77,  // 52: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 53: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 54: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 55: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 56: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 57: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 58: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 59: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 60: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 61: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 62: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 63: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 64: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 65: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	78,  // 66: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	0,   // 67: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 68: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 69: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 70: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 71: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 72: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 73: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 74: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 75: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 76: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 77: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 78: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 79: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 80: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 81: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 82: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 83: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 84: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 85: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 86: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 87: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 88: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 89: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 90: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 91: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 92: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 93: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 94: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 95: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 96: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 97: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 98: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 99: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 100: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 101: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 102: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 103: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 104: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 105: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 106: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 107: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 108: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 109: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 110: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	73,  // 111: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
+	74,  // 112: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
+	75,  // 113: roomcell.v1.RoomService.SetChatDisabled:input_type -> roomcell.v1.SetChatDisabledRequest
+	23,  // 114: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 115: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 116: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 117: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 118: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 119: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 120: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 121: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 123: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 124: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 125: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 126: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 130: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 131: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 132: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 134: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 135: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 136: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 138: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 140: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 141: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 144: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 145: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 146: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 147: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 148: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 149: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 150: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 151: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 152: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 153: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 154: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 155: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 156: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 157: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	23,  // 158: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
+	23,  // 159: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
+	23,  // 160: roomcell.v1.RoomService.SetChatDisabled:output_type -> roomcell.v1.CommandReply
+	114, // [114:161] is the sub-list for method output_type
+	67,  // [67:114] is the sub-list for method input_type
+	67,  // [67:67] is the sub-list for extension type_name
+	67,  // [67:67] is the sub-list for extension extendee
+	0,   // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -7909,6 +8038,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_SetRoomCustomInfo)(nil),
 		(*RoomCommand_SetRoomPassword)(nil),
 		(*RoomCommand_SetAllMicsMuted)(nil),
+		(*RoomCommand_SetChatDisabled)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7916,7 +8046,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,6 +65,7 @@ const (
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
+	RoomService_SetChatDisabled_FullMethodName        = "/roomcell.v1.RoomService/SetChatDisabled"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -171,6 +172,9 @@ type RoomServiceClient interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error)
 }
 
 type roomServiceClient struct {
@@ -650,6 +654,16 @@ func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsM
 	return out, nil
 }
 
+func (c *roomServiceClient) SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetChatDisabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -754,6 +768,9 @@ type RoomServiceServer interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -901,6 +918,9 @@ func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomP
 }
 func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
+}
+func (UnimplementedRoomServiceServer) SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetChatDisabled not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1744,6 +1764,24 @@ func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetChatDisabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetChatDisabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetChatDisabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, req.(*SetChatDisabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1930,6 +1968,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAllMicsMuted",
 			Handler:    _RoomService_SetAllMicsMuted_Handler,
+		},
+		{
+			MethodName: "SetChatDisabled",
+			Handler:    _RoomService_SetChatDisabled_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
