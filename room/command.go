@@ -120,6 +120,9 @@ type Command struct {
 	AudioKind   string // AudioPresence: enter, exit, start_audio, dismiss (audio.go)
 	EventTimeMs int64  // AudioPresence: Tencent's event time
 	SeatGraceMs int64  // AudioPresence: trtc.seat_grace, set by the sender
+	// AudioPresence: exit/offline of the presence source: the member
+	// leaves this long after the event (presence.stale_after), 0 never.
+	LeaveAfterMs int64
 
 	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
 	// room.max_members, set by the grain, never by a client. A limit
@@ -287,7 +290,7 @@ var commands = map[string]commandKind{
 	// Tencent's audio side reports (audio.go): the room's own.
 	CmdAudioPresence: {
 		fill: fill(func(r *v1.AudioPresenceRequest, c *Command) {
-			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs
+			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs, c.LeaveAfterMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs, r.LeaveAfterMs
 		}),
 		check: checkAudio, client: refuseClient, decide: decideAudio,
 	},

@@ -203,12 +203,18 @@ func decideLeave(s State, cmd Command) ([]Event, error) {
 	if reason == "" {
 		reason = ReasonLeft
 	}
+	return leaveEvents(s, cmd.UserID, reason), nil
+}
+
+// leaveEvents are a member's leave for reason: the seat, the seat
+// requests, the leave.
+func leaveEvents(s State, user, reason string) []Event {
 	var evs []Event
-	if seat := s.SeatOf(cmd.UserID); seat >= 0 {
-		evs = append(evs, RoomMicReleased{UserID: cmd.UserID, Seat: seat, Reason: reason})
+	if seat := s.SeatOf(user); seat >= 0 {
+		evs = append(evs, RoomMicReleased{UserID: user, Seat: seat, Reason: reason})
 	}
-	evs = append(evs, endRequests(s, cmd.UserID, OutcomeLeft, false, false)...)
-	return append(evs, RoomUserLeft{UserID: cmd.UserID, Reason: reason}), nil
+	evs = append(evs, endRequests(s, user, OutcomeLeft, false, false)...)
+	return append(evs, RoomUserLeft{UserID: user, Reason: reason})
 }
 
 // checkSeat bounds a seat index by the largest room; the room's own seat

@@ -323,7 +323,7 @@ func (RoomClosed) EventType() string { return TypeRoomClosed }
 func (RoomClosed) apply(s *State) {
 	s.Status = StatusClosed
 	if s.Extra != nil {
-		s.Extra.Applications, s.Extra.Invitations, s.Extra.Audio = nil, nil, nil
+		s.Extra.Applications, s.Extra.Invitations, s.Extra.Audio, s.Extra.Online = nil, nil, nil, nil
 	}
 	for i := range s.Seats {
 		s.Seats[i] = ""

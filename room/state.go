@@ -80,6 +80,8 @@ type Extra struct {
 	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 	// Members' audio presence (audio.go).
 	Audio map[string]AudioMark `json:"audio,omitempty"`
+	// Members' IM presence (audio.go): Out = logged out or disconnected.
+	Online map[string]AudioMark `json:"online,omitempty"`
 	// The app's key/value info on the room (custominfo.go).
 	CustomInfo map[string]string `json:"custom_info,omitempty"`
 	// The room's password verifier (password.go); zero = none.
@@ -119,6 +121,7 @@ func (e *Extra) clone() *Extra {
 	c.CustomInfo = maps.Clone(e.CustomInfo)
 	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Audio = maps.Clone(e.Audio)
+	c.Online = maps.Clone(e.Online)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
 	return &c
@@ -133,10 +136,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.CustomInfo)
 	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmptyMap(&e.Audio)
+	nilIfEmptyMap(&e.Online)
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set() &&
+		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
 		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled
 }
 
@@ -210,12 +214,14 @@ func UnmarshalState(b []byte) (State, error) {
 	return s, nil
 }
 
-// vacate frees every seat user holds and drops their seat requests.
+// vacate frees every seat user holds and drops their seat requests and
+// presence marks (the member is gone).
 func (s *State) vacate(user string) {
 	if s.Extra != nil {
 		delete(s.Extra.Applications, user)
 		delete(s.Extra.Invitations, user)
 		delete(s.Extra.Audio, user)
+		delete(s.Extra.Online, user)
 	}
 	for i, u := range s.Seats {
 		if u == user {

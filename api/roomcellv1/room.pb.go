@@ -3066,16 +3066,20 @@ func (*RoomCommand_SetChatDisabled) isRoomCommand_Command() {}
 // by the callback endpoint under a command id derived from the event's
 // identity, so a retried or duplicated callback is one command.
 type AudioPresenceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                   // the TRTC user the event is about
-	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`                                     // enter, exit, start_audio, dismiss
-	EventTimeMs   int64                  `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"` // Tencent's EventMsTs: events are ordered per user by it
-	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                 // exit: Tencent's reason, for the log
-	SeatGraceMs   int64                  `protobuf:"varint,9,opt,name=seat_grace_ms,json=seatGraceMs,proto3" json:"seat_grace_ms,omitempty"` // exit: how long a seat waits for the user to come back (trtc.seat_grace)
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CommandId   string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId   string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode     string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId      string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId      string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                   // the TRTC or IM user the event is about
+	Kind        string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`                                     // enter, exit, start_audio, dismiss (TRTC); online, offline (IM State.StateChange)
+	EventTimeMs int64                  `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"` // Tencent's EventMsTs (IM: EventTime): events are ordered per user by it
+	Reason      string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                 // exit, offline: Tencent's reason, for the log
+	SeatGraceMs int64                  `protobuf:"varint,9,opt,name=seat_grace_ms,json=seatGraceMs,proto3" json:"seat_grace_ms,omitempty"` // exit: how long a seat waits for the user to come back (trtc.seat_grace)
+	// exit, offline: when > 0 (this report's side is presence.source), the
+	// member leaves the room this long after the event unless an enter
+	// (online) comes (presence.stale_after).
+	LeaveAfterMs  int64 `protobuf:"varint,10,opt,name=leave_after_ms,json=leaveAfterMs,proto3" json:"leave_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3169,6 +3173,13 @@ func (x *AudioPresenceRequest) GetReason() string {
 func (x *AudioPresenceRequest) GetSeatGraceMs() int64 {
 	if x != nil {
 		return x.SeatGraceMs
+	}
+	return 0
+}
+
+func (x *AudioPresenceRequest) GetLeaveAfterMs() int64 {
+	if x != nil {
+		return x.LeaveAfterMs
 	}
 	return 0
 }
@@ -7280,7 +7291,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
 	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12Q\n" +
 	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabledB\t\n" +
-	"\acommand\"\x95\x02\n" +
+	"\acommand\"\xbb\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -7292,7 +7303,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\"\n" +
 	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
-	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\"\xce\x01\n" +
+	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\x12$\n" +
+	"\x0eleave_after_ms\x18\n" +
+	" \x01(\x03R\fleaveAfterMs\"\xce\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
