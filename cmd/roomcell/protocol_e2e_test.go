@@ -399,6 +399,12 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 			_, err := rc.MuteMember(ctx, &v1.MuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, TargetUserId: pick(), MuteSeconds: int64(1 + rng.IntN(2))})
 			return err
 		}
+		unmute := func() error {
+			by := op()
+			_, _ = rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, Password: password})
+			_, err := rc.UnmuteMember(ctx, &v1.UnmuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, TargetUserId: pick()})
+			return err
+		}
 		cmds := []func() error{
 			func() error {
 				_, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: pick(), Password: password})
@@ -439,10 +445,8 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 			mute,
 			mute,
 			mute,
-			func() error {
-				_, err := rc.UnmuteMember(ctx, &v1.UnmuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), TargetUserId: pick()})
-				return err
-			},
+			unmute,
+			unmute,
 			func() error {
 				_, err := rc.SetAdmin(ctx, &v1.SetAdminRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), TargetUserId: pick()})
 				return err
