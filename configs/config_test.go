@@ -108,6 +108,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"tencent_im:\n  batch_format: full\n", "tencent_im.batch_format"},
 		{"presence:\n  stale_after: \"1s\"\n  scan_interval: \"5s\"\n", "presence.stale_after"},
 		{"presence:\n  source: redis\n", "presence.source"},
+		{"tencent_im:\n  ban_reconcile_interval: 10s\n", "tencent_im.ban_reconcile_interval"},
+		{"tencent_im:\n  ban_reconcile_interval: -1m\n", "tencent_im.ban_reconcile_interval"},
 		{"presence:\n  source: im\n  app_codes: [demo]\n", "presence.source"},
 		{"presence:\n  source: trtc\n", "presence.source"},
 		{"tencent_im:\n  callback: {enabled: true, token: t}\npresence:\n  source: im\n", "presence.app_codes"},

@@ -90,7 +90,9 @@ type Command struct {
 	ToUserID  string // SendGift
 	GiftID    string
 	GiftCount int64
-	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
+	HeatValue int64  // heat of the whole gift (price heat × count), from the wallet debit
+	GiftValue int64  // what the wallet charged for the whole gift (COIN), from the wallet debit
+	Day       string // the ranking day of the gift (ranking.go), set by the grain
 
 	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
 	BanSeconds   int64  // KickUser, BanUser

@@ -286,7 +286,7 @@ func checkGift(cmd Command) error {
 	if cmd.HeatValue < 0 {
 		return errclass.Invalidf("heat value must not be negative")
 	}
-	return nil
+	return checkGiftRanking(cmd)
 }
 
 func decideGift(s State, cmd Command) ([]Event, error) {
@@ -296,14 +296,15 @@ func decideGift(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.ToUserID) {
 		return nil, ErrReceiverAbsent
 	}
-	evs := []Event{RoomGiftSent{FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, GiftCount: cmd.GiftCount, HeatValue: cmd.HeatValue}}
+	evs := []Event{RoomGiftSent{FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, GiftCount: cmd.GiftCount, HeatValue: cmd.HeatValue,
+		Value: cmd.GiftValue, Day: cmd.Day}}
 	// Heat saturates instead of wrapping negative; Delta is what was
 	// actually added, so heat always equals the sum of the deltas.
 	delta := min(cmd.HeatValue, math.MaxInt64-s.Heat)
 	if delta > 0 {
 		evs = append(evs, RoomHeatChanged{Delta: delta, Heat: s.Heat + delta})
 	}
-	return evs, nil
+	return append(evs, topChange(s, cmd.UserID, cmd.GiftValue, cmd.Day)...), nil
 }
 
 func checkKick(cmd Command) error {

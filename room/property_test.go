@@ -89,6 +89,7 @@ type sim struct {
 	audioReleased int // seats released at the end of an audio grace
 	presenceLeft  int // members taken out at the end of a presence window
 	step          int
+	ranks         rankSim // the contribution ranking's own account (ranking_test.go)
 }
 
 func replayProperty(seed uint64, n int, coverage bool) (summary string, err error) {
@@ -186,7 +187,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
 		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
-		room.TypeRoomChatDisabledChanged} {
+		room.TypeRoomChatDisabledChanged, room.TypeRoomTopContributorsChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -351,6 +352,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.ToUserID, c.GiftID = sm.pick(sm.users), "rose"
 		c.GiftCount = r.Int64N(4) // 0 is invalid
 		c.HeatValue = r.Int64N(3) * r.Int64N(500)
+		c.GiftValue, c.Day = sm.ranks.gift(sm.now)
 	case k < 92:
 		c.Type = room.CmdKickUser
 		c.UserID = sm.pick([]string{"owner", "admin", "u1", "u2"})
@@ -624,6 +626,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	cur := s // s after the events before e: seat changes must have their own events
 	for _, e := range evs {
 		sm.seen[e.EventType()]++
+		if err := sm.ranks.saw(e); err != nil {
+			return err
+		}
 		if _, ok := e.(room.RoomClosed); ok {
 			sm.closedAt = sm.step
 		}
@@ -850,6 +855,9 @@ func (sm *sim) invariants(s room.State) error {
 	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	if err := sm.ranks.check(s); err != nil {
+		return err
 	}
 	if x := s.Extra; x != nil {
 		for _, i := range x.MutedByAll {

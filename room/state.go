@@ -91,6 +91,8 @@ type Extra struct {
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
 	// The chat-disabled switch (chatdisabled.go).
 	ChatDisabled bool `json:"chat_disabled,omitempty"`
+	// Contribution ranking (ranking.go).
+	Ranks Ranks `json:"ranks,omitzero"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -124,6 +126,7 @@ func (e *Extra) clone() *Extra {
 	c.Online = maps.Clone(e.Online)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
+	c.Ranks = e.Ranks.clone()
 	return &c
 }
 
@@ -139,9 +142,10 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Online)
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
+	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled
+		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

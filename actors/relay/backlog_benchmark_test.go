@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,7 +194,7 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		start := time.Now()
+		start, dbStart := time.Now(), dbCPU(b)
 		r, err := Start(sup, Deps{Store: store, Publisher: sink, Config: benchConfig(), NodeID: "n0", Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
@@ -207,15 +208,38 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 			b.Fatal("backlog not sent in 5 minutes")
 		}
 		waitDrained(b, store)
-		elapsed := time.Since(start)
+		elapsed, dbUsed := time.Since(start), dbCPU(b)-dbStart
 		b.StopTimer()
 		_ = r.Stop(10 * time.Second)
 		sys.Shutdown()
+		if dbStart >= 0 {
+			b.ReportMetric(float64(dbUsed.Microseconds())/events, "db-µs/row")
+		}
 		if err := sink.check(events); err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(events)/elapsed.Seconds(), "rows/s")
 	}
+}
+
+// dbCPU is the CPU time the database server process has used so far, read
+// from /proc/<ROOMCELL_BENCH_DB_PID>/stat (deploy/local/watermill-ratio.sh
+// sets it to the mariadbd serving the tests); -1 when it is not set.
+func dbCPU(b *testing.B) time.Duration {
+	pid := os.Getenv("ROOMCELL_BENCH_DB_PID")
+	if pid == "" {
+		return -1
+	}
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatalf("ROOMCELL_BENCH_DB_PID: %v", err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime are
+	// the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // noopSink is an Enqueuer that accepts every event at once, recording

@@ -347,7 +347,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
 	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
 	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
-	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket) {
+	_, isRanks := rc.GetCommand().(*v1.RoomCommand_ListContributors)
+	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket && !isRanks) {
 		if err := g.load(); err != nil {
 			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
 				return nil, err
@@ -361,6 +362,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		return g.listBans(l.ListBans)
+	}
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListContributors); ok {
+		return g.listContributors(l.ListContributors)
 	}
 	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
 		// A read of the rights; the node that answers the client signs.
@@ -395,6 +399,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	guessKey, err := g.passwordEdge(&cmd)
 	if err != nil {
 		return nil, err
+	}
+	if cmd.Type == room.CmdSendGift {
+		cmd.Day = g.rankDay(cmd.NowMs)
 	}
 	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
 		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)

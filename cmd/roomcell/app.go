@@ -33,6 +33,7 @@ import (
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
+	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/internal/connlimit"
@@ -52,8 +53,9 @@ type App struct {
 	// stores is every store this process opened; store is its room store.
 	stores  *backend.Stores
 	store   persistence.Store
-	closers []func()       // run before the stores close, in reverse order (IM fake, MQ, ...)
-	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
+	closers []func()          // run before the stores close, in reverse order (IM fake, MQ, ...)
+	fakeIM  *imfake.Server    // dev mode's fake Tencent IM, nil with the real one
+	imPub   *roomim.Publisher // the IM publisher (room events, bans, the ban reconcile)
 	// fakeTRTC is dev mode's fake TRTC (trtc off); nil otherwise.
 	fakeTRTC *trtcfake.Server
 	// roomDBs are the room databases of the shard map with their
@@ -163,6 +165,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 	if err != nil {
 		return nil, err
 	}
+	a.imPub = pub
 	roomPub, err := a.roomPublisher(ctx, pub)
 	if err != nil {
 		return nil, err

@@ -97,16 +97,19 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY "+listOrder+" LIMIT ?", limit)
 }
 
-// claimScanFactor: each page of the claim's room scan reads up to
-// limit×this due rows to find rooms, so a few hot rooms with many due rows
-// do not hide others.
-const claimScanFactor = 4
+// claimScanPage is the least number of due rows one page of the claim's
+// room scan reads; a page is otherwise the claim's limit. Each row the
+// scan reads costs a row lookup (the room and the lease are not in
+// idx_room_outbox_pending), so a page reads about what the claim can take
+// and more pages follow only while the rooms found do not fill it (hot
+// rooms whose many rows fill a page, rooms held by others).
+const claimScanPage = 256
 
 // claimScanPages bounds the pages one claim reads when the rooms found are
 // held by others (a room's publisher holds its newest rows): the claim
 // looks further back instead of claiming nothing while free rooms wait
-// behind held ones.
-const claimScanPages = 4
+// behind held ones, up to 16 claims' worth of rows.
+const claimScanPages = 16
 
 // maxClaimRooms bounds the rooms one claim plans from one page.
 const maxClaimRooms = 256
@@ -129,7 +132,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			return nil, nil
 		}
 		pages++
-		want := limit * claimScanFactor
+		want := max(limit, claimScanPage)
 		rs, err := q.QueryContext(ctx, "SELECT app_code, room_id, created_at_ms, event_id FROM room_outbox FORCE INDEX (idx_room_outbox_pending)"+
 			" WHERE status = 'pending' AND (created_at_ms > ? OR (created_at_ms = ? AND event_id > ?))"+
 			" AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
@@ -318,7 +321,7 @@ func (s *Store) claimPlan(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 // planRooms plans one chunk of claimPlan's rooms.
 func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
 	in, args := roomArgs(rooms, []any{nowMs})
-	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
 		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id", args...)
 	if err != nil {
 		return nil, s.claimErr(err)
@@ -346,7 +349,7 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 	held := map[persistence.RoomKey]bool{}
 	if len(leased) > 0 {
 		in, args := roomArgs(leased, []any{nowMs, owner})
-		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
 			" WHERE status = 'pending' AND lock_until_ms > ? AND locked_by <> ? AND (app_code, room_id) IN ("+in+")", args...)
 		if err != nil {
 			return nil, s.claimErr(err)

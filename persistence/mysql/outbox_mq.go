@@ -41,7 +41,7 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 			seen    = map[persistence.RoomKey]bool{}
 		)
 		for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
-			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
+			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, max(limit, claimScanPage), &afterMs, &afterID, seen)
 			if err != nil {
 				return mqClaimFailed(err)
 			}
