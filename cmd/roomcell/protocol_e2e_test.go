@@ -147,8 +147,10 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		if inSeats && c.seatHolders[p.Seat] == p.UserID {
 			c.seatHolders[p.Seat] = ""
 		}
-	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned":
-		// the room view does not change (bans are ListBans')
+	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned",
+		"RoomTopContributorsChanged":
+		// the room view does not change (bans are ListBans', the
+		// ranking ListContributors')
 	case "RoomHeatChanged":
 		c.Heat = p.Heat
 	case "RoomUserKicked":
