@@ -88,8 +88,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		AdminUserIDs, Tags, Deleted                       []string
 		Category, CoverURL, Visibility                    string
 		Set                                               map[string]string
-		Verifier                                          map[string]any
-		Muted                                             bool
+		HasPassword, Muted                                bool
 	}
 	// The payload's snake_case names, as the doc writes them.
 	var raw map[string]json.RawMessage
@@ -110,7 +109,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		"muted_until_ms": &p.MutedUntilMs, "at_ms": &p.AtMs, "expires_at_ms": &p.ExpiresAtMs,
 		"admin_user_ids": &p.AdminUserIDs, "tags": &p.Tags, "deleted": &p.Deleted,
 		"category": &p.Category, "cover_url": &p.CoverURL, "visibility": &p.Visibility,
-		"set": &p.Set, "verifier": &p.Verifier, "muted": &p.Muted,
+		"set": &p.Set, "has_password": &p.HasPassword, "muted": &p.Muted,
 	} {
 		field(name, into)
 	}
@@ -146,8 +145,9 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		if inSeats && c.seatHolders[p.Seat] == p.UserID {
 			c.seatHolders[p.Seat] = ""
 		}
-	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned":
-		// the room view does not change (bans are ListBans')
+	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned",
+		"RoomTopContributorsChanged":
+		// the room view does not change (bans are ListBans', the ranking ListContributors')
 	case "RoomHeatChanged":
 		c.Heat = p.Heat
 	case "RoomUserKicked":
@@ -194,7 +194,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 	case "RoomMemberUnmuted":
 		delete(c.Mutes, p.TargetUserID)
 	case "RoomPasswordChanged":
-		c.HasPassword = len(p.Verifier) > 0
+		c.HasPassword = p.HasPassword
 	case "RoomAllMicsMutedChanged":
 		c.AllMicsMuted = p.Muted
 	case "RoomCustomInfoChanged":
