@@ -320,6 +320,11 @@ func (s *RoomServer) SetAllMicsMuted(ctx context.Context, r *roomcellv1.SetAllMi
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: r}})
 }
 
+// SetChatDisabled turns the room's chat-disabled-for-all switch on or off.
+func (s *RoomServer) SetChatDisabled(ctx context.Context, r *roomcellv1.SetChatDisabledRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: r}})
+}
+
 // LikeRoom adds likes to the room; answered when their window is stored.
 func (s *RoomServer) LikeRoom(ctx context.Context, r *roomcellv1.LikeRoomRequest) (*roomcellv1.CommandReply, error) {
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: r}})

@@ -107,6 +107,7 @@ type Command struct {
 	PasswordSaltNew string            // SetRoomPassword: the new salt
 	AllMicsMuted    bool              // SetAllMicsMuted
 	LikeCount       int64             // LikeRoom
+	ChatDisabled    bool              // SetChatDisabled
 	CustomSet       map[string]string // SetRoomCustomInfo
 	CustomDelete    []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
@@ -307,6 +308,12 @@ var commands = map[string]commandKind{
 	CmdSetAllMicsMuted: {
 		fill:   fill(func(r *v1.SetAllMicsMutedRequest, c *Command) { c.AllMicsMuted = r.Muted }),
 		decide: decideSetAllMicsMuted,
+	},
+	// The chat-disabled switch (chatdisabled.go): moderation, as a mute.
+	CmdSetChatDisabled: {
+		rate:   RateModeration,
+		fill:   fill(func(r *v1.SetChatDisabledRequest, c *Command) { c.ChatDisabled = r.Disabled }),
+		decide: decideSetChatDisabled,
 	},
 	// Likes (likes.go): gathered by the grain into one row per window.
 	CmdLikeRoom: {

@@ -44,6 +44,7 @@ const (
 	TypeRoomAllMicsMutedChanged  = "RoomAllMicsMutedChanged"
 	TypeRoomLiked                = "RoomLiked"
 	TypeRoomLikeReceipts         = "RoomLikeReceipts"
+	TypeRoomChatDisabledChanged  = "RoomChatDisabledChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -153,6 +154,8 @@ var eventKinds = map[string]eventKind{
 	// (they recognise a retried like).
 	TypeRoomLiked:        kind[RoomLiked](EventInfo{IM: true, Effects: MQ}),
 	TypeRoomLikeReceipts: kind[RoomLikeReceipts](EventInfo{}),
+	// Clients hide the input box of members; the callback enforces it.
+	TypeRoomChatDisabledChanged: kind[RoomChatDisabledChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).

@@ -127,6 +127,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomAllMicsMutedChanged:    true,
 		room.TypeRoomLiked:                  true,
 		room.TypeRoomLikeReceipts:           false,
+		room.TypeRoomChatDisabledChanged:    true,
 		room.TypeRoomAudioSeen:              false,
 		room.TypeRoomAudioRemoved:           true,
 		room.TypeRoomAudioDismissed:         false,

@@ -60,6 +60,7 @@ func TestReplayEqualsLive(t *testing.T) {
 type record struct {
 	seq    int64
 	events []byte // JSON []persistence.Envelope
+	sealed []byte // room.SealedOf the events: stored beside them, never in them
 }
 
 type snapshot struct {
@@ -69,18 +70,22 @@ type snapshot struct {
 
 // sim drives one room with random commands.
 type sim struct {
-	r        *rand.Rand
-	users    []string
-	seats    int // the room's seat count once created
-	now      int64
-	closeAt  int // step from which CloseRoom is tried
-	giftHeat int64
-	eventIDs map[string]bool
-	seen     map[string]int // events per type
-	requests int            // seat applications and invitations made
-	ended    int            // ... and ended
-	reopens  int            // reopened RoomCreated events
-	closedAt int            // step of the last accepted close (-1: none)
+	r       *rand.Rand
+	users   []string
+	seats   int // the room's seat count once created
+	now     int64
+	closeAt int // step from which CloseRoom is tried
+	// chatTurn: this turn is the chat switch's (SetChatDisabled), counted
+	// by chatTurns; it draws nothing.
+	chatTurn  bool
+	chatTurns int
+	giftHeat  int64
+	eventIDs  map[string]bool
+	seen      map[string]int // events per type
+	requests  int            // seat applications and invitations made
+	ended     int            // ... and ended
+	reopens   int            // reopened RoomCreated events
+	closedAt  int            // step of the last accepted close (-1: none)
 
 	audioReleased int // seats released at the end of an audio grace
 	presenceLeft  int // members taken out at the end of a presence window
@@ -89,7 +94,7 @@ type sim struct {
 	lastLike      room.Command // a like sent before, retried now and then
 	lr            *rand.Rand   // the likes' own stream
 	likeN         int          // likes made
-	ranks         rankSim // the contribution ranking's own account (ranking_test.go)
+	ranks         rankSim      // the contribution ranking's own account (ranking_test.go)
 }
 
 func replayProperty(seed uint64, n int, coverage bool) (summary string, err error) {
@@ -148,7 +153,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		if err := sm.invariants(live); err != nil {
 			return fmt.Errorf("step %d after %s by %s (seq %d): %w\nstate %+v", step, c.Type, c.UserID, seq, err, live)
 		}
-		if rnd.IntN(100) == 0 {
+		if rnd != nil && rnd.IntN(100) == 0 { // a chat turn draws nothing (rnd nil)
 			b, err := live.Marshal()
 			if err != nil {
 				return err
@@ -157,8 +162,14 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		}
 		return nil
 	}
-	for step := range n {
-		sm.step = step
+	for i := range n + n/40 {
+		// Every 41st turn is the chat switch's (chatTurn), which draws
+		// nothing: step counts the drawn commands, which stay as they are.
+		step := i - i/41
+		if step >= n {
+			break
+		}
+		sm.step, sm.chatTurn = step, false
 		// Likes come from a stream of their own, between the main
 		// stream's commands, which decide as they would without them
 		// (nothing but likes reads the like total or receipts): the
@@ -168,7 +179,11 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 				return sm.summary(len(recs), len(snaps)), err
 			}
 		}
-		if err := one(step, sm.next(step, live), r); err != nil {
+		rnd := r
+		if sm.chatTurn = i%41 == 40; sm.chatTurn {
+			rnd = nil
+		}
+		if err := one(step, sm.next(step, live), rnd); err != nil {
 			return sm.summary(len(recs), len(snaps)), err
 		}
 	}
@@ -197,7 +212,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
 		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
-		room.TypeRoomLiked, room.TypeRoomLikeReceipts, room.TypeRoomTopContributorsChanged} {
+		room.TypeRoomLiked, room.TypeRoomLikeReceipts, room.TypeRoomChatDisabledChanged, room.TypeRoomTopContributorsChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -270,6 +285,9 @@ func replayRecord(s room.State, rec record) (room.State, error) {
 		}
 		evs = append(evs, e)
 	}
+	if err := room.Unseal(evs, rec.sealed); err != nil {
+		return s, fmt.Errorf("seq %d: %w", rec.seq, err)
+	}
 	return room.ApplyCommand(s, rec.seq, evs), nil
 }
 
@@ -290,7 +308,7 @@ func (sm *sim) store(c room.Command, seq int64, evs []room.Event) (record, error
 			RoomSeq: seq, CommandID: c.CommandID, RequestID: c.RequestID, CreatedAtMs: c.NowMs, Payload: payload}
 	}
 	b, err := json.Marshal(envs)
-	return record{seq: seq, events: b}, err
+	return record{seq: seq, events: b, sealed: room.SealedOf(evs)}, err
 }
 
 func (sm *sim) pick(users []string) string { return users[sm.r.IntN(len(users))] }
@@ -298,6 +316,14 @@ func (sm *sim) pick(users []string) string { return users[sm.r.IntN(len(users))]
 // next makes a random command, mostly valid, sometimes not.
 func (sm *sim) next(step int, s room.State) room.Command {
 	r := sm.r
+	// The chat switch's turn draws nothing: mostly a change, now and
+	// then on again; by the owner, an admin or a member.
+	if sm.chatTurn {
+		n := sm.chatTurns
+		sm.chatTurns++
+		return room.Command{Type: room.CmdSetChatDisabled, CommandID: fmt.Sprintf("chat%d", n), RequestID: "r", AppCode: tApp, RoomID: tRoom,
+			UserID: []string{"owner", "admin", "u1"}[n%3], NowMs: sm.now, ChatDisabled: !s.ChatDisabled() || n%5 == 0}
+	}
 	sm.now += r.Int64N(3000) // ~1.5 s per command: short bans run out during a run
 	c := room.Command{CommandID: fmt.Sprintf("c%d", step), RequestID: "r", AppCode: tApp, RoomID: tRoom,
 		UserID: sm.pick(sm.users), NowMs: sm.now}
@@ -677,7 +703,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.reopens++
 			}
 		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged,
-			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged:
+			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged, room.RoomChatDisabledChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}

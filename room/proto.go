@@ -145,6 +145,7 @@ func Summary(s State) *v1.RoomView {
 		SeatMode:     s.seatMode(),
 		AllMicsMuted: s.AllMicsMuted(),
 		Likes:        s.Likes(),
+		ChatDisabled: s.ChatDisabled(),
 	}
 	if m := s.Metadata(); !m.zero() {
 		v.Category, v.Tags, v.CoverUrl = m.Category, append([]string(nil), m.Tags...), m.CoverURL

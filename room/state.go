@@ -93,6 +93,8 @@ type Extra struct {
 	// (likes.go).
 	Likes        int64                   `json:"likes,omitempty"`
 	LikeReceipts map[string]LikeReceipts `json:"like_receipts,omitempty"`
+	// The chat-disabled switch (chatdisabled.go).
+	ChatDisabled bool `json:"chat_disabled,omitempty"`
 	// Contribution ranking (ranking.go).
 	Ranks Ranks `json:"ranks,omitzero"`
 }
@@ -149,7 +151,7 @@ func (e *Extra) canonical() bool {
 	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil && e.Ranks.zero()
+		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil && !e.ChatDisabled && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -65,6 +65,7 @@ const (
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
+	RoomService_SetChatDisabled_FullMethodName        = "/roomcell.v1.RoomService/SetChatDisabled"
 	RoomService_LikeRoom_FullMethodName               = "/roomcell.v1.RoomService/LikeRoom"
 	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
@@ -173,6 +174,9 @@ type RoomServiceClient interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// LikeRoom adds count likes to the room from a member. Likes are
 	// coalesced: the room writes one RoomLiked per window (room.like_window)
 	// with the window's total, the room's running total and the top likers,
@@ -661,6 +665,16 @@ func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsM
 	return out, nil
 }
 
+func (c *roomServiceClient) SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetChatDisabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roomServiceClient) LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CommandReply)
@@ -785,6 +799,9 @@ type RoomServiceServer interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error)
 	// LikeRoom adds count likes to the room from a member. Likes are
 	// coalesced: the room writes one RoomLiked per window (room.like_window)
 	// with the window's total, the room's running total and the top likers,
@@ -941,6 +958,9 @@ func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomP
 }
 func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
+}
+func (UnimplementedRoomServiceServer) SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetChatDisabled not implemented")
 }
 func (UnimplementedRoomServiceServer) LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method LikeRoom not implemented")
@@ -1790,6 +1810,24 @@ func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetChatDisabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetChatDisabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetChatDisabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, req.(*SetChatDisabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoomService_LikeRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LikeRoomRequest)
 	if err := dec(in); err != nil {
@@ -2012,6 +2050,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAllMicsMuted",
 			Handler:    _RoomService_SetAllMicsMuted_Handler,
+		},
+		{
+			MethodName: "SetChatDisabled",
+			Handler:    _RoomService_SetChatDisabled_Handler,
 		},
 		{
 			MethodName: "LikeRoom",
