@@ -2376,7 +2376,11 @@ type RoomCommand struct {
 	//	*RoomCommand_SetRoomCustomInfo
 	//	*RoomCommand_SetRoomPassword
 	//	*RoomCommand_SetAllMicsMuted
-	Command       isRoomCommand_Command `protobuf_oneof:"command"`
+	Command isRoomCommand_Command `protobuf_oneof:"command"`
+	// traceparent is the W3C trace context of the call that sent the
+	// command ("" when it is not traced): the grain's spans continue that
+	// trace across the mailbox and the cluster.
+	Traceparent   string `protobuf:"bytes,100,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2785,6 +2789,13 @@ func (x *RoomCommand) GetSetAllMicsMuted() *SetAllMicsMutedRequest {
 		}
 	}
 	return nil
+}
+
+func (x *RoomCommand) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isRoomCommand_Command interface {
@@ -7110,7 +7121,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa5\x17\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x17\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7164,7 +7175,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
 	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfo\x12Q\n" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
-	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMutedB\t\n" +
+	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12 \n" +
+	"\vtraceparent\x18d \x01(\tR\vtraceparentB\t\n" +
 	"\acommand\"\x95\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
