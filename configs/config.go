@@ -156,11 +156,26 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
+	if err := c.presenceSource(); err != nil {
+		return err
+	}
 	if c.Store.Kind == StoreMySQL && c.MySQL.DSN == "" {
 		return errorf("mysql.dsn", "required when store.kind is mysql")
 	}
 	if _, err := c.RoomShardMap(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// presenceSource refuses a presence source whose callbacks are off: no
+// member would ever be taken out.
+func (c Config) presenceSource() error {
+	switch {
+	case c.Presence.Source == PresenceIM && !c.TencentIM.Callback.Enabled:
+		return errorf("presence.source", "im needs tencent_im.callback.enabled: without IM's callbacks no member would ever be taken out")
+	case c.Presence.Source == PresenceTRTC && !c.TRTC.Callback.Enabled:
+		return errorf("presence.source", "trtc needs trtc.callback.enabled: without TRTC's callbacks no member would ever be taken out")
 	}
 	return nil
 }

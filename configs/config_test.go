@@ -107,6 +107,14 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"tencent_im:\n  enabled: true\n  sdk_app_id: 1\n", "tencent_im.secret_key"},
 		{"tencent_im:\n  batch_format: full\n", "tencent_im.batch_format"},
 		{"presence:\n  stale_after: \"1s\"\n  scan_interval: \"5s\"\n", "presence.stale_after"},
+		{"presence:\n  source: redis\n", "presence.source"},
+		{"tencent_im:\n  ban_reconcile_interval: 10s\n", "tencent_im.ban_reconcile_interval"},
+		{"tencent_im:\n  ban_reconcile_interval: -1m\n", "tencent_im.ban_reconcile_interval"},
+		{"presence:\n  source: im\n  app_codes: [demo]\n", "presence.source"},
+		{"presence:\n  source: trtc\n", "presence.source"},
+		{"tencent_im:\n  callback: {enabled: true, token: t}\npresence:\n  source: im\n", "presence.app_codes"},
+		{"tencent_im:\n  callback: {enabled: true, token: t}\npresence:\n  source: im\n  app_codes: [demo, \"\"]\n", "presence.app_codes[1]"},
+		{"trtc:\n  callback: {enabled: true, key: k1}\npresence:\n  source: trtc\n  stale_after: 1000h\n", "presence.stale_after"},
 		{"mysql:\n  max_open_conns: 2\n  max_idle_conns: 5\n", "mysql.max_idle_conns"},
 		{"wallet:\n  vip_plans:\n    - {level: 1, name: a, days: 30}\n    - {level: 1, name: b, days: 30}\n", "wallet.vip_plans[1].level"},
 		{"wallet:\n  vip_plans:\n    - {level: 2, name: a, days: 0}\n", "wallet.vip_plans[0].days"},
@@ -196,5 +204,26 @@ func TestTracingConfigValidation(t *testing.T) {
 	_, err = Build(Layers{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	if err == nil || !errors.As(err, &ce) || ce.Key != "tracing.sample_ratio" {
 		t.Fatalf("env ratio 2: %v", err)
+	}
+}
+
+// The presence sources load with their callbacks on; heartbeat, the
+// default, keeps the stale worker, the callback sources stop it.
+func TestPresenceSources(t *testing.T) {
+	for yaml, want := range map[string]struct {
+		source string
+		worker bool
+	}{
+		"node_id: n1\n": {PresenceHeartbeat, true},
+		"tencent_im:\n  callback: {enabled: true, token: t}\npresence:\n  source: im\n  app_codes: [demo]\n": {PresenceIM, false},
+		"trtc:\n  callback: {enabled: true, key: k1}\npresence:\n  source: trtc\n":                           {PresenceTRTC, false},
+	} {
+		c, err := Parse([]byte(yaml))
+		if err != nil {
+			t.Fatalf("%q: %v", yaml, err)
+		}
+		if c.Presence.Source != want.source || c.Presence.On() != want.worker {
+			t.Errorf("%q: source %q worker %v, want %+v", yaml, c.Presence.Source, c.Presence.On(), want)
+		}
 	}
 }

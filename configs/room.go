@@ -3,6 +3,9 @@ package configs
 import (
 	"fmt"
 	"time"
+	// The zone database inside the binary: room.ranking.zone must mean
+	// the same on every node, whatever the host has installed.
+	_ "time/tzdata"
 )
 
 // RoomConfig tunes the room grain.
@@ -37,6 +40,17 @@ type RoomConfig struct {
 	// Empty: SetRoomPassword is refused (PASSWORDS_OFF) and a room that
 	// has a password admits only its owner and admins.
 	PasswordKey string `yaml:"password_key"`
+	// Ranking: the contribution ranking (room/ranking.go).
+	Ranking RankingConfig `yaml:"ranking"`
+}
+
+// RankingConfig tunes the rooms' contribution ranking.
+type RankingConfig struct {
+	// Zone: the time zone whose calendar days the day ranking counts
+	// (an IANA name such as "Asia/Shanghai"); empty is UTC. Every node
+	// must have the same: the day a gift counts for is decided by the
+	// node that decides the gift.
+	Zone string `yaml:"zone"`
 }
 
 func (c *RoomConfig) setDefaults() {
@@ -71,6 +85,12 @@ func (c RoomConfig) validate() error {
 	}
 	if n := len(c.PasswordKey); n > 0 && n < MinPasswordKeyLen {
 		return errorf("room.password_key", "must be at least %d bytes, got %d", MinPasswordKeyLen, n)
+	}
+	if z := c.Ranking.Zone; z != "" {
+		// "Local" would make the day depend on each node's own setting.
+		if _, err := time.LoadLocation(z); err != nil || z == "Local" {
+			return errorf("room.ranking.zone", "must be an IANA time zone name such as Asia/Shanghai (or empty for UTC), got %q", z)
+		}
 	}
 	return nil
 }

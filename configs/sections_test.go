@@ -2,6 +2,7 @@ package configs
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -16,7 +17,7 @@ func TestWithDefaultsAreTheLoadersDefaults(t *testing.T) {
 	if got := WithDefaults(OutboxWorkerConfig{}); got != c.OutboxWorker {
 		t.Errorf("outbox_worker: WithDefaults %+v, Load %+v", got, c.OutboxWorker)
 	}
-	if got := WithDefaults(PresenceConfig{}); got != c.Presence {
+	if got := WithDefaults(PresenceConfig{}); !reflect.DeepEqual(got, c.Presence) {
 		t.Errorf("presence: WithDefaults %+v, Load %+v", got, c.Presence)
 	}
 	if got := WithDefaults(NoticeWorkerConfig{}); got != c.Notice.WalletNoticeWorker || got != c.Notice.RoomNoticeWorker {

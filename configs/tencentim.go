@@ -34,6 +34,12 @@ type TencentIMConfig struct {
 	BatchFormat string `yaml:"batch_format"`
 	// Callback: the endpoint of IM's third-party callbacks (callbacks.go).
 	Callback IMCallbackConfig `yaml:"callback"`
+	// BanReconcileInterval: how often each room node puts the IM groups
+	// of the rooms it hosts back in line with the rooms' bans (the repair
+	// roomctl im reconcile-bans runs for one room; one
+	// get_group_ban_member call per room and round). 0 (the default): off;
+	// else at least 1m.
+	BanReconcileInterval time.Duration `yaml:"ban_reconcile_interval"`
 }
 
 func (c *TencentIMConfig) setDefaults() {
@@ -63,6 +69,9 @@ func (c TencentIMConfig) validate() error {
 	}
 	if err := c.Callback.validate(); err != nil {
 		return err
+	}
+	if c.BanReconcileInterval < 0 || c.BanReconcileInterval > 0 && c.BanReconcileInterval < time.Minute {
+		return errorf("tencent_im.ban_reconcile_interval", "0 (off) or at least 1m, got %s", c.BanReconcileInterval)
 	}
 	if !c.Enabled {
 		return nil

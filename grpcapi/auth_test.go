@@ -32,6 +32,7 @@ func registerStubs(srv *grpc.Server) {
 	roomcellv1.RegisterNoticeAdminServer(srv, roomcellv1.UnimplementedNoticeAdminServer{})
 	roomcellv1.RegisterClusterAdminServer(srv, roomcellv1.UnimplementedClusterAdminServer{})
 	roomcellv1.RegisterPurgeAdminServer(srv, roomcellv1.UnimplementedPurgeAdminServer{})
+	roomcellv1.RegisterImAdminServer(srv, roomcellv1.UnimplementedImAdminServer{})
 }
 
 // startTCP serves o with every service stubbed on a real loopback port.
@@ -147,7 +148,7 @@ func TestAuthMatrixEveryRPC(t *testing.T) {
 		roomcellv1.WalletService_HoldGift_FullMethodName, roomcellv1.WalletService_ConfirmGift_FullMethodName,
 		roomcellv1.WalletService_RefundGift_FullMethodName, roomcellv1.WalletService_ListOpenGiftHolds_FullMethodName,
 		roomcellv1.OutboxAdmin_RetryOutbox_FullMethodName, roomcellv1.NoticeAdmin_RequeueNotice_FullMethodName,
-		roomcellv1.ClusterAdmin_Members_FullMethodName,
+		roomcellv1.ClusterAdmin_Members_FullMethodName, roomcellv1.ImAdmin_ReconcileImBans_FullMethodName,
 	} {
 		if MethodClass(m) != ClassOperator {
 			t.Errorf("%s is %s, want operator", m, MethodClass(m))

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hyapp/roomcell/actors/notice"
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/wallet"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
@@ -183,11 +183,11 @@ func TestEveryRowAnswersItsStatus(t *testing.T) {
 		var err error
 		switch code {
 		case errclass.CodeRoomEventsTrimmed:
-			err = s.eventsStatus(context.Background(), &roomgrain.TrimmedError{After: 1, OldestAfterSeq: 5, HeadSeq: 9})
+			err = s.eventsStatus(context.Background(), &roomfeed.TrimmedError{After: 1, OldestAfterSeq: 5, HeadSeq: 9})
 		case errclass.CodeRoomWatchEnded:
-			err = s.eventsStatus(context.Background(), &roomgrain.WatchEndedError{ResumeAfter: 3, Reason: roomgrain.EndMoved})
+			err = s.eventsStatus(context.Background(), &roomfeed.WatchEndedError{ResumeAfter: 3, Reason: roomfeed.EndMoved})
 		case errclass.CodeRoomWatchCut:
-			err = s.eventsStatus(context.Background(), &roomgrain.WatchEndedError{ResumeAfter: 3, Cut: true, Reason: roomgrain.EndCut})
+			err = s.eventsStatus(context.Background(), &roomfeed.WatchEndedError{ResumeAfter: 3, Cut: true, Reason: roomfeed.EndCut})
 		case errclass.CodeRoomWatchLimit:
 			err = watchLimit()
 		default:

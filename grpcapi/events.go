@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/room"
 )
@@ -23,23 +23,23 @@ import (
 // room's owner; the error details below are the protocol's resync and
 // resume signals.
 
-// RoomEvents is what ListRoomEvents and WatchRoom use; actors/roomgrain's
+// RoomEvents is what ListRoomEvents and WatchRoom use; actors/roomfeed's
 // Client and Watcher provide it (RoomEventsOf). A page's Wire, when set,
 // is sent as its events' encoding (eventsCodec). Watch calls accepted
 // once the room's owner has taken the watch, before any event.
 type RoomEvents interface {
-	ListEventsPage(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error)
+	ListEventsPage(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomfeed.EventsPage, error)
 	Watch(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error
 }
 
-// RoomEventsOf joins a room client (reads) and a node's watcher.
-func RoomEventsOf(c *roomgrain.Client, w *roomgrain.Watcher) RoomEvents {
+// RoomEventsOf joins a room feed client (reads) and a node's watcher.
+func RoomEventsOf(c roomfeed.Client, w *roomfeed.Watcher) RoomEvents {
 	return roomEvents{c, w}
 }
 
 type roomEvents struct {
-	*roomgrain.Client
-	*roomgrain.Watcher
+	roomfeed.Client
+	*roomfeed.Watcher
 }
 
 func (e roomEvents) Watch(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error {
@@ -105,22 +105,22 @@ func (s *RoomServer) ListRoomEvents(ctx context.Context, r *roomcellv1.ListRoomE
 
 // listRoomEvents is ListRoomEvents with the events' encodings, when the
 // room had them (RegisterRoomService sends them).
-func (s *RoomServer) listRoomEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
+func (s *RoomServer) listRoomEvents(ctx context.Context, r *roomcellv1.ListRoomEventsRequest) (roomfeed.EventsPage, error) {
 	if s.events == nil {
-		return roomgrain.EventsPage{}, errNoEvents
+		return roomfeed.EventsPage{}, errNoEvents
 	}
 	if err := checkEventsRequest(r.GetRequestId(), r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq()); err != nil {
-		return roomgrain.EventsPage{}, s.invalid(ctx, err)
+		return roomfeed.EventsPage{}, s.invalid(ctx, err)
 	}
-	if l := r.GetLimit(); l < 0 || l > roomgrain.MaxEventsLimit {
-		return roomgrain.EventsPage{}, s.invalid(ctx, errclass.Invalidf("limit must be between 0 (default %d) and %d, got %d", roomgrain.DefaultEventsLimit, roomgrain.MaxEventsLimit, l))
+	if l := r.GetLimit(); l < 0 || l > roomfeed.MaxEventsLimit {
+		return roomfeed.EventsPage{}, s.invalid(ctx, errclass.Invalidf("limit must be between 0 (default %d) and %d, got %d", roomfeed.DefaultEventsLimit, roomfeed.MaxEventsLimit, l))
 	}
 	setRequestID(ctx, r)
 	cctx, cancel := s.callCtx(ctx)
 	defer cancel()
 	p, err := s.events.ListEventsPage(cctx, r)
 	if err != nil {
-		return roomgrain.EventsPage{}, s.eventsStatus(cctx, err)
+		return roomfeed.EventsPage{}, s.eventsStatus(cctx, err)
 	}
 	return p, nil
 }
@@ -152,8 +152,8 @@ func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.Serve
 
 // eventsStatus is toStatus with the event log's own signals.
 func (s *RoomServer) eventsStatus(ctx context.Context, err error) error {
-	var te *roomgrain.TrimmedError
-	var we *roomgrain.WatchEndedError
+	var te *roomfeed.TrimmedError
+	var we *roomfeed.WatchEndedError
 	switch {
 	case errors.As(err, &te):
 		return rowStatus(errclass.CodeRoomEventsTrimmed, map[string]string{

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/room"
 )
@@ -31,12 +31,12 @@ type fakeEvents struct {
 	wire  func(*roomcellv1.RoomLogEvent) []byte
 }
 
-func (f *fakeEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
+func (f *fakeEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomfeed.EventsPage, error) {
 	reply, err := f.list(r)
 	if err != nil {
-		return roomgrain.EventsPage{}, err
+		return roomfeed.EventsPage{}, err
 	}
-	p := roomgrain.EventsPage{Reply: reply}
+	p := roomfeed.EventsPage{Reply: reply}
 	if f.wire != nil {
 		for _, e := range reply.Events {
 			p.Wire = append(p.Wire, f.wire(e))
@@ -86,7 +86,7 @@ func TestListRoomEventsChecksItsArgumentsAndSaysTrimmed(t *testing.T) {
 	e := &fakeEvents{list: func(r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
 		got = r
 		if r.AfterRoomSeq < 10 {
-			return nil, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: 10, HeadSeq: 30}
+			return nil, &roomfeed.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: 10, HeadSeq: 30}
 		}
 		return &roomcellv1.ListRoomEventsReply{NextAfterSeq: 30, HeadSeq: 30}, nil
 	}}
@@ -149,9 +149,9 @@ func TestWatchRoomEndsWithItsResumeSeq(t *testing.T) {
 		code   codes.Code
 		resume int64
 	}{
-		{&roomgrain.WatchEndedError{ResumeAfter: 8, Reason: roomgrain.EndMoved}, codes.Unavailable, 8},
-		{&roomgrain.WatchEndedError{ResumeAfter: 8, Cut: true, Reason: roomgrain.EndCut}, codes.ResourceExhausted, 8},
-		{&roomgrain.TrimmedError{After: 5, OldestAfterSeq: 7, HeadSeq: 9}, codes.OutOfRange, -1},
+		{&roomfeed.WatchEndedError{ResumeAfter: 8, Reason: roomfeed.EndMoved}, codes.Unavailable, 8},
+		{&roomfeed.WatchEndedError{ResumeAfter: 8, Cut: true, Reason: roomfeed.EndCut}, codes.ResourceExhausted, 8},
+		{&roomfeed.TrimmedError{After: 5, OldestAfterSeq: 7, HeadSeq: 9}, codes.OutOfRange, -1},
 	} {
 		end = tc.end
 		s, err := c.WatchRoom(testCtx(t), &roomcellv1.WatchRoomRequest{AppCode: "a", RoomId: "r1", AfterRoomSeq: 5})
@@ -183,7 +183,7 @@ func TestWatchRoomCapsStreamsPerNode(t *testing.T) {
 		}
 		select {
 		case <-release:
-			return &roomgrain.WatchEndedError{ResumeAfter: after + 1, Reason: roomgrain.EndDraining}
+			return &roomfeed.WatchEndedError{ResumeAfter: after + 1, Reason: roomfeed.EndDraining}
 		case <-ctx.Done():
 			return ctx.Err()
 		}

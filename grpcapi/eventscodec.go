@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -96,7 +96,7 @@ func appendEncoded(b []byte, e *encodedEvents) []byte {
 }
 
 // pageReply is what ListRoomEvents' handler hands gRPC for a page.
-func pageReply(p roomgrain.EventsPage) any {
+func pageReply(p roomfeed.EventsPage) any {
 	if p.Wire == nil || len(p.Wire) != len(p.Reply.Events) {
 		return p.Reply
 	}

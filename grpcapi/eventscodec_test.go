@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -92,7 +92,7 @@ func TestEventsCodecWritesWhatTheProtoCodecWrites(t *testing.T) {
 func TestPageWithoutEveryEncodingIsMarshalled(t *testing.T) {
 	reply := randomReply(rand.New(rand.NewPCG(7, 8)), 3)
 	for _, wire := range [][][]byte{nil, {marshalEvent(reply.Events[0])}} {
-		if got, ok := pageReply(roomgrain.EventsPage{Reply: reply, Wire: wire}).(*roomcellv1.ListRoomEventsReply); !ok || got != reply {
+		if got, ok := pageReply(roomfeed.EventsPage{Reply: reply, Wire: wire}).(*roomcellv1.ListRoomEventsReply); !ok || got != reply {
 			t.Fatalf("%d encodings for %d events: answered %T", len(wire), len(reply.Events), got)
 		}
 	}
@@ -132,7 +132,7 @@ func TestListRoomEventsSendsTheKeptEncodings(t *testing.T) {
 }
 
 // The gateway's JSON of a reply sent from the kept encodings is the JSON
-// of the reply.
+// of the reply (its payloads as objects: payloadsAsText turns them back).
 func TestGatewayEventsJSONFromKeptEncodings(t *testing.T) {
 	base, _ := startGateway(t)
 	code, out, _ := httpDo(t, "GET", base+"/api/v1/rooms/events?app_code=app1&room_id=r1&after_room_seq=10", clientTok, "")
@@ -140,7 +140,7 @@ func TestGatewayEventsJSONFromKeptEncodings(t *testing.T) {
 		t.Fatalf("events: %d %s", code, out)
 	}
 	got := &roomcellv1.ListRoomEventsReply{}
-	if err := protojson.Unmarshal([]byte(out), got); err != nil {
+	if err := protojson.Unmarshal(payloadsAsText(t, out), got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	if want := gatewayEventsReply(); !proto.Equal(got, want) {

@@ -29,7 +29,8 @@ import (
 // token, request id, checks, recovery) and gets the same errors, as the
 // gRPC status in JSON with its HTTP code (NOT_FOUND 404, INVALID_ARGUMENT
 // 400, UNAUTHENTICATED 401, UNAVAILABLE 503, ...). Field names are the
-// proto's (snake_case), as the seeds' clients send them. Before any of
+// proto's (snake_case), as the seeds' clients send them; an event's
+// payload is a JSON object (eventObjects), not a string. Before any of
 // that, the door (gatewaydoor.go) checks the token and caps the body.
 type Gateway struct {
 	http *http.Server
@@ -89,10 +90,10 @@ func newGatewayMux(conn *grpc.ClientConn, opts ...runtime.ServeMuxOption) (*runt
 			}
 			return "", false
 		}),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, eventObjects{&runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true},
 			UnmarshalOptions: protojson.UnmarshalOptions{},
-		}),
+		}}),
 	}, opts...)...)
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		roomcellv1.RegisterRoomServiceHandler,

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -35,7 +35,7 @@ func startGatewayWith(t *testing.T, edit func(*GatewayOptions)) (string, *fakeBa
 	rs.SetEvents(&fakeEvents{
 		list: func(r *roomcellv1.ListRoomEventsRequest) (*roomcellv1.ListRoomEventsReply, error) {
 			if r.AfterRoomSeq < 10 {
-				return nil, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: 10, HeadSeq: 12}
+				return nil, &roomfeed.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: 10, HeadSeq: 12}
 			}
 			return gatewayEventsReply(), nil
 		},
@@ -50,14 +50,14 @@ func startGatewayWith(t *testing.T, edit func(*GatewayOptions)) (string, *fakeBa
 						return err
 					}
 				}
-				return &roomgrain.WatchEndedError{ResumeAfter: after + slowWatchEvents, Reason: roomgrain.EndMoved}
+				return &roomfeed.WatchEndedError{ResumeAfter: after + slowWatchEvents, Reason: roomfeed.EndMoved}
 			}
 			for s := after + 1; s <= after+2; s++ {
-				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s}); err != nil {
+				if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s, Events: watchEvents(after, s)}); err != nil {
 					return err
 				}
 			}
-			return &roomgrain.WatchEndedError{ResumeAfter: after + 2, Reason: roomgrain.EndMoved}
+			return &roomfeed.WatchEndedError{ResumeAfter: after + 2, Reason: roomfeed.EndMoved}
 		},
 	}, 10)
 	RegisterRoomService(srv, rs)

@@ -328,3 +328,18 @@ func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest
 	}
 	return &roomcellv1.ListBansReply{Bans: reply.GetBans(), NextPageToken: reply.GetNextPageToken(), RoomSeq: reply.GetRoomSeq()}, nil
 }
+
+// ListContributors reads one page of the room's contribution ranking from
+// its grain (a read, as GetRoom).
+func (s *RoomServer) ListContributors(ctx context.Context, r *roomcellv1.ListContributorsRequest) (*roomcellv1.ListContributorsReply, error) {
+	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListContributors{ListContributors: r}})
+	if err != nil {
+		return nil, err
+	}
+	period := r.GetPeriod()
+	if period == "" {
+		period = room.PeriodLifecycle
+	}
+	return &roomcellv1.ListContributorsReply{Contributors: reply.GetContributors(), NextPageToken: reply.GetNextPageToken(),
+		RoomSeq: reply.GetRoomSeq(), Period: period, Day: reply.GetContributorsDay(), Floor: reply.GetContributorsFloor()}, nil
+}

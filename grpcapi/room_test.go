@@ -160,7 +160,7 @@ func happyCases() []rpcCase {
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: &roomcellv1.GetRoomRequest{
 				RequestId: rid, AppCode: "app1", RoomId: "r1"}}}},
 	}
-	return append(cases, seatRequestCases(rid)...)
+	return append(append(cases, seatRequestCases(rid)...), rankingCases(rid)...)
 }
 
 func TestRoomRPCsReachBackend(t *testing.T) {
@@ -186,6 +186,8 @@ func TestRoomRPCsReachBackend(t *testing.T) {
 				want = &roomcellv1.GetRoomReply{Room: cannedReply().GetRoom()}
 			case "ListBans":
 				want = &roomcellv1.ListBansReply{RoomSeq: cannedReply().GetRoomSeq()}
+			case "ListContributors":
+				want = &roomcellv1.ListContributorsReply{RoomSeq: cannedReply().GetRoomSeq(), Period: "day"}
 			case "GetJoinTicket":
 				// No signer on this server: the room and the rights only.
 				want = &roomcellv1.GetJoinTicketReply{TrtcRoomId: "app1_r1", Privileges: 2 | 4 | 8, SendAudio: true, RoomSeq: cannedReply().GetRoomSeq()}

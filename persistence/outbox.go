@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"cmp"
 	"context"
 	"slices"
 )
@@ -22,7 +23,12 @@ const (
 
 // OutboxRow is a room_outbox row.
 type OutboxRow struct {
-	Envelope      Envelope
+	Envelope Envelope
+	// EventIndex is the event's place in its command's events (0 for the
+	// first). A room's rows go out in (room_seq, EventIndex) order: a
+	// command's events share its room_seq, and the event id's text would
+	// put the 11th event before the 2nd.
+	EventIndex    int
 	Status        string
 	RetryCount    int
 	LastError     string
@@ -210,6 +216,34 @@ func GroupByRoom(rows []OutboxRow) {
 		if fa, fb := first[key(a)], first[key(b)]; fa != fb {
 			return fa - fb
 		}
-		return int(a.Envelope.RoomSeq - b.Envelope.RoomSeq)
+		return CompareRoomOrder(a, b)
 	})
+}
+
+// CompareListOrder is the operators' and ListPendingOutbox's order:
+// oldest first, then by room, then in the room's order (the event id's
+// text alone would list a command's 11th event before its 2nd).
+func CompareListOrder(a, b OutboxRow) int {
+	if c := cmp.Compare(a.CreatedAtMs, b.CreatedAtMs); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Envelope.AppCode, b.Envelope.AppCode); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Envelope.RoomID, b.Envelope.RoomID); c != 0 {
+		return c
+	}
+	if c := CompareRoomOrder(a, b); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Envelope.EventID, b.Envelope.EventID)
+}
+
+// CompareRoomOrder orders two rows of one room as they must go out: by
+// room_seq, then by their index in the command.
+func CompareRoomOrder(a, b OutboxRow) int {
+	if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.EventIndex, b.EventIndex)
 }

@@ -64,6 +64,8 @@ func allEvents() []room.Event {
 		room.RoomAudioSeen{UserID: "alice", Kind: room.AudioExit, EventMs: t0, ReleaseAtMs: t0 + 10_000, Reason: "timeout"},
 		room.RoomAudioRemoved{UserID: "carol", Reason: room.AudioRemovedNotMember, Kind: room.AudioEnter},
 		room.RoomAudioDismissed{EventMs: t0},
+		room.RoomGiftSent{FromUserID: "bob", ToUserID: "alice", GiftID: "rose", GiftCount: 2, HeatValue: 20, Value: 20, Day: "2026-12-07"},
+		room.RoomTopContributorsChanged{Lifecycle: []room.Leader{{UserID: "bob", Value: 20}}, Today: []room.Leader{{UserID: "bob", Value: 20}}, Day: "2026-12-07"},
 	}
 }
 

@@ -24,6 +24,108 @@ func seen(user, kind string, ms, releaseAt int64) room.Event {
 	return room.RoomAudioSeen{UserID: user, Kind: kind, EventMs: ms, ReleaseAtMs: releaseAt}
 }
 
+const stale = int64(60_000) // presence.stale_after
+
+// im is IM's State.StateChange as the callback endpoint sends it when IM
+// is the presence source: online (Login) or offline (Logout, Disconnect).
+func im(user, kind string, ms int64, opts ...opt) room.Command {
+	return audio(user, kind, ms, append([]opt{set(func(c *room.Command) { c.LeaveAfterMs, c.CommandID = stale, "trtc-im-"+kind+"-"+user })}, opts...)...)
+}
+
+// onSource marks a TRTC report as the presence source's.
+var onSource = set(func(c *room.Command) { c.LeaveAfterMs = stale })
+
+func imSeen(user, kind string, ms, leaveAt int64) room.Event {
+	return room.RoomAudioSeen{UserID: user, Kind: kind, EventMs: ms, LeaveAtMs: leaveAt}
+}
+
+func timedOut(user string) room.Event {
+	return room.RoomUserLeft{UserID: user, Reason: room.ReasonHeartbeatTimeout}
+}
+
+// presenceRules: a presence source's offline member leaves stale_after
+// after the report, through the room's deadline command, unless a newer
+// online report comes; reports older than what the room keeps, or than
+// the member's join, change nothing.
+func presenceRules() []rule {
+	off := then(aRoom, im("bob", room.PresenceOffline, t0+100))
+	seatedOff := then(aRoom, takeMic("bob", 3), im("bob", room.PresenceOffline, t0+100))
+	exited := then(aRoom, takeMic("bob", 3), audio("bob", room.AudioExit, t0+100, onSource))
+	return []rule{
+		{name: "presence: an offline member gets a leave deadline", given: aRoom, cmd: im("bob", room.PresenceOffline, t0+100),
+			want: []room.Event{imSeen("bob", room.PresenceOffline, t0+100, t0+100+stale)}},
+		{name: "presence: offline for stale_after leaves (heartbeat_timeout)", given: off, cmd: expire(at(t0 + 100 + stale)),
+			want: []room.Event{timedOut("bob")}},
+		{name: "presence: before stale_after nothing happens", given: off, cmd: expire(at(t0 + 99 + stale))},
+		{name: "presence: a login within the window cancels", given: off, cmd: im("bob", room.PresenceOnline, t0+5000),
+			want: []room.Event{imSeen("bob", room.PresenceOnline, t0+5000, 0)}},
+		{name: "presence: after the login the deadline passes without a leave", given: then(off, im("bob", room.PresenceOnline, t0+5000)),
+			cmd: expire(at(t0 + 100 + stale))},
+		{name: "presence: an older logout after a newer login changes nothing", given: then(aRoom, im("bob", room.PresenceOnline, t0+200)),
+			cmd: im("bob", room.PresenceOffline, t0+100)},
+		{name: "presence: an older login after a newer logout changes nothing", given: off, cmd: im("bob", room.PresenceOnline, t0+99)},
+		{name: "presence: the same logout again changes nothing (a duplicate)", given: off, cmd: im("bob", room.PresenceOffline, t0+100)},
+		{name: "presence: a login in the logout's millisecond counts as the later", given: off, cmd: im("bob", room.PresenceOnline, t0+100),
+			want: []room.Event{imSeen("bob", room.PresenceOnline, t0+100, 0)}},
+		{name: "presence: a logout in the login's millisecond does not", given: then(aRoom, im("bob", room.PresenceOnline, t0+100)),
+			cmd: im("bob", room.PresenceOffline, t0+100)},
+		{name: "presence: a logout from before the join changes nothing", given: aRoom, cmd: im("bob", room.PresenceOffline, t0-1)},
+		{name: "presence: a non-member's logout changes nothing", given: aRoom, cmd: im("carol", room.PresenceOffline, t0+100)},
+		{name: "presence: without the source's deadline an offline report is only kept", given: aRoom,
+			cmd:  im("bob", room.PresenceOffline, t0+100, set(func(c *room.Command) { c.LeaveAfterMs = 0 })),
+			want: []room.Event{imSeen("bob", room.PresenceOffline, t0+100, 0)}},
+		{name: "presence: a seated member's leave releases the seat with the leave's reason", given: seatedOff, cmd: expire(at(t0 + 100 + stale)),
+			want: []room.Event{released("bob", 3, room.ReasonHeartbeatTimeout), timedOut("bob")}},
+		{name: "presence: a late logout whose window is over leaves at the next deadline", given: then(aRoom, join("dave", at(t0)), im("dave", room.PresenceOffline, t0+1)),
+			cmd: expire(at(t0 + 1 + stale + 30_000)), want: []room.Event{timedOut("dave")}},
+		{name: "presence: IM reports leave the audio marks alone", given: then(aRoom, takeMic("bob", 3), audio("bob", room.AudioExit, t0+50)),
+			cmd: im("bob", room.PresenceOnline, t0+100), want: []room.Event{imSeen("bob", room.PresenceOnline, t0+100, 0)}},
+		{name: "presence: trtc source: an exit sets the seat's grace and the leave", given: then(aRoom, takeMic("bob", 3)),
+			cmd:  audio("bob", room.AudioExit, t0+100, onSource),
+			want: []room.Event{room.RoomAudioSeen{UserID: "bob", Kind: room.AudioExit, EventMs: t0 + 100, ReleaseAtMs: t0 + 100 + grace, LeaveAtMs: t0 + 100 + stale}}},
+		{name: "presence: trtc source: the grace frees the seat, the leave waits", given: exited, cmd: expire(at(t0 + 100 + grace)),
+			want: []room.Event{released("bob", 3, room.ReasonAudioLeft)}},
+		{name: "presence: trtc source: no re-enter within stale_after leaves", given: then(exited, expire(at(t0+100+grace))), cmd: expire(at(t0 + 100 + stale)),
+			want: []room.Event{timedOut("bob")}},
+		{name: "presence: trtc source: grace and leave due together release once", given: exited, cmd: expire(at(t0 + 100 + stale)),
+			want: []room.Event{released("bob", 3, room.ReasonAudioLeft), timedOut("bob")}},
+		{name: "presence: trtc source: a re-enter within stale_after cancels", given: then(exited, expire(at(t0+100+grace)), audio("bob", room.AudioEnter, t0+20_000)),
+			cmd: expire(at(t0 + 100 + stale))},
+		{name: "presence: trtc source: an exit from before the join sets no leave", given: aRoom, cmd: audio("bob", room.AudioExit, t0-1, onSource),
+			want: []room.Event{seen("bob", room.AudioExit, t0-1, 0)}},
+		invalid("presence: leave_after too long", aRoom, im("bob", room.PresenceOffline, t0, set(func(c *room.Command) { c.LeaveAfterMs = room.MaxLeaveAfterMs + 1 })), "leave_after_ms"),
+		invalid("presence: leave_after negative", aRoom, im("bob", room.PresenceOffline, t0, set(func(c *room.Command) { c.LeaveAfterMs = -1 })), "leave_after_ms"),
+	}
+}
+
+// An offline member's leave is a room deadline: NextSeatDeadline names
+// it, a snapshot keeps it, and the member's leave drops the mark.
+func TestPresenceLeaveIsARoomDeadline(t *testing.T) {
+	s := given(t, then(aRoom, im("bob", room.PresenceOffline, t0+100))...)
+	if got := s.NextSeatDeadline(); got != t0+100+stale {
+		t.Fatalf("NextSeatDeadline = %d, want %d", got, t0+100+stale)
+	}
+	b, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := room.UnmarshalState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, s) {
+		t.Fatalf("snapshot lost the online marks:\n%#v\n%#v", back, s)
+	}
+	s = given(t, then(aRoom, im("bob", room.PresenceOffline, t0+100), leave("bob"))...)
+	if got, marks := s.NextSeatDeadline(), s.OnlineMarks(); got != 0 || len(marks) != 0 {
+		t.Fatalf("after the leave NextSeatDeadline = %d, marks %v, want none", got, marks)
+	}
+	s = given(t, then(aRoom, im("bob", room.PresenceOffline, t0+100), expire(at(t0+100+stale)))...)
+	if s.IsMember("bob") || s.NextSeatDeadline() != 0 {
+		t.Fatalf("after the deadline bob member %v, next deadline %d", s.IsMember("bob"), s.NextSeatDeadline())
+	}
+}
+
 func removed(user, reason, kind string) room.Event {
 	return room.RoomAudioRemoved{UserID: user, Reason: reason, Kind: kind}
 }

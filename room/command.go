@@ -94,7 +94,9 @@ type Command struct {
 	ToUserID  string // SendGift
 	GiftID    string
 	GiftCount int64
-	HeatValue int64 // heat of the whole gift (price heat × count), from the wallet debit
+	HeatValue int64  // heat of the whole gift (price heat × count), from the wallet debit
+	GiftValue int64  // what the wallet charged for the whole gift (COIN), from the wallet debit
+	Day       string // the ranking day of the gift (ranking.go), set by the grain
 
 	TargetUserID string // KickUser, SetAdmin, RemoveAdmin, TransferOwner, Approve/RejectSeatApplication, InviteToSeat
 	BanSeconds   int64  // KickUser, BanUser
@@ -123,6 +125,9 @@ type Command struct {
 	AudioKind   string // AudioPresence: enter, exit, start_audio, dismiss (audio.go)
 	EventTimeMs int64  // AudioPresence: Tencent's event time
 	SeatGraceMs int64  // AudioPresence: trtc.seat_grace, set by the sender
+	// AudioPresence: exit/offline of the presence source: the member
+	// leaves this long after the event (presence.stale_after), 0 never.
+	LeaveAfterMs int64
 
 	// MaxMembers caps the room for JoinRoom (0 = no cap): the node's
 	// room.max_members, set by the grain, never by a client. A limit
@@ -290,7 +295,7 @@ var commands = map[string]commandKind{
 	// Tencent's audio side reports (audio.go): the room's own.
 	CmdAudioPresence: {
 		fill: fill(func(r *v1.AudioPresenceRequest, c *Command) {
-			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs
+			c.AudioKind, c.EventTimeMs, c.Reason, c.SeatGraceMs, c.LeaveAfterMs = r.Kind, r.EventTimeMs, r.Reason, r.SeatGraceMs, r.LeaveAfterMs
 		}),
 		check: checkAudio, client: refuseClient, decide: decideAudio,
 	},

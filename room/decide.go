@@ -203,12 +203,18 @@ func decideLeave(s State, cmd Command) ([]Event, error) {
 	if reason == "" {
 		reason = ReasonLeft
 	}
+	return leaveEvents(s, cmd.UserID, reason), nil
+}
+
+// leaveEvents are a member's leave for reason: the seat, the seat
+// requests, the leave.
+func leaveEvents(s State, user, reason string) []Event {
 	var evs []Event
-	if seat := s.SeatOf(cmd.UserID); seat >= 0 {
-		evs = append(evs, RoomMicReleased{UserID: cmd.UserID, Seat: seat, Reason: reason})
+	if seat := s.SeatOf(user); seat >= 0 {
+		evs = append(evs, RoomMicReleased{UserID: user, Seat: seat, Reason: reason})
 	}
-	evs = append(evs, endRequests(s, cmd.UserID, OutcomeLeft, false, false)...)
-	return append(evs, RoomUserLeft{UserID: cmd.UserID, Reason: reason}), nil
+	evs = append(evs, endRequests(s, user, OutcomeLeft, false, false)...)
+	return append(evs, RoomUserLeft{UserID: user, Reason: reason})
 }
 
 // checkSeat bounds a seat index by the largest room; the room's own seat
@@ -280,7 +286,7 @@ func checkGift(cmd Command) error {
 	if cmd.HeatValue < 0 {
 		return errclass.Invalidf("heat value must not be negative")
 	}
-	return nil
+	return checkGiftRanking(cmd)
 }
 
 func decideGift(s State, cmd Command) ([]Event, error) {
@@ -290,14 +296,15 @@ func decideGift(s State, cmd Command) ([]Event, error) {
 	if !s.IsMember(cmd.ToUserID) {
 		return nil, ErrReceiverAbsent
 	}
-	evs := []Event{RoomGiftSent{FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, GiftCount: cmd.GiftCount, HeatValue: cmd.HeatValue}}
+	evs := []Event{RoomGiftSent{FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, GiftCount: cmd.GiftCount, HeatValue: cmd.HeatValue,
+		Value: cmd.GiftValue, Day: cmd.Day}}
 	// Heat saturates instead of wrapping negative; Delta is what was
 	// actually added, so heat always equals the sum of the deltas.
 	delta := min(cmd.HeatValue, math.MaxInt64-s.Heat)
 	if delta > 0 {
 		evs = append(evs, RoomHeatChanged{Delta: delta, Heat: s.Heat + delta})
 	}
-	return evs, nil
+	return append(evs, topChange(s, cmd.UserID, cmd.GiftValue, cmd.Day)...), nil
 }
 
 func checkKick(cmd Command) error {

@@ -515,6 +515,7 @@ func rules() []rule {
 	rs = append(rs, lifecycleRules()...)
 	rs = append(rs, metaRules()...)
 	rs = append(rs, audioRules()...)
+	rs = append(rs, presenceRules()...)
 	rs = append(rs, customInfoRules()...)
 	rs = append(rs, passwordRules()...)
 	rs = append(rs, allMicsRules()...)

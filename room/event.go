@@ -45,6 +45,8 @@ const (
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
+
+	TypeRoomTopContributorsChanged = "RoomTopContributorsChanged"
 )
 
 // Event is one fact a command produced. Its JSON form is the envelope
@@ -150,6 +152,9 @@ var eventKinds = map[string]eventKind{
 	TypeRoomAudioSeen:      kind[RoomAudioSeen](EventInfo{}),
 	TypeRoomAudioRemoved:   kind[RoomAudioRemoved](EventInfo{IM: true, Effects: TRTCRemove | MQ}),
 	TypeRoomAudioDismissed: kind[RoomAudioDismissed](EventInfo{}),
+	// The ranking's leaders (ranking.go): clients show them from the
+	// message; the rest of the ranking they page with ListContributors.
+	TypeRoomTopContributorsChanged: kind[RoomTopContributorsChanged](EventInfo{IM: true, Effects: MQ}),
 }
 
 // EventTypes returns every registered event type, sorted.
@@ -209,6 +214,7 @@ func (e RoomCreated) apply(s *State) {
 	s.Seats = make([]string, e.MicSeats)
 	s.CreatedAtMs = e.CreatedAtMs
 	s.setMeta(e.Meta)
+	s.startLifecycle()
 }
 
 type RoomUserJoined struct {
@@ -276,12 +282,17 @@ type RoomGiftSent struct {
 	GiftID     string `json:"gift_id"`
 	GiftCount  int64  `json:"gift_count"`
 	HeatValue  int64  `json:"heat_value"`
+	// Value: what the wallet charged (COIN); Day: the ranking day it
+	// counts for (ranking.go). Both empty in gifts logged before the
+	// ranking, which count for nothing there.
+	Value int64  `json:"value,omitempty"`
+	Day   string `json:"day,omitempty"`
 }
 
 func (RoomGiftSent) EventType() string { return TypeRoomGiftSent }
 
-// apply: heat moves with RoomHeatChanged; the gift itself changes nothing.
-func (RoomGiftSent) apply(*State) {}
+// apply: heat moves with RoomHeatChanged; the gift counts in the ranking.
+func (e RoomGiftSent) apply(s *State) { s.countGift(e) }
 
 type RoomHeatChanged struct {
 	Delta int64 `json:"delta"`
@@ -320,7 +331,7 @@ func (RoomClosed) EventType() string { return TypeRoomClosed }
 func (RoomClosed) apply(s *State) {
 	s.Status = StatusClosed
 	if s.Extra != nil {
-		s.Extra.Applications, s.Extra.Invitations, s.Extra.Audio = nil, nil, nil
+		s.Extra.Applications, s.Extra.Invitations, s.Extra.Audio, s.Extra.Online = nil, nil, nil, nil
 	}
 	for i := range s.Seats {
 		s.Seats[i] = ""

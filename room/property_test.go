@@ -83,7 +83,9 @@ type sim struct {
 	closedAt int            // step of the last accepted close (-1: none)
 
 	audioReleased int // seats released at the end of an audio grace
+	presenceLeft  int // members taken out at the end of a presence window
 	step          int
+	ranks         rankSim // the contribution ranking's own account (ranking_test.go)
 }
 
 func replayProperty(seed uint64, n int, coverage bool) (summary string, err error) {
@@ -160,6 +162,9 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 	if coverage && sm.audioReleased == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("no seat released at the end of an audio grace")
 	}
+	if coverage && sm.presenceLeft == 0 {
+		return sm.summary(len(recs), len(snaps)), fmt.Errorf("no member left at the end of a presence window")
+	}
 	if coverage && sm.closedAt >= 0 && sm.closedAt < n-200 && sm.reopens == 0 {
 		return sm.summary(len(recs), len(snaps)), fmt.Errorf("closed at step %d of %d and never reopened", sm.closedAt, n)
 	}
@@ -171,7 +176,8 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomSeatInvited, room.TypeRoomSeatInvitationEnded, room.TypeRoomSeatCountChanged,
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
-		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged} {
+		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
+		room.TypeRoomTopContributorsChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -328,6 +334,7 @@ func (sm *sim) next(step int, s room.State) room.Command {
 		c.ToUserID, c.GiftID = sm.pick(sm.users), "rose"
 		c.GiftCount = r.Int64N(4) // 0 is invalid
 		c.HeatValue = r.Int64N(3) * r.Int64N(500)
+		c.GiftValue, c.Day = sm.ranks.gift(sm.now)
 	case k < 92:
 		c.Type = room.CmdKickUser
 		c.UserID = sm.pick([]string{"owner", "admin", "u1", "u2"})
@@ -428,10 +435,22 @@ func (sm *sim) audio(c *room.Command, s room.State) {
 	c.Type, c.SeatGraceMs = room.CmdAudioPresence, r.Int64N(4)*2000
 	c.EventTimeMs = c.NowMs - r.Int64N(8000)
 	c.AudioKind = sm.pick([]string{room.AudioEnter, room.AudioExit, room.AudioExit, room.AudioStart, room.AudioDismiss})
+	if sm.step%3 == 0 { // IM's login and logout, by the step: the draws stay as they were
+		if k, ok := map[string]string{room.AudioEnter: room.PresenceOnline, room.AudioExit: room.PresenceOffline}[c.AudioKind]; ok {
+			c.AudioKind = k
+		}
+	}
 	if seated := slices.DeleteFunc(slices.Clone(s.Seats), func(u string) bool { return u == "" }); len(seated) > 0 && r.IntN(2) == 0 {
 		c.UserID, c.AudioKind = sm.pick(seated), room.AudioExit // a ghost seat in the making
 	}
-	if m, ok := s.AudioMarks()[c.UserID]; ok && r.IntN(6) == 0 {
+	if sm.step%4 == 0 { // the presence source's report (by the step: the other draws stay as they were)
+		c.LeaveAfterMs = 1000 + int64(sm.step%16)*250
+	}
+	marks := s.AudioMarks()
+	if c.AudioKind == room.PresenceOnline || c.AudioKind == room.PresenceOffline {
+		marks = s.OnlineMarks()
+	}
+	if m, ok := marks[c.UserID]; ok && r.IntN(6) == 0 {
 		c.EventTimeMs = m.LastMs // a retry of the newest
 	}
 	c.CommandID = fmt.Sprintf("trtc-%s-%d", c.AudioKind, sm.step)
@@ -589,6 +608,9 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 	cur := s // s after the events before e: seat changes must have their own events
 	for _, e := range evs {
 		sm.seen[e.EventType()]++
+		if err := sm.ranks.saw(e); err != nil {
+			return err
+		}
 		if _, ok := e.(room.RoomClosed); ok {
 			sm.closedAt = sm.step
 		}
@@ -596,6 +618,14 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 		case room.RoomUserLeft:
 			if cur.SeatOf(e.UserID) >= 0 {
 				return fmt.Errorf("%s left holding a seat without a RoomMicReleased", e.UserID)
+			}
+			if c.Type == room.CmdExpireSeatRequests {
+				a, o := cur.AudioMarks()[e.UserID], cur.OnlineMarks()[e.UserID]
+				due := func(m room.AudioMark) bool { return m.LeaveAtMs > 0 && m.LeaveAtMs <= c.NowMs && m.Out }
+				if e.Reason != room.ReasonHeartbeatTimeout || !due(a) && !due(o) {
+					return fmt.Errorf("presence leave against the rules: %+v (audio %+v, online %+v) at %d", e, a, o, c.NowMs)
+				}
+				sm.presenceLeft++
 			}
 		case room.RoomUserJoined:
 			if s.BannedAt(e.UserID, c.NowMs) || s.IsMember(e.UserID) {
@@ -682,8 +712,15 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.audioReleased++
 			}
 		case room.RoomAudioSeen:
-			if m, ok := cur.AudioMarks()[e.UserID]; ok && c.Type == room.CmdAudioPresence && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (m.Out || e.Kind != room.AudioExit)) {
+			im := e.Kind == room.PresenceOnline || e.Kind == room.PresenceOffline
+			if m, ok := cur.AudioMarks()[e.UserID]; ok && !im && c.Type == room.CmdAudioPresence && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (m.Out || e.Kind != room.AudioExit)) {
 				return fmt.Errorf("audio report older than the one kept accepted: %+v (mark %+v)", e, m)
+			}
+			if m, ok := cur.OnlineMarks()[e.UserID]; ok && im && (e.EventMs < m.LastMs || e.EventMs == m.LastMs && (!m.Out || e.Kind != room.PresenceOnline)) {
+				return fmt.Errorf("IM report older than the one kept accepted: %+v (mark %+v)", e, m)
+			}
+			if e.LeaveAtMs > 0 && (e.Kind != room.AudioExit && e.Kind != room.PresenceOffline || e.EventMs < cur.Members[e.UserID]) {
+				return fmt.Errorf("leave deadline on a report that sets none: %+v (joined %d)", e, cur.Members[e.UserID])
 			}
 			if !cur.IsMember(e.UserID) || e.ReleaseAtMs > 0 && cur.SeatOf(e.UserID) < 0 {
 				return fmt.Errorf("audio mark against the rules: %+v", e)
@@ -791,8 +828,18 @@ func (sm *sim) invariants(s room.State) error {
 			return fmt.Errorf("audio mark of %s (%+v) while a non-member or unseated", u, m)
 		}
 	}
+	for _, marks := range []map[string]room.AudioMark{s.AudioMarks(), s.OnlineMarks()} {
+		for u, m := range marks {
+			if !s.IsMember(u) || m.LeaveAtMs > 0 && !m.Out {
+				return fmt.Errorf("presence mark of %s (%+v) while a non-member or present", u, m)
+			}
+		}
+	}
 	if s.Heat < 0 || s.Heat != sm.giftHeat {
 		return fmt.Errorf("heat %d, gifts sent %d", s.Heat, sm.giftHeat)
+	}
+	if err := sm.ranks.check(s); err != nil {
+		return err
 	}
 	if x := s.Extra; x != nil {
 		for _, i := range x.MutedByAll {

@@ -81,6 +81,10 @@ func CheckClientCommand(rc *v1.RoomCommand) error {
 		}
 		return checkID("user_id", r.GetUserId())
 	}
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListContributors); ok {
+		_, err := ParseContributors(l.ListContributors)
+		return err
+	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		r := l.ListBans
 		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {

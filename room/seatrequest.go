@@ -275,7 +275,8 @@ func decideExpireSeatRequests(s State, cmd Command) ([]Event, error) {
 			evs = append(evs, RoomSeatInvitationEnded{UserID: u, Seat: inv.Seat, Outcome: OutcomeExpired})
 		}
 	}
-	return append(evs, audioReleases(s, cmd.NowMs)...), nil
+	evs = append(evs, audioReleases(s, cmd.NowMs)...)
+	return append(evs, presenceLeaves(s, evs, cmd.NowMs)...), nil
 }
 
 // seatedEvents seats user on seat and ends the user's other pending

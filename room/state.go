@@ -80,6 +80,8 @@ type Extra struct {
 	MuteBy map[string]Imposer `json:"mute_by,omitempty"`
 	// Members' audio presence (audio.go).
 	Audio map[string]AudioMark `json:"audio,omitempty"`
+	// Members' IM presence (audio.go): Out = logged out or disconnected.
+	Online map[string]AudioMark `json:"online,omitempty"`
 	// The app's key/value info on the room (custominfo.go).
 	CustomInfo map[string]string `json:"custom_info,omitempty"`
 	// The room's password verifier (password.go); zero = none.
@@ -87,6 +89,8 @@ type Extra struct {
 	// The all-mics switch and the seats it muted (allmics.go).
 	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
+	// Contribution ranking (ranking.go).
+	Ranks Ranks `json:"ranks,omitzero"`
 }
 
 // x returns the extra part to read (the zero value for none).
@@ -117,8 +121,10 @@ func (e *Extra) clone() *Extra {
 	c.CustomInfo = maps.Clone(e.CustomInfo)
 	c.MuteBy = maps.Clone(e.MuteBy)
 	c.Audio = maps.Clone(e.Audio)
+	c.Online = maps.Clone(e.Online)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
+	c.Ranks = e.Ranks.clone()
 	return &c
 }
 
@@ -131,11 +137,13 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.CustomInfo)
 	nilIfEmptyMap(&e.MuteBy)
 	nilIfEmptyMap(&e.Audio)
+	nilIfEmptyMap(&e.Online)
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
+	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
-		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil
+		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
+		!e.AllMicsMuted && e.MutedByAll == nil && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).
@@ -208,12 +216,14 @@ func UnmarshalState(b []byte) (State, error) {
 	return s, nil
 }
 
-// vacate frees every seat user holds and drops their seat requests.
+// vacate frees every seat user holds and drops their seat requests and
+// presence marks (the member is gone).
 func (s *State) vacate(user string) {
 	if s.Extra != nil {
 		delete(s.Extra.Applications, user)
 		delete(s.Extra.Invitations, user)
 		delete(s.Extra.Audio, user)
+		delete(s.Extra.Online, user)
 	}
 	for i, u := range s.Seats {
 		if u == user {

@@ -115,6 +115,9 @@ func TestJoinRightsFollowRandomRooms(t *testing.T) {
 					if c.UserID == u && slices.Contains([]string{room.CmdLeaveRoom, room.CmdReleaseMic, room.CmdMoveSeat, room.CmdTakeMic}, c.Type) {
 						continue // their own doing
 					}
+					if c.Type == room.CmdExpireSeatRequests && slices.Contains(evs, room.Event(room.RoomUserLeft{UserID: u, Reason: room.ReasonHeartbeatTimeout})) {
+						continue // gone from the presence source: the stale worker's heartbeat_timeout leave, from the room's deadline
+					}
 					named := false
 					for _, ev := range evs {
 						if who, ok := room.AudioRevoked(ev); ok && who == u {

@@ -2,6 +2,8 @@ package tencentcb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -39,6 +41,7 @@ type IM struct {
 	log      *slog.Logger
 	now      func() time.Time
 	m        imMetrics
+	presence imPresence // IM is the presence source: apps set
 
 	mu    sync.Mutex
 	views map[string]imView // group + NUL + user → the room's word, for view_ttl
@@ -54,6 +57,26 @@ type imView struct {
 type imMetrics struct {
 	callbacks *prometheus.CounterVec // command, outcome
 	states    *prometheus.CounterVec // action
+}
+
+// UserRoom names the room userID is in within appCode ("" for none): the
+// room directory's user → room entry.
+type UserRoom func(ctx context.Context, appCode, userID string) (roomID string, err error)
+
+// imPresence is what makes IM the presence source (presence.source: im).
+type imPresence struct {
+	apps       []string
+	staleAfter time.Duration
+	where      UserRoom
+}
+
+// FollowPresence makes IM's State.StateChange the rooms' presence: a
+// Login or a Logout/Disconnect of a user is sent, as the room's
+// AudioPresence (online/offline, leave_after = staleAfter), to the room
+// the user is in in each of apps (looked up with where), whose owner
+// decides. Call it before serving.
+func (h *IM) FollowPresence(apps []string, staleAfter time.Duration, where UserRoom) {
+	h.presence = imPresence{apps: apps, staleAfter: staleAfter, where: where}
 }
 
 // NewIM builds the endpoint; sdkAppID (0: any) is checked against the
@@ -150,7 +173,10 @@ func (h *IM) serve(r *http.Request, cmd string, q map[string][]string) (int, str
 	case IMStateChange:
 		h.m.states.WithLabelValues(imAction(ev.Info.Action)).Inc()
 		h.log.Debug("im state change", "user_id", ev.Info.ToAccount, "action", ev.Info.Action, "reason", ev.Info.Reason)
-		return http.StatusOK, "ok", imOK
+		if h.presence.where == nil {
+			return http.StatusOK, "ok", imOK
+		}
+		return h.stateChange(r.Context(), ev.Info.ToAccount, ev.Info.Action, ev.Info.Reason, ev.EventTime)
 	case IMBeforeSendMsg:
 		if get("OptPlatform") == imRESTAPI {
 			return http.StatusOK, "allowed", imOK // the app's own server (room events)
@@ -235,4 +261,51 @@ func (h *IM) view(ctx context.Context, app, roomID, gid, user string) (imView, b
 	h.views[key] = v
 	h.mu.Unlock()
 	return v, true
+}
+
+// stateChange sends a user's login or logout to the room they are in in
+// each of the presence apps. The command id is derived from the report
+// (user, action, event time: what IM sends again), so a duplicate, on
+// any node, is one command; the room orders a member's reports by their
+// event time. A room that did not take it is answered 503 (nothing is
+// lost by asking IM to try again).
+func (h *IM) stateChange(ctx context.Context, user, action, reason string, eventMs int64) (int, string, imAnswer) {
+	var kind string
+	switch action {
+	case "Login":
+		kind = room.PresenceOnline
+	case "Logout", "Disconnect":
+		kind = room.PresenceOffline
+	default:
+		return http.StatusOK, "ok", imOK // a custom status: not presence
+	}
+	if user == "" || eventMs <= 0 {
+		return http.StatusBadRequest, OutcomeMalformed, imAnswer{}
+	}
+	sum := sha256.Sum256([]byte(user + "\x00" + action + "\x00" + strconv.FormatInt(eventMs, 10)))
+	id := room.AudioIDPrefix + "im-" + hex.EncodeToString(sum[:16])
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.AnswerTimeout)
+	defer cancel()
+	for _, app := range h.presence.apps {
+		roomID, err := h.presence.where(ctx, app, user)
+		if err != nil {
+			h.log.Warn("im state change: the user's room could not be looked up", "app_code", app, "user_id", user, "error", err)
+			return http.StatusServiceUnavailable, OutcomeUnavailable, imAnswer{}
+		}
+		if roomID == "" {
+			continue
+		}
+		_, err = h.rooms.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_AudioPresence{AudioPresence: &v1.AudioPresenceRequest{
+			CommandId: id, AppCode: app, RoomId: roomID, UserId: user, Kind: kind, EventTimeMs: eventMs, Reason: reason,
+			LeaveAfterMs: h.presence.staleAfter.Milliseconds()}}})
+		switch {
+		case err == nil:
+		case final(err):
+			h.log.Debug("im state change refused by the room", "app_code", app, "room_id", roomID, "user_id", user, "error", err)
+		default:
+			h.log.Warn("im state change: the room did not take it", "app_code", app, "room_id", roomID, "user_id", user, "command_id", id, "error", err)
+			return http.StatusServiceUnavailable, OutcomeUnavailable, imAnswer{}
+		}
+	}
+	return http.StatusOK, "ok", imOK
 }

@@ -66,6 +66,7 @@ type TRTC struct {
 	key      []byte
 	sdkAppID string // "" = any
 	grace    time.Duration
+	leave    time.Duration // presence.stale_after when TRTC is the presence source, else 0
 	rooms    Rooms
 	log      *slog.Logger
 	now      func() time.Time
@@ -122,6 +123,11 @@ func NewTRTC(cfg configs.TRTCCallbackConfig, sdkAppID int64, grace time.Duration
 	}
 	return h, s.Err()
 }
+
+// FollowPresence makes TRTC the presence source (presence.source: trtc):
+// an exit (104) carries staleAfter, after which the member leaves the
+// room unless they entered again. Call it before serving.
+func (h *TRTC) FollowPresence(staleAfter time.Duration) { h.leave = staleAfter }
 
 func (h *TRTC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -254,8 +260,10 @@ func (h *TRTC) command(ev trtcEvent, kind string) (*v1.RoomCommand, error) {
 		user = "trtc" // the room's own report, about nobody
 	}
 	var reason string
+	var leave int64
 	if kind == room.AudioExit {
 		reason = "trtc_reason_" + strconv.Itoa(ev.EventInfo.Reason)
+		leave = h.leave.Milliseconds()
 	}
 	// The event's identity: what Tencent sends again on a retry. Not
 	// CallbackTs, which is the time of each try.
@@ -264,6 +272,6 @@ func (h *TRTC) command(ev trtcEvent, kind string) (*v1.RoomCommand, error) {
 	id := room.AudioIDPrefix + hex.EncodeToString(sum[:16])
 	return &v1.RoomCommand{Command: &v1.RoomCommand_AudioPresence{AudioPresence: &v1.AudioPresenceRequest{
 		CommandId: id, AppCode: app, RoomId: roomID, UserId: user, Kind: kind, EventTimeMs: at, Reason: reason,
-		SeatGraceMs: h.grace.Milliseconds(),
+		SeatGraceMs: h.grace.Milliseconds(), LeaveAfterMs: leave,
 	}}}, nil
 }

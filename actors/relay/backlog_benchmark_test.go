@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -191,7 +194,7 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		start := time.Now()
+		start, dbStart := time.Now(), dbCPU(b)
 		r, err := Start(sup, Deps{Store: store, Publisher: sink, Config: benchConfig(), NodeID: "n0", Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
@@ -205,10 +208,13 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 			b.Fatal("backlog not sent in 5 minutes")
 		}
 		waitDrained(b, store)
-		elapsed := time.Since(start)
+		elapsed, dbUsed := time.Since(start), dbCPU(b)-dbStart
 		b.StopTimer()
 		_ = r.Stop(10 * time.Second)
 		sys.Shutdown()
+		if dbStart >= 0 {
+			b.ReportMetric(float64(dbUsed.Microseconds())/events, "db-µs/row")
+		}
 		if err := sink.check(events); err != nil {
 			b.Fatal(err)
 		}
@@ -216,19 +222,39 @@ func BenchmarkRelayDrainMariaDB(b *testing.B) {
 	}
 }
 
+// dbCPU is the CPU time the database server process has used so far, read
+// from /proc/<ROOMCELL_BENCH_DB_PID>/stat (deploy/local/watermill-ratio.sh
+// sets it to the mariadbd serving the tests); -1 when it is not set.
+func dbCPU(b *testing.B) time.Duration {
+	pid := os.Getenv("ROOMCELL_BENCH_DB_PID")
+	if pid == "" {
+		return -1
+	}
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatalf("ROOMCELL_BENCH_DB_PID: %v", err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime are
+	// the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 // noopSink is an Enqueuer that accepts every event at once, recording
 // how often each event came and whether a room's events came in order.
 type noopSink struct {
 	mu       sync.Mutex
 	seen     map[string]int
-	last     map[string]int64 // room -> room_seq of its last event
+	last     map[string][2]int64 // room -> (room_seq, index in its command) of its last event
 	reorders int
 	want     int           // distinct events expected
 	all      chan struct{} // closed when want distinct events came
 }
 
 func newNoopSink(events int) *noopSink {
-	return &noopSink{seen: map[string]int{}, last: map[string]int64{}, want: events, all: make(chan struct{})}
+	return &noopSink{seen: map[string]int{}, last: map[string][2]int64{}, want: events, all: make(chan struct{})}
 }
 
 var closedNil = func() <-chan error { c := make(chan error, 1); c <- nil; close(c); return c }()
@@ -240,12 +266,20 @@ func (s *noopSink) Enqueue(ctx context.Context, env persistence.Envelope) <-chan
 	if s.seen[env.EventID] == 1 && len(s.seen) == s.want {
 		close(s.all)
 	}
-	// The store's order is room_seq's (events of one command share it).
-	if prev, ok := s.last[env.RoomID]; ok && s.seen[env.EventID] == 1 && prev > env.RoomSeq {
+	// A room's order is (room_seq, the event's index in its command): the
+	// seeded ids are room.EventID's, which end with the index.
+	at := [2]int64{env.RoomSeq, eventIndex(env.EventID)}
+	if prev, ok := s.last[env.RoomID]; ok && s.seen[env.EventID] == 1 && (prev[0] > at[0] || prev[0] == at[0] && prev[1] > at[1]) {
 		s.reorders++
 	}
-	s.last[env.RoomID] = env.RoomSeq
+	s.last[env.RoomID] = at
 	return closedNil
+}
+
+// eventIndex is the index room.EventID ends an event id with.
+func eventIndex(id string) int64 {
+	n, _ := strconv.ParseInt(id[strings.LastIndexByte(id, ':')+1:], 10, 64)
+	return n
 }
 
 func (s *noopSink) PublishRoomEvent(ctx context.Context, env persistence.Envelope) error {

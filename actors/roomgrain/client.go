@@ -11,7 +11,6 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -123,6 +122,9 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (reply *v1.Com
 	return reply, err
 }
 
+// Identity is the grain identity of a room, its ids checked.
+func Identity(app, roomID string) (string, error) { return roomIdentity(app, roomID) }
+
 // roomIdentity is the grain identity of a room, its ids checked.
 func roomIdentity(app, roomID string) (string, error) {
 	if err := room.CheckID("app_code", app); err != nil {
@@ -132,6 +134,14 @@ func roomIdentity(app, roomID string) (string, error) {
 		return "", err
 	}
 	return app + "/" + roomID, nil
+}
+
+// Call sends msg to the room's grain (identity, from Identity) until
+// answer accepts an answer or the deadline passes, as Execute does: for
+// the messages an observer of the room owns (observer.go's Receiver).
+// answer returns ErrorOf's error for a refusal.
+func (c *Client) Call(ctx context.Context, identity string, msg any, answer func(res any) error) error {
+	return c.call(ctx, identity, msg, answer)
 }
 
 // call sends msg to the room's grain until answer accepts an answer or
@@ -267,6 +277,12 @@ func replyOf(res any) (*v1.CommandReply, error) {
 	return r.Reply, nil
 }
 
+// ErrorOf rebuilds an error a grain answered (WireError made it).
+func ErrorOf(e *v1.RoomError) error { return errorOf(e) }
+
+// WireError is err as the grain answers it (ErrorOf rebuilds it).
+func WireError(err error) *v1.RoomError { return roomError(err) }
+
 // errorOf rebuilds a grain's error; errMoved comes back as itself.
 func errorOf(e *v1.RoomError) error {
 	err := errclass.FromWire(errclass.Code(e.Code), e.Class, e.Message)
@@ -288,67 +304,4 @@ func roomError(err error) *v1.RoomError {
 		meta[persistence.RoomDBMetaKey] = key
 	}
 	return &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err)), Metadata: meta}
-}
-
-// ListEvents reads the room's event log after r.after_room_seq from the
-// room's owner (events.go). A read below the retained log fails with a
-// *TrimmedError.
-func (c *Client) ListEvents(ctx context.Context, r *v1.ListRoomEventsRequest) (*v1.ListRoomEventsReply, error) {
-	p, err := c.ListEventsPage(ctx, r)
-	return p.Reply, err
-}
-
-// EventsPage is a ListRoomEvents reply and, when the owner is on this
-// node and had them, its events' protobuf encodings: Wire[i] is what
-// proto.Marshal answers for Reply.Events[i] (nil: none). Both are shared
-// and never changed.
-type EventsPage struct {
-	Reply *v1.ListRoomEventsReply
-	Wire  [][]byte
-}
-
-// ListEventsPage is ListEvents with the events' encodings.
-func (c *Client) ListEventsPage(ctx context.Context, r *v1.ListRoomEventsRequest) (EventsPage, error) {
-	identity, err := roomIdentity(r.GetAppCode(), r.GetRoomId())
-	if err != nil {
-		return EventsPage{}, err
-	}
-	var page EventsPage
-	err = c.call(ctx, identity, r, func(res any) error {
-		var wire [][]byte
-		if a, ok := res.(*eventsAnswer); ok {
-			res, wire = a.res, a.wire
-		}
-		m, ok := res.(*v1.RoomEventsResponse)
-		switch {
-		case !ok:
-			return fmt.Errorf("room grain answered %T", res)
-		case m.Error != nil && (errclass.Code(m.Error.Code) == errclass.CodeRoomEventsTrimmed || m.Error.Class == ClassTrimmed):
-			return &TrimmedError{After: r.GetAfterRoomSeq(), OldestAfterSeq: m.OldestAfterSeq, HeadSeq: m.HeadSeq}
-		case m.Error != nil:
-			return errorOf(m.Error)
-		case m.Reply == nil:
-			return fmt.Errorf("room grain answered neither events nor an error")
-		}
-		page = EventsPage{Reply: m.Reply, Wire: wire}
-		return nil
-	})
-	return page, err
-}
-
-// subscribe asks the room's owner to push its events to a feed.
-func (c *Client) subscribe(ctx context.Context, identity string, feed *actor.PID) (*v1.RoomWatchAck, error) {
-	var ack *v1.RoomWatchAck
-	err := c.call(ctx, identity, &v1.RoomWatchSubscribe{Address: feed.Address, Id: feed.Id}, func(res any) error {
-		m, ok := res.(*v1.RoomWatchAck)
-		switch {
-		case !ok:
-			return fmt.Errorf("room grain answered %T", res)
-		case m.Error != nil:
-			return errorOf(m.Error)
-		}
-		ack = m
-		return nil
-	})
-	return ack, err
 }

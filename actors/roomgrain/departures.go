@@ -169,7 +169,7 @@ func (d *departures) explain(identity string, s room.State, user string, nowMs i
 	fmt.Fprintf(&b, "%s: %s was removed at %s (%s ago): ", err.Error(), user, at.Format(time.RFC3339), ago.Round(time.Second))
 	switch dep.reason {
 	case room.ReasonHeartbeatTimeout:
-		b.WriteString("heartbeat_timeout (no Heartbeat within presence.stale_after; send one well within it)")
+		b.WriteString("heartbeat_timeout (not seen within presence.stale_after: no Heartbeat, or offline at the presence source)")
 	case room.ReasonSwitchedRoom:
 		b.WriteString("switched_room (the user joined another room)")
 	case room.ReasonKicked:

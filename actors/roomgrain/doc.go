@@ -4,14 +4,18 @@
 // snapshot + events on activation (grain.go); its ordered IM publisher
 // (publisher.go: a queue run on a dispatcher goroutine only while it has
 // work, serial.go, dispatch.go); the room's observers (observer.go), the
-// one way a read model such as the room directory follows a room: a list
-// made on each activation and called at its points (check, commit, tick,
-// stop), with the Tick and Commit messages an observer may send; a room's
+// one way anything that follows a room attaches (the room directory, the
+// room's feed of events for ListRoomEvents and WatchRoom, departures): a
+// list made on each activation and called at its points (check, commit,
+// the stored envelopes, tick, stop), handed the messages it owns and
+// asked to explain a refusal, with the Tick and Commit messages an
+// observer may send; a room's
 // logger, its fields added only when it writes (roomlog.go); and the
 // client that reaches a grain wherever the cluster placed it (client.go).
 //
 // It must not know store, IM or wallet implementations, nor any observer
-// (the directory is actors/directory, wired by cmd/roomcell): those come
+// (the directory is actors/directory, the feed actors/roomfeed, both
+// wired by cmd/roomcell): those come
 // in through the small interfaces in grain.go and observer.go. The grain
 // kind is built by its user (cmd/roomcell) from Kind and GrainProps.
 package roomgrain

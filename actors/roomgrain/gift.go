@@ -34,16 +34,23 @@ type GiftDebit struct {
 // the wallet is down).
 type GiftDebiter interface {
 	// HoldGift reserves the price from the sender under the command_id
-	// (available → frozen) and returns the gift's heat. Called again with
-	// the same request it reserves nothing more and answers as before; for
-	// a gift already refunded it answers ErrPrecondition.
-	HoldGift(ctx context.Context, d GiftDebit) (heatValue int64, err error)
+	// (available → frozen) and returns what the gift is worth. Called
+	// again with the same request it reserves nothing more and answers as
+	// before; for a gift already refunded it answers ErrPrecondition.
+	HoldGift(ctx context.Context, d GiftDebit) (GiftCharge, error)
 	// ConfirmGift spends the reservation of a gift the room logged and
 	// credits the receiver. Idempotent.
 	ConfirmGift(ctx context.Context, appCode, commandID string) error
 	// RefundGift returns the reservation of a gift the room voided to the
 	// sender. Idempotent.
 	RefundGift(ctx context.Context, appCode, commandID string) error
+}
+
+// GiftCharge is what a held gift is worth: the room's heat, and the price
+// the sender is charged (COIN), which the contribution ranking counts.
+type GiftCharge struct {
+	Heat  int64
+	Value int64
 }
 
 // sendGift runs a SendGift whose rules passed: reserve in the wallet,
@@ -62,7 +69,7 @@ func (g *grain) sendGift(ctx actor.Context, cmd room.Command) (*v1.CommandReply,
 		return nil, fmt.Errorf("%w: no wallet configured", errclass.Unavailable)
 	}
 	wctx, cancel := g.storeCtx()
-	heat, err := g.deps.Gifts.HoldGift(wctx, GiftDebit{
+	charge, err := g.deps.Gifts.HoldGift(wctx, GiftDebit{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, CommandID: cmd.CommandID,
 		FromUserID: cmd.UserID, ToUserID: cmd.ToUserID, GiftID: cmd.GiftID, Count: cmd.GiftCount,
 	})
@@ -70,7 +77,7 @@ func (g *grain) sendGift(ctx actor.Context, cmd room.Command) (*v1.CommandReply,
 	if err != nil {
 		return nil, err
 	}
-	cmd.HeatValue = heat
+	cmd.HeatValue, cmd.GiftValue = charge.Heat, charge.Value
 	// The state has not moved since the first Decide, so this cannot
 	// fail; if it ever did, the open reservation would be voided and
 	// refunded by the reconciler.
@@ -135,13 +142,14 @@ func (g *grain) refundGift(cmd room.Command) {
 }
 
 // FreeGifts is a GiftDebiter that moves no money and prices every gift at
-// its value in heat per unit: for tests and benchmarks of rooms without a
-// wallet.
+// its value per unit, in heat and in COIN alike: for tests and benchmarks
+// of rooms without a wallet.
 type FreeGifts int64
 
 // HoldGift implements GiftDebiter.
-func (h FreeGifts) HoldGift(_ context.Context, d GiftDebit) (int64, error) {
-	return int64(h) * d.Count, nil
+func (h FreeGifts) HoldGift(_ context.Context, d GiftDebit) (GiftCharge, error) {
+	v := int64(h) * d.Count
+	return GiftCharge{Heat: v, Value: v}, nil
 }
 
 // ConfirmGift implements GiftDebiter.

@@ -72,20 +72,12 @@ type Deps struct {
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
-	// watch: the watch feeds of the node's rooms; reads: the log reads
-	// under way (events.go). Made by setDefaults.
-	watch *watchRooms
-	reads chan struct{}
 	// store gates the rooms' store calls on whether the store answers
 	// (storegate.go); made by setDefaults.
 	store *storeGate
 	// pick, set by ShardedGrainProps, is the Deps of a room's database,
 	// chosen by the room's identity when it starts (shards.go).
 	pick func(identity string) *Deps
-	// Retention is retention.command_log: the event tail serves nothing
-	// older (eventtail.go). Below a minute (the least the config allows):
-	// a minute.
-	Retention time.Duration
 }
 
 func (d *Deps) setDefaults() {
@@ -100,12 +92,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.joins == nil {
 		d.joins = newJoinClock()
-	}
-	if d.watch == nil {
-		d.watch = &watchRooms{rooms: map[string]*roomFeeds{}}
-	}
-	if d.reads == nil {
-		d.reads = make(chan struct{}, eventReads)
 	}
 	if d.seatTimers == nil {
 		d.seatTimers = newSeatTimers()
@@ -209,27 +195,17 @@ func (g *grain) Receive(ctx actor.Context) {
 		if g.loaded && !g.state.Exists {
 			ctx.Poison(ctx.Self())
 		}
-	case *v1.ListRoomEventsRequest:
-		g.listEvents(ctx, msg) // events.go
-	case *tailFill:
-		g.fillTail(msg) // eventtail.go
-	case *v1.RoomWatchSubscribe:
-		ctx.Respond(g.watchSubscribe(ctx, msg))
-	case *actor.Terminated:
-		g.watchTerminated(msg.Who)
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
 	case *seatDeadline:
 		g.expireSeatRequests(ctx)
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
-		g.watchEnd(ctx)
 		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
-		g.watchEnd(ctx)
 		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
 		g.stopObservers()
@@ -246,6 +222,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *Commit:
 		g.commitObserved(ctx, msg)
+	default:
+		g.receiveObserved(ctx) // an observer's own messages (observer.go)
 	}
 	g.snapshotIfDue() // after the reply: snapshot.go
 }
@@ -306,7 +284,6 @@ func (g *grain) loadIn(ctx context.Context) error {
 	if err := g.claim(ctx); err != nil {
 		return err
 	}
-	g.dropTail() // eventtail.go: the reloaded state may be past it
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
 	g.snapSeq, g.snapTried = 0, 0
@@ -373,7 +350,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
 	_, isBans := rc.GetCommand().(*v1.RoomCommand_ListBans)
 	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
-	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket) {
+	_, isRanks := rc.GetCommand().(*v1.RoomCommand_ListContributors)
+	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket && !isRanks) {
 		if err := g.load(); err != nil {
 			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
 				return nil, err
@@ -387,6 +365,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		return g.listBans(l.ListBans)
+	}
+	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListContributors); ok {
+		return g.listContributors(l.ListContributors)
 	}
 	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
 		// A read of the rights; the node that answers the client signs.
@@ -422,6 +403,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	guessKey, err := g.passwordEdge(&cmd)
 	if err != nil {
 		return nil, err
+	}
+	if cmd.Type == room.CmdSendGift {
+		cmd.Day = g.rankDay(cmd.NowMs)
 	}
 	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
 		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
@@ -590,7 +574,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	g.applyCommitted(cmd, seq, events)
 	g.recent.add(cmd.CommandID)
 	groupReady := g.publish(envs, a.Lease, group)
-	g.watchPush(ctx, seq, envs) // events.go
+	g.logged(seq, envs) // observer.go: the room's feed
 	ids, changes := replyEvents(envs)
 	return &v1.CommandReply{RoomSeq: seq, EventIds: ids, Events: changes, Room: room.Summary(g.state),
 		ImGroupReady: groupReady && cmd.Type == room.CmdCreateRoom}, nil

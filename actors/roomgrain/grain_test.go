@@ -85,20 +85,20 @@ type countingWallet struct {
 	fail    error
 }
 
-func (w *countingWallet) HoldGift(_ context.Context, d GiftDebit) (int64, error) {
+func (w *countingWallet) HoldGift(_ context.Context, d GiftDebit) (GiftCharge, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fail != nil {
-		return 0, w.fail
+		return GiftCharge{}, w.fail
 	}
 	if w.calls == nil {
 		w.calls = map[string]int{}
 	}
 	if w.settled[d.CommandID] == "refunded" {
-		return 0, room.ErrGiftRefunded
+		return GiftCharge{}, room.ErrGiftRefunded
 	}
 	w.calls[d.CommandID]++
-	return 10 * d.Count, nil
+	return GiftCharge{Heat: 10 * d.Count, Value: 10 * d.Count}, nil
 }
 
 func (w *countingWallet) settle(commandID, how string) error {
@@ -347,8 +347,10 @@ func TestGrainGiftChargesWalletOnceAndInsufficientChangesNothing(t *testing.T) {
 	f.mustDo(pid, rcCreate("c1", "owner"))
 	f.mustDo(pid, rcJoin("c2", "bob"))
 	r := f.mustDo(pid, rcGift("g1", "owner", "bob"))
-	if r.Room.Heat != 20 || len(r.EventIds) != 2 {
-		t.Fatalf("gift reply %+v, want heat 20 and 2 events", r)
+	// The gift, the heat, and (the room's first gift) its new leader.
+	if r.Room.Heat != 20 || len(r.EventIds) != 3 || r.Events[0].EventType != room.TypeRoomGiftSent ||
+		r.Events[1].EventType != room.TypeRoomHeatChanged || r.Events[2].EventType != room.TypeRoomTopContributorsChanged {
+		t.Fatalf("gift reply %+v, want heat 20 and 3 events", r)
 	}
 	f.wallet.fail = errclass.Precondition
 	_, err := f.do(pid, rcGift("g2", "owner", "bob"))

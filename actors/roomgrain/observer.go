@@ -1,11 +1,15 @@
 package roomgrain
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"time"
 	"unsafe"
 
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -50,6 +54,27 @@ type Explainer interface {
 	Explain(cmd room.Command, err error) error
 }
 
+// Receiver is an Observer with messages of its own sent to the room (a
+// read of its log, a subscription, its own timer's): the grain hands it
+// every message it does not know, on the room's goroutine, and it
+// ignores those that are not its own.
+type Receiver interface {
+	Receive(ctx actor.Context)
+}
+
+// Recorder is an Observer that follows the command log itself (the
+// room's feed): Recorded gets each stored command's envelopes, after
+// Committed, on the room's goroutine. It must not change them.
+type Recorder interface {
+	Recorded(seq int64, envs []persistence.Envelope)
+}
+
+// CommandLog is the room's command log, as an observer reads it (the
+// room's database's).
+type CommandLog interface {
+	LoadCommands(ctx context.Context, key persistence.RoomKey, afterSeq int64) ([]persistence.CommandRecord, error)
+}
+
 // NewObserver makes the observer of a starting activation (its state is
 // loaded if the store answered); nil: none. Deps.Observers lists them.
 type NewObserver func(a Activation) Observer
@@ -71,6 +96,36 @@ type Room struct{ g *grain }
 
 // Key is the room's key.
 func (r Room) Key() persistence.RoomKey { return r.g.key() }
+
+// Identity is the room's grain identity, "<app_code>/<room_id>".
+func (r Room) Identity() string { return r.g.identity }
+
+// CommandLog is the command log of the room's database (a store that
+// also reads bounded ranges offers LoadCommandRange too).
+func (r Room) CommandLog() CommandLog { return r.g.deps.Store }
+
+// Ready makes the room ready to answer a message an observer owns, as
+// it is for a command: the node must hold the room's lease (an error
+// says it moved), and its state is loaded if it was not (an error in
+// the unavailable class when the store does not answer). Call it in
+// Receive.
+func (r Room) Ready(ctx actor.Context) error {
+	g := r.g
+	if err := g.gate(ctx); err != nil {
+		return err
+	}
+	if g.loaded {
+		return nil
+	}
+	if err := g.load(); err != nil {
+		if errors.Is(err, errMoved) {
+			return err
+		}
+		g.log.Warn("room load failed", "error", err)
+		return fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+	}
+	return nil
+}
 
 // Log is the room's logger.
 func (r Room) Log() *slog.Logger { return r.g.log }
@@ -153,6 +208,26 @@ func (g *grain) stopObservers() {
 		o.Stopped()
 	}
 	g.obs, g.nobs = nil, 0
+}
+
+// receiveObserved hands a message the grain does not know to its
+// observers that take messages.
+func (g *grain) receiveObserved(ctx actor.Context) {
+	for _, o := range g.observers() {
+		if r, ok := o.(Receiver); ok {
+			r.Receive(ctx)
+		}
+	}
+}
+
+// logged hands a stored command's envelopes to the observers that follow
+// the log.
+func (g *grain) logged(seq int64, envs []persistence.Envelope) {
+	for _, o := range g.observers() {
+		if r, ok := o.(Recorder); ok {
+			r.Recorded(seq, envs)
+		}
+	}
 }
 
 // commitObserved commits an observer's Commit.

@@ -25,11 +25,10 @@ type ShardDB struct {
 // ShardedGrainProps is GrainProps over several room databases: a room
 // uses dbs[pick(identity)], chosen once when it starts (a shard does
 // not change database while the process runs). Each database has its
-// own mark batcher and its own event-read slots, so a database that
-// hangs holds up only its own rooms' marks and log reads: with one
-// batcher, a flush stuck on the paused database held every other room's
-// marks behind it. The rest (observers, joins, watch feeds, seat
-// timers) stays one per node; each database has its own store gate
+// own mark batcher, so a database that hangs holds up only its own
+// rooms' marks: with one batcher, a flush stuck on the paused database
+// held every other room's marks behind it. The rest (observers, joins,
+// seat timers) stays one per node; each database has its own store gate
 // (storegate.go) too. d.Store is ignored; dbs must not be empty
 // and pick must return an index into it.
 func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {
@@ -43,7 +42,6 @@ func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *a
 			c.PublishMetrics = db.PublishMetrics
 		}
 		c.marks = newMarkBatcher(s, c.Clock, c.Config.StoreTimeout, c.Logger, c.NodeID)
-		c.reads = make(chan struct{}, eventReads)
 		// A gate per database: one that stops answering refuses only its
 		// own rooms' writes.
 		name := db.Name

@@ -894,6 +894,150 @@ func (x *SkipOutboxReply) GetEntry() *OutboxEntry {
 	return nil
 }
 
+type ReconcileImBansRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,2,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileImBansRequest) Reset() {
+	*x = ReconcileImBansRequest{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileImBansRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileImBansRequest) ProtoMessage() {}
+
+func (x *ReconcileImBansRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileImBansRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileImBansRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReconcileImBansRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ReconcileImBansRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+type ReconcileImBansReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AppCode       string                 `protobuf:"bytes,1,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,2,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	RoomBans      int32                  `protobuf:"varint,3,opt,name=room_bans,json=roomBans,proto3" json:"room_bans,omitempty"` // bans in force in the room when it was read
+	Banned        int32                  `protobuf:"varint,4,opt,name=banned,proto3" json:"banned,omitempty"`                     // users this run banned at IM (missing there, or with another end)
+	Unbanned      int32                  `protobuf:"varint,5,opt,name=unbanned,proto3" json:"unbanned,omitempty"`                 // users this run unbanned at IM (banned there, not in the room)
+	BannedUsers   []string               `protobuf:"bytes,6,rep,name=banned_users,json=bannedUsers,proto3" json:"banned_users,omitempty"`
+	UnbannedUsers []string               `protobuf:"bytes,7,rep,name=unbanned_users,json=unbannedUsers,proto3" json:"unbanned_users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileImBansReply) Reset() {
+	*x = ReconcileImBansReply{}
+	mi := &file_roomcellv1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileImBansReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileImBansReply) ProtoMessage() {}
+
+func (x *ReconcileImBansReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileImBansReply.ProtoReflect.Descriptor instead.
+func (*ReconcileImBansReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReconcileImBansReply) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ReconcileImBansReply) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *ReconcileImBansReply) GetRoomBans() int32 {
+	if x != nil {
+		return x.RoomBans
+	}
+	return 0
+}
+
+func (x *ReconcileImBansReply) GetBanned() int32 {
+	if x != nil {
+		return x.Banned
+	}
+	return 0
+}
+
+func (x *ReconcileImBansReply) GetUnbanned() int32 {
+	if x != nil {
+		return x.Unbanned
+	}
+	return 0
+}
+
+func (x *ReconcileImBansReply) GetBannedUsers() []string {
+	if x != nil {
+		return x.BannedUsers
+	}
+	return nil
+}
+
+func (x *ReconcileImBansReply) GetUnbannedUsers() []string {
+	if x != nil {
+		return x.UnbannedUsers
+	}
+	return nil
+}
+
 var File_roomcellv1_admin_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_admin_proto_rawDesc = "" +
@@ -967,7 +1111,18 @@ const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\boperator\x18\x03 \x01(\tR\boperator\"A\n" +
 	"\x0fSkipOutboxReply\x12.\n" +
-	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry2\x8f\x04\n" +
+	"\x05entry\x18\x01 \x01(\v2\x18.roomcell.v1.OutboxEntryR\x05entry\"L\n" +
+	"\x16ReconcileImBansRequest\x12\x19\n" +
+	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x02 \x01(\tR\x06roomId\"\xe5\x01\n" +
+	"\x14ReconcileImBansReply\x12\x19\n" +
+	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\x1b\n" +
+	"\troom_bans\x18\x03 \x01(\x05R\broomBans\x12\x16\n" +
+	"\x06banned\x18\x04 \x01(\x05R\x06banned\x12\x1a\n" +
+	"\bunbanned\x18\x05 \x01(\x05R\bunbanned\x12!\n" +
+	"\fbanned_users\x18\x06 \x03(\tR\vbannedUsers\x12%\n" +
+	"\x0eunbanned_users\x18\a \x03(\tR\runbannedUsers2\x8f\x04\n" +
 	"\vOutboxAdmin\x12P\n" +
 	"\n" +
 	"ListOutbox\x12\x1e.roomcell.v1.ListOutboxRequest\x1a\x1c.roomcell.v1.ListOutboxReply\"\x04\xc8\xf3\x18\x03\x12M\n" +
@@ -976,7 +1131,9 @@ const file_roomcellv1_admin_proto_rawDesc = "" +
 	"\n" +
 	"SkipOutbox\x12\x1e.roomcell.v1.SkipOutboxRequest\x1a\x1c.roomcell.v1.SkipOutboxReply\"\x04\xc8\xf3\x18\x03\x12^\n" +
 	"\x11BulkRequeueOutbox\x12%.roomcell.v1.BulkRequeueOutboxRequest\x1a\x1c.roomcell.v1.BulkOutboxReply\"\x04\xc8\xf3\x18\x03\x12X\n" +
-	"\x0eBulkSkipOutbox\x12\".roomcell.v1.BulkSkipOutboxRequest\x1a\x1c.roomcell.v1.BulkOutboxReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x0eBulkSkipOutbox\x12\".roomcell.v1.BulkSkipOutboxRequest\x1a\x1c.roomcell.v1.BulkOutboxReply\"\x04\xc8\xf3\x18\x032j\n" +
+	"\aImAdmin\x12_\n" +
+	"\x0fReconcileImBans\x12#.roomcell.v1.ReconcileImBansRequest\x1a!.roomcell.v1.ReconcileImBansReply\"\x04\xc8\xf3\x18\x03B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_admin_proto_rawDescOnce sync.Once
@@ -990,7 +1147,7 @@ func file_roomcellv1_admin_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_admin_proto_rawDescData
 }
 
-var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_roomcellv1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_roomcellv1_admin_proto_goTypes = []any{
 	(*OutboxSelector)(nil),           // 0: roomcell.v1.OutboxSelector
 	(*BulkRequeueOutboxRequest)(nil), // 1: roomcell.v1.BulkRequeueOutboxRequest
@@ -1005,6 +1162,8 @@ var file_roomcellv1_admin_proto_goTypes = []any{
 	(*RetryOutboxReply)(nil),         // 10: roomcell.v1.RetryOutboxReply
 	(*SkipOutboxRequest)(nil),        // 11: roomcell.v1.SkipOutboxRequest
 	(*SkipOutboxReply)(nil),          // 12: roomcell.v1.SkipOutboxReply
+	(*ReconcileImBansRequest)(nil),   // 13: roomcell.v1.ReconcileImBansRequest
+	(*ReconcileImBansReply)(nil),     // 14: roomcell.v1.ReconcileImBansReply
 }
 var file_roomcellv1_admin_proto_depIdxs = []int32{
 	0,  // 0: roomcell.v1.BulkRequeueOutboxRequest.selector:type_name -> roomcell.v1.OutboxSelector
@@ -1019,14 +1178,16 @@ var file_roomcellv1_admin_proto_depIdxs = []int32{
 	11, // 9: roomcell.v1.OutboxAdmin.SkipOutbox:input_type -> roomcell.v1.SkipOutboxRequest
 	1,  // 10: roomcell.v1.OutboxAdmin.BulkRequeueOutbox:input_type -> roomcell.v1.BulkRequeueOutboxRequest
 	2,  // 11: roomcell.v1.OutboxAdmin.BulkSkipOutbox:input_type -> roomcell.v1.BulkSkipOutboxRequest
-	6,  // 12: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
-	8,  // 13: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
-	10, // 14: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
-	12, // 15: roomcell.v1.OutboxAdmin.SkipOutbox:output_type -> roomcell.v1.SkipOutboxReply
-	3,  // 16: roomcell.v1.OutboxAdmin.BulkRequeueOutbox:output_type -> roomcell.v1.BulkOutboxReply
-	3,  // 17: roomcell.v1.OutboxAdmin.BulkSkipOutbox:output_type -> roomcell.v1.BulkOutboxReply
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
+	13, // 12: roomcell.v1.ImAdmin.ReconcileImBans:input_type -> roomcell.v1.ReconcileImBansRequest
+	6,  // 13: roomcell.v1.OutboxAdmin.ListOutbox:output_type -> roomcell.v1.ListOutboxReply
+	8,  // 14: roomcell.v1.OutboxAdmin.GetOutbox:output_type -> roomcell.v1.GetOutboxReply
+	10, // 15: roomcell.v1.OutboxAdmin.RetryOutbox:output_type -> roomcell.v1.RetryOutboxReply
+	12, // 16: roomcell.v1.OutboxAdmin.SkipOutbox:output_type -> roomcell.v1.SkipOutboxReply
+	3,  // 17: roomcell.v1.OutboxAdmin.BulkRequeueOutbox:output_type -> roomcell.v1.BulkOutboxReply
+	3,  // 18: roomcell.v1.OutboxAdmin.BulkSkipOutbox:output_type -> roomcell.v1.BulkOutboxReply
+	14, // 19: roomcell.v1.ImAdmin.ReconcileImBans:output_type -> roomcell.v1.ReconcileImBansReply
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1044,9 +1205,9 @@ func file_roomcellv1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_admin_proto_rawDesc), len(file_roomcellv1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_roomcellv1_admin_proto_goTypes,
 		DependencyIndexes: file_roomcellv1_admin_proto_depIdxs,

@@ -353,3 +353,125 @@ var OutboxAdmin_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "roomcellv1/admin.proto",
 }
+
+const (
+	ImAdmin_ReconcileImBans_FullMethodName = "/roomcell.v1.ImAdmin/ReconcileImBans"
+)
+
+// ImAdminClient is the client API for ImAdmin service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// ImAdmin repairs what the rooms mirror into Tencent IM (roomctl im ...).
+type ImAdminClient interface {
+	// ReconcileImBans (roomctl im reconcile-bans) puts a room's IM group's
+	// ban list back in line with the room's bans in force, read from the
+	// room as ListBans does: IM bans every user the room bans and IM does
+	// not (or with another end), for what is left of the room's ban, and
+	// unbans every user IM bans and the room does not. The repair for an
+	// outage longer than the outbox keeps; safe to repeat (a second run
+	// changes nothing). Only an AVChatRoom carries room bans: for other
+	// group types nothing is done.
+	ReconcileImBans(ctx context.Context, in *ReconcileImBansRequest, opts ...grpc.CallOption) (*ReconcileImBansReply, error)
+}
+
+type imAdminClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewImAdminClient(cc grpc.ClientConnInterface) ImAdminClient {
+	return &imAdminClient{cc}
+}
+
+func (c *imAdminClient) ReconcileImBans(ctx context.Context, in *ReconcileImBansRequest, opts ...grpc.CallOption) (*ReconcileImBansReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileImBansReply)
+	err := c.cc.Invoke(ctx, ImAdmin_ReconcileImBans_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ImAdminServer is the server API for ImAdmin service.
+// All implementations must embed UnimplementedImAdminServer
+// for forward compatibility.
+//
+// ImAdmin repairs what the rooms mirror into Tencent IM (roomctl im ...).
+type ImAdminServer interface {
+	// ReconcileImBans (roomctl im reconcile-bans) puts a room's IM group's
+	// ban list back in line with the room's bans in force, read from the
+	// room as ListBans does: IM bans every user the room bans and IM does
+	// not (or with another end), for what is left of the room's ban, and
+	// unbans every user IM bans and the room does not. The repair for an
+	// outage longer than the outbox keeps; safe to repeat (a second run
+	// changes nothing). Only an AVChatRoom carries room bans: for other
+	// group types nothing is done.
+	ReconcileImBans(context.Context, *ReconcileImBansRequest) (*ReconcileImBansReply, error)
+	mustEmbedUnimplementedImAdminServer()
+}
+
+// UnimplementedImAdminServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedImAdminServer struct{}
+
+func (UnimplementedImAdminServer) ReconcileImBans(context.Context, *ReconcileImBansRequest) (*ReconcileImBansReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReconcileImBans not implemented")
+}
+func (UnimplementedImAdminServer) mustEmbedUnimplementedImAdminServer() {}
+func (UnimplementedImAdminServer) testEmbeddedByValue()                 {}
+
+// UnsafeImAdminServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ImAdminServer will
+// result in compilation errors.
+type UnsafeImAdminServer interface {
+	mustEmbedUnimplementedImAdminServer()
+}
+
+func RegisterImAdminServer(s grpc.ServiceRegistrar, srv ImAdminServer) {
+	// If the following call panics, it indicates UnimplementedImAdminServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&ImAdmin_ServiceDesc, srv)
+}
+
+func _ImAdmin_ReconcileImBans_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileImBansRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImAdminServer).ReconcileImBans(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ImAdmin_ReconcileImBans_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImAdminServer).ReconcileImBans(ctx, req.(*ReconcileImBansRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// ImAdmin_ServiceDesc is the grpc.ServiceDesc for ImAdmin service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var ImAdmin_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "roomcell.v1.ImAdmin",
+	HandlerType: (*ImAdminServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ReconcileImBans",
+			Handler:    _ImAdmin_ReconcileImBans_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "roomcellv1/admin.proto",
+}

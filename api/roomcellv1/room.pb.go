@@ -2125,9 +2125,14 @@ type CommandReply struct {
 	Bans []*BanEntry `protobuf:"bytes,40,rep,name=bans,proto3" json:"bans,omitempty"`
 	// Grain protocol only (GetJoinTicket): the user's rights in the audio
 	// room; the node that answers the client signs them.
-	JoinRights    *JoinRights `protobuf:"bytes,41,opt,name=join_rights,json=joinRights,proto3" json:"join_rights,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JoinRights *JoinRights `protobuf:"bytes,41,opt,name=join_rights,json=joinRights,proto3" json:"join_rights,omitempty"`
+	// Grain protocol only (ListContributors): one page of the ranking;
+	// next_page_token names the next.
+	Contributors      []*Contributor `protobuf:"bytes,60,rep,name=contributors,proto3" json:"contributors,omitempty"`
+	ContributorsFloor int64          `protobuf:"varint,61,opt,name=contributors_floor,json=contributorsFloor,proto3" json:"contributors_floor,omitempty"`
+	ContributorsDay   string         `protobuf:"bytes,62,opt,name=contributors_day,json=contributorsDay,proto3" json:"contributors_day,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CommandReply) Reset() {
@@ -2221,6 +2226,27 @@ func (x *CommandReply) GetJoinRights() *JoinRights {
 		return x.JoinRights
 	}
 	return nil
+}
+
+func (x *CommandReply) GetContributors() []*Contributor {
+	if x != nil {
+		return x.Contributors
+	}
+	return nil
+}
+
+func (x *CommandReply) GetContributorsFloor() int64 {
+	if x != nil {
+		return x.ContributorsFloor
+	}
+	return 0
+}
+
+func (x *CommandReply) GetContributorsDay() string {
+	if x != nil {
+		return x.ContributorsDay
+	}
+	return ""
 }
 
 // JoinRights is the room's word on a user's audio-room ticket (the grain
@@ -2376,6 +2402,7 @@ type RoomCommand struct {
 	//	*RoomCommand_SetRoomCustomInfo
 	//	*RoomCommand_SetRoomPassword
 	//	*RoomCommand_SetAllMicsMuted
+	//	*RoomCommand_ListContributors
 	Command isRoomCommand_Command `protobuf_oneof:"command"`
 	// traceparent is the W3C trace context of the call that sent the
 	// command ("" when it is not traced): the grain's spans continue that
@@ -2791,6 +2818,15 @@ func (x *RoomCommand) GetSetAllMicsMuted() *SetAllMicsMutedRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetListContributors() *ListContributorsRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_ListContributors); ok {
+			return x.ListContributors
+		}
+	}
+	return nil
+}
+
 func (x *RoomCommand) GetTraceparent() string {
 	if x != nil {
 		return x.Traceparent
@@ -2966,6 +3002,10 @@ type RoomCommand_SetAllMicsMuted struct {
 	SetAllMicsMuted *SetAllMicsMutedRequest `protobuf:"bytes,72,opt,name=set_all_mics_muted,json=setAllMicsMuted,proto3,oneof"`
 }
 
+type RoomCommand_ListContributors struct {
+	ListContributors *ListContributorsRequest `protobuf:"bytes,85,opt,name=list_contributors,json=listContributors,proto3,oneof"` // a read, as get_room
+}
+
 func (*RoomCommand_CreateRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_JoinRoom) isRoomCommand_Command() {}
@@ -3048,21 +3088,27 @@ func (*RoomCommand_SetRoomPassword) isRoomCommand_Command() {}
 
 func (*RoomCommand_SetAllMicsMuted) isRoomCommand_Command() {}
 
+func (*RoomCommand_ListContributors) isRoomCommand_Command() {}
+
 // AudioPresenceRequest is grain protocol only (no RPC): what Tencent's
 // audio side (TRTC room & media callbacks) reported about user_id, sent
 // by the callback endpoint under a command id derived from the event's
 // identity, so a retried or duplicated callback is one command.
 type AudioPresenceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
-	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                   // the TRTC user the event is about
-	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`                                     // enter, exit, start_audio, dismiss
-	EventTimeMs   int64                  `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"` // Tencent's EventMsTs: events are ordered per user by it
-	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                 // exit: Tencent's reason, for the log
-	SeatGraceMs   int64                  `protobuf:"varint,9,opt,name=seat_grace_ms,json=seatGraceMs,proto3" json:"seat_grace_ms,omitempty"` // exit: how long a seat waits for the user to come back (trtc.seat_grace)
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	CommandId   string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId   string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode     string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId      string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId      string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`                   // the TRTC or IM user the event is about
+	Kind        string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`                                     // enter, exit, start_audio, dismiss (TRTC); online, offline (IM State.StateChange)
+	EventTimeMs int64                  `protobuf:"varint,7,opt,name=event_time_ms,json=eventTimeMs,proto3" json:"event_time_ms,omitempty"` // Tencent's EventMsTs (IM: EventTime): events are ordered per user by it
+	Reason      string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`                                 // exit, offline: Tencent's reason, for the log
+	SeatGraceMs int64                  `protobuf:"varint,9,opt,name=seat_grace_ms,json=seatGraceMs,proto3" json:"seat_grace_ms,omitempty"` // exit: how long a seat waits for the user to come back (trtc.seat_grace)
+	// exit, offline: when > 0 (this report's side is presence.source), the
+	// member leaves the room this long after the event unless an enter
+	// (online) comes (presence.stale_after).
+	LeaveAfterMs  int64 `protobuf:"varint,10,opt,name=leave_after_ms,json=leaveAfterMs,proto3" json:"leave_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3156,6 +3202,13 @@ func (x *AudioPresenceRequest) GetReason() string {
 func (x *AudioPresenceRequest) GetSeatGraceMs() int64 {
 	if x != nil {
 		return x.SeatGraceMs
+	}
+	return 0
+}
+
+func (x *AudioPresenceRequest) GetLeaveAfterMs() int64 {
+	if x != nil {
+		return x.LeaveAfterMs
 	}
 	return 0
 }
@@ -6871,6 +6924,252 @@ func (x *SetAllMicsMutedRequest) GetMuted() bool {
 	return false
 }
 
+// ListContributorsRequest reads one page of a room's contribution
+// ranking.
+type ListContributorsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode   string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId    string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	// "lifecycle" (since the room was created or last reopened; "" too) or
+	// "day" (today in the node's room.ranking.zone).
+	Period        string `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	PageSize      int32  `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`   // 0 = 20; at most 100
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"` // next_page_token of the previous page
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListContributorsRequest) Reset() {
+	*x = ListContributorsRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListContributorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListContributorsRequest) ProtoMessage() {}
+
+func (x *ListContributorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListContributorsRequest.ProtoReflect.Descriptor instead.
+func (*ListContributorsRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ListContributorsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ListContributorsRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *ListContributorsRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *ListContributorsRequest) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *ListContributorsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListContributorsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// Contributor is one sender of the ranking.
+type Contributor struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Rank   int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"` // 1 = first
+	UserId string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Value  int64                  `protobuf:"varint,3,opt,name=value,proto3" json:"value,omitempty"` // COIN sent in the period, as the wallet charged it
+	// false: the sender arrived after the ranking dropped someone (it
+	// keeps its largest senders only), so value may miss what an earlier
+	// stay of theirs counted.
+	Exact         bool `protobuf:"varint,4,opt,name=exact,proto3" json:"exact,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Contributor) Reset() {
+	*x = Contributor{}
+	mi := &file_roomcellv1_room_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Contributor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Contributor) ProtoMessage() {}
+
+func (x *Contributor) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Contributor.ProtoReflect.Descriptor instead.
+func (*Contributor) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *Contributor) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Contributor) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Contributor) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Contributor) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
+type ListContributorsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Contributors  []*Contributor         `protobuf:"bytes,1,rep,name=contributors,proto3" json:"contributors,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"` // empty = last page
+	RoomSeq       int64                  `protobuf:"varint,3,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
+	Period        string                 `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	Day           string                 `protobuf:"bytes,5,opt,name=day,proto3" json:"day,omitempty"` // period day: the date it counts (YYYY-MM-DD in the ranking's zone)
+	// The most any sender not on the ranking sent in the period (0: every
+	// sender is on it).
+	Floor         int64 `protobuf:"varint,6,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListContributorsReply) Reset() {
+	*x = ListContributorsReply{}
+	mi := &file_roomcellv1_room_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListContributorsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListContributorsReply) ProtoMessage() {}
+
+func (x *ListContributorsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListContributorsReply.ProtoReflect.Descriptor instead.
+func (*ListContributorsReply) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ListContributorsReply) GetContributors() []*Contributor {
+	if x != nil {
+		return x.Contributors
+	}
+	return nil
+}
+
+func (x *ListContributorsReply) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListContributorsReply) GetRoomSeq() int64 {
+	if x != nil {
+		return x.RoomSeq
+	}
+	return 0
+}
+
+func (x *ListContributorsReply) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *ListContributorsReply) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *ListContributorsReply) GetFloor() int64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -7102,7 +7401,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x1d\n" +
 	"\n" +
 	"event_type\x18\x02 \x01(\tR\teventType\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\tR\apayload\"\xf2\x02\n" +
+	"\apayload\x18\x03 \x01(\tR\apayload\"\x8a\x04\n" +
 	"\fCommandReply\x12\x19\n" +
 	"\broom_seq\x18\x01 \x01(\x03R\aroomSeq\x12\x1b\n" +
 	"\tevent_ids\x18\x02 \x03(\tR\beventIds\x12\x1c\n" +
@@ -7113,7 +7412,10 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0eim_group_ready\x18\a \x01(\bR\fimGroupReady\x12)\n" +
 	"\x04bans\x18( \x03(\v2\x15.roomcell.v1.BanEntryR\x04bans\x128\n" +
 	"\vjoin_rights\x18) \x01(\v2\x17.roomcell.v1.JoinRightsR\n" +
-	"joinRights\"?\n" +
+	"joinRights\x12<\n" +
+	"\fcontributors\x18< \x03(\v2\x18.roomcell.v1.ContributorR\fcontributors\x12-\n" +
+	"\x12contributors_floor\x18= \x01(\x03R\x11contributorsFloor\x12)\n" +
+	"\x10contributors_day\x18> \x01(\tR\x0fcontributorsDay\"?\n" +
 	"\n" +
 	"JoinRights\x12\x1d\n" +
 	"\n" +
@@ -7121,7 +7423,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x17\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9c\x18\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7175,9 +7477,10 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fget_join_ticket\x18; \x01(\v2!.roomcell.v1.GetJoinTicketRequestH\x00R\rgetJoinTicket\x12X\n" +
 	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfo\x12Q\n" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
-	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12 \n" +
+	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12S\n" +
+	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributors\x12 \n" +
 	"\vtraceparent\x18d \x01(\tR\vtraceparentB\t\n" +
-	"\acommand\"\x95\x02\n" +
+	"\acommand\"\xbb\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
@@ -7189,7 +7492,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\"\n" +
 	"\revent_time_ms\x18\a \x01(\x03R\veventTimeMs\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
-	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\"\xce\x01\n" +
+	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\x12$\n" +
+	"\x0eleave_after_ms\x18\n" +
+	" \x01(\x03R\fleaveAfterMs\"\xce\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
@@ -7557,7 +7862,28 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05muted\x18\x06 \x01(\bR\x05muted2\xee\x1d\n" +
+	"\x05muted\x18\x06 \x01(\bR\x05muted\"\xc0\x01\n" +
+	"\x17ListContributorsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12\x16\n" +
+	"\x06period\x18\x04 \x01(\tR\x06period\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"f\n" +
+	"\vContributor\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\x03R\x05value\x12\x14\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\"\xd8\x01\n" +
+	"\x15ListContributorsReply\x12<\n" +
+	"\fcontributors\x18\x01 \x03(\v2\x18.roomcell.v1.ContributorR\fcontributors\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x19\n" +
+	"\broom_seq\x18\x03 \x01(\x03R\aroomSeq\x12\x16\n" +
+	"\x06period\x18\x04 \x01(\tR\x06period\x12\x10\n" +
+	"\x03day\x18\x05 \x01(\tR\x03day\x12\x14\n" +
+	"\x05floor\x18\x06 \x01(\x03R\x05floor2\xd2\x1e\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -7611,7 +7937,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fSetRoomMetadata\x12#.roomcell.v1.SetRoomMetadataRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12[\n" +
 	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetRoomPassword\x12#.roomcell.v1.SetRoomPasswordRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
+	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12b\n" +
+	"\x10ListContributors\x12$.roomcell.v1.ListContributorsRequest\x1a\".roomcell.v1.ListContributorsReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
 	file_roomcellv1_room_proto_rawDescOnce sync.Once
@@ -7625,7 +7952,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -7702,174 +8029,182 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*SetRoomCustomInfoRequest)(nil),      // 72: roomcell.v1.SetRoomCustomInfoRequest
 	(*SetRoomPasswordRequest)(nil),        // 73: roomcell.v1.SetRoomPasswordRequest
 	(*SetAllMicsMutedRequest)(nil),        // 74: roomcell.v1.SetAllMicsMutedRequest
-	nil,                                   // 75: roomcell.v1.RoomView.CustomInfoEntry
-	nil,                                   // 76: roomcell.v1.RoomError.MetadataEntry
-	nil,                                   // 77: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	(*ListContributorsRequest)(nil),       // 75: roomcell.v1.ListContributorsRequest
+	(*Contributor)(nil),                   // 76: roomcell.v1.Contributor
+	(*ListContributorsReply)(nil),         // 77: roomcell.v1.ListContributorsReply
+	nil,                                   // 78: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 79: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 80: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	75,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	78,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
 	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
 	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
 	24,  // 8: roomcell.v1.CommandReply.join_rights:type_name -> roomcell.v1.JoinRights
-	19,  // 9: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
-	0,   // 10: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
-	1,   // 11: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
-	2,   // 12: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
-	3,   // 13: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
-	4,   // 14: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
-	5,   // 15: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
-	6,   // 16: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
-	7,   // 17: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
-	8,   // 18: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
-	17,  // 19: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
-	9,   // 20: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
-	11,  // 21: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
-	12,  // 22: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
-	13,  // 23: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
-	14,  // 24: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
-	15,  // 25: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
-	16,  // 26: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
-	10,  // 27: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
-	45,  // 28: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
-	46,  // 29: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
-	47,  // 30: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 31: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 32: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 33: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
-	51,  // 34: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 35: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
-	55,  // 36: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
-	56,  // 37: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
-	57,  // 38: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
-	58,  // 39: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
-	59,  // 40: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
-	60,  // 41: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
-	65,  // 42: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
-	66,  // 43: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
-	70,  // 44: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
-	71,  // 45: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
-	27,  // 46: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
-	63,  // 47: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
-	72,  // 48: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
-	73,  // 49: roomcell.v1.RoomCommand.set_room_password:type_name -> roomcell.v1.SetRoomPasswordRequest
-	74,  // 50: roomcell.v1.RoomCommand.set_all_mics_muted:type_name -> roomcell.v1.SetAllMicsMutedRequest
-	76,  // 51: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 52: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	28,  // 53: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	31,  // 54: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	36,  // 55: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 56: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	37,  // 57: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	28,  // 58: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	28,  // 59: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	36,  // 60: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 61: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 62: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	61,  // 63: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	68,  // 64: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	77,  // 65: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
-	0,   // 66: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 67: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 68: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 69: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 70: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 71: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 72: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 73: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 74: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 75: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	30,  // 76: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	33,  // 77: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 78: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 79: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 80: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 81: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 82: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 83: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 84: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 85: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	35,  // 86: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	38,  // 87: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	45,  // 88: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	46,  // 89: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	47,  // 90: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 91: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 92: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 93: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	51,  // 94: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 95: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 96: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	55,  // 97: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	56,  // 98: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	57,  // 99: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	58,  // 100: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	59,  // 101: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	60,  // 102: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	63,  // 103: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
-	65,  // 104: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	66,  // 105: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	67,  // 106: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	70,  // 107: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	71,  // 108: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	72,  // 109: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
-	73,  // 110: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
-	74,  // 111: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
-	23,  // 112: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 113: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 114: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 115: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 116: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 117: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 118: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 120: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 121: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 122: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 123: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 124: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 129: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 130: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 131: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 132: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 133: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 134: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 139: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 140: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 142: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 143: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 144: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 145: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 146: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 147: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 148: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 149: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 150: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 151: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 152: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 153: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 154: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	23,  // 155: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
-	23,  // 156: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
-	23,  // 157: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
-	112, // [112:158] is the sub-list for method output_type
-	66,  // [66:112] is the sub-list for method input_type
-	66,  // [66:66] is the sub-list for extension type_name
-	66,  // [66:66] is the sub-list for extension extendee
-	0,   // [0:66] is the sub-list for field type_name
+	76,  // 9: roomcell.v1.CommandReply.contributors:type_name -> roomcell.v1.Contributor
+	19,  // 10: roomcell.v1.GetRoomReply.room:type_name -> roomcell.v1.RoomView
+	0,   // 11: roomcell.v1.RoomCommand.create_room:type_name -> roomcell.v1.CreateRoomRequest
+	1,   // 12: roomcell.v1.RoomCommand.join_room:type_name -> roomcell.v1.JoinRoomRequest
+	2,   // 13: roomcell.v1.RoomCommand.leave_room:type_name -> roomcell.v1.LeaveRoomRequest
+	3,   // 14: roomcell.v1.RoomCommand.take_mic:type_name -> roomcell.v1.TakeMicRequest
+	4,   // 15: roomcell.v1.RoomCommand.release_mic:type_name -> roomcell.v1.ReleaseMicRequest
+	5,   // 16: roomcell.v1.RoomCommand.send_gift:type_name -> roomcell.v1.SendGiftRequest
+	6,   // 17: roomcell.v1.RoomCommand.kick_user:type_name -> roomcell.v1.KickUserRequest
+	7,   // 18: roomcell.v1.RoomCommand.close_room:type_name -> roomcell.v1.CloseRoomRequest
+	8,   // 19: roomcell.v1.RoomCommand.heartbeat:type_name -> roomcell.v1.HeartbeatRequest
+	17,  // 20: roomcell.v1.RoomCommand.get_room:type_name -> roomcell.v1.GetRoomRequest
+	9,   // 21: roomcell.v1.RoomCommand.set_admin:type_name -> roomcell.v1.SetAdminRequest
+	11,  // 22: roomcell.v1.RoomCommand.remove_admin:type_name -> roomcell.v1.RemoveAdminRequest
+	12,  // 23: roomcell.v1.RoomCommand.mute_seat:type_name -> roomcell.v1.MuteSeatRequest
+	13,  // 24: roomcell.v1.RoomCommand.unmute_seat:type_name -> roomcell.v1.UnmuteSeatRequest
+	14,  // 25: roomcell.v1.RoomCommand.lock_seat:type_name -> roomcell.v1.LockSeatRequest
+	15,  // 26: roomcell.v1.RoomCommand.unlock_seat:type_name -> roomcell.v1.UnlockSeatRequest
+	16,  // 27: roomcell.v1.RoomCommand.update_room:type_name -> roomcell.v1.UpdateRoomRequest
+	10,  // 28: roomcell.v1.RoomCommand.transfer_owner:type_name -> roomcell.v1.TransferOwnerRequest
+	45,  // 29: roomcell.v1.RoomCommand.set_seat_mode:type_name -> roomcell.v1.SetSeatModeRequest
+	46,  // 30: roomcell.v1.RoomCommand.apply_seat:type_name -> roomcell.v1.ApplySeatRequest
+	47,  // 31: roomcell.v1.RoomCommand.cancel_seat_application:type_name -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 32: roomcell.v1.RoomCommand.approve_seat_application:type_name -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 33: roomcell.v1.RoomCommand.reject_seat_application:type_name -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 34: roomcell.v1.RoomCommand.invite_to_seat:type_name -> roomcell.v1.InviteToSeatRequest
+	51,  // 35: roomcell.v1.RoomCommand.accept_seat_invitation:type_name -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 36: roomcell.v1.RoomCommand.decline_seat_invitation:type_name -> roomcell.v1.DeclineSeatInvitationRequest
+	55,  // 37: roomcell.v1.RoomCommand.kick_off_seat:type_name -> roomcell.v1.KickOffSeatRequest
+	56,  // 38: roomcell.v1.RoomCommand.move_seat:type_name -> roomcell.v1.MoveSeatRequest
+	57,  // 39: roomcell.v1.RoomCommand.set_seat_count:type_name -> roomcell.v1.SetSeatCountRequest
+	58,  // 40: roomcell.v1.RoomCommand.ban_user:type_name -> roomcell.v1.BanUserRequest
+	59,  // 41: roomcell.v1.RoomCommand.unban_user:type_name -> roomcell.v1.UnbanUserRequest
+	60,  // 42: roomcell.v1.RoomCommand.list_bans:type_name -> roomcell.v1.ListBansRequest
+	65,  // 43: roomcell.v1.RoomCommand.mute_member:type_name -> roomcell.v1.MuteMemberRequest
+	66,  // 44: roomcell.v1.RoomCommand.unmute_member:type_name -> roomcell.v1.UnmuteMemberRequest
+	70,  // 45: roomcell.v1.RoomCommand.reopen_room:type_name -> roomcell.v1.ReopenRoomRequest
+	71,  // 46: roomcell.v1.RoomCommand.set_room_metadata:type_name -> roomcell.v1.SetRoomMetadataRequest
+	27,  // 47: roomcell.v1.RoomCommand.audio_presence:type_name -> roomcell.v1.AudioPresenceRequest
+	63,  // 48: roomcell.v1.RoomCommand.get_join_ticket:type_name -> roomcell.v1.GetJoinTicketRequest
+	72,  // 49: roomcell.v1.RoomCommand.set_room_custom_info:type_name -> roomcell.v1.SetRoomCustomInfoRequest
+	73,  // 50: roomcell.v1.RoomCommand.set_room_password:type_name -> roomcell.v1.SetRoomPasswordRequest
+	74,  // 51: roomcell.v1.RoomCommand.set_all_mics_muted:type_name -> roomcell.v1.SetAllMicsMutedRequest
+	75,  // 52: roomcell.v1.RoomCommand.list_contributors:type_name -> roomcell.v1.ListContributorsRequest
+	79,  // 53: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 54: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 55: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 56: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 57: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 58: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 59: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 60: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 61: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 62: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 63: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 64: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 65: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 66: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	80,  // 67: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	76,  // 68: roomcell.v1.ListContributorsReply.contributors:type_name -> roomcell.v1.Contributor
+	0,   // 69: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 70: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 71: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 72: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 73: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 74: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 75: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 76: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 77: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 78: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 79: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 80: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 81: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 82: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 83: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 84: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 85: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 86: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 87: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 88: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 89: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 90: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 91: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 92: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 93: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 94: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 95: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 96: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 97: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 98: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 99: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 100: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 101: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 102: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 103: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 104: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 105: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 106: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 107: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 108: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 109: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 110: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 111: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 112: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	73,  // 113: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
+	74,  // 114: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
+	75,  // 115: roomcell.v1.RoomService.ListContributors:input_type -> roomcell.v1.ListContributorsRequest
+	23,  // 116: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 117: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 118: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 119: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 120: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 121: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 125: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 126: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 127: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 128: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 130: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 131: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 132: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 136: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 137: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 138: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 140: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 141: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 142: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 144: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 145: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 146: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 147: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 148: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 149: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 150: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 151: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 152: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 153: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 154: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 155: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 156: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 157: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 158: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 159: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	23,  // 160: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
+	23,  // 161: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
+	77,  // 162: roomcell.v1.RoomService.ListContributors:output_type -> roomcell.v1.ListContributorsReply
+	116, // [116:163] is the sub-list for method output_type
+	69,  // [69:116] is the sub-list for method input_type
+	69,  // [69:69] is the sub-list for extension type_name
+	69,  // [69:69] is the sub-list for extension extendee
+	0,   // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -7921,6 +8256,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_SetRoomCustomInfo)(nil),
 		(*RoomCommand_SetRoomPassword)(nil),
 		(*RoomCommand_SetAllMicsMuted)(nil),
+		(*RoomCommand_ListContributors)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -7928,7 +8264,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   78,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,6 +65,7 @@ const (
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
+	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
 
 // RoomServiceClient is the client API for RoomService service.
@@ -171,6 +172,10 @@ type RoomServiceClient interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// ListContributors reads one page of the room's contribution ranking:
+	// its senders by the gift value (COIN) they sent, over the room's
+	// lifecycle or today (README "Contribution ranking").
+	ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error)
 }
 
 type roomServiceClient struct {
@@ -650,6 +655,16 @@ func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsM
 	return out, nil
 }
 
+func (c *roomServiceClient) ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListContributorsReply)
+	err := c.cc.Invoke(ctx, RoomService_ListContributors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RoomServiceServer is the server API for RoomService service.
 // All implementations must embed UnimplementedRoomServiceServer
 // for forward compatibility.
@@ -754,6 +769,10 @@ type RoomServiceServer interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
+	// ListContributors reads one page of the room's contribution ranking:
+	// its senders by the gift value (COIN) they sent, over the room's
+	// lifecycle or today (README "Contribution ranking").
+	ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error)
 	mustEmbedUnimplementedRoomServiceServer()
 }
 
@@ -901,6 +920,9 @@ func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomP
 }
 func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
+}
+func (UnimplementedRoomServiceServer) ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListContributors not implemented")
 }
 func (UnimplementedRoomServiceServer) mustEmbedUnimplementedRoomServiceServer() {}
 func (UnimplementedRoomServiceServer) testEmbeddedByValue()                     {}
@@ -1744,6 +1766,24 @@ func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_ListContributors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListContributorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).ListContributors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_ListContributors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).ListContributors(ctx, req.(*ListContributorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RoomService_ServiceDesc is the grpc.ServiceDesc for RoomService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1930,6 +1970,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAllMicsMuted",
 			Handler:    _RoomService_SetAllMicsMuted_Handler,
+		},
+		{
+			MethodName: "ListContributors",
+			Handler:    _RoomService_ListContributors_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

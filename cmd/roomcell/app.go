@@ -26,6 +26,7 @@ import (
 
 	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/purge"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -33,6 +34,7 @@ import (
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/imfake"
+	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
 	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/internal/connlimit"
@@ -52,8 +54,9 @@ type App struct {
 	// stores is every store this process opened; store is its room store.
 	stores  *backend.Stores
 	store   persistence.Store
-	closers []func()       // run before the stores close, in reverse order (IM fake, MQ, ...)
-	fakeIM  *imfake.Server // dev mode's fake Tencent IM, nil with the real one
+	closers []func()          // run before the stores close, in reverse order (IM fake, MQ, ...)
+	fakeIM  *imfake.Server    // dev mode's fake Tencent IM, nil with the real one
+	imPub   *roomim.Publisher // the IM publisher (room events, bans, the ban reconcile)
 	// fakeTRTC is dev mode's fake TRTC (trtc off); nil otherwise.
 	fakeTRTC *trtcfake.Server
 	// roomDBs are the room databases of the shard map with their
@@ -81,8 +84,8 @@ type App struct {
 
 	connMetrics *connlimit.Metrics // the listeners' (listen)
 	grpcServer  *grpc.Server
-	watcher     *roomgrain.Watcher // WatchRoom streams of this node; ended first on drain
-	gateway     *grpcapi.Gateway   // HTTP/JSON client API (gateway.addr); nil when off
+	watcher     *roomfeed.Watcher // WatchRoom streams of this node; ended first on drain
+	gateway     *grpcapi.Gateway  // HTTP/JSON client API (gateway.addr); nil when off
 	health      *health.Server
 	grpcLis     net.Listener
 	httpServer  *http.Server
@@ -176,6 +179,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	if err != nil {
 		return nil, err
 	}
+	a.imPub = pub
 	roomPub, err := a.roomPublisher(ctx, pub)
 	if err != nil {
 		return nil, err
@@ -210,8 +214,10 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), directory.New(dirDeps)}, NodeID: cfg.NodeID, Lease: owners,
-			Retention: cfg.Retention.CommandLog,
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners,
+			// What follows a room, built here once for the node.
+			Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), directory.New(dirDeps),
+				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
 		})
 		if err != nil {
 			return nil, err
@@ -278,13 +284,13 @@ func (a *App) serveGRPC() error {
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)
-	watchMetrics, err := roomgrain.NewWatchMetrics(a.registry)
+	watchMetrics, err := roomfeed.NewWatchMetrics(a.registry)
 	if err != nil {
 		return err
 	}
-	a.watcher = &roomgrain.Watcher{Client: backend, Buffer: a.cfg.Watch.Buffer, CheckInterval: a.cfg.Watch.CheckInterval,
+	a.watcher = &roomfeed.Watcher{Client: roomfeed.Client{Client: backend}, Buffer: a.cfg.Watch.Buffer, CheckInterval: a.cfg.Watch.CheckInterval,
 		Metrics: watchMetrics, Logger: a.log.With("component", "watch")}
-	rs.SetEvents(grpcapi.RoomEventsOf(backend, a.watcher), a.cfg.Watch.MaxStreams)
+	rs.SetEvents(grpcapi.RoomEventsOf(roomfeed.Client{Client: backend}, a.watcher), a.cfg.Watch.MaxStreams)
 	if a.directory != nil {
 		rs.SetDirectory(a.directory)
 	}

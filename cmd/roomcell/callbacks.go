@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/trtc/trtcfake"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/tencentcb"
 )
 
@@ -26,6 +30,9 @@ func (a *App) mountCallbacks(mux *http.ServeMux) error {
 		if err != nil {
 			return fmt.Errorf("trtc.callback: %w", err)
 		}
+		if a.cfg.Presence.Source == configs.PresenceTRTC {
+			h.FollowPresence(a.cfg.Presence.StaleAfter)
+		}
 		mux.Handle(c.Path, h)
 		a.log.Info("trtc callbacks served", "path", c.Path)
 	}
@@ -34,6 +41,12 @@ func (a *App) mountCallbacks(mux *http.ServeMux) error {
 		if err != nil {
 			return fmt.Errorf("tencent_im.callback: %w", err)
 		}
+		if p := a.cfg.Presence; p.Source == configs.PresenceIM {
+			if a.directory == nil {
+				return fmt.Errorf("presence.source: im needs the room directory on the node that takes IM callbacks")
+			}
+			h.FollowPresence(p.AppCodes, p.StaleAfter, a.userRoom)
+		}
 		mux.Handle(c.Path, h)
 		a.log.Info("tencent im callbacks served", "path", c.Path)
 	}
@@ -41,6 +54,16 @@ func (a *App) mountCallbacks(mux *http.ServeMux) error {
 		mux.HandleFunc("POST /debug/fake-trtc/cut", a.fakeTRTCCut)
 	}
 	return nil
+}
+
+// userRoom is the room userID is in within appCode, from the room
+// directory ("" for none).
+func (a *App) userRoom(ctx context.Context, appCode, userID string) (string, error) {
+	ur, err := a.directory.UserRoom(ctx, appCode, userID)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return "", nil
+	}
+	return ur.RoomID, err
 }
 
 // reportFakeTRTC makes dev mode's fake TRTC post its callbacks to this

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +228,79 @@ func TestIMBeforeSendMsgEndToEnd(t *testing.T) {
 		t.Fatalf("messages out: %+v", got)
 	}
 	app.fakeIM.StateChange("bob", "Disconnect", "LinkClose")
+}
+
+// TestIMPresenceSourceEndToEnd: a dev process with presence.source im and
+// nobody heartbeating. The fake IM posts State.StateChange the way
+// Tencent does: a member who disconnects leaves stale_after later
+// (heartbeat_timeout, the stale worker's reason), once; one who logs out
+// and back in within the window stays; members IM says nothing about, or
+// says are online, stay for many windows without a heartbeat.
+func TestIMPresenceSourceEndToEnd(t *testing.T) {
+	const token, stale = "e2e-im-token", 1500 * time.Millisecond
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.TencentIM.Callback.Enabled, c.TencentIM.Callback.Token = true, token
+		c.Presence.Source, c.Presence.AppCodes = configs.PresenceIM, []string{"demo"}
+		c.Presence.StaleAfter, c.Presence.ScanInterval = stale, 250*time.Millisecond
+	})
+	app.fakeIM.SetCallbacks(&imfake.Callbacks{URL: "http://" + app.HTTPAddr() + "/callbacks/im", Token: token})
+	ctx := ctxT(t)
+	const a, r = "demo", "im-presence"
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "owner", Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"bob", "carol", "dave"} {
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "j-" + u, AppCode: a, RoomId: r, UserId: u}); err != nil {
+			t.Fatal(err)
+		}
+		// IM names a user, not a room: the directory must know the room.
+		deadline := time.Now().Add(3 * time.Second)
+		for ur, err := app.directory.UserRoom(ctx, a, u); err != nil || ur.RoomID != r; ur, err = app.directory.UserRoom(ctx, a, u) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's directory entry: %+v %v", u, ur, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	members := func() []string {
+		reply, err := rc.GetRoom(ctxT(t), &v1.GetRoomRequest{AppCode: a, RoomId: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.GetRoom().GetMembers()
+	}
+	app.fakeIM.StateChange("carol", "Login", "Register")
+	app.fakeIM.StateChange("bob", "Disconnect", "LinkClose")
+	gone := time.Now()
+	app.fakeIM.StateChange("carol", "Logout", "Unregister")
+	time.Sleep(10 * time.Millisecond)
+	app.fakeIM.StateChange("carol", "Login", "Register")
+	for slices.Contains(members(), "bob") {
+		if time.Since(gone) > stale+2*time.Second {
+			t.Fatalf("bob still a member %s after his disconnect (stale_after %s)", time.Since(gone), stale)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(gone)
+	if took < stale-100*time.Millisecond {
+		t.Fatalf("bob left %s after his disconnect, before stale_after %s", took, stale)
+	}
+	t.Logf("bob left %s after his disconnect (stale_after %s)", took.Round(time.Millisecond), stale)
+	time.Sleep(3 * stale) // many windows without a single heartbeat
+	if got := members(); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"carol", "dave", "owner"}) {
+		t.Fatalf("members %v, want carol (back within the window), dave and owner (never offline)", got)
+	}
+	reply, err := rc.ListRoomEvents(ctxT(t), &v1.ListRoomEventsRequest{AppCode: a, RoomId: r, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leaves []string
+	for _, e := range reply.Events {
+		if e.EventType == room.TypeRoomUserLeft {
+			leaves = append(leaves, e.Payload)
+		}
+	}
+	if len(leaves) != 1 || !strings.Contains(leaves[0], `"bob"`) || !strings.Contains(leaves[0], room.ReasonHeartbeatTimeout) {
+		t.Fatalf("leaves %v, want bob's heartbeat_timeout once", leaves)
+	}
 }

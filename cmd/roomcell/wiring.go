@@ -202,6 +202,9 @@ func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 func (a *App) registerServices() {
 	log := a.log.With("component", "grpc")
 	v1.RegisterClusterAdminServer(a.grpcServer, grpcapi.NewClusterAdminServer(a.member))
+	if a.imPub != nil {
+		v1.RegisterImAdminServer(a.grpcServer, grpcapi.NewImAdminServer(a.roomClient(), a.imPub, log))
+	}
 	// Over every room database (outbox_admin.go); a retry kicks every
 	// database's relay.
 	v1.RegisterOutboxAdminServer(a.grpcServer, grpcapi.NewOutboxAdminServer(a.outboxAdminStore(), func(id string) bool {

@@ -134,6 +134,12 @@ var workerList = []workerSpec{
 		start:       startGiftReconciler,
 		stopTimeout: fixed(10 * time.Second),
 	},
+	{
+		name:        imBanReconcileWorker,
+		enabled:     imBanReconcileOn,
+		start:       startIMBanReconcile,
+		stopTimeout: fixed(35 * time.Second),
+	},
 }
 
 // startWorkers spawns the supervised background actors of the roles this

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/grpcapi"
 )
@@ -26,16 +26,16 @@ func (l *logEvents) event(seq int64) *roomcellv1.RoomLogEvent {
 	return &roomcellv1.RoomLogEvent{RoomSeq: seq, EventId: fmt.Sprintf("a:r:%d:0", seq), EventType: "RoomUserJoined", Payload: `{}`, CommandId: fmt.Sprint("c", seq)}
 }
 
-func (l *logEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomgrain.EventsPage, error) {
+func (l *logEvents) ListEventsPage(_ context.Context, r *roomcellv1.ListRoomEventsRequest) (roomfeed.EventsPage, error) {
 	if r.AfterRoomSeq < l.trimmedBelow {
-		return roomgrain.EventsPage{}, &roomgrain.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: l.trimmedBelow, HeadSeq: l.head}
+		return roomfeed.EventsPage{}, &roomfeed.TrimmedError{After: r.AfterRoomSeq, OldestAfterSeq: l.trimmedBelow, HeadSeq: l.head}
 	}
 	reply := &roomcellv1.ListRoomEventsReply{NextAfterSeq: r.AfterRoomSeq, HeadSeq: l.head}
 	for s := r.AfterRoomSeq + 1; s <= l.head && len(reply.Events) < int(r.Limit); s++ {
 		reply.Events = append(reply.Events, l.event(s))
 		reply.NextAfterSeq = s
 	}
-	return roomgrain.EventsPage{Reply: reply}, nil
+	return roomfeed.EventsPage{Reply: reply}, nil
 }
 
 func (l *logEvents) Watch(ctx context.Context, _, _ string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error {
@@ -45,7 +45,7 @@ func (l *logEvents) Watch(ctx context.Context, _, _ string, after int64, accepte
 	}
 	for s, n := after+1, 0; s <= l.head; s, n = s+1, n+1 {
 		if n == l.cut {
-			return &roomgrain.WatchEndedError{ResumeAfter: s - 1, Reason: roomgrain.EndMoved}
+			return &roomfeed.WatchEndedError{ResumeAfter: s - 1, Reason: roomfeed.EndMoved}
 		}
 		if err := send(&roomcellv1.WatchRoomReply{RoomSeq: s, Events: []*roomcellv1.RoomLogEvent{l.event(s)}}); err != nil {
 			return err

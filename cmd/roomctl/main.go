@@ -55,6 +55,7 @@ var commands []*command
 var groupUsage = map[string]string{
 	"admin":   "set or remove a room admin",
 	"cluster": "cluster members as the node sees them",
+	"im":      "repair what the rooms mirror into Tencent IM: ban lists",
 	"mic":     "take or release a mic seat",
 	"notice":  "private notices: dead letters, one notice's state, requeue",
 	"outbox":  "room_outbox rows that did not reach IM: list, show, requeue, skip",
@@ -257,7 +258,7 @@ func newRoot(g *globals, stdout, stderr io.Writer) *cobra.Command {
 		Use:   "roomctl",
 		Short: "roomcell's client, operations and benchmark tool",
 		Long: "roomctl talks to a roomcell node over gRPC: one subcommand per RPC, operator commands\n" +
-			"(outbox, notice, wallet, cluster, purge) and a load generator (bench).\n" +
+			"(outbox, notice, wallet, cluster, purge, im) and a load generator (bench).\n" +
 			"Human output by default; --json prints JSON, errors included.",
 		Version:       buildinfo.String(),
 		SilenceErrors: true,

@@ -149,11 +149,16 @@ GO
 )
 go test -c -o "$RC_TEST" ./actors/relay
 
+# mariadbd's CPU per drained row on the relay side (db-µs/row), read from
+# /proc by the benchmark: the server listening on 3306.
+export ROOMCELL_BENCH_DB_PID=${ROOMCELL_BENCH_DB_PID:-$(ss -ltnpH 'sport = :3306' 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)}
 metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL=
+A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL= D_ALL=
 for p in $(seq "$PAIRS"); do
 	A=$(cd actors/relay && "$RC_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
+	D=$(metric_of db-µs/row </tmp/watermill-ratio-a.log)
+	D_ALL="$D_ALL ${D:-0}"
 	B=$("$WM_DIR/wmbench" -dsn "$MYSQL_DSN" | tee /tmp/watermill-ratio-b.log | metric_of rows/s)
 	C=- CR=-
 	if [ "${RELAY:-0}" = 1 ]; then
@@ -164,10 +169,10 @@ for p in $(seq "$PAIRS"); do
 	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log, -b.log)" >&2; exit 1; }
 	R=$(awk -v a="$A" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
 	A_ALL="$A_ALL $A" B_ALL="$B_ALL $B" R_ALL="$R_ALL $R"
-	printf 'pair %d  relay drain (no-op sink) %6.0f rows/s  watermill queue-schema forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
-		"$p" "$A" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
+	printf 'pair %d  relay drain (no-op sink) %6.0f rows/s (mariadbd %s µs/row)  watermill queue-schema forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
+		"$p" "$A" "${D:--}" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
 done
-printf 'median  relay drain %s rows/s  watermill queue schema %s rows/s  ratio %s' \
-	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
+printf 'median  relay drain %s rows/s (mariadbd %s µs/row)  watermill queue schema %s rows/s  ratio %s' \
+	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $D_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
 [ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s, ÷B %s' "$(echo $C_ALL | tr ' ' '\n' | median)" "$(echo $CR_ALL | tr ' ' '\n' | median)"
 printf '  (uptime: %s)\n' "$(uptime | sed 's/.*load/load/')"

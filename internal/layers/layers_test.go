@@ -38,6 +38,10 @@ var rules = []struct {
 	// The room directory reaches the grain through the grain's Observer
 	// interface: the grain never knows it.
 	{"actors/roomgrain", []string{"actors/directory"}, nil},
+	// The room's feed (its event tail, ListRoomEvents, WatchRoom) is an
+	// observer too: the grain keeps the command log and never knows who
+	// reads it.
+	{"actors/roomgrain", []string{"actors/roomfeed"}, nil},
 	// clustertest drives whole processes against a real database.
 	{"cluster", []string{"actors", "grpcapi", "cmd", "delivery", "persistence"}, []string{"cluster/clustertest"}},
 	{"grpcapi", []string{"cmd"}, nil},

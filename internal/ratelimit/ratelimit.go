@@ -21,7 +21,7 @@ const (
 	ClassModeration = "moderation"
 	ClassCommand    = "command"
 	// ClassRead: the reads that cost a room or the directory a look
-	// (GetRoom, ListBans, ListSeatRequests, ListRooms). Apart from the
+	// (GetRoom, ListBans, ListSeatRequests, ListRooms, ListContributors). Apart from the
 	// commands, so a client polling a room spends no command's token.
 	ClassRead = "read"
 )
@@ -32,12 +32,13 @@ const (
 	ReadListBans         = "ListBans"
 	ReadListRooms        = "ListRooms"
 	ReadListSeatRequests = "ListSeatRequests"
+	ReadListContributors = "ListContributors"
 )
 
 // IsRead reports whether an RPC is one of the reads of ClassRead.
 func IsRead(rpc string) bool {
 	switch rpc {
-	case ReadGetRoom, ReadListBans, ReadListRooms, ReadListSeatRequests:
+	case ReadGetRoom, ReadListBans, ReadListRooms, ReadListSeatRequests, ReadListContributors:
 		return true
 	}
 	return false

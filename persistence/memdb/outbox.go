@@ -24,11 +24,27 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	}
 	s.outbox.mu.RLock()
 	defer s.outbox.mu.RUnlock()
-	s.outbox.scanStatus(persistence.OutboxPending, math.MinInt64, "", func(e *outboxEntry) bool {
+	return s.outbox.listStatus(persistence.OutboxPending, limit), nil
+}
+
+// listStatus returns up to limit rows of one status (limit <= 0: all) in
+// persistence.CompareListOrder. The status set is in (created_at_ms,
+// event_id) order, so the walk goes on past limit through the rows of
+// the last one's millisecond before the cut. Callers hold mu.
+func (t *outboxTable) listStatus(status string, limit int) []persistence.OutboxRow {
+	var out []persistence.OutboxRow
+	t.scanStatus(status, math.MinInt64, "", func(e *outboxEntry) bool {
+		if limit > 0 && len(out) >= limit && e.CreatedAtMs != out[len(out)-1].CreatedAtMs {
+			return false
+		}
 		out = append(out, e.row())
-		return len(out) < limit
+		return true
 	})
-	return out, nil
+	slices.SortFunc(out, persistence.CompareListOrder)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }
 
 // ClaimPendingOutbox implements persistence.OutboxStore. The scan and the
@@ -378,24 +394,18 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	defer t.mu.RUnlock()
 	var out []persistence.OutboxRow
 	if f.Status != "" {
-		t.scanStatus(f.Status, math.MinInt64, "", func(e *outboxEntry) bool {
-			out = append(out, e.row())
-			return !full(len(out))
-		})
-		return out, nil
+		return t.listStatus(f.Status, f.Limit), nil
 	}
-	all := make([]*outboxEntry, 0, len(t.byID))
+	all := make([]persistence.OutboxRow, 0, len(t.byID))
 	for _, e := range t.byID {
-		all = append(all, e)
+		all = append(all, e.row())
 	}
-	slices.SortFunc(all, func(a, b *outboxEntry) int {
-		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
-	})
-	for _, e := range all {
+	slices.SortFunc(all, persistence.CompareListOrder)
+	for _, r := range all {
 		if full(len(out)) {
 			break
 		}
-		out = append(out, e.row())
+		out = append(out, r)
 	}
 	return out, nil
 }

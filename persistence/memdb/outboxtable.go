@@ -33,13 +33,13 @@ type outboxTable struct {
 	// relay's claim, without walking rows that wait for a retry.
 	due *btree.BTreeG[*outboxEntry]
 	// room holds the pending rows by (app_code, room_id, room_seq,
-	// event_id): the claim's per-room step.
+	// event_index): the claim's per-room step.
 	room *btree.BTreeG[*outboxEntry]
 	// mq holds the MQ-pending rows by (created_at_ms, event_id): the MQ
 	// fanout's claim and backlog.
 	mq *btree.BTreeG[*outboxEntry]
 	// mqRoom holds the MQ-pending rows by (app_code, room_id, room_seq,
-	// event_id): the MQ claim's per-room step.
+	// event_index): the MQ claim's per-room step.
 	mqRoom *btree.BTreeG[*outboxEntry]
 	// sets lists the five with the rows each holds.
 	sets [5]orderedSet
@@ -88,12 +88,18 @@ func dueLess(a, b *outboxEntry) bool {
 	return a.EventID < b.EventID
 }
 
+// roomLess orders a room's rows as they go out: by room_seq, then by the
+// event's index in its command (the event id's text would put the 11th
+// event of a command before the 2nd).
 func roomLess(a, b *outboxEntry) bool {
+	if a.RoomSeq == b.RoomSeq && a.EventIndex != b.EventIndex && a.AppCode == b.AppCode && a.RoomID == b.RoomID {
+		return a.EventIndex < b.EventIndex
+	}
 	return roomOrder{a.AppCode, a.RoomID, a.RoomSeq, a.EventID}.less(roomOrder{b.AppCode, b.RoomID, b.RoomSeq, b.EventID})
 }
 
 // roomOrder is a row's place in an order by room, then a number, then an
-// id: the outbox's per-room set and the directory's presence.
+// id: the directory's presence.
 type roomOrder struct {
 	app, room string
 	n         int64

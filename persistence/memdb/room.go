@@ -104,6 +104,7 @@ func (s *Store) writeAppend(b *groupTxn, a persistence.Append) error {
 		e := &stored.Events[i]
 		row := persistence.OutboxRow{
 			Status:        persistence.OutboxPending,
+			EventIndex:    i,
 			CreatedAtMs:   e.CreatedAtMs,
 			UpdatedAtMs:   e.CreatedAtMs,
 			NextRetryAtMs: e.CreatedAtMs,

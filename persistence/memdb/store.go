@@ -94,7 +94,8 @@ type outboxEntry struct {
 	Status        string
 	MQStatus      string
 	LockedBy      string
-	RetryCount    int
+	RetryCount    int32
+	EventIndex    int32 // the event's place in its command (OutboxRow.EventIndex)
 	CreatedAtMs   int64
 	UpdatedAtMs   int64
 	PublishedAtMs int64
@@ -134,7 +135,8 @@ func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outbo
 	}
 	e := &outboxEntry{
 		Envelope: env,
-		Status:   row.Status, MQStatus: row.MQStatus, LockedBy: row.LockedBy, RetryCount: row.RetryCount,
+		Status:   row.Status, MQStatus: row.MQStatus, LockedBy: row.LockedBy, RetryCount: int32(row.RetryCount),
+		EventIndex:  int32(row.EventIndex),
 		CreatedAtMs: row.CreatedAtMs, UpdatedAtMs: row.UpdatedAtMs, PublishedAtMs: row.PublishedAtMs,
 		LockUntilMs: row.LockUntilMs, NextRetryAtMs: row.NextRetryAtMs,
 	}
@@ -154,7 +156,8 @@ func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outbo
 func (e *outboxEntry) row() persistence.OutboxRow {
 	r := persistence.OutboxRow{
 		Envelope: cloneEnvelope(*e.Envelope),
-		Status:   e.Status, MQStatus: e.MQStatus, LockedBy: e.LockedBy, RetryCount: e.RetryCount,
+		Status:   e.Status, MQStatus: e.MQStatus, LockedBy: e.LockedBy, RetryCount: int(e.RetryCount),
+		EventIndex:  int(e.EventIndex),
 		CreatedAtMs: e.CreatedAtMs, UpdatedAtMs: e.UpdatedAtMs, PublishedAtMs: e.PublishedAtMs,
 		LockUntilMs: e.LockUntilMs, NextRetryAtMs: e.NextRetryAtMs,
 	}

@@ -17,7 +17,7 @@ func (s *Store) claimBefore(ctx context.Context, owner string, nowMs, leaseMs in
 	defer cancel()
 	rs, err := s.db.QueryContext(ctx, "SELECT app_code, room_id FROM room_outbox"+
 		" WHERE status = 'pending' AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
-		" ORDER BY next_retry_at_ms, event_id LIMIT ?", nowMs, nowMs, limit*claimScanFactor)
+		" ORDER BY next_retry_at_ms, event_id LIMIT ?", nowMs, nowMs, limit*4)
 	if err != nil {
 		return nil, err
 	}

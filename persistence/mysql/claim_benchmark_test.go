@@ -156,7 +156,7 @@ func loadBacklog(b testing.TB, s *Store, n, rooms int) {
 			if i > at {
 				q.WriteByte(',')
 			}
-			q.WriteString("(?,?,?,?,?,?,'pending',0,NULL,0,0,?,?,'none')")
+			q.WriteString("(?,?,?,?,?,?,'pending',0,NULL,0,0,?,?,'none',0)")
 			args = append(args, env.EventID, env.AppCode, env.RoomID, env.RoomSeq, env.EventType, raw, env.CreatedAtMs, env.CreatedAtMs)
 		}
 		if _, err := s.db.Exec(q.String(), args...); err != nil {

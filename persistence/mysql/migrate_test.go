@@ -356,3 +356,64 @@ func TestSchemaAheadOfTheBinaryIsRefused(t *testing.T) {
 		t.Fatalf("a database that does not exist: %+v %v, want every migration pending", st, err)
 	}
 }
+
+// Rows written before event_index existed and still to be sent get their
+// index from their id, so a command's 11th event still goes after its
+// 2nd after the upgrade.
+func TestEventIndexBackfilledFromTheEventID(t *testing.T) {
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	database := base + "_ei"
+	dropLater(t, db, database)
+	ms, err := Migrations(RoomSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.ExecContext(t.Context(), q, args...); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	exec(createDatabaseSQL(database))
+	exec("USE `" + database + "`")
+	exec(migrationsTable)
+	for _, m := range ms {
+		if strings.Contains(m.SQL, "event_index") {
+			break
+		}
+		for _, q := range SplitStatements(m.SQL) {
+			exec(q)
+		}
+		exec("INSERT INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
+			RoomSchema, m.Version, m.Name, m.Checksum)
+	}
+	rows := map[string]struct {
+		status string
+		want   int
+	}{
+		"app:room:7:12": {"pending", 12}, "app:room:7:3": {"parked", 3}, "app:ro:om:7:11": {"pending", 11},
+		"app:room:6:9": {"published", 0}, "legacy-id": {"pending", 0},
+	}
+	for id, r := range rows {
+		exec("INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, created_at_ms, updated_at_ms)"+
+			" VALUES (?, 'app', 'room', 7, 'RoomUserJoined', '{}', ?, 1, 1)", id, r.status)
+	}
+	if err := Migrate(t.Context(), db, RoomSchema, database); err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range rows {
+		var got int
+		if err := db.QueryRowContext(t.Context(), "SELECT event_index FROM `"+database+"`.room_outbox WHERE event_id = ?", id).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != r.want {
+			t.Errorf("%s (%s): event_index %d, want %d", id, r.status, got, r.want)
+		}
+	}
+}

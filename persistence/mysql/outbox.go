@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -14,7 +13,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms, effects_done"
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms, effects_done, event_index"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -33,7 +32,7 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	)
 	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
 		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res,
-		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs, &r.EffectsDone); err != nil {
+		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs, &r.EffectsDone, &r.EventIndex); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
@@ -77,9 +76,14 @@ func (s *Store) queryOutbox(ctx context.Context, q interface {
 	return out, nil
 }
 
+// listOrder is persistence.CompareListOrder in SQL.
+const listOrder = "created_at_ms, app_code, room_id, room_seq, event_index, event_id"
+
 // ListPendingOutbox implements persistence.OutboxStore. limit <= 0 returns
-// nothing: a scan is always bounded. It walks idx_room_outbox_pending in
-// (created_at_ms, event_id) order and stops after limit rows.
+// nothing: a scan is always bounded. It reads the pending entries of
+// idx_room_outbox_pending (the backlog) and sorts them in listOrder (the
+// index's event_id order would list a command's 11th event before its
+// 2nd); seed 000's scan and the tests', not the relay's claim.
 func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
@@ -90,19 +94,22 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	return s.queryOutbox(ctx, s.db, "list pending outbox",
-		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY created_at_ms, event_id LIMIT ?", limit)
+		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY "+listOrder+" LIMIT ?", limit)
 }
 
-// claimScanFactor: each page of the claim's room scan reads up to
-// limit×this due rows to find rooms, so a few hot rooms with many due rows
-// do not hide others.
-const claimScanFactor = 4
+// claimScanPage is the least number of due rows one page of the claim's
+// room scan reads; a page is otherwise the claim's limit. Each row the
+// scan reads costs a row lookup (the room and the lease are not in
+// idx_room_outbox_pending), so a page reads about what the claim can take
+// and more pages follow only while the rooms found do not fill it (hot
+// rooms whose many rows fill a page, rooms held by others).
+const claimScanPage = 256
 
 // claimScanPages bounds the pages one claim reads when the rooms found are
 // held by others (a room's publisher holds its newest rows): the claim
 // looks further back instead of claiming nothing while free rooms wait
-// behind held ones.
-const claimScanPages = 4
+// behind held ones, up to 16 claims' worth of rows.
+const claimScanPages = 16
 
 // maxClaimRooms bounds the rooms one claim plans from one page.
 const maxClaimRooms = 256
@@ -125,7 +132,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			return nil, nil
 		}
 		pages++
-		want := limit * claimScanFactor
+		want := max(limit, claimScanPage)
 		rs, err := q.QueryContext(ctx, "SELECT app_code, room_id, created_at_ms, event_id FROM room_outbox FORCE INDEX (idx_room_outbox_pending)"+
 			" WHERE status = 'pending' AND (created_at_ms > ? OR (created_at_ms = ? AND event_id > ?))"+
 			" AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
@@ -314,7 +321,7 @@ func (s *Store) claimPlan(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 // planRooms plans one chunk of claimPlan's rooms.
 func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
 	in, args := roomArgs(rooms, []any{nowMs})
-	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
 		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id", args...)
 	if err != nil {
 		return nil, s.claimErr(err)
@@ -342,7 +349,7 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 	held := map[persistence.RoomKey]bool{}
 	if len(leased) > 0 {
 		in, args := roomArgs(leased, []any{nowMs, owner})
-		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_lease)"+
+		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
 			" WHERE status = 'pending' AND lock_until_ms > ? AND locked_by <> ? AND (app_code, room_id) IN ("+in+")", args...)
 		if err != nil {
 			return nil, s.claimErr(err)
@@ -396,7 +403,7 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT " + outboxColumns + " FROM room_outbox FORCE INDEX (idx_room_outbox_room)" +
-			" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_id LIMIT ? FOR UPDATE)")
+			" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_index LIMIT ? FOR UPDATE)")
 		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
 	}
 	rows, err := s.queryOutbox(ctx, tx, "claim outbox", q.String(), args...)
@@ -422,22 +429,12 @@ func takeFree(rows []persistence.OutboxRow, take []roomTake, free func(rs []pers
 	var out []persistence.OutboxRow
 	for _, t := range take {
 		rs := byRoom[t.key]
-		sortRoomSeq(rs)
+		slices.SortFunc(rs, persistence.CompareRoomOrder)
 		if free(rs) {
 			out = append(out, rs...)
 		}
 	}
 	return out
-}
-
-// sortRoomSeq sorts one room's rows by (room_seq, event_id).
-func sortRoomSeq(rows []persistence.OutboxRow) {
-	slices.SortFunc(rows, func(a, b persistence.OutboxRow) int {
-		if c := cmp.Compare(a.Envelope.RoomSeq, b.Envelope.RoomSeq); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Envelope.EventID, b.Envelope.EventID)
-	})
 }
 
 // lease writes owner's lease into rows (in the store and in the slice).
@@ -657,8 +654,8 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 }
 
 // ListOutbox implements persistence.OutboxStore. Limit <= 0 means no
-// limit. With a status it walks idx_room_outbox_pending; without one it
-// sorts the whole table: an operator query, not a hot path.
+// limit. It sorts the rows of the status (idx_room_outbox_pending) or the
+// whole table in listOrder: an operator query, not a hot path.
 func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
@@ -671,7 +668,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 		q += " WHERE status = ?"
 		args = append(args, f.Status)
 	}
-	q += " ORDER BY created_at_ms, event_id"
+	q += " ORDER BY " + listOrder
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, f.Limit)

@@ -41,7 +41,7 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 			seen    = map[persistence.RoomKey]bool{}
 		)
 		for page, left := 0, limit; page < claimScanPages && left > 0; page++ {
-			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, limit*claimScanFactor, &afterMs, &afterID, seen)
+			rooms, more, err := s.mqRoomsPage(ctx, tx, nowMs, max(limit, claimScanPage), &afterMs, &afterID, seen)
 			if err != nil {
 				return mqClaimFailed(err)
 			}
@@ -175,7 +175,7 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT event_id FROM room_outbox FORCE INDEX (idx_room_outbox_room_mq)" +
-			" WHERE app_code = ? AND room_id = ? AND mq_status = 'pending' ORDER BY room_seq, event_id LIMIT ?)")
+			" WHERE app_code = ? AND room_id = ? AND mq_status = 'pending' ORDER BY room_seq, event_index LIMIT ?)")
 		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
 	}
 	rs, err := tx.QueryContext(ctx, q.String(), args...)

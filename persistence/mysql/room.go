@@ -525,7 +525,7 @@ func (b *rowsBuilder) flush() {
 const (
 	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms) VALUES "
 	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
-	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status) VALUES "
+	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status, event_index) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
 	// later expressions see earlier assignments, so seq goes last. VALUES()
@@ -561,7 +561,7 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	logRows := rowsBuilder{head: insertCommandLog, rows: len(ps), rowArgs: 7, rowText: len("(?,?,,?,?,?,?,?,)") + 2*maxIntText}
 	giftRows := rowsBuilder{head: insertGiftSent, rows: gifts, rowArgs: 3, rowText: len("(?,?,?,'sent',)") + maxIntText}
 	outboxRows := rowsBuilder{head: insertOutbox, rows: events, rowArgs: 6,
-		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,'')") + len(mqStatus) + 5*maxIntText}
+		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,'',)") + len(mqStatus) + 6*maxIntText}
 	snapRows := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, rows: snaps, rowArgs: 3, rowText: len("(?,?,,?,)") + 2*maxIntText}
 	mq := "'" + mqStatus + "'"
 	for i, p := range ps {
@@ -584,7 +584,7 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 		for i, e := range c.Events {
 			outboxRows.row(len(p.envelopes[i])+160).param(e.EventID, reuse(e.AppCode, k.app), reuse(e.RoomID, k.room)).ints(e.RoomSeq).
 				param(e.EventType, p.envelopes[i]).sql("'pending'", "0").param(lockedBy).
-				ints(lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs).sql(mq).end()
+				ints(lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs).sql(mq).ints(int64(i)).end()
 		}
 		if sn := p.a.Snapshot; sn != nil {
 			state := sn.State

@@ -24,6 +24,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ClaimLeases", testClaimLeases},
 		{"ClaimConcurrentOwnersDisjoint", testClaimConcurrentDisjoint},
 		{"ClaimRoomOrderAndDue", testClaimRoomOrderAndDue},
+		{"ManyEventsOfOneCommandInIndexOrder", testManyEventsInIndexOrder},
 		{"ClaimOldestRoomFirst", testClaimOldestRoomFirst},
 		{"ClaimInsertLease", testClaimInsertLease},
 		{"ParkRequeueSkip", testParkRequeueSkip},
@@ -80,10 +81,11 @@ func getOutbox(t *testing.T, s persistence.Store, eventID string) persistence.Ou
 func testAppendWritesPendingOutbox(t *testing.T, s persistence.Store) {
 	c := command(roomA, 1, "cmd-1", 1234, "ev-1a", "ev-1b")
 	mustAppend(t, s, persistence.Append{Command: c})
-	for _, e := range c.Events {
+	for i, e := range c.Events {
 		got := getOutbox(t, s, e.EventID)
 		want := persistence.OutboxRow{
 			Envelope:      e,
+			EventIndex:    i,
 			Status:        persistence.OutboxPending,
 			CreatedAtMs:   1234,
 			UpdatedAtMs:   1234,
@@ -474,6 +476,91 @@ func testClaimRoomOrderAndDue(t *testing.T, s persistence.Store) {
 	got, err = s.ClaimPendingOutbox(ctx, "relay-b", 5000, 500, 5)
 	mustNoErr(t, "claim at due", err)
 	wantIDs(t, "at the due time roomA comes back from its earliest row", eventIDs(got), a[:5])
+}
+
+// bigCommand appends one command of n events to key at seq, ids as
+// room.EventID spells them (app:room:seq:index), whose text puts index 10
+// before 2, and returns the ids in the command's order.
+func bigCommand(t *testing.T, s persistence.Store, key persistence.RoomKey, seq int64, n int, at int64) []string {
+	t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s:%s:%d:%d", key.AppCode, key.RoomID, seq, i)
+	}
+	mustAppend(t, s, persistence.Append{Command: command(key, seq, fmt.Sprintf("big-%d", seq), at, ids...)})
+	return ids
+}
+
+// A command's events share its room_seq: a room's rows go out in the
+// command's order (batch ban of 20, a full room closed), never in the
+// order of their ids' text, through every claim size and every list.
+func testManyEventsInIndexOrder(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	before := seedOutbox(t, s, roomA, 50)
+	big := bigCommand(t, s, roomA, 2, 25, 100)
+	after := command(roomA, 3, "after", 100, "z-after")
+	mustAppend(t, s, persistence.Append{Command: after})
+	all := slices.Concat(before, big, []string{"z-after"})
+	for i, id := range big {
+		if row := getOutbox(t, s, id); row.EventIndex != i {
+			t.Fatalf("%s: EventIndex %d, want %d", id, row.EventIndex, i)
+		}
+	}
+
+	got, err := s.ListPendingOutbox(ctx, 100)
+	mustNoErr(t, "ListPendingOutbox", err)
+	wantIDs(t, "ListPendingOutbox", eventIDs(got), all)
+	got, err = s.ListPendingOutbox(ctx, 12)
+	mustNoErr(t, "ListPendingOutbox(12)", err)
+	wantIDs(t, "ListPendingOutbox(12) cuts the command after its 11th event", eventIDs(got), all[:12])
+	got, err = s.ListOutbox(ctx, persistence.OutboxFilter{Limit: 7})
+	mustNoErr(t, "ListOutbox", err)
+	wantIDs(t, "ListOutbox(limit 7)", eventIDs(got), all[:7])
+	got, err = s.ListOutbox(ctx, persistence.OutboxFilter{Status: persistence.OutboxPending, Limit: 15})
+	mustNoErr(t, "ListOutbox(pending)", err)
+	wantIDs(t, "ListOutbox(pending, limit 15)", eventIDs(got), all[:15])
+
+	// Claims of every size walk the room in order: each takes the next
+	// rows after what the previous one took (and marked), none skipped,
+	// none repeated, a limit cutting the command anywhere.
+	now := claimInSteps(t, all, []int{3, 1, 8, 2, 11, 100}, func(limit int, now int64) ([]string, error) {
+		got, err := s.ClaimPendingOutbox(ctx, "relay-a", now, 500, limit)
+		if err == nil {
+			err = s.MarkOutboxPublishedBatch(ctx, eventIDs(got), now)
+		}
+		return eventIDs(got), err
+	})
+
+	// The room's own publisher catching up claims the same way.
+	roomB := persistence.RoomKey{AppCode: "app1", RoomID: "room-b"}
+	bigB := bigCommand(t, s, roomB, 7, 25, 200)
+	got, err = s.ClaimRoomOutbox(ctx, roomB, "publisher", now, 500, 13)
+	mustNoErr(t, "ClaimRoomOutbox", err)
+	wantIDs(t, "ClaimRoomOutbox(13)", eventIDs(got), bigB[:13])
+	mustNoErr(t, "ReleaseOutboxBatch", s.ReleaseOutboxBatch(ctx, eventIDs(got)))
+	got, err = s.ClaimRoomOutbox(ctx, roomB, "publisher", now, 500, 100)
+	mustNoErr(t, "ClaimRoomOutbox", err)
+	wantIDs(t, "ClaimRoomOutbox(100)", eventIDs(got), bigB)
+}
+
+// claimInSteps claims and marks with each of limits in turn (claim does
+// both, at now, one millisecond later each time) and checks that each
+// claim took the next rows of all after what the previous ones took: none
+// skipped, none repeated, in order, wherever a limit cut. It returns the
+// next now.
+func claimInSteps(t *testing.T, all []string, limits []int, claim func(limit int, now int64) ([]string, error)) int64 {
+	t.Helper()
+	var sent []string
+	now := int64(1000)
+	for _, limit := range limits {
+		got, err := claim(limit, now)
+		mustNoErr(t, "claim and mark", err)
+		wantIDs(t, fmt.Sprintf("claim of %d after %d sent", limit, len(sent)), got, all[len(sent):min(len(all), len(sent)+limit)])
+		sent = append(sent, got...)
+		now++
+	}
+	wantIDs(t, "every row once, in order", sent, all)
+	return now
 }
 
 // Rooms are claimed by the creation time of their oldest due free row,

@@ -22,6 +22,7 @@ func RunOutboxMQ(t *testing.T, newStore, newPlain func(t *testing.T) persistence
 		{"ClaimLeaseAndRelease", testMQClaimLease},
 		{"ClaimConcurrentOwnersDisjoint", testMQClaimConcurrent},
 		{"ClaimWholeRooms", testMQClaimWholeRooms},
+		{"ManyEventsOfOneCommandInIndexOrder", testMQManyEventsInIndexOrder},
 		{"ParkAndUnknown", testMQPark},
 	})
 	t.Run("FanoutOffWritesNone", func(t *testing.T) {
@@ -240,4 +241,18 @@ func testMQPark(t *testing.T, s persistence.Store) {
 	if err := s.ParkOutboxMQ(ctx, "no-such-event"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("ParkOutboxMQ of an unknown event: %v, want ErrNotFound", err)
 	}
+}
+
+// The MQ fanout's claim keeps a command's events in the command's order
+// too, whatever its limit cuts (the ids' text puts index 10 before 2).
+func testMQManyEventsInIndexOrder(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	big := bigCommand(t, s, roomA, 1, 25, 100)
+	claimInSteps(t, big, []int{4, 9, 1, 100}, func(limit int, now int64) ([]string, error) {
+		got, err := s.ClaimOutboxMQ(ctx, "mq-a", now, 500, limit)
+		if err == nil {
+			err = s.MarkOutboxMQPublished(ctx, eventIDs(got), now)
+		}
+		return eventIDs(got), err
+	})
 }

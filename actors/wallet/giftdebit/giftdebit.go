@@ -34,13 +34,13 @@ func request(d roomgrain.GiftDebit) wallet.DebitGiftRequest {
 }
 
 // HoldGift reserves the gift under the room command's command_id and
-// returns the heat the wallet priced it at.
-func (a Adapter) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (int64, error) {
+// returns the heat and the price the wallet charged.
+func (a Adapter) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (roomgrain.GiftCharge, error) {
 	res, err := a.W.HoldGift(ctx, request(d))
 	if err != nil {
-		return 0, unavailableIfContext(err)
+		return roomgrain.GiftCharge{}, unavailableIfContext(err)
 	}
-	return res.HeatValue, nil
+	return roomgrain.GiftCharge{Heat: res.HeatValue, Value: res.PriceTotal}, nil
 }
 
 // ConfirmGift implements roomgrain.GiftDebiter.
@@ -75,7 +75,7 @@ func (r Remote) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // HoldGift reserves the gift in the remote wallet.
-func (r Remote) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (int64, error) {
+func (r Remote) HoldGift(ctx context.Context, d roomgrain.GiftDebit) (roomgrain.GiftCharge, error) {
 	ctx, cancel := r.ctx(ctx)
 	defer cancel()
 	return Adapter{W: r.W}.HoldGift(ctx, d)

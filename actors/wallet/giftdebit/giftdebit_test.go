@@ -47,13 +47,13 @@ func (f *fakeWallet) RefundGift(ctx context.Context, appCode, commandID string) 
 	return wallet.SettleResult{}, f.wait(ctx)
 }
 
-func TestRemotePassesTheGiftAndReturnsHeat(t *testing.T) {
-	f := &fakeWallet{res: wallet.DebitGiftResult{HeatValue: 42}}
+func TestRemotePassesTheGiftAndReturnsHeatAndPrice(t *testing.T) {
+	f := &fakeWallet{res: wallet.DebitGiftResult{HeatValue: 42, PriceTotal: 30}}
 	r := Remote{W: f}
 	heat, err := r.HoldGift(t.Context(), roomgrain.GiftDebit{AppCode: "a", RoomID: "r", CommandID: "c", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3})
 	want := wallet.DebitGiftRequest{AppCode: "a", CommandID: "c", RoomID: "r", FromUserID: "u1", ToUserID: "u2", GiftID: "rose", Count: 3}
-	if err != nil || heat != 42 || f.got != want {
-		t.Fatalf("heat %d err %v, wallet got %+v", heat, err, f.got)
+	if err != nil || heat != (roomgrain.GiftCharge{Heat: 42, Value: 30}) || f.got != want {
+		t.Fatalf("charge %+v err %v, wallet got %+v", heat, err, f.got)
 	}
 	if err := r.ConfirmGift(t.Context(), "a", "c"); err != nil {
 		t.Fatal(err)

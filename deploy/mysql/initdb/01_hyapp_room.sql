@@ -231,3 +231,44 @@ INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, appl
 ALTER TABLE room_outbox ADD COLUMN effects_done INT UNSIGNED NOT NULL DEFAULT 0;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 9, '009_room_outbox_effects_done', '98c07e09db230bdfe467c69d0521c05efa6628fe8df04c903421aaaa06e0ad8f', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/010_room_outbox_event_index.sql ----
+-- A command's events share its room_seq; their order within it is the
+-- event's index in the command. The event id's text ends with that index,
+-- so ordering by it put the 11th event of a command before the 2nd (a
+-- batch ban of 20 reached IM out of order). The claims order a room's rows
+-- by (room_seq, event_index) instead, straight from the per-room indexes.
+ALTER TABLE room_outbox ADD COLUMN event_index INT NOT NULL DEFAULT 0;
+
+-- Rows still to be sent get their index from their id (room.EventID:
+-- app:room:seq:index); sent rows only matter to operators' lists.
+UPDATE room_outbox SET event_index = CAST(SUBSTRING_INDEX(event_id, ':', -1) AS UNSIGNED)
+  WHERE (status IN ('pending', 'parked') OR mq_status = 'pending') AND event_id REGEXP ':[0-9]{1,9}$';
+
+ALTER TABLE room_outbox DROP KEY idx_room_outbox_room, ADD KEY idx_room_outbox_room (app_code, room_id, status, room_seq, event_index);
+
+ALTER TABLE room_outbox DROP KEY idx_room_outbox_room_mq, ADD KEY idx_room_outbox_room_mq (app_code, room_id, mq_status, room_seq, event_index, mq_lock_until_ms);
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 10, '010_room_outbox_event_index', '0b53fa3d01695129bfa5e6bda625136868b2fa7478812bcfbdaa716518549128', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/011_room_outbox_fewer_status_indexes.sql ----
+-- Every published row is written twice (the claim's lease, then the
+-- published mark), and each write moves the row's entry in every
+-- secondary index holding a column it changes: the mark moved four
+-- (status is in each of them), the lease one. Fewer indexes on the hot
+-- columns make both writes cheaper without changing what they record:
+--  * idx_room_outbox_room_lease (app_code, room_id, status, lock_until_ms)
+--    folds into idx_room_outbox_room: the claim's per-room depth and lease
+--    check still read the index alone, and its locking read walks the
+--    same index in (room_seq, event_index) order;
+--  * idx_room_outbox_due (status, next_retry_at_ms, event_id) is read by no
+--    query (the claim walks rooms by age and checks each room's lowest
+--    row's due time; the operators' bulk requeue of waiting rows filters
+--    the pending backlog by next_retry_at_ms).
+ALTER TABLE room_outbox DROP KEY idx_room_outbox_room, ADD KEY idx_room_outbox_room (app_code, room_id, status, room_seq, event_index, lock_until_ms);
+
+ALTER TABLE room_outbox DROP KEY idx_room_outbox_room_lease;
+
+ALTER TABLE room_outbox DROP KEY idx_room_outbox_due;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 11, '011_room_outbox_fewer_status_indexes', 'ef07ee816e8d1dc909fef11e80ec7e0375551526706141dcabaf2559f52d9f05', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));

@@ -3,7 +3,7 @@
 // Two cluster members in one process (see multimember_test.go for why
 // this file is built only without -race).
 
-package roomgrain
+package roomfeed
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -28,14 +29,14 @@ func TestWatchResumesAcrossAnOwnerChange(t *testing.T) {
 			defer a.Stop(false)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			cb := &Client{Cluster: b.Cluster, AttemptTimeout: 2 * time.Second}
+			cb := Client{&roomgrain.Client{Cluster: b.Cluster, AttemptTimeout: 2 * time.Second}}
 			nb := &eventsNode{store: store, member: b, client: cb}
 			// A room whose grain lives on a.
 			roomID := ""
 			for i := range 40 {
 				id := fmt.Sprint("m", i)
 				nb.do(t, createCmd(id, "c0"))
-				if pid := b.Cluster.Get("app/"+id, Kind); pid != nil && pid.Address == a.Cluster.ActorSystem.Address() {
+				if pid := b.Cluster.Get("app/"+id, roomgrain.Kind); pid != nil && pid.Address == a.Cluster.ActorSystem.Address() {
 					roomID = id
 					break
 				}

@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func (im *lossyIM) flush() {
 // whenever IM skips a seq.
 type simClient struct {
 	t       *testing.T
-	client  *Client
+	client  Client
 	roomID  string
 	state   room.State // the room at c, from the log only
 	c       int64

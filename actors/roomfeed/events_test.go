@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
@@ -32,7 +33,7 @@ import (
 type eventsNode struct {
 	store  *memdb.Store
 	member *cluster.Member
-	client *Client
+	client Client
 }
 
 func startEventsNode(t testing.TB, pub delivery.Publisher, snapshotEvery int) *eventsNode {
@@ -43,14 +44,15 @@ func startEventsNode(t testing.TB, pub delivery.Publisher, snapshotEvery int) *e
 		cfg.Room.SnapshotEvery = snapshotEvery
 	}
 	store := memdb.New()
-	deps := Deps{Store: store, Publisher: pub, Gifts: fixedHeat(3), Config: cfg.Room}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))},
+	deps := roomgrain.Deps{Store: store, Publisher: pub, Gifts: roomgrain.FreeGifts(3), Config: cfg.Room,
+		Observers: []roomgrain.NewObserver{New(Config{StoreTimeout: cfg.Room.StoreTimeout}).Observe()}}
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(roomgrain.Kind, roomgrain.GrainProps(deps))},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Stop(false) })
-	return &eventsNode{store: store, member: m, client: &Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}}
+	return &eventsNode{store: store, member: m, client: Client{&roomgrain.Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}}}
 }
 
 func (n *eventsNode) do(t testing.TB, rc *v1.RoomCommand) *v1.CommandReply {
@@ -451,7 +453,7 @@ func TestWatchEndsWhenTheActivationStopsAndResumes(t *testing.T) {
 	for c.last() < 2 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	pid := n.member.Cluster.Get("app/r1", Kind)
+	pid := n.member.Cluster.Get("app/r1", roomgrain.Kind)
 	n.member.Cluster.ActorSystem.Root.Poison(pid)
 	var we *WatchEndedError
 	select {

@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"bytes"
@@ -148,8 +148,7 @@ func TestListEventsFromTheTailEqualsTheStore(t *testing.T) {
 	n := startEventsNode(t, nil, 0)
 	n.do(t, createCmd("r1", "c0"))
 	cfg := configs.Default()
-	storeRead := &Deps{Store: n.store, Config: cfg.Room}
-	storeRead.setDefaults()
+	storeRead := New(Config{StoreTimeout: cfg.Room.StoreTimeout})
 	key := persistence.RoomKey{AppCode: "app", RoomID: "r1"}
 	rng := rand.New(rand.NewPCG(3, 4))
 	ctx := context.Background()
@@ -194,7 +193,7 @@ func TestListEventsFromTheTailEqualsTheStore(t *testing.T) {
 				t.Fatalf("after %d: event %s sent with another encoding", after, e.EventId)
 			}
 		}
-		want := storeRead.readEvents(key, after, got.HeadSeq, int(limit))
+		want := storeRead.readEvents(n.store, key, after, got.HeadSeq, int(limit))
 		if want.Error != nil {
 			t.Fatalf("store read: %v", want.Error)
 		}

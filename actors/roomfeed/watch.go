@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 )
 
@@ -32,7 +33,7 @@ import (
 // stops answering the feed's periodic check, or the node closes the
 // Watcher (drain).
 type Watcher struct {
-	Client *Client
+	Client Client
 	// Buffer is how many commits a watcher may have waiting; default
 	// 1024. The commits are the feed's, one copy for all its watchers:
 	// a watcher holds only its place. (Its own channel of 128 was 1 KB a
@@ -208,7 +209,7 @@ func (w *Watcher) Watch(ctx context.Context, app, roomID string, after int64, se
 // room's owner has taken the watch, before the catch-up and any event:
 // an error from it ends the watch.
 func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*v1.WatchRoomReply) error) error {
-	identity, err := roomIdentity(app, roomID)
+	identity, err := roomgrain.Identity(app, roomID)
 	if err != nil {
 		return err
 	}

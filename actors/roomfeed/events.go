@@ -1,8 +1,7 @@
-package roomgrain
+package roomfeed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
@@ -65,31 +65,21 @@ const eventReads = 64
 
 // listEvents answers a ListRoomEventsRequest: the head is read here, in
 // the mailbox; the rows after a goroutine's store read.
-func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
+func (o *observer) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 	fail := func(err error) {
-		ctx.Respond(&v1.RoomEventsResponse{Error: roomError(err)})
+		ctx.Respond(&v1.RoomEventsResponse{Error: roomgrain.WireError(err)})
 	}
-	if err := g.gate(ctx); err != nil {
+	if err := o.room.Ready(ctx); err != nil {
 		fail(err)
 		return
 	}
-	if !g.loaded {
-		if err := g.load(); err != nil {
-			if errors.Is(err, errMoved) {
-				fail(err)
-				return
-			}
-			g.log.Warn("room load failed", "error", err)
-			fail(fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable))
-			return
-		}
-	}
-	if !g.state.Exists {
+	state := o.room.State()
+	if !state.Exists {
 		fail(room.ErrRoomNotFound)
 		ctx.Poison(ctx.Self())
 		return
 	}
-	head, after := g.state.Seq, r.GetAfterRoomSeq()
+	head, after := state.Seq, r.GetAfterRoomSeq()
 	switch {
 	case after < 0:
 		fail(errclass.Invalidf("after_room_seq %d is negative", after))
@@ -106,19 +96,19 @@ func (g *grain) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 		limit = DefaultEventsLimit
 	}
 	limit = min(limit, MaxEventsLimit)
-	if reply, wire := g.tailRead(after, head, limit); reply != nil { // eventtail.go
+	if reply, wire := o.tailRead(after, head, limit); reply != nil { // eventtail.go
 		ctx.Respond(answerEvents(ctx.Sender(), ctx.Self(), &v1.RoomEventsResponse{Reply: reply}, wire))
 		return
 	}
 	// The store read also reaches up to the tail, when it is near, so
 	// the tail can grow back over this read (eventtail.go).
 	fillTo := int64(0)
-	if t := g.tail(false); t != nil && after < t.base && t.base-after <= 2*tailKeep {
+	if t := o.tail(false); t != nil && after < t.base && t.base-after <= 2*tailKeep {
 		fillTo = t.base
 	}
-	d, key, sender, self, sys := g.deps, g.key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
+	f, store, key, sender, self, sys := o.f, o.room.CommandLog(), o.room.Key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
 	go func() {
-		res, fill, next := d.readEventsFill(key, after, head, limit, fillTo)
+		res, fill, next := f.readEventsFill(store, key, after, head, limit, fillTo)
 		wire := encodeEvents(fill)
 		var page [][]byte
 		if res.Reply != nil {
@@ -149,24 +139,25 @@ func answerEvents(sender, self *actor.PID, res *v1.RoomEventsResponse, wire [][]
 
 // readEvents reads the log rows after after, up to head, whole commands
 // only, about limit events.
-func (d *Deps) readEvents(key persistence.RoomKey, after, head int64, limit int) *v1.RoomEventsResponse {
-	res, _, _ := d.readEventsFill(key, after, head, limit, 0)
+func (f *Feed) readEvents(store roomgrain.CommandLog, key persistence.RoomKey, after, head int64, limit int) *v1.RoomEventsResponse {
+	res, _, _ := f.readEventsFill(store, key, after, head, limit, 0)
 	return res
 }
 
 // readEventsFill is readEvents that also reads on to fillTo (0: not):
 // fill holds the events of every commit read after after, up to next,
 // the reply's among them (the same messages).
-func (d *Deps) readEventsFill(key persistence.RoomKey, after, head int64, limit int, fillTo int64) (res *v1.RoomEventsResponse, fill []*v1.RoomLogEvent, next int64) {
+func (f *Feed) readEventsFill(store roomgrain.CommandLog, key persistence.RoomKey, after, head int64, limit int, fillTo int64) (res *v1.RoomEventsResponse, fill []*v1.RoomLogEvent, next int64) {
 	unavailable := func(err error) *v1.RoomEventsResponse {
-		d.Logger.Warn("room event log read failed", "app_code", key.AppCode, "room_id", key.RoomID, "error", err)
+		f.Logger.Warn("room event log read failed", "app_code", key.AppCode, "room_id", key.RoomID, "error", err)
 		return &v1.RoomEventsResponse{Error: &v1.RoomError{Class: errclass.NameUnavailable, Message: "room event log could not be read; retry"}}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), d.Config.StoreTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), f.StoreTimeout)
 	defer cancel()
+	reads := f.slots(store)
 	select {
-	case d.reads <- struct{}{}:
-		defer func() { <-d.reads }()
+	case reads <- struct{}{}:
+		defer func() { <-reads }()
 	case <-ctx.Done():
 		return unavailable(ctx.Err()), nil, 0
 	}
@@ -179,9 +170,9 @@ func (d *Deps) readEventsFill(key persistence.RoomKey, after, head int64, limit 
 	}
 	var recs []persistence.CommandRecord
 	var err error
-	if rl, ok := d.Store.(rangeLoader); ok {
+	if rl, ok := store.(rangeLoader); ok {
 		recs, err = rl.LoadCommandRange(ctx, key, after, int(rows))
-	} else if recs, err = d.Store.LoadCommands(ctx, key, after); len(recs) > int(rows) {
+	} else if recs, err = store.LoadCommands(ctx, key, after); len(recs) > int(rows) {
 		recs = recs[:rows]
 	}
 	if err != nil {
@@ -230,7 +221,7 @@ func logEvents(envs []persistence.Envelope) []*v1.RoomLogEvent {
 }
 
 // watchRooms holds the feeds subscribed to each room of the node (one
-// per node, in Deps) and the tails of the rooms being read: the grain has
+// per node, in its Feed) and the tails of the rooms being read: the grain has
 // no field for them, so a room nobody watches or reads pays nothing (the
 // grain fills its size class), and a commit looks them up only while the
 // node has any.
@@ -260,32 +251,25 @@ func (w *watchRooms) get(identity string) *roomFeeds {
 
 // watchSubscribe adds a feed to the room's subscribers (again: no-op)
 // and answers the activation that holds it, with the head.
-func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.RoomWatchAck {
+func (o *observer) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.RoomWatchAck {
 	fail := func(err error) *v1.RoomWatchAck {
-		return &v1.RoomWatchAck{Error: roomError(err)}
+		return &v1.RoomWatchAck{Error: roomgrain.WireError(err)}
 	}
-	if err := g.gate(ctx); err != nil {
+	if err := o.room.Ready(ctx); err != nil {
 		return fail(err)
 	}
-	if !g.loaded {
-		if err := g.load(); err != nil {
-			if errors.Is(err, errMoved) {
-				return fail(err)
-			}
-			return fail(fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable))
-		}
-	}
-	if !g.state.Exists {
+	state := o.room.State()
+	if !state.Exists {
 		ctx.Poison(ctx.Self())
 		return fail(room.ErrRoomNotFound)
 	}
 	pid := actor.NewPID(m.GetAddress(), m.GetId())
-	w := g.deps.watch
+	w, identity := &o.f.watch, o.room.Identity()
 	w.mu.Lock()
-	rf := w.rooms[g.identity]
+	rf := w.rooms[identity]
 	if rf == nil {
 		rf = &roomFeeds{}
-		w.rooms[g.identity] = rf
+		w.rooms[identity] = rf
 		w.n.Add(1)
 	}
 	if rf.activation == "" {
@@ -294,7 +278,7 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 	if rf.tail == nil {
 		// Watchers catch up through ListEvents (a cut one, a late push):
 		// from the commits' own messages, not the store.
-		rf.tail = &eventTail{base: g.state.Seq}
+		rf.tail = &eventTail{base: state.Seq}
 	}
 	known := false
 	for _, p := range rf.feeds {
@@ -308,7 +292,7 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 	if !known {
 		ctx.Watch(pid)
 	}
-	return &v1.RoomWatchAck{Activation: activation, HeadSeq: g.state.Seq,
+	return &v1.RoomWatchAck{Activation: activation, HeadSeq: state.Seq,
 		GrainAddress: ctx.Self().Address, GrainId: ctx.Self().Id}
 }
 
@@ -316,14 +300,15 @@ func (g *grain) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *v1.
 // appends them to its tail: one set of messages for both. A send never
 // blocks: a feed's mailbox is unbounded and the feed cuts its own slow
 // readers.
-func (g *grain) watchPush(ctx actor.Context, seq int64, envs []persistence.Envelope) {
-	rf := g.deps.watch.get(g.identity)
+func (o *observer) watchPush(seq int64, envs []persistence.Envelope) {
+	w := &o.f.watch
+	rf := w.get(o.room.Identity())
 	if rf == nil {
 		return
 	}
-	g.deps.watch.mu.Lock()
+	w.mu.Lock()
 	feeds, activation, tail := rf.feeds, rf.activation, rf.tail
-	g.deps.watch.mu.Unlock()
+	w.mu.Unlock()
 	events := logEvents(envs)
 	if tail != nil {
 		tail.add(seq, events, encodeEvents(events))
@@ -333,16 +318,16 @@ func (g *grain) watchPush(ctx actor.Context, seq int64, envs []persistence.Envel
 	}
 	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: events}
 	for _, pid := range feeds {
-		ctx.Send(pid, push)
+		o.root.Send(pid, push)
 	}
 }
 
 // watchTerminated drops a feed that stopped.
-func (g *grain) watchTerminated(who *actor.PID) {
-	w := g.deps.watch
+func (o *observer) watchTerminated(who *actor.PID) {
+	w, identity := &o.f.watch, o.room.Identity()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rf := w.rooms[g.identity]
+	rf := w.rooms[identity]
 	if rf == nil {
 		return
 	}
@@ -354,30 +339,30 @@ func (g *grain) watchTerminated(who *actor.PID) {
 	}
 	rf.feeds = feeds
 	if len(feeds) == 0 && rf.tail == nil {
-		delete(w.rooms, g.identity)
+		delete(w.rooms, identity)
 		w.n.Add(-1)
 	}
 }
 
 // watchEnd tells the feeds this activation stops: they end their
 // streams with the seq to resume from. The room's tail goes with it.
-func (g *grain) watchEnd(ctx actor.Context) {
-	w := g.deps.watch
+func (o *observer) watchEnd() {
+	w, identity := &o.f.watch, o.room.Identity()
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
-	rf := w.rooms[g.identity]
+	rf := w.rooms[identity]
 	if rf != nil {
-		delete(w.rooms, g.identity)
+		delete(w.rooms, identity)
 		w.n.Add(-1)
 	}
 	w.mu.Unlock()
 	if rf == nil {
 		return
 	}
-	end := &v1.RoomWatchEnd{Activation: rf.activation, HeadSeq: g.state.Seq}
+	end := &v1.RoomWatchEnd{Activation: rf.activation, HeadSeq: o.room.State().Seq}
 	for _, pid := range rf.feeds {
-		ctx.Send(pid, end)
+		o.root.Send(pid, end)
 	}
 }

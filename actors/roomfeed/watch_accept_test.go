@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package roomgrain
+package roomfeed
 
 import (
 	"sort"
@@ -18,7 +18,7 @@ import (
 // copied its rows out of the store and built a message per event (~2 µs
 // an event, all garbage): a read of 100 events cost ten GetRooms.
 //
-// The tail is the grain's alone: made by the room's first read, appended
+// The tail is the room's alone (its feed observer's, on the room's goroutine): made by the room's first read, appended
 // by the grain at each commit (the messages a watch push carries, built
 // once for both), filled backwards from the store reads that reach it,
 // and dropped when the room stops or reloads. It is served only when its
@@ -194,58 +194,58 @@ func (*tailFill) NotInfluenceReceiveTimeout() {}
 
 // tail is the room's tail, made (empty, at the head) when create is set
 // and the room has none. Mailbox only.
-func (g *grain) tail(create bool) *eventTail {
-	w := g.deps.watch
+func (o *observer) tail(create bool) *eventTail {
+	w, identity := &o.f.watch, o.room.Identity()
 	if !create && w.n.Load() == 0 {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rf := w.rooms[g.identity]
+	rf := w.rooms[identity]
 	if rf == nil {
 		if !create {
 			return nil
 		}
 		rf = &roomFeeds{}
-		w.rooms[g.identity] = rf
+		w.rooms[identity] = rf
 		w.n.Add(1)
 	}
 	if rf.tail == nil && create {
-		rf.tail = &eventTail{base: g.state.Seq}
+		rf.tail = &eventTail{base: o.room.State().Seq}
 	}
 	return rf.tail
 }
 
 // dropTail forgets the room's tail (a reload: the state may have moved
 // past commits the tail never saw).
-func (g *grain) dropTail() {
-	w := g.deps.watch
+func (o *observer) dropTail() {
+	w, identity := &o.f.watch, o.room.Identity()
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rf := w.rooms[g.identity]
+	rf := w.rooms[identity]
 	if rf == nil {
 		return
 	}
 	rf.tail = nil
 	if len(rf.feeds) == 0 {
-		delete(w.rooms, g.identity)
+		delete(w.rooms, identity)
 		w.n.Add(-1)
 	}
 }
 
 // tailRead answers a read from the tail (made here if the room has none),
 // with the events' encodings, or nil when the store must.
-func (g *grain) tailRead(after, head int64, limit int) (*v1.ListRoomEventsReply, [][]byte) {
-	t := g.tail(true)
+func (o *observer) tailRead(after, head int64, limit int) (*v1.ListRoomEventsReply, [][]byte) {
+	t := o.tail(true)
 	if t.head() != head {
 		// A commit that did not pass through the tail: start over.
 		t.reset(head)
 		return nil, nil
 	}
-	events, wire, next, ok := t.read(after, limit, g.deps.Clock().Add(-g.deps.retention()).UnixMilli())
+	events, wire, next, ok := t.read(after, limit, o.room.Now().Add(-o.f.retention()).UnixMilli())
 	if !ok {
 		return nil, nil
 	}
@@ -253,9 +253,9 @@ func (g *grain) tailRead(after, head int64, limit int) (*v1.ListRoomEventsReply,
 }
 
 // fillTail extends the tail backwards with a store read that reaches it.
-func (g *grain) fillTail(f *tailFill) {
-	t := g.tail(false)
-	if t == nil || t.head() != g.state.Seq || f.after >= t.base || f.next < t.base {
+func (o *observer) fillTail(f *tailFill) {
+	t := o.tail(false)
+	if t == nil || t.head() != o.room.State().Seq || f.after >= t.base || f.next < t.base {
 		return
 	}
 	t.prepend(f.after, f.events, f.wire)
@@ -296,9 +296,9 @@ func encodeEvents(events []*v1.RoomLogEvent) [][]byte {
 }
 
 // retention is the age past which the tail leaves reads to the store.
-func (d *Deps) retention() time.Duration {
-	if d.Retention < minTailRetention {
+func (f *Feed) retention() time.Duration {
+	if f.Retention < minTailRetention {
 		return minTailRetention
 	}
-	return d.Retention
+	return f.Retention
 }

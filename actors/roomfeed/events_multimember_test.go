@@ -3,7 +3,7 @@
 // Two cluster members in one process (see multimember_test.go for why
 // this file is built only without -race).
 
-package roomgrain
+package roomfeed
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/cluster"
 	"github.com/hyapp/roomcell/configs"
@@ -33,8 +34,9 @@ func startTwoMembers(t *testing.T, store *memdb.Store) (a, b *cluster.Member) {
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
 	start := func() *cluster.Member {
-		deps := Deps{Store: store, Gifts: fixedHeat(5), Config: cfg.Room}
-		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
+		deps := roomgrain.Deps{Store: store, Gifts: roomgrain.FreeGifts(5), Config: cfg.Room,
+			Observers: []roomgrain.NewObserver{New(Config{StoreTimeout: cfg.Room.StoreTimeout}).Observe()}}
+		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(roomgrain.Kind, roomgrain.GrainProps(deps))}, Agent: agent,
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -64,14 +66,14 @@ func TestListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
 	defer a.Stop(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ca := &Client{Cluster: a.Cluster, AttemptTimeout: 5 * time.Second}
-	cb := &Client{Cluster: b.Cluster, AttemptTimeout: 5 * time.Second}
+	ca := Client{&roomgrain.Client{Cluster: a.Cluster, AttemptTimeout: 5 * time.Second}}
+	cb := Client{&roomgrain.Client{Cluster: b.Cluster, AttemptTimeout: 5 * time.Second}}
 	nb := &eventsNode{store: store, member: b, client: cb}
 	roomID := ""
 	for i := range 40 {
 		id := fmt.Sprint("m", i)
 		nb.do(t, createCmd(id, "c0"))
-		if pid := b.Cluster.Get("app/"+id, Kind); pid != nil && pid.Address == a.Cluster.ActorSystem.Address() {
+		if pid := b.Cluster.Get("app/"+id, roomgrain.Kind); pid != nil && pid.Address == a.Cluster.ActorSystem.Address() {
 			roomID = id
 			break
 		}
