@@ -32,6 +32,13 @@ type RoomEvents interface {
 	Watch(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*roomcellv1.WatchRoomReply) error) error
 }
 
+// messageWatcher is a RoomEvents whose watch sends its events' kept
+// encodings and, when the client asks, several room_seqs a message
+// (actors/roomfeed's Watcher).
+type messageWatcher interface {
+	WatchMessages(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(roomfeed.Message) error) error
+}
+
 // RoomEventsOf joins a room feed client (reads) and a node's watcher.
 func RoomEventsOf(c roomfeed.Client, w *roomfeed.Watcher) RoomEvents {
 	return roomEvents{c, w}
@@ -143,7 +150,16 @@ func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.Serve
 	// that does not answer without waiting for the first event or for
 	// keepalive.
 	accepted := func() error { return stream.SendHeader(metadata.MD{}) }
-	err := s.events.Watch(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), accepted, stream.Send)
+	var err error
+	if mw, ok := s.events.(messageWatcher); ok {
+		// Each message from its events' kept encodings (eventsCodec),
+		// several room_seqs a message when the client asked for batches.
+		err = mw.WatchMessages(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), r.GetBatch(), accepted, func(m roomfeed.Message) error {
+			return stream.SendMsg(watchReply(m))
+		})
+	} else {
+		err = s.events.Watch(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), accepted, stream.Send)
+	}
 	if err == nil || ctx.Err() != nil {
 		return nil // the client went away
 	}

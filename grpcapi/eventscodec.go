@@ -39,6 +39,9 @@ func (c eventsCodec) Name() string { return c.base.Name() }
 func (c eventsCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
 
 func (c eventsCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if w, ok := v.(*encodedWatch); ok {
+		return marshalWatch(w), nil
+	}
 	e, ok := v.(*encodedEvents)
 	if !ok || e.ListRoomEventsReply == nil || len(e.wire) != len(e.Events) {
 		if ok && e.ListRoomEventsReply != nil {
@@ -93,6 +96,56 @@ func appendEncoded(b []byte, e *encodedEvents) []byte {
 		b = protowire.AppendVarint(b, uint64(v))
 	}
 	return append(b, e.ProtoReflect().GetUnknown()...)
+}
+
+// encodedWatch is a WatchRoom message with its events' encodings
+// (wire[i] encodes Events[i]), made once for every watcher of the room:
+// a watcher's message costs a copy of them, not their encoding.
+type encodedWatch struct {
+	*roomcellv1.WatchRoomReply
+	wire [][]byte
+}
+
+// The WatchRoomReply's field numbers (api/roomcellv1/room.proto).
+const (
+	watchSeqField    protowire.Number = 1
+	watchEventsField protowire.Number = 2
+)
+
+// watchReply is what WatchRoom sends for m.
+func watchReply(m roomfeed.Message) any {
+	if m.Wire == nil || len(m.Wire) != len(m.Reply.Events) {
+		return m.Reply
+	}
+	return &encodedWatch{WatchRoomReply: m.Reply, wire: m.Wire}
+}
+
+// marshalWatch writes w as proto.Marshal writes its reply: fields in
+// number order, a zero seq left out, unknown fields last.
+func marshalWatch(w *encodedWatch) mem.BufferSlice {
+	unknown := w.ProtoReflect().GetUnknown()
+	size := len(unknown)
+	if w.RoomSeq != 0 {
+		size += protowire.SizeTag(watchSeqField) + protowire.SizeVarint(uint64(w.RoomSeq))
+	}
+	for _, e := range w.wire {
+		size += protowire.SizeTag(watchEventsField) + protowire.SizeBytes(len(e))
+	}
+	fill := func(b []byte) []byte {
+		if w.RoomSeq != 0 {
+			b = protowire.AppendTag(b, watchSeqField, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(w.RoomSeq))
+		}
+		for _, e := range w.wire {
+			b = protowire.AppendTag(b, watchEventsField, protowire.BytesType)
+			b = protowire.AppendBytes(b, e)
+		}
+		return append(b, unknown...)
+	}
+	// Not from gRPC's buffer pool: it hands out its size classes cleared
+	// whole (a 40 KB batch cleared a 1 MB buffer), which cost more than
+	// the message itself.
+	return mem.BufferSlice{mem.SliceBuffer(fill(make([]byte, 0, size)))}
 }
 
 // pageReply is what ListRoomEvents' handler hands gRPC for a page.

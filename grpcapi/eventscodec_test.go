@@ -171,3 +171,50 @@ func TestWatchRoomHeaderBeforeAnyEvent(t *testing.T) {
 		t.Fatalf("header %v, want the request id", md)
 	}
 }
+
+// A WatchRoom message sent from its events' kept encodings is byte for
+// byte what the standard codec sends for the reply (any seq, zero
+// included, any number of events, unknown fields); a message without an
+// encoding for each event goes out through the standard codec.
+func TestWatchMessageFromKeptEncodingsIsWhatTheProtoCodecWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	fast := eventsCodec{base: encoding.GetCodecV2(grpcproto.Name)}
+	std := encoding.GetCodecV2(grpcproto.Name)
+	for i := range 300 {
+		events := randomReply(rng, rng.IntN(3)+[]int{0, 1, 40, 600}[i%4]).Events
+		reply := &roomcellv1.WatchRoomReply{RoomSeq: []int64{0, 1, 1 << 40, rng.Int64N(1 << 20)}[i%4], Events: events}
+		if i%5 == 0 {
+			reply.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 77, protowire.VarintType), uint64(i)))
+		}
+		var wire [][]byte
+		for _, e := range events {
+			wire = append(wire, marshalEvent(e))
+		}
+		m := watchReply(roomfeed.Message{Reply: reply, Wire: wire})
+		if _, ok := m.(*encodedWatch); !ok && len(events) > 0 {
+			t.Fatalf("message %d with every encoding: sent as %T", i, m)
+		}
+		got, err := fast.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := std.Marshal(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gb, wb := got.Materialize(), want.Materialize()
+		if !bytes.Equal(gb, wb) {
+			t.Fatalf("message %d (%d events): %d bytes from the kept encodings, %d from proto", i, len(events), len(gb), len(wb))
+		}
+		back := &roomcellv1.WatchRoomReply{}
+		if err := proto.Unmarshal(gb, back); err != nil || !proto.Equal(back, reply) {
+			t.Fatalf("message %d decodes to another message (%v)", i, err)
+		}
+	}
+	reply := &roomcellv1.WatchRoomReply{RoomSeq: 3, Events: randomReply(rng, 2).Events}
+	for _, wire := range [][][]byte{nil, {marshalEvent(reply.Events[0])}} {
+		if got, ok := watchReply(roomfeed.Message{Reply: reply, Wire: wire}).(*roomcellv1.WatchRoomReply); !ok || got != reply {
+			t.Fatalf("%d encodings for %d events: sent as %T", len(wire), len(reply.Events), got)
+		}
+	}
+}

@@ -103,7 +103,7 @@ func (o *observer) listEvents(ctx actor.Context, r *v1.ListRoomEventsRequest) {
 	// The store read also reaches up to the tail, when it is near, so
 	// the tail can grow back over this read (eventtail.go).
 	fillTo := int64(0)
-	if t := o.tail(false); t != nil && after < t.base && t.base-after <= 2*tailKeep {
+	if t := o.tail(false); t != nil && after < t.base && t.base-after <= int64(2*t.kept()) {
 		fillTo = t.base
 	}
 	f, store, key, sender, self, sys := o.f, o.room.CommandLog(), o.room.Key(), ctx.Sender(), ctx.Self(), ctx.ActorSystem()
@@ -280,6 +280,7 @@ func (o *observer) watchSubscribe(ctx actor.Context, m *v1.RoomWatchSubscribe) *
 		// from the commits' own messages, not the store.
 		rf.tail = &eventTail{base: state.Seq}
 	}
+	rf.tail.keep = watchedTailKeep
 	known := false
 	for _, p := range rf.feeds {
 		known = known || p.Equal(pid)
@@ -310,16 +311,36 @@ func (o *observer) watchPush(seq int64, envs []persistence.Envelope) {
 	feeds, activation, tail := rf.feeds, rf.activation, rf.tail
 	w.mu.Unlock()
 	events := logEvents(envs)
+	var wire [][]byte
+	if tail != nil || len(feeds) > 0 {
+		wire = encodeEvents(events)
+	}
 	if tail != nil {
-		tail.add(seq, events, encodeEvents(events))
+		tail.add(seq, events, wire)
 	}
 	if len(events) == 0 || len(feeds) == 0 {
 		return
 	}
 	push := &v1.RoomWatchPush{Activation: activation, RoomSeq: seq, Events: events}
+	var local *localPush
 	for _, pid := range feeds {
-		o.root.Send(pid, push)
+		if pid.Address != o.self.Address {
+			o.root.Send(pid, push)
+			continue
+		}
+		if local == nil {
+			local = &localPush{RoomWatchPush: push, wire: wire}
+		}
+		o.root.Send(pid, local)
 	}
+}
+
+// localPush is a push to a feed on the room's node, with its events'
+// encodings (wire[i] encodes Events[i]): the feed's watchers send them as
+// they are. It is no message: a feed on another node gets the push alone.
+type localPush struct {
+	*v1.RoomWatchPush
+	wire [][]byte
 }
 
 // watchTerminated drops a feed that stopped.

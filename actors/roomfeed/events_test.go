@@ -1,6 +1,7 @@
 package roomfeed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/hyapp/roomcell/actors/roomgrain"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -475,4 +477,107 @@ func TestWatchEndsWhenTheActivationStopsAndResumes(t *testing.T) {
 	cancel()
 	<-done
 	c.check(t, "across activations", logEventIDs(t, n.store, "r1", 0))
+}
+
+// A batch watch: while a burst is written, a message carries the events
+// of several room_seqs, in order, its RoomSeq the newest of them; every
+// event of the log after the watcher's seq arrives once, in order (from
+// the catch-up read and the pushes alike), each with its encoding as
+// proto.Marshal makes it. A plain watch of the same room gets one seq a
+// message.
+func TestBatchWatchSendsSeveralSeqsAMessageInOrder(t *testing.T) {
+	n := startEventsNode(t, nil, 0)
+	w := &Watcher{Client: n.client, Page: 7, Linger: 30 * time.Millisecond}
+	n.do(t, createCmd("r1", "c0"))
+	for i := range 20 {
+		n.do(t, joinCmd("r1", fmt.Sprint("a", i), fmt.Sprint("u", i)))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var ids []string
+	var last int64 = 2
+	multi, bad := 0, ""
+	batchErr := make(chan error, 1)
+	go func() {
+		batchErr <- w.WatchMessages(ctx, "app", "r1", last, true, nil, func(m Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(m.Wire) != len(m.Reply.Events) && bad == "" {
+				bad = fmt.Sprintf("message of seq %d: %d encodings for %d events", m.Reply.RoomSeq, len(m.Wire), len(m.Reply.Events))
+			}
+			seqs := map[int64]bool{}
+			for i, e := range m.Reply.Events {
+				if (e.RoomSeq < last || (e.RoomSeq == last && len(seqs) == 0)) && bad == "" {
+					bad = fmt.Sprintf("event of seq %d after %d", e.RoomSeq, last)
+				}
+				last = e.RoomSeq
+				seqs[e.RoomSeq] = true
+				ids = append(ids, e.EventId)
+				if i < len(m.Wire) {
+					if want, _ := proto.Marshal(e); !bytes.Equal(m.Wire[i], want) && bad == "" {
+						bad = fmt.Sprintf("event %s: its encoding is not proto.Marshal's", e.EventId)
+					}
+				}
+			}
+			if m.Reply.RoomSeq != last && bad == "" {
+				bad = fmt.Sprintf("message of seq %d ends with the event of %d", m.Reply.RoomSeq, last)
+			}
+			if len(seqs) > 1 {
+				multi++
+			}
+			return nil
+		})
+	}()
+	plain := &collect{}
+	plainErr := make(chan error, 1)
+	go func() { plainErr <- w.Watch(ctx, "app", "r1", 2, plain.send) }()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				user := fmt.Sprint("g", g)
+				if i%2 == 0 {
+					n.do(t, joinCmd("r1", fmt.Sprint("g", g, "-", i), user))
+				} else {
+					n.do(t, leaveCmd("r1", fmt.Sprint("g", g, "-", i), user))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	head := n.do(t, &v1.RoomCommand{Command: &v1.RoomCommand_GetRoom{GetRoom: &v1.GetRoomRequest{AppCode: "app", RoomId: "r1"}}}).RoomSeq
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		done := last >= head
+		mu.Unlock()
+		if done && plain.last() >= head {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watchers at %d and %d of %d", last, plain.last(), head)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	for _, c := range []chan error{batchErr, plainErr} {
+		if err := <-c; !errors.Is(err, context.Canceled) {
+			t.Fatalf("watch ended with %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bad != "" {
+		t.Fatal(bad)
+	}
+	if want := logEventIDs(t, n.store, "r1", 2); !slices.Equal(ids, want) {
+		t.Fatalf("batch watch: got %d events, want %d (the log)\n got %v\nwant %v", len(ids), len(want), ids, want)
+	}
+	if multi == 0 {
+		t.Fatal("no message carried more than one room_seq")
+	}
+	plain.check(t, "plain watch", logEventIDs(t, n.store, "r1", 2)) // collect.send refuses a second seq in a message
 }

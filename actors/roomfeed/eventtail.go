@@ -38,6 +38,14 @@ import (
 // read the store).
 const tailKeep = 256
 
+// watchedTailKeep is tailKeep for a room that node feeds watch: a
+// watcher cut for falling a buffer behind, or joining late, catches up
+// from the tail (slices of messages already built and encoded) instead
+// of each reading and encoding the same rows from the store, which at
+// 1,000 watchers of a hot room cost more than the watch itself. ~1.3 MB
+// at most for such a room.
+const watchedTailKeep = 2048
+
 // minTailRetention is the least retention.command_log the config allows:
 // the tail serves no event older than the retention (Deps.Retention), so
 // it never answers what the store may already have purged, and a read
@@ -46,6 +54,7 @@ const minTailRetention = time.Minute
 
 // eventTail holds the room's commits after base, in order.
 type eventTail struct {
+	keep   int // 0: tailKeep
 	base   int64
 	events []*v1.RoomLogEvent // the commits' events, in room_seq order
 	wire   [][]byte           // wire[i] is events[i]'s encoding
@@ -55,6 +64,14 @@ type eventTail struct {
 }
 
 func (t *eventTail) head() int64 { return t.base + int64(len(t.ends)) }
+
+// kept is about how many events the tail keeps.
+func (t *eventTail) kept() int {
+	if t.keep > 0 {
+		return t.keep
+	}
+	return tailKeep
+}
 
 // add appends the commit at seq. A seq that does not follow the tail
 // (never expected: every commit passes here) restarts it at seq.
@@ -66,8 +83,8 @@ func (t *eventTail) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte) {
 	t.events = append(t.events, events...)
 	t.wire = append(t.wire, wire...)
 	t.ends = append(t.ends, len(t.events))
-	if len(t.events) > 2*tailKeep {
-		t.trim(tailKeep)
+	if len(t.events) > 2*t.kept() {
+		t.trim(t.kept())
 	}
 }
 
@@ -88,11 +105,11 @@ func (t *eventTail) trim(keep int) {
 		i--
 		cut = t.ends[i]
 	}
-	events := make([]*v1.RoomLogEvent, total-cut, 2*tailKeep)
+	events := make([]*v1.RoomLogEvent, total-cut, 2*t.kept())
 	copy(events, t.events[cut:])
-	wire := make([][]byte, total-cut, 2*tailKeep)
+	wire := make([][]byte, total-cut, 2*t.kept())
 	copy(wire, t.wire[cut:])
-	ends := make([]int, 0, len(t.ends)-i-1+tailKeep)
+	ends := make([]int, 0, len(t.ends)-i-1+t.kept())
 	for _, e := range t.ends[i+1:] {
 		ends = append(ends, e-cut)
 	}
@@ -138,9 +155,9 @@ func (t *eventTail) read(after int64, limit int, minAgeMs int64) (events []*v1.R
 
 // prepend puts the commits after..t.base (events: theirs, in order, every
 // seq a commit; wire: their encodings) before the tail, the newest that
-// fit within twice tailKeep events.
+// fit within twice the events it keeps.
 func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent, wire [][]byte) {
-	if after >= t.base || len(t.events) >= 2*tailKeep {
+	if after >= t.base || len(t.events) >= 2*t.kept() {
 		return
 	}
 	n := int(t.base - after)
@@ -151,7 +168,7 @@ func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent, wire [][]byt
 		}
 	}
 	// The newest commits that fit.
-	room, first, take := 2*tailKeep-len(t.events), n, 0
+	room, first, take := 2*t.kept()-len(t.events), n, 0
 	for first > 0 && take+counts[first-1] <= room {
 		first--
 		take += counts[first]
@@ -163,13 +180,13 @@ func (t *eventTail) prepend(after int64, events []*v1.RoomLogEvent, wire [][]byt
 	for _, c := range counts[:first] {
 		skip += c
 	}
-	merged := make([]*v1.RoomLogEvent, 0, max(2*tailKeep, take+len(t.events)))
+	merged := make([]*v1.RoomLogEvent, 0, max(2*t.kept(), take+len(t.events)))
 	merged = append(merged, events[skip:skip+take]...)
 	merged = append(merged, t.events...)
 	mergedWire := make([][]byte, 0, cap(merged))
 	mergedWire = append(mergedWire, wire[skip:skip+take]...)
 	mergedWire = append(mergedWire, t.wire...)
-	ends := make([]int, 0, n-first+len(t.ends)+tailKeep)
+	ends := make([]int, 0, n-first+len(t.ends)+t.kept())
 	sum := 0
 	for _, c := range counts[first:] {
 		sum += c

@@ -67,7 +67,7 @@ func (f *Feed) slots(store roomgrain.CommandLog) chan struct{} {
 // roomgrain.Deps.Observers.
 func (f *Feed) Observe() roomgrain.NewObserver {
 	return func(a roomgrain.Activation) roomgrain.Observer {
-		return &observer{f: f, room: a.Room, root: a.Root}
+		return &observer{f: f, room: a.Room, self: a.Self, root: a.Root}
 	}
 }
 
@@ -76,6 +76,7 @@ func (f *Feed) Observe() roomgrain.NewObserver {
 type observer struct {
 	f    *Feed
 	room roomgrain.Room
+	self *actor.PID
 	root *actor.RootContext
 }
 

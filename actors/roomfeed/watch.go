@@ -53,7 +53,12 @@ type Watcher struct {
 	// for them all, instead of one per commit. At 3,000 commits/s, 1,000
 	// watchers woken per commit were 3M wake-ups a second, and their run
 	// queue stood in front of the room's own commands. A quiet room's
-	// event still goes out at once (the wait follows a send).
+	// event still goes out at once (the wait follows a send). A room
+	// with more than lingerPer watchers on the node waits Linger once
+	// per lingerPer of them (at most maxLingerScale times): the node's
+	// messages for one hot room stay near lingerPer ÷ Linger a second
+	// however many watch it (each message a batch, for a batch stream),
+	// where one message cost the server ~20 µs whatever its size.
 	Linger  time.Duration
 	Metrics *WatchMetrics // nil: none
 	Logger  *slog.Logger
@@ -130,10 +135,12 @@ const (
 )
 
 // pushItem is one commit (events set) or a head the feed learned (events
-// nil); shared by every watcher of the feed, never changed.
+// nil); shared by every watcher of the feed, never changed. wire holds
+// the events' encodings, made once for every watcher (nil: none).
 type pushItem struct {
 	seq    int64
 	events []*v1.RoomLogEvent
+	wire   [][]byte
 }
 
 type sub struct {
@@ -167,7 +174,8 @@ type feed struct {
 	pid      *actor.PID
 	mu       sync.Mutex
 	subs     map[*sub]struct{}
-	head     int64 // newest head the feed knows
+	head     int64        // newest head the feed knows
+	watchers atomic.Int64 // len(subs), read without mu
 	// log holds the feed's recent items, written under mu and read by
 	// the watchers without it: each wake-up of a thousand watchers
 	// queued on mu behind the fanout that woke them.
@@ -209,6 +217,36 @@ func (w *Watcher) Watch(ctx context.Context, app, roomID string, after int64, se
 // room's owner has taken the watch, before the catch-up and any event:
 // an error from it ends the watch.
 func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after int64, accepted func() error, send func(*v1.WatchRoomReply) error) error {
+	return w.WatchMessages(ctx, app, roomID, after, false, accepted, func(m Message) error { return send(m.Reply) })
+}
+
+// Message is one message of a watch: its reply and, when known, its
+// events' encodings (Wire[i] encodes Reply.Events[i]; nil: none), made
+// once for every watcher. Shared: never changed.
+type Message struct {
+	Reply *v1.WatchRoomReply
+	Wire  [][]byte
+}
+
+// batchCap is the room a batch's arrays start with: most batches of a
+// busy room fit (the rest grow).
+const batchCap = 64
+
+// A watcher waits Linger after a send once per lingerPer watchers of its
+// room on the node, at most maxLingerScale times (Watcher.Linger).
+const (
+	lingerPer      = 100
+	maxLingerScale = 20
+)
+
+// MaxBatchEvents is the most events one message of a batch watch
+// carries (when one room_seq has more, its message carries them all).
+const MaxBatchEvents = 512
+
+// WatchMessages is WatchAccepted with the events' encodings; with batch
+// a message carries the events of as many consecutive room_seqs as are
+// waiting (up to MaxBatchEvents), its RoomSeq the newest of them.
+func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(Message) error) error {
 	identity, err := roomgrain.Identity(app, roomID)
 	if err != nil {
 		return err
@@ -235,24 +273,38 @@ func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after i
 			return err
 		}
 	}
+	// last is the newest seq handed to out; out sends it before the
+	// stream can end with a resume seq (every fill and every round
+	// flushes it).
 	last := after
+	out := &batcher{batch: batch, send: send}
 	// fill sends the log after last up to at least upTo.
 	fill := func(upTo int64) error {
+		if last >= upTo {
+			return nil
+		}
+		if err := out.flush(); err != nil {
+			return err
+		}
 		for last < upTo {
-			reply, err := w.Client.ListEvents(ctx, &v1.ListRoomEventsRequest{AppCode: app, RoomId: roomID, AfterRoomSeq: last, Limit: int32(w.Page)})
+			page, err := w.Client.ListEventsPage(ctx, &v1.ListRoomEventsRequest{AppCode: app, RoomId: roomID, AfterRoomSeq: last, Limit: int32(w.Page)})
 			if err != nil {
 				if !errors.Is(err, errclass.Unavailable) || ctx.Err() != nil {
 					return err // trimmed, not found, canceled: said as it is
 				}
 				return w.ended(last, EndLost)
 			}
+			reply := page.Reply
 			if reply.NextAfterSeq <= last {
 				// The owner's head is below what was pushed: a new owner
 				// that has not yet seen it cannot be; end and let the
 				// client resume.
 				return w.ended(last, EndMoved)
 			}
-			if err := sendGroups(reply.Events, last, send); err != nil {
+			if err := out.groups(reply.Events, page.Wire, last); err != nil {
+				return err
+			}
+			if err := out.flush(); err != nil {
 				return err
 			}
 			last = reply.NextAfterSeq
@@ -262,7 +314,7 @@ func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after i
 	if err := fill(head); err != nil {
 		return err
 	}
-	// deliver sends one item, filling from the log what it skips.
+	// deliver hands one item to out, filling from the log what it skips.
 	deliver := func(it *pushItem) error {
 		if it.events == nil || it.seq > last+1 {
 			upTo := it.seq
@@ -276,7 +328,7 @@ func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after i
 		if it.events == nil || it.seq <= last {
 			return nil
 		}
-		if err := send(&v1.WatchRoomReply{RoomSeq: it.seq, Events: it.events}); err != nil {
+		if err := out.add(it.seq, it.events, it.wire); err != nil {
 			return err
 		}
 		last = it.seq
@@ -296,14 +348,18 @@ func (w *Watcher) WatchAccepted(ctx context.Context, app, roomID string, after i
 				return err
 			}
 		}
+		if err := out.flush(); err != nil {
+			return err
+		}
 		if w.Linger <= 0 {
 			continue
 		}
+		wait := w.Linger * time.Duration(min(max(f.watchers.Load()/lingerPer, 1), maxLingerScale))
 		if linger == nil {
-			linger = time.NewTimer(w.Linger)
+			linger = time.NewTimer(wait)
 			defer linger.Stop()
 		} else {
-			linger.Reset(w.Linger)
+			linger.Reset(wait)
 		}
 		select {
 		case <-ctx.Done():
@@ -322,22 +378,86 @@ func (w *Watcher) ended(last int64, why string) error {
 	return &WatchEndedError{ResumeAfter: last, Cut: why == EndCut, Reason: why}
 }
 
-// sendGroups sends events (in room_seq order) after last, one message
-// per room_seq.
-func sendGroups(events []*v1.RoomLogEvent, last int64, send func(*v1.WatchRoomReply) error) error {
+// batcher makes a watcher's messages: one per room_seq, or with batch
+// the room_seqs handed to it until flush (or MaxBatchEvents) in one.
+type batcher struct {
+	batch  bool
+	send   func(Message) error
+	seq    int64
+	events []*v1.RoomLogEvent
+	wire   [][]byte
+	// encoded: every event added since the last flush came with its
+	// encoding.
+	encoded bool
+}
+
+// add sends or holds the events of seq (wire: their encodings, or nil).
+func (b *batcher) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte) error {
+	if len(wire) != len(events) {
+		wire = nil
+	}
+	if !b.batch {
+		return b.send(Message{Reply: &v1.WatchRoomReply{RoomSeq: seq, Events: events}, Wire: wire})
+	}
+	if len(b.events) > 0 && len(b.events)+len(events) > MaxBatchEvents {
+		if err := b.flush(); err != nil {
+			return err
+		}
+	}
+	if len(b.events) == 0 {
+		b.encoded = true
+	}
+	b.encoded = b.encoded && wire != nil
+	if b.events == nil {
+		b.events = make([]*v1.RoomLogEvent, 0, batchCap)
+		b.wire = make([][]byte, 0, batchCap)
+	}
+	// Appended into the batcher's own arrays: the items' are shared.
+	b.events = append(b.events, events...)
+	if b.encoded {
+		b.wire = append(b.wire, wire...)
+	}
+	b.seq = seq
+	return nil
+}
+
+// groups adds events (in room_seq order, wire their encodings or nil)
+// after last, one room_seq at a time.
+func (b *batcher) groups(events []*v1.RoomLogEvent, wire [][]byte, last int64) error {
+	if len(wire) != len(events) {
+		wire = nil
+	}
 	for i := 0; i < len(events); {
 		j := i + 1
 		for j < len(events) && events[j].RoomSeq == events[i].RoomSeq {
 			j++
 		}
 		if seq := events[i].RoomSeq; seq > last {
-			if err := send(&v1.WatchRoomReply{RoomSeq: seq, Events: events[i:j]}); err != nil {
+			var w [][]byte
+			if wire != nil {
+				w = wire[i:j:j]
+			}
+			if err := b.add(seq, events[i:j:j], w); err != nil {
 				return err
 			}
 		}
 		i = j
 	}
 	return nil
+}
+
+// flush sends what the batcher holds. The message keeps its arrays: the
+// next batch starts new ones.
+func (b *batcher) flush() error {
+	if len(b.events) == 0 {
+		return nil
+	}
+	m := Message{Reply: &v1.WatchRoomReply{RoomSeq: b.seq, Events: b.events}}
+	if b.encoded {
+		m.Wire = b.wire
+	}
+	b.events, b.wire = nil, nil
+	return b.send(m)
 }
 
 // join adds a watcher to the room's feed on this node, starting the feed
@@ -364,6 +484,7 @@ func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64
 	// s, so the read and the pushes overlap and nothing falls between.
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
+	f.watchers.Store(int64(len(f.subs)))
 	if l := f.log.Load(); l != nil {
 		s.next.Store(l.end())
 	}
@@ -464,6 +585,7 @@ func (f *feed) fanout(it *pushItem) {
 		// still needs stays.
 		read = min(read, next)
 	}
+	f.watchers.Store(int64(len(f.subs)))
 	if drop := int(read - l.first); drop > 0 && 2*drop >= len(l.items) {
 		l.items = append([]*pushItem(nil), l.items[drop:]...)
 		l.first = read
@@ -505,6 +627,7 @@ func (f *feed) finish(why string) {
 	f.done = true
 	subs := f.subs
 	f.subs = map[*sub]struct{}{}
+	f.watchers.Store(0)
 	f.mu.Unlock()
 	for s := range subs {
 		s.stop(why)
@@ -519,6 +642,7 @@ func (f *feed) finish(why string) {
 func (f *feed) leave(s *sub) {
 	f.mu.Lock()
 	delete(f.subs, s)
+	f.watchers.Store(int64(len(f.subs)))
 	empty := len(f.subs) == 0 && !f.done
 	f.mu.Unlock()
 	if !empty {
@@ -565,8 +689,11 @@ func (a *feedActor) Receive(ctx actor.Context) {
 	case *watchGrain:
 		a.activation = m.activation
 		ctx.Watch(m.pid)
+	case *localPush:
+		a.f.fanout(&pushItem{seq: m.RoomSeq, events: m.Events, wire: m.wire})
 	case *v1.RoomWatchPush:
-		a.f.fanout(&pushItem{seq: m.RoomSeq, events: m.Events})
+		// From another node: encoded here, once for every watcher.
+		a.f.fanout(&pushItem{seq: m.RoomSeq, events: m.Events, wire: encodeEvents(m.Events)})
 	case *v1.RoomWatchEnd:
 		if a.activation == "" || m.Activation == a.activation {
 			a.f.finish(EndMoved)

@@ -3997,11 +3997,14 @@ func (x *ListRoomEventsReply) GetHeadSeq() int64 {
 }
 
 type WatchRoomRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	AppCode       string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
-	RoomId        string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
-	AfterRoomSeq  int64                  `protobuf:"varint,4,opt,name=after_room_seq,json=afterRoomSeq,proto3" json:"after_room_seq,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode      string                 `protobuf:"bytes,2,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId       string                 `protobuf:"bytes,3,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	AfterRoomSeq int64                  `protobuf:"varint,4,opt,name=after_room_seq,json=afterRoomSeq,proto3" json:"after_room_seq,omitempty"`
+	// batch: the client takes several room_seqs' events in one message
+	// (WatchRoomReply). Without it, one message per room_seq, as before.
+	Batch         bool `protobuf:"varint,5,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4064,7 +4067,17 @@ func (x *WatchRoomRequest) GetAfterRoomSeq() int64 {
 	return 0
 }
 
-// WatchRoomReply is one room_seq's events.
+func (x *WatchRoomRequest) GetBatch() bool {
+	if x != nil {
+		return x.Batch
+	}
+	return false
+}
+
+// WatchRoomReply is one room_seq's events; on a batch stream
+// (WatchRoomRequest.batch), those of one or more consecutive room_seqs
+// with events, in order (each event's room_seq says which), and room_seq
+// is the newest of them: the seq to resume after.
 type WatchRoomReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RoomSeq       int64                  `protobuf:"varint,1,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"`
@@ -7571,13 +7584,14 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x13ListRoomEventsReply\x121\n" +
 	"\x06events\x18\x01 \x03(\v2\x19.roomcell.v1.RoomLogEventR\x06events\x12$\n" +
 	"\x0enext_after_seq\x18\x02 \x01(\x03R\fnextAfterSeq\x12\x19\n" +
-	"\bhead_seq\x18\x03 \x01(\x03R\aheadSeq\"\x8b\x01\n" +
+	"\bhead_seq\x18\x03 \x01(\x03R\aheadSeq\"\xa1\x01\n" +
 	"\x10WatchRoomRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x19\n" +
 	"\bapp_code\x18\x02 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x03 \x01(\tR\x06roomId\x12$\n" +
-	"\x0eafter_room_seq\x18\x04 \x01(\x03R\fafterRoomSeq\"^\n" +
+	"\x0eafter_room_seq\x18\x04 \x01(\x03R\fafterRoomSeq\x12\x14\n" +
+	"\x05batch\x18\x05 \x01(\bR\x05batch\"^\n" +
 	"\x0eWatchRoomReply\x12\x19\n" +
 	"\broom_seq\x18\x01 \x01(\x03R\aroomSeq\x121\n" +
 	"\x06events\x18\x02 \x03(\v2\x19.roomcell.v1.RoomLogEventR\x06events\"\xbf\x01\n" +

@@ -304,3 +304,69 @@ func TestIMPresenceSourceEndToEnd(t *testing.T) {
 		t.Fatalf("leaves %v, want bob's heartbeat_timeout once", leaves)
 	}
 }
+
+// TestTRTCPresenceSourceEndToEnd: a dev process with presence.source trtc
+// and nobody heartbeating; the fake TRTC reports to the node itself. A
+// seated member whose audio is cut loses the seat after seat_grace and
+// leaves the room after stale_after (heartbeat_timeout); one cut who
+// enters again within stale_after stays; one who stays in the audio room
+// stays for many windows.
+func TestTRTCPresenceSourceEndToEnd(t *testing.T) {
+	const grace, stale = 300 * time.Millisecond, 1200 * time.Millisecond
+	app, rc := startDev(t, func(c *configs.Config) {
+		c.TRTC.Callback.Enabled, c.TRTC.Callback.Key = true, cbKey
+		c.TRTC.SeatGrace = grace
+		c.Presence.Source, c.Presence.StaleAfter, c.Presence.ScanInterval = configs.PresenceTRTC, stale, 250*time.Millisecond
+	})
+	ctx := ctxT(t)
+	const a, r = "demo", "trtc-presence"
+	gid := roomim.GroupID(a, r)
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: a, RoomId: r, UserId: "owner", Name: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "j-" + u, AppCode: a, RoomId: r, UserId: u}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rc.TakeMic(ctx, &v1.TakeMicRequest{CommandId: "m1", AppCode: a, RoomId: r, UserId: "bob", Seat: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"owner", "bob", "carol"} {
+		app.fakeTRTC.UserEnters(gid, u)
+	}
+	cut := func(u string) {
+		resp, err := http.Post("http://"+app.HTTPAddr()+"/debug/fake-trtc/cut?app_code="+a+"&room_id="+r+"&user_id="+u, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("cut %s: %d", u, resp.StatusCode)
+		}
+	}
+	view := func() *v1.RoomView {
+		g, err := rc.GetRoom(ctxT(t), &v1.GetRoomRequest{AppCode: a, RoomId: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.GetRoom()
+	}
+	cut("bob")
+	cut("carol")
+	gone := time.Now()
+	time.Sleep(stale / 3)
+	app.fakeTRTC.UserEnters(gid, "carol") // back within the window
+	eventually(t, grace+time.Second, "bob's seat freed", func() bool { return view().GetSeats()[1].GetUserId() == "" })
+	if !slices.Contains(view().GetMembers(), "bob") {
+		t.Fatal("bob left with the seat's grace, before stale_after")
+	}
+	eventually(t, stale+2*time.Second, "bob out of the room", func() bool { return !slices.Contains(view().GetMembers(), "bob") })
+	if took := time.Since(gone); took < stale-100*time.Millisecond {
+		t.Fatalf("bob left %s after the cut, before stale_after %s", took, stale)
+	}
+	time.Sleep(3 * stale)
+	if got := slices.Sorted(slices.Values(view().GetMembers())); !slices.Equal(got, []string{"carol", "owner"}) {
+		t.Fatalf("members %v, want carol (back within the window) and owner (never out)", got)
+	}
+}
