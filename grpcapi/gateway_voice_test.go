@@ -32,6 +32,9 @@ func TestGatewayVoiceRoutes(t *testing.T) {
 		{"POST", "/api/v1/rooms/password/set", `{"command_id":"p1","app_code":"app1","room_id":"r1","user_id":"u1","clear":true}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
 				CommandId: "p1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Clear: true}}}},
+		{"POST", "/api/v1/rooms/chat/disable", `{"command_id":"d1","app_code":"app1","room_id":"r1","user_id":"u1","disabled":true}`,
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: &roomcellv1.SetChatDisabledRequest{
+				CommandId: "d1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Disabled: true}}}},
 		{"POST", "/api/v1/rooms/seat/mute_all", `{"command_id":"a1","app_code":"app1","room_id":"r1","user_id":"u1","muted":true}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{
 				CommandId: "a1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},

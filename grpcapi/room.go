@@ -320,6 +320,11 @@ func (s *RoomServer) SetAllMicsMuted(ctx context.Context, r *roomcellv1.SetAllMi
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: r}})
 }
 
+// SetChatDisabled turns the room's chat-disabled-for-all switch on or off.
+func (s *RoomServer) SetChatDisabled(ctx context.Context, r *roomcellv1.SetChatDisabledRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

@@ -121,6 +121,11 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.SetRoomPassword(ctx, &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{CommandId: "p1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw"}}}},
+		{"SetChatDisabled",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.SetChatDisabled(ctx, &roomcellv1.SetChatDisabledRequest{CommandId: "d1", AppCode: "app1", RoomId: "r1", UserId: "u1", Disabled: true})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: &roomcellv1.SetChatDisabledRequest{CommandId: "d1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Disabled: true}}}},
 		{"SetAllMicsMuted",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.SetAllMicsMuted(ctx, &roomcellv1.SetAllMicsMutedRequest{CommandId: "a1", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true})

@@ -56,6 +56,7 @@ func allEvents() []room.Event {
 		room.RoomMemberMuted{TargetUserID: "alice", OperatorUserID: "owner", MutedUntilMs: t0 + 60_000, AtMs: t0},
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
 		room.RoomAllMicsMutedChanged{Muted: true, OperatorUserID: "owner"},
+		room.RoomChatDisabledChanged{Disabled: true, OperatorUserID: "owner"},
 		room.RoomSeatMuted{Seat: 1, OperatorUserID: "owner", All: true},
 		room.RoomPasswordChanged{Verifier: room.Verifier{Salt: "s", MAC: "m"}, OperatorUserID: "owner"},
 		room.RoomCustomInfoChanged{Set: map[string]string{"theme": "dark"}, Deleted: []string{"pin"}, OperatorUserID: "owner"},

@@ -106,6 +106,7 @@ type Command struct {
 	PasswordMAC     string            // SetRoomPassword: the new verifier; JoinRoom: the offer's proof
 	PasswordSaltNew string            // SetRoomPassword: the new salt
 	AllMicsMuted    bool              // SetAllMicsMuted
+	ChatDisabled    bool              // SetChatDisabled
 	CustomSet       map[string]string // SetRoomCustomInfo
 	CustomDelete    []string          // SetRoomCustomInfo
 	// TargetUserIDs: BanUser's further targets (banTargets).
@@ -306,6 +307,12 @@ var commands = map[string]commandKind{
 	CmdSetAllMicsMuted: {
 		fill:   fill(func(r *v1.SetAllMicsMutedRequest, c *Command) { c.AllMicsMuted = r.Muted }),
 		decide: decideSetAllMicsMuted,
+	},
+	// The chat-disabled switch (chatdisabled.go): moderation, as a mute.
+	CmdSetChatDisabled: {
+		rate:   RateModeration,
+		fill:   fill(func(r *v1.SetChatDisabledRequest, c *Command) { c.ChatDisabled = r.Disabled }),
+		decide: decideSetChatDisabled,
 	},
 	// Password (password.go).
 	CmdSetRoomPassword: {

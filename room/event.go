@@ -42,6 +42,7 @@ const (
 	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
 	TypeRoomPasswordChanged      = "RoomPasswordChanged"
 	TypeRoomAllMicsMutedChanged  = "RoomAllMicsMutedChanged"
+	TypeRoomChatDisabledChanged  = "RoomChatDisabledChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
 	TypeRoomAudioDismissed       = "RoomAudioDismissed"
@@ -146,6 +147,8 @@ var eventKinds = map[string]eventKind{
 	// The seat mutes before it are what clients and TRTC obey; this tells
 	// them the switch's state.
 	TypeRoomAllMicsMutedChanged: kind[RoomAllMicsMutedChanged](EventInfo{IM: true, Effects: MQ}),
+	// Clients hide the input box of members; the callback enforces it.
+	TypeRoomChatDisabledChanged: kind[RoomChatDisabledChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays
 	// inside; a removal is sent (the removed client learns why) and
 	// enforced at TRTC (delivery/roomim effects).

@@ -125,6 +125,7 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomCustomInfoChanged:      true,
 		room.TypeRoomPasswordChanged:        false,
 		room.TypeRoomAllMicsMutedChanged:    true,
+		room.TypeRoomChatDisabledChanged:    true,
 		room.TypeRoomAudioSeen:              false,
 		room.TypeRoomAudioRemoved:           true,
 		room.TypeRoomAudioDismissed:         false,

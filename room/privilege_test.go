@@ -80,6 +80,7 @@ var privileges = map[string]map[string]string{
 	room.CmdSetRoomCustomInfo: {aOwner: tNone, aAdmin: tNone},
 	room.CmdSetRoomPassword:   {aOwner: tNone, aAdmin: tNone},
 	room.CmdSetAllMicsMuted:   {aOwner: tNone, aAdmin: tNone},
+	room.CmdSetChatDisabled:   {aOwner: tNone, aAdmin: tNone},
 }
 
 // selfService are the commands that act on the sender only (or the room's
@@ -175,6 +176,8 @@ func matrixCommand(r *rand.Rand, s room.State, cmdType, actor, target string, no
 		c.Category = fmt.Sprintf("c%d", r.IntN(9))
 	case room.CmdSetRoomPassword:
 		c.ClearPassword = true
+	case room.CmdSetChatDisabled:
+		c.ChatDisabled = r.IntN(2) == 0
 	case room.CmdSetAllMicsMuted:
 		c.AllMicsMuted = r.IntN(2) == 0
 	case room.CmdSetRoomCustomInfo:

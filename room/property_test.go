@@ -69,18 +69,22 @@ type snapshot struct {
 
 // sim drives one room with random commands.
 type sim struct {
-	r        *rand.Rand
-	users    []string
-	seats    int // the room's seat count once created
-	now      int64
-	closeAt  int // step from which CloseRoom is tried
-	giftHeat int64
-	eventIDs map[string]bool
-	seen     map[string]int // events per type
-	requests int            // seat applications and invitations made
-	ended    int            // ... and ended
-	reopens  int            // reopened RoomCreated events
-	closedAt int            // step of the last accepted close (-1: none)
+	r       *rand.Rand
+	users   []string
+	seats   int // the room's seat count once created
+	now     int64
+	closeAt int // step from which CloseRoom is tried
+	// chatTurn: this turn is the chat switch's (SetChatDisabled), counted
+	// by chatTurns; it draws nothing.
+	chatTurn  bool
+	chatTurns int
+	giftHeat  int64
+	eventIDs  map[string]bool
+	seen      map[string]int // events per type
+	requests  int            // seat applications and invitations made
+	ended     int            // ... and ended
+	reopens   int            // reopened RoomCreated events
+	closedAt  int            // step of the last accepted close (-1: none)
 
 	audioReleased int // seats released at the end of an audio grace
 	presenceLeft  int // members taken out at the end of a presence window
@@ -112,8 +116,14 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 	inPlace := room.NewState(tApp, tRoom)
 	var recs []record
 	snaps := []snapshot{}
-	for step := range n {
-		sm.step = step
+	for i := range n + n/40 {
+		// Every 41st turn is the chat switch's (chatTurn), which draws
+		// nothing: step counts the drawn commands, which stay as they are.
+		step := i - i/41
+		if step >= n {
+			break
+		}
+		sm.step, sm.chatTurn = step, i%41 == 40
 		c := sm.next(step, live)
 		pre := live.Clone()
 		evs, err := room.Decide(live, c)
@@ -144,7 +154,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		if err := sm.invariants(live); err != nil {
 			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d after %s by %s (seq %d): %w\nstate %+v", step, c.Type, c.UserID, seq, err, live)
 		}
-		if r.IntN(100) == 0 {
+		if !sm.chatTurn && r.IntN(100) == 0 { // the chat turn draws nothing
 			b, err := live.Marshal()
 			if err != nil {
 				return "", err
@@ -177,7 +187,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
 		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
-		room.TypeRoomTopContributorsChanged} {
+		room.TypeRoomChatDisabledChanged, room.TypeRoomTopContributorsChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -278,6 +288,14 @@ func (sm *sim) pick(users []string) string { return users[sm.r.IntN(len(users))]
 // next makes a random command, mostly valid, sometimes not.
 func (sm *sim) next(step int, s room.State) room.Command {
 	r := sm.r
+	// The chat switch's turn draws nothing: mostly a change, now and
+	// then on again; by the owner, an admin or a member.
+	if sm.chatTurn {
+		n := sm.chatTurns
+		sm.chatTurns++
+		return room.Command{Type: room.CmdSetChatDisabled, CommandID: fmt.Sprintf("chat%d", n), RequestID: "r", AppCode: tApp, RoomID: tRoom,
+			UserID: []string{"owner", "admin", "u1"}[n%3], NowMs: sm.now, ChatDisabled: !s.ChatDisabled() || n%5 == 0}
+	}
 	sm.now += r.Int64N(3000) // ~1.5 s per command: short bans run out during a run
 	c := room.Command{CommandID: fmt.Sprintf("c%d", step), RequestID: "r", AppCode: tApp, RoomID: tRoom,
 		UserID: sm.pick(sm.users), NowMs: sm.now}
@@ -657,7 +675,7 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 				sm.reopens++
 			}
 		case room.RoomClosed, room.RoomSeatMuted, room.RoomSeatUnmuted, room.RoomSeatLocked, room.RoomSeatUnlocked, room.RoomUpdated, room.RoomMetadataChanged,
-			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged:
+			room.RoomCustomInfoChanged, room.RoomAllMicsMutedChanged, room.RoomChatDisabledChanged:
 			if !(c.UserID == s.Owner || s.IsAdmin(c.UserID) && s.IsMember(c.UserID)) {
 				return fmt.Errorf("%s by %s", e.EventType(), c.UserID)
 			}

@@ -144,6 +144,7 @@ func Summary(s State) *v1.RoomView {
 		MemberCount:  int64(len(s.Members)),
 		SeatMode:     s.seatMode(),
 		AllMicsMuted: s.AllMicsMuted(),
+		ChatDisabled: s.ChatDisabled(),
 	}
 	if m := s.Metadata(); !m.zero() {
 		v.Category, v.Tags, v.CoverUrl = m.Category, append([]string(nil), m.Tags...), m.CoverURL

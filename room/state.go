@@ -89,6 +89,8 @@ type Extra struct {
 	// The all-mics switch and the seats it muted (allmics.go).
 	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
+	// The chat-disabled switch (chatdisabled.go).
+	ChatDisabled bool `json:"chat_disabled,omitempty"`
 	// Contribution ranking (ranking.go).
 	Ranks Ranks `json:"ranks,omitzero"`
 }
@@ -143,7 +145,7 @@ func (e *Extra) canonical() bool {
 	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil && e.Ranks.zero()
+		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +52,9 @@ type IM struct {
 type imView struct {
 	refusal string
 	mutedMs int64 // chat-muted until (ms), 0 none
+	// chatOff: the room's chat is disabled for all and user is neither
+	// its owner nor an admin.
+	chatOff bool
 	at      time.Time
 }
 
@@ -198,7 +202,8 @@ func imAction(a string) string {
 
 // decide answers a "before" callback from the room's word about user:
 // not a member (banned included: a banned user is never a member) →
-// refused; speaking while chat-muted → refused. A group that is not a
+// refused; speaking while chat-muted, or while the room's chat is
+// disabled for all but its owner and admins → refused. A group that is not a
 // room's is none of the room's business; a room that does not answer in
 // time lets the request through, as Tencent itself does when an answer
 // is late.
@@ -214,6 +219,9 @@ func (h *IM) decide(ctx context.Context, gid, user string, speak bool) (int, str
 	refusal := v.refusal
 	if refusal == "" && speak && v.mutedMs > h.now().UnixMilli() {
 		refusal = "muted in the room"
+	}
+	if refusal == "" && speak && v.chatOff {
+		refusal = "chat is disabled in the room"
 	}
 	if refusal == "" {
 		return http.StatusOK, "allowed", imOK
@@ -241,11 +249,13 @@ func (h *IM) view(ctx context.Context, app, roomID, gid, user string) (imView, b
 	v = imView{at: now}
 	switch {
 	case err == nil:
-		for _, m := range reply.GetRoom().GetMutedMembers() {
+		r := reply.GetRoom()
+		for _, m := range r.GetMutedMembers() {
 			if m.GetUserId() == user {
 				v.mutedMs = m.GetMutedUntilMs()
 			}
 		}
+		v.chatOff = r.GetChatDisabled() && user != r.GetOwnerUserId() && !slices.Contains(r.GetAdminUserIds(), user)
 	case errors.Is(err, room.ErrNotMember), errors.Is(err, room.ErrBanned):
 		v.refusal = "not a member of the room"
 	case errors.Is(err, room.ErrRoomNotFound), errors.Is(err, room.ErrRoomClosed):

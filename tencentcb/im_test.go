@@ -152,3 +152,36 @@ func TestIMCallbackAuthentication(t *testing.T) {
 		t.Fatalf("state change: %d %+v", code, a)
 	}
 }
+
+// TestIMBeforeSendMsgChatDisabled: while the room's chat is disabled for
+// all, a member's message is refused and the owner's and an admin's go
+// through; once it is enabled again (a view_ttl later) the member speaks.
+func TestIMBeforeSendMsgChatDisabled(t *testing.T) {
+	m := newMemRooms(t0)
+	gid := seatedRoom(t, m, "r1")
+	do := func(c room.Command) {
+		t.Helper()
+		c.AppCode, c.RoomID, c.NowMs = "app", "r1", t0
+		if err := m.do(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(room.Command{Type: room.CmdSetAdmin, CommandID: "a", UserID: "owner", TargetUserID: "bob"})
+	do(room.Command{Type: room.CmdSetChatDisabled, CommandID: "off", UserID: "bob", ChatDisabled: true})
+	now := time.UnixMilli(t0 + 1000)
+	h := newIM(t, m, func() time.Time { return now })
+	for from, refused := range map[string]bool{"alice": true, "owner": false, "bob": false, "stranger": true} {
+		if _, a := imPost(h, IMBeforeSendMsg, "Android", now, imToken, sendMsg(gid, from)); (a.ErrorCode == imRefuse) != refused {
+			t.Errorf("chat disabled, %s: %+v, want refused=%v", from, a, refused)
+		}
+	}
+	// Joining is not speaking: a member still enters the group.
+	if _, a := imPost(h, IMBeforeApplyJoin, "Android", now, imToken, map[string]any{"GroupId": gid, "Type": "AVChatRoom", "Requestor_Account": "alice"}); a.ErrorCode != 0 {
+		t.Fatalf("a member's join while chat is disabled: %+v", a)
+	}
+	do(room.Command{Type: room.CmdSetChatDisabled, CommandID: "on", UserID: "owner", ChatDisabled: false})
+	now = now.Add(time.Second)
+	if _, a := imPost(h, IMBeforeSendMsg, "Android", now, imToken, sendMsg(gid, "alice")); a.ErrorCode != 0 {
+		t.Fatalf("chat enabled again, a view_ttl later: %+v", a)
+	}
+}

@@ -66,9 +66,6 @@ type Deps struct {
 	// guesses: the password-guess buckets (password.go); made by
 	// setDefaults.
 	guesses *guesses
-	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
-	// made by setDefaults, nil: requests expire only when decided on.
-	seatTimers *seatTimers
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -92,9 +89,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.joins == nil {
 		d.joins = newJoinClock()
-	}
-	if d.seatTimers == nil {
-		d.seatTimers = newSeatTimers()
 	}
 	if d.store == nil {
 		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
@@ -182,13 +176,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.init(ctx, msg.Identity.Identity)
 		g.observe(ctx, msg.Cluster)
 		g.startIdle(ctx)
-		g.armSeatDeadline(ctx)
 	case *v1.RoomCommand:
-		wasLoaded, deadline := g.loaded, g.state.NextSeatDeadline()
 		ctx.Respond(g.handle(ctx, msg))
-		if !wasLoaded || g.state.NextSeatDeadline() != deadline {
-			g.armSeatDeadline(ctx)
-		}
 		// A room nobody created holds nothing worth keeping: stop now
 		// rather than at the idle timeout, so random ids cannot pin
 		// actors. Commands already queued are still answered first.
@@ -197,16 +186,12 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
-	case *seatDeadline:
-		g.expireSeatRequests(ctx)
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
-		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
-		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
 		g.stopObservers()
 	case *tick:

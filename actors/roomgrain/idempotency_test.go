@@ -103,6 +103,7 @@ func idemCases(roomID string) map[string]idemCase {
 			Category: "music", Tags: []string{"jazz"}, CoverUrl: "https://cdn/x.png", Visibility: "unlisted"})},
 		"set_room_custom_info": {setup: with(), cmd: cmd(&v1.SetRoomCustomInfoRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
 			Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}})},
+		"set_chat_disabled":  {setup: with(), cmd: cmd(&v1.SetChatDisabledRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Disabled: true})},
 		"set_all_mics_muted": {setup: with(), cmd: cmd(&v1.SetAllMicsMutedRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Muted: true})},
 		"set_room_password": {setup: with(), cmd: cmd(&v1.SetRoomPasswordRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
 			Password: "pw"})},

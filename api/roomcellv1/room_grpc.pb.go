@@ -65,6 +65,7 @@ const (
 	RoomService_SetRoomCustomInfo_FullMethodName      = "/roomcell.v1.RoomService/SetRoomCustomInfo"
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
+	RoomService_SetChatDisabled_FullMethodName        = "/roomcell.v1.RoomService/SetChatDisabled"
 	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
 
@@ -172,6 +173,9 @@ type RoomServiceClient interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(ctx context.Context, in *SetAllMicsMutedRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -655,6 +659,16 @@ func (c *roomServiceClient) SetAllMicsMuted(ctx context.Context, in *SetAllMicsM
 	return out, nil
 }
 
+func (c *roomServiceClient) SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_SetChatDisabled_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roomServiceClient) ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListContributorsReply)
@@ -769,6 +783,9 @@ type RoomServiceServer interface {
 	// SetAllMicsMuted turns the room's all-mics-muted switch on or off
 	// (owner, or an admin in the room).
 	SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error)
+	// SetChatDisabled turns the room's "chat disabled for all" switch on
+	// or off (owner, or an admin in the room).
+	SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error)
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -920,6 +937,9 @@ func (UnimplementedRoomServiceServer) SetRoomPassword(context.Context, *SetRoomP
 }
 func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMicsMutedRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetAllMicsMuted not implemented")
+}
+func (UnimplementedRoomServiceServer) SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetChatDisabled not implemented")
 }
 func (UnimplementedRoomServiceServer) ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListContributors not implemented")
@@ -1766,6 +1786,24 @@ func _RoomService_SetAllMicsMuted_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_SetChatDisabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetChatDisabledRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_SetChatDisabled_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).SetChatDisabled(ctx, req.(*SetChatDisabledRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoomService_ListContributors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListContributorsRequest)
 	if err := dec(in); err != nil {
@@ -1970,6 +2008,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetAllMicsMuted",
 			Handler:    _RoomService_SetAllMicsMuted_Handler,
+		},
+		{
+			MethodName: "SetChatDisabled",
+			Handler:    _RoomService_SetChatDisabled_Handler,
 		},
 		{
 			MethodName: "ListContributors",

@@ -40,6 +40,7 @@ type clientRoom struct {
 	Tags                        []string
 	CustomInfo                  map[string]string
 	HasPassword, AllMicsMuted   bool
+	ChatDisabled                bool
 	MemberCount                 int64
 	members                     map[string]bool
 	mutedSeats, lockedSeats     map[int]bool
@@ -89,7 +90,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		Category, CoverURL, Visibility                    string
 		Set                                               map[string]string
 		Verifier                                          map[string]any
-		Muted                                             bool
+		Muted, Disabled                                   bool
 	}
 	// The payload's snake_case names, as the doc writes them.
 	var raw map[string]json.RawMessage
@@ -110,7 +111,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		"muted_until_ms": &p.MutedUntilMs, "at_ms": &p.AtMs, "expires_at_ms": &p.ExpiresAtMs,
 		"admin_user_ids": &p.AdminUserIDs, "tags": &p.Tags, "deleted": &p.Deleted,
 		"category": &p.Category, "cover_url": &p.CoverURL, "visibility": &p.Visibility,
-		"set": &p.Set, "verifier": &p.Verifier, "muted": &p.Muted,
+		"set": &p.Set, "verifier": &p.Verifier, "muted": &p.Muted, "disabled": &p.Disabled,
 	} {
 		field(name, into)
 	}
@@ -146,8 +147,10 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		if inSeats && c.seatHolders[p.Seat] == p.UserID {
 			c.seatHolders[p.Seat] = ""
 		}
-	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned":
-		// the room view does not change (bans are ListBans')
+	case "RoomGiftSent", "RoomRankChanged", "RoomAudioSeen", "RoomAudioRemoved", "RoomAudioDismissed", "RoomUserBanned", "RoomUserUnbanned",
+		"RoomTopContributorsChanged":
+		// the room view does not change (bans are ListBans', the
+		// ranking ListContributors')
 	case "RoomHeatChanged":
 		c.Heat = p.Heat
 	case "RoomUserKicked":
@@ -197,6 +200,8 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		c.HasPassword = len(p.Verifier) > 0
 	case "RoomAllMicsMutedChanged":
 		c.AllMicsMuted = p.Muted
+	case "RoomChatDisabledChanged":
+		c.ChatDisabled = p.Disabled
 	case "RoomCustomInfoChanged":
 		maps.Copy(c.CustomInfo, p.Set)
 		for _, k := range p.Deleted {
@@ -282,7 +287,7 @@ func fromView(r *v1.RoomView) clientRoom {
 		CreatedAtMs: r.CreatedAtMs, Announcement: r.Announcement, SeatMode: r.SeatMode,
 		Applications: map[string]clientRequest{}, Invitations: map[string]clientRequest{}, Mutes: map[string]int64{},
 		Category: r.Category, CoverURL: r.CoverUrl, Visible: r.Visibility, Tags: slices.Clone(r.Tags),
-		CustomInfo: maps.Clone(r.CustomInfo), HasPassword: r.HasPassword, AllMicsMuted: r.AllMicsMuted, MemberCount: r.MemberCount}
+		CustomInfo: maps.Clone(r.CustomInfo), HasPassword: r.HasPassword, AllMicsMuted: r.AllMicsMuted, ChatDisabled: r.ChatDisabled, MemberCount: r.MemberCount}
 	for _, s := range r.Seats {
 		v.Seats = append(v.Seats, clientSeat{User: s.UserId, Muted: s.Muted, Locked: s.Locked})
 	}
@@ -396,6 +401,12 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 			_, err := rc.MuteMember(ctx, &v1.MuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, TargetUserId: pick(), MuteSeconds: int64(1 + rng.IntN(2))})
 			return err
 		}
+		unmute := func() error {
+			by := op()
+			_, _ = rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, Password: password})
+			_, err := rc.UnmuteMember(ctx, &v1.UnmuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: by, TargetUserId: pick()})
+			return err
+		}
 		cmds := []func() error{
 			func() error {
 				_, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: pick(), Password: password})
@@ -436,10 +447,8 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 			mute,
 			mute,
 			mute,
-			func() error {
-				_, err := rc.UnmuteMember(ctx, &v1.UnmuteMemberRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), TargetUserId: pick()})
-				return err
-			},
+			unmute,
+			unmute,
 			func() error {
 				_, err := rc.SetAdmin(ctx, &v1.SetAdminRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), TargetUserId: pick()})
 				return err
@@ -546,6 +555,10 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 				return nil
 			},
 			func() error {
+				_, err := rc.SetChatDisabled(ctx, &v1.SetChatDisabledRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), Disabled: rng.IntN(2) == 0})
+				return err
+			},
+			func() error {
 				_, err := rc.SetAllMicsMuted(ctx, &v1.SetAllMicsMutedRequest{CommandId: id(), AppCode: appCode, RoomId: roomID, UserId: op(), Muted: rng.IntN(2) == 0})
 				return err
 			},
@@ -596,7 +609,7 @@ func TestClientRebuildsRoomFromEvents(t *testing.T) {
 	for _, typ := range []string{"RoomCreated", "RoomUserJoined", "RoomUserLeft", "RoomMicTaken", "RoomMicReleased", "RoomGiftSent",
 		"RoomHeatChanged", "RoomUserKicked", "RoomClosed", "RoomMemberMuted", "RoomMemberUnmuted", "RoomSeatApplied",
 		"RoomSeatApplicationEnded", "RoomSeatInvited", "RoomSeatInvitationEnded", "RoomSeatCountChanged", "RoomOwnerChanged",
-		"RoomPasswordChanged", "RoomAllMicsMutedChanged", "RoomCustomInfoChanged", "RoomMetadataChanged", "RoomSeatMuted", "RoomSeatLocked",
+		"RoomPasswordChanged", "RoomAllMicsMutedChanged", "RoomChatDisabledChanged", "RoomCustomInfoChanged", "RoomMetadataChanged", "RoomSeatMuted", "RoomSeatLocked",
 		"mute pruned"} {
 		if seen[typ] == 0 {
 			t.Errorf("no %s in any history: the generator misses a rule", typ)

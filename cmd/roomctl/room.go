@@ -104,6 +104,15 @@ func init() {
 			return &roomcellv1.SetRoomCustomInfoRequest{Set: set, DeleteKeys: strs(fs, "delete")}
 		},
 		roomcellv1.RoomServiceClient.SetRoomCustomInfo)
+	roomCommand("chat", "disable chat for everyone but the owner and admins (--off), or enable it again (--user is the owner or an admin)",
+		func(fs *flag.FlagSet) {
+			fs.Bool("off", false, "disable chat for all (false: enable it again)")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.SetChatDisabledRequest {
+			off, _ := fs.GetBool("off")
+			return &roomcellv1.SetChatDisabledRequest{Disabled: off}
+		},
+		roomcellv1.RoomServiceClient.SetChatDisabled)
 	roomCommand("mics", "turn the room's all-mics-muted switch --on or off (--user is the owner or an admin)",
 		func(fs *flag.FlagSet) {
 			fs.Bool("on", false, "mute every seat (false: unmute the seats the switch muted)")

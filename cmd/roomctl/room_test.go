@@ -226,6 +226,8 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Set: map[string]string{"theme": "dark", "lang": "zh"}, DeleteKeys: []string{"pin"}}}}},
 		{[]string{"password", "--password", "pw1"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Password: "pw1"}}}},
+		{[]string{"chat", "--off"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: &roomcellv1.SetChatDisabledRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Disabled: true}}}},
 		{[]string{"mics", "--on"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},
 		{[]string{"password", "--clear"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{

@@ -150,7 +150,8 @@ GO
 go test -c -o "$RC_TEST" ./actors/relay
 
 # mariadbd's CPU per drained row on the relay side (db-µs/row), read from
-# /proc by the benchmark: the server listening on 3306.
+# /proc by the benchmark: the server listening on 3306, all its work over
+# the drain (other clients of the same server count too).
 export ROOMCELL_BENCH_DB_PID=${ROOMCELL_BENCH_DB_PID:-$(ss -ltnpH 'sport = :3306' 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)}
 metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }

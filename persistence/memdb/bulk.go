@@ -17,24 +17,24 @@ func (t *outboxTable) selectOutbox(sel persistence.OutboxSelector, match func(pe
 	if sel.Status != "" {
 		statuses = []string{sel.Status}
 	}
-	var found []*outboxEntry
+	var found []persistence.OutboxRow
 	for _, st := range statuses {
 		t.scanStatus(st, math.MinInt64, "", func(e *outboxEntry) bool {
-			if match(e.row()) {
-				found = append(found, e)
+			if row := e.row(); match(row) {
+				found = append(found, row)
 			}
 			return true
 		})
 	}
-	slices.SortFunc(found, func(a, b *outboxEntry) int {
-		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
-	})
+	// A limit that cuts a command takes its first events: a requeue never
+	// sends a command's later events while earlier ones stay parked.
+	slices.SortFunc(found, persistence.CompareListOrder)
 	if sel.Limit > 0 && len(found) > sel.Limit {
 		found = found[:sel.Limit]
 	}
 	ids := make([]string, len(found))
-	for i, e := range found {
-		ids[i] = e.EventID
+	for i, r := range found {
+		ids[i] = r.Envelope.EventID
 	}
 	return ids
 }

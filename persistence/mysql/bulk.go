@@ -73,8 +73,10 @@ const requeueCond = "status = 'parked' OR (status = 'pending' AND next_retry_at_
 
 const skipCond = "status IN ('parked', 'pending')"
 
-// bulkUpdate applies set to the rows matching where, oldest first, in
-// statements of bulkChunk rows, until none is left or limit rows
+// bulkUpdate applies set to the rows matching where, oldest first (in
+// listOrder: a limit that cuts a command takes its first events, so a
+// requeue never sends a command's later events while earlier ones stay
+// parked), in statements of bulkChunk rows, until none is left or limit rows
 // changed (0 = no limit). It returns how many rows changed.
 func (s *Store) bulkUpdate(ctx context.Context, op, where string, whereArgs []any, limit int, set string, setArgs ...any) (int, error) {
 	total := 0
@@ -88,7 +90,7 @@ func (s *Store) bulkUpdate(ctx context.Context, op, where string, whereArgs []an
 		}
 		cctx, cancel := s.opCtx(ctx)
 		args := append(append(append([]any{}, setArgs...), whereArgs...), n)
-		res, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+" WHERE "+where+" ORDER BY created_at_ms, event_id LIMIT ?", args...)
+		res, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+" WHERE "+where+" ORDER BY "+listOrder+" LIMIT ?", args...)
 		var changed int64
 		if err == nil {
 			changed, err = res.RowsAffected()

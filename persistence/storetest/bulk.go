@@ -10,6 +10,42 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
+// A bulk requeue whose limit cuts a command takes the command's first
+// events (by their index, not their ids' text): its later events stay
+// parked behind them, so none reaches IM before an earlier one.
+func testOutboxBulkCutsCommandsInOrder(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	big := bigCommand(t, s, roomA, 1, 25, 100)
+	for _, id := range big {
+		mustNoErr(t, "park", s.ParkOutbox(ctx, id, "im: 503", 1000))
+	}
+	n, err := s.BulkRequeueOutbox(ctx, persistence.OutboxSelector{Limit: 12}, 2000)
+	mustNoErr(t, "BulkRequeueOutbox", err)
+	if n != 12 {
+		t.Fatalf("requeued %d rows, want 12", n)
+	}
+	for i, id := range big {
+		want := persistence.OutboxParked
+		if i < 12 {
+			want = persistence.OutboxPending
+		}
+		if g := getOutbox(t, s, id); g.Status != want {
+			t.Fatalf("event %d (%s) is %s after a requeue of 12, want %s", i, id, g.Status, want)
+		}
+	}
+	n, err = s.BulkSkipOutbox(ctx, persistence.OutboxSelector{Status: persistence.OutboxParked, Limit: 3}, "ops", "test", 3000)
+	mustNoErr(t, "BulkSkipOutbox", err)
+	for i, id := range big[12:] {
+		want := persistence.OutboxParked
+		if i < 3 {
+			want = persistence.OutboxSkipped
+		}
+		if g := getOutbox(t, s, id); n != 3 || g.Status != want {
+			t.Fatalf("skip of 3 (changed %d): event %d is %s, want %s", n, 12+i, g.Status, want)
+		}
+	}
+}
+
 // testOutboxBulk: a bulk requeue or skip changes exactly the rows its
 // filters (status, app, room, time range, error text) admit, oldest first
 // within its limit; the count (dry run) changes nothing and agrees with

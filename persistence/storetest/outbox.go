@@ -36,6 +36,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ListOutboxFilter", testListOutboxFilter},
 		{"OutboxStats", testOutboxStats},
 		{"BulkRequeueSkip", testOutboxBulk},
+		{"BulkCutsCommandsInOrder", testOutboxBulkCutsCommandsInOrder},
 		{"EffectsDone", testEffectsDone},
 		{"EffectsDoneConcurrent", testEffectsDoneConcurrent},
 	})
