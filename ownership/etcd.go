@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -101,7 +102,9 @@ type Etcd struct {
 	// after an etcd outage they are re-attaching too.
 	servingSince time.Time
 	holdRenewed  time.Time
-	floorRev     int64 // watch events at or below it are already in the table
+	holdBusy     atomic.Bool  // a hold renewal is under way
+	holdGone     atomic.Int64 // a hold lease renewHold found gone
+	floorRev     int64        // watch events at or below it are already in the table
 	nodes        map[string]bool
 	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
 	owners       []grant
@@ -555,6 +558,10 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	hold, live := e.lease, e.live
 	e.mu.RUnlock()
+	if gone := clientv3.LeaseID(e.holdGone.Swap(0)); gone != 0 && gone == hold {
+		e.holdLost(hold)
+		return
+	}
 	switch {
 	case hold == 0:
 		// A re-register that failed: try it again.
@@ -606,13 +613,22 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	due := time.Since(e.holdRenewed) >= e.cfg.HoldTTL/4
 	e.mu.RUnlock()
-	if due {
-		e.renewHold(hold)
+	// Off the renewal loop: a hold renewal waiting out an election must
+	// not delay the next liveness renewal.
+	if due && e.holdBusy.CompareAndSwap(false, true) {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer e.holdBusy.Store(false)
+			e.renewHold(hold)
+		}()
 	}
 }
 
 // renewHold renews the hold lease, within one renewal period (a try
-// that fails is repeated at the next).
+// that fails is repeated at the next). It runs off the renewal loop, so
+// a hold lease found gone is left to the loop (holdGone), which alone
+// registers and re-attaches.
 func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
 	defer cancel()
@@ -623,7 +639,7 @@ func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 		e.holdRenewed = r.Sent
 		e.mu.Unlock()
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		e.holdLost(hold)
+		e.holdGone.Store(int64(hold)) // the loop's next renewal starts over
 	}
 }
 

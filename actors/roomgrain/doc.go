@@ -5,7 +5,9 @@
 // (publisher.go: a queue run on a dispatcher goroutine only while it has
 // work, serial.go, dispatch.go); the room's observers (observer.go), the
 // one way anything that follows a room attaches (the room directory, the
-// room's feed of events for ListRoomEvents and WatchRoom, departures): a
+// room's feed of events for ListRoomEvents and WatchRoom, departures,
+// seat deadlines: seatdeadline.go, whose expiry is the room's own command
+// through Room.Commit): a
 // list made on each activation and called at its points (check, commit,
 // the stored envelopes, tick, stop), handed the messages it owns and
 // asked to explain a refusal, with the Tick and Commit messages an

@@ -66,9 +66,6 @@ type Deps struct {
 	// guesses: the password-guess buckets (password.go); made by
 	// setDefaults.
 	guesses *guesses
-	// seatTimers: the rooms' seat request deadlines (seatdeadline.go);
-	// made by setDefaults, nil: requests expire only when decided on.
-	seatTimers *seatTimers
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -92,9 +89,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.joins == nil {
 		d.joins = newJoinClock()
-	}
-	if d.seatTimers == nil {
-		d.seatTimers = newSeatTimers()
 	}
 	if d.store == nil {
 		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
@@ -182,13 +176,8 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.init(ctx, msg.Identity.Identity)
 		g.observe(ctx, msg.Cluster)
 		g.startIdle(ctx)
-		g.armSeatDeadline(ctx)
 	case *v1.RoomCommand:
-		wasLoaded, deadline := g.loaded, g.state.NextSeatDeadline()
 		ctx.Respond(g.handle(ctx, msg))
-		if !wasLoaded || g.state.NextSeatDeadline() != deadline {
-			g.armSeatDeadline(ctx)
-		}
 		// A room nobody created holds nothing worth keeping: stop now
 		// rather than at the idle timeout, so random ids cannot pin
 		// actors. Commands already queued are still answered first.
@@ -197,16 +186,12 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
-	case *seatDeadline:
-		g.expireSeatRequests(ctx)
 	case *actor.Stopping:
 		// Passivation, rebalance and cluster shutdown all pass here.
-		g.disarmSeatDeadline(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
-		g.disarmSeatDeadline(ctx)
 		g.stopPublisher()
 		g.stopObservers()
 	case *tick:
@@ -304,6 +289,9 @@ func (g *grain) loadIn(ctx context.Context) error {
 	g.recent = recentCommands{}
 	for _, r := range recs {
 		evs, err := decodeEvents(r.Events)
+		if err == nil {
+			err = room.Unseal(evs, r.Sealed) // what the events carried beside their payloads
+		}
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
@@ -550,6 +538,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+		Sealed: room.SealedOf(events),
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
 	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
 	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })

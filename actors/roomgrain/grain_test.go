@@ -137,6 +137,7 @@ type fixture struct {
 	events chan any
 	probe  *actor.PID
 	deps   Deps
+	seats  *seatTimers // the seat deadline observer's timers (in deps.Observers)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -145,7 +146,8 @@ func newFixture(t *testing.T) *fixture {
 	f.probe = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: f.events} }))
 	f.pub = &probePublisher{root: sys.Root, probe: f.probe}
 	cfg := configs.Default().Room
-	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg}
+	f.seats = newSeatTimers()
+	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Observers: []NewObserver{observeSeatDeadlines(f.seats)}}
 	f.deps.setDefaults()
 	t.Cleanup(sys.Shutdown)
 	return f

@@ -210,6 +210,15 @@ func (g *grain) stopObservers() {
 	g.obs, g.nobs = nil, 0
 }
 
+// Commit commits a command the observer decided on the room's state in
+// Receive (the room's own command, such as a seat request's expiry):
+// through the command path (command log, outbox, publish, observers),
+// as a client's command. Call it in Receive, after Ready.
+func (r Room) Commit(ctx actor.Context, cmd room.Command, events []room.Event) error {
+	_, err := r.g.commit(ctx, cmd, events)
+	return err
+}
+
 // receiveObserved hands a message the grain does not know to its
 // observers that take messages.
 func (g *grain) receiveObserved(ctx actor.Context) {

@@ -1,6 +1,7 @@
 package roomgrain
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,7 +15,8 @@ import (
 // room's state (room.State.NextSeatDeadline). The active room arms one
 // timer for its earliest deadline; when it fires, the room commits the
 // expiry itself (room.CmdExpireSeatRequests under a reserved command id),
-// like any command. The timer dies with the activation, the deadline does
+// like any command. The timer is an observer's (ObserveSeatDeadlines),
+// the expiry the room's own command through Room.Commit. The timer dies with the activation, the deadline does
 // not: the next activation (a restart, a failover to another node) arms
 // it again from the state it loads, and fires at once for one already
 // past. Until the expiry is committed, every decision treats an expired
@@ -24,8 +26,7 @@ import (
 type seatDeadline struct{}
 
 // seatTimers holds the armed timers of a node's rooms, keyed by the
-// activation's PID: one map per node instead of a field in every grain
-// (the grain is at its size class, grainsize_test.go).
+// activation's PID: one map per node (ObserveSeatDeadlines).
 type seatTimers struct {
 	mu sync.Mutex
 	m  map[string]*armedDeadline
@@ -76,63 +77,104 @@ func (st *seatTimers) armed() int {
 	return len(st.m)
 }
 
-// armSeatDeadline arms the room's timer for its state's earliest
-// deadline, or stops it when no request is pending.
-func (g *grain) armSeatDeadline(ctx actor.Context) {
-	if g.deps.seatTimers == nil {
-		return
+// ObserveSeatDeadlines makes the observer of the node's rooms that arms
+// each room's timer for its earliest seat deadline and commits the
+// expiry when it fires (one set of timers for the node, made here: call
+// it once per node). The node's wiring lists it in Deps.Observers;
+// without it a request expires only when a command decides on it.
+func ObserveSeatDeadlines() NewObserver { return observeSeatDeadlines(newSeatTimers()) }
+
+func observeSeatDeadlines(st *seatTimers) NewObserver {
+	return func(a Activation) Observer {
+		o := &seatObserver{st: st, room: a.Room, self: a.Self, root: a.Root, at: -1}
+		o.arm()
+		return o
 	}
-	var at int64
-	if g.loaded {
-		at = g.state.NextSeatDeadline()
-	}
-	g.deps.seatTimers.arm(ctx.ActorSystem(), ctx.Self(), at, g.deps.Clock().UnixMilli())
 }
 
-func (g *grain) disarmSeatDeadline(ctx actor.Context) {
-	if g.deps.seatTimers != nil {
-		g.deps.seatTimers.arm(ctx.ActorSystem(), ctx.Self(), 0, 0)
+// seatObserver is one activation's seat deadline timer. Every call is on
+// the room's goroutine.
+type seatObserver struct {
+	st   *seatTimers
+	room Room
+	self *actor.PID
+	root *actor.RootContext
+	// at is the deadline armed (0: none; -1: not known, as after the
+	// timer fired): a commit that leaves it costs no call to the timers.
+	at int64
+}
+
+// arm arms the room's timer for its state's earliest deadline, or stops
+// it when nothing is pending (arming the deadline already armed keeps
+// the timer).
+func (o *seatObserver) arm() {
+	var at int64
+	if o.room.Loaded() {
+		at = o.room.State().NextSeatDeadline()
+	}
+	if at == o.at {
+		return
+	}
+	o.at = at
+	o.st.arm(o.root.ActorSystem(), o.self, at, o.room.Now().UnixMilli())
+}
+
+func (o *seatObserver) Loaded()                              { o.arm() }
+func (o *seatObserver) Committed(room.Command, []room.Event) { o.arm() }
+func (o *seatObserver) Stopped()                             { o.st.arm(o.root.ActorSystem(), o.self, 0, 0) }
+func (*seatObserver) Check(room.Command) error               { return nil }
+func (*seatObserver) Passed(room.Command)                    {}
+func (*seatObserver) Applying([]room.Event)                  {}
+func (*seatObserver) Tick()                                  {}
+func (*seatObserver) Passivating()                           {}
+
+// Receive takes the timer's message.
+func (o *seatObserver) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*seatDeadline); ok {
+		o.expire(ctx)
 	}
 }
 
 // seatExpiryRetry is how soon a failed expiry is tried again.
 const seatExpiryRetry = time.Second
 
-// expireSeatRequests commits the expiry of every request past its
-// deadline. The command id is derived from the seq it is decided at, so
-// two activations deciding at one seq write one command (the store's
+// expire commits the expiry of every request past its deadline. The
+// command id is derived from the seq it is decided at, so two
+// activations deciding at one seq write one command (the store's
 // command_id and seq fences take the second).
-func (g *grain) expireSeatRequests(ctx actor.Context) {
+func (o *seatObserver) expire(ctx actor.Context) {
+	o.at = -1 // the timer fired: none is armed
 	retry := func(err error) {
-		g.log.Warn("seat requests: expiry not committed; retrying", "error", err)
-		g.deps.seatTimers.arm(ctx.ActorSystem(), ctx.Self(), g.deps.Clock().Add(seatExpiryRetry).UnixMilli(), g.deps.Clock().UnixMilli())
+		o.room.Log().Warn("seat requests: expiry not committed; retrying", "error", err)
+		now := o.room.Now()
+		o.at = now.Add(seatExpiryRetry).UnixMilli()
+		o.st.arm(o.root.ActorSystem(), o.self, o.at, now.UnixMilli())
 	}
-	if err := g.gate(ctx); err != nil {
-		return // moved: the room's new activation arms its own timer
-	}
-	if !g.loaded {
-		if err := g.load(); err != nil {
-			retry(err)
-			return
+	if err := o.room.Ready(ctx); err != nil {
+		if errors.Is(err, errMoved) || errors.Is(err, ErrNoCoordinator) {
+			return // moved: the room's new activation arms its own timer
 		}
-	}
-	if !g.state.Exists || g.state.Status != room.StatusOpen {
-		g.armSeatDeadline(ctx)
+		retry(err)
 		return
 	}
-	k := g.key()
-	cmd := room.Command{Type: room.CmdExpireSeatRequests, CommandID: fmt.Sprintf("%s%d", room.SeatExpireIDPrefix, g.state.Seq),
-		AppCode: k.AppCode, RoomID: k.RoomID, UserID: "room", NowMs: g.deps.Clock().UnixMilli()}
-	events, err := room.Decide(g.state, cmd)
+	state := o.room.State()
+	if !state.Exists || state.Status != room.StatusOpen {
+		o.arm()
+		return
+	}
+	k := o.room.Key()
+	cmd := room.Command{Type: room.CmdExpireSeatRequests, CommandID: fmt.Sprintf("%s%d", room.SeatExpireIDPrefix, state.Seq),
+		AppCode: k.AppCode, RoomID: k.RoomID, UserID: "room", NowMs: o.room.Now().UnixMilli()}
+	events, err := room.Decide(*state, cmd)
 	if err != nil {
 		retry(err)
 		return
 	}
 	if len(events) > 0 {
-		if _, err := g.commit(ctx, cmd, events); err != nil {
+		if err := o.room.Commit(ctx, cmd, events); err != nil {
 			retry(err)
 			return
 		}
 	}
-	g.armSeatDeadline(ctx)
+	o.arm()
 }

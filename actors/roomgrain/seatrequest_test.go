@@ -86,7 +86,7 @@ func TestSeatApplicationExpiresByItself(t *testing.T) {
 	if !errors.Is(err, room.ErrNoSeatRequest) {
 		t.Fatalf("approve after expiry: %v", err)
 	}
-	if n := f.deps.seatTimers.armed(); n != 0 {
+	if n := f.seats.armed(); n != 0 {
 		t.Fatalf("%d timers armed with nothing pending", n)
 	}
 }

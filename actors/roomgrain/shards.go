@@ -27,8 +27,8 @@ type ShardDB struct {
 // not change database while the process runs). Each database has its
 // own mark batcher, so a database that hangs holds up only its own
 // rooms' marks: with one batcher, a flush stuck on the paused database
-// held every other room's marks behind it. The rest (observers, joins,
-// seat timers) stays one per node; each database has its own store gate
+// held every other room's marks behind it. The rest (observers, joins)
+// stays one per node; each database has its own store gate
 // (storegate.go) too. d.Store is ignored; dbs must not be empty
 // and pick must return an index into it.
 func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {

@@ -202,7 +202,7 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners,
 			// What follows a room, built here once for the node.
-			Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), directory.New(dirDeps),
+			Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
 		})
 		if err != nil {
