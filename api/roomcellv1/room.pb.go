@@ -2421,7 +2421,11 @@ type RoomCommand struct {
 	//	*RoomCommand_SetChatDisabled
 	//	*RoomCommand_LikeRoom
 	//	*RoomCommand_ListContributors
-	Command       isRoomCommand_Command `protobuf_oneof:"command"`
+	Command isRoomCommand_Command `protobuf_oneof:"command"`
+	// traceparent is the W3C trace context of the call that sent the
+	// command ("" when it is not traced): the grain's spans continue that
+	// trace across the mailbox and the cluster.
+	Traceparent   string `protobuf:"bytes,100,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2859,6 +2863,13 @@ func (x *RoomCommand) GetListContributors() *ListContributorsRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
 type isRoomCommand_Command interface {
 	isRoomCommand_Command()
 }
@@ -3256,11 +3267,15 @@ func (x *AudioPresenceRequest) GetLeaveAfterMs() int64 {
 // without a code (0) comes back as its class with its text. metadata are
 // the error's facts for the client (its row's keys in docs/errors.md).
 type RoomError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Code          uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Class    string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	Message  string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code     uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Metadata map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When a retry may succeed (errclass.RetryAfterOf), as the grain that
+	// refused knows it: a password-guess bucket's exact wait reaches the
+	// caller whichever node it entered by. 0: no hint.
+	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3321,6 +3336,13 @@ func (x *RoomError) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *RoomError) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // RoomResponse is what the room grain answers: a reply or an error.
@@ -7653,7 +7675,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8a\x19\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x19\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7710,7 +7732,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12Q\n" +
 	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabled\x12;\n" +
 	"\tlike_room\x18Z \x01(\v2\x1c.roomcell.v1.LikeRoomRequestH\x00R\blikeRoom\x12S\n" +
-	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributorsB\t\n" +
+	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributors\x12 \n" +
+	"\vtraceparent\x18d \x01(\tR\vtraceparentB\t\n" +
 	"\acommand\"\xbb\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -7725,12 +7748,13 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
 	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\x12$\n" +
 	"\x0eleave_after_ms\x18\n" +
-	" \x01(\x03R\fleaveAfterMs\"\xce\x01\n" +
+	" \x01(\x03R\fleaveAfterMs\"\xf4\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\rR\x04code\x12@\n" +
-	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
