@@ -161,7 +161,7 @@ func TestListEventsKeepsACommandsEventsTogether(t *testing.T) {
 	n := startEventsNode(t, nil, 0)
 	n.do(t, createCmd("r1", "c0"))
 	n.do(t, joinCmd("r1", "c1", "bob"))
-	for i := range 5 { // a gift: RoomGiftSent + RoomHeatChanged
+	for i := range 5 { // a gift: RoomGiftSent + RoomHeatChanged (+ RoomTopContributorsChanged when the top three change)
 		n.do(t, &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{CommandId: fmt.Sprint("g", i),
 			AppCode: "app", RoomId: "r1", UserId: "owner", ToUserId: "bob", GiftId: "rose", GiftCount: 1}}})
 	}
@@ -169,8 +169,25 @@ func TestListEventsKeepsACommandsEventsTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Events) < 2 || len(r.Events)%2 != 0 || r.Events[len(r.Events)-1].RoomSeq != r.NextAfterSeq {
-		t.Fatalf("page cut a gift's events: %d events, next %d", len(r.Events), r.NextAfterSeq)
+	// The page is every event of the commits it covers, and no other.
+	var whole []string
+	recs, err := n.store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "r1"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		for _, e := range rec.Events {
+			if rec.Seq <= r.NextAfterSeq {
+				whole = append(whole, e.EventID)
+			}
+		}
+	}
+	var got []string
+	for _, e := range r.Events {
+		got = append(got, e.EventId)
+	}
+	if len(r.Events) < 2 || !slices.Equal(got, whole) || r.Events[len(r.Events)-1].RoomSeq != r.NextAfterSeq {
+		t.Fatalf("page cut a gift's events: %d events %v, next %d; the commits up to it hold %v", len(r.Events), got, r.NextAfterSeq, whole)
 	}
 }
 
