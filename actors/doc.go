@@ -1,11 +1,16 @@
-// Package actors is the home of roomcell's Proto.Actor code, one
-// sub-package per actor family: room (the room grain and its pure state
-// machine), relay (the per-node outbox relay that publishes pending
-// room_outbox rows to IM), supervise (the supervision, stop and polling
-// helpers every worker actor shares), and later wallet and the notice
-// workers. Actors here own their mailbox state only: everything durable goes
-// through a persistence store, everything outbound through an injected
-// publisher, so each actor can be tested on a real ActorSystem with go-memdb
-// and fakes. This folder must not import grpcapi or cmd, and no actor may
-// reach into another actor's state except by message.
+// Package actors is the home of roomcell's Proto.Actor code and the
+// node's workers, one sub-package per family: roomgrain (the room grain
+// that runs package room's rules and keeps the command log, and the
+// Observer list everything that follows a room attaches through),
+// roomfeed (the room's event tail, ListRoomEvents and WatchRoom, an
+// observer), directory (the room directory, an observer), wallet, relay
+// (the outbox relay and the MQ fanout), presence, notice (the private
+// notice workers), purge (retention), outboxsend (the outbox send metrics
+// the relay and the room's publisher share) and supervise (the poller
+// shell and supervision every worker shares). Actors here own their
+// mailbox state only: everything durable goes through a persistence
+// store, everything outbound through an injected publisher (delivery's
+// contract), so each is tested on a real ActorSystem with go-memdb and
+// fakes. This folder must not import grpcapi or cmd, and no actor reaches
+// into another actor's state except by message (internal/layers).
 package actors

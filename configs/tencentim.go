@@ -42,6 +42,14 @@ type TencentIMConfig struct {
 	BanReconcileInterval time.Duration `yaml:"ban_reconcile_interval"`
 }
 
+// WithDefaults is c with every key left zero at its default, as a loaded
+// config has it: what the IM client gives a hand-built config (tests,
+// dev), so the defaults are written here only.
+func (c TencentIMConfig) WithDefaults() TencentIMConfig {
+	c.setDefaults()
+	return c
+}
+
 func (c *TencentIMConfig) setDefaults() {
 	if c.BaseURL == "" {
 		c.BaseURL = "https://console.tim.qq.com"

@@ -53,6 +53,14 @@ type TRTCConfig struct {
 	EnforceTickets bool `yaml:"enforce_tickets"`
 }
 
+// WithDefaults is c with every key left zero at its default, as a loaded
+// config has it: what the TRTC client gives a hand-built config, so the
+// defaults are written here only.
+func (c TRTCConfig) WithDefaults() TRTCConfig {
+	c.setDefaults()
+	return c
+}
+
 func (c *TRTCConfig) setDefaults() {
 	if c.Region == "" {
 		c.Region = "ap-guangzhou"

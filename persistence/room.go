@@ -48,6 +48,11 @@ type CommandRecord struct {
 	Reply       []byte
 	Events      []Envelope
 	CreatedAtMs int64
+	// Sealed is what the command's events carry beside their payloads
+	// (room.SealedOf: a room password's verifier), nil for most rows. It
+	// is kept with the row and never with the events: the outbox, IM,
+	// MQ and the event feeds never see it; replay attaches it again.
+	Sealed []byte
 }
 
 // Key returns the room the record belongs to.

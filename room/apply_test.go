@@ -58,7 +58,8 @@ func allEvents() []room.Event {
 		room.RoomAllMicsMutedChanged{Muted: true, OperatorUserID: "owner"},
 		room.RoomChatDisabledChanged{Disabled: true, OperatorUserID: "owner"},
 		room.RoomSeatMuted{Seat: 1, OperatorUserID: "owner", All: true},
-		room.RoomPasswordChanged{Verifier: room.Verifier{Salt: "s", MAC: "m"}, OperatorUserID: "owner"},
+		room.RoomPasswordChanged{Set: true, OperatorUserID: "owner"},
+		room.RoomPasswordChanged{Legacy: room.Verifier{Salt: "s", MAC: "m"}, OperatorUserID: "owner"}, // as logged before verifiers were sealed
 		room.RoomCustomInfoChanged{Set: map[string]string{"theme": "dark"}, Deleted: []string{"pin"}, OperatorUserID: "owner"},
 		room.RoomMetadataChanged{Meta: room.Meta{Category: "music", Tags: []string{"chill", "jazz"}, CoverURL: "https://c/1.png", Visibility: room.VisibilityUnlisted}, OperatorUserID: "owner"},
 		room.RoomCreated{OwnerUserID: "x", Name: "n", MicSeats: 2, CreatedAtMs: 1, Reopened: true, Meta: room.Meta{Category: "talk"}},

@@ -4,6 +4,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/hyapp/roomcell/errclass"
@@ -15,10 +18,14 @@ import (
 // room.password_key of a per-room random salt and the password. The grain
 // computes it at the edge (SetRoomPassword: a fresh salt and its MAC;
 // JoinRoom: the MAC of the offered password under the room's salt), so
-// Decide stays pure and compares in constant time, and a replay reads
-// the verifier from the event. The verifier is in the room's events (its
-// log and what clients read of it): without the key it tells nothing, so
-// the key must stay secret and be the same on every node.
+// Decide stays pure and compares in constant time. The verifier is never
+// in an event: RoomPasswordChanged says only that a password was set (or
+// removed), and the verifier travels beside the event, sealed
+// (SealedOf): the grain stores it in the command log row, apart from the
+// row's events, and attaches it again when it replays the row (Unseal),
+// so replay rebuilds the ability to check. Nothing that reads events
+// (IM, MQ, ListRoomEvents, WatchRoom, replies) ever sees it. The key must
+// stay secret and be the same on every node.
 const (
 	CmdSetRoomPassword = "SetRoomPassword"
 	MaxPasswordLen     = 64 // bytes
@@ -96,7 +103,7 @@ func decideSetPassword(s State, cmd Command) ([]Event, error) {
 	if cmd.PasswordMAC == "" || cmd.PasswordSaltNew == "" {
 		return nil, ErrPasswordsOff
 	}
-	return []Event{RoomPasswordChanged{Verifier: Verifier{Salt: cmd.PasswordSaltNew, MAC: cmd.PasswordMAC}, OperatorUserID: cmd.UserID}}, nil
+	return []Event{RoomPasswordChanged{Set: true, Sealed: Verifier{Salt: cmd.PasswordSaltNew, MAC: cmd.PasswordMAC}, OperatorUserID: cmd.UserID}}, nil
 }
 
 // passwordRefused: the JoinRoom of user must pass the room's password.
@@ -111,17 +118,71 @@ func passwordRefused(s State, cmd Command) error {
 	return nil
 }
 
-// RoomPasswordChanged: the room has the password of Verifier now; a zero
-// Verifier removes it. Clients read only whether there is one.
+// RoomPasswordChanged: the room asks for a password now (Set), or no
+// longer. Its payload is that and the operator: the verifier is Sealed,
+// never encoded with the event.
 type RoomPasswordChanged struct {
-	Verifier       `json:"verifier,omitzero"`
+	Set            bool   `json:"has_password,omitempty"`
 	OperatorUserID string `json:"operator_user_id"`
+	// Sealed is the new verifier, carried beside the payload (SealedOf,
+	// Unseal).
+	Sealed Verifier `json:"-"`
+	// Legacy is the verifier as events carried it before it was sealed:
+	// read from a log written then, never written.
+	Legacy Verifier `json:"verifier,omitzero"`
 }
+
+// unsealed is the verifier of a set password that came back from the
+// log without its sealed part (a row stored without it): no offer
+// matches it, so the room admits only its owner and admins (fail
+// closed) until a password is set again.
+var unsealed = Verifier{MAC: "unsealed"}
 
 func (RoomPasswordChanged) EventType() string { return TypeRoomPasswordChanged }
 func (e RoomPasswordChanged) apply(s *State) {
-	if !e.Verifier.set() && s.Extra == nil {
+	v := e.Sealed
+	switch {
+	case e.Legacy.set():
+		v = e.Legacy
+	case e.Set && !v.set():
+		v = unsealed
+	}
+	if !v.set() && s.Extra == nil {
 		return
 	}
-	s.mx().Password = e.Verifier
+	s.mx().Password = v
+}
+
+// SealedOf is what a command's events carry beside their payloads: the
+// verifier of a password they set, encoded; nil for none. The grain
+// stores it with the command's log row, never with the events.
+func SealedOf(events []Event) []byte {
+	for _, ev := range events {
+		if e, ok := ev.(RoomPasswordChanged); ok && e.Sealed.set() {
+			b, _ := json.Marshal(e.Sealed) // two strings: cannot fail
+			return b
+		}
+	}
+	return nil
+}
+
+// Unseal attaches a log row's sealed part (SealedOf) to the events
+// decoded from it. A row without one leaves a set password unsealed
+// (fail closed, see unsealed).
+func Unseal(events []Event, sealed []byte) error {
+	if len(sealed) == 0 {
+		return nil
+	}
+	var v Verifier
+	if err := json.Unmarshal(sealed, &v); err != nil {
+		return fmt.Errorf("decode sealed verifier: %w", err)
+	}
+	for i, ev := range events {
+		if e, ok := ev.(RoomPasswordChanged); ok && e.Set {
+			e.Sealed = v
+			events[i] = e
+			return nil
+		}
+	}
+	return errors.New("sealed verifier without the RoomPasswordChanged it belongs to")
 }

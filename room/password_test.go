@@ -30,7 +30,7 @@ func passwordRules() []rule {
 	verifier := room.Verifier{Salt: "s1", MAC: room.PasswordMAC(testKey, "s1", "open sesame")}
 	return []rule{
 		{name: "password: an admin sets it; the event carries the verifier only", given: aRoom, cmd: setPassword("admin", "open sesame"),
-			want: []room.Event{room.RoomPasswordChanged{Verifier: verifier, OperatorUserID: "admin"}}},
+			want: []room.Event{room.RoomPasswordChanged{Set: true, Sealed: verifier, OperatorUserID: "admin"}}},
 		{name: "password: a member may not set it", given: aRoom, cmd: setPassword("alice", "x"), err: room.ErrNotOwner, class: errclass.Permission},
 		{name: "password: without a verifier (no key on the node)", given: aRoom, cmd: cmd(room.CmdSetRoomPassword, "owner", func(c *room.Command) { c.Password = "x" }),
 			err: room.ErrPasswordsOff, class: errclass.Precondition},

@@ -60,6 +60,7 @@ func TestReplayEqualsLive(t *testing.T) {
 type record struct {
 	seq    int64
 	events []byte // JSON []persistence.Envelope
+	sealed []byte // room.SealedOf the events: stored beside them, never in them
 }
 
 type snapshot struct {
@@ -260,6 +261,9 @@ func replayRecord(s room.State, rec record) (room.State, error) {
 		}
 		evs = append(evs, e)
 	}
+	if err := room.Unseal(evs, rec.sealed); err != nil {
+		return s, fmt.Errorf("seq %d: %w", rec.seq, err)
+	}
 	return room.ApplyCommand(s, rec.seq, evs), nil
 }
 
@@ -280,7 +284,7 @@ func (sm *sim) store(c room.Command, seq int64, evs []room.Event) (record, error
 			RoomSeq: seq, CommandID: c.CommandID, RequestID: c.RequestID, CreatedAtMs: c.NowMs, Payload: payload}
 	}
 	b, err := json.Marshal(envs)
-	return record{seq: seq, events: b}, err
+	return record{seq: seq, events: b, sealed: room.SealedOf(evs)}, err
 }
 
 func (sm *sim) pick(users []string) string { return users[sm.r.IntN(len(users))] }

@@ -289,6 +289,9 @@ func (g *grain) loadIn(ctx context.Context) error {
 	g.recent = recentCommands{}
 	for _, r := range recs {
 		evs, err := decodeEvents(r.Events)
+		if err == nil {
+			err = room.Unseal(evs, r.Sealed) // what the events carried beside their payloads
+		}
 		if err != nil {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
@@ -535,6 +538,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 	a := persistence.Append{Command: persistence.CommandRecord{
 		AppCode: cmd.AppCode, RoomID: cmd.RoomID, Seq: seq, CommandID: cmd.CommandID,
 		CommandType: cmd.Type, RequestHash: cmd.RequestHash, Reply: replyBytes, Events: envs, CreatedAtMs: cmd.NowMs,
+		Sealed: room.SealedOf(events),
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
 	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
 	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })

@@ -89,8 +89,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		AdminUserIDs, Tags, Deleted                       []string
 		Category, CoverURL, Visibility                    string
 		Set                                               map[string]string
-		Verifier                                          map[string]any
-		Muted, Disabled                                   bool
+		HasPassword, Muted, Disabled                      bool
 	}
 	// The payload's snake_case names, as the doc writes them.
 	var raw map[string]json.RawMessage
@@ -111,7 +110,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 		"muted_until_ms": &p.MutedUntilMs, "at_ms": &p.AtMs, "expires_at_ms": &p.ExpiresAtMs,
 		"admin_user_ids": &p.AdminUserIDs, "tags": &p.Tags, "deleted": &p.Deleted,
 		"category": &p.Category, "cover_url": &p.CoverURL, "visibility": &p.Visibility,
-		"set": &p.Set, "verifier": &p.Verifier, "muted": &p.Muted, "disabled": &p.Disabled,
+		"set": &p.Set, "has_password": &p.HasPassword, "muted": &p.Muted, "disabled": &p.Disabled,
 	} {
 		field(name, into)
 	}
@@ -197,7 +196,7 @@ func (c *clientRoom) apply(t *testing.T, e logEvent) {
 	case "RoomMemberUnmuted":
 		delete(c.Mutes, p.TargetUserID)
 	case "RoomPasswordChanged":
-		c.HasPassword = len(p.Verifier) > 0
+		c.HasPassword = p.HasPassword
 	case "RoomAllMicsMutedChanged":
 		c.AllMicsMuted = p.Muted
 	case "RoomChatDisabledChanged":

@@ -89,7 +89,7 @@ const maxGroupLimiters = 4096
 // New returns a client for cfg. Zero fields get the configs defaults, so a
 // hand-built config (tests, dev) behaves like a loaded one.
 func New(cfg configs.TencentIMConfig, opts ...Option) (*Client, error) {
-	normalize(&cfg)
+	cfg = cfg.WithDefaults()
 	if cfg.SDKAppID <= 0 {
 		return nil, errors.New("tencent im: sdk_app_id is required")
 	}
@@ -122,30 +122,6 @@ func New(cfg configs.TencentIMConfig, opts ...Option) (*Client, error) {
 		c.http = &http.Client{Transport: t}
 	}
 	return c, nil
-}
-
-func normalize(c *configs.TencentIMConfig) {
-	if c.BaseURL == "" {
-		c.BaseURL = "https://console.tim.qq.com"
-	}
-	if c.AdminIdentifier == "" {
-		c.AdminIdentifier = "administrator"
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 4 * time.Second
-	}
-	if c.RatePerSecond <= 0 {
-		c.RatePerSecond = 200
-	}
-	if c.GroupRatePerSecond <= 0 {
-		c.GroupRatePerSecond = 40
-	}
-	if c.GroupType == "" {
-		c.GroupType = "AVChatRoom"
-	}
-	if c.UserSigTTL < 2*time.Second {
-		c.UserSigTTL = 24 * time.Hour
-	}
 }
 
 // GroupType is the configured type of room groups.

@@ -65,18 +65,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
 // New returns a client for cfg (zero fields get the configs defaults).
 func New(cfg configs.TRTCConfig, opts ...Option) (*Client, error) {
-	if cfg.Region == "" {
-		cfg.Region = "ap-guangzhou"
-	}
-	if cfg.Endpoint == "" {
-		cfg.Endpoint = "https://trtc.tencentcloudapi.com"
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	if cfg.RatePerSecond <= 0 {
-		cfg.RatePerSecond = 20
-	}
+	cfg = cfg.WithDefaults()
 	if cfg.SDKAppID <= 0 || cfg.SecretID == "" || cfg.SecretKey == "" {
 		return nil, errors.New("trtc: sdk_app_id, secret_id and secret_key are required")
 	}

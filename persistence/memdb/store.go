@@ -183,6 +183,7 @@ func cloneEnvelope(e persistence.Envelope) persistence.Envelope {
 
 func cloneCommand(c persistence.CommandRecord) persistence.CommandRecord {
 	c.Reply = cloneBytes(c.Reply)
+	c.Sealed = cloneBytes(c.Sealed)
 	if c.Events != nil {
 		events := make([]persistence.Envelope, len(c.Events))
 		for i, e := range c.Events {

@@ -520,7 +520,7 @@ func (b *rowsBuilder) flush() {
 }
 
 const (
-	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms) VALUES "
+	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms, sealed) VALUES "
 	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
 	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status, event_index) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
@@ -555,7 +555,7 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 		}
 	}
 	fences := fenceStatement(ps, keys)
-	logRows := rowsBuilder{head: insertCommandLog, rows: len(ps), rowArgs: 7, rowText: len("(?,?,,?,?,?,?,?,)") + 2*maxIntText}
+	logRows := rowsBuilder{head: insertCommandLog, rows: len(ps), rowArgs: 8, rowText: len("(?,?,,?,?,?,?,?,,?)") + 2*maxIntText}
 	giftRows := rowsBuilder{head: insertGiftSent, rows: gifts, rowArgs: 3, rowText: len("(?,?,?,'sent',)") + maxIntText}
 	outboxRows := rowsBuilder{head: insertOutbox, rows: events, rowArgs: 6,
 		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,'',)") + len(mqStatus) + 6*maxIntText}
@@ -568,8 +568,12 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 			reply = []byte{}
 		}
 		var commandID any = c.CommandID
-		logRows.row(len(reply)+len(p.events)+192).param(k.app, k.room).ints(c.Seq).
-			param(commandID, c.CommandType, c.RequestHash, reply, p.events).ints(c.CreatedAtMs).end()
+		var sealed any // NULL for the rows without
+		if len(c.Sealed) > 0 {
+			sealed = c.Sealed
+		}
+		logRows.row(len(reply)+len(p.events)+len(c.Sealed)+192).param(k.app, k.room).ints(c.Seq).
+			param(commandID, c.CommandType, c.RequestHash, reply, p.events).ints(c.CreatedAtMs).param(sealed).end()
 		if p.a.Gift {
 			giftRows.row(256).param(k.app, k.room, commandID).sql("'sent'").ints(c.CreatedAtMs).end()
 		}
@@ -634,16 +638,19 @@ func (s *Store) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (pers
 	return snap, nil
 }
 
-const commandColumns = "seq, command_id, command_type, request_hash, reply, events, created_at_ms"
+const commandColumns = "seq, command_id, command_type, request_hash, reply, events, created_at_ms, sealed"
 
 func scanCommand(key persistence.RoomKey, sc interface{ Scan(...any) error }) (persistence.CommandRecord, error) {
 	c := persistence.CommandRecord{AppCode: key.AppCode, RoomID: key.RoomID}
 	var events []byte
-	if err := sc.Scan(&c.Seq, &c.CommandID, &c.CommandType, &c.RequestHash, &c.Reply, &events, &c.CreatedAtMs); err != nil {
+	if err := sc.Scan(&c.Seq, &c.CommandID, &c.CommandType, &c.RequestHash, &c.Reply, &events, &c.CreatedAtMs, &c.Sealed); err != nil {
 		return c, err
 	}
 	if len(c.Reply) == 0 {
 		c.Reply = nil
+	}
+	if len(c.Sealed) == 0 {
+		c.Sealed = nil
 	}
 	var err error
 	if c.Events, err = decodeEvents(events); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,6 +22,7 @@ func RunRoomStore(t *testing.T, newStore func(t *testing.T) persistence.Store) {
 	t.Helper()
 	runContract(t, newStore, []contractCase[persistence.Store]{
 		{"AppendLoadRoundTrip", testAppendLoadRoundTrip},
+		{"SealedStaysWithTheRow", testSealedStaysWithTheRow},
 		{"ReturnedValuesDoNotAlias", testReturnedValuesDoNotAlias},
 		{"LoadCommandsOrderAndAfterSeq", testLoadCommandsOrderAndAfterSeq},
 		{"FindCommand", testFindCommand},
@@ -113,6 +115,9 @@ func normCommand(c persistence.CommandRecord) persistence.CommandRecord {
 	if len(c.Reply) == 0 {
 		c.Reply = nil
 	}
+	if len(c.Sealed) == 0 {
+		c.Sealed = nil
+	}
 	if len(c.Events) == 0 {
 		c.Events = nil
 	}
@@ -181,6 +186,32 @@ func testAppendLoadRoundTrip(t *testing.T, s persistence.Store) {
 	gotSnap, err := s.LoadSnapshot(ctx, roomA)
 	mustNoErr(t, "LoadSnapshot", err)
 	wantSnapshot(t, "LoadSnapshot", gotSnap, snap)
+}
+
+// A row's sealed part comes back with the row (LoadCommands,
+// FindCommand), apart from its events: their payloads do not hold it.
+func testSealedStaysWithTheRow(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	c1 := command(roomA, 1, "cmd-1", 1000, "ev-1")
+	c1.Sealed = []byte(`{"salt":"00ff","mac":"sealed-check-value"}`)
+	c2 := command(roomA, 2, "cmd-2", 1100, "ev-2")
+	mustAppend(t, s, persistence.Append{Command: c1})
+	mustAppend(t, s, persistence.Append{Command: c2})
+	got, err := s.LoadCommands(ctx, roomA, 0)
+	mustNoErr(t, "LoadCommands", err)
+	if len(got) != 2 || string(got[0].Sealed) != string(c1.Sealed) || got[1].Sealed != nil {
+		t.Fatalf("LoadCommands sealed parts: %q", [][]byte{got[0].Sealed, got[len(got)-1].Sealed})
+	}
+	found, err := s.FindCommand(ctx, roomA, "cmd-1")
+	mustNoErr(t, "FindCommand", err)
+	if string(found.Sealed) != string(c1.Sealed) {
+		t.Fatalf("FindCommand sealed %q", found.Sealed)
+	}
+	for _, e := range got[0].Events {
+		if strings.Contains(string(e.Payload), "sealed-check-value") {
+			t.Fatalf("the sealed part is in the event %s", e.Payload)
+		}
+	}
 }
 
 func testReturnedValuesDoNotAlias(t *testing.T, s persistence.Store) {
