@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,53 @@ var suite = []struct {
 	{"poison_waits_for_inflight_publish", testPoisonWaitsForInFlight},
 	{"run_now_and_requeue", testRunNowForcesRetry},
 	{"backlog_drains_without_waiting_for_poll", testBacklogDrains},
+	{"many_events_of_one_command_in_index_order", testManyEventsInIndexOrder},
+}
+
+// A command of 25 events (a batch ban, a full room closed) reaches IM in
+// the command's order, never in the order of its ids' text (room.EventID
+// ends with the index: ":10" sorts before ":2"), while claims of 7 rows cut
+// the commands anywhere and two relays take rooms from each other.
+func testManyEventsInIndexOrder(t *testing.T, s persistence.Store) {
+	const rooms, commands, perCommand = 3, 2, 25
+	want := map[string][]string{}
+	for r := range rooms {
+		roomID := fmt.Sprint("big-", r)
+		for c := range commands {
+			seq := int64(c + 1)
+			rec := persistence.CommandRecord{AppCode: "app", RoomID: roomID, Seq: seq, CommandID: fmt.Sprint(roomID, "-", seq),
+				CommandType: "Test", Reply: []byte(`{}`), CreatedAtMs: clockBase + int64(c)}
+			for i := range perCommand {
+				e := joined(t, room.EventID("app", roomID, seq, i), rec.CreatedAtMs)
+				e.RoomID, e.RoomSeq, e.CommandID = roomID, seq, rec.CommandID
+				rec.Events = append(rec.Events, e)
+				want[roomID] = append(want[roomID], e.EventID)
+			}
+			if err := s.Append(context.Background(), persistence.Append{Command: rec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pub := newPublisher(nil)
+	sys := newSystem(t)
+	for _, node := range []string{"n1", "n2"} {
+		startRelay(t, sys, Deps{Store: s, Publisher: pub, NodeID: node, Config: testConfig(func(c *configs.OutboxWorkerConfig) {
+			c.BatchSize, c.HotRoomBatch = 7, 7
+		})})
+	}
+	eventually(t, "every event sent", func() bool { return pub.total() == rooms*commands*perCommand })
+	pub.mu.Lock()
+	got := map[string][]string{}
+	for _, id := range pub.order {
+		roomID := id[len("app:") : len("app:")+len("big-0")]
+		got[roomID] = append(got[roomID], id)
+	}
+	pub.mu.Unlock()
+	for roomID, ids := range want {
+		if !slices.Equal(got[roomID], ids) {
+			t.Fatalf("room %s reached IM as\n%q\nwant\n%q", roomID, got[roomID], ids)
+		}
+	}
 }
 
 func runSuite(t *testing.T, sc storeCase) {
