@@ -115,6 +115,15 @@ build:
 dev:
 	$(GO) run ./cmd/roomcell --dev
 
+# The command path's figures in one run (deploy/local/bench-table.sh):
+# dev JoinRoom/GetRoom ÷ Health with server CPU per call, MariaDB joins ÷
+# BenchmarkAppend with mariadbd CPU per join, the relay ÷ Watermill, the
+# hot room's watchers; ROUNDS rounds (default 3), medians. SHORT=1 checks
+# it runs in a few minutes. Not part of `make test`.
+.PHONY: bench-table
+bench-table: services
+	./deploy/local/bench-table.sh
+
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 

@@ -8,7 +8,10 @@
 # concurrent callers (default 64; BenchmarkAppend runs 512 appenders) with
 # LOAD (ghz: ghz -c C; roomctl: roomctl bench --mode bigroom --members 0 -c C), then
 # BenchmarkAppend/rooms=512/groupcommit=on -benchtime 3s, and prints joins/s,
-# appends/s, their ratio and the server's CPU per join.
+# appends/s, their ratio, the server's CPU per join and mariadbd's CPU per
+# join (/proc of the server listening on 3306; other clients of the same
+# MariaDB count too). APPEND_TIME (default 3s) is BenchmarkAppend's
+# -benchtime.
 # Compare builds by interleaving rounds: A, B, A, B, ... (docs/benchmarks.md).
 set -eu
 . "$(dirname "$0")/bench-lib.sh"
@@ -34,7 +37,9 @@ PID=$!
 trap 'kill $PID 2>/dev/null && wait $PID 2>/dev/null || true; rm -f $CFG' EXIT
 wait_ready /tmp/mariadb-ratio-server.log
 $ROOMCTL bench --rooms 512 --commands 1 >/dev/null
-c1=$(cpu)
+DBPID=$(ss -ltnpH 'sport = :3306' 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)
+dbcpu() { if [ -n "$DBPID" ]; then awk '{print $14+$15}' "/proc/$DBPID/stat"; else echo 0; fi; }
+c1=$(cpu) d1=$(dbcpu)
 RUN=$RANDOM
 PROF=
 if [ -n "${PROFILE:-}" ]; then
@@ -48,11 +53,11 @@ if [ "$LOAD" = ghz ]; then
 else
 	J=$($ROOMCTL --json bench --mode bigroom --members 0 --rooms 512 --concurrency "$C" --duration 120s --commands "$NJ" | sed -n 's/.*"commands_per_second": *\([0-9.]*\).*/\1/p')
 fi
-c2=$(cpu)
+c2=$(cpu) d2=$(dbcpu)
 [ -z "$PROF" ] || wait $PROF || true
 [ -z "${HOLD:-}" ] || sleep "$HOLD"
 kill $PID; wait $PID 2>/dev/null || true
-A=$("$APPEND_BENCH" -test.run '^$' -test.bench 'BenchmarkAppend/rooms=512/groupcommit=on' -test.benchtime 3s 2>/dev/null | awk '/cmds\/s/{for(i=1;i<=NF;i++) if($(i+1)=="cmds/s") print $i}' | head -1)
+A=$("$APPEND_BENCH" -test.run '^$' -test.bench 'BenchmarkAppend/rooms=512/groupcommit=on' -test.benchtime "${APPEND_TIME:-3s}" 2>/dev/null | awk '/cmds\/s/{for(i=1;i<=NF;i++) if($(i+1)=="cmds/s") print $i}' | head -1)
 TCK=$(getconf CLK_TCK)
-awk -v l="$LABEL" -v j="$J" -v a="$A" -v c1="$c1" -v c2="$c2" -v n="$NJ" -v t="$TCK" -v la="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
-	printf "%-10s join %6.0f/s  append %6.0f/s  ratio %.3f  CPU/join %4.0f us  load %s\n", l, j, a, j/a, (c2-c1)/t/n*1e6, la }'
+awk -v l="$LABEL" -v j="$J" -v a="$A" -v c1="$c1" -v c2="$c2" -v d1="$d1" -v d2="$d2" -v n="$NJ" -v t="$TCK" -v la="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
+	printf "%-10s join %6.0f/s  append %6.0f/s  ratio %.3f  CPU/join %4.0f us  mariadbd CPU/join %4.0f us  load %s\n", l, j, a, j/a, (c2-c1)/t/n*1e6, (d2-d1)/t/n*1e6, la }'
