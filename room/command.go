@@ -76,6 +76,10 @@ type Command struct {
 	// RequestHash fingerprints the request (RequestHash); it is stored
 	// with the log record so a reused command_id can be checked.
 	RequestHash string
+	// TraceParent is the W3C trace context of the call that runs the
+	// command, for its spans and its events' envelopes; never an input
+	// of the rules ("" when not traced).
+	TraceParent string
 
 	Name         string   // CreateRoom; UpdateRoom, ReopenRoom ("" = unchanged)
 	MicSeats     int      // CreateRoom (0 = DefaultMicSeats), SetSeatCount

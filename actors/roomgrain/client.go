@@ -107,13 +107,14 @@ func (c *Client) withRetryHint(err error) error {
 
 // Execute runs one command in its room grain. A retried attempt is safe:
 // commands are idempotent by command_id.
-func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
 	app, roomID := room.KeyOf(rc)
 	identity, err := roomIdentity(app, roomID)
 	if err != nil {
 		return nil, err
 	}
-	var reply *v1.CommandReply
+	ctx, end := commandSpan(ctx, rc) // tracing.go
+	defer func() { end(err) }()
 	err = c.call(ctx, identity, rc, func(res any) (err error) {
 		reply, err = replyOf(res)
 		return err

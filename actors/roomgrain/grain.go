@@ -319,17 +319,20 @@ func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
+	traceparent, end := grainSpan(rc) // tracing.go
 	err := g.gate(ctx)
 	if err == nil {
 		var reply *v1.CommandReply
-		if reply, err = g.execute(ctx, rc); err == nil {
+		if reply, err = g.execute(ctx, rc, traceparent); err == nil {
+			end(nil)
 			return &v1.RoomResponse{Reply: reply}
 		}
 	}
+	end(err)
 	return &v1.RoomResponse{Error: roomError(err)}
 }
 
-func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
+func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent string) (reply *v1.CommandReply, err error) {
 	// A read answers from the state while an append's outcome is unknown
 	// (g.unsure); anything else reloads first.
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
@@ -366,6 +369,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	if !ok {
 		return nil, errclass.Invalidf("empty command")
 	}
+	cmd.TraceParent = traceparent
 	defer func() {
 		// An observer may say more (a user no longer in the room is told
 		// when and why they left: departures.go).
@@ -525,6 +529,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		envs[i] = persistence.Envelope{
 			EventID: room.EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
+			TraceParent: cmd.TraceParent,
 		}
 	}
 	// The stored reply is the command's seq alone: its events are the log
@@ -541,7 +546,12 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		Sealed: room.SealedOf(events),
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
 	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
-	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
+	err = g.storeCall(func(ctx context.Context) error {
+		ctx, end := storeSpan(ctx, cmd.TraceParent, "store.append") // tracing.go
+		err := g.deps.Store.Append(ctx, a)
+		end(err)
+		return err
+	})
 	if errors.Is(err, errStoreDown) {
 		g.groupAbandoned(group, err)
 		return nil, err // not sent: the state is the store's

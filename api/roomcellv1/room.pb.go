@@ -2412,7 +2412,11 @@ type RoomCommand struct {
 	//	*RoomCommand_SetAllMicsMuted
 	//	*RoomCommand_SetChatDisabled
 	//	*RoomCommand_ListContributors
-	Command       isRoomCommand_Command `protobuf_oneof:"command"`
+	Command isRoomCommand_Command `protobuf_oneof:"command"`
+	// traceparent is the W3C trace context of the call that sent the
+	// command ("" when it is not traced): the grain's spans continue that
+	// trace across the mailbox and the cluster.
+	Traceparent   string `protobuf:"bytes,100,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2839,6 +2843,13 @@ func (x *RoomCommand) GetListContributors() *ListContributorsRequest {
 		}
 	}
 	return nil
+}
+
+func (x *RoomCommand) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isRoomCommand_Command interface {
@@ -7539,7 +7550,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcd\x18\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xef\x18\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7595,7 +7606,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
 	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12Q\n" +
 	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabled\x12S\n" +
-	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributorsB\t\n" +
+	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributors\x12 \n" +
+	"\vtraceparent\x18d \x01(\tR\vtraceparentB\t\n" +
 	"\acommand\"\xbb\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
