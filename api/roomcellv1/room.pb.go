@@ -3243,11 +3243,15 @@ func (x *AudioPresenceRequest) GetLeaveAfterMs() int64 {
 // without a code (0) comes back as its class with its text. metadata are
 // the error's facts for the client (its row's keys in docs/errors.md).
 type RoomError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Code          uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Class    string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	Message  string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code     uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Metadata map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When a retry may succeed (errclass.RetryAfterOf), as the grain that
+	// refused knows it: a password-guess bucket's exact wait reaches the
+	// caller whichever node it entered by. 0: no hint.
+	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3308,6 +3312,13 @@ func (x *RoomError) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *RoomError) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // RoomResponse is what the room grain answers: a reply or an error.
@@ -7622,12 +7633,13 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
 	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\x12$\n" +
 	"\x0eleave_after_ms\x18\n" +
-	" \x01(\x03R\fleaveAfterMs\"\xce\x01\n" +
+	" \x01(\x03R\fleaveAfterMs\"\xf4\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\rR\x04code\x12@\n" +
-	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
