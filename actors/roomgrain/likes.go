@@ -247,11 +247,21 @@ func (g *grain) flushLikes(ctx actor.Context) {
 	if b == nil || len(b.cmds) == 0 {
 		return
 	}
-	answer := func(i int, res *v1.RoomResponse) {
-		if b.senders[i] != nil {
-			ctx.Send(b.senders[i], res)
-		}
-	}
+	// The answers go out from a goroutine of their own once decided: a
+	// window's thousands of sends would otherwise hold the room's
+	// mailbox (the joins and gifts behind it) for milliseconds.
+	answers := make([]*v1.RoomResponse, len(b.cmds))
+	defer func() {
+		root := ctx.ActorSystem().Root
+		go func() {
+			for i, res := range answers {
+				if res != nil && b.senders[i] != nil {
+					root.Send(b.senders[i], res)
+				}
+			}
+		}()
+	}()
+	answer := func(i int, res *v1.RoomResponse) { answers[i] = res }
 	fail := func(err error) {
 		for i := range b.cmds {
 			answer(i, &v1.RoomResponse{Error: roomError(err)})
