@@ -40,6 +40,7 @@ type Config struct {
 	Watch        WatchConfig        `yaml:"watch"`
 	Gateway      GatewayConfig      `yaml:"gateway"`
 	RateLimits   RateLimitConfig    `yaml:"rate_limits"`
+	Tracing      TracingConfig      `yaml:"tracing"`
 }
 
 // Role names.
@@ -148,7 +149,7 @@ func (c Config) Validate() error {
 		c.Cluster.TLS.validate,
 		c.Retention.Validate, c.Runtime.validate, c.Watch.validate,
 		func() error { return c.Gateway.validate(c.GRPC) },
-		c.RateLimits.validate,
+		c.RateLimits.validate, c.Tracing.validate,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {

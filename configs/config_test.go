@@ -174,6 +174,39 @@ func TestSecretsNotInErrors(t *testing.T) {
 	}
 }
 
+// Tracing's keys fail closed naming the key: a ratio outside 0..1 or an
+// endpoint that is not an http(s) URL stops the start; the defaults (off,
+// ratio 1) pass.
+func TestTracingConfigValidation(t *testing.T) {
+	var ce *Error
+	for _, tc := range []struct {
+		yaml, key string
+	}{
+		{"tracing: {sample_ratio: 1.5}", "tracing.sample_ratio"},
+		{"tracing: {sample_ratio: -0.1}", "tracing.sample_ratio"},
+		{"tracing: {otlp_endpoint: \"collector:4317\"}", "tracing.otlp_endpoint"},
+		{"tracing: {otlp_endpoint: \"ftp://collector:4317\"}", "tracing.otlp_endpoint"},
+		{"tracing: {otlp_endpoint: \"http://\"}", "tracing.otlp_endpoint"},
+	} {
+		_, err := Build(Layers{File: []byte(tc.yaml)})
+		if !errors.As(err, &ce) || ce.Key != tc.key {
+			t.Errorf("%s: got %v, want an error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+	c, err := Build(Layers{File: []byte("tracing: {otlp_endpoint: \"https://collector:4317\", sample_ratio: 0}")})
+	if err != nil || c.Tracing.Ratio() != 0 || c.Tracing.OTLPEndpoint != "https://collector:4317" {
+		t.Fatalf("valid tracing block: %+v %v", c.Tracing, err)
+	}
+	if d := Default().Tracing; d.OTLPEndpoint != "" || d.Ratio() != 1 {
+		t.Fatalf("defaults: %+v", d)
+	}
+	env := map[string]string{"ROOMCELL_TRACING_SAMPLE_RATIO": "2"}
+	_, err = Build(Layers{Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	if err == nil || !errors.As(err, &ce) || ce.Key != "tracing.sample_ratio" {
+		t.Fatalf("env ratio 2: %v", err)
+	}
+}
+
 // The presence sources load with their callbacks on; heartbeat, the
 // default, keeps the stale worker, the callback sources stop it.
 func TestPresenceSources(t *testing.T) {

@@ -40,6 +40,11 @@ type RoomConfig struct {
 	// Empty: SetRoomPassword is refused (PASSWORDS_OFF) and a room that
 	// has a password admits only its owner and admins.
 	PasswordKey string `yaml:"password_key"`
+	// LikeWindow: a room gathers the likes sent within this long into one
+	// RoomLiked (one log row, one IM message) and answers them when it is
+	// stored: a like's reply comes up to this late, and a liked room sends
+	// at most one like message per window.
+	LikeWindow time.Duration `yaml:"like_window"`
 	// Ranking: the contribution ranking (room/ranking.go).
 	Ranking RankingConfig `yaml:"ranking"`
 }
@@ -61,7 +66,18 @@ func (c *RoomConfig) setDefaults() {
 	c.StoreTimeout = durationOr(c.StoreTimeout, 3*time.Second)
 	c.CreateGroupTimeout = durationOr(c.CreateGroupTimeout, time.Second)
 	c.MaxMembers = intOr(c.MaxMembers, DefaultMaxMembers)
+	c.LikeWindow = durationOr(c.LikeWindow, DefaultLikeWindow)
 }
+
+// DefaultLikeWindow is room.like_window when the file sets none; the
+// window is between MinLikeWindow (IM: a liked room's messages stay far
+// under Tencent's 40 a second per group) and MaxLikeWindow (a like's
+// reply waits this long at most).
+const (
+	DefaultLikeWindow = 500 * time.Millisecond
+	MinLikeWindow     = 100 * time.Millisecond
+	MaxLikeWindow     = 5 * time.Second
+)
 
 // DefaultMaxMembers is room.max_members when the file sets none.
 const DefaultMaxMembers = 100_000
@@ -82,6 +98,9 @@ const MaxSnapshotBytes = 1<<24 - 1
 func (c RoomConfig) validate() error {
 	if c.SnapshotMaxBytes < 0 || c.SnapshotMaxBytes > MaxSnapshotBytes {
 		return errorf("room.snapshot_max_bytes", "must be between 1 and %d (the room_snapshots column), got %d", MaxSnapshotBytes, c.SnapshotMaxBytes)
+	}
+	if c.LikeWindow < MinLikeWindow || c.LikeWindow > MaxLikeWindow {
+		return errorf("room.like_window", "must be between %s and %s, got %s", MinLikeWindow, MaxLikeWindow, c.LikeWindow)
 	}
 	if n := len(c.PasswordKey); n > 0 && n < MinPasswordKeyLen {
 		return errorf("room.password_key", "must be at least %d bytes, got %d", MinPasswordKeyLen, n)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -58,6 +59,10 @@ type GatewayOptions struct {
 	// exempt); an idle keep-alive connection.
 	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	Logger                                                    *slog.Logger
+	// Tracing, when set, makes a span of every request, continuing the
+	// caller's W3C traceparent header, and passes the trace to the gRPC
+	// server; nil = no tracing.
+	Tracing trace.TracerProvider
 }
 
 // gatewayHeader passes the headers the gRPC API reads: Authorization (as
@@ -132,9 +137,14 @@ func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
 	if o.TLS {
 		creds = credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // an in-process pipe
 	}
-	g.conn, err = grpc.NewClient("passthrough:///gateway",
+	dial := []grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return g.pipe.DialContext(ctx) }),
-		grpc.WithTransportCredentials(creds))
+		grpc.WithTransportCredentials(creds),
+	}
+	if o.Tracing != nil {
+		dial = append(dial, grpcClientTracing(o.Tracing))
+	}
+	g.conn, err = grpc.NewClient("passthrough:///gateway", dial...)
 	if err != nil {
 		lis.Close()
 		return nil, err
@@ -159,7 +169,11 @@ func StartGateway(srv *grpc.Server, o GatewayOptions) (*Gateway, error) {
 		}
 		return d
 	}
-	g.http = &http.Server{Handler: d.handler(mux), MaxHeaderBytes: maxHeaderBytes,
+	handler := d.handler(mux)
+	if o.Tracing != nil {
+		handler = httpServerTracing(o.Tracing, handler)
+	}
+	g.http = &http.Server{Handler: handler, MaxHeaderBytes: maxHeaderBytes,
 		ReadHeaderTimeout: or(o.ReadHeaderTimeout, 5*time.Second), ReadTimeout: or(o.ReadTimeout, 10*time.Second),
 		WriteTimeout: or(o.WriteTimeout, 30*time.Second), IdleTimeout: or(o.IdleTimeout, time.Minute),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

@@ -38,6 +38,9 @@ func TestGatewayVoiceRoutes(t *testing.T) {
 		{"POST", "/api/v1/rooms/seat/mute_all", `{"command_id":"a1","app_code":"app1","room_id":"r1","user_id":"u1","muted":true}`,
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{
 				CommandId: "a1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},
+		{"POST", "/api/v1/rooms/like", `{"command_id":"l1","app_code":"app1","room_id":"r1","user_id":"u1","count":"3"}`,
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: &roomcellv1.LikeRoomRequest{
+				CommandId: "l1", RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", UserId: "u1", Count: 3}}}},
 		{"GET", "/api/v1/rooms/bans?app_code=app1&room_id=r1&page_size=5", "",
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: &roomcellv1.ListBansRequest{
 				RequestId: "req-gw-1", AppCode: "app1", RoomId: "r1", PageSize: 5}}}},

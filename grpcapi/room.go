@@ -325,6 +325,11 @@ func (s *RoomServer) SetChatDisabled(ctx context.Context, r *roomcellv1.SetChatD
 	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetChatDisabled{SetChatDisabled: r}})
 }
 
+// LikeRoom adds likes to the room; answered when their window is stored.
+func (s *RoomServer) LikeRoom(ctx context.Context, r *roomcellv1.LikeRoomRequest) (*roomcellv1.CommandReply, error) {
+	return s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: r}})
+}
+
 // ListBans reads one page of the room's bans in force from its grain.
 func (s *RoomServer) ListBans(ctx context.Context, r *roomcellv1.ListBansRequest) (*roomcellv1.ListBansReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ListBans{ListBans: r}})

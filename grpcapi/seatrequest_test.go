@@ -131,6 +131,11 @@ func seatRequestCases(rid string) []rpcCase {
 				return c.SetAllMicsMuted(ctx, &roomcellv1.SetAllMicsMutedRequest{CommandId: "a1", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true})
 			},
 			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{CommandId: "a1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},
+		{"LikeRoom",
+			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
+				return c.LikeRoom(ctx, &roomcellv1.LikeRoomRequest{CommandId: "l1", AppCode: "app1", RoomId: "r1", UserId: "u1", Count: 2})
+			},
+			&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: &roomcellv1.LikeRoomRequest{CommandId: "l1", RequestId: rid, AppCode: "app1", RoomId: "r1", UserId: "u1", Count: 2}}}},
 		{"ListBans",
 			func(ctx context.Context, c roomcellv1.RoomServiceClient) (proto.Message, error) {
 				return c.ListBans(ctx, &roomcellv1.ListBansRequest{AppCode: "app1", RoomId: "r1", PageSize: 10})

@@ -7,6 +7,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -47,6 +48,9 @@ type Options struct {
 	// (grpc_server_started_total, grpc_server_handled_total,
 	// grpc_server_handling_seconds); see NewMetrics.
 	Metrics *grpcprom.ServerMetrics
+	// Tracing, when set, makes a span of every RPC, continuing the
+	// caller's W3C trace context (tracing.go); nil = no tracing handler.
+	Tracing trace.TracerProvider
 }
 
 // NewMetrics returns the per-method RPC metrics of go-grpc-middleware's
@@ -164,6 +168,9 @@ func NewServer(o Options) (*grpc.Server, *health.Server) {
 	}
 	if o.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(o.TLS)))
+	}
+	if o.Tracing != nil {
+		opts = append(opts, grpcServerTracing(o.Tracing))
 	}
 	opts = append(opts, o.Conn.serverOptions()...)
 	srv := grpc.NewServer(append(opts, o.Extra...)...)

@@ -25,6 +25,7 @@ type Envelope struct {
 	RoomSeq     int64           `json:"room_seq"`
 	CommandID   string          `json:"command_id"`
 	RequestID   string          `json:"request_id,omitempty"`
+	TraceParent string          `json:"traceparent,omitempty"` // W3C, of the command that wrote the event ("" = not traced); senders link to it
 	CreatedAtMs int64           `json:"created_at_ms"`
 	Payload     json.RawMessage `json:"payload"`
 }

@@ -56,6 +56,8 @@ func allEvents() []room.Event {
 		room.RoomMemberMuted{TargetUserID: "alice", OperatorUserID: "owner", MutedUntilMs: t0 + 60_000, AtMs: t0},
 		room.RoomMemberUnmuted{TargetUserID: "alice", OperatorUserID: "owner"},
 		room.RoomAllMicsMutedChanged{Muted: true, OperatorUserID: "owner"},
+		room.RoomLiked{Count: 3, Total: 3, Likers: 1, Users: []room.LikeUser{{UserID: "alice", Count: 3}}},
+		room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": {"0123456789abcdef:3"}}},
 		room.RoomChatDisabledChanged{Disabled: true, OperatorUserID: "owner"},
 		room.RoomSeatMuted{Seat: 1, OperatorUserID: "owner", All: true},
 		room.RoomPasswordChanged{Set: true, OperatorUserID: "owner"},

@@ -76,6 +76,10 @@ type Command struct {
 	// RequestHash fingerprints the request (RequestHash); it is stored
 	// with the log record so a reused command_id can be checked.
 	RequestHash string
+	// TraceParent is the W3C trace context of the call that runs the
+	// command, for its spans and its events' envelopes; never an input
+	// of the rules ("" when not traced).
+	TraceParent string
 
 	Name         string   // CreateRoom; UpdateRoom, ReopenRoom ("" = unchanged)
 	MicSeats     int      // CreateRoom (0 = DefaultMicSeats), SetSeatCount
@@ -106,6 +110,7 @@ type Command struct {
 	PasswordMAC     string            // SetRoomPassword: the new verifier; JoinRoom: the offer's proof
 	PasswordSaltNew string            // SetRoomPassword: the new salt
 	AllMicsMuted    bool              // SetAllMicsMuted
+	LikeCount       int64             // LikeRoom
 	ChatDisabled    bool              // SetChatDisabled
 	CustomSet       map[string]string // SetRoomCustomInfo
 	CustomDelete    []string          // SetRoomCustomInfo
@@ -313,6 +318,11 @@ var commands = map[string]commandKind{
 		rate:   RateModeration,
 		fill:   fill(func(r *v1.SetChatDisabledRequest, c *Command) { c.ChatDisabled = r.Disabled }),
 		decide: decideSetChatDisabled,
+	},
+	// Likes (likes.go): gathered by the grain into one row per window.
+	CmdLikeRoom: {
+		fill:  fill(func(r *v1.LikeRoomRequest, c *Command) { c.LikeCount = r.Count }),
+		check: checkLike, decide: decideLikeRoom,
 	},
 	// Password (password.go).
 	CmdSetRoomPassword: {

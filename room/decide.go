@@ -164,7 +164,7 @@ const (
 	SeatExpireIDPrefix       = "seat-expire-" // ExpireSeatRequests (the room itself)
 )
 
-var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix, SeatExpireIDPrefix, AudioIDPrefix}
+var systemIDPrefixes = []string{DirectoryIDPrefix, RankIDPrefix, HeartbeatTimeoutIDPrefix, SeatExpireIDPrefix, AudioIDPrefix, LikesIDPrefix}
 
 // SystemIDPrefix returns the reserved prefix id starts with, if any: the
 // room's own commands carry one, a client's never does.

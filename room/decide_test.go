@@ -519,6 +519,7 @@ func rules() []rule {
 	rs = append(rs, customInfoRules()...)
 	rs = append(rs, passwordRules()...)
 	rs = append(rs, allMicsRules()...)
+	rs = append(rs, likeRules()...)
 	rs = append(rs, chatDisabledRules()...)
 
 	// Nothing but CreateRoom finds a room nobody created.
@@ -532,7 +533,7 @@ func rules() []rule {
 		kickOffSeat("owner", "alice"), moveSeat("alice", 1), seatCount("owner", 4),
 		banUser("owner", "carol", 60), unbanUser("owner", "carol"), muteMember("owner", "alice", 60), unmuteMember("owner", "alice"),
 		reopen("owner"), setMeta("owner"), setInfo("owner", map[string]string{"k": "v"}),
-		setPassword("owner", "x"), allMics("owner", true), chatOff("owner", true),
+		setPassword("owner", "x"), allMics("owner", true), chatOff("owner", true), like("alice", 1),
 	}
 	for _, c := range notCreated {
 		rs = append(rs, rule{name: "no room: " + c.Type, cmd: c, err: room.ErrRoomNotFound, class: errclass.NotFound})
@@ -547,7 +548,7 @@ func rules() []rule {
 		seatMode("owner", room.SeatModeApply), invite("owner", "alice", 0), expire(),
 		kickOffSeat("owner", "bob"), moveSeat("bob", 2), seatCount("owner", 4),
 		banUser("owner", "carol", 60), muteMember("owner", "alice", 60), setMeta("owner", meta("x", "", "")),
-		setInfo("owner", map[string]string{"k": "v"}), setPassword("owner", "x"), allMics("owner", true), chatOff("owner", true),
+		setInfo("owner", map[string]string{"k": "v"}), setPassword("owner", "x"), allMics("owner", true), chatOff("owner", true), like("alice", 1),
 	}
 	for _, c := range onClosed {
 		rs = append(rs, rule{name: "closed: " + c.Type + " by " + c.UserID, given: aClosed, cmd: c, err: room.ErrRoomClosed, class: errclass.Precondition})

@@ -42,6 +42,8 @@ const (
 	TypeRoomCustomInfoChanged    = "RoomCustomInfoChanged"
 	TypeRoomPasswordChanged      = "RoomPasswordChanged"
 	TypeRoomAllMicsMutedChanged  = "RoomAllMicsMutedChanged"
+	TypeRoomLiked                = "RoomLiked"
+	TypeRoomLikeReceipts         = "RoomLikeReceipts"
 	TypeRoomChatDisabledChanged  = "RoomChatDisabledChanged"
 	TypeRoomAudioSeen            = "RoomAudioSeen"
 	TypeRoomAudioRemoved         = "RoomAudioRemoved"
@@ -147,6 +149,11 @@ var eventKinds = map[string]eventKind{
 	// The seat mutes before it are what clients and TRTC obey; this tells
 	// them the switch's state.
 	TypeRoomAllMicsMutedChanged: kind[RoomAllMicsMutedChanged](EventInfo{IM: true, Effects: MQ}),
+	// Likes (likes.go): one RoomLiked per window, so a liked room sends
+	// at most one message per room.like_window; the receipts stay inside
+	// (they recognise a retried like).
+	TypeRoomLiked:        kind[RoomLiked](EventInfo{IM: true, Effects: MQ}),
+	TypeRoomLikeReceipts: kind[RoomLikeReceipts](EventInfo{}),
 	// Clients hide the input box of members; the callback enforces it.
 	TypeRoomChatDisabledChanged: kind[RoomChatDisabledChanged](EventInfo{IM: true, Effects: MQ}),
 	// Tencent's audio reports (audio.go): the room's bookkeeping stays

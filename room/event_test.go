@@ -125,6 +125,8 @@ func TestIsIMEvent(t *testing.T) {
 		room.TypeRoomCustomInfoChanged:      true,
 		room.TypeRoomPasswordChanged:        false,
 		room.TypeRoomAllMicsMutedChanged:    true,
+		room.TypeRoomLiked:                  true,
+		room.TypeRoomLikeReceipts:           false,
 		room.TypeRoomChatDisabledChanged:    true,
 		room.TypeRoomAudioSeen:              false,
 		room.TypeRoomAudioRemoved:           true,

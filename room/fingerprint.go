@@ -17,7 +17,8 @@ var idFields = map[protoreflect.Name]bool{"command_id": true, "request_id": true
 
 // RequestHash fingerprints what rc asks for: SHA-256 (hex) of the
 // deterministic protobuf encoding of the command, oneof case included,
-// with command_id and request_id cleared. It works from the message's
+// with command_id and request_id cleared, and without the traceparent (a
+// retry is traced anew and is still the same request). It works from the message's
 // descriptor, so a command type added to RoomCommand is covered without
 // code here. Two requests that differ in any other field (type, operator,
 // target, gift, count, seat, reason, ...) hash differently. A request that
@@ -25,6 +26,7 @@ var idFields = map[protoreflect.Name]bool{"command_id": true, "request_id": true
 // caller) is errclass.Invalid.
 func RequestHash(rc *v1.RoomCommand) (string, error) {
 	c := proto.Clone(rc).(*v1.RoomCommand)
+	c.Traceparent = ""
 	m := c.ProtoReflect()
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.Message() == nil {

@@ -88,7 +88,7 @@ var privileges = map[string]map[string]string{
 // lists, so a new command is placed in the matrix before it lands.
 var selfService = []string{room.CmdCreateRoom, room.CmdJoinRoom, room.CmdLeaveRoom, room.CmdTakeMic, room.CmdReleaseMic,
 	room.CmdSendGift, room.CmdHeartbeat, room.CmdApplySeat, room.CmdCancelSeatApplication, room.CmdAcceptSeatInvitation,
-	room.CmdDeclineSeatInvitation, room.CmdExpireSeatRequests,
+	room.CmdDeclineSeatInvitation, room.CmdExpireSeatRequests, room.CmdLikeRoom,
 	room.CmdAudioPresence, // TRTC's callback about the sender's own audio presence, from the node
 }
 

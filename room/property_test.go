@@ -90,13 +90,18 @@ type sim struct {
 	audioReleased int // seats released at the end of an audio grace
 	presenceLeft  int // members taken out at the end of a presence window
 	step          int
-	ranks         rankSim // the contribution ranking's own account (ranking_test.go)
+	likes         int64        // likes counted (RoomLiked)
+	lastLike      room.Command // a like sent before, retried now and then
+	lr            *rand.Rand   // the likes' own stream
+	likeN         int          // likes made
+	ranks         rankSim      // the contribution ranking's own account (ranking_test.go)
 }
 
 func replayProperty(seed uint64, n int, coverage bool) (summary string, err error) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	sm := &sim{
 		r:        r,
+		lr:       rand.New(rand.NewPCG(seed^0x6c696b6573, seed)),
 		users:    []string{"owner", "admin", "u1", "u2", "u3", "u4", "u5"},
 		now:      t0,
 		closeAt:  n/3 + r.IntN(n), // about two thirds of the seeds close the room
@@ -117,6 +122,46 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 	inPlace := room.NewState(tApp, tRoom)
 	var recs []record
 	snaps := []snapshot{}
+	// one decides c and keeps what it logged; rnd decides the snapshots.
+	one := func(step int, c room.Command, rnd *rand.Rand) error {
+		pre := live.Clone()
+		evs, err := room.Decide(live, c)
+		if !reflect.DeepEqual(live, pre) {
+			return fmt.Errorf("step %d: Decide(%+v) changed its input", step, c)
+		}
+		if err := sm.checkDecision(pre, c, evs, err); err != nil {
+			return fmt.Errorf("step %d %s by %s: %w", step, c.Type, c.UserID, err)
+		}
+		if err != nil || !room.Mutates(c.Type) {
+			return nil
+		}
+		seq := live.Seq + 1
+		live = room.ApplyCommand(live, seq, evs)
+		if !reflect.DeepEqual(pre, liveAt[seq-1]) {
+			return fmt.Errorf("step %d: ApplyCommand changed its input", step)
+		}
+		liveAt[seq] = live
+		inPlace.ApplyInPlace(seq, evs)
+		if !reflect.DeepEqual(inPlace, live) {
+			return fmt.Errorf("step %d: the state applied in place differs:%s", step, diff(inPlace, live))
+		}
+		rec, err := sm.store(c, seq, evs)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", step, err)
+		}
+		recs = append(recs, rec)
+		if err := sm.invariants(live); err != nil {
+			return fmt.Errorf("step %d after %s by %s (seq %d): %w\nstate %+v", step, c.Type, c.UserID, seq, err, live)
+		}
+		if rnd != nil && rnd.IntN(100) == 0 { // a chat turn draws nothing (rnd nil)
+			b, err := live.Marshal()
+			if err != nil {
+				return err
+			}
+			snaps = append(snaps, snapshot{seq: seq, state: b})
+		}
+		return nil
+	}
 	for i := range n + n/40 {
 		// Every 41st turn is the chat switch's (chatTurn), which draws
 		// nothing: step counts the drawn commands, which stay as they are.
@@ -124,43 +169,22 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		if step >= n {
 			break
 		}
-		sm.step, sm.chatTurn = step, i%41 == 40
-		c := sm.next(step, live)
-		pre := live.Clone()
-		evs, err := room.Decide(live, c)
-		if !reflect.DeepEqual(live, pre) {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: Decide(%+v) changed its input", step, c)
-		}
-		if err := sm.checkDecision(pre, c, evs, err); err != nil {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d %s by %s: %w", step, c.Type, c.UserID, err)
-		}
-		if err != nil || !room.Mutates(c.Type) {
-			continue
-		}
-		seq := live.Seq + 1
-		live = room.ApplyCommand(live, seq, evs)
-		if !reflect.DeepEqual(pre, liveAt[seq-1]) {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: ApplyCommand changed its input", step)
-		}
-		liveAt[seq] = live
-		inPlace.ApplyInPlace(seq, evs)
-		if !reflect.DeepEqual(inPlace, live) {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: the state applied in place differs:%s", step, diff(inPlace, live))
-		}
-		rec, err := sm.store(c, seq, evs)
-		if err != nil {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d: %w", step, err)
-		}
-		recs = append(recs, rec)
-		if err := sm.invariants(live); err != nil {
-			return sm.summary(len(recs), len(snaps)), fmt.Errorf("step %d after %s by %s (seq %d): %w\nstate %+v", step, c.Type, c.UserID, seq, err, live)
-		}
-		if !sm.chatTurn && r.IntN(100) == 0 { // the chat turn draws nothing
-			b, err := live.Marshal()
-			if err != nil {
-				return "", err
+		sm.step, sm.chatTurn = step, false
+		// Likes come from a stream of their own, between the main
+		// stream's commands, which decide as they would without them
+		// (nothing but likes reads the like total or receipts): the
+		// main stream's coverage does not move with them.
+		if live.Exists && sm.lr.IntN(20) == 0 {
+			if err := one(step, sm.like(), sm.lr); err != nil {
+				return sm.summary(len(recs), len(snaps)), err
 			}
-			snaps = append(snaps, snapshot{seq: seq, state: b})
+		}
+		rnd := r
+		if sm.chatTurn = i%41 == 40; sm.chatTurn {
+			rnd = nil
+		}
+		if err := one(step, sm.next(step, live), rnd); err != nil {
+			return sm.summary(len(recs), len(snaps)), err
 		}
 	}
 	// The generator must reach every kind of change, or the property
@@ -188,7 +212,7 @@ func replayProperty(seed uint64, n int, coverage bool) (summary string, err erro
 		room.TypeRoomUserBanned, room.TypeRoomUserUnbanned, room.TypeRoomMemberMuted, room.TypeRoomMemberUnmuted,
 		room.TypeRoomMetadataChanged, room.TypeRoomAudioSeen, room.TypeRoomAudioRemoved, room.TypeRoomAudioDismissed,
 		room.TypeRoomCustomInfoChanged, room.TypeRoomPasswordChanged, room.TypeRoomAllMicsMutedChanged,
-		room.TypeRoomChatDisabledChanged, room.TypeRoomTopContributorsChanged} {
+		room.TypeRoomLiked, room.TypeRoomLikeReceipts, room.TypeRoomChatDisabledChanged, room.TypeRoomTopContributorsChanged} {
 		// Lifting a ban or a mute needs one in force first: rarer, so two
 		// a seed will do (every seed together makes dozens).
 		least := 5
@@ -754,6 +778,15 @@ func (sm *sim) checkDecision(s room.State, c room.Command, evs []room.Event, err
 			if !ok || c.Type != room.CmdAudioPresence {
 				return fmt.Errorf("audio removal of someone entitled: %+v", e)
 			}
+		case room.RoomLiked:
+			if c.Type != room.CmdLikeRoom || !s.IsMember(c.UserID) || s.BannedAt(c.UserID, c.NowMs) || e.Count != c.LikeCount ||
+				e.Total != cur.Likes()+e.Count || len(e.Users) != 1 || e.Users[0].UserID != c.UserID {
+				return fmt.Errorf("like against the rules: %+v by %s (total before %d)", e, c.UserID, cur.Likes())
+			}
+			if ok, _ := room.LikeRecorded(s, c); ok {
+				return fmt.Errorf("a retried like counted again: %+v", c)
+			}
+			sm.likes += e.Count
 		case room.RoomGiftSent:
 			if !s.IsMember(e.FromUserID) || !s.IsMember(e.ToUserID) || e.GiftCount <= 0 {
 				return fmt.Errorf("gift against the rules: %+v", e)
@@ -850,6 +883,9 @@ func (sm *sim) invariants(s room.State) error {
 			return fmt.Errorf("audio mark of %s (%+v) while a non-member or unseated", u, m)
 		}
 	}
+	if s.Likes() != sm.likes {
+		return fmt.Errorf("like total %d, likes counted %d", s.Likes(), sm.likes)
+	}
 	for _, marks := range []map[string]room.AudioMark{s.AudioMarks(), s.OnlineMarks()} {
 		for u, m := range marks {
 			if !s.IsMember(u) || m.LeaveAtMs > 0 && !m.Out {
@@ -908,4 +944,27 @@ func (sm *sim) invariants(s room.State) error {
 		return fmt.Errorf("status %q", s.Status)
 	}
 	return nil
+}
+
+// like makes a LikeRoom: mostly a new like of a valid count, now and then
+// a count out of range, or a retry of the last like (the same id and
+// count: counted once) or its id with another count (refused).
+func (sm *sim) like() room.Command {
+	r := sm.lr
+	sm.likeN++
+	c := &room.Command{CommandID: fmt.Sprintf("l%d", sm.likeN), RequestID: "r", AppCode: tApp, RoomID: tRoom,
+		UserID: sm.users[r.IntN(len(sm.users))], NowMs: sm.now}
+	c.Type, c.LikeCount = room.CmdLikeRoom, 1+r.Int64N(room.MaxLikeCount)
+	switch k := r.IntN(20); {
+	case k == 0:
+		c.LikeCount = []int64{0, room.MaxLikeCount + 1}[r.IntN(2)]
+	case k < 5 && sm.lastLike.Type != "":
+		c.CommandID, c.UserID, c.LikeCount = sm.lastLike.CommandID, sm.lastLike.UserID, sm.lastLike.LikeCount
+		if k == 1 {
+			c.LikeCount = sm.lastLike.LikeCount%room.MaxLikeCount + 1
+		}
+		return *c
+	}
+	sm.lastLike = *c
+	return *c
 }

@@ -144,6 +144,7 @@ func Summary(s State) *v1.RoomView {
 		MemberCount:  int64(len(s.Members)),
 		SeatMode:     s.seatMode(),
 		AllMicsMuted: s.AllMicsMuted(),
+		Likes:        s.Likes(),
 		ChatDisabled: s.ChatDisabled(),
 	}
 	if m := s.Metadata(); !m.zero() {

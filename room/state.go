@@ -89,6 +89,10 @@ type Extra struct {
 	// The all-mics switch and the seats it muted (allmics.go).
 	AllMicsMuted bool  `json:"all_mics_muted,omitempty"`
 	MutedByAll   []int `json:"muted_by_all,omitempty"`
+	// The running like total and the users' recent like receipts
+	// (likes.go).
+	Likes        int64                   `json:"likes,omitempty"`
+	LikeReceipts map[string]LikeReceipts `json:"like_receipts,omitempty"`
 	// The chat-disabled switch (chatdisabled.go).
 	ChatDisabled bool `json:"chat_disabled,omitempty"`
 	// Contribution ranking (ranking.go).
@@ -126,6 +130,7 @@ func (e *Extra) clone() *Extra {
 	c.Online = maps.Clone(e.Online)
 	c.Meta.Tags = slices.Clone(e.Meta.Tags)
 	c.MutedByAll = slices.Clone(e.MutedByAll)
+	c.LikeReceipts = maps.Clone(e.LikeReceipts)
 	c.Ranks = e.Ranks.clone()
 	return &c
 }
@@ -142,10 +147,11 @@ func (e *Extra) canonical() bool {
 	nilIfEmptyMap(&e.Online)
 	nilIfEmpty(&e.Meta.Tags)
 	nilIfEmpty(&e.MutedByAll)
+	nilIfEmptyMap(&e.LikeReceipts)
 	e.Ranks.canonical()
 	return e.SeatMode == "" && e.Applications == nil && e.Invitations == nil && e.Mutes == nil && e.Meta.zero() &&
 		e.BanNotes == nil && e.MuteBy == nil && e.CustomInfo == nil && e.Audio == nil && e.Online == nil && !e.Password.set() &&
-		!e.AllMicsMuted && e.MutedByAll == nil && !e.ChatDisabled && e.Ranks.zero()
+		!e.AllMicsMuted && e.MutedByAll == nil && e.Likes == 0 && e.LikeReceipts == nil && !e.ChatDisabled && e.Ranks.zero()
 }
 
 // Applications returns the pending seat applications by user (read only).

@@ -16,6 +16,7 @@ import (
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/mq"
+	"github.com/hyapp/roomcell/internal/tracing"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -476,7 +477,9 @@ func (f *mqBatch) roomBatch(bp MQBatchPublisher, rows []persistence.OutboxRow) {
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
 	start := time.Now()
+	pctx, span := publishSpan(pctx, f.Topic, send...) // tracing.go
 	n, err := bp.PublishOrderedBatch(pctx, f.Topic, OrderKey(send[0].Envelope), msgs)
+	tracing.End(span, err)
 	cancel()
 	if f.Metrics != nil {
 		f.Metrics.Latency.Observe(time.Since(start).Seconds())
@@ -539,7 +542,9 @@ func (f *mqBatch) publish(env persistence.Envelope, data []byte) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), f.Config.PublishTimeout)
 	defer cancel()
 	start := time.Now()
+	pctx, span := publishSpan(pctx, f.Topic, persistence.OutboxRow{Envelope: env}) // tracing.go
 	var err error
+	defer func() { tracing.End(span, err) }()
 	if op, ok := f.MQ.(MQOrderedPublisher); ok {
 		err = op.PublishOrdered(pctx, f.Topic, env.EventType, env.EventID, OrderKey(env), data)
 	} else {

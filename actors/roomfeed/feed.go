@@ -82,7 +82,7 @@ type observer struct {
 
 // Receive answers the feed's messages: reads of the log, subscriptions,
 // the tail's fills and the end of a subscribed feed.
-func (o *observer) Receive(ctx actor.Context) {
+func (o *observer) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *v1.ListRoomEventsRequest:
 		o.listEvents(ctx, m) // events.go
@@ -92,7 +92,10 @@ func (o *observer) Receive(ctx actor.Context) {
 		ctx.Respond(o.watchSubscribe(ctx, m))
 	case *actor.Terminated:
 		o.watchTerminated(m.Who)
+	default:
+		return false
 	}
+	return true
 }
 
 // Recorded pushes a stored command's events to the room's feeds and its

@@ -99,8 +99,9 @@ func (c *Client) withRetryHint(err error) error {
 	case errors.Is(err, errStoreDown):
 		return errclass.WithRetryAfter(err, storeProbeEvery)
 	case errors.Is(err, room.ErrRateLimited):
-		// A grain's password-guess bucket (password.go): it gives a try
-		// back every interval, so one interval is always enough.
+		// A grain's password-guess bucket (password.go) sends its exact
+		// wait (RoomError.retry_after_ms); one that did not (an older
+		// node) gives a try back every interval, so one is always enough.
 		return errclass.WithRetryAfter(err, passwordGuessEvery)
 	}
 	return err
@@ -108,13 +109,14 @@ func (c *Client) withRetryHint(err error) error {
 
 // Execute runs one command in its room grain. A retried attempt is safe:
 // commands are idempotent by command_id.
-func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
 	app, roomID := room.KeyOf(rc)
 	identity, err := roomIdentity(app, roomID)
 	if err != nil {
 		return nil, err
 	}
-	var reply *v1.CommandReply
+	ctx, end := commandSpan(ctx, rc) // tracing.go
+	defer func() { end(err) }()
 	err = c.call(ctx, identity, rc, func(res any) (err error) {
 		reply, err = replyOf(res)
 		return err
@@ -348,6 +350,9 @@ func errorOf(e *v1.RoomError) error {
 	if len(e.Metadata) > 0 {
 		err = errclass.WithMeta(err, e.Metadata)
 	}
+	if e.RetryAfterMs > 0 {
+		err = errclass.WithRetryAfter(err, time.Duration(e.RetryAfterMs)*time.Millisecond)
+	}
 	return err
 }
 
@@ -362,5 +367,10 @@ func roomError(err error) *v1.RoomError {
 		}
 		meta[persistence.RoomDBMetaKey] = key
 	}
-	return &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err)), Metadata: meta}
+	re := &v1.RoomError{Class: errclass.Name(err), Message: err.Error(), Code: uint32(errclass.CodeOf(err)), Metadata: meta}
+	if d, ok := errclass.RetryAfterOf(err); ok && d > 0 {
+		// Rounded up: a hint a millisecond early would be refused again.
+		re.RetryAfterMs = int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	return re
 }

@@ -69,6 +69,9 @@ type Deps struct {
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
+	// likes: the rooms' open like windows (likes.go); made by
+	// setDefaults.
+	likes *likeWindows
 	// store gates the rooms' store calls on whether the store answers
 	// (storegate.go); made by setDefaults.
 	store *storeGate
@@ -95,6 +98,9 @@ func (d *Deps) setDefaults() {
 	}
 	if d.guesses == nil {
 		d.guesses = newGuesses()
+	}
+	if d.likes == nil {
+		d.likes = &likeWindows{rooms: map[*grain]*likeRoom{}}
 	}
 }
 
@@ -177,6 +183,10 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.observe(ctx, msg.Cluster)
 		g.startIdle(ctx)
 	case *v1.RoomCommand:
+		if _, ok := msg.GetCommand().(*v1.RoomCommand_LikeRoom); ok {
+			g.like(ctx, msg) // likes.go: answered when its window is stored
+			break
+		}
 		ctx.Respond(g.handle(ctx, msg))
 		g.stopIfUncreated(ctx)
 	case *localCommand:
@@ -184,12 +194,19 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.stopIfUncreated(ctx)
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
+	case *likesDue:
+		g.likesDue(ctx, msg)
 	case *actor.Stopping:
-		// Passivation, rebalance and cluster shutdown all pass here.
+		// Passivation, rebalance and cluster shutdown all pass here. The
+		// open like window is written first, so its likes are answered.
+		g.flushLikes(ctx)
+		g.deps.likes.forget(g)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
+		g.dropLikes(ctx, fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))
+		g.deps.likes.forget(g)
 		g.stopPublisher()
 		g.stopObservers()
 	case *tick:
@@ -314,6 +331,18 @@ func (g *grain) loadIn(ctx context.Context) error {
 	return nil
 }
 
+// reload loads the state for a command, as the caller's error.
+func (g *grain) reload() error {
+	if err := g.load(); err != nil {
+		if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
+			return err
+		}
+		g.log.Warn("room load failed", "error", err)
+		return fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+	}
+	return nil
+}
+
 func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
 	evs := make([]room.Event, 0, len(envs))
 	for _, e := range envs {
@@ -327,17 +356,20 @@ func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {
+	traceparent, end := grainSpan(rc) // tracing.go
 	err := g.gate(ctx)
 	if err == nil {
 		var reply *v1.CommandReply
-		if reply, err = g.execute(ctx, rc); err == nil {
+		if reply, err = g.execute(ctx, rc, traceparent); err == nil {
+			end(nil)
 			return &v1.RoomResponse{Reply: reply}
 		}
 	}
+	end(err)
 	return &v1.RoomResponse{Error: roomError(err)}
 }
 
-func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
+func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent string) (reply *v1.CommandReply, err error) {
 	// A read answers from the state while an append's outcome is unknown
 	// (g.unsure); anything else reloads first.
 	_, isGet := rc.GetCommand().(*v1.RoomCommand_GetRoom)
@@ -345,12 +377,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	_, isTicket := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket)
 	_, isRanks := rc.GetCommand().(*v1.RoomCommand_ListContributors)
 	if !g.loaded || (g.unsure && !isGet && !isBans && !isTicket && !isRanks) {
-		if err := g.load(); err != nil {
-			if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
-				return nil, err
-			}
-			g.log.Warn("room load failed", "error", err)
-			return nil, fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
+		if err := g.reload(); err != nil {
+			return nil, err
 		}
 	}
 	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
@@ -374,6 +402,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	if !ok {
 		return nil, errclass.Invalidf("empty command")
 	}
+	cmd.TraceParent = traceparent
 	defer func() {
 		// An observer may say more (a user no longer in the room is told
 		// when and why they left: departures.go).
@@ -419,6 +448,9 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand) (reply *v1.Comman
 	}
 	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
+	}
+	if err := g.likeIDTaken(cmd); err != nil { // likes.go
+		return nil, err
 	}
 	for _, o := range g.observers() {
 		if err := o.Check(cmd); err != nil {
@@ -533,6 +565,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		envs[i] = persistence.Envelope{
 			EventID: room.EventID(cmd.AppCode, cmd.RoomID, seq, i), EventType: ev.EventType(), AppCode: cmd.AppCode, RoomID: cmd.RoomID,
 			RoomSeq: seq, CommandID: cmd.CommandID, RequestID: cmd.RequestID, CreatedAtMs: cmd.NowMs, Payload: payload,
+			TraceParent: cmd.TraceParent,
 		}
 	}
 	// The stored reply is the command's seq alone: its events are the log
@@ -549,7 +582,12 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		Sealed: room.SealedOf(events),
 	}, Lease: g.publishLease(seq), Gift: cmd.Type == room.CmdSendGift, Epoch: g.epoch}
 	group := g.startGroup(cmd, envs, a.Lease) // publisher.go: CreateRoom's group, beside the append
-	err = g.storeCall(func(ctx context.Context) error { return g.deps.Store.Append(ctx, a) })
+	err = g.storeCall(func(ctx context.Context) error {
+		ctx, end := storeSpan(ctx, cmd.TraceParent, "store.append") // tracing.go
+		err := g.deps.Store.Append(ctx, a)
+		end(err)
+		return err
+	})
 	if errors.Is(err, errStoreDown) {
 		g.groupAbandoned(group, err)
 		return nil, err // not sent: the state is the store's

@@ -129,7 +129,7 @@ func (w *countingWallet) outcome(commandID string) string {
 }
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	sys    *actor.ActorSystem
 	store  *memdb.Store
 	pub    *probePublisher
@@ -140,7 +140,7 @@ type fixture struct {
 	seats  *seatTimers // the seat deadline observer's timers (in deps.Observers)
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	f := &fixture{t: t, sys: sys, store: memdb.New(), wallet: &countingWallet{}, events: make(chan any, 1024)}
 	f.probe = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: f.events} }))

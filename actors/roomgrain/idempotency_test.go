@@ -105,6 +105,7 @@ func idemCases(roomID string) map[string]idemCase {
 			Set: map[string]string{"theme": "dark"}, DeleteKeys: []string{"pin"}})},
 		"set_chat_disabled":  {setup: with(), cmd: cmd(&v1.SetChatDisabledRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Disabled: true})},
 		"set_all_mics_muted": {setup: with(), cmd: cmd(&v1.SetAllMicsMutedRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner", Muted: true})},
+		"like_room":          {setup: with(), cmd: cmd(&v1.LikeRoomRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "bob", Count: 3})},
 		"set_room_password": {setup: with(), cmd: cmd(&v1.SetRoomPasswordRequest{CommandId: "X", AppCode: "app", RoomId: roomID, UserId: "owner",
 			Password: "pw"})},
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -57,9 +58,11 @@ type Explainer interface {
 // Receiver is an Observer with messages of its own sent to the room (a
 // read of its log, a subscription, its own timer's): the grain hands it
 // every message it does not know, on the room's goroutine, and it
-// ignores those that are not its own.
+// answers whether the message was its own. A request no observer takes
+// is refused at once (a node wired without the observer that owns it),
+// not left to its caller's timeout.
 type Receiver interface {
-	Receive(ctx actor.Context)
+	Receive(ctx actor.Context) (own bool)
 }
 
 // Recorder is an Observer that follows the command log itself (the
@@ -223,9 +226,12 @@ func (r Room) Commit(ctx actor.Context, cmd room.Command, events []room.Event) e
 // observers that take messages.
 func (g *grain) receiveObserved(ctx actor.Context) {
 	for _, o := range g.observers() {
-		if r, ok := o.(Receiver); ok {
-			r.Receive(ctx)
+		if r, ok := o.(Receiver); ok && r.Receive(ctx) {
+			return
 		}
+	}
+	if _, system := ctx.Message().(actor.SystemMessage); ctx.Sender() != nil && !system {
+		ctx.Respond(&v1.RoomResponse{Error: roomError(fmt.Errorf("%w: room %s takes no %T on this node", errclass.Unavailable, g.identity, ctx.Message()))})
 	}
 }
 

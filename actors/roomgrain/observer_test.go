@@ -11,7 +11,10 @@ import (
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // recorder is an Observer that writes down each call with what it saw of
@@ -199,5 +202,67 @@ func TestObserversAreToldOfAReload(t *testing.T) {
 	f.mustDo(pid, rcGet()) // the room's goroutine is done with the join
 	if m := a.r.State().Members; len(m) != 2 {
 		t.Fatalf("observer reads members %v after the reload and join, want owner and bob", m)
+	}
+}
+
+// owner is an observer that owns one message type: it answers it, and
+// sees the stored envelopes of each command.
+type owner struct {
+	recorder
+	recorded []int64
+}
+
+type ownMessage struct{}
+
+func (o *owner) Receive(ctx actor.Context) bool {
+	if _, ok := ctx.Message().(*ownMessage); !ok {
+		return false
+	}
+	ctx.Respond("mine")
+	return true
+}
+
+func (o *owner) Recorded(seq int64, envs []persistence.Envelope) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range envs {
+		if e.RoomSeq != seq {
+			panic(fmt.Sprintf("envelope of seq %d recorded at %d", e.RoomSeq, seq))
+		}
+	}
+	o.recorded = append(o.recorded, seq)
+}
+
+// A message the grain does not know reaches the observer that owns it;
+// a request nobody owns (a node wired without the room's feed) is
+// refused at once, in the unavailable class, not left to time out; and
+// the owner sees each stored command's envelopes, in seq order.
+func TestObserversTakeTheirOwnMessagesAndTheRestIsRefused(t *testing.T) {
+	f := newFixture(t)
+	o := &owner{recorder: recorder{name: "o"}}
+	f.deps.Observers = []NewObserver{func(a Activation) Observer { o.r = a.Room; return o }}
+	pid := f.activate("app/r1")
+	f.mustDo(pid, rcCreate("c1", "owner"))
+	f.mustDo(pid, rcJoin("j1", "alice"))
+	res, err := f.sys.Root.RequestFuture(pid, &ownMessage{}, time.Second).Result()
+	if err != nil || res != "mine" {
+		t.Fatalf("own message answered %v, %v", res, err)
+	}
+	begin := time.Now()
+	res, err = f.sys.Root.RequestFuture(pid, &v1.ListRoomEventsRequest{AppCode: "app", RoomId: "r1"}, 2*time.Second).Result()
+	if err != nil {
+		t.Fatalf("a request no observer owns was not answered: %v", err)
+	}
+	r, ok := res.(*v1.RoomResponse)
+	if !ok || r.Error == nil || !errors.Is(errorOf(r.Error), errclass.Unavailable) {
+		t.Fatalf("a request no observer owns answered %v", res)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("refused after %v", d)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !slices.Equal(o.recorded, []int64{1, 2}) {
+		t.Fatalf("recorded seqs %v, want [1 2]", o.recorded)
 	}
 }

@@ -27,7 +27,12 @@ const (
 
 // guesses are the password-guess buckets of this node's rooms, by
 // app/room/user. One per node (Deps), so a room passivated and activated
-// again does not hand its guessers fresh buckets.
+// again does not hand its guessers fresh buckets. Only the room's grain
+// checks them, and a room has one grain in the cluster: every try
+// reaches the same bucket whatever node the caller entered by, and the
+// refusal's exact wait crosses back (RoomError.retry_after_ms). A room
+// that moves to another node (failover, rebalance) starts its guessers
+// with fresh buckets there.
 type guesses struct {
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter

@@ -129,10 +129,12 @@ func (*seatObserver) Tick()                                  {}
 func (*seatObserver) Passivating()                           {}
 
 // Receive takes the timer's message.
-func (o *seatObserver) Receive(ctx actor.Context) {
+func (o *seatObserver) Receive(ctx actor.Context) bool {
 	if _, ok := ctx.Message().(*seatDeadline); ok {
 		o.expire(ctx)
+		return true
 	}
+	return false
 }
 
 // seatExpiryRetry is how soon a failed expiry is tried again.

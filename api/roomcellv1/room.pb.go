@@ -1716,6 +1716,7 @@ type RoomView struct {
 	HasPassword   bool              `protobuf:"varint,71,opt,name=has_password,json=hasPassword,proto3" json:"has_password,omitempty"`      // JoinRoom asks for the password (SetRoomPassword)
 	AllMicsMuted  bool              `protobuf:"varint,72,opt,name=all_mics_muted,json=allMicsMuted,proto3" json:"all_mics_muted,omitempty"` // the all-mics switch is on (SetAllMicsMuted); seats show their own muted
 	ChatDisabled  bool              `protobuf:"varint,80,opt,name=chat_disabled,json=chatDisabled,proto3" json:"chat_disabled,omitempty"`   // only the owner and admins may send chat messages (SetChatDisabled)
+	Likes         int64             `protobuf:"varint,90,opt,name=likes,proto3" json:"likes,omitempty"`                                     // the room's running like total (LikeRoom), kept across a reopen
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1923,6 +1924,13 @@ func (x *RoomView) GetChatDisabled() bool {
 		return x.ChatDisabled
 	}
 	return false
+}
+
+func (x *RoomView) GetLikes() int64 {
+	if x != nil {
+		return x.Likes
+	}
+	return 0
 }
 
 type MutedMember struct {
@@ -2411,8 +2419,13 @@ type RoomCommand struct {
 	//	*RoomCommand_SetRoomPassword
 	//	*RoomCommand_SetAllMicsMuted
 	//	*RoomCommand_SetChatDisabled
+	//	*RoomCommand_LikeRoom
 	//	*RoomCommand_ListContributors
-	Command       isRoomCommand_Command `protobuf_oneof:"command"`
+	Command isRoomCommand_Command `protobuf_oneof:"command"`
+	// traceparent is the W3C trace context of the call that sent the
+	// command ("" when it is not traced): the grain's spans continue that
+	// trace across the mailbox and the cluster.
+	Traceparent   string `protobuf:"bytes,100,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2832,6 +2845,15 @@ func (x *RoomCommand) GetSetChatDisabled() *SetChatDisabledRequest {
 	return nil
 }
 
+func (x *RoomCommand) GetLikeRoom() *LikeRoomRequest {
+	if x != nil {
+		if x, ok := x.Command.(*RoomCommand_LikeRoom); ok {
+			return x.LikeRoom
+		}
+	}
+	return nil
+}
+
 func (x *RoomCommand) GetListContributors() *ListContributorsRequest {
 	if x != nil {
 		if x, ok := x.Command.(*RoomCommand_ListContributors); ok {
@@ -2839,6 +2861,13 @@ func (x *RoomCommand) GetListContributors() *ListContributorsRequest {
 		}
 	}
 	return nil
+}
+
+func (x *RoomCommand) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isRoomCommand_Command interface {
@@ -3013,6 +3042,10 @@ type RoomCommand_SetChatDisabled struct {
 	SetChatDisabled *SetChatDisabledRequest `protobuf:"bytes,80,opt,name=set_chat_disabled,json=setChatDisabled,proto3,oneof"`
 }
 
+type RoomCommand_LikeRoom struct {
+	LikeRoom *LikeRoomRequest `protobuf:"bytes,90,opt,name=like_room,json=likeRoom,proto3,oneof"`
+}
+
 type RoomCommand_ListContributors struct {
 	ListContributors *ListContributorsRequest `protobuf:"bytes,85,opt,name=list_contributors,json=listContributors,proto3,oneof"` // a read, as get_room
 }
@@ -3100,6 +3133,8 @@ func (*RoomCommand_SetRoomPassword) isRoomCommand_Command() {}
 func (*RoomCommand_SetAllMicsMuted) isRoomCommand_Command() {}
 
 func (*RoomCommand_SetChatDisabled) isRoomCommand_Command() {}
+
+func (*RoomCommand_LikeRoom) isRoomCommand_Command() {}
 
 func (*RoomCommand_ListContributors) isRoomCommand_Command() {}
 
@@ -3232,11 +3267,15 @@ func (x *AudioPresenceRequest) GetLeaveAfterMs() int64 {
 // without a code (0) comes back as its class with its text. metadata are
 // the error's facts for the client (its row's keys in docs/errors.md).
 type RoomError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Class         string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Code          uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Class    string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	Message  string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code     uint32                 `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Metadata map[string]string      `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When a retry may succeed (errclass.RetryAfterOf), as the grain that
+	// refused knows it: a password-guess bucket's exact wait reaches the
+	// caller whichever node it entered by. 0: no hint.
+	RetryAfterMs  int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3297,6 +3336,13 @@ func (x *RoomError) GetMetadata() map[string]string {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *RoomError) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // RoomResponse is what the room grain answers: a reply or an error.
@@ -7285,6 +7331,95 @@ func (x *ListContributorsReply) GetFloor() int64 {
 	return 0
 }
 
+// LikeRoomRequest: count likes (1..100) from user_id, a member of the room
+// who is not banned. Acknowledged only once the window's RoomLiked is
+// stored, so an acknowledged like is counted exactly once; a retry with
+// the same command_id (and count) is answered as a duplicate, recognised
+// among the user's last 16 likes of the last 2 minutes.
+type LikeRoomRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CommandId     string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	AppCode       string                 `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string                 `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"` // a member
+	Count         int64                  `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"`                // 1..100
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LikeRoomRequest) Reset() {
+	*x = LikeRoomRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LikeRoomRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LikeRoomRequest) ProtoMessage() {}
+
+func (x *LikeRoomRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LikeRoomRequest.ProtoReflect.Descriptor instead.
+func (*LikeRoomRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *LikeRoomRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LikeRoomRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LikeRoomRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LikeRoomRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *LikeRoomRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *LikeRoomRequest) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -7471,7 +7606,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x01 \x01(\x05R\x04seat\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x14\n" +
 	"\x05muted\x18\x03 \x01(\bR\x05muted\x12\x16\n" +
-	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xd2\a\n" +
+	"\x06locked\x18\x04 \x01(\bR\x06locked\"\xe8\a\n" +
 	"\bRoomView\x12\x19\n" +
 	"\bapp_code\x18\x01 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x02 \x01(\tR\x06roomId\x12\"\n" +
@@ -7501,7 +7636,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"customInfo\x12!\n" +
 	"\fhas_password\x18G \x01(\bR\vhasPassword\x12$\n" +
 	"\x0eall_mics_muted\x18H \x01(\bR\fallMicsMuted\x12#\n" +
-	"\rchat_disabled\x18P \x01(\bR\fchatDisabled\x1a=\n" +
+	"\rchat_disabled\x18P \x01(\bR\fchatDisabled\x12\x14\n" +
+	"\x05likes\x18Z \x01(\x03R\x05likes\x1a=\n" +
 	"\x0fCustomInfoEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
@@ -7539,7 +7675,7 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x04seat\x18\x02 \x01(\x05R\x04seat\"a\n" +
 	"\fGetRoomReply\x12)\n" +
 	"\x04room\x18\x01 \x01(\v2\x15.roomcell.v1.RoomViewR\x04room\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcd\x18\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x19\n" +
 	"\vRoomCommand\x12A\n" +
 	"\vcreate_room\x18\x01 \x01(\v2\x1e.roomcell.v1.CreateRoomRequestH\x00R\n" +
 	"createRoom\x12;\n" +
@@ -7594,8 +7730,10 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x14set_room_custom_info\x18F \x01(\v2%.roomcell.v1.SetRoomCustomInfoRequestH\x00R\x11setRoomCustomInfo\x12Q\n" +
 	"\x11set_room_password\x18G \x01(\v2#.roomcell.v1.SetRoomPasswordRequestH\x00R\x0fsetRoomPassword\x12R\n" +
 	"\x12set_all_mics_muted\x18H \x01(\v2#.roomcell.v1.SetAllMicsMutedRequestH\x00R\x0fsetAllMicsMuted\x12Q\n" +
-	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabled\x12S\n" +
-	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributorsB\t\n" +
+	"\x11set_chat_disabled\x18P \x01(\v2#.roomcell.v1.SetChatDisabledRequestH\x00R\x0fsetChatDisabled\x12;\n" +
+	"\tlike_room\x18Z \x01(\v2\x1c.roomcell.v1.LikeRoomRequestH\x00R\blikeRoom\x12S\n" +
+	"\x11list_contributors\x18U \x01(\v2$.roomcell.v1.ListContributorsRequestH\x00R\x10listContributors\x12 \n" +
+	"\vtraceparent\x18d \x01(\tR\vtraceparentB\t\n" +
 	"\acommand\"\xbb\x02\n" +
 	"\x14AudioPresenceRequest\x12\x1d\n" +
 	"\n" +
@@ -7610,12 +7748,13 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\"\n" +
 	"\rseat_grace_ms\x18\t \x01(\x03R\vseatGraceMs\x12$\n" +
 	"\x0eleave_after_ms\x18\n" +
-	" \x01(\x03R\fleaveAfterMs\"\xce\x01\n" +
+	" \x01(\x03R\fleaveAfterMs\"\xf4\x01\n" +
 	"\tRoomError\x12\x14\n" +
 	"\x05class\x18\x01 \x01(\tR\x05class\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\rR\x04code\x12@\n" +
-	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x04 \x03(\v2$.roomcell.v1.RoomError.MetadataEntryR\bmetadata\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -8009,7 +8148,16 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\broom_seq\x18\x03 \x01(\x03R\aroomSeq\x12\x16\n" +
 	"\x06period\x18\x04 \x01(\tR\x06period\x12\x10\n" +
 	"\x03day\x18\x05 \x01(\tR\x03day\x12\x14\n" +
-	"\x05floor\x18\x06 \x01(\x03R\x05floor2\xab\x1f\n" +
+	"\x05floor\x18\x06 \x01(\x03R\x05floor\"\xb2\x01\n" +
+	"\x0fLikeRoomRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05count\x18\x06 \x01(\x03R\x05count2\xf6\x1f\n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -8064,7 +8212,8 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x11SetRoomCustomInfo\x12%.roomcell.v1.SetRoomCustomInfoRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetRoomPassword\x12#.roomcell.v1.SetRoomPasswordRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
-	"\x0fSetChatDisabled\x12#.roomcell.v1.SetChatDisabledRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12b\n" +
+	"\x0fSetChatDisabled\x12#.roomcell.v1.SetChatDisabledRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
+	"\bLikeRoom\x12\x1c.roomcell.v1.LikeRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12b\n" +
 	"\x10ListContributors\x12$.roomcell.v1.ListContributorsRequest\x1a\".roomcell.v1.ListContributorsReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
@@ -8079,7 +8228,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -8160,16 +8309,17 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*ListContributorsRequest)(nil),       // 76: roomcell.v1.ListContributorsRequest
 	(*Contributor)(nil),                   // 77: roomcell.v1.Contributor
 	(*ListContributorsReply)(nil),         // 78: roomcell.v1.ListContributorsReply
-	nil,                                   // 79: roomcell.v1.RoomView.CustomInfoEntry
-	nil,                                   // 80: roomcell.v1.RoomError.MetadataEntry
-	nil,                                   // 81: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	(*LikeRoomRequest)(nil),               // 79: roomcell.v1.LikeRoomRequest
+	nil,                                   // 80: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 81: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 82: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	79,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	80,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
 	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
 	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
@@ -8218,124 +8368,127 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	73,  // 50: roomcell.v1.RoomCommand.set_room_password:type_name -> roomcell.v1.SetRoomPasswordRequest
 	74,  // 51: roomcell.v1.RoomCommand.set_all_mics_muted:type_name -> roomcell.v1.SetAllMicsMutedRequest
 	75,  // 52: roomcell.v1.RoomCommand.set_chat_disabled:type_name -> roomcell.v1.SetChatDisabledRequest
-	76,  // 53: roomcell.v1.RoomCommand.list_contributors:type_name -> roomcell.v1.ListContributorsRequest
-	80,  // 54: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
-	23,  // 55: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
-	28,  // 56: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
-	31,  // 57: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
-	36,  // 58: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
-	36,  // 59: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
-	37,  // 60: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
-	28,  // 61: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
-	28,  // 62: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
-	36,  // 63: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
-	21,  // 64: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
-	21,  // 65: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
-	61,  // 66: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
-	68,  // 67: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	81,  // 68: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
-	77,  // 69: roomcell.v1.ListContributorsReply.contributors:type_name -> roomcell.v1.Contributor
-	0,   // 70: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
-	1,   // 71: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
-	2,   // 72: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
-	3,   // 73: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
-	4,   // 74: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
-	5,   // 75: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
-	6,   // 76: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
-	7,   // 77: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
-	8,   // 78: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
-	17,  // 79: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
-	30,  // 80: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
-	33,  // 81: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
-	9,   // 82: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
-	11,  // 83: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
-	12,  // 84: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
-	13,  // 85: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
-	14,  // 86: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
-	15,  // 87: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
-	16,  // 88: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
-	10,  // 89: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
-	35,  // 90: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
-	38,  // 91: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
-	45,  // 92: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
-	46,  // 93: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
-	47,  // 94: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
-	48,  // 95: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
-	49,  // 96: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
-	50,  // 97: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
-	51,  // 98: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
-	52,  // 99: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
-	53,  // 100: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
-	55,  // 101: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
-	56,  // 102: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
-	57,  // 103: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
-	58,  // 104: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
-	59,  // 105: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
-	60,  // 106: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
-	63,  // 107: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
-	65,  // 108: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
-	66,  // 109: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
-	67,  // 110: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
-	70,  // 111: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
-	71,  // 112: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
-	72,  // 113: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
-	73,  // 114: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
-	74,  // 115: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
-	75,  // 116: roomcell.v1.RoomService.SetChatDisabled:input_type -> roomcell.v1.SetChatDisabledRequest
-	76,  // 117: roomcell.v1.RoomService.ListContributors:input_type -> roomcell.v1.ListContributorsRequest
-	23,  // 118: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 119: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 120: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 121: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 122: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 124: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 127: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 128: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 129: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 130: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 131: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 132: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 134: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 138: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 139: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 140: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 141: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 142: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 143: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 144: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 145: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 146: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 147: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 148: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 149: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 150: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 151: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 152: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 153: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 154: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 155: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 156: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 157: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 158: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 159: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 160: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	23,  // 161: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
-	23,  // 162: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
-	23,  // 163: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
-	23,  // 164: roomcell.v1.RoomService.SetChatDisabled:output_type -> roomcell.v1.CommandReply
-	78,  // 165: roomcell.v1.RoomService.ListContributors:output_type -> roomcell.v1.ListContributorsReply
-	118, // [118:166] is the sub-list for method output_type
-	70,  // [70:118] is the sub-list for method input_type
-	70,  // [70:70] is the sub-list for extension type_name
-	70,  // [70:70] is the sub-list for extension extendee
-	0,   // [0:70] is the sub-list for field type_name
+	79,  // 53: roomcell.v1.RoomCommand.like_room:type_name -> roomcell.v1.LikeRoomRequest
+	76,  // 54: roomcell.v1.RoomCommand.list_contributors:type_name -> roomcell.v1.ListContributorsRequest
+	81,  // 55: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	23,  // 56: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
+	28,  // 57: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
+	31,  // 58: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
+	36,  // 59: roomcell.v1.ListRoomEventsReply.events:type_name -> roomcell.v1.RoomLogEvent
+	36,  // 60: roomcell.v1.WatchRoomReply.events:type_name -> roomcell.v1.RoomLogEvent
+	37,  // 61: roomcell.v1.RoomEventsResponse.reply:type_name -> roomcell.v1.ListRoomEventsReply
+	28,  // 62: roomcell.v1.RoomEventsResponse.error:type_name -> roomcell.v1.RoomError
+	28,  // 63: roomcell.v1.RoomWatchAck.error:type_name -> roomcell.v1.RoomError
+	36,  // 64: roomcell.v1.RoomWatchPush.events:type_name -> roomcell.v1.RoomLogEvent
+	21,  // 65: roomcell.v1.ListSeatRequestsReply.applications:type_name -> roomcell.v1.SeatRequest
+	21,  // 66: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
+	61,  // 67: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
+	68,  // 68: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
+	82,  // 69: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	77,  // 70: roomcell.v1.ListContributorsReply.contributors:type_name -> roomcell.v1.Contributor
+	0,   // 71: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
+	1,   // 72: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
+	2,   // 73: roomcell.v1.RoomService.LeaveRoom:input_type -> roomcell.v1.LeaveRoomRequest
+	3,   // 74: roomcell.v1.RoomService.TakeMic:input_type -> roomcell.v1.TakeMicRequest
+	4,   // 75: roomcell.v1.RoomService.ReleaseMic:input_type -> roomcell.v1.ReleaseMicRequest
+	5,   // 76: roomcell.v1.RoomService.SendGift:input_type -> roomcell.v1.SendGiftRequest
+	6,   // 77: roomcell.v1.RoomService.KickUser:input_type -> roomcell.v1.KickUserRequest
+	7,   // 78: roomcell.v1.RoomService.CloseRoom:input_type -> roomcell.v1.CloseRoomRequest
+	8,   // 79: roomcell.v1.RoomService.Heartbeat:input_type -> roomcell.v1.HeartbeatRequest
+	17,  // 80: roomcell.v1.RoomService.GetRoom:input_type -> roomcell.v1.GetRoomRequest
+	30,  // 81: roomcell.v1.RoomService.ListRooms:input_type -> roomcell.v1.ListRoomsRequest
+	33,  // 82: roomcell.v1.RoomService.GetUserRoom:input_type -> roomcell.v1.GetUserRoomRequest
+	9,   // 83: roomcell.v1.RoomService.SetAdmin:input_type -> roomcell.v1.SetAdminRequest
+	11,  // 84: roomcell.v1.RoomService.RemoveAdmin:input_type -> roomcell.v1.RemoveAdminRequest
+	12,  // 85: roomcell.v1.RoomService.MuteSeat:input_type -> roomcell.v1.MuteSeatRequest
+	13,  // 86: roomcell.v1.RoomService.UnmuteSeat:input_type -> roomcell.v1.UnmuteSeatRequest
+	14,  // 87: roomcell.v1.RoomService.LockSeat:input_type -> roomcell.v1.LockSeatRequest
+	15,  // 88: roomcell.v1.RoomService.UnlockSeat:input_type -> roomcell.v1.UnlockSeatRequest
+	16,  // 89: roomcell.v1.RoomService.UpdateRoom:input_type -> roomcell.v1.UpdateRoomRequest
+	10,  // 90: roomcell.v1.RoomService.TransferOwner:input_type -> roomcell.v1.TransferOwnerRequest
+	35,  // 91: roomcell.v1.RoomService.ListRoomEvents:input_type -> roomcell.v1.ListRoomEventsRequest
+	38,  // 92: roomcell.v1.RoomService.WatchRoom:input_type -> roomcell.v1.WatchRoomRequest
+	45,  // 93: roomcell.v1.RoomService.SetSeatMode:input_type -> roomcell.v1.SetSeatModeRequest
+	46,  // 94: roomcell.v1.RoomService.ApplySeat:input_type -> roomcell.v1.ApplySeatRequest
+	47,  // 95: roomcell.v1.RoomService.CancelSeatApplication:input_type -> roomcell.v1.CancelSeatApplicationRequest
+	48,  // 96: roomcell.v1.RoomService.ApproveSeatApplication:input_type -> roomcell.v1.ApproveSeatApplicationRequest
+	49,  // 97: roomcell.v1.RoomService.RejectSeatApplication:input_type -> roomcell.v1.RejectSeatApplicationRequest
+	50,  // 98: roomcell.v1.RoomService.InviteToSeat:input_type -> roomcell.v1.InviteToSeatRequest
+	51,  // 99: roomcell.v1.RoomService.AcceptSeatInvitation:input_type -> roomcell.v1.AcceptSeatInvitationRequest
+	52,  // 100: roomcell.v1.RoomService.DeclineSeatInvitation:input_type -> roomcell.v1.DeclineSeatInvitationRequest
+	53,  // 101: roomcell.v1.RoomService.ListSeatRequests:input_type -> roomcell.v1.ListSeatRequestsRequest
+	55,  // 102: roomcell.v1.RoomService.KickOffSeat:input_type -> roomcell.v1.KickOffSeatRequest
+	56,  // 103: roomcell.v1.RoomService.MoveSeat:input_type -> roomcell.v1.MoveSeatRequest
+	57,  // 104: roomcell.v1.RoomService.SetSeatCount:input_type -> roomcell.v1.SetSeatCountRequest
+	58,  // 105: roomcell.v1.RoomService.BanUser:input_type -> roomcell.v1.BanUserRequest
+	59,  // 106: roomcell.v1.RoomService.UnbanUser:input_type -> roomcell.v1.UnbanUserRequest
+	60,  // 107: roomcell.v1.RoomService.ListBans:input_type -> roomcell.v1.ListBansRequest
+	63,  // 108: roomcell.v1.RoomService.GetJoinTicket:input_type -> roomcell.v1.GetJoinTicketRequest
+	65,  // 109: roomcell.v1.RoomService.MuteMember:input_type -> roomcell.v1.MuteMemberRequest
+	66,  // 110: roomcell.v1.RoomService.UnmuteMember:input_type -> roomcell.v1.UnmuteMemberRequest
+	67,  // 111: roomcell.v1.RoomService.ListGifts:input_type -> roomcell.v1.ListGiftsRequest
+	70,  // 112: roomcell.v1.RoomService.ReopenRoom:input_type -> roomcell.v1.ReopenRoomRequest
+	71,  // 113: roomcell.v1.RoomService.SetRoomMetadata:input_type -> roomcell.v1.SetRoomMetadataRequest
+	72,  // 114: roomcell.v1.RoomService.SetRoomCustomInfo:input_type -> roomcell.v1.SetRoomCustomInfoRequest
+	73,  // 115: roomcell.v1.RoomService.SetRoomPassword:input_type -> roomcell.v1.SetRoomPasswordRequest
+	74,  // 116: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
+	75,  // 117: roomcell.v1.RoomService.SetChatDisabled:input_type -> roomcell.v1.SetChatDisabledRequest
+	79,  // 118: roomcell.v1.RoomService.LikeRoom:input_type -> roomcell.v1.LikeRoomRequest
+	76,  // 119: roomcell.v1.RoomService.ListContributors:input_type -> roomcell.v1.ListContributorsRequest
+	23,  // 120: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 121: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 129: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 130: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 131: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 132: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 133: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 138: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 140: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 141: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 142: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 143: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 144: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 145: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 146: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 147: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 148: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 149: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 150: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 151: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 152: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 153: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 154: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 155: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 156: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 157: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 158: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 159: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 160: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 161: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 162: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 163: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	23,  // 164: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
+	23,  // 165: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
+	23,  // 166: roomcell.v1.RoomService.SetChatDisabled:output_type -> roomcell.v1.CommandReply
+	23,  // 167: roomcell.v1.RoomService.LikeRoom:output_type -> roomcell.v1.CommandReply
+	78,  // 168: roomcell.v1.RoomService.ListContributors:output_type -> roomcell.v1.ListContributorsReply
+	120, // [120:169] is the sub-list for method output_type
+	71,  // [71:120] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_roomcellv1_room_proto_init() }
@@ -8388,6 +8541,7 @@ func file_roomcellv1_room_proto_init() {
 		(*RoomCommand_SetRoomPassword)(nil),
 		(*RoomCommand_SetAllMicsMuted)(nil),
 		(*RoomCommand_SetChatDisabled)(nil),
+		(*RoomCommand_LikeRoom)(nil),
 		(*RoomCommand_ListContributors)(nil),
 	}
 	type x struct{}
@@ -8396,7 +8550,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   82,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

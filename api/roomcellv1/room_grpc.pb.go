@@ -66,6 +66,7 @@ const (
 	RoomService_SetRoomPassword_FullMethodName        = "/roomcell.v1.RoomService/SetRoomPassword"
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
 	RoomService_SetChatDisabled_FullMethodName        = "/roomcell.v1.RoomService/SetChatDisabled"
+	RoomService_LikeRoom_FullMethodName               = "/roomcell.v1.RoomService/LikeRoom"
 	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
 
@@ -176,6 +177,11 @@ type RoomServiceClient interface {
 	// SetChatDisabled turns the room's "chat disabled for all" switch on
 	// or off (owner, or an admin in the room).
 	SetChatDisabled(ctx context.Context, in *SetChatDisabledRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// LikeRoom adds count likes to the room from a member. Likes are
+	// coalesced: the room writes one RoomLiked per window (room.like_window)
+	// with the window's total, the room's running total and the top likers,
+	// and answers every like of the window once that row is stored.
+	LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -669,6 +675,16 @@ func (c *roomServiceClient) SetChatDisabled(ctx context.Context, in *SetChatDisa
 	return out, nil
 }
 
+func (c *roomServiceClient) LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandReply)
+	err := c.cc.Invoke(ctx, RoomService_LikeRoom_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *roomServiceClient) ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListContributorsReply)
@@ -786,6 +802,11 @@ type RoomServiceServer interface {
 	// SetChatDisabled turns the room's "chat disabled for all" switch on
 	// or off (owner, or an admin in the room).
 	SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error)
+	// LikeRoom adds count likes to the room from a member. Likes are
+	// coalesced: the room writes one RoomLiked per window (room.like_window)
+	// with the window's total, the room's running total and the top likers,
+	// and answers every like of the window once that row is stored.
+	LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error)
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -940,6 +961,9 @@ func (UnimplementedRoomServiceServer) SetAllMicsMuted(context.Context, *SetAllMi
 }
 func (UnimplementedRoomServiceServer) SetChatDisabled(context.Context, *SetChatDisabledRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetChatDisabled not implemented")
+}
+func (UnimplementedRoomServiceServer) LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method LikeRoom not implemented")
 }
 func (UnimplementedRoomServiceServer) ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListContributors not implemented")
@@ -1804,6 +1828,24 @@ func _RoomService_SetChatDisabled_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_LikeRoom_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LikeRoomRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RoomServiceServer).LikeRoom(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RoomService_LikeRoom_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RoomServiceServer).LikeRoom(ctx, req.(*LikeRoomRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RoomService_ListContributors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListContributorsRequest)
 	if err := dec(in); err != nil {
@@ -2012,6 +2054,10 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetChatDisabled",
 			Handler:    _RoomService_SetChatDisabled_Handler,
+		},
+		{
+			MethodName: "LikeRoom",
+			Handler:    _RoomService_LikeRoom_Handler,
 		},
 		{
 			MethodName: "ListContributors",

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -93,6 +94,11 @@ type App struct {
 	// readiness probes the store, membership and lease for /readyz.
 	readiness *readiness
 
+	// traces is the tracer provider when tracing is on (tracing.go);
+	// untrace uninstalls it.
+	traces  *sdktrace.TracerProvider
+	untrace func()
+
 	ready    atomic.Bool
 	draining atomic.Bool
 	shutdown atomic.Bool
@@ -131,7 +137,12 @@ func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 // ready. Workers start before gRPC so the first command ever accepted
 // already has its compensation path running. On error everything started
 // so far is stopped again.
-func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (_ *App, err error) {
+func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (*App, error) {
+	return start(ctx, cfg, log, dev, nil)
+}
+
+// start is Start; spans, when set, takes the traces instead of OTLP (tests).
+func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, spans sdktrace.SpanExporter) (_ *App, err error) {
 	if err := cfg.CheckStart(); err != nil {
 		return nil, err
 	}
@@ -141,6 +152,9 @@ func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) 
 			a.Shutdown()
 		}
 	}()
+	if err := a.startTracing(ctx, spans); err != nil { // tracing.go
+		return nil, err
+	}
 
 	// Proto.Actor takes its instruments from the global OTel provider;
 	// it must exist before the actor system or actors leak memory.
@@ -314,7 +328,7 @@ func (a *App) serveGRPC() error {
 		a.gateway, err = grpcapi.StartGateway(a.grpcServer, grpcapi.GatewayOptions{Addr: gw.Addr, Listener: glis,
 			TLS: a.cfg.GRPC.TLS.Enabled(), ClientTokens: opts.ClientTokens, OperatorTokens: opts.OperatorTokens,
 			MaxBodyBytes: gw.MaxBodyBytes, ReadHeaderTimeout: gw.ReadHeaderTimeout, ReadTimeout: gw.ReadTimeout,
-			WriteTimeout: gw.WriteTimeout, IdleTimeout: gw.IdleTimeout, Logger: a.log.With("component", "gateway")})
+			WriteTimeout: gw.WriteTimeout, IdleTimeout: gw.IdleTimeout, Logger: a.log.With("component", "gateway"), Tracing: opts.Tracing})
 		if err != nil {
 			return fmt.Errorf("gateway.addr %s: %w", a.cfg.Gateway.Addr, err)
 		}
@@ -454,6 +468,7 @@ func (a *App) Shutdown() {
 		}
 		a.step("directory")
 	}
+	a.stopTracing()
 	a.log.Info("roomcell stopped")
 }
 

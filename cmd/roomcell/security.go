@@ -26,6 +26,9 @@ func (a *App) grpcOptions() (grpcapi.Options, error) {
 		ClientTokens: g.Auth.ClientTokens, OperatorTokens: g.Auth.OperatorTokens,
 		Metrics: metrics,
 	}
+	if a.traces != nil {
+		o.Tracing = a.traces
+	}
 	if g.AuthToken != "" {
 		a.log.Warn("grpc.auth_token is deprecated: it is loaded as one more operator token; move it to grpc.auth.operator_tokens and give clients grpc.auth.client_tokens")
 	}

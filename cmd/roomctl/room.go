@@ -122,6 +122,15 @@ func init() {
 			return &roomcellv1.SetAllMicsMutedRequest{Muted: on}
 		},
 		roomcellv1.RoomServiceClient.SetAllMicsMuted)
+	roomCommand("like", "send --count likes to the room (--user is a member); answered when the room's like window is stored",
+		func(fs *flag.FlagSet) {
+			fs.Int64("count", 1, "likes in this call (1 to 100)")
+		},
+		func(fs *flag.FlagSet) *roomcellv1.LikeRoomRequest {
+			n, _ := fs.GetInt64("count")
+			return &roomcellv1.LikeRoomRequest{Count: n}
+		},
+		roomcellv1.RoomServiceClient.LikeRoom)
 	roomCommand("password", "set (--password) or --clear the room's password (--user is the owner or an admin)",
 		func(fs *flag.FlagSet) {
 			fs.String("password", "", "the new password (1 to 64 bytes)")

@@ -230,6 +230,8 @@ func TestRoomctlSubcommandsMapFlags(t *testing.T) {
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Disabled: true}}}},
 		{[]string{"mics", "--on"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetAllMicsMuted{SetAllMicsMuted: &roomcellv1.SetAllMicsMutedRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Muted: true}}}},
+		{[]string{"like", "--count", "7"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: &roomcellv1.LikeRoomRequest{
+			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Count: 7}}}},
 		{[]string{"password", "--clear"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_SetRoomPassword{SetRoomPassword: &roomcellv1.SetRoomPasswordRequest{
 			CommandId: "c9", AppCode: "app1", RoomId: "r1", UserId: "u1", Clear: true}}}},
 		{[]string{"reopen", "--name", "Again"}, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_ReopenRoom{ReopenRoom: &roomcellv1.ReopenRoomRequest{

@@ -13,7 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hyapp/roomcell/delivery/tencentim"
+	"github.com/hyapp/roomcell/internal/tracing"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
@@ -227,6 +230,9 @@ type item struct {
 	// the event's row before its turn, added to as they finish.
 	stepsDone uint32
 	done      chan error
+	// traceparent is the trace context of the command that wrote the
+	// event ("" when not traced): the send's span links to it.
+	traceparent string
 }
 
 type groupQueue struct {
@@ -283,7 +289,10 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 	if env.EventID == "" || env.AppCode == "" || env.RoomID == "" {
 		return resolved(fmt.Errorf("%w: event_id, app_code and room_id are required", ErrInvalidEnvelope))
 	}
-	it := &item{ctx: ctx, env: env, done: make(chan error, 1)}
+	it := &item{ctx: ctx, env: env, done: make(chan error, 1), traceparent: env.TraceParent}
+	// The trace context is ours, not the clients': it is linked from the
+	// send's span (tracing.go) and left out of the message.
+	it.env.TraceParent = ""
 	gid := GroupID(env.AppCode, env.RoomID)
 	switch {
 	case room.Causes(env.EventType, room.IMCreate):
@@ -420,7 +429,9 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			p.loadSteps(batch[0])
 		}
 		if !p.messageSent(batch) {
-			err = p.sendBatch(gid, batch)
+			span := sendSpan(gid, batch) // tracing.go
+			err = p.sendBatch(span, gid, batch)
+			tracing.End(span, err)
 		}
 		if err != nil {
 			p.holdBack(gid, q, batch, err)
@@ -503,9 +514,14 @@ func (p *Publisher) batchContext(batch []*item) (context.Context, func()) {
 	}
 }
 
-func (p *Publisher) sendBatch(gid string, batch []*item) error {
+// sendBatch sends batch's message; span is the send's, the parent of the
+// IM calls' (the calls' context is batchContext's).
+func (p *Publisher) sendBatch(span trace.Span, gid string, batch []*item) error {
 	ctx, done := p.batchContext(batch)
 	defer done()
+	if span.IsRecording() {
+		ctx = trace.ContextWithSpan(ctx, span)
+	}
 	msg := tencentim.GroupMessage{GroupID: gid, Priority: "Normal"}
 	ids := make([]string, len(batch))
 	for i, it := range batch {

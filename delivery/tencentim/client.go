@@ -17,9 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/tracing"
 )
 
 // API paths (servicename/command) the client calls.
@@ -212,7 +214,11 @@ type envelope struct {
 
 // call waits for the API's rate budget and performs one request. On
 // 70001/70052 it issues a fresh UserSig and repeats the request once.
-func (c *Client) call(ctx context.Context, api string, req, resp any) error {
+func (c *Client) call(ctx context.Context, api string, req, resp any) (err error) {
+	// A span under a traced command's work (never the URL: it holds the
+	// UserSig); nothing otherwise.
+	ctx, span := tracing.Child(ctx, "tencentim "+api, trace.WithSpanKind(trace.SpanKindClient))
+	defer func() { tracing.End(span, err) }()
 	if err := c.wait(ctx, api, LimiterAPI, c.apiLimiter(api)); err != nil {
 		return err
 	}

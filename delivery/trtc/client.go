@@ -14,9 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/tracing"
 )
 
 // Version is the TRTC API version the actions belong to.
@@ -154,7 +156,10 @@ type envelope struct {
 // Call runs one action with req as its JSON body, within Tencent's rate
 // for the action (waiting, bounded by ctx) and the configured timeout,
 // and decodes Response into resp (may be nil).
-func (c *Client) Call(ctx context.Context, action string, req, resp any) error {
+func (c *Client) Call(ctx context.Context, action string, req, resp any) (err error) {
+	// A span under a traced command's work; nothing otherwise.
+	ctx, span := tracing.Child(ctx, "trtc "+action, trace.WithSpanKind(trace.SpanKindClient))
+	defer func() { tracing.End(span, err) }()
 	body, err := json.Marshal(req)
 	if err != nil {
 		return &Error{Action: action, Message: "encode request", permanent: true, cause: err}

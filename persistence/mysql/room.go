@@ -126,7 +126,7 @@ func eventsSize(es []persistence.Envelope) int {
 	n := len("[]")
 	for _, e := range es {
 		n += envelopeKeys + len(e.EventID) + len(e.EventType) + len(e.AppCode) + len(e.RoomID) +
-			len(e.CommandID) + len(e.RequestID) + len(e.Payload) + 2*20
+			len(e.CommandID) + len(e.RequestID) + len(e.TraceParent) + len(e.Payload) + 2*20
 	}
 	return n
 }
@@ -134,7 +134,7 @@ func eventsSize(es []persistence.Envelope) int {
 // envelopeKeys is what writeEnvelope adds to an envelope's values: keys,
 // quotes, separators and braces.
 const envelopeKeys = len(`{"event_id":"","event_type":"","app_code":"","room_id":"","room_seq":,"command_id":"",` +
-	`"request_id":"","created_at_ms":,"payload":null},`)
+	`"request_id":"","traceparent":"","created_at_ms":,"payload":null},`)
 
 // writeEnvelope writes encodeEnvelope(e) to buf without reflection: the
 // same bytes (TestWriteEnvelopeMatchesEncoder). It reports false, having
@@ -156,6 +156,9 @@ func writeEnvelope(buf *bytes.Buffer, e persistence.Envelope) bool {
 	str(`,"command_id":`, e.CommandID)
 	if e.RequestID != "" {
 		str(`,"request_id":`, e.RequestID)
+	}
+	if e.TraceParent != "" {
+		str(`,"traceparent":`, e.TraceParent)
 	}
 	num(`,"created_at_ms":`, e.CreatedAtMs)
 	buf.WriteString(`,"payload":`)

@@ -30,7 +30,7 @@ func TestWriteEnvelopeMatchesEncoder(t *testing.T) {
 	for i, s := range strs {
 		envs = append(envs, persistence.Envelope{
 			EventID: s, EventType: strs[(i+1)%len(strs)], AppCode: s, RoomID: strs[(i+3)%len(strs)],
-			RoomSeq: int64(i) - 5, CommandID: s, RequestID: strs[(i+2)%len(strs)], CreatedAtMs: -int64(i) << 40,
+			RoomSeq: int64(i) - 5, CommandID: s, RequestID: strs[(i+2)%len(strs)], TraceParent: strs[(i+4)%len(strs)], CreatedAtMs: -int64(i) << 40,
 			Payload: payloads[i%len(payloads)],
 		})
 	}

@@ -166,6 +166,11 @@ func testAppendLoadRoundTrip(t *testing.T, s persistence.Store) {
 	c1.Events[1].EventType = "RoomMicTaken"
 	// request_id is optional on the wire; a command may have no events.
 	c1.Events[1].RequestID = ""
+	// A traced command's events carry its traceparent, in the log and in
+	// the outbox row a sender links its send from; an untraced one's
+	// (ev-1b) come back without one.
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	c1.Events[0].TraceParent = traceparent
 	c2 := command(roomA, 2, "cmd-2", 1100)
 	snap := snapshot(roomA, 2, 1100)
 	mustAppend(t, s, persistence.Append{Command: c1})
@@ -182,6 +187,13 @@ func testAppendLoadRoundTrip(t *testing.T, s persistence.Store) {
 	found, err := s.FindCommand(ctx, roomA, "cmd-1")
 	mustNoErr(t, "FindCommand", err)
 	wantCommand(t, "FindCommand", found, c1)
+	for id, want := range map[string]string{"ev-1a": traceparent, "ev-1b": ""} {
+		row, err := s.GetOutbox(ctx, id)
+		mustNoErr(t, "GetOutbox", err)
+		if row.Envelope.TraceParent != want {
+			t.Fatalf("outbox row %s traceparent %q, want %q", id, row.Envelope.TraceParent, want)
+		}
+	}
 
 	gotSnap, err := s.LoadSnapshot(ctx, roomA)
 	mustNoErr(t, "LoadSnapshot", err)

@@ -272,3 +272,12 @@ ALTER TABLE room_outbox DROP KEY idx_room_outbox_room_lease;
 ALTER TABLE room_outbox DROP KEY idx_room_outbox_due;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 11, '011_room_outbox_fewer_status_indexes', 'ef07ee816e8d1dc909fef11e80ec7e0375551526706141dcabaf2559f52d9f05', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/012_room_command_log_sealed.sql ----
+-- What a command's events carry beside their payloads (room.SealedOf: a
+-- room password's verifier), kept with the log row and never with the
+-- events or the outbox, so nothing that reads events sees it; replay
+-- attaches it again. NULL for the rows without (nearly all).
+ALTER TABLE room_command_log ADD COLUMN sealed VARBINARY(1024) NULL;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 12, '012_room_command_log_sealed', 'dd5bc198caccda3b34a12ef335eb04bbf68b691991d3aff231f6cc11595eaca0', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));

@@ -1,0 +1,156 @@
+package roomgrain
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// likeRoomFixture is a room of members u0..u<members-1> on memdb, its
+// publisher the IM clock.
+func likeRoomFixture(b *testing.B, members int) (*fixture, *actor.PID, *imClock) {
+	f := newFixture(b)
+	im := &imClock{}
+	f.deps.Publisher = im
+	pid := f.activate("app/r1")
+	if _, err := f.do(pid, rcCreate("c0", "owner")); err != nil {
+		b.Fatal(err)
+	}
+	for i := range members {
+		if _, err := f.do(pid, rcJoin(fmt.Sprintf("j%d", i), fmt.Sprintf("u%d", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return f, pid, im
+}
+
+// BenchmarkLikesIntoOneRoom: likes acknowledged per second into one room
+// on one node, from 500 members with two calls each in flight, one like
+// per call (the worst case: a client that gathers taps sends fewer
+// calls). Reports likes/s, like rows and IM messages per second.
+func BenchmarkLikesIntoOneRoom(b *testing.B) {
+	const members, perMember = 500, 2
+	f, pid, im := likeRoomFixture(b, members)
+	rowsBefore := likeRows(b, f.store, "r1")
+	var next, acked atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for c := range members * perMember {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("u%d", c%members)
+			for {
+				n := next.Add(1)
+				if n > int64(b.N) {
+					return
+				}
+				res, err := f.sys.Root.RequestFuture(pid, rcLike(fmt.Sprintf("b-%d", n), user, 1), 10*time.Second).Result()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := replyOf(res); err != nil {
+					b.Error(err)
+					return
+				}
+				acked.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if got := f.mustDo(pid, rcGet()).GetRoom().GetLikes(); got != acked.Load() {
+		b.Fatalf("room's likes %d, acknowledged %d", got, acked.Load())
+	}
+	rows := likeRows(b, f.store, "r1") - rowsBefore
+	b.ReportMetric(float64(acked.Load())/elapsed.Seconds(), "likes/s")
+	b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
+	b.ReportMetric(float64(im.maxPerSecond()), "max-im-msgs/s")
+}
+
+// BenchmarkJoinGiftWhileLiking: the p99 of a join plus a gift in one room,
+// quiet and while 500 members like it at 10,000 likes a second (each
+// member two likes every 100 ms ... in calls of one). Reports p50 and
+// p99 per pair.
+func BenchmarkJoinGiftWhileLiking(b *testing.B) {
+	for _, liking := range []bool{false, true} {
+		name := "quiet"
+		if liking {
+			name = "liking"
+		}
+		b.Run(name, func(b *testing.B) {
+			const members = 500
+			f, pid, im := likeRoomFixture(b, members)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var likes atomic.Int64
+			if liking {
+				for c := range members {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						tick := time.NewTicker(100 * time.Millisecond)
+						defer tick.Stop()
+						user := fmt.Sprintf("u%d", c)
+						for n := 0; ; n++ {
+							select {
+							case <-stop:
+								return
+							case <-tick.C:
+							}
+							// Two calls of one like each, at once.
+							var both sync.WaitGroup
+							for k := range 2 {
+								both.Add(1)
+								go func() {
+									defer both.Done()
+									res, err := f.sys.Root.RequestFuture(pid, rcLike(fmt.Sprintf("w-%d-%d-%d", c, n, k), user, 1), 10*time.Second).Result()
+									if err == nil {
+										if _, err = replyOf(res); err == nil {
+											likes.Add(1)
+										}
+									}
+								}()
+							}
+							both.Wait()
+						}
+					}()
+				}
+				time.Sleep(time.Second) // the load settles
+			}
+			took := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				t0 := time.Now()
+				if _, err := f.do(pid, rcJoin(fmt.Sprintf("x%d", i), fmt.Sprintf("x%d", i))); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := f.do(pid, rcGift(fmt.Sprintf("g%d", i), "owner", "u0")); err != nil {
+					b.Fatal(err)
+				}
+				took = append(took, time.Since(t0))
+				time.Sleep(2 * time.Millisecond) // a caller's pace, not a flood
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			close(stop)
+			wg.Wait()
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms")
+			if liking {
+				b.ReportMetric(float64(likes.Load())/(elapsed.Seconds()+1), "likes/s")
+				b.ReportMetric(float64(im.maxPerSecond()), "max-im-msgs/s")
+			}
+		})
+	}
+}

@@ -1,0 +1,306 @@
+package room
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hyapp/roomcell/errclass"
+)
+
+// Likes at live-room rates. A like is never a log row or an IM message of
+// its own: the grain gathers a window of LikeRoom commands and decides
+// them together (DecideLikes), writing one RoomLiked (the window's count,
+// the room's new total, the top likers) and one RoomLikeReceipts (what
+// makes a retried like recognisable) in one log row, and answers the
+// window's likes once that row is stored. A single LikeRoom decided
+// alone (Decide, the property test) is a window of one.
+const CmdLikeRoom = "LikeRoom"
+
+// Limits of likes.
+const (
+	// MaxLikeCount bounds one LikeRoom's count: a client gathers taps
+	// into one call, and a forged count cannot move the total far.
+	MaxLikeCount = 100
+	// MaxLikeUsers: a RoomLiked names at most this many likers (the
+	// window's top ones); the rest are summed in Others, so the IM
+	// message stays small in a room of any size.
+	MaxLikeUsers = 10
+	// MaxLikeReceipts: the likes of each user the room recognises a
+	// retry of (the newest ones) ...
+	MaxLikeReceipts = 16
+	// LikeReceiptMs: ... of a user who liked within this long. A retry
+	// older than either is counted again, so a client retries a lost
+	// answer soon (the client library does within seconds).
+	LikeReceiptMs = 2 * 60 * 1000
+)
+
+// LikesIDPrefix starts the command_id of a window's log row (the room's
+// own; a client's like keeps its id in the receipts).
+const LikesIDPrefix = "likes-"
+
+// Likes returns the room's running like total.
+func (s State) Likes() int64 { return s.x().Likes }
+
+// LikeReceipts are one user's recent likes: when they last liked and a
+// receipt per like (likeReceipt), oldest first.
+type LikeReceipts struct {
+	LastMs int64    `json:"last_ms"`
+	IDs    []string `json:"ids"`
+}
+
+// likeReceipt identifies one like request in the room's state: a 64-bit
+// hash of its command_id (the id itself may be 128 bytes, and a room
+// keeps thousands) and the count it asked for, which tells a retry from
+// another like under a reused id.
+func likeReceipt(commandID string, count int64) string {
+	return LikeID(commandID) + ":" + strconv.FormatInt(count, 10)
+}
+
+// LikeID is the part of a like's receipt that names its command_id.
+func LikeID(commandID string) string {
+	sum := sha256.Sum256([]byte(commandID))
+	return hex.EncodeToString(sum[:8])
+}
+
+// LikeReceiptOf is the receipt c's like leaves.
+func LikeReceiptOf(c Command) string { return likeReceipt(c.CommandID, c.LikeCount) }
+
+// LikeRef is whose like a receipt is, and the receipt.
+type LikeRef struct{ UserID, Receipt string }
+
+// LikeIDs indexes the room's receipts by LikeID: a command_id that named
+// a like of one user is refused for another user's like or another
+// command (the grain asks; the receipts are kept per user).
+func LikeIDs(s State) map[string]LikeRef {
+	rs := s.x().LikeReceipts
+	n := 0
+	for _, r := range rs {
+		n += len(r.IDs)
+	}
+	idx := make(map[string]LikeRef, n)
+	for u, r := range rs {
+		for _, rc := range r.IDs {
+			id, _, _ := strings.Cut(rc, ":")
+			idx[id] = LikeRef{UserID: u, Receipt: rc}
+		}
+	}
+	return idx
+}
+
+// LikeConflict reports whether c may not be counted under its command_id
+// because the id named another request: ref is the like it named (the
+// same user and count: a retry, no conflict).
+func LikeConflict(c Command, ref LikeRef) error {
+	if ref.UserID == c.UserID && ref.Receipt == likeReceipt(c.CommandID, c.LikeCount) {
+		return nil
+	}
+	return errclass.Errorf(errclass.Exists, "command_id %q was already used for another LikeRoom", c.CommandID)
+}
+
+func checkLike(c Command) error {
+	if c.LikeCount < 1 || c.LikeCount > MaxLikeCount {
+		return errclass.Invalidf("count must be between 1 and %d, got %d", MaxLikeCount, c.LikeCount)
+	}
+	return nil
+}
+
+// decideLikeRoom decides one like alone: a window of one.
+func decideLikeRoom(s State, c Command) ([]Event, error) {
+	evs, out := decideLikes(s, []Command{c}, c.NowMs, []error{nil})
+	return evs, out[0].Err
+}
+
+// CheckLike is the rules one like must pass, without counting it (nor
+// looking at retries): the grain refuses at once what they refuse, and
+// its window decides the like again at its end.
+func CheckLike(s State, c Command) error {
+	if _, err := validate(c); err != nil {
+		return err
+	}
+	if c.Type != CmdLikeRoom {
+		return errclass.Invalidf("%s is not a LikeRoom", c.Type)
+	}
+	return likeRefused(s, c, c.NowMs)
+}
+
+// likeRefused: the room open, the user a member and not banned.
+func likeRefused(s State, c Command, nowMs int64) error {
+	switch {
+	case !s.Exists:
+		return ErrRoomNotFound
+	case s.Status == StatusClosed:
+		return ErrRoomClosed
+	case s.BannedAt(c.UserID, nowMs):
+		return ErrBanned
+	case !s.IsMember(c.UserID):
+		return ErrNotMember
+	}
+	return nil
+}
+
+// LikeOutcome is what became of one like of a window: counted (zero),
+// a retry of a like counted before (Recorded: nothing more is counted),
+// or refused (Err).
+type LikeOutcome struct {
+	Recorded bool
+	Err      error
+}
+
+// LikeRecorded reports whether the room already counted c (a retry):
+// ok with a nil error. A like under the same command_id with another
+// count is errclass.Exists: an id names one request.
+func LikeRecorded(s State, c Command) (ok bool, err error) {
+	r, found := s.x().LikeReceipts[c.UserID]
+	if !found {
+		return false, nil
+	}
+	want := likeReceipt(c.CommandID, c.LikeCount)
+	id, _, _ := strings.Cut(want, ":")
+	for _, have := range r.IDs {
+		if have == want {
+			return true, nil
+		}
+		if h, _, _ := strings.Cut(have, ":"); h == id {
+			return false, errclass.Errorf(errclass.Exists, "command_id %q was already used for a LikeRoom with another count", c.CommandID)
+		}
+	}
+	return false, nil
+}
+
+// DecideLikes decides a window of LikeRoom commands against s at nowMs:
+// the events of the likes it counts (none when it counts none) and an
+// outcome per command. Each like passes the rules LikeRoom alone passes
+// (the room open, the user a member and not banned); a retry of a like
+// counted before, in an earlier window or this one, counts nothing.
+func DecideLikes(s State, cmds []Command, nowMs int64) ([]Event, []LikeOutcome) {
+	invalid := make([]error, len(cmds))
+	for i, c := range cmds {
+		if _, err := validate(c); err != nil {
+			invalid[i] = err
+		} else if c.Type != CmdLikeRoom {
+			invalid[i] = errclass.Invalidf("%s is not a LikeRoom", c.Type)
+		}
+	}
+	return decideLikes(s, cmds, nowMs, invalid)
+}
+
+// decideLikes is DecideLikes after validation: invalid[i] is cmds[i]'s
+// validation error, if any.
+func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event, []LikeOutcome) {
+	out := make([]LikeOutcome, len(cmds))
+	byUser := map[string]int64{}
+	receipts := map[string][]string{}
+	seen := map[string]LikeRef{} // LikeID → the like counted under it in this window
+	var count int64
+	for i, c := range cmds {
+		if invalid[i] != nil {
+			out[i].Err = invalid[i]
+			continue
+		}
+		if !s.Exists || s.Status == StatusClosed {
+			out[i].Err = likeRefused(s, c, nowMs)
+			continue
+		}
+		rec, err := LikeRecorded(s, c)
+		if err == nil && !rec {
+			if prev, ok := seen[LikeID(c.CommandID)]; ok {
+				if err = LikeConflict(c, prev); err == nil {
+					rec = true
+				}
+			}
+		}
+		switch {
+		case err != nil:
+			out[i].Err = err
+			continue
+		case rec:
+			out[i].Recorded = true
+			continue
+		}
+		if err := likeRefused(s, c, nowMs); err != nil {
+			out[i].Err = err
+			continue
+		}
+		r := likeReceipt(c.CommandID, c.LikeCount)
+		seen[LikeID(c.CommandID)] = LikeRef{UserID: c.UserID, Receipt: r}
+		byUser[c.UserID] += c.LikeCount
+		receipts[c.UserID] = append(receipts[c.UserID], r)
+		count += c.LikeCount
+	}
+	if count == 0 {
+		return nil, out
+	}
+	users := slices.SortedFunc(maps.Keys(byUser), func(a, b string) int {
+		// Most likes first; equal counts by user id, so the event is the
+		// same whatever order the window's likes came in.
+		return cmp.Or(cmp.Compare(byUser[b], byUser[a]), cmp.Compare(a, b))
+	})
+	liked := RoomLiked{Count: count, Total: s.Likes() + count, Likers: len(users)}
+	for _, u := range users[:min(len(users), MaxLikeUsers)] {
+		liked.Users = append(liked.Users, LikeUser{UserID: u, Count: byUser[u]})
+	}
+	liked.Others = count
+	for _, u := range liked.Users {
+		liked.Others -= u.Count
+	}
+	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: receipts}}, out
+}
+
+// RoomLiked: a window's likes. Count is the window's, Total the room's
+// after it; Users the window's top likers (most first, at most
+// MaxLikeUsers), Others the likes of the rest, Likers how many users
+// liked in the window.
+type RoomLiked struct {
+	Count  int64      `json:"count"`
+	Total  int64      `json:"total"`
+	Likers int        `json:"likers"`
+	Users  []LikeUser `json:"users"`
+	Others int64      `json:"others,omitempty"`
+}
+
+// LikeUser is one liker's likes in a window.
+type LikeUser struct {
+	UserID string `json:"user_id"`
+	Count  int64  `json:"count"`
+}
+
+func (RoomLiked) EventType() string { return TypeRoomLiked }
+func (e RoomLiked) apply(s *State) {
+	if e.Total != s.Likes() {
+		s.mx().Likes = e.Total
+	}
+}
+
+// RoomLikeReceipts: the receipts of a window's counted likes by user, at
+// the window's time. Applying it forgets users who have not liked for
+// LikeReceiptMs and keeps each user's newest MaxLikeReceipts.
+type RoomLikeReceipts struct {
+	AtMs  int64               `json:"at_ms"`
+	Users map[string][]string `json:"users"`
+}
+
+func (RoomLikeReceipts) EventType() string { return TypeRoomLikeReceipts }
+func (e RoomLikeReceipts) apply(s *State) {
+	if len(e.Users) == 0 && s.x().LikeReceipts == nil {
+		return
+	}
+	x := s.mx()
+	// Copy on write: a state's clone shares the map (Extra.clone).
+	next := make(map[string]LikeReceipts, len(x.LikeReceipts)+len(e.Users))
+	for u, r := range x.LikeReceipts {
+		if r.LastMs >= e.AtMs-LikeReceiptMs {
+			next[u] = r
+		}
+	}
+	for u, ids := range e.Users {
+		r := next[u]
+		all := append(slices.Clone(r.IDs), ids...)
+		next[u] = LikeReceipts{LastMs: e.AtMs, IDs: all[max(0, len(all)-MaxLikeReceipts):]}
+	}
+	x.LikeReceipts = next
+}

@@ -1,0 +1,152 @@
+package room_test
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+)
+
+func like(user string, count int64, opts ...opt) room.Command {
+	return cmd(room.CmdLikeRoom, user, append([]opt{func(c *room.Command) { c.LikeCount = count }}, opts...)...)
+}
+
+func liked(count, total int64, users ...room.LikeUser) room.RoomLiked {
+	return room.RoomLiked{Count: count, Total: total, Likers: len(users), Users: users}
+}
+
+func likeRules() []rule {
+	aLiked := then(aRoom, like("alice", 3, commandID("l-1")))
+	return []rule{
+		{name: "like: a member's likes are counted", given: aRoom, cmd: like("alice", 5),
+			want: []room.Event{liked(5, 5, room.LikeUser{UserID: "alice", Count: 5}),
+				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": {room.LikeReceiptFor("cmd-1", 5)}}}}},
+		{name: "like: the total runs on", given: aLiked, cmd: like("bob", 2, commandID("l-2")),
+			want: []room.Event{liked(2, 5, room.LikeUser{UserID: "bob", Count: 2}),
+				room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"bob": {room.LikeReceiptFor("l-2", 2)}}}}},
+		{name: "like: a retry of a counted like counts nothing", given: aLiked, cmd: like("alice", 3, commandID("l-1"))},
+		{name: "like: its id with another count is refused", given: aLiked, cmd: like("alice", 4, commandID("l-1")),
+			err: errclass.Exists, class: errclass.Exists, msg: "l-1"},
+		{name: "like: an outsider may not", given: aRoom, cmd: like("carol", 1), err: room.ErrNotMember, class: errclass.Precondition},
+		{name: "like: a banned user may not", given: then(aRoom, banUser("owner", "alice", 60)), cmd: like("alice", 1),
+			err: room.ErrBanned, class: errclass.Precondition},
+		invalid("like: no count", aRoom, like("alice", 0), "count"),
+		invalid("like: a count over the limit", aRoom, like("alice", room.MaxLikeCount+1), "count"),
+		invalid("like: a negative count", aRoom, like("alice", -1), "count"),
+	}
+}
+
+// A window: many likes decided together make one RoomLiked with the top
+// likers and the rest summed, one receipt per counted like, and an
+// outcome per like in the window's order.
+func TestDecideLikesWindow(t *testing.T) {
+	var members []room.Command
+	for i := range room.MaxLikeUsers + 5 {
+		members = append(members, join(fmt.Sprintf("u%02d", i)))
+	}
+	s := given(t, then(aRoom, append(members, like("alice", 7, commandID("old")))...)...)
+	var window []room.Command
+	for i := range room.MaxLikeUsers + 5 {
+		// u00 likes most, u14 least; each user twice.
+		n := int64(room.MaxLikeUsers + 5 - i)
+		u := fmt.Sprintf("u%02d", i)
+		window = append(window, like(u, n, commandID(u+"-a")), like(u, 1, commandID(u+"-b")))
+	}
+	window = append(window,
+		like("alice", 7, commandID("old")),   // counted in an earlier window
+		like("u00", 1, commandID("u00-b")),   // the same request twice in this window
+		like("u00", 2, commandID("u00-a")),   // its id again with another count
+		like("carol", 1, commandID("c-1")),   // not a member
+		like("bob", 0, commandID("b-0")),     // invalid
+		like("bob", 1, commandID("likes-9")), // validated as any like; the prefix is refused at the door
+		like("bob", 3, commandID("u01-a")),   // another user's id in this window
+	)
+	evs, out := room.DecideLikes(s, window, t0+1000)
+	n := room.MaxLikeUsers + 5
+	for i := range 2 * n {
+		if out[i] != (room.LikeOutcome{}) {
+			t.Fatalf("like %d: %+v, want counted", i, out[i])
+		}
+	}
+	if !out[2*n].Recorded || out[2*n].Err != nil || !out[2*n+1].Recorded {
+		t.Fatalf("retries: %+v %+v", out[2*n], out[2*n+1])
+	}
+	if !errors.Is(out[2*n+6].Err, errclass.Exists) {
+		t.Fatalf("another user's id: %+v", out[2*n+6])
+	}
+	if !errors.Is(out[2*n+2].Err, errclass.Exists) || !errors.Is(out[2*n+3].Err, room.ErrNotMember) || !errors.Is(out[2*n+4].Err, errclass.Invalid) {
+		t.Fatalf("refusals: %+v", out[2*n+2:2*n+5])
+	}
+	var total int64
+	for i := range n {
+		total += int64(n-i) + 1
+	}
+	total++ // bob
+	l := evs[0].(room.RoomLiked)
+	if l.Count != total || l.Total != total+7 || l.Likers != n+1 || len(l.Users) != room.MaxLikeUsers {
+		t.Fatalf("window %+v, want count %d", l, total)
+	}
+	var named int64
+	for i, u := range l.Users {
+		if want := fmt.Sprintf("u%02d", i); u.UserID != want || u.Count != int64(n-i)+1 {
+			t.Fatalf("top %d: %+v, want %s", i, u, want)
+		}
+		named += u.Count
+	}
+	if named+l.Others != l.Count {
+		t.Fatalf("named %d + others %d != %d", named, l.Others, l.Count)
+	}
+	r := evs[1].(room.RoomLikeReceipts)
+	if got := r.Users["u03"]; !reflect.DeepEqual(got, []string{room.LikeReceiptFor("u03-a", int64(n-3)), room.LikeReceiptFor("u03-b", 1)}) || r.AtMs != t0+1000 {
+		t.Fatalf("receipts of u03 %v at %d", got, r.AtMs)
+	}
+	// The same likes in another order decide the same RoomLiked (of a
+	// reused id, whichever came first is counted).
+	rev := make([]room.Command, 2*n)
+	for i, c := range window[:2*n] {
+		rev[2*n-1-i] = c
+	}
+	evs1, _ := room.DecideLikes(s, window[:2*n], t0+1000)
+	evs2, _ := room.DecideLikes(s, rev, t0+1000)
+	if !reflect.DeepEqual(evs1[0], evs2[0]) || evs1[0].(room.RoomLiked).Count != total-1 {
+		t.Fatalf("order changed the event:\n%+v\n%+v", evs[0], evs2[0])
+	}
+	// Nothing counted: no events.
+	if evs, _ := room.DecideLikes(s, []room.Command{like("carol", 1)}, t0); evs != nil {
+		t.Fatalf("events for nothing counted: %+v", evs)
+	}
+}
+
+// Receipts are bounded: a user's newest MaxLikeReceipts, and users who
+// have not liked for LikeReceiptMs are forgotten (a retry of theirs
+// would count again: the documented window).
+func TestLikeReceiptsBounded(t *testing.T) {
+	cmds := then(aRoom)
+	for i := range room.MaxLikeReceipts + 3 {
+		cmds = append(cmds, like("alice", 1, commandID(fmt.Sprintf("a-%d", i))))
+	}
+	cmds = append(cmds, like("bob", 1, commandID("b-1")))
+	s := given(t, cmds...)
+	if got := len(s.Extra.LikeReceipts["alice"].IDs); got != room.MaxLikeReceipts {
+		t.Fatalf("alice keeps %d receipts, want %d", got, room.MaxLikeReceipts)
+	}
+	if ok, _ := room.LikeRecorded(s, like("alice", 1, commandID("a-0"))); ok {
+		t.Fatal("the oldest receipt was kept")
+	}
+	if ok, _ := room.LikeRecorded(s, like("alice", 1, commandID(fmt.Sprintf("a-%d", room.MaxLikeReceipts+2)))); !ok {
+		t.Fatal("the newest receipt was dropped")
+	}
+	if s.Likes() != room.MaxLikeReceipts+4 || room.Summary(s).Likes != s.Likes() {
+		t.Fatalf("total %d, view %d", s.Likes(), room.Summary(s).Likes)
+	}
+	later := given(t, then(cmds, like("admin", 1, commandID("ad-1"), at(t0+room.LikeReceiptMs+1)))...)
+	if _, ok := later.Extra.LikeReceipts["alice"]; ok {
+		t.Fatalf("alice's receipts outlived %d ms: %+v", room.LikeReceiptMs, later.Extra.LikeReceipts)
+	}
+	if later.Likes() != s.Likes()+1 {
+		t.Fatalf("forgetting receipts changed the total: %d", later.Likes())
+	}
+}
