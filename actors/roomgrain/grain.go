@@ -188,12 +188,16 @@ func (g *grain) Receive(ctx actor.Context) {
 			break
 		}
 		ctx.Respond(g.handle(ctx, msg))
-		// A room nobody created holds nothing worth keeping: stop now
-		// rather than at the idle timeout, so random ids cannot pin
-		// actors. Commands already queued are still answered first.
-		if g.loaded && !g.state.Exists {
-			ctx.Poison(ctx.Self())
+		g.stopIfUncreated(ctx)
+	case *localCommand:
+		if msg.cmd.GetLikeRoom() != nil {
+			// A like needs a sender to answer when its window is stored;
+			// the client never sends one this way.
+			msg.done <- &v1.RoomResponse{Error: roomError(errors.New("a like sent without a sender"))}
+			break
 		}
+		msg.done <- g.handle(ctx, msg.cmd)
+		g.stopIfUncreated(ctx)
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
 	case *likesDue:
@@ -228,6 +232,16 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.receiveObserved(ctx) // an observer's own messages (observer.go)
 	}
 	g.snapshotIfDue() // after the reply: snapshot.go
+}
+
+// stopIfUncreated stops a room nobody created after its answer: it holds
+// nothing worth keeping, so stop now rather than at the idle timeout, and
+// random ids cannot pin actors. Commands already queued are still
+// answered first.
+func (g *grain) stopIfUncreated(ctx actor.Context) {
+	if g.loaded && !g.state.Exists {
+		ctx.Poison(ctx.Self())
+	}
 }
 
 // startIdle arms the room's passivation after Config.IdleTimeout without
