@@ -261,9 +261,7 @@ func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, 
 	call := func() (any, error) {
 		return c.Cluster.Request(identity, Kind, msg, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
 	}
-	// A like is answered later, when its window is stored (likes.go), to
-	// the sender the grain keeps: it needs the request's sender.
-	if rc, ok := msg.(*v1.RoomCommand); ok && rc.GetLikeRoom() == nil {
+	if rc, ok := msg.(*v1.RoomCommand); ok {
 		if p, pid, ok := c.localGrain(identity); ok {
 			lc := &localCommand{cmd: rc, done: make(chan *v1.RoomResponse, 1)}
 			call = func() (any, error) {

@@ -190,12 +190,6 @@ func (g *grain) Receive(ctx actor.Context) {
 		ctx.Respond(g.handle(ctx, msg))
 		g.stopIfUncreated(ctx)
 	case *localCommand:
-		if msg.cmd.GetLikeRoom() != nil {
-			// A like needs a sender to answer when its window is stored;
-			// the client never sends one this way.
-			msg.done <- &v1.RoomResponse{Error: roomError(errors.New("a like sent without a sender"))}
-			break
-		}
 		msg.done <- g.handle(ctx, msg.cmd)
 		g.stopIfUncreated(ctx)
 	case *actor.ReceiveTimeout:
