@@ -11,7 +11,6 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -216,70 +215,11 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 // errOwnerChanged: the room changed owner during the attempt.
 var errOwnerChanged = errors.New("room changed owner during the request")
 
-// errLocalTimeout: a grain of this node did not answer in the attempt's
-// time.
-var errLocalTimeout = errors.New("the room's local grain did not answer in time")
-
-// localCommand is a room command handed to a grain of this node without a
-// request future: the grain answers on done (buffered, so it never waits
-// for a caller that gave up).
-type localCommand struct {
-	cmd  *v1.RoomCommand
-	done chan *v1.RoomResponse
-}
-
-// localGrain is the room's grain when it is active on this node and this
-// node owns the room: the activation the cluster itself would send the
-// command to (its PID cache), still registered here (a stopped grain is
-// not), and, with Owners, the room's current owner is this node. Anything
-// else takes the cluster's path. The grain keeps its own checks (the
-// store gate, the epoch fence, errMoved): the shortcut changes how the
-// command reaches the one live copy, never which copy answers.
-func (c *Client) localGrain(identity string) (actor.Process, *actor.PID, bool) {
-	if c.Cluster == nil {
-		return nil, nil, false
-	}
-	pid, ok := c.Cluster.PidCache.Get(identity, Kind)
-	if !ok || pid.Address != c.Cluster.ActorSystem.Address() {
-		return nil, nil, false
-	}
-	if c.Owners != nil && c.Owners.Owner(identity) != pid.Address {
-		return nil, nil, false
-	}
-	p, ok := c.Cluster.ActorSystem.ProcessRegistry.GetLocal(pid.Id)
-	if !ok {
-		return nil, nil, false
-	}
-	return p, pid, true
-}
-
 // attempt is one cluster.Request, abandoned early when the room's owner
-// changes meanwhile (with Owners set). A room command for a grain active
-// on this node goes into its mailbox directly (localGrain), without the
-// cluster's request future.
+// changes meanwhile (with Owners set).
 func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, error) {
 	call := func() (any, error) {
 		return c.Cluster.Request(identity, Kind, msg, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
-	}
-	if rc, ok := msg.(*v1.RoomCommand); ok {
-		if p, pid, ok := c.localGrain(identity); ok {
-			lc := &localCommand{cmd: rc, done: make(chan *v1.RoomResponse, 1)}
-			call = func() (any, error) {
-				p.SendUserMessage(pid, lc)
-				t := time.NewTimer(timeout)
-				defer t.Stop()
-				select {
-				case res := <-lc.done:
-					return res, nil
-				case <-t.C:
-					// Lost with a grain that stopped with it queued, or
-					// slow: the next attempt asks the cluster (command_id
-					// makes a repeat safe).
-					c.Cluster.PidCache.Remove(identity, Kind)
-					return nil, fmt.Errorf("room %s: %w", identity, errLocalTimeout)
-				}
-			}
-		}
 	}
 	if c.Owners == nil {
 		return call()

@@ -188,10 +188,12 @@ func (g *grain) Receive(ctx actor.Context) {
 			break
 		}
 		ctx.Respond(g.handle(ctx, msg))
-		g.stopIfUncreated(ctx)
-	case *localCommand:
-		msg.done <- g.handle(ctx, msg.cmd)
-		g.stopIfUncreated(ctx)
+		// A room nobody created holds nothing worth keeping: stop now
+		// rather than at the idle timeout, so random ids cannot pin
+		// actors. Commands already queued are still answered first.
+		if g.loaded && !g.state.Exists {
+			ctx.Poison(ctx.Self())
+		}
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
 	case *likesDue:
@@ -226,16 +228,6 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.receiveObserved(ctx) // an observer's own messages (observer.go)
 	}
 	g.snapshotIfDue() // after the reply: snapshot.go
-}
-
-// stopIfUncreated stops a room nobody created after its answer: it holds
-// nothing worth keeping, so stop now rather than at the idle timeout, and
-// random ids cannot pin actors. Commands already queued are still
-// answered first.
-func (g *grain) stopIfUncreated(ctx actor.Context) {
-	if g.loaded && !g.state.Exists {
-		ctx.Poison(ctx.Self())
-	}
 }
 
 // startIdle arms the room's passivation after Config.IdleTimeout without
