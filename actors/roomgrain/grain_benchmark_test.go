@@ -19,10 +19,9 @@ import (
 )
 
 // BenchmarkGrainCommand measures persisted room commands per second
-// through the room client on a one-member cluster with the memdb store:
-// the grain's own cost (dedupe, decide, append, reply) plus the client's
-// path to a grain active on its node (the first command of a room goes
-// through cluster.Request and activates it).
+// through cluster.Request on a one-member cluster with the memdb store:
+// the grain's own cost (dedupe, decide, append, reply) plus the cluster's
+// local request path.
 func BenchmarkGrainCommand(b *testing.B) {
 	for _, rooms := range []int{1, 100} {
 		b.Run(fmt.Sprintf("rooms=%d", rooms), func(b *testing.B) {
