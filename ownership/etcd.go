@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -102,9 +101,7 @@ type Etcd struct {
 	// after an etcd outage they are re-attaching too.
 	servingSince time.Time
 	holdRenewed  time.Time
-	holdBusy     atomic.Bool  // a hold renewal is under way
-	holdGone     atomic.Int64 // a hold lease renewHold found gone
-	floorRev     int64        // watch events at or below it are already in the table
+	floorRev     int64 // watch events at or below it are already in the table
 	nodes        map[string]bool
 	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
 	owners       []grant
@@ -558,10 +555,6 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	hold, live := e.lease, e.live
 	e.mu.RUnlock()
-	if gone := clientv3.LeaseID(e.holdGone.Swap(0)); gone != 0 && gone == hold {
-		e.holdLost(hold)
-		return
-	}
 	switch {
 	case hold == 0:
 		// A re-register that failed: try it again.
@@ -613,22 +606,13 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	due := time.Since(e.holdRenewed) >= e.cfg.HoldTTL/4
 	e.mu.RUnlock()
-	// Off the renewal loop: a hold renewal waiting out an election must
-	// not delay the next liveness renewal.
-	if due && e.holdBusy.CompareAndSwap(false, true) {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			defer e.holdBusy.Store(false)
-			e.renewHold(hold)
-		}()
+	if due {
+		e.renewHold(hold)
 	}
 }
 
 // renewHold renews the hold lease, within one renewal period (a try
-// that fails is repeated at the next). It runs off the renewal loop, so
-// a hold lease found gone is left to the loop (holdGone), which alone
-// registers and re-attaches.
+// that fails is repeated at the next).
 func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
 	defer cancel()
@@ -639,7 +623,7 @@ func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 		e.holdRenewed = r.Sent
 		e.mu.Unlock()
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		e.holdGone.Store(int64(hold)) // the loop's next renewal starts over
+		e.holdLost(hold)
 	}
 }
 
