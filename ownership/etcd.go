@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -746,15 +745,8 @@ func (e *Etcd) reconcile() {
 		}
 		acquire = acquire[n:]
 	}
-	// One dead node's shards at a time, as many as a transaction takes
-	// (one compare for its live key, one per shard key): a node taking
-	// over a third of 1024 shards deletes them in three round trips.
-	slices.SortStableFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.grant.lease, b.grant.lease) })
 	for len(orphans) > 0 && e.ctx.Err() == nil {
-		n := 1
-		for n < len(orphans) && n < maxTxnOps-1 && orphans[n].grant.lease == orphans[0].grant.lease {
-			n++
-		}
+		n := min(len(orphans), acquireBatch/2)
 		if !e.takeOver(orphans[:n], lease) && n > 1 {
 			for i := range orphans[:n] {
 				e.takeOver(orphans[i:i+1], lease)
@@ -802,21 +794,14 @@ func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
 		return false
 	}
 	e.log.Info("ownership took over shards of a node whose liveness went", "shards", len(orphans), "from", orphans[0].grant.owner)
-	for len(shards) > 0 && e.ctx.Err() == nil {
-		n := min(len(shards), acquireBatch)
-		e.acquire(shards[:n], lease)
-		shards = shards[n:]
-	}
+	e.acquire(shards, lease)
 	return true
 }
 
 // acquireBatch shards are created in one etcd transaction (etcd allows
-// maxTxnOps operations per transaction by default): a node taking over a
-// third of 1024 shards needs a handful of round trips, not hundreds.
-const (
-	acquireBatch = 64
-	maxTxnOps    = 128
-)
+// 128 operations per transaction by default): a node taking over a third
+// of 1024 shards needs a handful of round trips, not hundreds.
+const acquireBatch = 64
 
 // acquire creates the keys of shards under lease if every one of them is
 // free, all in one transaction; it reports whether it did.
