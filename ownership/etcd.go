@@ -301,7 +301,7 @@ func (e *Etcd) reattach(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
 	t0 := time.Now()
-	if _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
+	if _, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			e.holdLost(hold)
 		} else if e.ctx.Err() == nil {
@@ -566,8 +566,7 @@ func (e *Etcd) renew() {
 		return
 	}
 	start := time.Now()
-	r, err := RenewLease(e.ctx, e.client, live, e.renewTry())
-	t0, ttl, tries := r.Sent, r.TTL, r.Tries
+	t0, ttl, tries, err := RenewLease(e.ctx, e.client, live, e.renewTry())
 	switch {
 	case err == nil:
 		lapsed := false
@@ -615,11 +614,11 @@ func (e *Etcd) renew() {
 func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
 	defer cancel()
-	r, err := RenewLease(ctx, e.client, hold, e.renewTry())
+	t0, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry())
 	switch {
 	case err == nil:
 		e.mu.Lock()
-		e.holdRenewed = r.Sent
+		e.holdRenewed = t0
 		e.mu.Unlock()
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		e.holdLost(hold)
