@@ -30,29 +30,11 @@ import (
 
 func TestMultiMemberCommandsReachRoomsOnTheOtherMember(t *testing.T) {
 	store := memdb.New() // shared, as MySQL is between real nodes
-	agent := test.NewInMemAgent()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
-	start := func(name string) *cluster.Member {
-		deps := Deps{Store: store, Gifts: fixedHeat(5), Config: cfg.Room}
-		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		return m
-	}
-	a, b := start("a"), start("b")
-	defer b.Stop(true)
-	defer a.Stop(true)
+	a, b := twoMembers(t, cfg, Deps{Store: store, Gifts: fixedHeat(5), Config: cfg.Room})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for a.Cluster.MemberList.Length() < 2 || b.Cluster.MemberList.Length() < 2 {
-		if ctx.Err() != nil {
-			t.Fatal("members did not see each other")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 
 	ca := &Client{Cluster: a.Cluster, AttemptTimeout: 3 * time.Second}
 	const rooms = 20
@@ -92,4 +74,32 @@ func TestMultiMemberCommandsReachRoomsOnTheOtherMember(t *testing.T) {
 			t.Fatalf("get r%d through member b: %+v %v", i, r, err)
 		}
 	}
+}
+
+// twoMembers starts two cluster members on one in-memory agent, each with
+// the room kind built from deps, and waits until each sees the other.
+// They stop when the test ends.
+func twoMembers(t *testing.T, cfg configs.Config, deps Deps) (a, b *cluster.Member) {
+	t.Helper()
+	agent := test.NewInMemAgent()
+	start := func(name string) *cluster.Member {
+		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		return m
+	}
+	a = start("a")
+	t.Cleanup(func() { a.Stop(true) })
+	b = start("b")
+	t.Cleanup(func() { b.Stop(true) })
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Cluster.MemberList.Length() < 2 || b.Cluster.MemberList.Length() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return a, b
 }

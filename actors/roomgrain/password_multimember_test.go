@@ -9,18 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/cluster"
-	grainkind "github.com/hyapp/roomcell/cluster/kind"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence/memdb"
@@ -33,32 +27,14 @@ import (
 // the bucket's exact wait, not a guess at it.
 func TestPasswordGuessesAcrossMembersShareOneBucket(t *testing.T) {
 	store := memdb.New()
-	agent := test.NewInMemAgent()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
 	cfg.Room.PasswordKey = strings.Repeat("m", 32)
 	var nowMs atomic.Int64
 	nowMs.Store(time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC).UnixMilli())
-	start := func(name string) *cluster.Member {
-		deps := Deps{Store: store, Gifts: fixedHeat(1), Config: cfg.Room, Clock: func() time.Time { return time.UnixMilli(nowMs.Load()) }}
-		m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Agent: agent,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		return m
-	}
-	a, b := start("a"), start("b")
-	defer b.Stop(true)
-	defer a.Stop(true)
+	a, b := twoMembers(t, cfg, Deps{Store: store, Gifts: fixedHeat(1), Config: cfg.Room, Clock: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for a.Cluster.MemberList.Length() < 2 || b.Cluster.MemberList.Length() < 2 {
-		if ctx.Err() != nil {
-			t.Fatal("members did not see each other")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	clients := []*Client{{Cluster: a.Cluster, AttemptTimeout: 3 * time.Second}, {Cluster: b.Cluster, AttemptTimeout: 3 * time.Second}}
 	must := func(rc *v1.RoomCommand) {
 		if _, err := clients[0].Execute(ctx, rc); err != nil {
