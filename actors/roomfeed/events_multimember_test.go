@@ -59,7 +59,7 @@ func startTwoMembers(t *testing.T, store *memdb.Store) (a, b *cluster.Member) {
 // The events' encodings reach only a caller on the owner's node (they
 // are no message); a caller on another node gets the same events
 // without them, from the tail and from the store alike.
-func TestListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
+func TestMultiMemberListEventsEncodingsStayOnTheOwnersNode(t *testing.T) {
 	store := memdb.New()
 	a, b := startTwoMembers(t, store)
 	defer b.Stop(false)

@@ -20,7 +20,7 @@ import (
 // leaves (drained) or dies (killed): the stream ends with its resume seq,
 // the watcher resumes on the member that is left, and the two parts
 // together are the room's log, in order, without a gap or a duplicate.
-func TestWatchResumesAcrossAnOwnerChange(t *testing.T) {
+func TestMultiMemberWatchResumesAcrossAnOwnerChange(t *testing.T) {
 	for _, graceful := range []bool{true, false} {
 		t.Run(fmt.Sprintf("graceful=%v", graceful), func(t *testing.T) {
 			store := memdb.New()

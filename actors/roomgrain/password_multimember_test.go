@@ -25,7 +25,7 @@ import (
 // the room's grain (on whichever member hosts it) holds the bucket and
 // sees every try. A refusal answered through the other member carries
 // the bucket's exact wait, not a guess at it.
-func TestPasswordGuessesAcrossMembersShareOneBucket(t *testing.T) {
+func TestMultiMemberPasswordGuessesShareOneBucket(t *testing.T) {
 	store := memdb.New()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
