@@ -397,7 +397,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	cmd.TraceParent = traceparent
 	defer func() {
 		// An observer may say more (a user no longer in the room is told
-		// when and why they left: departures.go).
+		// when and why they left: actors/departures).
 		if err == nil {
 			return
 		}
