@@ -215,7 +215,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
 			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
