@@ -138,11 +138,15 @@ func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*
 	return reply, err
 }
 
-// setRequestID fills the request_id field every room request has.
+// setRequestID fills the request_id field every room request has, when
+// the caller left it empty (read through the getter: no reflection for a
+// request that carries its own).
 func setRequestID(ctx context.Context, req proto.Message) {
+	if r, ok := req.(interface{ GetRequestId() string }); ok && r.GetRequestId() != "" {
+		return
+	}
 	m := req.ProtoReflect()
-	fd := m.Descriptor().Fields().ByName("request_id")
-	m.Set(fd, protoreflect.ValueOfString(requestIDFor(ctx, m.Get(fd).String())))
+	m.Set(m.Descriptor().Fields().ByName("request_id"), protoreflect.ValueOfString(requestIDFor(ctx, "")))
 }
 
 func (s *RoomServer) CreateRoom(ctx context.Context, r *roomcellv1.CreateRoomRequest) (*roomcellv1.CommandReply, error) {

@@ -125,6 +125,15 @@ func (c ConnOptions) serverOptions() []grpc.ServerOption {
 // logged as the Internal it answered. Auth runs before the bad-body check
 // so a caller without a token learns nothing, not even whether its body
 // parsed.
+//
+// The access log and auth stay ours rather than go-grpc-middleware's
+// logging and auth: its logging interceptor builds its fields (peer
+// address, formatted start time and deadline, a context value) on every
+// call before the logger's level is asked, where ours costs a call nothing
+// with debug off, and it names the fields grpc.*, not the method, code,
+// duration and request_id our lines carry; its auth function sees the
+// context only, not the request, which a free VIP grant's class depends on
+// (RequestClass).
 func interceptors(o Options, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
 	e := edge{log: log}
 	unary := []grpc.UnaryServerInterceptor{e.unary}
