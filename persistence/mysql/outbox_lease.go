@@ -88,29 +88,6 @@ func (s *Store) roomLeases(ctx context.Context, q querier, keys []persistence.Ro
 	return out, nil
 }
 
-// heldRooms returns which of rooms another owner's live room lease holds
-// (a pending row of the room is at or below the lease's last row), from
-// the leases table and idx_room_outbox_room alone.
-func (s *Store) heldRooms(ctx context.Context, q querier, rooms []persistence.RoomKey, owner string, nowMs int64, held map[persistence.RoomKey]bool) error {
-	in, args := roomArgs(rooms, []any{nowMs, owner})
-	rs, err := q.QueryContext(ctx, "SELECT l.app_code, l.room_id FROM room_outbox_leases l"+
-		" WHERE l.lock_until_ms > ? AND l.locked_by <> ? AND (l.app_code, l.room_id) IN ("+in+")"+
-		" AND EXISTS (SELECT 1 FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE o.app_code = l.app_code AND o.room_id = l.room_id"+
-		" AND o.status = 'pending' AND o.lock_until_ms >= 0 AND (o.room_seq < l.upto_seq OR (o.room_seq = l.upto_seq AND o.event_index <= l.upto_index)))", args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var k persistence.RoomKey
-		if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
-			return err
-		}
-		held[k] = true
-	}
-	return rs.Err()
-}
-
 // writeLeases leases the rooms of rows (grouped by room, each room's in
 // order) to owner until until: one statement for every room, whatever the
 // number of rows. A row is written only when it had a lease of its own
