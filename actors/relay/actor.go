@@ -29,7 +29,7 @@ func round(deps Deps) supervise.Round[RunNowResult] {
 		res, err := processBatch(ctx, deps, limit, c)
 		if err != nil {
 			deps.Logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
-				slog.String("node_id", deps.NodeID), slog.String("error", supervise.ErrorText(err)))
+				slog.String("error", supervise.ErrorText(err)))
 		}
 		limit = nextLimit(deps.Config, res, err)
 		return nextDelay(deps, res, err), RunNowResult{Result: res, Err: err}

@@ -199,7 +199,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	}
 	// Only room nodes host room grains; a notice-only node joins no room
 	// placement.
-	owners, err := cluster.NewOwnership(cfg.Cluster, cfg.NodeID, cfg.HasRole(configs.RoleRoom), log.With("component", "ownership"))
+	owners, err := cluster.NewOwnership(cfg.Cluster, cfg.NodeID, cfg.HasRole(configs.RoleRoom), log) // ownership names its component
 	if err != nil {
 		return nil, err
 	}
