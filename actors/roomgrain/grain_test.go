@@ -149,7 +149,8 @@ func newFixture(t testing.TB) *fixture {
 	f.pub = &probePublisher{root: sys.Root, probe: f.probe}
 	cfg := configs.Default().Room
 	f.seats = newSeatTimers()
-	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Observers: []NewObserver{observeSeatDeadlines(f.seats)}}
+	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Observers: []NewObserver{observeSeatDeadlines(f.seats)},
+		Guesses: memdb.NewGuesses()}
 	f.deps.setDefaults()
 	withGate(&f.deps)
 	t.Cleanup(sys.Shutdown)
