@@ -29,6 +29,7 @@ import (
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/seatdeadline"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -217,7 +218,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
-			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
+			Observers: []roomgrain.NewObserver{departures.Observe(), seatdeadline.Observe(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
 		})
 		if err != nil {

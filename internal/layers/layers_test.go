@@ -52,6 +52,9 @@ var rules = []struct {
 	// Departures (who left a room, when and why) explain refusals as an
 	// observer.
 	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// Seat deadlines arm a timer per room and commit the expiry as the
+	// room's own command, as an observer.
+	{"actors/roomgrain", []string{"actors/seatdeadline"}, nil},
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
