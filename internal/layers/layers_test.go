@@ -55,6 +55,9 @@ var rules = []struct {
 	// Seat deadlines arm a timer per room and commit the expiry as the
 	// room's own command, as an observer.
 	{"actors/roomgrain", []string{"actors/seatdeadline"}, nil},
+	// Likes are gathered into windows by an observer that commits them
+	// through the room's command path.
+	{"actors/roomgrain", []string{"actors/roomlikes"}, nil},
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
