@@ -72,9 +72,9 @@ type Deps struct {
 	// Joins orders one user's joins on this node (the room directory's
 	// directory.JoinClock, one per node); nil: not ordered.
 	Joins JoinOrder
-	// guesses: the password-guess buckets (password.go); made by
-	// setDefaults.
-	guesses *guesses
+	// Guesses are the password-guess buckets (password.go), handed by
+	// the node's wiring; nil: a join that needs the password is refused.
+	Guesses PasswordGuesses
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -96,9 +96,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.MaxPublishBacklog <= 0 {
 		d.MaxPublishBacklog = 1000
-	}
-	if d.guesses == nil {
-		d.guesses = newGuesses()
 	}
 }
 
@@ -445,7 +442,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	}
 	events, err := room.Decide(g.state, cmd)
 	if errors.Is(err, room.ErrWrongPassword) && guessKey != "" {
-		g.deps.guesses.wrong(guessKey, g.deps.Clock())
+		g.wrongGuess(guessKey)
 	}
 	if err != nil {
 		// A retry of an old command can break a rule that its first run

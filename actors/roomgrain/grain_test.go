@@ -147,7 +147,7 @@ func newFixture(t testing.TB) *fixture {
 	f.probe = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: f.events} }))
 	f.pub = &probePublisher{root: sys.Root, probe: f.probe}
 	cfg := configs.Default().Room
-	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg}
+	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Guesses: memdb.NewGuesses()}
 	f.deps.setDefaults()
 	withGate(&f.deps)
 	t.Cleanup(sys.Shutdown)

@@ -74,9 +74,10 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *directory.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service       // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
-	mq             mqClient              // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
+	guesses        roomgrain.PasswordGuesses // the rooms' password-guess buckets, beside the directory
+	wallet         *wallet.Service           // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient     // set when wallet.addr is
+	mq             mqClient                  // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
@@ -221,7 +222,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 		}
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Guesses: a.guesses, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
 			Observers: []roomgrain.NewObserver{departures.Observe(), seatdeadline.Observe(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe(),
