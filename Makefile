@@ -163,6 +163,16 @@ retention-soak:
 tour: services
 	TOUR_MYSQL=1 ./deploy/local/tour.sh
 
+# The long form of the likes test over gRPC (make test runs a few
+# seconds of it): 500 members like one room at 10,000 likes a second for
+# 30 s in quiet and liking rounds; the IM group gets at most 40 messages a
+# second, the total equals the likes acknowledged, and join+gift p99 while
+# liking is within 20% of quiet. Run it on a machine of its own. About a
+# minute.
+.PHONY: test-likes-long
+test-likes-long:
+	ROOMCELL_LIKES_LONG=1 $(GO) test -count=1 -timeout 5m -v -run '^TestLikesAtLiveRoomRatesOverGRPC$$' ./cmd/roomcell
+
 # The long forms of the room-edge chaos tests in cmd/roomcell (make
 # multimember runs their short forms): WatchRoom with the owner frozen
 # and cut off 15 s each (200 watchers over 50 rooms), and the seat race

@@ -29,6 +29,7 @@ import (
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomlikes"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -72,9 +73,10 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *directory.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service       // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
-	mq             mqClient              // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
+	guesses        roomgrain.PasswordGuesses // the rooms' password-guess buckets, beside the directory
+	wallet         *wallet.Service           // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient     // set when wallet.addr is
+	mq             mqClient                  // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
@@ -213,12 +215,17 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	}
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
+		likeMetrics, err := roomlikes.NewMetrics(a.registry)
+		if err != nil {
+			return nil, err
+		}
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Guesses: a.guesses, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
 			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
-				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
+				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe(),
+				roomlikes.Observe(roomlikes.Config{Window: cfg.Room.LikeWindow, Metrics: likeMetrics})},
 		})
 		if err != nil {
 			return nil, err

@@ -52,6 +52,9 @@ var rules = []struct {
 	// Departures (who left a room, when and why) explain refusals as an
 	// observer.
 	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// Likes are gathered into windows by an observer that commits them
+	// through the room's command path.
+	{"actors/roomgrain", []string{"actors/roomlikes"}, nil},
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
