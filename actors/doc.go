@@ -4,7 +4,9 @@
 // Observer list everything that follows a room attaches through),
 // roomfeed (the room's event tail, ListRoomEvents and WatchRoom, an
 // observer), departures (who left a room, when and why, explaining a
-// not-member refusal: an observer), directory (the room directory, an
+// not-member refusal: an observer), seatdeadline (each room's timer for
+// its earliest seat request deadline, the expiry the room's own command:
+// an observer), directory (the room directory, an
 // observer; its JoinClock orders a user's joins on the node), storegate
 // (whether a room database answers, one per database of the node, handed
 // to the grains), wallet, relay

@@ -128,4 +128,3 @@ func TestPasswordGuessingNeverAdmits(t *testing.T) {
 		t.Fatalf("the verifier is not where the test looks: %s", stored.String())
 	}
 }
-

@@ -52,6 +52,9 @@ var rules = []struct {
 	// Departures (who left a room, when and why) explain refusals as an
 	// observer.
 	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// Seat deadlines arm a timer per room and commit the expiry as the
+	// room's own command, as an observer.
+	{"actors/roomgrain", []string{"actors/seatdeadline"}, nil},
 	// Likes are gathered into windows by an observer that commits them
 	// through the room's command path.
 	{"actors/roomgrain", []string{"actors/roomlikes"}, nil},
