@@ -9,7 +9,8 @@
 // an observer), directory (the room directory, an
 // observer; its JoinClock orders a user's joins on the node), storegate
 // (whether a room database answers, one per database of the node, handed
-// to the grains), wallet, relay
+// to the grains), outboxmarks (the sync publishers' marks of a room
+// database, in batches, handed to the grains), wallet, relay
 // (the outbox relay and the MQ fanout), presence, notice (the private
 // notice workers), purge (retention), outboxsend (the outbox send metrics
 // the relay and the room's publisher share) and supervise (the poller

@@ -61,6 +61,8 @@ var rules = []struct {
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
+	// So is a room database's batcher of the publishers' marks.
+	{"actors/outboxmarks", []string{"actors/roomgrain", "actors/relay", "cluster", "delivery"}, nil},
 	// clustertest drives whole processes against a real database.
 	{"cluster", []string{"actors", "grpcapi", "cmd", "delivery", "persistence"}, []string{"cluster/clustertest"}},
 	{"grpcapi", []string{"cmd"}, nil},
