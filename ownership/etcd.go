@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -246,10 +247,20 @@ func (e *Etcd) resync() (int64, error) {
 		return 0, fmt.Errorf("ownership: read table: %w", err)
 	}
 	e.mu.Lock()
+	lost := e.replaceLocked(resp.Kvs)
+	e.mu.Unlock()
+	e.lostUnreleased(lost)
+	e.sig.fire()
+	return resp.Header.Revision, nil
+}
+
+// replaceLocked replaces the table with a read of it; it returns this
+// node's shards whose keys went or changed without its release.
+func (e *Etcd) replaceLocked(kvs []*mvccpb.KeyValue) (lost []int) {
 	before, nodesBefore := e.owners, e.nodes
 	e.nodes = map[string]bool{}
 	e.owners = make([]grant, e.cfg.Shards)
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		e.applyLocked(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease), false)
 	}
 	for n := range nodesBefore {
@@ -257,16 +268,32 @@ func (e *Etcd) resync() (int64, error) {
 			e.departLocked(n)
 		}
 	}
-	var lost []int
 	for s, g := range before {
 		if e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && e.owners[s] != g {
 			lost = append(lost, s)
 		}
 	}
-	e.mu.Unlock()
-	e.lostUnreleased(lost)
-	e.sig.fire()
-	return resp.Header.Revision, nil
+	// A release whose key the read shows gone (or no longer this
+	// node's) is over: its delete event came in no watch response (the
+	// watch broke). Kept marked, the shard would never be served here
+	// again, even after this node took it back.
+	for s := range e.releasing {
+		if g := e.owners[s]; g.owner != e.self || g.lease != e.lease {
+			delete(e.releasing, s)
+		}
+	}
+	return lost
+}
+
+// Why describes the table's view of the identity's shard on this node
+// (a refused activation's log line).
+func (e *Etcd) Why(identity string) string {
+	s := ShardOf(identity, e.cfg.Shards)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	g := e.owners[s]
+	return fmt.Sprintf("shard %d owner %q epoch %d own-lease %v releasing %v serving %v nodes %d", s, g.owner, g.epoch,
+		g.lease == e.lease, e.releasing[s], time.Now().Before(e.validUntil), len(e.nodes))
 }
 
 // lostUnreleased stops the grains of shards whose keys went without this
@@ -563,6 +590,7 @@ func (e *Etcd) acquire(shards []int, lease clientv3.LeaseID) bool {
 	}
 	e.mu.Unlock()
 	e.sig.fire()
+	e.log.Info("ownership acquired shards", "shards", len(shards), "first", shards[0], "epoch", resp.Header.Revision)
 	return true
 }
 
@@ -580,6 +608,7 @@ func (e *Etcd) release(shards []int) {
 	onLost := e.onLost
 	e.mu.Unlock()
 	e.metrics.shardsLost(ReasonReassigned, len(shards))
+	e.log.Info("ownership releasing shards assigned elsewhere", "shards", len(shards), "first", shards[0])
 	if onLost != nil {
 		onLost(shards)
 	}
@@ -616,6 +645,9 @@ func (e *Etcd) deleteOwn(shards []int, grants []grant) bool {
 		}
 		e.mu.Unlock()
 		return true
+	}
+	if !resp.Succeeded {
+		e.log.Warn("ownership release: a shard key is not the grant this node holds", "shards", len(shards), "first", shards[0], "epoch", grants[0].epoch)
 	}
 	return resp.Succeeded
 }
