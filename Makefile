@@ -124,8 +124,10 @@ dev:
 bench-table: services
 	./deploy/local/bench-table.sh
 
+# gofmt plus import groups: standard library, third party, then this
+# module's own packages (goimports -local).
 fmt:
-	gofmt -w $$(git ls-files '*.go')
+	$(GO) run golang.org/x/tools/cmd/goimports@v0.53.0 -local github.com/hyapp/roomcell -w $$(git ls-files '*.go' | grep -v '\.pb\(\.gw\)\?\.go$$')
 
 # Regenerate errclass's code table (codes_gen.go) and docs/errors.md from
 # errclass/errors.json, the one record of every error code.

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hyapp/roomcell/actors/storegate"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/actors/storegate"
 
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"

@@ -2,11 +2,12 @@ package roomgrain
 
 import (
 	"context"
-	"github.com/hyapp/roomcell/actors/outboxmarks"
-	"github.com/hyapp/roomcell/actors/storegate"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/actors/outboxmarks"
+	"github.com/hyapp/roomcell/actors/storegate"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
