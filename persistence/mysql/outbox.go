@@ -546,10 +546,17 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
-			" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
-		cancel()
+		// Marks, releases and claims of one room's rows meet on the
+		// status indexes, so InnoDB may pick this statement as a deadlock
+		// victim; it changes only rows still pending, so running it again
+		// is safe, and cheaper than carrying the ids to the next poll.
+		err := retryDeadlock(ctx, func() error {
+			cctx, cancel := s.opCtx(ctx)
+			defer cancel()
+			_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
+				" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+			return err
+		})
 		if err != nil {
 			return s.wrap(op, err)
 		}
