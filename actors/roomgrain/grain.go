@@ -132,9 +132,9 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	obs      *Observer        // the first of nobs observers (observer.go)
-	epoch    int64            // lease epoch the state was loaded under (lease.go)
-	read     *roomReads       // GetRoom's member order and kept answer, from the first read (reads.go)
+	obs      *Observer  // the first of nobs observers (observer.go)
+	epoch    int64      // lease epoch the state was loaded under (lease.go)
+	read     *roomReads // GetRoom's member order and kept answer, from the first read (reads.go)
 	// idleByWheel: the room passivates on an observer's ticks (the
 	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
@@ -313,7 +313,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 		g.recent.add(r.CommandID)
 	}
 	g.state, g.loaded, g.unsure = s, true, false
-	g.read = nil // a reload: reads start again from the state loaded
+	g.read = nil                      // a reload: reads start again from the state loaded
 	for _, o := range g.observers() { // a reload: observers follow it
 		o.Loaded()
 	}
