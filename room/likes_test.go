@@ -230,13 +230,14 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 		adds = append(adds, like("alice", 1+int64(i%3), commandID(fmt.Sprintf("a-%d", i)), at(t0+int64(i))))
 	}
 	adds = append(adds, like("bob", 5, commandID("b-1")), like("bob", 2, commandID("b-2")))
-	put, added, reversed := room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow()
+	put, added, reversed, encoded := room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow()
 	for i, c := range adds {
 		out, in := put.Put(c, room.LikeID(c.CommandID))
 		if out != (room.LikeOutcome{}) || in {
 			t.Fatalf("put %d: %+v %v", i, out, in)
 		}
 		added.Add(s, c)
+		encoded.Put(c, room.LikeID(c.CommandID))
 		last := adds[len(adds)-1-i]
 		reversed.Put(last, room.LikeID(last.CommandID))
 	}
@@ -262,6 +263,16 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	if evs3, _ := reversed.Tally().Close(s, t0+500); !reflect.DeepEqual(evs3[0], evs[0]) {
 		t.Fatalf("the same likes in reverse: %+v, want %+v", evs3[0], evs[0])
 	}
+	// Packed ahead of Close (off the room), the receipts are stored the
+	// same.
+	enc := encoded.Tally()
+	enc.Encode()
+	evs4, _ := enc.Close(s, t0+500)
+	b1, err1 := json.Marshal(evs[1])
+	b4, err4 := json.Marshal(evs4[1])
+	if err1 != nil || err4 != nil || string(b1) != string(b4) || !reflect.DeepEqual(evs4[1].(room.RoomLikeReceipts).Users, evs[1].(room.RoomLikeReceipts).Users) {
+		t.Fatalf("encoded ahead\n%s (%v)\nat the commit\n%s (%v)", b4, err4, b1, err1)
+	}
 	receipts := evs[1].(room.RoomLikeReceipts).Users
 	var newest []string
 	for _, c := range adds[4 : room.MaxLikeReceipts+4] {
@@ -286,6 +297,20 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	w.Put(adds[len(adds)-1], room.LikeID(adds[len(adds)-1].CommandID))
 	if evs, refused := w.Tally().Close(later, t0+500); evs != nil || !errors.Is(refused["bob"], room.ErrNotMember) {
 		t.Fatalf("a liker who left: %+v %v", evs, refused)
+	}
+	// Packed ahead, and one of two likers refused at the end: the row
+	// holds the other's receipts only.
+	w2 := room.NewLikeWindow()
+	for _, c := range []room.Command{adds[0], adds[len(adds)-1]} {
+		w2.Put(c, room.LikeID(c.CommandID))
+	}
+	t2 := w2.Tally()
+	t2.Encode()
+	evs5, refused := t2.Close(later, t0+500)
+	b5, _ := json.Marshal(evs5[1])
+	back, err := room.DecodeEvent(room.TypeRoomLikeReceipts, b5)
+	if err != nil || !errors.Is(refused["bob"], room.ErrNotMember) || !reflect.DeepEqual(back.(room.RoomLikeReceipts).Users, map[string][]string{"alice": {room.LikeReceiptOf(adds[0])}}) {
+		t.Fatalf("packed ahead, bob refused: %s (%v), refused %v", b5, err, refused)
 	}
 	if err := room.CheckLiker(later, "bob", t0+500); !errors.Is(err, room.ErrNotMember) {
 		t.Fatalf("CheckLiker of a user who left: %v", err)
