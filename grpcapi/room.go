@@ -100,10 +100,21 @@ func (s *RoomServer) callCtx(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, s.timeout)
 }
 
-func (s *RoomServer) execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
-	ctx, cancel := s.callCtx(ctx)
-	defer cancel()
-	reply, err := s.backend.Execute(ctx, cmd)
+// BoundedBackend is a RoomBackend that bounds a call by a duration as
+// well as by its context (roomgrain.Client): the command timeout then
+// costs no context and timer of its own per call.
+type BoundedBackend interface {
+	ExecuteWithin(ctx context.Context, cmd *roomcellv1.RoomCommand, within time.Duration) (*roomcellv1.CommandReply, error)
+}
+
+func (s *RoomServer) execute(ctx context.Context, cmd *roomcellv1.RoomCommand) (reply *roomcellv1.CommandReply, err error) {
+	if b, ok := s.backend.(BoundedBackend); ok {
+		reply, err = b.ExecuteWithin(ctx, cmd, s.timeout)
+	} else {
+		cctx, cancel := s.callCtx(ctx)
+		reply, err = s.backend.Execute(cctx, cmd)
+		cancel()
+	}
 	if err == nil && reply == nil {
 		err = errNoReply
 	}

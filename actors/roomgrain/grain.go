@@ -132,9 +132,9 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	obs      *Observer        // the first of nobs observers (observer.go)
-	epoch    int64            // lease epoch the state was loaded under (lease.go)
-	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
+	obs      *Observer  // the first of nobs observers (observer.go)
+	epoch    int64      // lease epoch the state was loaded under (lease.go)
+	read     *roomReads // GetRoom's member order and kept answer, from the first read (reads.go)
 	// idleByWheel: the room passivates on an observer's ticks (the
 	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
@@ -319,7 +319,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	}
 	g.state, g.loaded, g.unsure, g.epoch = s, true, false, epoch
 	g.snapSeq, g.snapTried, g.recent = snapSeq, 0, recent
-	g.members.Reset()
+	g.read = nil                      // a reload: reads start again from the state loaded
 	for _, o := range g.observers() { // a reload: observers follow it
 		o.Loaded()
 	}
@@ -457,21 +457,6 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	return g.commit(ctx, cmd, events)
 }
 
-// getRoom answers GetRoom: the room with one page of its members.
-func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
-	if !g.state.Exists {
-		return nil, room.ErrRoomNotFound
-	}
-	p, err := room.ParseMembersPage(r)
-	if err != nil {
-		return nil, err
-	}
-	v := room.Details(room.Summary(g.state), g.state)
-	var next string
-	v.Members, next = g.members.Page(g.state, p)
-	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
-}
-
 // listBans answers ListBans: one page of the bans in force.
 func (g *grain) listBans(r *v1.ListBansRequest) (*v1.CommandReply, error) {
 	if !g.state.Exists {
@@ -601,7 +586,7 @@ func (g *grain) applyCommitted(cmd room.Command, seq int64, events []room.Event)
 		o.Applying(events)
 	}
 	g.state.ApplyInPlace(seq, events)
-	g.members.Apply(g.state, events)
+	g.readsApply(events)
 	for _, o := range obs {
 		o.Committed(cmd, events)
 	}

@@ -22,37 +22,37 @@ import (
 	"github.com/hyapp/roomcell/room"
 )
 
-// stallingStore is a room database that stops answering, as a SIGSTOPped
+// frozenStore is a room database that stops answering, as a SIGSTOPped
 // MariaDB does: while stalled every call (and the gate's probe) waits for
 // its deadline; an append is committed all the same — its
 // acknowledgement is what never comes, so its outcome is unknown to the
 // caller — as a commit packet already in the frozen server's socket is
 // when it resumes.
-type stallingStore struct {
+type frozenStore struct {
 	*memdb.Store
 	mu      sync.Mutex
 	stalled chan struct{} // closed = answering
 }
 
-func newStallingStore() *stallingStore {
-	s := &stallingStore{Store: memdb.New(), stalled: make(chan struct{})}
+func newFrozenStore() *frozenStore {
+	s := &frozenStore{Store: memdb.New(), stalled: make(chan struct{})}
 	close(s.stalled)
 	return s
 }
 
-func (s *stallingStore) stall() {
+func (s *frozenStore) stall() {
 	s.mu.Lock()
 	s.stalled = make(chan struct{})
 	s.mu.Unlock()
 }
 
-func (s *stallingStore) answer() {
+func (s *frozenStore) answer() {
 	s.mu.Lock()
 	close(s.stalled)
 	s.mu.Unlock()
 }
 
-func (s *stallingStore) wait(ctx context.Context) error {
+func (s *frozenStore) wait(ctx context.Context) error {
 	s.mu.Lock()
 	c := s.stalled
 	s.mu.Unlock()
@@ -64,9 +64,9 @@ func (s *stallingStore) wait(ctx context.Context) error {
 	}
 }
 
-func (s *stallingStore) Probe(ctx context.Context) error { return s.wait(ctx) }
+func (s *frozenStore) Probe(ctx context.Context) error { return s.wait(ctx) }
 
-func (s *stallingStore) Append(ctx context.Context, a persistence.Append) error {
+func (s *frozenStore) Append(ctx context.Context, a persistence.Append) error {
 	s.mu.Lock()
 	c := s.stalled
 	s.mu.Unlock()
@@ -83,39 +83,39 @@ func (s *stallingStore) Append(ctx context.Context, a persistence.Append) error 
 	return err
 }
 
-func (s *stallingStore) FenceRoom(ctx context.Context, key persistence.RoomKey, epoch int64) error {
+func (s *frozenStore) FenceRoom(ctx context.Context, key persistence.RoomKey, epoch int64) error {
 	if err := s.wait(ctx); err != nil {
 		return err
 	}
 	return s.Store.FenceRoom(ctx, key, epoch)
 }
 
-func (s *stallingStore) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (persistence.Snapshot, error) {
+func (s *frozenStore) LoadSnapshot(ctx context.Context, key persistence.RoomKey) (persistence.Snapshot, error) {
 	if err := s.wait(ctx); err != nil {
 		return persistence.Snapshot{}, err
 	}
 	return s.Store.LoadSnapshot(ctx, key)
 }
 
-func (s *stallingStore) LoadCommands(ctx context.Context, key persistence.RoomKey, after int64) ([]persistence.CommandRecord, error) {
+func (s *frozenStore) LoadCommands(ctx context.Context, key persistence.RoomKey, after int64) ([]persistence.CommandRecord, error) {
 	if err := s.wait(ctx); err != nil {
 		return nil, err
 	}
 	return s.Store.LoadCommands(ctx, key, after)
 }
 
-func (s *stallingStore) FindCommand(ctx context.Context, key persistence.RoomKey, id string) (persistence.CommandRecord, error) {
+func (s *frozenStore) FindCommand(ctx context.Context, key persistence.RoomKey, id string) (persistence.CommandRecord, error) {
 	if err := s.wait(ctx); err != nil {
 		return persistence.CommandRecord{}, err
 	}
 	return s.Store.FindCommand(ctx, key, id)
 }
 
-// stallingRooms is the stall tests' setting: a stalling store, its gate
+// frozenRooms is the stall tests' setting: a stalling store, its gate
 // (the node's defaults), rooms held under a lease at epoch 3, and the
 // bound within which a call must be answered while the store stalls.
-func stallingRooms(t *testing.T) (*stallingStore, *actor.ActorSystem, Deps, time.Duration) {
-	store := newStallingStore()
+func frozenRooms(t *testing.T) (*frozenStore, *actor.ActorSystem, Deps, time.Duration) {
+	store := newFrozenStore()
 	sys := actor.NewActorSystem()
 	t.Cleanup(sys.Shutdown)
 	d := Deps{Store: store, Publisher: newIMRecorder(time.Millisecond), Gifts: FreeGifts(1), Config: configs.Default().Room,
@@ -144,7 +144,7 @@ func raise(a *atomic.Int64, v int64) {
 // once, at the seq its ack named, the writes whose outcome was unknown
 // included (answered as duplicates of their commit).
 func TestStalledStoreReadsAnswerWritesRefusedFast(t *testing.T) {
-	store, sys, d, bound := stallingRooms(t)
+	store, sys, d, bound := frozenRooms(t)
 
 	const rooms = 12
 	pids := make([]*actor.PID, rooms)
@@ -331,7 +331,7 @@ func TestStalledStoreReadsAnswerWritesRefusedFast(t *testing.T) {
 // loaded under: the failed claim must not make the state look stale.
 // Reads sent while the reload waits are answered within the gate's bound.
 func TestReloadCutShortByAStallKeepsTheRoomsReads(t *testing.T) {
-	store, sys, d, bound := stallingRooms(t)
+	store, sys, d, bound := frozenRooms(t)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &grain{deps: &d} }))
 	sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: "app/r1", Kind: Kind}})
 	ask := func(rc *v1.RoomCommand) (*v1.CommandReply, time.Duration, error) {
