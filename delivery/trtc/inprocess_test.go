@@ -19,29 +19,17 @@ import (
 // the fake recorded.
 func script(t *testing.T, inProcess bool) (outcomes []string, calls []string) {
 	t.Helper()
-	var opts []trtc.Option
-	var fake *trtcfake.Server
-	build := func(mod func(*configs.TRTCConfig)) *trtc.Client {
-		cfg := fake.ClientConfig()
-		if mod != nil {
-			mod(&cfg)
-		}
-		c, err := trtc.New(cfg, append([]trtc.Option{trtc.WithLogger(quiet)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	fake, err := trtcfake.Start("127.0.0.1:0", trtcfake.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
+	var opts []trtc.Option
 	if inProcess {
 		opts = append(opts, trtc.WithHTTPClient(&http.Client{Transport: fake.Transport()}))
 	}
-	c := build(nil)
-	forged := build(func(cfg *configs.TRTCConfig) { cfg.SecretKey = "not-the-key" })
+	c := newClient(t, fake, nil, opts...)
+	forged := newClient(t, fake, func(cfg *configs.TRTCConfig) { cfg.SecretKey = "not-the-key" }, opts...)
 	ctx := context.Background()
 	outcome := func(err error) string {
 		if err == nil {
