@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -67,11 +68,23 @@ type Etcd struct {
 	mu         sync.RWMutex
 	self       string
 	onLost     func([]int)
-	lease      clientv3.LeaseID
-	validUntil time.Time // monotonic: stop serving after it
-	nodes      map[string]bool
-	owners     []grant
-	releasing  map[int]bool // given up locally, key delete in flight
+	lease      clientv3.LeaseID // the hold lease: the shard keys are on it
+	live       clientv3.LeaseID // the liveness lease: the node key and live/<lease>
+	validUntil time.Time        // monotonic: stop serving after it
+	// servingSince is when the node last began serving after it was
+	// not (registered, re-attached, or a renewal after a lapse): for one
+	// TTL after it the node takes no shard from a node whose liveness
+	// went, and counts the nodes that went recently as still there, since
+	// after an etcd outage they are re-attaching too.
+	servingSince time.Time
+	holdRenewed  time.Time
+	holdBusy     atomic.Bool  // a hold renewal is under way
+	holdGone     atomic.Int64 // a hold lease renewHold found gone
+	floorRev     int64        // watch events at or below it are already in the table
+	nodes        map[string]bool
+	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
+	owners       []grant
+	releasing    map[int]bool // given up locally, key delete in flight
 	// After this node lost its lease, until graceUntil it takes only the
 	// shards it would own with graceNodes (the nodes registered then, and
 	// those whose keys went within a TTL before: departed) still
@@ -416,7 +429,12 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	lease := e.lease
 	e.mu.RUnlock()
-	if lease == 0 {
+	if gone := clientv3.LeaseID(e.holdGone.Swap(0)); gone != 0 && gone == hold {
+		e.holdLost(hold)
+		return
+	}
+	switch {
+	case hold == 0:
 		// A re-register that failed: try it again.
 		if err := e.register(); err != nil && e.ctx.Err() == nil {
 			e.log.Warn("ownership re-register failed; retrying", "error", err)
@@ -451,9 +469,60 @@ func (e *Etcd) renew() {
 		}
 		e.graceUntil = now.Add(e.cfg.TTL)
 		e.mu.Unlock()
-		e.dropAll()
-		if err := e.register(); err != nil {
-			e.log.Warn("ownership re-register failed; retrying", "error", err)
+		e.reattach(hold)
+		return
+	default:
+		return
+	}
+	e.mu.RLock()
+	due := time.Since(e.holdRenewed) >= e.cfg.HoldTTL/4
+	e.mu.RUnlock()
+	// Off the renewal loop: a hold renewal waiting out an election must
+	// not delay the next liveness renewal.
+	if due && e.holdBusy.CompareAndSwap(false, true) {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer e.holdBusy.Store(false)
+			e.renewHold(hold)
+		}()
+	}
+}
+
+// renewHold renews the hold lease, within one renewal period (a try
+// that fails is repeated at the next). It runs off the renewal loop, so
+// a hold lease found gone is left to the loop (holdGone), which alone
+// registers and re-attaches.
+func (e *Etcd) renewHold(hold clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
+	defer cancel()
+	r, err := RenewLease(ctx, e.client, hold, e.renewTry())
+	switch {
+	case err == nil:
+		e.mu.Lock()
+		e.holdRenewed = r.Sent
+		e.mu.Unlock()
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		e.holdGone.Store(int64(hold)) // the loop's next renewal starts over
+	}
+}
+
+// holdLost starts over after the hold lease went (it ran out or was
+// revoked): every shard key went with it, and every shard this node had
+// may have a new owner already.
+func (e *Etcd) holdLost(hold clientv3.LeaseID) {
+	e.log.Warn("ownership lease lost; re-registering", "lease", int64(hold))
+	e.metrics.leaseLost()
+	e.mu.Lock()
+	if e.lease != hold {
+		e.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	e.graceNodes = maps.Clone(e.nodes)
+	for n, at := range e.departed {
+		if now.Sub(at) < e.cfg.TTL {
+			e.graceNodes[n] = true
 		}
 		// The grace ends: reconcile over the nodes registered then.
 		time.AfterFunc(e.cfg.TTL, e.poke)
