@@ -322,9 +322,12 @@ func TestMultiMemberProcessEtcdLeaderQuorumLostUnderLoad(t *testing.T) {
 // settled, SIGKILLed and started again 10 s later, under load. Asserted
 // through both: no room is ever active on two nodes (sampled), every
 // room answers within the show's bound after etcd is back, and no read is
-// stale (the show). A frozen single member resumes as leader and revokes
-// every lease that ran out (all of them); a restarted one extends every
-// lease by its TTL when it becomes leader, so those may survive.
+// stale (the show), and the pause costs no ownership lease and no member
+// id: a frozen single member resumes as leader and revokes every lease
+// that ran out (every liveness and member lease, not the hold leases of
+// the shard keys), and each node re-attaches its shards and re-registers
+// under its own member id; a restarted one extends every lease by its
+// TTL when it becomes leader.
 func TestMultiMemberProcessSingleEtcdDownUnderLoad(t *testing.T) {
 	const outage = 10 * time.Second
 	runShow(t, show{name: "one-member etcd SIGSTOP 10 s, then SIGKILL 10 s", etcd: 1, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
@@ -350,6 +353,9 @@ func TestMultiMemberProcessSingleEtcdDownUnderLoad(t *testing.T) {
 		rejoins2, lost2 := faultLogs(c.Nodes)
 		if afterKill > 4*time.Second {
 			t.Errorf("rooms answered %s after the restarted etcd; want within 4 s", afterKill)
+		}
+		if lost, rejoins := lost1-lost0, rejoins1-rejoins0; lost != 0 || rejoins != 0 {
+			t.Errorf("the frozen etcd cost %d ownership leases and %d member re-registrations under a new id; want 0 and 0 (the nodes re-attach under their ids)", lost, rejoins)
 		}
 		return max(afterPause, afterKill), func() string {
 			return fmt.Sprintf("after the pause: every room answered %.2f s after the resume, %d rejoins, %d leases lost; after the kill: %.2f s after the restart, %d rejoins, %d leases lost; %s",
