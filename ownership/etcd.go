@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -597,12 +598,77 @@ func (e *Etcd) reconcile() {
 		}
 		acquire = acquire[n:]
 	}
+	// One dead node's shards at a time, as many as a transaction takes
+	// (one compare for its live key, one per shard key): a node taking
+	// over a third of 1024 shards deletes them in three round trips.
+	slices.SortStableFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.grant.lease, b.grant.lease) })
+	for len(orphans) > 0 && e.ctx.Err() == nil {
+		n := 1
+		for n < len(orphans) && n < maxTxnOps-1 && orphans[n].grant.lease == orphans[0].grant.lease {
+			n++
+		}
+		if !e.takeOver(orphans[:n], lease) && n > 1 {
+			for i := range orphans[:n] {
+				e.takeOver(orphans[i:i+1], lease)
+			}
+		}
+		orphans = orphans[n:]
+	}
+}
+
+// orphan is a shard key whose owner's live key is gone.
+type orphan struct {
+	shard int
+	grant grant
+}
+
+// takeOver deletes the keys of orphans, each only if it is still the
+// grant seen and its lease's live key is still absent (the owner's
+// liveness lease expired, so the owner stopped serving by its own clock
+// before; a node that re-attached in between keeps its shard), all in
+// one transaction, then acquires them under lease. It reports false if
+// a condition failed.
+func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	var cmps []clientv3.Cmp
+	checked := map[clientv3.LeaseID]bool{}
+	dels := make([]clientv3.Op, len(orphans))
+	shards := make([]int, len(orphans))
+	for i, o := range orphans {
+		if !checked[o.grant.lease] {
+			checked[o.grant.lease] = true
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(e.liveKey(o.grant.lease)), "=", 0))
+		}
+		key := e.shardKey(o.shard)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", o.grant.epoch))
+		dels[i] = clientv3.OpDelete(key)
+		shards[i] = o.shard
+	}
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+	if err != nil {
+		e.log.Warn("ownership takeover failed", "shards", len(orphans), "first", orphans[0].shard, "error", err)
+		return true // not a conflict: the next reconcile tries again
+	}
+	if !resp.Succeeded {
+		return false
+	}
+	e.log.Info("ownership took over shards of a node whose liveness went", "shards", len(orphans), "from", orphans[0].grant.owner)
+	for len(shards) > 0 && e.ctx.Err() == nil {
+		n := min(len(shards), acquireBatch)
+		e.acquire(shards[:n], lease)
+		shards = shards[n:]
+	}
+	return true
 }
 
 // acquireBatch shards are created in one etcd transaction (etcd allows
-// 128 operations per transaction by default): a node taking over a third
-// of 1024 shards needs a handful of round trips, not hundreds.
-const acquireBatch = 64
+// maxTxnOps operations per transaction by default): a node taking over a
+// third of 1024 shards needs a handful of round trips, not hundreds.
+const (
+	acquireBatch = 64
+	maxTxnOps    = 128
+)
 
 // acquire creates the keys of shards under lease if every one of them is
 // free, all in one transaction; it reports whether it did.
