@@ -244,6 +244,71 @@ func (e *Etcd) register() error {
 	return nil
 }
 
+// afterServing reconciles again when the calm period after the node
+// began serving ends.
+func (e *Etcd) afterServing() { time.AfterFunc(e.cfg.TTL, e.poke) }
+
+// reattach puts the node key and the live key of the hold lease on a new
+// liveness lease after the old one was found gone (expired or revoked
+// while the node was frozen, cut off, or while etcd had no quorum), and
+// reads the table in the same transaction: the shard keys this node
+// still has there are its own again under the same epochs (nobody could
+// delete them after that transaction without its new live key being gone
+// first), and those gone meanwhile are lost. The hold lease must be
+// alive; if it is not, every shard key went with it and the node starts
+// over (holdLost).
+func (e *Etcd) reattach(hold clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
+	defer cancel()
+	t0 := time.Now()
+	if _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			e.holdLost(hold)
+		} else if e.ctx.Err() == nil {
+			e.log.Warn("ownership re-attach: hold lease renewal failed; retrying", "error", err)
+		}
+		return
+	}
+	e.mu.Lock()
+	e.holdRenewed = t0
+	e.mu.Unlock()
+	l, err := e.client.Grant(ctx, int64(e.cfg.TTL/time.Second))
+	if err != nil {
+		e.log.Warn("ownership re-attach: liveness lease failed; retrying", "error", err)
+		return
+	}
+	resp, err := e.client.Txn(ctx).Then(
+		clientv3.OpPut(e.nodeKey(e.self), e.cfg.NodeID, clientv3.WithLease(l.ID)),
+		clientv3.OpPut(e.liveKey(hold), e.self, clientv3.WithLease(l.ID)),
+		clientv3.OpGet(e.cfg.Prefix+"/", clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		e.log.Warn("ownership re-attach failed; retrying", "error", err)
+		return
+	}
+	e.mu.Lock()
+	if e.lease != hold {
+		e.mu.Unlock()
+		return
+	}
+	lost := e.replaceLocked(resp.Responses[2].GetResponseRange().Kvs, resp.Header.Revision)
+	e.live = l.ID
+	e.validUntil = t0.Add(time.Duration(l.TTL)*time.Second - e.cfg.Margin)
+	e.servingSince = time.Now()
+	kept := 0
+	for s, g := range e.owners {
+		if g.owner == e.self && g.lease == hold && !e.releasing[s] {
+			kept++
+		}
+	}
+	e.mu.Unlock()
+	e.lostUnreleased(lost)
+	e.sig.fire()
+	e.poke()
+	e.afterServing()
+	e.log.Warn("ownership liveness re-attached", "lease", int64(hold), "liveness", int64(l.ID), "shards_kept", kept, "shards_gone", len(lost))
+}
+
 func (e *Etcd) poke() {
 	select {
 	case e.kick <- struct{}{}:
@@ -443,7 +508,8 @@ func (e *Etcd) renew() {
 		return
 	}
 	start := time.Now()
-	t0, ttl, tries, err := RenewLease(e.ctx, e.client, lease, e.renewTry())
+	r, err := RenewLease(e.ctx, e.client, live, e.renewTry())
+	t0, ttl, tries := r.Sent, r.TTL, r.Tries
 	switch {
 	case err == nil:
 		e.mu.Lock()
