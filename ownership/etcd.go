@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -31,13 +32,20 @@ type EtcdConfig struct {
 	Prefix string
 	NodeID string
 	Shards int
-	// TTL is the lease: a node that stops renewing (killed, frozen, cut
-	// off) loses its shards after TTL, and its rooms answer elsewhere
-	// right after. Margin is how much sooner the node itself stops
-	// serving: it covers clock-rate differences and the time a keepalive
-	// takes to arrive; renewals are sent every TTL/4.
+	// TTL is the liveness lease: a node that stops renewing (killed,
+	// frozen, cut off) loses its shards TTL later, and its rooms answer
+	// elsewhere right after. Margin is how much sooner the node itself
+	// stops serving: it covers clock-rate differences and the time a
+	// keepalive takes to arrive; renewals are sent every TTL/4.
 	TTL, Margin time.Duration
-	Logger      *slog.Logger
+	// HoldTTL is the lease the shard keys themselves are on (whole
+	// seconds, at least TTL; DefaultHoldTTL when zero). It decides
+	// nothing about who may serve (the liveness lease does); it only has
+	// to outlast an etcd outage, so that the shard keys, and with them
+	// the epochs, survive an old etcd leader that resumes and revokes
+	// every liveness lease that ran out on its clock.
+	HoldTTL time.Duration
+	Logger  *slog.Logger
 	// Observer follows the table without owning shards (a node that
 	// hosts no rooms but routes to them).
 	Observer bool
@@ -50,12 +58,27 @@ type grant struct {
 	lease clientv3.LeaseID
 }
 
-// Etcd is the production table: a node registers under one etcd lease,
+// DefaultHoldTTL is the shard keys' lease when EtcdConfig.HoldTTL is
+// zero: an etcd quorum loss shorter than about this keeps every shard
+// where it is, under the same epoch.
+const DefaultHoldTTL = 60 * time.Second
+
+// Etcd is the production table: a node registers under two etcd leases,
 // computes the assignment (Assign) over the registered nodes, creates the
-// keys of its free shards under that lease (the creation's revision is
-// the epoch), and deletes the keys of shards that are assigned elsewhere
-// now. A node that stops renewing loses every key at once when the lease
-// expires; renewals cost one request per node, however many rooms.
+// keys of its free shards under its hold lease (the creation's revision
+// is the epoch), and deletes the keys of shards that are assigned
+// elsewhere now. Who may serve is decided by the short liveness lease
+// (TTL): the node key and the live key <Prefix>/live/<hold lease> are on
+// it, and another node may delete a shard key only while the live key of
+// the shard key's lease is absent (in the delete's transaction), i.e.
+// after the owner's liveness lease expired, which the owner outran by its
+// own clock (it stops serving at its last renewal + TTL − Margin). The
+// hold lease (HoldTTL, long) only has to outlast an etcd outage: an old
+// etcd leader that resumes after a quorum loss revokes every lease that
+// ran out on its clock, so the short liveness leases go, but the shard
+// keys stay, and the node re-attaches them to a new liveness lease,
+// serving under the same epochs: no room moves or reloads. Renewals cost
+// two requests per node, however many rooms.
 type Etcd struct {
 	cfg    EtcdConfig
 	client *clientv3.Client
@@ -79,9 +102,7 @@ type Etcd struct {
 	// after an etcd outage they are re-attaching too.
 	servingSince time.Time
 	holdRenewed  time.Time
-	holdBusy     atomic.Bool  // a hold renewal is under way
-	holdGone     atomic.Int64 // a hold lease renewHold found gone
-	floorRev     int64        // watch events at or below it are already in the table
+	floorRev     int64 // watch events at or below it are already in the table
 	nodes        map[string]bool
 	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
 	owners       []grant
@@ -118,6 +139,12 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	if cfg.Margin <= 0 || cfg.Margin >= cfg.TTL/2 {
 		return nil, fmt.Errorf("ownership: margin %s must be positive and under half the lease ttl %s", cfg.Margin, cfg.TTL)
 	}
+	if cfg.HoldTTL == 0 {
+		cfg.HoldTTL = max(DefaultHoldTTL, cfg.TTL)
+	}
+	if cfg.HoldTTL < cfg.TTL || cfg.HoldTTL%time.Second != 0 {
+		return nil, fmt.Errorf("ownership: hold lease ttl %s must be whole seconds and at least the lease ttl %s", cfg.HoldTTL, cfg.TTL)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,7 +157,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Etcd{cfg: cfg, client: client, log: cfg.Logger.With("component", "ownership"), ctx: ctx, cancel: cancel,
-		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
+		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
 }
 
 // opTimeout bounds every etcd call; dialTimeout the client's first
@@ -144,6 +171,9 @@ func (e *Etcd) Shards() int { return e.cfg.Shards }
 
 func (e *Etcd) nodeKey(addr string) string { return e.cfg.Prefix + "/nodes/" + addr }
 func (e *Etcd) shardKey(s int) string      { return e.cfg.Prefix + "/shards/" + strconv.Itoa(s) }
+func (e *Etcd) liveKey(hold clientv3.LeaseID) string {
+	return e.cfg.Prefix + "/live/" + strconv.FormatInt(int64(hold), 16)
+}
 
 func (e *Etcd) Hold(identity string) (int64, bool) {
 	s := ShardOf(identity, e.cfg.Shards)
@@ -223,24 +253,36 @@ func (e *Etcd) Start(self string, onLost func([]int)) error {
 	return nil
 }
 
-// register takes a new lease and puts the node key on it.
+// register takes a new hold lease and a new liveness lease and puts the
+// node key and the live key on the latter.
 func (e *Etcd) register() error {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
 	t0 := time.Now()
-	g, err := e.client.Grant(ctx, int64(e.cfg.TTL/time.Second))
+	h, err := e.client.Grant(ctx, int64(e.cfg.HoldTTL/time.Second))
 	if err != nil {
 		return fmt.Errorf("ownership: etcd lease: %w", err)
 	}
-	if _, err := e.client.Put(ctx, e.nodeKey(e.self), e.cfg.NodeID, clientv3.WithLease(g.ID)); err != nil {
+	l, err := e.client.Grant(ctx, int64(e.cfg.TTL/time.Second))
+	if err != nil {
+		return fmt.Errorf("ownership: etcd lease: %w", err)
+	}
+	if _, err := e.client.Txn(ctx).Then(
+		clientv3.OpPut(e.nodeKey(e.self), e.cfg.NodeID, clientv3.WithLease(l.ID)),
+		clientv3.OpPut(e.liveKey(h.ID), e.self, clientv3.WithLease(l.ID)),
+	).Commit(); err != nil {
 		return fmt.Errorf("ownership: register node: %w", err)
 	}
+	now := time.Now()
 	e.mu.Lock()
-	e.lease = g.ID
-	e.validUntil = t0.Add(time.Duration(g.TTL)*time.Second - e.cfg.Margin)
+	e.lease, e.live = h.ID, l.ID
+	e.validUntil = t0.Add(time.Duration(l.TTL)*time.Second - e.cfg.Margin)
+	e.servingSince, e.holdRenewed = now, t0
 	e.nodes[e.self] = true
+	e.alive[h.ID] = true
 	e.mu.Unlock()
-	e.log.Info("ownership lease granted", "lease", int64(g.ID), "ttl", e.cfg.TTL)
+	e.afterServing()
+	e.log.Info("ownership lease granted", "lease", int64(h.ID), "liveness", int64(l.ID), "ttl", e.cfg.TTL, "hold_ttl", e.cfg.HoldTTL)
 	return nil
 }
 
@@ -261,7 +303,7 @@ func (e *Etcd) reattach(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
 	t0 := time.Now()
-	if _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
+	if _, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			e.holdLost(hold)
 		} else if e.ctx.Err() == nil {
@@ -325,10 +367,21 @@ func (e *Etcd) resync() (int64, error) {
 		return 0, fmt.Errorf("ownership: read table: %w", err)
 	}
 	e.mu.Lock()
+	lost := e.replaceLocked(resp.Kvs, resp.Header.Revision)
+	e.mu.Unlock()
+	e.lostUnreleased(lost)
+	e.sig.fire()
+	return resp.Header.Revision, nil
+}
+
+// replaceLocked replaces the table with kvs, read at rev; it returns
+// this node's shards whose keys went or changed without its release.
+func (e *Etcd) replaceLocked(kvs []*mvccpb.KeyValue, rev int64) (lost []int) {
 	before, nodesBefore := e.owners, e.nodes
 	e.nodes = map[string]bool{}
+	e.alive = map[clientv3.LeaseID]bool{}
 	e.owners = make([]grant, e.cfg.Shards)
-	for _, kv := range resp.Kvs {
+	for _, kv := range kvs {
 		e.applyLocked(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease), false)
 	}
 	for n := range nodesBefore {
@@ -336,16 +389,13 @@ func (e *Etcd) resync() (int64, error) {
 			e.departLocked(n)
 		}
 	}
-	var lost []int
 	for s, g := range before {
 		if e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && e.owners[s] != g {
 			lost = append(lost, s)
 		}
 	}
-	e.mu.Unlock()
-	e.lostUnreleased(lost)
-	e.sig.fire()
-	return resp.Header.Revision, nil
+	e.floorRev = max(e.floorRev, rev)
+	return lost
 }
 
 // lostUnreleased stops the grains of shards whose keys went without this
@@ -371,7 +421,7 @@ func (e *Etcd) departLocked(addr string) {
 	delete(e.nodes, addr)
 	now := time.Now()
 	for n, at := range e.departed {
-		if now.Sub(at) >= e.cfg.TTL {
+		if now.Sub(at) >= 2*e.cfg.TTL {
 			delete(e.departed, n)
 		}
 	}
@@ -383,6 +433,14 @@ func (e *Etcd) departLocked(addr string) {
 func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseID, deleted bool) (lost int, ok bool) {
 	rest := strings.TrimPrefix(key, e.cfg.Prefix+"/")
 	switch {
+	case strings.HasPrefix(rest, "live/"):
+		if id, err := strconv.ParseInt(strings.TrimPrefix(rest, "live/"), 16, 64); err == nil {
+			if deleted {
+				delete(e.alive, clientv3.LeaseID(id))
+			} else {
+				e.alive[clientv3.LeaseID(id)] = true
+			}
+		}
 	case strings.HasPrefix(rest, "nodes/"):
 		addr := strings.TrimPrefix(rest, "nodes/")
 		if deleted {
@@ -425,6 +483,9 @@ func (e *Etcd) watch(rev int64) {
 			var lost []int
 			e.mu.Lock()
 			for _, ev := range resp.Events {
+				if ev.Kv.ModRevision <= e.floorRev {
+					continue // a re-attach read the table past it
+				}
 				if s, ok := e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete); ok {
 					lost = append(lost, s)
 				}
@@ -493,12 +554,8 @@ func (e *Etcd) renewTry() time.Duration { return e.cfg.TTL / 6 }
 
 func (e *Etcd) renew() {
 	e.mu.RLock()
-	lease := e.lease
+	hold, live := e.lease, e.live
 	e.mu.RUnlock()
-	if gone := clientv3.LeaseID(e.holdGone.Swap(0)); gone != 0 && gone == hold {
-		e.holdLost(hold)
-		return
-	}
 	switch {
 	case hold == 0:
 		// A re-register that failed: try it again.
@@ -506,35 +563,40 @@ func (e *Etcd) renew() {
 			e.log.Warn("ownership re-register failed; retrying", "error", err)
 		}
 		return
+	case live == 0:
+		e.reattach(hold)
+		return
 	}
 	start := time.Now()
-	r, err := RenewLease(e.ctx, e.client, live, e.renewTry())
-	t0, ttl, tries := r.Sent, r.TTL, r.Tries
+	t0, ttl, tries, err := RenewLease(e.ctx, e.client, live, e.renewTry())
 	switch {
 	case err == nil:
+		lapsed := false
 		e.mu.Lock()
-		if e.lease == lease {
+		if e.live == live {
+			lapsed = !start.Before(e.validUntil)
 			e.validUntil = t0.Add(time.Duration(ttl)*time.Second - e.cfg.Margin)
+			if lapsed {
+				e.servingSince = time.Now()
+			}
 		}
 		e.mu.Unlock()
+		if lapsed {
+			e.afterServing()
+		}
 		if tries > 1 {
 			e.log.Warn("ownership lease renewed after failed tries", "tries", tries, "took", time.Since(start).Round(time.Millisecond))
 		}
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// Expired or revoked while this node was frozen or cut off, or
-		// while etcd had no quorum: every shard it had may have a new
-		// owner already. Start over under a new lease.
-		e.log.Warn("ownership lease lost; re-registering", "lease", int64(lease), "tries", tries)
-		e.metrics.leaseLost()
+		// by an etcd leader that resumed after a quorum loss. The shard
+		// keys are on the hold lease: those nobody took meanwhile are
+		// still this node's, under the same epochs.
+		e.log.Warn("ownership liveness lease gone; re-attaching the shards", "liveness", int64(live), "tries", tries)
 		e.mu.Lock()
-		now := time.Now()
-		e.graceNodes = maps.Clone(e.nodes)
-		for n, at := range e.departed {
-			if now.Sub(at) < e.cfg.TTL {
-				e.graceNodes[n] = true
-			}
+		if e.live == live {
+			e.live, e.validUntil = 0, time.Time{}
 		}
-		e.graceUntil = now.Add(e.cfg.TTL)
 		e.mu.Unlock()
 		e.reattach(hold)
 		return
@@ -544,33 +606,24 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	due := time.Since(e.holdRenewed) >= e.cfg.HoldTTL/4
 	e.mu.RUnlock()
-	// Off the renewal loop: a hold renewal waiting out an election must
-	// not delay the next liveness renewal.
-	if due && e.holdBusy.CompareAndSwap(false, true) {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			defer e.holdBusy.Store(false)
-			e.renewHold(hold)
-		}()
+	if due {
+		e.renewHold(hold)
 	}
 }
 
 // renewHold renews the hold lease, within one renewal period (a try
-// that fails is repeated at the next). It runs off the renewal loop, so
-// a hold lease found gone is left to the loop (holdGone), which alone
-// registers and re-attaches.
+// that fails is repeated at the next).
 func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
 	defer cancel()
-	r, err := RenewLease(ctx, e.client, hold, e.renewTry())
+	t0, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry())
 	switch {
 	case err == nil:
 		e.mu.Lock()
-		e.holdRenewed = r.Sent
+		e.holdRenewed = t0
 		e.mu.Unlock()
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		e.holdGone.Store(int64(hold)) // the loop's next renewal starts over
+		e.holdLost(hold)
 	}
 }
 
@@ -591,9 +644,22 @@ func (e *Etcd) holdLost(hold clientv3.LeaseID) {
 		if now.Sub(at) < e.cfg.TTL {
 			e.graceNodes[n] = true
 		}
-		// The grace ends: reconcile over the nodes registered then.
-		time.AfterFunc(e.cfg.TTL, e.poke)
 	}
+	e.graceUntil = now.Add(e.cfg.TTL)
+	live := e.live
+	e.mu.Unlock()
+	e.dropAll()
+	if live != 0 {
+		// Its live key names a lease that is gone: nothing to protect.
+		ctx, cancel := context.WithTimeout(e.ctx, e.renewTry())
+		_, _ = e.client.Revoke(ctx, live)
+		cancel()
+	}
+	if err := e.register(); err != nil {
+		e.log.Warn("ownership re-register failed; retrying", "error", err)
+	}
+	// The grace ends: reconcile over the nodes registered then.
+	time.AfterFunc(e.cfg.TTL, e.poke)
 }
 
 // dropAll forgets the node's grants (their keys went with the lease).
@@ -608,7 +674,7 @@ func (e *Etcd) dropAll() {
 			}
 		}
 	}
-	e.lease = 0
+	e.lease, e.live = 0, 0
 	e.validUntil = time.Time{}
 	onLost := e.onLost
 	e.mu.Unlock()
@@ -619,11 +685,13 @@ func (e *Etcd) dropAll() {
 	e.sig.fire()
 }
 
-// reconcile acquires the free shards assigned to this node and gives up
-// the ones assigned elsewhere.
+// reconcile acquires the free shards assigned to this node, takes over
+// those assigned to it whose owner's liveness went, and gives up the ones
+// assigned elsewhere.
 func (e *Etcd) reconcile() {
 	e.mu.RLock()
-	if e.lease == 0 || !time.Now().Before(e.validUntil) {
+	now := time.Now()
+	if e.lease == 0 || e.live == 0 || !now.Before(e.validUntil) {
 		e.mu.RUnlock()
 		return
 	}
@@ -631,23 +699,37 @@ func (e *Etcd) reconcile() {
 	for n := range e.nodes {
 		nodes = append(nodes, n)
 	}
-	if time.Now().Before(e.graceUntil) {
-		for n := range e.graceNodes {
-			if !e.nodes[n] {
-				nodes = append(nodes, n)
-			}
+	extra := map[string]bool{}
+	if now.Before(e.graceUntil) {
+		maps.Copy(extra, e.graceNodes)
+	}
+	// Just back after a lapse (an etcd outage ends with every node's
+	// liveness revoked at once): the nodes that went recently are
+	// re-attaching like this one, so they keep their shards for a TTL.
+	calm := now.Sub(e.servingSince) >= e.cfg.TTL
+	if !calm {
+		for n := range e.departed {
+			extra[n] = true
+		}
+	}
+	for n := range extra {
+		if !e.nodes[n] {
+			nodes = append(nodes, n)
 		}
 	}
 	want := Assign(nodes, e.cfg.Shards)
 	lease, self := e.lease, e.self
 	var acquire, release []int
+	var orphans []orphan
 	for s, g := range e.owners {
 		mine := want != nil && want[s] == self
 		switch {
 		case g.owner == "" && mine:
 			acquire = append(acquire, s)
-		case g.owner == self && !mine && !e.releasing[s]:
+		case g.owner == self && g.lease == lease && !mine && !e.releasing[s]:
 			release = append(release, s)
+		case g.owner != "" && g.lease != lease && !e.alive[g.lease] && mine && calm:
+			orphans = append(orphans, orphan{shard: s, grant: g})
 		}
 	}
 	e.mu.RUnlock()
@@ -664,15 +746,8 @@ func (e *Etcd) reconcile() {
 		}
 		acquire = acquire[n:]
 	}
-	// One dead node's shards at a time, as many as a transaction takes
-	// (one compare for its live key, one per shard key): a node taking
-	// over a third of 1024 shards deletes them in three round trips.
-	slices.SortStableFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.grant.lease, b.grant.lease) })
 	for len(orphans) > 0 && e.ctx.Err() == nil {
-		n := 1
-		for n < len(orphans) && n < maxTxnOps-1 && orphans[n].grant.lease == orphans[0].grant.lease {
-			n++
-		}
+		n := min(len(orphans), acquireBatch/2)
 		if !e.takeOver(orphans[:n], lease) && n > 1 {
 			for i := range orphans[:n] {
 				e.takeOver(orphans[i:i+1], lease)
@@ -720,11 +795,7 @@ func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
 		return false
 	}
 	e.log.Info("ownership took over shards of a node whose liveness went", "shards", len(orphans), "from", orphans[0].grant.owner)
-	for len(shards) > 0 && e.ctx.Err() == nil {
-		n := min(len(shards), acquireBatch)
-		e.acquire(shards[:n], lease)
-		shards = shards[n:]
-	}
+	e.acquire(shards, lease)
 	return true
 }
 
@@ -851,15 +922,17 @@ func (e *Etcd) Owned() int {
 func (e *Etcd) Close() {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
-		lease := e.lease
-		e.lease, e.validUntil = 0, time.Time{}
+		hold, live := e.lease, e.live
+		e.lease, e.live, e.validUntil = 0, 0, time.Time{}
 		e.mu.Unlock()
 		e.cancel()
 		e.wg.Wait()
-		if lease != 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			_, _ = e.client.Revoke(ctx, lease)
-			cancel()
+		for _, l := range []clientv3.LeaseID{hold, live} {
+			if l != 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				_, _ = e.client.Revoke(ctx, l)
+				cancel()
+			}
 		}
 		_ = e.client.Close()
 		e.sig.fire()
