@@ -102,7 +102,9 @@ type Etcd struct {
 	// after an etcd outage they are re-attaching too.
 	servingSince time.Time
 	holdRenewed  time.Time
-	floorRev     int64 // watch events at or below it are already in the table
+	holdBusy     atomic.Bool  // a hold renewal is under way
+	holdGone     atomic.Int64 // a hold lease renewHold found gone
+	floorRev     int64        // watch events at or below it are already in the table
 	nodes        map[string]bool
 	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
 	owners       []grant
@@ -303,7 +305,7 @@ func (e *Etcd) reattach(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
 	t0 := time.Now()
-	if _, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
+	if _, err := RenewLease(ctx, e.client, hold, e.renewTry()); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			e.holdLost(hold)
 		} else if e.ctx.Err() == nil {
@@ -556,6 +558,10 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	hold, live := e.lease, e.live
 	e.mu.RUnlock()
+	if gone := clientv3.LeaseID(e.holdGone.Swap(0)); gone != 0 && gone == hold {
+		e.holdLost(hold)
+		return
+	}
 	switch {
 	case hold == 0:
 		// A re-register that failed: try it again.
@@ -568,7 +574,8 @@ func (e *Etcd) renew() {
 		return
 	}
 	start := time.Now()
-	t0, ttl, tries, err := RenewLease(e.ctx, e.client, live, e.renewTry())
+	r, err := RenewLease(e.ctx, e.client, live, e.renewTry())
+	t0, ttl, tries := r.Sent, r.TTL, r.Tries
 	switch {
 	case err == nil:
 		lapsed := false
@@ -606,24 +613,33 @@ func (e *Etcd) renew() {
 	e.mu.RLock()
 	due := time.Since(e.holdRenewed) >= e.cfg.HoldTTL/4
 	e.mu.RUnlock()
-	if due {
-		e.renewHold(hold)
+	// Off the renewal loop: a hold renewal waiting out an election must
+	// not delay the next liveness renewal.
+	if due && e.holdBusy.CompareAndSwap(false, true) {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer e.holdBusy.Store(false)
+			e.renewHold(hold)
+		}()
 	}
 }
 
 // renewHold renews the hold lease, within one renewal period (a try
-// that fails is repeated at the next).
+// that fails is repeated at the next). It runs off the renewal loop, so
+// a hold lease found gone is left to the loop (holdGone), which alone
+// registers and re-attaches.
 func (e *Etcd) renewHold(hold clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(e.ctx, e.RenewEvery())
 	defer cancel()
-	t0, _, _, err := RenewLease(ctx, e.client, hold, e.renewTry())
+	r, err := RenewLease(ctx, e.client, hold, e.renewTry())
 	switch {
 	case err == nil:
 		e.mu.Lock()
-		e.holdRenewed = t0
+		e.holdRenewed = r.Sent
 		e.mu.Unlock()
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		e.holdLost(hold)
+		e.holdGone.Store(int64(hold)) // the loop's next renewal starts over
 	}
 }
 
@@ -746,8 +762,15 @@ func (e *Etcd) reconcile() {
 		}
 		acquire = acquire[n:]
 	}
+	// One dead node's shards at a time, as many as a transaction takes
+	// (one compare for its live key, one per shard key): a node taking
+	// over a third of 1024 shards deletes them in three round trips.
+	slices.SortStableFunc(orphans, func(a, b orphan) int { return cmp.Compare(a.grant.lease, b.grant.lease) })
 	for len(orphans) > 0 && e.ctx.Err() == nil {
-		n := min(len(orphans), acquireBatch/2)
+		n := 1
+		for n < len(orphans) && n < maxTxnOps-1 && orphans[n].grant.lease == orphans[0].grant.lease {
+			n++
+		}
 		if !e.takeOver(orphans[:n], lease) && n > 1 {
 			for i := range orphans[:n] {
 				e.takeOver(orphans[i:i+1], lease)
@@ -795,7 +818,11 @@ func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
 		return false
 	}
 	e.log.Info("ownership took over shards of a node whose liveness went", "shards", len(orphans), "from", orphans[0].grant.owner)
-	e.acquire(shards, lease)
+	for len(shards) > 0 && e.ctx.Err() == nil {
+		n := min(len(shards), acquireBatch)
+		e.acquire(shards[:n], lease)
+		shards = shards[n:]
+	}
 	return true
 }
 
