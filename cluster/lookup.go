@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,7 @@ const activationTimeout = time.Second
 // different views both activate a room).
 type lookup struct {
 	table ownership.Table
+	log   *slog.Logger
 	// stopping is the member's (2: stopped); nil in tests without one.
 	stopping  *atomic.Int32
 	c         *pcluster.Cluster
@@ -37,7 +40,7 @@ type lookup struct {
 func (l *lookup) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	l.c = c
 	l.placement, l.startErr = c.ActorSystem.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &placement{c: c, table: l.table, stopping: l.stopping, actors: map[string]grainMeta{}, props: map[string]kindProps{}}
+		return &placement{c: c, table: l.table, stopping: l.stopping, log: l.log, actors: map[string]grainMeta{}, props: map[string]kindProps{}}
 	}), placementName)
 	if l.startErr != nil {
 		return
@@ -55,13 +58,25 @@ func (l *lookup) Get(ci *pcluster.ClusterIdentity) *actor.PID {
 	res, err := l.c.ActorSystem.Root.RequestFuture(actor.NewPID(owner, placementName),
 		&pcluster.ActivationRequest{ClusterIdentity: ci}, activationTimeout).Result()
 	if err != nil {
+		l.logger().Warn("grain activation request to its owner failed", "identity", ci.Identity, "owner", owner, "error", err)
 		return nil
 	}
 	r, ok := res.(*pcluster.ActivationResponse)
 	if !ok || r.Failed {
+		l.logger().Warn("grain activation refused by the node the table names its owner", "identity", ci.Identity, "owner", owner, "error", errActivationRefused)
 		return nil
 	}
 	return r.Pid
+}
+
+// errActivationRefused keys the refusal's log line (one outage, one key).
+var errActivationRefused = errors.New("activation refused: the owner does not hold the shard")
+
+func (l *lookup) logger() *slog.Logger {
+	if l.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l.log
 }
 
 func (l *lookup) RemovePid(ci *pcluster.ClusterIdentity, pid *actor.PID) {
@@ -114,6 +129,7 @@ func identityOf(key string) *pcluster.ClusterIdentity {
 // placement activates and tracks this node's grains.
 type placement struct {
 	c        *pcluster.Cluster
+	log      *slog.Logger
 	table    ownership.Table
 	stopping *atomic.Int32 // the member's; see stopped
 	actors   map[string]grainMeta
@@ -248,6 +264,13 @@ func (p *placement) activate(ctx actor.Context, ci *pcluster.ClusterIdentity) *p
 		return &pcluster.ActivationResponse{Pid: meta.pid}
 	}
 	if _, ok := p.table.Hold(ci.Identity); !ok {
+		if p.log != nil {
+			why := ""
+			if e, ok := p.table.(interface{ Why(string) string }); ok {
+				why = e.Why(ci.Identity)
+			}
+			p.log.Warn("grain activation refused: this node does not hold the shard", "identity", ci.Identity, "why", why, "error", errActivationRefused)
+		}
 		return &pcluster.ActivationResponse{Failed: true}
 	}
 	k := p.c.GetClusterKind(ci.Kind)

@@ -104,11 +104,17 @@ type Etcd struct {
 	holdRenewed  time.Time
 	holdBusy     atomic.Bool  // a hold renewal is under way
 	holdGone     atomic.Int64 // a hold lease renewHold found gone
-	floorRev     int64        // watch events at or below it are already in the table
-	nodes        map[string]bool
-	alive        map[clientv3.LeaseID]bool // hold leases whose live key exists
-	owners       []grant
-	releasing    map[int]bool // given up locally, key delete in flight
+	// floorRev is the revision of the last snapshot read applied
+	// (resync, re-attach): watch events at or below it are in the table.
+	// seenRev is the highest revision the table reflects (that snapshot
+	// or a watch event after it): a snapshot read below it is older than
+	// the table and is not applied (replaceLocked).
+	floorRev  int64
+	seenRev   int64
+	nodes     map[string]bool
+	alive     map[clientv3.LeaseID]bool // hold leases whose live key exists
+	owners    []grant
+	releasing map[int]bool // given up locally, key delete in flight
 	// After this node lost its lease, until graceUntil it takes only the
 	// shards it would own with graceNodes (the nodes registered then, and
 	// those whose keys went within a TTL before: departed) still
@@ -184,6 +190,17 @@ func (e *Etcd) Hold(identity string) (int64, bool) {
 	g := e.owners[s]
 	ok := e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && time.Now().Before(e.validUntil)
 	return g.epoch, ok
+}
+
+// Why describes the table's view of the identity's shard on this node
+// (a refused activation's log line).
+func (e *Etcd) Why(identity string) string {
+	s := ShardOf(identity, e.cfg.Shards)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	g := e.owners[s]
+	return fmt.Sprintf("shard %d owner %q epoch %d own-lease %v releasing %v serving %v nodes %d", s, g.owner, g.epoch,
+		g.lease == e.lease, e.releasing[s], time.Now().Before(e.validUntil), len(e.nodes))
 }
 
 // Granted reports whether the table names this node as the shard's
@@ -370,15 +387,26 @@ func (e *Etcd) resync() (int64, error) {
 	}
 	e.mu.Lock()
 	lost := e.replaceLocked(resp.Kvs, resp.Header.Revision)
+	// The watch goes on after what the table reflects.
+	rev := max(resp.Header.Revision, e.seenRev)
 	e.mu.Unlock()
 	e.lostUnreleased(lost)
 	e.sig.fire()
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // replaceLocked replaces the table with kvs, read at rev; it returns
 // this node's shards whose keys went or changed without its release.
+// A snapshot older than the table is dropped: the watch and a re-attach
+// (or a resync) race, and a re-attach's read that reached etcd before
+// another node re-attached, applied after the watch showed that node's
+// keys, would take the node out of the table for good (the watch does
+// not deliver an event twice): this node would then compute the
+// assignment without it and give up shards that nobody takes.
 func (e *Etcd) replaceLocked(kvs []*mvccpb.KeyValue, rev int64) (lost []int) {
+	if rev < e.seenRev {
+		return nil
+	}
 	before, nodesBefore := e.owners, e.nodes
 	e.nodes = map[string]bool{}
 	e.alive = map[clientv3.LeaseID]bool{}
@@ -396,7 +424,33 @@ func (e *Etcd) replaceLocked(kvs []*mvccpb.KeyValue, rev int64) (lost []int) {
 			lost = append(lost, s)
 		}
 	}
+	// A release whose key the snapshot shows gone (or no longer this
+	// node's) is over: its delete event is in no watch response now.
+	for s := range e.releasing {
+		if g := e.owners[s]; g.owner != e.self || g.lease != e.lease {
+			delete(e.releasing, s)
+		}
+	}
 	e.floorRev = max(e.floorRev, rev)
+	e.seenRev = max(e.seenRev, rev)
+	return lost
+}
+
+// applyEventsLocked applies one watch response's events that the table
+// does not reflect yet; it returns this node's shards whose keys went or
+// changed without its release.
+func (e *Etcd) applyEventsLocked(events []*clientv3.Event) (lost []int) {
+	for _, ev := range events {
+		if ev.Kv.ModRevision <= e.floorRev {
+			continue // a re-attach or resync read the table past it
+		}
+		if s, ok := e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete); ok {
+			lost = append(lost, s)
+		}
+		// Not floorRev: the other events of the same transaction have
+		// the same revision.
+		e.seenRev = max(e.seenRev, ev.Kv.ModRevision)
+	}
 	return lost
 }
 
@@ -482,16 +536,8 @@ func (e *Etcd) watch(rev int64) {
 				e.log.Warn("ownership watch interrupted; resyncing", "error", resp.Err())
 				break
 			}
-			var lost []int
 			e.mu.Lock()
-			for _, ev := range resp.Events {
-				if ev.Kv.ModRevision <= e.floorRev {
-					continue // a re-attach read the table past it
-				}
-				if s, ok := e.applyLocked(string(ev.Kv.Key), string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease), ev.Type == clientv3.EventTypeDelete); ok {
-					lost = append(lost, s)
-				}
-			}
+			lost := e.applyEventsLocked(resp.Events)
 			e.mu.Unlock()
 			e.lostUnreleased(lost)
 			rev = resp.Header.Revision
@@ -771,7 +817,10 @@ func (e *Etcd) reconcile() {
 		for n < len(orphans) && n < maxTxnOps-1 && orphans[n].grant.lease == orphans[0].grant.lease {
 			n++
 		}
-		if !e.takeOver(orphans[:n], lease) && n > 1 {
+		if ok, ownerLive := e.takeOver(orphans[:n], lease); !ok && !ownerLive && n > 1 {
+			// A key changed meanwhile: one by one. Not when the owner's
+			// live key is there (it re-attached, or this table has not
+			// seen it yet): every one would fail the same way.
 			for i := range orphans[:n] {
 				e.takeOver(orphans[i:i+1], lease)
 			}
@@ -791,8 +840,9 @@ type orphan struct {
 // liveness lease expired, so the owner stopped serving by its own clock
 // before; a node that re-attached in between keeps its shard), all in
 // one transaction, then acquires them under lease. It reports false if
-// a condition failed.
-func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
+// a condition failed, and then whether the first orphan's owner has its
+// live key (it is alive: nothing of it can be taken).
+func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) (ok, ownerLive bool) {
 	ctx, cancel := context.WithTimeout(e.ctx, opTimeout)
 	defer cancel()
 	var cmps []clientv3.Cmp
@@ -809,13 +859,14 @@ func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
 		dels[i] = clientv3.OpDelete(key)
 		shards[i] = o.shard
 	}
-	resp, err := e.client.Txn(ctx).If(cmps...).Then(dels...).Commit()
+	resp, err := e.client.Txn(ctx).If(cmps...).Then(dels...).Else(clientv3.OpGet(e.liveKey(orphans[0].grant.lease), clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		e.log.Warn("ownership takeover failed", "shards", len(orphans), "first", orphans[0].shard, "error", err)
-		return true // not a conflict: the next reconcile tries again
+		return true, false // not a conflict: the next reconcile tries again
 	}
 	if !resp.Succeeded {
-		return false
+		live := len(resp.Responses) > 0 && resp.Responses[0].GetResponseRange().GetCount() > 0
+		return false, live
 	}
 	e.log.Info("ownership took over shards of a node whose liveness went", "shards", len(orphans), "from", orphans[0].grant.owner)
 	for len(shards) > 0 && e.ctx.Err() == nil {
@@ -823,7 +874,7 @@ func (e *Etcd) takeOver(orphans []orphan, lease clientv3.LeaseID) bool {
 		e.acquire(shards[:n], lease)
 		shards = shards[n:]
 	}
-	return true
+	return true, false
 }
 
 // acquireBatch shards are created in one etcd transaction (etcd allows
@@ -862,6 +913,7 @@ func (e *Etcd) acquire(shards []int, lease clientv3.LeaseID) bool {
 	}
 	e.mu.Unlock()
 	e.sig.fire()
+	e.log.Info("ownership acquired shards", "shards", len(shards), "first", shards[0], "epoch", resp.Header.Revision)
 	return true
 }
 
@@ -879,6 +931,7 @@ func (e *Etcd) release(shards []int) {
 	onLost := e.onLost
 	e.mu.Unlock()
 	e.metrics.shardsLost(ReasonReassigned, len(shards))
+	e.log.Info("ownership releasing shards assigned elsewhere", "shards", len(shards), "first", shards[0])
 	if onLost != nil {
 		onLost(shards)
 	}
@@ -915,6 +968,9 @@ func (e *Etcd) deleteOwn(shards []int, grants []grant) bool {
 		}
 		e.mu.Unlock()
 		return true
+	}
+	if !resp.Succeeded {
+		e.log.Warn("ownership release: a shard key is not the grant this node holds", "shards", len(shards), "first", shards[0], "epoch", grants[0].epoch)
 	}
 	return resp.Succeeded
 }

@@ -255,13 +255,21 @@ func New(t testing.TB, o Options) *Cluster {
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(func() {
-		for _, n := range c.Nodes {
-			n.Kill()
-		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("---- %s log tail ----\n%s", n.ID, n.LogTail(40))
 			}
+			// A failed test's nodes then print every goroutine's stack
+			// into their logs (Go's SIGQUIT), kept below: what a stalled
+			// room waits for.
+			for _, n := range c.Nodes {
+				n.Dump(5 * time.Second)
+			}
+		}
+		for _, n := range c.Nodes {
+			n.Kill()
+		}
+		if t.Failed() {
 			// The whole logs outlive the test's temporary directory.
 			keep := filepath.Join(os.TempDir(), "roomcell-clustertest-failed",
 				fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().Unix()))
@@ -415,6 +423,20 @@ func (n *Node) Kill() {
 	n.signal(syscall.SIGCONT) // a stopped process cannot die until continued
 	n.signal(syscall.SIGKILL)
 	<-n.exited
+}
+
+// Dump makes a running node write every goroutine's stack to its log
+// and exit (Go's SIGQUIT), waiting up to d.
+func (n *Node) Dump(d time.Duration) {
+	if !n.Running() {
+		return
+	}
+	n.signal(syscall.SIGCONT)
+	n.signal(syscall.SIGQUIT)
+	select {
+	case <-n.exited:
+	case <-time.After(d):
+	}
 }
 
 // Term sends SIGTERM and waits up to d for the exit; it returns how long
