@@ -493,6 +493,14 @@ func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseI
 		if id, err := strconv.ParseInt(strings.TrimPrefix(rest, "live/"), 16, 64); err == nil {
 			if deleted {
 				delete(e.alive, clientv3.LeaseID(id))
+				if e.lease != 0 && clientv3.LeaseID(id) == e.lease {
+					// This node's liveness lease is gone (expired or
+					// revoked: an etcd leader resuming after an outage
+					// revokes it before it runs out on this node's
+					// clock), and the others may take its shards now:
+					// stop serving at once; the next renewal re-attaches.
+					e.validUntil = time.Time{}
+				}
 			} else {
 				e.alive[clientv3.LeaseID(id)] = true
 			}
@@ -753,7 +761,10 @@ func (e *Etcd) dropAll() {
 func (e *Etcd) reconcile() {
 	e.mu.RLock()
 	now := time.Now()
-	if e.lease == 0 || e.live == 0 || !now.Before(e.validUntil) {
+	if e.lease == 0 || e.live == 0 || !now.Before(e.validUntil) || !e.nodes[e.self] || !e.alive[e.lease] {
+		// Not serving, or the table shows this node's own liveness gone
+		// (it re-attaches at its next renewal): an assignment computed
+		// now would leave this node out and give up all its shards.
 		e.mu.RUnlock()
 		return
 	}

@@ -120,3 +120,55 @@ func shardRoomsOf(n, s int) []string {
 		}
 	}
 }
+
+// An etcd leader that resumes after an outage revokes the liveness
+// leases that ran out on its clock, the others' and this node's, while
+// this node still counts itself serving: the watch shows every node key
+// gone. This node stops serving at once (the others may take its shards
+// now) and computes no assignment until it re-attached: over the nodes
+// left it would give up every shard it holds (seen: two nodes of three
+// gave up all their shards after an etcd leader's 10 s pause, and their
+// rooms reloaded elsewhere).
+func TestEtcdOwnLivenessGoneReleasesNothing(t *testing.T) {
+	e := offlineTable("a", 8)
+	e.mu.Lock()
+	var kvs []*mvccpb.KeyValue
+	for i, n := range []string{"a", "b", "c"} {
+		hold := clientv3.LeaseID(100 + i)
+		kvs = append(kvs, kv("t/nodes/"+n, n, 10, 1), kv("t/live/"+strconv.FormatInt(int64(hold), 16), n, 10, 1))
+	}
+	want := Assign([]string{"a", "b", "c"}, 8)
+	for s, n := range want {
+		kvs = append(kvs, kv("t/shards/"+strconv.Itoa(s), n, 11, clientv3.LeaseID(100+int(n[0]-'a'))))
+	}
+	e.replaceLocked(kvs, 11)
+	e.live = 7
+	e.validUntil = time.Now().Add(time.Minute)
+	var released []int
+	e.onLost = func(s []int) { released = append(released, s...) }
+	// The revocation: every node key and live key goes.
+	var evs []*clientv3.Event
+	for i, n := range []string{"a", "b", "c"} {
+		evs = append(evs, del("t/nodes/"+n, 12), del("t/live/"+strconv.FormatInt(int64(100+i), 16), 12))
+	}
+	e.applyEventsLocked(evs)
+	e.mu.Unlock()
+	if e.Serving() {
+		t.Errorf("still serving after the table showed this node's liveness gone")
+	}
+	// Serving or not, the reconcile must not act on this table: force it.
+	e.mu.Lock()
+	e.validUntil = time.Now().Add(time.Minute)
+	e.mu.Unlock()
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Errorf("reconcile went to etcd over a table without this node: %v", p)
+			}
+		}()
+		e.reconcile()
+	}()
+	if len(released) != 0 {
+		t.Errorf("gave up %d shards over a table without this node; want 0", len(released))
+	}
+}
