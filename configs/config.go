@@ -34,6 +34,7 @@ type Config struct {
 	TRTC         TRTCConfig         `yaml:"trtc"`
 	Cluster      ClusterConfig      `yaml:"cluster"`
 	Presence     PresenceConfig     `yaml:"presence"`
+	Directory    DirectoryConfig    `yaml:"directory"`
 	Notice       NoticeConfig       `yaml:"notice"`
 	Retention    RetentionConfig    `yaml:"retention"`
 	Runtime      RuntimeConfig      `yaml:"runtime"`
@@ -122,6 +123,7 @@ func (c *Config) setDefaults() {
 	c.TRTC.setDefaults()
 	c.Cluster.setDefaults()
 	c.Presence.setDefaults()
+	c.Directory.setDefaults(c.Presence)
 	c.Notice.setDefaults()
 	c.Retention.setDefaults()
 	c.Runtime.setDefaults()
@@ -144,7 +146,7 @@ func (c Config) Validate() error {
 		c.MySQL.validate, c.Redis.validate, c.Room.validate,
 		func() error { return validateGifts(c.Gifts) },
 		c.Wallet.validate, c.OutboxWorker.Validate, c.TencentIM.validate, c.TRTC.validate,
-		c.Cluster.validate, c.Presence.Validate, c.Notice.validate,
+		c.Cluster.validate, c.Presence.Validate, func() error { return c.Directory.validate(c.Presence) }, c.Notice.validate,
 		func() error { return c.Wallet.TLS.validate("wallet.tls") },
 		c.Cluster.TLS.validate,
 		c.Retention.Validate, c.Runtime.validate, c.Watch.validate,

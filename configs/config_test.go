@@ -125,6 +125,9 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		{"redis:\n  tls:\n    enabled: true\n    key_file: k\n", "redis.tls"},
 		{"wallet:\n  tls:\n    server_name: w\n", "wallet.tls.enabled"},
 		{"runtime:\n  gc_heap_floor_mb: -1\n", "runtime.gc_heap_floor_mb"},
+		{"directory:\n  room_ttl: 30s\n", "directory.room_ttl"},
+		{"presence:\n  refresh_interval: 1m\ndirectory:\n  room_ttl: 60s\n", "directory.room_ttl"},
+		{"directory:\n  presence_ttl: 59s\n", "directory.presence_ttl"},
 		{"runtime:\n  gc_heap_floor_mb: 268435456\n", "runtime.gc_heap_floor_mb"},
 	}
 	for _, tc := range cases {
@@ -225,5 +228,26 @@ func TestPresenceSources(t *testing.T) {
 		if c.Presence.Source != want.source || c.Presence.On() != want.worker {
 			t.Errorf("%q: source %q worker %v, want %+v", yaml, c.Presence.Source, c.Presence.On(), want)
 		}
+	}
+}
+
+// The directory's TTLs follow the presence block unless set: a file that
+// lengthens presence.stale_after or presence.refresh_interval lengthens
+// them too; a value set is kept.
+func TestDirectoryTTLsFollowPresence(t *testing.T) {
+	c, err := Parse([]byte("presence:\n  stale_after: 24h\n  refresh_interval: 1m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Directory; d.PresenceTTL != 24*time.Hour || d.RoomTTL != 3*time.Minute || d.Timeout != 2*time.Second ||
+		d.MaxBacklog != 1000 || d.ListingGap != 250*time.Millisecond {
+		t.Fatalf("directory defaults %+v", d)
+	}
+	c, err = Parse([]byte("directory:\n  presence_ttl: 10m\n  room_ttl: 2m\n  listing_gap: 1s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Directory; d.PresenceTTL != 10*time.Minute || d.RoomTTL != 2*time.Minute || d.ListingGap != time.Second {
+		t.Fatalf("directory values set in the file: %+v", d)
 	}
 }

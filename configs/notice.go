@@ -174,15 +174,6 @@ func (c *MQConfig) setDefaults() {
 	}
 }
 
-// Normalized returns c with its defaults applied and validated.
-func (c MQConfig) Normalized() (MQConfig, error) {
-	c.setDefaults()
-	if err := c.validate(); err != nil {
-		return MQConfig{}, err
-	}
-	return c, nil
-}
-
 func (c MQConfig) validate() error {
 	if err := c.TLS.validate("notice.mq.tls"); err != nil {
 		return err

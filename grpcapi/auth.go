@@ -203,37 +203,14 @@ func (a *tokenAuth) check(ctx context.Context, need Class) error {
 	return refusal(need, a.callerClass(ctx))
 }
 
-type callerClassKey struct{}
-
-// CallerClass is the class the caller's token opened, as the auth
-// interceptor found it; ok false on a server without tokens (every call
-// open, nobody identified).
+// CallerClass is the class the caller's token opened, as the gate found
+// it; ok false on a server without tokens (every call open, nobody
+// identified) and for a public method.
 func CallerClass(ctx context.Context) (c Class, ok bool) {
-	c, ok = ctx.Value(callerClassKey{}).(Class)
-	return c, ok
-}
-
-func (a *tokenAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	need := RequestClass(info.FullMethod, req)
-	if need == ClassPublic {
-		return handler(ctx, req)
+	if k := callOf(ctx); k != nil && k.classSet {
+		return k.class, true
 	}
-	have := a.callerClass(ctx)
-	if err := refusal(need, have); err != nil {
-		return nil, err
-	}
-	// The handler may narrow what a client sees (ListRooms' unlisted
-	// rooms) by who asks.
-	return handler(context.WithValue(ctx, callerClassKey{}, have), req)
-}
-
-// Streams are checked by method alone: WatchRoom's class does not depend
-// on its request.
-func (a *tokenAuth) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := a.check(ss.Context(), MethodClass(info.FullMethod)); err != nil {
-		return err
-	}
-	return handler(srv, ss)
+	return ClassNone, false
 }
 
 // UnclassifiedMethods lists the methods registered on srv that have no

@@ -209,7 +209,7 @@ func TestOperatorTokensOnlyClosesClientMethods(t *testing.T) {
 func TestUnclassifiedMethodIsRefused(t *testing.T) {
 	a := newTokenAuth([]string{clientTok}, []string{operatorTok})
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+operatorTok))
-	_, err := a.unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/roomcell.v1.New/Thing"}, func(context.Context, any) (any, error) {
+	_, err := gate{a}.unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/roomcell.v1.New/Thing"}, func(context.Context, any) (any, error) {
 		t.Fatal("handler ran for an unclassified method")
 		return nil, nil
 	})

@@ -1,8 +1,6 @@
 package grpcapi
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -16,7 +14,7 @@ import (
 // handler runs, so a garbage body or invalid UTF-8 in a wallet or admin
 // request would answer "a bug on our side". badBodyCodec instead decodes
 // such a body as an empty message carrying the decode error in an unknown
-// field that no roomcell message uses, and the badBody interceptor (after
+// field that no roomcell message uses, and the gate interceptor (after
 // auth, so an anonymous caller still learns nothing) answers
 // InvalidArgument for it. One place, every service.
 
@@ -68,17 +66,6 @@ func badBodyError(req any) error {
 		b = b[n+vn:]
 	}
 	return nil
-}
-
-func badBodyUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := badBodyError(req); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
-func badBodyStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	return handler(srv, badBodyServerStream{ss})
 }
 
 type badBodyServerStream struct{ grpc.ServerStream }

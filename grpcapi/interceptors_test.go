@@ -147,7 +147,7 @@ func TestStreamInterceptors(t *testing.T) {
 	ss := &fakeStream{ctx: ctx}
 
 	var seen string
-	err := requestIDStream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
+	err := edge{discardLogger()}.stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
 		seen = RequestIDFrom(s.Context())
 		return nil
 	})
@@ -166,10 +166,10 @@ func TestStreamInterceptors(t *testing.T) {
 	// a public one passes without.
 	a := newTokenAuth(nil, []string{"tok"})
 	authed := &fakeStream{ctx: metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok"))}
-	err = a.stream(nil, authed, info, func(any, grpc.ServerStream) error { return nil })
+	err = gate{a}.stream(nil, authed, info, func(any, grpc.ServerStream) error { return nil })
 	assertCode(t, err, codes.PermissionDenied)
 	watch := &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}
-	if err := a.stream(nil, ss, watch, func(any, grpc.ServerStream) error { return nil }); err != nil {
+	if err := (gate{a}).stream(nil, ss, watch, func(any, grpc.ServerStream) error { return nil }); err != nil {
 		t.Fatalf("public stream without token: %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/room"
@@ -27,24 +26,17 @@ const UserIDHeader = "x-user-id"
 // code RATE_LIMITED and a google.rpc.RetryInfo saying when to retry.
 func (s *RoomServer) SetLimiter(l *ratelimit.Limiter) { s.limiter = l }
 
-// limit takes a token for rc: a command's from its user's share and its
+// limit takes a token for p: a command's from its user's share and its
 // app's bucket, a read's from its caller's (callerOf).
-func (s *RoomServer) limit(ctx context.Context, rc *roomcellv1.RoomCommand) (ratelimit.Token, error) {
+func (s *RoomServer) limit(ctx context.Context, p room.ClientCommand) (ratelimit.Token, error) {
 	if s.limiter == nil {
 		return ratelimit.Token{}, nil
 	}
-	req := room.Request(rc)
-	typ := strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
-	var user string
-	if u, ok := req.(interface{ GetUserId() string }); ok {
-		user = u.GetUserId()
-	}
-	class := rateClass(typ)
-	if user == "" || class == ratelimit.ClassRead {
+	user := p.UserID
+	if user == "" || p.Rate == ratelimit.ClassRead {
 		user = callerOf(ctx)
 	}
-	app, _ := room.KeyOf(rc)
-	tok, r, ok := s.limiter.Take(app, user, class)
+	tok, r, ok := s.limiter.Take(p.AppCode, user, p.Rate)
 	if ok {
 		return tok, nil
 	}
@@ -62,8 +54,9 @@ func (s *RoomServer) allow(ctx context.Context, app, user, typ string) error {
 	return nil
 }
 
-// rateClass is the rate class of a call: a read's, or its command's row
-// in room's command table.
+// rateClass is the rate class of a call the directory answers (ListRooms)
+// or of a room command's type: a read's, or its row in room's command
+// table.
 func rateClass(typ string) string {
 	if ratelimit.IsRead(typ) {
 		return ratelimit.ClassRead

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
@@ -243,6 +244,52 @@ func TestRateClasses(t *testing.T) {
 	for _, cmd := range room.CommandTypes() {
 		if _, ok := classes[rateClass(cmd)]; !ok {
 			t.Errorf("%s's rate class %q is no bucket of rate_limits", cmd, rateClass(cmd))
+		}
+	}
+}
+
+// The edge reads a room command once (room.ParseClientCommand): for every
+// request of the grain protocol, that one read names the same rate class
+// the edge's per-RPC table does, a bucket of rate_limits, and the room and
+// user the request carries.
+func TestParseOnceNamesTheRateClassAndKey(t *testing.T) {
+	classes := configs.DefaultRateLimits().Classes()
+	if room.RateRead != ratelimit.ClassRead {
+		t.Fatalf("room.RateRead %q, ratelimit.ClassRead %q: one bucket, two names", room.RateRead, ratelimit.ClassRead)
+	}
+	oneof := (&roomcellv1.RoomCommand{}).ProtoReflect().Descriptor().Oneofs().ByName("command").Fields()
+	for i := range oneof.Len() {
+		fd := oneof.Get(i)
+		rc := &roomcellv1.RoomCommand{}
+		req := rc.ProtoReflect().NewField(fd).Message()
+		fields := req.Descriptor().Fields()
+		for _, f := range []struct{ name, v string }{{"app_code", "app-1"}, {"room_id", "room-1"}, {"user_id", "user-1"}} {
+			if d := fields.ByName(protoreflect.Name(f.name)); d != nil {
+				req.Set(d, protoreflect.ValueOfString(f.v))
+			}
+		}
+		rc.ProtoReflect().Set(fd, protoreflect.ValueOfMessage(req))
+		p, _ := room.ParseClientCommand(rc) // the fields it checks are beside the point here
+		typ := string(req.Descriptor().Name())[:len(req.Descriptor().Name())-len("Request")]
+		if p.Type != typ {
+			t.Errorf("%s: type %q, want %q", fd.Name(), p.Type, typ)
+		}
+		if want := rateClass(typ); p.Rate != want {
+			t.Errorf("%s: parsed rate class %q, the edge's table says %q", typ, p.Rate, want)
+		}
+		if _, ok := classes[p.Rate]; !ok {
+			t.Errorf("%s: rate class %q is no bucket of rate_limits", typ, p.Rate)
+		}
+		if app, r := room.KeyOf(rc); p.AppCode != app || p.RoomID != r || app != "app-1" || r != "room-1" {
+			t.Errorf("%s: parsed key %s/%s, KeyOf %s/%s", typ, p.AppCode, p.RoomID, app, r)
+		}
+		if wantUser := fields.ByName("user_id") != nil; (p.UserID == "user-1") != wantUser {
+			t.Errorf("%s: parsed user %q (has user_id: %v)", typ, p.UserID, wantUser)
+		}
+	}
+	for typ, want := range map[string]string{"GetRoom": "read", "ListBans": "read", "ListContributors": "read", "GetJoinTicket": "command"} {
+		if got := room.RateClassOf(typ); got != want {
+			t.Errorf("RateClassOf(%s) = %s, want %s", typ, got, want)
 		}
 	}
 }

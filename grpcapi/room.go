@@ -117,15 +117,18 @@ func (s *RoomServer) invalid(ctx context.Context, err error) error { return toSt
 
 // command checks a client's command with the room's own rules, fills in
 // the request id and runs it.
+// The command is read once (room.ParseClientCommand): its checks, the
+// room it addresses, its user and its rate class come from that one read.
 func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
-	if err := room.CheckClientCommand(rc); err != nil {
+	p, err := room.ParseClientCommand(rc)
+	if err != nil {
 		return nil, s.invalid(ctx, err)
 	}
-	tok, err := s.limit(ctx, rc)
+	tok, err := s.limit(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	setRequestID(ctx, room.Request(rc))
+	setRequestID(ctx, p.Request)
 	reply, err := s.execute(ctx, rc)
 	if err == nil && reply.GetDuplicate() {
 		// An answered command_id again: the room wrote nothing, so the
@@ -135,11 +138,15 @@ func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*
 	return reply, err
 }
 
-// setRequestID fills the request_id field every room request has.
+// setRequestID fills the request_id field every room request has, when
+// the caller left it empty (read through the getter: no reflection for a
+// request that carries its own).
 func setRequestID(ctx context.Context, req proto.Message) {
+	if r, ok := req.(interface{ GetRequestId() string }); ok && r.GetRequestId() != "" {
+		return
+	}
 	m := req.ProtoReflect()
-	fd := m.Descriptor().Fields().ByName("request_id")
-	m.Set(fd, protoreflect.ValueOfString(requestIDFor(ctx, m.Get(fd).String())))
+	m.Set(m.Descriptor().Fields().ByName("request_id"), protoreflect.ValueOfString(requestIDFor(ctx, "")))
 }
 
 func (s *RoomServer) CreateRoom(ctx context.Context, r *roomcellv1.CreateRoomRequest) (*roomcellv1.CommandReply, error) {

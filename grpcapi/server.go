@@ -116,28 +116,40 @@ func (c ConnOptions) serverOptions() []grpc.ServerOption {
 }
 
 // interceptors are the server's unary and stream interceptors, outermost
-// first. Order matters: the request id comes first so every later step
-// logs it; the metrics come next; recovery sits below the access log so a panic is logged as the
-// Internal it answered. Auth runs before the bad-body check so a caller
-// without a token learns nothing, not even whether its body parsed.
+// first, one pass each: the edge (request id, access log), the RPC
+// metrics and the panic recovery of go-grpc-middleware, the gate (auth,
+// then the bad-body check). The request id comes first so every later
+// step logs it; the metrics sit above recovery, so a panic counts as the
+// Internal it answered, and above the gate, so refused calls count as
+// Unauthenticated; recovery sits below the access log so a panic is
+// logged as the Internal it answered. Auth runs before the bad-body check
+// so a caller without a token learns nothing, not even whether its body
+// parsed.
+//
+// The access log and auth stay ours rather than go-grpc-middleware's
+// logging and auth: its logging interceptor builds its fields (peer
+// address, formatted start time and deadline, a context value) on every
+// call before the logger's level is asked, where ours costs a call nothing
+// with debug off, and it names the fields grpc.*, not the method, code,
+// duration and request_id our lines carry; its auth function sees the
+// context only, not the request, which a free VIP grant's class depends on
+// (RequestClass).
 func interceptors(o Options, log *slog.Logger) ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor) {
-	unary := []grpc.UnaryServerInterceptor{requestIDUnary}
-	stream := []grpc.StreamServerInterceptor{requestIDStream}
+	e := edge{log: log}
+	unary := []grpc.UnaryServerInterceptor{e.unary}
+	stream := []grpc.StreamServerInterceptor{e.stream}
 	if o.Metrics != nil {
-		// Above recovery, so a panic counts as the Internal it answered;
-		// above auth, so refused calls count as Unauthenticated.
 		unary = append(unary, o.Metrics.UnaryServerInterceptor())
 		stream = append(stream, o.Metrics.StreamServerInterceptor())
 	}
 	recoverUnary, recoverStream := recovery(log)
-	unary = append(unary, accessLogUnary(log), recoverUnary)
-	stream = append(stream, accessLogStream(log), recoverStream)
+	unary = append(unary, recoverUnary)
+	stream = append(stream, recoverStream)
+	var d gate
 	if len(o.ClientTokens)+len(o.OperatorTokens) > 0 {
-		a := newTokenAuth(o.ClientTokens, o.OperatorTokens)
-		unary = append(unary, a.unary)
-		stream = append(stream, a.stream)
+		d.auth = newTokenAuth(o.ClientTokens, o.OperatorTokens)
 	}
-	return append(unary, badBodyUnary), append(stream, badBodyStream)
+	return append(unary, d.unary), append(stream, d.stream)
 }
 
 // NewServer returns a gRPC server with the interceptors, health and

@@ -169,12 +169,26 @@ const (
 	RateGift       = "gift"
 	RateModeration = "moderation"
 	RateCommand    = "command"
+	// RateRead: the room's reads (queries), so a client polling a room
+	// spends no command's token.
+	RateRead = "read"
 )
 
-// RateClassOf returns the rate class of a command type, RateCommand for
-// a row that names none (or a type that is not a command).
+// queries are the requests of the grain protocol a room answers without
+// deciding anything, by their rate class: the reads, and the join ticket
+// (a step of a join, charged as a command).
+var queries = map[string]string{
+	"GetRoom": RateRead, "ListBans": RateRead, "ListContributors": RateRead,
+	"GetJoinTicket": RateCommand,
+}
+
+// RateClassOf returns the rate class of a command type or query,
+// RateCommand for a row that names none (or a type that is neither).
 func RateClassOf(cmdType string) string {
 	if r := commands[cmdType].rate; r != "" {
+		return r
+	}
+	if r, ok := queries[cmdType]; ok {
 		return r
 	}
 	return RateCommand

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,8 +75,11 @@ type LikeRef struct{ UserID, Receipt string }
 // LikeIDs indexes the room's receipts by LikeID: a command_id that named
 // a like of one user is refused for another user's like or another
 // command (the grain asks; the receipts are kept per user).
-func LikeIDs(s State) map[string]LikeRef {
-	rs := s.x().LikeReceipts
+func LikeIDs(s State) map[string]LikeRef { return LikeIDsIn(s.x().LikeReceipts) }
+
+// LikeIDsIn is LikeIDs of a state's receipts map (never changed in place:
+// each window's row replaces it, so it may be read on another goroutine).
+func LikeIDsIn(rs map[string]LikeReceipts) map[string]LikeRef {
 	n := 0
 	for _, r := range rs {
 		n += len(r.IDs)
@@ -90,6 +92,13 @@ func LikeIDs(s State) map[string]LikeRef {
 		}
 	}
 	return idx
+}
+
+// LikeHeld reports whether the room still holds ref's receipt (receipts
+// are forgotten after LikeReceiptMs, and past a user's newest
+// MaxLikeReceipts).
+func LikeHeld(s State, ref LikeRef) bool {
+	return slices.Contains(s.x().LikeReceipts[ref.UserID].IDs, ref.Receipt)
 }
 
 // LikeConflict reports whether c may not be counted under its command_id
@@ -111,8 +120,12 @@ func checkLike(c Command) error {
 
 // decideLikeRoom decides one like alone: a window of one.
 func decideLikeRoom(s State, c Command) ([]Event, error) {
-	evs, out := decideLikes(s, []Command{c}, c.NowMs, []error{nil})
-	return evs, out[0].Err
+	w := NewLikeWindow()
+	if out, _ := w.add(s, c); out.Err != nil {
+		return nil, out.Err
+	}
+	evs, refused := w.Close(s, c.NowMs)
+	return evs, refused[c.UserID]
 }
 
 // CheckLike is the rules one like must pass, without counting it (nor
@@ -155,12 +168,16 @@ type LikeOutcome struct {
 // ok with a nil error. A like under the same command_id with another
 // count is errclass.Exists: an id names one request.
 func LikeRecorded(s State, c Command) (ok bool, err error) {
+	id := LikeID(c.CommandID)
+	return recordedAs(s, c, id, id+":"+strconv.FormatInt(c.LikeCount, 10))
+}
+
+// recordedAs is LikeRecorded of c, whose LikeID and receipt are given.
+func recordedAs(s State, c Command, id, want string) (ok bool, err error) {
 	r, found := s.x().LikeReceipts[c.UserID]
 	if !found {
 		return false, nil
 	}
-	want := likeReceipt(c.CommandID, c.LikeCount)
-	id, _, _ := strings.Cut(want, ":")
 	for _, have := range r.IDs {
 		if have == want {
 			return true, nil
@@ -176,79 +193,147 @@ func LikeRecorded(s State, c Command) (ok bool, err error) {
 // the events of the likes it counts (none when it counts none) and an
 // outcome per command. Each like passes the rules LikeRoom alone passes
 // (the room open, the user a member and not banned); a retry of a like
-// counted before, in an earlier window or this one, counts nothing.
+// counted before, in an earlier window or this one, counts nothing. It
+// is a LikeWindow given every like at nowMs, then closed.
 func DecideLikes(s State, cmds []Command, nowMs int64) ([]Event, []LikeOutcome) {
-	invalid := make([]error, len(cmds))
+	w := NewLikeWindow()
+	out := make([]LikeOutcome, len(cmds))
 	for i, c := range cmds {
-		if _, err := validate(c); err != nil {
-			invalid[i] = err
-		} else if c.Type != CmdLikeRoom {
-			invalid[i] = errclass.Invalidf("%s is not a LikeRoom", c.Type)
+		c.NowMs = nowMs
+		out[i], _ = w.Add(s, c)
+	}
+	evs, refused := w.Close(s, nowMs)
+	for i, c := range cmds {
+		if err := refused[c.UserID]; err != nil && out[i].Err == nil {
+			out[i] = LikeOutcome{Err: err}
 		}
 	}
-	return decideLikes(s, cmds, nowMs, invalid)
+	return evs, out
 }
 
-// decideLikes is DecideLikes after validation: invalid[i] is cmds[i]'s
-// validation error, if any.
-func decideLikes(s State, cmds []Command, nowMs int64, invalid []error) ([]Event, []LikeOutcome) {
-	out := make([]LikeOutcome, len(cmds))
-	byUser := map[string]int64{}
-	receipts := map[string][]string{}
-	seen := map[string]LikeRef{} // LikeID → the like counted under it in this window
-	var count int64
-	for i, c := range cmds {
-		if invalid[i] != nil {
-			out[i].Err = invalid[i]
-			continue
+// LikeWindow is a window of likes decided as they arrive (Add), so that
+// closing it (Close) costs the window's likers, not its likes: a room
+// liked thousands of times a second closes a window in well under a
+// millisecond, and the commands queued behind it are not held up.
+type LikeWindow struct {
+	users map[string]*windowLiker
+	seen  map[string]LikeRef // LikeID → the like counted under it here
+	count int64
+}
+
+// windowLiker is one user's likes in a window, receipts in arrival order.
+type windowLiker struct {
+	count    int64
+	receipts []string
+}
+
+// NewLikeWindow is an empty window.
+func NewLikeWindow() *LikeWindow {
+	return &LikeWindow{users: map[string]*windowLiker{}, seen: map[string]LikeRef{}}
+}
+
+// Count is the likes the window counts so far.
+func (w *LikeWindow) Count() int64 { return w.count }
+
+// Refs is the window's likes by LikeID. It is the window's own: read it,
+// never change it.
+func (w *LikeWindow) Refs() map[string]LikeRef { return w.seen }
+
+// Ref is the like counted in the window under a LikeID, if any.
+func (w *LikeWindow) Ref(id string) (LikeRef, bool) {
+	ref, ok := w.seen[id]
+	return ref, ok
+}
+
+// Add decides c against s at c.NowMs and the likes added before it:
+// refused (Err), a retry of a like counted before (Recorded; inWindow
+// when it was counted in this window, so it is answered with it), or
+// counted in the window (the zero outcome). Close assumes s's receipts
+// are the ones the window's likes were added against: only a window's
+// own row changes them.
+func (w *LikeWindow) Add(s State, c Command) (out LikeOutcome, inWindow bool) {
+	if _, err := validate(c); err != nil {
+		return LikeOutcome{Err: err}, false
+	}
+	if c.Type != CmdLikeRoom {
+		return LikeOutcome{Err: errclass.Invalidf("%s is not a LikeRoom", c.Type)}, false
+	}
+	return w.add(s, c)
+}
+
+// add is Add of a valid LikeRoom.
+func (w *LikeWindow) add(s State, c Command) (out LikeOutcome, inWindow bool) {
+	if !s.Exists || s.Status == StatusClosed {
+		return LikeOutcome{Err: likeRefused(s, c, c.NowMs)}, false
+	}
+	id := LikeID(c.CommandID)
+	receipt := id + ":" + strconv.FormatInt(c.LikeCount, 10)
+	rec, err := recordedAs(s, c, id, receipt)
+	switch {
+	case err != nil:
+		return LikeOutcome{Err: err}, false
+	case rec:
+		return LikeOutcome{Recorded: true}, false
+	}
+	if prev, ok := w.seen[id]; ok {
+		if err := LikeConflict(c, prev); err != nil {
+			return LikeOutcome{Err: err}, false
 		}
-		if !s.Exists || s.Status == StatusClosed {
-			out[i].Err = likeRefused(s, c, nowMs)
-			continue
-		}
-		rec, err := LikeRecorded(s, c)
-		if err == nil && !rec {
-			if prev, ok := seen[LikeID(c.CommandID)]; ok {
-				if err = LikeConflict(c, prev); err == nil {
-					rec = true
-				}
+		return LikeOutcome{Recorded: true}, true
+	}
+	if err := likeRefused(s, c, c.NowMs); err != nil {
+		return LikeOutcome{Err: err}, false
+	}
+	w.seen[id] = LikeRef{UserID: c.UserID, Receipt: receipt}
+	u := w.users[c.UserID]
+	if u == nil {
+		u = &windowLiker{}
+		w.users[c.UserID] = u
+	}
+	u.count += c.LikeCount
+	u.receipts = append(u.receipts, receipt)
+	w.count += c.LikeCount
+	return LikeOutcome{}, false
+}
+
+// Close ends the window against s at nowMs: the events of its likes
+// (none when it counts none), and the users whose likes it refuses now
+// (they left, were banned, or the room closed since they liked). The
+// window is not used after.
+func (w *LikeWindow) Close(s State, nowMs int64) ([]Event, map[string]error) {
+	var refused map[string]error
+	count := w.count
+	users := make([]string, 0, len(w.users))
+	for u, l := range w.users {
+		if err := likeRefused(s, Command{UserID: u}, nowMs); err != nil {
+			if refused == nil {
+				refused = map[string]error{}
 			}
-		}
-		switch {
-		case err != nil:
-			out[i].Err = err
-			continue
-		case rec:
-			out[i].Recorded = true
+			refused[u] = err
+			count -= l.count
 			continue
 		}
-		if err := likeRefused(s, c, nowMs); err != nil {
-			out[i].Err = err
-			continue
-		}
-		r := likeReceipt(c.CommandID, c.LikeCount)
-		seen[LikeID(c.CommandID)] = LikeRef{UserID: c.UserID, Receipt: r}
-		byUser[c.UserID] += c.LikeCount
-		receipts[c.UserID] = append(receipts[c.UserID], r)
-		count += c.LikeCount
+		users = append(users, u)
 	}
 	if count == 0 {
-		return nil, out
+		return nil, refused
 	}
-	users := slices.SortedFunc(maps.Keys(byUser), func(a, b string) int {
+	slices.SortFunc(users, func(a, b string) int {
 		// Most likes first; equal counts by user id, so the event is the
 		// same whatever order the window's likes came in.
-		return cmp.Or(cmp.Compare(byUser[b], byUser[a]), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(w.users[b].count, w.users[a].count), cmp.Compare(a, b))
 	})
-	liked := RoomLiked{Count: count, Total: s.Likes() + count, Likers: len(users)}
+	liked := RoomLiked{Count: count, Total: s.Likes() + count, Likers: len(users), Others: count}
 	for _, u := range users[:min(len(users), MaxLikeUsers)] {
-		liked.Users = append(liked.Users, LikeUser{UserID: u, Count: byUser[u]})
+		n := w.users[u].count
+		liked.Users = append(liked.Users, LikeUser{UserID: u, Count: n})
+		liked.Others -= n
 	}
-	liked.Others = count
-	for _, u := range liked.Users {
-		liked.Others -= u.Count
+	receipts := make(map[string][]string, len(users))
+	for _, u := range users {
+		receipts[u] = w.users[u].receipts
 	}
-	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: receipts}}, out
+	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: receipts}}, refused
 }
 
 // RoomLiked: a window's likes. Count is the window's, Total the room's

@@ -150,3 +150,67 @@ func TestLikeReceiptsBounded(t *testing.T) {
 		t.Fatalf("forgetting receipts changed the total: %d", later.Likes())
 	}
 }
+
+// A window decided as its likes arrive: each like is decided against the
+// room when it comes (what the grain answers at once), and its end
+// against the room then. A liker who left or was banned meanwhile has
+// all their likes refused, in-window retries too; the others are counted
+// as DecideLikes counts the same likes.
+func TestLikeWindowDecidedAsLikesArrive(t *testing.T) {
+	s := given(t, aRoom...)
+	w := room.NewLikeWindow()
+	adds := []room.Command{
+		like("alice", 2, commandID("a-1"), at(t0+10)),
+		like("bob", 5, commandID("b-1"), at(t0+20)),
+		like("alice", 2, commandID("a-1"), at(t0+30)), // retry in the window
+		like("bob", 1, commandID("b-2"), at(t0+40)),
+		like("admin", 3, commandID("b-1"), at(t0+50)), // bob's id
+		like("carol", 1, commandID("c-1"), at(t0+60)), // not a member
+	}
+	type res struct {
+		out      room.LikeOutcome
+		inWindow bool
+	}
+	var got []res
+	for _, c := range adds {
+		out, in := w.Add(s, c)
+		got = append(got, res{out, in})
+	}
+	if got[0] != (res{}) || got[1] != (res{}) || got[3] != (res{}) || !got[2].out.Recorded || !got[2].inWindow {
+		t.Fatalf("outcomes %+v", got)
+	}
+	if !errors.Is(got[4].out.Err, errclass.Exists) || !errors.Is(got[5].out.Err, room.ErrNotMember) || w.Count() != 8 {
+		t.Fatalf("refusals %+v %+v, count %d", got[4], got[5], w.Count())
+	}
+	// bob leaves before the window ends: his likes are refused then.
+	later := given(t, then(aRoom, leave("bob", at(t0+100)))...)
+	evs, refused := w.Close(later, t0+500)
+	if !errors.Is(refused["bob"], room.ErrNotMember) || len(refused) != 1 {
+		t.Fatalf("refused at the end: %v", refused)
+	}
+	want := []room.Event{liked(2, 2, room.LikeUser{UserID: "alice", Count: 2}),
+		room.RoomLikeReceipts{AtMs: t0 + 500, Users: map[string][]string{"alice": {room.LikeReceiptFor("a-1", 2)}}}}
+	if !reflect.DeepEqual(evs, want) {
+		t.Fatalf("events\n%+v\nwant\n%+v", evs, want)
+	}
+	// Nobody left: the same likes close as DecideLikes decides them.
+	w2 := room.NewLikeWindow()
+	for _, c := range adds {
+		w2.Add(s, c)
+	}
+	evs2, refused2 := w2.Close(s, t0+500)
+	evs3, _ := room.DecideLikes(s, adds, t0+500)
+	if refused2 != nil || !reflect.DeepEqual(evs2, evs3) || evs2[0].(room.RoomLiked).Count != 8 {
+		t.Fatalf("window %+v (refused %v), DecideLikes %+v", evs2, refused2, evs3)
+	}
+	// A room closed meanwhile refuses the window.
+	closed := given(t, then(aRoom, closeRoom("owner", at(t0+100)))...)
+	if evs, refused := room.NewLikeWindow().Close(closed, t0+500); evs != nil || refused != nil {
+		t.Fatalf("empty window: %+v %v", evs, refused)
+	}
+	w3 := room.NewLikeWindow()
+	w3.Add(s, adds[0])
+	if evs, refused := w3.Close(closed, t0+500); evs != nil || !errors.Is(refused["alice"], room.ErrRoomClosed) {
+		t.Fatalf("closed room: %+v %v", evs, refused)
+	}
+}

@@ -36,11 +36,24 @@ func Request(rc *v1.RoomCommand) proto.Message {
 // request type the command table does not know. The header is read here
 // for every type; the table's fill reads the rest.
 func CommandFromProto(rc *v1.RoomCommand, nowMs int64) (Command, bool) {
-	req, ok := Request(rc).(header)
+	req := Request(rc)
+	if req == nil {
+		return Command{}, false
+	}
+	return commandFrom(req, typeOf(req), nowMs)
+}
+
+// typeOf is the command type (or query name) of a request: its message's
+// name without "Request".
+func typeOf(req proto.Message) string {
+	return strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
+}
+
+func commandFrom(m proto.Message, typ string, nowMs int64) (Command, bool) {
+	req, ok := m.(header)
 	if !ok {
 		return Command{}, false
 	}
-	typ := strings.TrimSuffix(string(req.ProtoReflect().Descriptor().Name()), "Request")
 	k, ok := commands[typ]
 	if !ok {
 		return Command{}, false
@@ -67,6 +80,43 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 	return a.GetAppCode(), a.GetRoomId()
 }
 
+// ClientCommand is a client's request to a room as the edge needs it,
+// read once (ParseClientCommand): the request, its type, the room it
+// addresses, its user and its rate class from the command table.
+type ClientCommand struct {
+	// Type is the command type, or the query's name (GetRoom, ListBans,
+	// ListContributors, GetJoinTicket).
+	Type    string
+	Request proto.Message
+	AppCode string
+	RoomID  string
+	// UserID is the acting user; "" for a query that names none.
+	UserID string
+	// Rate is the rate class (RateClassOf).
+	Rate string
+}
+
+// ParseClientCommand reads a command from a client once and checks it as
+// CheckClientCommand does.
+func ParseClientCommand(rc *v1.RoomCommand) (ClientCommand, error) {
+	req := Request(rc)
+	if req == nil {
+		return ClientCommand{}, errclass.Invalidf("empty or unknown command")
+	}
+	typ := typeOf(req)
+	p := ClientCommand{Type: typ, Request: req, Rate: RateClassOf(typ)}
+	if a, ok := req.(interface {
+		GetAppCode() string
+		GetRoomId() string
+	}); ok {
+		p.AppCode, p.RoomID = a.GetAppCode(), a.GetRoomId()
+	}
+	if u, ok := req.(interface{ GetUserId() string }); ok {
+		p.UserID = u.GetUserId()
+	}
+	return p, checkClient(req, typ)
+}
+
 // CheckClientCommand checks a command from a client before it is sent to
 // its room: the same checks Decide makes before it looks at the room (one
 // implementation, validate), plus the rules only clients must pass (the
@@ -74,27 +124,27 @@ func KeyOf(rc *v1.RoomCommand) (appCode, roomID string) {
 // through the internal path, which does not call this). Every error is
 // errclass.Invalid naming the field.
 func CheckClientCommand(rc *v1.RoomCommand) error {
-	if j, ok := rc.GetCommand().(*v1.RoomCommand_GetJoinTicket); ok {
-		r := j.GetJoinTicket
+	_, err := ParseClientCommand(rc)
+	return err
+}
+
+func checkClient(req proto.Message, typ string) error {
+	switch r := req.(type) {
+	case *v1.GetJoinTicketRequest:
 		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
 			return err
 		}
 		return checkID("user_id", r.GetUserId())
-	}
-	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListContributors); ok {
-		_, err := ParseContributors(l.ListContributors)
+	case *v1.ListContributorsRequest:
+		_, err := ParseContributors(r)
 		return err
-	}
-	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
-		r := l.ListBans
+	case *v1.ListBansRequest:
 		if err := checkQueryIDs(r.GetAppCode(), r.GetRoomId(), r.GetRequestId()); err != nil {
 			return err
 		}
 		_, err := ParseBansPage(r)
 		return err
-	}
-	if g, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
-		r := g.GetRoom
+	case *v1.GetRoomRequest:
 		if err := checkID("app_code", r.GetAppCode()); err != nil {
 			return err
 		}
@@ -109,7 +159,7 @@ func CheckClientCommand(rc *v1.RoomCommand) error {
 		_, err := ParseMembersPage(r)
 		return err
 	}
-	cmd, ok := CommandFromProto(rc, 0)
+	cmd, ok := commandFrom(req, typ, 0)
 	if !ok {
 		return errclass.Invalidf("empty or unknown command")
 	}

@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,13 +56,15 @@ type Deps struct {
 	// RefreshInterval: how often a live room re-registers
 	// (presence.refresh_interval; zero: its configs default).
 	RefreshInterval time.Duration
-	// Timeout bounds one directory call (default 2s).
+	// Timeout bounds one directory call (directory.timeout; zero: its
+	// configs default).
 	Timeout time.Duration
 	// MaxBacklog: directory work items a room may have queued before new
-	// ones are dropped for the refresh to redo (default 1000).
+	// ones are dropped for the refresh to redo (directory.max_backlog;
+	// zero: its configs default).
 	MaxBacklog int64
 	// ListingGap is the least time between two listing writes of a room
-	// (default 250ms): the first change after a quiet spell is written at
+	// (directory.listing_gap; zero: its configs default): the first change after a quiet spell is written at
 	// once, the ones within the gap merge into one write at its end. A
 	// busy room changes its member count with every join, and a write per
 	// command was ~12% of a dev node's allocations under joins.
@@ -69,19 +72,17 @@ type Deps struct {
 	Metrics    *Metrics // nil: not counted
 }
 
+// setDefaults fills what the wiring left unset (tests) from the configs
+// defaults: the values live there alone.
 func (d *Deps) setDefaults() {
-	if d.RefreshInterval <= 0 {
-		d.RefreshInterval = configs.Default().Presence.RefreshInterval
+	if d.RefreshInterval > 0 && d.Timeout > 0 && d.MaxBacklog > 0 && d.ListingGap > 0 {
+		return
 	}
-	if d.Timeout <= 0 {
-		d.Timeout = 2 * time.Second
-	}
-	if d.MaxBacklog <= 0 {
-		d.MaxBacklog = 1000
-	}
-	if d.ListingGap <= 0 {
-		d.ListingGap = 250 * time.Millisecond
-	}
+	def := configs.Default()
+	d.RefreshInterval = cmp.Or(max(d.RefreshInterval, 0), def.Presence.RefreshInterval)
+	d.Timeout = cmp.Or(max(d.Timeout, 0), def.Directory.Timeout)
+	d.MaxBacklog = cmp.Or(max(d.MaxBacklog, 0), def.Directory.MaxBacklog)
+	d.ListingGap = cmp.Or(max(d.ListingGap, 0), def.Directory.ListingGap)
 }
 
 // cmdRankChanged is the command_type of a room's own RoomRankChanged

@@ -187,7 +187,8 @@ func newDirFixture(t *testing.T, refresh time.Duration) *dirFixture {
 	t.Cleanup(sys.Shutdown)
 	d := &dirFixture{t: t, sys: sys, store: memdb.New(), events: make(chan persistence.Envelope, 1024),
 		dir: memdb.NewDirectory(memdb.DirectoryOptions{}), hosted: NewHosted()}
-	d.deps = roomgrain.Deps{Store: d.store, Publisher: chanPublisher(d.events), Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room}
+	d.deps = roomgrain.Deps{Store: d.store, Publisher: chanPublisher(d.events), Gifts: roomgrain.FreeGifts(10), Config: configs.Default().Room,
+		Joins: NewJoinClock()}
 	d.sw = &switchable{Directory: d.dir}
 	d.rooms = &pidRooms{sys: sys, pids: map[string]*actor.PID{}}
 	var err error

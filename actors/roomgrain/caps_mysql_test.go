@@ -82,6 +82,7 @@ func capsOnMariaDB(t *testing.T, dsn string, smallPacket bool) {
 	d := Deps{Store: store, Publisher: newIMRecorder(0), Gifts: FreeGifts(1), Config: configs.Default().Room, Logger: quiet,
 		Clock: func() time.Time { return time.UnixMilli(now.Load()) }, PublishMetrics: metrics}
 	d.setDefaults()
+	withGate(&d)
 	activate := func() *actor.PID {
 		dd := d
 		pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &grain{deps: &dd} }))

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/storegate"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
@@ -95,8 +96,8 @@ func (c *Client) withRetryHint(err error) error {
 			d = r.RenewEvery()
 		}
 		return errclass.WithRetryAfter(err, d)
-	case errors.Is(err, errStoreDown):
-		return errclass.WithRetryAfter(err, storeProbeEvery)
+	case errors.Is(err, storegate.ErrDown):
+		return errclass.WithRetryAfter(err, storegate.ProbeEvery)
 	case errors.Is(err, room.ErrRateLimited):
 		// A grain's password-guess bucket (password.go) sends its exact
 		// wait (RoomError.retry_after_ms); one that did not (an older

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomcell/actors/storegate"
 	"slices"
 	"testing"
 	"time"
@@ -143,8 +144,8 @@ func TestRefusalsCarryWhenToRetry(t *testing.T) {
 		{"coordinator refusal, renewal unknown", plain, ErrNoCoordinator, RetryAfterCoordinator},
 		{"coordinator refusal from another node", renewing, wire(ErrNoCoordinator), 750 * time.Millisecond},
 		{"owner's refusal wrapped", renewing, fmt.Errorf("room app/r1: owner %w", wire(ErrNoCoordinator)), 750 * time.Millisecond},
-		{"store gate closed", renewing, errStoreDown, storeProbeEvery},
-		{"store gate closed on another node", plain, wire(errStoreDown), storeProbeEvery},
+		{"store gate closed", renewing, storegate.ErrDown, storegate.ProbeEvery},
+		{"store gate closed on another node", plain, wire(storegate.ErrDown), storegate.ProbeEvery},
 		{"hint already there", renewing, errclass.WithRetryAfter(ErrNoCoordinator, 3*time.Second), 3 * time.Second},
 		{"room moved", renewing, wire(errMoved), 0},
 		{"store error", renewing, fmt.Errorf("%w: append: connection refused", errclass.Unavailable), 0},

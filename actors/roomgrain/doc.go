@@ -16,8 +16,8 @@
 // client that reaches a grain wherever the cluster placed it (client.go).
 //
 // It must not know store, IM or wallet implementations, nor any observer
-// (the directory is actors/directory, the feed actors/roomfeed, both
-// wired by cmd/roomcell): those come
+// (the directory is actors/directory, the feed actors/roomfeed,
+// departures actors/departures, all wired by cmd/roomcell): those come
 // in through the small interfaces in grain.go and observer.go. The grain
 // kind is built by its user (cmd/roomcell) from Kind and GrainProps.
 package roomgrain

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/storegate"
 	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
@@ -38,7 +39,15 @@ type Store interface {
 	ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 }
 
-// Deps is what every room grain of a node shares.
+// JoinOrder gives one user's joins on a node strictly increasing times
+// (the room directory settles a user found in two rooms by join time).
+type JoinOrder interface {
+	Next(app, user string, nowMs int64) int64
+}
+
+// Deps is what every room grain of a node shares. The node's services
+// (store gate, join order, observers) are made once by its wiring and
+// passed in: nothing here builds one.
 type Deps struct {
 	Store     Store
 	Publisher delivery.Publisher
@@ -60,9 +69,9 @@ type Deps struct {
 	// marks batches the publishers' marks (marks.go): one per node, made
 	// by GrainProps; nil gives each publisher its own.
 	marks *markBatcher
-	// joins orders one user's joins on this node (joinclock.go); made by
-	// setDefaults, nil: not ordered.
-	joins *joinClock
+	// Joins orders one user's joins on this node (the room directory's
+	// directory.JoinClock, one per node); nil: not ordered.
+	Joins JoinOrder
 	// guesses: the password-guess buckets (password.go); made by
 	// setDefaults.
 	guesses *guesses
@@ -72,9 +81,10 @@ type Deps struct {
 	// likes: the rooms' open like windows (likes.go); made by
 	// setDefaults.
 	likes *likeWindows
-	// store gates the rooms' store calls on whether the store answers
-	// (storegate.go); made by setDefaults.
-	store *storeGate
+	// StoreGate gates the rooms' store calls on whether the store
+	// answers (actors/storegate: one per room database of the node, made
+	// by the node's wiring); nil: every call goes to the store.
+	StoreGate *storegate.Gate
 	// pick, set by ShardedGrainProps, is the Deps of a room's database,
 	// chosen by the room's identity when it starts (shards.go).
 	pick func(identity string) *Deps
@@ -89,12 +99,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.MaxPublishBacklog <= 0 {
 		d.MaxPublishBacklog = 1000
-	}
-	if d.joins == nil {
-		d.joins = newJoinClock()
-	}
-	if d.store == nil {
-		d.store = newStoreGate(d.Store, d.Config.StoreTimeout, d.Logger.With("component", "room"))
 	}
 	if d.guesses == nil {
 		d.guesses = newGuesses()
@@ -276,6 +280,12 @@ func (g *grain) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), g.deps.Config.StoreTimeout)
 }
 
+// storeCall runs one store call of the grain through its database's
+// gate.
+func (g *grain) storeCall(call func(ctx context.Context) error) error {
+	return g.deps.StoreGate.Call(g.deps.Config.StoreTimeout, call)
+}
+
 // load rebuilds the state from the newest snapshot plus the events
 // recorded after it. Commands are never re-executed.
 func (g *grain) load() error {
@@ -326,7 +336,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 // reload loads the state for a command, as the caller's error.
 func (g *grain) reload() error {
 	if err := g.load(); err != nil {
-		if errors.Is(err, errMoved) || errors.Is(err, errStoreDown) {
+		if errors.Is(err, errMoved) || errors.Is(err, storegate.ErrDown) {
 			return err
 		}
 		g.log.Warn("room load failed", "error", err)
@@ -397,7 +407,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	cmd.TraceParent = traceparent
 	defer func() {
 		// An observer may say more (a user no longer in the room is told
-		// when and why they left: departures.go).
+		// when and why they left: actors/departures).
 		if err == nil {
 			return
 		}
@@ -420,8 +430,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	if cmd.Type == room.CmdSendGift {
 		cmd.Day = g.rankDay(cmd.NowMs)
 	}
-	if cmd.Type == room.CmdJoinRoom && g.deps.joins != nil {
-		cmd.NowMs = g.deps.joins.next(cmd.AppCode, cmd.UserID, cmd.NowMs)
+	if cmd.Type == room.CmdJoinRoom && g.deps.Joins != nil {
+		cmd.NowMs = g.deps.Joins.Next(cmd.AppCode, cmd.UserID, cmd.NowMs)
 	}
 	if room.Mutates(cmd.Type) {
 		var err error
@@ -580,7 +590,7 @@ func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event)
 		end(err)
 		return err
 	})
-	if errors.Is(err, errStoreDown) {
+	if errors.Is(err, storegate.ErrDown) {
 		g.groupAbandoned(group, err)
 		return nil, err // not sent: the state is the store's
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hyapp/roomcell/actors/storegate"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -149,9 +150,14 @@ func newFixture(t testing.TB) *fixture {
 	f.seats = newSeatTimers()
 	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Observers: []NewObserver{observeSeatDeadlines(f.seats)}}
 	f.deps.setDefaults()
+	withGate(&f.deps)
 	t.Cleanup(sys.Shutdown)
 	return f
 }
+
+// withGate gives d the store gate the node's wiring makes for its
+// store (cmd/roomcell), replacing any it had.
+func withGate(d *Deps) { d.StoreGate = storegate.New(d.Store, d.Config.StoreTimeout, d.Logger) }
 
 // activate spawns one activation of a room grain directly, as the
 // cluster's placement actor would, and sends it ClusterInit.

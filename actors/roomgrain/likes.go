@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -35,22 +36,109 @@ import (
 // megabytes (each like's receipt is ~20 bytes of it).
 const maxLikeBatch = 10_000
 
-// likeBatch is a room's open window: its likes' commands, whom to
-// answer, and its likes by LikeID.
+// likeBatch is a room's open window: its likes, decided as they came
+// (room.LikeWindow), and whom to answer.
 type likeBatch struct {
-	cmds    []room.Command
-	senders []*actor.PID
-	ids     map[string]room.LikeRef
+	w       *room.LikeWindow
+	answers []likeAnswer
 	timer   *time.Timer
 }
 
+// likeAnswer is a like waiting for its window: who sent it, whose it is
+// (the window may refuse a user's likes when it ends) and whether it is
+// a retry of a like counted in the same window (answered as duplicate).
+type likeAnswer struct {
+	to    *actor.PID
+	user  string
+	retry bool
+}
+
 // likeRoom is what a room activation keeps for its likes: the open
-// window and the index of its receipts by LikeID (built from the state
-// when its receipts changed: apply replaces their map on every change).
+// window and the index of its receipts by LikeID.
 type likeRoom struct {
 	batch *likeBatch
-	ids   map[string]room.LikeRef
-	of    unsafe.Pointer // the receipts map ids was built from
+	idx   likeIndex
+}
+
+// likeIndex finds a command_id among the room's like receipts, so that
+// an id that named one like is refused for another user's like or for
+// another command. Each window's row replaces the receipts map, and
+// building the index again on the room's goroutine held its mailbox for
+// up to a millisecond a window: it is built on a goroutine of its own
+// from the map (never changed in place), while the windows stored since
+// the map it was built from are looked up by their own likes. A hit is
+// checked against the receipts the room holds now (forgotten receipts
+// stay in the index until its next build).
+type likeIndex struct {
+	mu       sync.Mutex // the build hands its index over under it
+	ids      map[string]room.LikeRef
+	of       unsafe.Pointer // the receipts map ids was built from
+	since    []storedWindow // windows stored after it, oldest first
+	building bool
+}
+
+// storedWindow is a stored window's likes and the receipts map its row
+// made.
+type storedWindow struct {
+	refs map[string]room.LikeRef
+	of   unsafe.Pointer
+}
+
+func receiptsOf(s *room.State) (map[string]room.LikeReceipts, unsafe.Pointer) {
+	if s.Extra == nil || s.Extra.LikeReceipts == nil {
+		return nil, nil
+	}
+	return s.Extra.LikeReceipts, reflect.ValueOf(s.Extra.LikeReceipts).UnsafePointer()
+}
+
+// stored notes a window whose row is applied.
+func (x *likeIndex) stored(refs map[string]room.LikeRef, s *room.State) {
+	_, of := receiptsOf(s)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.since = append(x.since, storedWindow{refs: refs, of: of})
+}
+
+// lookup finds id among s's receipts.
+func (x *likeIndex) lookup(s *room.State, id string) (room.LikeRef, bool) {
+	receipts, cur := receiptsOf(s)
+	if receipts == nil {
+		return room.LikeRef{}, false
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.of != cur && (len(x.since) == 0 || x.since[len(x.since)-1].of != cur) {
+		// Receipts the index has not followed (the first look, a reload):
+		// built here.
+		x.ids, x.of, x.since = room.LikeIDsIn(receipts), cur, nil
+	}
+	ref, ok := x.ids[id]
+	for i := len(x.since) - 1; i >= 0 && !ok; i-- {
+		ref, ok = x.since[i].refs[id]
+	}
+	if len(x.since) > 0 && !x.building {
+		x.building = true
+		go x.build(receipts, cur)
+	}
+	if !ok || !room.LikeHeld(*s, ref) {
+		return room.LikeRef{}, false
+	}
+	return ref, true
+}
+
+// build indexes the receipts map of (the newest when it started).
+func (x *likeIndex) build(receipts map[string]room.LikeReceipts, of unsafe.Pointer) {
+	ids := room.LikeIDsIn(receipts)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.building = false
+	for i, w := range x.since {
+		if w.of == of {
+			x.ids, x.of, x.since = ids, of, slices.Clone(x.since[i+1:])
+			return
+		}
+	}
+	// A reload replaced the receipts meanwhile: lookup builds anew.
 }
 
 // likeWindows holds the like part of the node's rooms (one per node, in
@@ -80,14 +168,11 @@ func (w *likeWindows) get(g *grain) *likeBatch {
 	return nil
 }
 
-// open returns g's window, opening one (with its timer) if none is.
-func (w *likeWindows) open(g *grain, arm func(b *likeBatch) *time.Timer) *likeBatch {
+// open makes b g's open window and arms its timer.
+func (w *likeWindows) open(g *grain, b *likeBatch, arm func(b *likeBatch) *time.Timer) {
 	lr := w.room(g, true)
-	if lr.batch == nil {
-		lr.batch = &likeBatch{ids: map[string]room.LikeRef{}}
-		lr.batch.timer = arm(lr.batch)
-	}
-	return lr.batch
+	lr.batch = b
+	b.timer = arm(b)
 }
 
 // take closes g's window: it returns it (nil: none) and stops its timer.
@@ -112,28 +197,24 @@ func (w *likeWindows) forget(g *grain) {
 // likeRefOf is the like a command_id named in the room, counted or in
 // the open window; ok false: none.
 func (g *grain) likeRefOf(commandID string) (ref room.LikeRef, ok bool) {
-	receipts := g.state.Extra
+	receipts, _ := receiptsOf(&g.state)
 	lr := g.deps.likes.room(g, false)
-	if (receipts == nil || receipts.LikeReceipts == nil) && (lr == nil || lr.batch == nil) {
+	if receipts == nil && (lr == nil || lr.batch == nil) {
 		return ref, false // no likes: no hash
 	}
 	id := room.LikeID(commandID)
 	if lr != nil && lr.batch != nil {
-		if ref, ok = lr.batch.ids[id]; ok {
+		if ref, ok = lr.batch.w.Ref(id); ok {
 			return ref, true
 		}
 	}
-	if receipts == nil || receipts.LikeReceipts == nil {
+	if receipts == nil {
 		return ref, false
 	}
 	if lr == nil {
 		lr = g.deps.likes.room(g, true)
 	}
-	if of := reflect.ValueOf(receipts.LikeReceipts).UnsafePointer(); lr.ids == nil || lr.of != of {
-		lr.ids, lr.of = room.LikeIDs(g.state), of
-	}
-	ref, ok = lr.ids[id]
-	return ref, ok
+	return lr.idx.lookup(&g.state, id)
 }
 
 // likeIDTaken refuses a command whose command_id named a like: an id
@@ -184,21 +265,13 @@ func (g *grain) like(ctx actor.Context, rc *v1.RoomCommand) {
 		ctx.Poison(ctx.Self())
 		return
 	}
-	if rec, err := room.LikeRecorded(g.state, cmd); err != nil || rec {
-		if err != nil {
-			refuse(err)
-			return
-		}
-		ctx.Respond(&v1.RoomResponse{Reply: g.likeDuplicate()})
-		return
-	}
 	if ref, ok := g.likeRefOf(cmd.CommandID); ok {
+		// Its id named a like: this one again (a retry, decided by the
+		// window), or another user's or count (refused).
 		if err := room.LikeConflict(cmd, ref); err != nil {
 			refuse(err)
 			return
 		}
-		// The same like again while its window is open: answered with
-		// the window (DecideLikes counts it once).
 	} else if g.recent.has(cmd.CommandID) {
 		// An id of another command (older ones are not looked up: a
 		// store read per like would cost more than the likes).
@@ -207,28 +280,39 @@ func (g *grain) like(ctx actor.Context, rc *v1.RoomCommand) {
 			return
 		}
 	}
-	// The rules now, so what they refuse is refused at once, with
-	// nothing written; the window decides them again at its end.
-	if err := room.CheckLike(g.state, cmd); err != nil {
-		refuse(g.explain(cmd, err))
-		return
-	}
 	for _, o := range g.observers() {
 		if err := o.Check(cmd); err != nil {
 			refuse(err)
 			return
 		}
 	}
-	self, sys, window := ctx.Self(), ctx.ActorSystem(), g.deps.likeWindow()
-	b := g.deps.likes.open(g, func(b *likeBatch) *time.Timer {
-		return time.AfterFunc(window, func() { sys.Root.Send(self, &likesDue{b: b}) })
-	})
-	b.cmds = append(b.cmds, cmd)
-	b.senders = append(b.senders, ctx.Sender())
-	if _, ok := b.ids[room.LikeID(cmd.CommandID)]; !ok {
-		b.ids[room.LikeID(cmd.CommandID)] = room.LikeRef{UserID: cmd.UserID, Receipt: room.LikeReceiptOf(cmd)}
+	// The rules now (room.LikeWindow.Add), so what they refuse is
+	// refused at once, with nothing written; the window's end checks its
+	// likers again (room.LikeWindow.Close).
+	b := g.deps.likes.get(g)
+	opened := b == nil
+	if opened {
+		b = &likeBatch{w: room.NewLikeWindow()}
 	}
-	if len(b.cmds) >= maxLikeBatch {
+	out, inWindow := b.w.Add(g.state, cmd)
+	switch {
+	case out.Err != nil:
+		refuse(g.explain(cmd, out.Err))
+		return
+	case out.Recorded && !inWindow:
+		ctx.Respond(&v1.RoomResponse{Reply: g.likeDuplicate()})
+		return
+	}
+	// Counted in the window, or a retry of a like it counts: answered
+	// with the window.
+	if opened {
+		self, sys, window := ctx.Self(), ctx.ActorSystem(), g.deps.likeWindow()
+		g.deps.likes.open(g, b, func(b *likeBatch) *time.Timer {
+			return time.AfterFunc(window, func() { sys.Root.Send(self, &likesDue{b: b}) })
+		})
+	}
+	b.answers = append(b.answers, likeAnswer{to: ctx.Sender(), user: cmd.UserID, retry: out.Recorded})
+	if len(b.answers) >= maxLikeBatch {
 		g.flushLikes(ctx)
 	}
 }
@@ -240,72 +324,85 @@ func (g *grain) likesDue(ctx actor.Context, m *likesDue) {
 	}
 }
 
-// flushLikes ends the room's window: decides its likes, appends their
-// one row and answers each like.
+// flushLikes ends the room's window: closes it (room.LikeWindow.Close:
+// its likers, not its likes, so the commands behind it wait well under a
+// millisecond), appends its one row and answers each like.
 func (g *grain) flushLikes(ctx actor.Context) {
 	b := g.deps.likes.take(g)
-	if b == nil || len(b.cmds) == 0 {
+	if b == nil || len(b.answers) == 0 {
 		return
 	}
 	// The answers go out from a goroutine of their own once decided: a
 	// window's thousands of sends would otherwise hold the room's
 	// mailbox (the joins and gifts behind it) for milliseconds.
-	answers := make([]*v1.RoomResponse, len(b.cmds))
+	var counted, dup, failed *v1.RoomResponse
+	var refused map[string]*v1.RoomResponse
 	defer func() {
 		root := ctx.ActorSystem().Root
 		go func() {
-			for i, res := range answers {
-				if res != nil && b.senders[i] != nil {
-					root.Send(b.senders[i], res)
+			for _, a := range b.answers {
+				res := counted
+				switch r, ok := refused[a.user]; {
+				case failed != nil:
+					res = failed
+				case ok:
+					res = r
+				case a.retry:
+					res = dup
+				}
+				if a.to != nil && res != nil {
+					root.Send(a.to, res)
 				}
 			}
 		}()
 	}()
-	answer := func(i int, res *v1.RoomResponse) { answers[i] = res }
-	fail := func(err error) {
-		for i := range b.cmds {
-			answer(i, &v1.RoomResponse{Error: roomError(err)})
-		}
-	}
+	sure := g.loaded && !g.unsure
 	if err := g.gate(ctx); err != nil {
-		fail(err)
+		failed = &v1.RoomResponse{Error: roomError(err)}
 		return
 	}
 	if err := g.ensureLoaded(); err != nil {
-		fail(err)
+		failed = &v1.RoomResponse{Error: roomError(err)}
+		return
+	}
+	if !sure {
+		// Reloaded: an append whose outcome was unknown may have counted
+		// likes the window took for new. Nothing of it is counted; the
+		// retries are decided against the reloaded receipts.
+		failed = &v1.RoomResponse{Error: roomError(fmt.Errorf("%w: the room was reloaded; retry the like", errclass.Unavailable))}
 		return
 	}
 	now := g.deps.Clock().UnixMilli()
-	events, outcomes := room.DecideLikes(g.state, b.cmds, now)
-	var counted, dup *v1.CommandReply
-	if len(events) > 0 {
-		batch := room.Command{Type: room.CmdLikeRoom, CommandID: g.likesID(), AppCode: b.cmds[0].AppCode, RoomID: b.cmds[0].RoomID, NowMs: now}
-		reply, err := g.commit(ctx, batch, events)
-		if err != nil {
-			// Nothing of the window is counted (or, after an append
-			// whose answer was lost, the reload finds its receipts and
-			// the retries are answered as duplicates).
-			fail(err)
-			return
+	events, refusals := b.w.Close(g.state, now)
+	k := g.key()
+	for u, err := range refusals {
+		if refused == nil {
+			refused = make(map[string]*v1.RoomResponse, len(refusals))
 		}
-		g.deps.PublishMetrics.likeWindow(events[0].(room.RoomLiked).Count)
-		// The receipts are the room's own: a like's reply carries the
-		// RoomLiked alone.
-		counted = &v1.CommandReply{RoomSeq: reply.RoomSeq, EventIds: reply.EventIds[:1], Events: reply.Events[:1], Room: reply.Room}
+		like := room.Command{Type: room.CmdLikeRoom, AppCode: k.AppCode, RoomID: k.RoomID, UserID: u, NowMs: now}
+		refused[u] = &v1.RoomResponse{Error: roomError(g.explain(like, err))}
 	}
-	for i, o := range outcomes {
-		switch {
-		case o.Err != nil:
-			answer(i, &v1.RoomResponse{Error: roomError(g.explain(b.cmds[i], o.Err))})
-		case o.Recorded:
-			if dup == nil {
-				dup = g.likeDuplicate()
-			}
-			answer(i, &v1.RoomResponse{Reply: dup})
-		default:
-			answer(i, &v1.RoomResponse{Reply: counted})
-		}
+	dup = &v1.RoomResponse{Reply: g.likeDuplicate()}
+	if len(events) == 0 {
+		return
 	}
+	batch := room.Command{Type: room.CmdLikeRoom, CommandID: g.likesID(), AppCode: k.AppCode, RoomID: k.RoomID, NowMs: now}
+	reply, err := g.commit(ctx, batch, events)
+	if err != nil {
+		// Nothing of the window is counted (or, after an append whose
+		// answer was lost, the reload finds its receipts and the retries
+		// are answered as duplicates).
+		failed = &v1.RoomResponse{Error: roomError(err)}
+		return
+	}
+	if lr := g.deps.likes.room(g, false); lr != nil {
+		lr.idx.stored(b.w.Refs(), &g.state)
+	}
+	g.deps.PublishMetrics.likeWindow(events[0].(room.RoomLiked).Count)
+	// The receipts are the room's own: a like's reply carries the
+	// RoomLiked alone.
+	counted = &v1.RoomResponse{Reply: &v1.CommandReply{RoomSeq: reply.RoomSeq, EventIds: reply.EventIds[:1], Events: reply.Events[:1], Room: reply.Room}}
+	dup = &v1.RoomResponse{Reply: g.likeDuplicate()}
 }
 
 // dropLikes answers the window's likes with err, writing nothing: they
@@ -315,9 +412,9 @@ func (g *grain) dropLikes(ctx actor.Context, err error) {
 	if b == nil {
 		return
 	}
-	for _, s := range b.senders {
-		if s != nil {
-			ctx.Send(s, &v1.RoomResponse{Error: roomError(err)})
+	for _, a := range b.answers {
+		if a.to != nil {
+			ctx.Send(a.to, &v1.RoomResponse{Error: roomError(err)})
 		}
 	}
 }

@@ -183,13 +183,7 @@ func TestLikesCoalesceUnderConcurrentLikers(t *testing.T) {
 // duplicate; its id with another count, or from another user, or for
 // another command, is refused.
 func TestLikeRetriesCountedOnce(t *testing.T) {
-	f := newFixture(t)
-	f.deps.Config.LikeWindow = 100 * time.Millisecond
-	f.deps.Config.SnapshotEvery = 0
-	pid := f.activate("app/r1")
-	f.mustDo(pid, rcCreate("c0", "owner"))
-	f.mustDo(pid, rcJoin("j1", "alice"))
-	f.mustDo(pid, rcJoin("j2", "bob"))
+	f, pid := aliceAndBob(t, 100*time.Millisecond, func(f *fixture) { f.deps.Config.SnapshotEvery = 0 })
 	var wg sync.WaitGroup
 	replies := make([]*v1.CommandReply, 8)
 	for i := range replies {
@@ -252,12 +246,7 @@ func TestLikeRetriesCountedOnce(t *testing.T) {
 // outside the room, banned, a closed room, counts out of range. A member
 // who leaves while their like waits in the window is refused at its end.
 func TestLikesRefusedWriteNothing(t *testing.T) {
-	f := newFixture(t)
-	f.deps.Config.LikeWindow = 300 * time.Millisecond
-	pid := f.activate("app/r1")
-	f.mustDo(pid, rcCreate("c0", "owner"))
-	f.mustDo(pid, rcJoin("j1", "alice"))
-	f.mustDo(pid, rcJoin("j2", "bob"))
+	f, pid := aliceAndBob(t, 300*time.Millisecond, nil)
 	f.mustDo(pid, &v1.RoomCommand{Command: &v1.RoomCommand_BanUser{BanUser: &v1.BanUserRequest{
 		CommandId: "b1", AppCode: "app", RoomId: "r1", UserId: "owner", TargetUserId: "bob", BanSeconds: 600}}})
 	seq := f.mustDo(pid, rcGet()).RoomSeq
@@ -409,4 +398,53 @@ func TestLikesExactAfterCrash(t *testing.T) {
 		t.Fatalf("after the retries the room has %d likes, %d were sent (each once), %d acknowledged before the crash", got, all, ackedBefore)
 	}
 	t.Logf("%d likes sent, %d acknowledged before the crash, %d in the room after it, %d retried", all, ackedBefore, after, len(unanswered))
+}
+
+// The ids of likes counted in every earlier window stay named, whether
+// the room's index of its receipts has been built since (on a goroutine
+// of its own) or the window is looked up by its own likes: right after
+// each window, another user's like or another command under any earlier
+// like's id is refused, a retry is a duplicate, and nothing counts twice.
+func TestLikeIDsNamedAcrossWindows(t *testing.T) {
+	f, pid := aliceAndBob(t, 100*time.Millisecond, nil)
+	const windows = 12
+	for i := range windows {
+		if r := f.mustDo(pid, rcLike(fmt.Sprintf("w-%d", i), "alice", 1)); r.Duplicate {
+			t.Fatalf("window %d: a new like answered as a duplicate", i)
+		}
+		for j := range i + 1 {
+			id := fmt.Sprintf("w-%d", j)
+			if _, err := f.do(pid, rcLike(id, "bob", 1)); !errors.Is(err, errclass.Exists) {
+				t.Fatalf("after window %d: bob's like under %s: %v, want AlreadyExists", i, id, err)
+			}
+			if _, err := f.do(pid, rcJoin(id, "carol")); !errors.Is(err, errclass.Exists) {
+				t.Fatalf("after window %d: a join under %s: %v, want AlreadyExists", i, id, err)
+			}
+			if r := f.mustDo(pid, rcLike(id, "alice", 1)); !r.Duplicate {
+				t.Fatalf("after window %d: the retry of %s was counted", i, id)
+			}
+		}
+		if i%3 == 2 {
+			time.Sleep(20 * time.Millisecond) // the index's build catches up
+		}
+	}
+	if got := roomLikes(t, f, pid); got != windows {
+		t.Fatalf("room's likes %d, want %d", got, windows)
+	}
+}
+
+// aliceAndBob is a room on memdb whose members are its owner, alice and
+// bob, with the like window given (and the deps set by set, if any,
+// before it starts).
+func aliceAndBob(t *testing.T, window time.Duration, set func(f *fixture)) (*fixture, *actor.PID) {
+	f := newFixture(t)
+	f.deps.Config.LikeWindow = window
+	if set != nil {
+		set(f)
+	}
+	pid := f.activate("app/r1")
+	f.mustDo(pid, rcCreate("c0", "owner"))
+	f.mustDo(pid, rcJoin("j1", "alice"))
+	f.mustDo(pid, rcJoin("j2", "bob"))
+	return f, pid
 }

@@ -87,6 +87,7 @@ func TestOutboxCatchesUpAfterDatabasePauseUnderLoad(t *testing.T) {
 	im := newIMRecorder(20 * time.Millisecond)
 	d := Deps{Store: store, Publisher: im, Gifts: FreeGifts(1), Config: configs.Default().Room, Logger: quiet}
 	d.setDefaults()
+	withGate(&d)
 	sup, err := supervise.NewSupervisor(sys, "workers", actor.NewOneForOneStrategy(10, time.Minute, actor.DefaultDecider))
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package roomgrain
 
 import (
 	"context"
+	"github.com/hyapp/roomcell/actors/storegate"
 	"sync"
 	"testing"
 	"time"
@@ -83,7 +84,9 @@ func TestShardedGrainsUseTheirDatabaseAndAHungOneHoldsOnlyItsRooms(t *testing.T)
 	healthy, hung := memdb.New(), newHangingStore()
 	f.deps.Config.StoreTimeout = 2 * time.Second
 	onDB := map[string]int{"app/a": 0, "app/b": 1}
-	props := ShardedGrainProps(f.deps, []ShardDB{{Store: healthy}, {Store: hung}}, func(id string) int { return onDB[id] })
+	props := ShardedGrainProps(f.deps, []ShardDB{
+		{Store: healthy, StoreGate: storegate.New(healthy, f.deps.Config.StoreTimeout, nil)},
+		{Store: hung, StoreGate: storegate.New(hung, f.deps.Config.StoreTimeout, nil)}}, func(id string) int { return onDB[id] })
 	activate := func(id string) *actor.PID {
 		pid := f.sys.Root.Spawn(props)
 		f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: id, Kind: Kind}})

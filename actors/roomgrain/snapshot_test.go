@@ -48,8 +48,7 @@ func snapshotFixture(t *testing.T) (*fixture, *snapRefusing, *PublishMetrics) {
 		t.Fatal(err)
 	}
 	f.deps.Store, f.deps.PublishMetrics = st, m
-	f.deps.store = nil // the gate over the wrapped store
-	f.deps.setDefaults()
+	withGate(&f.deps) // the gate over the wrapped store
 	return f, st, m
 }
 

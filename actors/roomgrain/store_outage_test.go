@@ -47,6 +47,7 @@ func TestGetRoomAnswersDuringStorePause(t *testing.T) {
 	store, sys, quiet := mysqlRooms(t, srv.DSN)
 	d := Deps{Store: store, Publisher: newIMRecorder(time.Millisecond), Gifts: FreeGifts(1), Config: configs.Default().Room, Logger: quiet}
 	d.setDefaults()
+	withGate(&d)
 
 	const rooms = 30
 	pids := make([]*actor.PID, rooms)

@@ -24,6 +24,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"github.com/hyapp/roomcell/actors/departures"
 	"github.com/hyapp/roomcell/actors/directory"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/roomfeed"
@@ -214,9 +215,9 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	if cfg.HasRole(configs.RoleRoom) {
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners,
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
-			Observers: []roomgrain.NewObserver{roomgrain.ObserveDepartures(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
+			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
 		})
 		if err != nil {

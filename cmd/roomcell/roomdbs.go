@@ -12,6 +12,7 @@ import (
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/storegate"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
@@ -85,7 +86,8 @@ func (a *App) roomStoreOf(key persistence.RoomKey) persistence.Store {
 }
 
 // roomGrainProps builds the room grains over the room databases: a room
-// takes its shard's store when it starts.
+// takes its shard's store, and that database's store gate (made here,
+// once per database), when it starts.
 // Each database's rooms count their publishes on its registerer (with
 // several databases, labelled room_db like its relay's: one family, one
 // label set).
@@ -96,6 +98,7 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 			return nil, err
 		}
 		d.Store, d.PublishMetrics = a.store, m
+		d.StoreGate = storegate.New(a.store, d.Config.StoreTimeout, d.Logger)
 		return roomgrain.GrainProps(d), nil
 	}
 	dbs := make([]roomgrain.ShardDB, len(a.roomDBs))
@@ -104,7 +107,11 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		if err != nil {
 			return nil, err
 		}
-		dbs[i] = roomgrain.ShardDB{Store: db.store, PublishMetrics: m, Name: db.key, Attached: db.attached.Load}
+		// A gate per database: one that stops answering refuses only its
+		// own rooms' writes, naming it.
+		gate := storegate.New(db.store, d.Config.StoreTimeout, d.Logger.With("room_db", db.key))
+		gate.ForDatabase(db.key, db.attached.Load)
+		dbs[i] = roomgrain.ShardDB{Store: db.store, StoreGate: gate, PublishMetrics: m}
 	}
 	return roomgrain.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
 }

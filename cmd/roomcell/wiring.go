@@ -162,7 +162,7 @@ func (a *App) openWallet(ctx context.Context) (roomgrain.GiftDebiter, error) {
 // the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
 // the source of truth and re-register when it is back.
 func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
-	ttlPresence, ttlRoom := a.cfg.Presence.StaleAfter, 3*a.cfg.Presence.RefreshInterval
+	ttlPresence, ttlRoom := a.cfg.Directory.PresenceTTL, a.cfg.Directory.RoomTTL
 	if a.cfg.Redis.Enabled {
 		redisTLS, err := a.cfg.Redis.TLS.Load()
 		if err != nil {
@@ -194,8 +194,9 @@ func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 		return directory.Deps{}, err
 	}
 	a.hosted = directory.NewHosted()
-	return directory.Deps{Directory: a.directory, Hosted: a.hosted,
-		RefreshInterval: a.cfg.Presence.RefreshInterval, Metrics: metrics}, nil
+	dc := a.cfg.Directory
+	return directory.Deps{Directory: a.directory, Hosted: a.hosted, RefreshInterval: a.cfg.Presence.RefreshInterval,
+		Timeout: dc.Timeout, MaxBacklog: dc.MaxBacklog, ListingGap: dc.ListingGap, Metrics: metrics}, nil
 }
 
 // registerServices registers the gRPC services besides RoomService.

@@ -62,12 +62,9 @@ func WithDuplicateWindow(d time.Duration) Option { return func(j *JetStream) { j
 
 // DialJetStream connects to cfg.Servers (access_key/secret_key as NATS user
 // and password). The connection reconnects forever in the background;
-// publishes made while it is down fail and the relay retries them.
+// publishes made while it is down fail and the relay retries them. cfg is
+// as configs loaded it (defaults applied and checked there, once).
 func DialJetStream(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*JetStream, error) {
-	cfg, err := cfg.Normalized()
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Kind != configs.MQKindNATS {
 		return nil, fmt.Errorf("mq: kind %q is not JetStream", cfg.Kind)
 	}

@@ -42,6 +42,12 @@ var rules = []struct {
 	// observer too: the grain keeps the command log and never knows who
 	// reads it.
 	{"actors/roomgrain", []string{"actors/roomfeed"}, nil},
+	// Departures (who left a room, when and why) explain refusals as an
+	// observer.
+	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// A room database's store gate is a node service the grains are
+	// handed: it knows no actor.
+	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
 	// clustertest drives whole processes against a real database.
 	{"cluster", []string{"actors", "grpcapi", "cmd", "delivery", "persistence"}, []string{"cluster/clustertest"}},
 	{"grpcapi", []string{"cmd"}, nil},

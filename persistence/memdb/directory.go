@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/btree"
 
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
 )
 
@@ -21,10 +22,10 @@ import (
 // defaults.
 type DirectoryOptions struct {
 	// PresenceTTL: how long a presence entry counts as online after its
-	// newest heartbeat (default 10m).
+	// newest heartbeat (default directory.presence_ttl's).
 	PresenceTTL time.Duration
 	// RoomTTL: how long a room stays listed after its newest update
-	// (default 2m); rooms refresh well within it.
+	// (default directory.room_ttl's); rooms refresh well within it.
 	RoomTTL time.Duration
 	// Clock decides expiry only (default time.Now); every other time is
 	// the caller's nowMs.
@@ -102,11 +103,9 @@ var _ persistence.Directory = (*Directory)(nil)
 
 // NewDirectory returns an empty directory.
 func NewDirectory(o DirectoryOptions) *Directory {
-	if o.PresenceTTL <= 0 {
-		o.PresenceTTL = 10 * time.Minute
-	}
-	if o.RoomTTL <= 0 {
-		o.RoomTTL = 2 * time.Minute
+	if o.PresenceTTL <= 0 || o.RoomTTL <= 0 {
+		d := configs.Default().Directory // directory.presence_ttl, directory.room_ttl
+		o.PresenceTTL, o.RoomTTL = cmp.Or(max(o.PresenceTTL, 0), d.PresenceTTL), cmp.Or(max(o.RoomTTL, 0), d.RoomTTL)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now

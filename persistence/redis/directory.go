@@ -25,11 +25,11 @@ type Options struct {
 	// KeyPrefix starts every key (default "roomcell:").
 	KeyPrefix string
 	// PresenceTTL: lifetime of a presence entry after its newest
-	// heartbeat (default 10m). The presence set is not TTL'd: the stale
+	// heartbeat (default directory.presence_ttl's). The presence set is not TTL'd: the stale
 	// worker needs the users whose entry is gone.
 	PresenceTTL time.Duration
 	// RoomTTL: lifetime of a listed room's entry after its newest update
-	// (default 2m); rooms refresh well within it.
+	// (default directory.room_ttl's); rooms refresh well within it.
 	RoomTTL time.Duration
 	// TLS, when set, is used by Open to reach the server (redis.tls).
 	TLS *tls.Config
@@ -39,11 +39,9 @@ func (o *Options) setDefaults() {
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "roomcell:"
 	}
-	if o.PresenceTTL <= 0 {
-		o.PresenceTTL = 10 * time.Minute
-	}
-	if o.RoomTTL <= 0 {
-		o.RoomTTL = 2 * time.Minute
+	if o.PresenceTTL <= 0 || o.RoomTTL <= 0 {
+		d := configs.Default().Directory // directory.presence_ttl, directory.room_ttl
+		o.PresenceTTL, o.RoomTTL = cmp.Or(max(o.PresenceTTL, 0), d.PresenceTTL), cmp.Or(max(o.RoomTTL, 0), d.RoomTTL)
 	}
 }
 

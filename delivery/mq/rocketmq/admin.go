@@ -22,10 +22,6 @@ type Topics struct {
 
 // NewTopics connects the admin client. broker is the broker's host:port.
 func NewTopics(ctx context.Context, cfg configs.MQConfig, broker string) (*Topics, error) {
-	cfg, err := cfg.Normalized()
-	if err != nil {
-		return nil, err
-	}
 	installLogger()
 	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver(cfg.Servers)),
 		admin.WithCredentials(primitive.Credentials{AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey}))

@@ -77,12 +77,9 @@ func WithSendTimeout(d time.Duration) Option { return func(c *Client) { c.sendTO
 // cfg.AccessKey/SecretKey as ACL credentials. It does not wait for the
 // name server: a broker that cannot be reached, refuses the credentials or
 // lacks the topic fails the publishes (the relay retries them, the room
-// path never waits on them), and a probe logs the reason at once.
+// path never waits on them), and a probe logs the reason at once. cfg is
+// as configs loaded it (defaults applied and checked there, once).
 func Dial(ctx context.Context, cfg configs.MQConfig, opts ...Option) (*Client, error) {
-	cfg, err := cfg.Normalized()
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Kind != configs.MQKindRocketMQ {
 		return nil, fmt.Errorf("rocketmq: kind %q is not rocketmq", cfg.Kind)
 	}

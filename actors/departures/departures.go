@@ -1,4 +1,10 @@
-package roomgrain
+// Package departures remembers, for the rooms of a node, the users they
+// removed lately, and explains a command refused because its user is no
+// longer a member with when and why the user went (who kicked them, the
+// ban's end), as text and as the error's metadata. It is an observer of
+// each room (roomgrain.Observer and Explainer), wired by cmd/roomcell:
+// the grain never imports it.
+package departures
 
 import (
 	"errors"
@@ -7,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
@@ -50,27 +57,27 @@ func newDepartures() *departures {
 	return &departures{m: map[string]departure{}, ring: make([]ringSlot, maxDepartures)}
 }
 
-// ObserveDepartures makes the observer of the node's rooms that remembers
-// their removals (one memory for the node, made here: call it once per
-// node) and explains a not-member refusal with them. The node's wiring
-// lists it in Deps.Observers.
-func ObserveDepartures() NewObserver {
+// Observe makes the observer of the node's rooms that remembers their
+// removals (one memory for the node, made here: call it once per node)
+// and explains a not-member refusal with them. The node's wiring lists
+// it in roomgrain.Deps.Observers.
+func Observe() roomgrain.NewObserver {
 	d := newDepartures()
-	return func(a Activation) Observer { return departuresObserver{d: d, room: a.Room} }
+	return func(a roomgrain.Activation) roomgrain.Observer { return departuresObserver{d: d, room: a.Room} }
 }
 
 // departuresObserver is one room's view of the node's departures.
 type departuresObserver struct {
 	d    *departures
-	room Room
+	room roomgrain.Room
 }
 
 func (o departuresObserver) Committed(cmd room.Command, events []room.Event) {
-	o.d.committed(o.room.g.identity, cmd.NowMs, events)
+	o.d.committed(o.room.Identity(), cmd.NowMs, events)
 }
 
 func (o departuresObserver) Explain(cmd room.Command, err error) error {
-	return o.d.explain(o.room.g.identity, *o.room.State(), cmd.UserID, cmd.NowMs, err)
+	return o.d.explain(o.room.Identity(), *o.room.State(), cmd.UserID, cmd.NowMs, err)
 }
 
 func (departuresObserver) Loaded()                  {}

@@ -1,4 +1,9 @@
-package roomgrain
+// Package storegate is a node's view of whether a room database
+// answers, shared by every room of that database on the node: once the
+// store stops answering, the rooms' store calls are refused at once
+// instead of each waiting out its timeout. The node's wiring makes one
+// per room database and hands it to the room grains (roomgrain.Deps).
+package storegate
 
 import (
 	"context"
@@ -13,7 +18,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// storeGate is the node's view of whether its room store answers, shared
+// Gate is the node's view of whether its room store answers, shared
 // by every room of the node. A grain handles its messages one at a time,
 // so a write that waits on a store that went away holds up every read of
 // its room behind it, for the whole store timeout. Once one call found
@@ -24,7 +29,7 @@ import (
 // refused at once without touching the store, the calls still waiting
 // on it are cancelled (a write's outcome is then unknown, as after a
 // timeout: the grain reloads before its next write), and one prober of
-// the node asks the store a cheap read every storeProbeEvery until it
+// the node asks the store a cheap read every ProbeEvery until it
 // answers, which opens the gate again. No room waits on a probe. The
 // rooms' reads answer from the state in memory meanwhile (grain.unsure).
 //
@@ -32,7 +37,7 @@ import (
 // storeStallAfter + storeConfirmTimeout after the last call finished
 // even when no new call comes to notice it: every room of the node may
 // be waiting on the store already.
-type storeGate struct {
+type Gate struct {
 	down       atomic.Bool
 	confirming sync.Mutex   // one caller confirms a stall; the others wait for its verdict
 	watching   atomic.Bool  // the watchdog runs
@@ -50,7 +55,7 @@ type storeGate struct {
 	// attached once it answers and has its schema): until then the gate
 	// stays closed whatever the probe says.
 	attached func() bool
-	// refusal is what a refused call gets (nil: errStoreDown): it
+	// refusal is what a refused call gets (nil: ErrDown): it
 	// names the room database when the node has several.
 	refusal error
 	timeout time.Duration
@@ -62,22 +67,29 @@ type storeGate struct {
 // that long is confirmed by one look bounded by storeConfirmTimeout, so
 // the gate closes under half a second after the store stopped answering.
 const (
-	storeProbeEvery = 250 * time.Millisecond
+	ProbeEvery      = 250 * time.Millisecond
 	storeStallAfter = 300 * time.Millisecond
 )
 
-// errStoreDown refuses a write while the node's store is unreachable.
+// ErrDown refuses a write while the node's store is unreachable.
 // Its code brings it back as itself from another node, so the room client
-// can tell the caller when to retry (storeProbeEvery: the gate opens at
+// can tell the caller when to retry (ProbeEvery: the gate opens at
 // the first probe that finds the store back).
-var errStoreDown = errclass.New(errclass.CodeRoomStoreDown)
+var ErrDown = errclass.New(errclass.CodeRoomStoreDown)
 
 // probeKey is a room no command is ever written for: the probe's lookup
 // in it answers "not found" as soon as the store answers at all.
 var probeKey = persistence.RoomKey{AppCode: "roomcell", RoomID: "store-probe"}
 
-func newStoreGate(store Store, timeout time.Duration, log *slog.Logger) *storeGate {
-	g := &storeGate{timeout: timeout, log: log}
+// Finder is the store call the gate's probe makes.
+type Finder interface {
+	FindCommand(ctx context.Context, key persistence.RoomKey, commandID string) (persistence.CommandRecord, error)
+}
+
+// New makes the gate of one room database (its calls' store); a nil
+// store never closes it. The node makes one per database, once.
+func New(store Finder, timeout time.Duration, log *slog.Logger) *Gate {
+	g := &Gate{timeout: timeout, log: log}
 	if store != nil {
 		g.probe = func(ctx context.Context) error {
 			_, err := store.FindCommand(ctx, probeKey, "store-probe")
@@ -93,9 +105,9 @@ func newStoreGate(store Store, timeout time.Duration, log *slog.Logger) *storeGa
 	return g
 }
 
-// admit says whether a store call may go now: errStoreDown while the
+// admit says whether a store call may go now: ErrDown while the
 // gate is closed, or once calls have stalled (which closes it).
-func (s *storeGate) admit() error {
+func (s *Gate) admit() error {
 	if s == nil {
 		return nil
 	}
@@ -119,7 +131,7 @@ func (s *storeGate) admit() error {
 // storeStallAfter) with a quick look at the store, and closes the gate
 // if the store does not answer; one slow batch on a store that answers
 // leaves it open.
-func (s *storeGate) stalled() bool {
+func (s *Gate) stalled() bool {
 	s.confirming.Lock()
 	defer s.confirming.Unlock()
 	if s.down.Load() {
@@ -138,7 +150,7 @@ func (s *storeGate) stalled() bool {
 
 // watchdog checks for a stall while calls are in flight, and ends when
 // none is (admit starts it again) or the gate closed.
-func (s *storeGate) watchdog() {
+func (s *Gate) watchdog() {
 	for {
 		if s.down.Load() || s.inflight.Load() == 0 {
 			s.watching.Store(false)
@@ -157,7 +169,7 @@ func (s *storeGate) watchdog() {
 }
 
 // openCtx is cancelled when the gate closes next.
-func (s *storeGate) openCtx() context.Context {
+func (s *Gate) openCtx() context.Context {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	if s.open == nil {
@@ -167,7 +179,7 @@ func (s *storeGate) openCtx() context.Context {
 }
 
 // abandon cancels the calls admitted before the gate closed.
-func (s *storeGate) abandon() {
+func (s *Gate) abandon() {
 	s.openMu.Lock()
 	defer s.openMu.Unlock()
 	if s.cancel != nil {
@@ -177,7 +189,7 @@ func (s *storeGate) abandon() {
 }
 
 // done records the outcome of an admitted call.
-func (s *storeGate) done(err error) {
+func (s *Gate) done(err error) {
 	if s == nil {
 		return
 	}
@@ -197,7 +209,7 @@ func (s *storeGate) done(err error) {
 const storeConfirmTimeout = 150 * time.Millisecond
 
 // stillUnreachable asks the store once, briefly, whether it answers.
-func (s *storeGate) stillUnreachable() bool {
+func (s *Gate) stillUnreachable() bool {
 	if s.probe == nil {
 		return false
 	}
@@ -211,7 +223,7 @@ func (s *storeGate) stillUnreachable() bool {
 }
 
 // close closes the gate and starts the prober, once.
-func (s *storeGate) close(why string, err error) {
+func (s *Gate) close(why string, err error) {
 	if s.probe == nil || s.down.Swap(true) {
 		return
 	}
@@ -225,11 +237,11 @@ func (s *storeGate) close(why string, err error) {
 // probeUntilUp asks the store until it answers (an error that is not
 // unreachability is an answer too: a closed store, a refusal), then
 // opens the gate.
-func (s *storeGate) probeUntilUp() {
+func (s *Gate) probeUntilUp() {
 	start := time.Now()
 	for {
 		if s.attached != nil && !s.attached() {
-			time.Sleep(storeProbeEvery)
+			time.Sleep(ProbeEvery)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
@@ -243,23 +255,23 @@ func (s *storeGate) probeUntilUp() {
 			}
 			return
 		}
-		time.Sleep(storeProbeEvery)
+		time.Sleep(ProbeEvery)
 	}
 }
 
 // refused is the error of a refused call.
-func (s *storeGate) refused() error {
+func (s *Gate) refused() error {
 	if s.refusal == nil {
-		return errStoreDown
+		return ErrDown
 	}
 	return s.refusal
 }
 
-// forDatabase names the gate's room database in its refusals and, with
+// ForDatabase names the gate's room database in its refusals and, with
 // attached, keeps it closed from the start until attached says yes: the
 // node started while that database did not answer.
-func (s *storeGate) forDatabase(name string, attached func() bool) {
-	s.refusal = persistence.InRoomDB(name, errStoreDown)
+func (s *Gate) ForDatabase(name string, attached func() bool) {
+	s.refusal = persistence.InRoomDB(name, ErrDown)
 	if attached == nil {
 		return
 	}
@@ -276,21 +288,24 @@ func unreachable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }
 
-// storeCall runs one store call of the grain through the node's gate.
-func (g *grain) storeCall(call func(ctx context.Context) error) error {
-	if err := g.deps.store.admit(); err != nil {
+// Call runs one store call through the gate, under timeout: ErrDown
+// (or the database's refusal) at once while the gate is closed, and the
+// call is cancelled when the gate closes while it waits. A nil gate
+// runs every call.
+func (s *Gate) Call(timeout time.Duration, call func(ctx context.Context) error) error {
+	if err := s.admit(); err != nil {
 		return err
 	}
-	ctx, cancel := g.storeCtx()
-	if gate := g.deps.store; gate != nil {
-		stop := context.AfterFunc(gate.openCtx(), cancel)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	if s != nil {
+		stop := context.AfterFunc(s.openCtx(), cancel)
 		defer stop()
-		if gate.down.Load() {
+		if s.down.Load() {
 			cancel() // closed between admit and here: abandoned with the others
 		}
 	}
 	err := call(ctx)
 	cancel()
-	g.deps.store.done(err)
+	s.done(err)
 	return err
 }

@@ -1,14 +1,95 @@
-package roomgrain
+package departures
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/hyapp/roomcell/actors/roomgrain"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
+	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
 )
+
+// fixture hosts room grains itself, as the cluster's placement would,
+// on a go-memdb store, with the departures observer wired.
+type fixture struct {
+	t   testing.TB
+	sys *actor.ActorSystem
+}
+
+func newFixture(t testing.TB) *fixture {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	return &fixture{t: t, sys: sys}
+}
+
+func (f *fixture) activate(identity string, observers ...roomgrain.NewObserver) *actor.PID {
+	props := roomgrain.GrainProps(roomgrain.Deps{Store: memdb.New(), Publisher: nopPublisher{}, Gifts: roomgrain.FreeGifts(1),
+		Config: configs.Default().Room, Observers: observers})
+	pid := f.sys.Root.Spawn(props)
+	f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: identity, Kind: roomgrain.Kind}})
+	return pid
+}
+
+func (f *fixture) do(pid *actor.PID, rc *v1.RoomCommand) (*v1.CommandReply, error) {
+	f.t.Helper()
+	res, err := f.sys.Root.RequestFuture(pid, rc, 5*time.Second).Result()
+	if err != nil {
+		f.t.Fatalf("grain did not answer: %v", err)
+	}
+	r, ok := res.(*v1.RoomResponse)
+	if !ok {
+		f.t.Fatalf("grain answered %T", res)
+	}
+	if r.Error != nil {
+		return nil, roomgrain.ErrorOf(r.Error)
+	}
+	return r.Reply, nil
+}
+
+func (f *fixture) mustDo(pid *actor.PID, rc *v1.RoomCommand) *v1.CommandReply {
+	f.t.Helper()
+	r, err := f.do(pid, rc)
+	if err != nil {
+		f.t.Fatalf("command failed: %v", err)
+	}
+	return r
+}
+
+func rcCreate(cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: "r1", UserId: user, Name: "Room One"}}}
+}
+
+func rcJoin(cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_JoinRoom{JoinRoom: &v1.JoinRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: "r1", UserId: user}}}
+}
+
+func rcLeave(cmdID, user string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: "r1", UserId: user}}}
+}
+
+func rcKick(cmdID, owner, target string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_KickUser{KickUser: &v1.KickUserRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: "r1", UserId: owner, TargetUserId: target}}}
+}
+
+func rcGift(cmdID, from, to string) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_SendGift{SendGift: &v1.SendGiftRequest{
+		CommandId: cmdID, AppCode: "app", RoomId: "r1", UserId: from, ToUserId: to, GiftId: "rose", GiftCount: 2}}}
+}
 
 // A command refused because its user is no longer a member says when and
 // why the user went: a heartbeat timeout, a kick (by whom, why, the ban),
@@ -17,13 +98,12 @@ import (
 // who never was a member gets the plain refusal.
 func TestNotMemberRefusalSaysWhenAndWhy(t *testing.T) {
 	f := newFixture(t)
-	f.deps.Observers = []NewObserver{ObserveDepartures()}
-	pid := f.activate("app/r1")
+	pid := f.activate("app/r1", Observe())
 	f.mustDo(pid, rcCreate("c1", "owner"))
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {
 		f.mustDo(pid, rcJoin("join-"+u, u))
 	}
-	leave := func(id, user, reason string) *roomcellv1.RoomCommand {
+	leave := func(id, user, reason string) *v1.RoomCommand {
 		rc := rcLeave(id, user)
 		rc.GetLeaveRoom().Reason = reason
 		return rc
@@ -76,7 +156,7 @@ func TestNotMemberRefusalSaysWhenAndWhy(t *testing.T) {
 		t.Errorf("a banned user is told to join again: %q", msg)
 	}
 	// A heartbeat (not a mutation) is explained the same way.
-	_, err := f.do(pid, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_Heartbeat{Heartbeat: &roomcellv1.HeartbeatRequest{
+	_, err := f.do(pid, &v1.RoomCommand{Command: &v1.RoomCommand_Heartbeat{Heartbeat: &v1.HeartbeatRequest{
 		AppCode: "app", RoomId: "r1", UserId: "u1"}}})
 	if err == nil || !strings.Contains(err.Error(), "heartbeat_timeout") {
 		t.Fatalf("heartbeat after the timeout: %v", err)
@@ -113,3 +193,8 @@ func TestDeparturesBounded(t *testing.T) {
 		t.Fatalf("a forgotten departure changed the refusal: %v", err)
 	}
 }
+
+// nopPublisher takes every event: these tests read the grain's answers.
+type nopPublisher struct{}
+
+func (nopPublisher) PublishRoomEvent(context.Context, persistence.Envelope) error { return nil }

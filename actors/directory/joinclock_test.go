@@ -1,9 +1,9 @@
-package roomgrain
+package directory
 
 import "testing"
 
 func TestJoinClockOrdersOneUsersJoins(t *testing.T) {
-	c := newJoinClock()
+	c := NewJoinClock()
 	steps := []struct {
 		app, user string
 		now, want int64
@@ -16,12 +16,12 @@ func TestJoinClockOrdersOneUsersJoins(t *testing.T) {
 		{"a", "u", 1500, 1500}, // a later join keeps its time
 	}
 	for i, s := range steps {
-		if got := c.next(s.app, s.user, s.now); got != s.want {
+		if got := c.Next(s.app, s.user, s.now); got != s.want {
 			t.Fatalf("step %d: %s/%s at %d got %d, want %d", i, s.app, s.user, s.now, got, s.want)
 		}
 	}
 	// Entries far behind now are swept, so the map holds recent joiners only.
-	c.next("a", "w", 1500+2*joinClockWindow)
+	c.Next("a", "w", 1500+2*joinClockWindow)
 	if len(c.last) != 1 {
 		t.Fatalf("after a sweep %d entries remain, want only the newest join", len(c.last))
 	}

@@ -1,4 +1,4 @@
-package roomgrain
+package storegate
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // answers again.
 func TestStoreGateClosesOnlyOnAConfirmedOutage(t *testing.T) {
 	var storeDown atomic.Bool
-	g := &storeGate{timeout: time.Second, probe: func(ctx context.Context) error {
+	g := &Gate{timeout: time.Second, probe: func(ctx context.Context) error {
 		if storeDown.Load() {
 			<-ctx.Done()
 			return ctx.Err()
@@ -48,12 +48,12 @@ func TestStoreGateClosesOnlyOnAConfirmedOutage(t *testing.T) {
 	}
 	stall()
 	start := time.Now()
-	if err := g.admit(); !errors.Is(err, errStoreDown) {
-		t.Fatalf("a confirmed stall: admit %v, want errStoreDown", err)
+	if err := g.admit(); !errors.Is(err, ErrDown) {
+		t.Fatalf("a confirmed stall: admit %v, want ErrDown", err)
 	}
 	for range 100 {
-		if err := g.admit(); !errors.Is(err, errStoreDown) {
-			t.Fatalf("while closed: admit %v, want errStoreDown", err)
+		if err := g.admit(); !errors.Is(err, ErrDown) {
+			t.Fatalf("while closed: admit %v, want ErrDown", err)
 		}
 	}
 	if took := time.Since(start); took > storeConfirmTimeout+200*time.Millisecond {
@@ -78,18 +78,18 @@ func TestStoreGateClosesOnlyOnAConfirmedOutage(t *testing.T) {
 // may not be there yet); once attached it opens within a probe or two.
 func TestStoreGateOfADatabaseNotYetAttached(t *testing.T) {
 	var attached atomic.Bool
-	g := &storeGate{timeout: time.Second, probe: func(context.Context) error { return nil }}
-	g.forDatabase("b", attached.Load)
+	g := &Gate{timeout: time.Second, probe: func(context.Context) error { return nil }}
+	g.ForDatabase("b", attached.Load)
 	err := g.admit()
-	if !errors.Is(err, errStoreDown) || !strings.Contains(err.Error(), `room database "b"`) {
-		t.Fatalf("first call: %v, want errStoreDown naming room database \"b\"", err)
+	if !errors.Is(err, ErrDown) || !strings.Contains(err.Error(), `room database "b"`) {
+		t.Fatalf("first call: %v, want ErrDown naming room database \"b\"", err)
 	}
-	time.Sleep(3 * storeProbeEvery)
-	if err := g.admit(); !errors.Is(err, errStoreDown) {
+	time.Sleep(3 * ProbeEvery)
+	if err := g.admit(); !errors.Is(err, ErrDown) {
 		t.Fatalf("a store that answers but is not attached opened the gate: %v", err)
 	}
 	attached.Store(true)
-	deadline := time.Now().Add(3 * storeProbeEvery)
+	deadline := time.Now().Add(3 * ProbeEvery)
 	for g.admit() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the gate did not open once the database was attached")
@@ -107,7 +107,7 @@ func TestStoreGateOfADatabaseNotYetAttached(t *testing.T) {
 // nor abandoned.
 func TestStoreGateWatchdogClosesAndAbandonsStalledCalls(t *testing.T) {
 	var storeDown atomic.Bool
-	g := &storeGate{timeout: time.Second, probe: func(ctx context.Context) error {
+	g := &Gate{timeout: time.Second, probe: func(ctx context.Context) error {
 		if storeDown.Load() {
 			<-ctx.Done()
 			return ctx.Err()
@@ -167,8 +167,8 @@ func TestStoreGateWatchdogClosesAndAbandonsStalledCalls(t *testing.T) {
 	if !g.down.Load() {
 		t.Fatal("the calls ended but the gate is open")
 	}
-	if err := g.admit(); !errors.Is(err, errStoreDown) {
-		t.Fatalf("after the watchdog closed the gate: admit %v, want errStoreDown", err)
+	if err := g.admit(); !errors.Is(err, ErrDown) {
+		t.Fatalf("after the watchdog closed the gate: admit %v, want ErrDown", err)
 	}
 	t.Logf("gate closed and 3 stalled calls abandoned %s after the store stopped answering (bound %s)", time.Since(start).Round(time.Millisecond), bound)
 
