@@ -28,7 +28,7 @@ race:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 multimember:
-	$(GO) test -count=1 -timeout 10m -run '^TestMultiMember' $(PKGS)
+	$(GO) test -count=1 -timeout 14m -run '^TestMultiMember' $(PKGS)
 
 # The multi-process tests (the packages whose TestMultiMember* start
 # roomcell processes through cluster/clustertest) with the rooms' shards
