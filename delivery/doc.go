@@ -2,7 +2,8 @@
 // events out of the process: tencentim (the Tencent Cloud IM REST client:
 // UserSig v2, error classes, per-API and per-group rate limits), imfake (a
 // loopback Tencent IM server for tests and --dev), and roomim (room event →
-// IM message mapping, hot-room coalescing, room groups and C2C notices) and mq
+// IM message mapping, hot-room coalescing, room groups and C2C notices), trtc
+// (the TRTC server API and join tickets; trtc/trtcfake, its fake) and mq
 // (the message-queue fanout of room_outbox: JetStream here, RocketMQ in the
 // seed's production).
 // The package itself declares the contract the room grain and the outbox

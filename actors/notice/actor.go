@@ -31,7 +31,7 @@ func round(deps Deps) supervise.Round[RoundResult] {
 		res, err := w.Round(ctx)
 		if err != nil {
 			d.Logger.Error("notice round failed: retrying next poll", slog.String("worker", d.Module.Name),
-				slog.String("node_id", d.NodeID), slog.String("error", supervise.ErrorText(err)))
+				slog.String("error", supervise.ErrorText(err)))
 		}
 		return nextDelay(d, res, err), RoundResult{Result: res, Err: err}
 	}

@@ -105,7 +105,7 @@ func (w *Worker) storeCtx(ctx context.Context) (context.Context, context.CancelF
 }
 
 func (w *Worker) log() *slog.Logger {
-	return w.d.Logger.With(slog.String("worker", w.d.Module.Name), slog.String("node_id", w.d.NodeID))
+	return w.d.Logger.With(slog.String("worker", w.d.Module.Name))
 }
 
 // Round is one scan and one claim-send-mark pass. Cancelling ctx stops it

@@ -129,7 +129,7 @@ func ScanOnce(ctx context.Context, deps Deps, start int) (Result, int, error) {
 			done = lo + len(batch)
 			d.Metrics.scanError()
 			d.Logger.Warn("presence: reading stale members failed; next scan retries", "worker", WorkerName,
-				"node_id", d.NodeID, "rooms", len(batch), "first_app_code", batch[0].AppCode, "first_room_id", batch[0].RoomID, "error", err)
+				"rooms", len(batch), "first_app_code", batch[0].AppCode, "first_room_id", batch[0].RoomID, "error", err)
 			continue
 		}
 		for j, key := range batch {
@@ -163,7 +163,7 @@ func (d Deps) leave(ctx context.Context, key persistence.RoomKey, p persistence.
 	reply, err := d.Rooms.Execute(cctx, &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
 		CommandId: id, AppCode: key.AppCode, RoomId: key.RoomID, UserId: p.UserID, Reason: room.ReasonHeartbeatTimeout}}})
 	cancel()
-	attrs := []any{"worker", WorkerName, "node_id", d.NodeID, "app_code", key.AppCode, "room_id", key.RoomID,
+	attrs := []any{"worker", WorkerName, "app_code", key.AppCode, "room_id", key.RoomID,
 		"user_id", p.UserID, "last_seen_ms", p.LastSeenMs, "command_id", id}
 	switch {
 	case err == nil && !reply.GetDuplicate():
@@ -250,7 +250,7 @@ func round(d Deps) supervise.Round[ScanResult] {
 		res, n, err := ScanOnce(ctx, d, next)
 		next = n
 		if err != nil {
-			d.Logger.Error("presence: scan failed", "worker", WorkerName, "node_id", d.NodeID, "error", err)
+			d.Logger.Error("presence: scan failed", "worker", WorkerName, "error", err)
 		}
 		return d.Config.ScanInterval, ScanResult{Result: res, Err: err}
 	}

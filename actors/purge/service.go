@@ -309,7 +309,7 @@ func (s *Service) observe(ctx context.Context, p persistence.Purger, tr TableRou
 		s.behindLog[table] = now
 		s.mu.Unlock()
 		s.deps.Logger.Warn("purge is falling behind: raise retention.duty_cycle or retention.rows_per_second if the database has room, or partition the table",
-			slog.String("worker", WorkerName), slog.String("node_id", s.deps.NodeID), slog.String("table", table),
+			slog.String("worker", WorkerName), slog.String("table", table),
 			slog.Duration("oldest_row_age", time.Duration(age)*time.Millisecond), slog.Duration("retention", s.Retention(table)),
 			slog.Int64("rows_purged_last_round", tr.Rows))
 	}
@@ -334,7 +334,7 @@ func (s *Service) logError(tr TableRound) {
 	s.errLog[tr.Table] = now
 	s.mu.Unlock()
 	s.deps.Logger.Error("purge round failed: retrying next round", slog.String("worker", WorkerName),
-		slog.String("node_id", s.deps.NodeID), slog.String("table", tr.Table), slog.String("error", supervise.ErrorText(tr.Err)))
+		slog.String("table", tr.Table), slog.String("error", supervise.ErrorText(tr.Err)))
 }
 
 // Status reports every purge table: its rule's cutoff, size, oldest row

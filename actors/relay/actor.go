@@ -29,7 +29,7 @@ func round(deps Deps) supervise.Round[RunNowResult] {
 		res, err := processBatch(ctx, deps, limit, c)
 		if err != nil {
 			deps.Logger.Error("outbox batch failed: retrying next poll", slog.String("worker", WorkerName),
-				slog.String("node_id", deps.NodeID), slog.String("error", supervise.ErrorText(err)))
+				slog.String("error", supervise.ErrorText(err)))
 		}
 		limit = nextLimit(deps.Config, res, err)
 		return nextDelay(deps, res, err), RunNowResult{Result: res, Err: err}
@@ -55,14 +55,13 @@ func nextDelay(deps Deps, last Result, err error) time.Duration {
 	return deps.Config.PollInterval
 }
 
-// nextLimit is the hot-room rule: after a full batch that one
-// room filled at least half of, that room has a backlog, and the next
-// claim doubles, up to hot_room_batch, so a hot room's backlog costs
-// fewer claims (each claim reads the room's pending rows to check its
-// owner) and its coalesced messages fill up. Anything else, a failure
-// above all, goes back to batch_size.
+// nextLimit grows the claim with the backlog: after a full batch there
+// is more waiting, and the next claim doubles, up to hot_room_batch, so a
+// backlog costs fewer claims (each a transaction of a few statements
+// whatever its size) and a hot room's coalesced messages fill up.
+// Anything else, a failure above all, goes back to batch_size.
 func nextLimit(cfg configs.OutboxWorkerConfig, last Result, err error) int {
-	if full(last, err) && 2*last.HotRoomRows >= last.Limit {
+	if full(last, err) {
 		return min(2*last.Limit, cfg.HotRoomBatch)
 	}
 	return cfg.BatchSize

@@ -176,11 +176,11 @@ func (h *mqHold) remark(ctx context.Context, d MQDeps) bool {
 	cancel()
 	if err != nil {
 		d.Logger.Warn("outbox mq mark published failed again; retrying next poll", slog.String("worker", MQWorkerName),
-			slog.String("node_id", d.NodeID), slog.Int("events", len(ids)), slog.String("error", supervise.ErrorText(err)))
+			slog.Int("events", len(ids)), slog.String("error", supervise.ErrorText(err)))
 		return false
 	}
 	d.Logger.Info("outbox mq events marked published after the store refused", slog.String("worker", MQWorkerName),
-		slog.String("node_id", d.NodeID), slog.Int("events", len(ids)))
+		slog.Int("events", len(ids)))
 	h.mu.Lock()
 	h.unmarked = h.unmarked[min(len(ids), len(h.unmarked)):]
 	h.mu.Unlock()
@@ -584,7 +584,7 @@ func (f *mqBatch) giveBack(rows []persistence.OutboxRow, fail *failure) {
 		if f.Metrics != nil {
 			f.Metrics.Failure.Inc()
 		}
-		supervise.EventLogger(f.Logger, MQWorkerName, f.NodeID, fail.env).Warn("outbox mq publish failed: the room's rows wait for the next round",
+		supervise.EventLogger(f.Logger, MQWorkerName, fail.env).Warn("outbox mq publish failed: the room's rows wait for the next round",
 			slog.String("status", persistence.OutboxMQPending), slog.String("error", supervise.ErrorText(fail.err)))
 	}
 }
@@ -593,7 +593,7 @@ func (f *mqBatch) park(env persistence.Envelope, cause error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), storeTimeout)
 	err := f.Store.ParkOutboxMQ(ctx, env.EventID)
 	cancel()
-	log := supervise.EventLogger(f.Logger, MQWorkerName, f.NodeID, env)
+	log := supervise.EventLogger(f.Logger, MQWorkerName, env)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
@@ -619,7 +619,7 @@ func (f *mqBatch) settle(res *MQResult) {
 			f.hold.addUnmarked(f.published)
 			res.NoOp = 0
 			f.Logger.Error("outbox mq mark published failed: marked again before the next claim (or sent again after their lease)",
-				slog.String("worker", MQWorkerName), slog.String("node_id", f.NodeID), slog.String("error", supervise.ErrorText(err)))
+				slog.String("worker", MQWorkerName), slog.String("error", supervise.ErrorText(err)))
 		} else {
 			res.Published = len(f.published) - res.NoOp
 			if f.Metrics != nil {
@@ -633,7 +633,7 @@ func (f *mqBatch) settle(res *MQResult) {
 			// for them (mqHold) so as not to pass them on the topic.
 			f.hold.add(f.releaseRooms, f.Clock().UnixMilli()+f.leaseMs())
 			f.Logger.Warn("outbox mq release failed: the rows wait for their lease, their rooms with them", slog.String("worker", MQWorkerName),
-				slog.String("node_id", f.NodeID), slog.String("error", supervise.ErrorText(err)))
+				slog.String("error", supervise.ErrorText(err)))
 		}
 	}
 }
@@ -656,7 +656,7 @@ func StartMQ(sup *supervise.Supervisor, deps MQDeps) (*supervise.Poller[MQResult
 			res, err := processMQBatch(ctx, d, owner, hold)
 			if err != nil {
 				d.Logger.Error("outbox mq batch failed: retrying next poll", slog.String("worker", MQWorkerName),
-					slog.String("node_id", d.NodeID), slog.String("error", supervise.ErrorText(err)))
+					slog.String("error", supervise.ErrorText(err)))
 			}
 			d.refreshGauge(ctx)
 			if err == nil && res.Claimed >= d.Config.BatchSize && res.Failed+res.StoreErrors == 0 {

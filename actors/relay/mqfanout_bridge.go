@@ -83,14 +83,14 @@ func BridgeIM(ctx context.Context, d IMBridgeDeps, data []byte) error {
 	err = d.Publisher.PublishRoomEvent(pctx, env)
 	cancel()
 	if err != nil {
-		supervise.EventLogger(log, IMBridgeWorkerName, d.NodeID, env).Warn("im bridge publish failed: the message comes again",
+		supervise.EventLogger(log, IMBridgeWorkerName, env).Warn("im bridge publish failed: the message comes again",
 			slog.String("error", supervise.ErrorText(err)))
 		return err
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
 	if err := store.MarkOutboxPublished(mctx, env.EventID, time.Now().UnixMilli()); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		supervise.EventLogger(log, IMBridgeWorkerName, d.NodeID, env).Warn("im bridge mark failed: the relay may send it again (same event_id)",
+		supervise.EventLogger(log, IMBridgeWorkerName, env).Warn("im bridge mark failed: the relay may send it again (same event_id)",
 			slog.String("error", supervise.ErrorText(err)))
 	}
 	return nil

@@ -288,11 +288,11 @@ func (b *batch) remark() bool {
 	cancel()
 	if err != nil {
 		b.Logger.Warn("outbox mark published failed again; retrying next poll", slog.String("worker", WorkerName),
-			slog.String("node_id", b.NodeID), slog.Int("events", len(b.carry.unmarked)), slog.String("error", supervise.ErrorText(err)))
+			slog.Int("events", len(b.carry.unmarked)), slog.String("error", supervise.ErrorText(err)))
 		return false
 	}
 	b.Logger.Info("outbox events marked published after the store came back", slog.String("worker", WorkerName),
-		slog.String("node_id", b.NodeID), slog.Int("events", len(b.carry.unmarked)))
+		slog.Int("events", len(b.carry.unmarked)))
 	b.carry.unmarked = nil
 	return true
 }
@@ -333,7 +333,7 @@ func (b *batch) start() (rooms []*roomTurn, err error) {
 			return nil, nil
 		}
 		b.Logger.Error("outbox claim failed", slog.String("worker", WorkerName),
-			slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
+			slog.String("error", supervise.ErrorText(err)))
 		return nil, fmt.Errorf("relay: claim pending outbox: %w", err)
 	}
 	b.res.Claimed = len(rows)
@@ -379,7 +379,7 @@ type roomTurn struct {
 }
 
 func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
-	return supervise.EventLogger(b.Logger, WorkerName, b.NodeID, env)
+	return supervise.EventLogger(b.Logger, WorkerName, env)
 }
 
 // startRoom publishes a room's rows in order. With an Enqueuer it queues
@@ -616,8 +616,7 @@ func (b *batch) releaseIDs(ids []string) {
 	cancel()
 	if err != nil {
 		b.Logger.Warn("outbox release failed: the rows wait for their leases to expire",
-			slog.String("worker", WorkerName), slog.String("node_id", b.NodeID),
-			slog.String("event_id", ids[0]), slog.Int("rows", len(ids)), slog.String("error", supervise.ErrorText(err)))
+			slog.String("worker", WorkerName), slog.String("event_id", ids[0]), slog.Int("rows", len(ids)), slog.String("error", supervise.ErrorText(err)))
 	}
 }
 
@@ -631,7 +630,7 @@ func (b *batch) refreshGauges() {
 	st, err := b.Store.OutboxStats(ctx)
 	if err != nil {
 		b.Logger.Warn("outbox stats failed", slog.String("worker", WorkerName),
-			slog.String("node_id", b.NodeID), slog.String("error", supervise.ErrorText(err)))
+			slog.String("error", supervise.ErrorText(err)))
 		return
 	}
 	b.Metrics.Pending.Set(float64(st.Pending))

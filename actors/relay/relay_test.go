@@ -132,9 +132,11 @@ func TestPublishOutcomesLogSeedFields(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "node-7", Logger: slogNew(logs), Config: testConfig()}); err != nil {
+	if _, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: pub, NodeID: "node-7",
+		Logger: slogNew(logs).With("node_id", "node-7"), Config: testConfig()}); err != nil {
 		t.Fatal(err)
 	}
+	// node_id is the node's logger's, once per line.
 	common := map[string]string{"worker": "room_outbox", "node_id": "node-7", "event_type": "RoomUserJoined"}
 	want := []map[string]string{
 		{"event_id": "ev-ok", "room_id": "room-ev-ok", "retry_count": "0", "status": "published", "error": ""},

@@ -6,10 +6,11 @@
 // work, serial.go, dispatch.go); the room's observers (observer.go), the
 // one way anything that follows a room attaches (the room directory, the
 // room's feed of events for ListRoomEvents and WatchRoom, departures,
-// seat deadlines: seatdeadline.go, whose expiry is the room's own command
+// likes, handed the room's LikeRoom commands and committing a window's
+// row through Room.CommitReply, seat deadlines: seatdeadline.go, whose expiry is the room's own command
 // through Room.Commit): a
 // list made on each activation and called at its points (check, commit,
-// the stored envelopes, tick, stop), handed the messages it owns and
+// the stored envelopes, tick, stopping, stop), handed the messages it owns and
 // asked to explain a refusal, with the Tick and Commit messages an
 // observer may send; a room's
 // logger, its fields added only when it writes (roomlog.go); and the
@@ -17,7 +18,7 @@
 //
 // It must not know store, IM or wallet implementations, nor any observer
 // (the directory is actors/directory, the feed actors/roomfeed,
-// departures actors/departures, all wired by cmd/roomcell): those come
+// departures actors/departures, likes actors/roomlikes, all wired by cmd/roomcell): those come
 // in through the small interfaces in grain.go and observer.go. The grain
 // kind is built by its user (cmd/roomcell) from Kind and GrainProps.
 package roomgrain

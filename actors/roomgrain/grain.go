@@ -78,9 +78,6 @@ type Deps struct {
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
-	// likes: the rooms' open like windows (likes.go); made by
-	// setDefaults.
-	likes *likeWindows
 	// StoreGate gates the rooms' store calls on whether the store
 	// answers (actors/storegate: one per room database of the node, made
 	// by the node's wiring); nil: every call goes to the store.
@@ -102,9 +99,6 @@ func (d *Deps) setDefaults() {
 	}
 	if d.guesses == nil {
 		d.guesses = newGuesses()
-	}
-	if d.likes == nil {
-		d.likes = &likeWindows{rooms: map[*grain]*likeRoom{}}
 	}
 }
 
@@ -188,7 +182,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		g.startIdle(ctx)
 	case *v1.RoomCommand:
 		if _, ok := msg.GetCommand().(*v1.RoomCommand_LikeRoom); ok {
-			g.like(ctx, msg) // likes.go: answered when its window is stored
+			// Gathered into windows by an observer (actors/roomlikes),
+			// answered when its window is stored.
+			g.receiveObserved(ctx)
 			break
 		}
 		ctx.Respond(g.handle(ctx, msg))
@@ -200,19 +196,15 @@ func (g *grain) Receive(ctx actor.Context) {
 		}
 	case *actor.ReceiveTimeout:
 		g.passivate(ctx)
-	case *likesDue:
-		g.likesDue(ctx, msg)
 	case *actor.Stopping:
-		// Passivation, rebalance and cluster shutdown all pass here. The
-		// open like window is written first, so its likes are answered.
-		g.flushLikes(ctx)
-		g.deps.likes.forget(g)
+		// Passivation, rebalance and cluster shutdown all pass here. What
+		// observers still commit (an open like window) is written first,
+		// so its likes are answered.
+		g.stopping(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
-		g.dropLikes(ctx, fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))
-		g.deps.likes.forget(g)
 		g.stopPublisher()
 		g.stopObservers()
 	case *tick:
@@ -408,13 +400,8 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	defer func() {
 		// An observer may say more (a user no longer in the room is told
 		// when and why they left: actors/departures).
-		if err == nil {
-			return
-		}
-		for _, o := range g.observers() {
-			if e, ok := o.(Explainer); ok {
-				err = e.Explain(cmd, err)
-			}
+		if err != nil {
+			err = g.explain(cmd, err)
 		}
 	}()
 	k := g.key()
@@ -450,9 +437,6 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	}
 	if g.recent.has(cmd.CommandID) {
 		return g.recorded(cmd)
-	}
-	if err := g.likeIDTaken(cmd); err != nil { // likes.go
-		return nil, err
 	}
 	for _, o := range g.observers() {
 		if err := o.Check(cmd); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/hyapp/roomcell/actors/storegate"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,6 +164,9 @@ func withGate(d *Deps) { d.StoreGate = storegate.New(d.Store, d.Config.StoreTime
 // cluster's placement actor would, and sends it ClusterInit.
 func (f *fixture) activate(identity string) *actor.PID {
 	d := f.deps // this activation's, as the tests change f.deps between them
+	if ObserveLikes != nil {
+		d.Observers = append(slices.Clone(d.Observers), ObserveLikes(d.Config.LikeWindow))
+	}
 	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &grain{deps: &d} }))
 	f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: identity, Kind: Kind}})
 	return pid

@@ -141,7 +141,7 @@ func (m *markBatcher) flush(batch []markItem) {
 				it.lost()
 			}
 		}
-		supervise.EventLogger(m.log, OutboxWorker, m.node, batch[0].env).Warn("mark published failed after sync publish",
+		supervise.EventLogger(m.log, OutboxWorker, batch[0].env).Warn("mark published failed after sync publish",
 			slog.String("path", "sync"), slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
 			slog.Int("events", len(batch)), slog.String("error", supervise.ErrorText(err)))
 	}

@@ -65,6 +65,14 @@ type Receiver interface {
 	Receive(ctx actor.Context) (own bool)
 }
 
+// Stopper is an Observer with work to finish while its room can still
+// commit (an open window of likes): Stopping is called first when the
+// activation stops (passivation, rebalance, shutdown), before its
+// snapshot is flushed and its publisher ends; Stopped follows.
+type Stopper interface {
+	Stopping(ctx actor.Context)
+}
+
 // Recorder is an Observer that follows the command log itself (the
 // room's feed): Recorded gets each stored command's envelopes, after
 // Committed, on the room's goroutine. It must not change them.
@@ -129,6 +137,35 @@ func (r Room) Ready(ctx actor.Context) error {
 	}
 	return nil
 }
+
+// ReadyToWrite is Ready for a write the observer is about to decide: the
+// state is also loaded again when an append's outcome is unknown, as
+// before any command's write; reloaded says it was. Call it in Receive.
+func (r Room) ReadyToWrite(ctx actor.Context) (reloaded bool, err error) {
+	g := r.g
+	if err := g.gate(ctx); err != nil {
+		return false, err
+	}
+	if g.loaded && !g.unsure {
+		return false, nil
+	}
+	return true, g.reload()
+}
+
+// RecentlyUsed reports whether cmd's command_id is a command's the room
+// ran lately (its recent ids; older ones are not looked up), stored
+// under another request.
+func (r Room) RecentlyUsed(cmd room.Command) bool {
+	if !r.g.recent.has(cmd.CommandID) {
+		return false
+	}
+	_, err := r.g.recorded(cmd)
+	return err == nil || errors.Is(err, errclass.Exists)
+}
+
+// Explain is a refusal of cmd as the room's observers explain it
+// (Explainer), as a client's refused command is.
+func (r Room) Explain(cmd room.Command, err error) error { return r.g.explain(cmd, err) }
 
 // Log is the room's logger.
 func (r Room) Log() *slog.Logger { return r.g.log }
@@ -220,6 +257,30 @@ func (g *grain) stopObservers() {
 func (r Room) Commit(ctx actor.Context, cmd room.Command, events []room.Event) error {
 	_, err := r.g.commit(ctx, cmd, events)
 	return err
+}
+
+// CommitReply is Commit, with the reply a client's command would get.
+func (r Room) CommitReply(ctx actor.Context, cmd room.Command, events []room.Event) (*v1.CommandReply, error) {
+	return r.g.commit(ctx, cmd, events)
+}
+
+// explain lets the observers say more about a refusal (Explainer).
+func (g *grain) explain(cmd room.Command, err error) error {
+	for _, o := range g.observers() {
+		if e, ok := o.(Explainer); ok {
+			err = e.Explain(cmd, err)
+		}
+	}
+	return err
+}
+
+// stopping lets the observers that still commit finish (Stopper).
+func (g *grain) stopping(ctx actor.Context) {
+	for _, o := range g.observers() {
+		if s, ok := o.(Stopper); ok {
+			s.Stopping(ctx)
+		}
+	}
 }
 
 // receiveObserved hands a message the grain does not know to its

@@ -21,8 +21,6 @@ type PublishMetrics struct {
 	Sends *outboxsend.Metrics
 	// Snapshots: their sizes and failures.
 	Snapshots *SnapshotMetrics
-	// Likes: the like windows written (likes.go).
-	Likes *LikeMetrics
 }
 
 // NewPublishMetrics creates the instruments and registers them on reg.
@@ -42,9 +40,6 @@ func NewPublishMetrics(reg prometheus.Registerer) (*PublishMetrics, error) {
 	}
 	m.Sends = sends
 	if m.Snapshots, err = newSnapshotMetrics(reg); err != nil {
-		return nil, err
-	}
-	if m.Likes, err = newLikeMetrics(reg); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -521,9 +521,10 @@ func (p *publisher) settle(env persistence.Envelope, start time.Time, err error)
 
 // eventLog carries seed 000's eight fields like the relay's lines;
 // retry_count is 0 (the sync attempt never counts) and path tells the two
-// publishers apart.
+// publishers apart. It starts from the node's logger, not the room's:
+// the seed's room_id is the room's own field.
 func (p *publisher) eventLog(env persistence.Envelope) *slog.Logger {
-	return supervise.EventLogger(p.log, OutboxWorker, p.deps.NodeID, env).With(slog.String("path", "sync"))
+	return supervise.EventLogger(p.deps.Logger, OutboxWorker, env).With(slog.String("app_code", env.AppCode), slog.String("path", "sync"))
 }
 
 func (p *publisher) failed(env persistence.Envelope, msg string, err error) {

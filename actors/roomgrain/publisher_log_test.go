@@ -36,7 +36,8 @@ func (secretFailing) PublishRoomEvent(_ context.Context, env persistence.Envelop
 func TestSyncPublishFailureLogsSeedFields(t *testing.T) {
 	f := newFixture(t)
 	sink := &syncBuffer{}
-	f.deps.Logger = slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// The node's logger carries node_id, as cmd/roomcell makes it.
+	f.deps.Logger = slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node_id", "node-9")
 	f.deps.Publisher = secretFailing{}
 	f.deps.NodeID = "node-9"
 	pid := f.activate("app/r1")

@@ -29,6 +29,7 @@ import (
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomlikes"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -199,7 +200,7 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	}
 	// Only room nodes host room grains; a notice-only node joins no room
 	// placement.
-	owners, err := cluster.NewOwnership(cfg.Cluster, cfg.NodeID, cfg.HasRole(configs.RoleRoom), log.With("component", "ownership"))
+	owners, err := cluster.NewOwnership(cfg.Cluster, cfg.NodeID, cfg.HasRole(configs.RoleRoom), log) // ownership names its component
 	if err != nil {
 		return nil, err
 	}
@@ -213,12 +214,17 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 	}
 	var kinds []*pcluster.Kind
 	if cfg.HasRole(configs.RoleRoom) {
+		likeMetrics, err := roomlikes.NewMetrics(a.registry)
+		if err != nil {
+			return nil, err
+		}
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
 			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
 			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
-				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe()},
+				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe(),
+				roomlikes.Observe(roomlikes.Config{Window: cfg.Room.LikeWindow, Metrics: likeMetrics})},
 		})
 		if err != nil {
 			return nil, err

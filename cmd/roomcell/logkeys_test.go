@@ -2,70 +2,121 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/logtest"
 )
 
-// A key the process logger carries is written once, whoever adds it
-// again: With on a derived logger, or the call's own attrs; the first
-// (outer) value wins. Groups keep their own keys.
+// Every line a node writes carries each top-level key once: a package
+// adds no key its logger already has (the process logger's node_id, a
+// caller's component), so a log pipeline never has two values to pick
+// from. A dev node at debug level starts, serves a room's commands
+// (create, joins, a kick, a refused gift, a leave), some while IM fails and stops; its whole
+// log is read.
 func TestLogLinesHaveNoDuplicateKeys(t *testing.T) {
-	var buf bytes.Buffer
-	log := newLogger(configs.LogConfig{Level: "debug", RepeatInterval: time.Nanosecond}, &buf).With("node_id", "n1")
-	store := log.With("component", "mysql").With("component", "persistence/mysql", "database", "hyapp_room")
-	store.Info("opened", "node_id", "again", "database", "x", "took", 3)
-	log.Info("call attrs", "a", 1, "a", 2)
-	log.WithGroup("g").Info("grouped", "node_id", "inner")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
+	logs := &logtest.Buffer{}
+	cfg, err := loadConfig(flags{dev: true, grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{
-		`msg=opened node_id=n1 component=mysql database=hyapp_room took=3`,
-		`msg="call attrs" node_id=n1 a=1`,
-		`msg=grouped node_id=n1 g.node_id=inner`,
-	} {
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("log lacks %q:\n%s", want, buf.String())
+	cfg.NodeID = "keys"
+	cfg.Log = configs.LogConfig{Level: "debug", Format: "json", RepeatInterval: time.Nanosecond}
+	app, err := Start(t.Context(), cfg, newLogger(cfg.Log, logs).With("node_id", cfg.NodeID), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(app.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rc := v1.NewRoomServiceClient(conn)
+	ctx := ctxT(t)
+	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c1", AppCode: "keys", RoomId: "r1", UserId: "owner", Name: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	// IM fails for a while: the room's publisher and the relay log their
+	// failures and retries (worker, node_id, event_id ...).
+	res, err := http.Post("http://"+app.HTTPAddr()+"/debug/fake-im/outage?for=1500ms", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, u := range []string{"u1", "u2"} {
+		if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: "j-" + u, AppCode: "keys", RoomId: "r1", UserId: u}); err != nil {
+			t.Fatal(err)
 		}
 	}
+	if _, err := rc.KickUser(ctx, &v1.KickUserRequest{CommandId: "k1", AppCode: "keys", RoomId: "r1", UserId: "owner", TargetUserId: "u2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.SendGift(ctx, &v1.SendGiftRequest{CommandId: "g2", AppCode: "keys", RoomId: "r1", UserId: "u2", ToUserId: "owner", GiftId: "rose", GiftCount: 1}); err == nil {
+		t.Fatal("a gift from a kicked user was taken")
+	}
+	if _, err := rc.LeaveRoom(ctx, &v1.LeaveRoomRequest{CommandId: "l1", AppCode: "keys", RoomId: "r1", UserId: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	// The relay sends what IM refused once it is back.
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logs.String(), `"msg_seq":5`) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	app.Shutdown()
+
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("only %d lines logged:\n%s", len(lines), logs.String())
+	}
 	for _, l := range lines {
+		keys, err := topLevelKeys(l)
+		if err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
 		seen := map[string]bool{}
-		for _, f := range strings.Fields(l) {
-			k, _, ok := strings.Cut(f, "=")
-			if ok && !strings.Contains(k, `"`) {
-				if seen[k] {
-					t.Errorf("key %s twice in %q", k, l)
-				}
-				seen[k] = true
+		for _, k := range keys {
+			if seen[k] {
+				t.Errorf("key %s twice in %s", k, l)
 			}
+			seen[k] = true
+		}
+		if !seen["node_id"] {
+			t.Errorf("line without node_id: %s", l)
 		}
 	}
 }
 
-// --dev alone runs every README section: all four roles, the notice
-// workers, members kept a day without heartbeats; a file's settings are
-// the file's.
-func TestDevRunsTheWholeTour(t *testing.T) {
-	cfg, err := loadConfig(flags{dev: true})
-	if err != nil {
-		t.Fatal(err)
+// topLevelKeys is the keys of a JSON object line, in order, repeats
+// included (encoding/json would keep the last of two).
+func topLevelKeys(line string) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(line)))
+	if _, err := dec.Token(); err != nil { // {
+		return nil, err
 	}
-	for _, r := range []string{configs.RoleRoom, configs.RoleWallet, configs.RoleRelay, configs.RoleNotice} {
-		if !cfg.HasRole(r) {
-			t.Errorf("--dev lacks role %s: %v", r, cfg.Roles)
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
 		}
 	}
-	if !cfg.Notice.WalletNoticeWorker.Enabled || !cfg.Notice.RoomNoticeWorker.Enabled {
-		t.Errorf("--dev notice workers off: %+v %+v", cfg.Notice.WalletNoticeWorker, cfg.Notice.RoomNoticeWorker)
+	_, err := dec.Token() // }
+	if err == io.EOF {
+		err = nil
 	}
-	if cfg.Presence.StaleAfter != DevStaleAfter {
-		t.Errorf("--dev presence.stale_after %s, want %s", cfg.Presence.StaleAfter, DevStaleAfter)
-	}
-	if g, h := cfg.ServingAddrs(); g != "127.0.0.1:13001" || h != "127.0.0.1:13101" {
-		t.Errorf("--dev serves on %s %s, want the README's 13001/13101", g, h)
-	}
+	return keys, err
 }

@@ -270,7 +270,7 @@ func newLogger(cfg configs.LogConfig, w io.Writer) *slog.Logger {
 	if cfg.Format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(newUniqueKeys(logthrottle.New(h, cfg.RepeatInterval)))
+	return slog.New(logthrottle.New(h, cfg.RepeatInterval))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -38,7 +38,7 @@ func (a *App) roomPublisher(ctx context.Context, im *roomim.Publisher) (delivery
 	if !mqCfg.RoomOutboxOn() {
 		return im, nil
 	}
-	c, err := dialMQ(ctx, mqCfg, a.log.With("component", "mq"))
+	c, err := dialMQ(ctx, mqCfg, a.log) // the MQ clients name their component
 	if err != nil {
 		return nil, fmt.Errorf("notice.mq: %w", err)
 	}

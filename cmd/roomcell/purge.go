@@ -29,7 +29,7 @@ func (a *App) purgeDeps(ctx context.Context) (purge.Deps, error) {
 	}
 	notices := a.stores.Notice
 	if notices == nil && a.cfg.Store.Kind == configs.StoreMySQL {
-		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log.With("component", "mysql")))
+		ns, err := mysql.OpenNoticeStore(ctx, a.cfg.MySQL, mysql.WithLogger(a.log))
 		if err != nil {
 			return d, err
 		}

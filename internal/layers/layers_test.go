@@ -25,6 +25,13 @@ var rules = []struct {
 	forbid []string
 	except []string // packages under pkg the rule does not hold
 }{
+	// configs is the bottom: every layer reads it, it reads none.
+	{"configs", []string{"api", "room", "errclass", "persistence", "delivery", "actors", "cluster", "ownership", "internal", "tencentcb", "grpcapi", "cmd"}, nil},
+	// internal's helpers know nothing of rooms (configs alone).
+	{"internal", []string{"api", "room", "errclass", "persistence", "delivery", "actors", "cluster", "ownership", "tencentcb", "grpcapi", "cmd"}, nil},
+	// Room ownership (shards, leases) knows no room, store or actor: the
+	// cluster and the grains read it.
+	{"ownership", []string{"api", "room", "persistence", "delivery", "actors", "cluster", "tencentcb", "grpcapi", "cmd"}, nil},
 	{"api", []string{"room", "errclass", "persistence", "delivery", "actors", "cluster", "grpcapi", "cmd", "configs"}, nil},
 	{"errclass", []string{"api", "room", "persistence", "delivery", "actors", "cluster", "grpcapi", "cmd", "configs"}, nil},
 	{"room", []string{"persistence", "delivery", "actors", "cluster", "grpcapi", "cmd", "configs"}, nil},
@@ -45,6 +52,9 @@ var rules = []struct {
 	// Departures (who left a room, when and why) explain refusals as an
 	// observer.
 	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// Likes are gathered into windows by an observer that commits them
+	// through the room's command path.
+	{"actors/roomgrain", []string{"actors/roomlikes"}, nil},
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},

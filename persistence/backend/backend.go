@@ -62,7 +62,9 @@ func Open(ctx context.Context, cfg configs.Config, want Want, log *slog.Logger) 
 	}()
 	switch cfg.Store.Kind {
 	case configs.StoreMySQL:
-		err = s.openMySQL(ctx, cfg, want, cfg.Notice.MQ.RoomOutboxOn(), log.With("component", "mysql"))
+		// The MySQL stores name their component (persistence/mysql) on
+		// every line they write.
+		err = s.openMySQL(ctx, cfg, want, cfg.Notice.MQ.RoomOutboxOn(), log)
 	case configs.StoreMemdb:
 		s.openMemdb(want, cfg.Notice.MQ.RoomOutboxOn())
 	default:

@@ -74,7 +74,9 @@ func (s *Store) CountRequeueOutbox(ctx context.Context, sel persistence.OutboxSe
 // BulkRequeueOutbox implements persistence.OutboxBulkStore.
 func (s *Store) BulkRequeueOutbox(ctx context.Context, sel persistence.OutboxSelector, nowMs int64) (int, error) {
 	return s.bulkOutbox(ctx, sel, false, requeueMatch(sel, nowMs), func(r *persistence.OutboxRow) bool {
-		// A parked row holds no lease; a pending one keeps its sender's.
+		// A parked row leaves its room's lease; a pending one keeps its
+		// sender's.
+		requeueLease(r)
 		r.Status = persistence.OutboxPending
 		r.NextRetryAtMs = nowMs
 		r.UpdatedAtMs = nowMs

@@ -31,7 +31,7 @@ func (s *Store) RoomOutboxAfter(ctx context.Context, eventType string, afterMs i
 				return true // the pivot is inclusive; the cursor row itself was read
 			}
 			if e.EventType == eventType {
-				out = append(out, e.row())
+				out = append(out, withoutGivenBack(e.row()))
 				n++
 			}
 			return n < limit

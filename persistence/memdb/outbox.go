@@ -37,7 +37,7 @@ func (t *outboxTable) listStatus(status string, limit int) []persistence.OutboxR
 		if limit > 0 && len(out) >= limit && e.CreatedAtMs != out[len(out)-1].CreatedAtMs {
 			return false
 		}
-		out = append(out, e.row())
+		out = append(out, t.shown(e))
 		return true
 	})
 	slices.SortFunc(out, persistence.CompareListOrder)
@@ -61,7 +61,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 				if e.Status != persistence.OutboxPending {
 					return false, false
 				}
-				return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs, true
+				return e.NextRetryAtMs <= nowMs && e.LockUntilMs <= nowMs && !t.leasedAt(e, nowMs), true
 			},
 			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
 				return t.claimRoom(key, owner, nowMs, leaseMs, n)
@@ -145,17 +145,77 @@ func (s *Store) claimOutbox(ctx context.Context, limit int, claim func(t *outbox
 }
 
 // claimRoom leases the lowest pending rows of one room to owner, unless
-// another owner holds any of its pending rows or its lowest is not due.
-// Callers hold mu for writing.
+// another owner holds any of its pending rows (by the row's own lease or
+// the room's) or its lowest is not due. The lease is the room's
+// (roomLease, as room_outbox_leases in the MySQL store): a row keeps no
+// lease of its own once claimed. Callers hold mu for writing.
 func (t *outboxTable) claimRoom(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
-	return t.leaseRoom(t.room, key, limit,
+	l, leased := t.leases[key]
+	foreign := leased && l.until > nowMs && l.owner != owner
+	until := nowMs + leaseMs
+	rows := t.leaseRoom(t.room, key, limit,
 		func(e *outboxEntry, first bool) (held, stop bool) {
-			if e.LockUntilMs > nowMs && e.LockedBy != owner {
+			if e.LockUntilMs > nowMs && e.LockedBy != owner || foreign && l.covers(e) {
 				return true, true // held by another sender
 			}
 			return false, first && e.NextRetryAtMs > nowMs // the room waits for its earliest row
 		},
-		func(row *persistence.OutboxRow) { row.LockedBy, row.LockUntilMs = owner, nowMs+leaseMs })
+		func(row *persistence.OutboxRow) { row.LockedBy, row.LockUntilMs = "", 0 })
+	if len(rows) == 0 {
+		return nil
+	}
+	last := rows[len(rows)-1]
+	t.leases[key] = roomLease{owner: owner, until: until, uptoSeq: last.Envelope.RoomSeq, uptoIndex: last.EventIndex}
+	for i := range rows {
+		rows[i].LockedBy, rows[i].LockUntilMs = owner, until
+	}
+	return rows
+}
+
+// leasedAt: a live room lease holds e (e is no claim's candidate, as a
+// row under a live lease of its own is not). Callers hold mu.
+func (t *outboxTable) leasedAt(e *outboxEntry, nowMs int64) bool {
+	l, ok := t.leases[persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}]
+	return ok && l.until > nowMs && l.covers(e)
+}
+
+// roomLease is a room's claim lease: owner holds the room's pending rows
+// up to (uptoSeq, uptoIndex) until until, except the rows given back.
+type roomLease struct {
+	owner     string
+	until     int64
+	uptoSeq   int64
+	uptoIndex int
+}
+
+// covers: the lease holds e (if e is pending and not given back).
+func (l roomLease) covers(e *outboxEntry) bool {
+	return e.LockUntilMs >= 0 && (e.RoomSeq < l.uptoSeq || e.RoomSeq == l.uptoSeq && int(e.EventIndex) <= l.uptoIndex)
+}
+
+// givenBack is the LockUntilMs of a pending row its sender gave back (a
+// failure, a release) or an operator requeued from parked: its room's
+// lease no longer holds it. Readers see no lease.
+const givenBack = -1
+
+// shown is e as readers see it: a pending row its room's lease holds
+// carries that lease; a given-back row carries none. Callers hold mu.
+func (t *outboxTable) shown(e *outboxEntry) persistence.OutboxRow {
+	r := e.row()
+	if r.Status == persistence.OutboxPending {
+		if l, ok := t.leases[persistence.RoomKey{AppCode: e.AppCode, RoomID: e.RoomID}]; ok && l.covers(e) && l.until > r.LockUntilMs {
+			r.LockedBy, r.LockUntilMs = l.owner, l.until
+		}
+	}
+	return withoutGivenBack(r)
+}
+
+// withoutGivenBack shows a given-back row without a lease.
+func withoutGivenBack(r persistence.OutboxRow) persistence.OutboxRow {
+	if r.LockUntilMs < 0 {
+		r.LockedBy, r.LockUntilMs = "", 0
+	}
+	return r
 }
 
 // leaseRoom walks one room's rows in index (IM- or MQ-pending) from its
@@ -280,7 +340,7 @@ func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string,
 		r.LastError = lastError
 		r.UpdatedAtMs = nowMs
 		r.NextRetryAtMs = nextRetryAtMs
-		r.LockedBy, r.LockUntilMs = "", 0
+		r.LockedBy, r.LockUntilMs = "", givenBack
 		return true
 	})
 }
@@ -308,7 +368,9 @@ func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) 
 			conflict = fmt.Errorf("memdb: requeue %s: row is %s: %w", eventID, r.Status, persistence.ErrConflict)
 			return false
 		}
-		// A parked row holds no lease; a pending one keeps its sender's.
+		// A parked row leaves its room's lease; a pending one keeps its
+		// sender's.
+		requeueLease(r)
 		r.Status = persistence.OutboxPending
 		r.NextRetryAtMs = nowMs
 		r.UpdatedAtMs = nowMs
@@ -347,13 +409,22 @@ func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 	return s.updateRows(ctx, eventIDs, releaseLease)
 }
 
-// releaseLease clears a pending row's lease; any other row is left alone.
+// releaseLease gives a pending row back (its own lease cleared, its
+// room's lease no longer holding it); any other row is left alone.
 func releaseLease(r *persistence.OutboxRow) bool {
 	if r.Status != persistence.OutboxPending {
 		return false
 	}
-	r.LockedBy, r.LockUntilMs = "", 0
+	r.LockedBy, r.LockUntilMs = "", givenBack
 	return true
+}
+
+// requeueLease is a requeue's lease change, before the status: a parked
+// row leaves its room's lease, a pending row keeps its sender's.
+func requeueLease(r *persistence.OutboxRow) {
+	if r.Status == persistence.OutboxParked {
+		r.LockedBy, r.LockUntilMs = "", givenBack
+	}
 }
 
 // MarkOutboxEffectsDone implements persistence.OutboxStore.
@@ -378,7 +449,7 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 	if e == nil {
 		return persistence.OutboxRow{}, fmt.Errorf("memdb: outbox event %q: %w", eventID, persistence.ErrNotFound)
 	}
-	return e.row(), nil
+	return s.outbox.shown(e), nil
 }
 
 // ListOutbox implements persistence.OutboxStore. Limit <= 0 means no limit.
@@ -398,7 +469,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	}
 	all := make([]persistence.OutboxRow, 0, len(t.byID))
 	for _, e := range t.byID {
-		all = append(all, e.row())
+		all = append(all, t.shown(e))
 	}
 	slices.SortFunc(all, persistence.CompareListOrder)
 	for _, r := range all {

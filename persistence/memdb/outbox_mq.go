@@ -33,9 +33,13 @@ func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs 
 // claimer marks or releases what it took, and rows it could not release
 // keep the room until their lease ends). Callers hold mu for writing.
 func (t *outboxTable) claimRoomMQ(key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) []persistence.OutboxRow {
-	return t.leaseRoom(t.mqRoom, key, limit,
+	rows := t.leaseRoom(t.mqRoom, key, limit,
 		func(e *outboxEntry, _ bool) (held, stop bool) { return e.mqLockUntilMs() > nowMs, false },
 		func(row *persistence.OutboxRow) { row.MQLockedBy, row.MQLockUntilMs = owner, nowMs+leaseMs })
+	for i := range rows {
+		rows[i] = withoutGivenBack(rows[i])
+	}
+	return rows
 }
 
 // mqUpdate applies change to the MQ-pending rows of eventIDs under one

@@ -43,6 +43,8 @@ type outboxTable struct {
 	mqRoom *btree.BTreeG[*outboxEntry]
 	// sets lists the five with the rows each holds.
 	sets [5]orderedSet
+	// leases are the rooms' claim leases (the IM claims').
+	leases map[persistence.RoomKey]roomLease
 }
 
 type orderedSet struct {
@@ -54,6 +56,7 @@ func newOutboxTable() *outboxTable {
 	opts := btree.Options{NoLocks: true} // mu guards them
 	t := &outboxTable{
 		byID:   map[string]*outboxEntry{},
+		leases: map[persistence.RoomKey]roomLease{},
 		status: btree.NewBTreeGOptions(statusLess, opts),
 		due:    btree.NewBTreeGOptions(dueLess, opts),
 		room:   btree.NewBTreeGOptions(roomLess, opts),

@@ -131,16 +131,16 @@ func (s *Store) CountRequeueOutbox(ctx context.Context, sel persistence.OutboxSe
 	return s.countOutbox(ctx, "count outbox requeue", where, args, sel.Limit)
 }
 
-// BulkRequeueOutbox implements persistence.OutboxBulkStore. The lease
-// columns are not touched: a pending row's sender keeps its lease, as in
-// RequeueOutbox.
+// BulkRequeueOutbox implements persistence.OutboxBulkStore. A pending
+// row's sender keeps its lease, as in RequeueOutbox; a parked row leaves
+// its room's lease (requeueLease).
 func (s *Store) BulkRequeueOutbox(ctx context.Context, sel persistence.OutboxSelector, nowMs int64) (int, error) {
 	if err := ready(ctx); err != nil {
 		return 0, err
 	}
 	where, args := outboxWhere(sel, requeueCond, nowMs)
 	return s.bulkUpdate(ctx, "bulk requeue outbox", where, args, sel.Limit,
-		"status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
+		requeueLease+", status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
 }
 
 // CountSkipOutbox implements persistence.OutboxBulkStore.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -58,7 +59,7 @@ func (s *Store) claimBefore(ctx context.Context, owner string, nowMs, leaseMs in
 	if len(out) == 0 {
 		return nil, nil
 	}
-	if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
+	if err := leaseRowsBefore(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
 		return nil, err
 	}
 	return out, tx.Commit()
@@ -102,3 +103,16 @@ type scanPlusBefore struct {
 }
 
 func (p scanPlusBefore) Scan(dest ...any) error { return p.rows.Scan(append(dest, p.extra)...) }
+
+// leaseRowsBefore is the claim's lease as it was before rooms were leased
+// (room_outbox_leases): the lease written into every claimed row.
+func leaseRowsBefore(ctx context.Context, tx *sql.Tx, rows []persistence.OutboxRow, owner string, until int64) error {
+	args := []any{owner, until}
+	for i := range rows {
+		args = append(args, rows[i].Envelope.EventID)
+		rows[i].LockedBy = owner
+		rows[i].LockUntilMs = until
+	}
+	_, err := tx.ExecContext(ctx, "UPDATE room_outbox SET locked_by = ?, lock_until_ms = ? WHERE event_id IN (?"+strings.Repeat(",?", len(rows)-1)+")", args...)
+	return err
+}

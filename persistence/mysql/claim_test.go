@@ -79,10 +79,17 @@ func TestClaimLooksPastHeldRooms(t *testing.T) {
 	if ids := claimedIDs(got); len(ids) != 1 || ids[0] != free {
 		t.Fatalf("claim of 2 took %v, want only the free room's row %s (every other room is held)", ids, free)
 	}
-	// And the held rooms stay held: nothing of them was leased.
+	// And the held rooms stay held: only the free room was leased (a
+	// claim leases rooms, room_outbox_leases), no row of a held room.
 	var leased int
-	if err := s.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE locked_by = 'relay'").Scan(&leased); err != nil || leased != 1 {
-		t.Fatalf("%d rows leased to the relay (%v), want 1", leased, err)
+	if err := s.db.QueryRow("SELECT COUNT(*) FROM room_outbox_leases WHERE locked_by = 'relay' AND room_id = 'zz-free'").Scan(&leased); err != nil || leased != 1 {
+		t.Fatalf("%d leases of the free room to the relay (%v), want 1", leased, err)
+	}
+	if err := s.db.QueryRow("SELECT COUNT(*) FROM room_outbox_leases WHERE room_id <> 'zz-free'").Scan(&leased); err != nil || leased != 0 {
+		t.Fatalf("%d held rooms leased (%v), want 0", leased, err)
+	}
+	if err := s.db.QueryRow("SELECT COUNT(*) FROM room_outbox WHERE locked_by = 'relay'").Scan(&leased); err != nil || leased != 0 {
+		t.Fatalf("%d rows leased to the relay one by one (%v), want 0", leased, err)
 	}
 }
 

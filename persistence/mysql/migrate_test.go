@@ -64,7 +64,7 @@ func TestMigrateCreatesDatabaseAndIsIdempotent(t *testing.T) {
 			t.Fatalf("Migrate run %d: %v", run, err)
 		}
 	}
-	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_snapshots", "schema_migrations"}
+	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_outbox_leases", "room_snapshots", "schema_migrations"}
 	if got := tableNames(t, db, database); !slices.Equal(got, want) {
 		t.Fatalf("tables: got %v, want %v", got, want)
 	}

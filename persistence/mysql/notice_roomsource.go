@@ -69,5 +69,6 @@ func (s *RoomOutboxReader) RoomOutboxAfter(ctx context.Context, eventType string
 	if err := rows.Err(); err != nil {
 		return nil, s.wrap("read room outbox", err)
 	}
+	shownLease(out)
 	return out, nil
 }

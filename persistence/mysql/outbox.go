@@ -93,8 +93,12 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	return s.queryOutbox(ctx, s.db, "list pending outbox",
+	rows, err := s.queryOutbox(ctx, s.db, "list pending outbox",
 		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY "+listOrder+" LIMIT ?", limit)
+	if err != nil {
+		return nil, err
+	}
+	return s.withRoomLeases(ctx, "list pending outbox", rows)
 }
 
 // claimScanPage is the least number of due rows one page of the claim's
@@ -179,6 +183,12 @@ type querier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }
 
+// querierExec is a pool or a transaction that also writes.
+type querierExec interface {
+	querier
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}
+
 // claimRooms leases the lowest pending rows of the free and due candidate
 // rooms, in candidate order, at most limit rows, in one transaction of a
 // few statements whatever the number of rooms:
@@ -233,7 +243,7 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 		if err != nil || len(out) == 0 {
 			return nil, err
 		}
-		if err := s.lease(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
+		if err := s.writeLeases(ctx, tx, out, owner, nowMs+leaseMs); err != nil {
 			if isDeadlock(err) {
 				return nil, nil
 			}
@@ -260,7 +270,10 @@ func (s *Store) claimTx(ctx context.Context, op, owner string, limit int,
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
-	tx, err := s.db.BeginTx(ctx, nil)
+	// READ COMMITTED: a claim that waited for another's row locks then
+	// reads the room leases that claim committed (a snapshot from before
+	// the wait would not show them), and takes no gap locks.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, s.wrap(op, err)
 	}
@@ -320,20 +333,28 @@ func (s *Store) claimPlan(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 
 // planRooms plans one chunk of claimPlan's rooms.
 func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
-	in, args := roomArgs(rooms, []any{nowMs})
-	rs, err := tx.QueryContext(ctx, "SELECT app_code, room_id, COUNT(*), SUM(lock_until_ms > ?) FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
-		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id", args...)
+	// Per room: its pending depth, whether a row of it is under a live
+	// lease of its own, and whether another owner's live room lease holds
+	// a row of it (one not given back, at or below the lease's last row).
+	in, args := roomArgs(rooms, []any{nowMs, nowMs, owner})
+	rs, err := tx.QueryContext(ctx, "SELECT o.app_code, o.room_id, COUNT(*), SUM(o.lock_until_ms > ?),"+
+		" COALESCE(SUM(l.lock_until_ms > ? AND l.locked_by <> ? AND o.lock_until_ms >= 0"+
+		" AND (o.room_seq < l.upto_seq OR (o.room_seq = l.upto_seq AND o.event_index <= l.upto_index))), 0)"+
+		" FROM room_outbox o FORCE INDEX (idx_room_outbox_room)"+
+		" LEFT JOIN room_outbox_leases l ON l.app_code = o.app_code AND l.room_id = o.room_id"+
+		" WHERE o.status = 'pending' AND (o.app_code, o.room_id) IN ("+in+") GROUP BY o.app_code, o.room_id", args...)
 	if err != nil {
 		return nil, s.claimErr(err)
 	}
 	depth := make(map[persistence.RoomKey]int, len(rooms))
+	held := map[persistence.RoomKey]bool{}
 	var leased []persistence.RoomKey
 	for rs.Next() {
 		var (
-			k       persistence.RoomKey
-			n, live int
+			k             persistence.RoomKey
+			n, live, room int
 		)
-		if err := rs.Scan(&k.AppCode, &k.RoomID, &n, &live); err != nil {
+		if err := rs.Scan(&k.AppCode, &k.RoomID, &n, &live, &room); err != nil {
 			rs.Close()
 			return nil, s.wrap("claim outbox", err)
 		}
@@ -341,12 +362,14 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 		if live > 0 {
 			leased = append(leased, k)
 		}
+		if room > 0 {
+			held[k] = true
+		}
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
 		return nil, s.claimErr(err)
 	}
-	held := map[persistence.RoomKey]bool{}
 	if len(leased) > 0 {
 		in, args := roomArgs(leased, []any{nowMs, owner})
 		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
@@ -410,8 +433,29 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 	if err != nil {
 		return nil, err
 	}
+	// With the rooms' lowest rows locked, no other claim of these rooms
+	// is under way; their leases as committed decide.
+	keys := make([]persistence.RoomKey, len(take))
+	for i, t := range take {
+		keys[i] = t.key
+	}
+	want := make(map[persistence.RoomKey]int, len(take))
+	for _, t := range take {
+		want[t.key] = t.n
+	}
+	leases, err := s.roomLeases(ctx, tx, keys)
+	if err != nil {
+		return nil, s.claimErr(err)
+	}
 	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
-		return len(rs) > 0 && rs[0].NextRetryAtMs <= nowMs && !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
+		if len(rs) == 0 || rs[0].NextRetryAtMs > nowMs {
+			return false
+		}
+		k := persistence.RoomKey{AppCode: rs[0].Envelope.AppCode, RoomID: rs[0].Envelope.RoomID}
+		if l, ok := leases[k]; ok && l.heldByOther(owner, nowMs, rs, len(rs) < want[k]) {
+			return false
+		}
+		return !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
 			return r.LockUntilMs > nowMs && r.LockedBy != owner
 		})
 	}), nil
@@ -435,24 +479,6 @@ func takeFree(rows []persistence.OutboxRow, take []roomTake, free func(rs []pers
 		}
 	}
 	return out
-}
-
-// lease writes owner's lease into rows (in the store and in the slice).
-func (s *Store) lease(ctx context.Context, tx *sql.Tx, rows []persistence.OutboxRow, owner string, until int64) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	args := []any{owner, until}
-	for i := range rows {
-		args = append(args, rows[i].Envelope.EventID)
-		rows[i].LockedBy = owner
-		rows[i].LockUntilMs = until
-	}
-	q := "UPDATE room_outbox SET locked_by = ?, lock_until_ms = ? WHERE event_id IN (?" + strings.Repeat(",?", len(rows)-1) + ")"
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return s.wrap("claim outbox", err)
-	}
-	return nil
 }
 
 // updateOutbox runs a single-row UPDATE guarded by status = 'pending'. No
@@ -500,17 +526,18 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
 // chunk like MarkOutboxPublishedBatch.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = 0")
+	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = "+released)
 }
 
 // updatePending applies set (with setArgs) to the rows among eventIDs
-// whose status column (status for IM, mq_status for MQ) is 'pending', 500
-// ids a statement; other rows and unknown ids are skipped.
+// whose status column (status for IM, mq_status for MQ) is 'pending',
+// 2,000 ids (hot_room_batch's default, a grown claim) a statement: each
+// statement is a commit; other rows and unknown ids are skipped.
 func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs []string, set string, setArgs ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
-	const chunk = 500
+	const chunk = 2000
 	for ids := range slices.Chunk(eventIDs, chunk) {
 		args := slices.Clone(setArgs)
 		for _, id := range ids {
@@ -530,8 +557,10 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 // MarkOutboxFailed implements persistence.OutboxStore. lastError is cut to
 // the column's 1024 characters.
 func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs, nextRetryAtMs int64) error {
+	// The row leaves its room's lease (due again at nextRetryAtMs, whoever
+	// claims it); the room's other rows stay with their sender.
 	return s.updateOutbox(ctx, "mark failed", eventID,
-		"retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, next_retry_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
+		"retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, next_retry_at_ms = ?, locked_by = NULL, lock_until_ms = "+released,
 		truncateChars(lastError, maxLastError), nowMs, nextRetryAtMs)
 }
 
@@ -545,7 +574,7 @@ func (s *Store) ParkOutbox(ctx context.Context, eventID, lastError string, nowMs
 // RequeueOutbox implements persistence.OutboxStore.
 func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) error {
 	return s.resolveOutbox(ctx, "requeue", eventID, []string{persistence.OutboxParked, persistence.OutboxPending},
-		"status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
+		requeueLease+", status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
 }
 
 // SkipOutbox implements persistence.OutboxStore.
@@ -622,7 +651,7 @@ func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps
 
 // ReleaseOutbox implements persistence.OutboxStore.
 func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
-	return s.updateOutbox(ctx, "release", eventID, "locked_by = NULL, lock_until_ms = 0")
+	return s.updateOutbox(ctx, "release", eventID, "locked_by = NULL, lock_until_ms = "+released)
 }
 
 func truncateChars(s string, n int) string {
@@ -650,7 +679,11 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 	if err != nil {
 		return persistence.OutboxRow{}, s.wrap("get outbox "+eventID, err)
 	}
-	return r, nil
+	rows, err := s.withRoomLeases(ctx, "get outbox "+eventID, []persistence.OutboxRow{r})
+	if err != nil {
+		return persistence.OutboxRow{}, err
+	}
+	return rows[0], nil
 }
 
 // ListOutbox implements persistence.OutboxStore. Limit <= 0 means no
@@ -673,7 +706,11 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
 	}
-	return s.queryOutbox(ctx, s.db, "list outbox", q, args...)
+	rows, err := s.queryOutbox(ctx, s.db, "list outbox", q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return s.withRoomLeases(ctx, "list outbox", rows)
 }
 
 // OutboxStats implements persistence.OutboxStore. Both aggregates read

@@ -203,6 +203,7 @@ func (s *Store) lockRoomsMQ(ctx context.Context, tx *sql.Tx, take []roomTake, no
 	if err != nil {
 		return nil, err
 	}
+	shownLease(rows)
 	return takeFree(rows, take, func(rs []persistence.OutboxRow) bool {
 		return !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool { return r.MQLockUntilMs > nowMs })
 	}), nil
