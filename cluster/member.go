@@ -127,7 +127,7 @@ func Start(o Options) (m *Member, err error) {
 		o.Ownership = ownership.NewView(0)
 	}
 	m = &Member{System: system, cfg: cfg, nodeID: o.NodeID, logger: o.Logger, startedAt: time.Now(), done: make(chan struct{}),
-		ownership: o.Ownership, lookup: &lookup{table: o.Ownership, log: o.Logger.With("component", "cluster")}}
+		ownership: o.Ownership, lookup: &lookup{table: o.Ownership, log: o.Logger}}
 	m.lookup.stopping = &m.stopping
 	for _, k := range o.Kinds {
 		m.kinds = append(m.kinds, k.Kind)
