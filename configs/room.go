@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"time"
+
 	// The zone database inside the binary: room.ranking.zone must mean
 	// the same on every node, whatever the host has installed.
 	_ "time/tzdata"

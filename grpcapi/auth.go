@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/errclass"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -16,6 +14,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
 )
 
 // Class is who may call an RPC.

@@ -4,11 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // Every roomcell.v1 method, sent a garbage body or a string field with

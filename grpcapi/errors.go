@@ -8,12 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/persistence"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 )
 
 // classCodes maps the error vocabulary (errclass) to status codes. Every

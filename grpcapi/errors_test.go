@@ -7,6 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/wallet"
@@ -14,10 +19,6 @@ import (
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func assertCode(t *testing.T, err error, want codes.Code) {

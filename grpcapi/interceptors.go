@@ -5,15 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"log/slog"
 	"runtime/debug"
 	"time"
 
-	"github.com/hyapp/roomcell/room"
+	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomcell/room"
 )
 
 // RequestIDHeader is the metadata key a caller may set to trace a request;

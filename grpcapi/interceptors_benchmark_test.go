@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // headerStream is the transport stream grpc.SetHeader writes to.

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 func joinReq() *roomcellv1.JoinRoomRequest {

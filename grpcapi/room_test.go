@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 )
 
 func validCreate() *roomcellv1.CreateRoomRequest {

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/internal/logtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -19,6 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/internal/logtest"
 )
 
 // fakeBackend records every command it gets and answers with reply (or a

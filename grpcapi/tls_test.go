@@ -3,12 +3,13 @@ package grpcapi
 import (
 	"testing"
 
-	"github.com/hyapp/roomcell/configs"
-	"github.com/hyapp/roomcell/internal/certtest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/internal/certtest"
 )
 
 // tlsServer serves TLS (mTLS when clientCA is set) and returns a dial

@@ -3,12 +3,13 @@ package grpcapi
 import (
 	"errors"
 
-	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/hyapp/roomcell/room"
 )
 
 // Room commands are checked by the room's own code (room.CheckClientCommand,

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/room"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -15,6 +13,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
 )
 
 var (

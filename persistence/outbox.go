@@ -37,7 +37,12 @@ type OutboxRow struct {
 	PublishedAtMs int64
 	// LockedBy and LockUntilMs are the claim lease: a row claimed by one
 	// sender (a relay, or the room's own publisher) is not handed to
-	// another until the lease expires.
+	// another until the lease expires. A claim leases the room, not each
+	// row (one lease per claimed room, up to the last row it took: a
+	// published row is written once after its insert); readers see that
+	// lease on each pending row it holds. Rows a publisher leases at
+	// insert carry their own. A failed or released row leaves its room's
+	// lease and shows none.
 	LockedBy    string
 	LockUntilMs int64
 	// NextRetryAtMs: a pending row is not claimed before it (its created_at_ms
@@ -122,7 +127,8 @@ type OutboxStore interface {
 	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 	// MarkOutboxFailed keeps the row pending, adds one to retry_count,
 	// stores lastError, sets next_retry_at_ms to nextRetryAtMs and clears
-	// the lease. A row that is not pending is left alone. ErrNotFound for
+	// the lease (the row leaves its room's lease; the room's other rows
+	// stay with their sender). A row that is not pending is left alone. ErrNotFound for
 	// an unknown event.
 	MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs, nextRetryAtMs int64) error
 	// ParkOutbox moves a pending row to parked (retry_count+1, lastError,
@@ -140,7 +146,8 @@ type OutboxStore interface {
 	// row (a skipped one is left as it is), ErrNotFound for an unknown one.
 	SkipOutbox(ctx context.Context, eventID, by, reason string, nowMs int64) error
 	// ReleaseOutbox clears the lease of a pending row without counting a
-	// failure (operator "retry now", or rows a sender gives back unsent).
+	// failure (operator "retry now", or rows a sender gives back unsent);
+	// the room's other rows stay with their sender.
 	ReleaseOutbox(ctx context.Context, eventID string) error
 	// ReleaseOutboxBatch is ReleaseOutbox for many rows in one write: a
 	// sender giving back what it could not send (IM down or over quota)

@@ -3,9 +3,10 @@ package room_test
 import (
 	"errors"
 
-	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"reflect"
 	"testing"
+
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"

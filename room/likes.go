@@ -121,7 +121,7 @@ func checkLike(c Command) error {
 // decideLikeRoom decides one like alone: a window of one.
 func decideLikeRoom(s State, c Command) ([]Event, error) {
 	w := NewLikeWindow()
-	if out, _ := w.add(s, c); out.Err != nil {
+	if out, _ := w.add(s, c, LikeID(c.CommandID)); out.Err != nil {
 		return nil, out.Err
 	}
 	evs, refused := w.Close(s, c.NowMs)
@@ -252,21 +252,26 @@ func (w *LikeWindow) Ref(id string) (LikeRef, bool) {
 // are the ones the window's likes were added against: only a window's
 // own row changes them.
 func (w *LikeWindow) Add(s State, c Command) (out LikeOutcome, inWindow bool) {
+	return w.AddAs(s, c, LikeID(c.CommandID))
+}
+
+// AddAs is Add of c whose LikeID(c.CommandID) the caller holds: the hash
+// is most of a like's cost, and the grain looks the id up first.
+func (w *LikeWindow) AddAs(s State, c Command, id string) (out LikeOutcome, inWindow bool) {
 	if _, err := validate(c); err != nil {
 		return LikeOutcome{Err: err}, false
 	}
 	if c.Type != CmdLikeRoom {
 		return LikeOutcome{Err: errclass.Invalidf("%s is not a LikeRoom", c.Type)}, false
 	}
-	return w.add(s, c)
+	return w.add(s, c, id)
 }
 
-// add is Add of a valid LikeRoom.
-func (w *LikeWindow) add(s State, c Command) (out LikeOutcome, inWindow bool) {
+// add is Add of a valid LikeRoom whose LikeID is id.
+func (w *LikeWindow) add(s State, c Command, id string) (out LikeOutcome, inWindow bool) {
 	if !s.Exists || s.Status == StatusClosed {
 		return LikeOutcome{Err: likeRefused(s, c, c.NowMs)}, false
 	}
-	id := LikeID(c.CommandID)
 	receipt := id + ":" + strconv.FormatInt(c.LikeCount, 10)
 	rec, err := recordedAs(s, c, id, receipt)
 	switch {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hyapp/roomcell/errclass"
@@ -29,6 +30,17 @@ import (
 const (
 	CmdSetRoomPassword = "SetRoomPassword"
 	MaxPasswordLen     = 64 // bytes
+)
+
+// The password guesses one user may make in one room: a burst of
+// PasswordGuessBurst wrong passwords, then one every PasswordGuessEvery.
+// A try over the bucket is refused (RATE_LIMITED, with the wait) before
+// the password is looked at, so a guesser learns nothing from it. The
+// buckets are the node's wiring's (the grain is handed them): in Redis
+// on a cluster, so they follow a room to whichever node hosts it.
+const (
+	PasswordGuessBurst = 5
+	PasswordGuessEvery = 10 * time.Second
 )
 
 var (

@@ -1,69 +1,34 @@
 package departures
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/actors/roomgrain/graintest"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/persistence"
-	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
 )
 
-// fixture hosts room grains itself, as the cluster's placement would,
-// on a go-memdb store, with the departures observer wired.
-type fixture struct {
-	t   testing.TB
-	sys *actor.ActorSystem
-}
+// fixture hosts room grains as the cluster's placement would, with the
+// departures observer wired.
+type fixture struct{ *graintest.Host }
 
-func newFixture(t testing.TB) *fixture {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	return &fixture{t: t, sys: sys}
-}
+func newFixture(t testing.TB) *fixture { return &fixture{graintest.New(t)} }
 
 func (f *fixture) activate(identity string, observers ...roomgrain.NewObserver) *actor.PID {
-	props := roomgrain.GrainProps(roomgrain.Deps{Store: memdb.New(), Publisher: nopPublisher{}, Gifts: roomgrain.FreeGifts(1),
-		Config: configs.Default().Room, Observers: observers})
-	pid := f.sys.Root.Spawn(props)
-	f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: identity, Kind: roomgrain.Kind}})
-	return pid
+	return f.Activate(roomgrain.GrainProps(f.Deps(observers...)), identity)
 }
 
 func (f *fixture) do(pid *actor.PID, rc *v1.RoomCommand) (*v1.CommandReply, error) {
-	f.t.Helper()
-	res, err := f.sys.Root.RequestFuture(pid, rc, 5*time.Second).Result()
-	if err != nil {
-		f.t.Fatalf("grain did not answer: %v", err)
-	}
-	r, ok := res.(*v1.RoomResponse)
-	if !ok {
-		f.t.Fatalf("grain answered %T", res)
-	}
-	if r.Error != nil {
-		return nil, roomgrain.ErrorOf(r.Error)
-	}
-	return r.Reply, nil
+	return f.Do(pid, rc)
 }
-
 func (f *fixture) mustDo(pid *actor.PID, rc *v1.RoomCommand) *v1.CommandReply {
-	f.t.Helper()
-	r, err := f.do(pid, rc)
-	if err != nil {
-		f.t.Fatalf("command failed: %v", err)
-	}
-	return r
+	return f.MustDo(pid, rc)
 }
 
 func rcCreate(cmdID, user string) *v1.RoomCommand {
@@ -193,8 +158,3 @@ func TestDeparturesBounded(t *testing.T) {
 		t.Fatalf("a forgotten departure changed the refusal: %v", err)
 	}
 }
-
-// nopPublisher takes every event: these tests read the grain's answers.
-type nopPublisher struct{}
-
-func (nopPublisher) PublishRoomEvent(context.Context, persistence.Envelope) error { return nil }

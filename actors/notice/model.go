@@ -2,6 +2,7 @@ package notice
 
 import (
 	"context"
+
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )

@@ -55,13 +55,17 @@ func nextDelay(deps Deps, last Result, err error) time.Duration {
 	return deps.Config.PollInterval
 }
 
-// nextLimit grows the claim with the backlog: after a full batch there
-// is more waiting, and the next claim doubles, up to hot_room_batch, so a
-// backlog costs fewer claims (each a transaction of a few statements
-// whatever its size) and a hot room's coalesced messages fill up.
-// Anything else, a failure above all, goes back to batch_size.
+// nextLimit is the hot-room rule: after a full batch that one
+// room filled at least half of, that room has a backlog, and the next
+// claim doubles, up to hot_room_batch, so a hot room's backlog costs
+// fewer claims (each claim reads the room's pending rows to check its
+// owner) and its coalesced messages fill up. Anything else, a failure
+// above all, goes back to batch_size. A backlog spread over many rooms
+// drains through the pipeline (several claims a round) instead: claims of
+// 2,000 such rows cost MariaDB more per row than claims of 500 and
+// drained no faster (docs/benchmarks.md).
 func nextLimit(cfg configs.OutboxWorkerConfig, last Result, err error) int {
-	if full(last, err) {
+	if full(last, err) && 2*last.HotRoomRows >= last.Limit {
 		return min(2*last.Limit, cfg.HotRoomBatch)
 	}
 	return cfg.BatchSize

@@ -293,6 +293,11 @@ func (b *batch) remark() bool {
 	}
 	b.Logger.Info("outbox events marked published after the store came back", slog.String("worker", WorkerName),
 		slog.Int("events", len(b.carry.unmarked)))
+	// Their sends were not counted when the first mark failed: a row is
+	// counted by the mark that lands, once.
+	if b.Metrics != nil {
+		b.Metrics.Success.Add(float64(len(b.carry.unmarked)))
+	}
 	b.carry.unmarked = nil
 	return true
 }

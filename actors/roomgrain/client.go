@@ -102,7 +102,7 @@ func (c *Client) withRetryHint(err error) error {
 		// A grain's password-guess bucket (password.go) sends its exact
 		// wait (RoomError.retry_after_ms); one that did not (an older
 		// node) gives a try back every interval, so one is always enough.
-		return errclass.WithRetryAfter(err, passwordGuessEvery)
+		return errclass.WithRetryAfter(err, room.PasswordGuessEvery)
 	}
 	return err
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hyapp/roomcell/actors/storegate"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/actors/storegate"
 
 	"github.com/asynkron/protoactor-go/actor"
 

@@ -7,8 +7,8 @@
 // one way anything that follows a room attaches (the room directory, the
 // room's feed of events for ListRoomEvents and WatchRoom, departures,
 // likes, handed the room's LikeRoom commands and committing a window's
-// row through Room.CommitReply, seat deadlines: seatdeadline.go, whose expiry is the room's own command
-// through Room.Commit): a
+// row through Room.CommitReply, seat deadlines, whose expiry is the
+// room's own command through Room.Commit): a
 // list made on each activation and called at its points (check, commit,
 // the stored envelopes, tick, stopping, stop), handed the messages it owns and
 // asked to explain a refusal, with the Tick and Commit messages an
@@ -18,7 +18,10 @@
 //
 // It must not know store, IM or wallet implementations, nor any observer
 // (the directory is actors/directory, the feed actors/roomfeed,
-// departures actors/departures, likes actors/roomlikes, all wired by cmd/roomcell): those come
+// departures actors/departures, likes actors/roomlikes, seat deadlines
+// actors/seatdeadline, all wired by cmd/roomcell; graintest hosts grains
+// for their tests, and roomcheck is what those tests and the grain's
+// share): those come
 // in through the small interfaces in grain.go and observer.go. The grain
 // kind is built by its user (cmd/roomcell) from Kind and GrainProps.
 package roomgrain

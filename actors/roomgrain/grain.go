@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyapp/roomcell/actors/outboxmarks"
 	"github.com/hyapp/roomcell/actors/storegate"
 	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/errclass"
@@ -31,7 +32,8 @@ const Kind = "room"
 type Store interface {
 	persistence.RoomStore
 	MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error
-	// The room's publisher marks what it sent in batches (marks.go).
+	// The room's publisher marks what it sent in batches
+	// (actors/outboxmarks).
 	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 	// The room's publisher catching up (publisher.go).
 	ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
@@ -66,15 +68,16 @@ type Deps struct {
 	Observers []NewObserver
 	// PublishMetrics: nil means none.
 	PublishMetrics *PublishMetrics
-	// marks batches the publishers' marks (marks.go): one per node, made
-	// by GrainProps; nil gives each publisher its own.
-	marks *markBatcher
+	// Marks batches the publishers' marks (actors/outboxmarks: one per
+	// room database of the node, made by the node's wiring); nil gives
+	// each room's publisher its own.
+	Marks *outboxmarks.Batcher
 	// Joins orders one user's joins on this node (the room directory's
 	// directory.JoinClock, one per node); nil: not ordered.
 	Joins JoinOrder
-	// guesses: the password-guess buckets (password.go); made by
-	// setDefaults.
-	guesses *guesses
+	// Guesses are the password-guess buckets (password.go), handed by
+	// the node's wiring; nil: a join that needs the password is refused.
+	Guesses PasswordGuesses
 	// Lease gates every answer on the node's lease of the room (lease.go);
 	// nil: always served, appends not fenced by epoch.
 	Lease Lease
@@ -97,20 +100,12 @@ func (d *Deps) setDefaults() {
 	if d.MaxPublishBacklog <= 0 {
 		d.MaxPublishBacklog = 1000
 	}
-	if d.guesses == nil {
-		d.guesses = newGuesses()
-	}
 }
 
 // GrainProps is a room grain without the cluster's middleware: a test
 // hosts grains itself by spawning these and sending each a ClusterInit.
 func GrainProps(d Deps) *actor.Props {
 	d.setDefaults()
-	if d.marks == nil && d.Store != nil {
-		// Shared by every room of the node, so marks of many rooms share a
-		// write too.
-		d.marks = newMarkBatcher(d.Store, d.Clock, d.Config.StoreTimeout, d.Logger, d.NodeID)
-	}
 	// Every grain of the kind reads the one Deps: a copy per room was
 	// ~300 bytes of each active room.
 	return grainProps(&d)
@@ -445,7 +440,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	}
 	events, err := room.Decide(g.state, cmd)
 	if errors.Is(err, room.ErrWrongPassword) && guessKey != "" {
-		g.deps.guesses.wrong(guessKey, g.deps.Clock())
+		g.wrongGuess(guessKey)
 	}
 	if err != nil {
 		// A retry of an old command can break a rule that its first run

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hyapp/roomcell/actors/storegate"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/actors/storegate"
 
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
@@ -139,7 +140,6 @@ type fixture struct {
 	events chan any
 	probe  *actor.PID
 	deps   Deps
-	seats  *seatTimers // the seat deadline observer's timers (in deps.Observers)
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -148,8 +148,7 @@ func newFixture(t testing.TB) *fixture {
 	f.probe = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &probe{ch: f.events} }))
 	f.pub = &probePublisher{root: sys.Root, probe: f.probe}
 	cfg := configs.Default().Room
-	f.seats = newSeatTimers()
-	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Observers: []NewObserver{observeSeatDeadlines(f.seats)}}
+	f.deps = Deps{Store: f.store, Publisher: f.pub, Gifts: f.wallet, Config: cfg, Guesses: memdb.NewGuesses()}
 	f.deps.setDefaults()
 	withGate(&f.deps)
 	t.Cleanup(sys.Shutdown)

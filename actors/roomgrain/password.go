@@ -1,84 +1,67 @@
 package roomgrain
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
+	"errors"
+	"fmt"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/hyapp/roomcell/persistence"
 
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
 
-// The password guesses one user may make, per room on this node: a
-// burst of passwordGuessBurst wrong passwords, then one every
-// passwordGuessEvery. A try over the bucket is refused (RATE_LIMITED,
-// with the wait) before the password is looked at, so a guesser learns
-// nothing from it.
-const (
-	passwordGuessBurst = 5
-	passwordGuessEvery = 10 * time.Second
-	// maxGuessBuckets bounds the buckets kept: past it, the full ones
-	// (nobody guessed lately) are dropped.
-	maxGuessBuckets = 10_000
-)
-
-// guesses are the password-guess buckets of this node's rooms, by
-// app/room/user. One per node (Deps), so a room passivated and activated
-// again does not hand its guessers fresh buckets. Only the room's grain
-// checks them, and a room has one grain in the cluster: every try
-// reaches the same bucket whatever node the caller entered by, and the
-// refusal's exact wait crosses back (RoomError.retry_after_ms). A room
-// that moves to another node (failover, rebalance) starts its guessers
-// with fresh buckets there.
-type guesses struct {
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+// PasswordGuesses are the password-guess buckets of rooms, by room and
+// user (room.PasswordGuessBurst, room.PasswordGuessEvery), a service the
+// node's wiring hands the grains: in Redis on a cluster
+// (persistence/redis.Guesses), so a room that moves to another node keeps
+// its guessers' buckets; in memory on a single node (memdb.Guesses).
+// Only the room's grain checks them, and a room has one grain in the
+// cluster: the refusal's exact wait crosses back to the caller's node
+// (RoomError.retry_after_ms).
+type PasswordGuesses interface {
+	// Check refuses a try when the user's bucket is empty: room.ErrRateLimited
+	// with the wait (errclass.WithRetryAfter); any other error: the
+	// buckets could not be read.
+	Check(ctx context.Context, key persistence.RoomKey, user string, now time.Time) error
+	// Wrong spends a token of the user's bucket on a wrong password.
+	Wrong(ctx context.Context, key persistence.RoomKey, user string, now time.Time) error
 }
 
-func newGuesses() *guesses { return &guesses{buckets: map[string]*rate.Limiter{}} }
-
-func (g *guesses) bucket(key string, now time.Time) *rate.Limiter {
-	b := g.buckets[key]
-	if b == nil {
-		if len(g.buckets) >= maxGuessBuckets {
-			for k, old := range g.buckets {
-				if old.TokensAt(now) >= passwordGuessBurst {
-					delete(g.buckets, k)
-				}
-			}
-		}
-		b = rate.NewLimiter(rate.Every(passwordGuessEvery), passwordGuessBurst)
-		g.buckets[key] = b
+// checkGuess asks the room's guess buckets whether user may try a
+// password now. Without buckets, or when they do not answer, the try is
+// refused (unavailable): a password is never checked unlimited.
+func (g *grain) checkGuess(user string) error {
+	if g.deps.Guesses == nil {
+		return fmt.Errorf("%w: room passwords need the password-guess buckets, which this node was not given", errclass.Unavailable)
 	}
-	return b
-}
-
-// check refuses a try when the user's bucket is empty, with the wait.
-func (g *guesses) check(key string, now time.Time) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b := g.bucket(key, now)
-	if b.TokensAt(now) >= 1 {
-		return nil
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	err := g.deps.Guesses.Check(ctx, g.key(), user, g.deps.Clock())
+	if err != nil && !errors.Is(err, room.ErrRateLimited) {
+		g.log.Warn("password guesses not checked", "error", err)
+		return fmt.Errorf("%w: password tries cannot be counted now, retry", errclass.Unavailable)
 	}
-	wait := time.Duration((1 - b.TokensAt(now)) * float64(passwordGuessEvery))
-	return errclass.WithRetryAfter(room.ErrRateLimited, wait)
+	return err
 }
 
-// wrong spends a token of the user's bucket on a wrong password.
-func (g *guesses) wrong(key string, now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.bucket(key, now).AllowN(now, 1)
+// wrongGuess spends a token of user's bucket.
+func (g *grain) wrongGuess(user string) {
+	ctx, cancel := g.storeCtx()
+	defer cancel()
+	if err := g.deps.Guesses.Wrong(ctx, g.key(), user, g.deps.Clock()); err != nil {
+		g.log.Warn("wrong password not counted", "error", err)
+	}
 }
 
 // passwordEdge is the grain's part of a password (room/password.go): it
 // turns the password a command carries into what Decide compares, and
 // drops the password itself, before anything is decided or logged.
-// guessKey is set for a JoinRoom that must pass the room's password.
+// guessKey (the user) is set for a JoinRoom that must pass the room's
+// password.
 func (g *grain) passwordEdge(cmd *room.Command) (guessKey string, err error) {
 	password := cmd.Password
 	cmd.Password = ""
@@ -101,8 +84,8 @@ func (g *grain) passwordEdge(cmd *room.Command) (guessKey string, err error) {
 		if !g.state.HasPassword() || g.state.IsAdmin(cmd.UserID) || g.state.IsMember(cmd.UserID) {
 			return "", nil
 		}
-		guessKey = g.identity + "/" + cmd.UserID
-		if err := g.deps.guesses.check(guessKey, g.deps.Clock()); err != nil {
+		guessKey = cmd.UserID
+		if err := g.checkGuess(guessKey); err != nil {
 			return "", err
 		}
 		if password != "" && len(key) > 0 {

@@ -32,7 +32,7 @@ func TestMultiMemberPasswordGuessesShareOneBucket(t *testing.T) {
 	cfg.Room.PasswordKey = strings.Repeat("m", 32)
 	var nowMs atomic.Int64
 	nowMs.Store(time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC).UnixMilli())
-	a, b := twoMembers(t, cfg, Deps{Store: store, Gifts: fixedHeat(1), Config: cfg.Room, Clock: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
+	a, b := twoMembers(t, cfg, Deps{Store: store, Gifts: fixedHeat(1), Config: cfg.Room, Guesses: memdb.NewGuesses(), Clock: func() time.Time { return time.UnixMilli(nowMs.Load()) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clients := []*Client{{Cluster: a.Cluster, AttemptTimeout: 3 * time.Second}, {Cluster: b.Cluster, AttemptTimeout: 3 * time.Second}}
@@ -66,8 +66,8 @@ func TestMultiMemberPasswordGuessesShareOneBucket(t *testing.T) {
 				t.Fatalf("%s try %d: %v", roomID, n, err)
 			}
 		}
-		if wrong != passwordGuessBurst || limited != 40-wrong {
-			t.Fatalf("%s: %d tries checked, %d limited over two members: want one bucket (%d checked)", roomID, wrong, limited, passwordGuessBurst)
+		if wrong != room.PasswordGuessBurst || limited != 40-wrong {
+			t.Fatalf("%s: %d tries checked, %d limited over two members: want one bucket (%d checked)", roomID, wrong, limited, room.PasswordGuessBurst)
 		}
 	}
 	// 3 s on, every bucket is 7 s from its next try: both members say so.
@@ -76,8 +76,8 @@ func TestMultiMemberPasswordGuessesShareOneBucket(t *testing.T) {
 		for k, c := range clients {
 			err := try(c, fmt.Sprint("r", i), 100+k)
 			d, ok := errclass.RetryAfterOf(err)
-			if !errors.Is(err, room.ErrRateLimited) || !ok || d != passwordGuessEvery-3*time.Second {
-				t.Fatalf("r%d through member %d: %v, wait %v (hint %v), want %v", i, k, err, d, ok, passwordGuessEvery-3*time.Second)
+			if !errors.Is(err, room.ErrRateLimited) || !ok || d != room.PasswordGuessEvery-3*time.Second {
+				t.Fatalf("r%d through member %d: %v, wait %v (hint %v), want %v", i, k, err, d, ok, room.PasswordGuessEvery-3*time.Second)
 			}
 		}
 	}

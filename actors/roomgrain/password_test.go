@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -72,16 +71,16 @@ func TestPasswordGuessingNeverAdmits(t *testing.T) {
 		}
 		if i == 500 {
 			// Some time passes: the bucket gives one try per interval.
-			now = now.Add(2 * passwordGuessEvery)
+			now = now.Add(2 * room.PasswordGuessEvery)
 		}
 	}
-	if wrong != passwordGuessBurst+2 || limited != 1000-wrong {
-		t.Fatalf("%d wrong, %d rate limited: want %d checked, the rest limited", wrong, limited, passwordGuessBurst+2)
+	if wrong != room.PasswordGuessBurst+2 || limited != 1000-wrong {
+		t.Fatalf("%d wrong, %d rate limited: want %d checked, the rest limited", wrong, limited, room.PasswordGuessBurst+2)
 	}
 	if err := join(pid, "g-right", "guesser", secret); !errors.Is(err, room.ErrRateLimited) {
 		t.Fatalf("the right password through an empty bucket: %v", err)
 	}
-	now = now.Add(passwordGuessEvery)
+	now = now.Add(room.PasswordGuessEvery)
 	if err := join(pid, "g-right2", "guesser", secret); err != nil {
 		t.Fatalf("the right password: %v", err)
 	}
@@ -127,28 +126,5 @@ func TestPasswordGuessingNeverAdmits(t *testing.T) {
 	}
 	if !strings.Contains(stored.String(), "RoomPasswordChanged") || !strings.Contains(string(snap.State), `"mac"`) {
 		t.Fatalf("the verifier is not where the test looks: %s", stored.String())
-	}
-}
-
-// The guess bucket says how long until the next try, at most one
-// interval; a wrong try spends a token, a check does not.
-func TestGuessBucketWait(t *testing.T) {
-	g := newGuesses()
-	now := time.Unix(1000, 0)
-	for range passwordGuessBurst {
-		if err := g.check("k", now); err != nil {
-			t.Fatal(err)
-		}
-		g.wrong("k", now)
-	}
-	err := g.check("k", now)
-	if d, ok := errclass.RetryAfterOf(err); !errors.Is(err, room.ErrRateLimited) || !ok || d <= 0 || d > passwordGuessEvery {
-		t.Fatalf("empty bucket: %v (wait %v)", err, d)
-	}
-	if err := g.check("k", now.Add(passwordGuessEvery)); err != nil {
-		t.Fatalf("after an interval: %v", err)
-	}
-	if err := g.check("other", now); err != nil {
-		t.Fatalf("another user's bucket: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/room"
 
+	"github.com/hyapp/roomcell/actors/outboxmarks"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -50,7 +51,7 @@ type pubLink struct {
 	// grain's mailbox (serial.go).
 	run     Serial
 	pub     publisher // one allocation with its link
-	marks   *markBatcher
+	marks   *outboxmarks.Batcher
 	owner   string // lease owner: this activation's publisher
 	backlog atomic.Int64
 	// order says whether new rows may be sent as they come (see
@@ -222,9 +223,9 @@ func newOwner() string {
 
 // startPublisher makes the grain's publisher.
 func (g *grain) startPublisher() {
-	link := &pubLink{owner: newOwner(), marks: g.deps.marks}
+	link := &pubLink{owner: newOwner(), marks: g.deps.Marks}
 	if link.marks == nil {
-		link.marks = newMarkBatcher(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.log, g.deps.NodeID)
+		link.marks = outboxmarks.New(g.deps.Store, g.deps.Clock, g.deps.Config.StoreTimeout, g.deps.Logger, OutboxWorker)
 	}
 	link.pub = publisher{deps: g.deps, key: g.key(), link: link, log: g.log}
 	log := g.log
@@ -537,10 +538,10 @@ func (p *publisher) failed(env persistence.Envelope, msg string, err error) {
 		slog.String("error", supervise.ErrorText(err)))
 }
 
-// markPublished queues the row's mark (marks.go): one store write for many
+// markPublished queues the row's mark (actors/outboxmarks): one store write for many
 // events instead of a commit each. Only called once IM accepted the event.
 func (p *publisher) markPublished(env persistence.Envelope) {
-	p.link.marks.add(env, p.link.order.breakOrder)
+	p.link.marks.Add(env, p.link.order.breakOrder)
 }
 
 // OutboxWorker is seed 000's `worker` log field, fixed to room_outbox for
@@ -579,7 +580,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 	for p.link.inflight.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
-	p.link.marks.wait()
+	p.link.marks.Wait()
 	now := p.deps.Clock()
 	ttl := leaseTTL(p.deps)
 	sctx, cancel := context.WithTimeout(context.Background(), p.deps.Config.StoreTimeout)

@@ -3,6 +3,7 @@ package roomgrain
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/outboxmarks"
 	"github.com/hyapp/roomcell/actors/storegate"
 )
 
@@ -12,19 +13,24 @@ import (
 // publish metrics of its rooms (labelled with the database, like its
 // relay's).
 type ShardDB struct {
-	Store          Store
-	StoreGate      *storegate.Gate
+	Store     Store
+	StoreGate *storegate.Gate
+	// Marks batches the marks of the database's rooms (nil: each room
+	// its own): one per database, so a database that hangs holds up only
+	// its own rooms' marks.
+	Marks          *outboxmarks.Batcher
 	PublishMetrics *PublishMetrics
 }
 
 // ShardedGrainProps is GrainProps over several room databases: a room
 // uses dbs[pick(identity)], chosen once when it starts (a shard does
 // not change database while the process runs). Each database has its
-// own mark batcher, so a database that hangs holds up only its own
-// rooms' marks: with one batcher, a flush stuck on the paused database
-// held every other room's marks behind it. The rest (observers, joins)
-// stays one per node. d.Store and d.StoreGate are ignored; dbs must not
-// be empty and pick must return an index into it.
+// own mark batcher (ShardDB.Marks), so a database that hangs holds up
+// only its own rooms' marks: with one batcher, a flush stuck on the
+// paused database held every other room's marks behind it. The rest
+// (observers, joins) stays one per node. d.Store, d.StoreGate and
+// d.Marks are ignored; dbs must not be empty and pick must return an
+// index into it.
 func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *actor.Props {
 	d.setDefaults()
 	per := make([]*Deps, len(dbs))
@@ -35,7 +41,7 @@ func ShardedGrainProps(d Deps, dbs []ShardDB, pick func(identity string) int) *a
 		if db.PublishMetrics != nil {
 			c.PublishMetrics = db.PublishMetrics
 		}
-		c.marks = newMarkBatcher(s, c.Clock, c.Config.StoreTimeout, c.Logger, c.NodeID)
+		c.Marks = db.Marks
 		per[i] = &c
 	}
 	// Before its ClusterInit a grain reads the first database's Deps;

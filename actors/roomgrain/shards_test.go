@@ -2,10 +2,12 @@ package roomgrain
 
 import (
 	"context"
-	"github.com/hyapp/roomcell/actors/storegate"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hyapp/roomcell/actors/outboxmarks"
+	"github.com/hyapp/roomcell/actors/storegate"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
@@ -85,8 +87,8 @@ func TestShardedGrainsUseTheirDatabaseAndAHungOneHoldsOnlyItsRooms(t *testing.T)
 	f.deps.Config.StoreTimeout = 2 * time.Second
 	onDB := map[string]int{"app/a": 0, "app/b": 1}
 	props := ShardedGrainProps(f.deps, []ShardDB{
-		{Store: healthy, StoreGate: storegate.New(healthy, f.deps.Config.StoreTimeout, nil)},
-		{Store: hung, StoreGate: storegate.New(hung, f.deps.Config.StoreTimeout, nil)}}, func(id string) int { return onDB[id] })
+		{Store: healthy, StoreGate: storegate.New(healthy, f.deps.Config.StoreTimeout, nil), Marks: marksOf(healthy, f.deps)},
+		{Store: hung, StoreGate: storegate.New(hung, f.deps.Config.StoreTimeout, nil), Marks: marksOf(hung, f.deps)}}, func(id string) int { return onDB[id] })
 	activate := func(id string) *actor.PID {
 		pid := f.sys.Root.Spawn(props)
 		f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: id, Kind: Kind}})
@@ -139,4 +141,9 @@ func TestShardedGrainsUseTheirDatabaseAndAHungOneHoldsOnlyItsRooms(t *testing.T)
 	if recs, _ := hung.Store.LoadCommands(context.Background(), persistence.RoomKey{AppCode: "app", RoomID: "b"}, 0); len(recs) != 3 {
 		t.Fatalf("room b: %d commands, want 3", len(recs))
 	}
+}
+
+// marksOf is the mark batcher the node's wiring makes for a database.
+func marksOf(s outboxmarks.Store, d Deps) *outboxmarks.Batcher {
+	return outboxmarks.New(s, d.Clock, d.Config.StoreTimeout, d.Logger, OutboxWorker)
 }

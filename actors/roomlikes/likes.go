@@ -144,12 +144,17 @@ func (o *observer) take() *likeBatch {
 // refOf is the like a command_id named in the room, counted or in the
 // open window; ok false: none.
 func (o *observer) refOf(commandID string) (ref room.LikeRef, ok bool) {
-	s := o.room.State()
-	receipts, _ := receiptsOf(s)
+	receipts, _ := receiptsOf(o.room.State())
 	if receipts == nil && (o.lr == nil || o.lr.batch == nil) {
 		return ref, false // no likes: no hash
 	}
-	id := room.LikeID(commandID)
+	return o.refOfID(room.LikeID(commandID))
+}
+
+// refOfID is refOf of the command_id whose LikeID is id.
+func (o *observer) refOfID(id string) (ref room.LikeRef, ok bool) {
+	s := o.room.State()
+	receipts, _ := receiptsOf(s)
 	if o.lr != nil && o.lr.batch != nil {
 		if ref, ok = o.lr.batch.w.Ref(id); ok {
 			return ref, true
@@ -189,7 +194,8 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 		ctx.Poison(ctx.Self())
 		return
 	}
-	if ref, ok := o.refOf(cmd.CommandID); ok {
+	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
+	if ref, ok := o.refOfID(id); ok {
 		// Its id named a like: this one again (a retry, decided by the
 		// window), or another user's or count (refused).
 		if err := room.LikeConflict(cmd, ref); err != nil {
@@ -211,7 +217,7 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 	if opened {
 		b = &likeBatch{w: room.NewLikeWindow()}
 	}
-	out, inWindow := b.w.Add(*s, cmd)
+	out, inWindow := b.w.AddAs(*s, cmd, id)
 	switch {
 	case out.Err != nil:
 		refuse(r.Explain(cmd, out.Err))

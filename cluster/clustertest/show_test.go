@@ -169,14 +169,22 @@ func appendLine(t *testing.T, path, line string) {
 }
 
 // SIGKILL one node; once every room answers through the others, start it
-// again (same node id) so the end state has three members.
+// again (same node id) so the end state has three members. A room of the
+// victim's is liked through the kill: its total is the likes sent, each
+// counted once.
 func TestMultiMemberProcessKillUnderLoad(t *testing.T) {
 	runShow(t, show{name: "SIGKILL", bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
 		victim := c.Nodes[2]
+		// A room of the victim's liked through the kill (likes_test.go).
+		likes := startLikers(t, c.Nodes[0], victim)
+		time.Sleep(time.Second)
 		killed := time.Now()
+		likes.killedAt.Store(killed.UnixNano())
 		victim.Kill()
 		answered := AllRoomsAnswer(t, c.Nodes[:2], rooms, 30*time.Second)
 		killedAt := time.Since(killed)
+		time.Sleep(time.Second) // likes on the room's new activation
+		likes.check(t)
 		after := servingMembers(t, c.Nodes[0])
 		if len(after) != 2 || after[victim.ClusterAddr] != 0 {
 			t.Fatalf("after the kill node-1 sees %v", after)

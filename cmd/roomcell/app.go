@@ -30,6 +30,7 @@ import (
 	"github.com/hyapp/roomcell/actors/roomfeed"
 	"github.com/hyapp/roomcell/actors/roomgrain"
 	"github.com/hyapp/roomcell/actors/roomlikes"
+	"github.com/hyapp/roomcell/actors/seatdeadline"
 	"github.com/hyapp/roomcell/actors/supervise"
 	"github.com/hyapp/roomcell/actors/wallet"
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -73,9 +74,10 @@ type App struct {
 	directory      persistence.Directory
 	hosted         *directory.Hosted
 	closeDirectory func() error
-	wallet         *wallet.Service       // nil when the wallet is remote
-	remoteWallet   *grpcapi.WalletClient // set when wallet.addr is
-	mq             mqClient              // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
+	guesses        roomgrain.PasswordGuesses // the rooms' password-guess buckets, beside the directory
+	wallet         *wallet.Service           // nil when the wallet is remote
+	remoteWallet   *grpcapi.WalletClient     // set when wallet.addr is
+	mq             mqClient                  // the room_outbox topic (JetStream or RocketMQ), when notice.mq is on
 	notices        noticeParts
 	member         *cluster.Member
 	owners         ownership.Table // room ownership (shard leases); also the room clients' owner feed
@@ -220,9 +222,9 @@ func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, 
 		}
 		props, err := a.roomGrainProps(roomgrain.Deps{
 			Publisher: roomPub, Gifts: gifts, Config: cfg.Room,
-			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Joins: directory.NewJoinClock(),
+			Logger: log.With("component", "room"), NodeID: cfg.NodeID, Lease: owners, Guesses: a.guesses, Joins: directory.NewJoinClock(),
 			// What follows a room, built here once for the node.
-			Observers: []roomgrain.NewObserver{departures.Observe(), roomgrain.ObserveSeatDeadlines(), directory.New(dirDeps),
+			Observers: []roomgrain.NewObserver{departures.Observe(), seatdeadline.Observe(), directory.New(dirDeps),
 				roomfeed.New(roomfeed.Config{StoreTimeout: cfg.Room.StoreTimeout, Retention: cfg.Retention.CommandLog, Logger: log.With("component", "room")}).Observe(),
 				roomlikes.Observe(roomlikes.Config{Window: cfg.Room.LikeWindow, Metrics: likeMetrics})},
 		})

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyapp/roomcell/actors/outboxmarks"
 	"github.com/hyapp/roomcell/actors/purge"
 	"github.com/hyapp/roomcell/actors/relay"
 	"github.com/hyapp/roomcell/actors/roomgrain"
@@ -86,8 +87,8 @@ func (a *App) roomStoreOf(key persistence.RoomKey) persistence.Store {
 }
 
 // roomGrainProps builds the room grains over the room databases: a room
-// takes its shard's store, and that database's store gate (made here,
-// once per database), when it starts.
+// takes its shard's store, and that database's store gate and mark
+// batcher (made here, once per database), when it starts.
 // Each database's rooms count their publishes on its registerer (with
 // several databases, labelled room_db like its relay's: one family, one
 // label set).
@@ -99,6 +100,7 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		}
 		d.Store, d.PublishMetrics = a.store, m
 		d.StoreGate = storegate.New(a.store, d.Config.StoreTimeout, d.Logger)
+		d.Marks = outboxmarks.New(a.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
 		return roomgrain.GrainProps(d), nil
 	}
 	dbs := make([]roomgrain.ShardDB, len(a.roomDBs))
@@ -111,7 +113,8 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		// own rooms' writes, naming it.
 		gate := storegate.New(db.store, d.Config.StoreTimeout, d.Logger.With("room_db", db.key))
 		gate.ForDatabase(db.key, db.attached.Load)
-		dbs[i] = roomgrain.ShardDB{Store: db.store, StoreGate: gate, PublishMetrics: m}
+		marks := outboxmarks.New(db.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
+		dbs[i] = roomgrain.ShardDB{Store: db.store, StoreGate: gate, Marks: marks, PublishMetrics: m}
 	}
 	return roomgrain.ShardedGrainProps(d, dbs, a.roomShards.Index), nil
 }

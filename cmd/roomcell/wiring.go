@@ -158,8 +158,8 @@ func (a *App) openWallet(ctx context.Context) (roomgrain.GiftDebiter, error) {
 	return giftdebit.New(svc), nil
 }
 
-// openDirectory builds the room directory: Redis when redis.enabled, else
-// the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
+// openDirectory builds the room directory and the rooms' password-guess
+// buckets: Redis when redis.enabled, else the embedded go-memdb one. An unreachable Redis is not fatal: rooms are
 // the source of truth and re-register when it is back.
 func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 	ttlPresence, ttlRoom := a.cfg.Directory.PresenceTTL, a.cfg.Directory.RoomTTL
@@ -185,9 +185,13 @@ func (a *App) openDirectory(ctx context.Context) (directory.Deps, error) {
 		}
 		cancel()
 		a.directory, a.closeDirectory = rd, rd.Close
+		// The password-guess buckets beside it: every node reads the
+		// same, so they follow a room that moves.
+		a.guesses = rd.Guesses()
 	} else {
 		md := memdb.NewDirectory(memdb.DirectoryOptions{PresenceTTL: ttlPresence, RoomTTL: ttlRoom})
 		a.directory, a.closeDirectory = md, md.Close
+		a.guesses = memdb.NewGuesses()
 	}
 	metrics, err := directory.NewMetrics(a.registry)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyapp/roomcell/actors/notice"
 	"github.com/hyapp/roomcell/actors/notice/noticeapp"
 	"github.com/hyapp/roomcell/actors/presence"
@@ -19,7 +21,6 @@ import (
 	"github.com/hyapp/roomcell/delivery/mq"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/persistence"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // workerSpec is one background worker of this process. startWorkers

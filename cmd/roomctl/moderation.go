@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // Moderation without a kick: ban, unban, the ban list, chat mutes.

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The contribution ranking: who sent the room the most gift value.

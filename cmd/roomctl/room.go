@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -18,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The room subcommands: one per RoomService RPC. Flags are read back from

@@ -11,11 +11,12 @@ import (
 
 	"github.com/hyapp/roomcell/room"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/grpcapi"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // roomTestBackend records the commands roomctl's requests turn into.

@@ -6,8 +6,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	flag "github.com/spf13/pflag"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // The join ticket: what a user needs to enter the room's audio room.

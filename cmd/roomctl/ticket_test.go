@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyapp/roomcell/api/roomcellv1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
 // roomctl ticket asks for the user's ticket and shows the room, the rights

@@ -52,12 +52,17 @@ var rules = []struct {
 	// Departures (who left a room, when and why) explain refusals as an
 	// observer.
 	{"actors/roomgrain", []string{"actors/departures"}, nil},
+	// Seat deadlines arm a timer per room and commit the expiry as the
+	// room's own command, as an observer.
+	{"actors/roomgrain", []string{"actors/seatdeadline"}, nil},
 	// Likes are gathered into windows by an observer that commits them
 	// through the room's command path.
 	{"actors/roomgrain", []string{"actors/roomlikes"}, nil},
 	// A room database's store gate is a node service the grains are
 	// handed: it knows no actor.
 	{"actors/storegate", []string{"actors", "cluster", "delivery"}, nil},
+	// So is a room database's batcher of the publishers' marks.
+	{"actors/outboxmarks", []string{"actors/roomgrain", "actors/relay", "cluster", "delivery"}, nil},
 	// clustertest drives whole processes against a real database.
 	{"cluster", []string{"actors", "grpcapi", "cmd", "delivery", "persistence"}, []string{"cluster/clustertest"}},
 	{"grpcapi", []string{"cmd"}, nil},

@@ -336,13 +336,16 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 	// Per room: its pending depth, whether a row of it is under a live
 	// lease of its own, and whether another owner's live room lease holds
 	// a row of it (one not given back, at or below the lease's last row).
-	in, args := roomArgs(rooms, []any{nowMs, nowMs, owner})
-	rs, err := tx.QueryContext(ctx, "SELECT o.app_code, o.room_id, COUNT(*), SUM(o.lock_until_ms > ?),"+
-		" COALESCE(SUM(l.lock_until_ms > ? AND l.locked_by <> ? AND o.lock_until_ms >= 0"+
+	// The lease check runs once per room (after the grouping), and its
+	// row probe only for a room another owner's live lease names.
+	in, args := roomArgs(rooms, []any{nowMs, owner, nowMs})
+	rs, err := tx.QueryContext(ctx, "SELECT d.app_code, d.room_id, d.n, d.live,"+
+		" COALESCE(l.lock_until_ms > ? AND l.locked_by <> ? AND EXISTS (SELECT 1 FROM room_outbox o FORCE INDEX (idx_room_outbox_room)"+
+		" WHERE o.app_code = d.app_code AND o.room_id = d.room_id AND o.status = 'pending' AND o.lock_until_ms >= 0"+
 		" AND (o.room_seq < l.upto_seq OR (o.room_seq = l.upto_seq AND o.event_index <= l.upto_index))), 0)"+
-		" FROM room_outbox o FORCE INDEX (idx_room_outbox_room)"+
-		" LEFT JOIN room_outbox_leases l ON l.app_code = o.app_code AND l.room_id = o.room_id"+
-		" WHERE o.status = 'pending' AND (o.app_code, o.room_id) IN ("+in+") GROUP BY o.app_code, o.room_id", args...)
+		" FROM (SELECT app_code, room_id, COUNT(*) AS n, SUM(lock_until_ms > ?) AS live FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
+		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id) d"+
+		" LEFT JOIN room_outbox_leases l ON l.app_code = d.app_code AND l.room_id = d.room_id", args...)
 	if err != nil {
 		return nil, s.claimErr(err)
 	}
@@ -543,10 +546,17 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 		for _, id := range ids {
 			args = append(args, id)
 		}
-		cctx, cancel := s.opCtx(ctx)
-		_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
-			" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
-		cancel()
+		// Marks, releases and claims of one room's rows meet on the
+		// status indexes, so InnoDB may pick this statement as a deadlock
+		// victim; it changes only rows still pending, so running it again
+		// is safe, and cheaper than carrying the ids to the next poll.
+		err := retryDeadlock(ctx, func() error {
+			cctx, cancel := s.opCtx(ctx)
+			defer cancel()
+			_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
+				" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+			return err
+		})
 		if err != nil {
 			return s.wrap(op, err)
 		}

@@ -1,4 +1,4 @@
-package roomgrain
+package roomlikes
 
 import (
 	"context"

@@ -1,4 +1,9 @@
-package roomgrain
+// Package seatdeadline ends a room's seat applications and invitations at
+// their deadlines: an observer of each room (roomgrain.Observer and
+// Receiver) that arms one timer for the room's earliest deadline and, when
+// it fires, commits the expiry as the room's own command. Wired by
+// cmd/roomcell; the grain never imports it.
+package seatdeadline
 
 import (
 	"errors"
@@ -8,6 +13,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/hyapp/roomcell/actors/roomgrain"
+	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -15,8 +22,9 @@ import (
 // room's state (room.State.NextSeatDeadline). The active room arms one
 // timer for its earliest deadline; when it fires, the room commits the
 // expiry itself (room.CmdExpireSeatRequests under a reserved command id),
-// like any command. The timer is an observer's (ObserveSeatDeadlines),
-// the expiry the room's own command through Room.Commit. The timer dies with the activation, the deadline does
+// like any command. The timer is an observer's (Observe), the expiry the
+// room's own command through Room.Commit. The timer dies with the
+// activation, the deadline does
 // not: the next activation (a restart, a failover to another node) arms
 // it again from the state it loads, and fires at once for one already
 // past. Until the expiry is committed, every decision treats an expired
@@ -26,7 +34,7 @@ import (
 type seatDeadline struct{}
 
 // seatTimers holds the armed timers of a node's rooms, keyed by the
-// activation's PID: one map per node (ObserveSeatDeadlines).
+// activation's PID: one map per node (Observe).
 type seatTimers struct {
 	mu sync.Mutex
 	m  map[string]*armedDeadline
@@ -77,15 +85,15 @@ func (st *seatTimers) armed() int {
 	return len(st.m)
 }
 
-// ObserveSeatDeadlines makes the observer of the node's rooms that arms
-// each room's timer for its earliest seat deadline and commits the
-// expiry when it fires (one set of timers for the node, made here: call
-// it once per node). The node's wiring lists it in Deps.Observers;
-// without it a request expires only when a command decides on it.
-func ObserveSeatDeadlines() NewObserver { return observeSeatDeadlines(newSeatTimers()) }
+// Observe makes the observer of the node's rooms that arms each room's
+// timer for its earliest seat deadline and commits the expiry when it
+// fires (one set of timers for the node, made here: call it once per
+// node). The node's wiring lists it in roomgrain.Deps.Observers; without
+// it a request expires only when a command decides on it.
+func Observe() roomgrain.NewObserver { return observe(newSeatTimers()) }
 
-func observeSeatDeadlines(st *seatTimers) NewObserver {
-	return func(a Activation) Observer {
+func observe(st *seatTimers) roomgrain.NewObserver {
+	return func(a roomgrain.Activation) roomgrain.Observer {
 		o := &seatObserver{st: st, room: a.Room, self: a.Self, root: a.Root, at: -1}
 		o.arm()
 		return o
@@ -96,7 +104,7 @@ func observeSeatDeadlines(st *seatTimers) NewObserver {
 // the room's goroutine.
 type seatObserver struct {
 	st   *seatTimers
-	room Room
+	room roomgrain.Room
 	self *actor.PID
 	root *actor.RootContext
 	// at is the deadline armed (0: none; -1: not known, as after the
@@ -153,7 +161,7 @@ func (o *seatObserver) expire(ctx actor.Context) {
 		o.st.arm(o.root.ActorSystem(), o.self, o.at, now.UnixMilli())
 	}
 	if err := o.room.Ready(ctx); err != nil {
-		if errors.Is(err, errMoved) || errors.Is(err, ErrNoCoordinator) {
+		if errclass.CodeOf(err) == errclass.CodeRoomMoved || errors.Is(err, roomgrain.ErrNoCoordinator) {
 			return // moved: the room's new activation arms its own timer
 		}
 		retry(err)

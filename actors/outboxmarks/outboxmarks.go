@@ -1,4 +1,8 @@
-package roomgrain
+// Package outboxmarks marks the outbox rows of events a room's publisher
+// sent (IM accepted them) as published, in batches: one store write for
+// the marks of many rooms. The node's wiring makes one per room database
+// and hands it to the room grains (roomgrain.Deps.Marks).
+package outboxmarks
 
 import (
 	"context"
@@ -18,12 +22,12 @@ const (
 	maxMarkBatch = 500
 )
 
-// markStore is the one store call the batcher makes.
-type markStore interface {
+// Store is the one store call the batcher makes.
+type Store interface {
 	MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error
 }
 
-// markBatcher marks the rows of sync-published events published in
+// Batcher marks the rows of sync-published events published in
 // batches: one store write (one commit on MariaDB) per flush instead of
 // one per event. Only events IM accepted are ever added, so a row is never
 // marked before its send succeeded. A mark that never lands (crash
@@ -33,12 +37,12 @@ type markStore interface {
 //
 // It needs no Close: the flushing goroutine runs only while marks are
 // queued and ends when the queue is empty.
-type markBatcher struct {
-	store   markStore
+type Batcher struct {
+	store   Store
 	clock   func() time.Time
 	timeout time.Duration
 	log     *slog.Logger
-	node    string
+	worker  string // the publisher's worker name in its log lines
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -48,8 +52,11 @@ type markBatcher struct {
 	settled uint64 // marks whose write has finished (landed or failed)
 }
 
-func newMarkBatcher(store markStore, clock func() time.Time, timeout time.Duration, log *slog.Logger, node string) *markBatcher {
-	m := &markBatcher{store: store, clock: clock, timeout: timeout, log: log, node: node}
+// New makes the batcher of one room database: each write bounded by
+// timeout, its failures logged on log as worker's (the publisher's
+// worker name, seed 000's log fields).
+func New(store Store, clock func() time.Time, timeout time.Duration, log *slog.Logger, worker string) *Batcher {
+	m := &Batcher{store: store, clock: clock, timeout: timeout, log: log, worker: worker}
 	m.cond = sync.NewCond(&m.mu)
 	return m
 }
@@ -67,9 +74,9 @@ type markItem struct {
 	lost func()
 }
 
-// add queues env's row to be marked published; lost (may be nil) runs if
+// Add queues env's row to be marked published; lost (may be nil) runs if
 // the mark fails. Call it only after IM accepted the event.
-func (m *markBatcher) add(env persistence.Envelope, lost func()) {
+func (m *Batcher) Add(env persistence.Envelope, lost func()) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.queue = append(m.queue, markItem{env, lost})
@@ -80,10 +87,10 @@ func (m *markBatcher) add(env persistence.Envelope, lost func()) {
 	}
 }
 
-// wait returns once every mark added before the call has been written (or
+// Wait returns once every mark added before the call has been written (or
 // its write failed). A catch-up waits so that its claim does not pick up,
 // and send again, rows whose marks were still queued.
-func (m *markBatcher) wait() {
+func (m *Batcher) Wait() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	target := m.added
@@ -92,7 +99,7 @@ func (m *markBatcher) wait() {
 	}
 }
 
-func (m *markBatcher) loop() {
+func (m *Batcher) loop() {
 	for {
 		m.mu.Lock()
 		short := len(m.queue) < maxMarkBatch
@@ -124,7 +131,7 @@ func (m *markBatcher) loop() {
 	}
 }
 
-func (m *markBatcher) flush(batch []markItem) {
+func (m *Batcher) flush(batch []markItem) {
 	ids := make([]string, len(batch))
 	for i, it := range batch {
 		ids[i] = it.env.EventID
@@ -141,7 +148,7 @@ func (m *markBatcher) flush(batch []markItem) {
 				it.lost()
 			}
 		}
-		supervise.EventLogger(m.log, OutboxWorker, batch[0].env).Warn("mark published failed after sync publish",
+		supervise.EventLogger(m.log, m.worker, batch[0].env).Warn("mark published failed after sync publish",
 			slog.String("path", "sync"), slog.Int("retry_count", 0), slog.String("status", persistence.OutboxPending),
 			slog.Int("events", len(batch)), slog.String("error", supervise.ErrorText(err)))
 	}
