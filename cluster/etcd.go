@@ -77,6 +77,10 @@ type etcdProvider struct {
 	// regRev is the revision of this member's current registration: a
 	// delete of its key at or before it is of an older one.
 	regRev atomic.Int64
+	// renewedAt is when the renewal (or registration) that last got
+	// through was sent, goneSeenAt when the watch last showed this
+	// member's own key deleted (Unix nanoseconds): rejoin's quickID.
+	renewedAt, goneSeenAt atomic.Int64
 }
 
 // pendingRemoval is a member whose key went, still published until due.
@@ -160,6 +164,7 @@ func (p *etcdProvider) registerLocked() error {
 	}
 	p.goodRev.Store(put.Header.Revision)
 	p.regRev.Store(put.Header.Revision)
+	p.renewedAt.Store(time.Now().UnixNano())
 	kaCtx, kaCancel := context.WithCancel(p.ctx)
 	p.lease, p.kaCancel = grant.ID, kaCancel
 	p.wg.Add(1)
@@ -197,6 +202,7 @@ func (p *etcdProvider) keepAlive(ctx context.Context, id string, lease clientv3.
 		}
 		if err == nil {
 			p.goodRev.Store(r.Revision)
+			p.renewedAt.Store(r.Sent.UnixNano())
 		}
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
@@ -259,13 +265,44 @@ func (p *etcdProvider) othersLostToo() bool {
 	return true
 }
 
+// quickID reports whether this member's key went so recently that it can
+// be put back under the same id before any other member drops the id
+// from its view (which waits removalDelay after it saw the key go): the
+// key went after the last renewal that got through (the lease was there
+// then) and, by the watch, about when it showed the delete; re-registering
+// starts now and must land within removalDelay/2 of the later of the two.
+// That renewal must be within a TTL, so that the lease was revoked, not
+// run out: a member that resumes after a long freeze gets the delete of
+// its key from its watch only now, long after the others dropped it.
+//
+// This is what an etcd leader that resumes after its own pause does to
+// a member whose renewals the new leader kept answering (etcd before
+// 3.4.28 and 3.5.11 forwards the revocation of every lease that ran out
+// on the old leader's clock, and the new leader applies it). Should the
+// put land late all the same, the member that blocked the id reports it
+// (watchdog) and this member rejoins under a new id.
+func (p *etcdProvider) quickID() bool {
+	now := time.Now()
+	renewed := time.Unix(0, p.renewedAt.Load())
+	if now.Sub(renewed) >= p.cfg.EtcdLeaseTTL {
+		return false
+	}
+	wentAfter := renewed
+	if seen := time.Unix(0, p.goneSeenAt.Load()); seen.After(wentAfter) {
+		wentAfter = seen
+	}
+	return now.Before(wentAfter.Add(removalDelay / 2))
+}
+
 // rejoin drops the old registration and registers again, retrying until
 // etcd answers or the member stops: under the same id when keepID and
 // every other member lost its lease as well (othersLostToo), else under
 // a new id.
 func (p *etcdProvider) rejoin(reason string, keepID bool) {
 	defer p.wg.Done()
-	if keepID {
+	if keepID && p.quickID() {
+		// Re-registered before any other member drops this one: same id.
+	} else if keepID {
 		// An etcd leader revokes the expired leases one after another,
 		// within milliseconds; ask once the others' went as well.
 		select {
@@ -296,7 +333,7 @@ func (p *etcdProvider) rejoin(reason string, keepID bool) {
 		p.viewMu.Unlock()
 	}
 	if keepID {
-		p.log.Warn("cluster member lease lost with every other member's; re-registering under the same member id", "reason", reason, "member_id", old)
+		p.log.Warn("cluster member key gone before any other member could drop it, or with every other member's; re-registering under the same member id", "reason", reason, "member_id", old)
 	} else {
 		p.log.Warn("cluster member dropped; re-registering under a new member id", "reason", reason, "old_member_id", old, "member_id", newID)
 		if p.hook != nil {
@@ -441,6 +478,7 @@ func (p *etcdProvider) watch(rev int64) {
 					}
 					if id == p.SelfID() && ev.Kv.ModRevision > p.regRev.Load() {
 						selfGone = true
+						p.goneSeenAt.Store(time.Now().UnixNano())
 					}
 				}
 			}

@@ -197,9 +197,16 @@ func TestMultiMemberEtcdPlacementLeaveCrashRejoin(t *testing.T) {
 	}
 }
 
-// A member whose etcd lease is lost (a paused process, a partition: the
-// library's #1133) re-registers under a new id, stops its stale rooms and
-// serves again; the others admit it.
+// A member whose etcd lease is revoked behind its back while it renews
+// (what an etcd leader that resumes after its own pause does: it revokes
+// every lease that ran out on its clock, though the new leader kept them
+// renewed) puts its key back under the same member id before the other
+// member drops it: a's view never lacks b (sampled every 20 ms), no
+// rejoin is counted, and every room answers with its history. Then a
+// drops b for good (blocked by hand, as a member whose key stayed gone
+// past the removal delay is: a paused process, a partition, the
+// library's #1133): b sees itself on a's block list, re-registers under
+// a new id, stops its stale rooms and serves again; a admits it.
 func TestMultiMemberEtcdLeaseLossRejoins(t *testing.T) {
 	store := memdb.New()
 	cfg := etcdConfig(t)
@@ -227,11 +234,37 @@ func TestMultiMemberEtcdLeaseLossRejoins(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("b's key %s: %v %v", key, resp, err)
 	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	oldLease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := cli.Revoke(ctx, oldLease); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
+	revoked := time.Now()
+	dropped := 0
+	for time.Since(revoked) < cfg.EtcdLeaseTTL+time.Second {
+		if !agreed([]*node{a, b}) {
+			dropped++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dropped != 0 {
+		t.Errorf("%d samples in which a member's view lacked the other; want 0", dropped)
+	}
+	if got := b.m.MemberID(); got != oldID {
+		t.Fatalf("b runs as %q after its lease was revoked under it, was %q; want the same id", got, oldID)
+	}
+	if v := metricValue(t, b, "roomcell_cluster_rejoins_total"); v != 0 {
+		t.Fatalf("rejoins counter = %v after a revocation b caught at once; want 0", v)
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	resp, err = cli.Get(gctx, key)
+	gcancel()
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == oldLease {
+		t.Fatalf("b's key after the revocation: %v %v; want it back under a new lease", resp, err)
+	}
+	touchAll(t, []*node{a, b}, rooms, seqs, "revoked")
 
+	a.m.Cluster.Remote.BlockList().Block(oldID)
 	took := waitFor(t, 10*time.Second, "b to rejoin under a new id", func() bool {
 		return b.m.MemberID() != oldID && b.m.Status() == cluster.StatusServing && agreed([]*node{a, b})
 	})

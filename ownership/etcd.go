@@ -87,7 +87,10 @@ type Etcd struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
-	sig    signal
+	// renewNow asks the renewal loop for a renewal at once: the watch
+	// showed this node's live key gone.
+	renewNow chan struct{}
+	sig      signal
 
 	mu         sync.RWMutex
 	self       string
@@ -109,10 +112,13 @@ type Etcd struct {
 	// seenRev is the highest revision the table reflects (that snapshot
 	// or a watch event after it): a snapshot read below it is older than
 	// the table and is not applied (replaceLocked).
-	floorRev  int64
-	seenRev   int64
-	nodes     map[string]bool
-	alive     map[clientv3.LeaseID]bool // hold leases whose live key exists
+	floorRev int64
+	seenRev  int64
+	nodes    map[string]bool
+	alive    map[clientv3.LeaseID]bool // hold leases whose live key exists
+	// liveGone is when this table first saw a hold lease's live key
+	// absent: its shards are taken over only orphanGrace after it.
+	liveGone  map[clientv3.LeaseID]time.Time
 	owners    []grant
 	releasing map[int]bool // given up locally, key delete in flight
 	// After this node lost its lease, until graceUntil it takes only the
@@ -165,7 +171,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Etcd{cfg: cfg, client: client, log: cfg.Logger.With("component", "ownership"), ctx: ctx, cancel: cancel,
-		kick: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
+		kick: make(chan struct{}, 1), renewNow: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, liveGone: map[clientv3.LeaseID]time.Time{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
 }
 
 // opTimeout bounds every etcd call; dialTimeout the client's first
@@ -419,6 +425,17 @@ func (e *Etcd) replaceLocked(kvs []*mvccpb.KeyValue, rev int64) (lost []int) {
 			e.departLocked(n)
 		}
 	}
+	now := time.Now()
+	for l := range e.liveGone {
+		if e.alive[l] {
+			delete(e.liveGone, l)
+		}
+	}
+	for _, g := range e.owners {
+		if _, seen := e.liveGone[g.lease]; g.owner != "" && !e.alive[g.lease] && !seen {
+			e.liveGone[g.lease] = now
+		}
+	}
 	for s, g := range before {
 		if e.self != "" && g.owner == e.self && g.lease == e.lease && !e.releasing[s] && e.owners[s] != g {
 			lost = append(lost, s)
@@ -493,16 +510,26 @@ func (e *Etcd) applyLocked(key, val string, created int64, lease clientv3.LeaseI
 		if id, err := strconv.ParseInt(strings.TrimPrefix(rest, "live/"), 16, 64); err == nil {
 			if deleted {
 				delete(e.alive, clientv3.LeaseID(id))
+				if _, ok := e.liveGone[clientv3.LeaseID(id)]; !ok {
+					e.liveGone[clientv3.LeaseID(id)] = time.Now()
+				}
 				if e.lease != 0 && clientv3.LeaseID(id) == e.lease {
 					// This node's liveness lease is gone (expired or
-					// revoked: an etcd leader resuming after an outage
-					// revokes it before it runs out on this node's
-					// clock), and the others may take its shards now:
-					// stop serving at once; the next renewal re-attaches.
+					// revoked: an etcd leader that resumes, after a
+					// quorum loss or a pause of its own, revokes it
+					// before it runs out on this node's clock), and the
+					// others may take its shards orphanGrace from now:
+					// stop serving, and renew at once, which finds the
+					// lease gone and re-attaches the shards.
 					e.validUntil = time.Time{}
+					select {
+					case e.renewNow <- struct{}{}:
+					default:
+					}
 				}
 			} else {
 				e.alive[clientv3.LeaseID(id)] = true
+				delete(e.liveGone, clientv3.LeaseID(id))
 			}
 		}
 	case strings.HasPrefix(rest, "nodes/"):
@@ -581,6 +608,7 @@ func (e *Etcd) renewals() {
 		case <-e.ctx.Done():
 			return
 		case <-t.C:
+		case <-e.renewNow:
 		case d := <-e.freeze:
 			time.Sleep(d)
 		}
@@ -759,13 +787,13 @@ func (e *Etcd) dropAll() {
 // those assigned to it whose owner's liveness went, and gives up the ones
 // assigned elsewhere.
 func (e *Etcd) reconcile() {
-	e.mu.RLock()
+	e.mu.Lock()
 	now := time.Now()
 	if e.lease == 0 || e.live == 0 || !now.Before(e.validUntil) || !e.nodes[e.self] || !e.alive[e.lease] {
 		// Not serving, or the table shows this node's own liveness gone
 		// (it re-attaches at its next renewal): an assignment computed
 		// now would leave this node out and give up all its shards.
-		e.mu.RUnlock()
+		e.mu.Unlock()
 		return
 	}
 	nodes := make([]string, 0, len(e.nodes))
@@ -794,18 +822,35 @@ func (e *Etcd) reconcile() {
 	lease, self := e.lease, e.self
 	var acquire, release []int
 	var orphans []orphan
+	var orphanDue time.Time
+	referenced := map[clientv3.LeaseID]bool{}
 	for s, g := range e.owners {
 		mine := want != nil && want[s] == self
+		referenced[g.lease] = true
 		switch {
 		case g.owner == "" && mine:
 			acquire = append(acquire, s)
 		case g.owner == self && g.lease == lease && !mine && !e.releasing[s]:
 			release = append(release, s)
 		case g.owner != "" && g.lease != lease && !e.alive[g.lease] && mine && calm:
+			if due := e.orphanDueLocked(g.lease, now); now.Before(due) {
+				if orphanDue.IsZero() || due.Before(orphanDue) {
+					orphanDue = due
+				}
+				continue
+			}
 			orphans = append(orphans, orphan{shard: s, grant: g})
 		}
 	}
-	e.mu.RUnlock()
+	for l := range e.liveGone {
+		if !referenced[l] {
+			delete(e.liveGone, l)
+		}
+	}
+	e.mu.Unlock()
+	if !orphanDue.IsZero() {
+		time.AfterFunc(time.Until(orphanDue), e.poke)
+	}
 	if len(release) > 0 {
 		e.release(release)
 	}
@@ -839,6 +884,34 @@ func (e *Etcd) reconcile() {
 		orphans = orphans[n:]
 	}
 }
+
+// orphanDueLocked is when the shards of hold lease l, whose live key is
+// absent, may be taken over: orphanGrace after this table first saw the
+// key absent. e.mu is held for writing.
+//
+// The absence alone does not prove the owner stopped serving: an etcd
+// leader that resumes after a pause (SIGSTOP, a VM freeze) revokes every
+// lease that ran out on its own clock, though the others' renewals kept
+// them alive on the new leader (etcd before 3.4.28 and 3.5.11 forwards
+// those revocations, and the new leader applies them). The owner, alive,
+// sees its live key go in its watch and re-attaches at once, which puts
+// the live key back; the takeover's compare then fails and nothing
+// moves. A node that is really gone is taken over orphanGrace later than
+// its lease ran out.
+func (e *Etcd) orphanDueLocked(l clientv3.LeaseID, now time.Time) time.Time {
+	at, ok := e.liveGone[l]
+	if !ok {
+		at = now
+		e.liveGone[l] = at
+	}
+	return at.Add(e.orphanGrace())
+}
+
+// orphanGrace is how long a hold lease's live key must be seen absent
+// before its shards are taken over: one renewal period, time for an
+// owner whose liveness lease was revoked under it to notice (its watch,
+// at the latest its next renewal) and re-attach.
+func (e *Etcd) orphanGrace() time.Duration { return e.RenewEvery() }
 
 // orphan is a shard key whose owner's live key is gone.
 type orphan struct {

@@ -14,7 +14,7 @@ import (
 // watch and the snapshot reads would apply.
 func offlineTable(self string, shards int) *Etcd {
 	return &Etcd{cfg: EtcdConfig{Prefix: "t", Shards: shards, TTL: 2 * time.Second}, self: self, lease: 100,
-		nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, departed: map[string]time.Time{},
+		nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, liveGone: map[clientv3.LeaseID]time.Time{}, departed: map[string]time.Time{}, renewNow: make(chan struct{}, 1),
 		owners: make([]grant, shards), releasing: map[int]bool{}}
 }
 
