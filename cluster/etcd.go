@@ -276,9 +276,10 @@ func (p *etcdProvider) othersLostToo() bool {
 // its key from its watch only now, long after the others dropped it.
 //
 // This is what an etcd leader that resumes after its own pause does to
-// a member whose renewals the new leader kept answering (etcd before
-// 3.4.28 and 3.5.11 forwards the revocation of every lease that ran out
-// on the old leader's clock, and the new leader applies it). Should the
+// a member whose renewals the new leader kept answering (an etcd without
+// the fix of its issue 15247, such as 3.4.23, forwards the revocation of
+// every lease that ran out on the old leader's clock, and the new leader
+// applies it). Should the
 // put land late all the same, the member that blocked the id reports it
 // (watchdog) and this member rejoins under a new id.
 func (p *etcdProvider) quickID() bool {

@@ -892,8 +892,9 @@ func (e *Etcd) reconcile() {
 // The absence alone does not prove the owner stopped serving: an etcd
 // leader that resumes after a pause (SIGSTOP, a VM freeze) revokes every
 // lease that ran out on its own clock, though the others' renewals kept
-// them alive on the new leader (etcd before 3.4.28 and 3.5.11 forwards
-// those revocations, and the new leader applies them). The owner, alive,
+// them alive on the new leader (an etcd without the fix of its issue
+// 15247, such as 3.4.23, forwards those revocations, and the new leader
+// applies them; the fix itself only narrows the window). The owner, alive,
 // sees its live key go in its watch and re-attaches at once, which puts
 // the live key back; the takeover's compare then fails and nothing
 // moves. A node that is really gone is taken over orphanGrace later than

@@ -286,7 +286,7 @@ func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 		}
 		all, hung, slowest, byCode := calls(c.Nodes, paused, settled, time.Second)
 		// The resumed leader may revoke leases that ran out on its clock
-		// (etcd before 3.4.28/3.5.11): what the nodes put back.
+		// (etcd's issue 15247): what the nodes put back.
 		reattached, sameID := reattaches(c.Nodes)-reattached0, sameIDRejoins(c.Nodes)-sameID0
 		return answered, func() string {
 			return fmt.Sprintf("new leader %.2f s after the pause; during the election %d attempts: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); after it 0 over 1 s; rooms answered %.2f s after the resume; %d rejoins, %d leases lost, %d shards moved, %d retaken (revoked by the resumed leader and put back: %d liveness re-attaches, %d member keys under the same id); %s",
