@@ -3,6 +3,8 @@ package persistence
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/hyapp/roomcell/room"
 )
 
 // RoomKey names one room.
@@ -136,4 +138,18 @@ type Store interface {
 	OutboxStore
 	OutboxMQStore
 	Close() error
+}
+
+// DecodeEvents decodes a stored command's envelopes into the room's
+// events, in their order.
+func DecodeEvents(envs []Envelope) ([]room.Event, error) {
+	evs := make([]room.Event, 0, len(envs))
+	for _, e := range envs {
+		ev, err := room.DecodeEvent(e.EventType, e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
 }

@@ -97,8 +97,11 @@ func LikeIDsIn(rs map[string]LikeReceipts) map[string]LikeRef {
 // LikeHeld reports whether the room still holds ref's receipt (receipts
 // are forgotten after LikeReceiptMs, and past a user's newest
 // MaxLikeReceipts).
-func LikeHeld(s State, ref LikeRef) bool {
-	return slices.Contains(s.x().LikeReceipts[ref.UserID].IDs, ref.Receipt)
+func LikeHeld(s State, ref LikeRef) bool { return LikeHeldIn(s.x().LikeReceipts, ref) }
+
+// LikeHeldIn is LikeHeld of a state's receipts map.
+func LikeHeldIn(rs map[string]LikeReceipts, ref LikeRef) bool {
+	return slices.Contains(rs[ref.UserID].IDs, ref.Receipt)
 }
 
 // LikeConflict reports whether c may not be counted under its command_id
@@ -139,6 +142,15 @@ func CheckLike(s State, c Command) error {
 		return errclass.Invalidf("%s is not a LikeRoom", c.Type)
 	}
 	return likeRefused(s, c, c.NowMs)
+}
+
+// CheckLiker is the rules a user's likes must pass in the room now: the
+// room open, the user a member and not banned. The grain asks it of each
+// like as it arrives (map lookups: the rest of a like's decision is made
+// off the room's goroutine, LikeWindow.Put), and the window's end asks it
+// again of each liker (LikeTally.Close).
+func CheckLiker(s State, userID string, nowMs int64) error {
+	return likeRefused(s, Command{UserID: userID}, nowMs)
 }
 
 // likeRefused: the room open, the user a member and not banned.
@@ -289,6 +301,35 @@ func (w *LikeWindow) add(s State, c Command, id string) (out LikeOutcome, inWind
 	if err := likeRefused(s, c, c.NowMs); err != nil {
 		return LikeOutcome{Err: err}, false
 	}
+	w.put(c, id, receipt)
+	return LikeOutcome{}, false
+}
+
+// Put adds c, whose LikeID is id, to the window without the room: its
+// caller checked the user (CheckLiker) and the room's receipts (a retry
+// of a like counted in an earlier window is not put), so only c itself
+// and the window's own likes are decided here. Close decides the likers
+// against the room at the window's end, as for Add.
+func (w *LikeWindow) Put(c Command, id string) (out LikeOutcome, inWindow bool) {
+	if _, err := validate(c); err != nil {
+		return LikeOutcome{Err: err}, false
+	}
+	if c.Type != CmdLikeRoom {
+		return LikeOutcome{Err: errclass.Invalidf("%s is not a LikeRoom", c.Type)}, false
+	}
+	receipt := id + ":" + strconv.FormatInt(c.LikeCount, 10)
+	if prev, ok := w.seen[id]; ok {
+		if err := LikeConflict(c, prev); err != nil {
+			return LikeOutcome{Err: err}, false
+		}
+		return LikeOutcome{Recorded: true}, true
+	}
+	w.put(c, id, receipt)
+	return LikeOutcome{}, false
+}
+
+// put counts a like the window decided.
+func (w *LikeWindow) put(c Command, id, receipt string) {
 	w.seen[id] = LikeRef{UserID: c.UserID, Receipt: receipt}
 	u := w.users[c.UserID]
 	if u == nil {
@@ -298,7 +339,6 @@ func (w *LikeWindow) add(s State, c Command, id string) (out LikeOutcome, inWind
 	u.count += c.LikeCount
 	u.receipts = append(u.receipts, receipt)
 	w.count += c.LikeCount
-	return LikeOutcome{}, false
 }
 
 // Close ends the window against s at nowMs: the events of its likes
@@ -306,39 +346,74 @@ func (w *LikeWindow) add(s State, c Command, id string) (out LikeOutcome, inWind
 // (they left, were banned, or the room closed since they liked). The
 // window is not used after.
 func (w *LikeWindow) Close(s State, nowMs int64) ([]Event, map[string]error) {
-	var refused map[string]error
-	count := w.count
-	users := make([]string, 0, len(w.users))
+	return w.Tally().Close(s, nowMs)
+}
+
+// LikeTally is an ended window's likes in the order its event names
+// them, made off the room's goroutine (Tally), so that closing it
+// against the room (Close) costs a rules check per liker.
+type LikeTally struct {
+	users []talliedLiker // most likes first, equal counts by user id
+	count int64
+	// receipts: each liker's, the newest MaxLikeReceipts (applying the
+	// event keeps no more, so a longer list would only make the row
+	// bigger and replay the same).
+	receipts map[string][]string
+}
+
+type talliedLiker struct {
+	id    string
+	count int64
+}
+
+// Tally ends the window: its likers sorted and its receipts gathered.
+// The window is not used after; Refs stays readable.
+func (w *LikeWindow) Tally() *LikeTally {
+	t := &LikeTally{users: make([]talliedLiker, 0, len(w.users)), count: w.count, receipts: make(map[string][]string, len(w.users))}
 	for u, l := range w.users {
-		if err := likeRefused(s, Command{UserID: u}, nowMs); err != nil {
+		t.users = append(t.users, talliedLiker{id: u, count: l.count})
+		t.receipts[u] = l.receipts[max(0, len(l.receipts)-MaxLikeReceipts):]
+	}
+	slices.SortFunc(t.users, func(a, b talliedLiker) int {
+		// Most likes first; equal counts by user id, so the event is the
+		// same whatever order the window's likes came in.
+		return cmp.Or(cmp.Compare(b.count, a.count), cmp.Compare(a.id, b.id))
+	})
+	return t
+}
+
+// Count is the likes the tally holds, before Close refuses any.
+func (t *LikeTally) Count() int64 { return t.count }
+
+// Close decides the tally against s at nowMs, as LikeWindow.Close. The
+// tally is not used after.
+func (t *LikeTally) Close(s State, nowMs int64) ([]Event, map[string]error) {
+	var refused map[string]error
+	count := t.count
+	liked := RoomLiked{Likers: len(t.users)}
+	for _, u := range t.users {
+		if err := likeRefused(s, Command{UserID: u.id}, nowMs); err != nil {
 			if refused == nil {
 				refused = map[string]error{}
 			}
-			refused[u] = err
-			count -= l.count
+			refused[u.id] = err
+			count -= u.count
+			liked.Likers--
+			delete(t.receipts, u.id)
 			continue
 		}
-		users = append(users, u)
+		if len(liked.Users) < MaxLikeUsers {
+			liked.Users = append(liked.Users, LikeUser{UserID: u.id, Count: u.count})
+		}
 	}
 	if count == 0 {
 		return nil, refused
 	}
-	slices.SortFunc(users, func(a, b string) int {
-		// Most likes first; equal counts by user id, so the event is the
-		// same whatever order the window's likes came in.
-		return cmp.Or(cmp.Compare(w.users[b].count, w.users[a].count), cmp.Compare(a, b))
-	})
-	liked := RoomLiked{Count: count, Total: s.Likes() + count, Likers: len(users), Others: count}
-	for _, u := range users[:min(len(users), MaxLikeUsers)] {
-		n := w.users[u].count
-		liked.Users = append(liked.Users, LikeUser{UserID: u, Count: n})
-		liked.Others -= n
+	liked.Count, liked.Total, liked.Others = count, s.Likes()+count, count
+	for _, u := range liked.Users {
+		liked.Others -= u.Count
 	}
-	receipts := make(map[string][]string, len(users))
-	for _, u := range users {
-		receipts[u] = w.users[u].receipts
-	}
-	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: receipts}}, refused
+	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: t.receipts}}, refused
 }
 
 // RoomLiked: a window's likes. Count is the window's, Total the room's

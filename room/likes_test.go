@@ -214,3 +214,81 @@ func TestLikeWindowDecidedAsLikesArrive(t *testing.T) {
 		t.Fatalf("closed room: %+v %v", evs, refused)
 	}
 }
+
+// A window put together off the room (Put: the liker and the receipts
+// checked by the caller) closes as the same likes added against the room
+// close: the same events, whatever order they came in. Put decides the
+// like itself (its count) and the window's own likes (a retry, another
+// request under a counted id); a user's likes past MaxLikeReceipts in one
+// window leave only the newest receipts, as applying them keeps.
+func TestLikeWindowPutAndTally(t *testing.T) {
+	s := given(t, aRoom...)
+	var adds []room.Command
+	for i := range room.MaxLikeReceipts + 4 {
+		adds = append(adds, like("alice", 1+int64(i%3), commandID(fmt.Sprintf("a-%d", i)), at(t0+int64(i))))
+	}
+	adds = append(adds, like("bob", 5, commandID("b-1")), like("bob", 2, commandID("b-2")))
+	put, added, reversed := room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow()
+	for i, c := range adds {
+		out, in := put.Put(c, room.LikeID(c.CommandID))
+		if out != (room.LikeOutcome{}) || in {
+			t.Fatalf("put %d: %+v %v", i, out, in)
+		}
+		added.Add(s, c)
+		last := adds[len(adds)-1-i]
+		reversed.Put(last, room.LikeID(last.CommandID))
+	}
+	if out, in := put.Put(adds[0], room.LikeID(adds[0].CommandID)); !out.Recorded || !in {
+		t.Fatalf("a retry put in its window: %+v %v", out, in)
+	}
+	reused := like("bob", 1, commandID("a-0"))
+	if out, _ := put.Put(reused, room.LikeID("a-0")); !errors.Is(out.Err, errclass.Exists) {
+		t.Fatalf("another user's like under a counted id: %+v", out)
+	}
+	if out, _ := put.Put(like("bob", 0, commandID("b-3")), room.LikeID("b-3")); !errors.Is(out.Err, errclass.Invalid) {
+		t.Fatalf("a count of 0 put: %+v", out)
+	}
+	tally := put.Tally()
+	evs, refused := tally.Close(s, t0+500)
+	if refused != nil {
+		t.Fatalf("refused %v", refused)
+	}
+	evs2, _ := added.Close(s, t0+500)
+	if !reflect.DeepEqual(evs, evs2) {
+		t.Fatalf("put then tallied\n%+v\nadded against the room\n%+v", evs, evs2)
+	}
+	if evs3, _ := reversed.Tally().Close(s, t0+500); !reflect.DeepEqual(evs3[0], evs[0]) {
+		t.Fatalf("the same likes in reverse: %+v, want %+v", evs3[0], evs[0])
+	}
+	receipts := evs[1].(room.RoomLikeReceipts).Users
+	var newest []string
+	for _, c := range adds[4 : room.MaxLikeReceipts+4] {
+		newest = append(newest, room.LikeReceiptOf(c))
+	}
+	if !reflect.DeepEqual(receipts["alice"], newest) || len(receipts["bob"]) != 2 {
+		t.Fatalf("receipts %v, want alice's newest %d", receipts, room.MaxLikeReceipts)
+	}
+	// Applied, the events hold what applying every like's receipt holds.
+	after := room.ApplyCommand(s, s.Seq+1, evs)
+	for _, c := range adds[4:] {
+		if ok, err := room.LikeRecorded(after, c); !ok || err != nil {
+			t.Fatalf("%s not recorded after the window: %v", c.CommandID, err)
+		}
+	}
+	if ok, _ := room.LikeRecorded(after, adds[0]); ok {
+		t.Fatal("a receipt past the newest was kept")
+	}
+	// The liker checked again at the end: bob left.
+	later := given(t, then(aRoom, leave("bob", at(t0+100)))...)
+	w := room.NewLikeWindow()
+	w.Put(adds[len(adds)-1], room.LikeID(adds[len(adds)-1].CommandID))
+	if evs, refused := w.Tally().Close(later, t0+500); evs != nil || !errors.Is(refused["bob"], room.ErrNotMember) {
+		t.Fatalf("a liker who left: %+v %v", evs, refused)
+	}
+	if err := room.CheckLiker(later, "bob", t0+500); !errors.Is(err, room.ErrNotMember) {
+		t.Fatalf("CheckLiker of a user who left: %v", err)
+	}
+	if err := room.CheckLiker(s, "alice", t0+500); err != nil {
+		t.Fatalf("CheckLiker of a member: %v", err)
+	}
+}

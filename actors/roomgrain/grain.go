@@ -302,7 +302,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	}
 	g.recent = recentCommands{}
 	for _, r := range recs {
-		evs, err := decodeEvents(r.Events)
+		evs, err := persistence.DecodeEvents(r.Events)
 		if err == nil {
 			err = room.Unseal(evs, r.Sealed) // what the events carried beside their payloads
 		}
@@ -330,18 +330,6 @@ func (g *grain) reload() error {
 		return fmt.Errorf("%w: room state could not be loaded", errclass.Unavailable)
 	}
 	return nil
-}
-
-func decodeEvents(envs []persistence.Envelope) ([]room.Event, error) {
-	evs := make([]room.Event, 0, len(envs))
-	for _, e := range envs {
-		ev, err := room.DecodeEvent(e.EventType, e.Payload)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
 }
 
 func (g *grain) handle(ctx actor.Context, rc *v1.RoomCommand) *v1.RoomResponse {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -70,7 +71,7 @@ func TestBanRacesJoins(t *testing.T) {
 	banned := map[string]int64{} // user -> ban end, from the events alone
 	var bans, unbans, joins, refusedByBan, closes, reopens int
 	for _, rec := range recs {
-		evs, err := decodeEvents(rec.Events)
+		evs, err := persistence.DecodeEvents(rec.Events)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -163,6 +163,12 @@ func (r Room) RecentlyUsed(cmd room.Command) bool {
 	return err == nil || errors.Is(err, errclass.Exists)
 }
 
+// RecentID reports whether commandID is among the room's recent
+// command ids at all: a map lookup, so an observer can ask it of every
+// message and call RecentlyUsed (which reads the command's record) only
+// for those it names.
+func (r Room) RecentID(commandID string) bool { return r.g.recent.has(commandID) }
+
 // Explain is a refusal of cmd as the room's observers explain it
 // (Explainer), as a client's refused command is.
 func (r Room) Explain(cmd room.Command, err error) error { return r.g.explain(cmd, err) }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -84,7 +85,7 @@ func TestSeatPoliciesUnderRace(t *testing.T) {
 	s := room.NewState("app", "r1")
 	var forced, swapped int
 	for _, rec := range recs {
-		evs, err := decodeEvents(rec.Events)
+		evs, err := persistence.DecodeEvents(rec.Events)
 		if err != nil {
 			t.Fatal(err)
 		}

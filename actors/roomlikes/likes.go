@@ -18,12 +18,17 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
 
 // maxLikeBatch ends a window early: a bigger one would make a log row of
 // megabytes (each like's receipt is ~20 bytes of it).
 const maxLikeBatch = 10_000
+
+// inbox is how many messages a room's likes goroutine holds before the
+// room's goroutine waits to hand it more (a burst of likes).
+const inbox = 4096
 
 // Config is what a node's likes are made of.
 type Config struct {
@@ -40,32 +45,55 @@ func Observe(c Config) roomgrain.NewObserver {
 		c.Window = configs.DefaultLikeWindow
 	}
 	return func(a roomgrain.Activation) roomgrain.Observer {
-		return &observer{cfg: &c, room: a.Room, root: a.Root}
+		return &observer{cfg: &c, room: a.Room, root: a.Root, self: a.Self}
 	}
 }
 
-// observer is one activation's likes: its open window and the index of
-// its receipts, made on its first like (a room nobody likes keeps two
-// words more). Every call is on the room's goroutine.
+// observer is one activation's likes. Its methods run on the room's
+// goroutine; a liked room's likes are decided on a goroutine of its own
+// (liker), and only a window's tally comes back to the room, once per
+// window. A room nobody likes keeps a few words more.
 type observer struct {
 	cfg  *Config
 	room roomgrain.Room
 	root *actor.RootContext
-	lr   *likeRoom
+	self *actor.PID
+	idx  *likeIndex // made on the first like or the first look at receipts
+	lk   *liker     // started on the first like
+	done bool       // Stopped
 }
 
-// likeRoom is a liked room's open window and index.
-type likeRoom struct {
-	batch *likeBatch
-	idx   likeIndex
+// liker is a room's likes goroutine: it takes each like the room let
+// through (the user may like here now), looks its command_id up among
+// the open window, the windows being stored and the room's receipts,
+// and puts it in the open window (room.LikeWindow.Put). When the window
+// ends it sends the room its tally (likesDue); the room closes it
+// against its state, commits one row and hands the outcome back
+// (stored), and the liker answers the window's likes.
+type liker struct {
+	in   chan any
+	quit chan struct{} // closed when run returns
+	root *actor.RootContext
+	room *actor.PID
+	key  persistence.RoomKey
+	win  time.Duration
+	idx  *likeIndex
+
+	mu      sync.Mutex // open and closing: the room's Check reads them
+	open    *window
+	closing []*window // ended, not yet stored or failed, oldest first
 }
 
-// likeBatch is a room's open window: its likes, decided as they came
-// (room.LikeWindow), and whom to answer.
-type likeBatch struct {
+// window is one window of a room's likes and whom to answer.
+type window struct {
+	lk      *liker
 	w       *room.LikeWindow
 	answers []likeAnswer
 	timer   *time.Timer
+	tally   *room.LikeTally // made when it ends
+	// handled is the room's: the window was closed against it (its
+	// likesDue, or the activation's Stopping).
+	handled bool
 }
 
 // likeAnswer is a like waiting for its window: who sent it, whose it is
@@ -77,10 +105,30 @@ type likeAnswer struct {
 	retry bool
 }
 
-// likesDue: the window b's time is up (sent by its timer).
-type likesDue struct{ b *likeBatch }
+// Messages of the likes goroutine.
+type (
+	likeIn struct { // a like the room let through
+		to    *actor.PID
+		rc    *v1.RoomCommand
+		nowMs int64
+	}
+	windowDue struct{ w *window } // its timer
+	stored    struct {            // a window's outcome, from the room
+		w                    *window
+		counted, dup, failed *v1.RoomResponse
+		refused              map[string]*v1.RoomResponse
+	}
+	handOver struct{ reply chan []*window } // the room stops: every window not yet stored
+	stop     struct{}
+)
 
-// Receive takes the room's LikeRoom commands and its windows' timers.
+// Messages to the room.
+type (
+	likesDue   struct{ w *window }     // close w against the room
+	likeRepeat struct{ to *actor.PID } // answer a retry of a stored like
+)
+
+// Receive takes the room's LikeRoom commands and its windows.
 func (o *observer) Receive(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *v1.RoomCommand:
@@ -89,9 +137,11 @@ func (o *observer) Receive(ctx actor.Context) bool {
 		}
 		o.like(ctx, m)
 	case *likesDue:
-		if o.lr != nil && o.lr.batch == m.b {
-			o.flush(ctx)
+		if o.lk != nil && m.w.lk == o.lk && !o.done {
+			o.store(ctx, m.w)
 		}
+	case *likeRepeat:
+		ctx.Send(m.to, &v1.RoomResponse{Reply: duplicate(o.room.State())})
 	default:
 		return false
 	}
@@ -101,91 +151,92 @@ func (o *observer) Receive(ctx actor.Context) bool {
 // Check refuses a command whose command_id named a like: an id names one
 // request.
 func (o *observer) Check(cmd room.Command) error {
-	if _, ok := o.refOf(cmd.CommandID); ok {
+	if o.idx == nil && o.lk == nil {
+		if rs, _ := receiptsOf(o.room.State()); rs == nil {
+			return nil // no likes: no hash
+		}
+	}
+	if _, ok := o.named(cmd.CommandID); ok {
 		return fmt.Errorf("%w: command_id %q was already used for a LikeRoom, this is a %s", errclass.Exists, cmd.CommandID, cmd.Type)
 	}
 	return nil
 }
 
-// Stopping writes the open window while the room can still commit, so
-// its likes are answered (passivation, rebalance, shutdown).
-func (o *observer) Stopping(ctx actor.Context) { o.flush(ctx) }
-
-// Stopped answers what is left of the window (a restart) unavailable:
-// nothing of it was counted, and its retries will be.
-func (o *observer) Stopped() {
-	if o.lr == nil || o.lr.batch == nil {
-		return
+// named is the like a command_id named, in a window not yet stored or
+// among the room's receipts; ok false: none.
+func (o *observer) named(commandID string) (ref room.LikeRef, ok bool) {
+	id := room.LikeID(commandID)
+	if o.lk != nil {
+		o.lk.mu.Lock()
+		ref, _, ok = o.lk.inWindows(id)
+		o.lk.mu.Unlock()
+		if ok {
+			return ref, true
+		}
 	}
-	b := o.take()
-	res := &v1.RoomResponse{Error: roomgrain.WireError(fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))}
-	go answer(o.root, b.answers, func(likeAnswer) *v1.RoomResponse { return res })
+	return o.index().lookup(id)
 }
 
-func (*observer) Loaded()                              {}
+// index is the room's index of its like receipts, made on first use.
+func (o *observer) index() *likeIndex {
+	if o.idx == nil {
+		o.idx = &likeIndex{}
+		o.idx.reset(o.room.State())
+	}
+	return o.idx
+}
+
+// Loaded: the room's receipts are the store's now.
+func (o *observer) Loaded() {
+	if o.idx != nil {
+		o.idx.reset(o.room.State())
+	}
+}
+
+// Stopping writes the windows not yet stored while the room can still
+// commit, so their likes are answered (passivation, rebalance,
+// shutdown).
+func (o *observer) Stopping(ctx actor.Context) {
+	if o.lk == nil || o.done {
+		return
+	}
+	reply := make(chan []*window, 1)
+	o.lk.in <- handOver{reply: reply}
+	for _, w := range <-reply {
+		if !w.handled {
+			o.store(ctx, w)
+		}
+	}
+}
+
+// Stopped ends the likes goroutine: what it still holds is answered
+// unavailable (nothing of it was counted, and its retries will be).
+func (o *observer) Stopped() {
+	if o.lk != nil && !o.done {
+		o.lk.in <- stop{}
+	}
+	o.done = true
+}
+
 func (*observer) Passed(room.Command)                  {}
 func (*observer) Applying([]room.Event)                {}
 func (*observer) Committed(room.Command, []room.Event) {}
 func (*observer) Tick()                                {}
 func (*observer) Passivating()                         {}
 
-// take closes the room's window: it returns it (nil: none) and stops its
-// timer.
-func (o *observer) take() *likeBatch {
-	if o.lr == nil || o.lr.batch == nil {
-		return nil
-	}
-	b := o.lr.batch
-	o.lr.batch = nil
-	b.timer.Stop()
-	return b
-}
-
-// refOf is the like a command_id named in the room, counted or in the
-// open window; ok false: none.
-func (o *observer) refOf(commandID string) (ref room.LikeRef, ok bool) {
-	receipts, _ := receiptsOf(o.room.State())
-	if receipts == nil && (o.lr == nil || o.lr.batch == nil) {
-		return ref, false // no likes: no hash
-	}
-	return o.refOfID(room.LikeID(commandID))
-}
-
-// refOfID is refOf of the command_id whose LikeID is id.
-func (o *observer) refOfID(id string) (ref room.LikeRef, ok bool) {
-	s := o.room.State()
-	receipts, _ := receiptsOf(s)
-	if o.lr != nil && o.lr.batch != nil {
-		if ref, ok = o.lr.batch.w.Ref(id); ok {
-			return ref, true
-		}
-	}
-	if receipts == nil {
-		return ref, false
-	}
-	if o.lr == nil {
-		o.lr = &likeRoom{}
-	}
-	return o.lr.idx.lookup(s, id)
-}
-
-// like takes a LikeRoom: refused now if the room's rules refuse it,
-// answered now if it is a retry of a like counted before, else added to
-// the room's window.
+// like lets a LikeRoom through to the likes goroutine if the room takes
+// likes from its user now, and refuses it at once if not. Only map
+// lookups here: the rest of the like (its command_id's hash and
+// look-up, the window) is the likes goroutine's.
 func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
-	refuse := func(err error) { ctx.Respond(&v1.RoomResponse{Error: roomgrain.WireError(err)}) }
 	r := o.room
+	refuse := func(err error) { ctx.Respond(&v1.RoomResponse{Error: roomgrain.WireError(err)}) }
+	if o.done {
+		refuse(fmt.Errorf("%w: the room is stopping; retry the like", errclass.Unavailable))
+		return
+	}
 	if _, err := r.ReadyToWrite(ctx); err != nil {
 		refuse(err)
-		return
-	}
-	cmd, ok := room.CommandFromProto(rc, r.Now().UnixMilli())
-	if !ok {
-		refuse(errclass.Invalidf("empty command"))
-		return
-	}
-	if k := r.Key(); cmd.AppCode != k.AppCode || cmd.RoomID != k.RoomID {
-		refuse(errclass.Invalidf("command for %s/%s sent to room %s", cmd.AppCode, cmd.RoomID, k))
 		return
 	}
 	s := r.State()
@@ -194,78 +245,46 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 		ctx.Poison(ctx.Self())
 		return
 	}
-	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
-	if ref, ok := o.refOfID(id); ok {
-		// Its id named a like: this one again (a retry, decided by the
-		// window), or another user's or count (refused).
-		if err := room.LikeConflict(cmd, ref); err != nil {
-			refuse(err)
+	l, now := rc.GetLikeRoom(), r.Now().UnixMilli()
+	if k := r.Key(); l.GetAppCode() != k.AppCode || l.GetRoomId() != k.RoomID {
+		refuse(errclass.Invalidf("command for %s/%s sent to room %s", l.GetAppCode(), l.GetRoomId(), k))
+		return
+	}
+	if err := room.CheckLiker(*s, l.GetUserId(), now); err != nil {
+		// Refused either way; an id that named another like says so
+		// first, as it does for a member.
+		cmd, _ := room.CommandFromProto(rc, now)
+		if ref, ok := o.named(cmd.CommandID); ok {
+			if cerr := room.LikeConflict(cmd, ref); cerr != nil {
+				err = cerr
+			}
+		}
+		refuse(r.Explain(cmd, err))
+		return
+	}
+	if r.RecentID(l.GetCommandId()) {
+		if cmd, _ := room.CommandFromProto(rc, now); r.RecentlyUsed(cmd) {
+			refuse(fmt.Errorf("%w: command_id %q was already used for another command", errclass.Exists, cmd.CommandID))
 			return
 		}
-	} else if r.RecentlyUsed(cmd) {
-		refuse(fmt.Errorf("%w: command_id %q was already used for another command", errclass.Exists, cmd.CommandID))
-		return
 	}
-	// The rules now (room.LikeWindow.Add), so what they refuse is
-	// refused at once, with nothing written; the window's end checks its
-	// likers again (room.LikeWindow.Close).
-	if o.lr == nil {
-		o.lr = &likeRoom{}
+	if o.lk == nil {
+		o.lk = &liker{
+			in: make(chan any, inbox), quit: make(chan struct{}),
+			root: o.root, room: o.self, key: r.Key(), win: o.cfg.Window, idx: o.index(),
+		}
+		go o.lk.run()
 	}
-	b := o.lr.batch
-	opened := b == nil
-	if opened {
-		b = &likeBatch{w: room.NewLikeWindow()}
-	}
-	out, inWindow := b.w.AddAs(*s, cmd, id)
-	switch {
-	case out.Err != nil:
-		refuse(r.Explain(cmd, out.Err))
-		return
-	case out.Recorded && !inWindow:
-		ctx.Respond(&v1.RoomResponse{Reply: duplicate(s)})
-		return
-	}
-	// Counted in the window, or a retry of a like it counts: answered
-	// with the window.
-	if opened {
-		self, root := ctx.Self(), ctx.ActorSystem().Root
-		b.timer = time.AfterFunc(o.cfg.Window, func() { root.Send(self, &likesDue{b: b}) })
-		o.lr.batch = b
-	}
-	b.answers = append(b.answers, likeAnswer{to: ctx.Sender(), user: cmd.UserID, retry: out.Recorded})
-	if len(b.answers) >= maxLikeBatch {
-		o.flush(ctx)
-	}
+	o.lk.in <- likeIn{to: ctx.Sender(), rc: rc, nowMs: now}
 }
 
-// flush ends the room's window: closes it (room.LikeWindow.Close: its
-// likers, not its likes, so the commands behind it wait well under a
-// millisecond), appends its one row and answers each like.
-func (o *observer) flush(ctx actor.Context) {
-	b := o.take()
-	if b == nil || len(b.answers) == 0 {
-		return
-	}
-	// The answers go out from a goroutine of their own once decided: a
-	// window's thousands of sends would otherwise hold the room's
-	// mailbox (the joins and gifts behind it) for milliseconds.
-	var counted, dup, failed *v1.RoomResponse
-	var refused map[string]*v1.RoomResponse
-	defer func() {
-		go answer(o.root, b.answers, func(a likeAnswer) *v1.RoomResponse {
-			if failed != nil {
-				return failed
-			}
-			if res, ok := refused[a.user]; ok {
-				return res
-			}
-			if a.retry {
-				return dup
-			}
-			return counted
-		})
-	}()
+// store closes window w against the room (room.LikeTally.Close: its
+// likers, not its likes), appends its one row and hands the outcome to
+// the likes goroutine, which answers the window's likes.
+func (o *observer) store(ctx actor.Context, w *window) {
+	w.handled = true
+	res := stored{w: w}
+	defer func() { o.lk.in <- res }()
 	r := o.room
 	reloaded, err := r.ReadyToWrite(ctx)
 	if err == nil && reloaded {
@@ -275,20 +294,20 @@ func (o *observer) flush(ctx actor.Context) {
 		err = fmt.Errorf("%w: the room was reloaded; retry the like", errclass.Unavailable)
 	}
 	if err != nil {
-		failed = &v1.RoomResponse{Error: roomgrain.WireError(err)}
+		res.failed = &v1.RoomResponse{Error: roomgrain.WireError(err)}
 		return
 	}
 	s, now, k := r.State(), r.Now().UnixMilli(), r.Key()
-	events, refusals := b.w.Close(*s, now)
+	events, refusals := w.tally.Close(*s, now)
 	for u, err := range refusals {
-		if refused == nil {
-			refused = make(map[string]*v1.RoomResponse, len(refusals))
+		if res.refused == nil {
+			res.refused = make(map[string]*v1.RoomResponse, len(refusals))
 		}
 		like := room.Command{Type: room.CmdLikeRoom, AppCode: k.AppCode, RoomID: k.RoomID, UserID: u, NowMs: now}
-		refused[u] = &v1.RoomResponse{Error: roomgrain.WireError(r.Explain(like, err))}
+		res.refused[u] = &v1.RoomResponse{Error: roomgrain.WireError(r.Explain(like, err))}
 	}
-	dup = &v1.RoomResponse{Reply: duplicate(s)}
 	if len(events) == 0 {
+		res.dup = &v1.RoomResponse{Reply: duplicate(s)}
 		return
 	}
 	batch := room.Command{Type: room.CmdLikeRoom, CommandID: likesID(s.Seq + 1), AppCode: k.AppCode, RoomID: k.RoomID, NowMs: now}
@@ -297,15 +316,154 @@ func (o *observer) flush(ctx actor.Context) {
 		// Nothing of the window is counted (or, after an append whose
 		// answer was lost, the reload finds its receipts and the retries
 		// are answered as duplicates).
-		failed = &v1.RoomResponse{Error: roomgrain.WireError(err)}
+		res.failed = &v1.RoomResponse{Error: roomgrain.WireError(err)}
 		return
 	}
-	o.lr.idx.stored(b.w.Refs(), s)
+	// Its ids are named from now on, before the likes goroutine hears of
+	// it (a command checked meanwhile finds them here or in the window).
+	o.idx.stored(w.w.Refs(), s)
 	o.cfg.Metrics.window(events[0].(room.RoomLiked).Count)
 	// The receipts are the room's own: a like's reply carries the
 	// RoomLiked alone.
-	counted = &v1.RoomResponse{Reply: &v1.CommandReply{RoomSeq: reply.RoomSeq, EventIds: reply.EventIds[:1], Events: reply.Events[:1], Room: reply.Room}}
-	dup = &v1.RoomResponse{Reply: duplicate(s)}
+	res.counted = &v1.RoomResponse{Reply: &v1.CommandReply{RoomSeq: reply.RoomSeq, EventIds: reply.EventIds[:1], Events: reply.Events[:1], Room: reply.Room}}
+	res.dup = &v1.RoomResponse{Reply: duplicate(s)}
+}
+
+// run is the likes goroutine.
+func (lk *liker) run() {
+	defer close(lk.quit)
+	for m := range lk.in {
+		switch m := m.(type) {
+		case likeIn:
+			lk.like(m)
+		case windowDue:
+			lk.mu.Lock()
+			if lk.open == m.w {
+				lk.end()
+			}
+			lk.mu.Unlock()
+		case stored:
+			lk.mu.Lock()
+			lk.closing = slices.DeleteFunc(lk.closing, func(w *window) bool { return w == m.w })
+			lk.mu.Unlock()
+			go answer(lk.root, m.w.answers, func(a likeAnswer) *v1.RoomResponse {
+				if m.failed != nil {
+					return m.failed
+				}
+				if res, ok := m.refused[a.user]; ok {
+					return res
+				}
+				if a.retry {
+					return m.dup
+				}
+				return m.counted
+			})
+		case handOver:
+			lk.mu.Lock()
+			if lk.open != nil {
+				lk.open.timer.Stop()
+				lk.closing = append(lk.closing, lk.open)
+				lk.open.tally = lk.open.w.Tally()
+				lk.open = nil
+			}
+			m.reply <- slices.Clone(lk.closing)
+			lk.mu.Unlock()
+		case stop:
+			lk.mu.Lock()
+			pending := lk.closing
+			if lk.open != nil {
+				lk.open.timer.Stop()
+				pending = append(pending, lk.open)
+			}
+			lk.open, lk.closing = nil, nil
+			lk.mu.Unlock()
+			res := &v1.RoomResponse{Error: roomgrain.WireError(fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))}
+			for _, w := range pending {
+				go answer(lk.root, w.answers, func(likeAnswer) *v1.RoomResponse { return res })
+			}
+			return
+		}
+	}
+}
+
+// like decides one like the room let through: refused, answered as a
+// duplicate of a like stored before (the room answers: the reply is the
+// room now), or added to a window (counted in the open one, or a retry
+// of a like of a window not yet answered, answered with it).
+func (lk *liker) like(m likeIn) {
+	refuse := func(err error) { lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(err)}) }
+	cmd, ok := room.CommandFromProto(m.rc, m.nowMs)
+	if !ok {
+		refuse(errclass.Invalidf("empty command"))
+		return
+	}
+	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	if ref, w, ok := lk.inWindows(id); ok {
+		if err := room.LikeConflict(cmd, ref); err != nil {
+			refuse(err)
+			return
+		}
+		w.answers = append(w.answers, likeAnswer{to: m.to, user: cmd.UserID, retry: true})
+		return
+	}
+	if ref, ok := lk.idx.lookup(id); ok {
+		if err := room.LikeConflict(cmd, ref); err != nil {
+			refuse(err)
+			return
+		}
+		lk.root.Send(lk.room, &likeRepeat{to: m.to})
+		return
+	}
+	w := lk.open
+	if w == nil {
+		w = &window{lk: lk, w: room.NewLikeWindow()}
+	}
+	out, _ := w.w.Put(cmd, id)
+	if out.Err != nil {
+		refuse(out.Err)
+		return
+	}
+	if lk.open == nil {
+		lk.open = w
+		w.timer = time.AfterFunc(lk.win, func() {
+			select {
+			case lk.in <- windowDue{w: w}:
+			case <-lk.quit:
+			}
+		})
+	}
+	w.answers = append(w.answers, likeAnswer{to: m.to, user: cmd.UserID})
+	if len(w.answers) >= maxLikeBatch {
+		lk.end()
+	}
+}
+
+// end ends the open window: its tally goes to the room. Under mu.
+func (lk *liker) end() {
+	w := lk.open
+	lk.open = nil
+	w.timer.Stop()
+	w.tally = w.w.Tally()
+	lk.closing = append(lk.closing, w)
+	lk.root.Send(lk.room, &likesDue{w: w})
+}
+
+// inWindows is the like counted under id in a window not yet stored
+// (the open one or one being stored), and that window. Under mu.
+func (lk *liker) inWindows(id string) (room.LikeRef, *window, bool) {
+	if lk.open != nil {
+		if ref, ok := lk.open.w.Ref(id); ok {
+			return ref, lk.open, true
+		}
+	}
+	for _, w := range lk.closing {
+		if ref, ok := w.w.Ref(id); ok {
+			return ref, w, true
+		}
+	}
+	return room.LikeRef{}, nil, false
 }
 
 // answer sends each like its answer.
@@ -334,15 +492,17 @@ func likesID(seq int64) string {
 
 // likeIndex finds a command_id among the room's like receipts, so that
 // an id that named one like is refused for another user's like or for
-// another command. Each window's row replaces the receipts map, and
-// building the index again on the room's goroutine held its mailbox for
-// up to a millisecond a window: it is built on a goroutine of its own
-// from the map (never changed in place), while the windows stored since
-// the map it was built from are looked up by their own likes. A hit is
-// checked against the receipts the room holds now (forgotten receipts
-// stay in the index until its next build).
+// another command. Each window's row replaces the receipts map (never
+// changed in place, so it may be read on any goroutine), and the room
+// hands the index each new map (stored, reset). Building the index
+// again for each map would take up to a millisecond a window: it is
+// built on a goroutine of its own, while the windows stored since the
+// map it was built from are looked up by their own likes. A hit is
+// checked against the newest receipts (forgotten receipts stay in the
+// index until its next build).
 type likeIndex struct {
-	mu       sync.Mutex // the build hands its index over under it
+	mu       sync.Mutex
+	cur      map[string]room.LikeReceipts // the room's receipts now
 	ids      map[string]room.LikeRef
 	of       unsafe.Pointer // the receipts map ids was built from
 	since    []storedWindow // windows stored after it, oldest first
@@ -363,22 +523,32 @@ func receiptsOf(s *room.State) (map[string]room.LikeReceipts, unsafe.Pointer) {
 	return s.Extra.LikeReceipts, reflect.ValueOf(s.Extra.LikeReceipts).UnsafePointer()
 }
 
-// stored notes a window whose row is applied.
-func (x *likeIndex) stored(refs map[string]room.LikeRef, s *room.State) {
-	_, of := receiptsOf(s)
+// reset: the room's receipts are s's (its first look, a reload).
+func (x *likeIndex) reset(s *room.State) {
+	rs, _ := receiptsOf(s)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.cur = rs
+}
+
+// stored notes a window whose row is applied to s.
+func (x *likeIndex) stored(refs map[string]room.LikeRef, s *room.State) {
+	rs, of := receiptsOf(s)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.cur = rs
 	x.since = append(x.since, storedWindow{refs: refs, of: of})
 }
 
-// lookup finds id among s's receipts.
-func (x *likeIndex) lookup(s *room.State, id string) (room.LikeRef, bool) {
-	receipts, cur := receiptsOf(s)
+// lookup finds id among the room's receipts.
+func (x *likeIndex) lookup(id string) (room.LikeRef, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	receipts := x.cur
 	if receipts == nil {
 		return room.LikeRef{}, false
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	cur := reflect.ValueOf(receipts).UnsafePointer()
 	if x.of != cur && (len(x.since) == 0 || x.since[len(x.since)-1].of != cur) {
 		// Receipts the index has not followed (the first look, a reload):
 		// built here.
@@ -392,7 +562,7 @@ func (x *likeIndex) lookup(s *room.State, id string) (room.LikeRef, bool) {
 		x.building = true
 		go x.build(receipts, cur)
 	}
-	if !ok || !room.LikeHeld(*s, ref) {
+	if !ok || !room.LikeHeldIn(receipts, ref) {
 		return room.LikeRef{}, false
 	}
 	return ref, true

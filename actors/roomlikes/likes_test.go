@@ -448,3 +448,132 @@ func aliceAndBob(t *testing.T, window time.Duration, set func(f *fixture)) (*fix
 	f.mustDo(pid, rcJoin("j2", "bob"))
 	return f, pid
 }
+
+// Retries of one like sent without pause from before its window ends
+// until after it is stored: whether a retry finds the like in the open
+// window, in the window being stored (the next one gathering meanwhile)
+// or among the room's receipts, exactly one answer counts it and every
+// other is a duplicate, and the total counts it once. Other users' likes
+// keep the next windows busy throughout.
+func TestLikeRetriedAcrossItsWindowsEnd(t *testing.T) {
+	f, pid := aliceAndBob(t, 30*time.Millisecond, nil)
+	const rounds = 5
+	var wg sync.WaitGroup
+	var bobs atomic.Int64
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := f.do(pid, rcLike(fmt.Sprintf("bob-%d", n), "bob", 1)); err != nil {
+				t.Errorf("bob's like: %v", err)
+				return
+			}
+			bobs.Add(1)
+		}
+	}()
+	for r := range rounds {
+		id := fmt.Sprintf("alice-%d", r)
+		var fresh, dups atomic.Int64
+		var retries sync.WaitGroup
+		until := time.Now().Add(100 * time.Millisecond) // > 3 windows
+		for range 4 {
+			retries.Add(1)
+			go func() {
+				defer retries.Done()
+				for time.Now().Before(until) {
+					reply, err := f.do(pid, rcLike(id, "alice", 2))
+					if err != nil {
+						t.Errorf("%s: %v", id, err)
+						return
+					}
+					if reply.Duplicate {
+						dups.Add(1)
+					} else {
+						fresh.Add(1)
+					}
+				}
+			}()
+		}
+		retries.Wait()
+		if fresh.Load() != 1 || dups.Load() == 0 {
+			t.Fatalf("%s: %d answers counted it, %d were duplicates; want exactly one counted", id, fresh.Load(), dups.Load())
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if got, want := roomLikes(t, f, pid), 2*rounds+bobs.Load(); got != want {
+		t.Fatalf("room's likes %d, want %d (alice's %d likes once each, bob's %d)", got, want, rounds, bobs.Load())
+	}
+}
+
+// Likes in flight when the room stops (passivation, rebalance): every
+// like is answered, and the windows not yet stored are stored while the
+// room can still commit (Stopping) or answered unavailable, never lost
+// or counted without an answer: what was acknowledged is the total, and
+// retrying the rest on the next activation counts each once.
+func TestLikesInFlightWhenTheRoomStops(t *testing.T) {
+	f, pid := aliceAndBob(t, 200*time.Millisecond, nil)
+	type result struct {
+		id, user string
+		count    int64
+		err      error
+	}
+	var results []result
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := result{id: fmt.Sprintf("s-%d", i), user: []string{"alice", "bob"}[i%2], count: int64(1 + i%3)}
+			res, err := f.sys.Root.RequestFuture(pid, rcLike(l.id, l.user, l.count), 5*time.Second).Result()
+			if err == nil {
+				_, err = replyOf(res)
+			}
+			l.err = err
+			mu.Lock()
+			results = append(results, l)
+			mu.Unlock()
+		}()
+		if i == 30 {
+			time.Sleep(250 * time.Millisecond) // the first window is stored; the next is open
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // the last likes reach the room
+	if err := f.sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var acked, all int64
+	var retry []result
+	for _, r := range results {
+		all += r.count
+		switch {
+		case r.err == nil:
+			acked += r.count
+		case errors.Is(r.err, errclass.Unavailable):
+			retry = append(retry, r)
+		default:
+			t.Fatalf("like %s: %v", r.id, r.err)
+		}
+	}
+	pid2 := f.activate("app/r1")
+	if got := roomLikes(t, f, pid2); got != acked {
+		t.Fatalf("after the stop the room has %d likes, %d were acknowledged", got, acked)
+	}
+	for _, r := range retry {
+		if _, err := f.do(pid2, rcLike(r.id, r.user, r.count)); err != nil {
+			t.Fatalf("retry of %s: %v", r.id, err)
+		}
+	}
+	if got := roomLikes(t, f, pid2); got != all {
+		t.Fatalf("after the retries the room has %d likes, %d were sent", got, all)
+	}
+	t.Logf("%d likes sent, %d acknowledged before the stop, %d retried", all, acked, len(retry))
+}

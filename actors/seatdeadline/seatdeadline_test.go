@@ -290,7 +290,7 @@ func audioReleases(t *testing.T, n *node) int {
 	}
 	count := 0
 	for _, r := range recs {
-		evs, err := roomcheck.Events(r.Events)
+		evs, err := persistence.DecodeEvents(r.Events)
 		if err != nil {
 			t.Fatal(err)
 		}

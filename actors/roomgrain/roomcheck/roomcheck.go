@@ -31,19 +31,6 @@ func Wrap(m proto.Message) *v1.RoomCommand {
 	panic(fmt.Sprintf("Wrap: %T is in no oneof field", m))
 }
 
-// Events decodes a stored command's envelopes.
-func Events(envs []persistence.Envelope) ([]room.Event, error) {
-	evs := make([]room.Event, 0, len(envs))
-	for _, e := range envs {
-		ev, err := room.DecodeEvent(e.EventType, e.Payload)
-		if err != nil {
-			return nil, err
-		}
-		evs = append(evs, ev)
-	}
-	return evs, nil
-}
-
 // CheckSeatLog replays the command log of room app/r1 and checks the
 // seat rules at every seq: no seat taken while held, no user on two
 // seats, every application and invitation ending once. drained: no
@@ -64,7 +51,7 @@ func CheckSeatLog(t testing.TB, store persistence.RoomStore, drained bool) {
 	outcomes := map[string]int{}
 	releases := map[string]int{}
 	for _, r := range recs {
-		evs, err := Events(r.Events)
+		evs, err := persistence.DecodeEvents(r.Events)
 		if err != nil {
 			t.Fatal(err)
 		}
