@@ -417,3 +417,85 @@ func TestEventIndexBackfilledFromTheEventID(t *testing.T) {
 		}
 	}
 }
+
+// Rows written before the marks were made in-place keep what they said:
+// a row never published reads published_at_ms 0 (it was NULL), a published
+// one keeps its time, every status reads back as it was written (CHAR(9)
+// pads it in storage, not in reads), and the status filters still find
+// each row.
+func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	database := base + "_ip"
+	dropLater(t, db, database)
+	ms, err := Migrations(RoomSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.ExecContext(t.Context(), q, args...); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	exec(createDatabaseSQL(database))
+	exec("USE `" + database + "`")
+	exec(migrationsTable)
+	for _, m := range ms {
+		if strings.Contains(m.Name, "marks_in_place") {
+			break
+		}
+		for _, q := range SplitStatements(m.SQL) {
+			exec(q)
+		}
+		exec("INSERT INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
+			RoomSchema, m.Version, m.Name, m.Checksum)
+	}
+	type row struct {
+		status, mq string
+		pub, mqPub sql.NullInt64
+		wantPub    int64
+		wantMQPub  int64
+	}
+	rows := map[string]row{
+		"app:room:1:0": {status: "pending", mq: "pending"},
+		"app:room:2:0": {status: "published", mq: "published", pub: sql.NullInt64{Int64: 77, Valid: true}, mqPub: sql.NullInt64{Int64: 78, Valid: true}, wantPub: 77, wantMQPub: 78},
+		"app:room:3:0": {status: "parked", mq: "parked"},
+		"app:room:4:0": {status: "skipped", mq: "none"},
+	}
+	for id, r := range rows {
+		exec("INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, mq_status, published_at_ms, mq_published_at_ms, created_at_ms, updated_at_ms)"+
+			" VALUES (?, 'app', 'room', 1, 'RoomUserJoined', '{}', ?, ?, ?, ?, 1, 1)", id, r.status, r.mq, r.pub, r.mqPub)
+	}
+	if err := Migrate(t.Context(), db, RoomSchema, database); err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range rows {
+		var (
+			status, mq string
+			pub, mqPub int64
+			byStatus   int
+		)
+		if err := db.QueryRowContext(t.Context(), "SELECT status, mq_status, published_at_ms, mq_published_at_ms FROM `"+database+"`.room_outbox WHERE event_id = ?", id).
+			Scan(&status, &mq, &pub, &mqPub); err != nil {
+			t.Fatal(err)
+		}
+		if status != r.status || mq != r.mq || pub != r.wantPub || mqPub != r.wantMQPub {
+			t.Errorf("%s after the upgrade: status %q mq %q published_at %d mq_published_at %d, want %q %q %d %d",
+				id, status, mq, pub, mqPub, r.status, r.mq, r.wantPub, r.wantMQPub)
+		}
+		if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+database+"`.room_outbox WHERE status = ? AND mq_status = ?", r.status, r.mq).
+			Scan(&byStatus); err != nil || byStatus != 1 {
+			t.Errorf("%s: the status filter (%s, %s) finds %d rows, %v", id, r.status, r.mq, byStatus, err)
+		}
+	}
+	// A status longer than the column is refused, not cut to fit.
+	if _, err := db.ExecContext(t.Context(), "UPDATE `"+database+"`.room_outbox SET status = 'publishedX' WHERE event_id = 'app:room:1:0'"); err == nil {
+		t.Error("a 10-character status was stored")
+	}
+}

@@ -50,6 +50,14 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	r.LockedBy = lockedBy.String
 	r.ResolvedBy, r.ResolvedAtMs, r.Resolution = resBy.String, resAt.Int64, res.String
 	r.MQPublishedAtMs, r.MQLockedBy = mqPubAt.Int64, mqLocked.String
+	// A mark leaves the lease's owner in the row (writing NULL there would
+	// resize the record): a lease means something only on a pending row.
+	if r.Status != persistence.OutboxPending {
+		r.LockedBy, r.LockUntilMs = "", 0
+	}
+	if r.MQStatus != persistence.OutboxMQPending {
+		r.MQLockedBy, r.MQLockUntilMs = "", 0
+	}
 	return r, nil
 }
 
@@ -511,19 +519,23 @@ func (s *Store) updateOutbox(ctx context.Context, op, eventID, set string, args 
 	return nil
 }
 
+// publishedMark is the published mark's SET: every column it writes keeps
+// its length (status is CHAR(9), published_at_ms NOT NULL, last_error is
+// NULL already unless the row failed before), so InnoDB updates the record
+// in place instead of rewriting it with its envelope. It leaves locked_by
+// as it was (a publisher's insert lease): readers show no lease on a row
+// that is not pending (scanOutbox), and claims read only pending rows.
+const publishedMark = "status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, lock_until_ms = 0"
+
 // MarkOutboxPublished implements persistence.OutboxStore.
 func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error {
-	return s.updateOutbox(ctx, "mark published", eventID,
-		"status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
-		nowMs, nowMs)
+	return s.updateOutbox(ctx, "mark published", eventID, publishedMark, nowMs, nowMs)
 }
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
 // (one commit) per chunk of ids instead of one per row.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", "status", eventIDs,
-		"status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
-		nowMs, nowMs)
+	return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per

@@ -218,10 +218,12 @@ func mqClaimFailed(err error) ([]persistence.OutboxRow, error) {
 	return nil, err
 }
 
-// MarkOutboxMQPublished implements persistence.OutboxMQStore.
+// MarkOutboxMQPublished implements persistence.OutboxMQStore. Like the
+// IM mark (publishedMark) it updates the row in place: mq_locked_by stays
+// as it was, and readers show no MQ lease on a row not MQ-pending.
 func (s *Store) MarkOutboxMQPublished(ctx context.Context, eventIDs []string, nowMs int64) error {
 	return s.updatePending(ctx, "mark outbox mq published", "mq_status", eventIDs,
-		"mq_status = 'published', mq_published_at_ms = ?, mq_locked_by = NULL, mq_lock_until_ms = 0", nowMs)
+		"mq_status = 'published', mq_published_at_ms = ?, mq_lock_until_ms = 0", nowMs)
 }
 
 // ReleaseOutboxMQ implements persistence.OutboxMQStore.

@@ -30,6 +30,7 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"ParkRequeueSkip", testParkRequeueSkip},
 		{"MarkPublished", testMarkPublished},
 		{"MarkPublishedBatch", testMarkPublishedBatch},
+		{"MarkPublishedInsertLeased", testMarkPublishedInsertLeased},
 		{"MarkFailed", testMarkFailed},
 		{"ReleaseOutbox", testReleaseOutbox},
 		{"ReleaseOutboxBatch", testReleaseOutboxBatch},
@@ -289,6 +290,39 @@ func testMarkPublishedBatch(t *testing.T, s persistence.Store) {
 	mustNoErr(t, "empty batch", s.MarkOutboxPublishedBatch(ctx, nil, 3000))
 	if st, err := s.OutboxStats(ctx); err != nil || st.Pending != 1 {
 		t.Fatalf("stats after batch: %+v %v, want 1 pending", st, err)
+	}
+}
+
+// A row its publisher leased at insert and then marked published shows
+// no lease (in every read), while the room's next row keeps the
+// publisher's lease: no relay takes it before the lease ends, and then
+// only it comes back.
+func testMarkPublishedInsertLeased(t *testing.T, s persistence.Store) {
+	ctx := t.Context()
+	lease := &persistence.OutboxLease{Owner: "publisher-1", UntilMs: 5000}
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 1, "pub-cmd-1", 100, "pub-ev-1"), Lease: lease})
+	mustAppend(t, s, persistence.Append{Command: command(roomA, 2, "pub-cmd-2", 200, "pub-ev-2"), Lease: lease})
+	mustNoErr(t, "MarkOutboxPublishedBatch", s.MarkOutboxPublishedBatch(ctx, []string{"pub-ev-1"}, 1000))
+	g := getOutbox(t, s, "pub-ev-1")
+	if g.Status != persistence.OutboxPublished || g.LockedBy != "" || g.LockUntilMs != 0 || g.PublishedAtMs != 1000 || g.UpdatedAtMs != 1000 {
+		t.Fatalf("published insert-leased row: %+v", g)
+	}
+	listed, err := s.ListOutbox(ctx, persistence.OutboxFilter{Status: persistence.OutboxPublished})
+	mustNoErr(t, "ListOutbox published", err)
+	if len(listed) != 1 || listed[0].Envelope.EventID != "pub-ev-1" || listed[0].LockedBy != "" || listed[0].LockUntilMs != 0 {
+		t.Fatalf("published rows listed: %+v", listed)
+	}
+	if g := getOutbox(t, s, "pub-ev-2"); g.Status != persistence.OutboxPending || g.LockedBy != "publisher-1" || g.LockUntilMs != 5000 {
+		t.Fatalf("the room's next row lost its insert lease: %+v", g)
+	}
+	got, err := s.ClaimPendingOutbox(ctx, "relay-a", 1000, 500, 10)
+	mustNoErr(t, "claim under the publisher's lease", err)
+	wantIDs(t, "a relay while the publisher holds the room", eventIDs(got), nil)
+	got, err = s.ClaimPendingOutbox(ctx, "relay-a", 5000, 500, 10)
+	mustNoErr(t, "claim after the lease", err)
+	wantIDs(t, "a relay after the publisher's lease", eventIDs(got), []string{"pub-ev-2"})
+	if g := getOutbox(t, s, "pub-ev-1"); g.Status != persistence.OutboxPublished || g.LockedBy != "" || g.PublishedAtMs != 1000 {
+		t.Fatalf("a claim touched the published row: %+v", g)
 	}
 }
 

@@ -309,3 +309,26 @@ CREATE TABLE IF NOT EXISTS room_outbox_leases (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
   VALUES ('room', 13, '013_room_outbox_leases', '80627e2ac989b72a9499d2b529cbca5c46ab37730b26c021de45bebd20de049e', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
+
+-- ---- schema/room/014_room_outbox_marks_in_place.sql ----
+-- A published mark (and the MQ fanout's) rewrites the row in place: no
+-- column it sets changes length. Before, status went from 'pending' (7
+-- bytes) to 'published' (9) and published_at_ms from NULL to a number, so
+-- InnoDB rewrote the whole record (the envelope with it) for each mark;
+-- an in-place update costs MariaDB about a third less CPU per mark. CHAR(9)
+-- holds every status at 9 bytes (utf8mb4_bin pads with spaces and
+-- compares without them; reads come back without them), and a row not
+-- yet published has published_at_ms 0 instead of NULL. A mark leaves
+-- locked_by as it was (readers show no lease on a row that is not
+-- pending), so a row its publisher leased at insert is not resized either.
+UPDATE room_outbox SET published_at_ms = 0 WHERE published_at_ms IS NULL;
+
+UPDATE room_outbox SET mq_published_at_ms = 0 WHERE mq_published_at_ms IS NULL;
+
+ALTER TABLE room_outbox
+  MODIFY status             CHAR(9) NOT NULL DEFAULT 'pending',
+  MODIFY mq_status          CHAR(9) NOT NULL DEFAULT 'none',
+  MODIFY published_at_ms    BIGINT  NOT NULL DEFAULT 0,
+  MODIFY mq_published_at_ms BIGINT  NOT NULL DEFAULT 0;
+INSERT IGNORE INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms)
+  VALUES ('room', 14, '014_room_outbox_marks_in_place', 'c6c6d0c42ecc1347f81f460cb2966db8311107988626207159ebb1b605b72d76', FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000));
