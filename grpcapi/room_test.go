@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -362,5 +363,36 @@ func TestGetRoomPageArgumentsAndToken(t *testing.T) {
 	}
 	if c := b.calls()[0].GetGetRoom(); c.PageSize != 2 || c.PageToken != "dTE" {
 		t.Fatalf("room asked for %v, want the caller's page", c)
+	}
+}
+
+// boundedBackend is a BoundedBackend that records the bound it was given
+// and the deadline of the context it got.
+type boundedBackend struct {
+	within   time.Duration
+	deadline bool
+}
+
+func (b *boundedBackend) Execute(context.Context, *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
+	return nil, errors.New("Execute called on a bounded backend")
+}
+
+func (b *boundedBackend) ExecuteWithin(ctx context.Context, _ *roomcellv1.RoomCommand, within time.Duration) (*roomcellv1.CommandReply, error) {
+	b.within = within
+	_, b.deadline = ctx.Deadline()
+	return cannedReply(), nil
+}
+
+// A backend that bounds its own calls (roomgrain.Client) is handed the
+// command timeout rather than a context with a timer of its own per
+// call; the caller's own context reaches it unchanged.
+func TestCommandTimeoutHandedToBoundedBackend(t *testing.T) {
+	b := &boundedBackend{}
+	s := NewRoomServer(b, discardLogger(), 1500*time.Millisecond)
+	if _, err := s.JoinRoom(context.Background(), joinReq()); err != nil {
+		t.Fatal(err)
+	}
+	if b.within != 1500*time.Millisecond || b.deadline {
+		t.Fatalf("backend got within %v, a deadline %v; want the command timeout and the caller's context (none)", b.within, b.deadline)
 	}
 }

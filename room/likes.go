@@ -3,7 +3,11 @@ package room
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -443,10 +447,176 @@ func (e RoomLiked) apply(s *State) {
 
 // RoomLikeReceipts: the receipts of a window's counted likes by user, at
 // the window's time. Applying it forgets users who have not liked for
-// LikeReceiptMs and keeps each user's newest MaxLikeReceipts.
+// LikeReceiptMs and keeps each user's newest MaxLikeReceipts. Its JSON
+// packs each user's receipts (packReceipts); rows written with a list of
+// receipt strings ("users") decode as well.
 type RoomLikeReceipts struct {
 	AtMs  int64               `json:"at_ms"`
 	Users map[string][]string `json:"users"`
+}
+
+// likeReceiptsJSON is RoomLikeReceipts as stored: Packed when every
+// receipt packs, else Users as they are.
+type likeReceiptsJSON struct {
+	AtMs   int64               `json:"at_ms"`
+	Users  map[string][]string `json:"users,omitempty"`
+	Packed map[string]string   `json:"packed,omitempty"`
+}
+
+func (e RoomLikeReceipts) MarshalJSON() ([]byte, error) {
+	// By hand, on the room's goroutine once a window: encoding/json's
+	// reflection over a map of lists took twice as long.
+	users := slices.Sorted(maps.Keys(e.Users))
+	b := strconv.AppendInt(append(make([]byte, 0, 64+len(users)*48), `{"at_ms":`...), e.AtMs, 10)
+	if len(users) == 0 {
+		return append(b, `,"users":{}}`...), nil // as a window of none always was
+	}
+	b = append(b, `,"packed":{`...)
+	for i, u := range users {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, u)
+		b = append(b, `:"`...)
+		var ok bool
+		if b, ok = appendPacked(b, e.Users[u]); !ok {
+			return json.Marshal(likeReceiptsJSON{AtMs: e.AtMs, Users: e.Users})
+		}
+		b = append(b, '"')
+	}
+	return append(b, "}}"...), nil
+}
+
+// appendJSONString appends s as a JSON string: as it is when it needs no
+// escaping (a user id), else as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+func (e *RoomLikeReceipts) UnmarshalJSON(b []byte) error {
+	var in likeReceiptsJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	e.AtMs, e.Users = in.AtMs, in.Users
+	if in.Packed == nil {
+		return nil
+	}
+	if e.Users == nil {
+		e.Users = make(map[string][]string, len(in.Packed))
+	}
+	for u, p := range in.Packed {
+		rs, err := unpackReceipts(p)
+		if err != nil {
+			return fmt.Errorf("like receipts of %q: %w", u, err)
+		}
+		e.Users[u] = rs
+	}
+	return nil
+}
+
+// likeReceiptsStored is LikeReceipts as a snapshot holds it.
+type likeReceiptsStored struct {
+	LastMs int64    `json:"last_ms"`
+	IDs    []string `json:"ids,omitempty"`
+	Packed *string  `json:"packed,omitempty"`
+}
+
+func (r LikeReceipts) MarshalJSON() ([]byte, error) {
+	// By hand: a snapshot holds one per recent liker.
+	b := strconv.AppendInt(append(make([]byte, 0, 32+len(r.IDs)*12), `{"last_ms":`...), r.LastMs, 10)
+	b = append(b, `,"packed":"`...)
+	b, ok := appendPacked(b, r.IDs)
+	if !ok {
+		return json.Marshal(likeReceiptsStored{LastMs: r.LastMs, IDs: r.IDs})
+	}
+	return append(b, `"}`...), nil
+}
+
+func (r *LikeReceipts) UnmarshalJSON(b []byte) error {
+	var in likeReceiptsStored
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	r.LastMs, r.IDs = in.LastMs, in.IDs
+	if in.Packed != nil {
+		ids, err := unpackReceipts(*in.Packed)
+		if err != nil {
+			return err
+		}
+		r.IDs = ids
+	}
+	return nil
+}
+
+// A packed receipt is 9 bytes: the 8 of its LikeID and its count (at
+// most MaxLikeCount, one byte); a user's receipts are their records in
+// order, base64 (12 characters a receipt where the strings take 21 with
+// their quotes).
+const packedReceipt = 9
+
+// packReceipts packs rs; ok false when one is not a receipt likeReceipt
+// makes (it is then stored as it is).
+func packReceipts(rs []string) (string, bool) {
+	b, ok := appendPacked(make([]byte, 0, len(rs)*12), rs)
+	return string(b), ok
+}
+
+// appendPacked appends rs packed and base64-encoded to b.
+func appendPacked(b []byte, rs []string) ([]byte, bool) {
+	var rec [packedReceipt]byte
+	var raw [MaxLikeReceipts * packedReceipt]byte
+	buf := raw[:0]
+	for _, r := range rs {
+		id, count, ok := strings.Cut(r, ":")
+		if !ok || len(id) != 16 {
+			return b, false
+		}
+		for i := range 8 {
+			hi, lo := unhex(id[2*i]), unhex(id[2*i+1])
+			if hi > 15 || lo > 15 {
+				return b, false
+			}
+			rec[i] = hi<<4 | lo
+		}
+		n, err := strconv.ParseUint(count, 10, 8)
+		if err != nil || n == 0 || strconv.FormatUint(n, 10) != count {
+			return b, false
+		}
+		rec[8] = byte(n)
+		buf = append(buf, rec[:]...)
+	}
+	return base64.RawStdEncoding.AppendEncode(b, buf), true
+}
+
+// unhex is a lower-case hex digit's value; 16 for anything else.
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 16
+}
+
+// unpackReceipts is the receipts packReceipts packed.
+func unpackReceipts(p string) ([]string, error) {
+	b, err := base64.RawStdEncoding.DecodeString(p)
+	if err != nil || len(b)%packedReceipt != 0 {
+		return nil, fmt.Errorf("packed like receipts: %d bytes, not records of %d (%v)", len(b), packedReceipt, err)
+	}
+	rs := make([]string, 0, len(b)/packedReceipt)
+	for i := 0; i < len(b); i += packedReceipt {
+		rs = append(rs, hex.EncodeToString(b[i:i+8])+":"+strconv.Itoa(int(b[i+8])))
+	}
+	return rs, nil
 }
 
 func (RoomLikeReceipts) EventType() string { return TypeRoomLikeReceipts }
@@ -463,9 +633,16 @@ func (e RoomLikeReceipts) apply(s *State) {
 		}
 	}
 	for u, ids := range e.Users {
-		r := next[u]
-		all := append(slices.Clone(r.IDs), ids...)
-		next[u] = LikeReceipts{LastMs: e.AtMs, IDs: all[max(0, len(all)-MaxLikeReceipts):]}
+		next[u] = LikeReceipts{LastMs: e.AtMs, IDs: newestReceipts(next[u].IDs, ids)}
 	}
 	x.LikeReceipts = next
+}
+
+// newestReceipts is the last MaxLikeReceipts of old followed by add, in
+// a new slice (old may be shared with a clone of the state), copying no
+// more than it keeps.
+func newestReceipts(old, add []string) []string {
+	add = add[max(0, len(add)-MaxLikeReceipts):]
+	old = old[max(0, len(old)+len(add)-MaxLikeReceipts):]
+	return append(append(make([]string, 0, len(old)+len(add)), old...), add...)
 }

@@ -1,9 +1,11 @@
 package room_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hyapp/roomcell/errclass"
@@ -290,5 +292,64 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	}
 	if err := room.CheckLiker(s, "alice", t0+500); err != nil {
 		t.Fatalf("CheckLiker of a member: %v", err)
+	}
+}
+
+// Like receipts are stored packed (9 bytes a receipt, base64) in the
+// window's row and in snapshots, and decode to the same receipts; rows
+// and snapshots written with lists of receipt strings decode as before,
+// and a receipt that does not pack is stored as it is.
+func TestLikeReceiptsStoredPacked(t *testing.T) {
+	var rs []string
+	for i := range 3 * room.MaxLikeReceipts {
+		rs = append(rs, room.LikeReceiptFor(fmt.Sprintf("l-%d", i), int64(1+i%room.MaxLikeCount)))
+	}
+	rs = append(rs, room.LikeReceiptFor("max", room.MaxLikeCount))
+	e := room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": rs, "bob": rs[:1], "q\"<&>\\é\n": rs[2:4]}}
+	b, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := json.Marshal(map[string]any{"at_ms": e.AtMs, "users": e.Users})
+	if len(b)*10 > len(plain)*6 || !strings.Contains(string(b), `"packed"`) {
+		t.Fatalf("packed %d bytes, as strings %d: %s", len(b), len(plain), b)
+	}
+	for name, enc := range map[string][]byte{"packed": b, "strings": plain} {
+		got, err := room.DecodeEvent(room.TypeRoomLikeReceipts, enc)
+		if err != nil || !reflect.DeepEqual(got, e) {
+			t.Fatalf("%s: decoded %+v, %v; want %+v", name, got, err, e)
+		}
+	}
+	odd := room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": {rs[0], "not-a-receipt"}}}
+	if b, _ := json.Marshal(odd); !strings.Contains(string(b), "not-a-receipt") {
+		t.Fatalf("a receipt that does not pack: %s", b)
+	} else if got, err := room.DecodeEvent(room.TypeRoomLikeReceipts, b); err != nil || !reflect.DeepEqual(got, odd) {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	if _, err := room.DecodeEvent(room.TypeRoomLikeReceipts, []byte(`{"at_ms":1,"packed":{"alice":"AAAA"}}`)); err == nil {
+		t.Fatal("a packed value of 3 bytes decoded")
+	}
+	// In a snapshot.
+	s := room.ApplyCommand(given(t, aRoom...), 99, []room.Event{e})
+	snap, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := room.UnmarshalState(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []room.Command{like("alice", room.MaxLikeCount, commandID("max")), like("bob", 1, commandID("l-0"))} {
+		if ok, err := room.LikeRecorded(back, c); !ok || err != nil {
+			t.Fatalf("%s of %s not recorded after the snapshot: %v", c.CommandID, c.UserID, err)
+		}
+	}
+	if !reflect.DeepEqual(room.LikeIDs(back), room.LikeIDs(s)) || !strings.Contains(string(snap), `"packed"`) {
+		t.Fatalf("receipts after the snapshot differ (packed: %v)", strings.Contains(string(snap), `"packed"`))
+	}
+	old := []byte(`{"last_ms":5,"ids":["` + rs[0] + `"]}`)
+	var r room.LikeReceipts
+	if err := json.Unmarshal(old, &r); err != nil || r.LastMs != 5 || !reflect.DeepEqual(r.IDs, rs[:1]) {
+		t.Fatalf("a snapshot's receipts as strings: %+v, %v", r, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/hyapp/roomcell/actors/storegate"
@@ -12,6 +13,7 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
@@ -33,6 +35,9 @@ type Client struct {
 	// retry is safe (command_id), and an old owner cannot write once the
 	// new one has claimed the room (epoch fence).
 	Owners Owners
+
+	repliesOnce sync.Once
+	replies     *replies // localcall.go
 }
 
 // Owners is the part of the ownership table the client follows.
@@ -110,6 +115,13 @@ func (c *Client) withRetryHint(err error) error {
 // Execute runs one command in its room grain. A retried attempt is safe:
 // commands are idempotent by command_id.
 func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (reply *v1.CommandReply, err error) {
+	return c.ExecuteWithin(ctx, rc, 0)
+}
+
+// ExecuteWithin is Execute bounded by within as well as by ctx (when
+// positive): the caller's command timeout without a context and timer
+// of its own per call (grpcapi's command timeout).
+func (c *Client) ExecuteWithin(ctx context.Context, rc *v1.RoomCommand, within time.Duration) (reply *v1.CommandReply, err error) {
 	app, roomID := room.KeyOf(rc)
 	identity, err := roomIdentity(app, roomID)
 	if err != nil {
@@ -117,7 +129,7 @@ func (c *Client) Execute(ctx context.Context, rc *v1.RoomCommand) (reply *v1.Com
 	}
 	ctx, end := commandSpan(ctx, rc) // tracing.go
 	defer func() { end(err) }()
-	err = c.call(ctx, identity, rc, func(res any) (err error) {
+	err = c.call(ctx, identity, rc, within, func(res any) (err error) {
 		reply, err = replyOf(res)
 		return err
 	})
@@ -143,13 +155,14 @@ func roomIdentity(app, roomID string) (string, error) {
 // the messages an observer of the room owns (observer.go's Receiver).
 // answer returns ErrorOf's error for a refusal.
 func (c *Client) Call(ctx context.Context, identity string, msg any, answer func(res any) error) error {
-	return c.call(ctx, identity, msg, answer)
+	return c.call(ctx, identity, msg, 0, answer)
 }
 
 // call sends msg to the room's grain until answer accepts an answer or
-// the deadline passes; answer returns errMoved for an answer of a grain
-// whose node lost the room.
-func (c *Client) call(ctx context.Context, identity string, msg any, answer func(res any) error) error {
+// the deadline (ctx's, or within from now when that comes first) passes;
+// answer returns errMoved for an answer of a grain whose node lost the
+// room.
+func (c *Client) call(ctx context.Context, identity string, msg any, within time.Duration, answer func(res any) error) error {
 	attemptMax := c.AttemptTimeout
 	if attemptMax <= 0 {
 		attemptMax = 3 * time.Second
@@ -157,6 +170,11 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(5 * time.Second)
+	}
+	if within > 0 {
+		if d := time.Now().Add(within); d.Before(deadline) {
+			deadline = d
+		}
 	}
 	backoff := 20 * time.Millisecond
 	var lastErr error
@@ -172,7 +190,7 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 		if err := c.refuse(identity); err != nil {
 			return err
 		}
-		res, err := c.attempt(identity, msg, min(remaining, attemptMax))
+		res, err := c.attempt(ctx, identity, msg, min(remaining, attemptMax))
 		if err == nil {
 			err := answer(res)
 			if errors.Is(err, ErrNoCoordinator) {
@@ -216,32 +234,58 @@ func (c *Client) call(ctx context.Context, identity string, msg any, answer func
 // errOwnerChanged: the room changed owner during the attempt.
 var errOwnerChanged = errors.New("room changed owner during the request")
 
-// attempt is one cluster.Request, abandoned early when the room's owner
-// changes meanwhile (with Owners set).
-func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, error) {
+// attempt is one request to the room's grain, abandoned early when the
+// room's owner changes meanwhile (with Owners set) or ctx ends. A grain
+// of this node (localPid) is sent the message directly, its answer
+// awaited on a channel (localcall.go); any other goes through
+// cluster.Request, which finds or activates it.
+func (c *Client) attempt(ctx context.Context, identity string, msg any, timeout time.Duration) (any, error) {
+	var changed <-chan struct{} // nil (never ready) without Owners
+	var owner string
+	if c.Owners != nil {
+		changed = c.Owners.Changed()
+		owner = c.Owners.Owner(identity)
+		// A grain cached on a node that no longer owns the room (it died or
+		// gave the room up) would cost this attempt a dead letter or a
+		// timeout: ask the owner instead.
+		if pid, ok := c.Cluster.PidCache.Get(identity, Kind); ok && owner != "" && pid.Address != owner {
+			c.Cluster.PidCache.Remove(identity, Kind)
+		}
+	}
 	call := func() (any, error) {
 		return c.Cluster.Request(identity, Kind, msg, cluster.WithTimeout(timeout), cluster.WithRetryCount(1))
 	}
-	if c.Owners == nil {
+	var done <-chan any
+	var expire <-chan time.Time
+	var local uint32 // the request id of a local request
+	if pid := c.localPid(identity); pid != nil {
+		done, local = c.sendLocal(pid, msg)
+		defer func() {
+			if local != 0 {
+				c.replies.forget(local) // given up on: its answer, if it comes, is dropped
+			}
+		}()
+		// The attempt's bound, unless ctx's own deadline comes first: no
+		// timer per call then.
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > timeout {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			expire = t.C
+		}
+	} else if c.Owners == nil {
 		return call()
+	} else {
+		ch := make(chan any, 1)
+		go func() {
+			res, err := call()
+			if err != nil {
+				ch <- attemptErr{err}
+				return
+			}
+			ch <- res
+		}()
+		done = ch
 	}
-	changed := c.Owners.Changed()
-	owner := c.Owners.Owner(identity)
-	// A grain cached on a node that no longer owns the room (it died or
-	// gave the room up) would cost this attempt a dead letter or a
-	// timeout: ask the owner instead.
-	if pid, ok := c.Cluster.PidCache.Get(identity, Kind); ok && owner != "" && pid.Address != owner {
-		c.Cluster.PidCache.Remove(identity, Kind)
-	}
-	type result struct {
-		res any
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := call()
-		done <- result{res, err}
-	}()
 	// While the node's lease lapses mid-attempt, no answer is coming from
 	// its grains: look every 100 ms and give up then, not at the timeout.
 	var check <-chan time.Time
@@ -252,8 +296,20 @@ func (c *Client) attempt(identity string, msg any, timeout time.Duration) (any, 
 	}
 	for {
 		select {
-		case r := <-done:
-			return r.res, r.err
+		case res := <-done:
+			local = 0
+			if e, ok := res.(attemptErr); ok {
+				if errors.Is(e.err, actor.ErrDeadLetter) {
+					c.Cluster.PidCache.Remove(identity, Kind) // as cluster.Request does
+				}
+				return nil, e.err
+			}
+			return res, nil
+		case <-expire:
+			c.Cluster.PidCache.Remove(identity, Kind) // as cluster.Request does on a timeout
+			return nil, actor.ErrTimeout
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-check:
 			if err := c.refuse(identity); err != nil {
 				return nil, err

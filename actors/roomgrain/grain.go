@@ -132,9 +132,9 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	obs      *Observer        // the first of nobs observers (observer.go)
-	epoch    int64            // lease epoch the state was loaded under (lease.go)
-	members  room.MemberIndex // members in order for GetRoom's pages (members.go)
+	obs      *Observer  // the first of nobs observers (observer.go)
+	epoch    int64      // lease epoch the state was loaded under (lease.go)
+	read     *roomReads // GetRoom's member order and kept answer, from the first read (reads.go)
 	// idleByWheel: the room passivates on an observer's ticks (the
 	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
@@ -280,19 +280,24 @@ func (g *grain) load() error {
 }
 
 func (g *grain) loadIn(ctx context.Context) error {
-	if err := g.claim(ctx); err != nil {
+	// Everything is read into locals and replaces the grain's only once
+	// the whole load succeeded: a reload the store did not answer (a
+	// paused database, a closed gate) leaves the state, its epoch and its
+	// recent commands as they were, so reads go on answering from it.
+	epoch, err := g.claim(ctx)
+	if err != nil {
 		return err
 	}
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
-	g.snapSeq, g.snapTried = 0, 0
+	var snapSeq int64
 	snap, err := g.deps.Store.LoadSnapshot(ctx, k)
 	switch {
 	case err == nil:
 		if s, err = room.UnmarshalState(snap.State); err != nil {
 			return fmt.Errorf("decode snapshot at seq %d: %w", snap.Seq, err)
 		}
-		g.snapSeq = snap.Seq
+		snapSeq = snap.Seq
 	case !errors.Is(err, persistence.ErrNotFound):
 		return err
 	}
@@ -300,7 +305,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.recent = recentCommands{}
+	var recent recentCommands
 	for _, r := range recs {
 		evs, err := persistence.DecodeEvents(r.Events)
 		if err == nil {
@@ -310,10 +315,11 @@ func (g *grain) loadIn(ctx context.Context) error {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
 		s.ApplyInPlace(r.Seq, evs)
-		g.recent.add(r.CommandID)
+		recent.add(r.CommandID)
 	}
-	g.state, g.loaded, g.unsure = s, true, false
-	g.members.Reset()
+	g.state, g.loaded, g.unsure, g.epoch = s, true, false, epoch
+	g.snapSeq, g.snapTried, g.recent = snapSeq, 0, recent
+	g.read = nil                      // a reload: reads start again from the state loaded
 	for _, o := range g.observers() { // a reload: observers follow it
 		o.Loaded()
 	}
@@ -451,21 +457,6 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 	return g.commit(ctx, cmd, events)
 }
 
-// getRoom answers GetRoom: the room with one page of its members.
-func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
-	if !g.state.Exists {
-		return nil, room.ErrRoomNotFound
-	}
-	p, err := room.ParseMembersPage(r)
-	if err != nil {
-		return nil, err
-	}
-	v := room.Details(room.Summary(g.state), g.state)
-	var next string
-	v.Members, next = g.members.Page(g.state, p)
-	return &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}, nil
-}
-
 // listBans answers ListBans: one page of the bans in force.
 func (g *grain) listBans(r *v1.ListBansRequest) (*v1.CommandReply, error) {
 	if !g.state.Exists {
@@ -595,7 +586,7 @@ func (g *grain) applyCommitted(cmd room.Command, seq int64, events []room.Event)
 		o.Applying(events)
 	}
 	g.state.ApplyInPlace(seq, events)
-	g.members.Apply(g.state, events)
+	g.readsApply(events)
 	for _, o := range obs {
 		o.Committed(cmd, events)
 	}

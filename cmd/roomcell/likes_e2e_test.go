@@ -39,8 +39,16 @@ func newCtx(d time.Duration) (context.Context, context.CancelFunc) {
 // with the server, and on a small machine shared with other builds the
 // p99 is theirs. ROOMCELL_LIKES_LONG=1 (make test-likes-long, on a machine of
 // its own) likes for 30 s and holds the latency bound.
+// ROOMCELL_LIKES_ELSEWHERE=1 is the control: the same likes go to another
+// room of the same process, so the timed room's p99 is the machine's
+// share of the load alone (the bound is not held; the figures are
+// logged).
 func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	rounds, round, long := 3, time.Second, os.Getenv("ROOMCELL_LIKES_LONG") != ""
+	likedRoom := "hot"
+	if os.Getenv("ROOMCELL_LIKES_ELSEWHERE") != "" {
+		likedRoom = "other"
+	}
 	if long {
 		rounds, round = 10, 3*time.Second
 	}
@@ -67,6 +75,11 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c", AppCode: appCode, RoomId: roomID, UserId: "owner", Name: "hot", MicSeats: 8}); err != nil {
 		t.Fatal(err)
 	}
+	if likedRoom != roomID {
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c2", AppCode: appCode, RoomId: likedRoom, UserId: "owner", Name: "other", MicSeats: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := walletClient(t, app).Credit(ctx, &v1.WalletCreditRequest{CommandId: "topup", AppCode: appCode, UserId: "owner", AssetType: "COIN", Amount: 1 << 40}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,9 +89,11 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < members; i += 25 {
-				if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: fmt.Sprintf("j%d", i), AppCode: appCode, RoomId: roomID, UserId: fmt.Sprintf("u%d", i)}); err != nil {
-					t.Error(err)
-					return
+				for _, r := range slices.Compact([]string{roomID, likedRoom}) {
+					if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: fmt.Sprintf("j%d", i), AppCode: appCode, RoomId: r, UserId: fmt.Sprintf("u%d", i)}); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
 		}()
@@ -109,7 +124,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		defer wg.Done()
 		for giveUp := time.Now().Add(6 * timeout); time.Now().Before(giveUp); {
 			cctx, cancel := newCtx(timeout)
-			_, err := rc.LikeRoom(cctx, &v1.LikeRoomRequest{CommandId: id, AppCode: appCode, RoomId: roomID, UserId: user, Count: perCall})
+			_, err := rc.LikeRoom(cctx, &v1.LikeRoomRequest{CommandId: id, AppCode: appCode, RoomId: likedRoom, UserId: user, Count: perCall})
 			cancel()
 			switch status.Code(err) {
 			case codes.OK:
@@ -189,7 +204,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		return
 	}
 
-	got, err := rc.GetRoom(ctxT(t), &v1.GetRoomRequest{AppCode: appCode, RoomId: roomID})
+	got, err := rc.GetRoom(ctxT(t), &v1.GetRoomRequest{AppCode: appCode, RoomId: likedRoom})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +213,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	}
 	perSecond := map[int64]int{}
 	maxPerSecond := 0
-	for _, m := range app.fakeIM.GroupMessages(roomim.GroupID(appCode, roomID)) {
+	for _, m := range app.fakeIM.GroupMessages(roomim.GroupID(appCode, likedRoom)) {
 		s := m.At.Unix()
 		perSecond[s]++
 		maxPerSecond = max(maxPerSecond, perSecond[s])
@@ -218,7 +233,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	if rate < wantRate {
 		t.Errorf("%.0f likes acknowledged a second while liking, want about 10,000", rate)
 	}
-	if bound := q*12/10 + 2*time.Millisecond; b > bound && long {
+	if bound := q*12/10 + 2*time.Millisecond; b > bound && long && likedRoom == roomID {
 		t.Errorf("join+gift p99 while liking %v, quiet %v: want at most %v", b, q, bound)
 	}
 }

@@ -1,0 +1,68 @@
+package roomgrain
+
+import (
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
+)
+
+// roomReads is what a grain keeps for its reads, made at its first
+// GetRoom (a room nobody reads keeps none of it, and the grain its size
+// class): the members in order for the pages, and the last answer to a
+// first page.
+//
+// A room is read far more often than it changes, and a first page's
+// answer (the room's details and up to a page of members) was built
+// afresh for each read. It is kept with the seq of the state it was
+// built from and answered again while the grain holds that seq: a commit
+// moves the seq (and drops it), a reload drops the whole roomReads, so a
+// kept answer is never older than the grain's own state. Replies are
+// not changed once made (nothing after the grain writes to them), so
+// callers may share one.
+type roomReads struct {
+	members room.MemberIndex
+
+	first     *v1.CommandReply // nil: none kept
+	firstSeq  int64            // the state's seq it was built from
+	firstSize int              // its page size
+}
+
+// reads returns the grain's roomReads, made on first use.
+func (g *grain) reads() *roomReads {
+	if g.read == nil {
+		g.read = &roomReads{}
+	}
+	return g.read
+}
+
+// getRoom answers GetRoom: the room with one page of its members.
+func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
+	if !g.state.Exists {
+		return nil, room.ErrRoomNotFound
+	}
+	p, err := room.ParseMembersPage(r)
+	if err != nil {
+		return nil, err
+	}
+	rd := g.reads()
+	if p.After == "" && rd.first != nil && rd.firstSeq == g.state.Seq && rd.firstSize == p.Size {
+		return rd.first, nil
+	}
+	v := room.Details(room.Summary(g.state), g.state)
+	var next string
+	v.Members, next = rd.members.Page(g.state, p)
+	reply := &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}
+	if p.After == "" {
+		rd.first, rd.firstSeq, rd.firstSize = reply, g.state.Seq, p.Size
+	}
+	return reply, nil
+}
+
+// readsApply follows a committed command: the member order in step, the
+// kept answer dropped (its seq is behind now anyway).
+func (g *grain) readsApply(events []room.Event) {
+	if g.read == nil {
+		return
+	}
+	g.read.members.Apply(g.state, events)
+	g.read.first = nil
+}
