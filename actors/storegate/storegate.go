@@ -8,11 +8,14 @@ package storegate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
@@ -66,8 +69,9 @@ type Gate struct {
 	refusal error
 	db      string
 	// closedAt is when the gate last closed (unix nanos), for the
-	// reopening's log line.
+	// reopening's log line; closes counts the closings (Register).
 	closedAt atomic.Int64
+	closes   atomic.Int64
 	set      Settings
 	log      *slog.Logger
 }
@@ -269,6 +273,7 @@ func (s *Gate) close(why string, err error) {
 		return
 	}
 	s.closedAt.Store(time.Now().UnixNano())
+	s.closes.Add(1)
 	s.abandon()
 	if s.log != nil {
 		attrs := []any{"why", why}
@@ -363,4 +368,30 @@ func (s *Gate) Call(timeout time.Duration, call func(ctx context.Context) error)
 	cancel()
 	s.done(err)
 	return err
+}
+
+// Register exports the gate on reg (labelled room_db by the node when it
+// has several room databases): roomcell_room_store_gate_closed is 1
+// while the gate refuses its rooms' writes, and
+// roomcell_room_store_gate_closes_total counts its closings.
+func (s *Gate) Register(reg prometheus.Registerer) error {
+	closed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "roomcell_room_store_gate_closed",
+		Help: "1 while the node's store gate of the room database is closed: its writes are refused at once (ROOM_STORE_DOWN), its rooms' reads answer from memory.",
+	}, func() float64 {
+		if s.down.Load() {
+			return 1
+		}
+		return 0
+	})
+	closes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "roomcell_room_store_gate_closes_total",
+		Help: "Times the node's store gate of the room database closed (a stall or a failed call the probe confirmed, or the database unattached at start).",
+	}, func() float64 { return float64(s.closes.Load()) })
+	for _, c := range []prometheus.Collector{closed, closes} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("storegate: register: %w", err)
+		}
+	}
+	return nil
 }

@@ -240,18 +240,23 @@ const (
 	gateOpenMsg   = "room store answers again"
 )
 
-// checkGate asserts that every node's gate of db closed within
+// checkGate asserts that the nodes' gates of db closed within
 // storeGateBound of the pause and opened within storeGateOpenBound of
-// the resume, once each, and returns the slowest close and open.
+// the resume, and never opened in between, and returns the slowest close
+// and open. A node whose rooms made no call to db during the pause (it
+// owns none of the rooms written) has nothing to close on; at least one
+// must have closed.
 func checkGate(t *testing.T, nodes []*Node, db string, paused, resumed time.Time) (closeAfter, openAfter time.Duration) {
 	t.Helper()
+	closers := 0
 	for _, n := range nodes {
 		closed := gateEvents(t, n, paused.Add(-time.Second), gateClosedMsg, db)
 		opened := gateEvents(t, n, paused, gateOpenMsg, db)
 		if len(closed) == 0 {
-			t.Errorf("%s: the store gate of %q never closed during the pause", n.ID, db)
+			t.Logf("%s: its store gate of %q did not close (no call of its rooms waited on it)", n.ID, db)
 			continue
 		}
+		closers++
 		c := closed[0].Sub(paused)
 		closeAfter = max(closeAfter, c)
 		t.Logf("%s: gate of %q closed %s after the pause began (%d closes), opened %v after the resume",
@@ -263,14 +268,17 @@ func checkGate(t *testing.T, nodes []*Node, db string, paused, resumed time.Time
 			t.Errorf("%s: the store gate of %q never opened after the resume", n.ID, db)
 			continue
 		}
+		if opened[0].Before(resumed) {
+			t.Errorf("%s: the store gate of %q opened %s before the resume, while its database was frozen", n.ID, db, resumed.Sub(opened[0]))
+		}
 		o := opened[len(opened)-1].Sub(resumed)
 		openAfter = max(openAfter, o)
 		if o > storeGateOpenBound {
 			t.Errorf("%s: the store gate of %q opened %s after the resume; want within %s", n.ID, db, o, storeGateOpenBound)
 		}
-		if len(closed) > len(opened) {
-			t.Errorf("%s: the store gate of %q closed %d times and opened %d: still closed", n.ID, db, len(closed), len(opened))
-		}
+	}
+	if closers == 0 {
+		t.Errorf("no node's store gate of %q closed during the pause", db)
 	}
 	return closeAfter, openAfter
 }
@@ -320,8 +328,8 @@ func storePauseRun(t *testing.T, c *Cluster, writerRooms func(rooms []string) fu
 }
 
 // A node's only room database frozen for 10 s (SIGSTOP of its mariadbd)
-// under ~16 writers and 8 readers through every node: every node's store
-// gate closes within 0.5 s of the pause, so no write sent during the
+// under 16 writers and 8 readers through every node: the nodes' store
+// gates close within 0.5 s of the pause, so no write sent during the
 // pause waits over 1 s (none reaches the 3 s deadline: each is refused
 // with ROOM_STORE_DOWN, or was caught in flight and abandoned), every
 // read is answered from the rooms' state, the gates open within 1 s of
@@ -354,15 +362,19 @@ func TestMultiMemberDatabasePauseRefusedAtOnce(t *testing.T) {
 		closeAfter.Round(time.Millisecond), openAfter.Round(time.Millisecond), f.readsFailed, f.reads, len(cl.acked))
 }
 
-// Two room databases on two servers, the second's frozen for 10 s: the
-// first database's rooms see nothing (every write done, none over 1 s,
-// no refusal, its gate never closes); the paused database's rooms answer
-// every read from their state and refuse writes within 1 s; its gate on
-// every node closes within 0.5 s and opens within 1 s of the resume;
-// nothing acknowledged is lost or doubled.
+// Two room databases on two servers of the test's own, the second's
+// frozen for 10 s, half the writers on each database's rooms: the first
+// database's rooms see nothing (every write done, none over 1 s, no
+// refusal, its gate does not close during the pause); the paused
+// database's rooms answer every read from their state and refuse writes
+// within 1 s; its gates close within 0.5 s of the pause and open within
+// 1 s of the resume; nothing acknowledged is lost or doubled.
 func TestMultiMemberRoomDatabasePausedAlone(t *testing.T) {
-	srv := mysqltest.StartServer(t)
-	c := New(t, Options{Nodes: 3, BinDir: binDir, RoomDBs: 2, RoomDBServer: srv.DSN, Edit: func(_ int, nc *NodeConfig) {
+	// Each database on a server of the test's own: the shared one is
+	// loaded by other tests (databases made and dropped) and stalls for
+	// moments of its own, which its gate rightly takes for a stall.
+	first, srv := mysqltest.StartServer(t), mysqltest.StartServer(t)
+	c := New(t, Options{Nodes: 3, BinDir: binDir, RoomDBs: 2, MySQLDSN: first.DSN, RoomDBServer: srv.DSN, Edit: func(_ int, nc *NodeConfig) {
 		nc.Presence = map[string]any{"stale_after": "10m"}
 	}})
 	paused0 := c.RoomDBs[1].Key
@@ -409,9 +421,6 @@ func TestMultiMemberRoomDatabasePausedAlone(t *testing.T) {
 				during++
 			}
 		}
-		// Outside the pause the first database (on the shared server,
-		// which other tests load) may be slow enough to close the gate
-		// for a moment: counted, not asserted.
 		t.Logf("%s: the store gate of %q closed %d times during the run, %d during the other's pause", n.ID, c.RoomDBs[0].Key, len(closed), during)
 		if during != 0 {
 			t.Errorf("%s: the store gate of %q, which answered, closed during the other database's pause", n.ID, c.RoomDBs[0].Key)

@@ -100,6 +100,9 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		}
 		d.Store, d.PublishMetrics = a.store, m
 		d.StoreGate = storegate.New(a.store, gateSettings(d.Config), d.Logger)
+		if err := d.StoreGate.Register(a.roomDBs[0].reg); err != nil {
+			return nil, err
+		}
 		d.Marks = outboxmarks.New(a.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
 		return roomgrain.GrainProps(d), nil
 	}
@@ -113,6 +116,9 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		// own rooms' writes, naming it.
 		gate := storegate.New(db.store, gateSettings(d.Config), d.Logger)
 		gate.ForDatabase(db.key, db.attached.Load)
+		if err := gate.Register(db.reg); err != nil {
+			return nil, err
+		}
 		marks := outboxmarks.New(db.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
 		dbs[i] = roomgrain.ShardDB{Store: db.store, StoreGate: gate, Marks: marks, PublishMetrics: m}
 	}
