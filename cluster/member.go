@@ -333,7 +333,7 @@ func (m *Member) watchdog(ctx context.Context) {
 		cancel()
 		for _, r := range reports {
 			if !r.Self && r.Err == nil && slices.Contains(r.Report.GetBlocked(), self) {
-				m.provider.Rejoin(self, "blocked by member "+r.Report.GetNodeId())
+				m.provider.Rejoin(self, blockedReason+" "+r.Report.GetNodeId())
 				break
 			}
 		}

@@ -197,9 +197,16 @@ func TestMultiMemberEtcdPlacementLeaveCrashRejoin(t *testing.T) {
 	}
 }
 
-// A member whose etcd lease is lost (a paused process, a partition: the
-// library's #1133) re-registers under a new id, stops its stale rooms and
-// serves again; the others admit it.
+// A member whose etcd lease is revoked behind its back while it renews
+// (what an etcd leader that resumes after its own pause does: it revokes
+// every lease that ran out on its clock, though the new leader kept them
+// renewed) puts its key back under the same member id before the other
+// member drops it: a's view never lacks b (sampled every 20 ms), no
+// rejoin is counted, and every room answers with its history. Then a
+// drops b for good (blocked by hand, as a member whose key stayed gone
+// past the removal delay is: a paused process, a partition, the
+// library's #1133): b sees itself on a's block list, re-registers under
+// a new id, stops its stale rooms and serves again; a admits it.
 func TestMultiMemberEtcdLeaseLossRejoins(t *testing.T) {
 	store := memdb.New()
 	cfg := etcdConfig(t)
@@ -227,11 +234,37 @@ func TestMultiMemberEtcdLeaseLossRejoins(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("b's key %s: %v %v", key, resp, err)
 	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	oldLease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := cli.Revoke(ctx, oldLease); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
+	revoked := time.Now()
+	dropped := 0
+	for time.Since(revoked) < cfg.EtcdLeaseTTL+time.Second {
+		if !agreed([]*node{a, b}) {
+			dropped++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dropped != 0 {
+		t.Errorf("%d samples in which a member's view lacked the other; want 0", dropped)
+	}
+	if got := b.m.MemberID(); got != oldID {
+		t.Fatalf("b runs as %q after its lease was revoked under it, was %q; want the same id", got, oldID)
+	}
+	if v := metricValue(t, b, "roomcell_cluster_rejoins_total"); v != 0 {
+		t.Fatalf("rejoins counter = %v after a revocation b caught at once; want 0", v)
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	resp, err = cli.Get(gctx, key)
+	gcancel()
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == oldLease {
+		t.Fatalf("b's key after the revocation: %v %v; want it back under a new lease", resp, err)
+	}
+	touchAll(t, []*node{a, b}, rooms, seqs, "revoked")
 
+	a.m.Cluster.Remote.BlockList().Block(oldID)
 	took := waitFor(t, 10*time.Second, "b to rejoin under a new id", func() bool {
 		return b.m.MemberID() != oldID && b.m.Status() == cluster.StatusServing && agreed([]*node{a, b})
 	})
@@ -409,4 +442,76 @@ func TestMultiMemberActorMetricsOnlyWhenAsked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every member's etcd lease revoked at once, as an etcd leader that
+// resumes after a quorum loss revokes every lease that ran out on its
+// clock: no member drops another from its view at any moment (sampled
+// every 20 ms), each re-registers under the same member id (its key is
+// back, under a new lease; no rejoin counted), and every room answers
+// with its history.
+func TestMultiMemberEtcdAllLeasesLostKeepIDs(t *testing.T) {
+	store := memdb.New()
+	cfg := etcdConfig(t)
+	o := memberOpts{cfg: cfg, store: store}
+	ns := []*node{startNode(t, "a", o), startNode(t, "b", o), startNode(t, "c", o)}
+	for _, n := range ns {
+		defer n.m.Stop(false)
+	}
+	waitReady(t, ns...)
+	waitFor(t, 10*time.Second, "the views to agree", func() bool { return agreed(ns) })
+	rooms := roomIDs(20)
+	seqs := createAll(t, ns[0], rooms)
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ids := make([]string, len(ns))
+	leases := make([]clientv3.LeaseID, len(ns))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for i, n := range ns {
+		ids[i] = n.m.MemberID()
+		resp, err := cli.Get(ctx, cfg.EtcdBaseKey+"/"+cfg.Name+"/"+ids[i])
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s's key: %v %v", ids[i], resp, err)
+		}
+		leases[i] = clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	for _, l := range leases {
+		if _, err := cli.Revoke(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked := time.Now()
+	dropped := 0
+	for time.Since(revoked) < 2*cfg.EtcdLeaseTTL+time.Second {
+		if !agreed(ns) {
+			dropped++
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dropped != 0 {
+		t.Errorf("%d samples in which a member's view lacked another member; want 0", dropped)
+	}
+	for i, n := range ns {
+		if got := n.m.MemberID(); got != ids[i] {
+			t.Errorf("member %d runs as %q after the revocation, was %q; want the same id", i, got, ids[i])
+		}
+		if v := metricValue(t, n, "roomcell_cluster_rejoins_total"); v != 0 {
+			t.Errorf("member %d counted %v rejoins; want 0", i, v)
+		}
+		gctx, gcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		resp, err := cli.Get(gctx, cfg.EtcdBaseKey+"/"+cfg.Name+"/"+ids[i])
+		gcancel()
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("%s's key after the revocation: %v %v", ids[i], resp, err)
+		}
+		if clientv3.LeaseID(resp.Kvs[0].Lease) == leases[i] {
+			t.Errorf("%s's key is still on its revoked lease", ids[i])
+		}
+	}
+	touchAll(t, ns, rooms, seqs, "after")
 }

@@ -27,6 +27,15 @@ type RoomConfig struct {
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
 	// StoreTimeout bounds one store call from the grain.
 	StoreTimeout time.Duration `yaml:"store_timeout"`
+	// StoreStallAfter: store calls of a room database in flight on a
+	// node and none finished for this long is a stall; confirmed by one
+	// probe (StoreProbeTimeout), it closes the node's store gate of that
+	// database: its writes are refused at once (ROOM_STORE_DOWN), its
+	// reads answer from memory (actors/storegate).
+	StoreStallAfter time.Duration `yaml:"store_stall_after"`
+	// StoreProbeTimeout bounds the store gate's probe that confirms a
+	// stall or a failed call (a ping on a connection of its own).
+	StoreProbeTimeout time.Duration `yaml:"store_probe_timeout"`
 	// CreateGroupTimeout bounds CreateRoom's IM group step: after the
 	// command is stored and before the reply. A slower or unreachable IM
 	// costs the reply at most this; the RoomCreated outbox row then
@@ -65,6 +74,8 @@ func (c *RoomConfig) setDefaults() {
 	c.IdleTimeout = durationOr(c.IdleTimeout, 10*time.Minute)
 	c.PublishTimeout = durationOr(c.PublishTimeout, 3*time.Second)
 	c.StoreTimeout = durationOr(c.StoreTimeout, 3*time.Second)
+	c.StoreStallAfter = durationOr(c.StoreStallAfter, DefaultStoreStallAfter)
+	c.StoreProbeTimeout = durationOr(c.StoreProbeTimeout, DefaultStoreProbeTimeout)
 	c.CreateGroupTimeout = durationOr(c.CreateGroupTimeout, time.Second)
 	c.MaxMembers = intOr(c.MaxMembers, DefaultMaxMembers)
 	c.LikeWindow = durationOr(c.LikeWindow, DefaultLikeWindow)
@@ -78,6 +89,17 @@ const (
 	DefaultLikeWindow = 500 * time.Millisecond
 	MinLikeWindow     = 100 * time.Millisecond
 	MaxLikeWindow     = 5 * time.Second
+)
+
+// Defaults of room.store_stall_after and room.store_probe_timeout: the
+// gate closes about their sum after a database stops answering. Each is
+// at least MinStoreGateWait (shorter, a busy store that answers would be
+// taken for a stalled one) and under room.store_timeout (longer, the
+// calls would time out before the gate noticed).
+const (
+	DefaultStoreStallAfter   = 200 * time.Millisecond
+	DefaultStoreProbeTimeout = 150 * time.Millisecond
+	MinStoreGateWait         = 20 * time.Millisecond
 )
 
 // DefaultMaxMembers is room.max_members when the file sets none.
@@ -99,6 +121,14 @@ const MaxSnapshotBytes = 1<<24 - 1
 func (c RoomConfig) validate() error {
 	if c.SnapshotMaxBytes < 0 || c.SnapshotMaxBytes > MaxSnapshotBytes {
 		return errorf("room.snapshot_max_bytes", "must be between 1 and %d (the room_snapshots column), got %d", MaxSnapshotBytes, c.SnapshotMaxBytes)
+	}
+	for _, k := range []struct {
+		key string
+		d   time.Duration
+	}{{"room.store_stall_after", c.StoreStallAfter}, {"room.store_probe_timeout", c.StoreProbeTimeout}} {
+		if k.d < MinStoreGateWait || k.d >= c.StoreTimeout {
+			return errorf(k.key, "must be at least %s and under room.store_timeout (%s), got %s", MinStoreGateWait, c.StoreTimeout, k.d)
+		}
 	}
 	if c.LikeWindow < MinLikeWindow || c.LikeWindow > MaxLikeWindow {
 		return errorf("room.like_window", "must be between %s and %s, got %s", MinLikeWindow, MaxLikeWindow, c.LikeWindow)

@@ -42,6 +42,12 @@ func (c eventsCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(*encodedWatch); ok {
 		return marshalWatch(w), nil
 	}
+	if g, ok := v.(*encodedGetRoom); ok {
+		if g.wire == nil {
+			return c.base.Marshal(g.GetRoomReply)
+		}
+		return marshalGetRoom(g), nil
+	}
 	e, ok := v.(*encodedEvents)
 	if !ok || e.ListRoomEventsReply == nil || len(e.wire) != len(e.Events) {
 		if ok && e.ListRoomEventsReply != nil {
@@ -157,13 +163,17 @@ func pageReply(p roomfeed.EventsPage) any {
 }
 
 // RegisterRoomService registers s on srv as RoomService, its
-// ListRoomEvents replies sent from the events' kept encodings.
+// ListRoomEvents replies sent from the events' kept encodings and its
+// GetRoom answers from theirs (getroomcodec.go).
 func RegisterRoomService(srv *grpc.Server, s *RoomServer) {
 	desc := roomcellv1.RoomService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	for i := range desc.Methods {
-		if desc.Methods[i].MethodName == "ListRoomEvents" {
+		switch desc.Methods[i].MethodName {
+		case "ListRoomEvents":
 			desc.Methods[i].Handler = listRoomEventsHandler
+		case "GetRoom":
+			desc.Methods[i].Handler = getRoomHandler
 		}
 	}
 	srv.RegisterService(&desc, s)

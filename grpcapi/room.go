@@ -42,6 +42,8 @@ type RoomServer struct {
 	gifts    []*roomcellv1.Gift // nil: ListGifts unimplemented
 	limiter  *ratelimit.Limiter // ratelimit.go; nil: no limits
 	tickets  TicketSigner       // ticket.go; nil: tickets carry no signatures
+	// getRoomWires: the encodings of recent GetRoom answers (getroomcodec.go).
+	getRoomWires getRoomWires
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift
@@ -229,6 +231,16 @@ func (s *RoomServer) TransferOwner(ctx context.Context, r *roomcellv1.TransferOw
 }
 
 func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) (*roomcellv1.GetRoomReply, error) {
+	reply, err := s.getRoom(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &roomcellv1.GetRoomReply{Room: reply.GetRoom(), NextPageToken: reply.GetNextPageToken()}, nil
+}
+
+// getRoom is the room's reply to a GetRoom (RegisterRoomService sends it
+// from its kept encoding: getroomcodec.go).
+func (s *RoomServer) getRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) (*roomcellv1.CommandReply, error) {
 	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: r}})
 	if err != nil {
 		return nil, err
@@ -237,7 +249,7 @@ func (s *RoomServer) GetRoom(ctx context.Context, r *roomcellv1.GetRoomRequest) 
 		// A grain of a room nobody created may answer with an empty view.
 		return nil, toStatus(ctx, s.log, room.ErrRoomNotFound)
 	}
-	return &roomcellv1.GetRoomReply{Room: reply.GetRoom(), NextPageToken: reply.GetNextPageToken()}, nil
+	return reply, nil
 }
 
 func (s *RoomServer) SetSeatMode(ctx context.Context, r *roomcellv1.SetSeatModeRequest) (*roomcellv1.CommandReply, error) {

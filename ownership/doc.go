@@ -4,8 +4,9 @@
 // room only while it holds the room's shard (Table.Hold). The epoch is
 // what the room store fences appends with (persistence.Append.Epoch).
 //
-// Two tables: Etcd (production: one etcd lease per node keeps all of its
-// shards alive; epochs are etcd revisions) and View (single-node and
+// Two tables: Etcd (production: a short liveness lease per node decides
+// who may serve, a long hold lease keeps its shard keys through an etcd
+// outage; epochs are etcd revisions) and View (single-node and
 // automanaged clusters: shards follow the member view, epoch 0, no lease
 // and so no fencing). See docs/cluster.md for why etcd and not MySQL.
 //

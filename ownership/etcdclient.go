@@ -48,40 +48,52 @@ func EtcdClientConfig(endpoints []string, tc *tls.Config, username, password str
 	}
 }
 
+// Renewal is what RenewLease reports: Sent is when the try that got
+// through was sent (etcd keeps the lease at least TTL seconds past it),
+// Revision etcd's revision when it answered, Tries the attempts.
+type Renewal struct {
+	Sent     time.Time
+	TTL      int64
+	Revision int64
+	Tries    int
+}
+
 // RenewLease renews lease once, retrying until etcd answers: each try is
 // bounded by try, and a try that ran out (a frozen member, a member
 // waiting for a leader that froze) is followed at once by the next, which
 // the client's round robin sends to another member. It returns when a
-// renewal got through (sent is when that try was sent: etcd keeps the
-// lease at least ttl past it), when etcd says the lease is gone
-// (rpctypes.ErrLeaseNotFound: expired or revoked), or when ctx ends;
-// tries counts the attempts.
+// renewal got through, when etcd says the lease is gone
+// (rpctypes.ErrLeaseNotFound: expired or revoked), or when ctx ends.
 //
 // A try that failed never counts as a lost lease: during an election or a
 // quorum loss nobody can revoke it, and a new leader extends every lease
 // by its TTL when it takes over (etcd's lessor, Promote), so the lease is
 // there for the first renewal that reaches the new leader.
-func RenewLease(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, try time.Duration) (sent time.Time, ttl int64, tries int, err error) {
+func RenewLease(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, try time.Duration) (r Renewal, err error) {
 	for {
-		tries++
-		sent = time.Now()
+		r.Tries++
+		r.Sent = time.Now()
 		cctx, cancel := context.WithTimeout(ctx, try)
 		resp, err := c.KeepAliveOnce(cctx, lease)
 		cancel()
 		switch {
 		case err == nil:
-			return sent, resp.TTL, tries, nil
+			r.TTL = resp.TTL
+			if resp.ResponseHeader != nil {
+				r.Revision = resp.ResponseHeader.Revision
+			}
+			return r, nil
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return sent, 0, tries, err
+			return r, err
 		case ctx.Err() != nil:
-			return sent, 0, tries, ctx.Err()
+			return r, ctx.Err()
 		}
 		// An error that came back at once (a member without a leader
 		// refusing, a connection refused) is not retried in a busy loop.
-		if wait := renewRetryGap - time.Since(sent); wait > 0 {
+		if wait := renewRetryGap - time.Since(r.Sent); wait > 0 {
 			select {
 			case <-ctx.Done():
-				return sent, 0, tries, ctx.Err()
+				return r, ctx.Err()
 			case <-time.After(wait):
 			}
 		}

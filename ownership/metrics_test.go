@@ -10,15 +10,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// A node frozen past its lease TTL counts one lost lease and every shard
-// it held as lost with it; a second node joining takes shards over in an
+// A node frozen past its lease TTL (both leases: the hold lease as short
+// as the liveness lease here) counts one lost lease and every shard it
+// held as lost with it; a second node joining takes shards over in an
 // orderly handover, counted as reassigned, one per shard the first gave
 // up.
 func TestEtcdLeaseLossIsCounted(t *testing.T) {
 	prefix := fmt.Sprintf("/roomcell-test/ownership-metrics-%d", rand.Int64())
 	start := func(i int, m *Metrics) *Etcd {
 		e, err := NewEtcd(EtcdConfig{Endpoints: []string{etcdEndpoint()}, Prefix: prefix, NodeID: fmt.Sprintf("n%d", i),
-			Shards: testShards, TTL: testTTL, Margin: testMargin})
+			Shards: testShards, TTL: testTTL, HoldTTL: testTTL, Margin: testMargin})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -280,19 +280,24 @@ func (g *grain) load() error {
 }
 
 func (g *grain) loadIn(ctx context.Context) error {
-	if err := g.claim(ctx); err != nil {
+	// Everything is read into locals and replaces the grain's only once
+	// the whole load succeeded: a reload the store did not answer (a
+	// paused database, a closed gate) leaves the state, its epoch and its
+	// recent commands as they were, so reads go on answering from it.
+	epoch, err := g.claim(ctx)
+	if err != nil {
 		return err
 	}
 	k := g.key()
 	s := room.NewState(k.AppCode, k.RoomID)
-	g.snapSeq, g.snapTried = 0, 0
+	var snapSeq int64
 	snap, err := g.deps.Store.LoadSnapshot(ctx, k)
 	switch {
 	case err == nil:
 		if s, err = room.UnmarshalState(snap.State); err != nil {
 			return fmt.Errorf("decode snapshot at seq %d: %w", snap.Seq, err)
 		}
-		g.snapSeq = snap.Seq
+		snapSeq = snap.Seq
 	case !errors.Is(err, persistence.ErrNotFound):
 		return err
 	}
@@ -300,7 +305,7 @@ func (g *grain) loadIn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.recent = recentCommands{}
+	var recent recentCommands
 	for _, r := range recs {
 		evs, err := persistence.DecodeEvents(r.Events)
 		if err == nil {
@@ -310,9 +315,10 @@ func (g *grain) loadIn(ctx context.Context) error {
 			return fmt.Errorf("seq %d: %w", r.Seq, err)
 		}
 		s.ApplyInPlace(r.Seq, evs)
-		g.recent.add(r.CommandID)
+		recent.add(r.CommandID)
 	}
-	g.state, g.loaded, g.unsure = s, true, false
+	g.state, g.loaded, g.unsure, g.epoch = s, true, false, epoch
+	g.snapSeq, g.snapTried, g.recent = snapSeq, 0, recent
 	g.read = nil                      // a reload: reads start again from the state loaded
 	for _, o := range g.observers() { // a reload: observers follow it
 		o.Loaded()

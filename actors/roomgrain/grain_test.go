@@ -157,7 +157,9 @@ func newFixture(t testing.TB) *fixture {
 
 // withGate gives d the store gate the node's wiring makes for its
 // store (cmd/roomcell), replacing any it had.
-func withGate(d *Deps) { d.StoreGate = storegate.New(d.Store, d.Config.StoreTimeout, d.Logger) }
+func withGate(d *Deps) {
+	d.StoreGate = storegate.New(d.Store, storegate.Settings{StallAfter: d.Config.StoreStallAfter, ProbeTimeout: d.Config.StoreProbeTimeout}, d.Logger)
+}
 
 // activate spawns one activation of a room grain directly, as the
 // cluster's placement actor would, and sends it ClusterInit.

@@ -72,21 +72,23 @@ func (g *grain) gate(ctx actor.Context) error {
 // claim raises the room's epoch fence to this node's lease epoch before
 // the state is read, so that no append of an older owner can land after
 // the read (it would make the state stale without this grain knowing).
-func (g *grain) claim(ctx context.Context) error {
-	g.epoch = 0
+// It returns the epoch the state about to be read is loaded under; the
+// grain's own epoch changes only with the state (loadIn), so a claim the
+// store did not answer leaves the state in memory serving reads instead
+// of marking it stale (gate compares the lease's epoch with the grain's).
+func (g *grain) claim(ctx context.Context) (int64, error) {
 	if g.deps.Lease == nil {
-		return nil
+		return 0, nil
 	}
 	epoch, ok := g.deps.Lease.Hold(g.identity)
 	if !ok {
-		return errMoved
+		return 0, errMoved
 	}
 	if err := g.deps.Store.FenceRoom(ctx, g.key(), epoch); err != nil {
 		if errors.Is(err, persistence.ErrConflict) {
-			return errMoved
+			return 0, errMoved
 		}
-		return err
+		return 0, err
 	}
-	g.epoch = epoch
-	return nil
+	return epoch, nil
 }

@@ -27,6 +27,15 @@ type publishEvents struct {
 	untilMs int64
 }
 
+// ids are the batch's event ids.
+func (m *publishEvents) ids() []string {
+	ids := make([]string, len(m.envs))
+	for i, e := range m.envs {
+		ids[i] = e.EventID
+	}
+	return ids
+}
+
 // maxCatchUp bounds the rows one catch-up claims: a hot room's backlog
 // (the rows that overflowed to the relay meanwhile) in one claim, queued
 // at once (sendRows); at ~100 events per IM message it is about ten
@@ -101,6 +110,9 @@ func (o *overflowLog) note(now time.Time, n int) (events int, write bool) {
 type orderState struct {
 	mu      sync.Mutex
 	inOrder bool
+	// stopped: the grain stopped; what is still queued gives its rows
+	// back instead of sending them.
+	stopped bool
 	breaks  uint64
 	// unsent are rows whose send failed, to be given back to the relay in
 	// one store write (failUnsent, takeUnsent).
@@ -166,6 +178,21 @@ func (o *orderState) resume(mark uint64) bool {
 	return true
 }
 
+// stop makes the queued work give its rows back (stopPublisher).
+func (o *orderState) stop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stopped = true
+	o.breakLocked()
+}
+
+// stopping reports whether the grain stopped.
+func (o *orderState) stopping() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stopped
+}
+
 // start marks a new room: it has no rows before its first command's.
 func (o *orderState) start() {
 	o.mu.Lock()
@@ -211,19 +238,27 @@ func (g *grain) startPublisher() {
 	g.pub = link
 }
 
-// stopPublisher drops the publisher's queued work (a stopping grain's
-// rows stay leased until their lease ends, then the relay sends them).
+// stopPublisher makes the publisher's queued work give its rows back to
+// the relay, in the queue's order, instead of sending them: a grain
+// stopped because its shard went to another node (a restarted node taking
+// its shards back) or passivated leaves no row leased to a publisher that
+// will never send it, so the room's next owner (its catch-up) or the
+// relay sends them at once rather than after their lease; a send already
+// under way finishes and is marked or given back as before.
 func (g *grain) stopPublisher() {
 	if g.pub != nil {
-		g.pub.run.Stop()
+		g.pub.order.stop()
 	}
 }
 
-// leaseTTL is how long rows written for the publisher stay its own: the
-// wait in its mailbox plus a publish and a mark. A crashed node's rows
-// reach the relay after it.
+// leaseTTL is how long rows written for the publisher stay its own: a
+// publish and a mark (sends are queued at once and coalesce; a send never
+// runs past the lease minus a second, deadline). A crashed node's rows
+// reach the relay after it, so it is what a row written just before a
+// SIGKILL waits: at 10 s (the former floor) such rows reached IM up to
+// 10.8 s after the failover.
 func leaseTTL(d *Deps) time.Duration {
-	return max(10*time.Second, 3*d.Config.PublishTimeout+d.Config.StoreTimeout)
+	return max(5*time.Second, d.Config.PublishTimeout+d.Config.StoreTimeout)
 }
 
 // publishLease is the Append lease for the events of the command at seq:
@@ -398,6 +433,13 @@ func (g *grain) groupReady(rec persistence.CommandRecord) bool {
 }
 
 func (p *publisher) handle(m *publishEvents) {
+	if p.link.order.stopping() {
+		p.link.backlog.Add(-int64(len(m.envs)))
+		if m.untilMs > 0 {
+			p.release(m.ids())
+		}
+		return
+	}
 	if p.link.order.ordered() {
 		p.sendInOrder(m)
 	} else {
@@ -549,11 +591,7 @@ func (p *publisher) catchUp(m *publishEvents) {
 			p.log.Warn("publisher catch-up claim failed; events left to the outbox relay", "error", err)
 		}
 		if m.untilMs > 0 {
-			ids := make([]string, len(m.envs))
-			for i, e := range m.envs {
-				ids[i] = e.EventID
-			}
-			p.release(ids)
+			p.release(m.ids())
 		}
 		return
 	}

@@ -66,7 +66,7 @@ func firstsOf(ids []string) []string {
 	return out
 }
 
-// waitDelivered waits (well under the publisher's 10 s lease, after which
+// waitDelivered waits (under the publisher's 5 s lease, after which
 // the relay would send a forgotten row late) until want were delivered,
 // and fails unless they came first in exactly that order.
 func (p *orderPublisher) waitDelivered(t *testing.T, want []string) {

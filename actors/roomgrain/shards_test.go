@@ -87,8 +87,8 @@ func TestShardedGrainsUseTheirDatabaseAndAHungOneHoldsOnlyItsRooms(t *testing.T)
 	f.deps.Config.StoreTimeout = 2 * time.Second
 	onDB := map[string]int{"app/a": 0, "app/b": 1}
 	props := ShardedGrainProps(f.deps, []ShardDB{
-		{Store: healthy, StoreGate: storegate.New(healthy, f.deps.Config.StoreTimeout, nil), Marks: marksOf(healthy, f.deps)},
-		{Store: hung, StoreGate: storegate.New(hung, f.deps.Config.StoreTimeout, nil), Marks: marksOf(hung, f.deps)}}, func(id string) int { return onDB[id] })
+		{Store: healthy, StoreGate: storegate.New(healthy, storegate.Settings{}, nil), Marks: marksOf(healthy, f.deps)},
+		{Store: hung, StoreGate: storegate.New(hung, storegate.Settings{}, nil), Marks: marksOf(hung, f.deps)}}, func(id string) int { return onDB[id] })
 	activate := func(id string) *actor.PID {
 		pid := f.sys.Root.Spawn(props)
 		f.sys.Root.Send(pid, &cluster.ClusterInit{Identity: &cluster.ClusterIdentity{Identity: id, Kind: Kind}})

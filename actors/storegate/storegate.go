@@ -8,12 +8,16 @@ package storegate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -22,21 +26,23 @@ import (
 // by every room of the node. A grain handles its messages one at a time,
 // so a write that waits on a store that went away holds up every read of
 // its room behind it, for the whole store timeout. Once one call found
-// the store unreachable (it ran out its timeout, or the connection
-// failed), or calls have been waiting while none finished for
-// storeStallAfter (each confirmed by a quick look at the store, so one
-// slow batch on a store that answers does not close it), the gate closes: the rooms' writes (and reloads) are
-// refused at once without touching the store, the calls still waiting
-// on it are cancelled (a write's outcome is then unknown, as after a
-// timeout: the grain reloads before its next write), and one prober of
-// the node asks the store a cheap read every ProbeEvery until it
-// answers, which opens the gate again. No room waits on a probe. The
-// rooms' reads answer from the state in memory meanwhile (grain.unsure).
+// the store unreachable (it ran out its time, or the connection failed),
+// or calls have been waiting while none finished for StallAfter (each
+// confirmed by one look at the store bounded by ProbeTimeout, so one slow
+// batch on a store that answers does not close it), the gate closes: the
+// rooms' writes (and reloads) are refused at once without touching the
+// store, the calls still waiting on it are cancelled (a write's outcome
+// is then unknown, as after a timeout: the grain reloads before its next
+// write), and one prober of the node asks the store a cheap question
+// every ProbeEvery until one is answered, which opens the gate again. No
+// room waits on a probe. The rooms' reads answer from the state in memory
+// meanwhile (grain.unsure), and a room whose reload the gate cut short
+// keeps the state it had (grain.loadIn).
 //
 // A watchdog runs while calls are in flight, so a stall is noticed
-// storeStallAfter + storeConfirmTimeout after the last call finished
-// even when no new call comes to notice it: every room of the node may
-// be waiting on the store already.
+// StallAfter + ProbeTimeout after the last call finished even when no
+// new call comes to notice it: every room of the node may be waiting on
+// the store already.
 type Gate struct {
 	down       atomic.Bool
 	confirming sync.Mutex   // one caller confirms a stall; the others wait for its verdict
@@ -56,20 +62,50 @@ type Gate struct {
 	// stays closed whatever the probe says.
 	attached func() bool
 	// refusal is what a refused call gets (nil: ErrDown): it
-	// names the room database when the node has several.
+	// names the room database when the node has several, as do the
+	// gate's log lines (db): a record attribute, so that the node's log
+	// throttle, which keys a line by its message and its own attributes,
+	// never holds one database's closing back as a repeat of another's.
 	refusal error
-	timeout time.Duration
-	log     *slog.Logger
+	db      string
+	// closedAt is when the gate last closed (unix nanos), for the
+	// reopening's log line; closes counts the closings (Register).
+	closedAt atomic.Int64
+	closes   atomic.Int64
+	set      Settings
+	log      *slog.Logger
 }
 
-// A store that answers finishes some call within storeStallAfter under
-// any load this node takes (a group-commit batch is tens of ms); a stall
-// that long is confirmed by one look bounded by storeConfirmTimeout, so
-// the gate closes under half a second after the store stopped answering.
-const (
-	ProbeEvery      = 250 * time.Millisecond
-	storeStallAfter = 300 * time.Millisecond
-)
+// Settings are a gate's thresholds (room.store_stall_after,
+// room.store_probe_timeout); zero takes the default. A store that
+// answers finishes some call within the stall bound under any load a
+// node takes (a group-commit batch is tens of ms), and answers a point
+// read within the probe bound even on a CPU-starved server; with the
+// defaults the gate closes about 0.35 s after the store stopped
+// answering (the watchdog's wake-up and the probe).
+type Settings struct {
+	// StallAfter: calls in flight and none finished for this long is a
+	// stall, confirmed by one probe.
+	StallAfter time.Duration
+	// ProbeTimeout bounds the probe that confirms a stall or a failed
+	// call.
+	ProbeTimeout time.Duration
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.StallAfter <= 0 {
+		s.StallAfter = configs.DefaultStoreStallAfter
+	}
+	if s.ProbeTimeout <= 0 {
+		s.ProbeTimeout = configs.DefaultStoreProbeTimeout
+	}
+	return s
+}
+
+// ProbeEvery is the prober's pace while the gate is closed: the gate
+// opens at most ProbeEvery after the store answers again (a probe in
+// flight when it resumes is answered then).
+const ProbeEvery = 250 * time.Millisecond
 
 // ErrDown refuses a write while the node's store is unreachable.
 // Its code brings it back as itself from another node, so the room client
@@ -81,16 +117,26 @@ var ErrDown = errclass.New(errclass.CodeRoomStoreDown)
 // in it answers "not found" as soon as the store answers at all.
 var probeKey = persistence.RoomKey{AppCode: "roomcell", RoomID: "store-probe"}
 
-// Finder is the store call the gate's probe makes.
+// Finder is the store call the gate's probe makes when the store is no
+// Prober.
 type Finder interface {
 	FindCommand(ctx context.Context, key persistence.RoomKey, commandID string) (persistence.CommandRecord, error)
 }
 
+// Prober is a store that answers a probe of its own (a ping on a
+// connection outside its pool: persistence/mysql); the gate asks it
+// instead of looking a command up.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
 // New makes the gate of one room database (its calls' store); a nil
 // store never closes it. The node makes one per database, once.
-func New(store Finder, timeout time.Duration, log *slog.Logger) *Gate {
-	g := &Gate{timeout: timeout, log: log}
-	if store != nil {
+func New(store Finder, set Settings, log *slog.Logger) *Gate {
+	g := &Gate{set: set.withDefaults(), log: log}
+	if p, ok := store.(Prober); ok {
+		g.probe = p.Probe
+	} else if store != nil {
 		g.probe = func(ctx context.Context) error {
 			_, err := store.FindCommand(ctx, probeKey, "store-probe")
 			if errors.Is(err, persistence.ErrNotFound) {
@@ -98,9 +144,6 @@ func New(store Finder, timeout time.Duration, log *slog.Logger) *Gate {
 			}
 			return err
 		}
-	}
-	if g.timeout <= 0 {
-		g.timeout = 3 * time.Second
 	}
 	return g
 }
@@ -115,7 +158,7 @@ func (s *Gate) admit() error {
 		return s.refused()
 	}
 	now := time.Now().UnixNano()
-	if s.inflight.Load() > 0 && now-s.lastDone.Load() >= int64(storeStallAfter) && s.stalled() {
+	if s.inflight.Load() > 0 && now-s.lastDone.Load() >= int64(s.set.StallAfter) && s.stalled() {
 		return s.refused()
 	}
 	if s.inflight.Add(1) == 1 {
@@ -128,7 +171,7 @@ func (s *Gate) admit() error {
 }
 
 // stalled confirms a stall (calls waiting, none finished for
-// storeStallAfter) with a quick look at the store, and closes the gate
+// StallAfter) with a quick look at the store, and closes the gate
 // if the store does not answer; one slow batch on a store that answers
 // leaves it open.
 func (s *Gate) stalled() bool {
@@ -137,11 +180,11 @@ func (s *Gate) stalled() bool {
 	if s.down.Load() {
 		return true
 	}
-	if s.inflight.Load() == 0 || time.Now().UnixNano()-s.lastDone.Load() < int64(storeStallAfter) {
+	if s.inflight.Load() == 0 || time.Now().UnixNano()-s.lastDone.Load() < int64(s.set.StallAfter) {
 		return false // another caller confirmed the store answers, or the calls ended
 	}
 	if s.stillUnreachable() {
-		s.close("no store call finished for "+storeStallAfter.String(), nil)
+		s.close("no store call finished for "+s.set.StallAfter.String(), nil)
 		return true
 	}
 	s.lastDone.Store(time.Now().UnixNano())
@@ -160,7 +203,7 @@ func (s *Gate) watchdog() {
 				return
 			}
 		}
-		if wait := time.Duration(s.lastDone.Load() + int64(storeStallAfter) - time.Now().UnixNano()); wait > 0 {
+		if wait := time.Duration(s.lastDone.Load() + int64(s.set.StallAfter) - time.Now().UnixNano()); wait > 0 {
 			time.Sleep(wait)
 			continue
 		}
@@ -200,15 +243,10 @@ func (s *Gate) done(err error) {
 	}
 }
 
-// storeConfirmTimeout bounds the look that confirms a stall or one
-// failed call: a single call can time out (an acknowledgement lost, a
-// lock held long) while the store answers everyone else, and a point
-// read answers in milliseconds on a store that answers at all (150 ms
-// leaves room for a CPU-starved server; with storeStallAfter the gate
-// closes 0.45 s into an outage).
-const storeConfirmTimeout = 150 * time.Millisecond
-
-// stillUnreachable asks the store once, briefly, whether it answers.
+// stillUnreachable asks the store once, within ProbeTimeout, whether it
+// answers. A single call can time out (an acknowledgement lost, a lock
+// held long) while the store answers everyone else; a point read
+// answers in milliseconds on a store that answers at all.
 func (s *Gate) stillUnreachable() bool {
 	if s.probe == nil {
 		return false
@@ -216,10 +254,17 @@ func (s *Gate) stillUnreachable() bool {
 	if s.attached != nil && !s.attached() {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeConfirmTimeout)
+	return !s.answers(s.set.ProbeTimeout)
+}
+
+// answers asks the store once, within d. Only an answer
+// counts: any error (the deadline, a connection the driver gave up on
+// after its own read timeout, a pool with no connection to spare) says
+// the store did not answer in time.
+func (s *Gate) answers(d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	err := s.probe(ctx)
-	return err != nil && unreachable(err)
+	return s.probe(ctx) == nil
 }
 
 // close closes the gate and starts the prober, once.
@@ -227,31 +272,45 @@ func (s *Gate) close(why string, err error) {
 	if s.probe == nil || s.down.Swap(true) {
 		return
 	}
+	s.closedAt.Store(time.Now().UnixNano())
+	s.closes.Add(1)
 	s.abandon()
 	if s.log != nil {
-		s.log.Warn("room store unreachable; refusing writes at once, reads answer from memory", "why", why, "error", err)
+		attrs := []any{"why", why}
+		if s.db != "" {
+			attrs = append(attrs, "room_db", s.db)
+		}
+		if err != nil {
+			attrs = append(attrs, "cause", err.Error())
+		}
+		s.log.Warn("room store unreachable; refusing writes at once, reads answer from memory", attrs...)
 	}
 	go s.probeUntilUp()
 }
 
-// probeUntilUp asks the store until it answers (an error that is not
-// unreachability is an answer too: a closed store, a refusal), then
+// reopenProbeTimeout bounds each probe of the prober. It is longer
+// than ProbeTimeout, which only has to tell a stall from a store that
+// answers: a probe that timed out costs its connection, and the next one
+// dials, logs in and sets up a session before its ping, which a store
+// that has just come back (or a busy machine) may not do within
+// ProbeTimeout; waiting longer costs nothing while the store answers (a
+// ping comes back in milliseconds), and a ping sent while it was frozen is
+// answered the moment it resumes.
+const reopenProbeTimeout = time.Second
+
+// probeUntilUp asks the store every ProbeEvery until it answers, then
 // opens the gate.
 func (s *Gate) probeUntilUp() {
-	start := time.Now()
 	for {
-		if s.attached != nil && !s.attached() {
-			time.Sleep(ProbeEvery)
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-		err := s.probe(ctx)
-		cancel()
-		if err == nil || !unreachable(err) {
+		if (s.attached == nil || s.attached()) && s.answers(reopenProbeTimeout) {
 			s.lastDone.Store(time.Now().UnixNano())
 			s.down.Store(false)
 			if s.log != nil {
-				s.log.Info("room store answers again; writes admitted", "closed_for", time.Since(start).Round(time.Millisecond))
+				attrs := []any{"closed_for", time.Duration(time.Now().UnixNano() - s.closedAt.Load()).Round(time.Millisecond)}
+				if s.db != "" {
+					attrs = append(attrs, "room_db", s.db)
+				}
+				s.log.Info("room store answers again; writes admitted", attrs...)
 			}
 			return
 		}
@@ -271,7 +330,7 @@ func (s *Gate) refused() error {
 // attached, keeps it closed from the start until attached says yes: the
 // node started while that database did not answer.
 func (s *Gate) ForDatabase(name string, attached func() bool) {
-	s.refusal = persistence.InRoomDB(name, ErrDown)
+	s.refusal, s.db = persistence.InRoomDB(name, ErrDown), name
 	if attached == nil {
 		return
 	}
@@ -281,11 +340,12 @@ func (s *Gate) ForDatabase(name string, attached func() bool) {
 	}
 }
 
-// unreachable: the call ran out its time or could not reach the store,
-// as opposed to a refusal of this one call (a fence, a lock wait).
+// unreachable: the call ran out its time or could not reach the store
+// (persistence.ErrUnavailable: a dead connection, a pool closed), as
+// opposed to a refusal of this one call (a fence, a rule): worth a probe.
 func unreachable(err error) bool {
 	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, persistence.ErrUnavailable)
 }
 
 // Call runs one store call through the gate, under timeout: ErrDown
@@ -308,4 +368,30 @@ func (s *Gate) Call(timeout time.Duration, call func(ctx context.Context) error)
 	cancel()
 	s.done(err)
 	return err
+}
+
+// Register exports the gate on reg (labelled room_db by the node when it
+// has several room databases): roomcell_room_store_gate_closed is 1
+// while the gate refuses its rooms' writes, and
+// roomcell_room_store_gate_closes_total counts its closings.
+func (s *Gate) Register(reg prometheus.Registerer) error {
+	closed := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "roomcell_room_store_gate_closed",
+		Help: "1 while the node's store gate of the room database is closed: its writes are refused at once (ROOM_STORE_DOWN), its rooms' reads answer from memory.",
+	}, func() float64 {
+		if s.down.Load() {
+			return 1
+		}
+		return 0
+	})
+	closes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "roomcell_room_store_gate_closes_total",
+		Help: "Times the node's store gate of the room database closed (a stall or a failed call the probe confirmed, or the database unattached at start).",
+	}, func() float64 { return float64(s.closes.Load()) })
+	for _, c := range []prometheus.Collector{closed, closes} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("storegate: register: %w", err)
+		}
+	}
+	return nil
 }

@@ -35,6 +35,28 @@ func faultLogs(nodes []*Node) (rejoins, leasesLost int) {
 	return rejoins, leasesLost
 }
 
+// reattaches counts the nodes' log lines that mark shards re-attached to
+// a new liveness lease (the old one expired or was revoked; the shard
+// keys, on the hold lease, stayed).
+func reattaches(nodes []*Node) int {
+	n := 0
+	for _, node := range nodes {
+		n += node.LogContains("ownership liveness re-attached")
+	}
+	return n
+}
+
+// sameIDRejoins counts the nodes' log lines that mark a member key put
+// back under the same member id (its lease expired or was revoked; no
+// other member had dropped it).
+func sameIDRejoins(nodes []*Node) int {
+	n := 0
+	for _, node := range nodes {
+		n += node.LogContains("re-registering under the same member id")
+	}
+	return n
+}
+
 // liveMonitor samples every node's own count of room grains (the member
 // report it answers for itself) and keeps the largest sum.
 type liveMonitor struct {
@@ -235,6 +257,7 @@ func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 	runShow(t, show{name: "etcd leader SIGSTOP 10 s (3 members)", etcd: 3, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
 		leader, rest, owners := leaderAndRest(t, c)
 		rejoins0, lost0 := faultLogs(c.Nodes)
+		reattached0, sameID0 := reattaches(c.Nodes), sameIDRejoins(c.Nodes)
 		mon := monitorLive(t, c.Nodes)
 		paused := time.Now()
 		leader.Pause()
@@ -262,9 +285,12 @@ func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 			t.Errorf("%d attempts sent after the election (+ one renewal) took over 1 s", slow)
 		}
 		all, hung, slowest, byCode := calls(c.Nodes, paused, settled, time.Second)
+		// The resumed leader may revoke leases that ran out on its clock
+		// (etcd's issue 15247): what the nodes put back.
+		reattached, sameID := reattaches(c.Nodes)-reattached0, sameIDRejoins(c.Nodes)-sameID0
 		return answered, func() string {
-			return fmt.Sprintf("new leader %.2f s after the pause; during the election %d attempts: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); after it 0 over 1 s; rooms answered %.2f s after the resume; %d rejoins, %d leases lost, %d shards moved, %d retaken; %s",
-				elected.Sub(paused).Seconds(), all, byCode[codes.OK], byCode[codes.Unavailable], hung, slowest.Seconds(), answered.Seconds(), rejoins, lost, movedOwner, newEpoch, live)
+			return fmt.Sprintf("new leader %.2f s after the pause; during the election %d attempts: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); after it 0 over 1 s; rooms answered %.2f s after the resume; %d rejoins, %d leases lost, %d shards moved, %d retaken (revoked by the resumed leader and put back: %d liveness re-attaches, %d member keys under the same id); %s",
+				elected.Sub(paused).Seconds(), all, byCode[codes.OK], byCode[codes.Unavailable], hung, slowest.Seconds(), answered.Seconds(), rejoins, lost, movedOwner, newEpoch, reattached, sameID, live)
 		}
 	}})
 }
@@ -273,19 +299,21 @@ func TestMultiMemberProcessEtcdLeaderPausedUnderLoad(t *testing.T) {
 // leader and one follower SIGSTOPped, then resumed together), under load.
 // The resumed leader, still leader of its term (the member left alone
 // never raised it: pre-vote), revokes every lease that ran out on its
-// clock before any renewal can reach it (etcd's lessor), so leases are
-// lost: the nodes must then come back where they were, fast, and never
-// twice. Asserted: every room answers within the show's bound after the
-// resume, no room is ever active on two nodes, and no shard moves to
-// another node (each node re-takes its own shards under new epochs: the
-// re-registration grace). Rejoins, leases lost and shards retaken are
-// reported.
+// clock before any renewal can reach it (etcd's lessor): the nodes'
+// liveness leases go, their hold leases (the shard keys) do not. Asserted:
+// no ownership lease is lost, no shard key changes owner or epoch (each
+// node re-attaches its shards to a new liveness lease: no room moves or
+// reloads), every room answers within the show's bound after the resume,
+// no member takes a new member id (every one lost its lease, so each
+// re-registers under its own), and no room is ever active on two nodes.
+// Re-attaches are reported.
 func TestMultiMemberProcessEtcdLeaderQuorumLostUnderLoad(t *testing.T) {
 	const outage = 10 * time.Second
 	runShow(t, show{name: "etcd leader + follower SIGSTOP 10 s (quorum lost)", etcd: 3, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
 		leader, rest, owners := leaderAndRest(t, c)
 		frozen := []*EtcdMember{leader, rest[0]}
 		rejoins0, lost0 := faultLogs(c.Nodes)
+		reattached0 := reattaches(c.Nodes)
 		mon := monitorLive(t, c.Nodes)
 		paused := time.Now()
 		for _, m := range frozen {
@@ -301,19 +329,22 @@ func TestMultiMemberProcessEtcdLeaderQuorumLostUnderLoad(t *testing.T) {
 		answered := AllRoomsAnswer(t, c.Nodes, rooms, 30*time.Second)
 		elected := <-electedAt
 		c.Etcd.WaitHealthy(t, 10*time.Second)
-		time.Sleep(4 * time.Second) // the re-registration grace ends, the nodes settle
+		time.Sleep(4 * time.Second) // the calm period ends, the nodes settle
 		live := mon.Stop(t, len(rooms), paused)
 
 		rejoins1, lost1 := faultLogs(c.Nodes)
-		rejoins, lost := rejoins1-rejoins0, lost1-lost0
+		rejoins, lost, reattached := rejoins1-rejoins0, lost1-lost0, reattaches(c.Nodes)-reattached0
 		movedOwner, newEpoch := moved(owners, shardOwners(t, c, rest[1]))
-		if movedOwner != 0 {
-			t.Errorf("%d of %d shards moved to another node over the quorum loss (%d retaken by their owner); want 0", movedOwner, len(owners), newEpoch)
+		if movedOwner != 0 || newEpoch != 0 {
+			t.Errorf("%d of %d shards moved to another node and %d were retaken by their owner under a new epoch over the quorum loss; want 0 and 0", movedOwner, len(owners), newEpoch)
+		}
+		if lost != 0 || rejoins != 0 {
+			t.Errorf("%d ownership leases lost and %d member re-registrations under a new id over the quorum loss; want 0 and 0", lost, rejoins)
 		}
 		all, hung, slowest, byCode := calls(c.Nodes, paused, back, time.Second)
 		return answered, func() string {
-			return fmt.Sprintf("during the outage %d attempts: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); leader %.2f s after the resume; every room answered %.2f s after it; %d rejoins, %d leases lost, %d shards moved, %d retaken by their owner; %s",
-				all, byCode[codes.OK], byCode[codes.Unavailable], hung, slowest.Seconds(), elected.Sub(back).Seconds(), answered.Seconds(), rejoins, lost, movedOwner, newEpoch, live)
+			return fmt.Sprintf("during the outage %d attempts: %d OK, %d Unavailable, %d over 1 s (slowest %.2f s); leader %.2f s after the resume; every room answered %.2f s after it; %d rejoins, %d leases lost, %d liveness re-attaches, %d shards moved, %d retaken by their owner; %s",
+				all, byCode[codes.OK], byCode[codes.Unavailable], hung, slowest.Seconds(), elected.Sub(back).Seconds(), answered.Seconds(), rejoins, lost, reattached, movedOwner, newEpoch, live)
 		}
 	}})
 }
@@ -322,9 +353,12 @@ func TestMultiMemberProcessEtcdLeaderQuorumLostUnderLoad(t *testing.T) {
 // settled, SIGKILLed and started again 10 s later, under load. Asserted
 // through both: no room is ever active on two nodes (sampled), every
 // room answers within the show's bound after etcd is back, and no read is
-// stale (the show). A frozen single member resumes as leader and revokes
-// every lease that ran out (all of them); a restarted one extends every
-// lease by its TTL when it becomes leader, so those may survive.
+// stale (the show), and the pause costs no ownership lease and no member
+// id: a frozen single member resumes as leader and revokes every lease
+// that ran out (every liveness and member lease, not the hold leases of
+// the shard keys), and each node re-attaches its shards and re-registers
+// under its own member id; a restarted one extends every lease by its
+// TTL when it becomes leader.
 func TestMultiMemberProcessSingleEtcdDownUnderLoad(t *testing.T) {
 	const outage = 10 * time.Second
 	runShow(t, show{name: "one-member etcd SIGSTOP 10 s, then SIGKILL 10 s", etcd: 1, bound: 4 * time.Second, run: func(t *testing.T, c *Cluster, rooms []string) (time.Duration, func() string) {
@@ -350,6 +384,9 @@ func TestMultiMemberProcessSingleEtcdDownUnderLoad(t *testing.T) {
 		rejoins2, lost2 := faultLogs(c.Nodes)
 		if afterKill > 4*time.Second {
 			t.Errorf("rooms answered %s after the restarted etcd; want within 4 s", afterKill)
+		}
+		if lost, rejoins := lost1-lost0, rejoins1-rejoins0; lost != 0 || rejoins != 0 {
+			t.Errorf("the frozen etcd cost %d ownership leases and %d member re-registrations under a new id; want 0 and 0 (the nodes re-attach under their ids)", lost, rejoins)
 		}
 		return max(afterPause, afterKill), func() string {
 			return fmt.Sprintf("after the pause: every room answered %.2f s after the resume, %d rejoins, %d leases lost; after the kill: %.2f s after the restart, %d rejoins, %d leases lost; %s",

@@ -87,6 +87,11 @@ type Options struct {
 	// $ROOMCELL_TEST_ROOM_DBS (default 1), so the whole suite runs on
 	// several databases with `make multimember-2db`. See roomdbs.go.
 	RoomDBs int
+	// RoomDBServer, when set, is the MariaDB server (a DSN without a
+	// database name) of the room databases beyond the first: a
+	// mysqltest.Server of the test's own that it may pause while the
+	// first database's server answers.
+	RoomDBServer string
 }
 
 // NodeConfig is the YAML written for one node: only the keys the harness

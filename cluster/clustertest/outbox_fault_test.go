@@ -72,6 +72,80 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 		settle   = 8 * time.Second // load on the recovered cluster between faults
 	)
 	repeats := outboxFaultRepeats(t)
+	run := startOutboxRun(t)
+	c, rooms, load := run.c, run.rooms, run.load
+
+	var faults []outboxFault
+	var pauseReads pauseReadCount
+	for r := range repeats {
+		// The database, frozen for 10 s.
+		before := maxAckedSeq(load.Acked())
+		readers := pauseReads.start(t, c.Nodes, rooms, before)
+		start := time.Now()
+		run.srv.Pause()
+		time.Sleep(pauseFor)
+		run.srv.Resume()
+		resumed := time.Now()
+		readers()
+		answered := AllRoomsAnswer(t, c.Nodes, rooms, 30*time.Second)
+		t.Logf("pause %d: every room answered %s after the resume", r+1, answered.Round(time.Millisecond))
+		checkPauseCalls(t, c.Nodes, start, resumed)
+		faults = append(faults, outboxFault{name: fmt.Sprintf("pause %d", r+1), start: start, recovered: resumed})
+		time.Sleep(settle)
+
+		// A node, SIGKILLed and started again.
+		f, _, _ := run.killAndRestart(t, c.Nodes[(r+2)%len(c.Nodes)], fmt.Sprintf("kill %d", r+1))
+		faults = append(faults, f)
+		time.Sleep(settle)
+	}
+	run.finish(t, faults, late, func() {
+		t.Logf("GetRoom during the pauses: %d answered (%d stale: seq below a write acknowledged before the pause), %d refused or timed out (%v; %d rooms)",
+			pauseReads.answered.Load(), pauseReads.stale.Load(), pauseReads.refused.Load(), pauseReads.why, len(pauseReads.refusedRooms))
+		if n := pauseReads.stale.Load(); n != 0 {
+			t.Errorf("%d GetRoom answers during the pause were stale:\n%s", n, strings.Join(pauseReads.errors(), "\n"))
+		}
+	})
+}
+
+// A node SIGKILLed under load and started again while the load runs
+// (its shards come back to it): every room answers through the others
+// within 3 s of the kill and again within 3 s of the restarted node's
+// readiness (its rooms moving back), no acknowledged command is lost or
+// doubled, and no outbox row reaches IM more than 10 s after the later of
+// its write and the failover, the rows written while the victim restarts
+// and its rooms move back included (they are measured from their write).
+func TestMultiMemberProcessKillRestartOutboxUnderLoad(t *testing.T) {
+	const (
+		late   = 10 * time.Second
+		bound  = 3 * time.Second
+		settle = 8 * time.Second
+	)
+	run := startOutboxRun(t)
+	f, afterKill, afterRestart := run.killAndRestart(t, run.c.Nodes[1], "kill")
+	if afterKill > bound {
+		t.Errorf("every room answered %s after the kill; want within %s", afterKill.Round(time.Millisecond), bound)
+	}
+	if afterRestart > bound {
+		t.Errorf("every room answered %s after the restarted node was ready; want within %s", afterRestart.Round(time.Millisecond), bound)
+	}
+	time.Sleep(settle)
+	run.finish(t, []outboxFault{f}, late, nil)
+}
+
+// outboxRun is the outbox fault tests' cluster: three roomcell processes
+// (every role, the relay included) on a MariaDB of the test's own and an
+// etcd of the test's own, 200 rooms under continuous JoinRoom load with
+// read-your-writes reads, all publishing to one fake Tencent IM.
+type outboxRun struct {
+	srv     *mysqltest.Server
+	fake    *imfake.Server
+	c       *Cluster
+	rooms   []string
+	load    *Load
+	stopped bool
+}
+
+func startOutboxRun(t *testing.T) *outboxRun {
 	srv := mysqltest.StartServer(t)
 	ec := StartEtcdCluster(t, 3)
 	fake, err := imfake.Start("127.0.0.1:0", imfake.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
@@ -87,71 +161,57 @@ func TestMultiMemberOutboxCatchesUpAfterDatabasePauseAndKill(t *testing.T) {
 			"admin_identifier": im.AdminIdentifier, "base_url": im.BaseURL, "timeout": "4s",
 			"rate_per_second": 100000}
 	}})
-	rooms := RoomIDs(200)
-	CreateRooms(t, c.Nodes, rooms, 8)
-	load := &Load{Nodes: c.Nodes, Rooms: rooms, RetryFor: 90 * time.Second, ReadYourWrites: true}
-	load.Start(t, 12)
-	stopped := false
+	run := &outboxRun{srv: srv, fake: fake, c: c, rooms: RoomIDs(200)}
+	CreateRooms(t, c.Nodes, run.rooms, 8)
+	run.load = &Load{Nodes: c.Nodes, Rooms: run.rooms, RetryFor: 90 * time.Second, ReadYourWrites: true}
+	run.load.Start(t, 12)
 	t.Cleanup(func() {
-		if !stopped {
-			load.Stop()
+		if !run.stopped {
+			run.load.Stop()
 		}
 	})
 	time.Sleep(3 * time.Second)
+	return run
+}
 
-	var faults []outboxFault
-	var pauseReads pauseReadCount
-	for r := range repeats {
-		// The database, frozen for 10 s.
-		before := maxAckedSeq(load.Acked())
-		readers := pauseReads.start(t, c.Nodes, rooms, before)
-		start := time.Now()
-		srv.Pause()
-		time.Sleep(pauseFor)
-		srv.Resume()
-		resumed := time.Now()
-		readers()
-		answered := AllRoomsAnswer(t, c.Nodes, rooms, 30*time.Second)
-		t.Logf("pause %d: every room answered %s after the resume", r+1, answered.Round(time.Millisecond))
-		checkPauseCalls(t, c.Nodes, start, resumed)
-		faults = append(faults, outboxFault{name: fmt.Sprintf("pause %d", r+1), start: start, recovered: resumed})
-		time.Sleep(settle)
+// killAndRestart SIGKILLs victim, waits until every room answered through
+// the others (afterKill: from the kill), starts it again and waits until
+// it is ready and every room answered (afterRestart: from its readiness).
+func (r *outboxRun) killAndRestart(t *testing.T, victim *Node, name string) (f outboxFault, afterKill, afterRestart time.Duration) {
+	start := time.Now()
+	victim.Kill()
+	others := slices.DeleteFunc(slices.Clone(r.c.Nodes), func(n *Node) bool { return n == victim })
+	afterKill = AllRoomsAnswer(t, others, r.rooms, 30*time.Second)
+	back := time.Now()
+	victim.Start(t)
+	ready := victim.WaitReady(t, 60*time.Second)
+	afterRestart = AllRoomsAnswer(t, r.c.Nodes, r.rooms, 30*time.Second)
+	t.Logf("%s (%s): every room answered through the others %s after the kill; restarted, ready %s after start, every room answered %s after that",
+		name, victim.ID, afterKill.Round(time.Millisecond), ready.Round(time.Millisecond), afterRestart.Round(time.Millisecond))
+	return outboxFault{name: name, start: start, recovered: back, restarted: time.Now()}, afterKill, afterRestart
+}
 
-		// A node, SIGKILLed and started again.
-		victim := c.Nodes[(r+2)%len(c.Nodes)]
-		start = time.Now()
-		victim.Kill()
-		others := slices.DeleteFunc(slices.Clone(c.Nodes), func(n *Node) bool { return n == victim })
-		answered = AllRoomsAnswer(t, others, rooms, 30*time.Second)
-		back := time.Now()
-		victim.Start(t)
-		ready := victim.WaitReady(t, 60*time.Second)
-		t.Logf("kill %d (%s): every room answered through the others %s after the kill; restarted, ready %s after start",
-			r+1, victim.ID, answered.Round(time.Millisecond), ready.Round(time.Millisecond))
-		faults = append(faults, outboxFault{name: fmt.Sprintf("kill %d", r+1), start: start, recovered: back, restarted: time.Now()})
-		time.Sleep(settle)
-	}
-	load.Stop()
-	stopped = true
-
-	lres := load.Result()
+// finish stops the load and checks it (nothing failed, lost, doubled or
+// stale; more, when given, runs then), then waits for the outbox and
+// checks every row's delivery against faults.
+func (r *outboxRun) finish(t *testing.T, faults []outboxFault, late time.Duration, more func()) {
+	r.load.Stop()
+	r.stopped = true
+	lres := r.load.Result()
 	t.Logf("load: %d acknowledged, %d read back, %d needed a retry, %d answered as duplicates",
 		lres.Acked, lres.Reads, lres.RetriedCommands, lres.Duplicates)
 	if lres.Failed != 0 {
-		t.Errorf("%d commands or reads failed for good:\n%s", lres.Failed, load.Failures(5))
+		t.Errorf("%d commands or reads failed for good:\n%s", lres.Failed, r.load.Failures(5))
 	}
 	if lres.StaleReads != 0 {
-		t.Errorf("%d read-your-writes reads were stale:\n%s", lres.StaleReads, strings.Join(load.StaleReadErrors(10), "\n"))
+		t.Errorf("%d read-your-writes reads were stale:\n%s", lres.StaleReads, strings.Join(r.load.StaleReadErrors(10), "\n"))
 	}
-	c.VerifyLog(t, load.Acked())
-	t.Logf("GetRoom during the pauses: %d answered (%d stale: seq below a write acknowledged before the pause), %d refused or timed out (%v; %d rooms)",
-		pauseReads.answered.Load(), pauseReads.stale.Load(), pauseReads.refused.Load(), pauseReads.why, len(pauseReads.refusedRooms))
-	if n := pauseReads.stale.Load(); n != 0 {
-		t.Errorf("%d GetRoom answers during the pause were stale:\n%s", n, strings.Join(pauseReads.errors(), "\n"))
+	r.c.VerifyLog(t, r.load.Acked())
+	if more != nil {
+		more()
 	}
-
-	total := c.WaitOutboxPublished(t, 30*time.Second)
-	checkOutboxDelivery(t, c, fake, faults, total, late)
+	total := r.c.WaitOutboxPublished(t, 30*time.Second)
+	checkOutboxDelivery(t, r.c, r.fake, faults, total, late)
 }
 
 // checkPauseCalls: while the database is frozen, the nodes' store gates

@@ -74,7 +74,8 @@ func roomDBCount(t testing.TB, o Options) int {
 // name of its own. They alternate between the second shared server and
 // the first one, so two databases are on two servers; a test that brings
 // its own server (Options.MySQLDSN, to pause it) gets them all on that
-// server, so pausing it still reaches every room.
+// server, so pausing it still reaches every room; Options.RoomDBServer
+// puts them on a server of the test's own instead.
 func (c *Cluster) addRoomDBs(t testing.TB, o Options) {
 	t.Helper()
 	n := roomDBCount(t, o)
@@ -83,6 +84,9 @@ func (c *Cluster) addRoomDBs(t testing.TB, o Options) {
 		server := first
 		if o.MySQLDSN == "" && i%2 == 1 {
 			server = SecondDSN()
+		}
+		if o.RoomDBServer != "" {
+			server = o.RoomDBServer
 		}
 		mcfg, database := mysqltest.NewDatabaseOn(t, server)
 		db := openDB(t, mcfg.DSN, database)

@@ -99,7 +99,10 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 			return nil, err
 		}
 		d.Store, d.PublishMetrics = a.store, m
-		d.StoreGate = storegate.New(a.store, d.Config.StoreTimeout, d.Logger)
+		d.StoreGate = storegate.New(a.store, gateSettings(d.Config), d.Logger)
+		if err := d.StoreGate.Register(a.roomDBs[0].reg); err != nil {
+			return nil, err
+		}
 		d.Marks = outboxmarks.New(a.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
 		return roomgrain.GrainProps(d), nil
 	}
@@ -111,8 +114,11 @@ func (a *App) roomGrainProps(d roomgrain.Deps) (*actor.Props, error) {
 		}
 		// A gate per database: one that stops answering refuses only its
 		// own rooms' writes, naming it.
-		gate := storegate.New(db.store, d.Config.StoreTimeout, d.Logger.With("room_db", db.key))
+		gate := storegate.New(db.store, gateSettings(d.Config), d.Logger)
 		gate.ForDatabase(db.key, db.attached.Load)
+		if err := gate.Register(db.reg); err != nil {
+			return nil, err
+		}
 		marks := outboxmarks.New(db.store, time.Now, d.Config.StoreTimeout, d.Logger, roomgrain.OutboxWorker)
 		dbs[i] = roomgrain.ShardDB{Store: db.store, StoreGate: gate, Marks: marks, PublishMetrics: m}
 	}
@@ -253,4 +259,9 @@ func (a *App) attachPending(sup *supervise.Supervisor, in workerInputs) worker {
 			a.step("worker " + started[i].name)
 		}
 	}}
+}
+
+// gateSettings are the store gates' thresholds from the room settings.
+func gateSettings(c configs.RoomConfig) storegate.Settings {
+	return storegate.Settings{StallAfter: c.StoreStallAfter, ProbeTimeout: c.StoreProbeTimeout}
 }

@@ -88,11 +88,13 @@ func (a *App) openPublisher(ctx context.Context, dev bool) (*roomim.Publisher, e
 
 // openAudio builds the rooms' audio side for kicks and closes: the TRTC
 // client when trtc.enabled; in dev mode a fake TRTC on loopback (its
-// calls are logged at Debug), so the dev loop runs the same effects;
+// calls are logged at Debug), reached in process, so the dev loop runs
+// the same effects;
 // otherwise none (kicks and closes stop at IM).
 func (a *App) openAudio(dev bool) (roomim.Audio, error) {
 	log := a.log.With("component", "trtc")
 	cfg := a.cfg.TRTC
+	opts := []trtc.Option{trtc.WithLogger(log)}
 	if !cfg.Enabled {
 		if !dev {
 			return nil, nil
@@ -105,8 +107,10 @@ func (a *App) openAudio(dev bool) (roomim.Audio, error) {
 		a.closers = append(a.closers, func() { _ = fake.Close() })
 		a.log.Info("fake TRTC serving", "url", fake.URL())
 		cfg = fake.ClientConfig()
+		// As the IM client: the fake's handler in process, no socket.
+		opts = append(opts, trtc.WithHTTPClient(&http.Client{Transport: fake.Transport()}))
 	}
-	c, err := trtc.New(cfg, trtc.WithLogger(log))
+	c, err := trtc.New(cfg, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("trtc: %w", err)
 	}

@@ -22,6 +22,12 @@ func setup(t *testing.T, mod func(*configs.TRTCConfig), opts ...trtc.Option) (*t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
+	return fake, newClient(t, fake, mod, opts...)
+}
+
+// newClient is a client of fake, its configuration changed by mod.
+func newClient(t *testing.T, fake *trtcfake.Server, mod func(*configs.TRTCConfig), opts ...trtc.Option) *trtc.Client {
+	t.Helper()
 	cfg := fake.ClientConfig()
 	if mod != nil {
 		mod(&cfg)
@@ -30,7 +36,7 @@ func setup(t *testing.T, mod func(*configs.TRTCConfig), opts ...trtc.Option) (*t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake, c
+	return c
 }
 
 func permanent(err error) bool {

@@ -30,8 +30,11 @@
 #	PAIRS=3 deploy/local/watermill-ratio.sh
 #
 # Needs MariaDB on 127.0.0.1:3306 as root without a password (MYSQL_DSN for
-# the Watermill side; roomcell's side uses its test defaults). Drops and
-# creates the database watermill_ratio.
+# the Watermill side; roomcell's side uses its test defaults,
+# ROOMCELL_TEST_MYSQL_DSN to point it elsewhere). Drops and creates the
+# database watermill_ratio. mariadbd's CPU counts every client of the
+# server: for a clean figure run both sides against a MariaDB of your own
+# (MYSQL_DSN, ROOMCELL_TEST_MYSQL_DSN and ROOMCELL_BENCH_DB_PID, its pid).
 set -eu
 cd "$(dirname "$0")/../.."
 PAIRS=${PAIRS:-3}

@@ -28,6 +28,7 @@ type Store struct {
 	queryTimeout time.Duration
 	log          *slog.Logger
 	gc           *groupCommitter // nil: one transaction per append
+	probe        *prober         // Probe's own connection (probe.go)
 	// mqStatus is the mq_status of new outbox rows: pending when the MQ
 	// fanout is on (WithOutboxMQ), none otherwise.
 	mqStatus string
@@ -165,6 +166,7 @@ func newStore(db *sql.DB, cfg configs.MySQLConfig, o options) *Store {
 	if o.outboxMQ {
 		s.mqStatus = persistence.OutboxMQPending
 	}
+	s.probe = newProber(cfg, s.log)
 	if cfg.GroupCommit.On() {
 		s.gc = newGroupCommitter(s, cfg.GroupCommit.MaxBatch, cfg.GroupCommit.Linger, max(1, o.writers))
 	}
@@ -185,6 +187,7 @@ func (s *Store) Close() error {
 		if s.gc != nil {
 			s.gc.close()
 		}
+		s.probe.close()
 		s.closeErr = s.db.Close()
 	})
 	return s.closeErr

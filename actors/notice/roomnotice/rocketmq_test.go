@@ -337,7 +337,7 @@ func BenchmarkKickNoticeLatencyRocketMQ(b *testing.B) {
 // consume = marked → ingested, deliver = ingested → IM accepted the C2C.
 // Millisecond stamps, so a stage can read a millisecond short.
 func (k *kickRig) stages() map[string][]time.Duration {
-	published := k.stamps(k.roomStore.DB(), "SELECT event_id, mq_published_at_ms FROM room_outbox WHERE mq_published_at_ms IS NOT NULL")
+	published := k.stamps(k.roomStore.DB(), "SELECT event_id, mq_published_at_ms FROM room_outbox WHERE mq_published_at_ms > 0")
 	ingested := k.stamps(k.notices.DB(), "SELECT source_event_id, created_at_ms FROM notice_delivery_events")
 	out := map[string][]time.Duration{}
 	k.mu.Lock()

@@ -119,6 +119,13 @@ func random(n int) string {
 // URL is the fake's endpoint.
 func (s *Server) URL() string { return s.srv.URL() }
 
+// Transport returns an http.RoundTripper that serves requests to this
+// fake in the calling goroutine, without the loopback connection
+// (loopserve's Transport): the same handler, signature checks and
+// recording as over HTTP. Dev mode points its TRTC client at the fake
+// with it. A request for any other host fails.
+func (s *Server) Transport() http.RoundTripper { return s.srv.Transport("trtcfake") }
+
 // ClientConfig is a client configuration aimed at this fake with its key
 // pair and its app's UserSig key (tickets signed with it pass the fake). Enabled stays false: the process is not talking to Tencent.
 func (s *Server) ClientConfig() configs.TRTCConfig {
