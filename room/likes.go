@@ -363,6 +363,7 @@ type LikeTally struct {
 	// event keeps no more, so a longer list would only make the row
 	// bigger and replay the same).
 	receipts map[string][]string
+	packed   []byte // Encode's
 }
 
 type talliedLiker struct {
@@ -384,6 +385,15 @@ func (w *LikeWindow) Tally() *LikeTally {
 		return cmp.Or(cmp.Compare(b.count, a.count), cmp.Compare(a.id, b.id))
 	})
 	return t
+}
+
+// Encode packs the tally's receipts as its RoomLikeReceipts is stored,
+// so that encoding the event on the room's goroutine copies them (used
+// when Close refuses nobody). Call it before Close, off the room.
+func (t *LikeTally) Encode() {
+	if p, ok := appendPackedUsers(nil, t.receipts); ok && len(t.receipts) > 0 {
+		t.packed = p
+	}
 }
 
 // Count is the likes the tally holds, before Close refuses any.
@@ -417,7 +427,11 @@ func (t *LikeTally) Close(s State, nowMs int64) ([]Event, map[string]error) {
 	for _, u := range liked.Users {
 		liked.Others -= u.Count
 	}
-	return []Event{liked, RoomLikeReceipts{AtMs: nowMs, Users: t.receipts}}, refused
+	receipts := RoomLikeReceipts{AtMs: nowMs, Users: t.receipts}
+	if refused == nil {
+		receipts.packed = t.packed
+	}
+	return []Event{liked, receipts}, refused
 }
 
 // RoomLiked: a window's likes. Count is the window's, Total the room's
@@ -453,6 +467,9 @@ func (e RoomLiked) apply(s *State) {
 type RoomLikeReceipts struct {
 	AtMs  int64               `json:"at_ms"`
 	Users map[string][]string `json:"users"`
+	// packed is Users as MarshalJSON writes them, when the window's
+	// tally packed them off the room's goroutine (LikeTally.Encode).
+	packed []byte
 }
 
 // likeReceiptsJSON is RoomLikeReceipts as stored: Packed when every
@@ -463,28 +480,48 @@ type likeReceiptsJSON struct {
 	Packed map[string]string   `json:"packed,omitempty"`
 }
 
+// EncodedJSON is the event's JSON when its receipts were packed off the
+// room's goroutine (LikeTally.Encode), else nil (Encoded).
+func (e RoomLikeReceipts) EncodedJSON() []byte {
+	if e.packed == nil {
+		return nil
+	}
+	b := strconv.AppendInt(append(make([]byte, 0, 64+len(e.packed)), `{"at_ms":`...), e.AtMs, 10)
+	return append(append(append(b, `,"packed":`...), e.packed...), '}')
+}
+
 func (e RoomLikeReceipts) MarshalJSON() ([]byte, error) {
-	// By hand, on the room's goroutine once a window: encoding/json's
-	// reflection over a map of lists took twice as long.
-	users := slices.Sorted(maps.Keys(e.Users))
-	b := strconv.AppendInt(append(make([]byte, 0, 64+len(users)*48), `{"at_ms":`...), e.AtMs, 10)
-	if len(users) == 0 {
+	if b := e.EncodedJSON(); b != nil {
+		return b, nil
+	}
+	b := strconv.AppendInt(append(make([]byte, 0, 64), `{"at_ms":`...), e.AtMs, 10)
+	if len(e.Users) == 0 {
 		return append(b, `,"users":{}}`...), nil // as a window of none always was
 	}
-	b = append(b, `,"packed":{`...)
-	for i, u := range users {
+	packed, ok := appendPackedUsers(nil, e.Users)
+	if !ok {
+		return json.Marshal(likeReceiptsJSON{AtMs: e.AtMs, Users: e.Users})
+	}
+	return append(append(append(b, `,"packed":`...), packed...), '}'), nil
+}
+
+// appendPackedUsers appends the JSON object of each user's receipts
+// packed, by hand (encoding/json's reflection over a map of lists took
+// twice as long); ok false when a receipt does not pack.
+func appendPackedUsers(b []byte, users map[string][]string) ([]byte, bool) {
+	b = append(b, '{')
+	for i, u := range slices.Sorted(maps.Keys(users)) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, u)
-		b = append(b, `:"`...)
+		b = append(appendJSONString(b, u), `:"`...)
 		var ok bool
-		if b, ok = appendPacked(b, e.Users[u]); !ok {
-			return json.Marshal(likeReceiptsJSON{AtMs: e.AtMs, Users: e.Users})
+		if b, ok = appendPacked(b, users[u]); !ok {
+			return b, false
 		}
 		b = append(b, '"')
 	}
-	return append(b, "}}"...), nil
+	return append(b, '}'), true
 }
 
 // appendJSONString appends s as a JSON string: as it is when it needs no
@@ -521,22 +558,14 @@ func (e *RoomLikeReceipts) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// likeReceiptsStored is LikeReceipts as a snapshot holds it.
+// likeReceiptsStored is LikeReceipts as a snapshot may hold it: the
+// receipt strings (as written: encoding/json writes them faster than a
+// packed form is made and checked, and a snapshot is written every
+// hundred commands), or packed.
 type likeReceiptsStored struct {
 	LastMs int64    `json:"last_ms"`
 	IDs    []string `json:"ids,omitempty"`
 	Packed *string  `json:"packed,omitempty"`
-}
-
-func (r LikeReceipts) MarshalJSON() ([]byte, error) {
-	// By hand: a snapshot holds one per recent liker.
-	b := strconv.AppendInt(append(make([]byte, 0, 32+len(r.IDs)*12), `{"last_ms":`...), r.LastMs, 10)
-	b = append(b, `,"packed":"`...)
-	b, ok := appendPacked(b, r.IDs)
-	if !ok {
-		return json.Marshal(likeReceiptsStored{LastMs: r.LastMs, IDs: r.IDs})
-	}
-	return append(b, `"}`...), nil
 }
 
 func (r *LikeReceipts) UnmarshalJSON(b []byte) error {

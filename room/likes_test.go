@@ -230,13 +230,14 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 		adds = append(adds, like("alice", 1+int64(i%3), commandID(fmt.Sprintf("a-%d", i)), at(t0+int64(i))))
 	}
 	adds = append(adds, like("bob", 5, commandID("b-1")), like("bob", 2, commandID("b-2")))
-	put, added, reversed := room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow()
+	put, added, reversed, encoded := room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow(), room.NewLikeWindow()
 	for i, c := range adds {
 		out, in := put.Put(c, room.LikeID(c.CommandID))
 		if out != (room.LikeOutcome{}) || in {
 			t.Fatalf("put %d: %+v %v", i, out, in)
 		}
 		added.Add(s, c)
+		encoded.Put(c, room.LikeID(c.CommandID))
 		last := adds[len(adds)-1-i]
 		reversed.Put(last, room.LikeID(last.CommandID))
 	}
@@ -261,6 +262,20 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	}
 	if evs3, _ := reversed.Tally().Close(s, t0+500); !reflect.DeepEqual(evs3[0], evs[0]) {
 		t.Fatalf("the same likes in reverse: %+v, want %+v", evs3[0], evs[0])
+	}
+	// Packed ahead of Close (off the room), the receipts are stored the
+	// same.
+	enc := encoded.Tally()
+	enc.Encode()
+	evs4, _ := enc.Close(s, t0+500)
+	b1, err1 := json.Marshal(evs[1])
+	b4, err4 := json.Marshal(evs4[1])
+	if err1 != nil || err4 != nil || string(b1) != string(b4) || !reflect.DeepEqual(evs4[1].(room.RoomLikeReceipts).Users, evs[1].(room.RoomLikeReceipts).Users) {
+		t.Fatalf("encoded ahead\n%s (%v)\nat the commit\n%s (%v)", b4, err4, b1, err1)
+	}
+	// The grain stores what was made ahead as it is (room.Encoded).
+	if ahead, ok := evs4[1].(room.Encoded); !ok || string(ahead.EncodedJSON()) != string(b1) || evs[1].(room.Encoded).EncodedJSON() != nil {
+		t.Fatalf("EncodedJSON of the event packed ahead: %s", ahead.EncodedJSON())
 	}
 	receipts := evs[1].(room.RoomLikeReceipts).Users
 	var newest []string
@@ -287,6 +302,20 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	if evs, refused := w.Tally().Close(later, t0+500); evs != nil || !errors.Is(refused["bob"], room.ErrNotMember) {
 		t.Fatalf("a liker who left: %+v %v", evs, refused)
 	}
+	// Packed ahead, and one of two likers refused at the end: the row
+	// holds the other's receipts only.
+	w2 := room.NewLikeWindow()
+	for _, c := range []room.Command{adds[0], adds[len(adds)-1]} {
+		w2.Put(c, room.LikeID(c.CommandID))
+	}
+	t2 := w2.Tally()
+	t2.Encode()
+	evs5, refused := t2.Close(later, t0+500)
+	b5, _ := json.Marshal(evs5[1])
+	back, err := room.DecodeEvent(room.TypeRoomLikeReceipts, b5)
+	if err != nil || !errors.Is(refused["bob"], room.ErrNotMember) || !reflect.DeepEqual(back.(room.RoomLikeReceipts).Users, map[string][]string{"alice": {room.LikeReceiptOf(adds[0])}}) {
+		t.Fatalf("packed ahead, bob refused: %s (%v), refused %v", b5, err, refused)
+	}
 	if err := room.CheckLiker(later, "bob", t0+500); !errors.Is(err, room.ErrNotMember) {
 		t.Fatalf("CheckLiker of a user who left: %v", err)
 	}
@@ -295,10 +324,10 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	}
 }
 
-// Like receipts are stored packed (9 bytes a receipt, base64) in the
-// window's row and in snapshots, and decode to the same receipts; rows
-// and snapshots written with lists of receipt strings decode as before,
-// and a receipt that does not pack is stored as it is.
+// A window's receipts are stored packed (9 bytes a receipt, base64) in
+// its row and decode to the same receipts; rows written with lists of
+// receipt strings decode as before, and a receipt that does not pack is
+// stored as it is. Snapshots hold the strings and read packed ones too.
 func TestLikeReceiptsStoredPacked(t *testing.T) {
 	var rs []string
 	for i := range 3 * room.MaxLikeReceipts {
@@ -344,8 +373,25 @@ func TestLikeReceiptsStoredPacked(t *testing.T) {
 			t.Fatalf("%s of %s not recorded after the snapshot: %v", c.CommandID, c.UserID, err)
 		}
 	}
-	if !reflect.DeepEqual(room.LikeIDs(back), room.LikeIDs(s)) || !strings.Contains(string(snap), `"packed"`) {
+	// A snapshot holds the receipt strings (encoding/json writes them
+	// faster than a packed form is made and checked), and reads packed
+	// ones too.
+	if !reflect.DeepEqual(room.LikeIDs(back), room.LikeIDs(s)) || strings.Contains(string(snap), `"packed"`) {
 		t.Fatalf("receipts after the snapshot differ (packed: %v)", strings.Contains(string(snap), `"packed"`))
+	}
+	var packed room.LikeReceipts
+	if err := json.Unmarshal([]byte(`{"last_ms":7,"packed":"`+strings.Split(strings.Split(string(b), `"alice":"`)[1], `"`)[0]+`"}`), &packed); err != nil ||
+		packed.LastMs != 7 || !reflect.DeepEqual(packed.IDs, rs) {
+		t.Fatalf("a snapshot's packed receipts: %+v, %v", packed, err)
+	}
+	// A snapshot with a receipt that does not pack reads back the same.
+	oddState := room.ApplyCommand(s, 100, []room.Event{odd})
+	snap, err = oddState.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := room.UnmarshalState(snap); err != nil || back.Extra == nil || !reflect.DeepEqual(back.Extra.LikeReceipts, oddState.Extra.LikeReceipts) {
+		t.Fatalf("a snapshot with a receipt that does not pack: %v\n%s", err, snap)
 	}
 	old := []byte(`{"last_ms":5,"ids":["` + rs[0] + `"]}`)
 	var r room.LikeReceipts

@@ -18,7 +18,6 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/errclass"
-	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -75,7 +74,6 @@ type liker struct {
 	quit chan struct{} // closed when run returns
 	root *actor.RootContext
 	room *actor.PID
-	key  persistence.RoomKey
 	win  time.Duration
 	idx  *likeIndex
 
@@ -271,7 +269,7 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 	if o.lk == nil {
 		o.lk = &liker{
 			in: make(chan any, inbox), quit: make(chan struct{}),
-			root: o.root, room: o.self, key: r.Key(), win: o.cfg.Window, idx: o.index(),
+			root: o.root, room: o.self, win: o.cfg.Window, idx: o.index(),
 		}
 		go o.lk.run()
 	}
@@ -363,7 +361,7 @@ func (lk *liker) run() {
 			if lk.open != nil {
 				lk.open.timer.Stop()
 				lk.closing = append(lk.closing, lk.open)
-				lk.open.tally = lk.open.w.Tally()
+				lk.open.tally = tally(lk.open.w)
 				lk.open = nil
 			}
 			m.reply <- slices.Clone(lk.closing)
@@ -445,9 +443,16 @@ func (lk *liker) end() {
 	w := lk.open
 	lk.open = nil
 	w.timer.Stop()
-	w.tally = w.w.Tally()
+	w.tally = tally(w.w)
 	lk.closing = append(lk.closing, w)
 	lk.root.Send(lk.room, &likesDue{w: w})
+}
+
+// tally ends w off the room's goroutine: sorted, its receipts packed.
+func tally(w *room.LikeWindow) *room.LikeTally {
+	t := w.Tally()
+	t.Encode()
+	return t
 }
 
 // inWindows is the like counted under id in a window not yet stored

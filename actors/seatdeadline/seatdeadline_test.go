@@ -246,7 +246,8 @@ func TestSeatRace200Users(t *testing.T) {
 					exec(&v1.TakeMicRequest{CommandId: id, AppCode: "app", RoomId: "r1", UserId: op, Seat: int32(r.IntN(8))})
 				case 7:
 					// Seat moves: an admin moves a seated user, or takes them off.
-					seated := slices.DeleteFunc(v.Room.GetSeats(), func(s *v1.Seat) bool { return s.UserId == "" })
+					// The reply is the room's shared answer, read-only: filter a copy.
+					seated := slices.DeleteFunc(slices.Clone(v.Room.GetSeats()), func(s *v1.Seat) bool { return s.UserId == "" })
 					if len(seated) == 0 {
 						continue
 					}

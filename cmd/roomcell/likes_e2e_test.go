@@ -45,9 +45,10 @@ func newCtx(d time.Duration) (context.Context, context.CancelFunc) {
 // logged).
 func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	rounds, round, long := 3, time.Second, os.Getenv("ROOMCELL_LIKES_LONG") != ""
-	likedRoom := "hot"
+	likedRoom, liker := "hot", "u%d"
 	if os.Getenv("ROOMCELL_LIKES_ELSEWHERE") != "" {
-		likedRoom = "other"
+		// Users of its own: a user is in one room at a time.
+		likedRoom, liker = "other", "o%d"
 	}
 	if long {
 		rounds, round = 10, 3*time.Second
@@ -76,7 +77,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	if likedRoom != roomID {
-		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c2", AppCode: appCode, RoomId: likedRoom, UserId: "owner", Name: "other", MicSeats: 8}); err != nil {
+		if _, err := rc.CreateRoom(ctx, &v1.CreateRoomRequest{CommandId: "c2", AppCode: appCode, RoomId: likedRoom, UserId: "owner2", Name: "other", MicSeats: 8}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,11 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 			defer wg.Done()
 			for i := w; i < members; i += 25 {
 				for _, r := range slices.Compact([]string{roomID, likedRoom}) {
-					if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: fmt.Sprintf("j%d", i), AppCode: appCode, RoomId: r, UserId: fmt.Sprintf("u%d", i)}); err != nil {
+					user := fmt.Sprintf("u%d", i)
+					if r != roomID {
+						user = fmt.Sprintf(liker, i)
+					}
+					if _, err := rc.JoinRoom(ctx, &v1.JoinRoomRequest{CommandId: fmt.Sprintf("j%d", i), AppCode: appCode, RoomId: r, UserId: user}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -142,7 +147,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			user := fmt.Sprintf("u%d", m)
+			user := fmt.Sprintf(liker, m)
 			// Spread over the period, as clients are.
 			time.Sleep(time.Duration(m) * every / time.Duration(members))
 			tick := time.NewTicker(every)
