@@ -182,6 +182,13 @@ func EventInfoOf(eventType string) (info EventInfo, ok bool) {
 func IsIMEvent(eventType string) bool { return eventKinds[eventType].info.IM }
 
 // DecodeEvent parses an envelope payload of the given type.
+// Encoded is an event that may carry its JSON already made (off the
+// room's goroutine): EncodedJSON returns it, or nil to have the event
+// encoded as any other. The grain stores it as it is.
+type Encoded interface {
+	EncodedJSON() []byte
+}
+
 func DecodeEvent(eventType string, payload []byte) (Event, error) {
 	k, ok := eventKinds[eventType]
 	if !ok {

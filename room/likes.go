@@ -480,12 +480,21 @@ type likeReceiptsJSON struct {
 	Packed map[string]string   `json:"packed,omitempty"`
 }
 
-func (e RoomLikeReceipts) MarshalJSON() ([]byte, error) {
-	b := strconv.AppendInt(append(make([]byte, 0, 64+len(e.packed)), `{"at_ms":`...), e.AtMs, 10)
-	if e.packed != nil {
-		// Packed off the room's goroutine (LikeTally.Encode).
-		return append(append(append(b, `,"packed":`...), e.packed...), '}'), nil
+// EncodedJSON is the event's JSON when its receipts were packed off the
+// room's goroutine (LikeTally.Encode), else nil (Encoded).
+func (e RoomLikeReceipts) EncodedJSON() []byte {
+	if e.packed == nil {
+		return nil
 	}
+	b := strconv.AppendInt(append(make([]byte, 0, 64+len(e.packed)), `{"at_ms":`...), e.AtMs, 10)
+	return append(append(append(b, `,"packed":`...), e.packed...), '}')
+}
+
+func (e RoomLikeReceipts) MarshalJSON() ([]byte, error) {
+	if b := e.EncodedJSON(); b != nil {
+		return b, nil
+	}
+	b := strconv.AppendInt(append(make([]byte, 0, 64), `{"at_ms":`...), e.AtMs, 10)
 	if len(e.Users) == 0 {
 		return append(b, `,"users":{}}`...), nil // as a window of none always was
 	}
@@ -549,22 +558,14 @@ func (e *RoomLikeReceipts) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// likeReceiptsStored is LikeReceipts as a snapshot holds it.
+// likeReceiptsStored is LikeReceipts as a snapshot may hold it: the
+// receipt strings (as written: encoding/json writes them faster than a
+// packed form is made and checked, and a snapshot is written every
+// hundred commands), or packed.
 type likeReceiptsStored struct {
 	LastMs int64    `json:"last_ms"`
 	IDs    []string `json:"ids,omitempty"`
 	Packed *string  `json:"packed,omitempty"`
-}
-
-func (r LikeReceipts) MarshalJSON() ([]byte, error) {
-	// By hand: a snapshot holds one per recent liker.
-	b := strconv.AppendInt(append(make([]byte, 0, 32+len(r.IDs)*12), `{"last_ms":`...), r.LastMs, 10)
-	b = append(b, `,"packed":"`...)
-	b, ok := appendPacked(b, r.IDs)
-	if !ok {
-		return json.Marshal(likeReceiptsStored{LastMs: r.LastMs, IDs: r.IDs})
-	}
-	return append(b, `"}`...), nil
 }
 
 func (r *LikeReceipts) UnmarshalJSON(b []byte) error {

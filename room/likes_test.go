@@ -273,6 +273,10 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	if err1 != nil || err4 != nil || string(b1) != string(b4) || !reflect.DeepEqual(evs4[1].(room.RoomLikeReceipts).Users, evs[1].(room.RoomLikeReceipts).Users) {
 		t.Fatalf("encoded ahead\n%s (%v)\nat the commit\n%s (%v)", b4, err4, b1, err1)
 	}
+	// The grain stores what was made ahead as it is (room.Encoded).
+	if ahead, ok := evs4[1].(room.Encoded); !ok || string(ahead.EncodedJSON()) != string(b1) || evs[1].(room.Encoded).EncodedJSON() != nil {
+		t.Fatalf("EncodedJSON of the event packed ahead: %s", ahead.EncodedJSON())
+	}
 	receipts := evs[1].(room.RoomLikeReceipts).Users
 	var newest []string
 	for _, c := range adds[4 : room.MaxLikeReceipts+4] {
@@ -320,10 +324,10 @@ func TestLikeWindowPutAndTally(t *testing.T) {
 	}
 }
 
-// Like receipts are stored packed (9 bytes a receipt, base64) in the
-// window's row and in snapshots, and decode to the same receipts; rows
-// and snapshots written with lists of receipt strings decode as before,
-// and a receipt that does not pack is stored as it is.
+// A window's receipts are stored packed (9 bytes a receipt, base64) in
+// its row and decode to the same receipts; rows written with lists of
+// receipt strings decode as before, and a receipt that does not pack is
+// stored as it is. Snapshots hold the strings and read packed ones too.
 func TestLikeReceiptsStoredPacked(t *testing.T) {
 	var rs []string
 	for i := range 3 * room.MaxLikeReceipts {
@@ -369,8 +373,25 @@ func TestLikeReceiptsStoredPacked(t *testing.T) {
 			t.Fatalf("%s of %s not recorded after the snapshot: %v", c.CommandID, c.UserID, err)
 		}
 	}
-	if !reflect.DeepEqual(room.LikeIDs(back), room.LikeIDs(s)) || !strings.Contains(string(snap), `"packed"`) {
+	// A snapshot holds the receipt strings (encoding/json writes them
+	// faster than a packed form is made and checked), and reads packed
+	// ones too.
+	if !reflect.DeepEqual(room.LikeIDs(back), room.LikeIDs(s)) || strings.Contains(string(snap), `"packed"`) {
 		t.Fatalf("receipts after the snapshot differ (packed: %v)", strings.Contains(string(snap), `"packed"`))
+	}
+	var packed room.LikeReceipts
+	if err := json.Unmarshal([]byte(`{"last_ms":7,"packed":"`+strings.Split(strings.Split(string(b), `"alice":"`)[1], `"`)[0]+`"}`), &packed); err != nil ||
+		packed.LastMs != 7 || !reflect.DeepEqual(packed.IDs, rs) {
+		t.Fatalf("a snapshot's packed receipts: %+v, %v", packed, err)
+	}
+	// A snapshot with a receipt that does not pack reads back the same.
+	oddState := room.ApplyCommand(s, 100, []room.Event{odd})
+	snap, err = oddState.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := room.UnmarshalState(snap); err != nil || back.Extra == nil || !reflect.DeepEqual(back.Extra.LikeReceipts, oddState.Extra.LikeReceipts) {
+		t.Fatalf("a snapshot with a receipt that does not pack: %v\n%s", err, snap)
 	}
 	old := []byte(`{"last_ms":5,"ids":["` + rs[0] + `"]}`)
 	var r room.LikeReceipts

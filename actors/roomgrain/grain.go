@@ -514,11 +514,23 @@ func (g *grain) recorded(cmd room.Command) (*v1.CommandReply, error) {
 	return &reply, nil
 }
 
+// encodeEvent is an event's payload: its own JSON when it carries it
+// (room.Encoded: a window of likes packed off the room's goroutine),
+// else encoding/json's.
+func encodeEvent(ev room.Event) ([]byte, error) {
+	if e, ok := ev.(room.Encoded); ok {
+		if b := e.EncodedJSON(); b != nil {
+			return b, nil
+		}
+	}
+	return json.Marshal(ev)
+}
+
 func (g *grain) commit(ctx actor.Context, cmd room.Command, events []room.Event) (*v1.CommandReply, error) {
 	seq := g.state.Seq + 1
 	envs := make([]persistence.Envelope, len(events))
 	for i, ev := range events {
-		payload, err := json.Marshal(ev)
+		payload, err := encodeEvent(ev)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", ev.EventType(), err)
 		}
