@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -118,7 +120,10 @@ type Etcd struct {
 	alive    map[clientv3.LeaseID]bool // hold leases whose live key exists
 	// liveGone is when this table first saw a hold lease's live key
 	// absent: its shards are taken over only orphanGrace after it.
-	liveGone  map[clientv3.LeaseID]time.Time
+	liveGone map[clientv3.LeaseID]time.Time
+	// probed holds the leases whose owner's address was dialled once
+	// to see whether the process is gone (probeGone).
+	probed    map[clientv3.LeaseID]bool
 	owners    []grant
 	releasing map[int]bool // given up locally, key delete in flight
 	// After this node lost its lease, until graceUntil it takes only the
@@ -171,7 +176,7 @@ func NewEtcd(cfg EtcdConfig) (*Etcd, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Etcd{cfg: cfg, client: client, log: cfg.Logger.With("component", "ownership"), ctx: ctx, cancel: cancel,
-		kick: make(chan struct{}, 1), renewNow: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, liveGone: map[clientv3.LeaseID]time.Time{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
+		kick: make(chan struct{}, 1), renewNow: make(chan struct{}, 1), freeze: make(chan time.Duration), nodes: map[string]bool{}, alive: map[clientv3.LeaseID]bool{}, liveGone: map[clientv3.LeaseID]time.Time{}, probed: map[clientv3.LeaseID]bool{}, departed: map[string]time.Time{}, owners: make([]grant, cfg.Shards), releasing: map[int]bool{}}, nil
 }
 
 // opTimeout bounds every etcd call; dialTimeout the client's first
@@ -837,6 +842,10 @@ func (e *Etcd) reconcile() {
 				if orphanDue.IsZero() || due.Before(orphanDue) {
 					orphanDue = due
 				}
+				if !e.probed[g.lease] {
+					e.probed[g.lease] = true
+					go e.probeGone(g.lease, g.owner)
+				}
 				continue
 			}
 			orphans = append(orphans, orphan{shard: s, grant: g})
@@ -845,6 +854,11 @@ func (e *Etcd) reconcile() {
 	for l := range e.liveGone {
 		if !referenced[l] {
 			delete(e.liveGone, l)
+		}
+	}
+	for l := range e.probed {
+		if !referenced[l] {
+			delete(e.probed, l)
 		}
 	}
 	e.mu.Unlock()
@@ -916,6 +930,43 @@ func (e *Etcd) orphanDueLocked(l clientv3.LeaseID, now time.Time) time.Time {
 // node's failover (TTL + etcd's expiry check + this), so it is not the
 // full renewal period that would also cover an owner whose watch lags.
 func (e *Etcd) orphanGrace() time.Duration { return e.RenewEvery() / 2 }
+
+// probeGone dials the address of an owner whose live key went. A
+// refused connection means no process listens there any more (it was
+// killed, or it exited), so it cannot be an owner re-attaching after a
+// revocation, which is what orphanGrace waits for: its shards become
+// due at once. Any other outcome (connected, a timeout of a frozen
+// host or a partition, an address that is not host:port) leaves the
+// grace as it is. The takeover stays fenced by the live key's compare
+// and the epochs either way; this only saves a dead node's failover the
+// grace.
+func (e *Etcd) probeGone(l clientv3.LeaseID, addr string) {
+	ctx, cancel := context.WithTimeout(e.ctx, probeGoneTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return
+	}
+	e.mu.Lock()
+	at, gone := e.liveGone[l]
+	if gone && !e.alive[l] {
+		e.liveGone[l] = at.Add(-e.orphanGrace())
+	}
+	e.mu.Unlock()
+	if gone {
+		e.log.Info("ownership: the owner of a gone liveness refuses connections; its shards are due now", "from", addr)
+		e.poke()
+	}
+}
+
+// probeGoneTimeout bounds probeGone's dial; a refusal from a live host
+// comes back in a round trip.
+const probeGoneTimeout = 200 * time.Millisecond
 
 // orphan is a shard key whose owner's live key is gone.
 type orphan struct {

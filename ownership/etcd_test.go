@@ -27,15 +27,25 @@ func etcdEndpoint() string {
 // prefix of the test etcd.
 func startTables(t *testing.T, n int) []*Etcd {
 	t.Helper()
+	selves := make([]string, n)
+	for i := range selves {
+		selves[i] = fmt.Sprintf("node-%d", i)
+	}
+	return startTablesAt(t, selves)
+}
+
+// startTablesAt starts one table per node address in selves.
+func startTablesAt(t *testing.T, selves []string) []*Etcd {
+	t.Helper()
 	prefix := fmt.Sprintf("/roomcell-test/ownership-%d", rand.Int64())
-	tables := make([]*Etcd, n)
+	tables := make([]*Etcd, len(selves))
 	for i := range tables {
 		e, err := NewEtcd(EtcdConfig{Endpoints: []string{etcdEndpoint()}, Prefix: prefix, NodeID: fmt.Sprintf("n%d", i),
 			Shards: testShards, TTL: testTTL, Margin: testMargin})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Start(fmt.Sprintf("node-%d", i), nil); err != nil {
+		if err := e.Start(selves[i], nil); err != nil {
 			t.Fatalf("start table %d: %v", i, err)
 		}
 		tables[i] = e

@@ -3,6 +3,7 @@ package ownership
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -309,6 +310,58 @@ func TestEtcdLivenessRevokedUnderServingNodeNothingMoves(t *testing.T) {
 // ever held twice.
 func TestEtcdLivenessRevokedUnderFrozenNodeTakenOverAfterGrace(t *testing.T) {
 	tables := startTables(t, 3)
+	victim := tables[0]
+	took := revokeFrozen(t, tables)
+	if took < victim.orphanGrace() {
+		t.Errorf("the others held the revoked node's rooms %s after the revocation; want not before the grace %s", took, victim.orphanGrace())
+	}
+	if took > victim.orphanGrace()+time.Second {
+		t.Errorf("the others held the revoked node's rooms %s after the revocation; want within the grace %s + 1 s", took, victim.orphanGrace())
+	}
+	t.Logf("the frozen node's rooms held by the others %s after the revocation of its liveness", took.Round(time.Millisecond))
+}
+
+// A node whose liveness went and whose address refuses connections is
+// gone (killed): its shards are taken without the grace, which only
+// waits for a live owner to re-attach. One whose address still accepts
+// (a paused process: the kernel completes the handshake) keeps the
+// grace. Either way no room is held twice and the epochs rise.
+func TestEtcdLivenessGoneOwnerRefusingTakenOverWithoutGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		listen bool
+	}{{"refusing", false}, {"accepting", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			if tc.listen {
+				t.Cleanup(func() { l.Close() })
+			} else {
+				l.Close()
+			}
+			tables := startTablesAt(t, []string{addr, "node-1", "node-2"})
+			victim := tables[0]
+			took := revokeFrozen(t, tables)
+			if tc.listen && took < victim.orphanGrace() {
+				t.Errorf("the others held an accepting owner's rooms %s after the revocation; want not before the grace %s", took, victim.orphanGrace())
+			}
+			if !tc.listen && took >= victim.orphanGrace() {
+				t.Errorf("the others held a refusing owner's rooms %s after the revocation; want before the grace %s", took, victim.orphanGrace())
+			}
+			t.Logf("%s owner: its rooms held by the others %s after the revocation (grace %s)", tc.name, took.Round(time.Millisecond), victim.orphanGrace())
+		})
+	}
+}
+
+// revokeFrozen freezes tables[0]'s renewals past the takeover grace,
+// revokes its liveness lease, and returns how long after the revocation
+// the other tables held all its rooms. It checks that no room was held
+// twice and that every room taken holds a higher epoch than before.
+func revokeFrozen(t *testing.T, tables []*Etcd) time.Duration {
+	t.Helper()
 	rooms := shardRooms()
 	waitConverged(t, tables, rooms, 10*time.Second)
 	time.Sleep(testTTL)
@@ -339,12 +392,6 @@ func TestEtcdLivenessRevokedUnderFrozenNodeTakenOverAfterGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := waitAllHeld(t, tables[1:], rooms, freeze)
-	if took < victim.orphanGrace() {
-		t.Errorf("the others held the revoked node's rooms %s after the revocation; want not before the grace %s", took, victim.orphanGrace())
-	}
-	if took > victim.orphanGrace()+time.Second {
-		t.Errorf("the others held the revoked node's rooms %s after the revocation; want within the grace %s + 1 s", took, victim.orphanGrace())
-	}
 	time.Sleep(time.Until(frozen.Add(freeze + testTTL)))
 	waitConverged(t, tables, rooms, 10*time.Second)
 	if n := stopDoubles(); n != 0 {
@@ -356,5 +403,5 @@ func TestEtcdLivenessRevokedUnderFrozenNodeTakenOverAfterGrace(t *testing.T) {
 			t.Errorf("room %s held under epoch %d after the takeover, %d before; want it higher", rooms[r], after[r], before[r])
 		}
 	}
-	t.Logf("the frozen node's rooms held by the others %s after the revocation of its liveness", took.Round(time.Millisecond))
+	return took
 }

@@ -9,9 +9,14 @@
 #   dev     a --dev node (ports 13001/13101): ghz -c 32 for DURATION each on
 #           grpc.health.v1.Health/Check, JoinRoom of unique users into 100
 #           rooms (created by roomctl bench first), GetRoom of one room.
-#           Rates and the node's CPU per call (utime+stime from
-#           /proc/<pid>/stat before and after each ghz run); in dev mode the
-#           node's CPU includes the in-process fake IM.
+#           GetRoom reads a room the joins before it filled (a first page
+#           of 100 members). Rates and the node's CPU per call
+#           (utime+stime from /proc/<pid>/stat before and after each ghz
+#           run); in dev mode the node's CPU includes the in-process fake
+#           IM. BASE=another built server runs its dev figures in the same
+#           rounds, just before BIN's (base, then this build, each round):
+#           a before/after comparison interleaved on one machine's load,
+#           with both columns in the table.
 #   mariadb mariadb-ratio.sh with ghz -c DB_C (512) and DB_NJ (40,000) joins:
 #           end-to-end joins/s ÷ BenchmarkAppend rooms=512, the node's and
 #           mariadbd's CPU per durable join (other clients of the same
@@ -38,6 +43,7 @@
 #
 #	deploy/local/bench-table.sh            # or: make bench-table
 #	SHORT=1 deploy/local/bench-table.sh    # check it runs
+#	BASE=/tmp/roomcell-main FIGURES=dev deploy/local/bench-table.sh   # before/after, interleaved
 set -eu
 cd "$(dirname "$0")/../.."
 . deploy/local/bench-lib.sh
@@ -91,8 +97,11 @@ ghz_run() {
 	awk '/Requests\/sec/{r=$2} /\[OK\]/{ok=$2} END {printf "%s %d\n", r, ok}' <<<"$out"
 }
 
+# dev_round [SERVER PREFIX]: the dev figures of SERVER (default BIN),
+# recorded under PREFIX (BASE's: base_).
 dev_round() {
-	"${SRVPIN[@]}" "$BIN" --dev --log-level warn >"$WORK/dev-server.log" 2>&1 &
+	local bin=${1:-$BIN} pre=${2:-}
+	"${SRVPIN[@]}" "$bin" --dev --log-level warn >"$WORK/dev-server.log" 2>&1 &
 	PID=$!
 	wait_ready "$WORK/dev-server.log"
 	"$ROOMCTL" bench --rooms 100 --commands 1 >/dev/null
@@ -114,8 +123,8 @@ dev_round() {
 		hc = (c1-c0)/t/hn*1e6; jc = (c2-c1)/t/jn*1e6; gc = (c3-c2)/t/gn*1e6
 		printf "health_rps %.0f join_rps %.0f get_rps %.0f health_us %.1f join_us %.1f get_us %.1f join_rps_ratio %.3f join_cpu_ratio %.2f get_rps_ratio %.3f get_cpu_ratio %.2f\n",
 			hr, jr, gr, hc, jc, gc, jr/hr, jc/hc, gr/hr, gc/hc }')
-	for k in health_rps join_rps get_rps health_us join_us get_us join_rps_ratio join_cpu_ratio get_rps_ratio get_cpu_ratio; do rec "$k" "$(val $k "$line")"; done
-	echo "  dev      $line"
+	for k in health_rps join_rps get_rps health_us join_us get_us join_rps_ratio join_cpu_ratio get_rps_ratio get_cpu_ratio; do rec "$pre$k" "$(val $k "$line")"; done
+	echo "  ${pre:+base }dev  $line"
 }
 
 mariadb_round() {
@@ -158,7 +167,10 @@ PID=
 trap '[ -z "$PID" ] || { kill $PID 2>/dev/null && wait $PID 2>/dev/null; } || true' EXIT
 for round in $(seq "$ROUNDS"); do
 	echo "round $round  load $(load)"
-	has dev && dev_round
+	if has dev; then
+		[ -z "${BASE:-}" ] || dev_round "$BASE" base_
+		dev_round
+	fi
 	has mariadb && mariadb_round
 	has relay && relay_round
 	has watch && watch_round
@@ -167,23 +179,36 @@ echo "load at end: $(load)"
 echo
 echo "Medians of $ROUNDS round(s), ratios within each round ($(git rev-parse --short HEAD), ghz -z $DURATION, pin $PIN):"
 echo
-echo "| figure | median | target |"
-echo "| --- | ---: | ---: |"
+# header: the table's header, once, before its first row.
+headed=
+header() { [ -n "$headed" ] || { echo "| figure | median | target |"; echo "| --- | ---: | ---: |"; headed=1; }; }
 if has dev; then
-	echo "| dev JoinRoom rps ÷ Health rps (ghz c=32, $DURATION) | $(med join_rps_ratio) ($(med join_rps) ÷ $(med health_rps)) | ≥ 0.5 |"
-	echo "| dev server CPU per JoinRoom ÷ per Health | $(med join_cpu_ratio) ($(med join_us) µs vs $(med health_us)) | ≤ 3 |"
-	echo "| dev GetRoom rps ÷ Health rps | $(med get_rps_ratio) ($(med get_rps) rps) | ≥ 0.8 |"
-	echo "| dev server CPU per GetRoom ÷ per Health | $(med get_cpu_ratio) ($(med get_us) µs) | ≤ 1.3 |"
+	# base PREFIX: BASE's median of a dev figure as a table cell, when BASE is set.
+	base() { [ -z "${BASE:-}" ] || echo " $1 |"; }
+	if [ -n "${BASE:-}" ]; then
+		echo "| dev figure (BASE $BASE) | base median | this build | target |"
+		echo "| --- | ---: | ---: | ---: |"
+	else
+		header
+	fi
+	echo "| dev JoinRoom rps ÷ Health rps (ghz c=32, $DURATION) |$(base "$(med base_join_rps_ratio) ($(med base_join_rps) ÷ $(med base_health_rps))") $(med join_rps_ratio) ($(med join_rps) ÷ $(med health_rps)) | ≥ 0.5 |"
+	echo "| dev server CPU per JoinRoom ÷ per Health |$(base "$(med base_join_cpu_ratio) ($(med base_join_us) µs vs $(med base_health_us))") $(med join_cpu_ratio) ($(med join_us) µs vs $(med health_us)) | ≤ 3 |"
+	echo "| dev GetRoom rps ÷ Health rps |$(base "$(med base_get_rps_ratio) ($(med base_get_rps) rps)") $(med get_rps_ratio) ($(med get_rps) rps) | ≥ 0.8 |"
+	echo "| dev server CPU per GetRoom ÷ per Health |$(base "$(med base_get_cpu_ratio) ($(med base_get_us) µs)") $(med get_cpu_ratio) ($(med get_us) µs) | ≤ 1.3 |"
+	[ -z "${BASE:-}" ] || echo
 fi
 if has mariadb; then
+	header
 	echo "| MariaDB e2e JoinRoom (ghz c=$DB_C, $DB_NJ) ÷ BenchmarkAppend rooms=512 | $(med db_ratio) ($(med db_join) ÷ $(med db_append)/s) | ≥ 0.5 |"
 	echo "| server CPU per durable JoinRoom | $(med db_us) µs | – |"
 	echo "| mariadbd CPU per durable JoinRoom | $(med db_mariadbd_us) µs | ≤ 81 µs (0.6 × 135) |"
 fi
 if has relay; then
+	header
 	echo "| relay drain ÷ Watermill queue schema, 100k rows in 1,000 rooms | $(med relay_ratio) ($(med relay_rows) ÷ $(med wm_rows) rows/s) | ≥ 1.0 |"
 fi
 if has watch; then
+	header
 	echo "| server CPU per watch stream message, $WATCHERS watchers | $(med watch_ns) ns | ≤ 1,000 ns |"
 	echo "| hot room's write rate with $WATCHERS watchers ÷ without | $(med watch_ratio) | ≥ 0.5 |"
 fi
