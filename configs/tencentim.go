@@ -18,7 +18,8 @@ type TencentIMConfig struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// RatePerSecond per API (Tencent default 200).
 	RatePerSecond int `yaml:"rate_per_second"`
-	// GroupRatePerSecond per group (Tencent: 40).
+	// GroupRatePerSecond per group (Tencent: 40); the client sends at 95%
+	// of it, so arrivals in any second stay within it.
 	GroupRatePerSecond int `yaml:"group_rate_per_second"`
 	// GroupType of room groups (AVChatRoom by default).
 	GroupType string `yaml:"group_type"`

@@ -593,3 +593,36 @@ func TestEventRandomsStable(t *testing.T) {
 		t.Fatal("different event ids, same randoms")
 	}
 }
+
+// At Tencent's own group limit, with the fake refusing (10023) any
+// message past 40 in the last second as Tencent does, a group saturated
+// by concurrent senders never has a message refused and never holds
+// more than 40 arrivals in any one-second window.
+func TestGroupSendsAtTencentsLimitNeverRefused(t *testing.T) {
+	srv, c := pair(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40; c.RatePerSecond = 1000 })
+	srv.SetGroupRateLimit(40)
+	ctx := ctxT(t)
+	if err := c.CreateGroup(ctx, tencentim.Group{GroupID: "hot", Name: "hot"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := c.SendGroupMsg(ctx, tencentim.GroupMessage{GroupID: "hot", Random: uint32(i), Elem: tencentim.CustomElem{Data: "{}"}}); err != nil {
+				t.Errorf("message %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	var hot []imfake.Call
+	for _, m := range srv.GroupMessages("hot") {
+		hot = append(hot, imfake.Call{At: m.At})
+	}
+	if len(hot) != n {
+		t.Fatalf("%d messages arrived, want %d", len(hot), n)
+	}
+	if _, most := spread(hot); most > 40 {
+		t.Errorf("%d messages arrived within one second at Tencent's limit of 40", most)
+	}
+}
