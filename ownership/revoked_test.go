@@ -40,22 +40,8 @@ func TestEtcdAllLeasesRevokedEachNodeRetakesItsOwn(t *testing.T) {
 	stopForeign := foreignHolds(tables, rooms, owner)
 	stopDoubles := watchdog(tables, rooms)
 
-	outage := testTTL + 500*time.Millisecond
-	for _, e := range tables {
-		e.freeze <- outage
-	}
-	frozen := time.Now()
-	time.Sleep(testTTL - testMargin + 100*time.Millisecond)
-	for i, e := range tables {
-		if e.Serving() {
-			t.Fatalf("node %d still serves %s after its renewals stopped", i, time.Since(frozen))
-		}
-	}
-	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	freezeAll(t, tables, testTTL+500*time.Millisecond)
+	cli := testClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	for _, e := range tables {
 		e.mu.RLock()
@@ -167,21 +153,8 @@ func TestEtcdLivenessRevokedShardsStayInPlace(t *testing.T) {
 	stopDoubles := watchdog(tables, rooms)
 
 	outage := testTTL + 500*time.Millisecond
-	for _, e := range tables {
-		e.freeze <- outage
-	}
-	frozen := time.Now()
-	time.Sleep(testTTL - testMargin + 100*time.Millisecond)
-	for i, e := range tables {
-		if e.Serving() {
-			t.Fatalf("node %d still serves %s after its renewals stopped", i, time.Since(frozen))
-		}
-	}
-	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	frozen := freezeAll(t, tables, outage)
+	cli := testClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	for _, e := range tables {
 		e.mu.RLock()
@@ -252,13 +225,9 @@ func TestEtcdLivenessRevokedUnderServingNodeNothingMoves(t *testing.T) {
 	victim.mu.RLock()
 	live := victim.live
 	victim.mu.RUnlock()
-	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := testClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	_, err = cli.Revoke(ctx, live)
+	_, err := cli.Revoke(ctx, live)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -380,13 +349,9 @@ func revokeFrozen(t *testing.T, tables []*Etcd) time.Duration {
 	freeze := testTTL
 	victim.freeze <- freeze
 	frozen := time.Now()
-	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := testClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	_, err = cli.Revoke(ctx, live)
+	_, err := cli.Revoke(ctx, live)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -404,4 +369,33 @@ func revokeFrozen(t *testing.T, tables []*Etcd) time.Duration {
 		}
 	}
 	return took
+}
+
+// testClient is an etcd client of the test's own, closed with the test.
+func testClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(EtcdClientConfig([]string{etcdEndpoint()}, nil, "", "", dialTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// freezeAll stops every table's renewals for outage, waits until none
+// may serve any more (a TTL less the margin), checks that none does, and
+// returns when the freeze began.
+func freezeAll(t *testing.T, tables []*Etcd, outage time.Duration) time.Time {
+	t.Helper()
+	for _, e := range tables {
+		e.freeze <- outage
+	}
+	frozen := time.Now()
+	time.Sleep(testTTL - testMargin + 100*time.Millisecond)
+	for i, e := range tables {
+		if e.Serving() {
+			t.Fatalf("node %d still serves %s after its renewals stopped", i, time.Since(frozen))
+		}
+	}
+	return frozen
 }
