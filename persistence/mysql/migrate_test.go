@@ -361,38 +361,7 @@ func TestSchemaAheadOfTheBinaryIsRefused(t *testing.T) {
 // index from their id, so a command's 11th event still goes after its
 // 2nd after the upgrade.
 func TestEventIndexBackfilledFromTheEventID(t *testing.T) {
-	_, base := mysqltest.NewDatabase(t)
-	db := rawDB(t)
-	database := base + "_ei"
-	dropLater(t, db, database)
-	ms, err := Migrations(RoomSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := conn.ExecContext(t.Context(), q, args...); err != nil {
-			t.Fatalf("%v\n%s", err, q)
-		}
-	}
-	exec(createDatabaseSQL(database))
-	exec("USE `" + database + "`")
-	exec(migrationsTable)
-	for _, m := range ms {
-		if strings.Contains(m.SQL, "event_index") {
-			break
-		}
-		for _, q := range SplitStatements(m.SQL) {
-			exec(q)
-		}
-		exec("INSERT INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
-			RoomSchema, m.Version, m.Name, m.Checksum)
-	}
+	db, database, exec := roomSchemaBefore(t, "_ei", func(m Migration) bool { return strings.Contains(m.SQL, "event_index") })
 	rows := map[string]struct {
 		status string
 		want   int
@@ -424,38 +393,7 @@ func TestEventIndexBackfilledFromTheEventID(t *testing.T) {
 // pads it in storage, not in reads), and the status filters still find
 // each row.
 func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
-	_, base := mysqltest.NewDatabase(t)
-	db := rawDB(t)
-	database := base + "_ip"
-	dropLater(t, db, database)
-	ms, err := Migrations(RoomSchema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := conn.ExecContext(t.Context(), q, args...); err != nil {
-			t.Fatalf("%v\n%s", err, q)
-		}
-	}
-	exec(createDatabaseSQL(database))
-	exec("USE `" + database + "`")
-	exec(migrationsTable)
-	for _, m := range ms {
-		if strings.Contains(m.Name, "marks_in_place") {
-			break
-		}
-		for _, q := range SplitStatements(m.SQL) {
-			exec(q)
-		}
-		exec("INSERT INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
-			RoomSchema, m.Version, m.Name, m.Checksum)
-	}
+	db, database, exec := roomSchemaBefore(t, "_ip", func(m Migration) bool { return strings.Contains(m.Name, "marks_in_place") })
 	type row struct {
 		status, mq string
 		pub, mqPub sql.NullInt64
@@ -498,4 +436,45 @@ func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
 	if _, err := db.ExecContext(t.Context(), "UPDATE `"+database+"`.room_outbox SET status = 'publishedX' WHERE event_id = 'app:room:1:0'"); err == nil {
 		t.Error("a 10-character status was stored")
 	}
+}
+
+// roomSchemaBefore makes a database of its own (the test's name plus
+// suffix) with the room schema's migrations applied and recorded up to
+// the first for which stop is true, and returns a statement runner on
+// one connection that uses it.
+func roomSchemaBefore(t *testing.T, suffix string, stop func(Migration) bool) (*sql.DB, string, func(q string, args ...any)) {
+	t.Helper()
+	_, base := mysqltest.NewDatabase(t)
+	db := rawDB(t)
+	database := base + suffix
+	dropLater(t, db, database)
+	ms, err := Migrations(RoomSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.ExecContext(t.Context(), q, args...); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	exec(createDatabaseSQL(database))
+	exec("USE `" + database + "`")
+	exec(migrationsTable)
+	for _, m := range ms {
+		if stop(m) {
+			break
+		}
+		for _, q := range SplitStatements(m.SQL) {
+			exec(q)
+		}
+		exec("INSERT INTO schema_migrations (schema_name, version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?, 0)",
+			RoomSchema, m.Version, m.Name, m.Checksum)
+	}
+	return db, database, exec
 }
