@@ -25,15 +25,7 @@ import (
 func BenchmarkGrainCommand(b *testing.B) {
 	for _, rooms := range []int{1, 100} {
 		b.Run(fmt.Sprintf("rooms=%d", rooms), func(b *testing.B) {
-			cfg := configs.Default()
-			cfg.Cluster.Port = 0
-			deps := Deps{Store: memdb.New(), Gifts: fixedHeat(1), Config: cfg.Room}
-			m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Stop(false)
-			c := &Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}
+			c := benchNode(b, Deps{Store: memdb.New(), Gifts: fixedHeat(1)}, 5*time.Second)
 			ctx := context.Background()
 			for r := range rooms {
 				if _, err := c.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{
@@ -69,4 +61,21 @@ func BenchmarkGrainCommand(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cmds/s")
 		})
 	}
+}
+
+// benchNode starts a one-member cluster of room grains on deps (the
+// default config on any port; deps.Config is the default room config),
+// stopped when the benchmark ends, and returns a client of it whose
+// attempts time out after attempt.
+func benchNode(b *testing.B, deps Deps, attempt time.Duration) *Client {
+	b.Helper()
+	cfg := configs.Default()
+	cfg.Cluster.Port = 0
+	deps.Config = cfg.Room
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Stop(false) })
+	return &Client{Cluster: m.Cluster, AttemptTimeout: attempt}
 }

@@ -3,19 +3,13 @@ package roomgrain
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/cluster"
-	grainkind "github.com/hyapp/roomcell/cluster/kind"
-	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/memdb"
 	"github.com/hyapp/roomcell/room"
 )
@@ -28,15 +22,7 @@ import (
 // Reported: the median ratio of reads/s, ListContributors ÷ GetRoom
 // (target ≥ 0.8). Run with -benchtime 1x.
 func BenchmarkListContributorsVsGetRoom(b *testing.B) {
-	cfg := configs.Default()
-	cfg.Cluster.Port = 0
-	deps := Deps{Store: memdb.New(), Gifts: FreeGifts(3), Config: cfg.Room}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Stop(false)
-	c := &Client{Cluster: m.Cluster, AttemptTimeout: 5 * time.Second}
+	c := benchNode(b, Deps{Store: memdb.New(), Gifts: FreeGifts(3)}, 5*time.Second)
 	do := func(rc *v1.RoomCommand) *v1.CommandReply {
 		r, err := c.Execute(context.Background(), rc)
 		if err != nil {

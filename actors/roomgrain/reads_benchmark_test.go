@@ -2,16 +2,10 @@ package roomgrain
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/cluster"
-	grainkind "github.com/hyapp/roomcell/cluster/kind"
-	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
 
@@ -22,15 +16,7 @@ import (
 //
 //	go test ./actors/roomgrain -run '^$' -bench ClientGetRoom -benchtime 100000x -cpu 1
 func BenchmarkClientGetRoom(b *testing.B) {
-	cfg := configs.Default()
-	cfg.Cluster.Port = 0
-	deps := Deps{Store: memdb.New(), Gifts: fixedHeat(1), Config: cfg.Room}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Stop(false)
-	c := &Client{Cluster: m.Cluster, AttemptTimeout: 3 * time.Second}
+	c := benchNode(b, Deps{Store: memdb.New(), Gifts: fixedHeat(1)}, 3*time.Second)
 	ctx := context.Background()
 	if _, err := c.Execute(ctx, &v1.RoomCommand{Command: &v1.RoomCommand_CreateRoom{CreateRoom: &v1.CreateRoomRequest{
 		CommandId: "create", AppCode: "bench", RoomId: "r0", UserId: "owner", Name: "n"}}}); err != nil {
