@@ -50,10 +50,15 @@ func (g *grain) listContributors(r *v1.ListContributorsRequest) (*v1.CommandRepl
 		return nil, err
 	}
 	today := g.rankDay(g.deps.Clock().UnixMilli())
+	k := rankKey{q: q, today: today}
+	if kept := g.keptRanks(k); kept != nil {
+		return kept, nil
+	}
 	page, next, floor := room.ContributorsPage(g.state, q, today)
 	reply := &v1.CommandReply{RoomSeq: g.state.Seq, Contributors: page, NextPageToken: next, ContributorsFloor: floor}
 	if q.Period == room.PeriodDay {
 		reply.ContributorsDay = today
 	}
+	g.keepRanks(k, reply)
 	return reply, nil
 }

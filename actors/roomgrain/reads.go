@@ -24,7 +24,24 @@ type roomReads struct {
 	first     *v1.CommandReply // nil: none kept
 	firstSeq  int64            // the state's seq it was built from
 	firstSize int              // its page size
+
+	// ranks are the ranking pages answered at ranksSeq, by query and
+	// ranking day (a page is a function of the state, the query and the
+	// day), at most maxKeptRanks of them.
+	ranks    map[rankKey]*v1.CommandReply
+	ranksSeq int64
 }
+
+// rankKey is what a ranking page depends on besides the state.
+type rankKey struct {
+	q     room.ContributorsQuery
+	today string
+}
+
+// maxKeptRanks bounds the ranking pages kept per room between commits:
+// apps read the first pages of two periods, a reader paging further
+// gets its pages built.
+const maxKeptRanks = 8
 
 // reads returns the grain's roomReads, made on first use.
 func (g *grain) reads() *roomReads {
@@ -65,4 +82,26 @@ func (g *grain) readsApply(events []room.Event) {
 	}
 	g.read.members.Apply(g.state, events)
 	g.read.first = nil
+	g.read.ranks = nil
+}
+
+// keptRanks returns the ranking page kept for k at the state's seq.
+func (g *grain) keptRanks(k rankKey) *v1.CommandReply {
+	rd := g.reads()
+	if rd.ranksSeq != g.state.Seq {
+		return nil
+	}
+	return rd.ranks[k]
+}
+
+// keepRanks keeps reply as the page for k at the state's seq, unless
+// maxKeptRanks pages are kept already.
+func (g *grain) keepRanks(k rankKey, reply *v1.CommandReply) {
+	rd := g.reads()
+	if rd.ranksSeq != g.state.Seq || rd.ranks == nil {
+		rd.ranks, rd.ranksSeq = map[rankKey]*v1.CommandReply{}, g.state.Seq
+	}
+	if len(rd.ranks) < maxKeptRanks {
+		rd.ranks[k] = reply
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/persistence"
 	"github.com/hyapp/roomcell/persistence/memdb"
 )
@@ -97,5 +99,70 @@ func TestGetRoomKeptAnswerDroppedOnReload(t *testing.T) {
 	r := f.mustDo(pid, rcPage(0, ""))
 	if r.RoomSeq != j.RoomSeq || !slices.Equal(r.Room.Members, []string{"lost", "next", "owner"}) {
 		t.Fatalf("after the reload: seq %d, members %v; want seq %d and lost, next, owner", r.RoomSeq, r.Room.Members, j.RoomSeq)
+	}
+}
+
+func rcRanks(period, token string, size int32) *v1.RoomCommand {
+	return &v1.RoomCommand{Command: &v1.RoomCommand_ListContributors{ListContributors: &v1.ListContributorsRequest{
+		AppCode: "app", RoomId: "r1", Period: period, PageToken: token, PageSize: size}}}
+}
+
+// A kept ranking page is never behind the grain: each page (both
+// periods, first and second pages, read twice so the second read is the
+// kept one) shows the room's seq and the senders in the order their
+// gifts put them after every gift; and a day page read after midnight in
+// the ranking zone is the new day's (empty), not the kept one.
+func TestRankingKeptPagesFollowEveryGiftAndTheDay(t *testing.T) {
+	f := newFixture(t)
+	var now atomic.Int64
+	now.Store(time.Date(2026, 12, 7, 23, 59, 0, 0, time.UTC).UnixMilli())
+	f.deps.Clock = func() time.Time { return time.UnixMilli(now.Load()) }
+	pid := f.activate("app/r1")
+	f.mustDo(pid, rcCreate("c", "owner"))
+	sent := map[string]int{}
+	users := []string{"u1", "u2", "u3", "u4"}
+	for _, u := range users {
+		f.mustDo(pid, rcJoin("j-"+u, u))
+	}
+	for i := range 12 {
+		from := users[(i*7)%len(users)]
+		r := f.mustDo(pid, rcGift(fmt.Sprint("g", i), from, "owner"))
+		sent[from]++
+		want := slices.Clone(users)
+		slices.SortStableFunc(want, func(a, b string) int { return sent[b] - sent[a] })
+		want = slices.DeleteFunc(want, func(u string) bool { return sent[u] == 0 })
+		for _, period := range []string{"", "day"} {
+			var got []string
+			token := ""
+			for page := range 3 {
+				var first *v1.CommandReply
+				for read := range 2 {
+					p := f.mustDo(pid, rcRanks(period, token, 2))
+					if p.RoomSeq != r.RoomSeq {
+						t.Fatalf("gift %d, period %q, page %d, read %d: seq %d, want %d", i, period, page, read, p.RoomSeq, r.RoomSeq)
+					}
+					if read == 1 && (len(p.Contributors) != len(first.Contributors) || p.NextPageToken != first.NextPageToken) {
+						t.Fatalf("gift %d, period %q, page %d: the second read differs from the first", i, period, page)
+					}
+					first = p
+				}
+				for _, c := range first.Contributors {
+					got = append(got, c.GetUserId())
+				}
+				if token = first.NextPageToken; token == "" {
+					break
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("gift %d, period %q: ranking %v, want %v (sent %v)", i, period, got, want, sent)
+			}
+		}
+	}
+	if p := f.mustDo(pid, rcRanks("day", "", 2)); len(p.Contributors) == 0 {
+		t.Fatal("the day's first page is empty before midnight")
+	}
+	now.Add((2 * time.Minute).Milliseconds())
+	if p := f.mustDo(pid, rcRanks("day", "", 2)); len(p.Contributors) != 0 || p.ContributorsDay != "2026-12-08" {
+		t.Fatalf("after midnight the day page lists %d senders for day %q; want none for 2026-12-08", len(p.Contributors), p.ContributorsDay)
 	}
 }
