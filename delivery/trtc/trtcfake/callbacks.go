@@ -46,9 +46,16 @@ type Callbacks struct {
 	seq       atomic.Int64
 	delivered atomic.Int64
 	gaveUp    atomic.Int64
-	wg        sync.WaitGroup
-	stop      chan struct{}
-	stopOnce  sync.Once
+	// inFlight counts the deliveries still posting or retrying, under
+	// flightMu; idle is signalled when it reaches 0. Not a WaitGroup:
+	// the fake server reports events (and so starts deliveries) while a
+	// test waits, and a WaitGroup's Add from zero must not run
+	// concurrently with its Wait.
+	flightMu sync.Mutex
+	idle     *sync.Cond
+	inFlight int
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	mu      sync.Mutex
 	dup     bool
@@ -74,6 +81,7 @@ func WithCallbackClock(now func() time.Time) CallbackOption {
 func NewCallbacks(url, key string, sdkAppID int64, opts ...CallbackOption) *Callbacks {
 	c := &Callbacks{url: url, key: []byte(key), sdkAppID: sdkAppID, client: &http.Client{Timeout: 5 * time.Second},
 		retryEvery: 10 * time.Second, retryFor: time.Minute, now: time.Now, stop: make(chan struct{})}
+	c.idle = sync.NewCond(&c.flightMu)
 	for _, o := range opts {
 		o(c)
 	}
@@ -134,9 +142,17 @@ func (c *Callbacks) Report(eventType int, roomID, userID string, reason int) {
 }
 
 func (c *Callbacks) deliver(body []byte) {
-	c.wg.Add(1)
+	c.flightMu.Lock()
+	c.inFlight++
+	c.flightMu.Unlock()
 	go func() {
-		defer c.wg.Done()
+		defer func() {
+			c.flightMu.Lock()
+			if c.inFlight--; c.inFlight == 0 {
+				c.idle.Broadcast()
+			}
+			c.flightMu.Unlock()
+		}()
 		first := time.Now()
 		for {
 			if c.post(body) {
@@ -186,12 +202,18 @@ func (c *Callbacks) Delivered() int64 { return c.delivered.Load() }
 func (c *Callbacks) GaveUp() int64    { return c.gaveUp.Load() }
 
 // Wait returns when every callback made so far is delivered or given up.
-func (c *Callbacks) Wait() { c.wg.Wait() }
+func (c *Callbacks) Wait() {
+	c.flightMu.Lock()
+	for c.inFlight > 0 {
+		c.idle.Wait()
+	}
+	c.flightMu.Unlock()
+}
 
 // Close stops retrying and waits for the posts in flight.
 func (c *Callbacks) Close() {
 	c.stopOnce.Do(func() { close(c.stop) })
-	c.wg.Wait()
+	c.Wait()
 }
 
 // exitReasons are the 104 Reason codes the fake reports for its exits
