@@ -234,10 +234,12 @@ func TestEtcdLivenessRevokedUnderServingNodeNothingMoves(t *testing.T) {
 	}
 	revoked := time.Now()
 	for {
+		// Serving takes the table's lock itself: a second read lock
+		// while a writer waits would deadlock.
 		victim.mu.RLock()
-		back := victim.live != live && victim.live != 0 && victim.Serving()
+		relive := victim.live != live && victim.live != 0
 		victim.mu.RUnlock()
-		if back {
+		if relive && victim.Serving() {
 			break
 		}
 		if time.Since(revoked) > testTTL {
