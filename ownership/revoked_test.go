@@ -173,24 +173,7 @@ func TestEtcdLivenessRevokedShardsStayInPlace(t *testing.T) {
 	back := time.Since(resumed)
 	time.Sleep(testTTL + 500*time.Millisecond) // past the calm period: nothing moves then either
 	waitConverged(t, tables, rooms, 5*time.Second)
-	foreign := stopForeign()
-	if n := stopDoubles(); n != 0 {
-		t.Errorf("%d observations of a room held by two nodes", n)
-	}
-	if foreign != 0 {
-		t.Errorf("%d observations of a node holding a room another node held before the revocation; want 0", foreign)
-	}
-	if n := told.Load(); n != 0 {
-		t.Errorf("nodes were told of %d lost shards; want 0 (the shard keys are on the hold leases)", n)
-	}
-	_, after := holders(tables, rooms)
-	for r, id := range rooms {
-		if _, ok := tables[owner[r]].Hold(id); !ok {
-			t.Errorf("room %s is no longer on node %d", id, owner[r])
-		} else if after[r] != before[r] {
-			t.Errorf("room %s held under epoch %d after the revocation, %d before; want the same", id, after[r], before[r])
-		}
-	}
+	nothingMoved(t, tables, rooms, owner, before, stopForeign(), stopDoubles(), told.Load())
 	if back > testTTL {
 		t.Errorf("every room held again %s after the resume; want within one TTL (%s)", back, testTTL)
 	}
@@ -249,24 +232,7 @@ func TestEtcdLivenessRevokedUnderServingNodeNothingMoves(t *testing.T) {
 	}
 	reattached := time.Since(revoked)
 	time.Sleep(2 * testTTL) // past every grace and calm period: nothing moves then either
-	foreign := stopForeign()
-	if n := stopDoubles(); n != 0 {
-		t.Errorf("%d observations of a room held by two nodes", n)
-	}
-	if foreign != 0 {
-		t.Errorf("%d observations of a node holding a room another node held before the revocation; want 0", foreign)
-	}
-	if n := told.Load(); n != 0 {
-		t.Errorf("nodes were told of %d lost shards; want 0", n)
-	}
-	_, after := holders(tables, rooms)
-	for r, id := range rooms {
-		if _, ok := tables[owner[r]].Hold(id); !ok {
-			t.Errorf("room %s is no longer on node %d", id, owner[r])
-		} else if after[r] != before[r] {
-			t.Errorf("room %s held under epoch %d after the revocation, %d before; want the same", id, after[r], before[r])
-		}
-	}
+	nothingMoved(t, tables, rooms, owner, before, stopForeign(), stopDoubles(), told.Load())
 	if reattached >= victim.orphanGrace() {
 		t.Errorf("the node re-attached %s after the revocation; want within the takeover grace %s", reattached, victim.orphanGrace())
 	}
@@ -400,4 +366,29 @@ func freezeAll(t *testing.T, tables []*Etcd, outage time.Duration) time.Time {
 		}
 	}
 	return frozen
+}
+
+// nothingMoved checks that a revocation moved nothing: no room held by
+// two nodes (doubles) or by a node other than its owner before (foreign),
+// no node told of a lost shard, and every room still on its owner under
+// the epoch it had before.
+func nothingMoved(t *testing.T, tables []*Etcd, rooms []string, owner []int, before []int64, foreign, doubles, told int64) {
+	t.Helper()
+	if doubles != 0 {
+		t.Errorf("%d observations of a room held by two nodes", doubles)
+	}
+	if foreign != 0 {
+		t.Errorf("%d observations of a node holding a room another node held before the revocation; want 0", foreign)
+	}
+	if told != 0 {
+		t.Errorf("nodes were told of %d lost shards; want 0 (the shard keys stay on the hold leases)", told)
+	}
+	_, after := holders(tables, rooms)
+	for r, id := range rooms {
+		if _, ok := tables[owner[r]].Hold(id); !ok {
+			t.Errorf("room %s is no longer on node %d", id, owner[r])
+		} else if after[r] != before[r] {
+			t.Errorf("room %s held under epoch %d after the revocation, %d before; want the same", id, after[r], before[r])
+		}
+	}
 }
