@@ -64,7 +64,7 @@ func benchLikes(b *testing.B, members, perMember int, count int64) {
 				if n > int64(b.N) {
 					return
 				}
-				res, err := f.sys.Root.RequestFuture(pid, rcLike(fmt.Sprintf("b-%d", n), user, count), 10*time.Second).Result()
+				res, err := f.sys.Root.RequestFuture(f.likesTo(pid), rcLike(fmt.Sprintf("b-%d", n), user, count), 10*time.Second).Result()
 				if err != nil {
 					b.Error(err)
 					return
@@ -133,7 +133,7 @@ func BenchmarkJoinGiftWhileLiking(b *testing.B) {
 								wg.Add(1)
 								go func() {
 									defer wg.Done()
-									res, err := likeF.sys.Root.RequestFuture(likePID, rcLike(fmt.Sprintf("w-%d-%d-%d", c, n, k), user, 1), 10*time.Second).Result()
+									res, err := likeF.sys.Root.RequestFuture(likeF.likesTo(likePID), rcLike(fmt.Sprintf("w-%d-%d-%d", c, n, k), user, 1), 10*time.Second).Result()
 									if err == nil {
 										if _, err = replyOf(res); err == nil {
 											likes.Add(1)

@@ -1,0 +1,171 @@
+package roomlikes
+
+import (
+	"hash/maphash"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/hyapp/roomcell/actors/roomgrain"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/room"
+)
+
+// front is a liked room's front (roomgrain.OpenFront): this node's room
+// client hands it the room's likes, and it decides each on the caller's
+// goroutine, against the room as its last commit published it (view),
+// what the room's goroutine would: the node holds the room's lease under
+// the epoch its state was loaded under, the room exists and is open, the
+// user is a member and not banned, the command_id is not a recent
+// command's (nor the one the room is deciding now). A like that passes
+// goes into the open window as one the room let through (liker.decide);
+// any other goes to the grain with its sender, which decides it as
+// before (and explains a refusal). The room still checks each liker
+// again when their window is committed (room.LikeTally.Close): a user
+// who left or was banned since their like is not counted.
+type front struct{ lk *liker }
+
+func (f *front) SendUserMessage(_ *actor.PID, message any) {
+	_, msg, sender := actor.UnwrapEnvelope(message)
+	rc, ok := msg.(*v1.RoomCommand)
+	if ok && rc.GetLikeRoom() != nil && f.lk.take(sender, rc) {
+		return
+	}
+	f.lk.root.RequestWithCustomSender(f.lk.room, msg, sender)
+}
+
+func (f *front) SendSystemMessage(*actor.PID, any) {}
+func (f *front) Stop(*actor.PID)                   {}
+
+// take decides a like at the front; false: the room decides it.
+func (lk *liker) take(to *actor.PID, rc *v1.RoomCommand) bool {
+	l := rc.GetLikeRoom()
+	if k := lk.r.Key(); l.GetAppCode() != k.AppCode || l.GetRoomId() != k.RoomID {
+		return false
+	}
+	now := lk.r.Now().UnixMilli()
+	cmd, ok := room.CommandFromProto(rc, now)
+	if !ok {
+		return false
+	}
+	id, h := room.LikeID(cmd.CommandID), lk.hash(cmd.CommandID) // outside the lock
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	v := &lk.view
+	if !v.takes || v.closed || v.checking == h || v.recent.has(h) {
+		return false
+	}
+	if room.CheckLiker(v.room, cmd.UserID, now) != nil || !lk.r.Holds(v.epoch) {
+		return false
+	}
+	lk.decide(to, cmd, id)
+	return true
+}
+
+// hash is a command_id's key among the recent ids: two ids of one hash
+// send a like to the room, which decides it by the ids themselves.
+func (lk *liker) hash(commandID string) uint64 { return maphash.String(lk.seed, commandID) }
+
+// recentIDs is the room's recent command ids, hashed: the newest
+// roomgrain.RecentCommands ids committed, as the room keeps its own
+// (Room.RecentID), so that every id the room holds is here.
+type recentIDs struct {
+	set   map[uint64]struct{}
+	order []uint64 // oldest first
+}
+
+// reset: the room's recent ids are ids (the front opens, a load).
+func (r *recentIDs) reset(lk *liker, ids []string) {
+	r.set, r.order = make(map[uint64]struct{}, len(ids)), r.order[:0]
+	for _, id := range ids {
+		r.add(lk, id)
+	}
+}
+
+func (r *recentIDs) add(lk *liker, id string) {
+	if id == "" {
+		return
+	}
+	h := lk.hash(id)
+	if _, ok := r.set[h]; ok {
+		return
+	}
+	if len(r.order) >= roomgrain.RecentCommands {
+		delete(r.set, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.order = append(r.order, h)
+	r.set[h] = struct{}{}
+}
+
+func (r *recentIDs) has(h uint64) bool {
+	_, ok := r.set[h]
+	return ok
+}
+
+// receiptsEncoder keeps the room's newest receipts encoded for its
+// snapshot (roomgrain.ReceiptsEncoder), on a goroutine of its own: each
+// window's row replaces the receipts map (never changed in place), and
+// the newest one handed is encoded once the one before is done.
+type receiptsEncoder struct {
+	mu      sync.Mutex
+	next    map[string]room.LikeReceipts // newest handed, not yet encoded
+	nextOf  unsafe.Pointer
+	have    []byte // the encoding of the map at haveOf
+	haveOf  unsafe.Pointer
+	running bool
+}
+
+// want hands the encoder the room's receipts now.
+func (e *receiptsEncoder) want(rs map[string]room.LikeReceipts) {
+	if rs == nil {
+		return
+	}
+	of := reflect.ValueOf(rs).UnsafePointer()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if of == e.haveOf || of == e.nextOf {
+		return
+	}
+	e.next, e.nextOf = rs, of
+	if !e.running {
+		e.running = true
+		go e.run()
+	}
+}
+
+func (e *receiptsEncoder) run() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.next != nil {
+		rs, of := e.next, e.nextOf
+		e.next, e.nextOf = nil, nil
+		e.mu.Unlock()
+		b := room.EncodeLikeReceipts(rs)
+		e.mu.Lock()
+		e.have, e.haveOf = b, of
+	}
+	e.running = false
+}
+
+// encoded is rs's encoding when it is ready.
+func (e *receiptsEncoder) encoded(rs map[string]room.LikeReceipts) []byte {
+	of := reflect.ValueOf(rs).UnsafePointer()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if of != e.haveOf {
+		return nil
+	}
+	return e.have
+}
+
+// EncodedLikeReceipts: the receipts as the likes goroutine encoded them
+// after the window that made them, when it is done.
+func (o *observer) EncodedLikeReceipts(rs map[string]room.LikeReceipts) []byte {
+	if o.enc == nil {
+		return nil
+	}
+	return o.enc.encoded(rs)
+}
