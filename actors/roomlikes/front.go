@@ -18,11 +18,11 @@ import (
 // goroutine, against the room as its last commit published it (view),
 // what the room's goroutine would: the node holds the room's lease under
 // the epoch its state was loaded under, the room exists and is open, the
-// user is a member and not banned, the command_id is not a recent
-// command's (nor the one the room is deciding now). A like that passes
-// goes into the open window as one the room let through (liker.decide);
-// any other goes to the grain with its sender, which decides it as
-// before (and explains a refusal). The room still checks each liker
+// user is a member and not banned. A like that passes goes to the likes
+// goroutine as one the room let through, which also finds its
+// command_id among neither the room's recent commands nor the one the
+// room is deciding now (liker.like); any other goes to the grain with
+// its sender, which decides it as before (and explains a refusal). The room still checks each liker
 // again when their window is committed (room.LikeTally.Close): a user
 // who left or was banned since their like is not counted.
 type front struct{ lk *liker }
@@ -39,7 +39,12 @@ func (f *front) SendUserMessage(_ *actor.PID, message any) {
 func (f *front) SendSystemMessage(*actor.PID, any) {}
 func (f *front) Stop(*actor.PID)                   {}
 
-// take decides a like at the front; false: the room decides it.
+// take lets a like through at the front to the likes goroutine, which
+// decides it (liker.like); false: the room decides it. Nothing here waits
+// but for a commit changing the room (viewMu): the thousands of callers
+// of a liked room read the view at once, and each hands its like over a
+// channel (a lock taken by them all, its holders queued behind each
+// other, held up the room's own commits by hundreds of milliseconds).
 func (lk *liker) take(to *actor.PID, rc *v1.RoomCommand) bool {
 	l := rc.GetLikeRoom()
 	if k := lk.r.Key(); l.GetAppCode() != k.AppCode || l.GetRoomId() != k.RoomID {
@@ -50,18 +55,23 @@ func (lk *liker) take(to *actor.PID, rc *v1.RoomCommand) bool {
 	if !ok {
 		return false
 	}
-	id, h := room.LikeID(cmd.CommandID), lk.hash(cmd.CommandID) // outside the lock
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
+	m := likeIn{to: to, rc: rc, nowMs: now, front: true, cmd: cmd, id: room.LikeID(cmd.CommandID), h: lk.hash(cmd.CommandID)}
+	lk.viewMu.RLock()
+	defer lk.viewMu.RUnlock()
 	v := &lk.view
-	if !v.takes || v.closed || v.checking == h || v.recent.has(h) {
+	if !v.takes || v.closed || room.CheckLiker(v.room, cmd.UserID, now) != nil || !lk.r.Holds(v.epoch) {
 		return false
 	}
-	if room.CheckLiker(v.room, cmd.UserID, now) != nil || !lk.r.Holds(v.epoch) {
+	// Handed over under the read lock, so that none is once the room
+	// closed the front (the likes goroutine answers those still queued
+	// when it stops); never waited for (a full queue sends the like to
+	// the room), so the room never waits for the likes goroutine.
+	select {
+	case lk.in <- m:
+		return true
+	default:
 		return false
 	}
-	lk.decide(to, cmd, id)
-	return true
 }
 
 // hash is a command_id's key among the recent ids: two ids of one hash

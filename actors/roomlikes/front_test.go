@@ -248,7 +248,7 @@ func TestFrontDuplicateIDsAcrossTheHandOver(t *testing.T) {
 		t.Fatalf("room's likes %d, want %d (each id once)", got, 1+ids*3)
 	}
 
-	const races = 40
+	const races = 100
 	before := roomLikes(t, f, pid)
 	var likesDone int64
 	for i := range races {

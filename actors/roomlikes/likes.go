@@ -82,23 +82,35 @@ type liker struct {
 	idx  *likeIndex
 	seed maphash.Seed
 
-	// mu guards open and closing (the room's Check reads them, the front
-	// adds to them) and view; the room holds it while a commit changes
-	// its state in place (Applying to Committed).
+	// mu guards open and closing (the room's Check reads them), recent
+	// and checking.
 	mu      sync.Mutex
 	open    *window
 	closing []*window // ended, not yet stored or failed, oldest first
-	view    view
+	// recent is the room's recent command ids (hashed), so that an id a
+	// command used lately is refused for a like (by the room: a like
+	// from the front under one goes there); checking is the id of the
+	// command the room is deciding now (between its Check and its
+	// commit it is in neither).
+	recent   recentIDs
+	checking uint64
+
+	// viewMu guards view: the fronts read it, the room writes it, and
+	// holds it while a commit changes its state in place (Applying to
+	// Committed). A read-write lock: the likes of thousands of callers
+	// read it at once, and wait for nothing but a commit.
+	viewMu sync.RWMutex
+	view   view
 	// closeFront ends the front (Stopping, Stopped).
 	closeFront func()
 }
 
 // view is what the front decides a like against (front.go): the room as
-// its last commit or load left it, published by the room under mu.
+// its last commit or load left it, published by the room.
 type view struct {
 	// room holds what room.CheckLiker reads: Exists, Status, Members,
 	// Bans. The maps are the room's own, changed in place only while
-	// the room holds mu.
+	// the room holds viewMu.
 	room  room.State
 	epoch int64 // the lease epoch the room's state was loaded under
 	// takes: the front decides likes. Off while the room would load its
@@ -107,12 +119,6 @@ type view struct {
 	// the room, which loads first.
 	takes  bool
 	closed bool // the room stops: nothing more is taken
-	// recent is the room's recent command ids (hashed), so that an id a
-	// command used lately is refused for a like (by the room: the front
-	// hands it there); checking is the id of the command the room is
-	// deciding now (between its Check and its commit it is in neither).
-	recent   recentIDs
-	checking uint64
 }
 
 // window is one window of a room's likes and whom to answer.
@@ -143,10 +149,16 @@ type likeAnswer struct {
 
 // Messages of the likes goroutine.
 type (
-	likeIn struct { // a like the room let through
+	likeIn struct { // a like the room (or the front) let through
 		to    *actor.PID
 		rc    *v1.RoomCommand
 		nowMs int64
+		// front: the front let it through, its command and ids made
+		// there; it goes to the room if its id is a recent command's.
+		front bool
+		cmd   room.Command
+		id    string // room.LikeID
+		h     uint64 // liker.hash
 	}
 	windowDue struct{ w *window } // its timer
 	stored    struct {            // a window's outcome, from the room
@@ -206,7 +218,7 @@ func (o *observer) named(commandID string) (ref room.LikeRef, ok bool) {
 	id := room.LikeID(commandID)
 	if o.lk != nil {
 		o.lk.mu.Lock()
-		o.lk.view.checking = o.lk.hash(commandID)
+		o.lk.checking = o.lk.hash(commandID)
 		ref, _, ok = o.lk.inWindows(id)
 		o.lk.mu.Unlock()
 		if ok {
@@ -240,8 +252,10 @@ func (o *observer) Loaded() {
 		if o.lk.open != nil {
 			o.lk.open.stale = true
 		}
-		o.lk.view.recent.reset(o.lk, o.room.RecentIDs())
+		o.lk.recent.reset(o.lk, o.room.RecentIDs())
+		o.lk.viewMu.Lock()
 		o.publish()
+		o.lk.viewMu.Unlock()
 	}
 	if o.idx != nil {
 		o.idx.reset(o.room.State())
@@ -254,21 +268,24 @@ func (o *observer) Loaded() {
 // Applying: the room's state changes in place; the front waits.
 func (o *observer) Applying([]room.Event) {
 	if o.lk != nil {
-		o.lk.mu.Lock()
+		o.lk.viewMu.Lock()
 	}
 }
 
-// Committed: the front decides against the room after the command.
+// Committed: the front decides against the room after the command, and
+// its command_id is a recent one.
 func (o *observer) Committed(cmd room.Command, _ []room.Event) {
 	if o.lk != nil {
-		o.lk.view.recent.add(o.lk, cmd.CommandID)
 		o.publish()
+		o.lk.viewMu.Unlock()
+		o.lk.mu.Lock()
+		o.lk.recent.add(o.lk, cmd.CommandID)
 		o.lk.mu.Unlock()
 	}
 }
 
 // publish hands the front the room as it is now. On the room's
-// goroutine, under lk.mu.
+// goroutine, under lk.viewMu.
 func (o *observer) publish() {
 	s, v := o.room.State(), &o.lk.view
 	v.room = room.State{Exists: s.Exists, Status: s.Status, Members: s.Members, Bans: s.Bans}
@@ -364,7 +381,7 @@ func (o *observer) start() {
 		in: make(chan any, inbox), quit: make(chan struct{}),
 		root: o.root, room: o.self, r: o.room, win: o.cfg.Window, idx: o.index(), seed: maphash.MakeSeed(),
 	}
-	lk.view.recent.reset(lk, o.room.RecentIDs())
+	lk.recent.reset(lk, o.room.RecentIDs())
 	o.lk, o.enc = lk, &receiptsEncoder{}
 	o.publish()
 	o.enc.want(o.room.State().LikeReceipts())
@@ -372,9 +389,9 @@ func (o *observer) start() {
 	closeFront := roomgrain.OpenFront(o.sys, o.self, &front{lk: lk})
 	lk.closeFront = func() {
 		once.Do(func() {
-			lk.mu.Lock()
+			lk.viewMu.Lock()
 			lk.view.closed = true
-			lk.mu.Unlock()
+			lk.viewMu.Unlock()
 			closeFront()
 		})
 	}
@@ -391,9 +408,9 @@ func (o *observer) store(ctx actor.Context, w *window) {
 		if res.failed != nil {
 			// The room may load before it writes again: likes go to it
 			// (it loads first) until it publishes again.
-			o.lk.mu.Lock()
+			o.lk.viewMu.Lock()
 			o.lk.view.takes = false
-			o.lk.mu.Unlock()
+			o.lk.viewMu.Unlock()
 		}
 		o.lk.in <- res
 	}()
@@ -474,7 +491,6 @@ func (lk *liker) run() {
 			})
 		case handOver:
 			lk.mu.Lock()
-			lk.view.closed = true
 			if lk.open != nil {
 				lk.open.timer.Stop()
 				lk.closing = append(lk.closing, lk.open)
@@ -485,7 +501,6 @@ func (lk *liker) run() {
 			lk.mu.Unlock()
 		case stop:
 			lk.mu.Lock()
-			lk.view.closed = true
 			pending := lk.closing
 			if lk.open != nil {
 				lk.open.timer.Stop()
@@ -501,22 +516,41 @@ func (lk *liker) run() {
 			for _, a := range answers {
 				go answer(lk.root, a, func(likeAnswer) *v1.RoomResponse { return res })
 			}
-			return
+			// Likes the front handed over before it closed.
+			for {
+				select {
+				case m := <-lk.in:
+					if l, ok := m.(likeIn); ok {
+						lk.root.Send(l.to, res)
+					}
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
 // like decides one like the room let through.
 func (lk *liker) like(m likeIn) {
-	cmd, ok := room.CommandFromProto(m.rc, m.nowMs)
-	if !ok {
-		lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(errclass.Invalidf("empty command"))})
-		return
+	if !m.front {
+		var ok bool
+		if m.cmd, ok = room.CommandFromProto(m.rc, m.nowMs); !ok {
+			lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(errclass.Invalidf("empty command"))})
+			return
+		}
+		m.id = room.LikeID(m.cmd.CommandID) // once: the hash is most of a like's cost
 	}
-	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	lk.decide(m.to, cmd, id)
+	if m.front && (m.h == lk.checking || lk.recent.has(m.h)) {
+		// A command under its id may have been checked or committed since
+		// the front passed it: the room decides it (with the command's
+		// record at hand).
+		lk.root.RequestWithCustomSender(lk.room, m.rc, m.to)
+		return
+	}
+	lk.decide(m.to, m.cmd, m.id)
 }
 
 // decide decides a like the room (or the front) let through: refused,
