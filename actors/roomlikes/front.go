@@ -51,17 +51,13 @@ func (lk *liker) take(to *actor.PID, rc *v1.RoomCommand) bool {
 		return false
 	}
 	now := lk.r.Now().UnixMilli()
-	cmd, ok := room.CommandFromProto(rc, now)
-	if !ok {
-		return false
-	}
-	m := likeIn{to: to, rc: rc, nowMs: now, front: true, cmd: cmd, id: room.LikeID(cmd.CommandID), h: lk.hash(cmd.CommandID)}
 	lk.viewMu.RLock()
 	defer lk.viewMu.RUnlock()
 	v := &lk.view
-	if !v.takes || v.closed || room.CheckLiker(v.room, cmd.UserID, now) != nil || !lk.r.Holds(v.epoch) {
+	if !v.takes || v.closed || room.CheckLiker(v.room, l.GetUserId(), now) != nil || !lk.r.Holds(v.epoch) {
 		return false
 	}
+	m := likeIn{to: to, rc: rc, nowMs: now, front: true}
 	// Handed over under the read lock, so that none is once the room
 	// closed the front (the likes goroutine answers those still queued
 	// when it stops); never waited for (a full queue sends the like to

@@ -153,12 +153,9 @@ type (
 		to    *actor.PID
 		rc    *v1.RoomCommand
 		nowMs int64
-		// front: the front let it through, its command and ids made
-		// there; it goes to the room if its id is a recent command's.
+		// front: the front let it through; it goes to the room if its
+		// id is a recent command's.
 		front bool
-		cmd   room.Command
-		id    string // room.LikeID
-		h     uint64 // liker.hash
 	}
 	windowDue struct{ w *window } // its timer
 	stored    struct {            // a window's outcome, from the room
@@ -533,24 +530,26 @@ func (lk *liker) run() {
 
 // like decides one like the room let through.
 func (lk *liker) like(m likeIn) {
-	if !m.front {
-		var ok bool
-		if m.cmd, ok = room.CommandFromProto(m.rc, m.nowMs); !ok {
-			lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(errclass.Invalidf("empty command"))})
-			return
-		}
-		m.id = room.LikeID(m.cmd.CommandID) // once: the hash is most of a like's cost
+	cmd, ok := room.CommandFromProto(m.rc, m.nowMs)
+	if !ok {
+		lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(errclass.Invalidf("empty command"))})
+		return
+	}
+	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
+	var h uint64
+	if m.front {
+		h = lk.hash(cmd.CommandID)
 	}
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
-	if m.front && (m.h == lk.checking || lk.recent.has(m.h)) {
+	if m.front && (h == lk.checking || lk.recent.has(h)) {
 		// A command under its id may have been checked or committed since
 		// the front passed it: the room decides it (with the command's
 		// record at hand).
 		lk.root.RequestWithCustomSender(lk.room, m.rc, m.to)
 		return
 	}
-	lk.decide(m.to, m.cmd, m.id)
+	lk.decide(m.to, cmd, id)
 }
 
 // decide decides a like the room (or the front) let through: refused,
