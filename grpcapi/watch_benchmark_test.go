@@ -61,6 +61,8 @@ func TestMain(m *testing.M) {
 // watcher (target ≤ 1 µs a message), messages and cuts, and the client
 // process's CPU per event delivered (it shares the server's cores).
 // ROOMCELL_HOT_WATCHERS="100,1000" runs other counts (default 1000).
+// ROOMCELL_WATCH_CLIENT_CPUS=0 runs the client on CPU 0 (taskset); run
+// the benchmark itself under taskset -c 1 to give each a core.
 func BenchmarkHotRoomGRPCWatchers(b *testing.B) {
 	counts := []int{1000}
 	if env := os.Getenv("ROOMCELL_HOT_WATCHERS"); env != "" {
@@ -154,6 +156,9 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 	var childOut *bufio.Reader
 	if watchers > 0 {
 		child = exec.Command(os.Args[0], "-test.run=^$")
+		if cpus := os.Getenv("ROOMCELL_WATCH_CLIENT_CPUS"); cpus != "" {
+			child = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^$")
+		}
 		child.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%s,%d,%d", watchClientEnv, lis.Addr(), app, roomID, start, watchers))
 		child.Stderr = os.Stderr
 		if childIn, err = child.StdinPipe(); err != nil {

@@ -66,12 +66,14 @@ type Watcher struct {
 	// for them all, instead of one per commit. At 3,000 commits/s, 1,000
 	// watchers woken per commit were 3M wake-ups a second, and their run
 	// queue stood in front of the room's own commands. A quiet room's
-	// event still goes out at once (the wait follows a send). A room
-	// with more than lingerPer watchers on the node waits Linger once
-	// per lingerPer of them (at most maxLingerScale times): the node's
-	// messages for one hot room stay near lingerPer ÷ Linger a second
-	// however many watch it (each message a batch, for a batch stream),
-	// where one message cost the server ~20 µs whatever its size.
+	// event still goes out at once (the wait follows a send). The wait
+	// grows with the room's watchers on the node and what a send costs
+	// them (lingerFor): the sends of one room's watchers take at most
+	// about fanoutShare of a core however many watch it and however busy
+	// the machine is (a send measured in wall time: one that waits for
+	// the CPU counts), each message then a larger batch, for a batch
+	// stream. A linger never makes a watcher half a buffer behind (the
+	// feed urges it out).
 	Linger  time.Duration
 	Metrics *WatchMetrics // nil: none
 	Logger  *slog.Logger
@@ -164,6 +166,9 @@ type pushItem struct {
 type sub struct {
 	next atomic.Uint64 // the feed's log index of the next item to read
 	wake chan struct{} // cap 1: a pending wake-up stands for any number of pushes
+	// waiting: the watcher is about to wait on wake or waits; the feed
+	// wakes no other (one lingering or sending takes on its own).
+	waiting atomic.Bool
 	// urge (cap 1) ends a linger: the watcher is half a buffer behind.
 	urge chan struct{}
 	// sending is the clock when the watcher's send under way began (0:
@@ -199,6 +204,10 @@ type feed struct {
 	subs     map[*sub]struct{}
 	head     int64        // newest head the feed knows
 	watchers atomic.Int64 // len(subs), read without mu
+	// sendNs is a watcher's send's wall time, ns, averaged over the
+	// recent sends of all (lingerFor); updates that race lose one
+	// sample.
+	sendNs atomic.Int64
 	// log holds the feed's recent items, written under mu and read by
 	// the watchers without it: each wake-up of a thousand watchers
 	// queued on mu behind the fanout that woke them.
@@ -259,12 +268,22 @@ type Message struct {
 // busy room fit (the rest grow).
 const batchCap = 64
 
-// A watcher waits Linger after a send once per lingerPer watchers of its
-// room on the node, at most maxLingerScale times (Watcher.Linger).
+// A watcher lingers (Watcher.Linger) long enough that its room's
+// watchers' sends on the node take about fanoutShare of a core, and at
+// most maxLinger.
 const (
-	lingerPer      = 100
-	maxLingerScale = 20
+	fanoutShare   = 0.5
+	maxLinger     = 200 * time.Millisecond
+	maxSendSample = 10 * time.Millisecond
 )
+
+// lingerFor is how long a watcher of f waits after a send: Linger, or
+// longer when f's watchers' sends, one each per wait, would take more
+// than fanoutShare of a core.
+func (w *Watcher) lingerFor(f *feed) time.Duration {
+	busy := time.Duration(float64(f.watchers.Load()*f.sendNs.Load()) / fanoutShare)
+	return min(max(w.Linger, busy), max(w.Linger, maxLinger))
+}
 
 // MaxBatchEvents is the most events one message of a batch watch
 // carries (when one room_seq has more, its message carries them all).
@@ -311,7 +330,7 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 			return err
 		}
 	}
-	out.sub = s
+	out.sub, out.feed = s, f
 	// last is the newest seq handed to out; out sends it before the
 	// stream can end with a resume seq (every fill and every round
 	// flushes it).
@@ -383,19 +402,29 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 	}
 	var linger *time.Timer // made on the first wait: an idle watcher has none
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.end:
-			return w.ended(last, s.why)
-		case <-s.wake:
+		// Marked before it looks, and the feed publishes before it
+		// looks at the mark: a push either is seen here or wakes it.
+		s.waiting.Store(true)
+		if l := f.log.Load(); l == nil || s.next.Load() >= l.end() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.end:
+				return w.ended(last, s.why)
+			case <-s.wake:
+			}
 		}
+		s.waiting.Store(false)
 		select {
 		case <-s.end: // cut meanwhile: nothing more to read for it
 			return w.ended(last, s.why)
 		default:
 		}
-		for _, it := range f.take(s) {
+		items := f.take(s)
+		if len(items) == 0 {
+			continue // a wake-up left from an earlier push
+		}
+		for _, it := range items {
 			if err := deliver(it); err != nil {
 				return err
 			}
@@ -406,7 +435,7 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 		if w.Linger <= 0 {
 			continue
 		}
-		wait := w.Linger * time.Duration(min(max(f.watchers.Load()/lingerPer, 1), maxLingerScale))
+		wait := w.lingerFor(f)
 		if linger == nil {
 			linger = time.NewTimer(wait)
 			defer linger.Stop()
@@ -441,7 +470,8 @@ type batcher struct {
 	batch      bool
 	send       func(Message) error
 	sendFrames func(Frames) error
-	sub        *sub // its sends are marked on it (sub.sending)
+	sub        *sub  // its sends are marked on it (sub.sending)
+	feed       *feed // its sends' cost is measured into it (feed.sendNs)
 	seq        int64
 	events     []*v1.RoomLogEvent
 	wire       [][]byte
@@ -452,12 +482,21 @@ type batcher struct {
 	count   int     // events held
 }
 
-// emit sends m or fr, marked on the watcher as a send under way.
+// emit sends m or fr, marked on the watcher as a send under way and
+// measured into the feed's cost of a send.
 func (b *batcher) emit(m Message, fr Frames) error {
-	if b.sub != nil {
-		b.sub.sending.Store(clock())
-		defer b.sub.sending.Store(0)
+	if b.sub == nil {
+		return b.send1(m, fr)
 	}
+	t0 := clock()
+	b.sub.sending.Store(t0)
+	err := b.send1(m, fr)
+	b.sub.sending.Store(0)
+	b.feed.measureSend(clock() - t0)
+	return err
+}
+
+func (b *batcher) send1(m Message, fr Frames) error {
 	if b.sendFrames != nil {
 		return b.sendFrames(fr)
 	}
@@ -759,11 +798,23 @@ func (f *feed) fanout(it *pushItem) {
 	}
 	f.log.Store(l)
 	for s := range f.subs {
+		if !s.waiting.Load() {
+			continue // it looks at the log before it waits
+		}
 		select {
 		case s.wake <- struct{}{}:
 		default: // a wake-up is pending already
 		}
 	}
+}
+
+// measureSend adds a send's wall time (ns) to f.sendNs (an average that
+// moves an eighth of the way to each sample; a send that waited on its
+// client counts maxSendSample at most: that wait is no work).
+func (f *feed) measureSend(ns int64) {
+	ns = min(ns, int64(maxSendSample))
+	old := f.sendNs.Load()
+	f.sendNs.Store(old + (ns-old)/8)
 }
 
 // take returns the items s has not read (shared: never changed) and moves
