@@ -39,6 +39,13 @@ type messageWatcher interface {
 	WatchMessages(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(roomfeed.Message) error) error
 }
 
+// framesWatcher is a RoomEvents whose watch hands each message as its
+// events field, framed once on the node for all the room's watchers
+// (actors/roomfeed's Watcher): sent as those bytes (framedWatch).
+type framesWatcher interface {
+	WatchFrames(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(roomfeed.Frames) error) error
+}
+
 // RoomEventsOf joins a room feed client (reads) and a node's watcher.
 func RoomEventsOf(c roomfeed.Client, w *roomfeed.Watcher) RoomEvents {
 	return roomEvents{c, w}
@@ -151,7 +158,14 @@ func (s *RoomServer) WatchRoom(r *roomcellv1.WatchRoomRequest, stream grpc.Serve
 	// keepalive.
 	accepted := func() error { return stream.SendHeader(metadata.MD{}) }
 	var err error
-	if mw, ok := s.events.(messageWatcher); ok {
+	if fw, ok := s.events.(framesWatcher); ok {
+		// Each message is its seq and the events as the node framed
+		// them once for every watcher (eventscodec.go): nothing is
+		// copied or encoded per watcher before gRPC writes it.
+		err = fw.WatchFrames(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), r.GetBatch(), accepted, func(m roomfeed.Frames) error {
+			return stream.SendMsg(&framedWatch{m})
+		})
+	} else if mw, ok := s.events.(messageWatcher); ok {
 		// Each message from its events' kept encodings (eventsCodec),
 		// several room_seqs a message when the client asked for batches.
 		err = mw.WatchMessages(ctx, r.GetAppCode(), r.GetRoomId(), r.GetAfterRoomSeq(), r.GetBatch(), accepted, func(m roomfeed.Message) error {

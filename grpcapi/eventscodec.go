@@ -42,6 +42,9 @@ func (c eventsCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if w, ok := v.(*encodedWatch); ok {
 		return marshalWatch(w), nil
 	}
+	if w, ok := v.(*framedWatch); ok {
+		return marshalFramed(w), nil
+	}
 	if g, ok := v.(*encodedGetRoom); ok {
 		if g.wire == nil {
 			return c.base.Marshal(g.GetRoomReply)
@@ -152,6 +155,30 @@ func marshalWatch(w *encodedWatch) mem.BufferSlice {
 	// whole (a 40 KB batch cleared a 1 MB buffer), which cost more than
 	// the message itself.
 	return mem.BufferSlice{mem.SliceBuffer(fill(make([]byte, 0, size)))}
+}
+
+// framedWatch is a WatchRoom message as the node framed it: its seq and
+// its events field in pieces shared by every watcher of the room
+// (roomfeed.Frames). It is no proto.Message, so no other codec can send
+// it as something else.
+type framedWatch struct{ roomfeed.Frames }
+
+// marshalFramed writes w as proto.Marshal writes the reply it stands for
+// (room_seq, then the events): a few bytes of its own and the shared
+// pieces, none of them copied (gRPC only reads a message's buffers).
+func marshalFramed(w *framedWatch) mem.BufferSlice {
+	out := make(mem.BufferSlice, 0, 1+len(w.Events))
+	if w.RoomSeq != 0 {
+		var head []byte
+		head = protowire.AppendTag(make([]byte, 0, 1+protowire.SizeVarint(uint64(w.RoomSeq))), watchSeqField, protowire.VarintType)
+		out = append(out, mem.SliceBuffer(protowire.AppendVarint(head, uint64(w.RoomSeq))))
+	}
+	for _, p := range w.Events {
+		if len(p) > 0 {
+			out = append(out, mem.SliceBuffer(p))
+		}
+	}
+	return out
 }
 
 // pageReply is what ListRoomEvents' handler hands gRPC for a page.

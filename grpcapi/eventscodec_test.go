@@ -66,24 +66,7 @@ func TestEventsCodecWritesWhatTheProtoCodecWrites(t *testing.T) {
 		for _, e := range reply.Events {
 			wire = append(wire, marshalEvent(e))
 		}
-		got, err := fast.Marshal(&encodedEvents{ListRoomEventsReply: reply, wire: wire})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := std.Marshal(reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gb, wb := got.Materialize(), want.Materialize()
-		got.Free()
-		want.Free()
-		if !bytes.Equal(gb, wb) {
-			t.Fatalf("reply %d (%d events): %d bytes from the kept encodings, %d from proto", i, len(reply.Events), len(gb), len(wb))
-		}
-		back := &roomcellv1.ListRoomEventsReply{}
-		if err := proto.Unmarshal(gb, back); err != nil || !proto.Equal(back, reply) {
-			t.Fatalf("reply %d decodes to another message (%v)", i, err)
-		}
+		marshalsAsProto(t, fast, std, &encodedEvents{ListRoomEventsReply: reply, wire: wire}, reply, fmt.Sprintf("reply %d (%d events)", i, len(reply.Events)))
 	}
 }
 
@@ -194,27 +177,36 @@ func TestWatchMessageFromKeptEncodingsIsWhatTheProtoCodecWrites(t *testing.T) {
 		if _, ok := m.(*encodedWatch); !ok && len(events) > 0 {
 			t.Fatalf("message %d with every encoding: sent as %T", i, m)
 		}
-		got, err := fast.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := std.Marshal(reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gb, wb := got.Materialize(), want.Materialize()
-		if !bytes.Equal(gb, wb) {
-			t.Fatalf("message %d (%d events): %d bytes from the kept encodings, %d from proto", i, len(events), len(gb), len(wb))
-		}
-		back := &roomcellv1.WatchRoomReply{}
-		if err := proto.Unmarshal(gb, back); err != nil || !proto.Equal(back, reply) {
-			t.Fatalf("message %d decodes to another message (%v)", i, err)
-		}
+		marshalsAsProto(t, fast, std, m, reply, fmt.Sprintf("message %d (%d events)", i, len(events)))
 	}
 	reply := &roomcellv1.WatchRoomReply{RoomSeq: 3, Events: randomReply(rng, 2).Events}
 	for _, wire := range [][][]byte{nil, {marshalEvent(reply.Events[0])}} {
 		if got, ok := watchReply(roomfeed.Message{Reply: reply, Wire: wire}).(*roomcellv1.WatchRoomReply); !ok || got != reply {
 			t.Fatalf("%d encodings for %d events: sent as %T", len(wire), len(reply.Events), got)
 		}
+	}
+}
+
+// marshalsAsProto: fast writes v byte for byte as std writes reply, and
+// the bytes decode to a message equal to reply.
+func marshalsAsProto(t *testing.T, fast, std encoding.CodecV2, v any, reply proto.Message, what string) {
+	t.Helper()
+	got, err := fast.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := std.Marshal(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, wb := got.Materialize(), want.Materialize()
+	got.Free()
+	want.Free()
+	if !bytes.Equal(gb, wb) {
+		t.Fatalf("%s: %d bytes from the kept encodings, %d from proto", what, len(gb), len(wb))
+	}
+	back := reply.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(gb, back); err != nil || !proto.Equal(back, reply) {
+		t.Fatalf("%s decodes to another message (%v)", what, err)
 	}
 }

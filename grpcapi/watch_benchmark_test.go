@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,8 +58,11 @@ func TestMain(m *testing.M) {
 // write rate with the watchers ÷ without (target ≥ 0.5), the server's
 // CPU (getrusage of this process, the writes' own CPU taken out by the
 // run without watchers) per stream message and per event delivered to a
-// watcher (target ≤ 1 µs a message), messages and cuts.
+// watcher (target ≤ 1 µs a message), messages and cuts, and the client
+// process's CPU per event delivered (it shares the server's cores).
 // ROOMCELL_HOT_WATCHERS="100,1000" runs other counts (default 1000).
+// ROOMCELL_WATCH_CLIENT_CPUS=0 runs the client on CPU 0 (taskset); run
+// the benchmark itself under taskset -c 1 to give each a core.
 func BenchmarkHotRoomGRPCWatchers(b *testing.B) {
 	counts := []int{1000}
 	if env := os.Getenv("ROOMCELL_HOT_WATCHERS"); env != "" {
@@ -76,6 +80,8 @@ func BenchmarkHotRoomGRPCWatchers(b *testing.B) {
 				with := hotGRPCRoom(b, watchers)
 				extra := with.cpu - base.cpu
 				b.ReportMetric(base.rate, "written/s-alone")
+				b.ReportMetric(base.p99.Seconds()*1000, "p99-ms-alone")
+				b.ReportMetric(with.p99.Seconds()*1000, "p99-ms-watched")
 				b.ReportMetric(with.rate, "written/s-watched")
 				b.ReportMetric(with.rate/base.rate, "rate-watched/alone")
 				b.ReportMetric(float64(with.res.Messages), "messages")
@@ -83,6 +89,7 @@ func BenchmarkHotRoomGRPCWatchers(b *testing.B) {
 				b.ReportMetric(float64(extra.Nanoseconds())/float64(max(with.res.Messages, 1)), "server-ns/message")
 				b.ReportMetric(float64(extra.Nanoseconds())/float64(max(with.res.Events, 1)), "server-ns/event-delivered")
 				b.ReportMetric(float64(with.res.Cuts), "cuts")
+				b.ReportMetric(float64(with.res.CPU)/float64(max(with.res.Events, 1)), "client-ns/event-delivered")
 			}
 		})
 	}
@@ -90,6 +97,7 @@ func BenchmarkHotRoomGRPCWatchers(b *testing.B) {
 
 type hotGRPCRun struct {
 	rate float64       // commands written a second
+	p99  time.Duration // of the writers' commands
 	cpu  time.Duration // server CPU from the first write until every watcher had the head
 	res  watchClientResult
 }
@@ -148,6 +156,9 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 	var childOut *bufio.Reader
 	if watchers > 0 {
 		child = exec.Command(os.Args[0], "-test.run=^$")
+		if cpus := os.Getenv("ROOMCELL_WATCH_CLIENT_CPUS"); cpus != "" {
+			child = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^$")
+		}
 		child.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%s,%d,%d", watchClientEnv, lis.Addr(), app, roomID, start, watchers))
 		child.Stderr = os.Stderr
 		if childIn, err = child.StdinPipe(); err != nil {
@@ -171,6 +182,7 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 	begin := time.Now()
 	var writing sync.WaitGroup
 	var failed atomic.Int64
+	took := make([][]time.Duration, writers)
 	for k := range writers {
 		writing.Add(1)
 		go func() {
@@ -184,9 +196,11 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 				if i%2 == 1 {
 					rc = &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LeaveRoom{LeaveRoom: &roomcellv1.LeaveRoomRequest{CommandId: id, AppCode: app, RoomId: roomID, UserId: user}}}
 				}
+				t0 := time.Now()
 				if _, err := client.Execute(ctx, rc); err != nil {
 					failed.Add(1)
 				}
+				took[k] = append(took[k], time.Since(t0))
 				next = next.Add(every)
 				time.Sleep(time.Until(next))
 			}
@@ -198,7 +212,9 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 		b.Fatalf("%d writes failed", failed.Load())
 	}
 	head := do(&roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_GetRoom{GetRoom: &roomcellv1.GetRoomRequest{AppCode: app, RoomId: roomID}}})
-	run := hotGRPCRun{rate: float64(head-start) / wrote.Seconds()}
+	all := slices.Concat(took...)
+	slices.Sort(all)
+	run := hotGRPCRun{rate: float64(head-start) / wrote.Seconds(), p99: all[len(all)*99/100]}
 	if child != nil {
 		fmt.Fprintf(childIn, "%d\n", head)
 		line, err := childOut.ReadString('\n')
@@ -225,6 +241,7 @@ func hotGRPCRoom(b *testing.B, watchers int) hotGRPCRun {
 
 type watchClientResult struct {
 	Messages, Events, Cuts, Behind int64
+	CPU                            int64 // the client process's, ns, from ready to the result
 	Bad                            string
 }
 
@@ -319,6 +336,7 @@ func watchClientProcess(spec string) int {
 		}()
 	}
 	accepted.Wait()
+	cpu0 := cpuTime()
 	fmt.Println("ready")
 	var head int64
 	if _, err := fmt.Fscan(os.Stdin, &head); err != nil {
@@ -339,7 +357,7 @@ func watchClientProcess(spec string) int {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	res := watchClientResult{Messages: messages.Load(), Events: events.Load(), Cuts: cuts.Load(), Behind: behind}
+	res := watchClientResult{Messages: messages.Load(), Events: events.Load(), Cuts: cuts.Load(), Behind: behind, CPU: int64(cpuTime() - cpu0)}
 	if v := bad.Load(); v != nil {
 		res.Bad = v.(string)
 	}

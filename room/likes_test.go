@@ -399,3 +399,53 @@ func TestLikeReceiptsStoredPacked(t *testing.T) {
 		t.Fatalf("a snapshot's receipts as strings: %+v, %v", r, err)
 	}
 }
+
+// A snapshot given its receipts encoded ahead (EncodeLikeReceipts, off
+// the room's goroutine) decodes to the state Marshal's snapshot decodes
+// to, which is the live state: receipts packed, one that does not pack
+// as it is, user ids that need escaping, and the rest of the extra part
+// kept.
+func TestLikeReceiptsEncodedForTheSnapshot(t *testing.T) {
+	var rs []string
+	for i := range room.MaxLikeReceipts + 3 {
+		rs = append(rs, room.LikeReceiptFor(fmt.Sprintf("e-%d", i), int64(1+i%room.MaxLikeCount)))
+	}
+	s := given(t, aRoom...)
+	s = room.ApplyCommand(s, 50, []room.Event{room.RoomLiked{Count: 9, Total: 9, Likers: 3},
+		room.RoomLikeReceipts{AtMs: t0, Users: map[string][]string{"alice": rs, "bob": rs[:2], "q\"<&>\\é\n": rs[3:4]}}})
+	s = room.ApplyCommand(s, 51, []room.Event{room.RoomLikeReceipts{AtMs: t0 + 1, Users: map[string][]string{"carol": {rs[0], "not-a-receipt"}}}})
+	enc := room.EncodeLikeReceipts(s.LikeReceipts())
+	if !strings.Contains(string(enc), `"packed":"`) || !strings.Contains(string(enc), "not-a-receipt") {
+		t.Fatalf("encoded receipts: %s", enc)
+	}
+	with, err := s.MarshalWithLikeReceipts(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) >= len(plain) {
+		t.Fatalf("snapshot with packed receipts %d bytes, with strings %d", len(with), len(plain))
+	}
+	a, err := room.UnmarshalState(with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := room.UnmarshalState(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(a, s) {
+		t.Fatalf("snapshot with receipts encoded ahead:\n%+v\nMarshal's:\n%+v\nlive:\n%+v", a, b, s)
+	}
+	for _, c := range []room.Command{like("alice", 1+int64(room.MaxLikeReceipts+2)%room.MaxLikeCount, commandID(fmt.Sprintf("e-%d", room.MaxLikeReceipts+2))), like("bob", 2, commandID("e-1"))} {
+		if ok, err := room.LikeRecorded(a, c); !ok || err != nil {
+			t.Fatalf("%s of %s not recorded after the snapshot: %v", c.CommandID, c.UserID, err)
+		}
+	}
+	if got, err := (room.State{}).MarshalWithLikeReceipts(enc); err != nil || !strings.Contains(string(got), `"exists":false`) || strings.Contains(string(got), "like_receipts") {
+		t.Fatalf("a state without an extra part: %s, %v", got, err)
+	}
+}

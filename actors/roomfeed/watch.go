@@ -21,12 +21,18 @@ import (
 // Watcher serves WatchRoom on one node. All watchers of one room on the
 // node share one feed: a local actor subscribed to the room's owner grain,
 // which pushes each commit's events to it (events.go). The feed appends
-// every push to its own bounded log, shared by its watchers, and wakes
-// them without ever waiting; each watcher reads on from its own place in
-// it, and one that falls more than Buffer commits behind is cut. Each watcher checks its own
-// sequence: a push that does not follow the last seq it sent, and every
-// head the feed learns, is filled from the log (ListEvents), so a lost
-// push costs a read, never a gap.
+// every push to its own log, shared by its watchers, and wakes them
+// without ever waiting; each watcher reads on from its own place in it.
+// Only a watcher whose client holds it up is cut: more than Buffer
+// commits behind while one send has waited SendStall, or while sending
+// and more than maxHeldBuffers buffers behind. One behind for the node's
+// own reasons (its linger, a goroutine the scheduler held back) is never
+// cut: its linger ends once it is half a buffer behind, and past
+// maxHeldBuffers buffers the log lets its place go and it reads what it
+// missed from the room's log. Each watcher checks its own sequence: a
+// push that does not follow the last seq it sent, and every head the
+// feed learns, is filled from the log (ListEvents), so a lost push costs
+// a read, never a gap.
 //
 // The stream ends with a *WatchEndedError (retryable, with the seq to
 // resume after) when the room's activation stops or moves, the owner
@@ -47,18 +53,27 @@ type Watcher struct {
 	CheckInterval time.Duration
 	// Page is the most events one catch-up read asks for (default 500).
 	Page int
+	// SendStall is how long one send may wait on its client, with the
+	// watcher more than Buffer commits behind, before the watcher is cut
+	// (default 2s). A send waits when the stream's flow-control window is
+	// spent: the client is not reading. (At 500ms, a client process that
+	// shared the server's two cores was cut a connection at a time when
+	// the machine was busy, and the resumes cost more than the waits.)
+	SendStall time.Duration
 	// Linger is how long a watcher waits after sending before it looks
 	// for more (default 5ms; negative: never): a hot room's commits then
 	// reach each watcher a few at a time, one wake-up of its goroutine
 	// for them all, instead of one per commit. At 3,000 commits/s, 1,000
 	// watchers woken per commit were 3M wake-ups a second, and their run
 	// queue stood in front of the room's own commands. A quiet room's
-	// event still goes out at once (the wait follows a send). A room
-	// with more than lingerPer watchers on the node waits Linger once
-	// per lingerPer of them (at most maxLingerScale times): the node's
-	// messages for one hot room stay near lingerPer ÷ Linger a second
-	// however many watch it (each message a batch, for a batch stream),
-	// where one message cost the server ~20 µs whatever its size.
+	// event still goes out at once (the wait follows a send). The wait
+	// grows with the room's watchers on the node and what a send costs
+	// them (lingerFor): the sends of one room's watchers take at most
+	// about fanoutShare of a core however many watch it and however busy
+	// the machine is (a send measured in wall time: one that waits for
+	// the CPU counts), each message then a larger batch, for a batch
+	// stream. A linger never makes a watcher half a buffer behind (the
+	// feed urges it out).
 	Linger  time.Duration
 	Metrics *WatchMetrics // nil: none
 	Logger  *slog.Logger
@@ -137,18 +152,31 @@ const (
 // pushItem is one commit (events set) or a head the feed learned (events
 // nil); shared by every watcher of the feed, never changed. wire holds
 // the events' encodings, made once for every watcher (nil: none).
+// frame is the events field of wire in the feed's arena (frameArena),
+// starting at from; nil when wire is.
 type pushItem struct {
 	seq    int64
 	events []*v1.RoomLogEvent
 	wire   [][]byte
+	arena  *frameArena
+	from   int
+	frame  []byte
 }
 
 type sub struct {
 	next atomic.Uint64 // the feed's log index of the next item to read
 	wake chan struct{} // cap 1: a pending wake-up stands for any number of pushes
-	end  chan struct{}
-	once sync.Once
-	why  string // set before end closes
+	// waiting: the watcher is about to wait on wake or waits; the feed
+	// wakes no other (one lingering or sending takes on its own).
+	waiting atomic.Bool
+	// urge (cap 1) ends a linger: the watcher is half a buffer behind.
+	urge chan struct{}
+	// sending is the clock when the watcher's send under way began (0:
+	// none): the feed cuts only a watcher its client holds up.
+	sending atomic.Int64
+	end     chan struct{}
+	once    sync.Once
+	why     string // set before end closes
 }
 
 func (s *sub) stop(why string) {
@@ -176,10 +204,15 @@ type feed struct {
 	subs     map[*sub]struct{}
 	head     int64        // newest head the feed knows
 	watchers atomic.Int64 // len(subs), read without mu
+	// sendNs is a watcher's send's wall time, ns, averaged over the
+	// recent sends of all (lingerFor); updates that race lose one
+	// sample.
+	sendNs atomic.Int64
 	// log holds the feed's recent items, written under mu and read by
 	// the watchers without it: each wake-up of a thousand watchers
 	// queued on mu behind the fanout that woke them.
 	log      atomic.Pointer[feedLog]
+	arena    *frameArena // where fanout frames the items (watchframes.go)
 	done     bool
 	stopTick chan struct{}
 	// ready closes when the first subscription answered; startErr is
@@ -197,6 +230,9 @@ func (w *Watcher) defaults() {
 	}
 	if w.Page <= 0 {
 		w.Page = 500
+	}
+	if w.SendStall <= 0 {
+		w.SendStall = 2 * time.Second
 	}
 	if w.Linger == 0 {
 		w.Linger = 5 * time.Millisecond
@@ -232,12 +268,22 @@ type Message struct {
 // busy room fit (the rest grow).
 const batchCap = 64
 
-// A watcher waits Linger after a send once per lingerPer watchers of its
-// room on the node, at most maxLingerScale times (Watcher.Linger).
+// A watcher lingers (Watcher.Linger) long enough that its room's
+// watchers' sends on the node take about fanoutShare of a core, and at
+// most maxLinger.
 const (
-	lingerPer      = 100
-	maxLingerScale = 20
+	fanoutShare   = 0.5
+	maxLinger     = 200 * time.Millisecond
+	maxSendSample = 10 * time.Millisecond
 )
+
+// lingerFor is how long a watcher of f waits after a send: Linger, or
+// longer when f's watchers' sends, one each per wait, would take more
+// than fanoutShare of a core.
+func (w *Watcher) lingerFor(f *feed) time.Duration {
+	busy := time.Duration(float64(f.watchers.Load()*f.sendNs.Load()) / fanoutShare)
+	return min(max(w.Linger, busy), max(w.Linger, maxLinger))
+}
 
 // MaxBatchEvents is the most events one message of a batch watch
 // carries (when one room_seq has more, its message carries them all).
@@ -247,6 +293,17 @@ const MaxBatchEvents = 512
 // a message carries the events of as many consecutive room_seqs as are
 // waiting (up to MaxBatchEvents), its RoomSeq the newest of them.
 func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(Message) error) error {
+	return w.watch(ctx, app, roomID, after, accepted, &batcher{batch: batch, send: send})
+}
+
+// WatchFrames is WatchMessages with each message as its events field,
+// framed once on the node for every watcher (watchframes.go): what the
+// gRPC server writes as it is.
+func (w *Watcher) WatchFrames(ctx context.Context, app, roomID string, after int64, batch bool, accepted func() error, send func(Frames) error) error {
+	return w.watch(ctx, app, roomID, after, accepted, &batcher{batch: batch, sendFrames: send})
+}
+
+func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, accepted func() error, out *batcher) error {
 	identity, err := roomgrain.Identity(app, roomID)
 	if err != nil {
 		return err
@@ -254,7 +311,7 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 	if after < 0 {
 		return errclass.Invalidf("after_room_seq %d is negative", after)
 	}
-	f, s, head, err := w.join(ctx, identity)
+	f, s, head, inLog, err := w.join(ctx, identity, after)
 	if err != nil {
 		return err
 	}
@@ -273,11 +330,11 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 			return err
 		}
 	}
+	out.sub, out.feed = s, f
 	// last is the newest seq handed to out; out sends it before the
 	// stream can end with a resume seq (every fill and every round
 	// flushes it).
 	last := after
-	out := &batcher{batch: batch, send: send}
 	// fill sends the log after last up to at least upTo.
 	fill := func(upTo int64) error {
 		if last >= upTo {
@@ -311,9 +368,6 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 		}
 		return nil
 	}
-	if err := fill(head); err != nil {
-		return err
-	}
 	// deliver hands one item to out, filling from the log what it skips.
 	deliver := func(it *pushItem) error {
 		if it.events == nil || it.seq > last+1 {
@@ -328,22 +382,49 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 		if it.events == nil || it.seq <= last {
 			return nil
 		}
-		if err := out.add(it.seq, it.events, it.wire); err != nil {
+		if err := out.add(it.seq, it.events, it.wire, it); err != nil {
 			return err
 		}
 		last = it.seq
 		return nil
 	}
+	if inLog {
+		// The feed's log holds what it missed (a watcher resuming after
+		// a cut, or a reconnect): framed already, no read at the room.
+		for _, it := range f.take(s) {
+			if err := deliver(it); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fill(head); err != nil {
+		return err
+	}
 	var linger *time.Timer // made on the first wait: an idle watcher has none
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.end:
-			return w.ended(last, s.why)
-		case <-s.wake:
+		// Marked before it looks, and the feed publishes before it
+		// looks at the mark: a push either is seen here or wakes it.
+		s.waiting.Store(true)
+		if l := f.log.Load(); l == nil || s.next.Load() >= l.end() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-s.end:
+				return w.ended(last, s.why)
+			case <-s.wake:
+			}
 		}
-		for _, it := range f.take(s) {
+		s.waiting.Store(false)
+		select {
+		case <-s.end: // cut meanwhile: nothing more to read for it
+			return w.ended(last, s.why)
+		default:
+		}
+		items := f.take(s)
+		if len(items) == 0 {
+			continue // a wake-up left from an earlier push
+		}
+		for _, it := range items {
 			if err := deliver(it); err != nil {
 				return err
 			}
@@ -354,7 +435,7 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 		if w.Linger <= 0 {
 			continue
 		}
-		wait := w.Linger * time.Duration(min(max(f.watchers.Load()/lingerPer, 1), maxLingerScale))
+		wait := w.lingerFor(f)
 		if linger == nil {
 			linger = time.NewTimer(wait)
 			defer linger.Stop()
@@ -367,6 +448,10 @@ func (w *Watcher) WatchMessages(ctx context.Context, app, roomID string, after i
 		case <-s.end:
 			return w.ended(last, s.why)
 		case <-linger.C:
+		case <-s.urge:
+			// Half a buffer behind: the node's linger never makes it a
+			// buffer behind (the timer's pending tick is dropped by the
+			// next Reset).
 		}
 	}
 }
@@ -379,32 +464,63 @@ func (w *Watcher) ended(last int64, why string) error {
 }
 
 // batcher makes a watcher's messages: one per room_seq, or with batch
-// the room_seqs handed to it until flush (or MaxBatchEvents) in one.
+// the room_seqs handed to it until flush (or MaxBatchEvents) in one;
+// Messages for send, or Frames for sendFrames.
 type batcher struct {
-	batch  bool
-	send   func(Message) error
-	seq    int64
-	events []*v1.RoomLogEvent
-	wire   [][]byte
+	batch      bool
+	send       func(Message) error
+	sendFrames func(Frames) error
+	sub        *sub  // its sends are marked on it (sub.sending)
+	feed       *feed // its sends' cost is measured into it (feed.sendNs)
+	seq        int64
+	events     []*v1.RoomLogEvent
+	wire       [][]byte
 	// encoded: every event added since the last flush came with its
 	// encoding.
 	encoded bool
+	pieces  []piece // Frames: the runs of the batch
+	count   int     // events held
 }
 
-// add sends or holds the events of seq (wire: their encodings, or nil).
-func (b *batcher) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte) error {
+// emit sends m or fr, marked on the watcher as a send under way and
+// measured into the feed's cost of a send.
+func (b *batcher) emit(m Message, fr Frames) error {
+	if b.sub == nil {
+		return b.send1(m, fr)
+	}
+	t0 := clock()
+	b.sub.sending.Store(t0)
+	err := b.send1(m, fr)
+	b.sub.sending.Store(0)
+	b.feed.measureSend(clock() - t0)
+	return err
+}
+
+func (b *batcher) send1(m Message, fr Frames) error {
+	if b.sendFrames != nil {
+		return b.sendFrames(fr)
+	}
+	return b.send(m)
+}
+
+// add sends or holds the events of seq (wire: their encodings, or nil;
+// it: the feed's item they come from, or nil).
+func (b *batcher) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte, it *pushItem) error {
 	if len(wire) != len(events) {
 		wire = nil
 	}
-	if !b.batch {
-		return b.send(Message{Reply: &v1.WatchRoomReply{RoomSeq: seq, Events: events}, Wire: wire})
+	if b.sendFrames != nil {
+		return b.addFrame(seq, events, wire, it)
 	}
-	if len(b.events) > 0 && len(b.events)+len(events) > MaxBatchEvents {
+	if !b.batch {
+		return b.emit(Message{Reply: &v1.WatchRoomReply{RoomSeq: seq, Events: events}, Wire: wire}, Frames{})
+	}
+	if b.count > 0 && b.count+len(events) > MaxBatchEvents {
 		if err := b.flush(); err != nil {
 			return err
 		}
 	}
-	if len(b.events) == 0 {
+	if b.count == 0 {
 		b.encoded = true
 	}
 	b.encoded = b.encoded && wire != nil
@@ -417,6 +533,41 @@ func (b *batcher) add(seq int64, events []*v1.RoomLogEvent, wire [][]byte) error
 	if b.encoded {
 		b.wire = append(b.wire, wire...)
 	}
+	b.count += len(events)
+	b.seq = seq
+	return nil
+}
+
+// addFrame is add for Frames: the item's frame, joined to the batch's
+// last run when it follows it in the feed's arena.
+func (b *batcher) addFrame(seq int64, events []*v1.RoomLogEvent, wire [][]byte, it *pushItem) error {
+	p := piece{}
+	if it != nil && it.frame != nil && it.wire != nil {
+		p = piece{a: it.arena, to: it.from + len(it.frame), b: it.frame}
+	} else {
+		if wire == nil {
+			wire = encodeEvents(events)
+		}
+		p.b = frameOf(wire)
+	}
+	if !b.batch {
+		return b.emit(Message{}, Frames{RoomSeq: seq, Events: [][]byte{p.b}, Count: len(events)})
+	}
+	if b.count > 0 && b.count+len(events) > MaxBatchEvents {
+		if err := b.flush(); err != nil {
+			return err
+		}
+	}
+	if n := len(b.pieces); n > 0 && p.a != nil && b.pieces[n-1].a == p.a && b.pieces[n-1].to == p.to-len(p.b) {
+		// Written right after the last run: the run's slice reaches
+		// into it (its capacity is the arena's).
+		last := &b.pieces[n-1]
+		last.b = last.b[:len(last.b)+len(p.b)]
+		last.to = p.to
+	} else {
+		b.pieces = append(b.pieces, p)
+	}
+	b.count += len(events)
 	b.seq = seq
 	return nil
 }
@@ -437,7 +588,7 @@ func (b *batcher) groups(events []*v1.RoomLogEvent, wire [][]byte, last int64) e
 			if wire != nil {
 				w = wire[i:j:j]
 			}
-			if err := b.add(seq, events[i:j:j], w); err != nil {
+			if err := b.add(seq, events[i:j:j], w, nil); err != nil {
 				return err
 			}
 		}
@@ -449,37 +600,48 @@ func (b *batcher) groups(events []*v1.RoomLogEvent, wire [][]byte, last int64) e
 // flush sends what the batcher holds. The message keeps its arrays: the
 // next batch starts new ones.
 func (b *batcher) flush() error {
-	if len(b.events) == 0 {
+	if b.count == 0 {
 		return nil
+	}
+	if b.sendFrames != nil {
+		fr := Frames{RoomSeq: b.seq, Events: make([][]byte, len(b.pieces)), Count: b.count}
+		for i, p := range b.pieces {
+			// Capped: the run's capacity reaches into the arena.
+			fr.Events[i] = p.b[:len(p.b):len(p.b)]
+		}
+		b.pieces, b.count = b.pieces[:0], 0
+		return b.emit(Message{}, fr)
 	}
 	m := Message{Reply: &v1.WatchRoomReply{RoomSeq: b.seq, Events: b.events}}
 	if b.encoded {
 		m.Wire = b.wire
 	}
-	b.events, b.wire = nil, nil
-	return b.send(m)
+	b.events, b.wire, b.count = nil, nil, 0
+	return b.emit(m, Frames{})
 }
 
 // join adds a watcher to the room's feed on this node, starting the feed
 // (and its subscription at the owner) if it has none. It answers the
-// head the watcher must catch up to.
-func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64, error) {
+// head the watcher must catch up to, and inLog when its place is in the
+// feed's log, at the first item after after (the log reaches back to
+// after: the watcher reads from it what it missed).
+func (w *Watcher) join(ctx context.Context, identity string, after int64) (f *feed, s *sub, head int64, inLog bool, err error) {
 	w.mu.Lock()
 	w.defaults()
 	if w.closed {
 		w.mu.Unlock()
-		return nil, nil, 0, &WatchEndedError{Reason: EndDraining}
+		return nil, nil, 0, false, &WatchEndedError{Reason: EndDraining}
 	}
 	if w.feeds == nil {
 		w.feeds = map[string]*feed{}
 	}
-	f := w.feeds[identity]
+	f = w.feeds[identity]
 	fresh := f == nil
 	if fresh {
 		f = &feed{w: w, identity: identity, subs: map[*sub]struct{}{}, stopTick: make(chan struct{}), ready: make(chan struct{})}
 		w.feeds[identity] = f
 	}
-	s := &sub{wake: make(chan struct{}, 1), end: make(chan struct{})}
+	s = &sub{wake: make(chan struct{}, 1), urge: make(chan struct{}, 1), end: make(chan struct{})}
 	// Registered before the catch-up read: every push from now on reaches
 	// s, so the read and the pushes overlap and nothing falls between.
 	f.mu.Lock()
@@ -487,6 +649,16 @@ func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64
 	f.watchers.Store(int64(len(f.subs)))
 	if l := f.log.Load(); l != nil {
 		s.next.Store(l.end())
+		// The items after after: a head item may stand out of order
+		// (check), so the run of them at the end.
+		i := len(l.items)
+		for i > 0 && l.items[i-1].seq > after {
+			i--
+		}
+		if i < len(l.items) && (i > 0 || l.items[0].seq == after+1) {
+			s.next.Store(l.first + uint64(i))
+			inLog = true
+		}
 	}
 	f.mu.Unlock()
 	w.mu.Unlock()
@@ -498,17 +670,17 @@ func (w *Watcher) join(ctx context.Context, identity string) (*feed, *sub, int64
 	case <-f.ready:
 	case <-ctx.Done():
 		f.leave(s)
-		return nil, nil, 0, ctx.Err()
+		return nil, nil, 0, false, ctx.Err()
 	}
 	if f.startErr != nil {
 		f.finish(EndLost)
-		return nil, nil, 0, f.startErr
+		return nil, nil, 0, false, f.startErr
 	}
 	// A feed that ended meanwhile has ended s too, with its reason.
 	f.mu.Lock()
-	head := f.head
+	head = f.head
 	f.mu.Unlock()
-	return f, s, head, nil
+	return f, s, head, inLog, nil
 }
 
 // start spawns the feed's actor and subscribes it at the room's owner.
@@ -554,14 +726,25 @@ func (f *feed) check(activation string) {
 	}
 }
 
-// fanout appends it to the feed's log and wakes every watcher without
-// waiting: one left more than Buffer items behind is cut. Items every
-// watcher has read are dropped, into a new array once they are half the
-// log: the old one may be read by watchers still.
+// maxHeldBuffers: the feed's log holds a watcher's place up to this many
+// Buffers behind (a watcher not in a send: the node's own delay); past
+// it the log lets the place go, and the watcher reads what it missed from
+// the room's log. It bounds the log's memory, ~16k commits at the default.
+const maxHeldBuffers = 16
+
+// fanout appends it to the feed's log (its events framed once for every
+// watcher) and wakes every watcher without waiting. A watcher its client
+// holds up is cut (Watcher); one half a buffer behind is urged out of
+// its linger. Items every watcher has read (or let go) are dropped, into
+// a new array once they are half the log: the old one may be read by
+// watchers still.
 func (f *feed) fanout(it *pushItem) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.head = max(f.head, it.seq)
+	if it.wire != nil && len(it.wire) == len(it.events) {
+		it.arena, it.from, it.frame = f.frame(it.wire)
+	}
 	l := &feedLog{}
 	if old := f.log.Load(); old != nil {
 		*l = *old
@@ -569,17 +752,40 @@ func (f *feed) fanout(it *pushItem) {
 	l.items = append(l.items, it)
 	end := l.end()
 	read := end // the least place of a watcher
+	if keep := 2 * uint64(f.w.Buffer); end-l.first > keep {
+		// The newest two buffers stay for watchers that come back (a
+		// cut one resuming, a reconnect): they read them here, framed,
+		// not from the room.
+		read = end - keep
+	} else {
+		read = l.first
+	}
+	buffer := uint64(f.w.Buffer)
+	now := clock()
 	for s := range f.subs {
 		next := s.next.Load()
-		if end-next > uint64(f.w.Buffer) {
-			delete(f.subs, s)
-			s.stop(EndCut)
-			if f.w.Metrics != nil {
-				// Counted when it happens: the stream's goroutine may be
-				// stuck in its send for a while yet.
-				f.w.Metrics.Cuts.Inc()
+		lag := end - min(next, end)
+		if lag > buffer {
+			since := s.sending.Load()
+			if since != 0 && (time.Duration(now-since) >= f.w.SendStall || lag > maxHeldBuffers*buffer) {
+				delete(f.subs, s)
+				s.stop(EndCut)
+				if f.w.Metrics != nil {
+					// Counted when it happens: the stream's goroutine may be
+					// stuck in its send for a while yet.
+					f.w.Metrics.Cuts.Inc()
+				}
+				continue
 			}
-			continue
+			if lag > maxHeldBuffers*buffer {
+				continue // let go: not counted in read
+			}
+		}
+		if 2*lag >= buffer {
+			select {
+			case s.urge <- struct{}{}:
+			default:
+			}
 		}
 		// A watcher reading now moves only forward, past read: what it
 		// still needs stays.
@@ -592,6 +798,9 @@ func (f *feed) fanout(it *pushItem) {
 	}
 	f.log.Store(l)
 	for s := range f.subs {
+		if !s.waiting.Load() {
+			continue // it looks at the log before it waits
+		}
 		select {
 		case s.wake <- struct{}{}:
 		default: // a wake-up is pending already
@@ -599,15 +808,25 @@ func (f *feed) fanout(it *pushItem) {
 	}
 }
 
+// measureSend adds a send's wall time (ns) to f.sendNs (an average that
+// moves an eighth of the way to each sample; a send that waited on its
+// client counts maxSendSample at most: that wait is no work).
+func (f *feed) measureSend(ns int64) {
+	ns = min(ns, int64(maxSendSample))
+	old := f.sendNs.Load()
+	f.sendNs.Store(old + (ns-old)/8)
+}
+
 // take returns the items s has not read (shared: never changed) and moves
-// its place past them. Without the feed's lock.
+// its place past them. Without the feed's lock. A place the log let go
+// (fanout) gets the log's items from its first: the watcher fills what
+// lies between from the room's log (deliver).
 func (f *feed) take(s *sub) []*pushItem {
 	l := f.log.Load()
-	next := s.next.Load()
-	if l == nil || next < l.first {
-		return nil // nothing yet, or cut: its end is closed, the loop sees it next
+	if l == nil {
+		return nil
 	}
-	items := l.items[next-l.first:]
+	items := l.items[min(max(s.next.Load(), l.first), l.end())-l.first:]
 	s.next.Store(l.end())
 	return items[:len(items):len(items)]
 }

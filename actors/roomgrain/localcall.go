@@ -98,6 +98,9 @@ func (c *Client) replyProcess() *replies {
 func (c *Client) sendLocal(pid *actor.PID, msg any) (<-chan any, uint32) {
 	r := c.replyProcess()
 	sender, id, ch := r.expect()
+	if toFront(msg) {
+		pid = Front(c.Cluster.ActorSystem, pid) // front.go: a like, decided before the grain's mailbox
+	}
 	c.Cluster.ActorSystem.Root.RequestWithCustomSender(pid, msg, sender)
 	return ch, id
 }

@@ -102,7 +102,7 @@ func (g *grain) flushSnapshot() {
 
 // saveSnapshot writes the state as the room's snapshot.
 func (g *grain) saveSnapshot() error {
-	b, err := g.state.Marshal()
+	b, err := g.marshalState() // front.go: the receipts encoded ahead
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,25 @@ func (f *fixture) activate(identity string) *actor.PID {
 	return f.h.Activate(roomgrain.GrainProps(d), identity)
 }
 
+// to is where rc goes as the node's room client sends it: a like to the
+// room's front once its likes opened one (roomgrain.Front), anything
+// else (and the room's first like) to the grain.
+func (f *fixture) to(pid *actor.PID, rc *v1.RoomCommand) *actor.PID {
+	if rc.GetLikeRoom() != nil {
+		return f.likesTo(pid)
+	}
+	return pid
+}
+
+// likesTo is where the room's likes go (its front once open).
+func (f *fixture) likesTo(pid *actor.PID) *actor.PID { return roomgrain.Front(f.sys, pid) }
+
 func (f *fixture) do(pid *actor.PID, rc *v1.RoomCommand) (*v1.CommandReply, error) {
-	return f.h.Do(pid, rc)
+	return f.h.Do(f.to(pid, rc), rc)
 }
 
 func (f *fixture) mustDo(pid *actor.PID, rc *v1.RoomCommand) *v1.CommandReply {
-	return f.h.MustDo(pid, rc)
+	return f.h.MustDo(f.to(pid, rc), rc)
 }
 
 // replyOf reads a grain's answer to a request made without the host.

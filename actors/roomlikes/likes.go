@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"slices"
 	"strconv"
@@ -44,7 +45,7 @@ func Observe(c Config) roomgrain.NewObserver {
 		c.Window = configs.DefaultLikeWindow
 	}
 	return func(a roomgrain.Activation) roomgrain.Observer {
-		return &observer{cfg: &c, room: a.Room, root: a.Root, self: a.Self}
+		return &observer{cfg: &c, room: a.Room, root: a.Root, self: a.Self, sys: a.Root.ActorSystem()}
 	}
 }
 
@@ -57,9 +58,11 @@ type observer struct {
 	room roomgrain.Room
 	root *actor.RootContext
 	self *actor.PID
+	sys  *actor.ActorSystem
 	idx  *likeIndex // made on the first like or the first look at receipts
 	lk   *liker     // started on the first like
-	done bool       // Stopped
+	enc  *receiptsEncoder
+	done bool // Stopped
 }
 
 // liker is a room's likes goroutine: it takes each like the room let
@@ -74,24 +77,65 @@ type liker struct {
 	quit chan struct{} // closed when run returns
 	root *actor.RootContext
 	room *actor.PID
+	r    roomgrain.Room // Key, Now and Holds only: read on other goroutines
 	win  time.Duration
 	idx  *likeIndex
+	seed maphash.Seed
 
-	mu      sync.Mutex // open and closing: the room's Check reads them
+	// mu guards open and closing (the room's Check reads them), recent
+	// and checking.
+	mu      sync.Mutex
 	open    *window
 	closing []*window // ended, not yet stored or failed, oldest first
+	// recent is the room's recent command ids (hashed), so that an id a
+	// command used lately is refused for a like (by the room: a like
+	// from the front under one goes there); checking is the id of the
+	// command the room is deciding now (between its Check and its
+	// commit it is in neither).
+	recent   recentIDs
+	checking uint64
+
+	// viewMu guards view: the fronts read it, the room writes it, and
+	// holds it while a commit changes its state in place (Applying to
+	// Committed). A read-write lock: the likes of thousands of callers
+	// read it at once, and wait for nothing but a commit.
+	viewMu sync.RWMutex
+	view   view
+	// closeFront ends the front (Stopping, Stopped).
+	closeFront func()
+}
+
+// view is what the front decides a like against (front.go): the room as
+// its last commit or load left it, published by the room.
+type view struct {
+	// room holds what room.CheckLiker reads: Exists, Status, Members,
+	// Bans. The maps are the room's own, changed in place only while
+	// the room holds viewMu.
+	room  room.State
+	epoch int64 // the lease epoch the room's state was loaded under
+	// takes: the front decides likes. Off while the room would load its
+	// state before writing (an append's outcome unknown) and after a
+	// window failed, until the room publishes again: those likes go to
+	// the room, which loads first.
+	takes  bool
+	closed bool // the room stops: nothing more is taken
 }
 
 // window is one window of a room's likes and whom to answer.
 type window struct {
 	lk      *liker
 	w       *room.LikeWindow
-	answers []likeAnswer
+	answers []likeAnswer // under lk.mu: the front adds to them
 	timer   *time.Timer
 	tally   *room.LikeTally // made when it ends
 	// handled is the room's: the window was closed against it (its
 	// likesDue, or the activation's Stopping).
 	handled bool
+	// stale is the room's: the room loaded its state again since the
+	// window's likes were decided (Loaded), so its likes, decided against
+	// receipts the reload replaced, are answered unavailable, not
+	// stored.
+	stale bool
 }
 
 // likeAnswer is a like waiting for its window: who sent it, whose it is
@@ -105,10 +149,13 @@ type likeAnswer struct {
 
 // Messages of the likes goroutine.
 type (
-	likeIn struct { // a like the room let through
+	likeIn struct { // a like the room (or the front) let through
 		to    *actor.PID
 		rc    *v1.RoomCommand
 		nowMs int64
+		// front: the front let it through; it goes to the room if its
+		// id is a recent command's.
+		front bool
 	}
 	windowDue struct{ w *window } // its timer
 	stored    struct {            // a window's outcome, from the room
@@ -161,11 +208,14 @@ func (o *observer) Check(cmd room.Command) error {
 }
 
 // named is the like a command_id named, in a window not yet stored or
-// among the room's receipts; ok false: none.
+// among the room's receipts; ok false: none. From now until its commit
+// the front hands the room any like under the id (view.checking): the
+// command is in neither the windows nor the room's recent ids.
 func (o *observer) named(commandID string) (ref room.LikeRef, ok bool) {
 	id := room.LikeID(commandID)
 	if o.lk != nil {
 		o.lk.mu.Lock()
+		o.lk.checking = o.lk.hash(commandID)
 		ref, _, ok = o.lk.inWindows(id)
 		o.lk.mu.Unlock()
 		if ok {
@@ -184,11 +234,59 @@ func (o *observer) index() *likeIndex {
 	return o.idx
 }
 
-// Loaded: the room's receipts are the store's now.
+// Loaded: the room's state is the store's now. The windows not yet
+// stored had their likes decided against the receipts the load replaced
+// (a window whose append's outcome was unknown may be among the new
+// ones): they are answered unavailable, and their retries decided
+// against the room as loaded.
 func (o *observer) Loaded() {
+	if o.lk != nil {
+		o.lk.mu.Lock()
+		defer o.lk.mu.Unlock()
+		for _, w := range o.lk.closing {
+			w.stale = true
+		}
+		if o.lk.open != nil {
+			o.lk.open.stale = true
+		}
+		o.lk.recent.reset(o.lk, o.room.RecentIDs())
+		o.lk.viewMu.Lock()
+		o.publish()
+		o.lk.viewMu.Unlock()
+	}
 	if o.idx != nil {
 		o.idx.reset(o.room.State())
 	}
+	if o.enc != nil {
+		o.enc.want(o.room.State().LikeReceipts())
+	}
+}
+
+// Applying: the room's state changes in place; the front waits.
+func (o *observer) Applying([]room.Event) {
+	if o.lk != nil {
+		o.lk.viewMu.Lock()
+	}
+}
+
+// Committed: the front decides against the room after the command, and
+// its command_id is a recent one.
+func (o *observer) Committed(cmd room.Command, _ []room.Event) {
+	if o.lk != nil {
+		o.publish()
+		o.lk.viewMu.Unlock()
+		o.lk.mu.Lock()
+		o.lk.recent.add(o.lk, cmd.CommandID)
+		o.lk.mu.Unlock()
+	}
+}
+
+// publish hands the front the room as it is now. On the room's
+// goroutine, under lk.viewMu.
+func (o *observer) publish() {
+	s, v := o.room.State(), &o.lk.view
+	v.room = room.State{Exists: s.Exists, Status: s.Status, Members: s.Members, Bans: s.Bans}
+	v.epoch, v.takes = o.room.Epoch(), o.room.Writable()
 }
 
 // Stopping writes the windows not yet stored while the room can still
@@ -198,6 +296,7 @@ func (o *observer) Stopping(ctx actor.Context) {
 	if o.lk == nil || o.done {
 		return
 	}
+	o.lk.closeFront()
 	reply := make(chan []*window, 1)
 	o.lk.in <- handOver{reply: reply}
 	for _, w := range <-reply {
@@ -211,16 +310,15 @@ func (o *observer) Stopping(ctx actor.Context) {
 // unavailable (nothing of it was counted, and its retries will be).
 func (o *observer) Stopped() {
 	if o.lk != nil && !o.done {
+		o.lk.closeFront()
 		o.lk.in <- stop{}
 	}
 	o.done = true
 }
 
-func (*observer) Passed(room.Command)                  {}
-func (*observer) Applying([]room.Event)                {}
-func (*observer) Committed(room.Command, []room.Event) {}
-func (*observer) Tick()                                {}
-func (*observer) Passivating()                         {}
+func (*observer) Passed(room.Command) {}
+func (*observer) Tick()               {}
+func (*observer) Passivating()        {}
 
 // like lets a LikeRoom through to the likes goroutine if the room takes
 // likes from its user now, and refuses it at once if not. Only map
@@ -267,13 +365,34 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 		}
 	}
 	if o.lk == nil {
-		o.lk = &liker{
-			in: make(chan any, inbox), quit: make(chan struct{}),
-			root: o.root, room: o.self, win: o.cfg.Window, idx: o.index(),
-		}
-		go o.lk.run()
+		o.start()
 	}
 	o.lk.in <- likeIn{to: ctx.Sender(), rc: rc, nowMs: now}
+}
+
+// start starts the room's likes goroutine and opens its front
+// (front.go): from now on this node's likes of the room are decided
+// there, and the room publishes itself to it at each commit.
+func (o *observer) start() {
+	lk := &liker{
+		in: make(chan any, inbox), quit: make(chan struct{}),
+		root: o.root, room: o.self, r: o.room, win: o.cfg.Window, idx: o.index(), seed: maphash.MakeSeed(),
+	}
+	lk.recent.reset(lk, o.room.RecentIDs())
+	o.lk, o.enc = lk, &receiptsEncoder{}
+	o.publish()
+	o.enc.want(o.room.State().LikeReceipts())
+	var once sync.Once
+	closeFront := roomgrain.OpenFront(o.sys, o.self, &front{lk: lk})
+	lk.closeFront = func() {
+		once.Do(func() {
+			lk.viewMu.Lock()
+			lk.view.closed = true
+			lk.viewMu.Unlock()
+			closeFront()
+		})
+	}
+	go lk.run()
 }
 
 // store closes window w against the room (room.LikeTally.Close: its
@@ -282,10 +401,19 @@ func (o *observer) like(ctx actor.Context, rc *v1.RoomCommand) {
 func (o *observer) store(ctx actor.Context, w *window) {
 	w.handled = true
 	res := stored{w: w}
-	defer func() { o.lk.in <- res }()
+	defer func() {
+		if res.failed != nil {
+			// The room may load before it writes again: likes go to it
+			// (it loads first) until it publishes again.
+			o.lk.viewMu.Lock()
+			o.lk.view.takes = false
+			o.lk.viewMu.Unlock()
+		}
+		o.lk.in <- res
+	}()
 	r := o.room
 	reloaded, err := r.ReadyToWrite(ctx)
-	if err == nil && reloaded {
+	if err == nil && (reloaded || w.stale) {
 		// An append whose outcome was unknown may have counted likes the
 		// window took for new. Nothing of it is counted; the retries are
 		// decided against the reloaded receipts.
@@ -320,6 +448,7 @@ func (o *observer) store(ctx actor.Context, w *window) {
 	// Its ids are named from now on, before the likes goroutine hears of
 	// it (a command checked meanwhile finds them here or in the window).
 	o.idx.stored(w.w.Refs(), s)
+	o.enc.want(s.LikeReceipts())
 	o.cfg.Metrics.window(events[0].(room.RoomLiked).Count)
 	// The receipts are the room's own: a like's reply carries the
 	// RoomLiked alone.
@@ -343,8 +472,9 @@ func (lk *liker) run() {
 		case stored:
 			lk.mu.Lock()
 			lk.closing = slices.DeleteFunc(lk.closing, func(w *window) bool { return w == m.w })
+			answers := m.w.answers // none added once it left closing
 			lk.mu.Unlock()
-			go answer(lk.root, m.w.answers, func(a likeAnswer) *v1.RoomResponse {
+			go answer(lk.root, answers, func(a likeAnswer) *v1.RoomResponse {
 				if m.failed != nil {
 					return m.failed
 				}
@@ -374,36 +504,67 @@ func (lk *liker) run() {
 				pending = append(pending, lk.open)
 			}
 			lk.open, lk.closing = nil, nil
+			answers := make([][]likeAnswer, len(pending))
+			for i, w := range pending {
+				answers[i] = w.answers
+			}
 			lk.mu.Unlock()
 			res := &v1.RoomResponse{Error: roomgrain.WireError(fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))}
-			for _, w := range pending {
-				go answer(lk.root, w.answers, func(likeAnswer) *v1.RoomResponse { return res })
+			for _, a := range answers {
+				go answer(lk.root, a, func(likeAnswer) *v1.RoomResponse { return res })
 			}
-			return
+			// Likes the front handed over before it closed.
+			for {
+				select {
+				case m := <-lk.in:
+					if l, ok := m.(likeIn); ok {
+						lk.root.Send(l.to, res)
+					}
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
-// like decides one like the room let through: refused, answered as a
-// duplicate of a like stored before (the room answers: the reply is the
-// room now), or added to a window (counted in the open one, or a retry
-// of a like of a window not yet answered, answered with it).
+// like decides one like the room let through.
 func (lk *liker) like(m likeIn) {
-	refuse := func(err error) { lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(err)}) }
 	cmd, ok := room.CommandFromProto(m.rc, m.nowMs)
 	if !ok {
-		refuse(errclass.Invalidf("empty command"))
+		lk.root.Send(m.to, &v1.RoomResponse{Error: roomgrain.WireError(errclass.Invalidf("empty command"))})
 		return
 	}
 	id := room.LikeID(cmd.CommandID) // once: the hash is most of a like's cost
+	var h uint64
+	if m.front {
+		h = lk.hash(cmd.CommandID)
+	}
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
+	if m.front && (h == lk.checking || lk.recent.has(h)) {
+		// A command under its id may have been checked or committed since
+		// the front passed it: the room decides it (with the command's
+		// record at hand).
+		lk.root.RequestWithCustomSender(lk.room, m.rc, m.to)
+		return
+	}
+	lk.decide(m.to, cmd, id)
+}
+
+// decide decides a like the room (or the front) let through: refused,
+// answered as a duplicate of a like stored before (the room answers:
+// the reply is the room now), or added to a window (counted in the open
+// one, or a retry of a like of a window not yet answered, answered with
+// it). Under mu.
+func (lk *liker) decide(to *actor.PID, cmd room.Command, id string) {
+	refuse := func(err error) { lk.root.Send(to, &v1.RoomResponse{Error: roomgrain.WireError(err)}) }
 	if ref, w, ok := lk.inWindows(id); ok {
 		if err := room.LikeConflict(cmd, ref); err != nil {
 			refuse(err)
 			return
 		}
-		w.answers = append(w.answers, likeAnswer{to: m.to, user: cmd.UserID, retry: true})
+		w.answers = append(w.answers, likeAnswer{to: to, user: cmd.UserID, retry: true})
 		return
 	}
 	if ref, ok := lk.idx.lookup(id); ok {
@@ -411,7 +572,7 @@ func (lk *liker) like(m likeIn) {
 			refuse(err)
 			return
 		}
-		lk.root.Send(lk.room, &likeRepeat{to: m.to})
+		lk.root.Send(lk.room, &likeRepeat{to: to})
 		return
 	}
 	w := lk.open
@@ -432,7 +593,7 @@ func (lk *liker) like(m likeIn) {
 			}
 		})
 	}
-	w.answers = append(w.answers, likeAnswer{to: m.to, user: cmd.UserID})
+	w.answers = append(w.answers, likeAnswer{to: to, user: cmd.UserID})
 	if len(w.answers) >= maxLikeBatch {
 		lk.end()
 	}

@@ -111,7 +111,7 @@ func TestLikesCoalesceUnderConcurrentLikers(t *testing.T) {
 				for n := 0; time.Since(start) < duration; n++ {
 					count := int64(1 + (n+i)%7)
 					sent.Add(count)
-					res, err := f.sys.Root.RequestFuture(pid, rcLike(fmt.Sprintf("l-%d-%d-%d", i, k, n), fmt.Sprintf("u%d", i), count), 5*time.Second).Result()
+					res, err := f.sys.Root.RequestFuture(f.likesTo(pid), rcLike(fmt.Sprintf("l-%d-%d-%d", i, k, n), fmt.Sprintf("u%d", i), count), 5*time.Second).Result()
 					if err != nil {
 						t.Errorf("like not answered: %v", err)
 						return
@@ -190,7 +190,7 @@ func TestLikeRetriesCountedOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := f.sys.Root.RequestFuture(pid, rcLike("dup-1", "alice", 5), 5*time.Second).Result()
+			res, err := f.sys.Root.RequestFuture(f.likesTo(pid), rcLike("dup-1", "alice", 5), 5*time.Second).Result()
 			if err == nil {
 				replies[i], err = replyOf(res)
 			}
@@ -276,7 +276,7 @@ func TestLikesRefusedWriteNothing(t *testing.T) {
 		}
 	}
 	// alice's like waits in the window; she leaves before it ends.
-	res := f.sys.Root.RequestFuture(pid, rcLike("w1", "alice", 3), 5*time.Second)
+	res := f.sys.Root.RequestFuture(f.likesTo(pid), rcLike("w1", "alice", 3), 5*time.Second)
 	f.mustDo(pid, &v1.RoomCommand{Command: &v1.RoomCommand_LeaveRoom{LeaveRoom: &v1.LeaveRoomRequest{
 		CommandId: "l1", AppCode: "app", RoomId: "r1", UserId: "alice", Reason: "left"}}})
 	got, err := res.Result()
@@ -349,7 +349,7 @@ func TestLikesExactAfterCrash(t *testing.T) {
 				mu.Lock()
 				all += l.count
 				mu.Unlock()
-				res, err := f1.sys.Root.RequestFuture(pid, rcLike(l.id, l.user, l.count), 300*time.Millisecond).Result()
+				res, err := f1.sys.Root.RequestFuture(f1.likesTo(pid), rcLike(l.id, l.user, l.count), 300*time.Millisecond).Result()
 				var r *v1.CommandReply
 				if err == nil {
 					r, err = replyOf(res)
@@ -532,7 +532,7 @@ func TestLikesInFlightWhenTheRoomStops(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			l := result{id: fmt.Sprintf("s-%d", i), user: []string{"alice", "bob"}[i%2], count: int64(1 + i%3)}
-			res, err := f.sys.Root.RequestFuture(pid, rcLike(l.id, l.user, l.count), 5*time.Second).Result()
+			res, err := f.sys.Root.RequestFuture(f.likesTo(pid), rcLike(l.id, l.user, l.count), 5*time.Second).Result()
 			if err == nil {
 				_, err = replyOf(res)
 			}

@@ -2,6 +2,7 @@ package imfake
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -156,7 +157,11 @@ type groupMsg struct {
 // so its error code is the one its first fault earns.
 func decodeGroupMsg(body []byte) (groupMsg, elem, *apiError) {
 	var req groupMsg
-	if err := json.Unmarshal(body, &req); err == nil && req.MsgBody != nil {
+	err := json.Unmarshal(body, &req)
+	if _, syntax := errors.AsType[*json.SyntaxError](err); syntax {
+		return req, elem{}, fail(60003, errInvalidJSON) // parsesWhole: serve did not check it
+	}
+	if err == nil && req.MsgBody != nil {
 		if aerr := checkGroupMsg(req); aerr != nil {
 			return req, elem{}, aerr
 		}

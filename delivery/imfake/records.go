@@ -1,9 +1,11 @@
 package imfake
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"log/slog"
 	"net/http"
 	"slices"
 )
@@ -76,8 +78,12 @@ func eventIDs(cloud, data string) []string {
 	return nil
 }
 
+// recordLocked keeps an accepted message. Its event ids are read from it
+// when a reader first asks (eventIDsLocked), not here: the parse of Data
+// was a sixth of the fake's cost per room message, on the path of every
+// dev command, for ids that only tests and the debug page read.
 func (s *Server) recordLocked(m Message) {
-	m.EventIDs = eventIDs(m.CloudCustomData, m.Data)
+	m.EventIDs = nil
 	size := recordedSize(m)
 	if len(s.messages) >= maxRecorded || s.recordedBytes+size > maxRecordedBytes {
 		half := len(s.messages) / 2
@@ -92,6 +98,10 @@ func (s *Server) recordLocked(m Message) {
 		m.ID = s.messages[n-1].ID + 1
 	}
 	s.messages = append(s.messages, m)
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	m = s.withEventIDsLocked(len(s.messages) - 1)
 	args := []any{"kind", m.Kind, "msg_seq", m.MsgSeq, "event_ids", m.EventIDs, "bytes", len(m.Data)}
 	if m.Kind == "group" {
 		args = append(args, "group_id", m.GroupID)
@@ -102,11 +112,35 @@ func (s *Server) recordLocked(m Message) {
 	s.log.Debug("fake tencent im accepted message", args...)
 }
 
+// withEventIDsLocked is message i with its event ids, read from it once
+// (an empty list when it carries none). Callers hold mu.
+func (s *Server) withEventIDsLocked(i int) Message {
+	m := &s.messages[i]
+	if m.EventIDs == nil {
+		m.EventIDs = eventIDs(m.CloudCustomData, m.Data)
+		if m.EventIDs == nil {
+			m.EventIDs = []string{}
+		}
+		s.recordedBytes += recordedSize(*m) - recordedSize(Message{Data: m.Data, CloudCustomData: m.CloudCustomData, Ext: m.Ext, Desc: m.Desc})
+	}
+	return *m
+}
+
+// messagesLocked is the messages from index from on, with their event
+// ids. Callers hold mu.
+func (s *Server) messagesLocked(from int) []Message {
+	out := make([]Message, 0, len(s.messages)-from)
+	for i := from; i < len(s.messages); i++ {
+		out = append(out, s.withEventIDsLocked(i))
+	}
+	return out
+}
+
 // Messages returns every accepted message in acceptance order.
 func (s *Server) Messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.messages)
+	return s.messagesLocked(0)
 }
 
 // GroupMessages returns the accepted messages of one group.
@@ -123,8 +157,8 @@ func (s *Server) filter(keep func(Message) bool) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Message
-	for _, m := range s.messages {
-		if keep(m) {
+	for i := range s.messages {
+		if m := s.withEventIDsLocked(i); keep(m) {
 			out = append(out, m)
 		}
 	}
@@ -137,8 +171,8 @@ func (s *Server) EventIDCounts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	counts := map[string]int{}
-	for _, m := range s.messages {
-		for _, id := range m.EventIDs {
+	for i := range s.messages {
+		for _, id := range s.withEventIDsLocked(i).EventIDs {
 			counts[id]++
 		}
 	}
@@ -212,7 +246,7 @@ func (s *Server) handleDebugMessages(w http.ResponseWriter, _ *http.Request) {
 		Messages   []Message `json:"messages"`
 		Duplicates int       `json:"duplicates"`
 		Calls      int       `json:"calls"`
-	}{slices.Clone(s.messages), s.duplicates, len(s.calls)}
+	}{s.messagesLocked(0), s.duplicates, len(s.calls)}
 	s.mu.Unlock()
 	if out.Messages == nil {
 		out.Messages = []Message{}
@@ -236,7 +270,7 @@ table{border-collapse:collapse}code{white-space:pre-wrap;word-break:break-all}</
 func (s *Server) handleIndex(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	n := len(s.messages)
-	shown := slices.Clone(s.messages[max(0, n-200):])
+	shown := s.messagesLocked(max(0, n-200))
 	data := struct {
 		Total, Duplicates, Calls int
 		Messages                 []Message

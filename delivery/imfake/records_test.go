@@ -1,7 +1,9 @@
 package imfake
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,59 @@ func TestRecordsStayBounded(t *testing.T) {
 	}
 	if c := len(s.Calls()); c > maxRecorded || c < maxRecorded/2 {
 		t.Fatalf("%d calls kept, bound %d", c, maxRecorded)
+	}
+}
+
+// A message's event ids are read from it when first asked for, not when it
+// is accepted: every reader still sees them, and the byte count of the
+// log keeps the ids once read, so the bound still holds after the older
+// half goes.
+func TestEventIDsReadWhenAsked(t *testing.T) {
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	compact := func(seq int) string {
+		return fmt.Sprintf(`{"app_code":"a","room_id":"r","t0":1,"types":["T"],"events":[{"s":%d,"t":0},{"s":%d,"i":1,"t":0},{"id":"x-%d","s":%d,"t":0}]}`, seq, seq, seq, seq)
+	}
+	sum := func() (got, want int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, m := range s.messages {
+			want += recordedSize(m)
+		}
+		return s.recordedBytes, want
+	}
+	s.mu.Lock()
+	for i := range 3 {
+		s.recordLocked(Message{Kind: "group", GroupID: "g", Data: compact(i + 1), EventIDs: []string{"stale"}})
+	}
+	s.recordLocked(Message{Kind: "group", GroupID: "g", Data: `{"no":"ids"}`})
+	s.mu.Unlock()
+	msgs := s.GroupMessages("g")
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages", len(msgs))
+	}
+	for i, m := range msgs[:3] {
+		want := []string{fmt.Sprintf("a:r:%d:0", i+1), fmt.Sprintf("a:r:%d:1", i+1), fmt.Sprintf("x-%d", i+1)}
+		if !slices.Equal(m.EventIDs, want) {
+			t.Fatalf("message %d: ids %v, want %v", i, m.EventIDs, want)
+		}
+	}
+	if msgs[3].EventIDs == nil || len(msgs[3].EventIDs) != 0 {
+		t.Fatalf("a message without ids: %#v", msgs[3].EventIDs)
+	}
+	if c := s.EventIDCounts(); c["a:r:2:1"] != 1 || c["stale"] != 0 || len(c) != 9 {
+		t.Fatalf("counts %v", c)
+	}
+	if got, want := sum(); got != want {
+		t.Fatalf("recordedBytes %d after the ids were read, the messages' sizes add up to %d", got, want)
+	}
+	data := strings.Repeat("x", 12<<10)
+	s.mu.Lock()
+	for range 10_000 {
+		s.recordLocked(Message{Kind: "group", GroupID: "h", Data: data})
+	}
+	s.mu.Unlock()
+	_ = s.Messages()
+	if got, want := sum(); got != want || got > maxRecordedBytes {
+		t.Fatalf("recordedBytes %d, the messages' sizes add up to %d, bound %d", got, want, maxRecordedBytes)
 	}
 }

@@ -380,8 +380,8 @@ func (s *Server) serve(r *http.Request, call *Call) (map[string]any, *apiError) 
 		return nil, fail(60010, "identifier is not an app administrator")
 	}
 	body, err := readBody(r, 1<<20)
-	if err != nil || len(body) == 0 || !json.Valid(body) {
-		return nil, fail(60003, "invalid json body")
+	if err != nil || len(body) == 0 || !parsesWhole[call.API] && !json.Valid(body) {
+		return nil, fail(60003, errInvalidJSON)
 	}
 	if code, ok := s.faults.injected(&s.mu, call.API); ok {
 		return nil, fail(code, "injected fault")
@@ -392,6 +392,16 @@ func (s *Server) serve(r *http.Request, call *Call) (map[string]any, *apiError) 
 	}
 	return h(s, body)
 }
+
+// errInvalidJSON is the message of 60003, a body that is not JSON.
+const errInvalidJSON = "invalid json body"
+
+// parsesWhole are the APIs whose handler decodes the whole body first with
+// encoding/json and answers a syntax error with 60003 itself: their
+// bodies are scanned once instead of twice (json.Valid, then the decode's
+// own scan), which was a third of the fake's cost per room message. Their
+// injected faults (FailNext, FailFraction) come before that check.
+var parsesWhole = map[string]bool{tencentim.APISendGroupMsg: true}
 
 // readBody reads at most limit bytes of r's body, in one allocation when
 // its length is known: io.ReadAll grows from 512 bytes, and a message's

@@ -100,13 +100,20 @@ func TestGatewayChecks(t *testing.T) {
 		{"garbage sig", strings.Replace(q, "usersig=", "usersig=zz", 1), `{}`, 70003},
 		{"empty body", q, ``, 60003},
 		{"bad json", q, `{"UserID":`, 60003},
+		// send_group_msg finds a syntax error in its own decode (one scan
+		// of the body): the same code, wherever the error is.
+		{"bad json to send_group_msg", q, `{"GroupId":"g","Random":1,"MsgBody":[`, 60003},
+		{"bad json to send_group_msg, after the fields", q, `{"GroupId":"g","Random":1,"MsgBody":[]}}`, 60003},
 		{"unknown api", q, `{}`, 60002},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			api := tencentim.APIAccountImport
-			if tc.name == "unknown api" {
+			switch {
+			case tc.name == "unknown api":
 				api = "openim/nope"
+			case strings.Contains(tc.name, "send_group_msg"):
+				api = tencentim.APISendGroupMsg
 			}
 			if a := raw(t, s, api, tc.query, tc.body); a.ErrorCode != tc.code {
 				t.Fatalf("code %d (%s), want %d", a.ErrorCode, a.ErrorInfo, tc.code)

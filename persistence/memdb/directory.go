@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -46,12 +45,15 @@ type Directory struct {
 	mu sync.RWMutex
 	// users is each user's room within an app.
 	users map[userKey]userRoomRow
-	// presence holds one row per (room, user), and seen the same rows by
-	// (app, room, last_seen_ms, user_id): StalePresence's oldest-first scan
-	// and SyncRoom's walk over a room. A row is never changed once stored:
-	// a heartbeat stores a new one in its place.
+	// presence holds one row per (room, user), and seen the same rows of
+	// each room by (last_seen_ms, user_id): StalePresence's oldest-first
+	// scan and SyncRoom's walk over a room. A set per room compares two
+	// fields, not the room's strings first, and a join or heartbeat (the
+	// newest last-seen) lands at its end through the set's path hint. A
+	// row is never changed once stored: a heartbeat stores a new one in
+	// its place.
 	presence map[presenceKey]*presenceRow
-	seen     *btree.BTreeG[*presenceRow]
+	seen     map[persistence.RoomKey]*presenceSet
 	// rooms holds the listed rooms; ranks each app's live rooms in ranking
 	// order, counted, so a rank is found in O(log² n) rather than by
 	// walking the app's rooms (which cost more than the command it
@@ -81,7 +83,16 @@ type presenceRow struct {
 // compares every field first (its arguments are evaluated), and seenLess
 // was 4% of a MariaDB node's CPU under joins.
 func seenLess(a, b *presenceRow) bool {
-	return roomOrder{a.AppCode, a.RoomID, a.LastSeenMs, a.UserID}.less(roomOrder{b.AppCode, b.RoomID, b.LastSeenMs, b.UserID})
+	if a.LastSeenMs != b.LastSeenMs {
+		return a.LastSeenMs < b.LastSeenMs
+	}
+	return a.UserID < b.UserID
+}
+
+// presenceSet is one room's presence rows by (last_seen_ms, user_id).
+type presenceSet struct {
+	tree *btree.BTreeG[*presenceRow]
+	hint btree.PathHint
 }
 
 // userRoomRow is one user → room entry.
@@ -115,7 +126,7 @@ func NewDirectory(o DirectoryOptions) *Directory {
 		opts:     o,
 		users:    map[userKey]userRoomRow{},
 		presence: map[presenceKey]*presenceRow{},
-		seen:     btree.NewBTreeGOptions(seenLess, noLocks),
+		seen:     map[persistence.RoomKey]*presenceSet{},
 		rooms:    map[persistence.RoomKey]*roomRow{},
 		ranks:    map[string]*btree.BTreeG[rankItem]{},
 		expiry:   btree.NewBTreeGOptions(expiryLess, noLocks),
@@ -166,25 +177,42 @@ func (d *Directory) Heartbeat(ctx context.Context, key persistence.RoomKey, user
 func (d *Directory) touch(key persistence.RoomKey, userID string, seenMs int64, onlyIfAbsent bool) {
 	k := presenceKey{key.AppCode, key.RoomID, userID}
 	row := &presenceRow{AppCode: key.AppCode, RoomID: key.RoomID, UserID: userID, LastSeenMs: seenMs}
-	if old := d.presence[k]; old != nil {
+	set := d.seen[key]
+	old := d.presence[k]
+	if old != nil {
 		if onlyIfAbsent {
 			return
 		}
 		row.LastSeenMs = max(row.LastSeenMs, old.LastSeenMs)
-		d.seen.Delete(old)
+		set.tree.Delete(old)
 	}
 	row.ExpiresAtMs = d.nowMs() + d.opts.PresenceTTL.Milliseconds()
 	d.presence[k] = row
-	d.seen.Set(row)
+	if set == nil {
+		set = &presenceSet{tree: btree.NewBTreeGOptions(seenLess, btree.Options{NoLocks: true})} // mu guards it
+		d.seen[key] = set
+	}
+	set.tree.SetHint(row, &set.hint)
+}
+
+// dropPresence drops p from its room's set (and the set when it empties).
+// Under the write lock.
+func (d *Directory) dropPresence(p *presenceRow) {
+	key := persistence.RoomKey{AppCode: p.AppCode, RoomID: p.RoomID}
+	if set := d.seen[key]; set != nil {
+		set.tree.Delete(p)
+		if set.tree.Len() == 0 {
+			delete(d.seen, key)
+		}
+	}
 }
 
 // roomPresence calls fn with key's presence rows, oldest first, until fn
 // returns false. Under the lock.
 func (d *Directory) roomPresence(key persistence.RoomKey, fn func(*presenceRow) bool) {
-	from := &presenceRow{AppCode: key.AppCode, RoomID: key.RoomID, LastSeenMs: math.MinInt64}
-	d.seen.Ascend(from, func(p *presenceRow) bool {
-		return p.AppCode == key.AppCode && p.RoomID == key.RoomID && fn(p)
-	})
+	if set := d.seen[key]; set != nil {
+		set.tree.Scan(fn)
+	}
 }
 
 // StalePresence implements persistence.Directory.
@@ -256,7 +284,7 @@ func (d *Directory) ClearUserRoom(ctx context.Context, key persistence.RoomKey, 
 func (d *Directory) clearUser(key persistence.RoomKey, userID string) {
 	pk := presenceKey{key.AppCode, key.RoomID, userID}
 	if p := d.presence[pk]; p != nil {
-		d.seen.Delete(p)
+		d.dropPresence(p)
 		delete(d.presence, pk)
 	}
 	uk := userKey{key.AppCode, userID}

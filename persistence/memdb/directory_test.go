@@ -251,8 +251,8 @@ func TestDirectoryOrdersAreLexicographic(t *testing.T) {
 	for range 20000 {
 		a := &presenceRow{AppCode: pick("a", "b"), RoomID: pick("r", "r1", ""), UserID: pick("u", "v"), LastSeenMs: int64(r.IntN(3))}
 		b := &presenceRow{AppCode: pick("a", "b"), RoomID: pick("r", "r1", ""), UserID: pick("u", "v"), LastSeenMs: int64(r.IntN(3))}
-		want := cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID),
-			cmp.Compare(a.LastSeenMs, b.LastSeenMs), cmp.Compare(a.UserID, b.UserID)) < 0
+		// seenLess orders one room's set: the room is the set's key.
+		want := cmp.Or(cmp.Compare(a.LastSeenMs, b.LastSeenMs), cmp.Compare(a.UserID, b.UserID)) < 0
 		if got := seenLess(a, b); got != want {
 			t.Fatalf("seenLess(%+v, %+v) = %v, want %v", a, b, got, want)
 		}
@@ -277,5 +277,70 @@ func TestDirectoryRoomRowFitsItsSizeClass(t *testing.T) {
 	}
 	if it := expiryOf(row); it.atMs != 9 || it.appCode != "a" || it.room != "r" {
 		t.Fatalf("expiry item %+v, want a/r at 9", it)
+	}
+}
+
+// The per-room presence sets hold exactly the presence rows, each in its
+// room's set by (last_seen_ms, user_id), and a room without presence keeps
+// no set: random heartbeats, joins (which move a user between rooms),
+// clears and syncs, checked after every step against the presence map.
+func TestPresenceSetsHoldExactlyThePresence(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 11))
+	d := NewDirectory(DirectoryOptions{})
+	rooms := []persistence.RoomKey{{AppCode: "a", RoomID: "r1"}, {AppCode: "a", RoomID: "r2"}, {AppCode: "b", RoomID: "r1"}}
+	users := []string{"u1", "u2", "u3", "u4"}
+	for step := range 2000 {
+		key, user, at := rooms[r.IntN(len(rooms))], users[r.IntN(len(users))], int64(r.IntN(50))
+		var err error
+		switch r.IntN(4) {
+		case 0:
+			err = d.Heartbeat(ctx, key, user, at)
+		case 1:
+			_, err = d.SetUserRoom(ctx, key, user, at)
+		case 2:
+			err = d.ClearUserRoom(ctx, key, user)
+		default:
+			members := map[string]int64{}
+			for _, u := range users {
+				if r.IntN(2) == 0 {
+					members[u] = at
+				}
+			}
+			_, _, err = d.SyncRoom(ctx, persistence.RoomSync{Entry: persistence.RoomEntry{AppCode: key.AppCode, RoomID: key.RoomID}, Members: members, NowMs: at})
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		d.mu.RLock()
+		want := map[persistence.RoomKey][]*presenceRow{}
+		for k, p := range d.presence {
+			if k != (presenceKey{p.AppCode, p.RoomID, p.UserID}) {
+				t.Fatalf("step %d: presence %v holds %+v", step, k, p)
+			}
+			rk := persistence.RoomKey{AppCode: p.AppCode, RoomID: p.RoomID}
+			want[rk] = append(want[rk], p)
+		}
+		if len(d.seen) != len(want) {
+			t.Fatalf("step %d: %d room sets, %d rooms with presence", step, len(d.seen), len(want))
+		}
+		for rk, rows := range want {
+			slices.SortFunc(rows, func(a, b *presenceRow) int {
+				return cmp.Or(cmp.Compare(a.LastSeenMs, b.LastSeenMs), cmp.Compare(a.UserID, b.UserID))
+			})
+			var got []*presenceRow
+			if set := d.seen[rk]; set != nil {
+				set.tree.Scan(func(p *presenceRow) bool {
+					got = append(got, p)
+					return true
+				})
+			}
+			// The very rows, not equal ones: a stale entry would be found
+			// by its old last-seen.
+			if !slices.Equal(got, rows) {
+				t.Fatalf("step %d: room %v's set holds %+v, want %+v", step, rk, got, rows)
+			}
+		}
+		d.mu.RUnlock()
 	}
 }

@@ -56,7 +56,7 @@ func (t *outboxTable) listStatus(status string, limit int) []persistence.OutboxR
 // came due.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
-		return t.claimByRoom(t.status, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
+		return t.claimByRoom(t.statusSet(persistence.OutboxPending).tree, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
 			func(e *outboxEntry) (bool, bool) {
 				if e.Status != persistence.OutboxPending {
 					return false, false
@@ -223,15 +223,15 @@ func withoutGivenBack(r persistence.OutboxRow) persistence.OutboxRow {
 // sees each row (first: no row is taken yet): a held row leaves the room
 // to its holder (nothing is leased), a stop ends the walk there. Callers
 // hold mu for writing.
-func (t *outboxTable) leaseRoom(index *btree.BTreeG[*outboxEntry], key persistence.RoomKey, limit int,
+func (t *outboxTable) leaseRoom(index roomSets, key persistence.RoomKey, limit int,
 	check func(e *outboxEntry, first bool) (held, stop bool), lease func(*persistence.OutboxRow)) []persistence.OutboxRow {
-	from := &outboxEntry{Envelope: &persistence.Envelope{AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: math.MinInt64}}
+	set := index[key]
+	if set == nil {
+		return nil
+	}
 	var rows []*outboxEntry
 	held := false
-	index.Ascend(from, func(e *outboxEntry) bool {
-		if e.AppCode != key.AppCode || e.RoomID != key.RoomID {
-			return false
-		}
+	set.tree.Scan(func(e *outboxEntry) bool {
 		h, stop := check(e, len(rows) == 0)
 		if h {
 			held = true
@@ -489,7 +489,10 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	t := s.outbox
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	st := persistence.OutboxStats{Pending: int64(t.due.Len()), MQPending: int64(t.mq.Len())}
+	st := persistence.OutboxStats{MQPending: int64(t.mq.tree.Len())}
+	if s := t.byStatus[persistence.OutboxPending]; s != nil {
+		st.Pending = int64(s.tree.Len())
+	}
 	t.scanStatus(persistence.OutboxPending, math.MinInt64, "", func(e *outboxEntry) bool {
 		st.OldestCreatedAtMs = e.CreatedAtMs
 		return false

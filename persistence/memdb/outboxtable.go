@@ -1,6 +1,7 @@
 package memdb
 
 import (
+	"cmp"
 	"strings"
 	"sync"
 
@@ -10,11 +11,17 @@ import (
 )
 
 // outboxTable is room_outbox in the dev store: the rows by event id and
-// five ordered sets of them, changed in place under one lock. It is not a
+// ordered sets of them, changed in place under one lock. It is not a
 // go-memdb table because a row went through about nine copy-on-write radix
 // writes between its append and its mark, each copying a path of nodes
 // with a fresh watch channel: 17% of a dev-mode join's CPU and most of the
 // garbage the GC then chased. A B-tree entry here is a pointer.
+//
+// A set is as narrow as its readers need, so a row's write touches few and
+// small trees: a tree per status (no status compared per node), a tree per
+// room for the claims' per-room step (numbers compared, not the room's
+// strings, and only that room's rows), and a row's insert and its mark go
+// through path hints (rows arrive at a set's end and leave its front).
 //
 // Rows are never changed once stored: an update stores a new entry in the
 // old one's place (put), so an ordered set can always find an entry by
@@ -25,80 +32,108 @@ import (
 type outboxTable struct {
 	mu   sync.RWMutex
 	byID map[string]*outboxEntry
-	// status holds every row by (status, created_at_ms, event_id): the
-	// oldest-first scans of one status (pending, stats, ListOutbox, the
-	// purge's walk over published rows, the notices' scan).
-	status *btree.BTreeG[*outboxEntry]
-	// due holds the pending rows by (next_retry_at_ms, event_id): the
-	// relay's claim, without walking rows that wait for a retry.
-	due *btree.BTreeG[*outboxEntry]
-	// room holds the pending rows by (app_code, room_id, room_seq,
-	// event_index): the claim's per-room step.
-	room *btree.BTreeG[*outboxEntry]
+	// byStatus holds every row, a set per status by (created_at_ms,
+	// event_id): the oldest-first scans of one status (pending, stats,
+	// ListOutbox, the purge's walk over published rows, the claim's walk
+	// over pending rows).
+	byStatus map[string]*rowSet
+	// room holds the pending rows of each room by (room_seq, event_index):
+	// the claim's per-room step. A room without pending rows has no set.
+	room roomSets
 	// mq holds the MQ-pending rows by (created_at_ms, event_id): the MQ
 	// fanout's claim and backlog.
-	mq *btree.BTreeG[*outboxEntry]
-	// mqRoom holds the MQ-pending rows by (app_code, room_id, room_seq,
+	mq *rowSet
+	// mqRoom holds the MQ-pending rows of each room by (room_seq,
 	// event_index): the MQ claim's per-room step.
-	mqRoom *btree.BTreeG[*outboxEntry]
-	// sets lists the five with the rows each holds.
-	sets [5]orderedSet
+	mqRoom roomSets
+	// byType holds the rows of an event type by (created_at_ms, event_id),
+	// for the types RoomOutboxAfter was asked for (built on its first
+	// read of a type, kept from then on): the notice scan of one rare type
+	// costs a seek, not a walk over every row since its cursor.
+	byType map[string]*rowSet
 	// leases are the rooms' claim leases (the IM claims').
 	leases map[persistence.RoomKey]roomLease
 }
 
-type orderedSet struct {
-	tree  *btree.BTreeG[*outboxEntry]
-	holds func(*outboxEntry) bool
+// rowSet is one ordered set of rows with the path hints of its writes:
+// rows mostly join at one end and leave at the other, so a hint per
+// direction saves most of each descent's comparisons.
+type rowSet struct {
+	tree     *btree.BTreeG[*outboxEntry]
+	ins, del btree.PathHint
+}
+
+func newRowSet(less func(a, b *outboxEntry) bool) *rowSet {
+	return &rowSet{tree: btree.NewBTreeGOptions(less, btree.Options{NoLocks: true})} // mu guards it
+}
+
+func (s *rowSet) set(e *outboxEntry)    { s.tree.SetHint(e, &s.ins) }
+func (s *rowSet) delete(e *outboxEntry) { s.tree.DeleteHint(e, &s.del) }
+
+// moved: old and e sort apart in s (e cannot replace old in place).
+func (s *rowSet) moved(old, e *outboxEntry) bool { return s.tree.Less(old, e) || s.tree.Less(e, old) }
+
+// roomSets is a set per room, of the rows one claim walks.
+type roomSets map[persistence.RoomKey]*rowSet
+
+// move takes old (nil: none) out of its room's set and puts e (nil: none)
+// in, both of room key; a set left empty is dropped.
+func (m roomSets) move(key persistence.RoomKey, old, e *outboxEntry) {
+	s := m[key]
+	if old != nil && s != nil && (e == nil || s.moved(old, e)) {
+		s.delete(old)
+		if e == nil && s.tree.Len() == 0 {
+			delete(m, key)
+			return
+		}
+	}
+	if e == nil {
+		return
+	}
+	if s == nil {
+		s = newRowSet(seqLess)
+		m[key] = s
+	}
+	s.set(e)
 }
 
 func newOutboxTable() *outboxTable {
-	opts := btree.Options{NoLocks: true} // mu guards them
-	t := &outboxTable{
-		byID:   map[string]*outboxEntry{},
-		leases: map[persistence.RoomKey]roomLease{},
-		status: btree.NewBTreeGOptions(statusLess, opts),
-		due:    btree.NewBTreeGOptions(dueLess, opts),
-		room:   btree.NewBTreeGOptions(roomLess, opts),
-		mq:     btree.NewBTreeGOptions(createdLess, opts),
-		mqRoom: btree.NewBTreeGOptions(roomLess, opts),
+	return &outboxTable{
+		byID:     map[string]*outboxEntry{},
+		leases:   map[persistence.RoomKey]roomLease{},
+		byStatus: map[string]*rowSet{},
+		room:     roomSets{},
+		mq:       newRowSet(createdLess),
+		mqRoom:   roomSets{},
+		byType:   map[string]*rowSet{},
 	}
-	t.sets = [...]orderedSet{
-		{t.status, func(*outboxEntry) bool { return true }},
-		{t.due, (*outboxEntry).pending},
-		{t.room, (*outboxEntry).pending},
-		{t.mq, (*outboxEntry).mqPending},
-		{t.mqRoom, (*outboxEntry).mqPending},
+}
+
+// statusSet is the set of status, made on first use.
+func (t *outboxTable) statusSet(status string) *rowSet {
+	s := t.byStatus[status]
+	if s == nil {
+		s = newRowSet(createdLess)
+		t.byStatus[status] = s
 	}
-	return t
+	return s
 }
 
 // The orders of the sets. They return at the first field that differs:
 // cmp.Or would compare every field first (its arguments are evaluated),
 // and the comparisons were a third of a put.
 
-func statusLess(a, b *outboxEntry) bool {
-	if c := strings.Compare(a.Status, b.Status); c != 0 {
-		return c < 0
-	}
-	return createdLess(a, b)
-}
-
-func dueLess(a, b *outboxEntry) bool {
-	if a.NextRetryAtMs != b.NextRetryAtMs {
-		return a.NextRetryAtMs < b.NextRetryAtMs
-	}
-	return a.EventID < b.EventID
-}
-
-// roomLess orders a room's rows as they go out: by room_seq, then by the
+// seqLess orders one room's rows as they go out: by room_seq, then by the
 // event's index in its command (the event id's text would put the 11th
-// event of a command before the 2nd).
-func roomLess(a, b *outboxEntry) bool {
-	if a.RoomSeq == b.RoomSeq && a.EventIndex != b.EventIndex && a.AppCode == b.AppCode && a.RoomID == b.RoomID {
+// event of a command before the 2nd), then by id.
+func seqLess(a, b *outboxEntry) bool {
+	if a.RoomSeq != b.RoomSeq {
+		return a.RoomSeq < b.RoomSeq
+	}
+	if a.EventIndex != b.EventIndex {
 		return a.EventIndex < b.EventIndex
 	}
-	return roomOrder{a.AppCode, a.RoomID, a.RoomSeq, a.EventID}.less(roomOrder{b.AppCode, b.RoomID, b.RoomSeq, b.EventID})
+	return a.EventID < b.EventID
 }
 
 // roomOrder is a row's place in an order by room, then a number, then an
@@ -122,7 +157,7 @@ func (a roomOrder) less(b roomOrder) bool {
 	return a.id < b.id
 }
 
-// createdLess orders the mq set.
+// createdLess orders the status, mq and type sets.
 func createdLess(a, b *outboxEntry) bool {
 	if a.CreatedAtMs != b.CreatedAtMs {
 		return a.CreatedAtMs < b.CreatedAtMs
@@ -142,14 +177,51 @@ func (t *outboxTable) get(eventID string) *outboxEntry { return t.byID[eventID] 
 func (t *outboxTable) put(e *outboxEntry) {
 	old := t.byID[e.EventID]
 	t.byID[e.EventID] = e
-	for _, set := range t.sets {
-		in := set.holds(e)
-		if old != nil && set.holds(old) && (!in || set.tree.Less(old, e) || set.tree.Less(e, old)) {
-			set.tree.Delete(old)
+	sn := t.statusSet(e.Status)
+	if old != nil {
+		if so := t.byStatus[old.Status]; so != sn || so.moved(old, e) {
+			so.delete(old)
 		}
-		if in {
-			set.tree.Set(e) // replaces old when they sort the same
+	}
+	sn.set(e)
+	if len(t.byType) > 0 {
+		if s := t.byType[e.EventType]; s != nil {
+			if old != nil && s.moved(old, e) {
+				s.delete(old)
+			}
+			s.set(e)
 		}
+	}
+	if old != nil && old.mqPending() && (!e.mqPending() || t.mq.moved(old, e)) {
+		t.mq.delete(old)
+	}
+	if e.mqPending() {
+		t.mq.set(e)
+	}
+	t.putRooms(old, e)
+}
+
+// putRooms moves a row's entry in its room's claim sets (old or e nil:
+// none).
+func (t *outboxTable) putRooms(old, e *outboxEntry) {
+	held := func(x *outboxEntry, in func(*outboxEntry) bool) *outboxEntry {
+		if x != nil && in(x) {
+			return x
+		}
+		return nil
+	}
+	op, ep := held(old, (*outboxEntry).pending), held(e, (*outboxEntry).pending)
+	om, em := held(old, (*outboxEntry).mqPending), held(e, (*outboxEntry).mqPending)
+	if op == nil && ep == nil && om == nil && em == nil {
+		return
+	}
+	row := cmp.Or(e, old)
+	key := persistence.RoomKey{AppCode: row.AppCode, RoomID: row.RoomID}
+	if op != nil || ep != nil {
+		t.room.move(key, op, ep)
+	}
+	if om != nil || em != nil {
+		t.mqRoom.move(key, om, em)
 	}
 }
 
@@ -167,12 +239,33 @@ func (t *outboxTable) putAll(rows []*outboxEntry) {
 
 // remove deletes the stored row e. Callers hold mu for writing.
 func (t *outboxTable) remove(e *outboxEntry) {
-	for _, set := range t.sets {
-		if set.holds(e) {
-			set.tree.Delete(e)
-		}
+	if s := t.byStatus[e.Status]; s != nil {
+		s.delete(e)
 	}
+	if s := t.byType[e.EventType]; s != nil {
+		s.delete(e)
+	}
+	if e.mqPending() {
+		t.mq.delete(e)
+	}
+	t.putRooms(e, nil)
 	delete(t.byID, e.EventID)
+}
+
+// typeSet is the set of the rows of eventType, built from every row on
+// its first use. Callers hold mu for writing.
+func (t *outboxTable) typeSet(eventType string) *rowSet {
+	s := t.byType[eventType]
+	if s == nil {
+		s = newRowSet(createdLess)
+		for _, e := range t.byID {
+			if e.EventType == eventType {
+				s.set(e)
+			}
+		}
+		t.byType[eventType] = s
+	}
+	return s
 }
 
 // pivot is a search key for the ordered sets: only the fields their
@@ -184,7 +277,7 @@ func pivot(status string, createdAtMs int64, eventID string) *outboxEntry {
 // scanStatus calls fn with the rows of one status from (afterMs, afterID)
 // on (inclusive), oldest first, until fn returns false. Callers hold mu.
 func (t *outboxTable) scanStatus(status string, afterMs int64, afterID string, fn func(*outboxEntry) bool) {
-	t.status.Ascend(pivot(status, afterMs, afterID), func(e *outboxEntry) bool {
-		return e.Status == status && fn(e)
-	})
+	if s := t.byStatus[status]; s != nil {
+		s.tree.Ascend(pivot(status, afterMs, afterID), fn)
+	}
 }

@@ -5,19 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 	"unsafe"
 
-	"github.com/tidwall/btree"
-
 	"github.com/hyapp/roomcell/persistence"
 )
 
-// The claim sets (due, room, mq) hold only the rows the claims may return,
-// and the status set every row. This drives random rows through every
+// The claim sets (the pending status set, room, mq, mqRoom) hold only the
+// rows the claims may return, the status sets every row, each by its
+// status, and a type set every row of its type. This drives random rows through every
 // status change and checks after each step that each set holds exactly
 // the rows it should, in order: a pending row missing from them would
 // never be sent again, a stale entry would be claimed by its old fields.
@@ -40,7 +40,7 @@ func checkClaimIndexes(t *testing.T, rng *rand.Rand) {
 		now += int64(rng.IntN(50))
 		pick := func() string { return ids[rng.IntN(len(ids))] }
 		var err error
-		switch op := rng.IntN(12); {
+		switch op := rng.IntN(13); {
 		case op < 3 || len(ids) == 0:
 			key := rooms[rng.IntN(len(rooms))]
 			seqs[key]++
@@ -48,7 +48,7 @@ func checkClaimIndexes(t *testing.T, rng *rand.Rand) {
 			cmdID := fmt.Sprintf("%s-%s-%d", key.AppCode, key.RoomID, seq)
 			var evs []persistence.Envelope
 			for n := range 1 + rng.IntN(3) {
-				evs = append(evs, persistence.Envelope{EventID: fmt.Sprintf("%s:%d", cmdID, n), EventType: "T",
+				evs = append(evs, persistence.Envelope{EventID: fmt.Sprintf("%s:%d", cmdID, n), EventType: []string{"T", "K"}[rng.IntN(2)],
 					AppCode: key.AppCode, RoomID: key.RoomID, RoomSeq: seq, CommandID: cmdID, CreatedAtMs: now - int64(rng.IntN(30))})
 				ids = append(ids, evs[n].EventID)
 			}
@@ -74,8 +74,12 @@ func checkClaimIndexes(t *testing.T, rng *rand.Rand) {
 			_, err = s.ClaimOutboxMQ(ctx, "fanout", now, 100, 1+rng.IntN(5))
 		case op == 10:
 			err = s.MarkOutboxMQPublished(ctx, []string{pick()}, now)
-		default:
+		case op == 11:
 			err = s.ParkOutboxMQ(ctx, pick())
+		default:
+			// The first read of a type builds its set from the rows
+			// stored; the writes after it keep it.
+			_, err = s.RoomOutboxAfter(ctx, "K", now-int64(rng.IntN(100)), "", 1+rng.IntN(5))
 		}
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -90,41 +94,83 @@ func isConflict(err error) bool { return errors.Is(err, persistence.ErrConflict)
 // hold, read from the id map (which holds every row).
 func assertClaimIndexes(t *testing.T, s *Store, step int) {
 	t.Helper()
+	stats, err := s.OutboxStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tbl := s.outbox
 	tbl.mu.RLock()
 	defer tbl.mu.RUnlock()
-	var status, due, room, mq []*outboxEntry
+	var status, room, mq, mqRoom, kinds []*outboxEntry
+	pending := 0
 	for _, e := range tbl.byID {
 		status = append(status, e)
 		if e.Status == persistence.OutboxPending {
-			due, room = append(due, e), append(room, e)
+			room = append(room, e)
+			pending++
 		}
 		if e.MQStatus == persistence.OutboxMQPending {
-			mq = append(mq, e)
+			mq, mqRoom = append(mq, e), append(mqRoom, e)
+		}
+		if e.EventType == "K" {
+			kinds = append(kinds, e)
 		}
 	}
-	slices.SortFunc(status, func(a, b *outboxEntry) int {
-		return cmp.Or(cmp.Compare(a.Status, b.Status), cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
-	})
-	slices.SortFunc(due, func(a, b *outboxEntry) int {
-		return cmp.Or(cmp.Compare(a.NextRetryAtMs, b.NextRetryAtMs), cmp.Compare(a.EventID, b.EventID))
-	})
-	slices.SortFunc(room, func(a, b *outboxEntry) int {
-		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.RoomSeq, b.RoomSeq), cmp.Compare(a.EventID, b.EventID))
-	})
-	slices.SortFunc(mq, func(a, b *outboxEntry) int {
+	if stats.Pending != int64(pending) || stats.MQPending != int64(len(mq)) {
+		t.Fatalf("step %d: stats count %d pending, %d MQ-pending; the rows %d, %d", step, stats.Pending, stats.MQPending, pending, len(mq))
+	}
+	byCreated := func(a, b *outboxEntry) int {
 		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), cmp.Compare(a.EventID, b.EventID))
-	})
-	for _, c := range []struct {
+	}
+	byRoom := func(a, b *outboxEntry) int {
+		return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID), cmp.Compare(a.RoomSeq, b.RoomSeq), cmp.Compare(a.EventID, b.EventID))
+	}
+	slices.SortFunc(status, func(a, b *outboxEntry) int { return cmp.Or(cmp.Compare(a.Status, b.Status), byCreated(a, b)) })
+	slices.SortFunc(room, byRoom)
+	slices.SortFunc(mq, byCreated)
+	slices.SortFunc(mqRoom, byRoom)
+	slices.SortFunc(kinds, byCreated)
+	// Each kind of set read in its whole order: the status sets by status,
+	// the room sets by room.
+	statusSets := func() []*rowSet {
+		var out []*rowSet
+		for _, k := range slices.Sorted(maps.Keys(tbl.byStatus)) {
+			out = append(out, tbl.byStatus[k])
+		}
+		return out
+	}
+	roomSets := func(m roomSets) []*rowSet {
+		var out []*rowSet
+		for _, k := range slices.SortedFunc(maps.Keys(m), func(a, b persistence.RoomKey) int {
+			return cmp.Or(cmp.Compare(a.AppCode, b.AppCode), cmp.Compare(a.RoomID, b.RoomID))
+		}) {
+			if m[k].tree.Len() == 0 {
+				t.Fatalf("step %d: room %v keeps an empty set", step, k)
+			}
+			out = append(out, m[k])
+		}
+		return out
+	}
+	cases := []struct {
 		index string
-		set   *btree.BTreeG[*outboxEntry]
+		sets  []*rowSet
 		want  []*outboxEntry
-	}{{"status", tbl.status, status}, {"due", tbl.due, due}, {"room", tbl.room, room}, {"mq", tbl.mq, mq}} {
+	}{{"status", statusSets(), status}, {"room", roomSets(tbl.room), room}, {"mq", []*rowSet{tbl.mq}, mq}, {"mqRoom", roomSets(tbl.mqRoom), mqRoom}}
+	if k := tbl.byType["K"]; k != nil {
+		cases = append(cases, struct {
+			index string
+			sets  []*rowSet
+			want  []*outboxEntry
+		}{"type K", []*rowSet{k}, kinds})
+	}
+	for _, c := range cases {
 		var got []*outboxEntry
-		c.set.Scan(func(e *outboxEntry) bool {
-			got = append(got, e)
-			return true
-		})
+		for _, set := range c.sets {
+			set.tree.Scan(func(e *outboxEntry) bool {
+				got = append(got, e)
+				return true
+			})
+		}
 		// The very entries, not equal ones: a set holding a replaced
 		// entry would find it by stale fields.
 		if !slices.Equal(got, c.want) {
