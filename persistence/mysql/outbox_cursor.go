@@ -611,3 +611,17 @@ func (s *Store) roomOf(ctx context.Context, eventID string) (persistence.RoomKey
 	}
 	return k, err
 }
+
+// OutboxReadStatus is room_outbox.status as the store reads it, for SQL
+// on the table outside the store (tests, an operator's ad-hoc query): a
+// row its room's delivered cursor passed is 'published'. The table is
+// named room_outbox, unaliased, in the statement.
+const OutboxReadStatus = "IF(" + deliveredCond + ", 'published', status)"
+
+// OutboxReadPublishedAt is room_outbox.published_at_ms as the store reads
+// it (OutboxReadStatus's companion): a row its room's cursor passed has
+// the time of the first delivered range at or above it.
+const OutboxReadPublishedAt = "IF(status = 'pending' AND " + coveredCond + ", COALESCE((SELECT d.published_at_ms FROM room_outbox_delivered d" +
+	" WHERE d.app_code = room_outbox.app_code AND d.room_id = room_outbox.room_id" +
+	" AND (d.to_seq > room_outbox.room_seq OR (d.to_seq = room_outbox.room_seq AND d.to_index >= room_outbox.event_index))" +
+	" ORDER BY d.to_seq, d.to_index LIMIT 1), published_at_ms), published_at_ms)"
