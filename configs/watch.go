@@ -10,7 +10,10 @@ type WatchConfig struct {
 	// ROOM_WATCH_LIMIT) and the client tries another node.
 	MaxStreams int `yaml:"max_streams"`
 	// Buffer is how many commits a stream may have waiting for its
-	// reader; a reader a whole buffer behind is cut with its resume seq.
+	// reader; a reader more than a buffer behind while its client does
+	// not read (a send waiting 2s), or 16 buffers behind while sending,
+	// is cut with its resume seq; one behind for the node's own reasons
+	// is not.
 	// The commits are the node's feed's, shared by the room's streams: a
 	// stream holds only its place in them.
 	Buffer int `yaml:"buffer"`

@@ -67,13 +67,12 @@ type Watcher struct {
 	// watchers woken per commit were 3M wake-ups a second, and their run
 	// queue stood in front of the room's own commands. A quiet room's
 	// event still goes out at once (the wait follows a send). The wait
-	// grows with the room's watchers on the node and what a send costs
-	// them (lingerFor): the sends of one room's watchers take at most
-	// about fanoutShare of a core however many watch it and however busy
-	// the machine is (a send measured in wall time: one that waits for
-	// the CPU counts), each message then a larger batch, for a batch
-	// stream. A linger never makes a watcher half a buffer behind (the
-	// feed urges it out).
+	// grows with the room's watchers on the node (lingerFor): Linger once
+	// per 100 of them, or longer when their rounds (take, send) measured
+	// in wall time would take more than half a core, at most 100ms; the
+	// node's messages for one hot room stay bounded however many watch it
+	// and fewer, larger ones when the machine is busy. A linger never
+	// leaves a watcher half a buffer behind (the feed urges it out).
 	Linger  time.Duration
 	Metrics *WatchMetrics // nil: none
 	Logger  *slog.Logger
@@ -204,10 +203,10 @@ type feed struct {
 	subs     map[*sub]struct{}
 	head     int64        // newest head the feed knows
 	watchers atomic.Int64 // len(subs), read without mu
-	// sendNs is a watcher's send's wall time, ns, averaged over the
-	// recent sends of all (lingerFor); updates that race lose one
-	// sample.
-	sendNs atomic.Int64
+	// roundNs is the wall time of a watcher's round (take, deliver,
+	// send), ns, averaged over the recent rounds of all (lingerFor);
+	// updates that race lose one sample.
+	roundNs atomic.Int64
 	// log holds the feed's recent items, written under mu and read by
 	// the watchers without it: each wake-up of a thousand watchers
 	// queued on mu behind the fanout that woke them.
@@ -268,21 +267,27 @@ type Message struct {
 // busy room fit (the rest grow).
 const batchCap = 64
 
-// A watcher lingers (Watcher.Linger) long enough that its room's
-// watchers' sends on the node take about fanoutShare of a core, and at
-// most maxLinger.
+// A watcher lingers (Watcher.Linger) once per lingerPer watchers of its
+// room on the node, or longer when their rounds on the node would take
+// more than fanoutShare of a core; at most maxLinger.
 const (
-	fanoutShare   = 0.5
-	maxLinger     = 200 * time.Millisecond
-	maxSendSample = 10 * time.Millisecond
+	lingerPer      = 100
+	fanoutShare    = 0.5
+	maxLinger      = 100 * time.Millisecond
+	maxRoundSample = 10 * time.Millisecond
 )
 
-// lingerFor is how long a watcher of f waits after a send: Linger, or
-// longer when f's watchers' sends, one each per wait, would take more
-// than fanoutShare of a core.
+// lingerFor is how long a watcher of f waits after a round: Linger once
+// per lingerPer watchers (the node's messages for one room stay near
+// lingerPer ÷ Linger a second however many watch it: waking a watcher
+// costs what its round's wall time does not show), or longer when f's
+// watchers' rounds, one each per wait, would take more than fanoutShare
+// of a core (a round measured in wall time: one that waits for the CPU
+// counts, so a busy machine makes messages fewer and larger).
 func (w *Watcher) lingerFor(f *feed) time.Duration {
-	busy := time.Duration(float64(f.watchers.Load()*f.sendNs.Load()) / fanoutShare)
-	return min(max(w.Linger, busy), max(w.Linger, maxLinger))
+	n := f.watchers.Load()
+	wait := max(w.Linger*time.Duration(max(n/lingerPer, 1)), time.Duration(float64(n*f.roundNs.Load())/fanoutShare))
+	return min(wait, max(w.Linger, maxLinger))
 }
 
 // MaxBatchEvents is the most events one message of a batch watch
@@ -330,7 +335,7 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 			return err
 		}
 	}
-	out.sub, out.feed = s, f
+	out.sub = s
 	// last is the newest seq handed to out; out sends it before the
 	// stream can end with a resume seq (every fill and every round
 	// flushes it).
@@ -420,6 +425,7 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 			return w.ended(last, s.why)
 		default:
 		}
+		round := clock()
 		items := f.take(s)
 		if len(items) == 0 {
 			continue // a wake-up left from an earlier push
@@ -432,6 +438,7 @@ func (w *Watcher) watch(ctx context.Context, app, roomID string, after int64, ac
 		if err := out.flush(); err != nil {
 			return err
 		}
+		f.measureRound(clock() - round)
 		if w.Linger <= 0 {
 			continue
 		}
@@ -470,8 +477,7 @@ type batcher struct {
 	batch      bool
 	send       func(Message) error
 	sendFrames func(Frames) error
-	sub        *sub  // its sends are marked on it (sub.sending)
-	feed       *feed // its sends' cost is measured into it (feed.sendNs)
+	sub        *sub // its sends are marked on it (sub.sending)
 	seq        int64
 	events     []*v1.RoomLogEvent
 	wire       [][]byte
@@ -482,17 +488,14 @@ type batcher struct {
 	count   int     // events held
 }
 
-// emit sends m or fr, marked on the watcher as a send under way and
-// measured into the feed's cost of a send.
+// emit sends m or fr, marked on the watcher as a send under way.
 func (b *batcher) emit(m Message, fr Frames) error {
 	if b.sub == nil {
 		return b.send1(m, fr)
 	}
-	t0 := clock()
-	b.sub.sending.Store(t0)
+	b.sub.sending.Store(clock())
 	err := b.send1(m, fr)
 	b.sub.sending.Store(0)
-	b.feed.measureSend(clock() - t0)
 	return err
 }
 
@@ -808,13 +811,13 @@ func (f *feed) fanout(it *pushItem) {
 	}
 }
 
-// measureSend adds a send's wall time (ns) to f.sendNs (an average that
-// moves an eighth of the way to each sample; a send that waited on its
-// client counts maxSendSample at most: that wait is no work).
-func (f *feed) measureSend(ns int64) {
-	ns = min(ns, int64(maxSendSample))
-	old := f.sendNs.Load()
-	f.sendNs.Store(old + (ns-old)/8)
+// measureRound adds a round's wall time (ns) to f.roundNs (an average
+// that moves an eighth of the way to each sample; a round that waited on
+// its client counts maxRoundSample at most: that wait is no work).
+func (f *feed) measureRound(ns int64) {
+	ns = min(ns, int64(maxRoundSample))
+	old := f.roundNs.Load()
+	f.roundNs.Store(old + (ns-old)/8)
 }
 
 // take returns the items s has not read (shared: never changed) and moves

@@ -193,37 +193,41 @@ func TestWatchLingerNeverCutsAWatcher(t *testing.T) {
 	}
 }
 
-// The wait after a send keeps a room's sends on the node near half a
-// core: watchers × a send's cost ÷ 0.5, never below Linger, never above
-// maxLinger (nor below Linger when Linger is longer).
+// The wait after a round keeps a room's messages on the node near
+// lingerPer ÷ Linger a second, and its watchers' rounds near half a core:
+// the longer of Linger per 100 watchers and watchers × a round's cost ÷
+// 0.5, never below Linger, never above maxLinger (nor below Linger when
+// Linger is longer).
 func TestLingerForBoundsARoomsSends(t *testing.T) {
 	for _, c := range []struct {
 		linger   time.Duration
 		watchers int64
-		send     time.Duration
+		round    time.Duration
 		want     time.Duration
 	}{
 		{5 * time.Millisecond, 1, 20 * time.Microsecond, 5 * time.Millisecond},
 		{5 * time.Millisecond, 100, 20 * time.Microsecond, 5 * time.Millisecond},
-		{5 * time.Millisecond, 1000, 20 * time.Microsecond, 40 * time.Millisecond},
-		{5 * time.Millisecond, 1000, 60 * time.Microsecond, 120 * time.Millisecond},
-		{5 * time.Millisecond, 10000, 20 * time.Microsecond, maxLinger},
+		{5 * time.Millisecond, 1000, time.Microsecond, 50 * time.Millisecond},
+		{5 * time.Millisecond, 1000, 20 * time.Microsecond, 50 * time.Millisecond},
+		{5 * time.Millisecond, 1000, 40 * time.Microsecond, 80 * time.Millisecond},
+		{5 * time.Millisecond, 1000, 60 * time.Microsecond, maxLinger},
+		{5 * time.Millisecond, 10000, time.Microsecond, maxLinger},
 		{5 * time.Millisecond, 0, 0, 5 * time.Millisecond},
 		{300 * time.Millisecond, 10000, 20 * time.Microsecond, 300 * time.Millisecond},
 	} {
 		f := &feed{}
 		f.watchers.Store(c.watchers)
-		f.sendNs.Store(int64(c.send))
+		f.roundNs.Store(int64(c.round))
 		if got := (&Watcher{Linger: c.linger}).lingerFor(f); got != c.want {
-			t.Errorf("linger %s, %d watchers, send %s: waits %s, want %s", c.linger, c.watchers, c.send, got, c.want)
+			t.Errorf("linger %s, %d watchers, round %s: waits %s, want %s", c.linger, c.watchers, c.round, got, c.want)
 		}
 	}
-	// A send that waited on its client counts maxSendSample at most.
+	// A round that waited on its client counts maxRoundSample at most.
 	f := &feed{}
 	for range 200 {
-		f.measureSend(int64(5 * time.Second))
+		f.measureRound(int64(5 * time.Second))
 	}
-	if got := time.Duration(f.sendNs.Load()); got > maxSendSample {
-		t.Fatalf("sends that waited 5s on their clients average %s", got)
+	if got := time.Duration(f.roundNs.Load()); got > maxRoundSample {
+		t.Fatalf("rounds that waited 5s on their clients average %s", got)
 	}
 }

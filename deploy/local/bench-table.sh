@@ -153,14 +153,15 @@ relay_round() {
 }
 
 watch_round() {
-	local out r m a w
+	local out r m a w e c
 	out=$(cd "$WPKG" && ROOMCELL_HOT_WATCHERS="$WATCHERS" "$WORK/watch.test" -test.run '^$' -test.bench "^$WNAME\$" -test.benchtime 1x 2>&1) ||
 		{ echo "$out" >&2; echo "watch: $WATCH_BENCH failed" >&2; exit 1; }
 	r=$(metric_of rate-watched/alone <<<"$out") m=$(metric_of server-ns/message <<<"$out")
 	a=$(metric_of written/s-alone <<<"$out") w=$(metric_of written/s-watched <<<"$out")
+	e=$(metric_of server-ns/event-delivered <<<"$out") c=$(metric_of cuts <<<"$out")
 	[ -n "$r" ] && [ -n "$m" ] || { echo "$out" >&2; echo "watch: $WATCH_BENCH printed no rate-watched/alone or server-ns/message" >&2; exit 1; }
-	rec watch_ratio "$r"; rec watch_ns "$m"
-	echo "  watch    $WATCHERS watchers: written ${a}/s alone, ${w}/s watched, ratio $r  server CPU/message $m ns"
+	rec watch_ratio "$r"; rec watch_ns "$m"; rec watch_ev_ns "${e:--}"; rec watch_cuts "${c:--}"
+	echo "  watch    $WATCHERS watchers: written ${a}/s alone, ${w}/s watched, ratio $r  server CPU/message $m ns, /event delivered ${e:--} ns, cuts ${c:--}"
 }
 
 PID=
@@ -210,5 +211,7 @@ fi
 if has watch; then
 	header
 	echo "| server CPU per watch stream message, $WATCHERS watchers | $(med watch_ns) ns | ≤ 1,000 ns |"
+	echo "| server CPU per event delivered to a watcher (the same run) | $(med watch_ev_ns) ns | – |"
+	echo "| watchers cut (and resumed) in the same run | $(med watch_cuts) | – |"
 	echo "| hot room's write rate with $WATCHERS watchers ÷ without | $(med watch_ratio) | ≥ 0.5 |"
 fi
