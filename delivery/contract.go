@@ -24,3 +24,13 @@ type Publisher interface {
 type Enqueuer interface {
 	Enqueue(ctx context.Context, env persistence.Envelope) <-chan error
 }
+
+// NotifyEnqueuer is an Enqueuer that hands an event's one result to done
+// instead of a channel, so a caller needs no goroutine per event to wait
+// for it. done runs exactly once, on the publisher's goroutine (or in the
+// call itself, for an event settled at once), possibly under the
+// publisher's locks: it must not block and must not call the publisher.
+type NotifyEnqueuer interface {
+	Enqueuer
+	EnqueueNotify(ctx context.Context, env persistence.Envelope, done func(error))
+}

@@ -489,15 +489,21 @@ func (p *publisher) sendInOrder(m *publishEvents) {
 			p.link.backlog.Add(-1)
 			continue
 		}
-		done := q.Enqueue(pctx, env)
 		p.link.inflight.Add(1)
-		go func() {
-			defer p.link.inflight.Add(-1)
-			err := <-done
+		finish := func(err error) {
 			cancel()
 			p.settle(env, start, err)
 			p.link.backlog.Add(-1)
-		}()
+			p.link.inflight.Add(-1)
+		}
+		if n, ok := q.(delivery.NotifyEnqueuer); ok {
+			// The result comes to finish on the IM queue's goroutine:
+			// no goroutine per event waiting for it.
+			n.EnqueueNotify(pctx, env, finish)
+			continue
+		}
+		done := q.Enqueue(pctx, env)
+		go func() { finish(<-done) }()
 	}
 }
 

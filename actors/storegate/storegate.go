@@ -356,13 +356,17 @@ func (s *Gate) Call(timeout time.Duration, call func(ctx context.Context) error)
 	if err := s.admit(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// The call's context is a child of the gate's open context, so a
+	// closing gate cancels it: one registration with the open context per
+	// call (an AfterFunc on it beside a context of its own was two, and
+	// their removals, on every room write).
+	parent := context.Background()
 	if s != nil {
-		stop := context.AfterFunc(s.openCtx(), cancel)
-		defer stop()
-		if s.down.Load() {
-			cancel() // closed between admit and here: abandoned with the others
-		}
+		parent = s.openCtx()
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	if s != nil && s.down.Load() {
+		cancel() // closed between admit and here: abandoned with the others
 	}
 	err := call(ctx)
 	cancel()

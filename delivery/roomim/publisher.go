@@ -229,7 +229,7 @@ type item struct {
 	// stepsDone are the effect steps known done (effects.go): read from
 	// the event's row before its turn, added to as they finish.
 	stepsDone uint32
-	done      chan error
+	done      func(error) // the one result (Enqueue's channel, or EnqueueNotify's caller)
 	// traceparent is the trace context of the command that wrote the
 	// event ("" when not traced): the send's span links to it.
 	traceparent string
@@ -245,19 +245,13 @@ type groupQueue struct {
 func (q *groupQueue) dropFrom(i int, first, cause error) {
 	for j, it := range q.pending[i:] {
 		if j == 0 && first != nil {
-			it.done <- first
+			it.done(first)
 			continue
 		}
 		// %v, not %w: a held-back event is never permanent itself.
-		it.done <- fmt.Errorf("%w: %v", ErrHeldBack, cause)
+		it.done(fmt.Errorf("%w: %v", ErrHeldBack, cause))
 	}
 	q.pending = q.pending[:i]
-}
-
-func resolved(err error) <-chan error {
-	ch := make(chan error, 1)
-	ch <- classify(err)
-	return ch
 }
 
 // PublishRoomEvent publishes one room event and waits for the outcome:
@@ -286,10 +280,21 @@ func (p *Publisher) PublishRoomEvent(ctx context.Context, env persistence.Envelo
 // one result. ctx bounds the event's life: once it is done, the event is
 // no longer sent if it has not been yet.
 func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-chan error {
+	ch := make(chan error, 1)
+	p.EnqueueNotify(ctx, env, func(err error) { ch <- err })
+	return ch
+}
+
+// EnqueueNotify is Enqueue with the result handed to done
+// (delivery.NotifyEnqueuer): the room grain's publisher settles each
+// event there, instead of a goroutine per event waiting on a channel.
+func (p *Publisher) EnqueueNotify(ctx context.Context, env persistence.Envelope, done func(error)) {
+	resolved := func(err error) { done(classify(err)) }
 	if env.EventID == "" || env.AppCode == "" || env.RoomID == "" {
-		return resolved(fmt.Errorf("%w: event_id, app_code and room_id are required", ErrInvalidEnvelope))
+		resolved(fmt.Errorf("%w: event_id, app_code and room_id are required", ErrInvalidEnvelope))
+		return
 	}
-	it := &item{ctx: ctx, env: env, done: make(chan error, 1), traceparent: env.TraceParent}
+	it := &item{ctx: ctx, env: env, done: done, traceparent: env.TraceParent}
 	// The trace context is ours, not the clients': it is linked from the
 	// send's span (tracing.go) and left out of the message.
 	it.env.TraceParent = ""
@@ -299,38 +304,45 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		ev, err := room.DecodeEvent(env.EventType, env.Payload)
 		created, ok := ev.(room.RoomCreated)
 		if err != nil || !ok {
-			return resolved(fmt.Errorf("%w: %s: %v (a group is made from a RoomCreated)", ErrInvalidEnvelope, env.EventID, err))
+			resolved(fmt.Errorf("%w: %s: %v (a group is made from a RoomCreated)", ErrInvalidEnvelope, env.EventID, err))
+			return
 		}
 		// A reopen makes the group again: this node may have known it
 		// before another node's close destroyed it.
 		if p.known.Has(gid) && !created.Reopened {
-			return resolved(nil)
+			resolved(nil)
+			return
 		}
 		it.kind, it.created = kindCreate, created
 	case room.IsIMEvent(env.EventType):
 		fx, err := effectsOf(env, p.enforceTickets)
 		if err != nil {
-			return resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+			resolved(fmt.Errorf("%w: %s: %v", ErrInvalidEnvelope, env.EventID, err))
+			return
 		}
 		it.effects = fx
 		if len(env.Payload) > 0 && !json.Valid(env.Payload) {
-			return resolved(fmt.Errorf("%w: %s: payload is not JSON", ErrInvalidEnvelope, env.EventID))
+			resolved(fmt.Errorf("%w: %s: payload is not JSON", ErrInvalidEnvelope, env.EventID))
+			return
 		}
 	default:
-		return resolved(nil)
+		resolved(nil)
+		return
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return resolved(ErrClosed)
+		resolved(ErrClosed)
+		return
 	}
 	if b, ok := p.blocked[gid]; ok && it.kind == kindSend {
 		switch {
 		case env.RoomSeq <= b.seq || time.Now().After(b.until):
 			delete(p.blocked, gid)
 		default:
-			return resolved(fmt.Errorf("%w: event at seq %d failed", ErrHeldBack, b.seq))
+			resolved(fmt.Errorf("%w: event at seq %d failed", ErrHeldBack, b.seq))
+			return
 		}
 	}
 	q := p.queues[gid]
@@ -341,7 +353,6 @@ func (p *Publisher) Enqueue(ctx context.Context, env persistence.Envelope) <-cha
 		go p.drain(gid, q)
 	}
 	q.pending = append(q.pending, it)
-	return it.done
 }
 
 // take removes the next unit of work from the queue: one create, or a run
@@ -418,7 +429,7 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 			if err != nil {
 				p.holdBack(gid, q, batch, err)
 			}
-			it.done <- classify(err)
+			it.done(classify(err))
 			continue
 		}
 		// A failure holds the room back before its callers hear of it:
@@ -436,7 +447,7 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		if err != nil {
 			p.holdBack(gid, q, batch, err)
 			for _, it := range batch {
-				it.done <- classify(err)
+				it.done(classify(err))
 			}
 			continue
 		}
@@ -448,12 +459,12 @@ func (p *Publisher) drain(gid string, q *groupQueue) {
 		for i, it := range batch {
 			switch {
 			case ferr != nil:
-				it.done <- fmt.Errorf("%w: %v", ErrHeldBack, ferr)
+				it.done(fmt.Errorf("%w: %v", ErrHeldBack, ferr))
 			default:
 				if ferr = p.runEffects(it, gid); ferr != nil {
 					p.holdBack(gid, q, batch[i:], ferr)
 				}
-				it.done <- classify(ferr)
+				it.done(classify(ferr))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hyapp/roomcell/configs"
+	"github.com/hyapp/roomcell/delivery"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
 	"github.com/hyapp/roomcell/delivery/tencentim"
@@ -614,5 +616,99 @@ func TestEveryIMEventTypeIsSentWithItsPriority(t *testing.T) {
 	}
 	if sent < 13 {
 		t.Fatalf("only %d IM event types sent", sent)
+	}
+}
+
+// EnqueueNotify hands each event's result to its function exactly once,
+// with what Enqueue's channel would carry: sent events nil, in the room's
+// order, an event settled at once (an invalid envelope) before the
+// call returns, and after a failed send the events queued behind it
+// ErrHeldBack.
+func TestEnqueueNotifyCallsEachResultOnce(t *testing.T) {
+	f := setup(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40 }, roomim.WithMaxBatchEvents(1))
+	ctx := ctxT(t)
+	if err := f.pub.EnsureGroup(ctx, "lalu", "notify", "", "notify"); err != nil {
+		t.Fatal(err)
+	}
+	var _ delivery.NotifyEnqueuer = f.pub
+	type result struct {
+		i   int
+		err error
+	}
+	var mu sync.Mutex
+	var got []result
+	enqueue := func(i int, env persistence.Envelope) {
+		f.pub.EnqueueNotify(ctx, env, func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, result{i, err})
+		})
+	}
+	wait := func(n int) []result {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			out := slices.Clone(got)
+			mu.Unlock()
+			if len(out) >= n || time.Now().After(deadline) {
+				time.Sleep(50 * time.Millisecond) // a second call would show up now
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.Clone(got)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for i := range 20 {
+		enqueue(i, envelope(t, "lalu", "notify", int64(i+2), room.RoomMicTaken{UserID: "u", Seat: i % 8}))
+	}
+	res := wait(20)
+	if len(res) != 20 {
+		t.Fatalf("%d results for 20 events", len(res))
+	}
+	for j, r := range res {
+		if r.i != j || r.err != nil {
+			t.Fatalf("result %d: event %d, %v; want event %d sent, in order", j, r.i, r.err, j)
+		}
+	}
+
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	bad := envelope(t, "lalu", "notify", 30, room.RoomMicTaken{UserID: "u"})
+	bad.RoomID = ""
+	enqueue(-1, bad)
+	mu.Lock()
+	settledAtOnce := len(got) == 1 && errors.Is(got[0].err, roomim.ErrInvalidEnvelope)
+	mu.Unlock()
+	if !settledAtOnce {
+		t.Fatalf("an invalid envelope: %+v, want ErrInvalidEnvelope before EnqueueNotify returned", got)
+	}
+
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	f.fake.FailNext(1, 20004, tencentim.APISendGroupMsg)
+	for i := range 4 {
+		enqueue(i, envelope(t, "lalu", "notify", int64(40+i), room.RoomMicTaken{UserID: "u", Seat: i}))
+	}
+	res = wait(4)
+	if len(res) != 4 {
+		t.Fatalf("%d results for 4 events after a failure", len(res))
+	}
+	// The room is held back before the failed event's caller hears of
+	// it, so the events behind it may be answered first.
+	seen := map[int]bool{}
+	for _, r := range res {
+		switch {
+		case seen[r.i]:
+			t.Fatalf("event %d answered twice", r.i)
+		case r.i == 0 && (r.err == nil || errors.Is(r.err, roomim.ErrHeldBack)):
+			t.Fatalf("the failed send: %v, want its own error", r.err)
+		case r.i > 0 && !errors.Is(r.err, roomim.ErrHeldBack):
+			t.Fatalf("event %d behind the failure: %v, want ErrHeldBack", r.i, r.err)
+		}
+		seen[r.i] = true
 	}
 }

@@ -293,7 +293,7 @@ func (t *outboxTable) update(eventID string, change func(*persistence.OutboxRow)
 	if e == nil {
 		return false
 	}
-	row := e.row()
+	row := e.fields()
 	if change(&row) {
 		t.put(newOutboxEntry(e.Envelope, row))
 	}

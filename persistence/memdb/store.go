@@ -154,8 +154,18 @@ func newOutboxEntry(env *persistence.Envelope, row persistence.OutboxRow) *outbo
 // row returns a copy of the row the caller may keep and change (the
 // payload is cloned).
 func (e *outboxEntry) row() persistence.OutboxRow {
+	r := e.fields()
+	r.Envelope = cloneEnvelope(*e.Envelope)
+	return r
+}
+
+// fields is the row with the stored envelope's payload shared, not
+// cloned: for an update, whose change reads and writes the row's own
+// fields and whose new entry keeps the stored envelope (newOutboxEntry),
+// so the copy of a payload per mark was garbage at once.
+func (e *outboxEntry) fields() persistence.OutboxRow {
 	r := persistence.OutboxRow{
-		Envelope: cloneEnvelope(*e.Envelope),
+		Envelope: *e.Envelope,
 		Status:   e.Status, MQStatus: e.MQStatus, LockedBy: e.LockedBy, RetryCount: int(e.RetryCount),
 		EventIndex:  int(e.EventIndex),
 		CreatedAtMs: e.CreatedAtMs, UpdatedAtMs: e.UpdatedAtMs, PublishedAtMs: e.PublishedAtMs,
