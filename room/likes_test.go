@@ -445,7 +445,55 @@ func TestLikeReceiptsEncodedForTheSnapshot(t *testing.T) {
 			t.Fatalf("%s of %s not recorded after the snapshot: %v", c.CommandID, c.UserID, err)
 		}
 	}
+	// Receipts the only part of the extra part.
+	only := room.State{AppCode: "app", RoomID: "r1", Exists: true, Status: room.StatusOpen, Extra: &room.Extra{LikeReceipts: s.LikeReceipts()}}
+	if b, err := only.MarshalWithLikeReceipts(enc); err != nil {
+		t.Fatal(err)
+	} else if back, err := room.UnmarshalState(b); err != nil || !reflect.DeepEqual(back, only) {
+		t.Fatalf("receipts alone in the extra part: %v\n%s", err, b)
+	}
 	if got, err := (room.State{}).MarshalWithLikeReceipts(enc); err != nil || !strings.Contains(string(got), `"exists":false`) || strings.Contains(string(got), "like_receipts") {
 		t.Fatalf("a state without an extra part: %s, %v", got, err)
+	}
+}
+
+// BenchmarkLikedRoomSnapshot: a snapshot of a room of 500 members who
+// all liked 16 times lately, its receipts encoded with the rest of the
+// state (Marshal) or taken as encoded ahead (MarshalWithLikeReceipts,
+// what the room's goroutine does when its likes side encoded them after
+// the last window). "encode-ahead" is that encoding, off the room.
+func BenchmarkLikedRoomSnapshot(b *testing.B) {
+	s := room.NewState("app", "r1")
+	evs := []room.Event{room.RoomCreated{OwnerUserID: "owner", Name: "r", MicSeats: 8, CreatedAtMs: t0}}
+	users := map[string][]string{}
+	for i := range 500 {
+		u := fmt.Sprintf("user-%04d", i)
+		evs = append(evs, room.RoomUserJoined{UserID: u, JoinedAtMs: t0})
+		for k := range room.MaxLikeReceipts {
+			users[u] = append(users[u], room.LikeReceiptFor(fmt.Sprintf("like-%d-%d", i, k), 1+int64(k%4)))
+		}
+	}
+	evs = append(evs, room.RoomLikeReceipts{AtMs: t0, Users: users})
+	s = room.ApplyCommand(s, 1, evs)
+	enc := room.EncodeLikeReceipts(s.LikeReceipts())
+	for _, c := range []struct {
+		name string
+		run  func() ([]byte, error)
+	}{
+		{"marshal", s.Marshal},
+		{"with-encoded-receipts", func() ([]byte, error) { return s.MarshalWithLikeReceipts(enc) }},
+		{"encode-ahead", func() ([]byte, error) { return room.EncodeLikeReceipts(s.LikeReceipts()), nil }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var n int
+			for range b.N {
+				out, err := c.run()
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(out)
+			}
+			b.ReportMetric(float64(n), "bytes")
+		})
 	}
 }

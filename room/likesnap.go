@@ -2,6 +2,7 @@ package room
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -49,25 +50,31 @@ func EncodeLikeReceipts(rs map[string]LikeReceipts) []byte {
 }
 
 // MarshalWithLikeReceipts is Marshal with the receipts given encoded
-// (EncodeLikeReceipts of the state's own receipts), not encoded again.
+// (EncodeLikeReceipts of the state's own receipts), not encoded again:
+// the state without them is marshalled, and the receipts written into
+// its extra part, the last field of State (encoding/json would scan a
+// json.RawMessage of them byte by byte, which costs what encoding them
+// does).
 func (s State) MarshalWithLikeReceipts(receipts []byte) ([]byte, error) {
 	if s.Extra == nil || receipts == nil {
 		return s.Marshal()
 	}
 	x := *s.Extra
 	x.LikeReceipts = nil
-	return json.Marshal(stateWithReceipts{State: s, Extra: &extraWithReceipts{Extra: &x, LikeReceipts: receipts}})
-}
-
-// stateWithReceipts is a State whose extra part carries its receipts
-// encoded: the outer fields hide the embedded ones of the same name
-// (encoding/json's rule for embedded structs).
-type stateWithReceipts struct {
-	State
-	Extra *extraWithReceipts `json:"extra,omitempty"`
-}
-
-type extraWithReceipts struct {
-	*Extra
-	LikeReceipts json.RawMessage `json:"like_receipts,omitempty"`
+	s.Extra = &x
+	b, err := s.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	// b ends with the extra part's closing brace and the state's.
+	if len(b) < 3 || b[len(b)-1] != '}' || b[len(b)-2] != '}' {
+		return nil, fmt.Errorf("room state JSON does not end with its extra part: %q", b[max(0, len(b)-16):])
+	}
+	out := make([]byte, 0, len(b)+len(receipts)+20)
+	out = append(out, b[:len(b)-2]...)
+	if b[len(b)-3] != '{' {
+		out = append(out, ',')
+	}
+	out = append(append(append(out, `"like_receipts":`...), receipts...), '}', '}')
+	return out, nil
 }

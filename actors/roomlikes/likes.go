@@ -125,7 +125,7 @@ type view struct {
 type window struct {
 	lk      *liker
 	w       *room.LikeWindow
-	answers []likeAnswer // under lk.mu: the front adds to them
+	answers []likeAnswer
 	timer   *time.Timer
 	tally   *room.LikeTally // made when it ends
 	// handled is the room's: the window was closed against it (its
@@ -209,8 +209,9 @@ func (o *observer) Check(cmd room.Command) error {
 
 // named is the like a command_id named, in a window not yet stored or
 // among the room's receipts; ok false: none. From now until its commit
-// the front hands the room any like under the id (view.checking): the
-// command is in neither the windows nor the room's recent ids.
+// the likes goroutine hands the room any like of the front under the
+// id (checking): the command is in neither the windows nor the room's
+// recent ids.
 func (o *observer) named(commandID string) (ref room.LikeRef, ok bool) {
 	id := room.LikeID(commandID)
 	if o.lk != nil {
@@ -528,7 +529,7 @@ func (lk *liker) run() {
 	}
 }
 
-// like decides one like the room let through.
+// like decides one like the room or the front let through.
 func (lk *liker) like(m likeIn) {
 	cmd, ok := room.CommandFromProto(m.rc, m.nowMs)
 	if !ok {
