@@ -136,10 +136,14 @@ func sameRoomRow(a, b persistence.OutboxRow) bool {
 	return a.Envelope.AppCode == b.Envelope.AppCode && a.Envelope.RoomID == b.Envelope.RoomID
 }
 
-// withRoomLeases shows the room leases in rows for operators: a pending
-// row without a lease of its own (or with an earlier one) that a room
-// lease holds carries that lease.
+// withRoomLeases shows rows as they read for operators: a row its room's
+// cursor passed is published (deriveDelivered), and a pending row without
+// a lease of its own (or with an earlier one) that a room lease holds
+// carries that lease.
 func (s *Store) withRoomLeases(ctx context.Context, op string, rows []persistence.OutboxRow) ([]persistence.OutboxRow, error) {
+	if err := s.deriveDelivered(ctx, s.db, rows); err != nil {
+		return nil, s.wrap(op, err)
+	}
 	var keys []persistence.RoomKey
 	seen := map[persistence.RoomKey]bool{}
 	for _, r := range rows {

@@ -40,6 +40,10 @@ func RunOutboxStore(t *testing.T, newStore func(t *testing.T) persistence.Store)
 		{"BulkCutsCommandsInOrder", testOutboxBulkCutsCommandsInOrder},
 		{"EffectsDone", testEffectsDone},
 		{"EffectsDoneConcurrent", testEffectsDoneConcurrent},
+		{"DeliveredExactlyWhenMarked", testDeliveredExactlyWhenMarked},
+		{"DeliveredAroundFailureAndPark", testDeliveredAroundFailure},
+		{"DeliveredConcurrentRelays", testDeliveredConcurrentRelays},
+		{"DeliveredRequeueRacesMark", testDeliveredRequeueRacesMark},
 	})
 }
 

@@ -33,6 +33,7 @@ func RunRetention(t *testing.T, newStores func(t *testing.T) RetentionStores) {
 		fn   func(t *testing.T, s RetentionStores)
 	}{
 		{"OutboxPublishedOnly", testPurgeOutboxRules},
+		{"OutboxNeverUndelivered", testPurgeOutboxNeverUndelivered},
 		{"OutboxKicksWaitForNoticeCursor", testPurgeOutboxKicks},
 		{"OutboxBatchesResume", testPurgeOutboxBatches},
 		{"OutboxWaitsForMQFanout", testPurgeOutboxWaitsForMQ},
@@ -173,6 +174,52 @@ func testPurgeOutboxRules(t *testing.T, s RetentionStores) {
 	mustNoErr(t, "TableRetention", err)
 	if ret.OldestCreatedAtMs != old+1 {
 		t.Fatalf("oldest retained row at %d, want %d", ret.OldestCreatedAtMs, old+1)
+	}
+}
+
+// Rows delivered in a run from the room's first (published by the
+// relay's batch marks) and after a gap go; the failed row between them and
+// the rows after it stay pending, come back in room order, and their own
+// marks later are recent, so they stay.
+func testPurgeOutboxNeverUndelivered(t *testing.T, s RetentionStores) {
+	p := purger(t, s.Room)
+	ctx := t.Context()
+	key := persistence.RoomKey{AppCode: "lalu", RoomID: "r-run"}
+	old := rtT0 - 100*rtHour
+	ids := appendEvents(t, s.Room, key, slices.Repeat([]string{"RoomUserJoined"}, 6), []int64{old, old + 1, old + 2, old + 3, old + 4, old + 5})
+	_, err := s.Room.ClaimPendingOutbox(ctx, "relay", old+5, 3_600_000, 10)
+	mustNoErr(t, "claim", err)
+	mustNoErr(t, "fail", s.Room.MarkOutboxFailed(ctx, ids[2], "im down", old+10, old+20))
+	mustNoErr(t, "release", s.Room.ReleaseOutboxBatch(ctx, ids[3:]))
+	mustNoErr(t, "mark", s.Room.MarkOutboxPublishedBatch(ctx, []string{ids[0], ids[1], ids[4]}, old+10))
+	r := persistence.PurgeRequest{Table: persistence.PurgeRoomOutbox, CutoffMs: rtT0 - 72*rtHour, Limit: 2}
+	if n := countPurgeable(t, p, r); n != 3 {
+		t.Fatalf("dry run counts %d rows, want the 3 delivered", n)
+	}
+	if n := purgeAll(t, p, r); n != 3 {
+		t.Fatalf("purge deleted %d rows, want the 3 delivered", n)
+	}
+	for i, want := range []bool{false, false, true, true, false, true} {
+		if got := outboxExists(t, s.Room, ids[i]); got != want {
+			t.Fatalf("row %d (%s) exists=%v after purge, want %v", i, ids[i], got, want)
+		}
+	}
+	for _, i := range []int{2, 3, 5} {
+		if g := getOutbox(t, s.Room, ids[i]); g.Status != persistence.OutboxPending {
+			t.Fatalf("undelivered row %s after purge: %+v", ids[i], g)
+		}
+	}
+	got, err := s.Room.ClaimPendingOutbox(ctx, "relay-2", old+20, 3_600_000, 10)
+	mustNoErr(t, "claim after purge", err)
+	wantIDs(t, "the undelivered rows in room order", eventIDs(got), []string{ids[2], ids[3], ids[5]})
+	mustNoErr(t, "mark", s.Room.MarkOutboxPublishedBatch(ctx, eventIDs(got), rtT0-1))
+	if n := purgeAll(t, p, r); n != 0 {
+		t.Fatalf("purge deleted %d rows published just now, want 0", n)
+	}
+	for _, i := range []int{2, 3, 5} {
+		if g := getOutbox(t, s.Room, ids[i]); g.Status != persistence.OutboxPublished || g.PublishedAtMs != rtT0-1 {
+			t.Fatalf("row %s after its mark: %+v", ids[i], g)
+		}
 	}
 }
 
