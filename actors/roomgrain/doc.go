@@ -13,8 +13,10 @@
 // the stored envelopes, tick, stopping, stop), handed the messages it owns and
 // asked to explain a refusal, with the Tick and Commit messages an
 // observer may send; a room's
-// logger, its fields added only when it writes (roomlog.go); and the
-// client that reaches a grain wherever the cluster placed it (client.go).
+// logger, its fields added only when it writes (roomlog.go); a room's
+// front, where an observer takes the room's likes before its mailbox
+// (front.go); and the client that reaches a grain wherever the cluster
+// placed it (client.go), sending a local room's likes to its front.
 //
 // It must not know store, IM or wallet implementations, nor any observer
 // (the directory is actors/directory, the feed actors/roomfeed,

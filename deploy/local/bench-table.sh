@@ -13,10 +13,12 @@
 #           of 100 members). Rates and the node's CPU per call
 #           (utime+stime from /proc/<pid>/stat before and after each ghz
 #           run); in dev mode the node's CPU includes the in-process fake
-#           IM. BASE=another built server runs its dev figures in the same
-#           rounds, just before BIN's (base, then this build, each round):
-#           a before/after comparison interleaved on one machine's load,
-#           with both columns in the table.
+#           IM. BASE=another server (a built binary, or a git revision
+#           such as a commit or main~3, built into WORK from `git archive`)
+#           runs its dev figures in the same rounds, just before BIN's
+#           (base, then this build, each round): a before/after comparison
+#           interleaved on one machine's load, with both columns in the
+#           table.
 #   mariadb mariadb-ratio.sh with ghz -c DB_C (512) and DB_NJ (40,000) joins:
 #           end-to-end joins/s ÷ BenchmarkAppend rooms=512, the node's and
 #           mariadbd's CPU per durable join (other clients of the same
@@ -44,6 +46,7 @@
 #	deploy/local/bench-table.sh            # or: make bench-table
 #	SHORT=1 deploy/local/bench-table.sh    # check it runs
 #	BASE=/tmp/roomcell-main FIGURES=dev deploy/local/bench-table.sh   # before/after, interleaved
+#	BASE=1915b46 FIGURES=dev deploy/local/bench-table.sh              # the same, BASE built from that commit
 set -eu
 cd "$(dirname "$0")/../.."
 . deploy/local/bench-lib.sh
@@ -80,6 +83,17 @@ med() { echo "${ALL[$1]:-}" | median; }
 echo "building into $WORK" >&2
 BIN=${BIN:-}
 if [ -z "$BIN" ]; then go build -o "$WORK/roomcell" ./cmd/roomcell; BIN=$WORK/roomcell; fi
+BASE_NAME=${BASE:-}
+if [ -n "${BASE:-}" ] && [ ! -x "$BASE" ]; then
+	# A revision: its tree exported and built (no worktree left behind).
+	rev=$(git rev-parse --verify --quiet "$BASE^{commit}") || { echo "BASE=$BASE is neither an executable nor a git revision" >&2; exit 1; }
+	BASE_NAME="$BASE ($(git rev-parse --short "$rev"))"
+	rm -rf "$WORK/base-src" && mkdir -p "$WORK/base-src"
+	git archive "$rev" | tar -x -C "$WORK/base-src"
+	(cd "$WORK/base-src" && go build -o "$WORK/roomcell-base" ./cmd/roomcell)
+	rm -rf "$WORK/base-src"
+	BASE=$WORK/roomcell-base
+fi
 go build -o "$WORK/roomctl" ./cmd/roomctl
 ROOMCTL=$WORK/roomctl
 export ROOMCTL GHZ
@@ -187,7 +201,7 @@ if has dev; then
 	# base PREFIX: BASE's median of a dev figure as a table cell, when BASE is set.
 	base() { [ -z "${BASE:-}" ] || echo " $1 |"; }
 	if [ -n "${BASE:-}" ]; then
-		echo "| dev figure (BASE $BASE) | base median | this build | target |"
+		echo "| dev figure (BASE $BASE_NAME) | base median | this build | target |"
 		echo "| --- | ---: | ---: | ---: |"
 	else
 		header

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hyapp/roomcell/persistence"
 )
@@ -263,6 +264,15 @@ func testDeliveredConcurrentRelays(t *testing.T, s persistence.Store) {
 				}
 				if len(got) == 0 {
 					idle++
+					if !done {
+						// Nothing to claim yet: wait for more rows rather
+						// than spend the rounds, which a fast store (memdb)
+						// used up before the rows came.
+						select {
+						case <-appended:
+						case <-time.After(time.Millisecond):
+						}
+					}
 					continue
 				}
 				idle = 0
