@@ -169,14 +169,6 @@ type OutboxStore interface {
 	OutboxBulkStore
 }
 
-// OutboxRowsMarker is implemented by stores that mark rows published
-// cheaper when given the rows as claimed (their room and place in it)
-// instead of their ids: MarkOutboxPublishedRows is
-// MarkOutboxPublishedBatch of the rows' event ids, with the same result.
-type OutboxRowsMarker interface {
-	MarkOutboxPublishedRows(ctx context.Context, rows []OutboxRow, nowMs int64) error
-}
-
 // OutboxMQStore is the message-queue fanout's view of room_outbox: its own
 // claim, lease and marks, on columns the IM relay never reads or writes.
 // A store writes new rows with MQStatus pending when it was opened with

@@ -485,8 +485,12 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 	if len(ok) == 0 {
 		return
 	}
+	ids := make([]string, len(ok))
+	for i, f := range ok {
+		ids[i] = f.row.Envelope.EventID
+	}
 	ctx, cancel := b.storeCtx()
-	err := b.markRows(ctx, ok)
+	err := b.Store.MarkOutboxPublishedBatch(ctx, ids, b.Clock().UnixMilli())
 	cancel()
 	for _, f := range ok {
 		if err != nil {
@@ -496,25 +500,6 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 		b.logPublished(f.log, f.row)
 		b.res.Published++
 	}
-}
-
-// markRows marks the rows of ok published in one store write: by the
-// rows as claimed when the store can use them (persistence.OutboxRowsMarker:
-// no lookup of each id), else by their ids.
-func (b *batch) markRows(ctx context.Context, ok []*inflight) error {
-	now := b.Clock().UnixMilli()
-	if m, can := b.Store.(persistence.OutboxRowsMarker); can {
-		rows := make([]persistence.OutboxRow, len(ok))
-		for i, f := range ok {
-			rows[i] = f.row
-		}
-		return m.MarkOutboxPublishedRows(ctx, rows, now)
-	}
-	ids := make([]string, len(ok))
-	for i, f := range ok {
-		ids[i] = f.row.Envelope.EventID
-	}
-	return b.Store.MarkOutboxPublishedBatch(ctx, ids, now)
 }
 
 func (b *batch) observe(start time.Time) {

@@ -18,7 +18,6 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/configs"
 	"github.com/hyapp/roomcell/persistence"
-	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 )
 
@@ -155,7 +154,7 @@ func TestOutboxCatchesUpAfterDatabasePauseUnderLoad(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	var pending int
 	for {
-		if err := store.DB().QueryRow("SELECT COUNT(*) FROM room_outbox WHERE " + mysql.OutboxReadStatus + " = 'pending'").Scan(&pending); err == nil && pending == 0 {
+		if err := store.DB().QueryRow("SELECT COUNT(*) FROM room_outbox WHERE status = 'pending'").Scan(&pending); err == nil && pending == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
-	"github.com/hyapp/roomcell/persistence/mysql"
 )
 
 // App is the app code of every test room.
@@ -380,7 +379,7 @@ func (c *Cluster) WaitOutboxPublished(t testing.TB, d time.Duration) (total int)
 		total = 0
 		c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
 			var n, p int
-			if err := rdb.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM("+mysql.OutboxReadStatus+" = 'pending'), 0) FROM room_outbox").Scan(&n, &p); err != nil {
+			if err := rdb.DB.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(status = 'pending'), 0) FROM room_outbox").Scan(&n, &p); err != nil {
 				return err
 			}
 			total, pending = total+n, pending+p

@@ -23,7 +23,6 @@ import (
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/delivery/imfake"
 	"github.com/hyapp/roomcell/delivery/roomim"
-	"github.com/hyapp/roomcell/persistence/mysql"
 	"github.com/hyapp/roomcell/persistence/mysql/mysqltest"
 	"github.com/hyapp/roomcell/room"
 )
@@ -344,7 +343,7 @@ func checkOutboxDelivery(t *testing.T, c *Cluster, fake *imfake.Server, faults [
 	t.Helper()
 	rows := map[string]outboxRow{}
 	c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
-		q, err := rdb.DB.QueryContext(ctx, "SELECT event_id, room_id, room_seq, created_at_ms, "+mysql.OutboxReadPublishedAt+", "+mysql.OutboxReadStatus+", COALESCE(resolved_by, ''), event_type FROM room_outbox")
+		q, err := rdb.DB.QueryContext(ctx, "SELECT event_id, room_id, room_seq, created_at_ms, COALESCE(published_at_ms, 0), status, COALESCE(resolved_by, ''), event_type FROM room_outbox")
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/hyapp/roomcell/persistence/mysql"
 	"io"
 	"net/http"
 	"net/url"
@@ -172,11 +171,11 @@ func TestMultiMemberPrometheusScrape(t *testing.T) {
 	parkedIn := map[string]int{}
 	var parked, publishedNow int
 	c.eachRoomDB(t, func(ctx context.Context, rdb *RoomDB) error {
-		if _, err := rdb.DB.ExecContext(ctx, "UPDATE room_outbox SET status = 'parked', last_error = 'prometheus test' WHERE "+mysql.OutboxReadStatus+" = 'published' ORDER BY created_at_ms LIMIT 5"); err != nil {
+		if _, err := rdb.DB.ExecContext(ctx, "UPDATE room_outbox SET status = 'parked', last_error = 'prometheus test' WHERE status = 'published' ORDER BY created_at_ms LIMIT 5"); err != nil {
 			return err
 		}
 		var p, pub int
-		if err := rdb.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(status = 'parked'), 0), COALESCE(SUM("+mysql.OutboxReadStatus+" = 'published'), 0) FROM room_outbox").Scan(&p, &pub); err != nil {
+		if err := rdb.DB.QueryRowContext(ctx, "SELECT COALESCE(SUM(status = 'parked'), 0), COALESCE(SUM(status = 'published'), 0) FROM room_outbox").Scan(&p, &pub); err != nil {
 			return err
 		}
 		parkedIn[rdb.Key] = p

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/hyapp/roomcell/persistence"
@@ -70,10 +69,9 @@ func outboxWhere(sel persistence.OutboxSelector, statusCond string, statusArgs .
 // requeueCond: a parked row, or a pending row not yet due (one already
 // due needs no requeue, and leaving it out is what makes the statement
 // loop end).
-// A row its room's cursor passed reads as published: neither takes it.
-const requeueCond = "status = 'parked' OR (" + waitingCond + " AND next_retry_at_ms > ?)"
+const requeueCond = "status = 'parked' OR (status = 'pending' AND next_retry_at_ms > ?)"
 
-const skipCond = "status = 'parked' OR (" + waitingCond + ")"
+const skipCond = "status IN ('parked', 'pending')"
 
 // bulkUpdate applies set to the rows matching where, oldest first (in
 // listOrder: a limit that cuts a command takes its first events, so a
@@ -140,23 +138,9 @@ func (s *Store) BulkRequeueOutbox(ctx context.Context, sel persistence.OutboxSel
 	if err := ready(ctx); err != nil {
 		return 0, err
 	}
-	cond, args := outboxWhere(sel, requeueCond, nowMs)
-	n, err := s.bulkUpdate(ctx, "bulk requeue outbox", cond, args, sel.Limit,
+	where, args := outboxWhere(sel, requeueCond, nowMs)
+	return s.bulkUpdate(ctx, "bulk requeue outbox", where, args, sel.Limit,
 		requeueLease+", status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
-	if n == 0 {
-		return n, err
-	}
-	// The requeued rows are due now, and so are their rooms (lowering a
-	// room's work_ms is always safe).
-	w := &where{}
-	w.add("status = 'pending' AND next_retry_at_ms = ? AND updated_at_ms = ?", nowMs, nowMs)
-	w.eq("app_code", sel.AppCode)
-	w.eq("room_id", sel.RoomID)
-	due, dargs := w.sql()
-	if werr := s.workDueBy(ctx, nowMs, due, dargs...); werr != nil {
-		return n, errors.Join(err, s.wrap("bulk requeue outbox: rooms due", werr))
-	}
-	return n, err
 }
 
 // CountSkipOutbox implements persistence.OutboxBulkStore.
@@ -174,42 +158,9 @@ func (s *Store) BulkSkipOutbox(ctx context.Context, sel persistence.OutboxSelect
 		return 0, err
 	}
 	where, args := outboxWhere(sel, skipCond)
-	n, err := s.bulkUpdate(ctx, "bulk skip outbox", where, args, sel.Limit,
+	return s.bulkUpdate(ctx, "bulk skip outbox", where, args, sel.Limit,
 		"status = 'skipped', resolved_by = ?, resolved_at_ms = ?, resolution = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
 		by, nowMs, truncateChars(reason, maxLastError), nowMs)
-	if n == 0 {
-		return n, err
-	}
-	// The skipped rows' rooms are due when their next waiting row is (or
-	// have no work left).
-	keys, kerr := s.roomsWhere(ctx, "status = 'skipped' AND resolved_at_ms = ? AND resolved_by = ?", nowMs, by)
-	if kerr == nil {
-		kerr = s.resetWork(ctx, keys)
-	}
-	if kerr != nil {
-		return n, errors.Join(err, s.wrap("bulk skip outbox: rooms due", kerr))
-	}
-	return n, err
-}
-
-// roomsWhere lists the rooms of the room_outbox rows matching cond.
-func (s *Store) roomsWhere(ctx context.Context, cond string, args ...any) ([]persistence.RoomKey, error) {
-	cctx, cancel := s.opCtx(ctx)
-	defer cancel()
-	rs, err := s.db.QueryContext(cctx, "SELECT DISTINCT app_code, room_id FROM room_outbox WHERE "+cond, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
-	var keys []persistence.RoomKey
-	for rs.Next() {
-		var k persistence.RoomKey
-		if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, rs.Err()
 }
 
 // noticeWhere is sel's WHERE clause on notice_delivery_events: failed

@@ -64,7 +64,7 @@ func TestMigrateCreatesDatabaseAndIsIdempotent(t *testing.T) {
 			t.Fatalf("Migrate run %d: %v", run, err)
 		}
 	}
-	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_outbox_cursors", "room_outbox_delivered", "room_outbox_leases", "room_snapshots", "schema_migrations"}
+	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_outbox_leases", "room_snapshots", "schema_migrations"}
 	if got := tableNames(t, db, database); !slices.Equal(got, want) {
 		t.Fatalf("tables: got %v, want %v", got, want)
 	}
@@ -435,67 +435,6 @@ func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
 	// A status longer than the column is refused, not cut to fit.
 	if _, err := db.ExecContext(t.Context(), "UPDATE `"+database+"`.room_outbox SET status = 'publishedX' WHERE event_id = 'app:room:1:0'"); err == nil {
 		t.Error("a 10-character status was stored")
-	}
-}
-
-// The delivered cursors start below every existing row: each row keeps
-// its status, a room with pending rows has work (claimed when its first
-// row is due, in room order), one without has none, and the relay's marks
-// from then on go through the cursor.
-func TestOutboxCursorsUpgradeKeepsRows(t *testing.T) {
-	db, database, exec := roomSchemaBefore(t, "_oc", func(m Migration) bool { return strings.Contains(m.Name, "outbox_cursors") })
-	put := func(room string, seq int64, status string, retry int, nextRetry, published int64) string {
-		id := fmt.Sprintf("app:%s:%d:0", room, seq)
-		exec("INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, next_retry_at_ms, published_at_ms,"+
-			" mq_status, created_at_ms, updated_at_ms) VALUES (?, 'app', ?, ?, 'RoomUserJoined', ?, ?, ?, ?, ?, 'none', ?, ?)",
-			id, room, seq, fmt.Sprintf(`{"event_id":%q,"event_type":"RoomUserJoined","app_code":"app","room_id":%q,"room_seq":%d,"payload":{"user_id":"u","joined_at_ms":1}}`, id, room, seq),
-			status, retry, nextRetry, published, seq*10, seq*10)
-		return id
-	}
-	r1 := []string{put("r1", 1, "published", 0, 10, 77), put("r1", 2, "pending", 1, 500, 0), put("r1", 3, "pending", 0, 30, 0)}
-	r2 := []string{put("r2", 1, "parked", 1, 10, 0), put("r2", 2, "skipped", 0, 20, 0)}
-	if err := Migrate(t.Context(), db, RoomSchema, database); err != nil {
-		t.Fatal(err)
-	}
-	s := newTestStore(t, func(c *configs.MySQLConfig) { c.RoomDatabase = database })
-	ctx := t.Context()
-	for id, want := range map[string]string{r1[0]: "published", r1[1]: "pending", r1[2]: "pending", r2[0]: "parked", r2[1]: "skipped"} {
-		g, err := s.GetOutbox(ctx, id)
-		if err != nil || g.Status != want {
-			t.Fatalf("%s after the upgrade: %+v %v, want %s", id, g, err, want)
-		}
-	}
-	if g, _ := s.GetOutbox(ctx, r1[0]); g.PublishedAtMs != 77 {
-		t.Fatalf("published row lost its time: %+v", g)
-	}
-	if g, _ := s.GetOutbox(ctx, r1[1]); g.RetryCount != 1 || g.NextRetryAtMs != 500 {
-		t.Fatalf("failed row after the upgrade: %+v", g)
-	}
-	if st, err := s.OutboxStats(ctx); err != nil || st.Pending != 2 || st.Parked != 1 {
-		t.Fatalf("stats after the upgrade: %+v %v, want 2 pending, 1 parked", st, err)
-	}
-	got, err := s.ClaimPendingOutbox(ctx, "relay", 400, 60_000, 10)
-	if err != nil || len(got) != 0 {
-		t.Fatalf("claim before the failed row is due: %v %v, want nothing", claimedIDs(got), err)
-	}
-	got, err = s.ClaimPendingOutbox(ctx, "relay", 500, 60_000, 10)
-	if ids := claimedIDs(got); err != nil || !slices.Equal(ids, r1[1:]) {
-		t.Fatalf("claim at the retry: %v %v, want %v", ids, err, r1[1:])
-	}
-	if err := s.MarkOutboxPublishedBatch(ctx, r1[1:], 600); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range r1[1:] {
-		if g, _ := s.GetOutbox(ctx, id); g.Status != "published" || g.PublishedAtMs != 600 {
-			t.Fatalf("%s after its mark: %+v", id, g)
-		}
-	}
-	var advanced int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox_cursors WHERE room_id = 'r1' AND done_seq = 3 AND work_ms IS NULL").Scan(&advanced); err != nil || advanced != 1 {
-		t.Fatalf("r1's cursor after the mark: %d rows at seq 3 with no work (%v), want 1", advanced, err)
-	}
-	if st, err := s.OutboxStats(ctx); err != nil || st.Pending != 0 {
-		t.Fatalf("stats after the mark: %+v %v, want nothing pending", st, err)
 	}
 }
 

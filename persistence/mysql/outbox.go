@@ -88,11 +88,10 @@ func (s *Store) queryOutbox(ctx context.Context, q interface {
 const listOrder = "created_at_ms, app_code, room_id, room_seq, event_index, event_id"
 
 // ListPendingOutbox implements persistence.OutboxStore. limit <= 0 returns
-// nothing: a scan is always bounded. It reads the stored-pending entries
-// of idx_room_outbox_pending, leaves out the delivered ones (at or below
-// their room's cursor) and sorts the rest in listOrder (the index's
-// event_id order would list a command's 11th event before its 2nd); seed
-// 000's scan and the tests', not the relay's claim.
+// nothing: a scan is always bounded. It reads the pending entries of
+// idx_room_outbox_pending (the backlog) and sorts them in listOrder (the
+// index's event_id order would list a command's 11th event before its
+// 2nd); seed 000's scan and the tests', not the relay's claim.
 func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence.OutboxRow, error) {
 	if err := ready(ctx); err != nil {
 		return nil, err
@@ -103,78 +102,75 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	rows, err := s.queryOutbox(ctx, s.db, "list pending outbox",
-		"SELECT "+outboxColumns+" FROM room_outbox WHERE "+waitingCond+" ORDER BY "+listOrder+" LIMIT ?", limit)
+		"SELECT "+outboxColumns+" FROM room_outbox WHERE status = 'pending' ORDER BY "+listOrder+" LIMIT ?", limit)
 	if err != nil {
 		return nil, err
 	}
 	return s.withRoomLeases(ctx, "list pending outbox", rows)
 }
 
-// claimScanPage is the least number of due rows one page of the MQ
-// claim's scan reads; a page is otherwise the claim's limit. Each row the
+// claimScanPage is the least number of due rows one page of the claim's
+// room scan reads; a page is otherwise the claim's limit. Each row the
 // scan reads costs a row lookup (the room and the lease are not in
-// idx_room_outbox_mq), so a page reads about what the claim can take.
+// idx_room_outbox_pending), so a page reads about what the claim can take
+// and more pages follow only while the rooms found do not fill it (hot
+// rooms whose many rows fill a page, rooms held by others).
 const claimScanPage = 256
 
-// claimScanPages bounds the pages of rooms one claim reads when the rooms
-// found are held by others (a room's publisher holds its newest rows): the
-// claim looks further instead of claiming nothing while free rooms wait
-// behind held ones.
+// claimScanPages bounds the pages one claim reads when the rooms found are
+// held by others (a room's publisher holds its newest rows): the claim
+// looks further back instead of claiming nothing while free rooms wait
+// behind held ones, up to 16 claims' worth of rows.
 const claimScanPages = 16
 
 // maxClaimRooms bounds the rooms one claim plans from one page.
 const maxClaimRooms = 256
 
-// ClaimPendingOutbox implements persistence.OutboxStore. A plain read of
-// idx_room_outbox_cursors_work finds the rooms with due rows, in the order
-// their first waiting row became due (oldest first: a room's wait is
-// bounded by the rooms ahead of it, never by its name, nor by rows that
-// keep arriving); claimRooms then leases the free ones. Delivered rows
-// keep their stored status 'pending', so the rooms are found by their
-// cursors, not by walking pending rows.
+// ClaimPendingOutbox implements persistence.OutboxStore. Plain reads of
+// idx_room_outbox_pending find the rooms of the oldest due free rows
+// (oldest first: a room's wait is bounded by the rows ahead of it, never
+// by its name, as when the scan ran in event_id order, nor by rows that
+// keep arriving); claimRooms then leases the free and due ones.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	var (
-		afterMs             int64 = math.MinInt64
-		afterApp, afterRoom string
-		pages               int
-		finished            bool
+		afterMs  int64 = math.MinInt64
+		afterID  string
+		seen     = map[persistence.RoomKey]bool{}
+		pages    int
+		finished bool
 	)
 	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
-		for !finished && pages < claimScanPages {
-			pages++
-			rs, err := q.QueryContext(ctx, "SELECT app_code, room_id, work_ms, due_ms <= ? FROM room_outbox_cursors FORCE INDEX (idx_room_outbox_cursors_work)"+
-				" WHERE work_ms >= ? AND (work_ms > ? OR (work_ms = ? AND (app_code > ? OR (app_code = ? AND room_id > ?))))"+
-				" ORDER BY work_ms, app_code, room_id LIMIT ?", nowMs, afterMs, afterMs, afterMs, afterApp, afterApp, afterRoom, maxClaimRooms)
-			if err != nil {
-				return nil, s.claimErr(err)
+		if finished || pages == claimScanPages {
+			return nil, nil
+		}
+		pages++
+		want := max(limit, claimScanPage)
+		rs, err := q.QueryContext(ctx, "SELECT app_code, room_id, created_at_ms, event_id FROM room_outbox FORCE INDEX (idx_room_outbox_pending)"+
+			" WHERE status = 'pending' AND (created_at_ms > ? OR (created_at_ms = ? AND event_id > ?))"+
+			" AND next_retry_at_ms <= ? AND lock_until_ms <= ?"+
+			" ORDER BY created_at_ms, event_id LIMIT ?", afterMs, afterMs, afterID, nowMs, nowMs, want)
+		if err != nil {
+			return nil, s.claimErr(err)
+		}
+		defer rs.Close()
+		var rooms []persistence.RoomKey
+		n := 0
+		for rs.Next() {
+			var k persistence.RoomKey
+			if err := rs.Scan(&k.AppCode, &k.RoomID, &afterMs, &afterID); err != nil {
+				return nil, s.wrap("claim outbox", err)
 			}
-			var rooms []persistence.RoomKey
-			n := 0
-			for rs.Next() {
-				var (
-					k   persistence.RoomKey
-					due bool
-				)
-				if err := rs.Scan(&k.AppCode, &k.RoomID, &afterMs, &due); err != nil {
-					rs.Close()
-					return nil, s.wrap("claim outbox", err)
-				}
-				n++
-				afterApp, afterRoom = k.AppCode, k.RoomID
-				if due {
-					rooms = append(rooms, k)
-				}
-			}
-			rs.Close()
-			if err := rs.Err(); err != nil {
-				return nil, s.claimErr(err)
-			}
-			finished = n < maxClaimRooms
-			if len(rooms) > 0 {
-				return rooms, nil
+			n++
+			if !seen[k] && len(rooms) < maxClaimRooms {
+				seen[k] = true
+				rooms = append(rooms, k)
 			}
 		}
-		return nil, nil
+		if err := rs.Err(); err != nil {
+			return nil, s.claimErr(err)
+		}
+		finished = n < want
+		return rooms, nil
 	})
 }
 
@@ -304,9 +300,6 @@ func (s *Store) claimTx(ctx context.Context, op, owner string, limit int,
 type roomTake struct {
 	key persistence.RoomKey
 	n   int
-	cur roomCursor
-	// whole: n is every waiting row the room had when planned.
-	whole bool
 }
 
 // roomArgs renders keys as "(?,?),(?,?)…" with their arguments appended
@@ -348,43 +341,19 @@ func (s *Store) claimPlan(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 
 // planRooms plans one chunk of claimPlan's rooms.
 func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.RoomKey, owner string, nowMs int64, limit int) ([]roomTake, error) {
-	// Per room: its waiting depth (from its cursor on, so the reads start
-	// there and never walk its delivered rows), whether a waiting row of
-	// it is under a live lease of its own, and whether another owner's
-	// live room lease holds a waiting row of it (one not given back, at or
-	// below the lease's last row). Cursors and leases are read first (by
-	// primary key); the rows are one UNION ALL of a read of
-	// idx_room_outbox_room alone per room.
-	cursors, err := readCursors(ctx, tx, rooms, false)
-	if err != nil {
-		return nil, s.claimErr(err)
-	}
-	leases, err := s.roomLeases(ctx, tx, rooms)
-	if err != nil {
-		return nil, s.claimErr(err)
-	}
-	var (
-		q    strings.Builder
-		args []any
-	)
-	for i, k := range rooms {
-		if i > 0 {
-			q.WriteString(" UNION ALL ")
-		}
-		c := cursors[k]
-		// upto: the room lease of another owner that is live (else a
-		// place below every row, so nothing is held).
-		uptoSeq, uptoIndex := int64(math.MinInt64), 0
-		if l, ok := leases[k]; ok && l.until > nowMs && l.owner != owner {
-			uptoSeq, uptoIndex = l.uptoSeq, l.uptoIndex
-		}
-		q.WriteString("SELECT ?, ?, COUNT(*), COALESCE(SUM(lock_until_ms > ?), 0)," +
-			" COALESCE(SUM(lock_until_ms >= 0 AND (room_seq < ? OR (room_seq = ? AND event_index <= ?))), 0)" +
-			" FROM room_outbox FORCE INDEX (idx_room_outbox_room) WHERE app_code = ? AND room_id = ? AND status = 'pending'" +
-			" AND (room_seq > ? OR (room_seq = ? AND event_index > ?))")
-		args = append(args, k.AppCode, k.RoomID, nowMs, uptoSeq, uptoSeq, uptoIndex, k.AppCode, k.RoomID, c.seq, c.seq, c.index)
-	}
-	rs, err := tx.QueryContext(ctx, q.String(), args...)
+	// Per room: its pending depth, whether a row of it is under a live
+	// lease of its own, and whether another owner's live room lease holds
+	// a row of it (one not given back, at or below the lease's last row).
+	// The lease check runs once per room (after the grouping), and its
+	// row probe only for a room another owner's live lease names.
+	in, args := roomArgs(rooms, []any{nowMs, owner, nowMs})
+	rs, err := tx.QueryContext(ctx, "SELECT d.app_code, d.room_id, d.n, d.live,"+
+		" COALESCE(l.lock_until_ms > ? AND l.locked_by <> ? AND EXISTS (SELECT 1 FROM room_outbox o FORCE INDEX (idx_room_outbox_room)"+
+		" WHERE o.app_code = d.app_code AND o.room_id = d.room_id AND o.status = 'pending' AND o.lock_until_ms >= 0"+
+		" AND (o.room_seq < l.upto_seq OR (o.room_seq = l.upto_seq AND o.event_index <= l.upto_index))), 0)"+
+		" FROM (SELECT app_code, room_id, COUNT(*) AS n, SUM(lock_until_ms > ?) AS live FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
+		" WHERE status = 'pending' AND (app_code, room_id) IN ("+in+") GROUP BY app_code, room_id) d"+
+		" LEFT JOIN room_outbox_leases l ON l.app_code = d.app_code AND l.room_id = d.room_id", args...)
 	if err != nil {
 		return nil, s.claimErr(err)
 	}
@@ -414,10 +383,8 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 	}
 	if len(leased) > 0 {
 		in, args := roomArgs(leased, []any{nowMs, owner})
-		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT o.app_code, o.room_id FROM room_outbox o FORCE INDEX (idx_room_outbox_room)"+
-			" LEFT JOIN room_outbox_cursors c ON c.app_code = o.app_code AND c.room_id = o.room_id"+
-			" WHERE o.status = 'pending' AND o.lock_until_ms > ? AND o.locked_by <> ? AND (o.app_code, o.room_id) IN ("+in+")"+
-			" AND (c.app_code IS NULL OR "+aboveCursor("o", "c")+")", args...)
+		rs, err := tx.QueryContext(ctx, "SELECT DISTINCT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room)"+
+			" WHERE status = 'pending' AND lock_until_ms > ? AND locked_by <> ? AND (app_code, room_id) IN ("+in+")", args...)
 		if err != nil {
 			return nil, s.claimErr(err)
 		}
@@ -441,7 +408,7 @@ func (s *Store) planRooms(ctx context.Context, tx *sql.Tx, rooms []persistence.R
 			break
 		}
 		if n := depth[k]; n > 0 && !held[k] {
-			take = append(take, roomTake{key: k, n: min(n, left), cur: cursors[k], whole: n <= left})
+			take = append(take, roomTake{k, min(n, left)})
 			left -= min(n, left)
 		}
 	}
@@ -470,9 +437,8 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 			q.WriteString(" UNION ALL ")
 		}
 		q.WriteString("(SELECT " + outboxColumns + " FROM room_outbox FORCE INDEX (idx_room_outbox_room)" +
-			" WHERE app_code = ? AND room_id = ? AND status = 'pending' AND (room_seq > ? OR (room_seq = ? AND event_index > ?))" +
-			" ORDER BY room_seq, event_index LIMIT ? FOR UPDATE)")
-		args = append(args, t.key.AppCode, t.key.RoomID, t.cur.seq, t.cur.seq, t.cur.index, t.n)
+			" WHERE app_code = ? AND room_id = ? AND status = 'pending' ORDER BY room_seq, event_index LIMIT ? FOR UPDATE)")
+		args = append(args, t.key.AppCode, t.key.RoomID, t.n)
 	}
 	rows, err := s.queryOutbox(ctx, tx, "claim outbox", q.String(), args...)
 	if err != nil {
@@ -485,11 +451,14 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 		keys[i] = t.key
 	}
 	want := make(map[persistence.RoomKey]int, len(take))
-	whole := make(map[persistence.RoomKey]bool, len(take))
 	for _, t := range take {
-		want[t.key], whole[t.key] = t.n, t.whole
+		want[t.key] = t.n
 	}
 	leases, err := s.roomLeases(ctx, tx, keys)
+	if err != nil {
+		return nil, s.claimErr(err)
+	}
+	beyond, err := s.heldBeyond(ctx, tx, rows, take, leases, owner, nowMs)
 	if err != nil {
 		return nil, s.claimErr(err)
 	}
@@ -498,7 +467,7 @@ func (s *Store) lockRooms(ctx context.Context, tx *sql.Tx, take []roomTake, owne
 			return false
 		}
 		k := persistence.RoomKey{AppCode: rs[0].Envelope.AppCode, RoomID: rs[0].Envelope.RoomID}
-		if l, ok := leases[k]; ok && l.heldByOther(owner, nowMs, rs, whole[k] || len(rs) < want[k]) {
+		if l, ok := leases[k]; ok && l.heldByOther(owner, nowMs, rs, len(rs) < want[k] || !beyond[k]) {
 			return false
 		}
 		return !slices.ContainsFunc(rs, func(r persistence.OutboxRow) bool {
@@ -527,21 +496,21 @@ func takeFree(rows []persistence.OutboxRow, take []roomTake, free func(rs []pers
 	return out
 }
 
-// updateOutbox runs a single-row UPDATE of a row that reads as pending
-// (waitingCond). No row changed means the event is unknown (ErrNotFound)
-// or already published (a no-op).
+// updateOutbox runs a single-row UPDATE guarded by status = 'pending'. No
+// row changed means the event is unknown (ErrNotFound) or already
+// published (a no-op).
 func (s *Store) updateOutbox(ctx context.Context, op, eventID, set string, args ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
+	// A claim of the row's room locks its rows on the status index, so
+	// InnoDB may pick this statement as a deadlock victim; a victim's
+	// statement was rolled back whole, so running it again is safe.
 	var res sql.Result
-	// The guard reads the room's cursor: InnoDB may pick the statement as
-	// a deadlock victim against an advance; it changed nothing then.
-	err := retryDeadlock(ctx, func() error {
-		var err error
-		res, err = s.db.ExecContext(ctx, "UPDATE room_outbox SET "+set+" WHERE event_id = ? AND "+waitingCond, append(args, eventID)...)
+	err := retryDeadlock(ctx, func() (err error) {
+		res, err = s.db.ExecContext(ctx, "UPDATE room_outbox SET "+set+" WHERE event_id = ? AND status = 'pending'", append(args, eventID)...)
 		return err
 	})
 	if err != nil {
@@ -569,30 +538,15 @@ func (s *Store) updateOutbox(ctx context.Context, op, eventID, set string, args 
 // that is not pending (scanOutbox), and claims read only pending rows.
 const publishedMark = "status = 'published', last_error = NULL, published_at_ms = ?, updated_at_ms = ?, lock_until_ms = 0"
 
-// MarkOutboxPublished implements persistence.OutboxStore: the row's room
-// cursor moves over it when it is the room's next waiting row, else the
-// row is marked itself (markDelivered).
+// MarkOutboxPublished implements persistence.OutboxStore.
 func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs int64) error {
-	n, err := s.markDelivered(ctx, "mark published", []string{eventID}, nil, nowMs)
-	if err != nil || n > 0 {
-		return err
-	}
-	_, err = s.roomOf(ctx, eventID)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return fmt.Errorf("mysql: mark published: %w", err)
-	}
-	if err != nil {
-		return s.wrap("mark published "+eventID, err)
-	}
-	return nil
+	return s.updateOutbox(ctx, "mark published", eventID, publishedMark, nowMs, nowMs)
 }
 
-// MarkOutboxPublishedBatch implements persistence.OutboxStore: one
-// transaction per chunk of ids, writing a cursor row and a delivered range
-// per room instead of a mark per row (markDelivered).
+// MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
+// (one commit) per chunk of ids instead of one per row.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	_, err := s.markDelivered(ctx, "mark published batch", eventIDs, nil, nowMs)
-	return err
+	return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
@@ -602,7 +556,7 @@ func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 }
 
 // updatePending applies set (with setArgs) to the rows among eventIDs
-// whose status column (status for IM, mq_status for MQ) reads 'pending',
+// whose status column (status for IM, mq_status for MQ) is 'pending',
 // 2,000 ids (hot_room_batch's default, a grown claim) a statement: each
 // statement is a commit; other rows and unknown ids are skipped.
 func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs []string, set string, setArgs ...any) error {
@@ -619,15 +573,11 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 		// status indexes, so InnoDB may pick this statement as a deadlock
 		// victim; it changes only rows still pending, so running it again
 		// is safe, and cheaper than carrying the ids to the next poll.
-		cond := status + " = 'pending'"
-		if status == "status" {
-			cond = waitingCond
-		}
 		err := retryDeadlock(ctx, func() error {
 			cctx, cancel := s.opCtx(ctx)
 			defer cancel()
 			_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
-				" WHERE "+cond+" AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
+				" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
 			return err
 		})
 		if err != nil {
@@ -642,49 +592,22 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 func (s *Store) MarkOutboxFailed(ctx context.Context, eventID, lastError string, nowMs, nextRetryAtMs int64) error {
 	// The row leaves its room's lease (due again at nextRetryAtMs, whoever
 	// claims it); the room's other rows stay with their sender.
-	if err := s.updateOutbox(ctx, "mark failed", eventID,
+	return s.updateOutbox(ctx, "mark failed", eventID,
 		"retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, next_retry_at_ms = ?, locked_by = NULL, lock_until_ms = "+released,
-		truncateChars(lastError, maxLastError), nowMs, nextRetryAtMs); err != nil {
-		return err
-	}
-	// The room is due when its first waiting row is: maybe later now.
-	return s.resetRoomWork(ctx, "mark failed", eventID)
-}
-
-// resetRoomWork is resetWork for the room of one row.
-func (s *Store) resetRoomWork(ctx context.Context, op, eventID string) error {
-	k, err := s.roomOf(ctx, eventID)
-	if err == nil {
-		err = s.resetWork(ctx, []persistence.RoomKey{k})
-	}
-	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		return s.wrap(op+" "+eventID, err)
-	}
-	return nil
+		truncateChars(lastError, maxLastError), nowMs, nextRetryAtMs)
 }
 
 // ParkOutbox implements persistence.OutboxStore.
 func (s *Store) ParkOutbox(ctx context.Context, eventID, lastError string, nowMs int64) error {
-	if err := s.updateOutbox(ctx, "park", eventID,
+	return s.updateOutbox(ctx, "park", eventID,
 		"status = 'parked', retry_count = retry_count + 1, last_error = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
-		truncateChars(lastError, maxLastError), nowMs); err != nil {
-		return err
-	}
-	return s.resetRoomWork(ctx, "park", eventID)
+		truncateChars(lastError, maxLastError), nowMs)
 }
 
 // RequeueOutbox implements persistence.OutboxStore.
 func (s *Store) RequeueOutbox(ctx context.Context, eventID string, nowMs int64) error {
-	if err := s.resolveOutbox(ctx, "requeue", eventID, []string{persistence.OutboxParked, persistence.OutboxPending},
-		requeueLease+", status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs); err != nil {
-		return err
-	}
-	// The row is due now: so is its room (a parked row is above its
-	// room's cursor, which never passes one).
-	if err := s.workDueBy(ctx, nowMs, "event_id = ?", eventID); err != nil {
-		return s.wrap("requeue "+eventID, err)
-	}
-	return nil
+	return s.resolveOutbox(ctx, "requeue", eventID, []string{persistence.OutboxParked, persistence.OutboxPending},
+		requeueLease+", status = 'pending', next_retry_at_ms = ?, updated_at_ms = ?", nowMs, nowMs)
 }
 
 // SkipOutbox implements persistence.OutboxStore.
@@ -692,12 +615,9 @@ func (s *Store) SkipOutbox(ctx context.Context, eventID, by, reason string, nowM
 	if err := checkLen("skipped by", by, maxLockedBy, false); err != nil {
 		return err
 	}
-	if err := s.resolveOutbox(ctx, "skip", eventID, []string{persistence.OutboxParked, persistence.OutboxPending, persistence.OutboxSkipped},
+	return s.resolveOutbox(ctx, "skip", eventID, []string{persistence.OutboxParked, persistence.OutboxPending, persistence.OutboxSkipped},
 		"status = 'skipped', resolved_by = ?, resolved_at_ms = ?, resolution = ?, updated_at_ms = ?, locked_by = NULL, lock_until_ms = 0",
-		by, nowMs, truncateChars(reason, maxLastError), nowMs); err != nil {
-		return err
-	}
-	return s.resetRoomWork(ctx, "skip", eventID)
+		by, nowMs, truncateChars(reason, maxLastError), nowMs)
 }
 
 // resolveOutbox is an operator's change of one row whose status is one of
@@ -710,7 +630,7 @@ func (s *Store) resolveOutbox(ctx context.Context, op, eventID string, from []st
 	ctx, cancel := s.opCtx(ctx)
 	defer cancel()
 	var status string
-	err := s.db.QueryRowContext(ctx, "SELECT IF("+deliveredCond+", 'published', status) FROM room_outbox WHERE event_id = ?", eventID).Scan(&status)
+	err := s.db.QueryRowContext(ctx, "SELECT status FROM room_outbox WHERE event_id = ?", eventID).Scan(&status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("mysql: %s: outbox event %q: %w", op, eventID, persistence.ErrNotFound)
 	}
@@ -725,12 +645,7 @@ func (s *Store) resolveOutbox(ctx context.Context, op, eventID string, from []st
 	}
 	// The status guard makes a race with a relay's mark harmless: the
 	// UPDATE then changes nothing.
-	var res sql.Result
-	err = retryDeadlock(ctx, func() error {
-		var err error
-		res, err = s.db.ExecContext(ctx, "UPDATE room_outbox SET "+set+" WHERE event_id = ? AND status = ? AND NOT "+coveredCond, append(args, eventID, status)...)
-		return err
-	})
+	res, err := s.db.ExecContext(ctx, "UPDATE room_outbox SET "+set+" WHERE event_id = ? AND status = ?", append(args, eventID, status)...)
 	if err != nil {
 		return s.wrap(op+" "+eventID, err)
 	}
@@ -815,13 +730,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	defer cancel()
 	q := "SELECT " + outboxColumns + " FROM room_outbox"
 	var args []any
-	switch f.Status {
-	case "":
-	case persistence.OutboxPending:
-		q += " WHERE " + waitingCond
-	case persistence.OutboxPublished:
-		q += " WHERE " + deliveredCond
-	default:
+	if f.Status != "" {
 		q += " WHERE status = ?"
 		args = append(args, f.Status)
 	}
@@ -837,11 +746,9 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	return s.withRoomLeases(ctx, "list outbox", rows)
 }
 
-// OutboxStats implements persistence.OutboxStore. The pending rows are
-// counted from the rooms with work (idx_room_outbox_cursors_work), each
-// from its cursor on (idx_room_outbox_room): the backlog, not the
-// delivered rows that keep their stored 'pending'. The other counts read
-// their status's entries of the status indexes.
+// OutboxStats implements persistence.OutboxStore. Both aggregates read
+// only idx_room_outbox_pending: MIN is one index dive, COUNT walks the
+// pending entries (the backlog, not the table).
 func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error) {
 	if err := ready(ctx); err != nil {
 		return persistence.OutboxStats{}, err
@@ -850,9 +757,7 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 	defer cancel()
 	var st persistence.OutboxStats
 	err := s.db.QueryRowContext(ctx,
-		"SELECT COUNT(*), COALESCE(MIN(o.created_at_ms), 0) FROM room_outbox_cursors c FORCE INDEX (idx_room_outbox_cursors_work)"+
-			" JOIN room_outbox o FORCE INDEX (idx_room_outbox_room) ON o.app_code = c.app_code AND o.room_id = c.room_id AND o.status = 'pending' AND "+
-			aboveCursor("o", "c")+" WHERE c.work_ms IS NOT NULL").
+		"SELECT COUNT(*), COALESCE(MIN(created_at_ms), 0) FROM room_outbox WHERE status = 'pending'").
 		Scan(&st.Pending, &st.OldestCreatedAtMs)
 	if err == nil {
 		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'parked'").Scan(&st.Parked)

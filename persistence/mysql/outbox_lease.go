@@ -34,10 +34,9 @@ func (l roomLease) covers(r persistence.OutboxRow) bool {
 }
 
 // heldByOther: the lease keeps owner away from a room whose lowest
-// pending rows are rs (as many as the claim locked, in order): one of
-// them is held, or all are given back and the lease may hold later ones
-// (then the room waits; a claim that locked fewer than the room has
-// takes its lowest rows only).
+// pending rows are rs (in order; all says the lease holds no pending row
+// after them): one of them is held, or all are given back and the lease
+// may hold later ones (then the room waits).
 func (l roomLease) heldByOther(owner string, nowMs int64, rs []persistence.OutboxRow, all bool) bool {
 	if l.until <= nowMs || l.owner == owner {
 		return false
@@ -47,6 +46,67 @@ func (l roomLease) heldByOther(owner string, nowMs int64, rs []persistence.Outbo
 	}
 	last := rs[len(rs)-1]
 	return !all && (last.Envelope.RoomSeq < l.uptoSeq || last.Envelope.RoomSeq == l.uptoSeq && last.EventIndex < l.uptoIndex)
+}
+
+// heldBeyond reads, for each room whose locked rows (all of its take)
+// another owner's live lease reaches past without holding any of them,
+// whether that lease still holds a pending row after them (one not given
+// back, at or below the lease's last row). A lease whose later rows were
+// all published then holds nothing: without this read such a room
+// waited for the lease to run out though its rows were given back. The
+// read does not lock: a row inserted after it comes after the rows taken,
+// as one inserted after the locking read does.
+func (s *Store) heldBeyond(ctx context.Context, q querier, rows []persistence.OutboxRow, take []roomTake,
+	leases map[persistence.RoomKey]roomLease, owner string, nowMs int64) (map[persistence.RoomKey]bool, error) {
+	last := make(map[persistence.RoomKey]persistence.OutboxRow, len(take))
+	count := make(map[persistence.RoomKey]int, len(take))
+	for _, r := range rows {
+		k := persistence.RoomKey{AppCode: r.Envelope.AppCode, RoomID: r.Envelope.RoomID}
+		count[k]++
+		if l, ok := last[k]; !ok || persistence.CompareRoomOrder(l, r) < 0 {
+			last[k] = r
+		}
+	}
+	var (
+		q1   strings.Builder
+		args []any
+	)
+	for _, t := range take {
+		l, ok := leases[t.key]
+		r, has := last[t.key]
+		if !ok || !has || count[t.key] < t.n || l.until <= nowMs || l.owner == owner || l.covers(r) && r.LockUntilMs >= 0 {
+			continue
+		}
+		if !(r.Envelope.RoomSeq < l.uptoSeq || r.Envelope.RoomSeq == l.uptoSeq && r.EventIndex < l.uptoIndex) {
+			continue
+		}
+		if q1.Len() > 0 {
+			q1.WriteString(" UNION ALL ")
+		}
+		q1.WriteString("(SELECT app_code, room_id FROM room_outbox FORCE INDEX (idx_room_outbox_room)" +
+			" WHERE app_code = ? AND room_id = ? AND status = 'pending' AND lock_until_ms >= 0" +
+			" AND (room_seq > ? OR (room_seq = ? AND event_index > ?))" +
+			" AND (room_seq < ? OR (room_seq = ? AND event_index <= ?)) LIMIT 1)")
+		args = append(args, t.key.AppCode, t.key.RoomID, r.Envelope.RoomSeq, r.Envelope.RoomSeq, r.EventIndex,
+			l.uptoSeq, l.uptoSeq, l.uptoIndex)
+	}
+	held := map[persistence.RoomKey]bool{}
+	if q1.Len() == 0 {
+		return held, nil
+	}
+	rs, err := q.QueryContext(ctx, q1.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var k persistence.RoomKey
+		if err := rs.Scan(&k.AppCode, &k.RoomID); err != nil {
+			return nil, err
+		}
+		held[k] = true
+	}
+	return held, rs.Err()
 }
 
 // shownLease is how readers see a row's lease: a given-back row has none.
@@ -136,14 +196,10 @@ func sameRoomRow(a, b persistence.OutboxRow) bool {
 	return a.Envelope.AppCode == b.Envelope.AppCode && a.Envelope.RoomID == b.Envelope.RoomID
 }
 
-// withRoomLeases shows rows as they read for operators: a row its room's
-// cursor passed is published (deriveDelivered), and a pending row without
-// a lease of its own (or with an earlier one) that a room lease holds
-// carries that lease.
+// withRoomLeases shows the room leases in rows for operators: a pending
+// row without a lease of its own (or with an earlier one) that a room
+// lease holds carries that lease.
 func (s *Store) withRoomLeases(ctx context.Context, op string, rows []persistence.OutboxRow) ([]persistence.OutboxRow, error) {
-	if err := s.deriveDelivered(ctx, s.db, rows); err != nil {
-		return nil, s.wrap(op, err)
-	}
 	var keys []persistence.RoomKey
 	seen := map[persistence.RoomKey]bool{}
 	for _, r := range rows {

@@ -147,7 +147,7 @@ func (s *Store) planRoomsMQ(ctx context.Context, tx *sql.Tx, rooms []persistence
 			break
 		}
 		if n := free[k]; n > 0 {
-			take = append(take, roomTake{key: k, n: min(n, limit)})
+			take = append(take, roomTake{k, min(n, limit)})
 			limit -= min(n, limit)
 		}
 	}

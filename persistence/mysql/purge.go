@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -213,14 +211,9 @@ func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
 }
 
 // purgeOutbox walks the published rows by idx_room_outbox_pending (status,
-// created_at_ms, event_id) from After: the rows marked published in the
-// row, and the stored-pending ones, of which those at or below their
-// room's delivered cursor read as published (with the cursor's last
-// advance as their publish time: never earlier than the row's own). It
-// filters them by the rule (a row the MQ fanout has still to publish
-// stays) and deletes the eligible ones by event_id. After is
-// "<created_ms>/<id>". A walk that is done also drops the delivered
-// ranges older than the cutoff that no row reads any more.
+// created_at_ms, event_id) from After, filters them by the rule (a row the
+// MQ fanout has still to publish stays) and
+// deletes the eligible ones by event_id. After is "<created_ms>/<id>".
 func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (persistence.PurgeResult, error) {
 	var res persistence.PurgeResult
 	afterMs, afterID, err := persistence.ParseOutboxToken(r.After)
@@ -233,83 +226,46 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 		return res, err
 	}
 	defer cancel()
-	var walked []persistence.OutboxRow
-	for _, q := range []string{
-		"SELECT event_id, event_type, created_at_ms, published_at_ms, mq_status, 1 FROM room_outbox" +
-			" WHERE status = 'published' AND created_at_ms < ? AND created_at_ms >= ? AND (created_at_ms > ? OR event_id > ?)" +
-			" ORDER BY created_at_ms, event_id LIMIT ?",
-		"SELECT o.event_id, o.event_type, o.created_at_ms, COALESCE(c.done_at_ms, 0), o.mq_status, COALESCE(NOT " + aboveCursor("o", "c") + ", 0)" +
-			" FROM room_outbox o FORCE INDEX (idx_room_outbox_pending) LEFT JOIN room_outbox_cursors c ON c.app_code = o.app_code AND c.room_id = o.room_id" +
-			" WHERE o.status = 'pending' AND o.created_at_ms < ? AND o.created_at_ms >= ? AND (o.created_at_ms > ? OR o.event_id > ?)" +
-			" ORDER BY o.created_at_ms, o.event_id LIMIT ?",
-	} {
-		rows, err := s.db.QueryContext(qctx, q, r.CutoffMs, afterMs, afterMs, afterID, r.Limit)
-		if err != nil {
-			return res, s.wrap("purge room_outbox", err)
-		}
-		for rows.Next() {
-			var (
-				row       persistence.OutboxRow
-				delivered bool
-			)
-			if err := rows.Scan(&row.Envelope.EventID, &row.Envelope.EventType, &row.CreatedAtMs, &row.PublishedAtMs, &row.MQStatus, &delivered); err != nil {
-				rows.Close()
-				return res, s.wrap("purge room_outbox", err)
-			}
-			row.Status = persistence.OutboxPending
-			if delivered {
-				row.Status = persistence.OutboxPublished
-			}
-			walked = append(walked, row)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return res, s.wrap("purge room_outbox", err)
-		}
+	rows, err := s.db.QueryContext(qctx, "SELECT event_id, event_type, created_at_ms, COALESCE(published_at_ms, 0), mq_status FROM room_outbox"+
+		" WHERE status = ? AND created_at_ms < ? AND created_at_ms >= ? AND (created_at_ms > ? OR event_id > ?)"+
+		" ORDER BY created_at_ms, event_id LIMIT ?",
+		persistence.OutboxPublished, r.CutoffMs, afterMs, afterMs, afterID, r.Limit)
+	if err != nil {
+		return res, s.wrap("purge room_outbox", err)
 	}
-	// The two walks merged: the first Limit rows of both in walk order.
-	slices.SortFunc(walked, func(a, b persistence.OutboxRow) int {
-		return cmp.Or(cmp.Compare(a.CreatedAtMs, b.CreatedAtMs), strings.Compare(a.Envelope.EventID, b.Envelope.EventID))
-	})
-	walked = walked[:min(len(walked), r.Limit)]
 	var ids []any
-	for _, row := range walked {
+	seen := 0
+	for rows.Next() {
+		var row persistence.OutboxRow
+		if err := rows.Scan(&row.Envelope.EventID, &row.Envelope.EventType, &row.CreatedAtMs, &row.PublishedAtMs, &row.MQStatus); err != nil {
+			rows.Close()
+			return res, s.wrap("purge room_outbox", err)
+		}
+		row.Status = persistence.OutboxPublished
+		seen++
 		res.Next = persistence.OutboxToken(row.CreatedAtMs, row.Envelope.EventID)
-		if row.Status == persistence.OutboxPublished && persistence.OutboxRowPurgeable(row, r) {
+		if persistence.OutboxRowPurgeable(row, r) {
 			ids = append(ids, row.Envelope.EventID)
 		}
 	}
-	res.Done = len(walked) < r.Limit
-	if len(ids) > 0 {
-		held, heldArgs := kickedHeld(r.Consumer)
-		args := append(ids, r.CutoffMs, r.CutoffMs, r.CutoffMs)
-		out, err := s.db.ExecContext(qctx, "DELETE FROM room_outbox WHERE event_id IN ("+placeholders(len(ids))+")"+
-			" AND created_at_ms < ? AND mq_status <> 'pending' AND "+purgeDelivered+held, append(args, heldArgs...)...)
-		if err != nil {
-			return res, s.wrap("purge room_outbox", err)
-		}
-		n, _ := out.RowsAffected()
-		res.Rows = int(n)
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return res, s.wrap("purge room_outbox", err)
 	}
-	if res.Done {
-		// A range is read by the stored-pending rows at or below it; once
-		// none is left it is history.
-		if _, err := s.db.ExecContext(qctx, "DELETE FROM room_outbox_delivered WHERE published_at_ms < ? AND NOT EXISTS"+
-			" (SELECT 1 FROM room_outbox o FORCE INDEX (idx_room_outbox_room) WHERE o.app_code = room_outbox_delivered.app_code"+
-			" AND o.room_id = room_outbox_delivered.room_id AND o.status = 'pending'"+
-			" AND (o.room_seq < room_outbox_delivered.to_seq OR (o.room_seq = room_outbox_delivered.to_seq AND o.event_index <= room_outbox_delivered.to_index)))"+
-			" LIMIT ?", r.CutoffMs, r.Limit); err != nil {
-			return res, s.wrap("purge room_outbox delivered ranges", err)
-		}
+	res.Done = seen < r.Limit
+	if len(ids) == 0 {
+		return res, nil
 	}
+	held, heldArgs := kickedHeld(r.Consumer)
+	args := append(ids, persistence.OutboxPublished, r.CutoffMs, r.CutoffMs)
+	out, err := s.db.ExecContext(qctx, "DELETE FROM room_outbox WHERE event_id IN ("+placeholders(len(ids))+")"+
+		" AND status = ? AND created_at_ms < ? AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held, append(args, heldArgs...)...)
+	if err != nil {
+		return res, s.wrap("purge room_outbox", err)
+	}
+	n, _ := out.RowsAffected()
+	res.Rows = int(n)
 	return res, nil
 }
-
-// purgeDelivered: a room_outbox row reads as published, published before
-// the cutoff (the two parameters): marked in the row, or passed by its
-// room's cursor whose last advance was before it.
-const purgeDelivered = "((status = 'published' AND published_at_ms < ?) OR (status = 'pending' AND EXISTS (SELECT 1 FROM room_outbox_cursors c" +
-	" WHERE c.app_code = room_outbox.app_code AND c.room_id = room_outbox.room_id AND c.done_at_ms < ?" +
-	" AND (room_outbox.room_seq < c.done_seq OR (room_outbox.room_seq = c.done_seq AND room_outbox.event_index <= c.done_index)))))"
 
 // purgeRoomsPerBatch bounds how many rooms one command log batch visits,
 // so a batch of rooms with nothing to delete still ends soon.
@@ -467,9 +423,9 @@ func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) 
 	p := s.purgeDB()
 	if r.Table == persistence.PurgeRoomOutbox {
 		held, heldArgs := kickedHeld(r.Consumer)
-		args := append([]any{r.CutoffMs, r.CutoffMs, r.CutoffMs}, heldArgs...)
-		return p.count(ctx, "count room_outbox", "SELECT 1 FROM room_outbox WHERE created_at_ms < ?"+
-			" AND "+purgeDelivered+" AND mq_status <> 'pending'"+held+" LIMIT ?", append(args, r.Limit)...)
+		args := append([]any{persistence.OutboxPublished, r.CutoffMs, r.CutoffMs}, heldArgs...)
+		return p.count(ctx, "count room_outbox", "SELECT 1 FROM room_outbox WHERE status = ? AND created_at_ms < ?"+
+			" AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held+" LIMIT ?", append(args, r.Limit)...)
 	}
 	return p.count(ctx, "count room_command_log", "SELECT 1 FROM room_snapshots s JOIN room_command_log l"+
 		" ON l.app_code = s.app_code AND l.room_id = s.room_id AND l.seq <= s.seq WHERE l.created_at_ms < ? LIMIT ?", r.CutoffMs, r.Limit)

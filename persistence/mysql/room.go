@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -527,12 +526,6 @@ const (
 	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms, sealed) VALUES "
 	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
 	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status, event_index) VALUES "
-	// A room with new outbox rows has work (room_outbox_cursors): from the
-	// first of them when it had none, else as it was (rows behind a
-	// waiting row are not due before it). due_ms goes first: it reads
-	// work_ms as it was.
-	upsertCursor     = "INSERT INTO room_outbox_cursors (app_code, room_id, work_ms, due_ms) VALUES "
-	cursorWorkIfNone = " ON DUPLICATE KEY UPDATE due_ms = IF(work_ms IS NULL, VALUES(due_ms), due_ms), work_ms = COALESCE(work_ms, VALUES(work_ms))"
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
 	// later expressions see earlier assignments, so seq goes last. VALUES()
@@ -612,45 +605,7 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	snapRows.flush()
 	// A voided gift fails on its outcome row right after the log, before
 	// any outbox row is written.
-	return slices.Concat(fences, logRows.out, giftRows.out, outboxRows.out, cursorStatement(ps, keys), snapRows.out)
-}
-
-// cursorStatement gives each room with new outbox rows work, one row per
-// room in key order (the order every writer of cursor rows locks them
-// in), due from its appends' earliest event.
-func cursorStatement(ps []*pendingAppend, keys []rowKey) []statement {
-	type room struct {
-		i  int // of ps: the room's key
-		at int64
-	}
-	rooms := map[persistence.RoomKey]*room{}
-	for i, p := range ps {
-		c := p.a.Command
-		if len(c.Events) == 0 {
-			continue
-		}
-		k := persistence.RoomKey{AppCode: c.AppCode, RoomID: c.RoomID}
-		at := c.Events[0].CreatedAtMs
-		for _, e := range c.Events[1:] {
-			at = min(at, e.CreatedAtMs)
-		}
-		if r, ok := rooms[k]; ok {
-			r.at = min(r.at, at)
-		} else {
-			rooms[k] = &room{i: i, at: at}
-		}
-	}
-	if len(rooms) == 0 {
-		return nil
-	}
-	order := slices.SortedFunc(maps.Keys(rooms), compareKeys)
-	b := rowsBuilder{head: upsertCursor, tail: cursorWorkIfNone, rows: len(order), rowArgs: 2, rowText: len("(?,?,,)") + 2*maxIntText}
-	for _, k := range order {
-		r := rooms[k]
-		b.row(len(k.AppCode)+len(k.RoomID)+16).param(keys[r.i].app, keys[r.i].room).ints(r.at, r.at).end()
-	}
-	b.flush()
-	return b.out
+	return slices.Concat(fences, logRows.out, giftRows.out, outboxRows.out, snapRows.out)
 }
 
 // rowKey is an append's app_code and room_id as parameters.
