@@ -19,7 +19,8 @@ type TencentIMConfig struct {
 	// RatePerSecond per API (Tencent default 200).
 	RatePerSecond int `yaml:"rate_per_second"`
 	// GroupRatePerSecond per group (Tencent: 40); the client sends at 95%
-	// of it, so arrivals in any second stay within it.
+	// of it and keeps at most this many sends in flight or answered within
+	// the last second, so arrivals in any second stay within it.
 	GroupRatePerSecond int `yaml:"group_rate_per_second"`
 	// GroupType of room groups (AVChatRoom by default).
 	GroupType string `yaml:"group_type"`

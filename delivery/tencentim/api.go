@@ -107,9 +107,11 @@ func (c *Client) SendGroupMsg(ctx context.Context, m GroupMessage) (GroupSendRes
 			return GroupSendResult{}, err
 		}
 	}
-	if err := c.wait(ctx, APISendGroupMsg, LimiterGroup, c.groupLimiter(m.GroupID)); err != nil {
+	release, err := c.groupSlot(ctx, m.GroupID)
+	if err != nil {
 		return GroupSendResult{}, err
 	}
+	defer func() { release() }()
 	req := sendGroupReq{
 		GroupID:         m.GroupID,
 		Random:          m.Random,
@@ -119,11 +121,19 @@ func (c *Client) SendGroupMsg(ctx context.Context, m GroupMessage) (GroupSendRes
 		CloudCustomData: m.CloudCustomData,
 	}
 	var resp sendGroupResp
-	err := c.call(ctx, APISendGroupMsg, req, &resp)
+	err = c.call(ctx, APISendGroupMsg, req, &resp)
 	if from != "" && ClassOf(err) == ClassAccountMissing {
 		c.accounts.Remove(from)
 		if err = c.EnsureAccount(ctx, from); err == nil {
-			err = c.call(ctx, APISendGroupMsg, req, &resp)
+			// The refused call may have counted at Tencent: the retry
+			// takes a slot of its own.
+			release()
+			release = func() {}
+			var again func()
+			if again, err = c.groupSlot(ctx, m.GroupID); err == nil {
+				release = again
+				err = c.call(ctx, APISendGroupMsg, req, &resp)
+			}
 		}
 	}
 	if err != nil {

@@ -58,6 +58,7 @@ type Client struct {
 	limMu      sync.Mutex
 	apiLims    map[string]*rate.Limiter
 	groupLims  map[string]*rate.Limiter
+	groupWins  map[string]*groupWindow
 	groupBurst int
 
 	accounts *IDSet
@@ -109,6 +110,7 @@ func New(cfg configs.TencentIMConfig, opts ...Option) (*Client, error) {
 		log:       slog.Default(),
 		apiLims:   map[string]*rate.Limiter{},
 		groupLims: map[string]*rate.Limiter{},
+		groupWins: map[string]*groupWindow{},
 		accounts:  NewIDSet(100_000),
 	}
 	// A burst of one spaces calls evenly; groupHeadroom keeps a
@@ -192,6 +194,50 @@ func (c *Client) groupLimiter(groupID string) *rate.Limiter {
 		c.groupLims[groupID] = l
 	}
 	return l
+}
+
+// groupSlot waits for the group's rate limiter and then for a slot in
+// its window of sends (groupWindow); release ends the slot once the send
+// is answered.
+func (c *Client) groupSlot(ctx context.Context, groupID string) (release func(), err error) {
+	start := time.Now()
+	err = c.groupLimiter(groupID).Wait(ctx)
+	var w *groupWindow
+	if err == nil {
+		w = c.groupWindow(groupID)
+		err = w.acquire(ctx)
+	}
+	c.metrics.waited(APISendGroupMsg, LimiterGroup, start, err != nil)
+	if err != nil {
+		// rate.Limiter refuses up front when the wait would outlive the
+		// deadline; that is still the caller's deadline, not Tencent's.
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.DeadlineExceeded
+		}
+		return nil, &Error{API: APISendGroupMsg, Class: ClassRateLimited, Retryable: true,
+			Reason: "local rate limit wait exceeds the deadline", cause: cause}
+	}
+	return w.release, nil
+}
+
+func (c *Client) groupWindow(groupID string) *groupWindow {
+	c.limMu.Lock()
+	defer c.limMu.Unlock()
+	w := c.groupWins[groupID]
+	if w == nil {
+		if len(c.groupWins) >= maxGroupLimiters {
+			now := time.Now()
+			for id, gw := range c.groupWins {
+				if gw.idle(now) {
+					delete(c.groupWins, id)
+				}
+			}
+		}
+		w = &groupWindow{limit: c.cfg.GroupRatePerSecond}
+		c.groupWins[groupID] = w
+	}
+	return w
 }
 
 // wait blocks until lim grants a call or ctx ends; it never fails a call

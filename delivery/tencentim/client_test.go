@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -600,12 +601,18 @@ func TestEventRandomsStable(t *testing.T) {
 // more than 40 arrivals in any one-second window.
 func TestGroupSendsAtTencentsLimitNeverRefused(t *testing.T) {
 	srv, c := pair(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40; c.RatePerSecond = 1000 })
+	saturateGroupAtLimit(t, srv, c, ctxT(t), 100)
+}
+
+// saturateGroupAtLimit sends n messages at once into one group, with the
+// fake refusing past 40 in the last second as Tencent does: every one is
+// accepted, and no one-second window holds more than 40 arrivals.
+func saturateGroupAtLimit(t *testing.T, srv *imfake.Server, c *tencentim.Client, ctx context.Context, n int) {
+	t.Helper()
 	srv.SetGroupRateLimit(40)
-	ctx := ctxT(t)
 	if err := c.CreateGroup(ctx, tencentim.Group{GroupID: "hot", Name: "hot"}); err != nil {
 		t.Fatal(err)
 	}
-	const n = 100
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -625,4 +632,38 @@ func TestGroupSendsAtTencentsLimitNeverRefused(t *testing.T) {
 	if _, most := spread(hot); most > 40 {
 		t.Errorf("%d messages arrived within one second at Tencent's limit of 40", most)
 	}
+}
+
+// transitDelay holds each request a random time (up to max) before it
+// leaves, as a loaded machine or a slow hop does: requests sent evenly
+// reach Tencent bunched.
+type transitDelay struct {
+	next http.RoundTripper
+	max  time.Duration
+	mu   sync.Mutex
+	rnd  *rand.Rand
+}
+
+func (d *transitDelay) RoundTrip(r *http.Request) (*http.Response, error) {
+	d.mu.Lock()
+	wait := time.Duration(d.rnd.Int64N(int64(d.max)))
+	d.mu.Unlock()
+	time.Sleep(wait)
+	return d.next.RoundTrip(r)
+}
+
+// Sends spaced by the group's limiter but delayed in transit by up to
+// 0.9 s each arrive bunched; the group's window of sends (in flight or
+// answered within a second) still keeps every one-second window of
+// arrivals within Tencent's 40, so none is refused.
+func TestGroupSendsBunchedInTransitNeverOverTheLimit(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	hc := &http.Client{Transport: &transitDelay{next: http.DefaultTransport, max: 900 * time.Millisecond,
+		rnd: rand.New(rand.NewPCG(uint64(seed), 7))}}
+	srv, c := pair(t, func(c *configs.TencentIMConfig) { c.GroupRatePerSecond = 40; c.RatePerSecond = 1000 },
+		tencentim.WithHTTPClient(hc))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	saturateGroupAtLimit(t, srv, c, ctx, 150)
 }
