@@ -74,7 +74,7 @@ func (s *Store) heldBeyond(ctx context.Context, q querier, rows []persistence.Ou
 	for _, t := range take {
 		l, ok := leases[t.key]
 		r, has := last[t.key]
-		if !ok || !has || count[t.key] < t.n || l.until <= nowMs || l.owner == owner || l.covers(r) && r.LockUntilMs >= 0 {
+		if !ok || !has || count[t.key] < t.n || l.until <= nowMs || l.owner == owner || l.covers(r) {
 			continue
 		}
 		if !(r.Envelope.RoomSeq < l.uptoSeq || r.Envelope.RoomSeq == l.uptoSeq && r.EventIndex < l.uptoIndex) {
