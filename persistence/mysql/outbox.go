@@ -544,9 +544,55 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 }
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
-// (one commit) per chunk of ids instead of one per row.
+// per chunk of ids instead of one per row. With group commit on, the
+// UPDATE rides the next shared transaction of appends (groupcommit.go)
+// instead of a commit of its own; it returns once that committed.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, eventIDs, nowMs)
+}
+
+// markStatements are the UPDATEs of queued marks in a shared
+// transaction: the marks of one time together, markChunk ids a
+// statement, ids in order (the order InnoDB locks them in anyway).
+func markStatements(marks []*queuedMark) []statement {
+	byTime := map[int64][]string{}
+	var times []int64
+	for _, m := range marks {
+		if _, ok := byTime[m.nowMs]; !ok {
+			times = append(times, m.nowMs)
+		}
+		byTime[m.nowMs] = append(byTime[m.nowMs], m.ids...)
+	}
+	slices.Sort(times)
+	var out []statement
+	for _, now := range times {
+		ids := byTime[now]
+		slices.Sort(ids)
+		for chunk := range slices.Chunk(slices.Compact(ids), markChunk) {
+			args := make([]any, 0, 2+len(chunk))
+			args = append(args, now, now)
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			out = append(out, statement{query: "UPDATE room_outbox SET " + publishedMark +
+				" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", len(chunk)-1) + ")", args: args})
+		}
+	}
+	return out
+}
+
+// writeMarks writes each queued mark on its own (no appends to ride with,
+// or their shared transaction failed) and sets its result.
+func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
+	for _, m := range marks {
+		m.err = s.updatePending(ctx, "mark published batch", "status", m.ids, publishedMark, m.nowMs, m.nowMs)
+	}
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
@@ -554,6 +600,9 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
 	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = "+released)
 }
+
+// markChunk is the most ids one mark or release statement names.
+const markChunk = 2000
 
 // updatePending applies set (with setArgs) to the rows among eventIDs
 // whose status column (status for IM, mq_status for MQ) is 'pending',
@@ -563,8 +612,7 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 	if err := ready(ctx); err != nil {
 		return err
 	}
-	const chunk = 2000
-	for ids := range slices.Chunk(eventIDs, chunk) {
+	for ids := range slices.Chunk(eventIDs, markChunk) {
 		args := slices.Clone(setArgs)
 		for _, id := range ids {
 			args = append(args, id)
