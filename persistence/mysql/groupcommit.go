@@ -62,13 +62,15 @@ const (
 	stateAbandoned
 )
 
-// queuedMark is a MarkOutboxPublishedBatch waiting for a writer.
+// queuedMark is a MarkOutboxPublishedBatch or a ReleaseOutboxBatch
+// waiting for a writer.
 type queuedMark struct {
-	ctx   context.Context
-	ids   []string
-	nowMs int64
-	err   error
-	done  chan struct{} // closed after err is set
+	ctx     context.Context
+	release bool // ReleaseOutboxBatch (nowMs unused)
+	ids     []string
+	nowMs   int64
+	err     error
+	done    chan struct{} // closed after err is set
 }
 
 type queuedAppend struct {
@@ -159,12 +161,13 @@ func (g *groupCommitter) run() {
 	}
 }
 
-// mark queues a published mark for the next writer and waits for its
-// result or for ctx. A mark whose caller gave up may still be written: it
-// changes only rows still pending, so a late one is harmless (the row was
-// sent; the relay would only have sent it again).
-func (g *groupCommitter) mark(ctx context.Context, ids []string, nowMs int64) error {
-	q := &queuedMark{ctx: ctx, ids: ids, nowMs: nowMs, done: make(chan struct{})}
+// mark queues q (a published mark or a release) for the next writer and
+// waits for its result or for ctx. A mark whose caller gave up may still
+// be written: it changes only rows still pending, so a late one is
+// harmless (the row was sent; the relay would only have sent it again),
+// as is a late release (the row goes to the relay, which sends it).
+func (g *groupCommitter) mark(ctx context.Context, q *queuedMark) error {
+	q.ctx, q.done = ctx, make(chan struct{})
 	g.mu.RLock()
 	if g.closed {
 		g.mu.RUnlock()
@@ -182,7 +185,7 @@ func (g *groupCommitter) mark(ctx context.Context, ids []string, nowMs int64) er
 	case <-q.done:
 		return q.err
 	case <-ctx.Done():
-		return fmt.Errorf("mysql: mark published batch: %w: %w", persistence.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("mysql: %s: %w: %w", q.op(), persistence.ErrUnavailable, ctx.Err())
 	}
 }
 
@@ -258,7 +261,7 @@ func (g *groupCommitter) flush(batch []*queuedAppend, marks []*queuedMark) {
 	liveMarks := marks[:0:0]
 	for _, m := range marks {
 		if err := m.ctx.Err(); err != nil {
-			m.err = fmt.Errorf("mysql: mark published batch: not written: %w: %w", persistence.ErrUnavailable, err)
+			m.err = fmt.Errorf("mysql: %s: not written: %w: %w", m.op(), persistence.ErrUnavailable, err)
 			close(m.done)
 			continue
 		}

@@ -169,12 +169,16 @@ func TestSharedTransactionFailureFailsNeitherMarksNorAppends(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := &queuedMark{ctx: ctx, ids: []string{eventID(b, 1, 0), eventID(b, 1, 1)}, nowMs: 9000}
-		s.writeShared(ctx, []*pendingAppend{taken, fresh}, []*queuedMark{m})
+		rel := &queuedMark{ctx: ctx, release: true, ids: []string{eventID(c, 1, 1)}}
+		s.writeShared(ctx, []*pendingAppend{taken, fresh}, []*queuedMark{m, rel})
 		if !errors.Is(taken.err, persistence.ErrConflict) {
 			t.Fatalf("taken seq: %v, want ErrConflict", taken.err)
 		}
-		if fresh.err != nil || m.err != nil {
-			t.Fatalf("fresh append: %v, mark: %v; want both written", fresh.err, m.err)
+		if fresh.err != nil || m.err != nil || rel.err != nil {
+			t.Fatalf("fresh append: %v, mark: %v, release: %v; want all written", fresh.err, m.err, rel.err)
+		}
+		if n := countRows(t, s, "SELECT COUNT(*) FROM room_outbox WHERE event_id = ? AND status = 'pending' AND lock_until_ms = "+released, eventID(c, 1, 1)); n != 1 {
+			t.Fatal("the release in the failed shared transaction was not written on its own")
 		}
 		for _, id := range m.ids {
 			if st, at := outboxStatus(t, s, id); st != persistence.OutboxPublished || at != 9000 {
@@ -243,5 +247,65 @@ func TestConcurrentMarksAndAppendsThenClose(t *testing.T) {
 	marks.Wait()
 	if err := s.MarkOutboxPublishedBatch(t.Context(), []string{eventID(k, cmds, 0)}, 20000); !errors.Is(err, persistence.ErrUnavailable) {
 		t.Fatalf("mark after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+// A release gives a publisher's row back in place: the row keeps its
+// locked_by (no record rewrite), shows no lease, and another owner's
+// claim takes it and its room's later rows at once; a row it was not
+// given stays leased.
+func TestReleaseInPlaceShowsNoLeaseAndFreesTheRow(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("groupcommit=%v", on), func(t *testing.T) {
+			s := newTestStore(t, groupCommit(on))
+			ctx := t.Context()
+			k := roomKey(1)
+			for seq := int64(1); seq <= 2; seq++ {
+				a := testAppend(k, seq, fmt.Sprintf("cmd-%d", seq), false)
+				a.Lease = &persistence.OutboxLease{Owner: "room-publisher/1", UntilMs: 1 << 50}
+				if err := s.Append(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			all := []string{eventID(k, 1, 0), eventID(k, 1, 1), eventID(k, 2, 0), eventID(k, 2, 1)}
+			if err := s.ReleaseOutboxBatch(ctx, all[:2]); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range all[:2] {
+				r, err := s.GetOutbox(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.LockedBy != "" || r.LockUntilMs != 0 || r.Status != persistence.OutboxPending || r.RetryCount != 0 {
+					t.Fatalf("released row shows %+v", r)
+				}
+				if n := countRows(t, s, "SELECT COUNT(*) FROM room_outbox WHERE event_id = ? AND locked_by = 'room-publisher/1'", id); n != 1 {
+					t.Fatalf("%s: locked_by was rewritten", id)
+				}
+			}
+			if r, err := s.GetOutbox(ctx, all[2]); err != nil || r.LockedBy != "room-publisher/1" {
+				t.Fatalf("a row not released: %+v, %v", r, err)
+			}
+			// The room's later rows are still the publisher's: a claim
+			// takes nothing of the room until they are released too.
+			got, err := s.ClaimPendingOutbox(ctx, "relay-b", 5000, 1000, 10)
+			if err != nil || len(got) != 0 {
+				t.Fatalf("claim while later rows are leased: %d rows, %v", len(got), err)
+			}
+			if err := s.ReleaseOutboxBatch(ctx, all[2:]); err != nil {
+				t.Fatal(err)
+			}
+			got, err = s.ClaimPendingOutbox(ctx, "relay-b", 5000, 1000, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, r := range got {
+				ids = append(ids, r.Envelope.EventID)
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(all) {
+				t.Fatalf("claim after the releases: %v, want %v", ids, all)
+			}
+		})
 	}
 }

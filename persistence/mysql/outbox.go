@@ -554,51 +554,89 @@ func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string,
 	if err := ready(ctx); err != nil {
 		return err
 	}
-	return s.gc.mark(ctx, eventIDs, nowMs)
+	return s.gc.mark(ctx, &queuedMark{ids: eventIDs, nowMs: nowMs})
 }
 
-// markStatements are the UPDATEs of queued marks in a shared
-// transaction: the marks of one time together, markChunk ids a
+// releaseSet is a release's SET: the row leaves its sender's lease
+// (lock_until_ms released) and keeps locked_by, so InnoDB updates the
+// record in place (setting locked_by NULL shrank it, and the whole record
+// was rewritten); readers show no lease on a released row (shownLease),
+// and claims look at lock_until_ms only.
+const releaseSet = "lock_until_ms = " + released
+
+// op names q's store call in errors.
+func (q *queuedMark) op() string {
+	if q.release {
+		return "release batch"
+	}
+	return "mark published batch"
+}
+
+// sql is q's SET and its arguments.
+func (q *queuedMark) sql() (string, []any) {
+	if q.release {
+		return releaseSet, nil
+	}
+	return publishedMark, []any{q.nowMs, q.nowMs}
+}
+
+// markStatements are the UPDATEs of queued marks and releases in a shared
+// transaction: those of one kind and time together, markChunk ids a
 // statement, ids in order (the order InnoDB locks them in anyway).
 func markStatements(marks []*queuedMark) []statement {
-	byTime := map[int64][]string{}
-	var times []int64
-	for _, m := range marks {
-		if _, ok := byTime[m.nowMs]; !ok {
-			times = append(times, m.nowMs)
-		}
-		byTime[m.nowMs] = append(byTime[m.nowMs], m.ids...)
+	type group struct {
+		release bool
+		nowMs   int64
 	}
-	slices.Sort(times)
+	byGroup := map[group][]string{}
+	var groups []group
+	for _, m := range marks {
+		g := group{m.release, m.nowMs}
+		if m.release {
+			g.nowMs = 0
+		}
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], m.ids...)
+	}
 	var out []statement
-	for _, now := range times {
-		ids := byTime[now]
+	for _, g := range groups {
+		ids := byGroup[g]
 		slices.Sort(ids)
+		set, setArgs := (&queuedMark{release: g.release, nowMs: g.nowMs}).sql()
 		for chunk := range slices.Chunk(slices.Compact(ids), markChunk) {
-			args := make([]any, 0, 2+len(chunk))
-			args = append(args, now, now)
+			args := slices.Clone(setArgs)
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			out = append(out, statement{query: "UPDATE room_outbox SET " + publishedMark +
+			out = append(out, statement{query: "UPDATE room_outbox SET " + set +
 				" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", len(chunk)-1) + ")", args: args})
 		}
 	}
 	return out
 }
 
-// writeMarks writes each queued mark on its own (no appends to ride with,
-// or their shared transaction failed) and sets its result.
+// writeMarks writes each queued mark or release on its own (no appends to
+// ride with, or their shared transaction failed) and sets its result.
 func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
 	for _, m := range marks {
-		m.err = s.updatePending(ctx, "mark published batch", "status", m.ids, publishedMark, m.nowMs, m.nowMs)
+		set, args := m.sql()
+		m.err = s.updatePending(ctx, m.op(), "status", m.ids, set, args...)
 	}
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
-// chunk like MarkOutboxPublishedBatch.
+// chunk like MarkOutboxPublishedBatch, and like it riding the group
+// commit's next shared transaction when that is on.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = "+released)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "release batch", "status", eventIDs, releaseSet)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, &queuedMark{release: true, ids: eventIDs})
 }
 
 // markChunk is the most ids one mark or release statement names.
@@ -732,7 +770,7 @@ func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps
 
 // ReleaseOutbox implements persistence.OutboxStore.
 func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
-	return s.updateOutbox(ctx, "release", eventID, "locked_by = NULL, lock_until_ms = "+released)
+	return s.updateOutbox(ctx, "release", eventID, releaseSet)
 }
 
 func truncateChars(s string, n int) string {
