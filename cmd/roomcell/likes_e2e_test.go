@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,9 +49,13 @@ func newCtx(d time.Duration) (context.Context, context.CancelFunc) {
 // the room's total equals the likes acknowledged, and the median of the
 // liking rounds' join+gift p99 at the server is within 20% of the quiet
 // rounds' (plus 0.5 ms: the scheduler's noise, where the quiet p99
-// itself is about a millisecond). A few seconds of liking here, the
-// latency only logged: on a small machine shared with other builds the
-// p99 is theirs. ROOMCELL_LIKES_LONG=1 (make test-likes-long) likes for
+// itself is a millisecond or two). The p99 at the timing client is
+// logged beside it: it adds the client's scheduling, in the server's
+// process, and the likers' process's share of the machine. Each round
+// also logs the server's CPU and GC cycles: the server's CPU a like is
+// its CPU while liking less while quiet (as many join+gifts in both).
+// A few seconds of liking here, the latency only logged: on a small
+// machine shared with other builds the p99 is theirs. ROOMCELL_LIKES_LONG=1 (make test-likes-long) likes for
 // 30 s and holds the latency bound; ROOMCELL_LIKES_PIN=1 (the make
 // target's default on two or more CPUs) runs the server on CPU 1 and
 // the likers on CPU 0, so that each has a core of its own.
@@ -81,10 +86,13 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		members, every, perCall, wantRate = 50, 500*time.Millisecond, 1, 0
 	}
 	const (
-		appCode  = "likes"
-		roomID   = "hot"
-		timeout  = 10 * time.Second
-		probeGap = 5 * time.Millisecond
+		appCode = "likes"
+		roomID  = "hot"
+		timeout = 10 * time.Second
+		// A join+gift starts every probeEvery (when the last one is
+		// done): as many in a liking round as in a quiet one, so the
+		// server's CPU between the two is the likes'.
+		probeEvery = 8 * time.Millisecond
 	)
 	timer := newRPCTimer(v1.RoomService_JoinRoom_FullMethodName, v1.RoomService_SendGift_FullMethodName)
 	app, rc := startDevHooks(t, func(c *configs.Config) {
@@ -139,6 +147,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		client, server time.Duration
 		cpu, wall      time.Duration // the server process's CPU over the round
 		likersCPU      time.Duration
+		gcs, allocs    uint64 // the server process's GC cycles and bytes allocated over the round
 	}
 	measure := func(on bool) figures {
 		likers.set(on)
@@ -148,9 +157,12 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 			time.Sleep(every + app.cfg.Room.LikeWindow) // the last likes answered
 		}
 		timer.reset()
+		gc0, alloc0 := gcFigures()
 		cpu0, lcpu0, w0 := processCPU(t, 0), processCPU(t, likers.pid()), time.Now()
 		var took []time.Duration
-		for end := time.Now().Add(round); time.Now().Before(end); {
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		for end := time.Now().Add(round); time.Now().Before(end); <-tick.C {
 			probes++
 			t0 := time.Now()
 			cctx, cancel := newCtx(timeout)
@@ -163,9 +175,10 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 				t.Fatalf("join+gift while liking=%v: %v", on, err)
 			}
 			took = append(took, time.Since(t0))
-			time.Sleep(probeGap)
 		}
 		f := figures{wall: time.Since(w0), cpu: processCPU(t, 0) - cpu0, likersCPU: processCPU(t, likers.pid()) - lcpu0}
+		gc1, alloc1 := gcFigures()
+		f.gcs, f.allocs = gc1-gc0, alloc1-alloc0
 		f.client = p99of(took)
 		f.server = p99of(timer.pairs())
 		return f
@@ -212,15 +225,20 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	// likes a second: what a like costs the server, the timing client's
 	// calls taken out (they are the same in both).
 	var qCPU, qWall, bCPU, bWall, lCPU time.Duration
+	var qGC, bGC, qAlloc, bAlloc uint64
 	for i := range rounds {
 		qCPU, qWall, bCPU, bWall, lCPU = qCPU+quiet[i].cpu, qWall+quiet[i].wall, bCPU+busy[i].cpu, bWall+busy[i].wall, lCPU+busy[i].likersCPU
+		qGC, bGC, qAlloc, bAlloc = qGC+quiet[i].gcs, bGC+busy[i].gcs, qAlloc+quiet[i].allocs, bAlloc+busy[i].allocs
 	}
+	perSec := func(n uint64, d time.Duration) float64 { return float64(n) / d.Seconds() }
 	perLike := (bCPU.Seconds()/bWall.Seconds() - qCPU.Seconds()/qWall.Seconds()) / rate
 	t.Logf("likes acknowledged %d (%.0f/s while liking), IM messages to the group at most %d in a second", acked, rate, maxPerSecond)
 	t.Logf("join+gift p99 at the client: quiet %v liking %v; at the server: quiet %v liking %v (medians of %d rounds)",
 		median(quiet, client), median(busy, client), median(quiet, server), median(busy, server), rounds)
 	t.Logf("server CPU: %.2f cores quiet, %.2f liking, %.1f µs a like; likers' process %.1f µs a like; pinned %v, load %s",
 		qCPU.Seconds()/qWall.Seconds(), bCPU.Seconds()/bWall.Seconds(), perLike*1e6, lCPU.Seconds()/bWall.Seconds()/rate*1e6, pin, loadAverage())
+	t.Logf("server GC: %.1f cycles a second quiet, %.1f liking; %.0f bytes allocated a like",
+		perSec(qGC, qWall), perSec(bGC, bWall), (perSec(bAlloc, bWall)-perSec(qAlloc, qWall))/rate)
 	for i := range rounds {
 		t.Logf("round %d: client quiet %v liking %v, server quiet %v liking %v", i, quiet[i].client, busy[i].client, quiet[i].server, busy[i].server)
 	}
@@ -330,6 +348,13 @@ func processCPU(t *testing.T, pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// gcFigures is this process's GC cycles and heap bytes allocated so far.
+func gcFigures() (cycles, allocs uint64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 func loadAverage() string {
