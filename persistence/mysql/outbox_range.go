@@ -19,10 +19,7 @@ const runsPerMark = 200
 // costs MariaDB's range optimizer a tree of 500 keys a claim; a run is one
 // range. READ COMMITTED because a range read under REPEATABLE READ would
 // also lock the gap after each run, where the room's next append inserts
-// its rows. The statement skips the table's CHECK constraints
-// (check_constraint_checks = 0): it writes constants the checks accept and
-// leaves the envelope alone, and MariaDB would otherwise validate every
-// marked row's envelope JSON again.
+// its rows.
 func (s *Store) MarkOutboxPublishedRuns(ctx context.Context, runs []persistence.OutboxRun, nowMs int64) error {
 	if err := ready(ctx); err != nil {
 		return err
@@ -40,7 +37,7 @@ func (s *Store) MarkOutboxPublishedRuns(ctx context.Context, runs []persistence.
 				return err
 			}
 			defer func() { _ = tx.Rollback() }()
-			if _, err := tx.ExecContext(cctx, "SET STATEMENT check_constraint_checks = 0 FOR UPDATE room_outbox FORCE INDEX (idx_room_outbox_room) SET "+publishedMark+
+			if _, err := tx.ExecContext(cctx, "UPDATE room_outbox FORCE INDEX (idx_room_outbox_room) SET "+publishedMark+
 				" WHERE status = 'pending' AND lock_until_ms >= 0 AND ("+where+")", args...); err != nil {
 				return err
 			}
