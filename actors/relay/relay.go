@@ -484,7 +484,8 @@ func (b *batch) giveBack(t *roomTurn) {
 // successes of all rooms are marked published in one store write: with a
 // commit per row, marking would cap the relay at the store's commit rate.
 // A store that marks runs (persistence.OutboxRunMarker) is given each
-// room's runs of settled rows instead of their ids.
+// room's runs of settled rows instead of their ids when there are at
+// least runMarkMin of them.
 func (b *batch) settleRooms(rooms []*roomTurn) {
 	var (
 		ok   []*inflight
@@ -518,7 +519,7 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 	}
 	ctx, cancel := b.storeCtx()
 	var err error
-	if m, byRun := b.Store.(persistence.OutboxRunMarker); byRun {
+	if m, byRun := b.Store.(persistence.OutboxRunMarker); byRun && len(ok) >= runMarkMin {
 		err = m.MarkOutboxPublishedRuns(ctx, runs, b.Clock().UnixMilli())
 	} else {
 		ids := make([]string, len(ok))
@@ -537,6 +538,14 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 		b.res.Published++
 	}
 }
+
+// runMarkMin is the fewest sent rows a settle marks by runs. Marking by
+// runs pays off on a backlog's claims (hundreds of rows: the ids' IN list
+// cost MariaDB more than the rows' updates there); a few rows given back
+// by a live room's publisher go by id, which on MariaDB rides the group
+// commit's shared transaction with the rooms' appends instead of a
+// commit of its own.
+const runMarkMin = 100
 
 // sentRuns are the runs of t's rows to mark published: each stretch of
 // consecutive settled rows (sent, marked as no-ops, parked), cut to its

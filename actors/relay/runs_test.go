@@ -71,7 +71,7 @@ func TestRunMarksNeverCoverUnsentRows(t *testing.T) {
 		store func(t *testing.T) persistence.Store
 	}{{"memdb", newMemDB}, {"mariadb", newMariaDB}} {
 		t.Run(c.name, func(t *testing.T) {
-			const rooms, perRoom = 5, 10
+			const rooms, perRoom = 5, 30
 			s := &runStore{Store: c.store(t), lose: map[string]bool{"rn4-4": true}}
 			noop := map[string]bool{}
 			var envs []persistence.Envelope
@@ -100,7 +100,7 @@ func TestRunMarksNeverCoverUnsentRows(t *testing.T) {
 				return nil
 			}}
 			res, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: sink, NodeID: "n1",
-				Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 100 })})
+				Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 200 })})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,6 +126,20 @@ func TestRunMarksNeverCoverUnsentRows(t *testing.T) {
 			}
 			if !sink.sent["rn4-5"] || !sink.sent["rn2-6"] {
 				t.Fatal("the sink did not report the rows after the failures sent: the case is not exercised")
+			}
+			// A few rows (a live room's given-back rows) go by id.
+			marks := s.runs.Load()
+			few := pendingJoins(t, s.Store, "few", 5)
+			if res, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: sink, NodeID: "n1", Config: testConfig()}); err != nil || res.Published != 5 {
+				t.Fatalf("a batch of 5: %+v, %v", res, err)
+			}
+			if s.runs.Load() != marks {
+				t.Fatal("5 rows were marked by runs, not by id")
+			}
+			for _, id := range few {
+				if g := get(t, s.Store, id); g.Status != persistence.OutboxPublished {
+					t.Fatalf("%s after a small batch: %s", id, g.Status)
+				}
 			}
 		})
 	}
