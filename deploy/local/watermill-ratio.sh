@@ -19,9 +19,9 @@
 # With RELAY=1 each pair also runs C: BenchmarkRelayBacklogMariaDB
 # events=100000/rooms=1000/relays=1/claim=grows (the relay through the
 # Tencent IM client into the fake IM over loopback HTTP, not a no-op sink).
-# With BASE=<git revision> (or BASE_TEST=<a test binary of actors/relay>)
+# With RELAY_BASE=<git revision> (or RELAY_BASE_TEST=<a test binary of actors/relay>)
 # each pair first runs A0: A with that build's relay (before/after in the
-# same pairs: A0, B, A).
+# same pairs: A0, A, B).
 # Prints rows/s of each, A÷B (and A0÷B, C÷B) per pair, the medians and
 # the load average (on a shared machine the load moves both sides; compare
 # ratios within a pair).
@@ -154,11 +154,11 @@ GO
 	go build -o wmbench .
 )
 go test -c -o "$RC_TEST" ./actors/relay
-if [ -n "${BASE:-}" ] && [ -z "${BASE_TEST:-}" ]; then
-	BASE_TEST=/tmp/watermill-ratio-base.test
+if [ -n "${RELAY_BASE:-}" ] && [ -z "${RELAY_BASE_TEST:-}" ]; then
+	RELAY_BASE_TEST=/tmp/watermill-ratio-base.test
 	rm -rf /tmp/watermill-ratio-base && mkdir -p /tmp/watermill-ratio-base
-	git archive "$BASE" | tar -x -C /tmp/watermill-ratio-base
-	(cd /tmp/watermill-ratio-base && go test -c -o "$BASE_TEST" ./actors/relay)
+	git archive "$RELAY_BASE" | tar -x -C /tmp/watermill-ratio-base
+	(cd /tmp/watermill-ratio-base && go test -c -o "$RELAY_BASE_TEST" ./actors/relay)
 fi
 
 # mariadbd's CPU per drained row on the relay side (db-µs/row), read from
@@ -170,8 +170,8 @@ median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+
 A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL= D_ALL= Z_ALL= ZR_ALL= ZD_ALL=
 for p in $(seq "$PAIRS"); do
 	Z=- ZR=- ZD=-
-	if [ -n "${BASE_TEST:-}" ]; then
-		Z=$(cd actors/relay && "$BASE_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a0.log | metric_of rows/s)
+	if [ -n "${RELAY_BASE_TEST:-}" ]; then
+		Z=$(cd actors/relay && "$RELAY_BASE_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a0.log | metric_of rows/s)
 		ZD=$(metric_of db-µs/row </tmp/watermill-ratio-a0.log)
 		[ -n "$Z" ] || { echo "pair $p: the base relay printed no rate (see /tmp/watermill-ratio-a0.log)" >&2; exit 1; }
 	fi
@@ -191,7 +191,7 @@ for p in $(seq "$PAIRS"); do
 	if [ "$Z" != - ]; then
 		ZR=$(awk -v a="$Z" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
 		Z_ALL="$Z_ALL $Z" ZR_ALL="$ZR_ALL $ZR" ZD_ALL="$ZD_ALL ${ZD:-0}"
-		printf 'pair %d  base relay drain %6.0f rows/s (mariadbd %s µs/row)  ratio %s\n' "$p" "$Z" "${ZD:--}" "$ZR"
+		printf 'base %d  relay drain %6.0f rows/s (mariadbd %s µs/row)  ratio %s\n' "$p" "$Z" "${ZD:--}" "$ZR"
 	fi
 	printf 'pair %d  relay drain (no-op sink) %6.0f rows/s (mariadbd %s µs/row)  watermill queue-schema forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
 		"$p" "$A" "${D:--}" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
