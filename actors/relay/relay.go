@@ -541,11 +541,11 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 
 // runMarkMin is the fewest sent rows a settle marks by runs. Marking by
 // runs pays off on a backlog's claims (hundreds of rows: the ids' IN list
-// cost MariaDB more than the rows' updates there); a few rows given back
-// by a live room's publisher go by id, which on MariaDB rides the group
-// commit's shared transaction with the rooms' appends instead of a
-// commit of its own.
-const runMarkMin = 100
+// cost MariaDB more than the rows' updates there); rows given back by
+// live rooms' publishers come in claims of batch_size (100 by default)
+// and go by id, which on MariaDB rides the group commit's shared
+// transaction with the rooms' appends instead of a commit of its own.
+const runMarkMin = 256
 
 // sentRuns are the runs of t's rows to mark published: each stretch of
 // consecutive settled rows (sent, marked as no-ops, parked), cut to its

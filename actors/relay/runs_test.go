@@ -71,7 +71,7 @@ func TestRunMarksNeverCoverUnsentRows(t *testing.T) {
 		store func(t *testing.T) persistence.Store
 	}{{"memdb", newMemDB}, {"mariadb", newMariaDB}} {
 		t.Run(c.name, func(t *testing.T) {
-			const rooms, perRoom = 5, 30
+			const rooms, perRoom = 5, 60
 			s := &runStore{Store: c.store(t), lose: map[string]bool{"rn4-4": true}}
 			noop := map[string]bool{}
 			var envs []persistence.Envelope
@@ -100,7 +100,7 @@ func TestRunMarksNeverCoverUnsentRows(t *testing.T) {
 				return nil
 			}}
 			res, err := ProcessBatch(context.Background(), Deps{Store: s, Publisher: sink, NodeID: "n1",
-				Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 200 })})
+				Config: testConfig(func(c *configs.OutboxWorkerConfig) { c.BatchSize = 400 })})
 			if err != nil {
 				t.Fatal(err)
 			}
