@@ -577,3 +577,53 @@ func TestLikesInFlightWhenTheRoomStops(t *testing.T) {
 	}
 	t.Logf("%d likes sent, %d acknowledged before the stop, %d retried", all, acked, len(retry))
 }
+
+// A window's answers are spread over half a window after its commit,
+// not sent at once, and every like is still answered once, counted: 300
+// members like within one window, and the room is stopped while the
+// answers are being sent (the room's next activation counts them all).
+func TestWindowAnswersSpreadEveryLikeAnswered(t *testing.T) {
+	const (
+		members = 300
+		window  = 200 * time.Millisecond
+	)
+	f, pid, _ := membersRoom(t, members, window)
+	// The room's first like opens its front.
+	if _, err := likeOnce(f, pid, "first", "u0", 1, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	at := make([]time.Time, members)
+	errs := make([]error, members)
+	start := time.Now()
+	for i := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = likeOnce(f, pid, fmt.Sprintf("s%d", i), fmt.Sprintf("u%d", i), 2, 5*time.Second)
+			at[i] = time.Now()
+		}()
+	}
+	// Stopped while the window's answers are spread: those not sent yet
+	// still are (the window was committed).
+	time.Sleep(window + window/4)
+	if err := f.sys.Root.PoisonFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("like of u%d: %v", i, err)
+		}
+	}
+	first, last := slices.MinFunc(at, time.Time.Compare), slices.MaxFunc(at, time.Time.Compare)
+	if spread := last.Sub(first); spread < window/4 {
+		t.Errorf("a window's %d answers arrived within %v, want them spread over about %v", members, spread, window/2)
+	}
+	if took := last.Sub(start); took > 3*window {
+		t.Errorf("the last like answered %v after it was sent, want within %v (its window, its commit, the spread)", took, 3*window)
+	}
+	if got := roomLikes(t, f, f.activate("app/r1")); got != 1+2*members {
+		t.Fatalf("room's likes %d, want %d", got, 1+2*members)
+	}
+}

@@ -88,8 +88,9 @@ type App struct {
 
 	connMetrics *connlimit.Metrics // the listeners' (listen)
 	grpcServer  *grpc.Server
-	watcher     *roomfeed.Watcher // WatchRoom streams of this node; ended first on drain
-	gateway     *grpcapi.Gateway  // HTTP/JSON client API (gateway.addr); nil when off
+	grpcExtra   []grpc.ServerOption // a test's server options (testHooks)
+	watcher     *roomfeed.Watcher   // WatchRoom streams of this node; ended first on drain
+	gateway     *grpcapi.Gateway    // HTTP/JSON client API (gateway.addr); nil when off
 	health      *health.Server
 	grpcLis     net.Listener
 	httpServer  *http.Server
@@ -142,21 +143,29 @@ func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 // already has its compensation path running. On error everything started
 // so far is stopped again.
 func Start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool) (*App, error) {
-	return start(ctx, cfg, log, dev, nil)
+	return start(ctx, cfg, log, dev, testHooks{})
 }
 
-// start is Start; spans, when set, takes the traces instead of OTLP (tests).
-func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, spans sdktrace.SpanExporter) (_ *App, err error) {
+// testHooks are what a test may add to a process: spans, when set, takes
+// the traces instead of OTLP; grpc are more server options (a stats
+// handler timing RPCs at the server).
+type testHooks struct {
+	spans sdktrace.SpanExporter
+	grpc  []grpc.ServerOption
+}
+
+// start is Start with a test's hooks.
+func start(ctx context.Context, cfg configs.Config, log *slog.Logger, dev bool, hooks testHooks) (_ *App, err error) {
 	if err := cfg.CheckStart(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, registry: newMetricsRegistry()}
+	a := &App{cfg: cfg, log: log, registry: newMetricsRegistry(), grpcExtra: hooks.grpc}
 	defer func() {
 		if err != nil {
 			a.Shutdown()
 		}
 	}()
-	if err := a.startTracing(ctx, spans); err != nil { // tracing.go
+	if err := a.startTracing(ctx, hooks.spans); err != nil { // tracing.go
 		return nil, err
 	}
 
@@ -290,6 +299,7 @@ func (a *App) serveGRPC() error {
 	opts.Conn = grpcapi.ConnOptions{MaxIdle: l.MaxConnectionIdle, MaxAge: l.MaxConnectionAge, MaxAgeGrace: l.MaxConnectionAgeGrace,
 		Handshake: l.HandshakeTimeout, PingAfter: l.KeepaliveTime, PingTimeout: l.KeepaliveTimeout, MinPingInterval: l.KeepaliveMinTime,
 		MaxStreams: uint32(l.MaxConcurrentStreams)}
+	opts.Extra = append(opts.Extra, a.grpcExtra...)
 	a.grpcServer, a.health = grpcapi.NewServer(opts)
 	backend := a.roomClient()
 	rs := grpcapi.NewRoomServer(backend, a.log.With("component", "grpc"), a.cfg.GRPC.CommandTimeout)

@@ -25,6 +25,12 @@ func startDev(t *testing.T, edit func(*configs.Config)) (*App, v1.RoomServiceCli
 
 func startDevB(t testing.TB, edit func(*configs.Config)) (*App, v1.RoomServiceClient) {
 	t.Helper()
+	return startDevHooks(t, edit, testHooks{})
+}
+
+// startDevHooks is startDev with a test's hooks in the process.
+func startDevHooks(t testing.TB, edit func(*configs.Config), hooks testHooks) (*App, v1.RoomServiceClient) {
+	t.Helper()
 	cfg, err := loadConfig(flags{dev: true, grpcAddr: "127.0.0.1:0", httpAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func startDevB(t testing.TB, edit func(*configs.Config)) (*App, v1.RoomServiceCl
 		edit(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app, err := Start(context.Background(), cfg, log, true)
+	app, err := start(context.Background(), cfg, log, true, hooks)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}

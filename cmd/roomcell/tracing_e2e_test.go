@@ -38,7 +38,7 @@ func TestTraceOfAJoinThroughGatewayGrainStoreAndIM(t *testing.T) {
 	}
 	cfg.NodeID = "trace-e2e"
 	cfg.Gateway.Addr = "127.0.0.1:0"
-	app, err := start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), true, exp)
+	app, err := start(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), true, testHooks{spans: exp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -544,16 +544,103 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 }
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
-// (one commit) per chunk of ids instead of one per row.
+// per chunk of ids instead of one per row. With group commit on, the
+// UPDATE rides the next shared transaction of appends (groupcommit.go)
+// instead of a commit of its own; it returns once that committed.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, &queuedMark{ids: eventIDs, nowMs: nowMs})
+}
+
+// releaseSet is a release's SET: the row leaves its sender's lease
+// (lock_until_ms released) and keeps locked_by, so InnoDB updates the
+// record in place (setting locked_by NULL shrank it, and the whole record
+// was rewritten); readers show no lease on a released row (shownLease),
+// and claims look at lock_until_ms only.
+const releaseSet = "lock_until_ms = " + released
+
+// op names q's store call in errors.
+func (q *queuedMark) op() string {
+	if q.release {
+		return "release batch"
+	}
+	return "mark published batch"
+}
+
+// sql is q's SET and its arguments.
+func (q *queuedMark) sql() (string, []any) {
+	if q.release {
+		return releaseSet, nil
+	}
+	return publishedMark, []any{q.nowMs, q.nowMs}
+}
+
+// markStatements are the UPDATEs of queued marks and releases in a shared
+// transaction: those of one kind and time together, markChunk ids a
+// statement, ids in order (the order InnoDB locks them in anyway).
+func markStatements(marks []*queuedMark) []statement {
+	type group struct {
+		release bool
+		nowMs   int64
+	}
+	byGroup := map[group][]string{}
+	var groups []group
+	for _, m := range marks {
+		g := group{m.release, m.nowMs}
+		if m.release {
+			g.nowMs = 0
+		}
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], m.ids...)
+	}
+	var out []statement
+	for _, g := range groups {
+		ids := byGroup[g]
+		slices.Sort(ids)
+		set, setArgs := (&queuedMark{release: g.release, nowMs: g.nowMs}).sql()
+		for chunk := range slices.Chunk(slices.Compact(ids), markChunk) {
+			args := slices.Clone(setArgs)
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			out = append(out, statement{query: "UPDATE room_outbox SET " + set +
+				" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", len(chunk)-1) + ")", args: args})
+		}
+	}
+	return out
+}
+
+// writeMarks writes each queued mark or release on its own (no appends to
+// ride with, or their shared transaction failed) and sets its result.
+func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
+	for _, m := range marks {
+		set, args := m.sql()
+		m.err = s.updatePending(ctx, m.op(), "status", m.ids, set, args...)
+	}
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
-// chunk like MarkOutboxPublishedBatch.
+// chunk like MarkOutboxPublishedBatch, and like it riding the group
+// commit's next shared transaction when that is on.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = "+released)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "release batch", "status", eventIDs, releaseSet)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, &queuedMark{release: true, ids: eventIDs})
 }
+
+// markChunk is the most ids one mark or release statement names.
+const markChunk = 2000
 
 // updatePending applies set (with setArgs) to the rows among eventIDs
 // whose status column (status for IM, mq_status for MQ) is 'pending',
@@ -563,8 +650,7 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 	if err := ready(ctx); err != nil {
 		return err
 	}
-	const chunk = 2000
-	for ids := range slices.Chunk(eventIDs, chunk) {
+	for ids := range slices.Chunk(eventIDs, markChunk) {
 		args := slices.Clone(setArgs)
 		for _, id := range ids {
 			args = append(args, id)
@@ -684,7 +770,7 @@ func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps
 
 // ReleaseOutbox implements persistence.OutboxStore.
 func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
-	return s.updateOutbox(ctx, "release", eventID, "locked_by = NULL, lock_until_ms = "+released)
+	return s.updateOutbox(ctx, "release", eventID, releaseSet)
 }
 
 func truncateChars(s string, n int) string {
