@@ -132,14 +132,36 @@ const maxClaimRooms = 256
 // by its name, as when the scan ran in event_id order, nor by rows that
 // keep arriving); claimRooms then leases the free and due ones.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	rows, _, err := s.ClaimPendingOutboxFrom(ctx, owner, nowMs, leaseMs, limit, persistence.OutboxScanMark{})
+	return rows, err
+}
+
+// scanned is one row the claim's walk read: its place and its room.
+type scanned struct {
+	at   persistence.OutboxScanMark
+	room persistence.RoomKey
+}
+
+// ClaimPendingOutboxFrom implements persistence.OutboxClaimResumer: the
+// walk of ClaimPendingOutbox, started after from. The place returned is
+// just before the first row the walk read of a room the claim did not
+// look at (the plan filled before it, or the page had more rooms than a
+// claim plans); the walk's last row when it looked at every room it read.
+func (s *Store) ClaimPendingOutboxFrom(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
+	from persistence.OutboxScanMark) ([]persistence.OutboxRow, persistence.OutboxScanMark, error) {
 	var (
 		afterMs  int64 = math.MinInt64
 		afterID  string
 		seen     = map[persistence.RoomKey]bool{}
+		listed   []persistence.RoomKey // rooms handed to the plan, in walk order
+		walk     []scanned
 		pages    int
 		finished bool
 	)
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
+	if from.Set {
+		afterMs, afterID = from.CreatedAtMs, from.EventID
+	}
+	rows, take, err := s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
 		if finished || pages == claimScanPages {
 			return nil, nil
 		}
@@ -161,6 +183,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 				return nil, s.wrap("claim outbox", err)
 			}
 			n++
+			walk = append(walk, scanned{persistence.OutboxScanMark{CreatedAtMs: afterMs, EventID: afterID, Set: true}, k})
 			if !seen[k] && len(rooms) < maxClaimRooms {
 				seen[k] = true
 				rooms = append(rooms, k)
@@ -170,20 +193,52 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			return nil, s.claimErr(err)
 		}
 		finished = n < want
+		listed = append(listed, rooms...)
 		return rooms, nil
 	})
+	if err != nil {
+		return nil, from, err
+	}
+	return rows, resumeAt(from, walk, listed, take, limit), nil
+}
+
+// resumeAt is where a claim that planned take (in walk order) out of the
+// rooms listed from walk lets a later claim start: before the first row
+// of a room it did not look at. The plan looks at rooms in order until it
+// fills; when it did not fill, it looked at every room listed.
+func resumeAt(from persistence.OutboxScanMark, walk []scanned, listed []persistence.RoomKey, take []roomTake, limit int) persistence.OutboxScanMark {
+	planned := 0
+	for _, t := range take {
+		planned += t.n
+	}
+	looked := make(map[persistence.RoomKey]bool, len(listed))
+	for _, k := range listed {
+		looked[k] = true
+		if planned >= limit && len(take) > 0 && k == take[len(take)-1].key {
+			break
+		}
+	}
+	at := from
+	for _, w := range walk {
+		if !looked[w.room] {
+			return at
+		}
+		at = w.at
+	}
+	return at
 }
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	done := false
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context, querier) ([]persistence.RoomKey, error) {
+	rows, _, err := s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context, querier) ([]persistence.RoomKey, error) {
 		if done {
 			return nil, nil
 		}
 		done = true
 		return []persistence.RoomKey{key}, nil
 	})
+	return rows, err
 }
 
 // querier is a pool or a transaction.
@@ -219,11 +274,12 @@ type querierExec interface {
 // deadlock or lock-wait victim it claims nothing this time (the next poll
 // tries again). The transaction is bounded by the caller's context, by
 // innodb_lock_wait_timeout and by the session's idle transaction timeout
-// (roomSessionInit).
+// (roomSessionInit). It also returns the rooms it planned, in plan order.
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
-	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
-	return s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
-		var take []roomTake
+	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, []roomTake, error) {
+	var take []roomTake
+	rows, err := s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		take = nil
 		for left := limit; left > 0; {
 			rooms, err := next(ctx, tx)
 			if err != nil {
@@ -259,6 +315,7 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 		}
 		return out, nil
 	})
+	return rows, take, err
 }
 
 // claimTx runs one claim of at most limit rows for owner in its own
