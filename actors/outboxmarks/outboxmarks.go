@@ -28,8 +28,9 @@ type Store interface {
 }
 
 // Batcher marks the rows of sync-published events published in
-// batches: one store write (one commit on MariaDB) per flush instead of
-// one per event. Only events IM accepted are ever added, so a row is never
+// batches: one store write per flush instead of one per event (on
+// MariaDB with group commit, the write rides the next transaction of
+// the rooms' appends instead of a commit of its own). Only events IM accepted are ever added, so a row is never
 // marked before its send succeeded. A mark that never lands (crash
 // between the send and the flush, store error) leaves the row pending
 // under the publisher's lease: the relay sends it again after the lease

@@ -30,15 +30,28 @@ func newClaimWatch(s persistence.Store) *claimWatch {
 }
 
 func (w *claimWatch) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	w.claiming(owner)
+	rows, err := w.Store.ClaimPendingOutbox(ctx, owner, nowMs, leaseMs, limit)
+	w.claimed(owner, rows)
+	return rows, err
+}
+
+// claiming counts a claim that starts while another owner's rows are
+// unsettled.
+func (w *claimWatch) claiming(owner string) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, h := range w.held {
 		if h.owner != owner {
 			w.overlaps++
 			break
 		}
 	}
-	w.mu.Unlock()
-	rows, err := w.Store.ClaimPendingOutbox(ctx, owner, nowMs, leaseMs, limit)
+}
+
+// claimed records rows owner claimed, and a conflict for each row of a
+// room another owner still holds unsettled rows of.
+func (w *claimWatch) claimed(owner string, rows []persistence.OutboxRow) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range rows {
@@ -54,7 +67,6 @@ func (w *claimWatch) ClaimPendingOutbox(ctx context.Context, owner string, nowMs
 		w.roomHeld[room][owner]++
 		w.held[r.Envelope.EventID] = heldRow{room: room, owner: owner}
 	}
-	return rows, err
 }
 
 // settle forgets ids before the store write: a claim racing the write
@@ -129,6 +141,29 @@ func (s *slowSink) total() int {
 	return len(s.sends)
 }
 
+// checkDrain fails t unless no row was claimed while another claim held
+// its room, and sink got want distinct events, each once and in its
+// room's order. Callers hold w.mu.
+func (w *claimWatch) checkDrain(t *testing.T, sink *slowSink, want int) {
+	t.Helper()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(w.conflicts) > 0 {
+		t.Fatalf("%d rows claimed while another claim held their room, first: %s", len(w.conflicts), w.conflicts[0])
+	}
+	if len(sink.reorders) > 0 {
+		t.Fatalf("%d events out of room order, first: %s", len(sink.reorders), sink.reorders[0])
+	}
+	if len(sink.sends) != want {
+		t.Fatalf("%d distinct events sent, want %d", len(sink.sends), want)
+	}
+	for id, n := range sink.sends {
+		if n != 1 {
+			t.Fatalf("%s sent %d times", id, n)
+		}
+	}
+}
+
 // A backlog in many rooms drains with the next claim taken while the one
 // before is still settling, and still: no room's rows in two unsettled
 // claims at once, every event sent once, each room's events in room_seq
@@ -160,22 +195,7 @@ func TestPipelinedClaimsNeverShareARoom(t *testing.T) {
 			})
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			sink.mu.Lock()
-			defer sink.mu.Unlock()
-			if len(w.conflicts) > 0 {
-				t.Fatalf("%d rows claimed while another claim held their room, first: %s", len(w.conflicts), w.conflicts[0])
-			}
-			if len(sink.reorders) > 0 {
-				t.Fatalf("%d events out of room order, first: %s", len(sink.reorders), sink.reorders[0])
-			}
-			if len(sink.sends) != rooms*perRoom {
-				t.Fatalf("%d distinct events sent, want %d", len(sink.sends), rooms*perRoom)
-			}
-			for id, n := range sink.sends {
-				if n != 1 {
-					t.Fatalf("%s sent %d times", id, n)
-				}
-			}
+			w.checkDrain(t, sink, rooms*perRoom)
 			if w.overlaps == 0 {
 				t.Fatal("no claim ran while an earlier claim was settling: the drain is not pipelined")
 			}

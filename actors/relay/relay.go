@@ -199,8 +199,12 @@ const pipelineDepth = 8
 // claimed in order. A claim goes ahead only after a full claim that no
 // single room dominated (a hot room's next rows are held by the claim
 // before, so a claim ahead would find nothing) and only while nothing
-// failed, in this round and the last (ahead). The result adds up the
-// claims that took rows.
+// failed, in this round and the last (ahead). A claim ahead walks the due
+// rows from where the claim before it stopped (a store that is a
+// persistence.OutboxClaimResumer): the rows before are that claim's, of
+// rooms it holds, or of rooms it found held; the round's first claim walks
+// from the oldest row, so a room passed over while held is served by the
+// next round. The result adds up the claims that took rows.
 func (b *batch) pipeline(rooms []*roomTurn, ahead bool) Result {
 	total := Result{Limit: b.res.Limit}
 	cur, curRooms := b, rooms
@@ -225,7 +229,7 @@ func (b *batch) pipeline(rooms []*roomTurn, ahead bool) Result {
 		}()
 		d := cur.Deps
 		d.Owner = fmt.Sprintf("%s/%d", b.Owner, n)
-		next := &batch{Deps: d, ctx: cur.ctx, res: Result{Limit: cur.res.Limit}, carry: cur.carry}
+		next := &batch{Deps: d, ctx: cur.ctx, res: Result{Limit: cur.res.Limit}, carry: cur.carry, from: cur.reached}
 		if d.Metrics != nil {
 			d.Metrics.Batches.Inc()
 		}
@@ -310,6 +314,11 @@ type batch struct {
 	// unstarted holds claimed rows not yet attempted; released if the
 	// batch ends early (stop or panic).
 	unstarted []persistence.OutboxRow
+	// from is where the claim's walk of due rows starts (a claim sent
+	// while the one before it settles starts where that one stopped: its
+	// rooms are still held, and walking their rows again finds nothing);
+	// reached is where this claim stopped.
+	from, reached persistence.OutboxScanMark
 }
 
 // start claims rows and hands them to the publisher room by room; the
@@ -331,7 +340,12 @@ func (b *batch) start() (rooms []*roomTurn, err error) {
 	}
 	now := b.Clock()
 	cctx, cancel := context.WithTimeout(b.ctx, storeTimeout)
-	rows, err := b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), b.res.Limit)
+	var rows []persistence.OutboxRow
+	if r, ok := b.Store.(persistence.OutboxClaimResumer); ok {
+		rows, b.reached, err = r.ClaimPendingOutboxFrom(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), b.res.Limit, b.from)
+	} else {
+		rows, err = b.Store.ClaimPendingOutbox(cctx, b.Owner, now.UnixMilli(), cfg.LeaseTTL.Milliseconds(), b.res.Limit)
+	}
 	cancel()
 	if err != nil {
 		if b.ctx.Err() != nil {
@@ -369,7 +383,7 @@ func sameRoom(a, b persistence.Envelope) bool { return a.AppCode == b.AppCode &&
 // inflight is a queued publish waiting for its result.
 type inflight struct {
 	row    persistence.OutboxRow
-	log    *slog.Logger
+	at     int // the row's place in its roomTurn's rows
 	done   <-chan error
 	cancel context.CancelFunc
 	start  time.Time
@@ -381,8 +395,15 @@ type roomTurn struct {
 	queued []*inflight
 	// rest are rows after a failure, not yet handed to the publisher.
 	rest []persistence.OutboxRow
+	// settled[i]: rows[i] is no longer this claim's to send: published
+	// (a no-op marked, or a send reported) or parked, each recorded in
+	// the store. A run of settled rows is marked by its bounds.
+	settled []bool
 }
 
+// rowLog is the logger of one row's lines, built only for a line that is
+// written: building it for every row (most of which log nothing) cost
+// the relay as much CPU as the publish itself.
 func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
 	return supervise.EventLogger(b.Logger, WorkerName, env)
 }
@@ -392,13 +413,13 @@ func (b *batch) rowLog(env persistence.Envelope) *slog.Logger {
 // them one by one and stops at the first failure, releasing the rest.
 func (b *batch) startRoom(t *roomTurn) bool {
 	q, async := b.Publisher.(delivery.Enqueuer)
+	t.settled = make([]bool, len(t.rows))
 	for i, row := range t.rows {
 		env := row.Envelope
-		log := b.rowLog(env)
 		if err := checkEnvelope(env); err != nil {
 			// Parking releases the room for its later events (the one
 			// exception to room order, documented in client-protocol.md).
-			b.fail(log, row, err)
+			t.settled[i] = b.fail(row, err)
 			continue
 		}
 		// What the event's row says it causes at Tencent goes to the
@@ -408,8 +429,9 @@ func (b *batch) startRoom(t *roomTurn) bool {
 		if !room.CausesAny(env.EventType, room.AtTencent) {
 			// Seed 000: RoomHeatChanged, RoomRankChanged are a no-op
 			// success; they never reach IM, so order does not concern them.
-			if b.markPublished(log, row) {
+			if b.markPublished(row) {
 				b.res.NoOp++
+				t.settled[i] = true
 			}
 			continue
 		}
@@ -422,21 +444,21 @@ func (b *batch) startRoom(t *roomTurn) bool {
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(b.ctx), b.Config.PublishTimeout)
 		start := time.Now()
 		if async {
-			t.queued = append(t.queued, &inflight{row: row, log: log, done: q.Enqueue(pctx, env), cancel: cancel, start: start})
+			t.queued = append(t.queued, &inflight{row: row, at: i, done: q.Enqueue(pctx, env), cancel: cancel, start: start})
 			continue
 		}
 		err := b.Publisher.PublishRoomEvent(pctx, env)
 		cancel()
 		b.observe(start)
 		if err != nil {
-			b.fail(log, row, err)
+			b.fail(row, err)
 			if !parkable(err) {
 				t.rest = t.rows[i+1:]
 				break
 			}
 			continue
 		}
-		if b.markPublished(log, row) {
+		if b.markPublished(row) {
 			b.res.Published++
 		}
 	}
@@ -461,10 +483,17 @@ func (b *batch) giveBack(t *roomTurn) {
 // unsent), except that a reported success is still recorded. The
 // successes of all rooms are marked published in one store write: with a
 // commit per row, marking would cap the relay at the store's commit rate.
+// A store that marks runs (persistence.OutboxRunMarker) is given each
+// room's runs of settled rows instead of their ids when there are at
+// least runMarkMin of them.
 func (b *batch) settleRooms(rooms []*roomTurn) {
-	var ok []*inflight
+	var (
+		ok   []*inflight
+		runs []persistence.OutboxRun
+	)
 	for _, t := range rooms {
 		failed := false
+		sent := make(map[int]bool, len(t.queued))
 		for _, f := range t.queued {
 			err := <-f.done
 			f.cancel()
@@ -472,34 +501,82 @@ func (b *batch) settleRooms(rooms []*roomTurn) {
 			switch {
 			case err == nil:
 				ok = append(ok, f)
+				sent[f.at] = true
+				t.settled[f.at] = true
 			case failed:
 				t.rest = append(t.rest, f.row)
 			default:
-				b.fail(f.log, f.row, err)
+				t.settled[f.at] = b.fail(f.row, err)
 				failed = !parkable(err)
 			}
 		}
 		t.queued = nil
 		b.giveBack(t)
+		runs = append(runs, sentRuns(t, sent)...)
 	}
 	if len(ok) == 0 {
 		return
 	}
-	ids := make([]string, len(ok))
-	for i, f := range ok {
-		ids[i] = f.row.Envelope.EventID
-	}
 	ctx, cancel := b.storeCtx()
-	err := b.Store.MarkOutboxPublishedBatch(ctx, ids, b.Clock().UnixMilli())
+	var err error
+	if m, byRun := b.Store.(persistence.OutboxRunMarker); byRun && len(ok) >= runMarkMin {
+		err = m.MarkOutboxPublishedRuns(ctx, runs, b.Clock().UnixMilli())
+	} else {
+		ids := make([]string, len(ok))
+		for i, f := range ok {
+			ids[i] = f.row.Envelope.EventID
+		}
+		err = b.Store.MarkOutboxPublishedBatch(ctx, ids, b.Clock().UnixMilli())
+	}
 	cancel()
 	for _, f := range ok {
 		if err != nil {
-			b.markFailedToStore(f.log, f.row, err)
+			b.markFailedToStore(f.row, err)
 			continue
 		}
-		b.logPublished(f.log, f.row)
+		b.logPublished(f.row)
 		b.res.Published++
 	}
+}
+
+// runMarkMin is the fewest sent rows a settle marks by runs. Marking by
+// runs pays off on a backlog's claims (hundreds of rows: the ids' IN list
+// cost MariaDB more than the rows' updates there); a few rows given back
+// by a live room's publisher go by id, which on MariaDB rides the group
+// commit's shared transaction with the rooms' appends instead of a
+// commit of its own.
+const runMarkMin = 100
+
+// sentRuns are the runs of t's rows to mark published: each stretch of
+// consecutive settled rows (sent, marked as no-ops, parked), cut to its
+// first and last sent row. A row not settled (failed, given back, or its
+// store write lost) ends a stretch, so no run reaches over a row that is
+// still pending and unsent.
+func sentRuns(t *roomTurn, sent map[int]bool) []persistence.OutboxRun {
+	var runs []persistence.OutboxRun
+	first, last := -1, -1
+	flush := func() {
+		if first >= 0 {
+			f, l := t.rows[first], t.rows[last]
+			runs = append(runs, persistence.OutboxRun{Room: f.Envelope.Key(), FromSeq: f.Envelope.RoomSeq, FromIndex: f.EventIndex,
+				ToSeq: l.Envelope.RoomSeq, ToIndex: l.EventIndex})
+		}
+		first, last = -1, -1
+	}
+	for i := range t.rows {
+		if !t.settled[i] {
+			flush()
+			continue
+		}
+		if sent[i] {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	flush()
+	return runs
 }
 
 func (b *batch) observe(start time.Time) {
@@ -523,18 +600,18 @@ func (b *batch) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(b.ctx), storeTimeout)
 }
 
-func (b *batch) markPublished(log *slog.Logger, row persistence.OutboxRow) bool {
+func (b *batch) markPublished(row persistence.OutboxRow) bool {
 	ctx, cancel := b.storeCtx()
 	defer cancel()
 	if err := b.Store.MarkOutboxPublished(ctx, row.Envelope.EventID, b.Clock().UnixMilli()); err != nil {
-		b.markFailedToStore(log, row, err)
+		b.markFailedToStore(row, err)
 		return false
 	}
-	b.logPublished(log, row)
+	b.logPublished(row)
 	return true
 }
 
-func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, err error) {
+func (b *batch) markFailedToStore(row persistence.OutboxRow, err error) {
 	b.res.StoreErrors++
 	b.carry.mu.Lock()
 	b.carry.unmarked = append(b.carry.unmarked, row.Envelope.EventID)
@@ -542,12 +619,12 @@ func (b *batch) markFailedToStore(log *slog.Logger, row persistence.OutboxRow, e
 		b.carry.unmarked = b.carry.unmarked[n:]
 	}
 	b.carry.mu.Unlock()
-	log.Error("outbox mark published failed: marked again before the next claim (or published again after its lease)",
+	b.rowLog(row.Envelope).Error("outbox mark published failed: marked again before the next claim (or published again after its lease)",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPending),
 		slog.String("error", supervise.ErrorText(err)))
 }
 
-func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
+func (b *batch) logPublished(row persistence.OutboxRow) {
 	if b.Metrics != nil {
 		b.Metrics.Success.Inc()
 	}
@@ -556,7 +633,10 @@ func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
 	if row.RetryCount > 0 {
 		level = slog.LevelInfo
 	}
-	log.Log(context.Background(), level, "outbox event published",
+	if !b.Logger.Enabled(context.Background(), level) {
+		return
+	}
+	b.rowLog(row.Envelope).Log(context.Background(), level, "outbox event published",
 		slog.Int("retry_count", row.RetryCount), slog.String("status", persistence.OutboxPublished),
 		slog.String("error", ""))
 }
@@ -564,7 +644,9 @@ func (b *batch) logPublished(log *slog.Logger, row persistence.OutboxRow) {
 // fail records a failed attempt: a row that can never succeed as it is
 // is parked; any other failure keeps it pending with retry_count+1, due
 // again per the retry strategy, retried forever (seed: never dropped).
-func (b *batch) fail(log *slog.Logger, row persistence.OutboxRow, cause error) {
+// It reports whether the row is now parked in the store.
+func (b *batch) fail(row persistence.OutboxRow, cause error) (parked bool) {
+	log := b.rowLog(row.Envelope)
 	text := supervise.ErrorText(cause)
 	park := parkable(cause)
 	if b.Metrics != nil {
@@ -588,17 +670,18 @@ func (b *batch) fail(log *slog.Logger, row persistence.OutboxRow, cause error) {
 		retry = row.RetryCount
 		log.Error("outbox mark failed failed: the row will be retried after its lease",
 			slog.String("store_error", supervise.ErrorText(err)))
-		return
+		return false
 	}
 	if park {
 		b.res.Parked++
 		log.Error("outbox event parked: it can never be published as it is; requeue or skip it with roomctl outbox",
 			slog.Int("retry_count", retry), slog.String("status", persistence.OutboxParked), slog.String("error", text))
-		return
+		return true
 	}
 	b.res.Failed++
 	log.Warn("outbox publish failed: its room waits for its retry",
 		slog.Int("retry_count", retry), slog.String("status", persistence.OutboxPending), slog.String("error", text))
+	return false
 }
 
 func (b *batch) release(rows []persistence.OutboxRow) {

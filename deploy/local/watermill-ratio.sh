@@ -19,9 +19,12 @@
 # With RELAY=1 each pair also runs C: BenchmarkRelayBacklogMariaDB
 # events=100000/rooms=1000/relays=1/claim=grows (the relay through the
 # Tencent IM client into the fake IM over loopback HTTP, not a no-op sink).
-# Prints rows/s of each, A÷B (and C÷B) per pair, the medians and the load
-# average (on a shared machine the load moves both sides; compare ratios
-# within a pair).
+# With RELAY_BASE=<git revision> (or RELAY_BASE_TEST=<a test binary of actors/relay>)
+# each pair first runs A0: A with that build's relay (before/after in the
+# same pairs: A0, A, B).
+# Prints rows/s of each, A÷B (and A0÷B, C÷B) per pair, the medians and
+# the load average (on a shared machine the load moves both sides; compare
+# ratios within a pair).
 #
 # Watermill is never part of roomcell's module: the forwarder program is
 # written into a scratch module (WM_DIR, default /tmp/roomcell-watermill)
@@ -151,6 +154,12 @@ GO
 	go build -o wmbench .
 )
 go test -c -o "$RC_TEST" ./actors/relay
+if [ -n "${RELAY_BASE:-}" ] && [ -z "${RELAY_BASE_TEST:-}" ]; then
+	RELAY_BASE_TEST=/tmp/watermill-ratio-base.test
+	rm -rf /tmp/watermill-ratio-base && mkdir -p /tmp/watermill-ratio-base
+	git archive "$RELAY_BASE" | tar -x -C /tmp/watermill-ratio-base
+	(cd /tmp/watermill-ratio-base && go test -c -o "$RELAY_BASE_TEST" ./actors/relay)
+fi
 
 # mariadbd's CPU per drained row on the relay side (db-µs/row), read from
 # /proc by the benchmark: the server listening on 3306, all its work over
@@ -158,8 +167,14 @@ go test -c -o "$RC_TEST" ./actors/relay
 export ROOMCELL_BENCH_DB_PID=${ROOMCELL_BENCH_DB_PID:-$(ss -ltnpH 'sport = :3306' 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -1)}
 metric_of() { awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) print $(i-1)}' | head -1; }
 median() { sort -n | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL= D_ALL=
+A_ALL= B_ALL= C_ALL= R_ALL= CR_ALL= D_ALL= Z_ALL= ZR_ALL= ZD_ALL=
 for p in $(seq "$PAIRS"); do
+	Z=- ZR=- ZD=-
+	if [ -n "${RELAY_BASE_TEST:-}" ]; then
+		Z=$(cd actors/relay && "$RELAY_BASE_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a0.log | metric_of rows/s)
+		ZD=$(metric_of db-µs/row </tmp/watermill-ratio-a0.log)
+		[ -n "$Z" ] || { echo "pair $p: the base relay printed no rate (see /tmp/watermill-ratio-a0.log)" >&2; exit 1; }
+	fi
 	A=$(cd actors/relay && "$RC_TEST" -test.run '^$' -test.bench 'RelayDrainMariaDB' -test.benchtime 1x 2>&1 | tee /tmp/watermill-ratio-a.log | metric_of rows/s)
 	D=$(metric_of db-µs/row </tmp/watermill-ratio-a.log)
 	D_ALL="$D_ALL ${D:-0}"
@@ -173,10 +188,16 @@ for p in $(seq "$PAIRS"); do
 	[ -n "$A" ] && [ -n "$B" ] || { echo "pair $p: a side printed no rate (see /tmp/watermill-ratio-a.log, -b.log)" >&2; exit 1; }
 	R=$(awk -v a="$A" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
 	A_ALL="$A_ALL $A" B_ALL="$B_ALL $B" R_ALL="$R_ALL $R"
+	if [ "$Z" != - ]; then
+		ZR=$(awk -v a="$Z" -v b="$B" 'BEGIN {printf "%.2f", a/b}')
+		Z_ALL="$Z_ALL $Z" ZR_ALL="$ZR_ALL $ZR" ZD_ALL="$ZD_ALL ${ZD:-0}"
+		printf 'base %d  relay drain %6.0f rows/s (mariadbd %s µs/row)  ratio %s\n' "$p" "$Z" "${ZD:--}" "$ZR"
+	fi
 	printf 'pair %d  relay drain (no-op sink) %6.0f rows/s (mariadbd %s µs/row)  watermill queue-schema forwarder %6.0f rows/s  ratio %s  relay(fake IM) %s events/s, ÷B %s  load %s\n' \
 		"$p" "$A" "${D:--}" "$B" "$R" "$C" "$CR" "$(cut -d' ' -f1 /proc/loadavg)"
 done
 printf 'median  relay drain %s rows/s (mariadbd %s µs/row)  watermill queue schema %s rows/s  ratio %s' \
 	"$(echo $A_ALL | tr ' ' '\n' | median)" "$(echo $D_ALL | tr ' ' '\n' | median)" "$(echo $B_ALL | tr ' ' '\n' | median)" "$(echo $R_ALL | tr ' ' '\n' | median)"
 [ -z "$C_ALL" ] || printf '  relay(fake IM) %s events/s, ÷B %s' "$(echo $C_ALL | tr ' ' '\n' | median)" "$(echo $CR_ALL | tr ' ' '\n' | median)"
+[ -z "$Z_ALL" ] || printf '  base relay %s rows/s (mariadbd %s µs/row), ratio %s' "$(echo $Z_ALL | tr ' ' '\n' | median)" "$(echo $ZD_ALL | tr ' ' '\n' | median)" "$(echo $ZR_ALL | tr ' ' '\n' | median)"
 printf '  (uptime: %s)\n' "$(uptime | sed 's/.*load/load/')"

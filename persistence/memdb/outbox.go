@@ -55,8 +55,21 @@ func (t *outboxTable) listStatus(status string, limit int) []persistence.OutboxR
 // by age instead of queueing behind every row created before the retry
 // came due.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
-	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
-		return t.claimByRoom(t.statusSet(persistence.OutboxPending).tree, pivot(persistence.OutboxPending, math.MinInt64, ""), limit,
+	rows, _, err := s.ClaimPendingOutboxFrom(ctx, owner, nowMs, leaseMs, limit, persistence.OutboxScanMark{})
+	return rows, err
+}
+
+// ClaimPendingOutboxFrom implements persistence.OutboxClaimResumer: the
+// walk of ClaimPendingOutbox from from on.
+func (s *Store) ClaimPendingOutboxFrom(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
+	from persistence.OutboxScanMark) ([]persistence.OutboxRow, persistence.OutboxScanMark, error) {
+	start := pivot(persistence.OutboxPending, math.MinInt64, "")
+	if from.Set {
+		start = pivot(persistence.OutboxPending, from.CreatedAtMs, from.EventID)
+	}
+	reached := from
+	rows, err := s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
+		out, at := t.claimByRoom(t.statusSet(persistence.OutboxPending).tree, start, limit,
 			func(e *outboxEntry) (bool, bool) {
 				if e.Status != persistence.OutboxPending {
 					return false, false
@@ -66,7 +79,15 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
 				return t.claimRoom(key, owner, nowMs, leaseMs, n)
 			})
+		if at != nil {
+			reached = persistence.OutboxScanMark{CreatedAtMs: at.CreatedAtMs, EventID: at.Envelope.EventID, Set: true}
+		}
+		return out
 	})
+	if err != nil {
+		return nil, from, err
+	}
+	return rows, reached, nil
 }
 
 // claimByRoom is the claims' walk: candidate rooms in set's order from
@@ -79,22 +100,31 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 // (the sets' orders do not read the lease) and its room is seen. At most
 // claimScanRooms rooms per row of limit are tried: a claim behind many
 // rooms that cannot be taken ends instead of trying all of them. Callers
-// hold mu for writing.
+// hold mu for writing. It also returns where a later walk may resume (the
+// row looked at just before the first row of a room the claim did not
+// try, else the last row looked at; nil: the walk's start).
 func (t *outboxTable) claimByRoom(set *btree.BTreeG[*outboxEntry], from *outboxEntry, limit int,
 	candidate func(*outboxEntry) (take, more bool),
-	claim func(key persistence.RoomKey, n int) []persistence.OutboxRow) []persistence.OutboxRow {
-	var out []persistence.OutboxRow
+	claim func(key persistence.RoomKey, n int) []persistence.OutboxRow) ([]persistence.OutboxRow, *outboxEntry) {
+	var (
+		out  []persistence.OutboxRow
+		last *outboxEntry
+	)
 	seen := map[persistence.RoomKey]bool{}
 	budget := limit * claimScanRooms
 	for len(out) < limit && budget > 0 {
-		var rooms []persistence.RoomKey
+		var (
+			rooms  []persistence.RoomKey
+			before []*outboxEntry // per room, the row looked at before its first
+		)
 		want := limit - len(out)
 		set.Ascend(from, func(e *outboxEntry) bool {
 			take, more := candidate(e)
 			if !more {
 				return false
 			}
-			from = e
+			prev := last
+			from, last = e, e
 			if !take {
 				return true
 			}
@@ -102,6 +132,7 @@ func (t *outboxTable) claimByRoom(set *btree.BTreeG[*outboxEntry], from *outboxE
 			if !seen[key] {
 				seen[key] = true
 				rooms = append(rooms, key)
+				before = append(before, prev)
 				budget--
 			}
 			return len(rooms) < want && budget > 0
@@ -109,14 +140,14 @@ func (t *outboxTable) claimByRoom(set *btree.BTreeG[*outboxEntry], from *outboxE
 		if len(rooms) == 0 {
 			break
 		}
-		for _, key := range rooms {
+		for i, key := range rooms {
 			if len(out) >= limit {
-				break
+				return out, before[i]
 			}
 			out = append(out, claim(key, limit-len(out))...)
 		}
 	}
-	return out
+	return out, last
 }
 
 // claimScanRooms is how many rooms a claim tries per row it may take
@@ -319,6 +350,39 @@ func markPublished(r *persistence.OutboxRow, nowMs int64) bool {
 	r.UpdatedAtMs = nowMs
 	r.LockedBy, r.LockUntilMs = "", 0
 	return true
+}
+
+// MarkOutboxPublishedRuns implements persistence.OutboxRunMarker: the
+// pending rows of each run's room within its bounds, given-back ones left
+// out, marked as MarkOutboxPublishedBatch marks them.
+func (s *Store) MarkOutboxPublishedRuns(ctx context.Context, runs []persistence.OutboxRun, nowMs int64) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	s.outbox.mu.Lock()
+	defer s.outbox.mu.Unlock()
+	for _, run := range runs {
+		set := s.outbox.room[run.Room]
+		if set == nil {
+			continue
+		}
+		var ids []string
+		set.tree.Scan(func(e *outboxEntry) bool {
+			if e.RoomSeq > run.ToSeq || e.RoomSeq == run.ToSeq && int(e.EventIndex) > run.ToIndex {
+				return false
+			}
+			if (e.RoomSeq > run.FromSeq || e.RoomSeq == run.FromSeq && int(e.EventIndex) >= run.FromIndex) && e.LockUntilMs != givenBack {
+				ids = append(ids, e.Envelope.EventID)
+			}
+			return true
+		})
+		// Marked after the walk: a B-tree must not be walked across
+		// writes to it.
+		for _, id := range ids {
+			s.outbox.update(id, func(r *persistence.OutboxRow) bool { return markPublished(r, nowMs) })
+		}
+	}
+	return nil
 }
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore.

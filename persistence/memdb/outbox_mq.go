@@ -20,11 +20,12 @@ import (
 // owners never both see a room as free.
 func (s *Store) ClaimOutboxMQ(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	return s.claimOutbox(ctx, limit, func(t *outboxTable) []persistence.OutboxRow {
-		return t.claimByRoom(t.mq.tree, pivot("", math.MinInt64, ""), limit,
+		rows, _ := t.claimByRoom(t.mq.tree, pivot("", math.MinInt64, ""), limit,
 			func(e *outboxEntry) (bool, bool) { return e.mqLockUntilMs() <= nowMs, true },
 			func(key persistence.RoomKey, n int) []persistence.OutboxRow {
 				return t.claimRoomMQ(key, owner, nowMs, leaseMs, n)
 			})
+		return rows
 	})
 }
 

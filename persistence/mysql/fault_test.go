@@ -55,6 +55,9 @@ func TestMySQLDownAnswersUnavailableInTimeAndRecovers(t *testing.T) {
 					"MarkOutboxPublished": func(ctx context.Context) error {
 						return s.MarkOutboxPublished(ctx, testAppend(key, 1, "", false).Command.Events[0].EventID, 5000)
 					},
+					"MarkOutboxPublishedBatch": func(ctx context.Context) error {
+						return s.MarkOutboxPublishedBatch(ctx, []string{testAppend(key, 1, "", false).Command.Events[1].EventID}, 5000)
+					},
 				}
 				for name, call := range calls {
 					ctx, cancel := context.WithTimeout(t.Context(), deadline)

@@ -24,6 +24,12 @@ import (
 // alternate, one filling while the other commits. Measured in
 // docs/benchmarks.md: lingering the full 2ms instead cost a third of the
 // throughput at 64 rooms.
+//
+// The published marks of earlier events (MarkOutboxPublishedBatch) ride
+// the same transactions: a mark queued while appends are written goes
+// into the next shared transaction instead of a commit of its own, and a
+// mark with no append to ride with is written by the next free writer on
+// its own, as before.
 type groupCommitter struct {
 	s        *Store
 	maxBatch int
@@ -34,6 +40,10 @@ type groupCommitter struct {
 	queue  chan *queuedAppend
 	wg     sync.WaitGroup
 	busy   atomic.Int32 // writers inside a transaction
+
+	markMu sync.Mutex
+	marks  []*queuedMark // waiting for the next transaction
+	wake   chan struct{} // cap 1: a mark was queued
 
 	finMu    sync.Mutex
 	finished chan struct{} // closed (and replaced) each time a writer's transaction ends
@@ -52,6 +62,17 @@ const (
 	stateAbandoned
 )
 
+// queuedMark is a MarkOutboxPublishedBatch or a ReleaseOutboxBatch
+// waiting for a writer.
+type queuedMark struct {
+	ctx     context.Context
+	release bool // ReleaseOutboxBatch (nowMs unused)
+	ids     []string
+	nowMs   int64
+	err     error
+	done    chan struct{} // closed after err is set
+}
+
 type queuedAppend struct {
 	p     *pendingAppend
 	ctx   context.Context
@@ -66,6 +87,7 @@ func newGroupCommitter(s *Store, maxBatch int, linger time.Duration, writers int
 		linger:   linger,
 		queue:    make(chan *queuedAppend, maxBatch*writers),
 		finished: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
 		sizes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "roomcell_mysql_group_commit_batch_size",
 			Help:    "Room appends written per group-commit batch (MySQL room store; mysql.group_commit.max_batch caps it).",
@@ -118,17 +140,62 @@ func (g *groupCommitter) run() {
 	defer g.wg.Done()
 	batch := make([]*queuedAppend, 0, g.maxBatch)
 	for {
-		q, ok := <-g.queue
-		if !ok {
-			return
+		batch = batch[:0]
+		select {
+		case q, ok := <-g.queue:
+			if !ok {
+				// Closed: no mark can be queued any more (close holds mu),
+				// and the ones queued before are written now.
+				g.flush(nil, g.takeMarks())
+				return
+			}
+			batch = append(batch, q)
+		case <-g.wake:
 		}
-		batch = append(batch[:0], q)
 		open := g.collect(&batch)
-		g.flush(batch)
+		g.flush(batch, g.takeMarks())
 		if !open {
+			g.flush(nil, g.takeMarks())
 			return
 		}
 	}
+}
+
+// mark queues q (a published mark or a release) for the next writer and
+// waits for its result or for ctx. A mark whose caller gave up may still
+// be written: it changes only rows still pending, so a late one is
+// harmless (the row was sent; the relay would only have sent it again),
+// as is a late release (the row goes to the relay, which sends it).
+func (g *groupCommitter) mark(ctx context.Context, q *queuedMark) error {
+	q.ctx, q.done = ctx, make(chan struct{})
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return errClosed
+	}
+	g.markMu.Lock()
+	g.marks = append(g.marks, q)
+	g.markMu.Unlock()
+	g.mu.RUnlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-q.done:
+		return q.err
+	case <-ctx.Done():
+		return fmt.Errorf("mysql: %s: %w: %w", q.op(), persistence.ErrUnavailable, ctx.Err())
+	}
+}
+
+// takeMarks empties the mark queue.
+func (g *groupCommitter) takeMarks() []*queuedMark {
+	g.markMu.Lock()
+	defer g.markMu.Unlock()
+	ms := g.marks
+	g.marks = nil
+	return ms
 }
 
 // collect adds what is already queued to batch, then lingers for more if
@@ -175,9 +242,10 @@ func (g *groupCommitter) collect(batch *[]*queuedAppend) bool {
 	return true
 }
 
-// flush writes the batch's live appends in shared transactions and wakes
-// their callers. Appends whose caller gave up are dropped unwritten.
-func (g *groupCommitter) flush(batch []*queuedAppend) {
+// flush writes the batch's live appends and the queued marks in shared
+// transactions and wakes their callers. Appends whose caller gave up are
+// dropped unwritten, as are marks.
+func (g *groupCommitter) flush(batch []*queuedAppend, marks []*queuedMark) {
 	live := batch[:0:0]
 	ps := make([]*pendingAppend, 0, len(batch))
 	for _, q := range batch {
@@ -190,7 +258,16 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 		live = append(live, q)
 		ps = append(ps, q.p)
 	}
-	if len(ps) == 0 {
+	liveMarks := marks[:0:0]
+	for _, m := range marks {
+		if err := m.ctx.Err(); err != nil {
+			m.err = fmt.Errorf("mysql: %s: not written: %w: %w", m.op(), persistence.ErrUnavailable, err)
+			close(m.done)
+			continue
+		}
+		liveMarks = append(liveMarks, m)
+	}
+	if len(ps) == 0 && len(liveMarks) == 0 {
 		return
 	}
 	g.busy.Add(1)
@@ -199,31 +276,41 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 	// passed nobody waits for the outcome, so a hung server holds the
 	// writer no longer than that (and never past mysql.query_timeout).
 	deadline := time.Now().Add(g.s.queryTimeout)
-	latest := time.Time{}
-	for _, q := range live {
-		d, ok := q.ctx.Deadline()
+	latest, unbounded := time.Time{}, false
+	for _, c := range callerContexts(live, liveMarks) {
+		d, ok := c.Deadline()
 		if !ok {
-			latest = deadline
+			unbounded = true
 			break
 		}
 		if d.After(latest) {
 			latest = d
 		}
 	}
-	if latest.Before(deadline) {
+	if !unbounded && latest.Before(deadline) {
 		deadline = latest
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	start := time.Now()
-	g.s.writeBatch(ctx, ps)
-	g.took.Observe(time.Since(start).Seconds())
-	g.sizes.Observe(float64(len(ps)))
+	if len(ps) == 0 {
+		g.s.writeMarks(ctx, liveMarks)
+	} else {
+		g.s.writeShared(ctx, ps, liveMarks)
+		g.took.Observe(time.Since(start).Seconds())
+		g.sizes.Observe(float64(len(ps)))
+	}
 	cancel()
 	g.busy.Add(-1)
 	g.finMu.Lock()
 	close(g.finished)
 	g.finished = make(chan struct{})
 	g.finMu.Unlock()
+	for _, m := range liveMarks {
+		close(m.done)
+	}
+	if len(ps) == 0 {
+		return
+	}
 	g.batches.Add(1)
 	g.appends.Add(int64(len(ps)))
 	for _, p := range ps {
@@ -235,6 +322,18 @@ func (g *groupCommitter) flush(batch []*queuedAppend) {
 	for _, q := range live {
 		close(q.done)
 	}
+}
+
+// callerContexts are the contexts of the callers waiting for a flush.
+func callerContexts(appends []*queuedAppend, marks []*queuedMark) []context.Context {
+	cs := make([]context.Context, 0, len(appends)+len(marks))
+	for _, q := range appends {
+		cs = append(cs, q.ctx)
+	}
+	for _, m := range marks {
+		cs = append(cs, m.ctx)
+	}
+	return cs
 }
 
 // close refuses new appends, lets the writers drain the queue, and waits.

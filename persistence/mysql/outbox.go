@@ -132,14 +132,36 @@ const maxClaimRooms = 256
 // by its name, as when the scan ran in event_id order, nor by rows that
 // keep arriving); claimRooms then leases the free and due ones.
 func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
+	rows, _, err := s.ClaimPendingOutboxFrom(ctx, owner, nowMs, leaseMs, limit, persistence.OutboxScanMark{})
+	return rows, err
+}
+
+// scanned is one row the claim's walk read: its place and its room.
+type scanned struct {
+	at   persistence.OutboxScanMark
+	room persistence.RoomKey
+}
+
+// ClaimPendingOutboxFrom implements persistence.OutboxClaimResumer: the
+// walk of ClaimPendingOutbox, started after from. The place returned is
+// just before the first row the walk read of a room the claim did not
+// look at (the plan filled before it, or the page had more rooms than a
+// claim plans); the walk's last row when it looked at every room it read.
+func (s *Store) ClaimPendingOutboxFrom(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
+	from persistence.OutboxScanMark) ([]persistence.OutboxRow, persistence.OutboxScanMark, error) {
 	var (
 		afterMs  int64 = math.MinInt64
 		afterID  string
 		seen     = map[persistence.RoomKey]bool{}
+		listed   []persistence.RoomKey // rooms handed to the plan, in walk order
+		walk     []scanned
 		pages    int
 		finished bool
 	)
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
+	if from.Set {
+		afterMs, afterID = from.CreatedAtMs, from.EventID
+	}
+	rows, take, err := s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(ctx context.Context, q querier) ([]persistence.RoomKey, error) {
 		if finished || pages == claimScanPages {
 			return nil, nil
 		}
@@ -161,6 +183,7 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 				return nil, s.wrap("claim outbox", err)
 			}
 			n++
+			walk = append(walk, scanned{persistence.OutboxScanMark{CreatedAtMs: afterMs, EventID: afterID, Set: true}, k})
 			if !seen[k] && len(rooms) < maxClaimRooms {
 				seen[k] = true
 				rooms = append(rooms, k)
@@ -170,20 +193,52 @@ func (s *Store) ClaimPendingOutbox(ctx context.Context, owner string, nowMs, lea
 			return nil, s.claimErr(err)
 		}
 		finished = n < want
+		listed = append(listed, rooms...)
 		return rooms, nil
 	})
+	if err != nil {
+		return nil, from, err
+	}
+	return rows, resumeAt(from, walk, listed, take, limit), nil
+}
+
+// resumeAt is where a claim that planned take (in walk order) out of the
+// rooms listed from walk lets a later claim start: before the first row
+// of a room it did not look at. The plan looks at rooms in order until it
+// fills; when it did not fill, it looked at every room listed.
+func resumeAt(from persistence.OutboxScanMark, walk []scanned, listed []persistence.RoomKey, take []roomTake, limit int) persistence.OutboxScanMark {
+	planned := 0
+	for _, t := range take {
+		planned += t.n
+	}
+	looked := make(map[persistence.RoomKey]bool, len(listed))
+	for _, k := range listed {
+		looked[k] = true
+		if planned >= limit && len(take) > 0 && k == take[len(take)-1].key {
+			break
+		}
+	}
+	at := from
+	for _, w := range walk {
+		if !looked[w.room] {
+			return at
+		}
+		at = w.at
+	}
+	return at
 }
 
 // ClaimRoomOutbox implements persistence.OutboxStore.
 func (s *Store) ClaimRoomOutbox(ctx context.Context, key persistence.RoomKey, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error) {
 	done := false
-	return s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context, querier) ([]persistence.RoomKey, error) {
+	rows, _, err := s.claimRooms(ctx, owner, nowMs, leaseMs, limit, func(context.Context, querier) ([]persistence.RoomKey, error) {
 		if done {
 			return nil, nil
 		}
 		done = true
 		return []persistence.RoomKey{key}, nil
 	})
+	return rows, err
 }
 
 // querier is a pool or a transaction.
@@ -219,11 +274,12 @@ type querierExec interface {
 // deadlock or lock-wait victim it claims nothing this time (the next poll
 // tries again). The transaction is bounded by the caller's context, by
 // innodb_lock_wait_timeout and by the session's idle transaction timeout
-// (roomSessionInit).
+// (roomSessionInit). It also returns the rooms it planned, in plan order.
 func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int64, limit int,
-	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, error) {
-	return s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
-		var take []roomTake
+	next func(context.Context, querier) ([]persistence.RoomKey, error)) ([]persistence.OutboxRow, []roomTake, error) {
+	var take []roomTake
+	rows, err := s.claimTx(ctx, "claim outbox", owner, limit, func(ctx context.Context, tx *sql.Tx) ([]persistence.OutboxRow, error) {
+		take = nil
 		for left := limit; left > 0; {
 			rooms, err := next(ctx, tx)
 			if err != nil {
@@ -259,6 +315,7 @@ func (s *Store) claimRooms(ctx context.Context, owner string, nowMs, leaseMs int
 		}
 		return out, nil
 	})
+	return rows, take, err
 }
 
 // claimTx runs one claim of at most limit rows for owner in its own
@@ -544,16 +601,103 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 }
 
 // MarkOutboxPublishedBatch implements persistence.OutboxStore: one UPDATE
-// (one commit) per chunk of ids instead of one per row.
+// per chunk of ids instead of one per row. With group commit on, the
+// UPDATE rides the next shared transaction of appends (groupcommit.go)
+// instead of a commit of its own; it returns once that committed.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
-	return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, &queuedMark{ids: eventIDs, nowMs: nowMs})
+}
+
+// releaseSet is a release's SET: the row leaves its sender's lease
+// (lock_until_ms released) and keeps locked_by, so InnoDB updates the
+// record in place (setting locked_by NULL shrank it, and the whole record
+// was rewritten); readers show no lease on a released row (shownLease),
+// and claims look at lock_until_ms only.
+const releaseSet = "lock_until_ms = " + released
+
+// op names q's store call in errors.
+func (q *queuedMark) op() string {
+	if q.release {
+		return "release batch"
+	}
+	return "mark published batch"
+}
+
+// sql is q's SET and its arguments.
+func (q *queuedMark) sql() (string, []any) {
+	if q.release {
+		return releaseSet, nil
+	}
+	return publishedMark, []any{q.nowMs, q.nowMs}
+}
+
+// markStatements are the UPDATEs of queued marks and releases in a shared
+// transaction: those of one kind and time together, markChunk ids a
+// statement, ids in order (the order InnoDB locks them in anyway).
+func markStatements(marks []*queuedMark) []statement {
+	type group struct {
+		release bool
+		nowMs   int64
+	}
+	byGroup := map[group][]string{}
+	var groups []group
+	for _, m := range marks {
+		g := group{m.release, m.nowMs}
+		if m.release {
+			g.nowMs = 0
+		}
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], m.ids...)
+	}
+	var out []statement
+	for _, g := range groups {
+		ids := byGroup[g]
+		slices.Sort(ids)
+		set, setArgs := (&queuedMark{release: g.release, nowMs: g.nowMs}).sql()
+		for chunk := range slices.Chunk(slices.Compact(ids), markChunk) {
+			args := slices.Clone(setArgs)
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			out = append(out, statement{query: "UPDATE room_outbox SET " + set +
+				" WHERE status = 'pending' AND event_id IN (?" + strings.Repeat(",?", len(chunk)-1) + ")", args: args})
+		}
+	}
+	return out
+}
+
+// writeMarks writes each queued mark or release on its own (no appends to
+// ride with, or their shared transaction failed) and sets its result.
+func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
+	for _, m := range marks {
+		set, args := m.sql()
+		m.err = s.updatePending(ctx, m.op(), "status", m.ids, set, args...)
+	}
 }
 
 // ReleaseOutboxBatch implements persistence.OutboxStore, one UPDATE per
-// chunk like MarkOutboxPublishedBatch.
+// chunk like MarkOutboxPublishedBatch, and like it riding the group
+// commit's next shared transaction when that is on.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
-	return s.updatePending(ctx, "release batch", "status", eventIDs, "locked_by = NULL, lock_until_ms = "+released)
+	if s.gc == nil || len(eventIDs) == 0 {
+		return s.updatePending(ctx, "release batch", "status", eventIDs, releaseSet)
+	}
+	if err := ready(ctx); err != nil {
+		return err
+	}
+	return s.gc.mark(ctx, &queuedMark{release: true, ids: eventIDs})
 }
+
+// markChunk is the most ids one mark or release statement names.
+const markChunk = 2000
 
 // updatePending applies set (with setArgs) to the rows among eventIDs
 // whose status column (status for IM, mq_status for MQ) is 'pending',
@@ -563,8 +707,7 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 	if err := ready(ctx); err != nil {
 		return err
 	}
-	const chunk = 2000
-	for ids := range slices.Chunk(eventIDs, chunk) {
+	for ids := range slices.Chunk(eventIDs, markChunk) {
 		args := slices.Clone(setArgs)
 		for _, id := range ids {
 			args = append(args, id)
@@ -684,7 +827,7 @@ func (s *Store) MarkOutboxEffectsDone(ctx context.Context, eventID string, steps
 
 // ReleaseOutbox implements persistence.OutboxStore.
 func (s *Store) ReleaseOutbox(ctx context.Context, eventID string) error {
-	return s.updateOutbox(ctx, "release", eventID, "locked_by = NULL, lock_until_ms = "+released)
+	return s.updateOutbox(ctx, "release", eventID, releaseSet)
 }
 
 func truncateChars(s string, n int) string {

@@ -310,15 +310,10 @@ const maxDeadlockRetries = 3
 // connection or of COMMIT fails every append of that transaction with
 // ErrUnavailable: none of them is acknowledged.
 func (s *Store) writeBatch(ctx context.Context, ps []*pendingAppend) {
-	// One lock order for every writer: two batches that touch the same rooms
-	// queue behind each other instead of deadlocking.
-	slices.SortFunc(ps, func(x, y *pendingAppend) int {
-		a, b := x.a.Command, y.a.Command
-		return cmp.Or(strings.Compare(a.AppCode, b.AppCode), strings.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Seq, b.Seq))
-	})
+	sortAppends(ps)
 	var err error
 	for attempt := 0; ; attempt++ {
-		if err = s.writeTx(ctx, ps); err == nil {
+		if err = s.writeTx(ctx, ps, nil); err == nil {
 			setAll(ps, nil)
 			return
 		}
@@ -343,6 +338,34 @@ func (s *Store) writeBatch(ctx context.Context, ps []*pendingAppend) {
 	}
 }
 
+// sortAppends puts ps in the one lock order of every writer: two batches
+// that touch the same rooms queue behind each other instead of
+// deadlocking.
+func sortAppends(ps []*pendingAppend) {
+	slices.SortFunc(ps, func(x, y *pendingAppend) int {
+		a, b := x.a.Command, y.a.Command
+		return cmp.Or(strings.Compare(a.AppCode, b.AppCode), strings.Compare(a.RoomID, b.RoomID), cmp.Compare(a.Seq, b.Seq))
+	})
+}
+
+// writeShared writes ps and the published marks of earlier events in one
+// transaction, the marks first. If that transaction fails, the marks are
+// written on their own and the appends take writeBatch's way (retries,
+// savepoints), so no mark fails an append and no append fails a mark.
+func (s *Store) writeShared(ctx context.Context, ps []*pendingAppend, marks []*queuedMark) {
+	if len(marks) == 0 {
+		s.writeBatch(ctx, ps)
+		return
+	}
+	sortAppends(ps)
+	if err := s.writeTx(ctx, ps, markStatements(marks)); err == nil {
+		setAll(ps, nil)
+		return
+	}
+	s.writeMarks(ctx, marks)
+	s.writeBatch(ctx, ps)
+}
+
 func setAll(ps []*pendingAppend, err error) {
 	for _, p := range ps {
 		p.err = err
@@ -350,13 +373,13 @@ func setAll(ps []*pendingAppend, err error) {
 }
 
 // writeTx writes ps in one transaction with one multi-row statement per
-// table (more if the rows are large).
-func (s *Store) writeTx(ctx context.Context, ps []*pendingAppend) error {
+// table (more if the rows are large), after the statements of first.
+func (s *Store) writeTx(ctx context.Context, ps []*pendingAppend, first []statement) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	for _, st := range buildStatements(ps, s.mqStatus) {
+	for _, st := range slices.Concat(first, buildStatements(ps, s.mqStatus)) {
 		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
 			_ = tx.Rollback()
 			return err
