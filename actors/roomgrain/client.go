@@ -236,7 +236,8 @@ var errOwnerChanged = errors.New("room changed owner during the request")
 
 // attempt is one request to the room's grain, abandoned early when the
 // room's owner changes meanwhile (with Owners set) or ctx ends. A grain
-// of this node (localPid) is sent the message directly, its answer
+// of this node (localPid) answers a first page of GetRoom from the view
+// it published (view.go), else is sent the message directly, its answer
 // awaited on a channel (localcall.go); any other goes through
 // cluster.Request, which finds or activates it.
 func (c *Client) attempt(ctx context.Context, identity string, msg any, timeout time.Duration) (any, error) {
@@ -259,6 +260,9 @@ func (c *Client) attempt(ctx context.Context, identity string, msg any, timeout 
 	var expire <-chan time.Time
 	var local uint32 // the request id of a local request
 	if pid := c.localPid(identity); pid != nil {
+		if resp, ok := c.readView(pid, msg); ok {
+			return resp, nil // the room's published answer (view.go)
+		}
 		done, local = c.sendLocal(pid, msg)
 		defer func() {
 			if local != 0 {

@@ -15,8 +15,11 @@
 // observer may send; a room's
 // logger, its fields added only when it writes (roomlog.go); a room's
 // front, where an observer takes the room's likes before its mailbox
-// (front.go); and the client that reaches a grain wherever the cluster
-// placed it (client.go), sending a local room's likes to its front.
+// (front.go); a room's view, its last first page of GetRoom published
+// beside it until anything changes the state it was built from (view.go);
+// and the client that reaches a grain wherever the cluster placed it
+// (client.go), sending a local room's likes to its front and answering a
+// local room's first-page reads from its view.
 //
 // It must not know store, IM or wallet implementations, nor any observer
 // (the directory is actors/directory, the feed actors/roomfeed,

@@ -132,9 +132,10 @@ type grain struct {
 	recent   recentCommands // command_ids of this activation and the replayed tail
 	pub      *pubLink       // publisher.go
 	log      *slog.Logger
-	obs      *Observer  // the first of nobs observers (observer.go)
-	epoch    int64      // lease epoch the state was loaded under (lease.go)
-	read     *roomReads // GetRoom's member order and kept answer, from the first read (reads.go)
+	obs      *Observer    // the first of nobs observers (observer.go)
+	epoch    int64        // lease epoch the state was loaded under (lease.go)
+	read     *roomReads   // GetRoom's member order and kept answer, from the first read (reads.go)
+	view     *viewProcess // the kept answer published to this node's clients (view.go); nil: none
 	// idleByWheel: the room passivates on an observer's ticks (the
 	// node's refresh wheel; startIdle); lastActiveMs is when it last had a message that keeps
 	// a room active.
@@ -195,11 +196,13 @@ func (g *grain) Receive(ctx actor.Context) {
 		// Passivation, rebalance and cluster shutdown all pass here. What
 		// observers still commit (an open like window) is written first,
 		// so its likes are answered.
+		g.closeView()
 		g.stopping(ctx)
 		g.flushSnapshot()
 		g.stopPublisher()
 		g.stopObservers()
 	case *actor.Restarting:
+		g.closeView()
 		g.stopPublisher()
 		g.stopObservers()
 	case *tick:
@@ -237,7 +240,9 @@ func (g *grain) startIdle(ctx actor.Context) {
 
 // passivate stops an idle room: its snapshot first, and out of the listing.
 func (g *grain) passivate(ctx actor.Context) {
-	if g.loaded && g.state.NextSeatDeadline() != 0 {
+	// A room read from its view (view.go) is active, as if the reads had
+	// reached its mailbox.
+	if g.loaded && (g.state.NextSeatDeadline() != 0 || g.viewReadWithin(g.deps.Clock().UnixMilli(), g.deps.Config.IdleTimeout.Milliseconds())) {
 		// A pending seat request keeps its room active until it ends (at
 		// most room.MaxSeatRequestSeconds): its expiry is the room's own
 		// command, and a passive room commits nothing. The receive
@@ -319,7 +324,8 @@ func (g *grain) loadIn(ctx context.Context) error {
 	}
 	g.state, g.loaded, g.unsure, g.epoch = s, true, false, epoch
 	g.snapSeq, g.snapTried, g.recent = snapSeq, 0, recent
-	g.read = nil                      // a reload: reads start again from the state loaded
+	g.read = nil // a reload: reads start again from the state loaded
+	g.dropView()
 	for _, o := range g.observers() { // a reload: observers follow it
 		o.Loaded()
 	}
@@ -365,7 +371,7 @@ func (g *grain) execute(ctx actor.Context, rc *v1.RoomCommand, traceparent strin
 		}
 	}
 	if get, ok := rc.GetCommand().(*v1.RoomCommand_GetRoom); ok {
-		return g.getRoom(get.GetRoom)
+		return g.getRoom(ctx, get.GetRoom)
 	}
 	if l, ok := rc.GetCommand().(*v1.RoomCommand_ListBans); ok {
 		return g.listBans(l.ListBans)
@@ -611,6 +617,7 @@ func (g *grain) applyCommitted(cmd room.Command, seq int64, events []room.Event)
 func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.CommandReply, error) {
 	if cmd.Type == room.CmdSendGift {
 		g.loaded = false
+		g.dropView()
 		return g.giftAppendFailed(cmd, seq, err)
 	}
 	if !errors.Is(err, persistence.ErrConflict) {
@@ -622,6 +629,7 @@ func (g *grain) appendFailed(cmd room.Command, seq int64, err error) (*v1.Comman
 		return nil, fmt.Errorf("%w: command not stored, retry", errclass.Unavailable)
 	}
 	g.loaded = false
+	g.dropView()
 	// The command_id fence caught a retry of a command older than the
 	// in-memory cache: answer it from the log.
 	if reply, dupErr := g.recorded(cmd); dupErr == nil || errors.Is(dupErr, errclass.Exists) {

@@ -65,6 +65,7 @@ func (g *grain) gate(ctx actor.Context) error {
 	}
 	if g.loaded && epoch != g.epoch {
 		g.loaded = false
+		g.dropView()
 	}
 	return nil
 }

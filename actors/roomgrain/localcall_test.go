@@ -62,11 +62,16 @@ func (s *stallingStore) release() {
 // store, and a client on it.
 func startLocalNode(t *testing.T, store Store) *Client {
 	t.Helper()
-	quiet := slog.New(slog.DiscardHandler)
+	return startNode(t, Deps{Store: store, Publisher: acceptAll{}, Gifts: fixedHeat(1), Config: configs.Default().Room})
+}
+
+// startNode is a single cluster member serving room grains with deps,
+// and a client on it.
+func startNode(t *testing.T, deps Deps) *Client {
+	t.Helper()
 	cfg := configs.Default()
 	cfg.Cluster.Port = 0
-	deps := Deps{Store: store, Publisher: acceptAll{}, Gifts: fixedHeat(1), Config: cfg.Room}
-	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: quiet})
+	m, err := cluster.Start(cluster.Options{Config: cfg.Cluster, Kinds: []*pcluster.Kind{grainkind.New(Kind, GrainProps(deps))}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

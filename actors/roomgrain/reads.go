@@ -1,6 +1,8 @@
 package roomgrain
 
 import (
+	"github.com/asynkron/protoactor-go/actor"
+
 	v1 "github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/room"
 )
@@ -52,7 +54,7 @@ func (g *grain) reads() *roomReads {
 }
 
 // getRoom answers GetRoom: the room with one page of its members.
-func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
+func (g *grain) getRoom(ctx actor.Context, r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	if !g.state.Exists {
 		return nil, room.ErrRoomNotFound
 	}
@@ -62,6 +64,7 @@ func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	}
 	rd := g.reads()
 	if p.After == "" && rd.first != nil && rd.firstSeq == g.state.Seq && rd.firstSize == p.Size {
+		g.publishView(ctx, rd.first, p.Size)
 		return rd.first, nil
 	}
 	v := room.Details(room.Summary(g.state), g.state)
@@ -70,6 +73,7 @@ func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 	reply := &v1.CommandReply{RoomSeq: g.state.Seq, Room: v, NextPageToken: next}
 	if p.After == "" {
 		rd.first, rd.firstSeq, rd.firstSize = reply, g.state.Seq, p.Size
+		g.publishView(ctx, reply, p.Size) // view.go: the next reads of this page skip the mailbox
 	}
 	return reply, nil
 }
@@ -77,6 +81,7 @@ func (g *grain) getRoom(r *v1.GetRoomRequest) (*v1.CommandReply, error) {
 // readsApply follows a committed command: the member order in step, the
 // kept answer dropped (its seq is behind now anyway).
 func (g *grain) readsApply(events []room.Event) {
+	g.dropView() // before the command is answered: view.go
 	if g.read == nil {
 		return
 	}

@@ -475,7 +475,7 @@ func (lk *liker) run() {
 			lk.closing = slices.DeleteFunc(lk.closing, func(w *window) bool { return w == m.w })
 			answers := m.w.answers // none added once it left closing
 			lk.mu.Unlock()
-			go answer(lk.root, answers, lk.win/2, func(a likeAnswer) *v1.RoomResponse {
+			go answer(lk.root, answers, func(a likeAnswer) *v1.RoomResponse {
 				if m.failed != nil {
 					return m.failed
 				}
@@ -512,7 +512,7 @@ func (lk *liker) run() {
 			lk.mu.Unlock()
 			res := &v1.RoomResponse{Error: roomgrain.WireError(fmt.Errorf("%w: the room restarted; retry the like", errclass.Unavailable))}
 			for _, a := range answers {
-				go answer(lk.root, a, 0, func(likeAnswer) *v1.RoomResponse { return res })
+				go answer(lk.root, a, func(likeAnswer) *v1.RoomResponse { return res })
 			}
 			// Likes the front handed over before it closed.
 			for {
@@ -633,25 +633,14 @@ func (lk *liker) inWindows(id string) (room.LikeRef, *window, bool) {
 	return room.LikeRef{}, nil, false
 }
 
-// answer sends each like its answer, spread evenly over spread: a
-// window's thousand callers answered at once wake a thousand handlers,
-// whose replies (and their clients reading them) take the node's cores
-// for tens of milliseconds, while a join or a gift waits behind them.
-func answer(root *actor.RootContext, answers []likeAnswer, spread time.Duration, of func(likeAnswer) *v1.RoomResponse) {
-	start := time.Now()
-	for i, a := range answers {
-		if i > 0 && i%answerSlice == 0 && spread > 0 {
-			time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(len(answers)))))
-		}
+// answer sends each like its answer.
+func answer(root *actor.RootContext, answers []likeAnswer, of func(likeAnswer) *v1.RoomResponse) {
+	for _, a := range answers {
 		if res := of(a); a.to != nil && res != nil {
 			root.Send(a.to, res)
 		}
 	}
 }
-
-// answerSlice is how many likes are answered at once when their answers
-// are spread.
-const answerSlice = 8
 
 // duplicate is the answer to a retry of a like counted before: the room
 // now, marked duplicate, nothing written.
