@@ -168,17 +168,7 @@ func helperFlood(t *testing.T, addr string, srcs []string, n int) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	stopChildOnCleanup(t, cmd, stdin, 30*time.Second)
 	sc := bufio.NewScanner(stdout)
 	for sc.Scan() {
 		line := sc.Text()
@@ -393,4 +383,21 @@ func TestGatewayListenerIsCapped(t *testing.T) {
 	if _, err := held[0].Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a connection within the cap: read %v, want it still open", err)
 	}
+}
+
+// stopChildOnCleanup ends a helper child process when the test ends: its
+// stdin closed (the child's signal to stop), then killed if it has not
+// exited within grace.
+func stopChildOnCleanup(t *testing.T, cmd *exec.Cmd, stdin io.Closer, grace time.Duration) {
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
 }

@@ -433,17 +433,7 @@ func startLikers(t *testing.T, plan likersPlan, pin bool) *likers {
 		t.Fatal(err)
 	}
 	l := &likers{t: t, cmd: cmd, stdin: stdin, report: make(chan string, 1)}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Minute):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	stopChildOnCleanup(t, cmd, stdin, 2*time.Minute)
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
