@@ -190,11 +190,10 @@ func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 		}
 	}
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		claimed = map[string]string{} // event_id -> owner
-		byRoom  = map[string]string{} // room -> owner
-		errs    []error
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		ledger = newClaimLedger()
+		errs   []error
 	)
 	for o := range owners {
 		owner := fmt.Sprintf("relay-%d", o)
@@ -209,12 +208,7 @@ func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 			last := map[string]int64{}
 			for _, r := range got {
 				id, room := r.Envelope.EventID, r.Envelope.RoomID
-				if prev, dup := claimed[id]; dup {
-					errs = append(errs, fmt.Errorf("%s claimed by %s and %s", id, prev, owner))
-				}
-				if prev, ok := byRoom[room]; ok && prev != owner {
-					errs = append(errs, fmt.Errorf("room %s has rows under %s and %s", room, prev, owner))
-				}
+				errs = append(errs, ledger.record(owner, id, room)...)
 				if r.Envelope.RoomSeq <= last[room] {
 					errs = append(errs, fmt.Errorf("%s: room_seq %d after %d", owner, r.Envelope.RoomSeq, last[room]))
 				}
@@ -222,7 +216,6 @@ func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 					errs = append(errs, fmt.Errorf("%s took room %s from seq %d, not its lowest", owner, room, r.Envelope.RoomSeq))
 				}
 				last[room] = r.Envelope.RoomSeq
-				claimed[id], byRoom[room] = owner, owner
 			}
 		})
 	}
@@ -230,10 +223,10 @@ func testClaimConcurrentDisjoint(t *testing.T, s persistence.Store) {
 	if len(errs) > 0 {
 		t.Fatalf("concurrent claims: %v", errors.Join(errs...))
 	}
-	if len(claimed) == 0 {
+	if len(ledger.byID) == 0 {
 		t.Fatal("concurrent claims: nobody got a row")
 	}
-	for id, owner := range claimed {
+	for id, owner := range ledger.byID {
 		if g := getOutbox(t, s, id); g.LockedBy != owner {
 			t.Fatalf("%s returned to %s but stored as locked by %q", id, owner, g.LockedBy)
 		}
@@ -814,4 +807,29 @@ func testEffectsDoneConcurrent(t *testing.T, s persistence.Store) {
 	if g := getOutbox(t, s, ids[0]); g.EffectsDone != 0xFFFFFFFF {
 		t.Fatalf("effects done %032b after 32 concurrent steps, want all", g.EffectsDone)
 	}
+}
+
+// claimLedger records which owner each concurrent claim gave a row and a
+// room to.
+type claimLedger struct {
+	byID   map[string]string // event_id -> owner
+	byRoom map[string]string // room -> owner
+}
+
+func newClaimLedger() claimLedger {
+	return claimLedger{byID: map[string]string{}, byRoom: map[string]string{}}
+}
+
+// record notes owner's claim of row id of room and returns what it breaks:
+// a row claimed twice, or a room with rows under two owners.
+func (l claimLedger) record(owner, id, room string) []error {
+	var errs []error
+	if prev, dup := l.byID[id]; dup {
+		errs = append(errs, fmt.Errorf("%s claimed by %s and %s", id, prev, owner))
+	}
+	if prev, ok := l.byRoom[room]; ok && prev != owner {
+		errs = append(errs, fmt.Errorf("room %s has rows under %s and %s", room, prev, owner))
+	}
+	l.byID[id], l.byRoom[room] = owner, owner
+	return errs
 }

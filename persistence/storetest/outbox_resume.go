@@ -99,11 +99,10 @@ func testClaimResumeConcurrentChains(t *testing.T, s persistence.Store) {
 	const rooms, perRoom, chains, links = 12, 3, 4, 3
 	ids := seedInterleaved(t, s, "rc", rooms, perRoom)
 	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		claimed = map[string]string{}
-		byRoom  = map[string]string{}
-		errs    []error
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		ledger = newClaimLedger()
+		errs   []error
 	)
 	for c := range chains {
 		wg.Go(func() {
@@ -120,17 +119,11 @@ func testClaimResumeConcurrentChains(t *testing.T, s persistence.Store) {
 				seen := map[string]bool{}
 				for _, row := range got {
 					id, room := row.Envelope.EventID, row.Envelope.RoomID
-					if prev, dup := claimed[id]; dup {
-						errs = append(errs, fmt.Errorf("%s claimed by %s and %s", id, prev, owner))
-					}
-					if prev, ok := byRoom[room]; ok && prev != owner {
-						errs = append(errs, fmt.Errorf("room %s has rows under %s and %s", room, prev, owner))
-					}
+					errs = append(errs, ledger.record(owner, id, room)...)
 					if !seen[room] && row.Envelope.RoomSeq != 1 {
 						errs = append(errs, fmt.Errorf("%s took room %s from seq %d, not its lowest", owner, room, row.Envelope.RoomSeq))
 					}
 					seen[room] = true
-					claimed[id], byRoom[room] = owner, owner
 				}
 				mu.Unlock()
 				at = next
@@ -141,7 +134,7 @@ func testClaimResumeConcurrentChains(t *testing.T, s persistence.Store) {
 	if len(errs) > 0 {
 		t.Fatalf("concurrent resumed claims: %v", errors.Join(errs...))
 	}
-	if len(claimed) == 0 {
+	if len(ledger.byID) == 0 {
 		t.Fatal("concurrent resumed claims: nobody got a row")
 	}
 	rest, err := s.ClaimPendingOutbox(ctx, "sweeper", 70_000, 60_000, rooms*perRoom)
