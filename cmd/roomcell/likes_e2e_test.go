@@ -653,6 +653,8 @@ type streamLiker struct {
 	gen     int                  // the stream's number: acks of an older stream are stale
 	pending map[string]time.Time // command_id → sent at
 	first   map[string]time.Time // command_id → first sent
+	// duplicates counts the acks that said the like was counted before.
+	duplicates int
 }
 
 // streamAck is an ack, or the end of stream gen (err).
@@ -674,8 +676,10 @@ func (l *streamLiker) open() {
 	s, err := l.rc.LikeStream(ctx)
 	if err != nil {
 		cancel()
-		l.fail("open a like stream for %s: %v", l.user, err)
-		return
+		if status.Code(err) != codes.Unavailable {
+			l.fail("open a like stream for %s: %v", l.user, err)
+		}
+		return // the server is away: resendLate opens it again
 	}
 	l.gen++
 	l.stream, l.cancel = s, cancel
@@ -738,6 +742,9 @@ func (l *streamLiker) answered(a streamAck) {
 	switch codes.Code(a.ack.GetGrpcCode()) {
 	case codes.OK:
 		l.counted.Add(l.plan.PerCall)
+		if a.ack.GetDuplicate() {
+			l.duplicates++
+		}
 		delete(l.pending, id)
 		delete(l.first, id)
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
@@ -749,9 +756,13 @@ func (l *streamLiker) answered(a streamAck) {
 	}
 }
 
-// resendLate sends again the likes without an ack in the plan's timeout,
-// and gives up on those unanswered for six.
+// resendLate sends again the likes without an ack in the plan's timeout
+// (every one of them on a new stream, when the last could not be
+// opened), and gives up on those unanswered for six.
 func (l *streamLiker) resendLate() {
+	if l.stream == nil && len(l.pending) > 0 {
+		l.open()
+	}
 	for id, at := range l.pending {
 		switch {
 		case time.Since(l.first[id]) > 6*l.plan.Timeout:
