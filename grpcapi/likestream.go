@@ -15,15 +15,19 @@ import (
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
 )
 
 // LikeStreamInFlight is how many messages of one LikeStream wait for
 // their acks at most: the server reads the stream's next message only
 // once one of them is answered, so a client sending faster is held by
-// HTTP/2's flow control, not queued here. A like waits for its window
-// (room.like_window); 64 is 16 windows of a member calling every 200 ms
-// at the 500 ms default.
-const LikeStreamInFlight = 64
+// HTTP/2's flow control, not queued here. It is the likes of a user the
+// room recognises a retry of (room.MaxLikeReceipts): a client that sends
+// again every like without an ack after its stream broke (a crash, a
+// move) is answered duplicate for each one the room counted, never
+// counted twice. A member calling every 200 ms has about three in
+// flight at the 500 ms window.
+const LikeStreamInFlight = room.MaxLikeReceipts
 
 // LikeStreamOptions bound the LikeStream streams of a server.
 type LikeStreamOptions struct {

@@ -191,9 +191,9 @@ type RoomServiceClient interface {
 	// its command_id, in the order its window is stored, not the order sent.
 	// A message is decided exactly as the LikeRoom of the same fields (the
 	// same checks, rate limit and command_id dedupe); a refused one is
-	// answered with its code and the stream goes on. At most 64 messages
-	// of a stream wait for their acks: the server reads no more until one
-	// is answered. The stream ends after grpc.like_stream_idle without a
+	// answered with its code and the stream goes on. At most 16 messages
+	// of a stream wait for their acks (the likes of a user the room
+	// recognises a retry of): the server reads no more until one is answered. The stream ends after grpc.like_stream_idle without a
 	// message or an ack owed, and is refused when the node serves
 	// grpc.max_like_streams. No HTTP route (the gateway has no
 	// bidirectional streams): HTTP clients call LikeRoom.
@@ -844,9 +844,9 @@ type RoomServiceServer interface {
 	// its command_id, in the order its window is stored, not the order sent.
 	// A message is decided exactly as the LikeRoom of the same fields (the
 	// same checks, rate limit and command_id dedupe); a refused one is
-	// answered with its code and the stream goes on. At most 64 messages
-	// of a stream wait for their acks: the server reads no more until one
-	// is answered. The stream ends after grpc.like_stream_idle without a
+	// answered with its code and the stream goes on. At most 16 messages
+	// of a stream wait for their acks (the likes of a user the room
+	// recognises a retry of): the server reads no more until one is answered. The stream ends after grpc.like_stream_idle without a
 	// message or an ack owed, and is refused when the node serves
 	// grpc.max_like_streams. No HTTP route (the gateway has no
 	// bidirectional streams): HTTP clients call LikeRoom.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/grpcapi"
 )
 
 func init() {
@@ -82,8 +83,16 @@ func likeStreamOnce(ctx context.Context, e *env, owed map[string]bool, order []s
 			todo = append(todo, c)
 		}
 	}
+	// At most LikeStreamInFlight likes without an ack, as the server
+	// reads them: after a break each is then recognised when sent again.
+	slots := make(chan struct{}, grpcapi.LikeStreamInFlight)
 	go func() {
 		for i, c := range todo {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			m := &roomcellv1.LikeStreamRequest{CommandId: c, Count: count}
 			if i == 0 { // the first names the stream's room and member
 				m.AppCode, m.RoomId, m.UserId = app, room, user
@@ -108,6 +117,7 @@ func likeStreamOnce(ctx context.Context, e *env, owed map[string]bool, order []s
 		if !owed[a.GetCommandId()] {
 			continue
 		}
+		<-slots
 		delete(owed, a.GetCommandId())
 		if err := e.printResult(a, func(w io.Writer) { printLikeAck(w, a) }); err != nil {
 			return err

@@ -16,13 +16,13 @@ import (
 	"github.com/hyapp/roomcell/api/roomcellv1"
 )
 
-// like-stream sends its likes as LikeRoom commands over one stream: each
-// under <command-id>-<n> with --count, for --user in --app/--room, and
-// prints each ack; a refusal is printed and fails the command with its
+// like-stream sends its likes as LikeRoom commands over one stream (more
+// than a stream holds in flight): each under <command-id>-<n> with
+// --count, for --user in --app/--room, and prints each ack; a refusal is printed and fails the command with its
 // code.
 func TestRoomctlLikeStream(t *testing.T) {
 	addr, b := startRoomTestServer(t)
-	code, out, errOut := runCtl(t, addr, "like-stream", "--app", "app1", "--room", "r1", "--user", "u1", "--command-id", "c9", "--count", "4", "--times", "3")
+	code, out, errOut := runCtl(t, addr, "like-stream", "--app", "app1", "--room", "r1", "--user", "u1", "--command-id", "c9", "--count", "4", "--times", "40")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -35,14 +35,14 @@ func TestRoomctlLikeStream(t *testing.T) {
 		}
 		got[l.CommandId] = true
 	}
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= 40; i++ {
 		id := fmt.Sprintf("c9-%d", i)
 		if !got[id] || !strings.Contains(out, "command_id "+id+"  seq 3  duplicate no") {
 			t.Fatalf("%s: server got %v, output:\n%s", id, got, out)
 		}
 	}
-	if len(b.got) != 3 {
-		t.Fatalf("server got %d likes, want 3", len(b.got))
+	if len(b.got) != 40 {
+		t.Fatalf("server got %d likes, want 40", len(b.got))
 	}
 	b.notMember = true
 	code, out, errOut = runCtl(t, addr, "like-stream", "--app", "app1", "--room", "r1", "--user", "u1", "--command-id", "d", "--times", "2")
