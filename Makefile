@@ -176,11 +176,16 @@ tour: services
 # client is logged beside it). The likers run in a process of their own;
 # PIN=1 (the default on two or more CPUs, as in bench-table.sh) runs the
 # server on CPU 1 and the likers on CPU 0, PIN=0 lets both float. Run it
-# on a machine of its own. About a minute and a half.
+# on a machine of its own. VIA=both (the default here) interleaves the
+# likers' two ways in each round (quiet, a LikeRoom call each, one
+# LikeStream a member) and holds the bound on the stream's rounds;
+# VIA=stream or VIA=unary runs one of them (and holds the bound on it).
+# About two and a half minutes with both.
 PIN ?= $(shell [ "$$(nproc)" -ge 2 ] && command -v taskset >/dev/null && echo 1 || echo 0)
+VIA ?= both
 .PHONY: test-likes-long
 test-likes-long:
-	ROOMCELL_LIKES_LONG=1 ROOMCELL_LIKES_PIN=$(PIN) $(GO) test -count=1 -timeout 5m -v -run '^TestLikesAtLiveRoomRatesOverGRPC$$' ./cmd/roomcell
+	ROOMCELL_LIKES_LONG=1 ROOMCELL_LIKES_PIN=$(PIN) ROOMCELL_LIKES_VIA=$(VIA) $(GO) test -count=1 -timeout 8m -v -run '^TestLikesAtLiveRoomRatesOverGRPC$$' ./cmd/roomcell
 
 # The long forms of the room-edge chaos tests in cmd/roomcell (make
 # multimember runs their short forms): WatchRoom with the owner frozen

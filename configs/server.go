@@ -63,6 +63,15 @@ type GRPCConfig struct {
 	// Limits bound the connections of the listener (README "Connection
 	// limits").
 	Limits GRPCLimits `yaml:"limits"`
+	// MaxLikeStreams caps the LikeStream streams open at once on the
+	// node; past it a new one is refused with RESOURCE_EXHAUSTED
+	// (LIKE_STREAM_LIMIT) and the client opens it on another node or
+	// calls LikeRoom. Default 10000.
+	MaxLikeStreams int `yaml:"max_like_streams"`
+	// LikeStreamIdle ends a LikeStream that sent no like and is owed no
+	// ack this long (with OK; the client opens another when its member
+	// likes again). Default 1m, 1s..1h.
+	LikeStreamIdle time.Duration `yaml:"like_stream_idle"`
 }
 
 // ListenerLimits cap a listener's connections. Past the per-address cap
@@ -141,6 +150,14 @@ func (c *GRPCConfig) setDefaults() {
 	}
 	c.CommandTimeout = durationOr(c.CommandTimeout, 5*time.Second)
 	c.ShutdownTimeout = durationOr(c.ShutdownTimeout, 10*time.Second)
+	// Only unset takes the default: a negative value is refused by
+	// validate, naming its key.
+	if c.MaxLikeStreams == 0 {
+		c.MaxLikeStreams = 10000
+	}
+	if c.LikeStreamIdle == 0 {
+		c.LikeStreamIdle = time.Minute
+	}
 	c.Limits.setDefaults()
 	c.Auth.ClientTokens = splitTokens(c.Auth.ClientTokens)
 	c.Auth.OperatorTokens = splitTokens(append(c.Auth.OperatorTokens, c.AuthToken))
@@ -152,6 +169,12 @@ func (c GRPCConfig) validate() error {
 	}
 	if err := c.Auth.validate(); err != nil {
 		return err
+	}
+	if c.MaxLikeStreams < 0 {
+		return errorf("grpc.max_like_streams", "must be positive, got %d", c.MaxLikeStreams)
+	}
+	if c.LikeStreamIdle < time.Second || c.LikeStreamIdle > time.Hour {
+		return errorf("grpc.like_stream_idle", "must be between 1s and 1h, got %s", c.LikeStreamIdle)
 	}
 	return c.TLS.validate("grpc.tls")
 }

@@ -45,6 +45,7 @@ const (
 	CodeRoomWatchEnded      Code = 11006
 	CodeRoomWatchCut        Code = 11007
 	CodeRoomWatchLimit      Code = 11008
+	CodeLikeStreamLimit     Code = 11009
 	CodeUnauthenticated     Code = 12001
 	CodeOperatorOnly        Code = 12002
 	CodeRequestTooLarge     Code = 12003
@@ -52,6 +53,7 @@ const (
 	CodeNoRoute             Code = 12005
 	CodeBadBody             Code = 12006
 	CodeRequestTimeout      Code = 12007
+	CodeLikeStreamMismatch  Code = 12008
 	CodeCommandReused       Code = 20001
 	CodeWalletUnavailable   Code = 20002
 	CodeInsufficientBalance Code = 20003
@@ -101,6 +103,7 @@ var table = map[Code]Row{
 	CodeRoomWatchEnded:      {Name: "ROOM_WATCH_ENDED", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "room watch ended (%s); watch again with after_room_seq = resume_after_seq, on any node", Doc: "The WatchRoom stream ended: the room moved, its owner stopped answering or the node drains. Watch again after resume_after_seq.", Metadata: []string{"resume_after_seq", "cause"}},
 	CodeRoomWatchCut:        {Name: "ROOM_WATCH_CUT", Class: "unavailable", GRPC: "RESOURCE_EXHAUSTED", Retryable: true, Message: "room watch ended (%s); watch again with after_room_seq = resume_after_seq, on any node", Doc: "The WatchRoom reader fell a whole buffer behind and was cut. Watch again after resume_after_seq.", Metadata: []string{"resume_after_seq", "cause"}},
 	CodeRoomWatchLimit:      {Name: "ROOM_WATCH_LIMIT", Class: "resource_exhausted", GRPC: "RESOURCE_EXHAUSTED", Retryable: true, Message: "this node serves as many room watches as it may (grpc.max_watch_streams); retry on another node", Doc: "The node serves grpc.max_watch_streams WatchRoom streams already; watch through another node."},
+	CodeLikeStreamLimit:     {Name: "LIKE_STREAM_LIMIT", Class: "resource_exhausted", GRPC: "RESOURCE_EXHAUSTED", Retryable: true, Message: "this node serves as many like streams as it may (grpc.max_like_streams); retry on another node or call LikeRoom", Doc: "The node serves grpc.max_like_streams LikeStream streams already; open the stream on another node, or send the likes by LikeRoom."},
 	CodeUnauthenticated:     {Name: "UNAUTHENTICATED", Class: "permission_denied", GRPC: "UNAUTHENTICATED", Retryable: false, Message: "missing or invalid bearer token (authorization: Bearer <token>)", Doc: "The call carries no token, or one the server does not accept; send a valid bearer token (HTTP 401)."},
 	CodeOperatorOnly:        {Name: "OPERATOR_ONLY", Class: "permission_denied", GRPC: "PERMISSION_DENIED", Retryable: false, Message: "this call needs an operator token; a client token cannot make it", Doc: "An operator's call made with a client token."},
 	CodeRequestTooLarge:     {Name: "REQUEST_TOO_LARGE", Class: "invalid_argument", GRPC: "INVALID_ARGUMENT", Retryable: false, Message: "request body over the gateway's limit (gateway.max_body_bytes)", Doc: "The HTTP body is over gateway.max_body_bytes (HTTP 413)."},
@@ -108,6 +111,7 @@ var table = map[Code]Row{
 	CodeNoRoute:             {Name: "NO_ROUTE", Class: "not_found", GRPC: "NOT_FOUND", Retryable: false, Message: "no such route", Doc: "No HTTP route matches the path (HTTP 404)."},
 	CodeBadBody:             {Name: "BAD_BODY", Class: "invalid_argument", GRPC: "INVALID_ARGUMENT", Retryable: false, Message: "request body or query is not the request's JSON", Doc: "The HTTP body or query does not decode into the request (HTTP 400)."},
 	CodeRequestTimeout:      {Name: "REQUEST_TIMEOUT", Class: "invalid_argument", GRPC: "INVALID_ARGUMENT", Retryable: false, Message: "request body not received within gateway.read_timeout", Doc: "The HTTP body did not arrive within gateway.read_timeout (HTTP 408)."},
+	CodeLikeStreamMismatch:  {Name: "LIKE_STREAM_MISMATCH", Class: "invalid_argument", GRPC: "INVALID_ARGUMENT", Retryable: false, Message: "a like stream's messages are for the room and user its first message named", Doc: "A LikeStream message named another app, room or user than the stream's first message; the message counts nothing and the stream goes on. Open a stream of its own for each room and user."},
 	CodeCommandReused:       {Name: "COMMAND_REUSED", Class: "already_exists", GRPC: "ALREADY_EXISTS", Retryable: false, Message: "command_id reused", Doc: "The command_id was used before for a different request; nothing was written."},
 	CodeWalletUnavailable:   {Name: "WALLET_UNAVAILABLE", Class: "unavailable", GRPC: "UNAVAILABLE", Retryable: true, Message: "wallet unavailable", Doc: "The wallet's store did not answer; the change may or may not have happened: retry with the same command_id."},
 	CodeInsufficientBalance: {Name: "INSUFFICIENT_BALANCE", Class: "failed_precondition", GRPC: "FAILED_PRECONDITION", Retryable: false, Message: "insufficient balance", Doc: "The balance does not cover the charge."},

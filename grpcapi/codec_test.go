@@ -44,6 +44,11 @@ func TestBadBodiesAreInvalidArgumentOnEveryMethod(t *testing.T) {
 				if what == "bad utf8" && strings.HasPrefix(name, "/roomcell.v1.RoomService/") && status.Code(err) == codes.Unimplemented {
 					continue
 				}
+				// A client stream's stub never reads its messages;
+				// TestLikeStreamBadBodies sends these to the real one.
+				if m.IsStreamingClient() && status.Code(err) == codes.Unimplemented {
+					continue
+				}
 				t.Errorf("%s with %s body: %v, want InvalidArgument", name, what, err)
 			}
 		}

@@ -44,6 +44,9 @@ type RoomServer struct {
 	tickets  TicketSigner       // ticket.go; nil: tickets carry no signatures
 	// getRoomWires: the encodings of recent GetRoom answers (getroomcodec.go).
 	getRoomWires getRoomWires
+	// likestream.go: Max 0: LikeStream unimplemented.
+	likeStreams     LikeStreamOptions
+	likeStreamsOpen atomic.Int64
 }
 
 // SetGifts sets the catalog ListGifts answers with (the one SendGift

@@ -7420,6 +7420,192 @@ func (x *LikeRoomRequest) GetCount() int64 {
 	return 0
 }
 
+// LikeStreamRequest is one LikeRoom on a LikeStream.
+type LikeStreamRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CommandId string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // "" = the stream's
+	// The first message names the stream's room and member; a later
+	// message's are empty or the same (another room or user is refused
+	// with INVALID_ARGUMENT, LIKE_STREAM_MISMATCH, and counts nothing).
+	AppCode       string `protobuf:"bytes,3,opt,name=app_code,json=appCode,proto3" json:"app_code,omitempty"`
+	RoomId        string `protobuf:"bytes,4,opt,name=room_id,json=roomId,proto3" json:"room_id,omitempty"`
+	UserId        string `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Count         int64  `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"` // 1..100
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LikeStreamRequest) Reset() {
+	*x = LikeStreamRequest{}
+	mi := &file_roomcellv1_room_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LikeStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LikeStreamRequest) ProtoMessage() {}
+
+func (x *LikeStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LikeStreamRequest.ProtoReflect.Descriptor instead.
+func (*LikeStreamRequest) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *LikeStreamRequest) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LikeStreamRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *LikeStreamRequest) GetAppCode() string {
+	if x != nil {
+		return x.AppCode
+	}
+	return ""
+}
+
+func (x *LikeStreamRequest) GetRoomId() string {
+	if x != nil {
+		return x.RoomId
+	}
+	return ""
+}
+
+func (x *LikeStreamRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *LikeStreamRequest) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// LikeStreamAck answers one LikeStreamRequest: counted (code empty), or
+// refused with what LikeRoom would have answered.
+type LikeStreamAck struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CommandId string                 `protobuf:"bytes,1,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
+	RoomSeq   int64                  `protobuf:"varint,2,opt,name=room_seq,json=roomSeq,proto3" json:"room_seq,omitempty"` // the window's RoomLiked
+	Duplicate bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`            // the command_id was counted before; nothing was written
+	// A refusal: code is the stable code (docs/errors.md, the ErrorInfo
+	// reason of the unary status), grpc_code the status code LikeRoom
+	// would have answered, message its text, retry_after_ms its
+	// RetryInfo's delay (0: none). Empty code: counted.
+	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
+	GrpcCode      int32  `protobuf:"varint,5,opt,name=grpc_code,json=grpcCode,proto3" json:"grpc_code,omitempty"`
+	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	RetryAfterMs  int64  `protobuf:"varint,7,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LikeStreamAck) Reset() {
+	*x = LikeStreamAck{}
+	mi := &file_roomcellv1_room_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LikeStreamAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LikeStreamAck) ProtoMessage() {}
+
+func (x *LikeStreamAck) ProtoReflect() protoreflect.Message {
+	mi := &file_roomcellv1_room_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LikeStreamAck.ProtoReflect.Descriptor instead.
+func (*LikeStreamAck) Descriptor() ([]byte, []int) {
+	return file_roomcellv1_room_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *LikeStreamAck) GetCommandId() string {
+	if x != nil {
+		return x.CommandId
+	}
+	return ""
+}
+
+func (x *LikeStreamAck) GetRoomSeq() int64 {
+	if x != nil {
+		return x.RoomSeq
+	}
+	return 0
+}
+
+func (x *LikeStreamAck) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *LikeStreamAck) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *LikeStreamAck) GetGrpcCode() int32 {
+	if x != nil {
+		return x.GrpcCode
+	}
+	return 0
+}
+
+func (x *LikeStreamAck) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *LikeStreamAck) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
 var File_roomcellv1_room_proto protoreflect.FileDescriptor
 
 const file_roomcellv1_room_proto_rawDesc = "" +
@@ -8157,7 +8343,25 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
 	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
 	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05count\x18\x06 \x01(\x03R\x05count2\xf6\x1f\n" +
+	"\x05count\x18\x06 \x01(\x03R\x05count\"\xb4\x01\n" +
+	"\x11LikeStreamRequest\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x19\n" +
+	"\bapp_code\x18\x03 \x01(\tR\aappCode\x12\x17\n" +
+	"\aroom_id\x18\x04 \x01(\tR\x06roomId\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05count\x18\x06 \x01(\x03R\x05count\"\xd8\x01\n" +
+	"\rLikeStreamAck\x12\x1d\n" +
+	"\n" +
+	"command_id\x18\x01 \x01(\tR\tcommandId\x12\x19\n" +
+	"\broom_seq\x18\x02 \x01(\x03R\aroomSeq\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\x12\x1b\n" +
+	"\tgrpc_code\x18\x05 \x01(\x05R\bgrpcCode\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12$\n" +
+	"\x0eretry_after_ms\x18\a \x01(\x03R\fretryAfterMs2\xca \n" +
 	"\vRoomService\x12M\n" +
 	"\n" +
 	"CreateRoom\x12\x1e.roomcell.v1.CreateRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
@@ -8213,7 +8417,9 @@ const file_roomcellv1_room_proto_rawDesc = "" +
 	"\x0fSetRoomPassword\x12#.roomcell.v1.SetRoomPasswordRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetAllMicsMuted\x12#.roomcell.v1.SetAllMicsMutedRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12W\n" +
 	"\x0fSetChatDisabled\x12#.roomcell.v1.SetChatDisabledRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12I\n" +
-	"\bLikeRoom\x12\x1c.roomcell.v1.LikeRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12b\n" +
+	"\bLikeRoom\x12\x1c.roomcell.v1.LikeRoomRequest\x1a\x19.roomcell.v1.CommandReply\"\x04\xc8\xf3\x18\x02\x12R\n" +
+	"\n" +
+	"LikeStream\x12\x1e.roomcell.v1.LikeStreamRequest\x1a\x1a.roomcell.v1.LikeStreamAck\"\x04\xc8\xf3\x18\x02(\x010\x01\x12b\n" +
 	"\x10ListContributors\x12$.roomcell.v1.ListContributorsRequest\x1a\".roomcell.v1.ListContributorsReply\"\x04\xc8\xf3\x18\x02B5Z3github.com/hyapp/roomcell/api/roomcellv1;roomcellv1b\x06proto3"
 
 var (
@@ -8228,7 +8434,7 @@ func file_roomcellv1_room_proto_rawDescGZIP() []byte {
 	return file_roomcellv1_room_proto_rawDescData
 }
 
-var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_roomcellv1_room_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_roomcellv1_room_proto_goTypes = []any{
 	(*CreateRoomRequest)(nil),             // 0: roomcell.v1.CreateRoomRequest
 	(*JoinRoomRequest)(nil),               // 1: roomcell.v1.JoinRoomRequest
@@ -8310,16 +8516,18 @@ var file_roomcellv1_room_proto_goTypes = []any{
 	(*Contributor)(nil),                   // 77: roomcell.v1.Contributor
 	(*ListContributorsReply)(nil),         // 78: roomcell.v1.ListContributorsReply
 	(*LikeRoomRequest)(nil),               // 79: roomcell.v1.LikeRoomRequest
-	nil,                                   // 80: roomcell.v1.RoomView.CustomInfoEntry
-	nil,                                   // 81: roomcell.v1.RoomError.MetadataEntry
-	nil,                                   // 82: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	(*LikeStreamRequest)(nil),             // 80: roomcell.v1.LikeStreamRequest
+	(*LikeStreamAck)(nil),                 // 81: roomcell.v1.LikeStreamAck
+	nil,                                   // 82: roomcell.v1.RoomView.CustomInfoEntry
+	nil,                                   // 83: roomcell.v1.RoomError.MetadataEntry
+	nil,                                   // 84: roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 }
 var file_roomcellv1_room_proto_depIdxs = []int32{
 	18,  // 0: roomcell.v1.RoomView.seats:type_name -> roomcell.v1.Seat
 	21,  // 1: roomcell.v1.RoomView.seat_applications:type_name -> roomcell.v1.SeatRequest
 	21,  // 2: roomcell.v1.RoomView.seat_invitations:type_name -> roomcell.v1.SeatRequest
 	20,  // 3: roomcell.v1.RoomView.muted_members:type_name -> roomcell.v1.MutedMember
-	80,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
+	82,  // 4: roomcell.v1.RoomView.custom_info:type_name -> roomcell.v1.RoomView.CustomInfoEntry
 	19,  // 5: roomcell.v1.CommandReply.room:type_name -> roomcell.v1.RoomView
 	22,  // 6: roomcell.v1.CommandReply.events:type_name -> roomcell.v1.RoomEvent
 	61,  // 7: roomcell.v1.CommandReply.bans:type_name -> roomcell.v1.BanEntry
@@ -8370,7 +8578,7 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	75,  // 52: roomcell.v1.RoomCommand.set_chat_disabled:type_name -> roomcell.v1.SetChatDisabledRequest
 	79,  // 53: roomcell.v1.RoomCommand.like_room:type_name -> roomcell.v1.LikeRoomRequest
 	76,  // 54: roomcell.v1.RoomCommand.list_contributors:type_name -> roomcell.v1.ListContributorsRequest
-	81,  // 55: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
+	83,  // 55: roomcell.v1.RoomError.metadata:type_name -> roomcell.v1.RoomError.MetadataEntry
 	23,  // 56: roomcell.v1.RoomResponse.reply:type_name -> roomcell.v1.CommandReply
 	28,  // 57: roomcell.v1.RoomResponse.error:type_name -> roomcell.v1.RoomError
 	31,  // 58: roomcell.v1.ListRoomsReply.rooms:type_name -> roomcell.v1.RoomListing
@@ -8384,7 +8592,7 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	21,  // 66: roomcell.v1.ListSeatRequestsReply.invitations:type_name -> roomcell.v1.SeatRequest
 	61,  // 67: roomcell.v1.ListBansReply.bans:type_name -> roomcell.v1.BanEntry
 	68,  // 68: roomcell.v1.ListGiftsReply.gifts:type_name -> roomcell.v1.Gift
-	82,  // 69: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
+	84,  // 69: roomcell.v1.SetRoomCustomInfoRequest.set:type_name -> roomcell.v1.SetRoomCustomInfoRequest.SetEntry
 	77,  // 70: roomcell.v1.ListContributorsReply.contributors:type_name -> roomcell.v1.Contributor
 	0,   // 71: roomcell.v1.RoomService.CreateRoom:input_type -> roomcell.v1.CreateRoomRequest
 	1,   // 72: roomcell.v1.RoomService.JoinRoom:input_type -> roomcell.v1.JoinRoomRequest
@@ -8434,58 +8642,60 @@ var file_roomcellv1_room_proto_depIdxs = []int32{
 	74,  // 116: roomcell.v1.RoomService.SetAllMicsMuted:input_type -> roomcell.v1.SetAllMicsMutedRequest
 	75,  // 117: roomcell.v1.RoomService.SetChatDisabled:input_type -> roomcell.v1.SetChatDisabledRequest
 	79,  // 118: roomcell.v1.RoomService.LikeRoom:input_type -> roomcell.v1.LikeRoomRequest
-	76,  // 119: roomcell.v1.RoomService.ListContributors:input_type -> roomcell.v1.ListContributorsRequest
-	23,  // 120: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 121: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 122: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 123: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
-	23,  // 124: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
-	23,  // 125: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
-	23,  // 126: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
-	23,  // 127: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 128: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
-	25,  // 129: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
-	32,  // 130: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
-	34,  // 131: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
-	23,  // 132: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 133: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
-	23,  // 134: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 135: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 136: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 137: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 138: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 139: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
-	37,  // 140: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
-	39,  // 141: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
-	23,  // 142: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
-	23,  // 143: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
-	23,  // 144: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 145: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 146: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
-	23,  // 147: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 148: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
-	23,  // 149: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
-	54,  // 150: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
-	23,  // 151: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 152: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
-	23,  // 153: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
-	23,  // 154: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
-	23,  // 155: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
-	62,  // 156: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
-	64,  // 157: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
-	23,  // 158: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
-	23,  // 159: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
-	69,  // 160: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
-	23,  // 161: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
-	23,  // 162: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
-	23,  // 163: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
-	23,  // 164: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
-	23,  // 165: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
-	23,  // 166: roomcell.v1.RoomService.SetChatDisabled:output_type -> roomcell.v1.CommandReply
-	23,  // 167: roomcell.v1.RoomService.LikeRoom:output_type -> roomcell.v1.CommandReply
-	78,  // 168: roomcell.v1.RoomService.ListContributors:output_type -> roomcell.v1.ListContributorsReply
-	120, // [120:169] is the sub-list for method output_type
-	71,  // [71:120] is the sub-list for method input_type
+	80,  // 119: roomcell.v1.RoomService.LikeStream:input_type -> roomcell.v1.LikeStreamRequest
+	76,  // 120: roomcell.v1.RoomService.ListContributors:input_type -> roomcell.v1.ListContributorsRequest
+	23,  // 121: roomcell.v1.RoomService.CreateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 122: roomcell.v1.RoomService.JoinRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 123: roomcell.v1.RoomService.LeaveRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 124: roomcell.v1.RoomService.TakeMic:output_type -> roomcell.v1.CommandReply
+	23,  // 125: roomcell.v1.RoomService.ReleaseMic:output_type -> roomcell.v1.CommandReply
+	23,  // 126: roomcell.v1.RoomService.SendGift:output_type -> roomcell.v1.CommandReply
+	23,  // 127: roomcell.v1.RoomService.KickUser:output_type -> roomcell.v1.CommandReply
+	23,  // 128: roomcell.v1.RoomService.CloseRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 129: roomcell.v1.RoomService.Heartbeat:output_type -> roomcell.v1.CommandReply
+	25,  // 130: roomcell.v1.RoomService.GetRoom:output_type -> roomcell.v1.GetRoomReply
+	32,  // 131: roomcell.v1.RoomService.ListRooms:output_type -> roomcell.v1.ListRoomsReply
+	34,  // 132: roomcell.v1.RoomService.GetUserRoom:output_type -> roomcell.v1.GetUserRoomReply
+	23,  // 133: roomcell.v1.RoomService.SetAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 134: roomcell.v1.RoomService.RemoveAdmin:output_type -> roomcell.v1.CommandReply
+	23,  // 135: roomcell.v1.RoomService.MuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 136: roomcell.v1.RoomService.UnmuteSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 137: roomcell.v1.RoomService.LockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 138: roomcell.v1.RoomService.UnlockSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 139: roomcell.v1.RoomService.UpdateRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 140: roomcell.v1.RoomService.TransferOwner:output_type -> roomcell.v1.CommandReply
+	37,  // 141: roomcell.v1.RoomService.ListRoomEvents:output_type -> roomcell.v1.ListRoomEventsReply
+	39,  // 142: roomcell.v1.RoomService.WatchRoom:output_type -> roomcell.v1.WatchRoomReply
+	23,  // 143: roomcell.v1.RoomService.SetSeatMode:output_type -> roomcell.v1.CommandReply
+	23,  // 144: roomcell.v1.RoomService.ApplySeat:output_type -> roomcell.v1.CommandReply
+	23,  // 145: roomcell.v1.RoomService.CancelSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 146: roomcell.v1.RoomService.ApproveSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 147: roomcell.v1.RoomService.RejectSeatApplication:output_type -> roomcell.v1.CommandReply
+	23,  // 148: roomcell.v1.RoomService.InviteToSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 149: roomcell.v1.RoomService.AcceptSeatInvitation:output_type -> roomcell.v1.CommandReply
+	23,  // 150: roomcell.v1.RoomService.DeclineSeatInvitation:output_type -> roomcell.v1.CommandReply
+	54,  // 151: roomcell.v1.RoomService.ListSeatRequests:output_type -> roomcell.v1.ListSeatRequestsReply
+	23,  // 152: roomcell.v1.RoomService.KickOffSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 153: roomcell.v1.RoomService.MoveSeat:output_type -> roomcell.v1.CommandReply
+	23,  // 154: roomcell.v1.RoomService.SetSeatCount:output_type -> roomcell.v1.CommandReply
+	23,  // 155: roomcell.v1.RoomService.BanUser:output_type -> roomcell.v1.CommandReply
+	23,  // 156: roomcell.v1.RoomService.UnbanUser:output_type -> roomcell.v1.CommandReply
+	62,  // 157: roomcell.v1.RoomService.ListBans:output_type -> roomcell.v1.ListBansReply
+	64,  // 158: roomcell.v1.RoomService.GetJoinTicket:output_type -> roomcell.v1.GetJoinTicketReply
+	23,  // 159: roomcell.v1.RoomService.MuteMember:output_type -> roomcell.v1.CommandReply
+	23,  // 160: roomcell.v1.RoomService.UnmuteMember:output_type -> roomcell.v1.CommandReply
+	69,  // 161: roomcell.v1.RoomService.ListGifts:output_type -> roomcell.v1.ListGiftsReply
+	23,  // 162: roomcell.v1.RoomService.ReopenRoom:output_type -> roomcell.v1.CommandReply
+	23,  // 163: roomcell.v1.RoomService.SetRoomMetadata:output_type -> roomcell.v1.CommandReply
+	23,  // 164: roomcell.v1.RoomService.SetRoomCustomInfo:output_type -> roomcell.v1.CommandReply
+	23,  // 165: roomcell.v1.RoomService.SetRoomPassword:output_type -> roomcell.v1.CommandReply
+	23,  // 166: roomcell.v1.RoomService.SetAllMicsMuted:output_type -> roomcell.v1.CommandReply
+	23,  // 167: roomcell.v1.RoomService.SetChatDisabled:output_type -> roomcell.v1.CommandReply
+	23,  // 168: roomcell.v1.RoomService.LikeRoom:output_type -> roomcell.v1.CommandReply
+	81,  // 169: roomcell.v1.RoomService.LikeStream:output_type -> roomcell.v1.LikeStreamAck
+	78,  // 170: roomcell.v1.RoomService.ListContributors:output_type -> roomcell.v1.ListContributorsReply
+	121, // [121:171] is the sub-list for method output_type
+	71,  // [71:121] is the sub-list for method input_type
 	71,  // [71:71] is the sub-list for extension type_name
 	71,  // [71:71] is the sub-list for extension extendee
 	0,   // [0:71] is the sub-list for field type_name
@@ -8550,7 +8760,7 @@ func file_roomcellv1_room_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_roomcellv1_room_proto_rawDesc), len(file_roomcellv1_room_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   83,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -67,6 +67,7 @@ const (
 	RoomService_SetAllMicsMuted_FullMethodName        = "/roomcell.v1.RoomService/SetAllMicsMuted"
 	RoomService_SetChatDisabled_FullMethodName        = "/roomcell.v1.RoomService/SetChatDisabled"
 	RoomService_LikeRoom_FullMethodName               = "/roomcell.v1.RoomService/LikeRoom"
+	RoomService_LikeStream_FullMethodName             = "/roomcell.v1.RoomService/LikeStream"
 	RoomService_ListContributors_FullMethodName       = "/roomcell.v1.RoomService/ListContributors"
 )
 
@@ -182,6 +183,21 @@ type RoomServiceClient interface {
 	// with the window's total, the room's running total and the top likers,
 	// and answers every like of the window once that row is stored.
 	LikeRoom(ctx context.Context, in *LikeRoomRequest, opts ...grpc.CallOption) (*CommandReply, error)
+	// LikeStream is LikeRoom for a member who likes often, over one stream
+	// instead of a call a like: the first message names app_code, room_id
+	// and user_id for the whole stream (a later message leaves them empty
+	// or repeats them), every message is one LikeRoom (its command_id and
+	// count), and each is answered on the stream by a LikeStreamAck under
+	// its command_id, in the order its window is stored, not the order sent.
+	// A message is decided exactly as the LikeRoom of the same fields (the
+	// same checks, rate limit and command_id dedupe); a refused one is
+	// answered with its code and the stream goes on. At most 16 messages
+	// of a stream wait for their acks (the likes of a user the room
+	// recognises a retry of): the server reads no more until one is answered. The stream ends after grpc.like_stream_idle without a
+	// message or an ack owed, and is refused when the node serves
+	// grpc.max_like_streams. No HTTP route (the gateway has no
+	// bidirectional streams): HTTP clients call LikeRoom.
+	LikeStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LikeStreamRequest, LikeStreamAck], error)
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -685,6 +701,19 @@ func (c *roomServiceClient) LikeRoom(ctx context.Context, in *LikeRoomRequest, o
 	return out, nil
 }
 
+func (c *roomServiceClient) LikeStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[LikeStreamRequest, LikeStreamAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &RoomService_ServiceDesc.Streams[1], RoomService_LikeStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LikeStreamRequest, LikeStreamAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RoomService_LikeStreamClient = grpc.BidiStreamingClient[LikeStreamRequest, LikeStreamAck]
+
 func (c *roomServiceClient) ListContributors(ctx context.Context, in *ListContributorsRequest, opts ...grpc.CallOption) (*ListContributorsReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListContributorsReply)
@@ -807,6 +836,21 @@ type RoomServiceServer interface {
 	// with the window's total, the room's running total and the top likers,
 	// and answers every like of the window once that row is stored.
 	LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error)
+	// LikeStream is LikeRoom for a member who likes often, over one stream
+	// instead of a call a like: the first message names app_code, room_id
+	// and user_id for the whole stream (a later message leaves them empty
+	// or repeats them), every message is one LikeRoom (its command_id and
+	// count), and each is answered on the stream by a LikeStreamAck under
+	// its command_id, in the order its window is stored, not the order sent.
+	// A message is decided exactly as the LikeRoom of the same fields (the
+	// same checks, rate limit and command_id dedupe); a refused one is
+	// answered with its code and the stream goes on. At most 16 messages
+	// of a stream wait for their acks (the likes of a user the room
+	// recognises a retry of): the server reads no more until one is answered. The stream ends after grpc.like_stream_idle without a
+	// message or an ack owed, and is refused when the node serves
+	// grpc.max_like_streams. No HTTP route (the gateway has no
+	// bidirectional streams): HTTP clients call LikeRoom.
+	LikeStream(grpc.BidiStreamingServer[LikeStreamRequest, LikeStreamAck]) error
 	// ListContributors reads one page of the room's contribution ranking:
 	// its senders by the gift value (COIN) they sent, over the room's
 	// lifecycle or today (README "Contribution ranking").
@@ -964,6 +1008,9 @@ func (UnimplementedRoomServiceServer) SetChatDisabled(context.Context, *SetChatD
 }
 func (UnimplementedRoomServiceServer) LikeRoom(context.Context, *LikeRoomRequest) (*CommandReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method LikeRoom not implemented")
+}
+func (UnimplementedRoomServiceServer) LikeStream(grpc.BidiStreamingServer[LikeStreamRequest, LikeStreamAck]) error {
+	return status.Error(codes.Unimplemented, "method LikeStream not implemented")
 }
 func (UnimplementedRoomServiceServer) ListContributors(context.Context, *ListContributorsRequest) (*ListContributorsReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListContributors not implemented")
@@ -1846,6 +1893,13 @@ func _RoomService_LikeRoom_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RoomService_LikeStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RoomServiceServer).LikeStream(&grpc.GenericServerStream[LikeStreamRequest, LikeStreamAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type RoomService_LikeStreamServer = grpc.BidiStreamingServer[LikeStreamRequest, LikeStreamAck]
+
 func _RoomService_ListContributors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListContributorsRequest)
 	if err := dec(in); err != nil {
@@ -2069,6 +2123,12 @@ var RoomService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchRoom",
 			Handler:       _RoomService_WatchRoom_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "LikeStream",
+			Handler:       _RoomService_LikeStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "roomcellv1/room.proto",

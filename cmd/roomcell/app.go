@@ -326,6 +326,11 @@ func (a *App) serveGRPC() error {
 		rs.SetTickets(tickets)
 	}
 	rs.SetLimiter(ratelimit.New(a.cfg.RateLimits))
+	likeStreamMetrics, err := grpcapi.NewLikeStreamMetrics(a.registry)
+	if err != nil {
+		return err
+	}
+	rs.SetLikeStreams(grpcapi.LikeStreamOptions{Max: a.cfg.GRPC.MaxLikeStreams, Idle: a.cfg.GRPC.LikeStreamIdle, Metrics: likeStreamMetrics})
 	grpcapi.RegisterRoomService(a.grpcServer, rs)
 	a.registerServices()
 	if un := grpcapi.UnclassifiedMethods(a.grpcServer); len(un) > 0 {

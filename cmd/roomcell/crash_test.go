@@ -98,6 +98,29 @@ func startChild(t *testing.T, bin, config, grpcAddr, httpAddr string) *child {
 	}
 }
 
+// writeMySQLNodeConfig writes the config of a node on MariaDB (room,
+// wallet and notices in database, the fake IM, warnings only) with the
+// YAML of rest after it, and returns its path.
+func writeMySQLNodeConfig(t *testing.T, nodeID, dsn, database, rest string) string {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	yaml := fmt.Sprintf(`node_id: %s
+tencent_im: {allow_fake: true}
+log: {level: warn}
+store: {kind: mysql}
+mysql:
+  dsn: %q
+  room_database: %q
+  wallet_database: %q
+  notice_database: %q
+  auto_migrate: true
+`, nodeID, dsn, database, database, database) + rest
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
 // The crash test: a roomcell process on MariaDB under concurrent
 // commands is killed with SIGKILL. After a restart every acknowledged
 // command is in the log exactly once, the room state equals the replay of
@@ -108,23 +131,9 @@ func TestCrashKill9LosesNoAcknowledgedCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	mcfg, database := mysqltest.NewDatabase(t)
-	config := filepath.Join(t.TempDir(), "config.yaml")
-	yaml := fmt.Sprintf(`node_id: crash
-tencent_im: {allow_fake: true}
-log: {level: warn}
-store: {kind: mysql}
-mysql:
-  dsn: %q
-  room_database: %q
-  wallet_database: %q
-  notice_database: %q
-  auto_migrate: true
-room: {snapshot_every: 10}
+	config := writeMySQLNodeConfig(t, "crash", mcfg.DSN, database, `room: {snapshot_every: 10}
 outbox_worker: {poll_interval: "200ms", publish_timeout: "1s", lease_ttl: "2s"}
-`, mcfg.DSN, database, database, database)
-	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 	first := startChild(t, bin, config, grpcAddr, httpAddr)
 

@@ -62,7 +62,11 @@ func newCtx(d time.Duration) (context.Context, context.CancelFunc) {
 // ROOMCELL_LIKES_ELSEWHERE=1 is the control: the same likes go to another
 // room of the same process, so the timed room's p99 is the machine's
 // share of the load alone (the bound is not held; the figures are
-// logged).
+// logged). ROOMCELL_LIKES_VIA picks how the likers send: "stream" (the
+// default: each member's likes over one LikeStream), "unary" (a LikeRoom
+// call each), or "both": each round is then quiet, unary, stream, and
+// the bound is held on the stream rounds (the unary ones are logged
+// beside them, as measured in the same run).
 func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	rounds, round, long := 3, time.Second, os.Getenv("ROOMCELL_LIKES_LONG") != ""
 	likedRoom, liker := "hot", "u%d"
@@ -73,6 +77,7 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	if long {
 		rounds, round = 10, 3*time.Second
 	}
+	vias := likesVias(t)
 	pin := os.Getenv("ROOMCELL_LIKES_PIN") == "1"
 	if pin {
 		pinProcess(t, 1)
@@ -149,8 +154,8 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		likersCPU      time.Duration
 		gcs, allocs    uint64 // the server process's GC cycles and bytes allocated over the round
 	}
-	measure := func(on bool) figures {
-		likers.set(on)
+	measure := func(on bool, via string) figures {
+		likers.set(on, via)
 		if on {
 			time.Sleep(every) // every liker has called
 		} else {
@@ -183,15 +188,18 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 		f.server = p99of(timer.pairs())
 		return f
 	}
-	var quiet, busy []figures
-	likingStart := time.Duration(0)
+	var quiet []figures
+	busyOf := map[string][]figures{}
+	likingOf := map[string]time.Duration{} // each variant's time liking
 	for range rounds {
-		quiet = append(quiet, measure(false))
-		t0 := time.Now()
-		busy = append(busy, measure(true))
-		likingStart += time.Since(t0)
+		quiet = append(quiet, measure(false, ""))
+		for _, via := range vias {
+			t0 := time.Now()
+			busyOf[via] = append(busyOf[via], measure(true, via))
+			likingOf[via] += time.Since(t0)
+		}
 	}
-	acked, calls := likers.stop()
+	acked, calls, ackedVia := likers.stop()
 	if t.Failed() {
 		return
 	}
@@ -220,37 +228,68 @@ func TestLikesAtLiveRoomRatesOverGRPC(t *testing.T) {
 	}
 	client := func(f figures) time.Duration { return f.client }
 	server := func(f figures) time.Duration { return f.server }
-	rate := float64(acked) / likingStart.Seconds()
-	// The server's CPU a second while liking less while quiet, over the
-	// likes a second: what a like costs the server, the timing client's
-	// calls taken out (they are the same in both).
-	var qCPU, qWall, bCPU, bWall, lCPU time.Duration
-	var qGC, bGC, qAlloc, bAlloc uint64
-	for i := range rounds {
-		qCPU, qWall, bCPU, bWall, lCPU = qCPU+quiet[i].cpu, qWall+quiet[i].wall, bCPU+busy[i].cpu, bWall+busy[i].wall, lCPU+busy[i].likersCPU
-		qGC, bGC, qAlloc, bAlloc = qGC+quiet[i].gcs, bGC+busy[i].gcs, qAlloc+quiet[i].allocs, bAlloc+busy[i].allocs
-	}
 	perSec := func(n uint64, d time.Duration) float64 { return float64(n) / d.Seconds() }
-	perLike := (bCPU.Seconds()/bWall.Seconds() - qCPU.Seconds()/qWall.Seconds()) / rate
-	t.Logf("likes acknowledged %d (%.0f/s while liking), IM messages to the group at most %d in a second", acked, rate, maxPerSecond)
-	t.Logf("join+gift p99 at the client: quiet %v liking %v; at the server: quiet %v liking %v (medians of %d rounds)",
-		median(quiet, client), median(busy, client), median(quiet, server), median(busy, server), rounds)
-	t.Logf("server CPU: %.2f cores quiet, %.2f liking, %.1f µs a like; likers' process %.1f µs a like; pinned %v, load %s",
-		qCPU.Seconds()/qWall.Seconds(), bCPU.Seconds()/bWall.Seconds(), perLike*1e6, lCPU.Seconds()/bWall.Seconds()/rate*1e6, pin, loadAverage())
-	t.Logf("server GC: %.1f cycles a second quiet, %.1f liking; %.0f bytes allocated a like",
-		perSec(qGC, qWall), perSec(bGC, bWall), (perSec(bAlloc, bWall)-perSec(qAlloc, qWall))/rate)
-	for i := range rounds {
-		t.Logf("round %d: client quiet %v liking %v, server quiet %v liking %v", i, quiet[i].client, busy[i].client, quiet[i].server, busy[i].server)
+	var qCPU, qWall time.Duration
+	var qGC, qAlloc uint64
+	for _, f := range quiet {
+		qCPU, qWall, qGC, qAlloc = qCPU+f.cpu, qWall+f.wall, qGC+f.gcs, qAlloc+f.allocs
 	}
+	t.Logf("likes acknowledged %d, IM messages to the group at most %d in a second; pinned %v, load %s", acked, maxPerSecond, pin, loadAverage())
 	if maxPerSecond > 40 {
 		t.Errorf("the group got %d IM messages in one second, want at most 40", maxPerSecond)
 	}
-	if rate < wantRate {
-		t.Errorf("%.0f likes acknowledged a second while liking, want about 10,000", rate)
+	for _, via := range vias {
+		busy := busyOf[via]
+		rate := float64(ackedVia[via]) / likingOf[via].Seconds()
+		// The server's CPU a second while liking less while quiet, over
+		// the likes a second: what a like costs the server, the timing
+		// client's calls taken out (they are the same in both).
+		var bCPU, bWall, lCPU time.Duration
+		var bGC, bAlloc uint64
+		for _, f := range busy {
+			bCPU, bWall, lCPU, bGC, bAlloc = bCPU+f.cpu, bWall+f.wall, lCPU+f.likersCPU, bGC+f.gcs, bAlloc+f.allocs
+		}
+		perLike := (bCPU.Seconds()/bWall.Seconds() - qCPU.Seconds()/qWall.Seconds()) / rate
+		q, b := median(quiet, server), median(busy, server)
+		t.Logf("%s likers: %.0f likes/s acknowledged while liking", via, rate)
+		t.Logf("%s likers: join+gift p99 at the client: quiet %v liking %v; at the server: quiet %v liking %v (%.2fx; medians of %d rounds)",
+			via, median(quiet, client), median(busy, client), q, b, float64(b)/float64(q), rounds)
+		t.Logf("%s likers: server CPU %.2f cores quiet, %.2f liking, %.1f µs a like, %.1f µs a call of %d; likers' process %.1f µs a like",
+			via, qCPU.Seconds()/qWall.Seconds(), bCPU.Seconds()/bWall.Seconds(), perLike*1e6, perLike*1e6*float64(perCall), perCall, lCPU.Seconds()/bWall.Seconds()/rate*1e6)
+		t.Logf("%s likers: server GC %.1f cycles a second quiet, %.1f liking; %.0f bytes allocated a like",
+			via, perSec(qGC, qWall), perSec(bGC, bWall), (perSec(bAlloc, bWall)-perSec(qAlloc, qWall))/rate)
+		for i := range rounds {
+			t.Logf("%s round %d: client quiet %v liking %v, server quiet %v liking %v", via, i, quiet[i].client, busy[i].client, quiet[i].server, busy[i].server)
+		}
+		if rate < wantRate {
+			t.Errorf("%s likers: %.0f likes acknowledged a second while liking, want about 10,000", via, rate)
+		}
+		// With both kinds of likers the bound is the stream's; the unary
+		// likers' figures are logged beside it (each alone is held to it).
+		held := len(vias) == 1 || via == likesViaStream
+		if bound := q*12/10 + time.Millisecond/2; b > bound && long && likedRoom == roomID && held {
+			t.Errorf("%s likers: join+gift p99 at the server while liking %v, quiet %v: want at most %v", via, b, q, bound)
+		}
 	}
-	q, b := median(quiet, server), median(busy, server)
-	if bound := q*12/10 + time.Millisecond/2; b > bound && long && likedRoom == roomID {
-		t.Errorf("join+gift p99 at the server while liking %v, quiet %v: want at most %v", b, q, bound)
+}
+
+// How the likers send (ROOMCELL_LIKES_VIA).
+const (
+	likesViaStream = "stream" // each member's likes over one LikeStream
+	likesViaUnary  = "unary"  // a LikeRoom call each
+)
+
+func likesVias(t *testing.T) []string {
+	switch v := os.Getenv("ROOMCELL_LIKES_VIA"); v {
+	case "", likesViaStream:
+		return []string{likesViaStream}
+	case likesViaUnary:
+		return []string{likesViaUnary}
+	case "both":
+		return []string{likesViaUnary, likesViaStream}
+	default:
+		t.Fatalf("ROOMCELL_LIKES_VIA=%q: want stream, unary or both", v)
+		return nil
 	}
 }
 
@@ -403,7 +442,7 @@ type likers struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	report chan string // its last line: "likers-done <acked> <calls>"
+	report chan string // its last line: "likers-done <acked> <calls> <acked unary> <acked stream>"
 }
 
 func startLikers(t *testing.T, plan likersPlan, pin bool) *likers {
@@ -461,19 +500,22 @@ func startLikers(t *testing.T, plan likersPlan, pin bool) *likers {
 
 func (l *likers) pid() int { return l.cmd.Process.Pid }
 
-func (l *likers) set(on bool) {
+// set turns liking on (over via) or off.
+func (l *likers) set(on bool, via string) {
 	cmd := "off\n"
 	if on {
-		cmd = "on\n"
+		cmd = "on " + via + "\n"
 	}
 	if _, err := io.WriteString(l.stdin, cmd); err != nil {
 		l.t.Fatal(err)
 	}
 }
 
-// stop ends liking and waits for every like to be answered.
-func (l *likers) stop() (acked, calls int64) {
-	l.set(false)
+// stop ends liking and waits for every like to be answered: the likes
+// acknowledged, the calls (messages) sent, and the likes acknowledged of
+// each way of sending.
+func (l *likers) stop() (acked, calls int64, ackedVia map[string]int64) {
+	l.set(false, "")
 	l.stdin.Close()
 	var line string
 	select {
@@ -481,10 +523,11 @@ func (l *likers) stop() (acked, calls int64) {
 	case <-time.After(2 * time.Minute):
 		l.t.Fatal("the likers' process did not end")
 	}
-	if _, err := fmt.Sscanf(line, "likers-done %d %d", &acked, &calls); err != nil {
+	var unary, stream int64
+	if _, err := fmt.Sscanf(line, "likers-done %d %d %d %d", &acked, &calls, &unary, &stream); err != nil {
 		l.t.Fatalf("the likers' process ended with %q", line)
 	}
-	return acked, calls
+	return acked, calls, map[string]int64{likesViaUnary: unary, likesViaStream: stream}
 }
 
 // TestLikersProcess is the likers of TestLikesAtLiveRoomRatesOverGRPC,
@@ -513,9 +556,13 @@ func TestLikersProcess(t *testing.T) {
 		clients = append(clients, v1.NewRoomServiceClient(conn))
 	}
 	// The likers: each member's call of PerCall taps every Every while
-	// liking is on, retried under its command_id until answered.
-	var liking atomic.Bool
-	var acked, calls atomic.Int64
+	// liking is on, retried under its command_id until answered: a
+	// LikeRoom call each ("on unary"), or a message on the member's one
+	// LikeStream ("on stream").
+	var via atomic.Value // "" = off
+	via.Store("")
+	var calls atomic.Int64
+	acked := map[string]*atomic.Int64{likesViaUnary: {}, likesViaStream: {}}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	like := func(rc v1.RoomServiceClient, user, id string) {
@@ -526,7 +573,7 @@ func TestLikersProcess(t *testing.T) {
 			cancel()
 			switch status.Code(err) {
 			case codes.OK:
-				acked.Add(plan.PerCall)
+				acked[likesViaUnary].Add(plan.PerCall)
 				return
 			case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
 				continue // not answered: the same like again
@@ -541,6 +588,9 @@ func TestLikersProcess(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			user := fmt.Sprintf(plan.User, m)
+			rc := clients[m%len(clients)]
+			sl := newStreamLiker(rc, plan, user, acked[likesViaStream], fail)
+			defer sl.close()
 			// Spread over the period, as clients are.
 			time.Sleep(time.Duration(m) * plan.Every / time.Duration(plan.Members))
 			tick := time.NewTicker(plan.Every)
@@ -548,13 +598,23 @@ func TestLikersProcess(t *testing.T) {
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
+					sl.drain()
 					return
 				case <-tick.C:
+				case a := <-sl.acks:
+					sl.answered(a)
+					continue
 				}
-				if liking.Load() {
+				sl.resendLate()
+				id := fmt.Sprintf("l-%d-%d", m, n)
+				switch via.Load() {
+				case likesViaUnary:
 					calls.Add(1)
 					wg.Add(1)
-					go like(clients[m%len(clients)], user, fmt.Sprintf("l-%d-%d", m, n))
+					go like(rc, user, id)
+				case likesViaStream:
+					calls.Add(1)
+					sl.like(id)
 				}
 			}
 		}()
@@ -562,10 +622,176 @@ func TestLikersProcess(t *testing.T) {
 	fmt.Println("likers-ready")
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		liking.Store(sc.Text() == "on")
+		v, _ := strings.CutPrefix(sc.Text(), "on ")
+		if v == "off" {
+			v = ""
+		}
+		via.Store(v)
 	}
-	liking.Store(false)
+	via.Store("")
 	close(stop)
 	wg.Wait()
-	fmt.Printf("likers-done %d %d\n", acked.Load(), calls.Load())
+	u, st := acked[likesViaUnary].Load(), acked[likesViaStream].Load()
+	fmt.Printf("likers-done %d %d %d %d\n", u+st, calls.Load(), u, st)
+}
+
+// streamLiker is one member's LikeStream in the likers' process: its
+// likes go on the stream, each retried under its command_id until
+// acknowledged (on the same stream when its ack says the room did not
+// answer or none came in the plan's timeout; on a new stream, every like
+// without an ack, when the stream breaks). Only the member's goroutine
+// calls its methods; the stream's reader hands the acks over acks.
+type streamLiker struct {
+	rc      v1.RoomServiceClient
+	plan    likersPlan
+	user    string
+	counted *atomic.Int64
+	fail    func(format string, args ...any)
+	acks    chan streamAck
+	stream  grpc.BidiStreamingClient[v1.LikeStreamRequest, v1.LikeStreamAck]
+	cancel  context.CancelFunc
+	gen     int                  // the stream's number: acks of an older stream are stale
+	pending map[string]time.Time // command_id → sent at
+	first   map[string]time.Time // command_id → first sent
+	// duplicates counts the acks that said the like was counted before.
+	duplicates int
+}
+
+// streamAck is an ack, or the end of stream gen (err).
+type streamAck struct {
+	gen int
+	ack *v1.LikeStreamAck
+	err error
+}
+
+func newStreamLiker(rc v1.RoomServiceClient, plan likersPlan, user string, counted *atomic.Int64, fail func(string, ...any)) *streamLiker {
+	return &streamLiker{rc: rc, plan: plan, user: user, counted: counted, fail: fail, acks: make(chan streamAck, 64),
+		pending: map[string]time.Time{}, first: map[string]time.Time{}}
+}
+
+// open starts a stream and sends every like without an ack on it.
+func (l *streamLiker) open() {
+	l.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := l.rc.LikeStream(ctx)
+	if err != nil {
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			l.fail("open a like stream for %s: %v", l.user, err)
+		}
+		return // the server is away: resendLate opens it again
+	}
+	l.gen++
+	l.stream, l.cancel = s, cancel
+	gen := l.gen
+	go func() {
+		for {
+			a, err := s.Recv()
+			if err != nil {
+				l.acks <- streamAck{gen: gen, err: err}
+				return
+			}
+			l.acks <- streamAck{gen: gen, ack: a}
+		}
+	}()
+	first := true
+	for id := range l.pending {
+		l.send(id, first)
+		first = false
+	}
+}
+
+func (l *streamLiker) send(id string, first bool) {
+	m := &v1.LikeStreamRequest{CommandId: id, Count: l.plan.PerCall}
+	if first {
+		m.AppCode, m.RoomId, m.UserId = l.plan.AppCode, l.plan.RoomID, l.user
+	}
+	l.pending[id] = time.Now()
+	if err := l.stream.Send(m); err != nil {
+		// Broken: its reader reports the end, and the likes go again
+		// on a new stream.
+		return
+	}
+}
+
+// like sends a new like.
+func (l *streamLiker) like(id string) {
+	l.pending[id], l.first[id] = time.Now(), time.Now()
+	if l.stream == nil {
+		l.open()
+		return
+	}
+	l.send(id, false)
+}
+
+func (l *streamLiker) answered(a streamAck) {
+	if a.gen != l.gen {
+		return // a stream replaced already
+	}
+	if a.err != nil {
+		l.stream = nil
+		if len(l.pending) > 0 {
+			l.open()
+		}
+		return
+	}
+	id := a.ack.GetCommandId()
+	if _, ok := l.pending[id]; !ok {
+		return // answered before, under a resend
+	}
+	switch codes.Code(a.ack.GetGrpcCode()) {
+	case codes.OK:
+		l.counted.Add(l.plan.PerCall)
+		if a.ack.GetDuplicate() {
+			l.duplicates++
+		}
+		delete(l.pending, id)
+		delete(l.first, id)
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted:
+		l.send(id, false) // not answered: the same like again
+	default:
+		l.fail("like %s of %s: %s %s", id, l.user, a.ack.GetCode(), a.ack.GetMessage())
+		delete(l.pending, id)
+		delete(l.first, id)
+	}
+}
+
+// resendLate sends again the likes without an ack in the plan's timeout
+// (every one of them on a new stream, when the last could not be
+// opened), and gives up on those unanswered for six.
+func (l *streamLiker) resendLate() {
+	if l.stream == nil && len(l.pending) > 0 {
+		l.open()
+	}
+	for id, at := range l.pending {
+		switch {
+		case time.Since(l.first[id]) > 6*l.plan.Timeout:
+			l.fail("like %s of %s: not acknowledged in %v", id, l.user, 6*l.plan.Timeout)
+			delete(l.pending, id)
+			delete(l.first, id)
+		case time.Since(at) > l.plan.Timeout && l.stream != nil:
+			l.send(id, false)
+		}
+	}
+}
+
+// drain waits for every like sent to be acknowledged.
+func (l *streamLiker) drain() {
+	tick := time.NewTicker(l.plan.Timeout / 10)
+	defer tick.Stop()
+	for len(l.pending) > 0 {
+		select {
+		case a := <-l.acks:
+			l.answered(a)
+		case <-tick.C:
+			l.resendLate()
+		}
+	}
+}
+
+func (l *streamLiker) close() {
+	if l.cancel != nil {
+		l.cancel()
+		l.cancel, l.stream = nil, nil
+	}
 }

@@ -95,7 +95,9 @@ func startRoomTestServer(t *testing.T) (string, *roomTestBackend) {
 	log := slog.New(slog.DiscardHandler)
 	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: log})
 	b := &roomTestBackend{}
-	roomcellv1.RegisterRoomServiceServer(srv, grpcapi.NewRoomServer(b, log, 0))
+	rs := grpcapi.NewRoomServer(b, log, 0)
+	rs.SetLikeStreams(grpcapi.LikeStreamOptions{Max: 10})
+	roomcellv1.RegisterRoomServiceServer(srv, rs)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String(), b

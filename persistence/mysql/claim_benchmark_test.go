@@ -78,8 +78,7 @@ func BenchmarkOutboxClaimDrain(b *testing.B) {
 // BenchmarkOutboxMQClaimDrain is BenchmarkOutboxClaimDrain for the MQ
 // fanout's claim: 20k MQ-pending rows in 200 rooms (100 each, ages
 // interleaved), claimed 500 at a time and marked MQ-published, until none
-// is left. "claim=before" is the claim by time (claimMQBefore), "claim=now"
-// the room claim:
+// is left ("claim=now": the room claim, on room_outbox_mq):
 //
 //	go test ./persistence/mysql -run '^$' -bench OutboxMQClaimDrain -benchtime 1x -count 3
 func BenchmarkOutboxMQClaimDrain(b *testing.B) {
@@ -88,7 +87,6 @@ func BenchmarkOutboxMQClaimDrain(b *testing.B) {
 		name  string
 		claim func(s *Store, ctx context.Context, owner string, nowMs, leaseMs int64, limit int) ([]persistence.OutboxRow, error)
 	}{
-		{"claim=before", (*Store).claimMQBefore},
 		{"claim=now", (*Store).ClaimOutboxMQ},
 	} {
 		b.Run(c.name, func(b *testing.B) {
@@ -96,7 +94,8 @@ func BenchmarkOutboxMQClaimDrain(b *testing.B) {
 				b.StopTimer()
 				s := newTestStore(b, nil, WithOutboxMQ(true))
 				loadBacklog(b, s, rows, rooms)
-				if _, err := s.db.Exec("UPDATE room_outbox SET mq_status = 'pending'"); err != nil {
+				if _, err := s.db.Exec("INSERT INTO room_outbox_mq (event_id, app_code, room_id, room_seq, event_index, created_at_ms)" +
+					" SELECT event_id, app_code, room_id, room_seq, event_index, created_at_ms FROM room_outbox"); err != nil {
 					b.Fatal(err)
 				}
 				ctx := context.Background()
@@ -156,7 +155,7 @@ func loadBacklog(b testing.TB, s *Store, n, rooms int) {
 			if i > at {
 				q.WriteByte(',')
 			}
-			q.WriteString("(?,?,?,?,?,?,'pending',0,NULL,0,0,?,?,'none',0)")
+			q.WriteString("(?,?,?,?,?,?,'pending',0,NULL,0,0,?,?,0)")
 			args = append(args, env.EventID, env.AppCode, env.RoomID, env.RoomSeq, env.EventType, raw, env.CreatedAtMs, env.CreatedAtMs)
 		}
 		if _, err := s.db.Exec(q.String(), args...); err != nil {

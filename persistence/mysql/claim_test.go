@@ -24,7 +24,7 @@ func putOutbox(t *testing.T, s *Store, room string, seq, createdMs int64, locked
 	if lockedBy != "" {
 		by = lockedBy
 	}
-	if _, err := s.db.Exec(insertOutbox+"(?,?,?,?,?,?,'pending',0,?,?,0,?,?,'none',0)",
+	if _, err := s.db.Exec(insertOutbox+"(?,?,?,?,?,?,'pending',0,?,?,0,?,?,0)",
 		env.EventID, env.AppCode, env.RoomID, env.RoomSeq, env.EventType, raw, by, lockUntil, createdMs, createdMs); err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestMigrateCreatesDatabaseAndIsIdempotent(t *testing.T) {
 			t.Fatalf("Migrate run %d: %v", run, err)
 		}
 	}
-	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_outbox_leases", "room_snapshots", "schema_migrations"}
+	want := []string{"room_command_log", "room_fences", "room_gift_outcomes", "room_outbox", "room_outbox_leases", "room_outbox_mq", "room_snapshots", "schema_migrations"}
 	if got := tableNames(t, db, database); !slices.Equal(got, want) {
 		t.Fatalf("tables: got %v, want %v", got, want)
 	}
@@ -419,7 +419,10 @@ func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
 			pub, mqPub int64
 			byStatus   int
 		)
-		if err := db.QueryRowContext(t.Context(), "SELECT status, mq_status, published_at_ms, mq_published_at_ms FROM `"+database+"`.room_outbox WHERE event_id = ?", id).
+		// The MQ columns moved to room_outbox_mq (a row without one there
+		// is MQ status none).
+		if err := db.QueryRowContext(t.Context(), "SELECT o.status, COALESCE(m.mq_status, 'none'), o.published_at_ms, COALESCE(m.mq_published_at_ms, 0)"+
+			" FROM `"+database+"`.room_outbox o LEFT JOIN `"+database+"`.room_outbox_mq m ON m.event_id = o.event_id WHERE o.event_id = ?", id).
 			Scan(&status, &mq, &pub, &mqPub); err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +430,8 @@ func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
 			t.Errorf("%s after the upgrade: status %q mq %q published_at %d mq_published_at %d, want %q %q %d %d",
 				id, status, mq, pub, mqPub, r.status, r.mq, r.wantPub, r.wantMQPub)
 		}
-		if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+database+"`.room_outbox WHERE status = ? AND mq_status = ?", r.status, r.mq).
+		if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+database+"`.room_outbox o LEFT JOIN `"+database+"`.room_outbox_mq m"+
+			" ON m.event_id = o.event_id WHERE o.status = ? AND COALESCE(m.mq_status, 'none') = ?", r.status, r.mq).
 			Scan(&byStatus); err != nil || byStatus != 1 {
 			t.Errorf("%s: the status filter (%s, %s) finds %d rows, %v", id, r.status, r.mq, byStatus, err)
 		}
@@ -442,6 +446,70 @@ func TestOutboxMarksInPlaceUpgradeKeepsRows(t *testing.T) {
 // suffix) with the room schema's migrations applied and recorded up to
 // the first for which stop is true, and returns a statement runner on
 // one connection that uses it.
+// Rows written while the MQ columns were in room_outbox keep their MQ
+// progress after they moved to room_outbox_mq: a row the fanout had
+// (pending, published, parked) gets its row there with its status, time
+// and lease, one it never had ('none') gets none, and the store reads
+// each as before; the columns and their indexes are gone from room_outbox.
+func TestOutboxMQTableUpgradeKeepsProgress(t *testing.T) {
+	db, database, exec := roomSchemaBefore(t, "_mq", func(m Migration) bool { return strings.Contains(m.Name, "mq_table") })
+	type row struct {
+		status, mq    string
+		mqPub, lockMs int64
+		by            any
+	}
+	rows := map[string]row{
+		"app:room:1:0": {status: "pending", mq: "pending", by: "mq-a", lockMs: 9000},
+		"app:room:2:0": {status: "published", mq: "published", mqPub: 78},
+		"app:room:3:0": {status: "pending", mq: "parked"},
+		"app:room:4:0": {status: "published", mq: "none"},
+	}
+	for id, r := range rows {
+		exec("INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_index, event_type, envelope, status, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms, created_at_ms, updated_at_ms)"+
+			" VALUES (?, 'app', 'room', ?, 0, 'RoomUserJoined', ?, ?, ?, ?, ?, ?, 5, 5)", id, id[9:10], `{"event_id":"`+id+`"}`, r.status, r.mq, r.mqPub, r.by, r.lockMs)
+	}
+	if err := Migrate(t.Context(), db, RoomSchema, database); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = ? AND table_name = 'room_outbox' AND column_name LIKE 'mq\\_%'", database).
+		Scan(&n); err != nil || n != 0 {
+		t.Fatalf("room_outbox keeps %d mq_ columns (%v)", n, err)
+	}
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = ? AND table_name = 'room_outbox' AND index_name LIKE '%mq%'", database).
+		Scan(&n); err != nil || n != 0 {
+		t.Fatalf("room_outbox keeps %d entries of MQ indexes (%v)", n, err)
+	}
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM `"+database+"`.room_outbox_mq").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("room_outbox_mq has %d rows (%v), want 3: one per row the fanout had", n, err)
+	}
+	cfg, _ := mysqltest.NewDatabase(t) // the server's config; the store reads the upgraded database
+	cfg.RoomDatabase, cfg.AutoMigrate = database, false
+	s, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for id, r := range rows {
+		got, err := s.GetOutbox(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBy, wantLock := "", int64(0)
+		if r.mq == "pending" {
+			wantBy, wantLock = r.by.(string), r.lockMs
+		}
+		if got.Status != r.status || got.MQStatus != r.mq || got.MQPublishedAtMs != r.mqPub || got.MQLockedBy != wantBy || got.MQLockUntilMs != wantLock {
+			t.Errorf("%s after the upgrade: IM %q MQ %q mq_published_at %d lease %q/%d, want %q %q %d %q/%d",
+				id, got.Status, got.MQStatus, got.MQPublishedAtMs, got.MQLockedBy, got.MQLockUntilMs, r.status, r.mq, r.mqPub, wantBy, wantLock)
+		}
+	}
+	st, err := s.OutboxStats(t.Context())
+	if err != nil || st.MQPending != 1 {
+		t.Fatalf("OutboxStats after the upgrade: %+v %v, want MQPending 1", st, err)
+	}
+}
+
 func roomSchemaBefore(t *testing.T, suffix string, stop func(Migration) bool) (*sql.DB, string, func(q string, args ...any)) {
 	t.Helper()
 	_, base := mysqltest.NewDatabase(t)

@@ -13,7 +13,10 @@ import (
 	"github.com/hyapp/roomcell/persistence"
 )
 
-const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, mq_status, mq_published_at_ms, mq_locked_by, mq_lock_until_ms, effects_done, event_index"
+// outboxColumns are room_outbox's columns as scanOutbox reads them. The
+// MQ fanout's progress is in room_outbox_mq (withMQ reads it for the
+// operators' and the fanout's reads; the IM claim does not).
+const outboxColumns = "event_id, envelope, status, retry_count, last_error, created_at_ms, updated_at_ms, published_at_ms, locked_by, lock_until_ms, event_type, app_code, room_id, room_seq, next_retry_at_ms, resolved_by, resolved_at_ms, resolution, effects_done, event_index"
 
 func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, error) {
 	var (
@@ -27,12 +30,10 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 		resBy     sql.NullString
 		resAt     sql.NullInt64
 		res       sql.NullString
-		mqPubAt   sql.NullInt64
-		mqLocked  sql.NullString
 	)
 	if err := sc.Scan(&eventID, &envelope, &r.Status, &r.RetryCount, &lastError, &r.CreatedAtMs, &r.UpdatedAtMs, &published, &lockedBy, &r.LockUntilMs,
 		&col.EventType, &col.AppCode, &col.RoomID, &col.RoomSeq, &r.NextRetryAtMs, &resBy, &resAt, &res,
-		&r.MQStatus, &mqPubAt, &mqLocked, &r.MQLockUntilMs, &r.EffectsDone, &r.EventIndex); err != nil {
+		&r.EffectsDone, &r.EventIndex); err != nil {
 		return r, err
 	}
 	env, err := decodeEnvelope(envelope)
@@ -49,14 +50,10 @@ func scanOutbox(sc interface{ Scan(...any) error }) (persistence.OutboxRow, erro
 	r.PublishedAtMs = published.Int64
 	r.LockedBy = lockedBy.String
 	r.ResolvedBy, r.ResolvedAtMs, r.Resolution = resBy.String, resAt.Int64, res.String
-	r.MQPublishedAtMs, r.MQLockedBy = mqPubAt.Int64, mqLocked.String
 	// A mark leaves the lease's owner in the row (writing NULL there would
 	// resize the record): a lease means something only on a pending row.
 	if r.Status != persistence.OutboxPending {
 		r.LockedBy, r.LockUntilMs = "", 0
-	}
-	if r.MQStatus != persistence.OutboxMQPending {
-		r.MQLockedBy, r.MQLockUntilMs = "", 0
 	}
 	return r, nil
 }
@@ -106,7 +103,7 @@ func (s *Store) ListPendingOutbox(ctx context.Context, limit int) ([]persistence
 	if err != nil {
 		return nil, err
 	}
-	return s.withRoomLeases(ctx, "list pending outbox", rows)
+	return s.shownRows(ctx, "list pending outbox", rows)
 }
 
 // claimScanPage is the least number of due rows one page of the claim's
@@ -606,7 +603,7 @@ func (s *Store) MarkOutboxPublished(ctx context.Context, eventID string, nowMs i
 // instead of a commit of its own; it returns once that committed.
 func (s *Store) MarkOutboxPublishedBatch(ctx context.Context, eventIDs []string, nowMs int64) error {
 	if s.gc == nil || len(eventIDs) == 0 {
-		return s.updatePending(ctx, "mark published batch", "status", eventIDs, publishedMark, nowMs, nowMs)
+		return s.updatePending(ctx, "mark published batch", "room_outbox", "status", eventIDs, publishedMark, nowMs, nowMs)
 	}
 	if err := ready(ctx); err != nil {
 		return err
@@ -679,7 +676,7 @@ func markStatements(marks []*queuedMark) []statement {
 func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
 	for _, m := range marks {
 		set, args := m.sql()
-		m.err = s.updatePending(ctx, m.op(), "status", m.ids, set, args...)
+		m.err = s.updatePending(ctx, m.op(), "room_outbox", "status", m.ids, set, args...)
 	}
 }
 
@@ -688,7 +685,7 @@ func (s *Store) writeMarks(ctx context.Context, marks []*queuedMark) {
 // commit's next shared transaction when that is on.
 func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error {
 	if s.gc == nil || len(eventIDs) == 0 {
-		return s.updatePending(ctx, "release batch", "status", eventIDs, releaseSet)
+		return s.updatePending(ctx, "release batch", "room_outbox", "status", eventIDs, releaseSet)
 	}
 	if err := ready(ctx); err != nil {
 		return err
@@ -699,11 +696,12 @@ func (s *Store) ReleaseOutboxBatch(ctx context.Context, eventIDs []string) error
 // markChunk is the most ids one mark or release statement names.
 const markChunk = 2000
 
-// updatePending applies set (with setArgs) to the rows among eventIDs
-// whose status column (status for IM, mq_status for MQ) is 'pending',
+// updatePending applies set (with setArgs) to the rows of table among
+// eventIDs whose status column (room_outbox's status for IM,
+// room_outbox_mq's mq_status for MQ) is 'pending',
 // 2,000 ids (hot_room_batch's default, a grown claim) a statement: each
 // statement is a commit; other rows and unknown ids are skipped.
-func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs []string, set string, setArgs ...any) error {
+func (s *Store) updatePending(ctx context.Context, op, table, status string, eventIDs []string, set string, setArgs ...any) error {
 	if err := ready(ctx); err != nil {
 		return err
 	}
@@ -719,7 +717,7 @@ func (s *Store) updatePending(ctx context.Context, op, status string, eventIDs [
 		err := retryDeadlock(ctx, func() error {
 			cctx, cancel := s.opCtx(ctx)
 			defer cancel()
-			_, err := s.db.ExecContext(cctx, "UPDATE room_outbox SET "+set+
+			_, err := s.db.ExecContext(cctx, "UPDATE "+table+" SET "+set+
 				" WHERE "+status+" = 'pending' AND event_id IN (?"+strings.Repeat(",?", len(ids)-1)+")", args...)
 			return err
 		})
@@ -855,7 +853,7 @@ func (s *Store) GetOutbox(ctx context.Context, eventID string) (persistence.Outb
 	if err != nil {
 		return persistence.OutboxRow{}, s.wrap("get outbox "+eventID, err)
 	}
-	rows, err := s.withRoomLeases(ctx, "get outbox "+eventID, []persistence.OutboxRow{r})
+	rows, err := s.shownRows(ctx, "get outbox "+eventID, []persistence.OutboxRow{r})
 	if err != nil {
 		return persistence.OutboxRow{}, err
 	}
@@ -886,7 +884,7 @@ func (s *Store) ListOutbox(ctx context.Context, f persistence.OutboxFilter) ([]p
 	if err != nil {
 		return nil, err
 	}
-	return s.withRoomLeases(ctx, "list outbox", rows)
+	return s.shownRows(ctx, "list outbox", rows)
 }
 
 // OutboxStats implements persistence.OutboxStore. Both aggregates read
@@ -906,7 +904,7 @@ func (s *Store) OutboxStats(ctx context.Context) (persistence.OutboxStats, error
 		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE status = 'parked'").Scan(&st.Parked)
 	}
 	if err == nil {
-		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox WHERE mq_status = 'pending'").Scan(&st.MQPending)
+		err = s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox_mq WHERE mq_status = 'pending'").Scan(&st.MQPending)
 	}
 	if err != nil {
 		return persistence.OutboxStats{}, s.wrap("outbox stats", err)

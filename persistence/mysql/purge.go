@@ -195,7 +195,7 @@ func (s *Store) Purge(ctx context.Context, r persistence.PurgeRequest) (persiste
 
 // kickedHeld is the SQL form of the room notice cursor rule: a row of an
 // event that causes a notice (room.Notice: RoomUserKicked) stays until
-// the cursor has passed it.
+// the cursor has passed it. Its columns are room_outbox's under the alias o.
 func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
 	types := room.TypesCausing(room.Notice)
 	in := strings.TrimSuffix(strings.Repeat("?,", len(types)), ",")
@@ -204,9 +204,9 @@ func kickedHeld(c persistence.ConsumerPosition) (string, []any) {
 		args = append(args, t)
 	}
 	if !c.Found {
-		return " AND event_type NOT IN (" + in + ")", args
+		return " AND o.event_type NOT IN (" + in + ")", args
 	}
-	return " AND (event_type NOT IN (" + in + ") OR created_at_ms < ? OR (created_at_ms = ? AND event_id <= ?))",
+	return " AND (o.event_type NOT IN (" + in + ") OR o.created_at_ms < ? OR (o.created_at_ms = ? AND o.event_id <= ?))",
 		append(args, c.Num, c.Num, c.Key)
 }
 
@@ -226,9 +226,10 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 		return res, err
 	}
 	defer cancel()
-	rows, err := s.db.QueryContext(qctx, "SELECT event_id, event_type, created_at_ms, COALESCE(published_at_ms, 0), mq_status FROM room_outbox"+
-		" WHERE status = ? AND created_at_ms < ? AND created_at_ms >= ? AND (created_at_ms > ? OR event_id > ?)"+
-		" ORDER BY created_at_ms, event_id LIMIT ?",
+	rows, err := s.db.QueryContext(qctx, "SELECT o.event_id, o.event_type, o.created_at_ms, o.published_at_ms, COALESCE(m.mq_status, 'none')"+
+		" FROM room_outbox o FORCE INDEX (idx_room_outbox_pending) LEFT JOIN room_outbox_mq m ON m.event_id = o.event_id"+
+		" WHERE o.status = ? AND o.created_at_ms < ? AND o.created_at_ms >= ? AND (o.created_at_ms > ? OR o.event_id > ?)"+
+		" ORDER BY o.created_at_ms, o.event_id LIMIT ?",
 		persistence.OutboxPublished, r.CutoffMs, afterMs, afterMs, afterID, r.Limit)
 	if err != nil {
 		return res, s.wrap("purge room_outbox", err)
@@ -257,13 +258,22 @@ func (s *Store) purgeOutbox(ctx context.Context, r persistence.PurgeRequest) (pe
 	}
 	held, heldArgs := kickedHeld(r.Consumer)
 	args := append(ids, persistence.OutboxPublished, r.CutoffMs, r.CutoffMs)
-	out, err := s.db.ExecContext(qctx, "DELETE FROM room_outbox WHERE event_id IN ("+placeholders(len(ids))+")"+
-		" AND status = ? AND created_at_ms < ? AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held, append(args, heldArgs...)...)
+	// One statement deletes each row with its room_outbox_mq row (none
+	// while that is MQ-pending), so no MQ row outlives its outbox row.
+	_, err = s.db.ExecContext(qctx, "DELETE o, m FROM room_outbox o LEFT JOIN room_outbox_mq m ON m.event_id = o.event_id"+
+		" WHERE o.event_id IN ("+placeholders(len(ids))+")"+
+		" AND o.status = ? AND o.created_at_ms < ? AND o.published_at_ms < ? AND (m.mq_status IS NULL OR m.mq_status <> 'pending')"+
+		held, append(args, heldArgs...)...)
 	if err != nil {
 		return res, s.wrap("purge room_outbox", err)
 	}
-	n, _ := out.RowsAffected()
-	res.Rows = int(n)
+	// RowsAffected would count the room_outbox_mq rows deleted too: the
+	// outbox rows deleted are those of ids no longer there.
+	var left int
+	if err := s.db.QueryRowContext(qctx, "SELECT COUNT(*) FROM room_outbox WHERE event_id IN ("+placeholders(len(ids))+")", ids...).Scan(&left); err != nil {
+		return res, s.wrap("purge room_outbox", err)
+	}
+	res.Rows = len(ids) - left
 	return res, nil
 }
 
@@ -424,8 +434,9 @@ func (s *Store) CountPurgeable(ctx context.Context, r persistence.PurgeRequest) 
 	if r.Table == persistence.PurgeRoomOutbox {
 		held, heldArgs := kickedHeld(r.Consumer)
 		args := append([]any{persistence.OutboxPublished, r.CutoffMs, r.CutoffMs}, heldArgs...)
-		return p.count(ctx, "count room_outbox", "SELECT 1 FROM room_outbox WHERE status = ? AND created_at_ms < ?"+
-			" AND COALESCE(published_at_ms, 0) < ? AND mq_status <> 'pending'"+held+" LIMIT ?", append(args, r.Limit)...)
+		return p.count(ctx, "count room_outbox", "SELECT 1 FROM room_outbox o WHERE o.status = ? AND o.created_at_ms < ?"+
+			" AND o.published_at_ms < ? AND NOT EXISTS (SELECT 1 FROM room_outbox_mq m WHERE m.event_id = o.event_id AND m.mq_status = 'pending')"+
+			held+" LIMIT ?", append(args, r.Limit)...)
 	}
 	return p.count(ctx, "count room_command_log", "SELECT 1 FROM room_snapshots s JOIN room_command_log l"+
 		" ON l.app_code = s.app_code AND l.room_id = s.room_id AND l.seq <= s.seq WHERE l.created_at_ms < ? LIMIT ?", r.CutoffMs, r.Limit)

@@ -548,7 +548,8 @@ func (b *rowsBuilder) flush() {
 const (
 	insertCommandLog = "INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms, sealed) VALUES "
 	insertGiftSent   = "INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES "
-	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status, event_index) VALUES "
+	insertOutbox     = "INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, event_index) VALUES "
+	insertOutboxMQ   = "INSERT INTO room_outbox_mq (event_id, app_code, room_id, room_seq, event_index, created_at_ms) VALUES "
 	upsertSnapshot   = "INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES "
 	// Only a newer seq replaces a snapshot. MySQL assigns left to right and
 	// later expressions see earlier assignments, so seq goes last. VALUES()
@@ -563,8 +564,9 @@ const (
 // buildStatements turns ps into the fence, log, outbox and snapshot
 // writes. The epoch fence goes first, then the log: a stale epoch or a
 // fenced seq fails there, before any other row of the append is written.
-// mqStatus is the new outbox rows' mq_status (the store's fanout setting,
-// a constant, never caller input).
+// mqStatus is the store's fanout setting: with OutboxMQPending each outbox
+// row also gets its room_outbox_mq row (MQ-pending), with OutboxMQNone
+// none.
 func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	// An append's room is a parameter of up to three statements: boxed once.
 	keys := make([]rowKey, len(ps))
@@ -584,9 +586,13 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	logRows := rowsBuilder{head: insertCommandLog, rows: len(ps), rowArgs: 8, rowText: len("(?,?,,?,?,?,?,?,,?)") + 2*maxIntText}
 	giftRows := rowsBuilder{head: insertGiftSent, rows: gifts, rowArgs: 3, rowText: len("(?,?,?,'sent',)") + maxIntText}
 	outboxRows := rowsBuilder{head: insertOutbox, rows: events, rowArgs: 6,
-		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,'',)") + len(mqStatus) + 6*maxIntText}
+		rowText: len("(?,?,?,,?,?,'pending',0,?,,,,,)") + 6*maxIntText}
+	mqOn := mqStatus == persistence.OutboxMQPending
+	mqRows := rowsBuilder{head: insertOutboxMQ, rowArgs: 3, rowText: len("(?,?,?,,,)") + 3*maxIntText}
+	if mqOn {
+		mqRows.rows = events
+	}
 	snapRows := rowsBuilder{head: upsertSnapshot, tail: snapshotNewerOnly, rows: snaps, rowArgs: 3, rowText: len("(?,?,,?,)") + 2*maxIntText}
-	mq := "'" + mqStatus + "'"
 	for i, p := range ps {
 		c, k := p.a.Command, keys[i]
 		reply := c.Reply
@@ -611,7 +617,11 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 		for i, e := range c.Events {
 			outboxRows.row(len(p.envelopes[i])+160).param(e.EventID, reuse(e.AppCode, k.app), reuse(e.RoomID, k.room)).ints(e.RoomSeq).
 				param(e.EventType, p.envelopes[i]).sql("'pending'", "0").param(lockedBy).
-				ints(lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs).sql(mq).ints(int64(i)).end()
+				ints(lockUntil, e.CreatedAtMs, e.CreatedAtMs, e.CreatedAtMs, int64(i)).end()
+			if mqOn {
+				mqRows.row(len(e.EventID)+len(e.AppCode)+len(e.RoomID)+64).param(e.EventID, reuse(e.AppCode, k.app), reuse(e.RoomID, k.room)).
+					ints(e.RoomSeq, int64(i), e.CreatedAtMs).end()
+			}
 		}
 		if sn := p.a.Snapshot; sn != nil {
 			state := sn.State
@@ -625,10 +635,11 @@ func buildStatements(ps []*pendingAppend, mqStatus string) []statement {
 	logRows.flush()
 	giftRows.flush()
 	outboxRows.flush()
+	mqRows.flush()
 	snapRows.flush()
 	// A voided gift fails on its outcome row right after the log, before
 	// any outbox row is written.
-	return slices.Concat(fences, logRows.out, giftRows.out, outboxRows.out, snapRows.out)
+	return slices.Concat(fences, logRows.out, giftRows.out, outboxRows.out, mqRows.out, snapRows.out)
 }
 
 // rowKey is an append's app_code and room_id as parameters.

@@ -138,9 +138,29 @@ func TestBuildStatementsText(t *testing.T) {
 	want := "INSERT INTO room_fences (app_code, room_id, epoch) VALUES ('a','r0',2),('a','r1',3) ON DUPLICATE KEY UPDATE epoch = IF(VALUES(epoch) >= epoch, VALUES(epoch), NULL)\n" +
 		"INSERT INTO room_command_log (app_code, room_id, seq, command_id, command_type, request_hash, reply, events, created_at_ms, sealed) VALUES ('a','r0',50,'cr0','SendGift','h',_binary'reply',_binary'[{\"event_id\":\"r0:50\",\"event_type\":\"RoomGiftSent\",\"app_code\":\"a\",\"room_id\":\"r0\",\"room_seq\":50,\"command_id\":\"cr0\",\"created_at_ms\":-1,\"payload\":{\"n\":1}}]',1700000000001,_binary'seal'),('a','r1',7,'cr1','JoinRoom','',_binary'',_binary'[{\"event_id\":\"r1:7\",\"event_type\":\"RoomUserJoined\",\"app_code\":\"a\",\"room_id\":\"r1\",\"room_seq\":7,\"command_id\":\"cr1\",\"created_at_ms\":-1,\"payload\":{\"u\":\"x\"}}]',1700000000002,NULL)\n" +
 		"INSERT INTO room_gift_outcomes (app_code, room_id, command_id, outcome, created_at_ms) VALUES ('a','r0','cr0','sent',1700000000001)\n" +
-		"INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, mq_status, event_index) VALUES ('r0:50','a','r0',50,'RoomGiftSent',_binary'{\"event_id\":\"r0:50\",\"event_type\":\"RoomGiftSent\",\"app_code\":\"a\",\"room_id\":\"r0\",\"room_seq\":50,\"command_id\":\"cr0\",\"created_at_ms\":-1,\"payload\":{\"n\":1}}','pending',0,NULL,0,-1,-1,-1,'pending',0),('r1:7','a','r1',7,'RoomUserJoined',_binary'{\"event_id\":\"r1:7\",\"event_type\":\"RoomUserJoined\",\"app_code\":\"a\",\"room_id\":\"r1\",\"room_seq\":7,\"command_id\":\"cr1\",\"created_at_ms\":-1,\"payload\":{\"u\":\"x\"}}','pending',0,'node-1',1700000000003,-1,-1,-1,'pending',0)\n" +
+		"INSERT INTO room_outbox (event_id, app_code, room_id, room_seq, event_type, envelope, status, retry_count, locked_by, lock_until_ms, next_retry_at_ms, created_at_ms, updated_at_ms, event_index) VALUES ('r0:50','a','r0',50,'RoomGiftSent',_binary'{\"event_id\":\"r0:50\",\"event_type\":\"RoomGiftSent\",\"app_code\":\"a\",\"room_id\":\"r0\",\"room_seq\":50,\"command_id\":\"cr0\",\"created_at_ms\":-1,\"payload\":{\"n\":1}}','pending',0,NULL,0,-1,-1,-1,0),('r1:7','a','r1',7,'RoomUserJoined',_binary'{\"event_id\":\"r1:7\",\"event_type\":\"RoomUserJoined\",\"app_code\":\"a\",\"room_id\":\"r1\",\"room_seq\":7,\"command_id\":\"cr1\",\"created_at_ms\":-1,\"payload\":{\"u\":\"x\"}}','pending',0,'node-1',1700000000003,-1,-1,-1,0)\n" +
+		"INSERT INTO room_outbox_mq (event_id, app_code, room_id, room_seq, event_index, created_at_ms) VALUES ('r0:50','a','r0',50,0,-1),('r1:7','a','r1',7,0,-1)\n" +
 		"INSERT INTO room_snapshots (app_code, room_id, seq, state, updated_at_ms) VALUES ('a','r0',50,_binary'state',99) ON DUPLICATE KEY UPDATE state = IF(VALUES(seq) > seq, VALUES(state), state), updated_at_ms = IF(VALUES(seq) > seq, VALUES(updated_at_ms), updated_at_ms), seq = GREATEST(seq, VALUES(seq))\n"
 	if got != want {
 		t.Fatalf("statements\n%s\nwant\n%s", got, want)
+	}
+}
+
+// With the MQ fanout off an append writes no room_outbox_mq row: the
+// fanout's progress costs a durable event nothing then.
+func TestBuildStatementsFanoutOffWritesNoMQRow(t *testing.T) {
+	for _, st := range buildStatements(goldenBatch(t), persistence.OutboxMQNone) {
+		if strings.Contains(st.query, "room_outbox_mq") {
+			t.Fatalf("fanout off, yet a statement writes room_outbox_mq: %s", st.query)
+		}
+	}
+	n := 0
+	for _, st := range buildStatements(goldenBatch(t), persistence.OutboxMQPending) {
+		if strings.HasPrefix(st.query, insertOutboxMQ) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("fanout on: %d room_outbox_mq INSERTs, want 1", n)
 	}
 }

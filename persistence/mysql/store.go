@@ -29,8 +29,9 @@ type Store struct {
 	log          *slog.Logger
 	gc           *groupCommitter // nil: one transaction per append
 	probe        *prober         // Probe's own connection (probe.go)
-	// mqStatus is the mq_status of new outbox rows: pending when the MQ
-	// fanout is on (WithOutboxMQ), none otherwise.
+	// mqStatus is the MQ status of new outbox rows: pending when the MQ
+	// fanout is on (WithOutboxMQ: each row gets its room_outbox_mq row),
+	// none otherwise (no room_outbox_mq row).
 	mqStatus string
 
 	// beforeCommit, if set, runs before every COMMIT of an append (tests:

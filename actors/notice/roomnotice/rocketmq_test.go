@@ -202,7 +202,8 @@ func (k *kickRig) settle(kicks int, within time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	var unpublished int
-	if err := k.roomStore.DB().QueryRow("SELECT COUNT(*) FROM room_outbox WHERE mq_status <> 'published'").Scan(&unpublished); err != nil {
+	if err := k.roomStore.DB().QueryRow("SELECT COUNT(*) FROM room_outbox o LEFT JOIN room_outbox_mq m ON m.event_id = o.event_id" +
+		" WHERE COALESCE(m.mq_status, 'none') <> 'published'").Scan(&unpublished); err != nil {
 		t.Fatal(err)
 	}
 	if unpublished != 0 {

@@ -1,0 +1,258 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/room"
+)
+
+// LikeStreamInFlight is how many messages of one LikeStream wait for
+// their acks at most: the server reads the stream's next message only
+// once one of them is answered, so a client sending faster is held by
+// HTTP/2's flow control, not queued here. It is the likes of a user the
+// room recognises a retry of (room.MaxLikeReceipts): a client that sends
+// again every like without an ack after its stream broke (a crash, a
+// move) is answered duplicate for each one the room counted, never
+// counted twice. A member calling every 200 ms has about three in
+// flight at the 500 ms window.
+const LikeStreamInFlight = room.MaxLikeReceipts
+
+// LikeStreamOptions bound the LikeStream streams of a server.
+type LikeStreamOptions struct {
+	// Max caps the streams open at once (grpc.max_like_streams); past
+	// it a new one is refused with LIKE_STREAM_LIMIT.
+	Max int
+	// Idle ends a stream that sent no message and is owed no ack this
+	// long (grpc.like_stream_idle), with OK: the client opens another
+	// when its member likes again.
+	Idle time.Duration
+	// Metrics: nil counts nothing.
+	Metrics *LikeStreamMetrics
+}
+
+// LikeStreamMetrics counts a node's like streams and their acks.
+type LikeStreamMetrics struct {
+	Open prometheus.Gauge
+	Acks *prometheus.CounterVec // by outcome: counted, duplicate, refused
+}
+
+// NewLikeStreamMetrics registers the like stream metrics on reg.
+func NewLikeStreamMetrics(reg prometheus.Registerer) (*LikeStreamMetrics, error) {
+	m := &LikeStreamMetrics{
+		Open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "roomcell_like_streams_open",
+			Help: "LikeStream streams open on this node."}),
+		Acks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcell_like_stream_acks_total",
+			Help: "LikeStream messages answered, by outcome (counted, duplicate, refused)."}, []string{"outcome"}),
+	}
+	for _, o := range []string{"counted", "duplicate", "refused"} {
+		m.Acks.WithLabelValues(o)
+	}
+	for _, c := range []prometheus.Collector{m.Open, m.Acks} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// DefaultLikeStreamIdle is grpc.like_stream_idle when the file sets
+// none, and LikeStreamOptions.Idle when it is 0.
+const DefaultLikeStreamIdle = time.Minute
+
+// SetLikeStreams serves LikeStream under o; without it LikeStream
+// answers Unimplemented. Call it before serving.
+func (s *RoomServer) SetLikeStreams(o LikeStreamOptions) {
+	if o.Idle <= 0 {
+		o.Idle = DefaultLikeStreamIdle
+	}
+	s.likeStreams = o
+}
+
+func init() { registerValidated(&roomcellv1.LikeStreamRequest{}) }
+
+var errNoLikeStreams = status.Error(codes.Unimplemented, "like streams are not served by this server; call LikeRoom")
+
+// The like streams' own refusals, declared so that every code of the
+// table names an error (errclass.Lookup); answered as their rows'
+// statuses (rowStatus).
+var (
+	errLikeStreamLimit    = errclass.New(errclass.CodeLikeStreamLimit)
+	errLikeStreamMismatch = errclass.New(errclass.CodeLikeStreamMismatch)
+)
+
+// likeStreamMismatch answers a message naming another app, room or user
+// than the stream's first.
+var likeStreamMismatch = rowStatus(errclass.CodeLikeStreamMismatch, nil)
+
+// LikeStream takes a member's likes over one stream: each message is the
+// LikeRoom of its fields, decided by command (the same parse, rate
+// limit, room client and front as the unary call; nothing here decides a
+// like), and answered on the stream once its window is stored. Auth is
+// the gate's, at the stream's open, before any message is read.
+//
+// One goroutine reads, one writes (this one), one per message in flight
+// waits for its window; the reader takes a slot of LikeStreamInFlight
+// before each read, given back when the message's ack is sent.
+func (s *RoomServer) LikeStream(stream grpc.BidiStreamingServer[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]) error {
+	o := s.likeStreams
+	if o.Max <= 0 {
+		return errNoLikeStreams
+	}
+	if n := s.likeStreamsOpen.Add(1); n > int64(o.Max) {
+		s.likeStreamsOpen.Add(-1)
+		return rowStatus(errclass.CodeLikeStreamLimit, nil).Err()
+	}
+	defer s.likeStreamsOpen.Add(-1)
+	if o.Metrics != nil {
+		o.Metrics.Open.Inc()
+		defer o.Metrics.Open.Dec()
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel() // the reader and the likes in flight stop with the stream
+	slots := make(chan struct{}, LikeStreamInFlight)
+	got := make(chan *roomcellv1.LikeStreamRequest)
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			m, err := stream.Recv()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			select {
+			case got <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	// Buffered for every message in flight: a like answered after the
+	// stream ended never waits for a writer that is gone.
+	acks := make(chan *roomcellv1.LikeStreamAck, LikeStreamInFlight)
+	idle := time.NewTimer(o.Idle)
+	defer idle.Stop()
+	var bound *roomcellv1.LikeStreamRequest // the first message: the stream's app, room and user
+	inFlight, reading := 0, true
+	for reading || inFlight > 0 {
+		select {
+		case m := <-got:
+			inFlight++
+			idle.Reset(o.Idle)
+			if bound == nil {
+				bound = m
+			}
+			if !sameLiker(bound, m) {
+				acks <- refusedAck(m.GetCommandId(), likeStreamMismatch)
+				continue
+			}
+			go s.likeAckTo(ctx, acks, bound, m)
+		case a := <-acks:
+			inFlight--
+			<-slots
+			idle.Reset(o.Idle)
+			if o.Metrics != nil {
+				o.Metrics.Acks.WithLabelValues(ackOutcome(a)).Inc()
+			}
+			if err := stream.Send(a); err != nil {
+				return err
+			}
+		case err := <-readErr:
+			reading = false
+			if !errors.Is(err, io.EOF) {
+				// The client went away or sent a body that is no message
+				// (the gate's InvalidArgument): the likes in flight may
+				// still be counted; a client resends them under their
+				// command_ids and is answered duplicate for those.
+				return err
+			}
+		case <-idle.C:
+			if inFlight == 0 {
+				return nil
+			}
+			idle.Reset(o.Idle)
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	return nil
+}
+
+// sameLiker: m is for the stream's app, room and user (an empty field
+// takes the stream's).
+func sameLiker(bound, m *roomcellv1.LikeStreamRequest) bool {
+	same := func(b, v string) bool { return v == "" || v == b }
+	return same(bound.GetAppCode(), m.GetAppCode()) && same(bound.GetRoomId(), m.GetRoomId()) && same(bound.GetUserId(), m.GetUserId())
+}
+
+// likeAckTo sends m's ack to acks. A panic deciding it is answered as
+// the recovery interceptor answers a unary call's (Internal, logged with
+// its stack): it happened off the handler's goroutine, where that
+// interceptor cannot catch it.
+func (s *RoomServer) likeAckTo(ctx context.Context, acks chan<- *roomcellv1.LikeStreamAck, bound, m *roomcellv1.LikeStreamRequest) {
+	defer func() {
+		if r := recover(); r != nil {
+			acks <- refusedAck(m.GetCommandId(), status.Convert(panicStatus(ctx, s.log, roomcellv1.RoomService_LikeStream_FullMethodName, r)))
+		}
+	}()
+	acks <- s.likeAck(ctx, bound, m)
+}
+
+// likeAck decides m as the LikeRoom of its fields under the stream's app,
+// room and user.
+func (s *RoomServer) likeAck(ctx context.Context, bound, m *roomcellv1.LikeStreamRequest) *roomcellv1.LikeStreamAck {
+	r := &roomcellv1.LikeRoomRequest{CommandId: m.GetCommandId(), RequestId: m.GetRequestId(),
+		AppCode: bound.GetAppCode(), RoomId: bound.GetRoomId(), UserId: bound.GetUserId(), Count: m.GetCount()}
+	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: r}})
+	if err != nil {
+		st, _ := status.FromError(err)
+		return refusedAck(m.GetCommandId(), st)
+	}
+	return &roomcellv1.LikeStreamAck{CommandId: m.GetCommandId(), RoomSeq: reply.GetRoomSeq(), Duplicate: reply.GetDuplicate()}
+}
+
+// refusedAck carries st as LikeRoom would have answered it: its code,
+// text, stable code (the ErrorInfo reason) and retry delay.
+func refusedAck(commandID string, st *status.Status) *roomcellv1.LikeStreamAck {
+	// A command_id that is not UTF-8 (refused by name) cannot go back in
+	// a protobuf string as it came.
+	commandID = strings.ToValidUTF8(commandID, "\uFFFD")
+	a := &roomcellv1.LikeStreamAck{CommandId: commandID, GrpcCode: int32(st.Code()), Message: st.Message()}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() == errorDomain {
+				a.Code = d.GetReason()
+			}
+		case *errdetails.RetryInfo:
+			a.RetryAfterMs = d.GetRetryDelay().AsDuration().Milliseconds()
+		}
+	}
+	return a
+}
+
+func ackOutcome(a *roomcellv1.LikeStreamAck) string {
+	switch {
+	case a.GetGrpcCode() != int32(codes.OK):
+		return "refused"
+	case a.GetDuplicate():
+		return "duplicate"
+	}
+	return "counted"
+}
