@@ -20,10 +20,21 @@ import (
 // GetRoom and ListRoomEvents answered from kept encodings).
 func serveRegistered(t *testing.T, rs *RoomServer) roomcellv1.RoomServiceClient {
 	t.Helper()
+	return serveRegisteredOn(t, rs, nil)
+}
+
+// serveRegisteredOn is serveRegistered with the server's listener wrapped
+// by wrap (when not nil).
+func serveRegisteredOn(t *testing.T, rs *RoomServer, wrap func(net.Listener) net.Listener) roomcellv1.RoomServiceClient {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	srv, _ := NewServer(Options{Logger: discardLogger()})
 	RegisterRoomService(srv, rs)
-	go func() { _ = srv.Serve(lis) }()
+	var served net.Listener = lis
+	if wrap != nil {
+		served = wrap(lis)
+	}
+	go func() { _ = srv.Serve(served) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),

@@ -57,7 +57,10 @@ type OutboxRow struct {
 	// Status (the IM channel's): OutboxMQNone when the fanout was off as
 	// the row was written, else pending until the fanout published it
 	// (OutboxMQPublished) or found it can never be published (OutboxMQParked).
-	// MQLockedBy/MQLockUntilMs are the fanout's own claim lease.
+	// MQLockedBy/MQLockUntilMs are the fanout's own claim lease. The IM
+	// claims (ClaimPendingOutbox, ClaimRoomOutbox) may leave these four
+	// empty: the MySQL store keeps them in a table of their own and the
+	// IM relay never reads them.
 	MQStatus        string
 	MQPublishedAtMs int64
 	MQLockedBy      string

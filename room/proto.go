@@ -2,6 +2,7 @@ package room
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,13 +24,19 @@ type header interface {
 }
 
 // Request returns the request message set in rc's oneof, or nil.
+//
+// Every case of a generated oneof is a struct whose one field is the
+// case's value (protobuf-go's own reflection reads it as Field(0) too), so
+// the request is one field load through Go's reflect. protoreflect's
+// WhichOneof asks each of the oneof's ~40 cases in turn; that was ~0.8 µs
+// a call, and a command is read this way two to four times on its path.
 func Request(rc *v1.RoomCommand) proto.Message {
-	r := rc.ProtoReflect()
-	fd := r.WhichOneof(r.Descriptor().Oneofs().ByName("command"))
-	if fd == nil {
+	c := rc.GetCommand()
+	if c == nil {
 		return nil
 	}
-	return r.Get(fd).Message().Interface()
+	m, _ := reflect.ValueOf(c).Elem().Field(0).Interface().(proto.Message)
+	return m
 }
 
 // CommandFromProto turns the grain protocol's command into a domain

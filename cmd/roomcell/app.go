@@ -338,7 +338,9 @@ func (a *App) serveGRPC() error {
 	}
 	opts.Metrics.InitializeMetrics(a.grpcServer)
 	go func() {
-		if err := a.grpcServer.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		// Large replies share writes with the replies answered beside them
+		// (grpcapi, batchwrites.go).
+		if err := a.grpcServer.Serve(grpcapi.BatchWrites(lis)); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			a.log.Error("grpc serve", "error", err)
 		}
 	}()
