@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +48,19 @@ type LikeStreamOptions struct {
 type LikeStreamMetrics struct {
 	Open prometheus.Gauge
 	Acks *prometheus.CounterVec // by outcome: counted, duplicate, refused
+	// The outcomes' series, looked up once rather than per ack.
+	counted, duplicate, refused prometheus.Counter
+}
+
+func (m *LikeStreamMetrics) ack(a *roomcellv1.LikeStreamAck) {
+	switch {
+	case a.GetGrpcCode() != int32(codes.OK):
+		m.refused.Inc()
+	case a.GetDuplicate():
+		m.duplicate.Inc()
+	default:
+		m.counted.Inc()
+	}
 }
 
 // NewLikeStreamMetrics registers the like stream metrics on reg.
@@ -56,9 +71,7 @@ func NewLikeStreamMetrics(reg prometheus.Registerer) (*LikeStreamMetrics, error)
 		Acks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "roomcell_like_stream_acks_total",
 			Help: "LikeStream messages answered, by outcome (counted, duplicate, refused)."}, []string{"outcome"}),
 	}
-	for _, o := range []string{"counted", "duplicate", "refused"} {
-		m.Acks.WithLabelValues(o)
-	}
+	m.counted, m.duplicate, m.refused = m.Acks.WithLabelValues("counted"), m.Acks.WithLabelValues("duplicate"), m.Acks.WithLabelValues("refused")
 	for _, c := range []prometheus.Collector{m.Open, m.Acks} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -102,9 +115,12 @@ var likeStreamMismatch = rowStatus(errclass.CodeLikeStreamMismatch, nil)
 // like), and answered on the stream once its window is stored. Auth is
 // the gate's, at the stream's open, before any message is read.
 //
-// One goroutine reads, one writes (this one), one per message in flight
-// waits for its window; the reader takes a slot of LikeStreamInFlight
-// before each read, given back when the message's ack is sent.
+// A reader goroutine takes a slot of LikeStreamInFlight before each
+// read and starts a goroutine per message, which waits for the like's
+// window and sends its ack (one at a time, sendMu) and gives the slot
+// back: a message costs two channel operations and a goroutine, nothing
+// more. This goroutine only waits for the stream's end: the client's
+// (its half-close, once every ack is sent), the reader's error, or idle.
 func (s *RoomServer) LikeStream(stream grpc.BidiStreamingServer[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]) error {
 	o := s.likeStreams
 	if o.Max <= 0 {
@@ -120,78 +136,130 @@ func (s *RoomServer) LikeStream(stream grpc.BidiStreamingServer[roomcellv1.LikeS
 		defer o.Metrics.Open.Dec()
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel() // the reader and the likes in flight stop with the stream
-	slots := make(chan struct{}, LikeStreamInFlight)
-	got := make(chan *roomcellv1.LikeStreamRequest)
-	readErr := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			m, err := stream.Recv()
-			if err != nil {
-				readErr <- err
-				return
-			}
-			select {
-			case got <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	// Buffered for every message in flight: a like answered after the
-	// stream ended never waits for a writer that is gone.
-	acks := make(chan *roomcellv1.LikeStreamAck, LikeStreamInFlight)
+	defer cancel() // the likes in flight stop with the stream
+	ls := &likeStream{s: s, stream: stream, metrics: o.Metrics, slots: make(chan struct{}, LikeStreamInFlight)}
+	ls.touch()
+	readEnd := make(chan error, 1)
+	go func() { readEnd <- ls.read(ctx) }()
+	// Idle: checked once an idle time, not per message.
 	idle := time.NewTimer(o.Idle)
 	defer idle.Stop()
-	var bound *roomcellv1.LikeStreamRequest // the first message: the stream's app, room and user
-	inFlight, reading := 0, true
-	for reading || inFlight > 0 {
+	defer ls.finish()
+	for {
 		select {
-		case m := <-got:
-			inFlight++
-			idle.Reset(o.Idle)
-			if bound == nil {
-				bound = m
-			}
-			if !sameLiker(bound, m) {
-				acks <- refusedAck(m.GetCommandId(), likeStreamMismatch)
-				continue
-			}
-			go s.likeAckTo(ctx, acks, bound, m)
-		case a := <-acks:
-			inFlight--
-			<-slots
-			idle.Reset(o.Idle)
-			if o.Metrics != nil {
-				o.Metrics.Acks.WithLabelValues(ackOutcome(a)).Inc()
-			}
-			if err := stream.Send(a); err != nil {
-				return err
-			}
-		case err := <-readErr:
-			reading = false
+		case err := <-readEnd:
 			if !errors.Is(err, io.EOF) {
-				// The client went away or sent a body that is no message
-				// (the gate's InvalidArgument): the likes in flight may
-				// still be counted; a client resends them under their
-				// command_ids and is answered duplicate for those.
+				// The client went away or sent a body that is no
+				// message (the gate's InvalidArgument): the likes in
+				// flight may still be counted; a client resends them
+				// under their command_ids and is answered duplicate for
+				// those.
 				return err
 			}
-		case <-idle.C:
-			if inFlight == 0 {
-				return nil
+			// The client is done sending: every ack it is owed, then OK.
+			for range LikeStreamInFlight {
+				select {
+				case ls.slots <- struct{}{}:
+				case <-ctx.Done():
+					return status.FromContextError(ctx.Err()).Err()
+				}
 			}
-			idle.Reset(o.Idle)
+			return nil
+		case <-idle.C:
+			since := time.Duration(time.Now().UnixNano() - ls.last.Load())
+			switch {
+			case ls.inFlight.Load() > 0:
+				idle.Reset(o.Idle) // an ack is owed: not idle
+			case since >= o.Idle:
+				return nil
+			default:
+				idle.Reset(o.Idle - since)
+			}
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	return nil
+}
+
+// likeStream is one LikeStream's state, shared by its reader and its
+// likes in flight.
+type likeStream struct {
+	s       *RoomServer
+	stream  grpc.BidiStreamingServer[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]
+	metrics *LikeStreamMetrics
+	// slots holds a token per message read and not yet answered.
+	slots    chan struct{}
+	inFlight atomic.Int64
+	last     atomic.Int64 // unix ns of the last message or ack
+	sendMu   sync.Mutex
+	ended    bool // under sendMu: the handler returned, nothing more is sent
+}
+
+func (ls *likeStream) touch() { ls.last.Store(time.Now().UnixNano()) }
+
+// read reads the stream's messages until its end, each once a slot is
+// free; the first names the stream's app, room and user.
+func (ls *likeStream) read(ctx context.Context) error {
+	var bound *roomcellv1.LikeStreamRequest
+	for {
+		select {
+		case ls.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		m, err := ls.stream.Recv()
+		if err != nil {
+			<-ls.slots
+			return err
+		}
+		ls.touch()
+		ls.inFlight.Add(1)
+		if bound == nil {
+			bound = m
+		}
+		if !sameLiker(bound, m) {
+			ls.answer(refusedAck(m.GetCommandId(), likeStreamMismatch))
+			continue
+		}
+		go ls.decide(ctx, bound, m)
+	}
+}
+
+// decide answers m as the LikeRoom of its fields under the stream's app,
+// room and user. A panic deciding it is answered as the recovery
+// interceptor answers a unary call's (Internal, logged with its stack):
+// it happened off the handler's goroutine, where that interceptor cannot
+// catch it.
+func (ls *likeStream) decide(ctx context.Context, bound, m *roomcellv1.LikeStreamRequest) {
+	defer func() {
+		if r := recover(); r != nil {
+			ls.answer(refusedAck(m.GetCommandId(), status.Convert(panicStatus(ctx, ls.s.log, roomcellv1.RoomService_LikeStream_FullMethodName, r))))
+		}
+	}()
+	ls.answer(ls.s.likeAck(ctx, bound, m))
+}
+
+// answer sends a message's ack and frees its slot.
+func (ls *likeStream) answer(a *roomcellv1.LikeStreamAck) {
+	if ls.metrics != nil {
+		ls.metrics.ack(a)
+	}
+	ls.sendMu.Lock()
+	if !ls.ended {
+		// An error ends the stream: its reader and the handler see it.
+		_ = ls.stream.Send(a)
+	}
+	ls.sendMu.Unlock()
+	ls.touch()
+	ls.inFlight.Add(-1)
+	<-ls.slots
+}
+
+// finish: nothing is sent once the handler returned.
+func (ls *likeStream) finish() {
+	ls.sendMu.Lock()
+	ls.ended = true
+	ls.sendMu.Unlock()
 }
 
 // sameLiker: m is for the stream's app, room and user (an empty field
@@ -199,19 +267,6 @@ func (s *RoomServer) LikeStream(stream grpc.BidiStreamingServer[roomcellv1.LikeS
 func sameLiker(bound, m *roomcellv1.LikeStreamRequest) bool {
 	same := func(b, v string) bool { return v == "" || v == b }
 	return same(bound.GetAppCode(), m.GetAppCode()) && same(bound.GetRoomId(), m.GetRoomId()) && same(bound.GetUserId(), m.GetUserId())
-}
-
-// likeAckTo sends m's ack to acks. A panic deciding it is answered as
-// the recovery interceptor answers a unary call's (Internal, logged with
-// its stack): it happened off the handler's goroutine, where that
-// interceptor cannot catch it.
-func (s *RoomServer) likeAckTo(ctx context.Context, acks chan<- *roomcellv1.LikeStreamAck, bound, m *roomcellv1.LikeStreamRequest) {
-	defer func() {
-		if r := recover(); r != nil {
-			acks <- refusedAck(m.GetCommandId(), status.Convert(panicStatus(ctx, s.log, roomcellv1.RoomService_LikeStream_FullMethodName, r)))
-		}
-	}()
-	acks <- s.likeAck(ctx, bound, m)
 }
 
 // likeAck decides m as the LikeRoom of its fields under the stream's app,
@@ -245,14 +300,4 @@ func refusedAck(commandID string, st *status.Status) *roomcellv1.LikeStreamAck {
 		}
 	}
 	return a
-}
-
-func ackOutcome(a *roomcellv1.LikeStreamAck) string {
-	switch {
-	case a.GetGrpcCode() != int32(codes.OK):
-		return "refused"
-	case a.GetDuplicate():
-		return "duplicate"
-	}
-	return "counted"
 }

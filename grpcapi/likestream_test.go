@@ -99,10 +99,10 @@ func likeStreamServer(t *testing.T, o Options, b RoomBackend, lo LikeStreamOptio
 	return roomcellv1.NewRoomServiceClient(serveRoomServer(t, o, rs))
 }
 
-type likeStream = grpc.BidiStreamingClient[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]
+type likeClient = grpc.BidiStreamingClient[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]
 
 // acksOf reads n acks by command_id.
-func acksOf(t *testing.T, s likeStream, n int) map[string]*roomcellv1.LikeStreamAck {
+func acksOf(t *testing.T, s likeClient, n int) map[string]*roomcellv1.LikeStreamAck {
 	t.Helper()
 	out := map[string]*roomcellv1.LikeStreamAck{}
 	for range n {
@@ -208,7 +208,7 @@ func TestLikeStreamRateLimitedPerMessage(t *testing.T) {
 	b := newLikeRoomBackend()
 	c := likeStreamServer(t, Options{}, b, LikeStreamOptions{Max: 10}, ratelimit.New(cfg).WithClock(clock))
 	ctx := testCtx(t)
-	open := func() likeStream {
+	open := func() likeClient {
 		s, err := c.LikeStream(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -218,14 +218,14 @@ func TestLikeStreamRateLimitedPerMessage(t *testing.T) {
 	s1, s2 := open(), open()
 	const each = 15
 	for i := range each {
-		for k, s := range []likeStream{s1, s2} {
+		for k, s := range []likeClient{s1, s2} {
 			if err := s.Send(&roomcellv1.LikeStreamRequest{CommandId: fmt.Sprintf("s%d-%d", k, i), AppCode: "app1", RoomId: "r1", UserId: "heavy", Count: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	counted, limited := 0, 0
-	for _, s := range []likeStream{s1, s2} {
+	for _, s := range []likeClient{s1, s2} {
 		for id, a := range acksOf(t, s, each) {
 			switch {
 			case a.GetGrpcCode() == 0:

@@ -1,16 +1,24 @@
 package roomlikes
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hyapp/roomcell/actors/roomgrain"
+	v1 "github.com/hyapp/roomcell/api/roomcellv1"
+	"github.com/hyapp/roomcell/grpcapi"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -144,9 +152,13 @@ func (*roomClock) Stopped()              {}
 // wait and its processing, the append included), without the answer's
 // way back to the caller; p99-wait-ms the part of it before the room
 // began to decide them (the mailbox wait, the room's goroutine
-// scheduled).
+// scheduled). "liking-grpc-stream" and "liking-grpc-unary" send the
+// same 10,000 likes a second as members' apps do, through a gRPC server
+// in the same process (grpcapi, loopback TCP) in front of the room: each
+// member a call of 4 taps every 200 ms over its LikeStream, or a
+// LikeRoom call each (the client's side of gRPC is in the process too).
 func BenchmarkJoinGiftWhileLiking(b *testing.B) {
-	for _, mode := range []string{"quiet", "liking", "liking-elsewhere"} {
+	for _, mode := range []string{"quiet", "liking", "liking-elsewhere", "liking-grpc-stream", "liking-grpc-unary"} {
 		liking := mode != "quiet"
 		b.Run(mode, func(b *testing.B) {
 			const members = 500
@@ -159,7 +171,10 @@ func BenchmarkJoinGiftWhileLiking(b *testing.B) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var likes atomic.Int64
-			if liking {
+			var stopGRPC func()
+			if via, ok := strings.CutPrefix(mode, "liking-grpc-"); ok {
+				stopGRPC = grpcLikers(b, f, pid, members, via == "stream", &likes)
+			} else if liking {
 				for c := range members {
 					wg.Add(1)
 					go func() {
@@ -221,6 +236,9 @@ func BenchmarkJoinGiftWhileLiking(b *testing.B) {
 			b.StopTimer()
 			close(stop)
 			wg.Wait()
+			if stopGRPC != nil {
+				stopGRPC() // every like sent answered, and counted
+			}
 			slices.Sort(took)
 			slices.Sort(inRoom)
 			slices.Sort(waited)
@@ -234,4 +252,124 @@ func BenchmarkJoinGiftWhileLiking(b *testing.B) {
 			}
 		})
 	}
+}
+
+// grpcLikers likes the fixture's room from members u0..u<members-1>
+// through a gRPC server in this process (the room's front its backend),
+// each a call of 4 taps every 200 ms: over its LikeStream, or a LikeRoom
+// call each. It returns once the load settled (a second); stop ends it
+// and waits for every like sent to be answered, counted into likes.
+func grpcLikers(b *testing.B, f *fixture, pid *actor.PID, members int, stream bool, likes *atomic.Int64) (stop func()) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, _ := grpcapi.NewServer(grpcapi.Options{Logger: slog.New(slog.DiscardHandler)})
+	rs := grpcapi.NewRoomServer(frontBackend{f: f, pid: pid}, slog.New(slog.DiscardHandler), 10*time.Second)
+	rs.SetLikeStreams(grpcapi.LikeStreamOptions{Max: members})
+	v1.RegisterRoomServiceServer(srv, rs)
+	go func() { _ = srv.Serve(lis) }()
+	var clients []v1.RoomServiceClient
+	var conns []*grpc.ClientConn
+	for range 25 {
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, conn)
+		clients = append(clients, v1.NewRoomServiceClient(conn))
+	}
+	const every, perCall = 200 * time.Millisecond, int64(4)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc, user := clients[m%len(clients)], fmt.Sprintf("u%d", m)
+			var s grpc.BidiStreamingClient[v1.LikeStreamRequest, v1.LikeStreamAck]
+			var owed sync.WaitGroup
+			if stream {
+				var err error
+				if s, err = rc.LikeStream(context.Background()); err != nil {
+					b.Error(err)
+					return
+				}
+				go func() {
+					for {
+						a, err := s.Recv()
+						if err != nil {
+							select {
+							case <-done: // the end: its connection closed
+							default:
+								b.Errorf("%s's like stream: %v", user, err)
+							}
+							return
+						}
+						if a.GetGrpcCode() == 0 {
+							likes.Add(perCall)
+						}
+						owed.Done()
+					}
+				}()
+			}
+			time.Sleep(time.Duration(m) * every / time.Duration(members))
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					owed.Wait()
+					if s != nil {
+						_ = s.CloseSend()
+					}
+					return
+				case <-tick.C:
+				}
+				id := fmt.Sprintf("g-%d-%d", m, n)
+				owed.Add(1)
+				if stream {
+					msg := &v1.LikeStreamRequest{CommandId: id, Count: perCall}
+					if n == 0 {
+						msg.AppCode, msg.RoomId, msg.UserId = "app", "r1", user
+					}
+					if err := s.Send(msg); err != nil {
+						b.Error(err)
+						owed.Done()
+					}
+					continue
+				}
+				go func() {
+					defer owed.Done()
+					if _, err := rc.LikeRoom(context.Background(), &v1.LikeRoomRequest{CommandId: id, AppCode: "app", RoomId: "r1", UserId: user, Count: perCall}); err == nil {
+						likes.Add(perCall)
+					}
+				}()
+			}
+		}()
+	}
+	time.Sleep(time.Second) // the load settles
+	return func() {
+		close(done)
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+		srv.Stop()
+	}
+}
+
+// frontBackend is a gRPC server's room backend going to the fixture's
+// room as the node's room client does: its likes to the room's front.
+type frontBackend struct {
+	f   *fixture
+	pid *actor.PID
+}
+
+func (fb frontBackend) Execute(ctx context.Context, cmd *v1.RoomCommand) (*v1.CommandReply, error) {
+	res, err := fb.f.sys.Root.RequestFuture(fb.f.to(fb.pid, cmd), cmd, 10*time.Second).Result()
+	if err != nil {
+		return nil, err
+	}
+	return replyOf(res)
 }
