@@ -17,6 +17,7 @@ import (
 
 	"github.com/hyapp/roomcell/api/roomcellv1"
 	"github.com/hyapp/roomcell/errclass"
+	"github.com/hyapp/roomcell/internal/ratelimit"
 	"github.com/hyapp/roomcell/room"
 )
 
@@ -110,16 +111,17 @@ var (
 var likeStreamMismatch = rowStatus(errclass.CodeLikeStreamMismatch, nil)
 
 // LikeStream takes a member's likes over one stream: each message is the
-// LikeRoom of its fields, decided by command (the same parse, rate
-// limit, room client and front as the unary call; nothing here decides a
-// like), and answered on the stream once its window is stored. Auth is
+// LikeRoom of its fields, decided by command's two halves (admit: the
+// same parse, rate limit and request id as the unary call; run: the same
+// room client and front; nothing here decides a like), and answered on
+// the stream once its window is stored. Auth is
 // the gate's, at the stream's open, before any message is read.
 //
 // A reader goroutine takes a slot of LikeStreamInFlight before each
-// read and starts a goroutine per message, which waits for the like's
-// window and sends its ack (one at a time, sendMu) and gives the slot
-// back: a message costs two channel operations and a goroutine, nothing
-// more. This goroutine only waits for the stream's end: the client's
+// read, admits the message and starts a goroutine for it, which waits
+// for the like's window and sends its ack (one at a time, sendMu) and
+// gives the slot back: a message costs two channel operations and a
+// goroutine beyond the unary call's own work. This goroutine only waits for the stream's end: the client's
 // (its half-close, once every ack is sent), the reader's error, or idle.
 func (s *RoomServer) LikeStream(stream grpc.BidiStreamingServer[roomcellv1.LikeStreamRequest, roomcellv1.LikeStreamAck]) error {
 	o := s.likeStreams
@@ -221,22 +223,36 @@ func (ls *likeStream) read(ctx context.Context) error {
 			ls.answer(refusedAck(m.GetCommandId(), likeStreamMismatch))
 			continue
 		}
-		go ls.decide(ctx, bound, m)
+		// Checked and rate limited here, on a goroutine whose stack has
+		// grown once (the parse's frames, on a goroutine a message, were
+		// a tenth of a like's server CPU in runtime.newstack); only the
+		// wait for the window gets a goroutine of its own.
+		rc := likeCommand(bound, m)
+		tok, err := ls.s.admit(ctx, rc)
+		if err != nil {
+			ls.answer(refusedAck(m.GetCommandId(), status.Convert(err)))
+			continue
+		}
+		go ls.decide(ctx, m.GetCommandId(), rc, tok)
 	}
 }
 
-// decide answers m as the LikeRoom of its fields under the stream's app,
-// room and user. A panic deciding it is answered as the recovery
-// interceptor answers a unary call's (Internal, logged with its stack):
-// it happened off the handler's goroutine, where that interceptor cannot
-// catch it.
-func (ls *likeStream) decide(ctx context.Context, bound, m *roomcellv1.LikeStreamRequest) {
+// decide answers an admitted like with the room's answer. A panic
+// deciding it is answered as the recovery interceptor answers a unary
+// call's (Internal, logged with its stack): it happened off the
+// handler's goroutine, where that interceptor cannot catch it.
+func (ls *likeStream) decide(ctx context.Context, commandID string, rc *roomcellv1.RoomCommand, tok ratelimit.Token) {
 	defer func() {
 		if r := recover(); r != nil {
-			ls.answer(refusedAck(m.GetCommandId(), status.Convert(panicStatus(ctx, ls.s.log, roomcellv1.RoomService_LikeStream_FullMethodName, r))))
+			ls.answer(refusedAck(commandID, status.Convert(panicStatus(ctx, ls.s.log, roomcellv1.RoomService_LikeStream_FullMethodName, r))))
 		}
 	}()
-	ls.answer(ls.s.likeAck(ctx, bound, m))
+	reply, err := ls.s.run(ctx, rc, tok)
+	if err != nil {
+		ls.answer(refusedAck(commandID, status.Convert(err)))
+		return
+	}
+	ls.answer(&roomcellv1.LikeStreamAck{CommandId: commandID, RoomSeq: reply.GetRoomSeq(), Duplicate: reply.GetDuplicate()})
 }
 
 // answer sends a message's ack and frees its slot.
@@ -269,17 +285,12 @@ func sameLiker(bound, m *roomcellv1.LikeStreamRequest) bool {
 	return same(bound.GetAppCode(), m.GetAppCode()) && same(bound.GetRoomId(), m.GetRoomId()) && same(bound.GetUserId(), m.GetUserId())
 }
 
-// likeAck decides m as the LikeRoom of its fields under the stream's app,
-// room and user.
-func (s *RoomServer) likeAck(ctx context.Context, bound, m *roomcellv1.LikeStreamRequest) *roomcellv1.LikeStreamAck {
-	r := &roomcellv1.LikeRoomRequest{CommandId: m.GetCommandId(), RequestId: m.GetRequestId(),
-		AppCode: bound.GetAppCode(), RoomId: bound.GetRoomId(), UserId: bound.GetUserId(), Count: m.GetCount()}
-	reply, err := s.command(ctx, &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: r}})
-	if err != nil {
-		st, _ := status.FromError(err)
-		return refusedAck(m.GetCommandId(), st)
-	}
-	return &roomcellv1.LikeStreamAck{CommandId: m.GetCommandId(), RoomSeq: reply.GetRoomSeq(), Duplicate: reply.GetDuplicate()}
+// likeCommand is the LikeRoom of m under the stream's app, room and
+// user.
+func likeCommand(bound, m *roomcellv1.LikeStreamRequest) *roomcellv1.RoomCommand {
+	return &roomcellv1.RoomCommand{Command: &roomcellv1.RoomCommand_LikeRoom{LikeRoom: &roomcellv1.LikeRoomRequest{
+		CommandId: m.GetCommandId(), RequestId: m.GetRequestId(),
+		AppCode: bound.GetAppCode(), RoomId: bound.GetRoomId(), UserId: bound.GetUserId(), Count: m.GetCount()}}}
 }
 
 // refusedAck carries st as LikeRoom would have answered it: its code,

@@ -136,15 +136,32 @@ func (s *RoomServer) invalid(ctx context.Context, err error) error { return toSt
 // The command is read once (room.ParseClientCommand): its checks, the
 // room it addresses, its user and its rate class come from that one read.
 func (s *RoomServer) command(ctx context.Context, rc *roomcellv1.RoomCommand) (*roomcellv1.CommandReply, error) {
-	p, err := room.ParseClientCommand(rc)
-	if err != nil {
-		return nil, s.invalid(ctx, err)
-	}
-	tok, err := s.limit(ctx, p)
+	tok, err := s.admit(ctx, rc)
 	if err != nil {
 		return nil, err
 	}
+	return s.run(ctx, rc, tok)
+}
+
+// admit is command's first half, on the caller's goroutine: the checks,
+// the rate limit's token and the request id. LikeStream admits each
+// message on its reader and runs it on a goroutine of its own.
+func (s *RoomServer) admit(ctx context.Context, rc *roomcellv1.RoomCommand) (ratelimit.Token, error) {
+	p, err := room.ParseClientCommand(rc)
+	if err != nil {
+		return ratelimit.Token{}, s.invalid(ctx, err)
+	}
+	tok, err := s.limit(ctx, p)
+	if err != nil {
+		return tok, err
+	}
 	setRequestID(ctx, p.Request)
+	return tok, nil
+}
+
+// run is command's second half: the room's answer to an admitted
+// command.
+func (s *RoomServer) run(ctx context.Context, rc *roomcellv1.RoomCommand, tok ratelimit.Token) (*roomcellv1.CommandReply, error) {
 	reply, err := s.execute(ctx, rc)
 	if err == nil && reply.GetDuplicate() {
 		// An answered command_id again: the room wrote nothing, so the
