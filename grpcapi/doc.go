@@ -7,7 +7,9 @@
 // pass of the edge, request id and access log; go-grpc-middleware's
 // Prometheus metrics and panic recovery; the gate, bearer auth by caller
 // class from the one method table in auth.go, then the bad-body check of
-// codec.go), TLS, health and reflection,
+// codec.go), TLS, health and reflection, the listener that lets large
+// replies share writes with the replies answered beside them
+// (batchwrites.go),
 // and the one mapping from error classes to gRPC status codes (errors.go). It holds
 // no room rules (those live in actors/roomgrain) and must not touch a store,
 // cluster or delivery package: it reaches rooms only through a RoomBackend
