@@ -111,7 +111,8 @@ func TestGetRoomKeptEncodingsUnderManyRooms(t *testing.T) {
 		}
 		return roomReply(int64(i+1), fmt.Sprint("m", i)), nil // a new one each time (another member's, decoded)
 	}}
-	client := serveRegistered(t, NewRoomServer(b, discardLogger(), 0))
+	server := NewRoomServer(b, discardLogger(), 0)
+	client := serveRegistered(t, server)
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -135,5 +136,13 @@ func TestGetRoomKeptEncodingsUnderManyRooms(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	// The kept encodings are sent as they are, not copied: after all
+	// those sends each is still its reply's encoding, byte for byte.
+	for i := 0; i < len(shared); i += 2 {
+		want := &roomcellv1.GetRoomReply{Room: shared[i].Room, NextPageToken: shared[i].NextPageToken}
+		if enc := server.getRoomWires.of(shared[i]); string(enc.wire) != string(mustMarshal(t, want)) {
+			t.Fatalf("room r%d: the kept encoding changed after being sent", i)
+		}
 	}
 }
